@@ -1,0 +1,28 @@
+import { createPgStore } from './pg/pg-store.js';
+import { createPGliteStore } from './pglite/pglite-store.js';
+import type { Store } from './store.js';
+
+export const DEFAULT_DATA_DIR = '.ledgerflow/db';
+
+export interface OpenStoreOptions {
+  /** PostgreSQL connection string; defaults to `process.env.DATABASE_URL`. */
+  readonly databaseUrl?: string | undefined;
+  /** PGlite data directory used when there is no database URL. */
+  readonly dataDir?: string;
+  readonly maxConnections?: number;
+}
+
+/**
+ * The one place that picks the database: `DATABASE_URL` (or `databaseUrl`) → PostgreSQL via
+ * `pg`; otherwise the embedded PGlite persisted under `.ledgerflow/db`.
+ */
+export async function openStore(options: OpenStoreOptions = {}): Promise<Store> {
+  const databaseUrl = options.databaseUrl ?? process.env['DATABASE_URL'];
+  if (databaseUrl) {
+    return createPgStore({
+      connectionString: databaseUrl,
+      ...(options.maxConnections !== undefined ? { maxConnections: options.maxConnections } : {}),
+    });
+  }
+  return createPGliteStore({ dataDir: options.dataDir ?? DEFAULT_DATA_DIR });
+}

@@ -1,0 +1,51 @@
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import { INT8_OID, parseInt8, type Store } from '../store.js';
+import type { LedgerflowDatabase } from '../tables.js';
+
+export interface PgStoreOptions {
+  readonly connectionString: string;
+  /** Pool size; a worker needs about one connection per concurrent run plus one to listen. */
+  readonly maxConnections?: number;
+  readonly applicationName?: string;
+}
+
+const types = {
+  getTypeParser: ((oid: number, format?: string) =>
+    oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+};
+
+/** A `pg` pool: the durable production store. */
+export function createPgStore(options: PgStoreOptions): Store {
+  const pool = new pg.Pool({
+    connectionString: options.connectionString,
+    max: options.maxConnections ?? 10,
+    application_name: options.applicationName ?? 'ledgerflow',
+    types,
+  });
+  // An idle client that loses its server (restart, pg_terminate_backend) must not crash the process.
+  pool.on('error', () => {});
+  const db = new Kysely<LedgerflowDatabase>({ dialect: new PostgresDialect({ pool }) });
+  const url = new URL(options.connectionString);
+
+  return {
+    kind: 'pg',
+    db,
+    location: `PostgreSQL at ${url.hostname}:${url.port || '5432'}${url.pathname}`,
+    async listen(channel, onNotify) {
+      const client = new pg.Client({ connectionString: options.connectionString, types });
+      client.on('error', () => {});
+      await client.connect();
+      client.on('notification', (message) => {
+        if (message.channel === channel) onNotify(message.payload ?? '');
+      });
+      await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+      return async () => {
+        await client.end().catch(() => {});
+      };
+    },
+    async close() {
+      await db.destroy();
+    },
+  };
+}

@@ -1,0 +1,34 @@
+import { mkdirSync } from 'node:fs';
+import { PGlite } from '@electric-sql/pglite';
+import { Kysely } from 'kysely';
+import { INT8_OID, parseInt8, type Store } from '../store.js';
+import type { LedgerflowDatabase } from '../tables.js';
+import { PGliteDialect } from './pglite-driver.js';
+
+export interface PGliteStoreOptions {
+  /** Directory of the embedded database; `undefined` keeps it in memory. */
+  readonly dataDir?: string;
+  /** Start from a data directory dump (a prepared template), e.g. in tests. */
+  readonly loadDataDir?: Blob | File;
+}
+
+/** The embedded default: PGlite (WASM PostgreSQL, fsync off), one process at a time. */
+export async function createPGliteStore(options: PGliteStoreOptions = {}): Promise<Store> {
+  if (options.dataDir !== undefined) mkdirSync(options.dataDir, { recursive: true });
+  const pglite = await PGlite.create({
+    ...(options.dataDir !== undefined ? { dataDir: options.dataDir } : {}),
+    ...(options.loadDataDir !== undefined ? { loadDataDir: options.loadDataDir } : {}),
+    parsers: { [INT8_OID]: parseInt8 },
+  });
+  const db = new Kysely<LedgerflowDatabase>({ dialect: new PGliteDialect(pglite) });
+  return {
+    kind: 'pglite',
+    db,
+    location: `PGlite (embedded, fsync off) at ${options.dataDir ?? 'memory'}`,
+    listen: (channel, onNotify) => pglite.listen(channel, onNotify),
+    async close() {
+      await db.destroy();
+      await pglite.close();
+    },
+  };
+}

@@ -1,0 +1,30 @@
+import type { Kysely } from 'kysely';
+import type { LedgerflowDatabase } from './tables.js';
+
+export type StoreKind = 'pg' | 'pglite';
+
+/**
+ * One database behind Kysely. The two implementations (`pg/`, `pglite/`) differ only in how
+ * they connect, listen and describe themselves; every query is shared code.
+ */
+export interface Store {
+  readonly kind: StoreKind;
+  readonly db: Kysely<LedgerflowDatabase>;
+  /** Where the data lives, for humans ("PostgreSQL at host:5432/db", "PGlite (fsync off) at .ledgerflow/db"). */
+  readonly location: string;
+  /** Subscribes to NOTIFY on `channel`; resolves to an unsubscribe function. */
+  listen(channel: string, onNotify: (payload: string) => void): Promise<() => Promise<void>>;
+  close(): Promise<void>;
+}
+
+/** Postgres type OIDs whose text form both drivers must parse the same way. */
+export const INT8_OID = 20;
+
+/** Fencing tokens, counts and attempt numbers fit comfortably in a double. */
+export function parseInt8(value: string): number {
+  const parsed = Number(value);
+  if (!Number.isSafeInteger(parsed)) {
+    throw new RangeError(`int8 value ${value} does not fit a JavaScript number`);
+  }
+  return parsed;
+}

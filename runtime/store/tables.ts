@@ -1,0 +1,117 @@
+import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
+import type { StepKind } from '../../dsl/step-kind.js';
+
+/**
+ * Kysely types for the core schema in `generated/migrations/0001_core.sql` (emitted from
+ * `codegen/emit/core-schema-sql.ts`). Keys are schema-qualified so every query names its schema.
+ */
+export type RunStatus = 'pending' | 'running' | 'completed' | 'failed' | 'cancelled' | 'needs_reconciliation';
+export type AttemptStatus = 'running' | 'succeeded' | 'failed' | 'abandoned';
+export type EffectStatus = 'intent' | 'recorded' | 'released';
+export type EffectKind = Exclude<StepKind, 'step'>;
+
+/** JSON as stored in jsonb columns. */
+export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
+
+type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
+type DbNow = ColumnType<Date, Date | string | undefined, Date | string>;
+
+export interface WorkflowVersionTable {
+  workflow_name: string;
+  version: number;
+  definition_hash: string;
+  created_at: DbNow;
+}
+
+export interface WorkflowStepDefTable {
+  workflow_name: string;
+  version: number;
+  step_name: string;
+  position: number;
+  kind: StepKind;
+  idempotent_by_key: Generated<boolean>;
+}
+
+export interface WorkflowRunTable {
+  id: string;
+  workflow_name: string;
+  workflow_version: number;
+  status: Generated<RunStatus>;
+  input: Json;
+  dedupe_key: string | null;
+  current_step: Generated<number>;
+  output: Json | null;
+  error: Json | null;
+  run_after: DbNow;
+  lease_owner: string | null;
+  lease_expires_at: Date | null;
+  fencing_token: Generated<number>;
+  created_at: DbNow;
+  updated_at: DbNow;
+  finished_at: Date | null;
+}
+
+export interface StepAttemptTable {
+  run_id: string;
+  step_name: string;
+  attempt: number;
+  status: AttemptStatus;
+  fencing_token: number;
+  worker_id: string;
+  error: Json | null;
+  started_at: DbNow;
+  finished_at: Timestamp | null;
+  next_eligible_at: Timestamp | null;
+}
+
+export interface StepEffectTable {
+  workflow_id: string;
+  step_name: string;
+  idempotency_key: string;
+  effect: Json;
+  created_at: DbNow;
+  status: EffectStatus;
+  kind: EffectKind;
+  request_hash: string;
+  attempt: number;
+  fencing_token: number;
+  intent_at: DbNow;
+  recorded_at: Timestamp | null;
+  resolution: string | null;
+}
+
+export interface StepResultTable {
+  run_id: string;
+  workflow_name: string;
+  workflow_version: number;
+  step_name: string;
+  kind: StepKind;
+  output: Json;
+  attempt: number;
+  idempotency_key: string | null;
+  effect_status: 'recorded' | null;
+  created_at: DbNow;
+}
+
+export interface SchemaMigrationTable {
+  name: string;
+  checksum: string;
+  applied_at: DbNow;
+}
+
+export interface LedgerflowDatabase {
+  'ledgerflow.workflow_version': WorkflowVersionTable;
+  'ledgerflow.workflow_step_def': WorkflowStepDefTable;
+  'ledgerflow.workflow_run': WorkflowRunTable;
+  'ledgerflow.step_attempt': StepAttemptTable;
+  'ledgerflow.step_effect': StepEffectTable;
+  'ledgerflow.step_result': StepResultTable;
+  'ledgerflow.schema_migration': SchemaMigrationTable;
+}
+
+export type WorkflowRunRow = Selectable<WorkflowRunTable>;
+export type NewWorkflowRun = Insertable<WorkflowRunTable>;
+export type WorkflowRunUpdate = Updateable<WorkflowRunTable>;
+export type StepAttemptRow = Selectable<StepAttemptTable>;
+export type StepEffectRow = Selectable<StepEffectTable>;
+export type StepResultRow = Selectable<StepResultTable>;
