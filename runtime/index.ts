@@ -1,0 +1,26 @@
+export { openStore, DEFAULT_DATA_DIR, type OpenStoreOptions } from './store/open-store.js';
+export type { Store, StoreKind } from './store/store.js';
+export type * from './store/tables.js';
+export { Recorded } from './contracts/recorded.js';
+export {
+  found,
+  notFound,
+  unknownOutcome,
+  type HandlerFor,
+  type IdempotentExternalHandler,
+  type IntentInfo,
+  type PerformContext,
+  type ReconcileContext,
+  type ReconcileOutcome,
+  type ReconcilingExternalHandler,
+  type StepContext,
+  type StepHandler,
+  type TransactionalContext,
+  type TransactionalHandler,
+} from './contracts/handler-types.js';
+export {
+  bindHandlers,
+  StaleContractError,
+  type WorkflowHandlers,
+  type WorkflowRegistration,
+} from './contracts/registration.js';
