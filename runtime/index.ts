@@ -24,3 +24,14 @@ export {
   type WorkflowHandlers,
   type WorkflowRegistration,
 } from './contracts/registration.js';
+export {
+  ConflictError,
+  DuplicateRunError,
+  LeaseLostError,
+  LedgerflowError,
+  MigrationError,
+  NonRetryableError,
+  RunNotFoundError,
+  UnknownWorkflowError,
+  ValidationError,
+} from './errors.js';

@@ -1,0 +1,59 @@
+/**
+ * Errors a user can act on. Each carries a stable `code`; the CLI prints `message` without a
+ * stack for these and exits non-zero.
+ */
+export abstract class LedgerflowError extends Error {
+  abstract readonly code: string;
+}
+
+/** Start input (or a step output) rejected by its schema. Nothing was written. */
+export class ValidationError extends LedgerflowError {
+  override readonly name = 'ValidationError';
+  readonly code = 'validation';
+  constructor(
+    message: string,
+    /** `path: message` per problem, e.g. `amountCents: Expected number, received string`. */
+    readonly issues: readonly string[],
+  ) {
+    super(message);
+  }
+}
+
+/** A workflow name (or version) that is not registered with this client/worker or not migrated. */
+export class UnknownWorkflowError extends LedgerflowError {
+  override readonly name = 'UnknownWorkflowError';
+  readonly code = 'unknown_workflow';
+}
+
+/** The ledger already holds something incompatible: another key for the step, or another request under the key. */
+export class ConflictError extends LedgerflowError {
+  override readonly name = 'ConflictError';
+  readonly code = 'conflict';
+}
+
+/** A run id / dedupe key reused with a different workflow or input. */
+export class DuplicateRunError extends LedgerflowError {
+  override readonly name = 'DuplicateRunError';
+  readonly code = 'duplicate_run';
+}
+
+export class RunNotFoundError extends LedgerflowError {
+  override readonly name = 'RunNotFoundError';
+  readonly code = 'run_not_found';
+}
+
+/** A migration file changed after it was applied, or the database is behind the code. */
+export class MigrationError extends LedgerflowError {
+  override readonly name = 'MigrationError';
+  readonly code = 'migration';
+}
+
+/** Throw from a handler to fail the run at once, without further attempts. */
+export class NonRetryableError extends Error {
+  override readonly name: string = 'NonRetryableError';
+}
+
+/** The worker lost its lease (fencing token moved on): its commit was rolled back. */
+export class LeaseLostError extends Error {
+  override readonly name = 'LeaseLostError';
+}
