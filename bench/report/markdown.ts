@@ -1,0 +1,119 @@
+import type { BenchResults, ThroughputRow } from '../results-model.js';
+
+/** The results page: machine and server first, then the tables, then the targets, met or not. */
+export function renderMarkdown(results: BenchResults, chartFile: string): string {
+  const env = results.environment;
+  const lines: string[] = [
+    `# ledgerflow benchmark — ${env.date.slice(0, 10)}`,
+    '',
+    `Produced by \`npm run bench\` (\`bench/main.ts\`) in ${results.totalSeconds.toFixed(0)} s. ` +
+      `${results.stepsPerMeasurement}`,
+    '',
+    '| machine | |',
+    '|---|---|',
+    `| date | ${env.date} |`,
+    `| CPU | ${env.cpuCount} × ${env.cpu} |`,
+    `| memory | ${env.memoryGiB} GiB |`,
+    `| OS | ${env.os} |`,
+    `| Node.js | ${env.node} |`,
+    `| server | ${env.serverVersion} (${env.serverOrigin}) |`,
+    `| fsync / synchronous_commit / full_page_writes | ${env.fsync} / ${env.synchronousCommit} / ${env.fullPageWrites} |`,
+    `| wal_sync_method / shared_buffers | ${env.walSyncMethod} / ${env.sharedBuffers} |`,
+    '',
+    '## Throughput on durable PostgreSQL',
+    '',
+    'W0 is the floor: the four statements of one fenced step commit (transition, attempt, ledger row, result) ' +
+      'in one transaction and nothing else. Ratios compare steps/s with W0 commits/s at the same concurrency.',
+    '',
+    throughputTable([...results.floor, ...results.durable], results.floor),
+    '',
+    `![steps/s against concurrency](${chartFile})`,
+    '',
+  ];
+  if (results.stepCosts.length > 0) {
+    lines.push(
+      '## Cost of one step by kind',
+      '',
+      'Single-step workflows of each kind drained by the real worker; counts are per run and include the claim.',
+      '',
+      '| kind | runs | commits / run | round trips / run | note |',
+      '|---|---:|---:|---:|---|',
+      ...results.stepCosts.map(
+        (r) => `| ${r.kind} | ${r.runs} | ${r.commitsPerRun.toFixed(2)} | ${r.roundTripsPerRun.toFixed(2)} | ${r.note} |`,
+      ),
+      '',
+    );
+  }
+  if (results.latency) {
+    const l = results.latency;
+    lines.push(
+      '## W3: start-to-first-step latency (open loop)',
+      '',
+      `Arrivals at a fixed ${l.arrivalsPerSecond.toFixed(0)} runs/s (half of the W1 peak) for ${l.seconds.toFixed(1)} s, ` +
+        `worker concurrency ${l.concurrency}; latency from the scheduled arrival to the first step's commit.`,
+      '',
+      '| runs | p50 ms | p90 ms | p99 ms | max ms |',
+      '|---:|---:|---:|---:|---:|',
+      `| ${l.runs} | ${l.p50Ms.toFixed(1)} | ${l.p90Ms.toFixed(1)} | ${l.p99Ms.toFixed(1)} | ${l.maxMs.toFixed(1)} |`,
+      '',
+    );
+  }
+  if (results.pglite.length > 0) {
+    lines.push(
+      '## PGlite (embedded, fsync off — not comparable with the durable numbers above)',
+      '',
+      throughputTable(results.pglite, []),
+      '',
+    );
+  }
+  if (results.codegen) lines.push('## Codegen', '', results.codegen.trim(), '');
+  lines.push('## Targets', '', ...targetLines(results).map((t) => `- ${t}`), '');
+  if (results.notes.length > 0) lines.push('## Notes', '', ...results.notes.map((n) => `- ${n}`), '');
+  return lines.join('\n');
+}
+
+function throughputTable(rows: readonly ThroughputRow[], floor: readonly ThroughputRow[]): string {
+  const header = [
+    '| workload | concurrency | steps | seconds | steps/s | workflows/s | ratio to W0 | commits / step | round trips / step | rollbacks |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+  ];
+  const body = rows.map((r) => {
+    const base = floor.find((f) => f.concurrency === r.concurrency);
+    const ratio = base && !r.workload.startsWith('W0') ? (r.stepsPerSecond / base.stepsPerSecond).toFixed(2) : '';
+    return (
+      `| ${r.workload} | ${r.concurrency} | ${r.steps} | ${r.seconds.toFixed(2)} | ${r.stepsPerSecond.toFixed(0)} | ` +
+      `${opt(r.workflowsPerSecond, 0)} | ${ratio} | ${opt(r.commitsPerStep, 2)} | ${opt(r.roundTripsPerStep, 2)} | ${r.rollbacks ?? ''} |`
+    );
+  });
+  return [...header, ...body].join('\n');
+}
+
+function opt(value: number | undefined, digits: number): string {
+  return value === undefined ? '' : value.toFixed(digits);
+}
+
+function targetLines(results: BenchResults): string[] {
+  const out: string[] = [];
+  const top = Math.max(...results.concurrencies);
+  const floorTop = results.floor.find((r) => r.concurrency === top);
+  const w1Top = results.durable.find((r) => r.workload.startsWith('W1') && r.concurrency === top);
+  if (floorTop && w1Top) {
+    const ratio = w1Top.stepsPerSecond / floorTop.stepsPerSecond;
+    out.push(`W1 ≥ 0.8 × W0 at concurrency ${top}: ${ratio.toFixed(2)} × — ${ratio >= 0.8 ? 'met' : 'NOT met'}`);
+  } else {
+    out.push(`W1 ≥ 0.8 × W0 at concurrency ${top}: not measured`);
+  }
+  const expected: Record<string, number> = { step: 1, transactional: 1, external: 2 };
+  for (const cost of results.stepCosts) {
+    const want = expected[cost.kind];
+    if (want === undefined) continue;
+    out.push(`${want} commit(s) per \`${cost.kind}\` step: ${cost.note}`);
+  }
+  if (results.latency) {
+    const p50 = results.latency.p50Ms;
+    out.push(`W3 p50 < 10 ms: ${p50.toFixed(1)} ms — ${p50 < 10 ? 'met' : 'NOT met'}`);
+  } else {
+    out.push('W3 p50 < 10 ms: not measured');
+  }
+  return out;
+}
