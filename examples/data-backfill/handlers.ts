@@ -1,0 +1,42 @@
+import { sql } from 'kysely';
+import type { WorkflowHandlers } from 'ledgerflow/runtime';
+import type { AppDatabase } from '../migrations/app-database.js';
+import type { backfillBatch } from './backfill-batch.workflow.js';
+
+/** Handlers for `backfill-batch`: the copy of one id range `[fromId, toId)`. */
+export function createBackfillHandlers(): WorkflowHandlers<typeof backfillBatch, AppDatabase> {
+  return {
+    async copyBatch(ctx) {
+      const { input, tx } = ctx;
+      // No ON CONFLICT on purpose: billing.account's primary key makes a batch applied twice an
+      // error instead of a silent no-op, so the example would show it if the ledger failed.
+      const inserted = await tx
+        .insertInto('billing.account')
+        .columns(['id', 'email', 'balance_cents'])
+        .expression((eb) =>
+          eb
+            .selectFrom('legacy.account')
+            .select([
+              'id',
+              sql<string>`lower(trim(email))`.as('email'),
+              sql<number>`round(balance_euros * 100)::bigint`.as('balance_cents'),
+            ])
+            .where('id', '>=', input.fromId)
+            .where('id', '<', input.toId),
+        )
+        .executeTakeFirst();
+      const copied = Number(inserted.numInsertedOrUpdatedRows ?? 0n);
+      await tx
+        .insertInto('billing.backfill_progress')
+        .values({ job: input.job, rows_copied: copied, batches: 1 })
+        .onConflict((oc) =>
+          oc.column('job').doUpdateSet({
+            rows_copied: sql`billing.backfill_progress.rows_copied + excluded.rows_copied`,
+            batches: sql`billing.backfill_progress.batches + 1`,
+          }),
+        )
+        .execute();
+      return ctx.record({ copied });
+    },
+  };
+}

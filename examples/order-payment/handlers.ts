@@ -1,0 +1,86 @@
+import { found, notFound, type WorkflowHandlers } from 'ledgerflow/runtime';
+import { sql } from 'kysely';
+import type { EmailGateway } from '../fakes/email-provider.js';
+import type { PaymentGateway } from '../fakes/payment-provider.js';
+import type { AppDatabase } from '../migrations/app-database.js';
+import type { orderPayment } from './order-payment.workflow.js';
+
+export interface OrderPaymentServices {
+  readonly payments: PaymentGateway;
+  readonly email: EmailGateway;
+}
+
+// #region order-payment-handlers
+/** Handlers for `order-payment`; the services are injected so tests and the demo pick their fakes. */
+export function createOrderPaymentHandlers(services: OrderPaymentServices): WorkflowHandlers<typeof orderPayment, AppDatabase> {
+  return {
+    priceOrder: ({ input }) => ({
+      amountCents: input.lines.reduce((sum, line) => sum + line.quantity * line.unitPriceCents, 0),
+      itemCount: input.lines.reduce((sum, line) => sum + line.quantity, 0),
+    }),
+
+    chargeCard: {
+      // The provider dedupes by Idempotency-Key, so after a crash the runtime may call this
+      // again with the same key and gets the first charge back: no reconcile needed.
+      async perform({ key, input, steps }) {
+        const charge = await services.payments.charge(
+          {
+            reference: input.orderId,
+            amountCents: steps.priceOrder.amountCents,
+            currency: input.currency,
+            customerId: input.customerId,
+          },
+          { idempotencyKey: key },
+        );
+        return { chargeId: charge.id, amountCents: charge.amountCents };
+      },
+    },
+
+    // Runs inside the run's fenced transaction: these writes, the ledger row and the step
+    // transition commit together or not at all.
+    async recordPayment(ctx) {
+      const { input, steps, tx } = ctx;
+      const paymentId = `pay_${input.orderId}`;
+      await tx
+        .insertInto('shop.payment')
+        .values({
+          id: paymentId,
+          order_id: input.orderId,
+          charge_id: steps.chargeCard.chargeId,
+          amount_cents: steps.chargeCard.amountCents,
+          currency: input.currency,
+        })
+        .execute();
+      await tx
+        .insertInto('shop.revenue')
+        .values({ currency: input.currency, total_cents: steps.chargeCard.amountCents, payments: 1 })
+        .onConflict((oc) =>
+          oc.column('currency').doUpdateSet({
+            total_cents: sql`shop.revenue.total_cents + excluded.total_cents`,
+            payments: sql`shop.revenue.payments + 1`,
+          }),
+        )
+        .execute();
+      return ctx.record({ paymentId });
+    },
+
+    sendReceipt: {
+      // The email API does not dedupe. The key travels with the message as its reference,
+      // which is what reconcile looks up after a crash.
+      async perform({ key, input, steps }) {
+        const sent = await services.email.send({
+          to: input.email,
+          subject: `Receipt for order ${input.orderId}`,
+          body: `We charged ${(steps.chargeCard.amountCents / 100).toFixed(2)} ${input.currency.toUpperCase()} (${steps.chargeCard.chargeId}).`,
+          reference: key,
+        });
+        return { messageId: sent.messageId };
+      },
+      async reconcile({ key }) {
+        const [first] = await services.email.findByReference(key);
+        return first === undefined ? notFound() : found({ messageId: first.messageId });
+      },
+    },
+  };
+}
+// #endregion order-payment-handlers
