@@ -1,0 +1,85 @@
+import { compareGenerated, type FileDifference } from '../output/compare-generated.js';
+import { writeGenerated } from '../output/write-generated.js';
+import { describeDifference, formatGithub, formatJson, formatText } from '../report/format-diagnostics.js';
+import { hasErrors, type Diagnostic } from '../model/diagnostic.js';
+import { runCodegen, type CodegenRun } from '../run-codegen.js';
+import { parseArgs, USAGE, UsageError, type CliOptions } from './parse-args.js';
+
+/**
+ * `ledgerflow codegen [options]` (argv without the word `codegen`). Returns the exit code: 0 ok,
+ * 1 errors (or warnings with --strict) or out-of-date output with --check, 2 bad command line.
+ *
+ * @example
+ * process.exitCode = await main(['--check', '--format', 'github']);
+ */
+export async function main(argv: string[]): Promise<number> {
+  let options: CliOptions;
+  try {
+    options = parseArgs(argv);
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    process.stderr.write(`ledgerflow codegen: ${error.message}\nRun \`ledgerflow codegen --help\` for the options.\n`);
+    return 2;
+  }
+  if (options.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const started = performance.now();
+  let run: CodegenRun;
+  try {
+    run = await runCodegen({
+      ...(options.root === undefined ? {} : { root: options.root }),
+      ...(options.include === undefined ? {} : { include: options.include }),
+      ...(options.out === undefined ? {} : { outDir: options.out }),
+    });
+  } catch (error) {
+    if (error instanceof RangeError) {
+      process.stderr.write(`ledgerflow codegen: ${error.message}\n`);
+      return 2;
+    }
+    throw error;
+  }
+  const failed = hasErrors(run.diagnostics) || (options.strict && run.diagnostics.length > 0);
+
+  let differences: FileDifference[] | null = null;
+  let summary: string;
+  if (run.generated === null) {
+    summary = options.check ? 'check failed: fix the errors above.' : 'nothing written: fix the errors above.';
+  } else if (options.check) {
+    differences = compareGenerated(run.root, run.outDir, run.generated);
+    summary =
+      differences.length === 0
+        ? `${run.outDir}/ is up to date.`
+        : `${run.outDir}/ is out of date; run \`npx ledgerflow codegen\` and commit the result.`;
+  } else {
+    const result = writeGenerated(run.root, run.outDir, run.generated);
+    summary = `wrote ${result.written.length} file(s)${result.removed.length > 0 ? `, removed ${result.removed.length}` : ''} in ${run.outDir}/.`;
+  }
+  const elapsed = Math.round(performance.now() - started);
+  const counts = `${run.analysis.workflows.length} workflow version(s) in ${run.analysis.files.length} file(s)`;
+
+  switch (options.format) {
+    case 'json':
+      process.stdout.write(formatJson(run.diagnostics, differences));
+      break;
+    case 'github':
+      process.stdout.write(formatGithub(run.diagnostics, differences ?? []));
+      process.stdout.write(`ledgerflow codegen: ${counts}, ${tally(run.diagnostics)}; ${summary}\n`);
+      break;
+    case 'text':
+      process.stdout.write(formatText(run.diagnostics));
+      for (const difference of differences ?? []) {
+        process.stdout.write(`${difference.file} - ${difference.status}: ${describeDifference(difference)}\n`);
+      }
+      process.stdout.write(`ledgerflow codegen: ${counts}, ${tally(run.diagnostics)} (${elapsed} ms); ${summary}\n`);
+      break;
+  }
+  return failed || (differences !== null && differences.length > 0) ? 1 : 0;
+}
+
+function tally(diagnostics: readonly Diagnostic[]): string {
+  const errors = diagnostics.filter((d) => d.severity === 'error').length;
+  const warnings = diagnostics.length - errors;
+  return `${errors} error(s), ${warnings} warning(s)`;
+}

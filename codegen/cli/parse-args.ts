@@ -1,0 +1,104 @@
+import { OUTPUT_FORMATS, type OutputFormat } from '../report/format-diagnostics.js';
+
+export interface CliOptions {
+  readonly help: boolean;
+  readonly check: boolean;
+  readonly strict: boolean;
+  readonly format: OutputFormat;
+  readonly root: string | undefined;
+  readonly include: readonly string[] | undefined;
+  readonly out: string | undefined;
+}
+
+export const USAGE = `Usage: ledgerflow codegen [options]
+
+Finds workflow declarations, checks their keys (LF001-LF008) and generates handler contracts,
+migrations, ledgerflow.manifest.json and REVIEW.md.
+
+Options:
+  --check            regenerate in memory and compare with the output directory; exit 1 if
+                     anything is stale, missing or extra, or on any error (what CI runs)
+  --format <format>  text (default): path:line:col - error LF001: message
+                     github: ::error file=...,line=...,col=...:: annotations
+                     json: one document {"diagnostics": [...], "errors", "warnings", "outOfDate"}
+  --strict           warnings (LF005) fail too
+  --root <dir>       directory to search; paths are reported relative to it (default: cwd)
+  --include <glob>   workflow files, relative to --root; repeatable (default: **/*.workflow.ts)
+  --out <dir>        output directory inside --root (default: generated)
+  -h, --help         show this help
+
+Exit codes: 0 ok, 1 errors or out-of-date output, 2 bad command line.
+`;
+
+export class UsageError extends Error {
+  override readonly name = 'UsageError';
+}
+
+/**
+ * Parses `codegen`'s arguments (without the word `codegen`). Accepts `--flag value` and
+ * `--flag=value`; anything unknown is a UsageError naming it.
+ */
+export function parseArgs(argv: readonly string[]): CliOptions {
+  let help = false;
+  let check = false;
+  let strict = false;
+  let format: OutputFormat = 'text';
+  let root: string | undefined;
+  let out: string | undefined;
+  const include: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const argument = argv[i]!;
+    const equals = argument.startsWith('--') ? argument.indexOf('=') : -1;
+    const flag = equals === -1 ? argument : argument.slice(0, equals);
+    const inline = equals === -1 ? undefined : argument.slice(equals + 1);
+    const value = (): string => {
+      if (inline !== undefined) return inline;
+      const next = argv[i + 1];
+      if (next === undefined || next.startsWith('--')) throw new UsageError(`${flag} needs a value.`);
+      i++;
+      return next;
+    };
+    const noValue = (): void => {
+      if (inline !== undefined) throw new UsageError(`${flag} takes no value (got "${argument}").`);
+    };
+    switch (flag) {
+      case '-h':
+      case '--help':
+        noValue();
+        help = true;
+        break;
+      case '--check':
+        noValue();
+        check = true;
+        break;
+      case '--strict':
+        noValue();
+        strict = true;
+        break;
+      case '--format': {
+        const given = value();
+        if (!(OUTPUT_FORMATS as readonly string[]).includes(given)) {
+          throw new UsageError(`--format must be one of ${OUTPUT_FORMATS.join(', ')} (got "${given}").`);
+        }
+        format = given as OutputFormat;
+        break;
+      }
+      case '--root':
+        root = value();
+        break;
+      case '--include':
+        include.push(value());
+        break;
+      case '--out':
+        out = value();
+        break;
+      default:
+        throw new UsageError(
+          argument.startsWith('-')
+            ? `Unknown option "${flag}".`
+            : `Unexpected argument "${argument}": codegen takes options only (did you mean --root ${argument}?).`,
+        );
+    }
+  }
+  return { help, check, strict, format, root, include: include.length > 0 ? include : undefined, out };
+}

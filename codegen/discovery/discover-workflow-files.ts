@@ -1,0 +1,49 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { glob } from 'tinyglobby';
+
+export const DEFAULT_INCLUDE = ['**/*.workflow.ts'] as const;
+export const DEFAULT_OUT_DIR = 'generated';
+
+export interface DiscoveryOptions {
+  /** Absolute directory that globs and reported paths are relative to. */
+  readonly root: string;
+  readonly include: readonly string[];
+  /** Output directory relative to the root; never searched (it holds generated code, not declarations). */
+  readonly outDir: string;
+}
+
+/**
+ * Finds workflow declaration files under the root. Besides the output directory it skips
+ * dependencies and the embedded database; inside the ledgerflow repository itself it also skips
+ * the codegen golden cases, which are deliberately broken inputs for tests, not workflows.
+ *
+ * @example
+ * const files = await discoverWorkflowFiles({ root: process.cwd(), include: ['**\/*.workflow.ts'], outDir: 'generated' });
+ * // ['examples/order-payment/order-payment.workflow.ts', ...] (relative, sorted)
+ */
+export async function discoverWorkflowFiles(options: DiscoveryOptions): Promise<string[]> {
+  const ignore = ['**/node_modules/**', '**/.git/**', '.ledgerflow/**', `${toPosix(options.outDir).replace(/\/$/, '')}/**`];
+  if (isLedgerflowRepository(options.root)) ignore.push('tests/codegen/cases/**');
+  const files = await glob([...options.include], {
+    cwd: options.root,
+    ignore,
+    onlyFiles: true,
+    followSymbolicLinks: false,
+    expandDirectories: false,
+  });
+  return files.map(toPosix).sort();
+}
+
+function isLedgerflowRepository(root: string): boolean {
+  try {
+    const manifest = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { name?: unknown };
+    return manifest.name === 'ledgerflow';
+  } catch {
+    return false;
+  }
+}
+
+export function toPosix(file: string): string {
+  return file.split(path.sep).join('/');
+}

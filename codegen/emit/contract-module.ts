@@ -1,0 +1,124 @@
+import type { StepKind } from '../../dsl/step-kind.js';
+import { shapeHash } from '../../dsl/workflow-shape.js';
+import type { StepModel, WorkflowModel } from '../model/workflow-model.js';
+import { tsHeader } from './generated-file.js';
+import { commentSafe, contractNames, importSpecifier } from './naming.js';
+
+type HandlerType = 'StepHandler' | 'TransactionalHandler' | 'IdempotentExternalHandler' | 'ReconcilingExternalHandler';
+
+interface HandlerShape {
+  readonly type: HandlerType;
+  readonly usesDatabase: boolean;
+  readonly doc: string;
+}
+
+/** The handler contract each kind demands (see runtime/contracts/handler-types.ts). */
+const HANDLER_SHAPES: Record<StepKind, (step: StepModel) => HandlerShape> = {
+  step: () => ({ type: 'StepHandler', usesDatabase: false, doc: 'compute or read, then return the output; it is checkpointed and never recomputed.' }),
+  transactional: () => ({
+    type: 'TransactionalHandler',
+    usesDatabase: true,
+    doc: 'write through `ctx.tx` only and `return ctx.record(output)`; both commit with the ledger row.',
+  }),
+  external: (step) =>
+    step.idempotentByKey
+      ? {
+          type: 'IdempotentExternalHandler',
+          usesDatabase: false,
+          doc: '`perform` must send `ctx.key` to the provider, which dedupes by it; `reconcile` is optional.',
+        }
+      : {
+          type: 'ReconcilingExternalHandler',
+          usesDatabase: false,
+          doc: '`perform` calls the provider with `ctx.key`; `reconcile` looks the effect up by key after a crash.',
+        },
+};
+
+/**
+ * The per-version contract module (`contracts/<name>.v<version>.ts`): input and output types,
+ * an explicit handler interface whose members are the kind-specific handler types, the
+ * definition hash and a `bindHandlers` wrapper. Pure: plain data in, text out.
+ *
+ * @param contractPath where the module goes, relative to the codegen root (for its imports).
+ */
+export function emitContractModule(workflow: WorkflowModel, contractPath: string): string {
+  const names = contractNames(workflow);
+  const wf = workflow.exportName;
+  const shapes = workflow.steps.map((step) => HANDLER_SHAPES[step.kind](step));
+  const handlerTypes = [...new Set(shapes.map((s) => s.type))].sort();
+  const runtimeImports = ['bindHandlers', ...[...handlerTypes, 'WorkflowHandlers', 'WorkflowRegistration'].map((t) => `type ${t}`)];
+  const hash = shapeHash(workflow);
+  const title = `workflow "${workflow.name}" v${workflow.version}`;
+
+  const out: string[] = [
+    tsHeader(
+      `Source: ${workflow.file} (export ${wf}). Regenerate with \`npx ledgerflow codegen\`;`,
+      '`npx ledgerflow codegen --check` fails CI when this file is stale.',
+    ),
+    `import type { WorkflowInput, WorkflowOutput } from 'ledgerflow/dsl';`,
+    `import {\n${runtimeImports.map((i) => `  ${i},`).join('\n')}\n} from 'ledgerflow/runtime';`,
+    `import { ${wf} } from '${importSpecifier(contractPath, workflow.file)}';`,
+    '',
+    `/** Validated input of ${title}, as handlers and keys see it. */`,
+    `export type ${names.input} = WorkflowInput<typeof ${wf}>;`,
+  ];
+  workflow.steps.forEach((step, i) => {
+    out.push('', `/** Output of step "${step.name}" (${step.kind}, step ${step.position + 1} of ${workflow.steps.length}). */`);
+    out.push(`export type ${names.outputs[i]} = WorkflowOutput<typeof ${wf}>['${step.name}'];`);
+  });
+
+  out.push(
+    '',
+    '/**',
+    ` * Handlers for ${title}: one per step, each of the shape its kind demands, so an`,
+    ' * effect cannot bypass the ledger. `DB` is your Kysely database type for `transactional` steps.',
+    ' */',
+    `export interface ${names.handlers}<DB = {}> {`,
+  );
+  workflow.steps.forEach((step, i) => {
+    const shape = shapes[i]!;
+    const prior = priorType(workflow, names.outputs, step.position);
+    const args = [names.input, prior, names.outputs[i]!, ...(shape.usesDatabase ? ['DB'] : [])];
+    const keyNote = step.key === null ? '' : ` Key: \`${commentSafe(oneLine(step.key.text))}\`.`;
+    out.push(`  /** ${step.kind}${step.idempotentByKey ? ' (idempotentByKey)' : ''}: ${shape.doc}${keyNote} */`);
+    out.push(`  readonly ${step.name}: ${shape.type}<${args.join(', ')}>;`);
+  });
+  out.push('}');
+
+  out.push(
+    '',
+    `/** Shape hash of ${title} when this file was generated; \`bindHandlers\` rejects a definition that drifted. */`,
+    `export const ${names.definitionHash} = '${hash}';`,
+    '',
+    '/**',
+    ` * Binds handlers to ${title}, for a worker.`,
+    ' *',
+    ' * @example',
+    ` * const registration = ${names.bind}<AppDatabase>({ ${workflow.steps.map((s) => `${s.name}: ...`).join(', ')} });`,
+    ' */',
+    `export function ${names.bind}<DB = {}>(handlers: ${names.handlers}<DB>): WorkflowRegistration<typeof ${wf}> {`,
+    `  return bindHandlers<typeof ${wf}, DB>(${wf}, handlers, ${names.definitionHash});`,
+    '}',
+    '',
+    '// Compile-time proof, in both directions, that the interface above is exactly the contract the',
+    '// DSL derives for the workflow: if they drift apart, this file stops compiling.',
+    'type AssertAssignable<T extends U, U> = [T, U];',
+    `export type ${names.handlers}MatchDsl<DB> = [`,
+    `  AssertAssignable<${names.handlers}<DB>, WorkflowHandlers<typeof ${wf}, DB>>,`,
+    `  AssertAssignable<WorkflowHandlers<typeof ${wf}, DB>, ${names.handlers}<DB>>,`,
+    '];',
+  );
+  return `${out.join('\n')}\n`;
+}
+
+/** The outputs of the steps before `position`, exactly as the DSL types `steps` there. */
+function priorType(workflow: WorkflowModel, outputs: readonly string[], position: number): string {
+  const earlier = workflow.steps.slice(0, position);
+  if (earlier.length === 0) return '{}';
+  return `{ ${earlier.map((s, i) => `readonly ${s.name}: ${outputs[i]}`).join('; ')} }`;
+}
+
+function oneLine(text: string): string {
+  const single = text.replace(/\s+/g, ' ');
+  return single.length > 100 ? `${single.slice(0, 99)}…` : single;
+}

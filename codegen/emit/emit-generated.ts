@@ -1,0 +1,40 @@
+import type { WorkflowModel } from '../model/workflow-model.js';
+import { emitContractModule } from './contract-module.js';
+import { INDEX_FILE, REVIEW_FILE, type GeneratedFile } from './generated-file.js';
+import { emitIndexModule } from './index-module.js';
+import { emitManifest } from './manifest-json.js';
+import { MANIFEST_FILE_NAME } from '../model/manifest.js';
+import { planMigrations } from './migrations.js';
+import { contractFileName } from './naming.js';
+import { emitReview } from './review-markdown.js';
+
+export interface EmitInput {
+  readonly workflows: readonly WorkflowModel[];
+  /** Output directory relative to the root, forward slashes, no trailing slash. */
+  readonly outDir: string;
+  /** Names of the files already in `<outDir>/migrations` (they are kept, never rewritten). */
+  readonly existingMigrations: readonly string[];
+}
+
+/**
+ * The emission stage: every generated file, from plain data, sorted by path. Deterministic:
+ * the same model and migration directory always give the same bytes.
+ *
+ * @example
+ * const files = emitGenerated({ workflows: analysis.workflows, outDir: 'generated', existingMigrations: [] });
+ * files.map((f) => f.path); // ['REVIEW.md', 'contracts/refund.v1.ts', 'index.ts', 'ledgerflow.manifest.json', 'migrations/0001_core.sql', ...]
+ */
+export function emitGenerated({ workflows, outDir, existingMigrations }: EmitInput): GeneratedFile[] {
+  const migrations = planMigrations(workflows, existingMigrations);
+  const files: GeneratedFile[] = [
+    ...workflows.map((workflow) => {
+      const path = contractFileName(workflow);
+      return { path, content: emitContractModule(workflow, `${outDir}/${path}`) };
+    }),
+    { path: INDEX_FILE, content: emitIndexModule(workflows, outDir) },
+    { path: MANIFEST_FILE_NAME, content: emitManifest(workflows, migrations.byWorkflow) },
+    { path: REVIEW_FILE, content: emitReview(workflows) },
+    ...migrations.files,
+  ];
+  return files.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+}

@@ -1,0 +1,27 @@
+import type { WorkflowModel } from '../model/workflow-model.js';
+import { INDEX_FILE, tsHeader } from './generated-file.js';
+import { compareWorkflows, contractFileName, importSpecifier } from './naming.js';
+
+/**
+ * `index.ts`: re-exports every contract and lists every workflow version, sorted by name and
+ * version, for clients and workers.
+ *
+ * @param outDir the output directory relative to the root (for import paths).
+ */
+export function emitIndexModule(workflows: readonly WorkflowModel[], outDir: string): string {
+  const sorted = [...workflows].sort(compareWorkflows);
+  const indexPath = `${outDir}/${INDEX_FILE}`;
+  const imports = sorted.map((w) => `import { ${w.exportName} } from '${importSpecifier(indexPath, w.file)}';`);
+  const reexports = sorted.map((w) => `export * from './${contractFileName(w).replace(/\.ts$/, '.js')}';`);
+  const list = sorted.length === 0 ? '[]' : `[\n${sorted.map((w) => `  ${w.exportName},`).join('\n')}\n]`;
+  return [
+    tsHeader('Registry of every workflow version codegen found. Regenerate with `npx ledgerflow codegen`.'),
+    ...imports,
+    ...(imports.length > 0 ? [''] : []),
+    ...reexports,
+    ...(reexports.length > 0 ? [''] : []),
+    '/** Every workflow version, sorted by name and version: give these to a client or worker. */',
+    `export const workflows = ${list} as const;`,
+    '',
+  ].join('\n');
+}

@@ -1,0 +1,59 @@
+import type { WorkflowModel } from '../model/workflow-model.js';
+import { CORE_SCHEMA_SQL } from './core-schema-sql.js';
+import { DO_NOT_EDIT, MIGRATIONS_DIR, type GeneratedFile } from './generated-file.js';
+import { compareWorkflows } from './naming.js';
+import { workflowVersionMigrationSuffix, workflowVersionSql } from './workflow-version-sql.js';
+
+export const CORE_MIGRATION = '0001_core.sql';
+const MIGRATION_FILE = /^(\d{4,})_.+\.sql$/;
+
+export interface MigrationPlan {
+  /** Files to create; existing migrations are never among them. */
+  readonly files: readonly GeneratedFile[];
+  /** Migration file name per workflow version (`name@version`), existing or new. */
+  readonly byWorkflow: ReadonlyMap<string, string>;
+}
+
+export function workflowId(workflow: Pick<WorkflowModel, 'name' | 'version'>): string {
+  return `${workflow.name}@${workflow.version}`;
+}
+
+/**
+ * Plans the migrations directory append-only: an existing file is never rewritten or renamed;
+ * a workflow version without a migration gets the next number after the highest existing one,
+ * new versions in name/version order so that the plan is deterministic.
+ *
+ * @param existing file names already in the migrations directory.
+ * @example
+ * planMigrations([orderPaymentV2], ['0001_core.sql', '0002_order-payment_v1.sql']).files[0]?.path
+ * // 'migrations/0003_order-payment_v2.sql'
+ */
+export function planMigrations(workflows: readonly WorkflowModel[], existing: readonly string[]): MigrationPlan {
+  const files: GeneratedFile[] = [];
+  const byWorkflow = new Map<string, string>();
+  const existingSet = new Set(existing);
+  if (!existingSet.has(CORE_MIGRATION)) {
+    files.push({ path: `${MIGRATIONS_DIR}/${CORE_MIGRATION}`, content: sqlFile('ledgerflow core schema', CORE_SCHEMA_SQL) });
+  }
+  let highest = Math.max(1, ...existing.map((file) => Number(MIGRATION_FILE.exec(file)?.[1] ?? 0)));
+  for (const workflow of [...workflows].sort(compareWorkflows)) {
+    const suffix = `_${workflowVersionMigrationSuffix(workflow)}`;
+    const present = existing.filter((file) => MIGRATION_FILE.test(file) && file.endsWith(suffix) && /^\d+$/.test(file.slice(0, -suffix.length))).sort()[0];
+    if (present !== undefined) {
+      byWorkflow.set(workflowId(workflow), present);
+      continue;
+    }
+    highest += 1;
+    const name = `${String(highest).padStart(4, '0')}${suffix}`;
+    byWorkflow.set(workflowId(workflow), name);
+    files.push({
+      path: `${MIGRATIONS_DIR}/${name}`,
+      content: sqlFile(`workflow "${workflow.name}" v${workflow.version} (${workflow.file})`, workflowVersionSql(workflow)),
+    });
+  }
+  return { files, byWorkflow };
+}
+
+function sqlFile(what: string, body: string): string {
+  return `-- ${DO_NOT_EDIT}\n-- Migration for ${what}. Append-only: never edit an applied migration; add a new one.\n\n${body}`;
+}

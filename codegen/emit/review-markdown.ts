@@ -1,0 +1,158 @@
+import { isEffectKind, type EffectStepKind } from '../../dsl/step-kind.js';
+import { DEFAULT_PERFORM_TIMEOUT_MS } from '../../dsl/workflow.js';
+import { shapeHash } from '../../dsl/workflow-shape.js';
+import type { KeyModel, StepModel, WorkflowModel } from '../model/workflow-model.js';
+import { DO_NOT_EDIT } from './generated-file.js';
+import { compareWorkflows } from './naming.js';
+
+/**
+ * `REVIEW.md`: for every effect step, the four review questions of DESIGN.md answered from
+ * what codegen knows about it — its key and what the key derives from, the commit that writes
+ * the effect with the transition, what a crash between the call and the ledger write does,
+ * and who reconciles.
+ */
+export function emitReview(workflows: readonly WorkflowModel[]): string {
+  const out: string[] = [
+    '# Effect review',
+    '',
+    `<!-- ${DO_NOT_EDIT} Regenerate with \`npx ledgerflow codegen\`. -->`,
+    '',
+    'For every `transactional` and `external` step: (1) the key and why it is stable, (2) the transaction',
+    'that writes the effect and the state transition, (3) what a crash between the call and the ledger',
+    'write does, (4) who reconciles and how the gap is found. Every key below passed codegen\'s checks: it',
+    'reads no clock, randomness, environment, I/O or mutable module state (LF002, LF004) and only steps',
+    'declared before its own (LF003).',
+  ];
+  const sorted = [...workflows].sort(compareWorkflows);
+  if (sorted.length === 0) out.push('', '_No workflows found._');
+  for (const workflow of sorted) {
+    out.push(
+      '',
+      `## ${workflow.name} v${workflow.version}`,
+      '',
+      `Source: \`${workflow.file}\` (\`${workflow.exportName}\`), definition hash \`${shapeHash(workflow)}\`.`,
+      `Steps: ${workflow.steps.map((s) => `\`${s.name}\` (${describeKind(s)})`).join(' → ') || '_none_'}.`,
+    );
+    const effects = workflow.steps.filter((s) => isEffectKind(s.kind));
+    if (effects.length === 0) out.push('', 'No effect steps: nothing here writes outside the run\'s own state.');
+    for (const step of effects) out.push('', ...reviewStep(workflow, step, step.kind as EffectStepKind));
+  }
+  return `${out.join('\n')}\n`;
+}
+
+function describeKind(step: StepModel): string {
+  return step.idempotentByKey ? `${step.kind}, idempotentByKey` : step.kind;
+}
+
+function reviewStep(workflow: WorkflowModel, step: StepModel, kind: EffectStepKind): string[] {
+  const key = step.key;
+  return [
+    `### \`${step.name}\` — ${describeKind(step)}`,
+    '',
+    `Declared at \`${step.location.file}:${step.location.line}\`.`,
+    '',
+    '1. **Key and why it is stable.**',
+    ...(key === null ? ['   _No key (LF001)._'] : ['', '   ```ts', ...key.text.split('\n').map((l) => `   ${l}`), '   ```', '', `   ${stability(workflow, step, key)}`]),
+    `   ${requestHash(step)}`,
+    `2. **Transaction that writes the effect and the transition.** ${TRANSACTION[kind]}`,
+    `3. **Crash between the call and the ledger write.** ${crash(step, kind)}`,
+    `4. **Who reconciles and how the gap is found.** ${reconciliation(step, kind)}`,
+  ];
+}
+
+function stability(workflow: WorkflowModel, step: StepModel, key: KeyModel): string {
+  const sources: string[] = [];
+  if (key.readsWholeInput) sources.push('the whole workflow input');
+  else if (key.inputFields.length > 0) sources.push(`input ${plural(key.inputFields.length, 'field', 'fields')} ${key.inputFields.map((f) => `\`${f}\``).join(', ')}`);
+  const readSteps = [...new Set(key.stepReads.map((r) => r.step))];
+  if (key.readsAllSteps) sources.push('the outputs of all earlier steps');
+  else if (readSteps.length > 0) {
+    const fields = key.stepReads.map((r) => `\`${r.step}${r.path === '' ? '' : `.${r.path}`}\``);
+    sources.push(`the ${plural(readSteps.length, 'output', 'outputs')} of earlier ${plural(readSteps.length, 'step', 'steps')} (${[...new Set(fields)].join(', ')})`);
+  }
+  if (sources.length === 0) {
+    return (
+      '**Warning (LF005): this key is constant** — it reads neither the input nor earlier steps, so every run ' +
+      `of "${workflow.name}" shares it and only the first run's effect happens.`
+    );
+  }
+  const persisted = [
+    ...(key.readsWholeInput || key.inputFields.length > 0 ? ['the input is stored with the run when it starts'] : []),
+    ...(key.readsAllSteps || readSteps.length > 0 ? [`earlier outputs are checkpointed before "${step.name}" first runs`] : []),
+  ];
+  const calls = key.calls.length === 0 ? '' : ` It calls only ${key.calls.map((c) => `\`${c}\``).join(', ')}.`;
+  return (
+    `Derived from ${sources.join(' and ')}; ${persisted.join(' and ')}, so every attempt, worker and restart ` +
+    `computes the same key.${calls}`
+  );
+}
+
+function requestHash(step: StepModel): string {
+  const what = step.hasRequest ? 'the step\'s `request(...)`' : 'the key context (no `request` declared)';
+  return `The ledger row also stores a hash of ${what}: a retry under the same key with a different request is a conflict that fails the run, never an overwrite.`;
+}
+
+const TRANSACTION: Record<EffectStepKind, string> = {
+  transactional:
+    'One commit, fenced by the run\'s `fencing_token`: the handler\'s writes through `ctx.tx`, the ledger row in ' +
+    '`ledgerflow.step_effect` (key, request hash, status `recorded`), the `step_result` row (whose foreign key requires ' +
+    'that recorded ledger row), the `step_attempt` row and the run\'s transition in `workflow_run`. The contract ' +
+    '(`TransactionalHandler`) only accepts `return ctx.record(output)`, so the handler cannot complete without that commit.',
+  external:
+    'Two commits around the call. The intent commit inserts the ledger row with status `intent` ' +
+    '(`INSERT … ON CONFLICT DO NOTHING` on `(workflow_id, step_name, idempotency_key)`) with the attempt record; ' +
+    'then `perform({ key })` calls the provider; the result commit, fenced by `fencing_token`, sets the ledger row to ' +
+    '`recorded` and writes `step_result` (its foreign key requires the recorded row), `step_attempt` and the run\'s transition.',
+};
+
+function performTimeout(step: StepModel): string {
+  return step.performTimeoutText === null
+    ? `the default perform timeout (${DEFAULT_PERFORM_TIMEOUT_MS / 1000} s)`
+    : `its perform timeout (\`performTimeoutMs: ${step.performTimeoutText}\`)`;
+}
+
+function crash(step: StepModel, kind: EffectStepKind): string {
+  if (kind === 'transactional') {
+    return (
+      'There is no gap: the effect and its ledger row commit together or not at all. A crash before COMMIT rolls both ' +
+      'back; when the lease expires the step runs again under the same key. A connection lost during COMMIT leaves the ' +
+      'outcome unknown, so the next attempt re-reads the ledger under the key before acting.'
+    );
+  }
+  if (step.idempotentByKey) {
+    return (
+      'The ledger row stays `intent`. Because the provider dedupes by key (`idempotentByKey: true`), the step may be ' +
+      `performed again with the same key once the lease and ${performTimeout(step)} have expired: the provider ` +
+      'returns the first effect instead of applying a second.'
+    );
+  }
+  return (
+    'The ledger row stays `intent` and the step is never performed again blindly: the provider does not dedupe, so the ' +
+    'contract (`ReconcilingExternalHandler`) requires a `reconcile({ key, intent })` that looks the effect up at the ' +
+    `provider by key, after the lease and ${performTimeout(step)} have expired.`
+  );
+}
+
+function reconciliation(step: StepModel, kind: EffectStepKind): string {
+  if (kind === 'transactional') {
+    return (
+      'Nobody needs to: a transactional step leaves no intent behind. A run whose worker died is claimed again ' +
+      'after its lease expires (`FOR UPDATE SKIP LOCKED`, fencing token bumped) and the new attempt finds the ledger ' +
+      'row if the first one committed.'
+    );
+  }
+  const scan =
+    'The reconciler selects `ledgerflow.step_effect` rows with status `intent` (index `step_effect_open_intent_idx`) ' +
+    'whose run lease and perform timeout have expired by the database clock';
+  const outcomes =
+    '`found` records the output and advances the run; `not_found` releases the intent and the step retries with the same key; ' +
+    '`unknown` parks the run in `needs_reconciliation` for an operator — visible, never retried blindly.';
+  if (step.idempotentByKey) {
+    return `${scan}. If the handler supplies the optional \`reconcile\`, it is asked first (${outcomes}) Otherwise the intent is released and the step retries with the same key, which the provider dedupes.`;
+  }
+  return `${scan} and calls the handler's \`reconcile\`: ${outcomes}`;
+}
+
+function plural(count: number, one: string, many: string): string {
+  return count === 1 ? one : many;
+}

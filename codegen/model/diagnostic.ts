@@ -1,0 +1,39 @@
+/**
+ * Diagnostic codes. LF001–LF007 are the rules of DESIGN.md; LF008 reports a declaration that
+ * codegen cannot read statically (it must never guess about a key).
+ */
+export const DIAGNOSTIC_CODES = {
+  LF001: 'an external or transactional step has no key',
+  LF002: 'a key reads a non-deterministic source',
+  LF003: 'a key reads a step that does not come before it',
+  LF004: 'a key reads something that is neither input nor an earlier step output',
+  LF005: 'a key depends on neither input nor step outputs',
+  LF006: 'duplicate workflow or step names',
+  LF007: "a workflow version's steps changed without a version bump",
+  LF008: 'a workflow declaration codegen cannot read statically',
+} as const;
+
+export type DiagnosticCode = keyof typeof DIAGNOSTIC_CODES;
+
+export type Severity = 'error' | 'warning';
+
+/** One problem, as data: collected during a run and reported once at the end. */
+export interface Diagnostic {
+  readonly code: DiagnosticCode;
+  readonly severity: Severity;
+  /** Relative to the codegen root, forward slashes. */
+  readonly file: string;
+  readonly line: number;
+  readonly col: number;
+  /** Says what is wrong and what to do about it. */
+  readonly message: string;
+}
+
+export function compareDiagnostics(a: Diagnostic, b: Diagnostic): number {
+  if (a.file !== b.file) return a.file < b.file ? -1 : 1;
+  return a.line - b.line || a.col - b.col || (a.code < b.code ? -1 : a.code > b.code ? 1 : 0) || (a.message < b.message ? -1 : a.message > b.message ? 1 : 0);
+}
+
+export function hasErrors(diagnostics: readonly Diagnostic[]): boolean {
+  return diagnostics.some((d) => d.severity === 'error');
+}

@@ -1,0 +1,118 @@
+import type { StepKind } from '../../dsl/step-kind.js';
+import type { SourceLocation } from './source-location.js';
+
+/**
+ * The plain-data model between analysis and everything after it. No compiler objects: the
+ * validator and the emitters run on these records alone (and tests build them by hand).
+ */
+export interface WorkflowModel {
+  readonly name: string;
+  readonly version: number;
+  /** Name under which the source module exports the workflow const. */
+  readonly exportName: string;
+  /** Source file, relative to the codegen root, forward slashes. */
+  readonly file: string;
+  /** The `workflow(...)` call. */
+  readonly location: SourceLocation;
+  /** The `version` property, where LF007 points. */
+  readonly versionLocation: SourceLocation;
+  readonly steps: readonly StepModel[];
+}
+
+export interface StepModel {
+  readonly name: string;
+  readonly kind: StepKind;
+  readonly position: number;
+  readonly idempotentByKey: boolean;
+  /** The `.step` / `.transactional` / `.external` method name of this step's call. */
+  readonly location: SourceLocation;
+  /** `null` when the step declares no key (correct for `step`, LF001 for the effect kinds). */
+  readonly key: KeyModel | null;
+  readonly hasRequest: boolean;
+  readonly hasRetry: boolean;
+  /** Source text of `performTimeoutMs`, when declared. */
+  readonly performTimeoutText: string | null;
+}
+
+/** What analysis found out about one key function. */
+export interface KeyModel {
+  /** Source text of the key (the function, or the name of the function it refers to). */
+  readonly text: string;
+  readonly location: SourceLocation;
+  /** Input fields the key reads, as dotted paths (`customer.id`), sorted. */
+  readonly inputFields: readonly string[];
+  /** The key reads the whole input (or the whole key context) rather than named fields. */
+  readonly readsWholeInput: boolean;
+  /** The key reads the whole `steps` object rather than named steps. */
+  readonly readsAllSteps: boolean;
+  /** Every `steps.<name>` read, in source order. */
+  readonly stepReads: readonly StepRead[];
+  /** Functions the key calls (allow-listed ones and same-project helpers it followed), sorted. */
+  readonly calls: readonly string[];
+  /** Everything that makes the key impure or unanalysable; validation turns these into diagnostics. */
+  readonly findings: readonly KeyFinding[];
+}
+
+export interface StepRead {
+  readonly step: string;
+  /** Field path below the step's output (`amountCents`), or '' for the whole output. */
+  readonly path: string;
+  /** Where the key reads it (the call of a helper that reads it, if it comes through one). */
+  readonly at: SourceLocation;
+  readonly via: readonly ViaHop[];
+}
+
+/** One hop from the key to where a problem really is: a helper call or a module const read. */
+export interface ViaHop {
+  readonly kind: 'helper' | 'const';
+  readonly name: string;
+  /** Where the helper or const is declared. */
+  readonly declaredAt: SourceLocation;
+}
+
+export type NondeterministicSource = 'clock' | 'random' | 'uuid' | 'env' | 'await' | 'io';
+
+export type MutableReadReason =
+  | 'module-let'
+  | 'imported-let'
+  | 'import'
+  | 'global'
+  | 'this'
+  | 'mutable-object'
+  | 'outer-variable';
+
+interface FindingBase {
+  /** Where in the key the problem enters (the helper call or const read for indirect ones). */
+  readonly at: SourceLocation;
+  /** Where the offending expression itself is. Equals `at` for direct ones. */
+  readonly origin: SourceLocation;
+  /** Source text of the offending expression. */
+  readonly text: string;
+  readonly via: readonly ViaHop[];
+}
+
+export type KeyFinding =
+  | (FindingBase & { readonly kind: 'nondeterministic'; readonly source: NondeterministicSource })
+  | (FindingBase & { readonly kind: 'impure-call'; readonly callee: string })
+  | (FindingBase & {
+      readonly kind: 'mutable-read';
+      readonly reason: MutableReadReason;
+      readonly binding: string;
+      /** Module the binding is imported from, for imports. */
+      readonly module: string | null;
+    })
+  | (FindingBase & { readonly kind: 'dynamic-step-access' });
+
+/** A declaration codegen cannot read statically (LF008); analysis reports it instead of guessing. */
+export interface MalformedDeclaration {
+  readonly location: SourceLocation;
+  readonly message: string;
+}
+
+/** Output of the analysis stage. */
+export interface AnalysisResult {
+  /** Every file that was analysed, relative to the root, sorted. */
+  readonly files: readonly string[];
+  readonly workflows: readonly WorkflowModel[];
+  readonly malformed: readonly MalformedDeclaration[];
+}

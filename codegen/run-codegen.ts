@@ -1,0 +1,72 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { analyzeWorkflows } from './analysis/analyze-workflows.js';
+import { DEFAULT_INCLUDE, DEFAULT_OUT_DIR, discoverWorkflowFiles, toPosix } from './discovery/discover-workflow-files.js';
+import { emitGenerated } from './emit/emit-generated.js';
+import { MIGRATIONS_DIR, type GeneratedFile } from './emit/generated-file.js';
+import { hasErrors, type Diagnostic } from './model/diagnostic.js';
+import { MANIFEST_FILE_NAME, parseManifest, type CommittedManifest } from './model/manifest.js';
+import type { AnalysisResult } from './model/workflow-model.js';
+import { validateWorkflows } from './validation/validate-workflows.js';
+
+export interface CodegenOptions {
+  /** Directory to search and to resolve `outDir` against. Default: the current directory. */
+  readonly root?: string;
+  /** Globs of workflow files, relative to the root. Default: `**\/*.workflow.ts`. */
+  readonly include?: readonly string[];
+  /** Output directory relative to the root. Default: `generated`. */
+  readonly outDir?: string;
+}
+
+export interface CodegenRun {
+  readonly root: string;
+  /** Output directory relative to the root, forward slashes. */
+  readonly outDir: string;
+  readonly analysis: AnalysisResult;
+  /** Every diagnostic, sorted. */
+  readonly diagnostics: readonly Diagnostic[];
+  /** What codegen would write; null when there are errors (nothing is generated from an invalid model). */
+  readonly generated: readonly GeneratedFile[] | null;
+}
+
+/**
+ * The composition root: discovery → analysis → validation → emission, all in memory. Writing
+ * (`writeGenerated`) and comparing (`compareGenerated`) are separate, so `--check` and the
+ * tests run exactly what `codegen` runs.
+ *
+ * @example
+ * const run = await runCodegen({ root: '/repo' });
+ * if (run.generated !== null) writeGenerated(run.root, run.outDir, run.generated);
+ */
+export async function runCodegen(options: CodegenOptions = {}): Promise<CodegenRun> {
+  const root = path.resolve(options.root ?? process.cwd());
+  const outDir = normalizeOutDir(root, options.outDir ?? DEFAULT_OUT_DIR);
+  const files = await discoverWorkflowFiles({ root, include: options.include ?? DEFAULT_INCLUDE, outDir });
+  const analysis = analyzeWorkflows(root, files);
+  const diagnostics = validateWorkflows({ analysis, committedManifest: readCommittedManifest(root, outDir) });
+  const generated = hasErrors(diagnostics)
+    ? null
+    : emitGenerated({ workflows: analysis.workflows, outDir, existingMigrations: readExistingMigrations(root, outDir) });
+  return { root, outDir, analysis, diagnostics, generated };
+}
+
+/** The output directory relative to the root; it must lie inside it (generated imports are relative). */
+export function normalizeOutDir(root: string, outDir: string): string {
+  const relative = toPosix(path.relative(root, path.resolve(root, outDir)));
+  if (relative === '' || relative.startsWith('..') || path.isAbsolute(relative)) {
+    throw new RangeError(`--out must be a directory inside --root (${root}); got "${outDir}".`);
+  }
+  return relative;
+}
+
+function readCommittedManifest(root: string, outDir: string): CommittedManifest {
+  const relative = `${outDir}/${MANIFEST_FILE_NAME}`;
+  const absolute = path.join(root, relative);
+  if (!existsSync(absolute)) return { status: 'absent' };
+  return parseManifest(relative, readFileSync(absolute, 'utf8'));
+}
+
+function readExistingMigrations(root: string, outDir: string): string[] {
+  const directory = path.join(root, outDir, MIGRATIONS_DIR);
+  return existsSync(directory) ? readdirSync(directory).filter((name) => name.endsWith('.sql')).sort() : [];
+}

@@ -1,0 +1,32 @@
+import { compareDiagnostics, type Diagnostic, type DiagnosticCode } from '../model/diagnostic.js';
+import type { Rule, ValidationInput } from './rule.js';
+import { constantKey } from './rules/constant-key.js';
+import { duplicateNames } from './rules/duplicate-names.js';
+import { malformedDeclaration } from './rules/malformed-declaration.js';
+import { missingKey } from './rules/missing-key.js';
+import { mutableKeyRead } from './rules/mutable-key-read.js';
+import { nondeterministicKey } from './rules/nondeterministic-key.js';
+import { stepOrder } from './rules/step-order.js';
+import { unbumpedVersion } from './rules/unbumped-version.js';
+
+/** One rule per code: adding a code without its rule does not compile. */
+const RULES: Record<DiagnosticCode, Rule> = {
+  LF001: missingKey,
+  LF002: nondeterministicKey,
+  LF003: stepOrder,
+  LF004: mutableKeyRead,
+  LF005: constantKey,
+  LF006: duplicateNames,
+  LF007: unbumpedVersion,
+  LF008: malformedDeclaration,
+};
+
+/**
+ * The validation stage: runs every rule over the model and returns all diagnostics, sorted by
+ * file and position. Never throws for a problem in the user's code.
+ */
+export function validateWorkflows(input: ValidationInput): Diagnostic[] {
+  return Object.values(RULES)
+    .flatMap((rule) => rule(input))
+    .sort(compareDiagnostics);
+}
