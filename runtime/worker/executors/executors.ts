@@ -1,0 +1,12 @@
+import type { StepKind } from '../../../dsl/step-kind.js';
+import { executeExternal } from './external-executor.js';
+import { executeStep } from './step-executor.js';
+import type { StepExecutor } from './step-execution.js';
+import { executeTransactional } from './transactional-executor.js';
+
+/** One executor per step kind: a new kind without one does not compile. */
+export const STEP_EXECUTORS: Readonly<Record<StepKind, StepExecutor>> = {
+  step: executeStep,
+  transactional: executeTransactional,
+  external: executeExternal,
+};

@@ -1,0 +1,191 @@
+import type { PerformContext, ReconcileContext, ReconcileOutcome } from '../../contracts/handler-types.js';
+import { faultPoint } from '../../faults/fault-points.js';
+import type { Json } from '../../store/tables.js';
+import { matchExisting, openIntent, retakeIntent, type EffectClaim, type EffectRow } from '../ledger.js';
+import { advanceRun, commitYield, leaseLost } from '../step-commits.js';
+import { isConnectionError, PerformTimeoutError, ResyncNeeded, StepFailure, userCode } from '../step-errors.js';
+import {
+  commitKnowingOutcome,
+  effectClaim,
+  handlerContext,
+  validateOutput,
+  type StepExecution,
+  type StepExecutor,
+  type StepOutcome,
+} from './step-execution.js';
+
+interface ExternalHandler {
+  perform(ctx: PerformContext<unknown, unknown>): Promise<unknown>;
+  reconcile?(ctx: ReconcileContext<unknown, unknown>): Promise<ReconcileOutcome<unknown>>;
+}
+
+/**
+ * `external`: the intent protocol (DESIGN.md).
+ *   1. intent commit (one statement): ledger row `intent` with key, request hash, attempt, token;
+ *   2. `perform({ key })`, bounded by `performTimeoutMs`;
+ *   3. result commit (one statement): ledger `recorded`, step result, attempt, transition.
+ * An intent found already there is never performed again blindly: `idempotentByKey` steps
+ * take it over (same key; the provider dedupes); otherwise, once the earlier attempt is known
+ * to have finished or its intent is older than lease + perform timeout (database time), the
+ * step's `reconcile` decides — found: record it; not found: perform again with the same key;
+ * unknown: park the run in `needs_reconciliation`. Before that, the run is rescheduled.
+ */
+export const executeExternal: StepExecutor = async (s) => {
+  const claim = await effectClaim(s);
+  const handler = s.workflow.handler(s.step.name) as ExternalHandler;
+  const committingAt = performance.now();
+  let opened;
+  try {
+    opened = await openIntent(s.db, s.lease, s.step, claim);
+  } catch (error) {
+    // Whether the intent committed is unknown: re-read. If it did, the intent is found as an
+    // earlier one and handled by the rules above — never performed on the assumption it failed.
+    if (isConnectionError(error)) {
+      s.onUnknownOutcome(error);
+      throw new ResyncNeeded();
+    }
+    throw error;
+  }
+  if (!opened.fenced) throw leaseLost(s.lease, 'the intent commit');
+  if (opened.owned) return performAndRecord(s, handler, claim, committingAt);
+  if (opened.existing.length === 0) throw new ResyncNeeded();
+
+  const row = await userCode(() => matchExisting(opened.existing, s.step, claim, s.run.id));
+  if (row.status === 'recorded') {
+    return recordResult(s, claim, row.effect, undefined, true);
+  }
+  if (row.status !== 'intent') throw new ResyncNeeded();
+  const ownerFinished = opened.ownerStatus === 'failed' && opened.ownerErrorName !== PerformTimeoutError.name;
+  if (!ownerFinished && !opened.due) {
+    const until = opened.dueAt ?? new Date(0);
+    const reason =
+      `attempt ${row.attempt} left an intent for key "${claim.key}" at ${row.intent_at} whose perform may still be in flight; ` +
+      'it is reconciled once lease + perform timeout have passed';
+    await yieldRun(s, { kind: 'reschedule', until, reason });
+    return { kind: 'rescheduled', until, reason };
+  }
+  return reconcileIntent(s, handler, claim, row);
+};
+
+async function reconcileIntent(s: StepExecution, handler: ExternalHandler, claim: EffectClaim, row: EffectRow): Promise<StepOutcome> {
+  if (typeof handler.reconcile !== 'function') {
+    return park(s, claim, `intent for key "${claim.key}" (attempt ${row.attempt}) has an unknown outcome and the step has no reconcile`);
+  }
+  const reconcile = handler.reconcile.bind(handler);
+  const outcome = await userCode(() =>
+    reconcile({
+      ...handlerContext(s),
+      key: claim.key,
+      intent: { attempt: row.attempt, intentAt: new Date(row.intent_at), requestHash: row.request_hash },
+    }),
+  );
+  switch (outcome?.status) {
+    case 'found':
+      return recordResult(s, claim, validateOutput(s, outcome.output), {
+        attempt: row.attempt,
+        resolution: `found by reconcile in attempt ${s.attempt}`,
+      });
+    case 'not_found': {
+      const retakingAt = performance.now();
+      const retaken = await retakeIntent(s.db, s.lease, s.step, claim, row.attempt);
+      if (!retaken.fenced) throw leaseLost(s.lease, 'the intent re-take');
+      if (!retaken.retaken) throw new ResyncNeeded();
+      return performAndRecord(s, handler, claim, retakingAt);
+    }
+    case 'unknown':
+      return park(s, claim, `reconcile could not tell whether key "${claim.key}" was applied: ${outcome.reason}`);
+    default:
+      throw new StepFailure(
+        new TypeError(`reconcile of step "${s.step.name}" must return found(output), notFound() or unknownOutcome(reason).`),
+      );
+  }
+}
+
+/**
+ * Steps 2 and 3. `committingAt` is when this worker sent the commit that made it the intent's
+ * owner: perform must *start* within one lease of it (measured locally, as a duration), because
+ * after lease + perform timeout another worker may reconcile and perform the same key. A worker
+ * that stalled longer (GC pause, hang) leaves the intent to them instead.
+ */
+async function performAndRecord(s: StepExecution, handler: ExternalHandler, claim: EffectClaim, committingAt: number): Promise<StepOutcome> {
+  await userCode(() => faultPoint('after-intent-commit'));
+  if (s.signal.aborted || performance.now() - committingAt >= s.lease.leaseMs) {
+    throw leaseLost(s.lease, 'perform (not started: the lease may have passed to another worker)');
+  }
+  const value = await perform(s, handler, claim);
+  await userCode(() => faultPoint('after-perform'));
+  const output = validateOutput(s, value);
+  await userCode(() => faultPoint('before-result-commit'));
+  return recordResult(s, claim, output, { attempt: s.attempt });
+}
+
+async function perform(s: StepExecution, handler: ExternalHandler, claim: EffectClaim): Promise<unknown> {
+  const controller = new AbortController();
+  const forward = (): void => controller.abort(s.signal.reason);
+  s.signal.addEventListener('abort', forward, { once: true });
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const error = new PerformTimeoutError(
+        `perform of step "${s.step.name}" (key "${claim.key}") did not finish within ${s.step.performTimeoutMs} ms; its outcome is unknown`,
+      );
+      controller.abort(error);
+      reject(error);
+    }, s.step.performTimeoutMs);
+  });
+  try {
+    return await userCode(
+      () => Promise.race([handler.perform({ ...handlerContext(s, controller.signal), key: claim.key }), timeout]),
+      'perform',
+    );
+  } finally {
+    clearTimeout(timer);
+    s.signal.removeEventListener('abort', forward);
+  }
+}
+
+/** Step 3: the result commit. `intent` absent: the ledger row is already recorded (reuse). */
+async function recordResult(
+  s: StepExecution,
+  claim: EffectClaim,
+  output: Json,
+  intent: { readonly attempt: number; readonly resolution?: string } | undefined,
+  reused = false,
+): Promise<StepOutcome> {
+  const continuation = s.continuation(output);
+  const result = await commitKnowingOutcome(
+    s,
+    () =>
+      advanceRun(s.db, {
+        lease: s.lease,
+        workflowName: s.run.workflowName,
+        workflowVersion: s.run.workflowVersion,
+        step: s.step,
+        attempt: s.attempt,
+        resultAttempt: intent?.attempt ?? s.attempt,
+        output,
+        effect: {
+          key: claim.key,
+          ...(intent !== undefined
+            ? { record: { from: 'intent' as const, attempt: intent.attempt, ...(intent.resolution ? { resolution: intent.resolution } : {}) } }
+            : {}),
+        },
+        continuation,
+      }),
+    { retry: true },
+  );
+  if (!result.fenced) throw leaseLost(s.lease, 'the result commit');
+  return { kind: 'advanced', output, continuation: continuation.kind, nextAttempt: result.nextAttempt, reused };
+}
+
+async function park(s: StepExecution, claim: EffectClaim, reason: string): Promise<StepOutcome> {
+  await yieldRun(s, { kind: 'park', reason, key: claim.key });
+  return { kind: 'parked', reason };
+}
+
+async function yieldRun(s: StepExecution, to: Parameters<typeof commitYield>[1]['to']): Promise<void> {
+  const fenced = await commitKnowingOutcome(s, () => commitYield(s.db, { lease: s.lease, step: s.step, attempt: s.attempt, to }), {
+    retry: true,
+  });
+  if (!fenced) throw leaseLost(s.lease, 'the reschedule/park commit');
+}

@@ -1,0 +1,131 @@
+import type { Kysely } from 'kysely';
+import type { z } from 'zod';
+import type { StepDefinition } from '../../../dsl/workflow.js';
+import type { StepContext } from '../../contracts/handler-types.js';
+import { ValidationError } from '../../errors.js';
+import type { Json, LedgerflowDatabase } from '../../store/tables.js';
+import type { LeasedRun } from '../claim.js';
+import type { RegisteredWorkflow } from '../registry.js';
+import { requestHash } from '../request-hash.js';
+import { attemptCommitState, leaseLost, type Continuation, type Lease } from '../step-commits.js';
+import { isConnectionError, ResyncNeeded, StepFailure, userCode } from '../step-errors.js';
+import type { EffectClaim } from '../ledger.js';
+
+/** Everything one attempt of one step needs; built by the run driver. */
+export interface StepExecution {
+  readonly db: Kysely<LedgerflowDatabase>;
+  readonly lease: Lease;
+  readonly run: LeasedRun;
+  readonly workflow: RegisteredWorkflow;
+  readonly step: StepDefinition;
+  readonly attempt: number;
+  /** Aborted when the lease is lost or the worker gives up waiting on stop. */
+  readonly signal: AbortSignal;
+  /** What the step's commit does with the run, given the step's output. */
+  continuation(output: Json): Continuation;
+  /** Reports a commit whose outcome became unknown (for the worker's event stream). */
+  onUnknownOutcome(error: unknown): void;
+}
+
+export type StepOutcome =
+  | {
+      readonly kind: 'advanced';
+      readonly output: Json;
+      readonly continuation: Continuation['kind'];
+      /** The next step's attempt when the lease is held. */
+      readonly nextAttempt: number | null;
+      /** Set when no handler ran because the ledger already had the effect. */
+      readonly reused?: boolean;
+    }
+  | { readonly kind: 'parked'; readonly reason: string }
+  | { readonly kind: 'rescheduled'; readonly until: Date; readonly reason: string };
+
+export type StepExecutor = (execution: StepExecution) => Promise<StepOutcome>;
+
+/** The context every handler gets. */
+export function handlerContext(s: StepExecution, signal: AbortSignal = s.signal): StepContext<unknown, Readonly<Record<string, Json>>> {
+  return {
+    runId: s.run.id,
+    workflowName: s.run.workflowName,
+    stepName: s.step.name,
+    attempt: s.attempt,
+    input: s.run.input,
+    steps: s.run.outputs,
+    signal,
+  };
+}
+
+/**
+ * Validates a handler's output with the step's schema and returns the parsed value as JSON.
+ * Invalid output is a failed attempt whose error names the workflow, the step and each field.
+ */
+export function validateOutput(s: Pick<StepExecution, 'step' | 'run'>, value: unknown): Json {
+  const parsed = (s.step.output as z.ZodType).safeParse(value);
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((issue) => `${issue.path.map(String).join('.') || '(root)'}: ${issue.message}`);
+    throw new StepFailure(
+      new ValidationError(
+        `Step "${s.step.name}" of workflow "${s.run.workflowName}" returned invalid output: ${issues.join('; ')}`,
+        issues,
+      ),
+    );
+  }
+  const json = JSON.stringify(parsed.data);
+  if (json === undefined) {
+    throw new StepFailure(new TypeError(`Step "${s.step.name}" returned a value that has no JSON form; return JSON data.`));
+  }
+  return JSON.parse(json) as Json;
+}
+
+/** The step's key and request hash, computed from the persisted input and earlier outputs. */
+export async function effectClaim(s: StepExecution): Promise<EffectClaim> {
+  const keyContext = { input: s.run.input, steps: s.run.outputs };
+  const key = await userCode(() => s.step.key!(keyContext));
+  if (typeof key !== 'string' || key === '') {
+    throw new StepFailure(new TypeError(`The key function of step "${s.step.name}" must return a non-empty string (got ${JSON.stringify(key)}).`));
+  }
+  const request = s.step.request ? await userCode(() => s.step.request!(keyContext)) : keyContext;
+  return { key, requestHash: requestHash(request), attempt: s.attempt };
+}
+
+const RESYNC_FIRST_DELAY_MS = 100;
+const RESYNC_MAX_DELAY_MS = 2_000;
+
+/**
+ * Runs a commit. When the connection breaks during it the outcome is unknown; this waits for
+ * the database, reads the attempt row (every step commit closes it) and then either retries the
+ * same commit (`retry`: it did not happen and may be repeated as is), or asks the driver to
+ * re-read the run ({@link ResyncNeeded}), or gives up the run when the token moved on.
+ */
+export async function commitKnowingOutcome<T>(
+  s: Pick<StepExecution, 'db' | 'lease' | 'step' | 'attempt' | 'onUnknownOutcome'>,
+  commit: () => Promise<T>,
+  options: { readonly retry: boolean },
+): Promise<T> {
+  for (;;) {
+    try {
+      return await commit();
+    } catch (error) {
+      if (!isConnectionError(error)) throw error;
+      s.onUnknownOutcome(error);
+      const state = await untilReachable(s, () => attemptCommitState(s.db, s.lease, s.step.name, s.attempt));
+      if (state === 'lost') throw leaseLost(s.lease, 'the step commit');
+      if (state === 'committed' || !options.retry) throw new ResyncNeeded();
+    }
+  }
+}
+
+/** Retries a read with backoff while the database is unreachable, for at most one lease. */
+export async function untilReachable<T>(s: Pick<StepExecution, 'lease'>, read: () => Promise<T>): Promise<T> {
+  const started = performance.now();
+  let delay = RESYNC_FIRST_DELAY_MS;
+  for (;;) {
+    await new Promise((resolve) => setTimeout(resolve, delay));
+    try {
+      return await read();
+    } catch (error) {
+      if (!isConnectionError(error) || performance.now() - started > s.lease.leaseMs) throw error;
+      delay = Math.min(RESYNC_MAX_DELAY_MS, delay * 2);
+    }
+  }
+}

@@ -1,0 +1,35 @@
+import type { StepHandler } from '../../contracts/handler-types.js';
+import { faultPoint } from '../../faults/fault-points.js';
+import { advanceRun, leaseLost } from '../step-commits.js';
+import { userCode } from '../step-errors.js';
+import { commitKnowingOutcome, handlerContext, validateOutput, type StepExecutor } from './step-execution.js';
+
+/**
+ * `step`: run the handler, validate its output, then ONE commit (one statement): the result,
+ * the attempt's success and the run's transition (the next attempt, or completion). At least
+ * once: a crash before the commit reruns the handler; after it, the output is never recomputed.
+ */
+export const executeStep: StepExecutor = async (s) => {
+  const handler = s.workflow.handler(s.step.name) as StepHandler<unknown, unknown, unknown>;
+  const value = await userCode(() => handler(handlerContext(s)));
+  const output = validateOutput(s, value);
+  await faultPoint('before-step-commit');
+  const continuation = s.continuation(output);
+  const result = await commitKnowingOutcome(
+    s,
+    () =>
+      advanceRun(s.db, {
+        lease: s.lease,
+        workflowName: s.run.workflowName,
+        workflowVersion: s.run.workflowVersion,
+        step: s.step,
+        attempt: s.attempt,
+        resultAttempt: s.attempt,
+        output,
+        continuation,
+      }),
+    { retry: true },
+  );
+  if (!result.fenced) throw leaseLost(s.lease, 'the step result');
+  return { kind: 'advanced', output, continuation: continuation.kind, nextAttempt: result.nextAttempt };
+};

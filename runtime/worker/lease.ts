@@ -1,0 +1,70 @@
+import { sql, type Kysely } from 'kysely';
+import type { LedgerflowDatabase } from '../store/tables.js';
+import { millis } from './claim.js';
+
+export interface HeldLease {
+  readonly runId: string;
+  readonly fencingToken: number;
+}
+
+export interface RenewalResult {
+  /** Leases whose token moved on or whose run left `running`: abort their handlers. */
+  readonly lost: readonly string[];
+}
+
+/**
+ * Extends every lease this worker holds in one statement. A run whose row is locked right now
+ * (its own step commit is in flight) is skipped, not waited for: that commit extends the lease
+ * itself. Only a token that moved, or a run that is no longer running, counts as lost.
+ */
+export async function renewLeases(db: Kysely<LedgerflowDatabase>, leases: readonly HeldLease[], leaseMs: number): Promise<RenewalResult> {
+  if (leases.length === 0) return { lost: [] };
+  const { rows } = await sql<{ id: string; lost: boolean }>`
+    WITH mine AS (
+      SELECT * FROM unnest(${leases.map((l) => l.runId)}::uuid[], ${leases.map((l) => l.fencingToken)}::bigint[])
+        AS m(id, fencing_token)
+    ),
+    lockable AS (
+      SELECT r.id FROM ledgerflow.workflow_run r JOIN mine m USING (id, fencing_token)
+       WHERE r.status = 'running'
+         FOR UPDATE OF r SKIP LOCKED
+    ),
+    renewed AS (
+      UPDATE ledgerflow.workflow_run r SET lease_expires_at = now() + ${millis(leaseMs)}
+        FROM lockable l WHERE r.id = l.id
+      RETURNING r.id
+    )
+    SELECT m.id, (r.id IS NULL OR r.fencing_token <> m.fencing_token OR r.status <> 'running') AS lost
+      FROM mine m LEFT JOIN ledgerflow.workflow_run r ON r.id = m.id`.execute(db);
+  return { lost: rows.filter((r) => r.lost).map((r) => r.id) };
+}
+
+/**
+ * Gives leases back (worker stopping): the run returns to `pending`, due now, and its open
+ * attempt is closed as `abandoned` — only where the token is still ours, in one commit.
+ */
+export async function releaseLeases(db: Kysely<LedgerflowDatabase>, leases: readonly HeldLease[], reason: string): Promise<string[]> {
+  if (leases.length === 0) return [];
+  const { rows } = await sql<{ id: string }>`
+    WITH mine AS (
+      SELECT * FROM unnest(${leases.map((l) => l.runId)}::uuid[], ${leases.map((l) => l.fencingToken)}::bigint[])
+        AS m(id, fencing_token)
+    ),
+    released AS (
+      UPDATE ledgerflow.workflow_run r
+         SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, run_after = now(), updated_at = now()
+        FROM mine m
+       WHERE r.id = m.id AND r.fencing_token = m.fencing_token AND r.status = 'running'
+      RETURNING r.id
+    ),
+    closed AS (
+      UPDATE ledgerflow.step_attempt a
+         SET status = 'abandoned', finished_at = now(),
+             error = jsonb_build_object('name', 'WorkerStopped', 'message', ${reason}::text)
+        FROM released x
+       WHERE a.run_id = x.id AND a.status = 'running'
+      RETURNING a.run_id
+    )
+    SELECT id FROM released`.execute(db);
+  return rows.map((r) => r.id);
+}

@@ -1,0 +1,242 @@
+import { sql, type Kysely } from 'kysely';
+import type { StepDefinition } from '../../dsl/workflow.js';
+import { ConflictError } from '../errors.js';
+import type { EffectStatus, Json, LedgerflowDatabase } from '../store/tables.js';
+import { millis } from './claim.js';
+import type { Lease } from './step-commits.js';
+import { assertEffectTransition } from './state-machines.js';
+
+/**
+ * Ledger statements of the effect kinds. The ledger (`step_effect`, primary key
+ * (workflow_id, step_name, idempotency_key)) is written with `INSERT … ON CONFLICT DO NOTHING`:
+ * whoever finds a row already there reuses or reconciles it and never performs again blindly.
+ * A step holds at most one ledger row: a row under a different key, or the same key with a
+ * different request hash, is a {@link ConflictError} and is never overwritten.
+ */
+export interface EffectRow {
+  readonly idempotency_key: string;
+  readonly status: EffectStatus;
+  readonly kind: 'transactional' | 'external';
+  readonly request_hash: string;
+  readonly effect: Json;
+  readonly attempt: number;
+  readonly fencing_token: number;
+  readonly intent_at: string;
+}
+
+export interface EffectClaim {
+  readonly key: string;
+  readonly requestHash: string;
+  readonly attempt: number;
+}
+
+/**
+ * Checks an existing ledger row of a step against the key and request hash this attempt
+ * computed. Throws a {@link ConflictError} naming both keys or hashes.
+ */
+export function matchExisting(
+  rows: readonly EffectRow[],
+  step: StepDefinition,
+  claim: EffectClaim,
+  runId: string,
+): EffectRow {
+  const row = rows.find((r) => r.idempotency_key === claim.key);
+  const other = rows.find((r) => r.idempotency_key !== claim.key);
+  if (other !== undefined) {
+    throw new ConflictError(
+      `Step "${step.name}" of run ${runId} already has a ledger row under key "${other.idempotency_key}" (${other.status}), ` +
+        `but its key function now returns "${claim.key}". Keys must be stable: a changed key function needs a new workflow version. ` +
+        'Nothing was overwritten.',
+    );
+  }
+  if (row === undefined) {
+    throw new Error(`internal: no ledger row for step "${step.name}" of run ${runId} under key "${claim.key}"`);
+  }
+  if (row.request_hash !== claim.requestHash) {
+    throw new ConflictError(
+      `Step "${step.name}" of run ${runId}: key "${claim.key}" is already in the ledger for a different request ` +
+        `(hash ${row.request_hash.slice(0, 12)}…, this attempt ${claim.requestHash.slice(0, 12)}…). ` +
+        'A retry must send the same request under the same key; nothing was overwritten.',
+    );
+  }
+  return row;
+}
+
+export interface OpenedTransactionalEffect {
+  readonly fenced: boolean;
+  readonly inserted: boolean;
+  readonly existing: readonly EffectRow[];
+}
+
+/**
+ * First statement of a transactional step's transaction: reads the fence (without locking the
+ * run: the final, fenced UPDATE is what decides, so a zombie can be overtaken while its handler
+ * runs and its writes then roll back) and inserts the ledger row as `recorded`. Its `effect` is
+ * filled by the same transaction's final statement. A concurrent transaction inserting the same
+ * key makes this statement wait for it; if it committed, `inserted` is false.
+ */
+export async function openTransactionalEffect(
+  trx: Kysely<LedgerflowDatabase>,
+  lease: Lease,
+  step: StepDefinition,
+  claim: EffectClaim,
+): Promise<OpenedTransactionalEffect> {
+  assertEffectTransition('none', 'recorded');
+  const { rows } = await sql<{ fenced: boolean; inserted: boolean; existing: EffectRow[] | null }>`
+    WITH fence AS (
+      SELECT id FROM ledgerflow.workflow_run
+       WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
+    ),
+    existing AS (
+      SELECT idempotency_key, status, kind, request_hash, effect, attempt, fencing_token, intent_at
+        FROM ledgerflow.step_effect WHERE workflow_id = ${lease.runId} AND step_name = ${step.name}
+    ),
+    inserted AS (
+      INSERT INTO ledgerflow.step_effect
+             (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token, recorded_at)
+      SELECT id, ${step.name}, ${claim.key}, 'null'::jsonb, 'recorded', 'transactional', ${claim.requestHash},
+             ${claim.attempt}, ${lease.fencingToken}, now()
+        FROM fence
+       WHERE NOT EXISTS (SELECT 1 FROM existing)
+      ON CONFLICT DO NOTHING
+      RETURNING 1
+    )
+    SELECT EXISTS (SELECT 1 FROM fence) AS fenced,
+           EXISTS (SELECT 1 FROM inserted) AS inserted,
+           (SELECT json_agg(e) FROM existing e) AS existing`.execute(trx);
+  const row = rows[0]!;
+  return { fenced: row.fenced, inserted: row.inserted, existing: row.existing ?? [] };
+}
+
+/** A fresh read of a step's ledger rows (a new statement sees rows committed meanwhile). */
+export async function readEffects(db: Kysely<LedgerflowDatabase>, runId: string, stepName: string): Promise<EffectRow[]> {
+  const { rows } = await sql<EffectRow>`
+    SELECT idempotency_key, status, kind, request_hash, effect, attempt, fencing_token, intent_at::text AS intent_at
+      FROM ledgerflow.step_effect WHERE workflow_id = ${runId} AND step_name = ${stepName}`.execute(db);
+  return rows;
+}
+
+export interface OpenedIntent {
+  readonly fenced: boolean;
+  /** This attempt now owns an intent (new, re-taken from `released`, or taken over by key). */
+  readonly owned: boolean;
+  readonly existing: readonly EffectRow[];
+  /** Status and error name of the attempt that wrote the existing intent, if any. */
+  readonly ownerStatus: string | null;
+  readonly ownerErrorName: string | null;
+  /** Whether the existing intent is older than lease + perform timeout (database time), and when it will be. */
+  readonly due: boolean;
+  readonly dueAt: Date | null;
+}
+
+/**
+ * The intent commit of an external step, ONE statement: fence (and extend the lease), then
+ * `INSERT … status 'intent' … ON CONFLICT DO NOTHING`. In the same statement a `released` row
+ * with this key and request is re-taken, and for an `idempotentByKey` step an open intent is
+ * taken over (the provider dedupes, so performing again with the same key is safe). Anything
+ * else found is returned for the caller to reuse, reconcile or refuse.
+ */
+export async function openIntent(
+  db: Kysely<LedgerflowDatabase>,
+  lease: Lease,
+  step: StepDefinition,
+  claim: EffectClaim,
+): Promise<OpenedIntent> {
+  assertEffectTransition('none', 'intent');
+  assertEffectTransition('released', 'intent');
+  const window = millis(lease.leaseMs + step.performTimeoutMs);
+  const { rows } = await sql<{
+    fenced: boolean;
+    inserted: boolean;
+    retaken: boolean;
+    existing: EffectRow[] | null;
+    owner_status: string | null;
+    owner_error_name: string | null;
+    due: boolean | null;
+    due_at: Date | null;
+  }>`
+    WITH fenced AS (
+      UPDATE ledgerflow.workflow_run SET lease_expires_at = now() + ${millis(lease.leaseMs)}, updated_at = now()
+       WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
+         AND current_step = ${step.position}
+      RETURNING id
+    ),
+    existing AS (
+      SELECT idempotency_key, status, kind, request_hash, effect, attempt, fencing_token, intent_at
+        FROM ledgerflow.step_effect WHERE workflow_id = ${lease.runId} AND step_name = ${step.name}
+    ),
+    inserted AS (
+      INSERT INTO ledgerflow.step_effect
+             (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token)
+      SELECT id, ${step.name}, ${claim.key}, 'null'::jsonb, 'intent', 'external', ${claim.requestHash},
+             ${claim.attempt}, ${lease.fencingToken}
+        FROM fenced
+       WHERE NOT EXISTS (SELECT 1 FROM existing)
+      ON CONFLICT DO NOTHING
+      RETURNING 1
+    ),
+    retaken AS (
+      UPDATE ledgerflow.step_effect
+         SET status = 'intent', attempt = ${claim.attempt}, fencing_token = ${lease.fencingToken}, intent_at = now()
+       WHERE workflow_id = ${lease.runId} AND step_name = ${step.name} AND idempotency_key = ${claim.key}
+         AND request_hash = ${claim.requestHash}
+         AND (status = 'released' OR (status = 'intent' AND ${step.idempotentByKey}::boolean))
+         AND EXISTS (SELECT 1 FROM fenced)
+      RETURNING 1
+    ),
+    mine AS (
+      SELECT * FROM existing WHERE idempotency_key = ${claim.key}
+    )
+    SELECT EXISTS (SELECT 1 FROM fenced) AS fenced,
+           EXISTS (SELECT 1 FROM inserted) AS inserted,
+           EXISTS (SELECT 1 FROM retaken) AS retaken,
+           (SELECT json_agg(e) FROM existing e) AS existing,
+           (SELECT a.status FROM ledgerflow.step_attempt a, mine m
+             WHERE a.run_id = ${lease.runId} AND a.step_name = ${step.name} AND a.attempt = m.attempt) AS owner_status,
+           (SELECT a.error->>'name' FROM ledgerflow.step_attempt a, mine m
+             WHERE a.run_id = ${lease.runId} AND a.step_name = ${step.name} AND a.attempt = m.attempt) AS owner_error_name,
+           (SELECT m.intent_at + ${window} <= now() FROM mine m) AS due,
+           (SELECT m.intent_at + ${window} FROM mine m) AS due_at`.execute(db);
+  const row = rows[0]!;
+  return {
+    fenced: row.fenced,
+    owned: row.inserted || row.retaken,
+    existing: row.existing ?? [],
+    ownerStatus: row.owner_status,
+    ownerErrorName: row.owner_error_name,
+    due: row.due === true,
+    dueAt: row.due_at,
+  };
+}
+
+/**
+ * Reconcile said `not_found`: the provider never applied the key, so this attempt takes the
+ * intent over (same key, new attempt and token, fresh `intent_at`) and performs again.
+ * Fenced, one statement; `false` when the intent changed under us.
+ */
+export async function retakeIntent(
+  db: Kysely<LedgerflowDatabase>,
+  lease: Lease,
+  step: StepDefinition,
+  claim: EffectClaim,
+  fromAttempt: number,
+): Promise<{ readonly fenced: boolean; readonly retaken: boolean }> {
+  assertEffectTransition('intent', 'intent');
+  const { rows } = await sql<{ fenced: boolean; retaken: boolean }>`
+    WITH fenced AS (
+      UPDATE ledgerflow.workflow_run SET lease_expires_at = now() + ${millis(lease.leaseMs)}, updated_at = now()
+       WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
+      RETURNING id
+    ),
+    retaken AS (
+      UPDATE ledgerflow.step_effect
+         SET attempt = ${claim.attempt}, fencing_token = ${lease.fencingToken}, intent_at = now(),
+             resolution = ${`not_found by reconcile in attempt ${claim.attempt}; performing again with the same key`}
+       WHERE workflow_id = ${lease.runId} AND step_name = ${step.name} AND idempotency_key = ${claim.key}
+         AND status = 'intent' AND attempt = ${fromAttempt}
+         AND EXISTS (SELECT 1 FROM fenced)
+      RETURNING 1
+    )
+    SELECT EXISTS (SELECT 1 FROM fenced) AS fenced, EXISTS (SELECT 1 FROM retaken) AS retaken`.execute(db);
+  return { fenced: rows[0]?.fenced === true, retaken: rows[0]?.retaken === true };
+}

@@ -1,0 +1,123 @@
+import { sql, type Kysely } from 'kysely';
+import type { StepDefinition } from '../../dsl/workflow.js';
+import { shapeHash } from '../../dsl/workflow-shape.js';
+import type { ReconcileContext, ReconcileOutcome } from '../contracts/handler-types.js';
+import { StaleContractError, type WorkflowRegistration } from '../contracts/registration.js';
+import { MigrationError } from '../errors.js';
+import type { LedgerflowDatabase } from '../store/tables.js';
+
+/** What the worker and reconciler need per registered workflow version. */
+export interface RegisteredWorkflow {
+  readonly registration: WorkflowRegistration;
+  readonly name: string;
+  readonly version: number;
+  readonly steps: readonly StepDefinition[];
+  handler(stepName: string): unknown;
+  /** `reconcile` of an external step, when its handler has one. */
+  reconciler(stepName: string): ((ctx: ReconcileContext<unknown, unknown>) => Promise<ReconcileOutcome<unknown>>) | undefined;
+}
+
+export interface WorkflowRegistry {
+  get(name: string, version: number): RegisteredWorkflow | undefined;
+  readonly all: readonly RegisteredWorkflow[];
+  /** Parallel arrays for `unnest($names, $versions)` in claim and reconcile queries. */
+  readonly names: readonly string[];
+  readonly versions: readonly number[];
+}
+
+const id = (name: string, version: number): string => `${name}@${version}`;
+
+/**
+ * Indexes registrations and checks, without touching the database, that each is usable: the
+ * contract is current and every step has a handler of the shape its kind demands.
+ */
+export function buildRegistry(registrations: readonly WorkflowRegistration[]): WorkflowRegistry {
+  const byId = new Map<string, RegisteredWorkflow>();
+  for (const registration of registrations) {
+    const { workflow, handlers } = registration;
+    const where = `workflow "${workflow.name}" v${workflow.version}`;
+    if (byId.has(id(workflow.name, workflow.version))) {
+      throw new TypeError(`${where} is registered twice; pass each workflow version once.`);
+    }
+    const actual = shapeHash(workflow);
+    if (registration.definitionHash !== actual) {
+      throw new StaleContractError(
+        `The handlers for ${where} were bound for definition ${registration.definitionHash}, but the workflow is now ${actual}. ` +
+          'Run `ledgerflow codegen` (and bump the version if this one already ran).',
+      );
+    }
+    for (const step of workflow.steps) checkHandler(where, step, handlers[step.name]);
+    byId.set(id(workflow.name, workflow.version), {
+      registration,
+      name: workflow.name,
+      version: workflow.version,
+      steps: workflow.steps,
+      handler: (stepName) => handlers[stepName],
+      reconciler: (stepName) => {
+        const handler = handlers[stepName] as { reconcile?: unknown } | undefined;
+        return typeof handler?.reconcile === 'function'
+          ? (handler.reconcile.bind(handler) as ReturnType<RegisteredWorkflow['reconciler']>)
+          : undefined;
+      },
+    });
+  }
+  const all = [...byId.values()];
+  return {
+    get: (name, version) => byId.get(id(name, version)),
+    all,
+    names: all.map((w) => w.name),
+    versions: all.map((w) => w.version),
+  };
+}
+
+function checkHandler(where: string, step: StepDefinition, handler: unknown): void {
+  const at = `${where}, step "${step.name}" (${step.kind})`;
+  if (step.kind !== 'external') {
+    if (typeof handler !== 'function') throw new TypeError(`The handler for ${at} must be a function.`);
+    return;
+  }
+  const external = handler as { perform?: unknown; reconcile?: unknown } | undefined;
+  if (typeof external?.perform !== 'function') {
+    throw new TypeError(`The handler for ${at} must be an object with perform({ key, ... }).`);
+  }
+  if (!step.idempotentByKey && typeof external.reconcile !== 'function') {
+    throw new TypeError(
+      `The handler for ${at} needs reconcile({ key, intent }): the provider does not dedupe by key ` +
+        '(declare idempotentByKey: true only if it does).',
+    );
+  }
+}
+
+/**
+ * Compares each registration with the migrated `workflow_version` row, so that a worker never
+ * runs code whose steps differ from what the database was migrated for.
+ */
+export async function verifyMigrated(db: Kysely<LedgerflowDatabase>, registry: WorkflowRegistry): Promise<void> {
+  let rows: { workflow_name: string; version: number; definition_hash: string }[];
+  try {
+    rows = (
+      await sql<{ workflow_name: string; version: number; definition_hash: string }>`
+        SELECT workflow_name, version, definition_hash FROM ledgerflow.workflow_version`.execute(db)
+    ).rows;
+  } catch (error) {
+    if ((error as { code?: unknown }).code === '42P01') {
+      throw new MigrationError('The ledgerflow schema does not exist in this database. Run `ledgerflow migrate` first.');
+    }
+    throw error;
+  }
+  const migrated = new Map(rows.map((r) => [id(r.workflow_name, r.version), r.definition_hash]));
+  const problems: string[] = [];
+  for (const workflow of registry.all) {
+    const hash = migrated.get(id(workflow.name, workflow.version));
+    const code = workflow.registration.definitionHash;
+    if (hash === undefined) {
+      problems.push(`workflow "${workflow.name}" v${workflow.version} is not migrated (run \`ledgerflow migrate\`)`);
+    } else if (hash !== code) {
+      problems.push(
+        `workflow "${workflow.name}" v${workflow.version} was migrated as ${hash} but the code is ${code} ` +
+          '(run `ledgerflow codegen` then `ledgerflow migrate`; if this version already ran, bump its version)',
+      );
+    }
+  }
+  if (problems.length > 0) throw new MigrationError(`Cannot start the worker: ${problems.join('; ')}.`);
+}

@@ -1,0 +1,328 @@
+import { sql, type Kysely, type RawBuilder } from 'kysely';
+import type { StepDefinition } from '../../dsl/workflow.js';
+import { LeaseLostError } from '../errors.js';
+import type { Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
+import { millis } from './claim.js';
+import { backoffDelayMs, isNonRetryable } from './retry.js';
+import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from './state-machines.js';
+import { serializeError, StepFailure, type SerializedError } from './step-errors.js';
+
+/**
+ * Every write that changes a run. Each is fenced: it changes the run only
+ * `WHERE id = $run AND fencing_token = $token AND status = 'running'`, and every other write of
+ * the commit is conditioned on that row having been changed, so a worker whose token moved on
+ * (a zombie) changes nothing. Where possible a commit is ONE statement (data-modifying CTEs):
+ * one round trip, atomic without BEGIN/COMMIT.
+ */
+export interface Lease {
+  readonly runId: string;
+  readonly fencingToken: number;
+  readonly workerId: string;
+  readonly leaseMs: number;
+}
+
+/** What happens to the run after its step is committed. */
+export type Continuation =
+  /** Keep the lease and open the next step's attempt in the same commit. */
+  | { readonly kind: 'hold'; readonly nextStep: string }
+  /** Give the run back as `pending`, due now (worker stopping; reconciler). */
+  | { readonly kind: 'release' }
+  /** That was the last step: `completed`, with the outputs of all steps as the run's output. */
+  | { readonly kind: 'complete'; readonly runOutput: Json };
+
+export interface AdvanceParams {
+  readonly lease: Lease;
+  readonly workflowName: string;
+  readonly workflowVersion: number;
+  readonly step: StepDefinition;
+  /** The worker's `running` attempt to close as succeeded; `undefined` for the reconciler. */
+  readonly attempt: number | undefined;
+  /** The attempt the result is attributed to (the performing attempt for a reconciled effect). */
+  readonly resultAttempt: number;
+  readonly output: Json;
+  /** Ledger row the result points at (effect kinds). */
+  readonly effect?: {
+    readonly key: string;
+    /**
+     * Write the output into the row in this commit: an `intent` becomes `recorded`, or a
+     * transactional row inserted by this same transaction gets its effect. Only the row written
+     * by `attempt` qualifies. Absent: the row is already recorded and is only referenced.
+     */
+    readonly record?: { readonly from: 'intent' | 'recorded'; readonly attempt: number; readonly resolution?: string };
+  };
+  readonly continuation: Continuation;
+}
+
+export interface AdvanceResult {
+  readonly fenced: boolean;
+  /** The next step's attempt, opened by this commit (`hold` only). */
+  readonly nextAttempt: number | null;
+}
+
+const lit = (value: string): RawBuilder<unknown> => sql.lit(value);
+
+/**
+ * Step result + attempt succeeded + ledger row (recorded) + run transition, in ONE statement.
+ * The step_result foreign key makes the database itself refuse an effect step's result without
+ * a `recorded` ledger row under its key.
+ */
+export async function advanceRun(db: Kysely<LedgerflowDatabase>, p: AdvanceParams): Promise<AdvanceResult> {
+  const target: RunStatus = p.continuation.kind === 'hold' ? 'running' : p.continuation.kind === 'release' ? 'pending' : 'completed';
+  assertRunTransition('running', target);
+  if (p.attempt !== undefined) assertAttemptTransition('running', 'succeeded');
+  if (p.effect?.record?.from === 'intent') assertEffectTransition('intent', 'recorded');
+  const { lease, step } = p;
+  const outputJson = JSON.stringify(p.output);
+  const runSet =
+    p.continuation.kind === 'hold'
+      ? sql`status = 'running', lease_expires_at = now() + ${millis(lease.leaseMs)}`
+      : p.continuation.kind === 'release'
+        ? sql`status = 'pending', lease_owner = NULL, lease_expires_at = NULL, run_after = now()`
+        : sql`status = 'completed', lease_owner = NULL, lease_expires_at = NULL, finished_at = now(),
+              output = ${JSON.stringify(p.continuation.runOutput)}::jsonb`;
+  const effect = p.effect;
+  const record = effect?.record;
+  const effectCte =
+    effect !== undefined && record !== undefined
+      ? sql`, effect AS (
+          UPDATE ledgerflow.step_effect
+             SET status = 'recorded', effect = ${outputJson}::jsonb, recorded_at = COALESCE(recorded_at, now()),
+                 resolution = COALESCE(${record.resolution ?? null}::text, resolution)
+           WHERE workflow_id = ${lease.runId} AND step_name = ${step.name} AND idempotency_key = ${effect.key}
+             AND status = ${lit(record.from)} AND attempt = ${record.attempt}
+             AND EXISTS (SELECT 1 FROM fenced)
+          RETURNING 1)`
+      : sql``;
+  const attemptCte =
+    p.attempt !== undefined
+      ? sql`, finished AS (
+          UPDATE ledgerflow.step_attempt SET status = 'succeeded', finished_at = now()
+           WHERE run_id = ${lease.runId} AND step_name = ${step.name} AND attempt = ${p.attempt} AND status = 'running'
+             AND EXISTS (SELECT 1 FROM fenced)
+          RETURNING 1)`
+      : sql``;
+  const nextCte =
+    p.continuation.kind === 'hold'
+      ? sql`, next AS (
+          INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id)
+          SELECT f.id, ${p.continuation.nextStep},
+                 1 + COALESCE((SELECT max(a.attempt) FROM ledgerflow.step_attempt a
+                                WHERE a.run_id = f.id AND a.step_name = ${p.continuation.nextStep}), 0),
+                 'running', ${lease.fencingToken}, ${lease.workerId}
+            FROM fenced f
+          RETURNING attempt)`
+      : sql``;
+  const { rows } = await sql<{ fenced: boolean; next_attempt: number | null }>`
+    WITH fenced AS (
+      UPDATE ledgerflow.workflow_run
+         SET current_step = current_step + 1, updated_at = now(), error = NULL, ${runSet}
+       WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
+         AND current_step = ${step.position}
+      RETURNING id
+    ),
+    result AS (
+      INSERT INTO ledgerflow.step_result
+             (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, idempotency_key, effect_status)
+      SELECT id, ${p.workflowName}, ${p.workflowVersion}, ${step.name}, ${step.kind}, ${outputJson}::jsonb,
+             ${p.resultAttempt}, ${effect?.key ?? null}::text, ${effect === undefined ? null : 'recorded'}::text
+        FROM fenced
+      RETURNING 1
+    )
+    ${effectCte} ${attemptCte} ${nextCte}
+    SELECT EXISTS (SELECT 1 FROM fenced) AS fenced,
+           ${p.continuation.kind === 'hold' ? sql`(SELECT attempt FROM next)` : sql`NULL::int`} AS next_attempt`.execute(db);
+  const row = rows[0];
+  return { fenced: row?.fenced === true, nextAttempt: row?.next_attempt ?? null };
+}
+
+export type FailureOutcome =
+  | { readonly kind: 'retry'; readonly retryAt: Date; readonly failures: number }
+  | { readonly kind: 'failed'; readonly failures: number }
+  | { readonly kind: 'parked'; readonly reason: string; readonly failures: number };
+
+export interface FailureParams {
+  readonly lease: Lease;
+  readonly step: StepDefinition;
+  readonly attempt: number;
+  readonly failure: StepFailure;
+  /** True when the step's external handler has `reconcile` (decides park vs release at exhaustion). */
+  readonly canReconcile: boolean;
+  readonly random?: () => number;
+}
+
+/**
+ * Records a failed attempt and decides, inside one fenced transaction, what the run does next:
+ * retry (`pending`, `run_after = now() + backoff`), fail (exhausted, non-retryable, conflict),
+ * or — for an `external` step whose intent is still open and whose effect may have happened —
+ * park in `needs_reconciliation` rather than declare a failure the provider may contradict.
+ */
+export async function commitFailure(db: Kysely<LedgerflowDatabase>, p: FailureParams): Promise<FailureOutcome> {
+  const { lease, step, failure } = p;
+  const cause = failure.cause;
+  const error: SerializedError = { ...serializeError(cause), step: step.name, attempt: p.attempt };
+  assertAttemptTransition('running', 'failed');
+  return db.transaction().execute(async (trx) => {
+    const { rows } = await sql<{
+      fencing_token: number;
+      status: RunStatus;
+      failures: number;
+      open_intent: string | null;
+    }>`
+      SELECT r.fencing_token, r.status,
+             (SELECT count(*) FROM ledgerflow.step_attempt a
+               WHERE a.run_id = r.id AND a.step_name = ${step.name} AND a.status = 'failed')::int AS failures,
+             (SELECT e.idempotency_key FROM ledgerflow.step_effect e
+               WHERE e.workflow_id = r.id AND e.step_name = ${step.name} AND e.status = 'intent') AS open_intent
+        FROM ledgerflow.workflow_run r
+       WHERE r.id = ${lease.runId}
+         FOR UPDATE OF r`.execute(trx);
+    const run = rows[0];
+    if (run === undefined || run.fencing_token !== lease.fencingToken || run.status !== 'running') {
+      throw new LeaseLostError(`Lease on run ${lease.runId} lost before its failure could be recorded.`);
+    }
+    const failures = run.failures + 1;
+    const nonRetryable = isNonRetryable(cause, step.retry);
+    const exhausted = failures >= step.retry.maxAttempts;
+
+    if (!nonRetryable && !exhausted) {
+      const delayMs = backoffDelayMs(step.retry, failures, p.random);
+      assertRunTransition('running', 'pending');
+      const { rows: retried } = await sql<{ retry_at: Date }>`
+        WITH attempt AS (
+          UPDATE ledgerflow.step_attempt
+             SET status = 'failed', error = ${JSON.stringify(error)}::jsonb, finished_at = now(),
+                 next_eligible_at = now() + ${millis(delayMs)}
+           WHERE run_id = ${lease.runId} AND step_name = ${step.name} AND attempt = ${p.attempt} AND status = 'running'
+          RETURNING next_eligible_at
+        )
+        UPDATE ledgerflow.workflow_run
+           SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
+               run_after = now() + ${millis(delayMs)}
+         WHERE id = ${lease.runId}
+        RETURNING run_after AS retry_at`.execute(trx);
+      return { kind: 'retry', retryAt: retried[0]!.retry_at, failures };
+    }
+
+    const why = nonRetryable ? 'non-retryable error' : `attempts exhausted (${failures}/${step.retry.maxAttempts})`;
+    let outcome: FailureOutcome = { kind: 'failed', failures };
+    let release: string | undefined;
+    if (run.open_intent !== null) {
+      const refused = failure.phase === 'perform' && nonRetryable && !(cause instanceof Error && cause.name === 'ConflictError');
+      if (refused) {
+        release = `released: perform failed with a non-retryable error (${error.message})`;
+      } else if (cause instanceof Error && cause.name === 'ConflictError') {
+        // A conflict never touches the existing ledger row: nothing is overwritten.
+      } else if (step.idempotentByKey && !p.canReconcile) {
+        release = `released: ${why}; the provider dedupes by key, so a later run may reuse it`;
+      } else {
+        outcome = {
+          kind: 'parked',
+          reason:
+            `${why} on step "${step.name}" while its intent for key "${run.open_intent}" is open: ` +
+            `the effect may have happened (last error: ${error.message}); the reconciler will look it up`,
+          failures,
+        };
+      }
+    }
+    if (release !== undefined) assertEffectTransition('intent', 'released');
+    const status: RunStatus = outcome.kind === 'parked' ? 'needs_reconciliation' : 'failed';
+    assertRunTransition('running', status);
+    const runError =
+      outcome.kind === 'parked'
+        ? { name: 'NeedsReconciliation', message: outcome.reason, step: step.name, key: run.open_intent, exhausted: true, lastError: error }
+        : error;
+    await sql`
+      WITH attempt AS (
+        UPDATE ledgerflow.step_attempt
+           SET status = 'failed', error = ${JSON.stringify(error)}::jsonb, finished_at = now()
+         WHERE run_id = ${lease.runId} AND step_name = ${step.name} AND attempt = ${p.attempt} AND status = 'running'
+        RETURNING 1
+      ),
+      released AS (
+        UPDATE ledgerflow.step_effect SET status = 'released', resolution = ${release ?? null}::text
+         WHERE workflow_id = ${lease.runId} AND step_name = ${step.name} AND status = 'intent' AND ${release !== undefined}::boolean
+        RETURNING 1
+      )
+      UPDATE ledgerflow.workflow_run
+         SET status = ${lit(status)}, lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
+             error = ${JSON.stringify(runError)}::jsonb,
+             finished_at = ${status === 'failed' ? sql`now()` : sql`NULL`}
+       WHERE id = ${lease.runId}`.execute(trx);
+    return outcome;
+  });
+}
+
+/**
+ * Closes the attempt as `abandoned` (it decided nothing about the step) and moves the run on
+ * without a result: parked for a human or the reconciler, or rescheduled until an earlier
+ * attempt's intent is old enough to reconcile. One fenced statement.
+ */
+export async function commitYield(
+  db: Kysely<LedgerflowDatabase>,
+  p: {
+    readonly lease: Lease;
+    readonly step: StepDefinition;
+    readonly attempt: number;
+    readonly to: { readonly kind: 'park'; readonly reason: string; readonly key: string } | { readonly kind: 'reschedule'; readonly until: Date; readonly reason: string };
+  },
+): Promise<boolean> {
+  const { lease, step } = p;
+  const status: RunStatus = p.to.kind === 'park' ? 'needs_reconciliation' : 'pending';
+  assertRunTransition('running', status);
+  assertAttemptTransition('running', 'abandoned');
+  const attemptError =
+    p.to.kind === 'park'
+      ? { name: 'NeedsReconciliation', message: p.to.reason }
+      : { name: 'AwaitingIntent', message: p.to.reason };
+  const runSet =
+    p.to.kind === 'park'
+      ? sql`status = 'needs_reconciliation',
+            error = ${JSON.stringify({ name: 'NeedsReconciliation', message: p.to.reason, step: step.name, key: p.to.key, exhausted: false })}::jsonb`
+      : sql`status = 'pending', run_after = ${p.to.until}::timestamptz`;
+  const { rows } = await sql<{ fenced: boolean }>`
+    WITH fenced AS (
+      UPDATE ledgerflow.workflow_run
+         SET lease_owner = NULL, lease_expires_at = NULL, updated_at = now(), ${runSet}
+       WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
+      RETURNING id
+    ),
+    attempt AS (
+      UPDATE ledgerflow.step_attempt
+         SET status = 'abandoned', finished_at = now(), error = ${JSON.stringify(attemptError)}::jsonb,
+             next_eligible_at = ${p.to.kind === 'reschedule' ? p.to.until : null}::timestamptz
+       WHERE run_id = ${lease.runId} AND step_name = ${step.name} AND attempt = ${p.attempt} AND status = 'running'
+         AND EXISTS (SELECT 1 FROM fenced)
+      RETURNING 1
+    )
+    SELECT EXISTS (SELECT 1 FROM fenced) AS fenced`.execute(db);
+  return rows[0]?.fenced === true;
+}
+
+export type CommitState = 'committed' | 'not_committed' | 'lost';
+
+/**
+ * After a commit whose outcome is unknown: every commit of a step closes its attempt, so the
+ * attempt row tells whether it happened. A moved token means someone else owns the run now.
+ */
+export async function attemptCommitState(
+  db: Kysely<LedgerflowDatabase>,
+  lease: Lease,
+  stepName: string,
+  attempt: number,
+): Promise<CommitState> {
+  const { rows } = await sql<{ fencing_token: number; attempt_status: string | null }>`
+    SELECT r.fencing_token, a.status AS attempt_status
+      FROM ledgerflow.workflow_run r
+      LEFT JOIN ledgerflow.step_attempt a ON a.run_id = r.id AND a.step_name = ${stepName} AND a.attempt = ${attempt}
+     WHERE r.id = ${lease.runId}`.execute(db);
+  const row = rows[0];
+  if (row === undefined || row.fencing_token !== lease.fencingToken) return 'lost';
+  return row.attempt_status === 'running' ? 'not_committed' : 'committed';
+}
+
+/** Used where a commit's fenced check found nothing: the run is no longer ours. */
+export function leaseLost(lease: Lease, what: string): LeaseLostError {
+  return new LeaseLostError(
+    `Run ${lease.runId}: fencing token ${lease.fencingToken} is no longer current; ${what} was rolled back.`,
+  );
+}

@@ -1,0 +1,51 @@
+import type { StepKind } from '../../dsl/step-kind.js';
+import type { ReconcileReport } from '../reconciler/reconciler.js';
+import type { FailureOutcome } from './step-commits.js';
+import type { SerializedError } from './step-errors.js';
+
+/**
+ * What a worker reports through `onEvent`. Errors inside the worker's loops never crash the
+ * process: they arrive here as `error` events and the loop retries with backoff.
+ */
+export type WorkerEvent =
+  | { readonly type: 'worker-started'; readonly workerId: string; readonly workflows: readonly string[] }
+  | { readonly type: 'worker-stopped'; readonly workerId: string; readonly released: number }
+  | {
+      readonly type: 'run-claimed';
+      readonly runId: string;
+      readonly workflow: string;
+      readonly fencingToken: number;
+      readonly step: string | null;
+      readonly attempt: number | null;
+    }
+  | {
+      readonly type: 'step-succeeded';
+      readonly runId: string;
+      readonly step: string;
+      readonly kind: StepKind;
+      readonly attempt: number;
+      /** No handler ran: the ledger already held the effect. */
+      readonly reused: boolean;
+    }
+  | {
+      readonly type: 'step-failed';
+      readonly runId: string;
+      readonly step: string;
+      readonly attempt: number;
+      readonly error: SerializedError;
+      /** `retry` (with the database time it is due), `failed`, or `parked`. */
+      readonly outcome: FailureOutcome;
+    }
+  | { readonly type: 'run-completed'; readonly runId: string; readonly workflow: string }
+  | { readonly type: 'run-released'; readonly runId: string; readonly step: string }
+  | { readonly type: 'run-parked'; readonly runId: string; readonly step: string; readonly reason: string }
+  | { readonly type: 'run-rescheduled'; readonly runId: string; readonly step: string; readonly until: Date; readonly reason: string }
+  | { readonly type: 'lease-lost'; readonly runId: string; readonly fencingToken: number; readonly step: string | null }
+  | { readonly type: 'commit-outcome-unknown'; readonly runId: string; readonly step: string; readonly error: SerializedError }
+  | { readonly type: 'reconcile-pass'; readonly report: ReconcileReport }
+  | {
+      readonly type: 'error';
+      readonly where: 'claim' | 'heartbeat' | 'run' | 'reconcile' | 'listen' | 'stop' | 'drain';
+      readonly runId?: string;
+      readonly error: SerializedError;
+    };

@@ -1,0 +1,423 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { sql } from 'kysely';
+import type { WorkflowRegistration } from '../contracts/registration.js';
+import { LeaseLostError } from '../errors.js';
+import { faultPoint } from '../faults/fault-points.js';
+import { runReconcilePass } from '../reconciler/reconciler.js';
+import type { Store } from '../store/store.js';
+import { claimRuns, type LeasedRun } from './claim.js';
+import { releaseLeases, renewLeases } from './lease.js';
+import { buildRegistry, verifyMigrated, type WorkflowRegistry } from './registry.js';
+import { driveRun } from './run-driver.js';
+import { serializeError } from './step-errors.js';
+import type { WorkerEvent } from './worker-events.js';
+
+/** The channel `start()` NOTIFYs on (once per new run, never per step) to wake idle workers. */
+export const RUNS_CHANNEL = 'ledgerflow_runs';
+
+export interface WorkerOptions {
+  readonly store: Store;
+  /** Workflow versions with their handlers (the generated `<name>Handlers(...)` functions make these). */
+  readonly workflows: readonly WorkflowRegistration[];
+  /** Runs driven at once. Default 4. */
+  readonly concurrency?: number;
+  /** Written to `lease_owner` and `step_attempt.worker_id`. Default `host:pid:random`. */
+  readonly workerId?: string;
+  /** Lease length; a run whose lease expires is claimed by another worker. Default 30 000. */
+  readonly leaseMs?: number;
+  /** How often held leases are renewed. Default leaseMs / 3. */
+  readonly heartbeatMs?: number;
+  /** Claim poll when no NOTIFY arrives (retries and takeovers rely on it). Default 1 000. */
+  readonly pollIntervalMs?: number;
+  /** How often this worker runs a reconcile pass; 0 turns it off. Default 10 000. */
+  readonly reconcileIntervalMs?: number;
+  /** Everything the worker does and every error it survives. */
+  readonly onEvent?: (event: WorkerEvent) => void;
+}
+
+export interface Worker {
+  readonly id: string;
+  /**
+   * Verifies that every registration matches its migrated version, subscribes to
+   * {@link RUNS_CHANNEL}, and starts claiming. Rejects (and starts nothing) on a mismatch.
+   */
+  start(): Promise<void>;
+  /**
+   * Stops claiming, lets in-flight steps finish (each commits and gives its run back) for up to
+   * `timeoutMs` (default: one lease), then aborts the rest and releases their leases.
+   */
+  stop(options?: { readonly timeoutMs?: number }): Promise<void>;
+  /**
+   * Starts the worker if needed and resolves once nothing is left to do: no run of the
+   * registered workflows is `pending` (due or delayed by a retry backoff) or `running`, and
+   * this worker drives none. Parked (`needs_reconciliation`) runs do not count. Rejects after
+   * `timeoutMs` (default 60 000) naming what is left. For tests, benchmarks and one-shot jobs.
+   *
+   * @example
+   * const worker = createWorker({ store, workflows: [registration], pollIntervalMs: 50 });
+   * await client.start(orderPayment, input);
+   * await worker.drain();
+   * await worker.stop();
+   */
+  drain(options?: { readonly timeoutMs?: number }): Promise<void>;
+  /** Runs driven right now. */
+  readonly inFlight: number;
+}
+
+interface InFlight {
+  readonly runId: string;
+  readonly fencingToken: number;
+  readonly controller: AbortController;
+  /** Local monotonic time of the last confirmed renewal: a duration, never compared to the database. */
+  renewedAt: number;
+  done: Promise<void>;
+}
+
+type WorkerState = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped';
+
+/**
+ * Creates a worker. Nothing happens until `start()` (or `drain()`).
+ *
+ * Worker life cycle: idle --start--> starting --verified--> running --stop--> stopping --> stopped.
+ *
+ * @example
+ * const worker = createWorker({ store, workflows: [orderPaymentHandlers(handlers)], concurrency: 8 });
+ * await worker.start();
+ * process.once('SIGTERM', () => void worker.stop());
+ */
+export function createWorker(options: WorkerOptions): Worker {
+  return new WorkerRuntime(options);
+}
+
+class WorkerRuntime implements Worker {
+  readonly id: string;
+  readonly #store: Store;
+  readonly #registry: WorkflowRegistry;
+  readonly #registrations: readonly WorkflowRegistration[];
+  readonly #concurrency: number;
+  readonly #leaseMs: number;
+  readonly #heartbeatMs: number;
+  readonly #pollIntervalMs: number;
+  readonly #reconcileIntervalMs: number;
+  readonly #onEvent: (event: WorkerEvent) => void;
+
+  #state: WorkerState = 'idle';
+  readonly #inFlight = new Map<string, InFlight>();
+  #loop: Promise<void> | undefined;
+  #wakeUp: (() => void) | undefined;
+  #wakePending = false;
+  #idleWaiters = new Set<() => void>();
+  #unlisten: (() => Promise<void>) | undefined;
+  #listenStale = false;
+  #heartbeatTimer: NodeJS.Timeout | undefined;
+  #heartbeatBusy = false;
+  #reconcileTimer: NodeJS.Timeout | undefined;
+  #reconcilePass: Promise<void> | undefined;
+  #starting: Promise<void> | undefined;
+
+  constructor(options: WorkerOptions) {
+    this.#store = options.store;
+    this.#registrations = options.workflows;
+    this.#registry = buildRegistry(options.workflows);
+    this.id = options.workerId ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+    this.#concurrency = options.concurrency ?? 4;
+    this.#leaseMs = options.leaseMs ?? 30_000;
+    this.#heartbeatMs = options.heartbeatMs ?? Math.floor(this.#leaseMs / 3);
+    this.#pollIntervalMs = options.pollIntervalMs ?? 1_000;
+    this.#reconcileIntervalMs = options.reconcileIntervalMs ?? 10_000;
+    this.#onEvent = options.onEvent ?? (() => {});
+    const problems: string[] = [];
+    if (!Number.isInteger(this.#concurrency) || this.#concurrency < 1) problems.push(`concurrency must be an integer >= 1 (got ${this.#concurrency})`);
+    if (!(this.#leaseMs > 0)) problems.push(`leaseMs must be > 0 (got ${this.#leaseMs})`);
+    if (!(this.#heartbeatMs > 0 && this.#heartbeatMs < this.#leaseMs)) {
+      problems.push(`heartbeatMs must be > 0 and < leaseMs (got ${this.#heartbeatMs} with leaseMs ${this.#leaseMs})`);
+    }
+    if (!(this.#pollIntervalMs > 0)) problems.push(`pollIntervalMs must be > 0 (got ${this.#pollIntervalMs})`);
+    if (!(this.#reconcileIntervalMs >= 0)) problems.push(`reconcileIntervalMs must be >= 0 (got ${this.#reconcileIntervalMs})`);
+    if (this.#registry.all.length === 0) problems.push('workflows is empty; register at least one workflow');
+    if (problems.length > 0) throw new TypeError(`Invalid worker options: ${problems.join('; ')}.`);
+  }
+
+  get inFlight(): number {
+    return this.#inFlight.size;
+  }
+
+  start(): Promise<void> {
+    if (this.#state === 'stopping' || this.#state === 'stopped') {
+      return Promise.reject(new Error(`Worker ${this.id} was stopped; create a new worker to run again.`));
+    }
+    this.#starting ??= this.#start();
+    return this.#starting;
+  }
+
+  async #start(): Promise<void> {
+    this.#state = 'starting';
+    try {
+      await verifyMigrated(this.#store.db, this.#registry);
+    } catch (error) {
+      this.#state = 'idle';
+      this.#starting = undefined;
+      throw error;
+    }
+    await this.#listen();
+    this.#state = 'running';
+    this.#heartbeatTimer = setInterval(() => void this.#heartbeat(), this.#heartbeatMs);
+    if (this.#reconcileIntervalMs > 0) {
+      this.#reconcileTimer = setInterval(() => this.#startReconcilePass(), this.#reconcileIntervalMs);
+    }
+    this.#loop = this.#claimLoop();
+    this.#emit({ type: 'worker-started', workerId: this.id, workflows: this.#registry.all.map((w) => `${w.name}@${w.version}`) });
+  }
+
+  async stop(options: { readonly timeoutMs?: number } = {}): Promise<void> {
+    if (this.#state === 'idle' || this.#state === 'stopped') {
+      this.#state = 'stopped';
+      return;
+    }
+    if (this.#state === 'starting') await this.#starting?.catch(() => {});
+    if (this.#state !== 'running') return;
+    this.#state = 'stopping';
+    this.#wake();
+    clearInterval(this.#reconcileTimer);
+    await this.#loop;
+    await this.#unlisten?.().catch(() => {});
+    this.#unlisten = undefined;
+
+    const settled = (): Promise<unknown> => Promise.allSettled([...this.#inFlight.values()].map((f) => f.done));
+    const timeoutMs = options.timeoutMs ?? this.#leaseMs;
+    let released = 0;
+    if (!(await settlesWithin(settled(), timeoutMs))) {
+      const remaining = [...this.#inFlight.values()];
+      for (const flight of remaining) flight.controller.abort(new LeaseLostError(`worker ${this.id} is stopping`));
+      try {
+        released = (await releaseLeases(this.#store.db, remaining, `worker ${this.id} stopped before the step finished`)).length;
+      } catch (error) {
+        this.#emit({ type: 'error', where: 'stop', error: serializeError(error) });
+      }
+      // Handlers that ignore their AbortSignal cannot commit any more (the runs are released).
+      await settlesWithin(settled(), 1_000);
+    }
+    clearInterval(this.#heartbeatTimer);
+    await this.#reconcilePass;
+    this.#state = 'stopped';
+    this.#emit({ type: 'worker-stopped', workerId: this.id, released });
+  }
+
+  async drain(options: { readonly timeoutMs?: number } = {}): Promise<void> {
+    await this.start();
+    const timeoutMs = options.timeoutMs ?? 60_000;
+    const started = performance.now();
+    let remaining = -1;
+    for (;;) {
+      if (this.#inFlight.size === 0) {
+        try {
+          remaining = await this.#countUnfinished();
+          if (remaining === 0 && this.#inFlight.size === 0) return;
+        } catch (error) {
+          this.#emit({ type: 'error', where: 'drain', error: serializeError(error) });
+        }
+      }
+      if (this.#state !== 'running') throw new Error(`Worker ${this.id} stopped while draining.`);
+      if (performance.now() - started > timeoutMs) {
+        throw new Error(
+          `drain() timed out after ${timeoutMs} ms: ${this.#inFlight.size} run(s) in flight here, ` +
+            `${remaining < 0 ? 'unknown' : remaining} pending or running in the database.`,
+        );
+      }
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, Math.min(this.#pollIntervalMs, 100));
+        this.#idleWaiters.add(done);
+        function done(): void {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+    }
+  }
+
+  async #countUnfinished(): Promise<number> {
+    const { rows } = await sql<{ n: number }>`
+      SELECT count(*)::int AS n
+        FROM ledgerflow.workflow_run r
+        JOIN unnest(${this.#registry.names}::text[], ${this.#registry.versions}::int[]) AS w(name, version)
+          ON r.workflow_name = w.name AND r.workflow_version = w.version
+       WHERE r.status IN ('pending', 'running')`.execute(this.#store.db);
+    return rows[0]?.n ?? 0;
+  }
+
+  async #claimLoop(): Promise<void> {
+    let failures = 0;
+    while (this.#state === 'running') {
+      const free = this.#concurrency - this.#inFlight.size;
+      if (free > 0) {
+        try {
+          const claimed = await claimRuns(this.#store.db, this.#registry, { workerId: this.id, leaseMs: this.#leaseMs, limit: free });
+          failures = 0;
+          if (this.#listenStale) await this.#listen();
+          for (const run of claimed) this.#launch(run);
+          if (claimed.length === free) continue;
+        } catch (error) {
+          failures += 1;
+          this.#listenStale = true;
+          this.#emit({ type: 'error', where: 'claim', error: serializeError(error) });
+          await this.#sleep(Math.min(5_000, 50 * 2 ** failures));
+          continue;
+        }
+      }
+      await this.#sleep(this.#pollIntervalMs);
+    }
+  }
+
+  #launch(run: LeasedRun): void {
+    const workflow = this.#registry.get(run.workflowName, run.workflowVersion);
+    const step = workflow?.steps[run.currentStep];
+    this.#emit({
+      type: 'run-claimed',
+      runId: run.id,
+      workflow: `${run.workflowName}@${run.workflowVersion}`,
+      fencingToken: run.fencingToken,
+      step: step?.name ?? null,
+      attempt: run.attempt,
+    });
+    const flight: InFlight = {
+      runId: run.id,
+      fencingToken: run.fencingToken,
+      controller: new AbortController(),
+      renewedAt: performance.now(),
+      done: Promise.resolve(),
+    };
+    const key = `${run.id}:${run.fencingToken}`;
+    this.#inFlight.set(key, flight);
+    flight.done = driveRun(
+      {
+        db: this.#store.db,
+        registry: this.#registry,
+        workerId: this.id,
+        leaseMs: this.#leaseMs,
+        isStopping: () => this.#state !== 'running',
+        emit: (event) => this.#emit(event),
+      },
+      run,
+      flight.controller.signal,
+    )
+      .catch((error: unknown) => this.#emit({ type: 'error', where: 'run', runId: run.id, error: serializeError(error) }))
+      .finally(() => {
+        this.#inFlight.delete(key);
+        this.#wake();
+        for (const waiter of this.#idleWaiters) waiter();
+        this.#idleWaiters.clear();
+      });
+  }
+
+  /**
+   * Renews every held lease in one statement. A lease that was not confirmed for a whole lease
+   * period (database unreachable, or this timer stalled) is treated as lost locally: its
+   * handler is aborted, so that nothing — in particular no `perform` — starts under it.
+   */
+  async #heartbeat(): Promise<void> {
+    const now = performance.now();
+    for (const flight of this.#inFlight.values()) {
+      if (now - flight.renewedAt > this.#leaseMs && !flight.controller.signal.aborted) {
+        flight.controller.abort(new LeaseLostError(`lease on run ${flight.runId} not renewed within ${this.#leaseMs} ms`));
+      }
+    }
+    if (this.#heartbeatBusy || this.#inFlight.size === 0) return;
+    this.#heartbeatBusy = true;
+    try {
+      await faultPoint('before-lease-renewal');
+      const flights = [...this.#inFlight.values()].filter((f) => !f.controller.signal.aborted);
+      const sentAt = performance.now();
+      const { lost } = await renewLeases(this.#store.db, flights, this.#leaseMs);
+      const lostIds = new Set(lost);
+      for (const flight of flights) {
+        if (lostIds.has(flight.runId)) {
+          flight.controller.abort(new LeaseLostError(`lease on run ${flight.runId} (token ${flight.fencingToken}) was taken over`));
+          this.#emit({ type: 'lease-lost', runId: flight.runId, fencingToken: flight.fencingToken, step: null });
+        } else {
+          flight.renewedAt = sentAt;
+        }
+      }
+    } catch (error) {
+      this.#emit({ type: 'error', where: 'heartbeat', error: serializeError(error) });
+    } finally {
+      this.#heartbeatBusy = false;
+    }
+  }
+
+  #startReconcilePass(): void {
+    if (this.#reconcilePass !== undefined || this.#state !== 'running') return;
+    this.#reconcilePass = runReconcilePass({
+      store: this.#store,
+      workflows: this.#registrations,
+      leaseMs: this.#leaseMs,
+      reconcilerId: `${this.id}:reconciler`,
+    })
+      .then((report) => {
+        if (report.recorded + report.released + report.parked > 0) this.#emit({ type: 'reconcile-pass', report });
+      })
+      .catch((error: unknown) => this.#emit({ type: 'error', where: 'reconcile', error: serializeError(error) }))
+      .finally(() => {
+        this.#reconcilePass = undefined;
+      });
+  }
+
+  async #listen(): Promise<void> {
+    this.#listenStale = false;
+    const previous = this.#unlisten;
+    this.#unlisten = undefined;
+    await previous?.().catch(() => {});
+    try {
+      this.#unlisten = await this.#store.listen(RUNS_CHANNEL, () => this.#wake());
+    } catch (error) {
+      this.#listenStale = true;
+      this.#emit({ type: 'error', where: 'listen', error: serializeError(error) });
+    }
+  }
+
+  #wake(): void {
+    const wakeUp = this.#wakeUp;
+    if (wakeUp === undefined) {
+      this.#wakePending = true;
+      return;
+    }
+    this.#wakeUp = undefined;
+    wakeUp();
+  }
+
+  /** Sleeps up to `ms`; a NOTIFY, a finished run or stop() wakes it early. */
+  #sleep(ms: number): Promise<void> {
+    if (this.#wakePending) {
+      this.#wakePending = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.#wakeUp = undefined;
+        resolve();
+      }, ms);
+      this.#wakeUp = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+
+  #emit(event: WorkerEvent): void {
+    try {
+      this.#onEvent(event);
+    } catch {
+      // A throwing listener must not take the worker down.
+    }
+  }
+}
+
+function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise.then(() => true),
+    new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
