@@ -2,7 +2,9 @@ import type { StepKind } from '../../dsl/step-kind.js';
 import { shapeHash } from '../../dsl/workflow-shape.js';
 import type { StepModel, WorkflowModel } from '../model/workflow-model.js';
 import { tsHeader } from './generated-file.js';
-import { commentSafe, contractNames, importSpecifier } from './naming.js';
+import { contractNames, importSpecifier } from './naming.js';
+
+const MAX_LINE = 120;
 
 type HandlerType = 'StepHandler' | 'TransactionalHandler' | 'IdempotentExternalHandler' | 'ReconcilingExternalHandler';
 
@@ -63,7 +65,7 @@ export function emitContractModule(workflow: WorkflowModel, contractPath: string
     `export type ${names.input} = WorkflowInput<typeof ${wf}>;`,
   ];
   workflow.steps.forEach((step, i) => {
-    out.push('', `/** Output of step "${step.name}" (${step.kind}, step ${step.position + 1} of ${workflow.steps.length}). */`);
+    out.push('', `/** Output of "${step.name}", step ${step.position + 1} of ${workflow.steps.length} (${step.kind}). */`);
     out.push(`export type ${names.outputs[i]} = WorkflowOutput<typeof ${wf}>['${step.name}'];`);
   });
 
@@ -77,11 +79,21 @@ export function emitContractModule(workflow: WorkflowModel, contractPath: string
   );
   workflow.steps.forEach((step, i) => {
     const shape = shapes[i]!;
-    const prior = priorType(workflow, names.outputs, step.position);
-    const args = [names.input, prior, names.outputs[i]!, ...(shape.usesDatabase ? ['DB'] : [])];
-    const keyNote = step.key === null ? '' : ` Key: \`${commentSafe(oneLine(step.key.text))}\`.`;
-    out.push(`  /** ${step.kind}${step.idempotentByKey ? ' (idempotentByKey)' : ''}: ${shape.doc}${keyNote} */`);
-    out.push(`  readonly ${step.name}: ${shape.type}<${args.join(', ')}>;`);
+    const earlier = workflow.steps.slice(0, step.position).map((s, j) => `readonly ${s.name}: ${names.outputs[j]}`);
+    const priorInline = earlier.length === 0 ? '{}' : `{ ${earlier.join('; ')} }`;
+    const args = [names.input, priorInline, names.outputs[i]!, ...(shape.usesDatabase ? ['DB'] : [])];
+    const summary = `${step.kind}${step.idempotentByKey ? ' (idempotentByKey)' : ''}: ${shape.doc}`;
+    if (step.key === null) out.push(`  /** ${summary} */`);
+    else out.push('  /**', `   * ${summary}`, `   * Key: \`\` ${oneLine(step.key.text).replaceAll('*/', '*\\/')} \`\``, '   */');
+    const member = `  readonly ${step.name}: ${shape.type}<${args.join(', ')}>;`;
+    if (member.length <= MAX_LINE) {
+      out.push(member);
+    } else {
+      // Prior steps one per line: the `steps` a handler of this step sees, exactly as the DSL types it.
+      const prior = earlier.length === 0 ? '{}' : `{\n${earlier.map((e) => `      ${e};`).join('\n')}\n    }`;
+      const lines = [args[0]!, prior, ...args.slice(2)].map((a, j, all) => `    ${a}${j < all.length - 1 ? ',' : ''}`);
+      out.push(`  readonly ${step.name}: ${shape.type}<`, ...lines, '  >;');
+    }
   });
   out.push('}');
 
@@ -109,13 +121,6 @@ export function emitContractModule(workflow: WorkflowModel, contractPath: string
     '];',
   );
   return `${out.join('\n')}\n`;
-}
-
-/** The outputs of the steps before `position`, exactly as the DSL types `steps` there. */
-function priorType(workflow: WorkflowModel, outputs: readonly string[], position: number): string {
-  const earlier = workflow.steps.slice(0, position);
-  if (earlier.length === 0) return '{}';
-  return `{ ${earlier.map((s, i) => `readonly ${s.name}: ${outputs[i]}`).join('; ')} }`;
 }
 
 function oneLine(text: string): string {

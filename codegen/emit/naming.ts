@@ -65,8 +65,3 @@ export function importSpecifier(fromFile: string, toFile: string): string {
 export function compareWorkflows(a: Pick<WorkflowModel, 'name' | 'version'>, b: Pick<WorkflowModel, 'name' | 'version'>): number {
   return a.name < b.name ? -1 : a.name > b.name ? 1 : a.version - b.version;
 }
-
-/** Text that is safe inside a `/** ... *\/` comment. */
-export function commentSafe(text: string): string {
-  return text.replaceAll('*/', '*\\/');
-}

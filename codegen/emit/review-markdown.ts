@@ -148,7 +148,10 @@ function reconciliation(step: StepModel, kind: EffectStepKind): string {
     '`found` records the output and advances the run; `not_found` releases the intent and the step retries with the same key; ' +
     '`unknown` parks the run in `needs_reconciliation` for an operator — visible, never retried blindly.';
   if (step.idempotentByKey) {
-    return `${scan}. If the handler supplies the optional \`reconcile\`, it is asked first (${outcomes}) Otherwise the intent is released and the step retries with the same key, which the provider dedupes.`;
+    return (
+      `${scan}. If the handler supplies the optional \`reconcile\`, it is asked first: ${outcomes} ` +
+      'Without it, the intent is released and the step retries with the same key, which the provider dedupes.'
+    );
   }
   return `${scan} and calls the handler's \`reconcile\`: ${outcomes}`;
 }
