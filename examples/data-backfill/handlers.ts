@@ -1,11 +1,12 @@
 import { sql } from 'kysely';
-import type { WorkflowHandlers } from 'ledgerflow/runtime';
+import type { WorkflowRegistration } from 'ledgerflow/runtime';
+import { backfillBatchHandlers } from '../../generated/contracts/backfill-batch.v1.js';
 import type { AppDatabase } from '../migrations/app-database.js';
 import type { backfillBatch } from './backfill-batch.workflow.js';
 
-/** Handlers for `backfill-batch`: the copy of one id range `[fromId, toId)`. */
-export function createBackfillHandlers(): WorkflowHandlers<typeof backfillBatch, AppDatabase> {
-  return {
+/** `backfill-batch` bound to its handler: the copy of one id range `[fromId, toId)`. */
+export function backfillBatchRegistration(): WorkflowRegistration<typeof backfillBatch> {
+  return backfillBatchHandlers<AppDatabase>({
     async copyBatch(ctx) {
       const { input, tx } = ctx;
       // No ON CONFLICT on purpose: billing.account's primary key makes a batch applied twice an
@@ -38,5 +39,5 @@ export function createBackfillHandlers(): WorkflowHandlers<typeof backfillBatch,
         .execute();
       return ctx.record({ copied });
     },
-  };
+  });
 }

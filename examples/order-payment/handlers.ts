@@ -1,5 +1,6 @@
-import { found, notFound, type WorkflowHandlers } from 'ledgerflow/runtime';
+import { found, notFound, type WorkflowRegistration } from 'ledgerflow/runtime';
 import { sql } from 'kysely';
+import { orderPaymentHandlers } from '../../generated/contracts/order-payment.v1.js';
 import type { EmailGateway } from '../fakes/email-provider.js';
 import type { PaymentGateway } from '../fakes/payment-provider.js';
 import type { AppDatabase } from '../migrations/app-database.js';
@@ -11,9 +12,13 @@ export interface OrderPaymentServices {
 }
 
 // #region order-payment-handlers
-/** Handlers for `order-payment`; the services are injected so tests and the demo pick their fakes. */
-export function createOrderPaymentHandlers(services: OrderPaymentServices): WorkflowHandlers<typeof orderPayment, AppDatabase> {
-  return {
+/**
+ * `order-payment` bound to its handlers, ready for a worker. The object literal is checked
+ * against the generated contract: drop `reconcile` from `sendReceipt`, or return a plain object
+ * from `recordPayment`, and this stops compiling.
+ */
+export function orderPaymentRegistration(services: OrderPaymentServices): WorkflowRegistration<typeof orderPayment> {
+  return orderPaymentHandlers<AppDatabase>({
     priceOrder: ({ input }) => ({
       amountCents: input.lines.reduce((sum, line) => sum + line.quantity * line.unitPriceCents, 0),
       itemCount: input.lines.reduce((sum, line) => sum + line.quantity, 0),
@@ -81,6 +86,6 @@ export function createOrderPaymentHandlers(services: OrderPaymentServices): Work
         return first === undefined ? notFound() : found({ messageId: first.messageId });
       },
     },
-  };
+  });
 }
 // #endregion order-payment-handlers

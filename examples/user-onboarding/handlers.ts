@@ -1,14 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import { found, notFound, type WorkflowHandlers } from 'ledgerflow/runtime';
+import { found, notFound, type WorkflowRegistration } from 'ledgerflow/runtime';
+import { userOnboardingHandlers } from '../../generated/contracts/user-onboarding.v1.js';
 import type { EmailGateway } from '../fakes/email-provider.js';
 import type { AppDatabase } from '../migrations/app-database.js';
 import type { userOnboarding } from './user-onboarding.workflow.js';
 
-/** Handlers for `user-onboarding`. */
-export function createUserOnboardingHandlers(services: {
+/** `user-onboarding` bound to its handlers, ready for a worker. */
+export function userOnboardingRegistration(services: {
   readonly email: EmailGateway;
-}): WorkflowHandlers<typeof userOnboarding, AppDatabase> {
-  return {
+}): WorkflowRegistration<typeof userOnboarding> {
+  return userOnboardingHandlers<AppDatabase>({
     async createAccount(ctx) {
       const { input, tx } = ctx;
       // A random id is fine here (unlike in a key): this handler's output is recorded exactly once.
@@ -39,5 +40,5 @@ export function createUserOnboardingHandlers(services: {
         return first === undefined ? notFound() : found({ messageId: first.messageId });
       },
     },
-  };
+  });
 }
