@@ -35,3 +35,13 @@ export {
   UnknownWorkflowError,
   ValidationError,
 } from './errors.js';
+export { migrate, type MigrateOptions, type MigrateResult } from './migrate/migrate.js';
+export {
+  DEFAULT_MIGRATIONS_DIR,
+  loadMigrations,
+  migrationChecksum,
+  type Migration,
+  type MigrationFile,
+  type MigrationSource,
+} from './migrate/migration-source.js';
+export { SQLSTATE, sqlStateOf, type SqlState } from './store/sqlstate.js';

@@ -79,10 +79,15 @@ class PGliteConnection implements DatabaseConnection {
   constructor(private readonly pglite: PGlite) {}
 
   async executeQuery<R>(compiledQuery: CompiledQuery): Promise<QueryResult<R>> {
-    const result = await this.pglite.query<R>(compiledQuery.sql, [...compiledQuery.parameters]);
+    // Without parameters `pg` uses the simple query protocol, which accepts several statements
+    // (migration files rely on it); PGlite's `exec` is the same protocol, so both drivers agree.
+    const result =
+      compiledQuery.parameters.length === 0
+        ? (await this.pglite.exec(compiledQuery.sql)).at(-1)
+        : await this.pglite.query<R>(compiledQuery.sql, [...compiledQuery.parameters]);
     return {
-      rows: result.rows,
-      ...(result.affectedRows !== undefined ? { numAffectedRows: BigInt(result.affectedRows) } : {}),
+      rows: (result?.rows ?? []) as R[],
+      ...(result?.affectedRows !== undefined ? { numAffectedRows: BigInt(result.affectedRows) } : {}),
     };
   }
 

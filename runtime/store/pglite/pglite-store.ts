@@ -12,8 +12,15 @@ export interface PGliteStoreOptions {
   readonly loadDataDir?: Blob | File;
 }
 
+/** A PGlite store can also dump its data directory, e.g. to clone a prepared test database. */
+export interface PGliteStore extends Store {
+  readonly kind: 'pglite';
+  /** Tarball of the data directory, loadable with `createPGliteStore({ loadDataDir })`. */
+  dumpDataDir(): Promise<Blob | File>;
+}
+
 /** The embedded default: PGlite (WASM PostgreSQL, fsync off), one process at a time. */
-export async function createPGliteStore(options: PGliteStoreOptions = {}): Promise<Store> {
+export async function createPGliteStore(options: PGliteStoreOptions = {}): Promise<PGliteStore> {
   if (options.dataDir !== undefined) mkdirSync(options.dataDir, { recursive: true });
   const pglite = await PGlite.create({
     ...(options.dataDir !== undefined ? { dataDir: options.dataDir } : {}),
@@ -26,6 +33,7 @@ export async function createPGliteStore(options: PGliteStoreOptions = {}): Promi
     db,
     location: `PGlite (embedded, fsync off) at ${options.dataDir ?? 'memory'}`,
     listen: (channel, onNotify) => pglite.listen(channel, onNotify),
+    dumpDataDir: () => pglite.dumpDataDir('none'),
     async close() {
       await db.destroy();
       await pglite.close();

@@ -1,0 +1,32 @@
+/**
+ * SQLSTATE codes ledgerflow reacts to. Both drivers put the code on the thrown error's `code`
+ * property (`pg`'s DatabaseError and PGlite's), so matching on these is store-independent.
+ */
+export const SQLSTATE = {
+  UNIQUE_VIOLATION: '23505',
+  FOREIGN_KEY_VIOLATION: '23503',
+  CHECK_VIOLATION: '23514',
+  SERIALIZATION_FAILURE: '40001',
+  DEADLOCK_DETECTED: '40P01',
+  INVALID_TEXT_REPRESENTATION: '22P02',
+  UNDEFINED_TABLE: '42P01',
+  DUPLICATE_DATABASE: '42P04',
+  INVALID_SCHEMA_NAME: '3F000',
+  ADMIN_SHUTDOWN: '57P01',
+} as const;
+
+export type SqlState = (typeof SQLSTATE)[keyof typeof SQLSTATE];
+
+/** The SQLSTATE of a database error, or `undefined` for anything else (network errors, bugs). */
+export function sqlStateOf(error: unknown): string | undefined {
+  if (typeof error !== 'object' || error === null || !('code' in error)) return undefined;
+  const code = (error as { code: unknown }).code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+}
+
+/** The constraint a violation names, when the driver reports one. */
+export function constraintOf(error: unknown): string | undefined {
+  if (typeof error !== 'object' || error === null || !('constraint' in error)) return undefined;
+  const constraint = (error as { constraint: unknown }).constraint;
+  return typeof constraint === 'string' ? constraint : undefined;
+}

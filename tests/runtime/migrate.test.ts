@@ -1,0 +1,214 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MigrationError } from '../../runtime/errors.js';
+import { migrate } from '../../runtime/migrate/migrate.js';
+import { migrationChecksum, type MigrationFile } from '../../runtime/migrate/migration-source.js';
+import { createPgStore } from '../../runtime/store/pg/pg-store.js';
+import type { Store } from '../../runtime/store/store.js';
+import { describeStores } from '../support/describe-stores.js';
+import { CORE_MIGRATION } from '../support/migrate-for-test.js';
+import { createPgTestStore, type TestStore } from '../support/test-stores.js';
+
+async function recorded(store: Store): Promise<Array<{ name: string; checksum: string }>> {
+  return store.db.selectFrom('ledgerflow.schema_migration').select(['name', 'checksum']).orderBy('name').execute();
+}
+
+async function tableExists(store: Store, table: string): Promise<boolean> {
+  const { rows } = await sql<{ found: string | null }>`SELECT to_regclass(${table})::text AS found`.execute(store.db);
+  return rows[0]?.found != null;
+}
+
+async function rejection(promise: Promise<unknown>): Promise<Error> {
+  try {
+    await promise;
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error('expected a rejection');
+}
+
+describeStores('migrate', (getStore) => {
+  it('applies in-memory migrations in number order, records name and checksum, and skips them the second time', async () => {
+    const store = getStore();
+    const files: MigrationFile[] = [
+      // Given out of order on purpose: 10 sorts after 9 numerically, not by string.
+      { name: '0010_order_b.sql', sql: 'INSERT INTO public.order_log VALUES (2);' },
+      { name: '0009_order_a.sql', sql: 'CREATE TABLE public.order_log (n int);\nINSERT INTO public.order_log VALUES (1);' },
+    ];
+    const first = await migrate(store, { sources: [[CORE_MIGRATION, ...files]] });
+    expect(first).toEqual({
+      applied: ['0009_order_a.sql', '0010_order_b.sql'],
+      skipped: ['0001_core.sql'],
+      unknown: [],
+    });
+    const { rows } = await sql<{ n: number }>`SELECT n FROM public.order_log ORDER BY n`.execute(store.db);
+    expect(rows.map((r) => r.n)).toEqual([1, 2]);
+    expect(await recorded(store)).toEqual(
+      expect.arrayContaining([
+        { name: CORE_MIGRATION.name, checksum: migrationChecksum(CORE_MIGRATION.sql) },
+        { name: '0009_order_a.sql', checksum: migrationChecksum(files[1]!.sql) },
+        { name: '0010_order_b.sql', checksum: migrationChecksum(files[0]!.sql) },
+      ]),
+    );
+
+    const second = await migrate(store, { sources: [[CORE_MIGRATION, ...files]] });
+    expect(second.applied).toEqual([]);
+    expect(second.skipped).toEqual(['0001_core.sql', '0009_order_a.sql', '0010_order_b.sql']);
+  });
+
+  it('refuses to run when an applied migration changed, naming the file and both checksums, and applies nothing', async () => {
+    const store = getStore();
+    const original = { name: '0020_checksum.sql', sql: 'CREATE TABLE public.checksum_t (a int);' };
+    await migrate(store, { sources: [[original]] });
+    const edited = { name: original.name, sql: 'CREATE TABLE public.checksum_t (a int, b int);' };
+    const next = { name: '0021_after.sql', sql: 'CREATE TABLE public.after_checksum (a int);' };
+
+    const error = await rejection(migrate(store, { sources: [[edited, next]] }));
+    expect(error).toBeInstanceOf(MigrationError);
+    expect(error.message).toContain('<memory>/0020_checksum.sql');
+    expect(error.message).toContain(`applied with checksum ${migrationChecksum(original.sql)}`);
+    expect(error.message).toContain(`the file now has ${migrationChecksum(edited.sql)}`);
+    expect(error.message).toContain('new migration with a higher number');
+    expect(await tableExists(store, 'public.after_checksum')).toBe(false);
+    expect((await recorded(store)).map((r) => r.name)).not.toContain('0021_after.sql');
+  });
+
+  it('treats CRLF line endings as the same file', async () => {
+    const store = getStore();
+    await migrate(store, { sources: [[{ name: '0030_crlf.sql', sql: 'CREATE TABLE public.crlf_t (a int);\nSELECT 1;' }]] });
+    const again = await migrate(store, {
+      sources: [[{ name: '0030_crlf.sql', sql: 'CREATE TABLE public.crlf_t (a int);\r\nSELECT 1;' }]],
+    });
+    expect(again.skipped).toEqual(['0030_crlf.sql']);
+  });
+
+  it('rolls a failing migration back entirely and does not record it; earlier ones in the run stay applied', async () => {
+    const store = getStore();
+    const good = { name: '0040_good.sql', sql: 'CREATE TABLE public.good_t (a int);' };
+    const bad = {
+      name: '0041_bad.sql',
+      sql: "CREATE TABLE public.bad_t (a int);\nINSERT INTO public.bad_t VALUES (1);\nINSERT INTO public.bad_t VALUES ('not a number');",
+    };
+    const later = { name: '0042_later.sql', sql: 'CREATE TABLE public.later_t (a int);' };
+
+    const error = await rejection(migrate(store, { sources: [[good, bad, later]] }));
+    expect(error).toBeInstanceOf(MigrationError);
+    expect(error.message).toMatch(
+      /^Migration <memory>\/0041_bad\.sql failed at line 3: invalid input syntax for type integer: "not a number" \(SQLSTATE 22P02\)\. It was rolled back and not recorded/,
+    );
+    expect(await tableExists(store, 'public.good_t')).toBe(true);
+    expect(await tableExists(store, 'public.bad_t')).toBe(false);
+    expect(await tableExists(store, 'public.later_t')).toBe(false);
+    const names = (await recorded(store)).map((r) => r.name);
+    expect(names).toContain('0040_good.sql');
+    expect(names).not.toContain('0041_bad.sql');
+    expect(names).not.toContain('0042_later.sql');
+
+    const fixed = { name: bad.name, sql: 'CREATE TABLE public.bad_t (a int);' };
+    const retry = await migrate(store, { sources: [[good, fixed, later]] });
+    expect(retry.applied).toEqual(['0041_bad.sql', '0042_later.sql']);
+  });
+
+  it('reads numbered .sql files from several directories and reports recorded migrations it does not know', async () => {
+    const store = getStore();
+    const a = mkdtempSync(join(tmpdir(), 'lf-mig-a-'));
+    const b = mkdtempSync(join(tmpdir(), 'lf-mig-b-'));
+    try {
+      writeFileSync(join(a, '0051_dir_a.sql'), 'CREATE TABLE public.dir_a (a int);');
+      writeFileSync(join(a, 'README.md'), 'not a migration');
+      writeFileSync(join(b, '0050_dir_b.sql'), 'CREATE TABLE public.dir_b (a int);');
+      const result = await migrate(store, { sources: [a, b] });
+      expect(result.applied).toEqual(['0050_dir_b.sql', '0051_dir_a.sql']);
+      // Everything the earlier tests applied from memory is recorded but not in these directories.
+      expect(result.unknown).toEqual(expect.arrayContaining(['0001_core.sql', '0040_good.sql']));
+    } finally {
+      rmSync(a, { recursive: true, force: true });
+      rmSync(b, { recursive: true, force: true });
+    }
+  });
+
+  it('runs safely when called concurrently on one store', async () => {
+    const store = getStore();
+    const files = [
+      { name: '0060_conc.sql', sql: 'CREATE TABLE public.conc_log (n int);' },
+      { name: '0061_conc.sql', sql: 'INSERT INTO public.conc_log VALUES (1);' },
+    ];
+    const results = await Promise.all([1, 2, 3].map(() => migrate(store, { sources: [[...files]] })));
+    expect(results.flatMap((r) => r.applied).sort()).toEqual(['0060_conc.sql', '0061_conc.sql']);
+    const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM public.conc_log`.execute(store.db);
+    expect(rows[0]?.n).toBe(1);
+  });
+
+  it('accepts the committed generated/migrations as the default source (core schema identical to the template)', async () => {
+    const store = getStore();
+    const result = await migrate(store);
+    expect(result.skipped).toContain('0001_core.sql');
+    const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM ledgerflow.workflow_version`.execute(store.db);
+    expect(rows[0]?.n).toBeGreaterThan(0);
+  });
+});
+
+describe('migration sources', () => {
+  it('rejects badly named files and duplicate names before touching the database', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'lf-mig-bad-'));
+    const unreachable = createPgStore({ connectionString: 'postgres://nobody@127.0.0.1:1/none' });
+    try {
+      writeFileSync(join(dir, 'core.sql'), 'SELECT 1;');
+      const badName = await rejection(migrate(unreachable, { sources: [dir] }));
+      expect(badName).toBeInstanceOf(MigrationError);
+      expect(badName.message).toContain(`${join(dir, 'core.sql')} is not of the form NNNN_name.sql`);
+
+      const duplicate = await rejection(
+        migrate(unreachable, {
+          sources: [[{ name: '0001_x.sql', sql: 'SELECT 1;' }], [{ name: '0001_x.sql', sql: 'SELECT 2;' }]],
+        }),
+      );
+      expect(duplicate.message).toContain('Two migrations are named 0001_x.sql');
+
+      const missing = await rejection(migrate(unreachable, { sources: [join(dir, 'nope')] }));
+      expect(missing.message).toContain('does not exist. Run `ledgerflow codegen`');
+    } finally {
+      await unreachable.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('migrate from several processes at once [pg]', () => {
+  let store: TestStore;
+  beforeAll(async () => {
+    store = await createPgTestStore();
+  });
+  afterAll(async () => {
+    await store?.close();
+  });
+
+  it('applies each migration exactly once, even onto an empty database', async () => {
+    // Start from nothing, so the bootstrap of the ledger table itself races too.
+    await sql`DROP SCHEMA ledgerflow CASCADE`.execute(store.db);
+    const files: MigrationFile[] = [
+      CORE_MIGRATION,
+      { name: '0002_log.sql', sql: 'CREATE TABLE public.apply_log (name text);' },
+      ...[3, 4, 5, 6].map((n) => ({
+        name: `000${n}_step.sql`,
+        // The sleep widens the window in which a second process could slip in without the lock.
+        sql: `SELECT pg_sleep(0.02);\nINSERT INTO public.apply_log VALUES ('000${n}');`,
+      })),
+    ];
+    const pools = Array.from({ length: 6 }, () => createPgStore({ connectionString: store.url!, maxConnections: 2 }));
+    try {
+      const results = await Promise.all(pools.map((pool) => migrate(pool, { sources: [files] })));
+      const applied = results.flatMap((r) => r.applied).sort();
+      expect(applied).toEqual(files.map((f) => f.name));
+      for (const result of results) expect([...result.applied, ...result.skipped].sort()).toEqual(files.map((f) => f.name));
+    } finally {
+      await Promise.all(pools.map((pool) => pool.close()));
+    }
+    const { rows } = await sql<{ name: string }>`SELECT name FROM public.apply_log ORDER BY name`.execute(store.db);
+    expect(rows.map((r) => r.name)).toEqual(['0003', '0004', '0005', '0006']);
+    expect((await recorded(store)).map((r) => r.name)).toEqual(files.map((f) => f.name));
+  });
+});

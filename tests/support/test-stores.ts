@@ -1,0 +1,150 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { inject } from 'vitest';
+import { createPgStore } from '../../runtime/store/pg/pg-store.js';
+import { createPGliteStore } from '../../runtime/store/pglite/pglite-store.js';
+import type { Store } from '../../runtime/store/store.js';
+import { CORE_MIGRATION, migrateForTest } from './migrate-for-test.js';
+
+/** A throwaway database with the core schema migrated; `close()` also deletes it. */
+export interface TestStore extends Store {
+  /** Connection string of this database (pg only): for child processes and extra pools. */
+  readonly url: string | undefined;
+}
+
+export interface PgTestStoreOptions {
+  /** Server to create the database on; defaults to vitest's `inject('postgresUrl')`. */
+  readonly serverUrl?: string;
+  readonly maxConnections?: number;
+}
+
+/** Bump when the way templates are prepared changes, so stale templates are not reused. */
+const TEMPLATE_FORMAT = 1;
+const templateHash = createHash('sha256')
+  .update(`${TEMPLATE_FORMAT}\n${CORE_MIGRATION.name}\n${CORE_MIGRATION.sql}`)
+  .digest('hex')
+  .slice(0, 12);
+
+/**
+ * A fresh PostgreSQL database for one test file (or describe block), copied from a template
+ * that holds the migrated core schema. The template is prepared once per server and schema
+ * version, under an advisory lock so parallel test files do not race to build it.
+ *
+ * @example
+ * const store = await createPgTestStore();
+ * await migrateForTest(store, [orderWorkflow]);
+ * // … spawn a worker process with DATABASE_URL = store.url …
+ * await store.close(); // drops the database
+ */
+export async function createPgTestStore(options: PgTestStoreOptions = {}): Promise<TestStore> {
+  const serverUrl = options.serverUrl ?? inject('postgresUrl');
+  const template = await ensureTemplate(serverUrl);
+  const name = `lf_test_${randomBytes(6).toString('hex')}`;
+  await admin(serverUrl, (client) => client.query(`CREATE DATABASE ${name} TEMPLATE ${template}`));
+  const url = databaseUrl(serverUrl, name);
+  const store = createPgStore({
+    connectionString: url,
+    ...(options.maxConnections !== undefined ? { maxConnections: options.maxConnections } : {}),
+  });
+  return {
+    ...store,
+    url,
+    async close() {
+      await store.close();
+      await admin(serverUrl, (client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+    },
+  };
+}
+
+const templates = new Map<string, Promise<string>>();
+
+function ensureTemplate(serverUrl: string): Promise<string> {
+  let template = templates.get(serverUrl);
+  if (template === undefined) {
+    template = prepareTemplate(serverUrl);
+    templates.set(serverUrl, template);
+  }
+  return template;
+}
+
+async function prepareTemplate(serverUrl: string): Promise<string> {
+  const name = `lf_template_${templateHash}`;
+  await admin(serverUrl, async (client) => {
+    // Session lock on the admin connection: other test processes wait here until the template exists.
+    await client.query('SELECT pg_advisory_lock(hashtext($1))', [name]);
+    try {
+      const exists = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+      if (exists.rowCount) return;
+      // Built under a scratch name and renamed when complete, so a crash never leaves a half-built template.
+      const scratch = `${name}_build_${randomBytes(4).toString('hex')}`;
+      await client.query(`CREATE DATABASE ${scratch}`);
+      const store = createPgStore({ connectionString: databaseUrl(serverUrl, scratch), maxConnections: 1 });
+      try {
+        await migrateForTest(store);
+      } finally {
+        await store.close();
+      }
+      await client.query(`ALTER DATABASE ${scratch} RENAME TO ${name}`);
+    } finally {
+      await client.query('SELECT pg_advisory_unlock(hashtext($1))', [name]);
+    }
+  });
+  return name;
+}
+
+async function admin<T>(serverUrl: string, use: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: serverUrl });
+  await client.connect();
+  try {
+    return await use(client);
+  } finally {
+    await client.end();
+  }
+}
+
+function databaseUrl(serverUrl: string, database: string): string {
+  const url = new URL(serverUrl);
+  url.pathname = `/${database}`;
+  return url.toString();
+}
+
+// The package does not export its package.json; the installed copy's version keys the cache.
+const pgliteVersion: string = (
+  JSON.parse(
+    readFileSync(new URL('../../node_modules/@electric-sql/pglite/package.json', import.meta.url), 'utf8'),
+  ) as { version: string }
+).version;
+
+let pgliteTemplate: Promise<Blob> | undefined;
+
+/**
+ * An in-memory PGlite database with the core schema migrated. Booting and migrating PGlite
+ * costs seconds, so the migrated data directory is dumped once (cached under the OS temp
+ * directory, keyed by schema and PGlite version) and every test store loads a copy of it.
+ */
+export async function createPGliteTestStore(): Promise<TestStore> {
+  pgliteTemplate ??= loadOrBuildPGliteTemplate();
+  const store = await createPGliteStore({ loadDataDir: await pgliteTemplate });
+  return { ...store, url: undefined };
+}
+
+async function loadOrBuildPGliteTemplate(): Promise<Blob> {
+  const file = join(tmpdir(), `ledgerflow-pglite-${templateHash}-${pgliteVersion}.tar`);
+  if (existsSync(file)) return new Blob([readFileSync(file)]);
+  const store = await createPGliteStore();
+  try {
+    await migrateForTest(store);
+    const dump = await store.dumpDataDir();
+    const bytes = new Uint8Array(await dump.arrayBuffer());
+    // Write-then-rename: a concurrent test process either sees the whole file or none.
+    const scratch = `${file}.${process.pid}.${randomBytes(4).toString('hex')}`;
+    writeFileSync(scratch, bytes);
+    renameSync(scratch, file);
+    return new Blob([bytes]);
+  } finally {
+    await store.close();
+  }
+}
