@@ -45,3 +45,30 @@ export {
   type MigrationSource,
 } from './migrate/migration-source.js';
 export { SQLSTATE, sqlStateOf, type SqlState } from './store/sqlstate.js';
+export { createWorker, RUNS_CHANNEL, type Worker, type WorkerOptions } from './worker/worker.js';
+export type { WorkerEvent } from './worker/worker-events.js';
+export type { FailureOutcome } from './worker/step-commits.js';
+export { PerformTimeoutError, type SerializedError } from './worker/step-errors.js';
+export {
+  runReconcilePass,
+  type ReconcileItem,
+  type ReconcileItemOutcome,
+  type ReconcilePassOptions,
+  type ReconcileReport,
+} from './reconciler/reconciler.js';
+export {
+  configureFaults,
+  faultCounts,
+  faultPoint,
+  onFaultFired,
+  parseFaultLogLine,
+  FAULT_LOG_PREFIX,
+  FAULT_POINTS,
+  FAULTS_ENV,
+  InjectedFaultError,
+  type FaultAction,
+  type FaultFiring,
+  type FaultPointName,
+  type FaultPointSpec,
+  type FaultSpec,
+} from './faults/fault-points.js';
