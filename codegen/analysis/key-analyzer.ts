@@ -225,9 +225,16 @@ export class KeyAnalyzer {
       frame.summary.calls.add(`.${member}()`);
     } else {
       this.#impureCall(frame, call, `${shortText(callee)}()`);
+      // `Reflect.get()`, `lib.format()`: the unknown call is the finding; its receiver is part of it.
+      if (ts.isIdentifier(receiver) && !this.#isLocalOrParameter(receiver, frame)) return;
     }
     this.#walk(callee.expression, frame);
     if (ts.isElementAccessExpression(callee)) this.#walk(callee.argumentExpression, frame);
+  }
+
+  #isLocalOrParameter(identifier: ts.Identifier, frame: Frame): boolean {
+    const declaration = this.#program.declarationOf(identifier);
+    return declaration !== undefined && isWithin(declaration, frame.scope);
   }
 
   #visitNew(node: ts.NewExpression, frame: Frame): void {
@@ -366,7 +373,7 @@ export class KeyAnalyzer {
     call: ts.CallExpression | null,
   ): void {
     const { specifier } = binding;
-    const shown = binding.importedName === '*' || binding.importedName === 'default' ? `${identifier.text}.${member}` : identifier.text;
+    const shown = member === binding.importedName ? identifier.text : `${identifier.text}.${member}`;
     if (isCryptoModule(specifier)) {
       const random = NONDETERMINISTIC_CRYPTO_EXPORTS.get(member);
       if (random !== undefined) {

@@ -1,0 +1,7 @@
+import { workflow } from 'ledgerflow/dsl';
+import { z } from 'zod';
+
+export const orders = workflow('orders', { version: 1, input: z.object({ orderId: z.string(), amountCents: z.number(), email: z.string() }) })
+  .transactional('reserve', {
+    output: z.object({ reservationId: z.string() }),
+  });

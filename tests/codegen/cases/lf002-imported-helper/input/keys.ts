@@ -1,0 +1,3 @@
+export function chargeKey(orderId: string): string {
+  return `charge:${orderId}:${Date.now()}`;
+}

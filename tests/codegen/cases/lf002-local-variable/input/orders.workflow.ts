@@ -1,0 +1,12 @@
+import { workflow } from 'ledgerflow/dsl';
+import { z } from 'zod';
+
+export const orders = workflow('orders', { version: 1, input: z.object({ orderId: z.string(), amountCents: z.number(), email: z.string() }) })
+  .external('charge', {
+    output: z.object({ chargeId: z.string() }),
+    key: ({ input }) => {
+      const prefix = `charge:${input.orderId}`;
+      const attemptedAt = Date.now();
+      return `${prefix}:${attemptedAt}`;
+    },
+  });

@@ -1,0 +1,10 @@
+import { workflow } from 'ledgerflow/dsl';
+import { z } from 'zod';
+
+const startedAt = new Date().toISOString();
+
+export const orders = workflow('orders', { version: 1, input: z.object({ orderId: z.string(), amountCents: z.number(), email: z.string() }) })
+  .external('charge', {
+    output: z.object({ chargeId: z.string() }),
+    key: ({ input }) => `charge:${input.orderId}:${startedAt}`,
+  });

@@ -1,0 +1,12 @@
+import { workflow } from 'ledgerflow/dsl';
+import { z } from 'zod';
+
+export const orders = workflow('orders', { version: 1, input: z.object({ orderId: z.string(), amountCents: z.number(), email: z.string() }) })
+  .step('load', { output: z.object({ customerId: z.string() }) })
+  .external('charge', {
+    output: z.object({ chargeId: z.string() }),
+    key: ({ input, steps }) => {
+      const name = 'load' as keyof typeof steps;
+      return `charge:${input.orderId}:${JSON.stringify(steps[name])}`;
+    },
+  });

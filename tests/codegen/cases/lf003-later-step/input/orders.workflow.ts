@@ -1,0 +1,13 @@
+import { workflow } from 'ledgerflow/dsl';
+import { z } from 'zod';
+
+export const orders = workflow('orders', { version: 1, input: z.object({ orderId: z.string(), amountCents: z.number(), email: z.string() }) })
+  .transactional('reserve', {
+    output: z.object({ reservationId: z.string() }),
+    // @ts-expect-error -- steps.charge is not visible here; codegen says why
+    key: ({ steps }) => `reserve:${steps.charge.chargeId}`,
+  })
+  .external('charge', {
+    output: z.object({ chargeId: z.string() }),
+    key: ({ input }) => `charge:${input.orderId}`,
+  });

@@ -1,0 +1,5 @@
+export let region = 'eu';
+
+export function moveTo(next: string): void {
+  region = next;
+}

@@ -1,0 +1,9 @@
+import { workflow } from 'ledgerflow/dsl';
+import { z } from 'zod';
+import { region } from './config.js';
+
+export const orders = workflow('orders', { version: 1, input: z.object({ orderId: z.string(), amountCents: z.number(), email: z.string() }) })
+  .external('charge', {
+    output: z.object({ chargeId: z.string() }),
+    key: ({ input }) => `${region}:${input.orderId}`,
+  });

@@ -1,0 +1,14 @@
+import { workflow } from 'ledgerflow/dsl';
+import { z } from 'zod';
+
+var tenant = 'acme';
+
+function tenantKey(id: string): string {
+  return `${tenant}:${id}`;
+}
+
+export const orders = workflow('orders', { version: 1, input: z.object({ orderId: z.string(), amountCents: z.number(), email: z.string() }) })
+  .external('charge', {
+    output: z.object({ chargeId: z.string() }),
+    key: ({ input }) => tenantKey(input.orderId),
+  });

@@ -1,0 +1,12 @@
+import { workflow } from 'ledgerflow/dsl';
+import { z } from 'zod';
+
+function keyFor(prefix: string) {
+  return ({ input }: { input: { orderId: string } }) => `${prefix}:${input.orderId}`;
+}
+
+export const orders = workflow('orders', { version: 1, input: z.object({ orderId: z.string(), amountCents: z.number(), email: z.string() }) })
+  .external('charge', {
+    output: z.object({ chargeId: z.string() }),
+    key: keyFor('charge'),
+  });

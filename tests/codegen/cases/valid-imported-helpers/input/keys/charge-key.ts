@@ -1,0 +1,3 @@
+export function chargeKey(prefix: string, id: string): string {
+  return `${prefix}:${id}`;
+}

@@ -1,0 +1,2 @@
+export { chargeKey } from './charge-key.js';
+export const PREFIX = 'charge';

@@ -1,0 +1,1 @@
+export const notifyKey = ({ input }: { input: { email: string } }): string => `notify:${input.email}`;

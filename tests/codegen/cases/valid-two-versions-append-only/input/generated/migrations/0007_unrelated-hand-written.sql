@@ -1,0 +1,1 @@
+-- 0007_unrelated-hand-written.sql: an applied migration; codegen must never rewrite it.

@@ -1,0 +1,13 @@
+import { workflow } from 'ledgerflow/dsl';
+import { z } from 'zod';
+
+export const orders = workflow('orders', { version: 1, input: z.object({ orderId: z.string(), amountCents: z.number(), email: z.string() }) })
+  .step('load', { output: z.object({ customerId: z.string() }) });
+
+export const ordersV2 = workflow('orders', { version: 2, input: z.object({ orderId: z.string(), amountCents: z.number(), email: z.string() }) })
+  .step('load', { output: z.object({ customerId: z.string() }) })
+  .external('charge', {
+    output: z.object({ chargeId: z.string() }),
+    key: ({ input }) => `charge:${input.orderId}`,
+    idempotentByKey: true,
+  });
