@@ -42,6 +42,12 @@ export class RunNotFoundError extends LedgerflowError {
   readonly code = 'run_not_found';
 }
 
+/** `waitForRun` gave up before the run settled; the run itself is unaffected and goes on. */
+export class WaitTimeoutError extends LedgerflowError {
+  override readonly name = 'WaitTimeoutError';
+  readonly code = 'wait_timeout';
+}
+
 /** A migration file changed after it was applied, or the database is behind the code. */
 export class MigrationError extends LedgerflowError {
   override readonly name = 'MigrationError';

@@ -34,6 +34,7 @@ export {
   RunNotFoundError,
   UnknownWorkflowError,
   ValidationError,
+  WaitTimeoutError,
 } from './errors.js';
 export { migrate, type MigrateOptions, type MigrateResult } from './migrate/migrate.js';
 export {
@@ -45,6 +46,17 @@ export {
   type MigrationSource,
 } from './migrate/migration-source.js';
 export { SQLSTATE, sqlStateOf, type SqlState } from './store/sqlstate.js';
+export {
+  createClient,
+  type Client,
+  type ClientOptions,
+  type EffectFilter,
+  type RunFilter,
+  type WaitOptions,
+} from './client/client.js';
+export { SETTLED_RUN_STATUSES, type RunDetails } from './client/run-details.js';
+export type { StartedRun, StartOptions } from './client/start-run.js';
+export { describeIssues } from './client/validate-input.js';
 export { createWorker, RUNS_CHANNEL, type Worker, type WorkerOptions } from './worker/worker.js';
 export type { WorkerEvent } from './worker/worker-events.js';
 export type { FailureOutcome } from './worker/step-commits.js';

@@ -1,0 +1,167 @@
+import { randomUUID } from 'node:crypto';
+import { sql, type Kysely } from 'kysely';
+import { shapeHash } from '../../dsl/workflow-shape.js';
+import type { AnyWorkflow } from '../../dsl/workflow.js';
+import { DuplicateRunError, MigrationError, UnknownWorkflowError, ValidationError } from '../errors.js';
+import { SQLSTATE, sqlStateOf } from '../store/sqlstate.js';
+import type { LedgerflowDatabase } from '../store/tables.js';
+import { RUNS_CHANNEL } from '../worker/worker.js';
+import { assertRunId, parseStartInput } from './validate-input.js';
+
+export interface StartOptions {
+  /** Your own id for the run (a UUID); starting again with it returns the same run. */
+  readonly runId?: string;
+  /** A business key, unique per workflow (e.g. the order id); starting again with it returns the same run. */
+  readonly dedupeKey?: string;
+}
+
+export interface StartedRun {
+  readonly runId: string;
+  /** `false` when the run id or dedupe key already named a run with the same workflow and input. */
+  readonly created: boolean;
+}
+
+/** `name@version:hash` of workflow versions known to be migrated with that definition; such rows never change. */
+export type MigratedVersions = Set<string>;
+
+const MAX_DEDUPE_KEY_LENGTH = 1_000;
+
+/**
+ * Validates and writes a new run inside `trx`. Everything that can be rejected without the
+ * database (input, run id, dedupe key) is rejected before the first query.
+ */
+export async function startRun(
+  trx: Kysely<LedgerflowDatabase>,
+  workflow: AnyWorkflow,
+  input: unknown,
+  options: StartOptions,
+  migrated: MigratedVersions,
+): Promise<StartedRun> {
+  const inputJson = parseStartInput(workflow, input);
+  if (options.runId !== undefined) assertRunId(options.runId);
+  const { dedupeKey } = options;
+  if (dedupeKey !== undefined && (dedupeKey.length === 0 || dedupeKey.length > MAX_DEDUPE_KEY_LENGTH)) {
+    throw new ValidationError(`The dedupe key must be 1 to ${MAX_DEDUPE_KEY_LENGTH} characters long.`, [
+      `dedupeKey: length ${dedupeKey.length}`,
+    ]);
+  }
+  // PostgreSQL prints uuids in lower case; comparing with what it returns needs the same form.
+  const runId = options.runId?.toLowerCase() ?? randomUUID();
+
+  await assertMigrated(trx, workflow, migrated);
+  // A conflicting row can vanish between the insert and the look-up (the run was deleted);
+  // then the insert is simply tried again.
+  for (let round = 0; round < 3; round++) {
+    const inserted = await trx
+      .insertInto('ledgerflow.workflow_run')
+      .values({
+        id: runId,
+        workflow_name: workflow.name,
+        workflow_version: workflow.version,
+        input: inputJson,
+        dedupe_key: dedupeKey ?? null,
+      })
+      .onConflict((oc) => oc.doNothing())
+      .returning('id')
+      .executeTakeFirst();
+    if (inserted !== undefined) {
+      // Delivered at commit, so a worker never wakes for a run it cannot see yet.
+      await sql`SELECT pg_notify(${RUNS_CHANNEL}, ${runId})`.execute(trx);
+      return { runId, created: true };
+    }
+    const existing = await findExisting(trx, workflow, runId, options.runId !== undefined, dedupeKey, inputJson);
+    if (existing !== undefined) return { runId: existing, created: false };
+  }
+  throw new Error(`Run ${runId} conflicted with an existing run that then disappeared, three times in a row.`);
+}
+
+async function findExisting(
+  trx: Kysely<LedgerflowDatabase>,
+  workflow: AnyWorkflow,
+  runId: string,
+  runIdGiven: boolean,
+  dedupeKey: string | undefined,
+  inputJson: string,
+): Promise<string | undefined> {
+  const rows = await trx
+    .selectFrom('ledgerflow.workflow_run')
+    .select(['id', 'workflow_name', 'workflow_version', 'dedupe_key', sql<boolean>`input = ${inputJson}::jsonb`.as('same_input')])
+    .where((eb) =>
+      eb.or([
+        eb('id', '=', runId),
+        ...(dedupeKey !== undefined ? [eb.and([eb('workflow_name', '=', workflow.name), eb('dedupe_key', '=', dedupeKey)])] : []),
+      ]),
+    )
+    .execute();
+  const row = rows[0];
+  if (row === undefined) return undefined;
+  const asked = `workflow "${workflow.name}"${dedupeKey !== undefined ? ` with dedupe key "${dedupeKey}"` : ''}`;
+  if (rows.length > 1) {
+    throw new DuplicateRunError(
+      `Run id ${runId} and dedupe key "${dedupeKey}" name two different runs (${rows.map((r) => r.id).join(', ')}). ` +
+        'Pass one or the other, or both of the same run.',
+    );
+  }
+  if (row.workflow_name !== workflow.name) {
+    throw new DuplicateRunError(
+      `Run id ${runId} already belongs to a run of workflow "${row.workflow_name}"; it cannot start ${asked}. Use another run id.`,
+    );
+  }
+  if (runIdGiven && row.id !== runId) {
+    throw new DuplicateRunError(
+      `Dedupe key "${dedupeKey}" of workflow "${workflow.name}" already names run ${row.id}, not the run id ${runId} you passed.`,
+    );
+  }
+  if (row.dedupe_key !== (dedupeKey ?? null)) {
+    throw new DuplicateRunError(
+      `Run ${runId} already exists with ${row.dedupe_key === null ? 'no dedupe key' : `dedupe key "${row.dedupe_key}"`}; ` +
+        `it cannot be started again with ${dedupeKey === undefined ? 'none' : `"${dedupeKey}"`}.`,
+    );
+  }
+  if (!row.same_input) {
+    throw new DuplicateRunError(
+      `Run ${row.id} of ${asked} was started with a different input. ` +
+        'A run id or dedupe key names one run: to start another, use a new id or key.',
+    );
+  }
+  return row.id;
+}
+
+/**
+ * Checked before the insert rather than by catching the foreign-key violation: in a caller's
+ * transaction an error would abort their whole transaction, not just this statement.
+ */
+async function assertMigrated(db: Kysely<LedgerflowDatabase>, workflow: AnyWorkflow, migrated: MigratedVersions): Promise<void> {
+  const hash = shapeHash(workflow);
+  const id = `${workflow.name}@${workflow.version}:${hash}`;
+  if (migrated.has(id)) return;
+  let row: { definition_hash: string } | undefined;
+  try {
+    row = await db
+      .selectFrom('ledgerflow.workflow_version')
+      .select('definition_hash')
+      .where('workflow_name', '=', workflow.name)
+      .where('version', '=', workflow.version)
+      .executeTakeFirst();
+  } catch (error) {
+    if (sqlStateOf(error) === SQLSTATE.UNDEFINED_TABLE || sqlStateOf(error) === SQLSTATE.INVALID_SCHEMA_NAME) {
+      throw new MigrationError('The ledgerflow schema does not exist in this database. Run `ledgerflow migrate` first.', {
+        cause: error,
+      });
+    }
+    throw error;
+  }
+  if (row === undefined) {
+    throw new UnknownWorkflowError(
+      `Workflow "${workflow.name}" v${workflow.version} is not migrated in this database. ` +
+        'Run `ledgerflow codegen` (if the workflow is new) and then `ledgerflow migrate`.',
+    );
+  }
+  if (row.definition_hash !== hash) {
+    throw new MigrationError(
+      `Workflow "${workflow.name}" v${workflow.version} was migrated with definition ${row.definition_hash}, but the code ` +
+        `has ${hash}: its steps changed without a version bump. Bump the version, run \`ledgerflow codegen\` and \`ledgerflow migrate\`.`,
+    );
+  }
+  migrated.add(id);
+}

@@ -1,0 +1,60 @@
+import type { z } from 'zod';
+import type { AnyWorkflow } from '../../dsl/workflow.js';
+import { ValidationError } from '../errors.js';
+
+/**
+ * One line per problem, `path: message`, with array indices in brackets
+ * (`items[0].sku: Invalid input: expected string, received number`); `(input)` for the root.
+ */
+export function describeIssues(issues: readonly z.core.$ZodIssue[]): string[] {
+  return issues.map((issue) => `${formatPath(issue.path)}: ${issue.message}`);
+}
+
+function formatPath(path: readonly PropertyKey[]): string {
+  if (path.length === 0) return '(input)';
+  return path
+    .map((segment, i) =>
+      typeof segment === 'number' ? `[${segment}]` : `${i === 0 ? '' : '.'}${String(segment)}`,
+    )
+    .join('');
+}
+
+/**
+ * Parses a start input with the workflow's schema and returns the JSON text to store. Nothing
+ * touches the database before this succeeds.
+ */
+export function parseStartInput(workflow: AnyWorkflow, input: unknown): string {
+  const parsed = workflow.input.safeParse(input);
+  const where = `workflow "${workflow.name}" v${workflow.version}`;
+  if (!parsed.success) {
+    const issues = describeIssues(parsed.error.issues);
+    throw new ValidationError(
+      `Invalid input for ${where}:\n${issues.map((i) => `  - ${i}`).join('\n')}\nNothing was written.`,
+      issues,
+    );
+  }
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(parsed.data);
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new ValidationError(`The input for ${where} cannot be stored as JSON: ${reason}.`, [`(input): ${reason}`]);
+  }
+  if (json === undefined) {
+    throw new ValidationError(`The input for ${where} parsed to undefined, which cannot be stored as JSON.`, [
+      '(input): parsed to undefined',
+    ]);
+  }
+  return json;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Run ids are uuids; checking here turns a driver's cast error into a message about the argument. */
+export function assertRunId(runId: string, what = 'run id'): void {
+  if (!UUID.test(runId)) {
+    throw new ValidationError(`The ${what} "${runId}" is not a UUID (e.g. 0b6c3f9e-4a4d-4e39-9f55-2a1d0c8e7b21).`, [
+      `${what}: not a UUID`,
+    ]);
+  }
+}
