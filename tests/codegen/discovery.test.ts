@@ -1,0 +1,44 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { discoverWorkflowFiles } from '../../codegen/discovery/discover-workflow-files.js';
+import { TempProject } from './support/temp-project.js';
+
+let project: TempProject;
+
+beforeEach(() => {
+  project = new TempProject('ledgerflow-discovery');
+  for (const file of [
+    'a.workflow.ts',
+    'src/deep/b.workflow.ts',
+    'src/not-a-workflow.ts',
+    'node_modules/dep/c.workflow.ts',
+    'generated/d.workflow.ts',
+    'out/e.workflow.ts',
+    '.ledgerflow/f.workflow.ts',
+    'tests/codegen/cases/lf001/input/g.workflow.ts',
+  ]) {
+    project.write(file, 'export {};\n');
+  }
+});
+
+afterEach(() => project.remove());
+
+describe('discoverWorkflowFiles', () => {
+  it('finds *.workflow.ts under the root, sorted, skipping dependencies, the output dir and .ledgerflow', async () => {
+    const files = await discoverWorkflowFiles({ root: project.root, include: ['**/*.workflow.ts'], outDir: 'out' });
+    expect(files).toEqual(['a.workflow.ts', 'generated/d.workflow.ts', 'src/deep/b.workflow.ts', 'tests/codegen/cases/lf001/input/g.workflow.ts']);
+    const defaults = await discoverWorkflowFiles({ root: project.root, include: ['**/*.workflow.ts'], outDir: 'generated' });
+    expect(defaults).not.toContain('generated/d.workflow.ts');
+    expect(defaults).toContain('out/e.workflow.ts');
+  });
+
+  it('skips the golden-case inputs only inside the ledgerflow repository itself', async () => {
+    project.write('package.json', JSON.stringify({ name: 'ledgerflow' }));
+    const files = await discoverWorkflowFiles({ root: project.root, include: ['**/*.workflow.ts'], outDir: 'generated' });
+    expect(files).toEqual(['a.workflow.ts', 'out/e.workflow.ts', 'src/deep/b.workflow.ts']);
+  });
+
+  it('takes a configurable glob', async () => {
+    const files = await discoverWorkflowFiles({ root: project.root, include: ['src/**/*.ts'], outDir: 'generated' });
+    expect(files).toEqual(['src/deep/b.workflow.ts', 'src/not-a-workflow.ts']);
+  });
+});

@@ -1,0 +1,204 @@
+import { describe, expect, it } from 'vitest';
+import { shapeHash } from '../../dsl/workflow-shape.js';
+import { emitContractModule } from '../../codegen/emit/contract-module.js';
+import { emitGenerated } from '../../codegen/emit/emit-generated.js';
+import { DO_NOT_EDIT } from '../../codegen/emit/generated-file.js';
+import { emitIndexModule } from '../../codegen/emit/index-module.js';
+import { emitManifest } from '../../codegen/emit/manifest-json.js';
+import { CORE_MIGRATION, planMigrations } from '../../codegen/emit/migrations.js';
+import { importSpecifier, pascalCase } from '../../codegen/emit/naming.js';
+import { emitReview } from '../../codegen/emit/review-markdown.js';
+import { stableJson } from '../../codegen/emit/stable-json.js';
+import { parseManifest } from '../../codegen/model/manifest.js';
+import type { KeyModel, StepModel, WorkflowModel } from '../../codegen/model/workflow-model.js';
+
+// Emitters take plain data: these models are written by hand, no compiler involved.
+const at = (line: number) => ({ file: 'shop/refund.workflow.ts', line, col: 3 });
+
+function key(text: string, overrides: Partial<KeyModel> = {}): KeyModel {
+  return {
+    text,
+    location: at(1),
+    inputFields: ['orderId'],
+    readsWholeInput: false,
+    readsAllSteps: false,
+    stepReads: [],
+    calls: [],
+    findings: [],
+    ...overrides,
+  };
+}
+
+function step(name: string, kind: StepModel['kind'], position: number, overrides: Partial<StepModel> = {}): StepModel {
+  return {
+    name,
+    kind,
+    position,
+    idempotentByKey: false,
+    location: at(10 + position),
+    key: kind === 'step' ? null : key(`({ input }) => \`${name}:\${input.orderId}\``),
+    hasRequest: false,
+    hasRetry: false,
+    performTimeoutText: null,
+    ...overrides,
+  };
+}
+
+function workflow(name: string, version: number, exportName: string, steps: StepModel[]): WorkflowModel {
+  return { name, version, exportName, file: `shop/${name}.workflow.ts`, location: at(5), versionLocation: at(5), steps };
+}
+
+const refund = workflow('refund', 1, 'refund', [
+  step('load', 'step', 0),
+  step('reserve', 'transactional', 1),
+  step('refund', 'external', 2, { idempotentByKey: true, performTimeoutText: '5_000' }),
+  step('notify', 'external', 3, {
+    key: key('({ steps }) => `notify:${steps.reserve.id}`', {
+      inputFields: [],
+      stepReads: [{ step: 'reserve', path: 'id', at: at(20), via: [] }],
+    }),
+  }),
+]);
+const invoice = workflow('invoice', 3, 'invoiceV3', [step('issue', 'transactional', 0)]);
+
+describe('contract module', () => {
+  const text = emitContractModule(refund, 'generated/contracts/refund.v1.ts');
+
+  it('imports the workflow from its source with a relative .js path, and the runtime by package name', () => {
+    expect(text.startsWith(`// ${DO_NOT_EDIT}\n`)).toBe(true);
+    expect(text).toContain("import { refund } from '../../shop/refund.workflow.js';");
+    expect(text).toContain("} from 'ledgerflow/runtime';");
+  });
+
+  it('gives each step the handler type of its kind with exactly the earlier steps as prior', () => {
+    expect(text).toContain('readonly load: StepHandler<RefundInput, {}, RefundLoadOutput>;');
+    expect(text).toMatch(/readonly reserve: TransactionalHandler<RefundInput, \{ readonly load: RefundLoadOutput \}, RefundReserveOutput, DB>;/);
+    expect(text).toMatch(/readonly refund: IdempotentExternalHandler<\s+RefundInput,\s+\{\s+readonly load: RefundLoadOutput;\s+readonly reserve: RefundReserveOutput;\s+\},\s+RefundRefundOutput\s+>;/);
+    expect(text).toMatch(/readonly notify: ReconcilingExternalHandler<[^>]*readonly refund: RefundRefundOutput;\s+\},\s+RefundNotifyOutput\s+>;/);
+  });
+
+  it('exports the definition hash and a binder named after the workflow const', () => {
+    expect(text).toContain(`export const refundDefinitionHash = '${shapeHash(refund)}';`);
+    expect(text).toContain('export function refundHandlers<DB = {}>(handlers: RefundHandlers<DB>): WorkflowRegistration<typeof refund> {');
+    expect(text).toContain('return bindHandlers<typeof refund, DB>(refund, handlers, refundDefinitionHash);');
+  });
+
+  it('imports only the handler types it uses', () => {
+    const only = emitContractModule(invoice, 'generated/contracts/invoice.v3.ts');
+    expect(only).toContain('type TransactionalHandler,');
+    expect(only).not.toContain('StepHandler');
+    expect(only).not.toContain('ExternalHandler');
+    expect(only).toContain('export interface InvoiceV3Handlers<DB = {}> {');
+  });
+});
+
+describe('index module', () => {
+  it('re-exports every contract and lists the workflow consts sorted by name and version', () => {
+    const v2 = workflow('refund', 2, 'refundV2', refund.steps);
+    const text = emitIndexModule([v2, refund, invoice], 'generated');
+    expect(text).toContain("import { invoiceV3 } from '../shop/invoice.workflow.js';");
+    expect(text.indexOf("export * from './contracts/invoice.v3.js';")).toBeLessThan(
+      text.indexOf("export * from './contracts/refund.v1.js';"),
+    );
+    expect(text).toContain('export const workflows = [\n  invoiceV3,\n  refund,\n  refundV2,\n] as const;');
+  });
+});
+
+describe('migration plan (append-only)', () => {
+  it('numbers every version after the core schema on a fresh directory', () => {
+    const plan = planMigrations([refund, invoice], []);
+    expect(plan.files.map((f) => f.path)).toEqual([
+      `migrations/${CORE_MIGRATION}`,
+      'migrations/0002_invoice_v3.sql',
+      'migrations/0003_refund_v1.sql',
+    ]);
+    expect(plan.files.every((f) => f.content.startsWith(`-- ${DO_NOT_EDIT}\n`))).toBe(true);
+    expect(plan.files[2]!.content).toContain("VALUES ('refund', 1, ");
+  });
+
+  it('never schedules an existing file and numbers new versions after the highest existing one', () => {
+    const v2 = workflow('refund', 2, 'refundV2', refund.steps);
+    const plan = planMigrations([v2, refund, invoice], ['0001_core.sql', '0002_refund_v1.sql', '0005_custom.sql']);
+    expect(plan.files.map((f) => f.path)).toEqual(['migrations/0006_invoice_v3.sql', 'migrations/0007_refund_v2.sql']);
+    expect(plan.byWorkflow.get('refund@1')).toBe('0002_refund_v1.sql');
+    expect(plan.byWorkflow.get('refund@2')).toBe('0007_refund_v2.sql');
+  });
+
+  it('does not mistake another workflow whose name ends the same way for this one', () => {
+    const plan = planMigrations([refund], ['0001_core.sql', '0002_partial-refund_v1.sql']);
+    expect(plan.files.map((f) => f.path)).toEqual(['migrations/0003_refund_v1.sql']);
+  });
+});
+
+describe('manifest', () => {
+  it('is stable JSON with the hash, migration and key text per version', () => {
+    const text = emitManifest([refund, invoice], new Map([['refund@1', '0003_refund_v1.sql'], ['invoice@3', '0002_invoice_v3.sql']]));
+    const parsed = parseManifest('m.json', text);
+    expect(parsed.status).toBe('present');
+    if (parsed.status !== 'present') return;
+    expect(parsed.manifest.workflows.map((w) => `${w.name}@${w.version}`)).toEqual(['invoice@3', 'refund@1']);
+    const entry = parsed.manifest.workflows[1]!;
+    expect(entry.definitionHash).toBe(shapeHash(refund));
+    expect(entry.migration).toBe('0003_refund_v1.sql');
+    expect(entry.steps.map((s) => s.key)).toEqual([null, '({ input }) => `reserve:${input.orderId}`', '({ input }) => `refund:${input.orderId}`', '({ steps }) => `notify:${steps.reserve.id}`']);
+    expect(text).toBe(stableJson(JSON.parse(text)));
+  });
+
+  it('rejects a manifest it cannot trust, with the reason', () => {
+    expect(parseManifest('m.json', '{')).toMatchObject({ status: 'invalid', error: expect.stringContaining('not valid JSON') });
+    expect(parseManifest('m.json', '{"workflows":[{"name":"x"}]}')).toMatchObject({ status: 'invalid', error: expect.stringContaining('workflows[0]') });
+  });
+});
+
+describe('review', () => {
+  const text = emitReview([refund]);
+
+  it('answers the four questions for every effect step and none for plain steps', () => {
+    for (const name of ['reserve', 'refund', 'notify']) expect(text).toContain(`### \`${name}\``);
+    expect(text).not.toContain('### `load`');
+    expect(text.match(/1\. \*\*Key and why it is stable\.\*\*/g)).toHaveLength(3);
+    expect(text.match(/4\. \*\*Who reconciles and how the gap is found\.\*\*/g)).toHaveLength(3);
+  });
+
+  it('answers per kind: transactional has no gap, idempotent retries with the key, reconciling needs reconcile', () => {
+    const section = (name: string) => text.slice(text.indexOf(`### \`${name}\``)).split('\n### ')[0]!;
+    expect(section('reserve')).toContain('There is no gap');
+    expect(section('refund')).toContain('`performTimeoutMs: 5_000`');
+    expect(section('refund')).toContain('performed again with the same key');
+    expect(section('notify')).toContain('requires a `reconcile({ key, intent })`');
+    expect(section('notify')).toContain('the output of earlier step (`reserve.id`)');
+    expect(section('reserve')).toContain('Derived from input field `orderId`');
+  });
+});
+
+describe('emitGenerated', () => {
+  it('is deterministic and independent of input order', () => {
+    const a = emitGenerated({ workflows: [refund, invoice], outDir: 'generated', existingMigrations: [] });
+    const b = emitGenerated({ workflows: [invoice, refund], outDir: 'generated', existingMigrations: [] });
+    expect(a).toEqual(b);
+    expect(a.map((f) => f.path)).toEqual([
+      'REVIEW.md',
+      'contracts/invoice.v3.ts',
+      'contracts/refund.v1.ts',
+      'index.ts',
+      'ledgerflow.manifest.json',
+      'migrations/0001_core.sql',
+      'migrations/0002_invoice_v3.sql',
+      'migrations/0003_refund_v1.sql',
+    ]);
+  });
+
+  it('computes import paths for a nested output directory', () => {
+    const files = emitGenerated({ workflows: [refund], outDir: 'src/generated', existingMigrations: [] });
+    expect(files.find((f) => f.path === 'contracts/refund.v1.ts')!.content).toContain("from '../../../shop/refund.workflow.js'");
+  });
+});
+
+describe('naming', () => {
+  it('builds identifiers and import specifiers', () => {
+    expect(pascalCase('charge_card')).toBe('ChargeCard');
+    expect(pascalCase('orderPayment')).toBe('OrderPayment');
+    expect(importSpecifier('generated/index.ts', 'generated/contracts/a.v1.ts')).toBe('./contracts/a.v1.js');
+    expect(importSpecifier('generated/index.ts', 'a.workflow.ts')).toBe('../a.workflow.js');
+  });
+});
