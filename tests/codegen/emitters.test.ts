@@ -44,7 +44,7 @@ function step(name: string, kind: StepModel['kind'], position: number, overrides
   };
 }
 
-function workflow(name: string, version: number, exportName: string, steps: StepModel[]): WorkflowModel {
+function workflow(name: string, version: number, exportName: string, steps: readonly StepModel[]): WorkflowModel {
   return { name, version, exportName, file: `shop/${name}.workflow.ts`, location: at(5), versionLocation: at(5), steps };
 }
 
