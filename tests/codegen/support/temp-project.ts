@@ -17,7 +17,9 @@ export class TempProject {
     this.root = mkdtempSync(path.join(tmpdir(), `${prefix}-`));
     mkdirSync(path.join(this.root, 'node_modules'));
     symlinkSync(REPO_ROOT, path.join(this.root, 'node_modules', 'ledgerflow'), 'dir');
-    symlinkSync(path.join(REPO_ROOT, 'node_modules', 'zod'), path.join(this.root, 'node_modules', 'zod'), 'dir');
+    for (const dependency of ['zod', '@types']) {
+      symlinkSync(path.join(REPO_ROOT, 'node_modules', dependency), path.join(this.root, 'node_modules', dependency), 'dir');
+    }
     this.write('package.json', JSON.stringify({ name: 'temp-project', private: true, type: 'module' }, null, 2));
   }
 
@@ -43,7 +45,7 @@ export class TempProject {
             noEmit: true,
             skipLibCheck: true,
             verbatimModuleSyntax: true,
-            types: [],
+            types: ['node'],
           },
           include: [...files, 'generated'],
         },
