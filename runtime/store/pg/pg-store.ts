@@ -23,8 +23,12 @@ export function createPgStore(options: PgStoreOptions): Store {
     application_name: options.applicationName ?? 'ledgerflow',
     types,
   });
-  // An idle client that loses its server (restart, pg_terminate_backend) must not crash the process.
+  // A client that loses its server (restart, pg_terminate_backend) must not crash the process.
+  // The pool listens on idle clients only; a checked-out client between two queries of a
+  // transaction emits 'error' with no listener, so every client gets its own. The next query
+  // on it fails with a connection error, and the pool discards it on release.
   pool.on('error', () => {});
+  pool.on('connect', (client) => client.on('error', () => {}));
   const db = new Kysely<LedgerflowDatabase>({ dialect: new PostgresDialect({ pool }) });
   const url = new URL(options.connectionString);
 
