@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { analyzeWorkflows } from './analysis/analyze-workflows.js';
 import { DEFAULT_INCLUDE, DEFAULT_OUT_DIR, discoverWorkflowFiles, toPosix } from './discovery/discover-workflow-files.js';
@@ -20,6 +20,8 @@ export interface CodegenOptions {
 
 export interface CodegenRun {
   readonly root: string;
+  /** The globs that found the workflow files. */
+  readonly include: readonly string[];
   /** Output directory relative to the root, forward slashes. */
   readonly outDir: string;
   readonly analysis: AnalysisResult;
@@ -40,14 +42,18 @@ export interface CodegenRun {
  */
 export async function runCodegen(options: CodegenOptions = {}): Promise<CodegenRun> {
   const root = path.resolve(options.root ?? process.cwd());
+  if (!existsSync(root) || !statSync(root).isDirectory()) {
+    throw new RangeError(`--root must be an existing directory; "${root}" is not one.`);
+  }
   const outDir = normalizeOutDir(root, options.outDir ?? DEFAULT_OUT_DIR);
-  const files = await discoverWorkflowFiles({ root, include: options.include ?? DEFAULT_INCLUDE, outDir });
+  const include = options.include ?? DEFAULT_INCLUDE;
+  const files = await discoverWorkflowFiles({ root, include, outDir });
   const analysis = analyzeWorkflows(root, files);
   const diagnostics = validateWorkflows({ analysis, committedManifest: readCommittedManifest(root, outDir) });
   const generated = hasErrors(diagnostics)
     ? null
     : emitGenerated({ workflows: analysis.workflows, outDir, existingMigrations: readExistingMigrations(root, outDir) });
-  return { root, outDir, analysis, diagnostics, generated };
+  return { root, include, outDir, analysis, diagnostics, generated };
 }
 
 /** The output directory relative to the root; it must lie inside it (generated imports are relative). */

@@ -80,6 +80,11 @@ export class KeyAnalyzer {
   readonly #helperMemo = new Map<ts.Node, Map<string, KeySummary>>();
   readonly #constMemo = new Map<ts.Node, KeySummary>();
   readonly #active = new Set<ts.Node>();
+  /**
+   * Counts recursion cut-offs. A summary computed while a cut happened lacks what the cut-off
+   * function contributes further up the cycle, so it must not be memoised for other callers.
+   */
+  #cuts = 0;
 
   constructor(program: AnalysisProgram) {
     this.#program = program;
@@ -463,20 +468,26 @@ export class KeyAnalyzer {
       }
     });
     frame.summary.calls.add(`${name}()`);
-    // Recursion adds nothing a first visit has not found.
-    if (this.#active.has(helper)) return;
+    // Recursion adds nothing the visit already under way does not find.
+    if (this.#active.has(helper)) {
+      this.#cuts++;
+      return;
+    }
     const signature = JSON.stringify(helper.parameters.map((p) => bindings.get(p) ?? null));
     let byBindings = this.#helperMemo.get(helper);
     let summary = byBindings?.get(signature);
     if (summary === undefined) {
+      const cuts = this.#cuts;
       this.#active.add(helper);
       try {
         summary = this.#analyzeScope(helper, bindings);
       } finally {
         this.#active.delete(helper);
       }
-      if (byBindings === undefined) this.#helperMemo.set(helper, (byBindings = new Map()));
-      byBindings.set(signature, summary);
+      if (cuts === this.#cuts) {
+        if (byBindings === undefined) this.#helperMemo.set(helper, (byBindings = new Map()));
+        byBindings.set(signature, summary);
+      }
     }
     this.#merge(frame, site, { kind: 'helper', name: `${name}()`, declaredAt: this.#program.location(declarationNameNode(helper)) }, summary);
   }
@@ -488,16 +499,20 @@ export class KeyAnalyzer {
       this.#mutableRead(frame, identifier, 'mutable-object', name, null, declaration);
       return;
     }
-    if (this.#active.has(declaration)) return;
+    if (this.#active.has(declaration)) {
+      this.#cuts++;
+      return;
+    }
     let summary = this.#constMemo.get(declaration);
     if (summary === undefined) {
+      const cuts = this.#cuts;
       this.#active.add(declaration);
       try {
         summary = this.#analyzeScope(initializer, new Map());
       } finally {
         this.#active.delete(declaration);
       }
-      this.#constMemo.set(declaration, summary);
+      if (cuts === this.#cuts) this.#constMemo.set(declaration, summary);
     }
     this.#merge(frame, identifier, { kind: 'const', name, declaredAt: this.#program.location(declaration.name) }, summary);
   }
@@ -564,9 +579,9 @@ export class KeyAnalyzer {
     const isObjectOfMemberRead =
       (ts.isPropertyAccessExpression(parent) || ts.isElementAccessExpression(parent)) && parent.expression === outer;
     if (isObjectOfMemberRead && !isReceiverOfMethodCall) return;
-    if (ts.isVariableDeclaration(parent) && parent.initializer === outer && !ts.isIdentifier(parent.name)) return;
+    // `const { load } = steps` or `const id = input.id`: the variable's uses record the read.
+    if (ts.isVariableDeclaration(parent) && parent.initializer === outer) return;
     if (frame.boundArguments.has(skipWrappers(node)) || frame.boundArguments.has(outer)) return;
-    if (ts.isVariableDeclaration(parent) && parent.initializer === outer && isWithin(parent, frame.scope)) return;
     const summary = frame.summary;
     switch (root.kind) {
       case 'ctx':

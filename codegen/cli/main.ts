@@ -40,6 +40,9 @@ export async function main(argv: string[]): Promise<number> {
     }
     throw error;
   }
+  if (run.analysis.files.length === 0) {
+    process.stderr.write(`ledgerflow codegen: note: no file under ${run.root} matches ${run.include.join(', ')}.\n`);
+  }
   const failed = hasErrors(run.diagnostics) || (options.strict && run.diagnostics.length > 0);
 
   let differences: FileDifference[] | null = null;
