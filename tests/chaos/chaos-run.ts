@@ -1,0 +1,235 @@
+import { performance } from 'node:perf_hooks';
+import { sql } from 'kysely';
+import pg from 'pg';
+import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
+import { startFakeServer } from '../../examples/fakes/fake-server.js';
+import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
+import { createClient } from '../../runtime/client/client.js';
+import type { FaultSpec } from '../../runtime/faults/fault-points.js';
+import { createPgStore } from '../../runtime/store/pg/pg-store.js';
+import { migrateForTest } from '../support/migrate-for-test.js';
+import { startPostgres } from '../support/postgres-server.js';
+import { APP_SCHEMA_SQL, chaosOrder, type ChaosOrderInput } from './fixtures/chaos-workflow.js';
+import { checkInvariants, type InvariantReport } from './invariants.js';
+import { seededRandom } from './seeded-random.js';
+import { CHAOS_APPLICATION_PREFIX, WorkerFleet, type FleetCounters } from './worker-fleet.js';
+
+export interface ChaosOptions {
+  readonly seed: number;
+  readonly runs: number;
+  readonly workers: number;
+  /** Runs each worker drives at once. */
+  readonly concurrency: number;
+  /** How long workers are killed, backends terminated and faults fire. */
+  readonly chaosMs: number;
+  readonly serverRestarts: number;
+  /** After the chaos, how long fault-free workers get to finish everything. */
+  readonly settleTimeoutMs: number;
+  readonly log: (line: string) => void;
+}
+
+export interface ChaosOutcome {
+  readonly options: ChaosOptions;
+  readonly report: InvariantReport;
+  readonly fleet: FleetCounters;
+  readonly unexpectedExits: readonly string[];
+  readonly backendTerminations: number;
+  readonly serverRestarts: number;
+  readonly seconds: number;
+  /** The one-line summary the suite prints. */
+  readonly summary: string;
+}
+
+const LEASE_MS = 1_500;
+const PROVIDER_LATENCY_MS = 60;
+
+/**
+ * Fault points armed in chaos workers. `kill` is rarer than `throw` and `hang` because each
+ * kill costs a process start; `hang` outlasts the lease, making the worker a zombie whose
+ * commit must be fenced out.
+ */
+function faultSpec(seed: number): FaultSpec {
+  const point = (probability: number) => ({ probability, actions: ['throw', 'throw', 'hang', 'kill'] as const, hangMs: LEASE_MS + 1_000 });
+  return {
+    seed,
+    points: {
+      'after-claim': point(0.02),
+      'inside-transactional-handler': point(0.04),
+      'before-step-commit': point(0.03),
+      'after-intent-commit': point(0.04),
+      'after-perform': point(0.05),
+      'before-result-commit': point(0.04),
+      'before-lease-renewal': point(0.01),
+    },
+  };
+}
+
+/**
+ * One chaos run on a PostgreSQL server of its own (it is restarted, so it cannot be shared):
+ * several hundred `chaos-order` runs driven by worker child processes that are SIGKILLed at
+ * random and at fault points, their backends terminated, the server crashed and restarted;
+ * then fault-free workers finish, and the invariants are checked from the providers' counters
+ * and the database.
+ */
+export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
+  const started = performance.now();
+  const random = seededRandom(options.seed);
+  const server = await startPostgres();
+  const payments = new FakePaymentProvider({ latencyMs: PROVIDER_LATENCY_MS });
+  const email = new FakeEmailProvider({ latencyMs: PROVIDER_LATENCY_MS });
+  const fakes = await startFakeServer({ payments, email });
+  const databaseUrl = server.urlFor('chaos');
+  const admin = async <T>(use: (client: pg.Client) => Promise<T>): Promise<T> => {
+    const client = new pg.Client({ connectionString: server.url });
+    client.on('error', () => {});
+    await client.connect();
+    try {
+      return await use(client);
+    } finally {
+      await client.end().catch(() => {});
+    }
+  };
+  await admin((c) => c.query('CREATE DATABASE chaos'));
+  const store = createPgStore({ connectionString: databaseUrl, applicationName: 'chaos-controller', maxConnections: 4 });
+  const fleet = new WorkerFleet({
+    size: options.workers,
+    random,
+    log: options.log,
+    env: (spawnIndex) => ({
+      DATABASE_URL: databaseUrl,
+      CHAOS_FAKES_URL: fakes.url,
+      CHAOS_LEASE_MS: String(LEASE_MS),
+      CHAOS_CONCURRENCY: String(options.concurrency),
+      LEDGERFLOW_FAULTS: JSON.stringify(faultSpec(options.seed * 1_000 + spawnIndex)),
+    }),
+  });
+  let backendTerminations = 0;
+  let serverRestarts = 0;
+  try {
+    await migrateForTest(store, [chaosOrder]);
+    await sql.raw(APP_SCHEMA_SQL).execute(store.db);
+    const client = createClient({ store });
+    const inputs: ChaosOrderInput[] = Array.from({ length: options.runs }, (_, i) => ({
+      orderId: `order-${options.seed}-${i}`,
+      customerId: `customer-${i % 17}`,
+      email: `buyer${i}@example.com`,
+      quantity: 1 + (i % 5),
+    }));
+    // Starting is idempotent by dedupe key, so a start that met a restarting server is simply repeated.
+    const startRun = async (input: ChaosOrderInput): Promise<void> => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await client.start(chaosOrder, input, { dedupeKey: input.orderId });
+          return;
+        } catch (error) {
+          if (attempt >= 100) throw error;
+          await sleep(200);
+        }
+      }
+    };
+    const upfront = Math.floor(options.runs * 0.4);
+    for (const input of inputs.slice(0, upfront)) await startRun(input);
+    const later = inputs.slice(upfront);
+
+    fleet.start();
+    const chaosStart = performance.now();
+    const restartAt = Array.from({ length: options.serverRestarts }, (_, i) =>
+      ((i + 0.3 + random.next() * 0.4) / options.serverRestarts) * options.chaosMs,
+    );
+    const perTick = Math.max(1, Math.ceil(later.length / (options.chaosMs / 400)));
+    while (performance.now() - chaosStart < options.chaosMs) {
+      await sleep(random.int(150, 650));
+      const elapsed = performance.now() - chaosStart;
+      await Promise.all(later.splice(0, perTick).map(startRun));
+      if (restartAt.length > 0 && elapsed >= restartAt[0]!) {
+        restartAt.shift();
+        options.log(`restarting PostgreSQL (immediate) at ${(elapsed / 1000).toFixed(1)} s`);
+        await server.restart('immediate');
+        serverRestarts += 1;
+        continue;
+      }
+      const dice = random.next();
+      if (dice < 0.35) {
+        fleet.killRandom();
+      } else if (dice < 0.75) {
+        backendTerminations += await terminateRandomBackend(admin, random.next()).catch(() => 0);
+      }
+    }
+    for (const input of later) await startRun(input);
+
+    // Calm: every worker is replaced by a fault-free one, which must finish everything.
+    options.log(`chaos over after ${((performance.now() - chaosStart) / 1000).toFixed(1)} s; settling`);
+    await fleet.killAll();
+    fleet.start((spawnIndex) => ({
+      DATABASE_URL: databaseUrl,
+      CHAOS_FAKES_URL: fakes.url,
+      CHAOS_LEASE_MS: String(LEASE_MS),
+      CHAOS_CONCURRENCY: String(options.concurrency),
+      CHAOS_SPAWN: String(spawnIndex),
+    }));
+    await waitUntilSettled(store.db, options.settleTimeoutMs);
+    await fleet.stop();
+
+    const report = await checkInvariants(databaseUrl, chaosOrder.name, { payments, email });
+    const seconds = (performance.now() - started) / 1000;
+    const c = fleet.counters;
+    const summary =
+      `chaos seed=${options.seed}: runs=${report.runs} completed=${report.completed} ` +
+      `kills=${c.killedByController + c.killedAtFaultPoint} (controller ${c.killedByController}, at fault points ${c.killedAtFaultPoint}) ` +
+      `faults thrown=${c.faultsFired.throw} hung=${c.faultsFired.hang} ` +
+      `backend-terminations=${backendTerminations} server-restarts=${serverRestarts} ` +
+      `charges=${payments.totalCharges()} emails=${email.totalSent()} ` +
+      `unexpected-exits=${c.unexpectedExits} duplicates found=${report.duplicates} violations=${report.violations.length} ` +
+      `in ${seconds.toFixed(0)} s`;
+    return {
+      options,
+      report,
+      fleet: c,
+      unexpectedExits: fleet.unexpected,
+      backendTerminations,
+      serverRestarts,
+      seconds,
+      summary,
+    };
+  } finally {
+    await fleet.stop(2_000).catch(() => {});
+    await store.close().catch(() => {});
+    await fakes.close().catch(() => {});
+    await server.destroy();
+  }
+}
+
+/** Terminates one backend of a chaos worker; `pick` in [0, 1) chooses which (seeded). */
+async function terminateRandomBackend(admin: <T>(use: (client: pg.Client) => Promise<T>) => Promise<T>, pick: number): Promise<number> {
+  return admin(async (client) => {
+    const { rows } = await client.query<{ pid: number }>(
+      `SELECT pid FROM pg_stat_activity WHERE datname = 'chaos' AND application_name LIKE $1 ORDER BY pid`,
+      [`${CHAOS_APPLICATION_PREFIX}%`],
+    );
+    const target = rows[Math.floor(pick * rows.length)];
+    if (target === undefined) return 0;
+    const { rows: done } = await client.query<{ ok: boolean }>('SELECT pg_terminate_backend($1) AS ok', [target.pid]);
+    return done[0]?.ok ? 1 : 0;
+  });
+}
+
+async function waitUntilSettled(db: ReturnType<typeof createPgStore>['db'], timeoutMs: number): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (performance.now() < deadline) {
+    try {
+      const row = await db
+        .selectFrom('ledgerflow.workflow_run')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .where('status', 'in', ['pending', 'running', 'needs_reconciliation'])
+        .executeTakeFirstOrThrow();
+      if (Number(row.n) === 0) return;
+    } catch {
+      // The pool reconnects after the server restart.
+    }
+    await sleep(250);
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

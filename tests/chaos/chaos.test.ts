@@ -1,0 +1,38 @@
+import { randomInt } from 'node:crypto';
+import { expect, it } from 'vitest';
+import { runChaos } from './chaos-run.js';
+
+/**
+ * The chaos suite. Bounded for `npm test` (about two minutes on two cores); LEDGERFLOW_SOAK=1
+ * makes it a longer soak. LEDGERFLOW_CHAOS_SEED replays a run's decisions (which worker is
+ * killed, which backend terminated, when the server crashes, which fault points fire).
+ */
+const soak = process.env['LEDGERFLOW_SOAK'] === '1';
+const seed = Number(process.env['LEDGERFLOW_CHAOS_SEED'] ?? randomInt(1, 1_000_000));
+
+it(
+  `keeps every effect exactly once through kills, backend terminations and a server crash (seed ${seed})`,
+  async () => {
+    const outcome = await runChaos({
+      seed,
+      runs: soak ? 2_000 : 240,
+      workers: soak ? 4 : 3,
+      concurrency: 3,
+      chaosMs: soak ? 300_000 : 35_000,
+      serverRestarts: soak ? 4 : 1,
+      settleTimeoutMs: soak ? 300_000 : 90_000,
+      log: (line) => process.stderr.write(`[chaos] ${line}\n`),
+    });
+    console.log(outcome.summary);
+    const replay = `replay with LEDGERFLOW_CHAOS_SEED=${seed}`;
+    expect(outcome.report.violations, `${outcome.summary}\n${replay}`).toEqual([]);
+    expect(outcome.report.duplicates, replay).toBe(0);
+    expect(outcome.report.runs, replay).toBe(soak ? 2_000 : 240);
+    expect(outcome.unexpectedExits, `workers died without being killed; ${replay}`).toEqual([]);
+    // The run must have exercised what it claims to: otherwise it proves nothing.
+    expect(outcome.serverRestarts, replay).toBeGreaterThanOrEqual(1);
+    expect(outcome.fleet.killedByController + outcome.fleet.killedAtFaultPoint, replay).toBeGreaterThan(0);
+    expect(outcome.backendTerminations, replay).toBeGreaterThan(0);
+  },
+  soak ? 1_200_000 : 300_000,
+);

@@ -1,0 +1,200 @@
+import pg from 'pg';
+import type { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
+import type { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
+
+/**
+ * What must hold after any amount of chaos, checked from the providers' own counters and the
+ * database — never from the runtime's view of itself. Each check returns its violations as
+ * sentences a reader can act on; an empty list means the property holds.
+ */
+export interface InvariantReport {
+  readonly runs: number;
+  readonly completed: number;
+  /** Keys or references applied more than once at a provider, plus transactional rows beyond one per run. */
+  readonly duplicates: number;
+  readonly violations: readonly string[];
+}
+
+export interface ChaosProviders {
+  readonly payments: FakePaymentProvider;
+  readonly email: FakeEmailProvider;
+}
+
+const CHARGE_STEP = 'charge';
+const RECEIPT_STEP = 'receipt';
+/** `step_effect.resolution` of an effect the reconciler found and recorded (runtime/reconciler). */
+const RECONCILER_RESOLUTION = 'found by the reconciler';
+
+export async function checkInvariants(url: string, workflowName: string, providers: ChaosProviders): Promise<InvariantReport> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  const violations: string[] = [];
+  let duplicates = 0;
+  const counters = { payments: providers.payments.stats(), email: providers.email.stats() };
+  try {
+    const q = async <R extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<R[]> =>
+      (await client.query<R>(sql, params)).rows;
+
+    const statusRows = await q<{ status: string; n: number }>(
+      `SELECT status, count(*)::int AS n FROM ledgerflow.workflow_run WHERE workflow_name = $1 GROUP BY status`,
+      [workflowName],
+    );
+    const byStatus = Object.fromEntries(statusRows.map((r) => [r.status, r.n]));
+    const runs = statusRows.reduce((sum, r) => sum + r.n, 0);
+    const completed = byStatus['completed'] ?? 0;
+    if (completed !== runs) violations.push(`not every run completed: ${JSON.stringify(byStatus)}`);
+    const unfinished = await q<{ id: string; status: string; error: unknown }>(
+      `SELECT id, status, error FROM ledgerflow.workflow_run WHERE workflow_name = $1 AND status <> 'completed' LIMIT 5`,
+      [workflowName],
+    );
+    for (const run of unfinished) violations.push(`run ${run.id} ended ${run.status}: ${JSON.stringify(run.error)}`);
+
+    // Provider side: one application per key, and per business reference.
+    for (const [key, count] of Object.entries(counters.payments.chargesByKey)) {
+      if (count > 1) {
+        duplicates += count - 1;
+        violations.push(`payment key ${key} charged ${count} times`);
+      }
+    }
+    for (const [reference, count] of Object.entries(counters.payments.chargesByReference)) {
+      if (count > 1) {
+        duplicates += count - 1;
+        violations.push(`order ${reference} charged ${count} times (under different keys)`);
+      }
+    }
+    for (const [reference, count] of Object.entries(counters.email.sentByReference)) {
+      if (count > 1) {
+        duplicates += count - 1;
+        violations.push(`email ${reference} sent ${count} times`);
+      }
+    }
+
+    // The application table: exactly one transactional write per run.
+    const reservations = await q<{ id: string; n: number }>(
+      `SELECT r.id, count(a.id)::int AS n
+         FROM ledgerflow.workflow_run r LEFT JOIN chaos_app.reservation a ON a.run_id = r.id
+        WHERE r.workflow_name = $1
+        GROUP BY r.id HAVING count(a.id) <> 1`,
+      [workflowName],
+    );
+    for (const row of reservations) {
+      if (row.n > 1) duplicates += row.n - 1;
+      violations.push(`run ${row.id} has ${row.n} reservation rows`);
+    }
+
+    // The ledger equals what the providers did.
+    const ledger = await q<{ step_name: string; idempotency_key: string; status: string; effect: Record<string, unknown> }>(
+      `SELECT step_name, idempotency_key, status, effect FROM ledgerflow.step_effect WHERE step_name IN ($1, $2)`,
+      [CHARGE_STEP, RECEIPT_STEP],
+    );
+    compareLedger(
+      'payment',
+      ledger.filter((r) => r.step_name === CHARGE_STEP),
+      Object.keys(counters.payments.chargesByKey),
+      violations,
+    );
+    compareLedger(
+      'email',
+      ledger.filter((r) => r.step_name === RECEIPT_STEP),
+      Object.keys(counters.email.sentByReference),
+      violations,
+    );
+
+    // The outputs the runs checkpointed are the provider's own ids for those keys.
+    const chargeIds = new Map(providers.payments.charges().map((c) => [c.idempotencyKey, c.id]));
+    const messageIds = new Map(providers.email.messages().map((m) => [m.reference, m.messageId]));
+    const outputs = await q<{ run_id: string; step_name: string; idempotency_key: string; output: Record<string, unknown> }>(
+      `SELECT run_id, step_name, idempotency_key, output FROM ledgerflow.step_result WHERE step_name IN ($1, $2)`,
+      [CHARGE_STEP, RECEIPT_STEP],
+    );
+    for (const row of outputs) {
+      const [field, actual] =
+        row.step_name === CHARGE_STEP
+          ? ['chargeId', chargeIds.get(row.idempotency_key)]
+          : ['messageId', messageIds.get(row.idempotency_key)];
+      if (row.output[field] !== actual) {
+        violations.push(`run ${row.run_id} step ${row.step_name} checkpointed ${field} ${String(row.output[field])}, provider has ${String(actual)}`);
+      }
+    }
+
+    // Nothing left half-done in the ledger.
+    const open = await q<{ workflow_id: string; step_name: string; status: string }>(
+      `SELECT workflow_id, step_name, status FROM ledgerflow.step_effect WHERE status <> 'recorded'`,
+    );
+    for (const row of open) violations.push(`ledger row ${row.workflow_id}/${row.step_name} left in status ${row.status}`);
+
+    // Every step of every completed run has its result, pointing at the attempt that succeeded.
+    const missingResults = await q<{ id: string; missing: number }>(
+      `SELECT r.id, (SELECT count(*)::int FROM ledgerflow.workflow_step_def d
+                      WHERE d.workflow_name = r.workflow_name AND d.version = r.workflow_version
+                        AND NOT EXISTS (SELECT 1 FROM ledgerflow.step_result s WHERE s.run_id = r.id AND s.step_name = d.step_name)) AS missing
+         FROM ledgerflow.workflow_run r WHERE r.workflow_name = $1 AND r.status = 'completed'`,
+      [workflowName],
+    );
+    for (const row of missingResults.filter((r) => r.missing > 0)) {
+      violations.push(`completed run ${row.id} lacks ${row.missing} step result(s)`);
+    }
+
+    // Attempts: numbered 1..n without gaps and started in that order; at most one succeeded. A
+    // step with a result has a successful attempt at or after the one the result names (a
+    // reconciled effect is attributed to the attempt that performed it, as its ledger row is),
+    // unless the reconciler recorded it, in which case the performing attempt was abandoned.
+    const attempts = await q<{
+      run_id: string;
+      step_name: string;
+      numbers: number[];
+      ordered: boolean;
+      succeeded: number;
+      succeeded_attempt: number | null;
+      result_attempt: number | null;
+      ledger_attempt: number | null;
+      ledger_resolution: string | null;
+    }>(
+      `SELECT a.run_id, a.step_name,
+              array_agg(a.attempt ORDER BY a.attempt) AS numbers,
+              array_agg(a.attempt ORDER BY a.started_at, a.attempt) = array_agg(a.attempt ORDER BY a.attempt) AS ordered,
+              count(*) FILTER (WHERE a.status = 'succeeded')::int AS succeeded,
+              max(a.attempt) FILTER (WHERE a.status = 'succeeded') AS succeeded_attempt,
+              (SELECT s.attempt FROM ledgerflow.step_result s WHERE s.run_id = a.run_id AND s.step_name = a.step_name) AS result_attempt,
+              (SELECT e.attempt FROM ledgerflow.step_effect e WHERE e.workflow_id = a.run_id AND e.step_name = a.step_name) AS ledger_attempt,
+              (SELECT e.resolution FROM ledgerflow.step_effect e WHERE e.workflow_id = a.run_id AND e.step_name = a.step_name) AS ledger_resolution
+         FROM ledgerflow.step_attempt a
+        GROUP BY a.run_id, a.step_name`,
+    );
+    for (const row of attempts) {
+      const where = `run ${row.run_id} step ${row.step_name}`;
+      const expected = row.numbers.map((_, i) => i + 1);
+      if (row.numbers.join(',') !== expected.join(',')) violations.push(`${where}: attempt numbers ${row.numbers.join(',')} have gaps`);
+      if (!row.ordered) violations.push(`${where}: attempts did not start in the order of their numbers`);
+      if (row.succeeded > 1) violations.push(`${where}: ${row.succeeded} attempts succeeded`);
+      if (row.result_attempt === null) continue;
+      if (row.succeeded_attempt === null) {
+        if (row.ledger_resolution !== RECONCILER_RESOLUTION) {
+          violations.push(`${where}: has a result, but no attempt succeeded and the reconciler did not record it`);
+        }
+      } else if (row.result_attempt > row.succeeded_attempt) {
+        violations.push(`${where}: result names attempt ${row.result_attempt}, after the successful attempt ${row.succeeded_attempt}`);
+      }
+      if (row.ledger_attempt !== null && row.ledger_attempt !== row.result_attempt) {
+        violations.push(`${where}: result names attempt ${row.result_attempt}, its ledger row attempt ${row.ledger_attempt}`);
+      }
+    }
+    return { runs, completed, duplicates, violations };
+  } finally {
+    await client.end();
+  }
+}
+
+function compareLedger(
+  provider: string,
+  rows: ReadonlyArray<{ idempotency_key: string; status: string }>,
+  providerKeys: readonly string[],
+  violations: string[],
+): void {
+  const ledgerKeys = new Set(rows.filter((r) => r.status === 'recorded').map((r) => r.idempotency_key));
+  const applied = new Set(providerKeys);
+  const notInLedger = [...applied].filter((k) => !ledgerKeys.has(k));
+  const notAtProvider = [...ledgerKeys].filter((k) => !applied.has(k));
+  if (notInLedger.length > 0) violations.push(`${provider} applied ${notInLedger.length} key(s) missing from the ledger, e.g. ${notInLedger[0]}`);
+  if (notAtProvider.length > 0) violations.push(`ledger records ${notAtProvider.length} ${provider} key(s) the provider never applied, e.g. ${notAtProvider[0]}`);
+}

@@ -1,0 +1,160 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { parseFaultLogLine, type FaultAction } from '../../runtime/faults/fault-points.js';
+import type { SeededRandom } from './seeded-random.js';
+
+const WORKER_ENTRY = fileURLToPath(new URL('./fixtures/chaos-worker.ts', import.meta.url));
+const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+/** Prefix of every chaos worker's `application_name`, so the controller can find their backends. */
+export const CHAOS_APPLICATION_PREFIX = 'ledgerflow-chaos-';
+
+export interface FleetCounters {
+  spawned: number;
+  /** SIGKILLs the controller sent. */
+  killedByController: number;
+  /** Workers that SIGKILLed themselves at a fault point. */
+  killedAtFaultPoint: number;
+  /** Exits the controller did not cause and no fault point explains: reported, with their stderr. */
+  unexpectedExits: number;
+  /** Fault points that fired in the workers, by action (from the line each prints before acting). */
+  faultsFired: Record<FaultAction, number>;
+}
+
+export interface FleetOptions {
+  readonly size: number;
+  readonly env: (spawnIndex: number) => Readonly<Record<string, string>>;
+  readonly random: SeededRandom;
+  readonly log: (line: string) => void;
+}
+
+interface Slot {
+  readonly index: number;
+  child: ChildProcess | undefined;
+  spawnIndex: number;
+  killedByUs: boolean;
+  stderr: string;
+  partialLine: string;
+}
+
+/**
+ * A fixed number of worker child processes. A worker that dies, for any reason, is replaced
+ * while the fleet is running; every death is counted by its cause.
+ */
+export class WorkerFleet {
+  readonly counters: FleetCounters = {
+    spawned: 0,
+    killedByController: 0,
+    killedAtFaultPoint: 0,
+    unexpectedExits: 0,
+    faultsFired: { throw: 0, hang: 0, kill: 0 },
+  };
+  /** stderr tails of workers that exited unexpectedly. */
+  readonly unexpected: string[] = [];
+  readonly #slots: Slot[];
+  readonly #options: FleetOptions;
+  #running = false;
+  #env: FleetOptions['env'];
+
+  constructor(options: FleetOptions) {
+    this.#options = options;
+    this.#env = options.env;
+    this.#slots = Array.from({ length: options.size }, (_, index) => ({
+      index,
+      child: undefined,
+      spawnIndex: -1,
+      killedByUs: false,
+      stderr: '',
+      partialLine: '',
+    }));
+  }
+
+  /** Starts (or restarts) every slot with `env` from now on. */
+  start(env: FleetOptions['env'] = this.#env): void {
+    this.#env = env;
+    this.#running = true;
+    for (const slot of this.#slots) if (slot.child === undefined) this.#spawn(slot);
+  }
+
+  /** SIGKILLs one live worker chosen by the seeded generator; it is replaced at once. */
+  killRandom(): boolean {
+    const live = this.#slots.filter((s) => s.child !== undefined && s.child.exitCode === null && !s.killedByUs);
+    const slot = this.#options.random.pick(live);
+    if (slot === undefined) return false;
+    this.#kill(slot);
+    return true;
+  }
+
+  /** SIGKILLs every worker and waits for them to be gone; the fleet stays stopped. */
+  async killAll(): Promise<void> {
+    this.#running = false;
+    const exits = this.#slots.map((slot) => this.#whenExited(slot));
+    for (const slot of this.#slots) if (slot.child !== undefined) this.#kill(slot);
+    await Promise.all(exits);
+  }
+
+  /** SIGTERM (graceful shutdown); SIGKILL after `graceMs`. */
+  async stop(graceMs = 10_000): Promise<void> {
+    this.#running = false;
+    const exits = this.#slots.map((slot) => this.#whenExited(slot));
+    for (const slot of this.#slots) {
+      slot.killedByUs = true;
+      slot.child?.kill('SIGTERM');
+    }
+    const timer = setTimeout(() => {
+      for (const slot of this.#slots) slot.child?.kill('SIGKILL');
+    }, graceMs);
+    await Promise.all(exits);
+    clearTimeout(timer);
+  }
+
+  #whenExited(slot: Slot): Promise<void> {
+    const child = slot.child;
+    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+    return new Promise((resolve) => child.once('exit', () => resolve()));
+  }
+
+  #kill(slot: Slot): void {
+    slot.killedByUs = true;
+    this.counters.killedByController += 1;
+    slot.child?.kill('SIGKILL');
+  }
+
+  #spawn(slot: Slot): void {
+    const spawnIndex = this.counters.spawned++;
+    const child = spawn(process.execPath, ['--import', 'tsx', WORKER_ENTRY], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, ...this.#env(spawnIndex), CHAOS_WORKER_NAME: `w${slot.index}-${spawnIndex}` },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    slot.child = child;
+    slot.spawnIndex = spawnIndex;
+    slot.killedByUs = false;
+    slot.stderr = '';
+    slot.partialLine = '';
+    child.stderr?.on('data', (chunk: Buffer) => {
+      const text = chunk.toString();
+      slot.stderr = (slot.stderr + text).slice(-4_000);
+      const lines = (slot.partialLine + text).split('\n');
+      slot.partialLine = lines.pop() ?? '';
+      for (const line of lines) {
+        const firing = parseFaultLogLine(line);
+        if (firing !== undefined) this.counters.faultsFired[firing.action] += 1;
+      }
+    });
+    child.once('exit', (code, signal) => {
+      if (slot.child !== child) return;
+      slot.child = undefined;
+      if (slot.killedByUs) {
+        // Counted when sent.
+      } else if (signal === 'SIGKILL') {
+        this.counters.killedAtFaultPoint += 1;
+      } else {
+        this.counters.unexpectedExits += 1;
+        this.unexpected.push(`worker w${slot.index}-${spawnIndex} exited (code ${code}, signal ${signal}):\n${slot.stderr}`);
+        this.#options.log(`worker w${slot.index}-${spawnIndex} exited unexpectedly (code ${code}, signal ${signal}):\n${slot.stderr}`);
+      }
+      if (this.#running) this.#spawn(slot);
+    });
+  }
+}
