@@ -1,6 +1,7 @@
 export { openStore, DEFAULT_DATA_DIR, type OpenStoreOptions } from './store/open-store.js';
 export type { Store, StoreKind } from './store/store.js';
 export type * from './store/tables.js';
+export { RUN_STATUSES } from './store/tables.js';
 export { Recorded } from './contracts/recorded.js';
 export {
   found,

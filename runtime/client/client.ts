@@ -3,7 +3,7 @@ import type { AnyWorkflow, WorkflowStartInput } from '../../dsl/workflow.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
 import { RunNotFoundError, UnknownWorkflowError, ValidationError, WaitTimeoutError } from '../errors.js';
 import type { Store } from '../store/store.js';
-import type { LedgerflowDatabase, RunStatus, StepEffectRow, WorkflowRunRow } from '../store/tables.js';
+import { RUN_STATUSES, type LedgerflowDatabase, type RunStatus, type StepEffectRow, type WorkflowRunRow } from '../store/tables.js';
 import { loadRunDetails, SETTLED_RUN_STATUSES, type RunDetails } from './run-details.js';
 import { startRun, type MigratedVersions, type StartedRun, type StartOptions } from './start-run.js';
 import { assertRunId } from './validate-input.js';
@@ -95,7 +95,6 @@ export interface Client {
   listEffects(filter?: EffectFilter): Promise<StepEffectRow[]>;
 }
 
-const RUN_STATUSES: readonly RunStatus[] = ['pending', 'running', 'completed', 'failed', 'cancelled', 'needs_reconciliation'];
 const CANCELLABLE: readonly RunStatus[] = ['pending', 'running', 'needs_reconciliation'];
 
 /**

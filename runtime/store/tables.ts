@@ -6,6 +6,8 @@ import type { StepKind } from '../../dsl/step-kind.js';
  * `codegen/emit/core-schema-sql.ts`). Keys are schema-qualified so every query names its schema.
  */
 export type RunStatus = 'pending' | 'running' | 'completed' | 'failed' | 'cancelled' | 'needs_reconciliation';
+/** Every run status, in life-cycle order (for validating filters and listing choices). */
+export const RUN_STATUSES: readonly RunStatus[] = ['pending', 'running', 'completed', 'failed', 'cancelled', 'needs_reconciliation'];
 export type AttemptStatus = 'running' | 'succeeded' | 'failed' | 'abandoned';
 export type EffectStatus = 'intent' | 'recorded' | 'released';
 export type EffectKind = Exclude<StepKind, 'step'>;

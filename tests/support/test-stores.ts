@@ -121,13 +121,17 @@ const pgliteVersion: string = (
 let pgliteTemplate: Promise<Blob> | undefined;
 
 /**
- * An in-memory PGlite database with the core schema migrated. Booting and migrating PGlite
+ * A PGlite database with the core schema migrated, in memory unless `dataDir` is given (a
+ * CLI under test can then open that directory once this store is closed). Booting and migrating PGlite
  * costs seconds, so the migrated data directory is dumped once (cached under the OS temp
  * directory, keyed by schema and PGlite version) and every test store loads a copy of it.
  */
-export async function createPGliteTestStore(): Promise<TestStore> {
+export async function createPGliteTestStore(options: { readonly dataDir?: string } = {}): Promise<TestStore> {
   pgliteTemplate ??= loadOrBuildPGliteTemplate();
-  const store = await createPGliteStore({ loadDataDir: await pgliteTemplate });
+  const store = await createPGliteStore({
+    loadDataDir: await pgliteTemplate,
+    ...(options.dataDir !== undefined ? { dataDir: options.dataDir } : {}),
+  });
   return { ...store, url: undefined };
 }
 

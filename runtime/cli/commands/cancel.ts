@@ -1,0 +1,24 @@
+import { createClient } from '../../client/client.js';
+import { defineCommand } from '../command.js';
+import { toJsonDocument } from '../format-values.js';
+
+export const cancelCommand = defineCommand({
+  name: 'cancel',
+  summary: 'cancel a run that has not finished',
+  usage: '<run-id> [options]',
+  description:
+    'Cancels a pending, running or parked run. A worker still executing one of its steps is fenced out and\n' +
+    'cannot commit. Open ledger intents stay as they are, for inspection. Exits 1 if the run had already finished.',
+  options: {},
+  optionsHelp: '',
+  positionals: { min: 1, max: 1, names: 'one run id' },
+  async run({ positionals, json, io, openStore }) {
+    const client = createClient({ store: await openStore() });
+    const runId = positionals[0]!;
+    const cancelled = await client.cancel(runId);
+    const { status } = await client.getRun(runId);
+    if (json) io.out(toJsonDocument({ runId, cancelled, status }));
+    else io.out(cancelled ? `Cancelled run ${runId}.\n` : `Run ${runId} was not cancelled: it is already ${status}.\n`);
+    return cancelled ? 0 : 1;
+  },
+});

@@ -1,0 +1,53 @@
+import { createClient } from '../../client/client.js';
+import { defineCommand, integerOption } from '../command.js';
+import { formatTable } from '../format-table.js';
+import { formatTime, toJsonDocument } from '../format-values.js';
+
+export const effectsCommand = defineCommand({
+  name: 'effects',
+  summary: 'list the effect ledger (--pending: open intents only)',
+  usage: '[--pending] [--run <id>] [--limit <n>] [options]',
+  description:
+    'Lists ledger rows, newest first. An open intent (status intent) is an external call that may have\n' +
+    'happened and is not recorded yet: the reconciler resolves it once its lease and perform timeout pass.',
+  options: {
+    pending: { type: 'boolean' },
+    run: { type: 'string' },
+    limit: { type: 'string' },
+  },
+  optionsHelp: `  --pending              only open intents
+  --run <id>             only this run's effects
+  --limit <n>            at most n rows (default 100)`,
+  positionals: { min: 0, max: 0, names: '' },
+  async run({ values, json, io, openStore }) {
+    const limit = integerOption('limit', values.limit);
+    const client = createClient({ store: await openStore() });
+    const effects = await client.listEffects({
+      ...(values.pending === true ? { pending: true } : {}),
+      ...(values.run !== undefined ? { runId: values.run } : {}),
+      ...(limit !== undefined ? { limit } : {}),
+    });
+    if (json) {
+      io.out(toJsonDocument(effects));
+      return 0;
+    }
+    if (effects.length === 0) {
+      io.out(values.pending === true ? 'No open intents.\n' : 'No effects.\n');
+      return 0;
+    }
+    io.out(
+      formatTable(effects, [
+        { header: 'RUN', value: (e) => e.workflow_id },
+        { header: 'STEP', value: (e) => e.step_name },
+        { header: 'KEY', value: (e) => e.idempotency_key },
+        { header: 'KIND', value: (e) => e.kind },
+        { header: 'STATUS', value: (e) => e.status },
+        { header: 'ATTEMPT', value: (e) => String(e.attempt), align: 'right' },
+        { header: 'INTENT', value: (e) => formatTime(e.intent_at) },
+        { header: 'RECORDED', value: (e) => formatTime(e.recorded_at) },
+        { header: 'RESOLUTION', value: (e) => e.resolution ?? '-' },
+      ]),
+    );
+    return 0;
+  },
+});

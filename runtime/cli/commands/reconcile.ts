@@ -1,0 +1,59 @@
+import { runReconcilePass } from '../../reconciler/reconciler.js';
+import { defineCommand, integerOption, UsageError } from '../command.js';
+import { formatTable } from '../format-table.js';
+import { toJsonDocument } from '../format-values.js';
+import { loadWorkflowsModule, requireRegistrations } from '../load-workflows.js';
+
+export const reconcileCommand = defineCommand({
+  name: 'reconcile',
+  summary: 'resolve open intents once (exit 1 if any run stays parked)',
+  usage: '--workflows <module> [--lease-ms <n>] [--limit <n>] [options]',
+  description:
+    "Runs one reconciliation pass: each open intent older than the lease plus its step's perform timeout is\n" +
+    "looked up through the step's reconcile(): found → recorded and the run advances; not found → released for\n" +
+    'a retry with the same key; unknown → the run is parked in needs_reconciliation with the reason.',
+  options: {
+    workflows: { type: 'string' },
+    'lease-ms': { type: 'string' },
+    limit: { type: 'string' },
+  },
+  optionsHelp: `  --workflows <module>   module exporting \`workflows\`: registrations with handlers (required)
+  --lease-ms <n>         the workers' lease length (default 30000); intents are due after it
+  --limit <n>            open intents examined, oldest first (default 100)`,
+  positionals: { min: 0, max: 0, names: '' },
+  async run({ values, json, io, openStore }) {
+    if (values.workflows === undefined) {
+      throw new UsageError('--workflows <module> is required: the reconciler calls the steps\' reconcile() handlers.');
+    }
+    const leaseMs = integerOption('lease-ms', values['lease-ms']);
+    const limit = integerOption('limit', values.limit);
+    const workflows = requireRegistrations(await loadWorkflowsModule(values.workflows), values.workflows);
+    const report = await runReconcilePass({
+      store: await openStore(),
+      workflows,
+      ...(leaseMs !== undefined ? { leaseMs } : {}),
+      ...(limit !== undefined ? { limit } : {}),
+    });
+    if (json) {
+      io.out(toJsonDocument(report));
+    } else {
+      if (report.items.length > 0) {
+        io.out(
+          formatTable(report.items, [
+            { header: 'RUN', value: (i) => i.runId },
+            { header: 'WORKFLOW', value: (i) => i.workflow },
+            { header: 'STEP', value: (i) => i.step },
+            { header: 'KEY', value: (i) => i.key },
+            { header: 'OUTCOME', value: (i) => i.outcome },
+            { header: 'DETAIL', value: (i) => i.detail },
+          ]),
+        );
+      }
+      io.out(
+        `${report.examined} open intent(s) examined: ${report.recorded} recorded, ${report.released} released, ` +
+          `${report.parked} parked, ${report.skipped} skipped.\n`,
+      );
+    }
+    return report.parked > 0 ? 1 : 0;
+  },
+});

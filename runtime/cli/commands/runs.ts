@@ -1,0 +1,55 @@
+import { createClient } from '../../client/client.js';
+import { RUN_STATUSES, type RunStatus } from '../../store/tables.js';
+import { defineCommand, integerOption, UsageError } from '../command.js';
+import { formatTable } from '../format-table.js';
+import { formatStoredError, formatTime, toJsonDocument } from '../format-values.js';
+
+export const runsCommand = defineCommand({
+  name: 'runs',
+  summary: 'list runs, newest first',
+  usage: '[--status <status>]... [--workflow <name>] [--limit <n>] [options]',
+  description: 'Lists workflow runs, newest first.',
+  options: {
+    status: { type: 'string', multiple: true },
+    workflow: { type: 'string' },
+    limit: { type: 'string' },
+  },
+  optionsHelp: `  --status <status>      pending, running, completed, failed, cancelled or needs_reconciliation;
+                         repeatable
+  --workflow <name>      only runs of this workflow
+  --limit <n>            at most n runs (default 50)`,
+  positionals: { min: 0, max: 0, names: '' },
+  async run({ values, json, io, openStore }) {
+    const limit = integerOption('limit', values.limit);
+    const unknown = (values.status ?? []).filter((s) => !(RUN_STATUSES as readonly string[]).includes(s));
+    if (unknown.length > 0) {
+      throw new UsageError(`Unknown --status ${unknown.join(', ')}. Use one of: ${RUN_STATUSES.join(', ')}.`);
+    }
+    const client = createClient({ store: await openStore() });
+    const runs = await client.listRuns({
+      ...(values.status !== undefined ? { status: values.status as RunStatus[] } : {}),
+      ...(values.workflow !== undefined ? { workflow: values.workflow } : {}),
+      ...(limit !== undefined ? { limit } : {}),
+    });
+    if (json) {
+      io.out(toJsonDocument(runs));
+      return 0;
+    }
+    if (runs.length === 0) {
+      io.out('No runs.\n');
+      return 0;
+    }
+    io.out(
+      formatTable(runs, [
+        { header: 'RUN', value: (r) => r.id },
+        { header: 'WORKFLOW', value: (r) => `${r.workflow_name} v${r.workflow_version}` },
+        { header: 'STATUS', value: (r) => r.status },
+        { header: 'STEP', value: (r) => String(r.current_step), align: 'right' },
+        { header: 'CREATED', value: (r) => formatTime(r.created_at) },
+        { header: 'FINISHED', value: (r) => formatTime(r.finished_at) },
+        { header: 'ERROR', value: (r) => formatStoredError(r.error, 60) },
+      ]),
+    );
+    return 0;
+  },
+});

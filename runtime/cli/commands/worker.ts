@@ -1,0 +1,113 @@
+import { createWorker } from '../../worker/worker.js';
+import type { WorkerEvent } from '../../worker/worker-events.js';
+import { defineCommand, integerOption, UsageError } from '../command.js';
+import { formatTime } from '../format-values.js';
+import { loadWorkflowsModule, requireRegistrations } from '../load-workflows.js';
+
+const QUIET_EVENTS = new Set<WorkerEvent['type']>(['worker-started', 'worker-stopped', 'error', 'run-parked', 'commit-outcome-unknown']);
+
+export const workerCommand = defineCommand({
+  name: 'worker',
+  summary: 'run a worker until SIGTERM/SIGINT',
+  usage: '--workflows <module> [--concurrency <n>] [options]',
+  description:
+    'Claims runnable runs of the given workflows and executes their steps, reconciling open intents on the\n' +
+    'side. SIGTERM or SIGINT (Ctrl-C) stops claiming, lets in-flight steps finish (or releases them after one\n' +
+    'lease) and exits 0; a second signal releases in-flight runs at once.',
+  options: {
+    workflows: { type: 'string' },
+    concurrency: { type: 'string' },
+    'worker-id': { type: 'string' },
+    'lease-ms': { type: 'string' },
+    'poll-ms': { type: 'string' },
+    'reconcile-ms': { type: 'string' },
+    quiet: { type: 'boolean', short: 'q' },
+  },
+  optionsHelp: `  --workflows <module>   module exporting \`workflows\`: registrations with handlers (required)
+  --concurrency <n>      runs driven at once (default 4)
+  --worker-id <id>       lease owner name (default host:pid:random)
+  --lease-ms <n>         lease length (default 30000)
+  --poll-ms <n>          claim poll interval when no NOTIFY arrives (default 1000)
+  --reconcile-ms <n>     reconcile pass interval; 0 turns it off (default 10000)
+  -q, --quiet            print only lifecycle, errors and parked runs`,
+  positionals: { min: 0, max: 0, names: '' },
+  async run({ values, json, io, openStore }) {
+    if (values.workflows === undefined) {
+      throw new UsageError('--workflows <module> is required: a module exporting `workflows`, the registrations with handlers.');
+    }
+    const concurrency = integerOption('concurrency', values.concurrency);
+    const leaseMs = integerOption('lease-ms', values['lease-ms']);
+    const pollIntervalMs = integerOption('poll-ms', values['poll-ms']);
+    const reconcileIntervalMs = integerOption('reconcile-ms', values['reconcile-ms'], 0);
+    const workflows = requireRegistrations(await loadWorkflowsModule(values.workflows), values.workflows);
+    const store = await openStore();
+    const quiet = values.quiet === true;
+
+    const worker = createWorker({
+      store,
+      workflows,
+      ...(concurrency !== undefined ? { concurrency } : {}),
+      ...(values['worker-id'] !== undefined ? { workerId: values['worker-id'] } : {}),
+      ...(leaseMs !== undefined ? { leaseMs } : {}),
+      ...(pollIntervalMs !== undefined ? { pollIntervalMs } : {}),
+      ...(reconcileIntervalMs !== undefined ? { reconcileIntervalMs } : {}),
+      onEvent(event) {
+        if (quiet && !QUIET_EVENTS.has(event.type)) return;
+        io.out(json ? `${JSON.stringify({ at: new Date().toISOString(), ...event })}\n` : `${formatEvent(event)}\n`);
+      },
+    });
+
+    // Signals are handled before start(), so one that arrives while starting still stops cleanly.
+    let signalled: (signal: NodeJS.Signals) => void = () => {};
+    const firstSignal = new Promise<NodeJS.Signals>((resolve) => (signalled = resolve));
+    let signals = 0;
+    let stopping: Promise<void> | undefined;
+    const onSignal = (signal: NodeJS.Signals): void => {
+      signals++;
+      if (signals === 1) signalled(signal);
+      else {
+        io.err(`${signal} again: releasing in-flight runs now.\n`);
+        stopping = worker.stop({ timeoutMs: 0 });
+      }
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+    try {
+      await worker.start();
+      if (!json) {
+        const names = workflows.map((r) => `${r.workflow.name} v${r.workflow.version}`).join(', ');
+        io.err(`Worker ${worker.id} running ${names} on ${store.location}. Stop with Ctrl-C or SIGTERM.\n`);
+      }
+      const signal = await firstSignal;
+      if (!json) io.err(`${signal}: no new claims; finishing in-flight steps…\n`);
+      await worker.stop();
+      await stopping;
+      if (!json) io.err(`Worker ${worker.id} stopped.\n`);
+      return 0;
+    } finally {
+      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onSignal);
+    }
+  },
+});
+
+/** `12:00:01Z run-claimed runId=… workflow=…`: one line per event, values flattened. */
+function formatEvent(event: WorkerEvent): string {
+  const { type, ...fields } = event;
+  const parts = Object.entries(fields).map(([name, value]) => `${name}=${formatField(value)}`);
+  return `${formatTime(new Date()).slice(11)} ${type} ${parts.join(' ')}`.trimEnd();
+}
+
+function formatField(value: unknown): string {
+  if (value instanceof Date) return formatTime(value);
+  if (typeof value === 'string') return /\s/.test(value) ? JSON.stringify(value) : value;
+  if (typeof value === 'object' && value !== null) {
+    if ('message' in value && typeof value.message === 'string') return JSON.stringify(value.message);
+    if ('examined' in value) {
+      const r = value as { examined: number; recorded: number; released: number; parked: number };
+      return `examined:${r.examined},recorded:${r.recorded},released:${r.released},parked:${r.parked}`;
+    }
+    return JSON.stringify(value);
+  }
+  return String(value);
+}

@@ -1,0 +1,39 @@
+import { DEFAULT_DATA_DIR, openStore } from '../store/open-store.js';
+import { createPGliteStore } from '../store/pglite/pglite-store.js';
+import type { Store } from '../store/store.js';
+import type { CliIo } from './cli-io.js';
+import { UsageError } from './command.js';
+
+export interface StoreFlags {
+  readonly databaseUrl: string | undefined;
+  readonly dataDir: string | undefined;
+}
+
+/**
+ * `--database-url`, else `--data-dir` (PGlite), else `$DATABASE_URL`, else PGlite at
+ * `.ledgerflow/db`. An explicit `--data-dir` wins over the environment so a local embedded
+ * run does not need DATABASE_URL unset. PGlite's location goes to stderr, where it does not
+ * disturb `--json`.
+ */
+export async function openCliStore(flags: StoreFlags, io: CliIo): Promise<Store> {
+  if (flags.databaseUrl !== undefined && flags.dataDir !== undefined) {
+    throw new UsageError('--database-url (PostgreSQL) and --data-dir (embedded PGlite) cannot be used together; pick one.');
+  }
+  const databaseUrl = flags.databaseUrl ?? (flags.dataDir === undefined ? process.env['DATABASE_URL'] || undefined : undefined);
+  if (databaseUrl !== undefined) {
+    let protocol: string;
+    try {
+      protocol = new URL(databaseUrl).protocol;
+    } catch {
+      throw new UsageError(`The database URL is not a URL; expected postgres://user:password@host:5432/database.`);
+    }
+    if (protocol !== 'postgres:' && protocol !== 'postgresql:') {
+      throw new UsageError(`The database URL must start with postgres:// or postgresql:// (got ${protocol}//…).`);
+    }
+    return openStore({ databaseUrl });
+  }
+  const dataDir = flags.dataDir ?? DEFAULT_DATA_DIR;
+  const store = await createPGliteStore({ dataDir });
+  io.err(`Using ${store.location}. Set DATABASE_URL or pass --database-url to use PostgreSQL.\n`);
+  return store;
+}

@@ -1,0 +1,315 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createClient, type Client } from '../../runtime/client/client.js';
+import { main } from '../../runtime/cli/main.js';
+import type { CliIo } from '../../runtime/cli/cli-io.js';
+import type { WorkflowRunRow } from '../../runtime/store/tables.js';
+import { migrateForTest } from '../support/migrate-for-test.js';
+import { createPGliteTestStore, createPgTestStore, type TestStore } from '../support/test-stores.js';
+import { greet } from './cli-fixtures/workflows.js';
+
+const FIXTURES = 'tests/runtime/cli-fixtures';
+const ORDER_INPUT = {
+  orderId: 'o-1',
+  customerId: 'c-1',
+  email: 'a@example.com',
+  currency: 'eur',
+  lines: [{ sku: 'A', quantity: 2, unitPriceCents: 500 }],
+};
+
+interface Outcome {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** The real thing: `node bin/ledgerflow.js …` as a user runs it. */
+function cli(args: readonly string[], env: Record<string, string> = {}): Promise<Outcome> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['bin/ledgerflow.js', ...args], {
+      env: { ...process.env, DATABASE_URL: '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('error', reject);
+    child.on('exit', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+  });
+}
+
+/** `main()` in this process with captured output: same code path, without a process start per call. */
+async function run(args: readonly string[]): Promise<Outcome> {
+  let stdout = '';
+  let stderr = '';
+  const io: CliIo = { out: (t) => void (stdout += t), err: (t) => void (stderr += t) };
+  const code = await main(args, io);
+  return { code, stdout, stderr };
+}
+
+const STACK_LINE = /^\s+at /m;
+
+describe('ledgerflow CLI against PostgreSQL', () => {
+  let store: TestStore;
+  let db: string[];
+  let client: Client;
+
+  beforeAll(async () => {
+    store = await createPgTestStore();
+    // The CLI's own migrate builds the schema from generated/migrations below.
+    await sql`DROP SCHEMA ledgerflow CASCADE`.execute(store.db);
+    db = ['--database-url', store.url!];
+    client = createClient({ store, workflows: [greet] });
+  });
+  afterAll(async () => {
+    await store?.close();
+  });
+
+  it('migrates generated/migrations, and a second run applies nothing', async () => {
+    const first = await cli(['migrate', ...db]);
+    expect(first.stderr).toBe('');
+    expect(first.code).toBe(0);
+    expect(first.stdout).toMatch(/^applied {2}0001_core\.sql\n/);
+    expect(first.stdout).toMatch(/: \d+ migration\(s\) applied, 0 already applied\.\n$/);
+
+    const second = await cli(['migrate', '--json', ...db]);
+    expect(second.code).toBe(0);
+    const result = JSON.parse(second.stdout) as { applied: string[]; skipped: string[]; database: string };
+    expect(result.applied).toEqual([]);
+    expect(result.skipped).toContain('0001_core.sql');
+    expect(result.database).toMatch(/^PostgreSQL at 127\.0\.0\.1:\d+\/lf_test_/);
+
+    // The CLI test workflows, as codegen would have emitted them.
+    await migrateForTest(store, [greet]);
+  });
+
+  it('rejects invalid input with the schema error, exit 1, no stack trace and nothing written', async () => {
+    const outcome = await cli(['start', 'order-payment', '--input', JSON.stringify({ ...ORDER_INPUT, email: 'nope', lines: [] }), ...db]);
+    expect(outcome.code).toBe(1);
+    expect(outcome.stdout).toBe('');
+    expect(outcome.stderr).toMatch(/^ledgerflow start: Invalid input for workflow "order-payment" v1:\n {2}- email: /);
+    expect(outcome.stderr).toContain('  - lines: ');
+    expect(outcome.stderr).toContain('Nothing was written.');
+    expect(outcome.stderr).not.toMatch(STACK_LINE);
+    expect(await client.listRuns({ workflow: 'order-payment' })).toEqual([]);
+  });
+
+  it('rejects malformed JSON as a usage error (exit 2) pointing at --help', async () => {
+    const outcome = await cli(['start', 'order-payment', '--input', '{"orderId": ', ...db]);
+    expect(outcome.code).toBe(2);
+    expect(outcome.stderr).toMatch(/^ledgerflow start: --input is not valid JSON: .+\nRun `ledgerflow start --help` for usage\.\n$/);
+  });
+
+  it('starts a run (default module generated/index.ts), idempotently with --dedupe-key', async () => {
+    const input = JSON.stringify(ORDER_INPUT);
+    const first = await run(['start', 'order-payment', '--input', input, '--dedupe-key', 'o-1', ...db]);
+    expect(first.code).toBe(0);
+    const runId = /^Started run ([0-9a-f-]{36}) \(order-payment v1\)\.\n$/.exec(first.stdout)?.[1];
+    expect(runId).toBeDefined();
+
+    const again = await run(['start', 'order-payment', '--input', input, '--dedupe-key', 'o-1', '--json', ...db]);
+    expect(again.code).toBe(0);
+    expect(JSON.parse(again.stdout)).toEqual({ runId, created: false, workflow: 'order-payment', version: 1, status: 'pending' });
+
+    const conflict = await run(['start', 'order-payment', '--input', JSON.stringify({ ...ORDER_INPUT, currency: 'usd' }), '--dedupe-key', 'o-1', ...db]);
+    expect(conflict.code).toBe(1);
+    expect(conflict.stderr).toContain('was started with a different input');
+    expect(conflict.stderr).not.toMatch(STACK_LINE);
+  });
+
+  it('lists runs as an aligned table and as JSON, filtered by status', async () => {
+    const table = await run(['runs', ...db]);
+    expect(table.code).toBe(0);
+    const lines = table.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^RUN {35}WORKFLOW {10}STATUS {3}STEP {2}CREATED {15}FINISHED {2}ERROR$/);
+    expect(lines[1]).toMatch(/^[0-9a-f-]{36} {2}order-payment v1 {2}pending {5}0 {2}\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ {2}- {9}-$/);
+
+    const json = await run(['runs', '--json', '--status', 'pending', ...db]);
+    const runs = JSON.parse(json.stdout) as WorkflowRunRow[];
+    expect(runs.map((r) => [r.workflow_name, r.status])).toEqual([['order-payment', 'pending']]);
+    expect(await run(['runs', '--status', 'completed', ...db])).toMatchObject({ code: 0, stdout: 'No runs.\n' });
+
+    const bad = await run(['runs', '--status', 'done', ...db]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('Unknown --status done. Use one of: pending, running, completed, failed, cancelled, needs_reconciliation.');
+  });
+
+  it('shows one run with its records, and reports unknown ids without a stack', async () => {
+    const [listed] = await client.listRuns({ workflow: 'order-payment' });
+    const shown = await run(['run', listed!.id, ...db]);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toContain(`run            ${listed!.id}\nworkflow       order-payment v1\nstatus         pending\n`);
+    expect(shown.stdout).toContain('\nSteps: none completed\n');
+    const json = JSON.parse((await run(['run', listed!.id, '--json', ...db])).stdout) as { id: string; steps: unknown[]; effects: unknown[] };
+    expect(json).toMatchObject({ id: listed!.id, steps: [], attempts: [], effects: [] });
+
+    const missing = await run(['run', '00000000-0000-4000-8000-000000000000', ...db]);
+    expect(missing).toEqual({ code: 1, stdout: '', stderr: 'ledgerflow run: No run with id 00000000-0000-4000-8000-000000000000 in this database.\n' });
+    expect((await run(['run', ...db])).code).toBe(2);
+  });
+
+  it('lists effects and open intents, as a table and as JSON', async () => {
+    const { runId } = await client.start(greet, { name: 'intent' });
+    await store.db
+      .insertInto('ledgerflow.step_effect')
+      .values({ workflow_id: runId, step_name: 'deliver', idempotency_key: 'deliver:intent', effect: {}, status: 'intent', kind: 'external', request_hash: 'h', attempt: 1, fencing_token: 1 })
+      .execute();
+    const pending = await run(['effects', '--pending', ...db]);
+    expect(pending.code).toBe(0);
+    const lines = pending.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^RUN {35}STEP {5}KEY {13}KIND {6}STATUS {2}ATTEMPT {2}INTENT {16}RECORDED {2}RESOLUTION$/);
+    expect(lines[1]).toContain(`${runId}  deliver  deliver:intent  external  intent        1  `);
+    const json = JSON.parse((await run(['effects', '--json', '--run', runId, ...db])).stdout) as Array<{ idempotency_key: string }>;
+    expect(json.map((e) => e.idempotency_key)).toEqual(['deliver:intent']);
+  });
+
+  it('reconciles: an intent nobody can resolve parks its run and exits 1', async () => {
+    const { runId } = await client.start(greet, { name: 'parked' });
+    await store.db.transaction().execute(async (trx) => {
+      await trx
+        .updateTable('ledgerflow.workflow_run')
+        .set({ current_step: 1 })
+        .where('id', '=', runId)
+        .execute();
+      await trx
+        .insertInto('ledgerflow.step_result')
+        .values({ run_id: runId, workflow_name: 'cli-greet', workflow_version: 1, step_name: 'greet', kind: 'step', output: { text: 'hello parked' }, attempt: 1 })
+        .execute();
+      await trx
+        .insertInto('ledgerflow.step_effect')
+        .values({
+          workflow_id: runId,
+          step_name: 'deliver',
+          idempotency_key: 'deliver:parked',
+          effect: {},
+          status: 'intent',
+          kind: 'external',
+          request_hash: 'h',
+          attempt: 1,
+          fencing_token: 0,
+          intent_at: sql<Date>`now() - interval '1 hour'`,
+        })
+        .execute();
+    });
+    const outcome = await run(['reconcile', '--workflows', `${FIXTURES}/workflows.ts`, ...db]);
+    expect(outcome.stderr).toBe('');
+    expect(outcome.code).toBe(1);
+    expect(outcome.stdout).toMatch(/^RUN {35}WORKFLOW {5}STEP {5}KEY {13}OUTCOME {2}DETAIL\n/);
+    expect(outcome.stdout).toContain(`${runId}  cli-greet@1  deliver  deliver:parked  parked   reconcile could not tell: the CLI test provider keeps no records\n`);
+    expect(outcome.stdout).toMatch(/open intent\(s\) examined: 0 recorded, 0 released, 1 parked, \d+ skipped\.\n$/);
+    expect((await client.getRun(runId)).status).toBe('needs_reconciliation');
+  });
+
+  it('runs a worker that completes runs and exits 0 on SIGTERM after finishing its in-flight step', async () => {
+    const child = spawn(
+      process.execPath,
+      ['bin/ledgerflow.js', 'worker', '--workflows', `${FIXTURES}/workflows.ts`, '--poll-ms', '50', '--reconcile-ms', '0', '--quiet', ...db],
+      { env: { ...process.env, DATABASE_URL: '' }, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let stderr = '';
+    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    try {
+      await until(() => stderr.includes('Stop with Ctrl-C or SIGTERM.'), () => `worker did not start:\n${stderr}`);
+      expect(stderr).toMatch(/^Worker \S+ running cli-greet v1 on PostgreSQL at /);
+
+      // The external step's perform runs too: the whole run completes.
+      const quick = await client.start(greet, { name: 'quick' });
+      expect((await client.waitForRun(quick.runId, { timeoutMs: 30_000, pollMs: 50 })).status).toBe('completed');
+
+      const slow = await client.start(greet, { name: 'slow', slowMs: 1_500 });
+      await until(async () => (await client.getRun(slow.runId)).attempts.length > 0, () => 'the slow run was not claimed');
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+      expect(stderr).toContain('SIGTERM: no new claims; finishing in-flight steps…');
+      const after = await client.getRun(slow.runId);
+      expect(after.steps.map((s) => s.step_name)).toContain('greet');
+      expect(after.lease_owner).toBeNull();
+      expect(stderr).not.toMatch(STACK_LINE);
+    } finally {
+      killIfRunning(child);
+    }
+  });
+
+  it('refuses a worker without handlers, without --workflows, or with a module lacking the export (exit 2)', async () => {
+    const bare = await run(['worker', '--workflows', `${FIXTURES}/definitions-only.ts`, ...db]);
+    expect(bare.code).toBe(2);
+    expect(bare.stderr).toContain('exports workflow definitions without handlers (cli-greet v1)');
+    const none = await run(['worker', ...db]);
+    expect(none).toMatchObject({ code: 2 });
+    expect(none.stderr).toContain('--workflows <module> is required');
+    const noExport = await run(['start', 'cli-greet', '--input', '{}', '--workflows', `${FIXTURES}/no-export.ts`, ...db]);
+    expect(noExport.code).toBe(2);
+    expect(noExport.stderr).toContain('has no export named "workflows"');
+    const missing = await run(['reconcile', '--workflows', `${FIXTURES}/nope.ts`, ...db]);
+    expect(missing.stderr).toContain('--workflows tests/runtime/cli-fixtures/nope.ts: no such file.');
+  });
+
+  it('cancels a run once, exit 1 the second time', async () => {
+    const { runId } = await client.start(greet, { name: 'cancel-me' });
+    expect(await run(['cancel', runId, ...db])).toEqual({ code: 0, stdout: `Cancelled run ${runId}.\n`, stderr: '' });
+    expect(await run(['cancel', runId, ...db])).toMatchObject({
+      code: 1,
+      stdout: `Run ${runId} was not cancelled: it is already cancelled.\n`,
+    });
+  });
+});
+
+describe('ledgerflow CLI: command line and environment errors', () => {
+  it('prints help with exit 0, and usage errors with exit 2', async () => {
+    const help = await run(['--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/^Usage: ledgerflow <command> \[options\]\n/);
+    expect((await run(['start', '--help'])).stdout).toMatch(/^Usage: ledgerflow start <workflow> --input <json>/);
+    expect((await run([])).code).toBe(2);
+    expect(await run(['frobnicate'])).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining('Unknown command "frobnicate". Commands: codegen, migrate, worker,'),
+    });
+    const unknownOption = await run(['runs', '--colour']);
+    expect(unknownOption.code).toBe(2);
+    expect(unknownOption.stderr).toMatch(/^ledgerflow runs: Unknown option '--colour'/);
+    expect((await run(['runs', '--limit', 'many'])).stderr).toContain('--limit must be an integer >= 1 (got "many").');
+    expect((await run(['runs', '--database-url', 'mysql://x/y'])).stderr).toContain('must start with postgres://');
+  });
+
+  it('reports an unreachable database without a stack trace', async () => {
+    const outcome = await run(['runs', '--database-url', 'postgres://nobody@127.0.0.1:1/none']);
+    expect(outcome.code).toBe(1);
+    expect(outcome.stderr).toMatch(/^ledgerflow runs: cannot use the database: .*ECONNREFUSED.*Check --database-url/);
+    expect(outcome.stderr).not.toMatch(STACK_LINE);
+  });
+
+  it('says where the data lives when it uses PGlite', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'lf-cli-pglite-'));
+    try {
+      const prepared = await createPGliteTestStore({ dataDir: join(dir, 'db') });
+      await prepared.close();
+      const outcome = await run(['runs', '--data-dir', join(dir, 'db')]);
+      expect(outcome).toEqual({
+        code: 0,
+        stdout: 'No runs.\n',
+        stderr: `Using PGlite (embedded, fsync off) at ${join(dir, 'db')}. Set DATABASE_URL or pass --database-url to use PostgreSQL.\n`,
+      });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+async function until(check: () => boolean | Promise<boolean>, describe: () => string, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(describe());
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+function killIfRunning(child: ChildProcess): void {
+  if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+}
