@@ -42,6 +42,12 @@ export class RunNotFoundError extends LedgerflowError {
   readonly code = 'run_not_found';
 }
 
+/** The embedded PGlite directory is open in another process (PGlite is one process at a time). */
+export class StoreLockedError extends LedgerflowError {
+  override readonly name = 'StoreLockedError';
+  readonly code = 'store_locked';
+}
+
 /** `waitForRun` gave up before the run settled; the run itself is unaffected and goes on. */
 export class WaitTimeoutError extends LedgerflowError {
   override readonly name = 'WaitTimeoutError';

@@ -33,6 +33,7 @@ export {
   MigrationError,
   NonRetryableError,
   RunNotFoundError,
+  StoreLockedError,
   UnknownWorkflowError,
   ValidationError,
   WaitTimeoutError,

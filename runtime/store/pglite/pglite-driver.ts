@@ -1,5 +1,6 @@
 import type { PGlite } from '@electric-sql/pglite';
 import {
+  AbortedTransactionError,
   CompiledQuery,
   PostgresAdapter,
   PostgresIntrospector,
@@ -57,7 +58,10 @@ class PGliteDriver implements Driver {
   }
 
   async commitTransaction(connection: DatabaseConnection): Promise<void> {
-    await connection.executeQuery(CompiledQuery.raw('COMMIT'));
+    // As in Kysely's pg driver: PostgreSQL answers COMMIT of a transaction that an earlier
+    // (caught) error aborted with ROLLBACK. Reporting success there would lose writes silently.
+    const { rows } = await connection.executeQuery<{ command?: string }>(CompiledQuery.raw('COMMIT'));
+    if (rows[0]?.command === 'ROLLBACK') throw new AbortedTransactionError();
   }
 
   async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
@@ -81,13 +85,20 @@ class PGliteConnection implements DatabaseConnection {
   async executeQuery<R>(compiledQuery: CompiledQuery): Promise<QueryResult<R>> {
     // Without parameters `pg` uses the simple query protocol, which accepts several statements
     // (migration files rely on it); PGlite's `exec` is the same protocol, so both drivers agree.
-    const result =
-      compiledQuery.parameters.length === 0
-        ? (await this.pglite.exec(compiledQuery.sql)).at(-1)
-        : await this.pglite.query<R>(compiledQuery.sql, [...compiledQuery.parameters]);
+    // Like Kysely over `pg`, a multi-statement query yields no rows.
+    if (compiledQuery.parameters.length === 0) {
+      const results = await this.pglite.exec(compiledQuery.sql);
+      const result = results.length === 1 ? results[0] : undefined;
+      if (result?.command === 'COMMIT' || result?.command === 'ROLLBACK') return { rows: [{ command: result.command } as R] };
+      return {
+        rows: (result?.rows ?? []) as R[],
+        ...(result?.affectedRows !== undefined ? { numAffectedRows: BigInt(result.affectedRows) } : {}),
+      };
+    }
+    const result = await this.pglite.query<R>(compiledQuery.sql, [...compiledQuery.parameters]);
     return {
-      rows: (result?.rows ?? []) as R[],
-      ...(result?.affectedRows !== undefined ? { numAffectedRows: BigInt(result.affectedRows) } : {}),
+      rows: result.rows,
+      ...(result.affectedRows !== undefined ? { numAffectedRows: BigInt(result.affectedRows) } : {}),
     };
   }
 

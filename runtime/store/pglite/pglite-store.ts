@@ -3,6 +3,7 @@ import { PGlite } from '@electric-sql/pglite';
 import { Kysely } from 'kysely';
 import { INT8_OID, parseInt8, type Store } from '../store.js';
 import type { LedgerflowDatabase } from '../tables.js';
+import { lockDataDir } from './data-dir-lock.js';
 import { PGliteDialect } from './pglite-driver.js';
 
 export interface PGliteStoreOptions {
@@ -21,12 +22,22 @@ export interface PGliteStore extends Store {
 
 /** The embedded default: PGlite (WASM PostgreSQL, fsync off), one process at a time. */
 export async function createPGliteStore(options: PGliteStoreOptions = {}): Promise<PGliteStore> {
-  if (options.dataDir !== undefined) mkdirSync(options.dataDir, { recursive: true });
-  const pglite = await PGlite.create({
-    ...(options.dataDir !== undefined ? { dataDir: options.dataDir } : {}),
-    ...(options.loadDataDir !== undefined ? { loadDataDir: options.loadDataDir } : {}),
-    parsers: { [INT8_OID]: parseInt8 },
-  });
+  let unlock: () => void = () => {};
+  if (options.dataDir !== undefined) {
+    mkdirSync(options.dataDir, { recursive: true });
+    unlock = lockDataDir(options.dataDir);
+  }
+  let pglite: PGlite;
+  try {
+    pglite = await PGlite.create({
+      ...(options.dataDir !== undefined ? { dataDir: options.dataDir } : {}),
+      ...(options.loadDataDir !== undefined ? { loadDataDir: options.loadDataDir } : {}),
+      parsers: { [INT8_OID]: parseInt8 },
+    });
+  } catch (error) {
+    unlock();
+    throw error;
+  }
   const db = new Kysely<LedgerflowDatabase>({ dialect: new PGliteDialect(pglite) });
   return {
     kind: 'pglite',
@@ -35,8 +46,12 @@ export async function createPGliteStore(options: PGliteStoreOptions = {}): Promi
     listen: (channel, onNotify) => pglite.listen(channel, onNotify),
     dumpDataDir: () => pglite.dumpDataDir('none'),
     async close() {
-      await db.destroy();
-      await pglite.close();
+      try {
+        await db.destroy();
+        await pglite.close();
+      } finally {
+        unlock();
+      }
     },
   };
 }
