@@ -1,55 +1,240 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
-import { describeEnvironment, openBenchServer } from './environment.js';
+import { fileURLToPath } from 'node:url';
+import { sql } from 'kysely';
+import { FakePaymentProvider } from '../examples/fakes/payment-provider.js';
+import type { AnyWorkflow } from '../dsl/index.js';
+import type { Store } from '../runtime/index.js';
+import { createPgStore } from '../runtime/store/pg/pg-store.js';
+import { createPGliteStore } from '../runtime/store/pglite/pglite-store.js';
+import { migrateForTest } from '../tests/support/migrate-for-test.js';
+import { runCodegenBench } from './codegen-bench.js';
+import { describeEnvironment, openBenchServer, type BenchServer } from './environment.js';
+import { createInstrumentedPgStore, type DriverCounts } from './instrumented-pg-store.js';
 import { renderChartPng, renderChartSvg, type ChartSeries } from './report/chart.js';
 import { renderMarkdown } from './report/markdown.js';
-import type { BenchResults, ThroughputRow } from './results-model.js';
-import { installSchema } from './schema.js';
-import { FLOOR_SHAPE, measureFloor } from './workloads/w0-floor.js';
+import type { BenchResults, StepCostRow, ThroughputRow } from './results-model.js';
+import { readServerCounters, type ServerCounters } from './server-stats.js';
+import {
+  BENCH_APP_SQL,
+  BENCH_WORKFLOWS,
+  benchRegistrations,
+  externalOnly,
+  oneStep,
+  plainOnly,
+  threeStep,
+} from './workloads/bench-workflows.js';
+import { measureDrain } from './workloads/drain.js';
+import { measureFloor } from './workloads/w0-floor.js';
+import { measureLatency } from './workloads/w3-latency.js';
 
 /**
  * `npm run bench`: every workload in one run against one durable server, then a Markdown
  * table and a chart in bench/results/. Never part of `npm test`.
  *
- * LEDGERFLOW_BENCH_N   steps per throughput measurement (default 2000)
- * DATABASE_URL         use this server instead of starting one (its settings are recorded as found)
+ *   LEDGERFLOW_BENCH_N            steps per throughput measurement (default 2000)
+ *   LEDGERFLOW_BENCH_W3_SECONDS   length of the open-loop latency run (default 5)
+ *   LEDGERFLOW_BENCH_CODEGEN=0    skip the codegen benchmark
+ *   DATABASE_URL                  use this server instead of starting one (settings recorded as found)
  */
 const CONCURRENCIES = [1, 4, 16] as const;
 
 async function main(): Promise<void> {
   const n = positiveInt('LEDGERFLOW_BENCH_N', 2000);
+  const w3Seconds = positiveInt('LEDGERFLOW_BENCH_W3_SECONDS', 5);
   const started = performance.now();
   const server = await openBenchServer();
   const notes: string[] = [];
+  const payments = new FakePaymentProvider();
+  const registrations = benchRegistrations(payments);
   try {
     const environment = await describeEnvironment(server);
     log(`server: ${environment.serverVersion}, fsync=${environment.fsync}, synchronous_commit=${environment.synchronousCommit}`);
 
     const floor: ThroughputRow[] = [];
+    const floorAsTransaction: ThroughputRow[] = [];
     for (const concurrency of CONCURRENCIES) {
-      const url = await server.freshDatabase(`bench_w0_c${concurrency}`);
-      await installSchema(url, [FLOOR_SHAPE]);
-      const result = await measureFloor(url, concurrency, n);
-      floor.push({ workload: 'W0 floor', concurrency, steps: result.commits, seconds: result.seconds, stepsPerSecond: result.commitsPerSecond, commitsPerStep: 1 });
-      log(`W0 c=${concurrency}: ${result.commitsPerSecond.toFixed(0)} commits/s`);
+      for (const form of ['statement', 'transaction'] as const) {
+        const { url } = await prepareDatabase(server, `bench_w0_${form}_c${concurrency}`);
+        const result = await measureFloor(url, concurrency, n, form);
+        (form === 'statement' ? floor : floorAsTransaction).push({
+          workload: form === 'statement' ? 'W0 floor (one statement)' : 'W0 as BEGIN + 4 statements + COMMIT',
+          concurrency,
+          steps: result.commits,
+          seconds: result.seconds,
+          stepsPerSecond: result.commitsPerSecond,
+          commitsPerStep: 1,
+          roundTripsPerStep: form === 'statement' ? 1 : 6,
+        });
+        log(`W0 ${form} c=${concurrency}: ${result.commitsPerSecond.toFixed(0)} commits/s`);
+      }
     }
 
-    const results: BenchResults = {
+    const durable: ThroughputRow[] = [];
+    const drain = async (label: string, workflow: AnyWorkflow, runs: number, stepsPerRun: number, concurrency: number) => {
+      const m = await durableDrain(server, { workflow, runs, stepsPerRun, concurrency, registrations, notes, label });
+      log(`${label} c=${concurrency}: ${m.row.stepsPerSecond.toFixed(0)} steps/s, ${m.row.commitsPerStep?.toFixed(2)} commits/step`);
+      return m;
+    };
+    for (const concurrency of CONCURRENCIES) {
+      durable.push((await drain('W1 one-step drain', oneStep, n, 1, concurrency)).row);
+    }
+    for (const concurrency of CONCURRENCIES) {
+      durable.push((await drain('W2 three-step drain', threeStep, Math.ceil(n / 3), 3, concurrency)).row);
+    }
+
+    const stepCosts: StepCostRow[] = [];
+    const costRuns = Math.min(n, 500);
+    for (const [kind, workflow] of [['step', plainOnly], ['transactional', oneStep], ['external', externalOnly]] as const) {
+      const m = await drain(`cost of ${kind}`, workflow, costRuns, 1, 1);
+      stepCosts.push({
+        kind,
+        runs: costRuns,
+        stepCommitsPerStep: m.counts.stepCommits / costRuns,
+        claimCommitsPerRun: m.counts.claimCommits / costRuns,
+        otherCommitsPerRun: m.counts.otherCommits / costRuns,
+        serverCommitsPerRun: m.server.commits / costRuns,
+        roundTripsPerRun: m.counts.roundTrips / costRuns,
+      });
+    }
+
+    const w1Peak = Math.max(...durable.filter((r) => r.workload.startsWith('W1')).map((r) => r.stepsPerSecond));
+    const latencyDb = await prepareDatabase(server, 'bench_w3');
+    const latency = await withStores(
+      [createPgStore({ connectionString: latencyDb.url, maxConnections: 8 }), createPgStore({ connectionString: latencyDb.url, maxConnections: 18 })],
+      ([clientStore, workerStore]) =>
+        measureLatency({ arrivalsPerSecond: w1Peak / 2, seconds: w3Seconds, concurrency: 16, clientStore, workerStore, registrations }),
+    );
+    log(`W3 at ${(w1Peak / 2).toFixed(0)} runs/s: p50 ${latency.p50Ms.toFixed(1)} ms, p99 ${latency.p99Ms.toFixed(1)} ms`);
+
+    const pglite: ThroughputRow[] = [];
+    const pgliteRuns = Math.min(n, 1000);
+    for (const concurrency of CONCURRENCIES) {
+      const store = await createPGliteStore();
+      try {
+        await migrateForTest(store, BENCH_WORKFLOWS);
+        await sql.raw(BENCH_APP_SQL).execute(store.db);
+        const m = await measureDrain({ workflow: oneStep, registrations, runs: pgliteRuns, concurrency, enqueueStore: store, workerStore: store });
+        pglite.push({ workload: 'W1 one-step drain (PGlite, fsync off)', concurrency, steps: pgliteRuns, workflows: pgliteRuns, seconds: m.seconds, stepsPerSecond: pgliteRuns / m.seconds });
+        log(`PGlite W1 c=${concurrency}: ${(pgliteRuns / m.seconds).toFixed(0)} steps/s`);
+      } finally {
+        await store.close();
+      }
+    }
+
+    let codegen: BenchResults['codegen'];
+    if (process.env['LEDGERFLOW_BENCH_CODEGEN'] !== '0') {
+      codegen = await runCodegenBench();
+      log(`codegen: ${codegen.files} files in ${codegen.codegenMs} ms (tsc ${codegen.tscMs} ms)`);
+    }
+
+    writeResults({
       environment,
       concurrencies: CONCURRENCIES,
-      stepsPerMeasurement: `Each throughput measurement completes ${n} steps (LEDGERFLOW_BENCH_N).`,
+      stepsPerMeasurement:
+        `Each W0/W1 measurement completes ${n} steps, W2 ${Math.ceil(n / 3)} workflows (LEDGERFLOW_BENCH_N); ` +
+        'the worker, the load and the server share this machine.',
       totalSeconds: (performance.now() - started) / 1000,
       floor,
-      durable: [],
-      stepCosts: [],
-      pglite: [],
+      floorAsTransaction,
+      durable,
+      stepCosts,
+      latency,
+      pglite,
+      ...(codegen ? { codegen } : {}),
       notes,
-    };
-    writeResults(results);
+    });
   } finally {
     await server.close();
+  }
+}
+
+/** A fresh database with the core schema, the bench workflows and the application table. */
+async function prepareDatabase(server: BenchServer, name: string): Promise<{ url: string; name: string }> {
+  const url = await server.freshDatabase(name);
+  await withStores([createPgStore({ connectionString: url, maxConnections: 1 })], async ([store]) => {
+    await migrateForTest(store, BENCH_WORKFLOWS);
+    await sql.raw(BENCH_APP_SQL).execute(store.db);
+  });
+  return { url, name };
+}
+
+interface DurableDrain {
+  readonly row: ThroughputRow;
+  readonly counts: DriverCounts;
+  readonly server: ServerCounters;
+}
+
+async function durableDrain(
+  server: BenchServer,
+  o: {
+    readonly label: string;
+    readonly workflow: AnyWorkflow;
+    readonly runs: number;
+    readonly stepsPerRun: number;
+    readonly concurrency: number;
+    readonly registrations: ReturnType<typeof benchRegistrations>;
+    readonly notes: string[];
+  },
+): Promise<DurableDrain> {
+  const database = `bench_${o.workflow.name.replaceAll('-', '_')}_c${o.concurrency}`;
+  const { url } = await prepareDatabase(server, database);
+  const enqueueStore = createPgStore({ connectionString: url, maxConnections: 16 });
+  const workerStore = createInstrumentedPgStore({
+    connectionString: url,
+    maxConnections: o.concurrency + 2,
+    applicationName: 'ledgerflow-bench-worker',
+  });
+  let before: ServerCounters = { commits: 0, rollbacks: 0 };
+  try {
+    const m = await measureDrain({
+      workflow: o.workflow,
+      registrations: o.registrations,
+      runs: o.runs,
+      concurrency: o.concurrency,
+      enqueueStore,
+      workerStore,
+      beforeDrain: async () => {
+        await enqueueStore.close();
+        before = await readServerCounters(server.adminUrl, database);
+        workerStore.reset();
+      },
+    });
+    await workerStore.close();
+    const after = await readServerCounters(server.adminUrl, database);
+    const steps = o.runs * o.stepsPerRun;
+    const delta = { commits: after.commits - before.commits, rollbacks: after.rollbacks - before.rollbacks };
+    if (m.failedSteps > 0 || m.errors.length > 0) {
+      o.notes.push(`${o.label} at concurrency ${o.concurrency}: ${m.failedSteps} failed step attempt(s); ${m.errors.join('; ')}`);
+    }
+    return {
+      row: {
+        workload: o.label,
+        concurrency: o.concurrency,
+        steps,
+        workflows: o.runs,
+        seconds: m.seconds,
+        stepsPerSecond: steps / m.seconds,
+        workflowsPerSecond: o.runs / m.seconds,
+        commitsPerStep: delta.commits / steps,
+        roundTripsPerStep: workerStore.counts.roundTrips / steps,
+        rollbacks: delta.rollbacks,
+      },
+      counts: { ...workerStore.counts },
+      server: delta,
+    };
+  } finally {
+    await workerStore.close().catch(() => {});
+    await enqueueStore.close().catch(() => {});
+  }
+}
+
+async function withStores<T, S extends Store[]>(stores: [...S], use: (stores: S) => Promise<T>): Promise<T> {
+  try {
+    return await use(stores);
+  } finally {
+    for (const store of stores) await store.close().catch(() => {});
   }
 }
 

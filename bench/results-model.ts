@@ -1,3 +1,4 @@
+import type { CodegenBenchResult } from './codegen-bench.js';
 import type { BenchEnvironment } from './environment.js';
 
 /** One throughput measurement at one concurrency. */
@@ -18,14 +19,21 @@ export interface ThroughputRow {
   readonly rollbacks?: number;
 }
 
-/** Commit and round-trip cost of one step of one kind, from a single-step workflow of that kind. */
+/**
+ * What one step of one kind costs, from a single-step workflow of that kind drained at
+ * concurrency 1 (so each claim takes exactly one run). Driver-side counts class every
+ * transaction the worker sent; the server's `xact_commit` delta is the cross-check.
+ */
 export interface StepCostRow {
   readonly kind: string;
   readonly runs: number;
-  readonly commitsPerRun: number;
+  /** Step commits (intent, result, failure) per step — the number the targets are about. */
+  readonly stepCommitsPerStep: number;
+  readonly claimCommitsPerRun: number;
+  /** Polls that found nothing, lease renewals, start-up checks. */
+  readonly otherCommitsPerRun: number;
+  readonly serverCommitsPerRun: number;
   readonly roundTripsPerRun: number;
-  /** What the claim costs per run, measured separately, so the step's own cost can be shown. */
-  readonly note: string;
 }
 
 export interface LatencyResult {
@@ -44,12 +52,14 @@ export interface BenchResults {
   readonly concurrencies: readonly number[];
   readonly stepsPerMeasurement: string;
   readonly totalSeconds: number;
+  /** W0 as one statement: the floor every ratio uses. */
   readonly floor: readonly ThroughputRow[];
+  /** The same writes as four statements in an explicit transaction, for comparison. */
+  readonly floorAsTransaction: readonly ThroughputRow[];
   readonly durable: readonly ThroughputRow[];
   readonly stepCosts: readonly StepCostRow[];
   readonly latency?: LatencyResult;
   readonly pglite: readonly ThroughputRow[];
-  /** Markdown from the codegen engineer's `runCodegenBench()`, when it exists. */
-  readonly codegen?: string;
+  readonly codegen?: CodegenBenchResult;
   readonly notes: readonly string[];
 }

@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import pg from 'pg';
-import type { WorkflowShape } from '../../dsl/workflow-shape.js';
+import { oneStep } from './bench-workflows.js';
 
 /**
  * W0, the floor: exactly the SQL one fenced step commit needs — the run's transition checked
@@ -8,7 +8,12 @@ import type { WorkflowShape } from '../../dsl/workflow-shape.js';
  * one transaction per step, with nothing else (no claim, no polling, no handler). Its rate at
  * a given concurrency is what this machine's disk and server allow for that work; the real
  * worker is measured against it.
+ *
+ * Two forms: `statement` sends the four writes as ONE statement (data-modifying CTEs; one round
+ * trip, the least the work can cost — this is the floor the ratios use), `transaction` as four
+ * statements between BEGIN and COMMIT (six round trips), for comparison.
  */
+export type FloorForm = 'statement' | 'transaction';
 export interface FloorResult {
   readonly concurrency: number;
   readonly commits: number;
@@ -16,18 +21,12 @@ export interface FloorResult {
   readonly commitsPerSecond: number;
 }
 
-/** The workflow the floor pretends to run: one transactional step (registered by the caller). */
-export const FLOOR_WORKFLOW = { name: 'bench-floor', version: 1, step: 'commit' } as const;
-
-export const FLOOR_SHAPE: WorkflowShape = {
-  name: FLOOR_WORKFLOW.name,
-  version: FLOOR_WORKFLOW.version,
-  steps: [{ name: FLOOR_WORKFLOW.step, kind: 'transactional', idempotentByKey: false }],
-};
+/** The floor writes exactly what W1's one `transactional` step commits, for the same workflow. */
+const FLOOR_WORKFLOW = { name: oneStep.name, version: oneStep.version, step: oneStep.steps[0]!.name } as const;
 
 const OWNER = 'bench-floor';
 
-export async function measureFloor(url: string, concurrency: number, commits: number): Promise<FloorResult> {
+export async function measureFloor(url: string, concurrency: number, commits: number, form: FloorForm): Promise<FloorResult> {
   const pool = new pg.Pool({ connectionString: url, max: concurrency, application_name: 'ledgerflow-bench-w0' });
   // A backend ending after pool.end() (e.g. the next workload dropping its database) is not an error here.
   pool.on('error', () => {});
@@ -49,7 +48,7 @@ export async function measureFloor(url: string, concurrency: number, commits: nu
       const client = await pool.connect();
       try {
         for (let i = next++; i < ids.length; i = next++) {
-          await commitOneStep(client, ids[i]!, i);
+          await (form === 'statement' ? commitOneStatement : commitOneTransaction)(client, ids[i]!, i);
         }
       } finally {
         client.release();
@@ -64,7 +63,39 @@ export async function measureFloor(url: string, concurrency: number, commits: nu
   }
 }
 
-async function commitOneStep(client: pg.PoolClient, runId: string, i: number): Promise<void> {
+async function commitOneStatement(client: pg.PoolClient, runId: string, i: number): Promise<void> {
+  const key = `floor:${i}`;
+  const output = JSON.stringify({ i });
+  const { rows } = await client.query<{ n: number }>(
+    `WITH transition AS (
+       UPDATE ledgerflow.workflow_run
+          SET status = 'completed', current_step = 1, output = $2, lease_owner = NULL,
+              lease_expires_at = NULL, finished_at = now(), updated_at = now()
+        WHERE id = $1 AND status = 'running' AND lease_owner = $3 AND fencing_token = 1
+       RETURNING id
+     ),
+     attempt AS (
+       INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at, finished_at)
+       SELECT id, $4, 1, 'succeeded', 1, $3, now(), now() FROM transition
+     ),
+     effect AS (
+       INSERT INTO ledgerflow.step_effect
+              (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token, recorded_at)
+       SELECT id, $4, $5, $2, 'recorded', 'transactional', $5, 1, 1, now() FROM transition
+       RETURNING workflow_id
+     ),
+     result AS (
+       INSERT INTO ledgerflow.step_result
+              (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, idempotency_key, effect_status)
+       SELECT workflow_id, $6, $7, $4, 'transactional', $2, 1, $5, 'recorded' FROM effect
+     )
+     SELECT count(*)::int AS n FROM transition`,
+    [runId, output, OWNER, FLOOR_WORKFLOW.step, key, FLOOR_WORKFLOW.name, FLOOR_WORKFLOW.version],
+  );
+  if (rows[0]?.n !== 1) throw new Error(`W0: fenced transition of run ${runId} matched no row`);
+}
+
+async function commitOneTransaction(client: pg.PoolClient, runId: string, i: number): Promise<void> {
   const key = `floor:${i}`;
   const output = JSON.stringify({ i });
   await client.query('BEGIN');
