@@ -1,0 +1,19 @@
+/**
+ * Every example workflow bound to its handlers, for `ledgerflow worker --workflows examples/workflows.ts`
+ * (and `reconcile`). The providers are the in-process fakes, so a worker started this way
+ * charges and emails nobody; the demo (`npm start`) hosts them in its own process instead.
+ */
+import { backfillBatchRegistration } from './data-backfill/handlers.js';
+import { FakeEmailProvider } from './fakes/email-provider.js';
+import { FakePaymentProvider } from './fakes/payment-provider.js';
+import { orderPaymentRegistration } from './order-payment/handlers.js';
+import { userOnboardingRegistration } from './user-onboarding/handlers.js';
+
+const payments = new FakePaymentProvider();
+const email = new FakeEmailProvider();
+
+export const workflows = [
+  orderPaymentRegistration({ payments, email }),
+  userOnboardingRegistration({ email }),
+  backfillBatchRegistration(),
+];
