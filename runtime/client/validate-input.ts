@@ -45,7 +45,32 @@ export function parseStartInput(workflow: AnyWorkflow, input: unknown): string {
       '(input): parsed to undefined',
     ]);
   }
+  const unstorable = unstorableStrings(parsed.data, []);
+  if (unstorable.length > 0) {
+    throw new ValidationError(
+      `Invalid input for ${where}:\n${unstorable.map((i) => `  - ${i}`).join('\n')}\n` +
+        'PostgreSQL cannot store these characters in jsonb; remove or replace them. Nothing was written.',
+      unstorable,
+    );
+  }
   return json;
+}
+
+/** U+0000, and UTF-16 surrogates without their pair: valid in a JS string, refused by jsonb. */
+const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+function unstorableStrings(value: unknown, path: PropertyKey[]): string[] {
+  const problem = (at: PropertyKey[], what: string): string =>
+    `${formatPath(at)}: ${what} contains U+0000 or an unpaired surrogate, which PostgreSQL cannot store`;
+  if (typeof value === 'string') return UNSTORABLE.test(value) ? [problem(path, 'the string')] : [];
+  if (Array.isArray(value)) return value.flatMap((item, i) => unstorableStrings(item, [...path, i]));
+  if (typeof value === 'object' && value !== null) {
+    return Object.entries(value).flatMap(([key, item]) => [
+      ...(UNSTORABLE.test(key) ? [problem([...path, key], 'the key')] : []),
+      ...unstorableStrings(item, [...path, key]),
+    ]);
+  }
+  return [];
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
