@@ -69,6 +69,7 @@ export function orderPaymentRegistration(services: OrderPaymentServices): Workfl
       return ctx.record({ paymentId });
     },
 
+    // #region send-receipt
     sendReceipt: {
       // The email API does not dedupe. The key travels with the message as its reference,
       // which is what reconcile looks up after a crash.
@@ -86,6 +87,7 @@ export function orderPaymentRegistration(services: OrderPaymentServices): Workfl
         return first === undefined ? notFound() : found({ messageId: first.messageId });
       },
     },
+    // #endregion send-receipt
   });
 }
 // #endregion order-payment-handlers

@@ -1,0 +1,214 @@
+import { execFile } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+import { DIAGNOSTIC_CODES } from '../../codegen/model/diagnostic.js';
+import { directiveAt, fileRegion, readmeBlocks, type ReadmeBlock } from './readme-blocks.js';
+
+/**
+ * Every code block in README.md must be real. Each carries a directive on the line above saying
+ * how that is proven, and this file proves it:
+ *
+ * - `include: path[#region]`  equals the file (or its `#region`) in the repository;
+ * - `excerpt: path`           appears verbatim in that file (e.g. generated/REVIEW.md);
+ * - `file: path`              a tutorial file: all of them are written to a scratch project,
+ *                             `ledgerflow codegen` runs on it and `tsc` type-checks the result;
+ * - `codegen-input: path`     a broken workflow: codegen runs on it alone, and the following
+ *   + `output: codegen-input` block is exactly what it prints;
+ * - `cli-help: command`       is what `ledgerflow <command> --help` prints (up to the global options);
+ * - no directive, `sh`        every line is a command that exists, with options that exist.
+ */
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const readme = readFileSync(join(root, 'README.md'), 'utf8');
+const blocks = readmeBlocks(readme);
+const run = promisify(execFile);
+const scratch: string[] = [];
+
+afterAll(() => {
+  for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A scratch project inside the repository (under the ignored .ledgerflow/), so `ledgerflow/*` resolves. */
+function scratchDir(name: string): string {
+  const dir = join(root, '.ledgerflow', `readme-${name}-${process.pid}`);
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  scratch.push(dir);
+  return dir;
+}
+
+function writeFiles(dir: string, files: ReadonlyArray<{ path: string; content: string }>): void {
+  for (const file of files) {
+    mkdirSync(dirname(join(dir, file.path)), { recursive: true });
+    writeFileSync(join(dir, file.path), `${file.content}\n`);
+  }
+}
+
+/** Runs the CLI as a user would; resolves with the exit code instead of throwing on non-zero. */
+async function ledgerflow(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [join(root, 'bin/ledgerflow.js'), ...args], { cwd: root });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const failed = error as { code?: number; stdout?: string; stderr?: string };
+    return { code: failed.code ?? -1, stdout: failed.stdout ?? '', stderr: failed.stderr ?? '' };
+  }
+}
+
+/** `ledgerflow [command] --help`, run once per command for all tests; '' when there is no such command. */
+const helps = new Map<string, Promise<string>>();
+function helpOf(command: string): Promise<string> {
+  let help = helps.get(command);
+  if (help === undefined) {
+    help = ledgerflow(command === '' ? ['--help'] : [command, '--help']).then((r) => (r.code === 0 ? r.stdout : ''));
+    helps.set(command, help);
+  }
+  return help;
+}
+
+const at = (block: ReadmeBlock): string => `README.md:${block.line}`;
+const withDirective = (kind: string) => blocks.filter((b) => b.directive?.kind === kind);
+
+describe('README.md code blocks', () => {
+  it('every block says how it is proven real', () => {
+    const known = new Set(['include', 'excerpt', 'file', 'codegen-input', 'output', 'cli-help']);
+    const unproven = blocks
+      .filter((b) => (b.directive === undefined ? b.lang !== 'sh' : !known.has(b.directive.kind)))
+      .map((b) => `${at(b)} (\`\`\`${b.lang}${b.directive ? `, directive "${b.directive.kind}"` : ''})`);
+    expect(
+      unproven,
+      'Put <!-- include: path#region -->, <!-- file: path -->, <!-- cli-help: cmd --> … above each block, or make it a sh block of real commands',
+    ).toEqual([]);
+    expect(blocks.length).toBeGreaterThan(20);
+  });
+
+  it.each(withDirective('include').map((b) => [at(b), b] as const))('%s equals the file it includes', (where, block) => {
+    const [path, region] = block.directive!.argument.split('#') as [string, string | undefined];
+    const text = readFileSync(join(root, path), 'utf8');
+    expect(block.content, `${where}: copy ${path}${region ? ` region ${region}` : ''} into the README again`).toBe(
+      fileRegion(text, region, where),
+    );
+  });
+
+  it.each(withDirective('excerpt').map((b) => [at(b), b] as const))('%s appears verbatim in its file', (where, block) => {
+    const path = block.directive!.argument;
+    expect(readFileSync(join(root, path), 'utf8').includes(block.content), `${where}: the excerpt is no longer in ${path}`).toBe(true);
+  });
+
+  it('the tutorial files pass codegen and type-check against the generated contract', async () => {
+    const dir = scratchDir('tutorial');
+    const files = withDirective('file').map((b) => ({ path: b.directive!.argument, content: b.content }));
+    expect(files.map((f) => f.path)).toContain('src/refund.workflow.ts');
+    writeFiles(dir, files);
+    writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ extends: '../../tsconfig.json', include: ['**/*.ts'], exclude: [] }));
+
+    const codegen = await ledgerflow(['codegen', '--root', dir]);
+    expect(codegen.code, codegen.stdout + codegen.stderr).toBe(0);
+    expect(existsSync(join(dir, 'generated/contracts/refund.v1.ts'))).toBe(true);
+    expect((await ledgerflow(['codegen', '--root', dir, '--check'])).code).toBe(0);
+
+    const tsc = join(root, 'node_modules/.bin/tsc');
+    const typecheck = await run(tsc, ['-p', join(dir, 'tsconfig.json'), '--noEmit'], { cwd: root }).then(
+      () => '',
+      (error: { stdout?: string }) => error.stdout ?? String(error),
+    );
+    expect(typecheck, 'the README tutorial does not type-check').toBe('');
+
+    // The same check must be able to fail: a wrong handler is refused by the generated contract.
+    const handlers = files.find((f) => f.path === 'src/refund.handlers.ts')!;
+    writeFiles(dir, [
+      { path: 'src/refund.handlers.ts', content: handlers.content.replace('return ctx.record({ refundId', 'return ({ refundId') },
+    ]);
+    const broken = await run(tsc, ['-p', join(dir, 'tsconfig.json'), '--noEmit'], { cwd: root }).then(
+      () => '',
+      (error: { stdout?: string }) => error.stdout ?? String(error),
+    );
+    expect(broken).toMatch(/src\/refund\.handlers\.ts\(\d+,\d+\): error TS/);
+  }, 60_000);
+
+  it('the diagnostics shown are what codegen prints for the broken workflow shown', async () => {
+    const inputs = withDirective('codegen-input');
+    const outputs = blocks.filter((b) => b.directive?.kind === 'output' && b.directive.argument === 'codegen-input');
+    expect(inputs).toHaveLength(1);
+    expect(outputs).toHaveLength(1);
+    const dir = scratchDir('diagnostics');
+    writeFiles(dir, [{ path: inputs[0]!.directive!.argument, content: inputs[0]!.content }]);
+    const result = await ledgerflow(['codegen', '--root', dir]);
+    expect(result.code).toBe(1);
+    const timing = (text: string) => text.trim().replace(/\(\d+ ms\)/g, '(… ms)');
+    expect(timing(outputs[0]!.content), `${at(outputs[0]!)}: paste codegen's current output`).toBe(timing(result.stdout));
+  }, 30_000);
+
+  it('the CLI reference is what the CLI prints', async () => {
+    const reference = withDirective('cli-help');
+    const commands = reference.map((b) => b.directive!.argument);
+    expect(commands.sort()).toEqual(['', 'cancel', 'codegen', 'effects', 'migrate', 'reconcile', 'run', 'runs', 'start', 'worker']);
+    await Promise.all(
+      reference.map(async (block) => {
+        const command = block.directive!.argument;
+        const stdout = await helpOf(command);
+        // Per command, the shared global options and exit codes are documented once, above.
+        const expected = command === '' || command === 'codegen' ? stdout : stdout.split('\nGlobal options:')[0]!;
+        expect(block.content.trim(), `${at(block)}: paste \`ledgerflow ${command} --help\` again`).toBe(expected.trim());
+      }),
+    );
+  }, 60_000);
+
+  it('shell commands name scripts, commands and options that exist', async () => {
+    const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+    const yaml = withDirective('include').filter((b) => b.lang === 'yaml');
+    const lines = [
+      ...blocks.filter((b) => b.lang === 'sh' && b.directive === undefined).flatMap((b) => b.content.split('\n').map((l) => [at(b), l] as const)),
+      ...yaml.flatMap((b) => b.content.split('\n').flatMap((l) => (/^\s*- run: /.test(l) ? [[at(b), l.replace(/^\s*- run: /, '')] as const] : []))),
+    ];
+    const problems: string[] = [];
+    for (const [where, line] of lines) {
+      for (const command of line.split('&&').map((c) => c.trim()).filter((c) => c !== '' && !c.startsWith('#'))) {
+        const words = command.match(/'[^']*'|"[^"]*"|\S+/g) ?? [];
+        if (words[0] === 'export' && /^[A-Z_]+=/.test(words[1] ?? '')) continue;
+        if (words[0] === 'npm') {
+          const script = words[1] === 'run' ? words[2] : words[1];
+          if (['install', 'ci'].includes(words[1] ?? '')) continue;
+          if (script === undefined || !(script in pkg.scripts)) problems.push(`${where}: npm script "${script}" does not exist`);
+          continue;
+        }
+        if (words[0] === 'npx' && words[1] === 'ledgerflow') {
+          const help = await helpOf(words[2] ?? '');
+          if (help === '') {
+            problems.push(`${where}: "ledgerflow ${words[2]}" is not a command`);
+            continue;
+          }
+          for (const option of words.slice(3).filter((w) => w.startsWith('-'))) {
+            if (!new RegExp(`(^|\\s)${option}[\\s,]`, 'm').test(help)) problems.push(`${where}: ledgerflow ${words[2]} has no option ${option}`);
+          }
+          continue;
+        }
+        problems.push(`${where}: "${command}" is not a command this test knows how to check`);
+      }
+    }
+    expect(problems).toEqual([]);
+    expect(lines.map(([, l]) => l)).toEqual(expect.arrayContaining(['npm install && npm start', 'npm test']));
+  }, 60_000);
+
+  it('the diagnostic code table lists exactly the codes codegen has', () => {
+    const lines = readme.split('\n');
+    const start = lines.findIndex((_, i) => directiveAt(lines, i)?.kind === 'diagnostic-codes');
+    expect(start, 'a <!-- diagnostic-codes --> table').toBeGreaterThan(-1);
+    const rows = lines
+      .slice(start + 1)
+      .filter((l, i, all) => all.slice(0, i + 1).every((x) => x.startsWith('|')))
+      .flatMap((l) => {
+        const match = /^\| (LF\d{3}) \| (.*) \|$/.exec(l);
+        return match === null ? [] : [[match[1]!, match[2]!] as const];
+      });
+    expect(Object.fromEntries(rows)).toEqual(DIAGNOSTIC_CODES);
+  });
+
+  it('relative links point at files that exist', () => {
+    const links = [...readme.matchAll(/\]\(([^)#:]+)(#[^)]*)?\)/g)].map((m) => m[1]!);
+    expect(links.length).toBeGreaterThan(0);
+    expect(links.filter((link) => !existsSync(join(root, link)))).toEqual([]);
+  });
+});
