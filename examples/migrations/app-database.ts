@@ -5,7 +5,8 @@ import type { ColumnType, Generated } from 'kysely';
  * Handlers receive `ctx.tx` as `Transaction<AppDatabase>`: the same transaction ledgerflow
  * commits its ledger row in, seen through the application's table types.
  */
-export interface AppDatabase {
+// A type alias, not an interface: Kysely's `withTables<T>()` needs the implicit index signature.
+export type AppDatabase = {
   'shop.payment': {
     id: string;
     order_id: string;
@@ -42,4 +43,4 @@ export interface AppDatabase {
     rows_copied: number;
     batches: number;
   };
-}
+};
