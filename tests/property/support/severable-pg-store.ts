@@ -1,0 +1,101 @@
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import { INT8_OID, parseInt8, type Store } from '../../../runtime/store/store.js';
+import type { LedgerflowDatabase } from '../../../runtime/store/tables.js';
+
+/** A store whose process can be made to "die" as far as the database can tell. */
+export interface SeverableStore extends Store {
+  /**
+   * From now on every query and connection attempt fails, and the server ends this store's
+   * sessions (open transactions roll back) — what a SIGKILLed worker looks like to PostgreSQL,
+   * while the test process itself lives on. Code still running in the "dead" worker (a perform
+   * in flight, a hung fault point) can no longer reach the database.
+   */
+  sever(): Promise<void>;
+}
+
+class SeveredError extends Error {
+  override readonly name = 'SeveredError';
+  constructor() {
+    super('connection severed: this worker is treated as crashed');
+  }
+}
+
+const types = {
+  getTypeParser: ((oid: number, format?: string) =>
+    oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+};
+
+/** A `pg`-pool store like the runtime's, whose sessions carry `applicationName` so they can be ended. */
+export function createSeverablePgStore(options: {
+  readonly connectionString: string;
+  readonly adminUrl: string;
+  readonly applicationName: string;
+  readonly maxConnections: number;
+}): SeverableStore {
+  let severed = false;
+  class SeverableClient extends pg.Client {}
+  const originalConnect = pg.Client.prototype.connect;
+  const originalQuery = pg.Client.prototype.query;
+  SeverableClient.prototype.connect = function connect(this: pg.Client, ...args: unknown[]) {
+    if (severed) {
+      const callback = args[0];
+      if (typeof callback === 'function') {
+        queueMicrotask(() => (callback as (error: Error) => void)(new SeveredError()));
+        return undefined;
+      }
+      return Promise.reject(new SeveredError());
+    }
+    return (originalConnect as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof originalConnect;
+  SeverableClient.prototype.query = function query(this: pg.Client, ...args: unknown[]) {
+    if (severed) return Promise.reject(new SeveredError());
+    return (originalQuery as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof originalQuery;
+
+  const pool = new pg.Pool({
+    connectionString: options.connectionString,
+    max: options.maxConnections,
+    application_name: options.applicationName,
+    types,
+    Client: SeverableClient,
+  });
+  pool.on('error', () => {});
+  pool.on('connect', (client) => client.on('error', () => {}));
+  const db = new Kysely<LedgerflowDatabase>({ dialect: new PostgresDialect({ pool }) });
+  return {
+    kind: 'pg',
+    db,
+    location: `PostgreSQL (severable, ${options.applicationName})`,
+    async listen(channel, onNotify) {
+      const client = new SeverableClient({ connectionString: options.connectionString, application_name: options.applicationName, types });
+      client.on('error', () => {});
+      await client.connect();
+      client.on('notification', (message) => {
+        if (message.channel === channel) onNotify(message.payload ?? '');
+      });
+      await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+      return async () => {
+        await client.end().catch(() => {});
+      };
+    },
+    async sever() {
+      severed = true;
+      const admin = new pg.Client({ connectionString: options.adminUrl });
+      await admin.connect();
+      try {
+        await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [options.applicationName]);
+      } finally {
+        await admin.end();
+      }
+    },
+    async close() {
+      // A severed pool may hold clients that are never released (their code hangs): do not wait for them.
+      if (severed) {
+        void db.destroy().catch(() => {});
+        return;
+      }
+      await db.destroy();
+    },
+  };
+}
