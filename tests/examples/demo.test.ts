@@ -46,14 +46,17 @@ function expectTheDemoClaims(report: DemoReport): void {
   if (crashes.some((c) => c?.step === 'chargeCard')) expect(lf.providerReplays).toBeGreaterThan(0);
 
   // naive: the same crashes; every crashed order was charged again on redelivery.
-  expect(report.naive.crashes).toEqual(crashes);
+  const byOrder = (list: ReadonlyArray<{ orderId: string; step: string } | undefined>) =>
+    list.map((c) => `${c?.orderId}/${c?.step}`).sort();
+  expect(byOrder(report.naive.crashes)).toEqual(byOrder(crashes));
   expect(report.naive.acked).toBe(orders.length);
   for (const crash of crashes) {
     expect(report.naive.chargesPerOrder[crash!.orderId]).toBeGreaterThan(1);
     if (crash!.step === 'sendReceipt') expect(report.naive.receiptsPerOrder[crash!.orderId]).toBeGreaterThan(1);
   }
   const naiveCharges = Object.values(report.naive.chargesPerOrder).reduce((a, b) => a + b, 0);
-  expect(naiveCharges).toBe(orders.length + crashes.length);
+  // At least one extra charge per crash (more if a slow consumer outlived a visibility timeout).
+  expect(naiveCharges).toBeGreaterThanOrEqual(orders.length + crashes.length);
 }
 
 describe('npm start (the crash demo)', () => {
