@@ -36,7 +36,7 @@ export async function claimForReconcile(
         FROM ledgerflow.workflow_run
        WHERE id = ${runId} AND current_step = ${position}
          AND (status IN ('pending', 'needs_reconciliation') OR (status = 'running' AND lease_expires_at <= now()))
-         FOR UPDATE SKIP LOCKED
+         FOR NO KEY UPDATE SKIP LOCKED
     ),
     claimed AS (
       UPDATE ledgerflow.workflow_run r

@@ -44,7 +44,10 @@ export interface ClaimOptions {
 /**
  * Claims up to `limit` runnable runs of the registered workflow versions in ONE statement (one
  * round trip, one commit): runs that are pending and due, or running under an expired lease.
- * `FOR UPDATE SKIP LOCKED` lets concurrent workers take disjoint runs without waiting; each
+ * `FOR NO KEY UPDATE SKIP LOCKED` lets concurrent workers take disjoint runs without waiting
+ * (NO KEY: the key-share lock that an in-flight transactional step's ledger insert holds on the
+ * run through its foreign key must not hide the run, or a stalled zombie could never be
+ * overtaken); each
  * claimed run gets `fencing_token + 1`, so whatever the previous owner still tries to commit is
  * refused. In the same commit the previous owner's `running` attempt is closed as `abandoned`
  * and the current step's next attempt (max + 1: gap-free) is opened. Times are `now()`.
@@ -60,7 +63,7 @@ export async function claimRuns(db: Kysely<LedgerflowDatabase>, registry: Workfl
           OR (r.status = 'running' AND r.lease_expires_at <= now())
        ORDER BY r.run_after
        LIMIT ${options.limit}
-         FOR UPDATE OF r SKIP LOCKED
+         FOR NO KEY UPDATE OF r SKIP LOCKED
     ),
     claimed AS (
       UPDATE ledgerflow.workflow_run r

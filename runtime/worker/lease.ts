@@ -27,7 +27,7 @@ export async function renewLeases(db: Kysely<LedgerflowDatabase>, leases: readon
     lockable AS (
       SELECT r.id FROM ledgerflow.workflow_run r JOIN mine m USING (id, fencing_token)
        WHERE r.status = 'running'
-         FOR UPDATE OF r SKIP LOCKED
+         FOR NO KEY UPDATE OF r SKIP LOCKED
     ),
     renewed AS (
       UPDATE ledgerflow.workflow_run r SET lease_expires_at = now() + ${millis(leaseMs)}

@@ -175,7 +175,7 @@ export async function commitFailure(db: Kysely<LedgerflowDatabase>, p: FailurePa
                WHERE e.workflow_id = r.id AND e.step_name = ${step.name} AND e.status = 'intent') AS open_intent
         FROM ledgerflow.workflow_run r
        WHERE r.id = ${lease.runId}
-         FOR UPDATE OF r`.execute(trx);
+         FOR NO KEY UPDATE OF r`.execute(trx);
     const run = rows[0];
     if (run === undefined || run.fencing_token !== lease.fencingToken || run.status !== 'running') {
       throw new LeaseLostError(`Lease on run ${lease.runId} lost before its failure could be recorded.`);

@@ -1,0 +1,320 @@
+import { sql } from 'kysely';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { z } from 'zod';
+import { shapeHash, workflow } from 'ledgerflow/dsl';
+import { bindHandlers, configureFaults, createWorker, MigrationError, type Worker, type WorkerOptions } from 'ledgerflow/runtime';
+import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
+import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
+import { describeStores } from '../support/describe-stores.js';
+import { migrateForTest } from '../support/migrate-for-test.js';
+import { createPgTestStore, type TestStore } from '../support/test-stores.js';
+import { appRows, eventLog, insertRun, runState, setupAppSchema, waitUntil } from './fixtures/run-helpers.js';
+import { flakyHandlers, gate, gatedHandlers, gatedWriteHandlers, mixedHandlers } from './fixtures/test-handlers.js';
+import { ALL_TEST_WORKFLOWS, flaky, gated, gatedWrite, mixed } from './fixtures/test-workflows.js';
+
+const FAST: Partial<WorkerOptions> = { pollIntervalMs: 20, leaseMs: 5_000, reconcileIntervalMs: 0 };
+
+/** Stalls every lease renewal in this process, as a paused (GC, SIGSTOP) worker would. */
+const stallHeartbeats = (): void =>
+  configureFaults({ seed: 1, points: { 'before-lease-renewal': { probability: 1, actions: ['hang'], hangMs: 1_500 } } });
+
+const leaseExpired = (store: TestStore, runId: string) => async (): Promise<boolean> => {
+  const { rows } = await sql<{ expired: boolean }>`
+    SELECT lease_expires_at <= now() AS expired FROM ledgerflow.workflow_run WHERE id = ${runId}`.execute(store.db);
+  return rows[0]?.expired === true;
+};
+
+describeStores('worker: concurrency, zombies, clocks and shutdown', (getStore) => {
+  const workers: Worker[] = [];
+  const worker = (options: Omit<WorkerOptions, 'store'>): Worker => {
+    const w = createWorker({ store: getStore(), ...FAST, ...options });
+    workers.push(w);
+    return w;
+  };
+  beforeAll(async () => {
+    await migrateForTest(getStore(), ALL_TEST_WORKFLOWS);
+    await setupAppSchema(getStore());
+  });
+  afterEach(async () => {
+    configureFaults(undefined);
+    vi.useRealTimers();
+    await Promise.all(workers.splice(0).map((w) => w.stop({ timeoutMs: 200 })));
+  });
+
+  it('several workers racing over the same runs commit each step exactly once', async () => {
+    const store = getStore();
+    const payments = new FakePaymentProvider();
+    const email = new FakeEmailProvider();
+    const ids = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => insertRun(store, mixed, { orderId: `race-${i}`, quantity: 1 + i, email: `r${i}@example.com` })),
+    );
+    const logs = [eventLog(), eventLog(), eventLog()];
+    const racers = logs.map((log, i) =>
+      worker({ workflows: [mixedHandlers(payments, email, `w${i}`)], concurrency: 3, workerId: `racer-${i}`, onEvent: log.onEvent }),
+    );
+    await Promise.all(racers.map((w) => w.drain()));
+
+    for (const id of ids) {
+      const { run, attempts, results, effects } = await runState(store, id);
+      expect(run.status).toBe('completed');
+      expect(attempts.filter((a) => a.status === 'succeeded').map((a) => a.step_name).sort()).toEqual(['charge', 'price', 'receipt', 'reserve']);
+      expect(results).toHaveLength(4);
+      expect(effects.every((e) => e.status === 'recorded')).toBe(true);
+      expect(await appRows(store, id)).toHaveLength(1);
+      const order = (run.input as { orderId: string }).orderId;
+      expect(payments.chargesForKey(`charge:${order}`)).toBe(1);
+      expect(email.sentForReference(`receipt:${order}`)).toBe(1);
+      const chargeEffect = effects.find((e) => e.step_name === 'charge')!;
+      expect(chargeEffect.effect).toEqual({ chargeId: payments.charges().find((c) => c.reference === order)!.id });
+    }
+    const claims = logs.flatMap((l) => l.events).filter((e) => e.type === 'run-claimed');
+    expect(claims).toHaveLength(10);
+    expect(new Set(claims.map((c) => (c.type === 'run-claimed' ? c.runId : ''))).size).toBe(10);
+    expect(logs.flatMap((l) => l.errors())).toEqual([]);
+  });
+
+  it('a zombie whose lease expired while its handler slept cannot commit; the new owner does', async () => {
+    const store = getStore();
+    stallHeartbeats();
+    const held = gate();
+    const zombieLog = eventLog();
+    // Concurrency 1: the stalled run fills the zombie's only slot, so it cannot re-claim the run itself.
+    const zombie = worker({ workflows: [gatedHandlers('zombie', [held])], concurrency: 1, leaseMs: 300, heartbeatMs: 100, onEvent: zombieLog.onEvent });
+    const runId = await insertRun(store, gated, { label: 'zombie' });
+    await zombie.start();
+    await held.entered;
+    await waitUntil('the zombie lease to expire', leaseExpired(store, runId));
+
+    // The successor holds the run at the same step while the zombie tries to commit, so only
+    // the fencing token tells them apart.
+    const successorHeld = gate();
+    const successor = worker({ workflows: [gatedHandlers('successor', [successorHeld])], leaseMs: 30_000 });
+    const drained = successor.drain();
+    await successorHeld.entered;
+    held.open();
+    await zombieLog.waitFor('lease-lost', (e) => e.runId === runId);
+    expect((await runState(store, runId)).results).toEqual([]);
+    successorHeld.open();
+    await drained;
+
+    const { run, attempts, results } = await runState(store, runId);
+    expect(run.status).toBe('completed');
+    expect(results.find((r) => r.step_name === 'wait')!.output).toEqual({ by: 'successor' });
+    expect(attempts.map((a) => `${a.step_name}:${a.attempt}:${a.status}`)).toEqual(['wait:1:abandoned', 'wait:2:succeeded', 'after:1:succeeded']);
+    expect(attempts[0]!.error).toMatchObject({ name: 'LeaseExpired' });
+    expect(attempts[1]!.fencing_token).toBe(attempts[0]!.fencing_token + 1);
+    expect(zombieLog.events.filter((e) => e.type === 'step-succeeded')).toEqual([]);
+  });
+
+  it('stop() lets an in-flight step finish, commits it and gives the run back', async () => {
+    const store = getStore();
+    const held = gate();
+    const log = eventLog();
+    const first = worker({ workflows: [gatedHandlers('first', [held])], onEvent: log.onEvent });
+    const runId = await insertRun(store, gated, { label: 'graceful' });
+    await first.start();
+    await held.entered;
+    const stopping = first.stop({ timeoutMs: 10_000 });
+    held.open();
+    await stopping;
+
+    const { run, attempts } = await runState(store, runId);
+    expect(run).toMatchObject({ status: 'pending', current_step: 1, lease_owner: null });
+    expect(attempts.map((a) => `${a.step_name}:${a.status}`)).toEqual(['wait:succeeded']);
+    expect(log.events.map((e) => e.type)).toContain('run-released');
+  });
+
+  it('stop() past its timeout aborts the handler and releases the lease; nothing the handler returns later commits', async () => {
+    const store = getStore();
+    const held = gate();
+    const runId = await insertRun(store, gated, { label: 'abrupt' });
+    const first = worker({ workflows: [gatedHandlers('first', [held])] });
+    await first.start();
+    await held.entered;
+    await first.stop({ timeoutMs: 50 });
+
+    const afterStop = await runState(store, runId);
+    expect(afterStop.run).toMatchObject({ status: 'pending', lease_owner: null, current_step: 0 });
+    expect(afterStop.attempts.map((a) => [a.status, (a.error as { name?: string } | null)?.name])).toEqual([['abandoned', 'WorkerStopped']]);
+    held.open();
+
+    await worker({ workflows: [gatedHandlers('second')] }).drain();
+    const { run, results } = await runState(store, runId);
+    expect(run.status).toBe('completed');
+    expect(results.find((r) => r.step_name === 'wait')!.output).toEqual({ by: 'second' });
+  });
+});
+
+describe('worker: clock skew [pg]', () => {
+  // PGlite runs inside the worker's process and takes now() from that process's clock, so only
+  // a separate server can show that the worker's own clock does not matter.
+  let store: TestStore;
+  beforeAll(async () => {
+    store = await createPgTestStore();
+    await migrateForTest(store, ALL_TEST_WORKFLOWS);
+  });
+  afterAll(async () => {
+    vi.useRealTimers();
+    await store.close();
+  });
+
+  it.each([
+    ['ten years ahead', '2037-06-01T00:00:00Z'],
+    ['ten years behind', '2016-06-01T00:00:00Z'],
+  ])('a worker whose clock is %s behaves identically: retries and times follow the database', async (_label, skewedNow) => {
+    vi.useFakeTimers({ toFake: ['Date'], shouldAdvanceTime: true });
+    vi.setSystemTime(new Date(skewedNow));
+    const runId = await insertRun(store, flaky, { failTimes: 2, error: 'plain' });
+    const w = createWorker({ store, ...FAST, workflows: [flakyHandlers(new Map())] });
+    try {
+      await w.drain();
+    } finally {
+      await w.stop();
+      vi.useRealTimers();
+    }
+
+    const { run, attempts } = await runState(store, runId);
+    const { rows } = await sql<{ now: Date }>`SELECT now() AS now`.execute(store.db);
+    const dbNow = rows[0]!.now.getTime();
+    expect(run.status).toBe('completed');
+    expect(attempts.map((a) => a.status)).toEqual(['failed', 'failed', 'succeeded']);
+    expect(attempts.slice(0, 2).map((a) => a.next_eligible_at!.getTime() - a.finished_at!.getTime())).toEqual([20, 40]);
+    for (const attempt of attempts) {
+      expect(Math.abs(attempt.started_at.getTime() - dbNow)).toBeLessThan(60_000);
+      expect(Math.abs(attempt.finished_at!.getTime() - dbNow)).toBeLessThan(60_000);
+    }
+  });
+});
+
+describe('worker: start-up checks', () => {
+  let store: TestStore;
+  const unmigrated = workflow('wt-unmigrated', { version: 1, input: z.object({}) }).step('a', { output: z.object({}) });
+  const drifted = workflow('wt-drifted', { version: 1, input: z.object({}) }).step('a', { output: z.object({}) });
+  const register = (w: typeof unmigrated | typeof drifted) => bindHandlers(w, { a: () => ({}) }, shapeHash(w));
+  beforeAll(async () => {
+    store = await createPgTestStore();
+    await migrateForTest(store, [drifted]);
+    await sql`UPDATE ledgerflow.workflow_version SET definition_hash = 'feedfacefeedface' WHERE workflow_name = 'wt-drifted'`.execute(store.db);
+  });
+  afterAll(() => store.close());
+
+  it('refuses a workflow version that is not migrated', async () => {
+    const w = createWorker({ store, workflows: [register(unmigrated)] });
+    await expect(w.start()).rejects.toThrow(MigrationError);
+    await expect(w.start()).rejects.toThrow('workflow "wt-unmigrated" v1 is not migrated (run `ledgerflow migrate`)');
+  });
+
+  it('refuses a workflow whose migrated definition differs from the code', async () => {
+    const w = createWorker({ store, workflows: [register(drifted)] });
+    await expect(w.start()).rejects.toThrow(/migrated as feedfacefeedface but the code is [0-9a-f]{16} \(run `ledgerflow codegen` then `ledgerflow migrate`/);
+  });
+
+  it('rejects nonsense options with what to fix', () => {
+    expect(() => createWorker({ store, workflows: [register(drifted)], leaseMs: 1_000, heartbeatMs: 1_000 })).toThrow(
+      'Invalid worker options: heartbeatMs must be > 0 and < leaseMs (got 1000 with leaseMs 1000).',
+    );
+    expect(() => createWorker({ store, workflows: [] })).toThrow('workflows is empty');
+  });
+});
+
+describe('worker: transactional zombie [pg]', () => {
+  // PGlite has one connection, so a transaction that sleeps blocks every other worker and a
+  // zombie in a transactional handler cannot be overtaken there; on PostgreSQL it can.
+  let store: TestStore;
+  beforeAll(async () => {
+    store = await createPgTestStore();
+    await migrateForTest(store, ALL_TEST_WORKFLOWS);
+    await setupAppSchema(store);
+  });
+  afterAll(async () => {
+    configureFaults(undefined);
+    await store.close();
+  });
+
+  it("rolls back the zombie's own writes; exactly one application row, written by the new owner", async () => {
+    stallHeartbeats();
+    const held = gate();
+    const zombieLog = eventLog();
+    const zombie = createWorker({
+      store,
+      ...FAST,
+      workflows: [gatedWriteHandlers('zombie', held)],
+      concurrency: 1,
+      leaseMs: 300,
+      heartbeatMs: 100,
+      onEvent: zombieLog.onEvent,
+    });
+    const runId = await insertRun(store, gatedWrite, { orderId: 'tx-zombie' });
+    await zombie.start();
+    await held.entered;
+    await waitUntil('the zombie lease to expire', leaseExpired(store, runId));
+
+    const successorLog = eventLog();
+    const successor = createWorker({ store, ...FAST, workflows: [gatedWriteHandlers('successor')], leaseMs: 30_000, onEvent: successorLog.onEvent });
+    const drained = successor.drain();
+    await successorLog.waitFor('run-claimed', (e) => e.runId === runId);
+    held.open();
+    await drained;
+    await zombieLog.waitFor('lease-lost', (e) => e.runId === runId);
+    await Promise.all([zombie.stop(), successor.stop()]);
+
+    const { run, effects, attempts } = await runState(store, runId);
+    const rows = await appRows(store, runId);
+    expect(run.status).toBe('completed');
+    expect(rows.map((r) => r.written_by)).toEqual(['successor']);
+    expect(effects).toEqual([expect.objectContaining({ status: 'recorded', attempt: 2, effect: { rowId: rows[0]!.id, by: 'successor' } })]);
+    expect(attempts.map((a) => `${a.attempt}:${a.status}`)).toEqual(['1:abandoned', '2:succeeded']);
+  });
+});
+
+describe('worker: database connections killed under it [pg]', () => {
+  let store: TestStore;
+  beforeAll(async () => {
+    store = await createPgTestStore();
+    await migrateForTest(store, ALL_TEST_WORKFLOWS);
+    await setupAppSchema(store);
+  });
+  afterAll(() => store.close());
+
+  it('survives pg_terminate_backend on its connections and still commits every step exactly once', async () => {
+    const payments = new FakePaymentProvider({ latencyMs: 5 });
+    const email = new FakeEmailProvider({ latencyMs: 5 });
+    const ids = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => insertRun(store, mixed, { orderId: `kill-${i}`, quantity: 1, email: `k${i}@example.com` })),
+    );
+    const log = eventLog();
+    const w = createWorker({ store, ...FAST, workflows: [mixedHandlers(payments, email)], concurrency: 4, leaseMs: 2_000, onEvent: log.onEvent });
+    const database = new URL(store.url!).pathname.slice(1);
+    const killer = createPgTestKiller(store, database);
+    const drained = w.drain({ timeoutMs: 45_000 });
+    let kills = 0;
+    for (let i = 0; i < 8; i += 1) {
+      await new Promise((resolve) => setTimeout(resolve, 40));
+      kills += await killer();
+    }
+    await drained;
+    await w.stop();
+
+    expect(kills).toBeGreaterThan(0);
+    for (const id of ids) {
+      const { run, attempts, effects } = await runState(store, id);
+      expect(run.status).toBe('completed');
+      expect(attempts.filter((a) => a.status === 'succeeded')).toHaveLength(4);
+      expect(effects.every((e) => e.status === 'recorded')).toBe(true);
+      expect(await appRows(store, id)).toHaveLength(1);
+      const order = (run.input as { orderId: string }).orderId;
+      expect(payments.chargesForKey(`charge:${order}`)).toBe(1);
+      expect(email.sentForReference(`receipt:${order}`)).toBe(1);
+    }
+  });
+});
+
+/** Terminates the worker's backends in `database` (not the killer's own); returns how many. */
+function createPgTestKiller(store: TestStore, database: string): () => Promise<number> {
+  return async () => {
+    const { rows } = await sql<{ killed: boolean }>`
+      SELECT pg_terminate_backend(pid) AS killed FROM pg_stat_activity
+       WHERE datname = ${database} AND pid <> pg_backend_pid() AND backend_type = 'client backend'`.execute(store.db);
+    return rows.filter((r) => r.killed).length;
+  };
+}
