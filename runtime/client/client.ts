@@ -125,8 +125,7 @@ export function createClient(options: ClientOptions): Client {
   return {
     store,
     async start(workflow: AnyWorkflow | string, input: unknown, startOptions: StartOptions = {}) {
-      const resolved = resolve(workflow);
-      return store.db.transaction().execute((trx) => startRun(trx, resolved, input, startOptions, migrated));
+      return startRun(store.db, resolve(workflow), input, startOptions, migrated);
     },
     async startInTransaction<DB>(trx: Transaction<DB>, workflow: AnyWorkflow | string, input: unknown, startOptions: StartOptions = {}) {
       if (!trx.isTransaction) {

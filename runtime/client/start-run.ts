@@ -27,11 +27,12 @@ export type MigratedVersions = Set<string>;
 const MAX_DEDUPE_KEY_LENGTH = 1_000;
 
 /**
- * Validates and writes a new run inside `trx`. Everything that can be rejected without the
- * database (input, run id, dedupe key) is rejected before the first query.
+ * Validates and writes a new run, on `db` or inside the caller's transaction. Everything that
+ * can be rejected without the database (input, run id, dedupe key) is rejected before the
+ * first query.
  */
 export async function startRun(
-  trx: Kysely<LedgerflowDatabase>,
+  db: Kysely<LedgerflowDatabase>,
   workflow: AnyWorkflow,
   input: unknown,
   options: StartOptions,
@@ -48,42 +49,46 @@ export async function startRun(
   // PostgreSQL prints uuids in lower case; comparing with what it returns needs the same form.
   const runId = options.runId?.toLowerCase() ?? randomUUID();
 
-  await assertMigrated(trx, workflow, migrated);
+  await assertMigrated(db, workflow, migrated);
   // A conflicting row can vanish between the insert and the look-up (the run was deleted);
   // then the insert is simply tried again.
   for (let round = 0; round < 3; round++) {
-    const inserted = await trx
-      .insertInto('ledgerflow.workflow_run')
-      .values({
-        id: runId,
-        workflow_name: workflow.name,
-        workflow_version: workflow.version,
-        input: inputJson,
-        dedupe_key: dedupeKey ?? null,
-      })
-      .onConflict((oc) => oc.doNothing())
-      .returning('id')
+    // One statement: the insert and, only if it inserted, the NOTIFY (delivered at commit, so a
+    // worker never wakes for a run it cannot see yet). Outside a caller's transaction it is its
+    // own commit: one round trip per start.
+    const inserted = await db
+      .with('inserted', (qb) =>
+        qb
+          .insertInto('ledgerflow.workflow_run')
+          .values({
+            id: runId,
+            workflow_name: workflow.name,
+            workflow_version: workflow.version,
+            input: inputJson,
+            dedupe_key: dedupeKey ?? null,
+          })
+          .onConflict((oc) => oc.doNothing())
+          .returning('id'),
+      )
+      .selectFrom('inserted')
+      .select(['inserted.id', sql<string>`pg_notify(${RUNS_CHANNEL}, inserted.id::text)`.as('notified')])
       .executeTakeFirst();
-    if (inserted !== undefined) {
-      // Delivered at commit, so a worker never wakes for a run it cannot see yet.
-      await sql`SELECT pg_notify(${RUNS_CHANNEL}, ${runId})`.execute(trx);
-      return { runId, created: true };
-    }
-    const existing = await findExisting(trx, workflow, runId, options.runId !== undefined, dedupeKey, inputJson);
+    if (inserted !== undefined) return { runId, created: true };
+    const existing = await findExisting(db, workflow, runId, options.runId !== undefined, dedupeKey, inputJson);
     if (existing !== undefined) return { runId: existing, created: false };
   }
   throw new Error(`Run ${runId} conflicted with an existing run that then disappeared, three times in a row.`);
 }
 
 async function findExisting(
-  trx: Kysely<LedgerflowDatabase>,
+  db: Kysely<LedgerflowDatabase>,
   workflow: AnyWorkflow,
   runId: string,
   runIdGiven: boolean,
   dedupeKey: string | undefined,
   inputJson: string,
 ): Promise<string | undefined> {
-  const rows = await trx
+  const rows = await db
     .selectFrom('ledgerflow.workflow_run')
     .select(['id', 'workflow_name', 'workflow_version', 'dedupe_key', sql<boolean>`input = ${inputJson}::jsonb`.as('same_input')])
     .where((eb) =>

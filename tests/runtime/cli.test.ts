@@ -218,9 +218,12 @@ describe('ledgerflow CLI against PostgreSQL', () => {
       await until(() => stderr.includes('Stop with Ctrl-C or SIGTERM.'), () => `worker did not start:\n${stderr}`);
       expect(stderr).toMatch(/^Worker \S+ running cli-greet v1 on PostgreSQL at /);
 
-      // The external step's perform runs too: the whole run completes.
-      const quick = await client.start(greet, { name: 'quick' });
-      expect((await client.waitForRun(quick.runId, { timeoutMs: 30_000, pollMs: 50 })).status).toBe('completed');
+      // `start --wait` returns once the worker completed the run (its external step included).
+      const quick = await run(['start', 'cli-greet', '--input', '{"name":"quick"}', '--workflows', `${FIXTURES}/workflows.ts`, '--wait', '--json', ...db]);
+      expect(quick.code).toBe(0);
+      const { run: finished } = JSON.parse(quick.stdout) as { run: { status: string; steps: Array<{ step_name: string }> } };
+      expect(finished.status).toBe('completed');
+      expect(finished.steps.map((s) => s.step_name).sort()).toEqual(['deliver', 'greet']);
 
       const slow = await client.start(greet, { name: 'slow', slowMs: 1_500 });
       await until(async () => (await client.getRun(slow.runId)).attempts.length > 0, () => 'the slow run was not claimed');
@@ -248,6 +251,12 @@ describe('ledgerflow CLI against PostgreSQL', () => {
     expect(noExport.stderr).toContain('has no export named "workflows"');
     const missing = await run(['reconcile', '--workflows', `${FIXTURES}/nope.ts`, ...db]);
     expect(missing.stderr).toContain('--workflows tests/runtime/cli-fixtures/nope.ts: no such file.');
+  });
+
+  it('start --wait gives up after --timeout with exit 1, leaving the run pending', async () => {
+    const outcome = await run(['start', 'cli-greet', '--input', '{"name":"nobody-works"}', '--workflows', `${FIXTURES}/workflows.ts`, '--wait', '--timeout', '100', ...db]);
+    expect(outcome.code).toBe(1);
+    expect(outcome.stderr).toMatch(/^Started run \S+; waiting up to 100 ms…\nledgerflow start: Run \S+ is still pending after 100 ms; it goes on, wait again or inspect it\.\n$/);
   });
 
   it('cancels a run once, exit 1 the second time', async () => {
