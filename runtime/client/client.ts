@@ -57,7 +57,8 @@ export interface Client {
   start(workflowName: string, input: unknown, options?: StartOptions): Promise<StartedRun>;
   /**
    * `start` inside the caller's own Kysely transaction: the run exists if and only if that
-   * transaction commits, and workers are woken at its commit.
+   * transaction commits, and workers are woken at its commit. On PGlite the transaction must
+   * come from `store.db` (one connection); on PostgreSQL any Kysely on the same database works.
    *
    * @example
    * await db.transaction().execute(async (trx) => {
