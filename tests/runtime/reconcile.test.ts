@@ -1,0 +1,196 @@
+import { afterEach, beforeAll, expect, it } from 'vitest';
+import { configureFaults, createWorker, runReconcilePass, type FaultPointName, type Worker, type WorkerOptions } from 'ledgerflow/runtime';
+import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
+import { describeStores } from '../support/describe-stores.js';
+import { migrateForTest } from '../support/migrate-for-test.js';
+import { eventLog, insertRun, runState } from './fixtures/run-helpers.js';
+import { receiptControl, receiptHandlers } from './fixtures/test-handlers.js';
+import { ALL_TEST_WORKFLOWS, receipt, receiptOnce, receiptSlow } from './fixtures/test-workflows.js';
+
+const FAST: Partial<WorkerOptions> = { pollIntervalMs: 20, leaseMs: 5_000, reconcileIntervalMs: 0 };
+/** Far enough ahead that every intent is due (lease + perform timeout have passed). */
+const LATER = (): Date => new Date(Date.now() + 3_600_000);
+
+/** Makes the next pass through `point` throw once, as a crash-free stand-in for dying there. */
+const throwOnceAt = (point: FaultPointName): void =>
+  configureFaults({ seed: 11, points: { [point]: { probability: 1, actions: ['throw'], times: 1 } } });
+
+describeStores('external intents: reconciliation in the worker and in the reconciler pass', (getStore) => {
+  const workers: Worker[] = [];
+  const worker = (options: Omit<WorkerOptions, 'store'>): Worker => {
+    const w = createWorker({ store: getStore(), ...FAST, ...options });
+    workers.push(w);
+    return w;
+  };
+  beforeAll(() => migrateForTest(getStore(), ALL_TEST_WORKFLOWS).then(() => undefined));
+  afterEach(async () => {
+    configureFaults(undefined);
+    await Promise.all(workers.splice(0).map((w) => w.stop({ timeoutMs: 200 })));
+  });
+
+  it('after a failure following perform, the next attempt reconciles (found) instead of sending again', async () => {
+    const store = getStore();
+    const email = new FakeEmailProvider();
+    const control = receiptControl();
+    throwOnceAt('after-perform');
+    const runId = await insertRun(store, receipt, { orderId: 'rc-found', email: 'a@example.com' });
+    await worker({ workflows: [receiptHandlers(email, control)] }).drain();
+
+    const { run, attempts, effects, results } = await runState(store, runId);
+    expect(run.status).toBe('completed');
+    expect(email.sentForReference('receipt:rc-found')).toBe(1);
+    expect(control.reconcileCalls).toBe(1);
+    expect(attempts.map((a) => `${a.attempt}:${a.status}`)).toEqual(['1:failed', '2:succeeded']);
+    expect(attempts[0]!.error).toMatchObject({ name: 'InjectedFaultError' });
+    expect(effects).toEqual([
+      expect.objectContaining({ status: 'recorded', attempt: 1, resolution: 'found by reconcile in attempt 2', effect: { messageId: email.messages()[0]!.messageId } }),
+    ]);
+    expect(results[0]).toMatchObject({ attempt: 1 });
+  });
+
+  it('when the intent was committed but nothing was sent, reconcile says not_found and the same key is performed once', async () => {
+    const store = getStore();
+    const email = new FakeEmailProvider();
+    const control = receiptControl();
+    throwOnceAt('after-intent-commit');
+    const runId = await insertRun(store, receipt, { orderId: 'rc-not-found', email: 'a@example.com' });
+    await worker({ workflows: [receiptHandlers(email, control)] }).drain();
+
+    const { run, effects } = await runState(store, runId);
+    expect(run.status).toBe('completed');
+    expect(email.sentForReference('receipt:rc-not-found')).toBe(1);
+    expect(control.reconcileCalls).toBe(1);
+    expect(effects).toEqual([expect.objectContaining({ status: 'recorded', attempt: 2, idempotency_key: 'receipt:rc-not-found' })]);
+    expect(effects[0]!.resolution).toContain('not_found by reconcile in attempt 2');
+  });
+
+  it('parks the run when reconcile cannot tell, and a later pass that finds the effect completes it', async () => {
+    const store = getStore();
+    const email = new FakeEmailProvider();
+    const control = receiptControl();
+    control.reconcile = 'unknown';
+    throwOnceAt('after-perform');
+    const runId = await insertRun(store, receipt, { orderId: 'rc-unknown', email: 'a@example.com' });
+    const log = eventLog();
+    await worker({ workflows: [receiptHandlers(email, control)], onEvent: log.onEvent }).drain();
+
+    const parked = await runState(store, runId);
+    expect(parked.run.status).toBe('needs_reconciliation');
+    expect(parked.run.lease_owner).toBeNull();
+    expect(parked.run.error).toMatchObject({
+      name: 'NeedsReconciliation',
+      step: 'receipt',
+      key: 'receipt:rc-unknown',
+      message: expect.stringContaining('the provider lookup is down'),
+    });
+    expect(parked.effects.map((e) => e.status)).toEqual(['intent']);
+    expect(log.events.some((e) => e.type === 'run-parked')).toBe(true);
+
+    control.reconcile = 'lookup';
+    const report = await runReconcilePass({ store, workflows: [receiptHandlers(email, control)], now: LATER(), leaseMs: 5_000 });
+    expect(report).toMatchObject({ examined: 1, recorded: 1, released: 0, parked: 0, skipped: 0 });
+    expect(report.items[0]).toMatchObject({ runId, step: 'receipt', key: 'receipt:rc-unknown', intentAttempt: 1, outcome: 'recorded' });
+
+    const { run, effects } = await runState(store, runId);
+    expect(run.status).toBe('completed');
+    expect(run.output).toEqual({ receipt: { messageId: email.messages()[0]!.messageId } });
+    expect(effects[0]).toMatchObject({ status: 'recorded', resolution: 'found by the reconciler' });
+    expect(email.sentForReference('receipt:rc-unknown')).toBe(1);
+  });
+
+  it('the pass skips intents that are not due yet, then releases one the provider never saw for a same-key retry', async () => {
+    const store = getStore();
+    const email = new FakeEmailProvider();
+    throwOnceAt('after-intent-commit');
+    const runId = await insertRun(store, receiptSlow, { orderId: 'rc-pass-release', email: 'a@example.com' });
+    const log = eventLog();
+    const first = worker({ workflows: [receiptHandlers(email, receiptControl(), receiptSlow)], onEvent: log.onEvent });
+    await first.start();
+    await log.waitFor('step-failed', (e) => e.runId === runId);
+    await first.stop();
+
+    const registration = receiptHandlers(email, receiptControl(), receiptSlow);
+    const early = await runReconcilePass({ store, workflows: [registration], leaseMs: 5_000 });
+    expect(early).toMatchObject({ examined: 1, skipped: 1 });
+    expect(early.items[0]!.detail).toMatch(/^not due before /);
+
+    const report = await runReconcilePass({ store, workflows: [registration], now: LATER(), leaseMs: 5_000 });
+    expect(report).toMatchObject({ examined: 1, released: 1 });
+    const released = await runState(store, runId);
+    expect(released.run).toMatchObject({ status: 'pending', lease_owner: null });
+    expect(released.effects).toEqual([expect.objectContaining({ status: 'released', resolution: expect.stringContaining('not found') })]);
+
+    await worker({ workflows: [registration] }).drain();
+    const { run, effects } = await runState(store, runId);
+    expect(run.status).toBe('completed');
+    expect(effects[0]).toMatchObject({ status: 'recorded', attempt: 2 });
+    expect(email.sentForReference('receipt:rc-pass-release')).toBe(1);
+  });
+
+  it('exhausting attempts with an open intent parks the run; the pass then records it (found) or fails it (not found)', async () => {
+    const store = getStore();
+    const email = new FakeEmailProvider();
+    const registration = receiptHandlers(email, receiptControl(), receiptOnce);
+
+    throwOnceAt('after-perform');
+    const sentRun = await insertRun(store, receiptOnce, { orderId: 'rc-exhausted-sent', email: 'a@example.com' });
+    await worker({ workflows: [registration] }).drain();
+    throwOnceAt('after-intent-commit');
+    const unsentRun = await insertRun(store, receiptOnce, { orderId: 'rc-exhausted-unsent', email: 'a@example.com' });
+    await worker({ workflows: [registration] }).drain();
+
+    for (const id of [sentRun, unsentRun]) {
+      const { run } = await runState(store, id);
+      expect(run.status).toBe('needs_reconciliation');
+      expect(run.error).toMatchObject({ exhausted: true, lastError: { name: 'InjectedFaultError' } });
+      expect((run.error as { message: string }).message).toContain('attempts exhausted (1/1)');
+    }
+
+    const report = await runReconcilePass({ store, workflows: [registration], now: LATER(), leaseMs: 5_000 });
+    expect(report).toMatchObject({ examined: 2, recorded: 1, released: 1 });
+    expect((await runState(store, sentRun)).run.status).toBe('completed');
+    const unsent = await runState(store, unsentRun);
+    expect(unsent.run.status).toBe('failed');
+    expect(unsent.run.error).toMatchObject({ name: 'InjectedFaultError' });
+    expect(unsent.effects.map((e) => e.status)).toEqual(['released']);
+    expect(email.sentForReference('receipt:rc-exhausted-sent')).toBe(1);
+    expect(email.sentForReference('receipt:rc-exhausted-unsent')).toBe(0);
+  });
+
+  it('a worker that finds an intent from a crashed attempt waits until lease + perform timeout, then reconciles', async () => {
+    const store = getStore();
+    const email = new FakeEmailProvider();
+    const control = receiptControl();
+    // The first worker "dies" after perform: its step hangs there and it is stopped abruptly
+    // (stop waits ~1 s for the hung step; the lease is long enough that the intent is not due yet).
+    configureFaults({ seed: 3, points: { 'after-perform': { probability: 1, actions: ['hang'], hangMs: 2_000, times: 1 } } });
+    const runId = await insertRun(store, receipt, { orderId: 'rc-crashed', email: 'a@example.com' });
+    const firstLog = eventLog();
+    const first = worker({ workflows: [receiptHandlers(email, control)], leaseMs: 2_000, heartbeatMs: 500, onEvent: firstLog.onEvent });
+    await first.start();
+    await new Promise<void>((resolve) => {
+      const check = (): void => (email.sentForReference('receipt:rc-crashed') === 1 ? resolve() : void setTimeout(check, 10));
+      check();
+    });
+    await first.stop({ timeoutMs: 10 });
+
+    const log = eventLog();
+    await worker({ workflows: [receiptHandlers(email, control)], leaseMs: 2_000, heartbeatMs: 500, onEvent: log.onEvent }).drain();
+
+    const rescheduled = log.events.find((e) => e.type === 'run-rescheduled');
+    expect(rescheduled).toMatchObject({ runId, step: 'receipt' });
+    const { run, attempts, effects } = await runState(store, runId);
+    expect(run.status).toBe('completed');
+    expect(attempts.map((a) => `${a.attempt}:${a.status}:${(a.error as { name?: string } | null)?.name ?? ''}`)).toEqual([
+      '1:abandoned:WorkerStopped',
+      '2:abandoned:AwaitingIntent',
+      '3:succeeded:',
+    ]);
+    // The wait is measured on the database clock from the intent, never on the worker's.
+    const intentAt = effects[0]!.intent_at.getTime();
+    expect(attempts[1]!.next_eligible_at!.getTime() - intentAt).toBe(2_000 + 500);
+    expect(attempts[2]!.started_at.getTime()).toBeGreaterThanOrEqual(intentAt + 2_500);
+    expect(email.sentForReference('receipt:rc-crashed')).toBe(1);
+    expect(control.reconcileCalls).toBe(1);
+  });
+});
