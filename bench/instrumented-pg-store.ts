@@ -1,7 +1,6 @@
-import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
-import { INT8_OID, parseInt8, type Store } from '../runtime/store/store.js';
-import type { LedgerflowDatabase } from '../runtime/store/tables.js';
+import { createPgStore } from '../runtime/store/pg/pg-store.js';
+import type { Store } from '../runtime/store/store.js';
 
 /**
  * What the worker's driver sent, by transaction: every query is one round trip; every
@@ -28,8 +27,8 @@ const CLAIM = /\bclaimed AS\b/i;
 const STEP_WRITE = /\b(INSERT INTO|UPDATE)\s+ledgerflow\.(step_attempt|step_effect|step_result)\b/i;
 
 /**
- * A `pg`-pool store, as the runtime's own (runtime/store/pg), whose clients count and classify
- * what they send. For the benchmark only: the runtime's store must not pay for counting.
+ * The runtime's `pg` store with clients that count and classify what they send. For the
+ * benchmark only: the runtime's store must not pay for counting.
  */
 export function createInstrumentedPgStore(options: {
   readonly connectionString: string;
@@ -69,42 +68,17 @@ export function createInstrumentedPgStore(options: {
     return (original as (...a: unknown[]) => unknown).apply(this, args);
   } as typeof original;
 
-  const types = {
-    getTypeParser: ((oid: number, format?: string) =>
-      oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
-  };
-  const pool = new pg.Pool({
+  const store = createPgStore({
     connectionString: options.connectionString,
-    max: options.maxConnections,
-    application_name: options.applicationName,
-    types,
-    Client: CountingClient,
+    maxConnections: options.maxConnections,
+    applicationName: options.applicationName,
+    clientClass: CountingClient,
   });
-  pool.on('error', () => {});
-  pool.on('connect', (client) => client.on('error', () => {}));
-  const db = new Kysely<LedgerflowDatabase>({ dialect: new PostgresDialect({ pool }) });
   return {
-    kind: 'pg',
-    db,
-    location: `PostgreSQL (instrumented) ${new URL(options.connectionString).pathname}`,
+    ...store,
     counts,
     reset() {
       Object.assign(counts, { roundTrips: 0, claimCommits: 0, stepCommits: 0, otherCommits: 0, rollbacks: 0 });
-    },
-    async listen(channel, onNotify) {
-      const client = new pg.Client({ connectionString: options.connectionString, application_name: options.applicationName, types });
-      client.on('error', () => {});
-      await client.connect();
-      client.on('notification', (message) => {
-        if (message.channel === channel) onNotify(message.payload ?? '');
-      });
-      await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
-      return async () => {
-        await client.end().catch(() => {});
-      };
-    },
-    async close() {
-      await db.destroy();
     },
   };
 }

@@ -8,6 +8,11 @@ export interface PgStoreOptions {
   /** Pool size; a worker needs about one connection per concurrent run plus one to listen. */
   readonly maxConnections?: number;
   readonly applicationName?: string;
+  /**
+   * The `pg.Client` subclass every connection (pooled and LISTEN) is made with. For tests and
+   * benchmarks that count or cut a store's connections; production code leaves it unset.
+   */
+  readonly clientClass?: typeof pg.Client;
 }
 
 const types = {
@@ -22,6 +27,7 @@ export function createPgStore(options: PgStoreOptions): Store {
     max: options.maxConnections ?? 10,
     application_name: options.applicationName ?? 'ledgerflow',
     types,
+    ...(options.clientClass !== undefined ? { Client: options.clientClass } : {}),
   });
   // A client that loses its server (restart, pg_terminate_backend) must not crash the process.
   // The pool listens on idle clients only; a checked-out client between two queries of a
@@ -37,7 +43,12 @@ export function createPgStore(options: PgStoreOptions): Store {
     db,
     location: `PostgreSQL at ${url.hostname}:${url.port || '5432'}${url.pathname}`,
     async listen(channel, onNotify) {
-      const client = new pg.Client({ connectionString: options.connectionString, types });
+      const Client = options.clientClass ?? pg.Client;
+      const client = new Client({
+        connectionString: options.connectionString,
+        application_name: options.applicationName ?? 'ledgerflow',
+        types,
+      });
       client.on('error', () => {});
       await client.connect();
       client.on('notification', (message) => {

@@ -1,7 +1,6 @@
-import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
-import { INT8_OID, parseInt8, type Store } from '../../../runtime/store/store.js';
-import type { LedgerflowDatabase } from '../../../runtime/store/tables.js';
+import { createPgStore } from '../../../runtime/store/pg/pg-store.js';
+import type { Store } from '../../../runtime/store/store.js';
 
 /** A store whose process can be made to "die" as far as the database can tell. */
 export interface SeverableStore extends Store {
@@ -21,12 +20,7 @@ class SeveredError extends Error {
   }
 }
 
-const types = {
-  getTypeParser: ((oid: number, format?: string) =>
-    oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
-};
-
-/** A `pg`-pool store like the runtime's, whose sessions carry `applicationName` so they can be ended. */
+/** The runtime's `pg` store, whose sessions carry `applicationName` so that they can be ended. */
 export function createSeverablePgStore(options: {
   readonly connectionString: string;
   readonly adminUrl: string;
@@ -53,32 +47,15 @@ export function createSeverablePgStore(options: {
     return (originalQuery as (...a: unknown[]) => unknown).apply(this, args);
   } as typeof originalQuery;
 
-  const pool = new pg.Pool({
+  const store = createPgStore({
     connectionString: options.connectionString,
-    max: options.maxConnections,
-    application_name: options.applicationName,
-    types,
-    Client: SeverableClient,
+    maxConnections: options.maxConnections,
+    applicationName: options.applicationName,
+    clientClass: SeverableClient,
   });
-  pool.on('error', () => {});
-  pool.on('connect', (client) => client.on('error', () => {}));
-  const db = new Kysely<LedgerflowDatabase>({ dialect: new PostgresDialect({ pool }) });
   return {
-    kind: 'pg',
-    db,
-    location: `PostgreSQL (severable, ${options.applicationName})`,
-    async listen(channel, onNotify) {
-      const client = new SeverableClient({ connectionString: options.connectionString, application_name: options.applicationName, types });
-      client.on('error', () => {});
-      await client.connect();
-      client.on('notification', (message) => {
-        if (message.channel === channel) onNotify(message.payload ?? '');
-      });
-      await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
-      return async () => {
-        await client.end().catch(() => {});
-      };
-    },
+    ...store,
+    location: `${store.location} (severable, ${options.applicationName})`,
     async sever() {
       severed = true;
       const admin = new pg.Client({ connectionString: options.adminUrl });
@@ -92,10 +69,10 @@ export function createSeverablePgStore(options: {
     async close() {
       // A severed pool may hold clients that are never released (their code hangs): do not wait for them.
       if (severed) {
-        void db.destroy().catch(() => {});
+        void store.close().catch(() => {});
         return;
       }
-      await db.destroy();
+      await store.close();
     },
   };
 }
