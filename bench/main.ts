@@ -66,6 +66,7 @@ async function main(): Promise<void> {
           stepsPerSecond: result.commitsPerSecond,
           commitsPerStep: 1,
           roundTripsPerStep: form === 'statement' ? 1 : 6,
+          workerCpuMsPerStep: result.cpuMs / result.commits,
         });
         log(`W0 ${form} c=${concurrency}: ${result.commitsPerSecond.toFixed(0)} commits/s`);
       }
@@ -116,7 +117,15 @@ async function main(): Promise<void> {
         await migrateForTest(store, BENCH_WORKFLOWS);
         await sql.raw(BENCH_APP_SQL).execute(store.db);
         const m = await measureDrain({ workflow: oneStep, registrations, runs: pgliteRuns, concurrency, enqueueStore: store, workerStore: store });
-        pglite.push({ workload: 'W1 one-step drain (PGlite, fsync off)', concurrency, steps: pgliteRuns, workflows: pgliteRuns, seconds: m.seconds, stepsPerSecond: pgliteRuns / m.seconds });
+        pglite.push({
+          workload: 'W1 one-step drain (PGlite, fsync off)',
+          concurrency,
+          steps: pgliteRuns,
+          workflows: pgliteRuns,
+          seconds: m.seconds,
+          stepsPerSecond: pgliteRuns / m.seconds,
+          workerCpuMsPerStep: m.cpuMs / pgliteRuns,
+        });
         log(`PGlite W1 c=${concurrency}: ${(pgliteRuns / m.seconds).toFixed(0)} steps/s`);
       } finally {
         await store.close();
@@ -219,6 +228,7 @@ async function durableDrain(
         workflowsPerSecond: o.runs / m.seconds,
         commitsPerStep: delta.commits / steps,
         roundTripsPerStep: workerStore.counts.roundTrips / steps,
+        workerCpuMsPerStep: m.cpuMs / steps,
         rollbacks: delta.rollbacks,
       },
       counts: { ...workerStore.counts },

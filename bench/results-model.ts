@@ -15,6 +15,8 @@ export interface ThroughputRow {
   readonly commitsPerStep?: number;
   /** Queries sent by the worker's driver divided by steps. */
   readonly roundTripsPerStep?: number;
+  /** CPU the worker's process spent per step (ms): with two cores shared with the server, a ceiling of its own. */
+  readonly workerCpuMsPerStep?: number;
   /** Rollbacks seen by the server while the workload ran (fencing losers, conflicts, errors). */
   readonly rollbacks?: number;
 }

@@ -89,15 +89,16 @@ export function renderMarkdown(results: BenchResults, chartFile: string): string
 
 function throughputTable(rows: readonly ThroughputRow[], floor: readonly ThroughputRow[]): string {
   const header = [
-    '| workload | concurrency | steps | seconds | steps/s | workflows/s | ratio to W0 | commits / step | round trips / step | rollbacks |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| workload | concurrency | steps | seconds | steps/s | workflows/s | ratio to W0 | commits / step | round trips / step | worker CPU ms / step | rollbacks |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   const body = rows.map((r) => {
     const base = floor.find((f) => f.concurrency === r.concurrency);
     const ratio = base && !r.workload.startsWith('W0') ? (r.stepsPerSecond / base.stepsPerSecond).toFixed(2) : '';
     return (
       `| ${r.workload} | ${r.concurrency} | ${r.steps} | ${r.seconds.toFixed(2)} | ${r.stepsPerSecond.toFixed(0)} | ` +
-      `${opt(r.workflowsPerSecond, 0)} | ${ratio} | ${opt(r.commitsPerStep, 2)} | ${opt(r.roundTripsPerStep, 2)} | ${r.rollbacks ?? ''} |`
+      `${opt(r.workflowsPerSecond, 0)} | ${ratio} | ${opt(r.commitsPerStep, 2)} | ${opt(r.roundTripsPerStep, 2)} | ` +
+      `${opt(r.workerCpuMsPerStep, 2)} | ${r.rollbacks ?? ''} |`
     );
   });
   return [...header, ...body].join('\n');

@@ -21,6 +21,8 @@ export interface DrainOptions {
 export interface DrainMeasurement {
   readonly runs: number;
   readonly seconds: number;
+  /** CPU time this process (the worker, and nothing else while draining) spent, in ms. */
+  readonly cpuMs: number;
   /** Steps that failed (should be 0; a benchmark with failures is reported, not hidden). */
   readonly failedSteps: number;
   readonly errors: readonly string[];
@@ -66,6 +68,7 @@ export async function measureDrain(options: DrainOptions): Promise<DrainMeasurem
     );
   });
   const started = performance.now();
+  const cpuBefore = process.cpuUsage();
   try {
     await worker.start();
     await Promise.race([allDone, timedOut]);
@@ -73,6 +76,7 @@ export async function measureDrain(options: DrainOptions): Promise<DrainMeasurem
     clearTimeout(timer);
   }
   const seconds = (performance.now() - started) / 1000;
+  const cpu = process.cpuUsage(cpuBefore);
   await worker.stop();
-  return { runs: options.runs, seconds, failedSteps, errors };
+  return { runs: options.runs, seconds, cpuMs: (cpu.user + cpu.system) / 1000, failedSteps, errors };
 }

@@ -19,6 +19,8 @@ export interface FloorResult {
   readonly commits: number;
   readonly seconds: number;
   readonly commitsPerSecond: number;
+  /** CPU time of this process (the driver loop) while measuring, in ms. */
+  readonly cpuMs: number;
 }
 
 /** The floor writes exactly what W1's one `transactional` step commits, for the same workflow. */
@@ -55,9 +57,11 @@ export async function measureFloor(url: string, concurrency: number, commits: nu
       }
     };
     const started = performance.now();
+    const cpuBefore = process.cpuUsage();
     await Promise.all(Array.from({ length: concurrency }, loop));
     const seconds = (performance.now() - started) / 1000;
-    return { concurrency, commits: ids.length, seconds, commitsPerSecond: ids.length / seconds };
+    const cpu = process.cpuUsage(cpuBefore);
+    return { concurrency, commits: ids.length, seconds, commitsPerSecond: ids.length / seconds, cpuMs: (cpu.user + cpu.system) / 1000 };
   } finally {
     await pool.end();
   }
