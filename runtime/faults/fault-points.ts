@@ -128,13 +128,14 @@ export function parseFaultLogLine(line: string): FaultFiring | undefined {
   return JSON.parse(line.slice(FAULT_LOG_PREFIX.length)) as FaultFiring;
 }
 
-async function fire(name: FaultPointName): Promise<void> {
+/** Decides synchronously; only a firing point costs a promise. */
+function fire(name: FaultPointName): Promise<void> | undefined {
   const current = state;
   const point = current?.spec.points[name];
-  if (current === undefined || point === undefined) return;
+  if (current === undefined || point === undefined) return undefined;
   const fired = current.firedPerPoint.get(name) ?? 0;
-  if (point.times !== undefined && fired >= point.times) return;
-  if (current.random() >= point.probability) return;
+  if (point.times !== undefined && fired >= point.times) return undefined;
+  if (current.random() >= point.probability) return undefined;
   const action = point.actions[Math.floor(current.random() * point.actions.length)] ?? 'throw';
   current.firedPerPoint.set(name, fired + 1);
   current.firings += 1;
@@ -143,17 +144,17 @@ async function fire(name: FaultPointName): Promise<void> {
   process.stderr.write(`${FAULT_LOG_PREFIX}${JSON.stringify(firing)}\n`);
   switch (action) {
     case 'throw':
-      throw new InjectedFaultError(
-        `Injected fault at ${name} (seed ${firing.seed}, firing #${firing.firing}); replay with ${FAULTS_ENV} and the same seed.`,
+      return Promise.reject(
+        new InjectedFaultError(
+          `Injected fault at ${name} (seed ${firing.seed}, firing #${firing.firing}); replay with ${FAULTS_ENV} and the same seed.`,
+        ),
       );
     case 'hang':
-      await new Promise((resolve) => setTimeout(resolve, point.hangMs ?? DEFAULT_HANG_MS));
-      return;
+      return new Promise((resolve) => setTimeout(resolve, point.hangMs ?? DEFAULT_HANG_MS));
     case 'kill':
       process.kill(process.pid, 'SIGKILL');
       // SIGKILL is delivered asynchronously; nothing after this point may run.
-      await new Promise(() => {});
-      return;
+      return new Promise(() => {});
   }
 }
 
