@@ -1,0 +1,165 @@
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { shapeHash, workflow } from 'ledgerflow/dsl';
+import { bindHandlers, createWorker, type LedgerflowDatabase, type Store, type WorkerEvent } from 'ledgerflow/runtime';
+import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
+import { INT8_OID, parseInt8 } from '../../runtime/store/store.js';
+import { migrateForTest } from '../support/migrate-for-test.js';
+import { createPgTestStore, type TestStore } from '../support/test-stores.js';
+import { insertRun, runState, setupAppSchema } from './fixtures/run-helpers.js';
+import type { AppDatabase } from './fixtures/test-workflows.js';
+
+/**
+ * What one step of each kind costs the database: round trips (every statement the driver
+ * sends, BEGIN and COMMIT included) and commits, counted at the driver while a single worker
+ * drives a single run, so every statement in the window belongs to that run.
+ */
+const costed = workflow('wt-cost', { version: 1, input: z.object({ orderId: z.string() }) })
+  .step('compute', { output: z.object({ amountCents: z.number() }) })
+  .transactional('write', { output: z.object({ rowId: z.number() }), key: ({ input }) => `write:${input.orderId}` })
+  .external('call', { output: z.object({ chargeId: z.string() }), key: ({ input }) => `call:${input.orderId}`, idempotentByKey: true })
+  .step('finish', { output: z.object({ done: z.boolean() }) });
+
+interface Logged {
+  readonly sql: string;
+  /** Events emitted before this statement was sent. */
+  readonly afterEvents: number;
+}
+
+/** A store over its own pool whose Kysely logs every statement, BEGIN/COMMIT included. */
+function countingStore(url: string, onQuery: (sqlText: string) => void): Store {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: 4,
+    types: {
+      getTypeParser: ((oid: number, format?: string) =>
+        oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+    },
+  });
+  const db = new Kysely<LedgerflowDatabase>({
+    dialect: new PostgresDialect({ pool }),
+    log: (event) => onQuery(event.query.sql),
+  });
+  return {
+    kind: 'pg',
+    db,
+    location: 'counting pool',
+    listen: async () => async () => {},
+    close: () => db.destroy(),
+  };
+}
+
+/** Commits in a statement sequence: each BEGIN…COMMIT, and each statement outside one. */
+function commitsIn(statements: readonly string[]): number {
+  let commits = 0;
+  let inTransaction = false;
+  for (const statement of statements) {
+    const verb = statement.trim().toLowerCase();
+    if (verb === 'begin' || verb.startsWith('begin ')) inTransaction = true;
+    else if (verb === 'commit') {
+      inTransaction = false;
+      commits += 1;
+    } else if (verb === 'rollback') inTransaction = false;
+    else if (!inTransaction) commits += 1;
+  }
+  return commits;
+}
+
+describe('worker: commits and round trips per step [pg]', () => {
+  let base: TestStore;
+  let store: Store;
+  const logged: Logged[] = [];
+  const events: WorkerEvent[] = [];
+
+  beforeAll(async () => {
+    base = await createPgTestStore();
+    await migrateForTest(base, [costed]);
+    await setupAppSchema(base);
+    store = countingStore(base.url!, (text) => logged.push({ sql: text, afterEvents: events.length }));
+  });
+  afterAll(async () => {
+    await store.close();
+    await base.close();
+  });
+
+  it('costs 1 round trip and 1 commit per step, 4 + handler statements and 1 commit per transactional, 2 and 2 per external', async () => {
+    const payments = new FakePaymentProvider();
+    const registration = bindHandlers(
+      costed,
+      {
+        compute: () => ({ amountCents: 1_000 }),
+        write: async ({ tx, runId, input, record }) => {
+          const row = await tx
+            .insertInto('wt_app.reservation')
+            .values({ run_id: runId, order_id: input.orderId, quantity: 1 })
+            .returning('id')
+            .executeTakeFirstOrThrow();
+          return record({ rowId: row.id });
+        },
+        call: {
+          perform: async ({ key, input }) => {
+            const charge = await payments.charge(
+              { reference: input.orderId, amountCents: 1_000, currency: 'eur', customerId: 'c' },
+              { idempotencyKey: key },
+            );
+            return { chargeId: charge.id };
+          },
+        },
+        finish: () => ({ done: true }),
+      } satisfies Parameters<typeof bindHandlers<typeof costed, AppDatabase>>[1],
+      shapeHash(costed),
+    );
+    const runId = await insertRun(base, costed, { orderId: 'cost-1' });
+    const worker = createWorker({
+      store,
+      workflows: [registration],
+      concurrency: 1,
+      leaseMs: 60_000,
+      pollIntervalMs: 60_000,
+      reconcileIntervalMs: 0,
+      onEvent: (event) => {
+        events.push(event);
+        if (event.type === 'run-completed') completed();
+      },
+    });
+    // Not drain(): its own progress queries would land in the measured windows.
+    let completed!: () => void;
+    const done = new Promise<void>((resolve) => (completed = resolve));
+    await worker.start();
+    await done;
+    await worker.stop();
+    expect((await runState(base, runId)).run.status).toBe('completed');
+
+    // Statements sent between two events belong to the step that the later event reports.
+    const claimedAt = events.findIndex((e) => e.type === 'run-claimed');
+    const stepEnds = events.flatMap((e, i) => (e.type === 'step-succeeded' ? [{ step: e.step, index: i }] : []));
+    const window = (from: number, to: number): string[] => logged.filter((q) => q.afterEvents > from && q.afterEvents <= to).map((q) => q.sql);
+    const claim = logged.filter((q) => q.afterEvents === claimedAt && /candidate AS/.test(q.sql)).map((q) => q.sql);
+    const costs = stepEnds.map(({ step, index }, i) => {
+      const statements = window(i === 0 ? claimedAt : stepEnds[i - 1]!.index, index);
+      return { step, roundTrips: statements.length, commits: commitsIn(statements) };
+    });
+
+    const table = [
+      '| what | round trips | commits |',
+      '|---|---|---|',
+      `| claim (once per run, opens the first attempt) | ${claim.length} | ${commitsIn(claim)} |`,
+      ...costs.map((c) => `| ${c.step} (${costed.steps.find((s) => s.name === c.step)!.kind}) | ${c.roundTrips} | ${c.commits} |`),
+    ].join('\n');
+    console.log(`Per-step cost on PostgreSQL (driver-counted):\n${table}`);
+
+    expect(claim).toHaveLength(1);
+    expect(costs).toEqual([
+      { step: 'compute', roundTrips: 1, commits: 1 },
+      // BEGIN, ledger row + fence read, the handler's INSERT, result + transition, COMMIT.
+      { step: 'write', roundTrips: 5, commits: 1 },
+      // Intent commit, result commit.
+      { step: 'call', roundTrips: 2, commits: 2 },
+      { step: 'finish', roundTrips: 1, commits: 1 },
+    ]);
+    const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM wt_app.reservation WHERE run_id = ${runId}`.execute(base.db);
+    expect(rows[0]!.n).toBe(1);
+  });
+});
