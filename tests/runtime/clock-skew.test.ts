@@ -4,7 +4,7 @@ import { configureFaults, createWorker, runReconcilePass, type Worker, type Work
 import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
-import { eventLog, insertRun, runState, waitUntil } from './fixtures/run-helpers.js';
+import { eventLog, startTestRun, runState, waitUntil } from './fixtures/run-helpers.js';
 import { gate, gatedHandlers, receiptControl, receiptHandlers } from './fixtures/test-handlers.js';
 import { ALL_TEST_WORKFLOWS, gated, receipt } from './fixtures/test-workflows.js';
 
@@ -63,7 +63,7 @@ describe('clock skew: leases and reconciliation follow the database clock [pg]',
   ])('a worker whose clock is %s holds its lease for leaseMs of database time, renewed by database time', async (_label, offset) => {
     skewClock(offset);
     const held = gate();
-    const runId = await insertRun(store, gated, { label: 'skewed-lease' });
+    const runId = await startTestRun(store, gated, { label: 'skewed-lease' });
     const w = worker({ workflows: [gatedHandlers('skewed', [held])], workerId: 'skewed-worker' });
     await w.start();
     await held.entered;
@@ -95,7 +95,7 @@ describe('clock skew: leases and reconciliation follow the database clock [pg]',
 
   it('a worker whose clock runs ahead leaves a lease that is live in database time alone', async () => {
     // Another worker holds this run for an hour of database time.
-    const heldRun = await insertRun(store, gated, { label: 'held-elsewhere' });
+    const heldRun = await startTestRun(store, gated, { label: 'held-elsewhere' });
     await sql`
       WITH claimed AS (
         UPDATE ledgerflow.workflow_run
@@ -104,7 +104,7 @@ describe('clock skew: leases and reconciliation follow the database clock [pg]',
          WHERE id = ${heldRun} RETURNING id, fencing_token)
       INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id)
       SELECT id, 'wait', 1, 'running', fencing_token, 'other-worker' FROM claimed`.execute(store.db);
-    const freeRun = await insertRun(store, gated, { label: 'free' });
+    const freeRun = await startTestRun(store, gated, { label: 'free' });
 
     skewClock(SIX_HOURS);
     const log = eventLog();
@@ -133,7 +133,7 @@ describe('clock skew: leases and reconciliation follow the database clock [pg]',
   });
 
   it('a worker whose clock runs behind takes over a lease as soon as it expired in database time', async () => {
-    const runId = await insertRun(store, gated, { label: 'expired-elsewhere' });
+    const runId = await startTestRun(store, gated, { label: 'expired-elsewhere' });
     await sql`
       WITH claimed AS (
         UPDATE ledgerflow.workflow_run
@@ -163,7 +163,7 @@ describe('clock skew: leases and reconciliation follow the database clock [pg]',
     const registration = receiptHandlers(email, control);
     // A worker that stops right after its intent commit: the state a crash there leaves.
     configureFaults({ seed: 7, points: { 'after-intent-commit': { probability: 1, actions: ['hang'], hangMs: 2_000, times: 1 } } });
-    const runId = await insertRun(store, receipt, { orderId: 'skew-1', email: 'a@example.com' });
+    const runId = await startTestRun(store, receipt, { orderId: 'skew-1', email: 'a@example.com' });
     const log = eventLog();
     const crashing = worker({ workflows: [registration], onEvent: log.onEvent });
     await crashing.start();

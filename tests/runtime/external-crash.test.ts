@@ -8,7 +8,7 @@ import type { RunningServer } from '../../examples/fakes/json-http.js';
 import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
-import { insertRun, runState } from './fixtures/run-helpers.js';
+import { startTestRun, runState } from './fixtures/run-helpers.js';
 import { ALL_TEST_WORKFLOWS, charge, receipt } from './fixtures/test-workflows.js';
 
 const WORKER_ENTRY = fileURLToPath(new URL('./fixtures/crash-worker.ts', import.meta.url));
@@ -65,8 +65,8 @@ describe('external step crash window: worker process SIGKILLed after perform [pg
     const ids = await Promise.all(
       orders.map((orderId) =>
         which === 'charge'
-          ? insertRun(store, charge, { orderId, amountCents: 1_000 })
-          : insertRun(store, receipt, { orderId, email: `${orderId}@example.com` }),
+          ? startTestRun(store, charge, { orderId, amountCents: 1_000 })
+          : startTestRun(store, receipt, { orderId, email: `${orderId}@example.com` }),
       ),
     );
     // Concurrency 1 in the crashing process: exactly one run is between perform and its result commit.

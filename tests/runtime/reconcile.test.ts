@@ -3,7 +3,7 @@ import { configureFaults, createWorker, runReconcilePass, type FaultPointName, t
 import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
-import { eventLog, insertRun, runState } from './fixtures/run-helpers.js';
+import { eventLog, startTestRun, runState } from './fixtures/run-helpers.js';
 import { receiptControl, receiptHandlers } from './fixtures/test-handlers.js';
 import { ALL_TEST_WORKFLOWS, receipt, receiptOnce, receiptSlow } from './fixtures/test-workflows.js';
 
@@ -33,7 +33,7 @@ describeStores('external intents: reconciliation in the worker and in the reconc
     const email = new FakeEmailProvider();
     const control = receiptControl();
     throwOnceAt('after-perform');
-    const runId = await insertRun(store, receipt, { orderId: 'rc-found', email: 'a@example.com' });
+    const runId = await startTestRun(store, receipt, { orderId: 'rc-found', email: 'a@example.com' });
     await worker({ workflows: [receiptHandlers(email, control)] }).drain();
 
     const { run, attempts, effects, results } = await runState(store, runId);
@@ -53,7 +53,7 @@ describeStores('external intents: reconciliation in the worker and in the reconc
     const email = new FakeEmailProvider();
     const control = receiptControl();
     throwOnceAt('after-intent-commit');
-    const runId = await insertRun(store, receipt, { orderId: 'rc-not-found', email: 'a@example.com' });
+    const runId = await startTestRun(store, receipt, { orderId: 'rc-not-found', email: 'a@example.com' });
     await worker({ workflows: [receiptHandlers(email, control)] }).drain();
 
     const { run, effects } = await runState(store, runId);
@@ -70,7 +70,7 @@ describeStores('external intents: reconciliation in the worker and in the reconc
     const control = receiptControl();
     control.reconcile = 'unknown';
     throwOnceAt('after-perform');
-    const runId = await insertRun(store, receipt, { orderId: 'rc-unknown', email: 'a@example.com' });
+    const runId = await startTestRun(store, receipt, { orderId: 'rc-unknown', email: 'a@example.com' });
     const log = eventLog();
     await worker({ workflows: [receiptHandlers(email, control)], onEvent: log.onEvent }).drain();
 
@@ -102,7 +102,7 @@ describeStores('external intents: reconciliation in the worker and in the reconc
     const store = getStore();
     const email = new FakeEmailProvider();
     throwOnceAt('after-intent-commit');
-    const runId = await insertRun(store, receiptSlow, { orderId: 'rc-pass-release', email: 'a@example.com' });
+    const runId = await startTestRun(store, receiptSlow, { orderId: 'rc-pass-release', email: 'a@example.com' });
     const log = eventLog();
     const first = worker({ workflows: [receiptHandlers(email, receiptControl(), receiptSlow)], onEvent: log.onEvent });
     await first.start();
@@ -133,10 +133,10 @@ describeStores('external intents: reconciliation in the worker and in the reconc
     const registration = receiptHandlers(email, receiptControl(), receiptOnce);
 
     throwOnceAt('after-perform');
-    const sentRun = await insertRun(store, receiptOnce, { orderId: 'rc-exhausted-sent', email: 'a@example.com' });
+    const sentRun = await startTestRun(store, receiptOnce, { orderId: 'rc-exhausted-sent', email: 'a@example.com' });
     await worker({ workflows: [registration] }).drain();
     throwOnceAt('after-intent-commit');
-    const unsentRun = await insertRun(store, receiptOnce, { orderId: 'rc-exhausted-unsent', email: 'a@example.com' });
+    const unsentRun = await startTestRun(store, receiptOnce, { orderId: 'rc-exhausted-unsent', email: 'a@example.com' });
     await worker({ workflows: [registration] }).drain();
 
     for (const id of [sentRun, unsentRun]) {
@@ -164,7 +164,7 @@ describeStores('external intents: reconciliation in the worker and in the reconc
     // The first worker "dies" after perform: its step hangs there and it is stopped abruptly
     // (stop waits ~1 s for the hung step; the lease is long enough that the intent is not due yet).
     configureFaults({ seed: 3, points: { 'after-perform': { probability: 1, actions: ['hang'], hangMs: 2_000, times: 1 } } });
-    const runId = await insertRun(store, receipt, { orderId: 'rc-crashed', email: 'a@example.com' });
+    const runId = await startTestRun(store, receipt, { orderId: 'rc-crashed', email: 'a@example.com' });
     const firstLog = eventLog();
     const first = worker({ workflows: [receiptHandlers(email, control)], leaseMs: 2_000, heartbeatMs: 500, onEvent: firstLog.onEvent });
     await first.start();

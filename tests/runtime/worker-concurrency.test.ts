@@ -8,7 +8,7 @@ import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
-import { appRows, eventLog, insertRun, runState, setupAppSchema, waitUntil } from './fixtures/run-helpers.js';
+import { appRows, eventLog, startTestRun, runState, setupAppSchema, waitUntil } from './fixtures/run-helpers.js';
 import { flakyHandlers, gate, gatedHandlers, gatedWriteHandlers, mixedHandlers } from './fixtures/test-handlers.js';
 import { ALL_TEST_WORKFLOWS, flaky, gated, gatedWrite, mixed } from './fixtures/test-workflows.js';
 
@@ -46,7 +46,7 @@ describeStores('worker: concurrency, zombies, clocks and shutdown', (getStore) =
     const payments = new FakePaymentProvider();
     const email = new FakeEmailProvider();
     const ids = await Promise.all(
-      Array.from({ length: 10 }, (_, i) => insertRun(store, mixed, { orderId: `race-${i}`, quantity: 1 + i, email: `r${i}@example.com` })),
+      Array.from({ length: 10 }, (_, i) => startTestRun(store, mixed, { orderId: `race-${i}`, quantity: 1 + i, email: `r${i}@example.com` })),
     );
     const logs = [eventLog(), eventLog(), eventLog()];
     const racers = logs.map((log, i) =>
@@ -80,7 +80,7 @@ describeStores('worker: concurrency, zombies, clocks and shutdown', (getStore) =
     const zombieLog = eventLog();
     // Concurrency 1: the stalled run fills the zombie's only slot, so it cannot re-claim the run itself.
     const zombie = worker({ workflows: [gatedHandlers('zombie', [held])], concurrency: 1, leaseMs: 300, heartbeatMs: 100, onEvent: zombieLog.onEvent });
-    const runId = await insertRun(store, gated, { label: 'zombie' });
+    const runId = await startTestRun(store, gated, { label: 'zombie' });
     await zombie.start();
     await held.entered;
     await waitUntil('the zombie lease to expire', leaseExpired(store, runId));
@@ -111,7 +111,7 @@ describeStores('worker: concurrency, zombies, clocks and shutdown', (getStore) =
     const held = gate();
     const log = eventLog();
     const first = worker({ workflows: [gatedHandlers('first', [held])], onEvent: log.onEvent });
-    const runId = await insertRun(store, gated, { label: 'graceful' });
+    const runId = await startTestRun(store, gated, { label: 'graceful' });
     await first.start();
     await held.entered;
     const stopping = first.stop({ timeoutMs: 10_000 });
@@ -127,7 +127,7 @@ describeStores('worker: concurrency, zombies, clocks and shutdown', (getStore) =
   it('stop() past its timeout aborts the handler and releases the lease; nothing the handler returns later commits', async () => {
     const store = getStore();
     const held = gate();
-    const runId = await insertRun(store, gated, { label: 'abrupt' });
+    const runId = await startTestRun(store, gated, { label: 'abrupt' });
     const first = worker({ workflows: [gatedHandlers('first', [held])] });
     await first.start();
     await held.entered;
@@ -164,7 +164,7 @@ describe('worker: clock skew [pg]', () => {
   ])('a worker whose clock is %s behaves identically: retries and times follow the database', async (_label, skewedNow) => {
     vi.useFakeTimers({ toFake: ['Date'], shouldAdvanceTime: true });
     vi.setSystemTime(new Date(skewedNow));
-    const runId = await insertRun(store, flaky, { failTimes: 2, error: 'plain' });
+    const runId = await startTestRun(store, flaky, { failTimes: 2, error: 'plain' });
     const w = createWorker({ store, ...FAST, workflows: [flakyHandlers(new Map())] });
     try {
       await w.drain();
@@ -244,7 +244,7 @@ describe('worker: transactional zombie [pg]', () => {
       heartbeatMs: 100,
       onEvent: zombieLog.onEvent,
     });
-    const runId = await insertRun(store, gatedWrite, { orderId: 'tx-zombie' });
+    const runId = await startTestRun(store, gatedWrite, { orderId: 'tx-zombie' });
     await zombie.start();
     await held.entered;
     await waitUntil('the zombie lease to expire', leaseExpired(store, runId));
@@ -280,7 +280,7 @@ describe('worker: database connections killed under it [pg]', () => {
     const payments = new FakePaymentProvider({ latencyMs: 5 });
     const email = new FakeEmailProvider({ latencyMs: 5 });
     const ids = await Promise.all(
-      Array.from({ length: 12 }, (_, i) => insertRun(store, mixed, { orderId: `kill-${i}`, quantity: 1, email: `k${i}@example.com` })),
+      Array.from({ length: 12 }, (_, i) => startTestRun(store, mixed, { orderId: `kill-${i}`, quantity: 1, email: `k${i}@example.com` })),
     );
     const log = eventLog();
     const w = createWorker({ store, ...FAST, workflows: [mixedHandlers(payments, email)], concurrency: 4, leaseMs: 2_000, onEvent: log.onEvent });

@@ -8,7 +8,7 @@ import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
 import { INT8_OID, parseInt8 } from '../../runtime/store/store.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
-import { insertRun, runState, setupAppSchema } from './fixtures/run-helpers.js';
+import { startTestRun, runState, setupAppSchema } from './fixtures/run-helpers.js';
 import type { AppDatabase } from './fixtures/test-workflows.js';
 
 /**
@@ -111,7 +111,7 @@ describe('worker: commits and round trips per step [pg]', () => {
       } satisfies Parameters<typeof bindHandlers<typeof costed, AppDatabase>>[1],
       shapeHash(costed),
     );
-    const runId = await insertRun(base, costed, { orderId: 'cost-1' });
+    const runId = await startTestRun(base, costed, { orderId: 'cost-1' });
     const worker = createWorker({
       store,
       workflows: [registration],

@@ -7,7 +7,7 @@ import { requestHash } from '../../runtime/worker/request-hash.js';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import type { TestStore } from '../support/test-stores.js';
-import { appRows, eventLog, insertRun, runState, setupAppSchema } from './fixtures/run-helpers.js';
+import { appRows, eventLog, startTestRun, runState, setupAppSchema } from './fixtures/run-helpers.js';
 import {
   chargeHandlers,
   flakyHandlers,
@@ -38,7 +38,7 @@ describeStores('worker: step kinds end to end', (getStore) => {
 
   it('runs plain steps in order, checkpointing each output and completing with all outputs', async () => {
     const store = getStore();
-    const runId = await insertRun(store, twoSteps, { n: 21 });
+    const runId = await startTestRun(store, twoSteps, { n: 21 });
     await worker({ workflows: [twoStepsHandlers()] }).drain();
 
     const { run, attempts, results, effects } = await runState(store, runId);
@@ -61,7 +61,7 @@ describeStores('worker: step kinds end to end', (getStore) => {
 
   it('commits a transactional step with its own write, the ledger row and the result together', async () => {
     const store = getStore();
-    const runId = await insertRun(store, reserve, { orderId: 'o-tx-1', quantity: 3 });
+    const runId = await startTestRun(store, reserve, { orderId: 'o-tx-1', quantity: 3 });
     await worker({ workflows: [reserveHandlers()] }).drain();
 
     const { run, effects, results } = await runState(store, runId);
@@ -83,7 +83,7 @@ describeStores('worker: step kinds end to end', (getStore) => {
   it('runs an external step through intent, perform and result commit (provider that dedupes)', async () => {
     const store = getStore();
     const payments = new FakePaymentProvider();
-    const runId = await insertRun(store, charge, { orderId: 'o-ext-1', amountCents: 1200 });
+    const runId = await startTestRun(store, charge, { orderId: 'o-ext-1', amountCents: 1200 });
     await worker({ workflows: [chargeHandlers(payments)] }).drain();
 
     const { run, effects, attempts } = await runState(store, runId);
@@ -99,7 +99,7 @@ describeStores('worker: step kinds end to end', (getStore) => {
   it('runs an external step with reconcile (provider that does not dedupe)', async () => {
     const store = getStore();
     const email = new FakeEmailProvider();
-    const runId = await insertRun(store, receipt, { orderId: 'o-ext-2', email: 'a@example.com' });
+    const runId = await startTestRun(store, receipt, { orderId: 'o-ext-2', email: 'a@example.com' });
     await worker({ workflows: [receiptHandlers(email)] }).drain();
 
     const { run, effects } = await runState(store, runId);
@@ -112,7 +112,7 @@ describeStores('worker: step kinds end to end', (getStore) => {
     const store = getStore();
     const payments = new FakePaymentProvider();
     const email = new FakeEmailProvider();
-    const runId = await insertRun(store, mixed, { orderId: 'o-mixed-1', quantity: 2, email: 'b@example.com' });
+    const runId = await startTestRun(store, mixed, { orderId: 'o-mixed-1', quantity: 2, email: 'b@example.com' });
     await worker({ workflows: [mixedHandlers(payments, email)] }).drain();
 
     const { run, effects, attempts } = await runState(store, runId);
@@ -131,6 +131,26 @@ describeStores('worker: step kinds end to end', (getStore) => {
   });
 });
 
+describeStores('worker: waking on NOTIFY', (getStore) => {
+  beforeAll(() => migrateForTest(getStore(), ALL_TEST_WORKFLOWS).then(() => undefined));
+
+  it('an idle worker is woken by the NOTIFY of start(), long before its next poll', async () => {
+    const store = getStore();
+    const log = eventLog();
+    const w = createWorker({ store, workflows: [twoStepsHandlers()], pollIntervalMs: 600_000, reconcileIntervalMs: 0, onEvent: log.onEvent });
+    await w.start();
+    try {
+      // Let the start-up claim find nothing, so the worker is asleep until woken.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const runId = await startTestRun(store, twoSteps, { n: 1 });
+      await log.waitFor('run-completed', (e) => e.runId === runId);
+      expect((await runState(store, runId)).run.status).toBe('completed');
+    } finally {
+      await w.stop();
+    }
+  });
+});
+
 describeStores('worker: retries, exhaustion and invalid output', (getStore) => {
   const workers: Worker[] = [];
   const worker = (options: Omit<WorkerOptions, 'store'>): Worker => {
@@ -146,7 +166,7 @@ describeStores('worker: retries, exhaustion and invalid output', (getStore) => {
   it('retries with exponential backoff on the database clock and keeps every attempt', async () => {
     const store = getStore();
     const calls = new Map<string, number>();
-    const runId = await insertRun(store, flaky, { failTimes: 2, error: 'plain' });
+    const runId = await startTestRun(store, flaky, { failTimes: 2, error: 'plain' });
     await worker({ workflows: [flakyHandlers(calls)] }).drain();
 
     const { run, attempts } = await runState(store, runId);
@@ -168,7 +188,7 @@ describeStores('worker: retries, exhaustion and invalid output', (getStore) => {
 
   it('fails at once on NonRetryableError', async () => {
     const store = getStore();
-    const runId = await insertRun(store, flaky, { failTimes: 5, error: 'non-retryable' });
+    const runId = await startTestRun(store, flaky, { failTimes: 5, error: 'non-retryable' });
     const events = eventLog();
     await worker({ workflows: [flakyHandlers(new Map())], onEvent: events.onEvent }).drain();
 
@@ -182,7 +202,7 @@ describeStores('worker: retries, exhaustion and invalid output', (getStore) => {
 
   it('fails at once on an error class the step declares non-retryable', async () => {
     const store = getStore();
-    const runId = await insertRun(store, flaky, { failTimes: 5, error: 'declined' });
+    const runId = await startTestRun(store, flaky, { failTimes: 5, error: 'declined' });
     await worker({ workflows: [flakyHandlers(new Map())] }).drain();
     const { run, attempts } = await runState(store, runId);
     expect(run.status).toBe('failed');
@@ -192,7 +212,7 @@ describeStores('worker: retries, exhaustion and invalid output', (getStore) => {
 
   it('fails the run with the last error once attempts are exhausted', async () => {
     const store = getStore();
-    const runId = await insertRun(store, flaky, { failTimes: 99, error: 'plain' });
+    const runId = await startTestRun(store, flaky, { failTimes: 99, error: 'plain' });
     await worker({ workflows: [flakyHandlers(new Map())] }).drain();
 
     const { run, attempts } = await runState(store, runId);
@@ -208,7 +228,7 @@ describeStores('worker: retries, exhaustion and invalid output', (getStore) => {
 
   it('rejects output that violates the step schema, naming the step and the field', async () => {
     const store = getStore();
-    const runId = await insertRun(store, invalidOutput, {});
+    const runId = await startTestRun(store, invalidOutput, {});
     await worker({ workflows: [invalidOutputHandlers()] }).drain();
 
     const { run, attempts, results } = await runState(store, runId);
@@ -251,7 +271,7 @@ describeStores('worker: ledger conflicts', (getStore) => {
 
   it('fails with ConflictError when the step already has a ledger row under a different key; nothing is overwritten', async () => {
     const store = getStore();
-    const runId = await insertRun(store, reserve, { orderId: 'o-conflict-1', quantity: 1 });
+    const runId = await startTestRun(store, reserve, { orderId: 'o-conflict-1', quantity: 1 });
     await plantEffect(store, runId, { step: 'reserve', key: 'reserve:OLD-KEY', status: 'recorded', kind: 'transactional', hash: 'h' });
     await worker({ workflows: [reserveHandlers()] }).drain();
 
@@ -266,7 +286,7 @@ describeStores('worker: ledger conflicts', (getStore) => {
 
   it('fails with ConflictError when the key matches but the request hash differs; nothing is overwritten', async () => {
     const store = getStore();
-    const runId = await insertRun(store, reserve, { orderId: 'o-conflict-2', quantity: 1 });
+    const runId = await startTestRun(store, reserve, { orderId: 'o-conflict-2', quantity: 1 });
     await plantEffect(store, runId, { step: 'reserve', key: 'reserve:o-conflict-2', status: 'recorded', kind: 'transactional', hash: 'other' });
     await worker({ workflows: [reserveHandlers()] }).drain();
 
@@ -281,7 +301,7 @@ describeStores('worker: ledger conflicts', (getStore) => {
   it('refuses an external intent under the same key with a different request, without calling the provider', async () => {
     const store = getStore();
     const payments = new FakePaymentProvider();
-    const runId = await insertRun(store, charge, { orderId: 'o-conflict-3', amountCents: 500 });
+    const runId = await startTestRun(store, charge, { orderId: 'o-conflict-3', amountCents: 500 });
     await plantEffect(store, runId, { step: 'charge', key: 'charge:o-conflict-3', status: 'intent', kind: 'external', hash: 'other' });
     await worker({ workflows: [chargeHandlers(payments)] }).drain();
 
@@ -294,7 +314,7 @@ describeStores('worker: ledger conflicts', (getStore) => {
 
   it('reuses a recorded transactional effect instead of running the handler again', async () => {
     const store = getStore();
-    const runId = await insertRun(store, reserve, { orderId: 'o-reuse', quantity: 2 });
+    const runId = await startTestRun(store, reserve, { orderId: 'o-reuse', quantity: 2 });
     // The hash the worker computes for request { quantity: 2 }.
     await plantEffect(store, runId, { step: 'reserve', key: 'reserve:o-reuse', status: 'recorded', kind: 'transactional', hash: requestHash({ quantity: 2 }), effect: { reservationId: 777 } });
     const events = eventLog();
