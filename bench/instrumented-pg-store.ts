@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { createPgStore } from '../runtime/store/pg/pg-store.js';
 import type { Store } from '../runtime/store/store.js';
@@ -16,6 +17,22 @@ export interface DriverCounts {
   /** Everything else that committed: polls, lease renewals, start-up checks, LISTEN. */
   otherCommits: number;
   rollbacks: number;
+  /** Time from sending each query to its answer, summed by what it was (ms). */
+  readonly latencyMs: Record<QueryClass, { count: number; ms: number }>;
+}
+
+export type QueryClass = 'claim' | 'begin' | 'commit' | 'step statement' | 'other';
+
+function emptyCounts(): DriverCounts {
+  const zero = () => ({ count: 0, ms: 0 });
+  return {
+    roundTrips: 0,
+    claimCommits: 0,
+    stepCommits: 0,
+    otherCommits: 0,
+    rollbacks: 0,
+    latencyMs: { claim: zero(), begin: zero(), commit: zero(), 'step statement': zero(), other: zero() },
+  };
 }
 
 export interface InstrumentedStore extends Store {
@@ -35,7 +52,7 @@ export function createInstrumentedPgStore(options: {
   readonly maxConnections: number;
   readonly applicationName: string;
 }): InstrumentedStore {
-  const counts: DriverCounts = { roundTrips: 0, claimCommits: 0, stepCommits: 0, otherCommits: 0, rollbacks: 0 };
+  const counts = emptyCounts();
   const finish = (kind: 'claim' | 'step' | 'other'): void => {
     if (kind === 'claim') counts.claimCommits += 1;
     else if (kind === 'step') counts.stepCommits += 1;
@@ -52,9 +69,12 @@ export function createInstrumentedPgStore(options: {
     const first = args[0];
     const text = typeof first === 'string' ? first : typeof first === 'object' && first !== null && 'text' in first ? String(first.text) : '';
     const verb = text.trim().toLowerCase();
+    let queryClass: QueryClass = 'other';
     if (verb === 'begin' || verb.startsWith('begin ')) {
+      queryClass = 'begin';
       this.transaction = 'other';
     } else if (verb === 'commit') {
+      queryClass = 'commit';
       finish(this.transaction ?? 'other');
       this.transaction = undefined;
     } else if (verb === 'rollback') {
@@ -62,10 +82,19 @@ export function createInstrumentedPgStore(options: {
       this.transaction = undefined;
     } else {
       const kind = CLAIM.test(text) ? 'claim' : STEP_WRITE.test(text) ? 'step' : 'other';
+      queryClass = kind === 'claim' ? 'claim' : kind === 'step' ? 'step statement' : 'other';
       if (this.transaction === undefined) finish(kind);
       else if (kind !== 'other' && this.transaction !== 'claim') this.transaction = kind;
     }
-    return (original as (...a: unknown[]) => unknown).apply(this, args);
+    const sentAt = performance.now();
+    const answered = (): void => {
+      const slot = counts.latencyMs[queryClass];
+      slot.count += 1;
+      slot.ms += performance.now() - sentAt;
+    };
+    const result = (original as (...a: unknown[]) => unknown).apply(this, args);
+    if (result instanceof Promise) result.then(answered, answered);
+    return result;
   } as typeof original;
 
   const store = createPgStore({
@@ -78,7 +107,7 @@ export function createInstrumentedPgStore(options: {
     ...store,
     counts,
     reset() {
-      Object.assign(counts, { roundTrips: 0, claimCommits: 0, stepCommits: 0, otherCommits: 0, rollbacks: 0 });
+      Object.assign(counts, emptyCounts());
     },
   };
 }

@@ -97,6 +97,10 @@ async function main(): Promise<void> {
         otherCommitsPerRun: m.counts.otherCommits / costRuns,
         serverCommitsPerRun: m.server.commits / costRuns,
         roundTripsPerRun: m.counts.roundTrips / costRuns,
+        wallMsPerRun: (m.row.seconds * 1000) / costRuns,
+        queryMsPerRun: Object.fromEntries(
+          Object.entries(m.counts.latencyMs).map(([queryClass, { ms }]) => [queryClass, ms / costRuns]),
+        ) as StepCostRow['queryMsPerRun'],
       });
     }
 

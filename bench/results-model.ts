@@ -1,5 +1,6 @@
 import type { CodegenBenchResult } from './codegen-bench.js';
 import type { BenchEnvironment } from './environment.js';
+import type { QueryClass } from './instrumented-pg-store.js';
 
 /** One throughput measurement at one concurrency. */
 export interface ThroughputRow {
@@ -36,6 +37,9 @@ export interface StepCostRow {
   readonly otherCommitsPerRun: number;
   readonly serverCommitsPerRun: number;
   readonly roundTripsPerRun: number;
+  /** Wall time per run, and the part of it spent waiting on each class of query. */
+  readonly wallMsPerRun: number;
+  readonly queryMsPerRun: Readonly<Record<QueryClass, number>>;
 }
 
 export interface LatencyResult {

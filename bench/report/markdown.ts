@@ -47,6 +47,19 @@ export function renderMarkdown(results: BenchResults, chartFile: string): string
           `${r.otherCommitsPerRun.toFixed(2)} | ${r.serverCommitsPerRun.toFixed(2)} | ${r.roundTripsPerRun.toFixed(2)} |`,
       ),
       '',
+      'Where the time of one run goes (same runs, concurrency 1): waiting on each class of query, in ms per run; ' +
+        'the rest of the wall time is the worker itself (handlers, validation, Kysely, the driver).',
+      '',
+      '| kind | wall ms / run | claim | begin | step statements | commit | other |',
+      '|---|---:|---:|---:|---:|---:|---:|',
+      ...results.stepCosts.map((r) => {
+        const q = r.queryMsPerRun;
+        return (
+          `| ${r.kind} | ${r.wallMsPerRun.toFixed(2)} | ${q.claim.toFixed(2)} | ${q.begin.toFixed(2)} | ` +
+          `${q['step statement'].toFixed(2)} | ${q.commit.toFixed(2)} | ${q.other.toFixed(2)} |`
+        );
+      }),
+      '',
     );
   }
   if (results.latency) {
