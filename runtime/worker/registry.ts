@@ -46,6 +46,7 @@ export function buildRegistry(registrations: readonly WorkflowRegistration[]): W
           'Run `ledgerflow codegen` (and bump the version if this one already ran).',
       );
     }
+    if (workflow.steps.length === 0) throw new TypeError(`${where} has no steps; declare at least one before registering it.`);
     for (const step of workflow.steps) checkHandler(where, step, handlers[step.name]);
     byId.set(id(workflow.name, workflow.version), {
       registration,

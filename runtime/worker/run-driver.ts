@@ -32,7 +32,18 @@ export interface DriverContext {
 export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: AbortSignal): Promise<void> {
   let run: LeasedRun | undefined = claimed;
   let first = true;
+  let resyncs = 0;
   while (run !== undefined) {
+    if (resyncs > MAX_RESYNCS_WITHOUT_PROGRESS) {
+      // The database keeps answering in a way this worker cannot act on; let the lease expire.
+      ctx.emit({
+        type: 'error',
+        where: 'run',
+        runId: run.id,
+        error: serializeError(new Error(`gave up driving run ${run.id} after ${MAX_RESYNCS_WITHOUT_PROGRESS} re-reads without progress`)),
+      });
+      return;
+    }
     const current: LeasedRun = run;
     const workflow = ctx.registry.get(current.workflowName, current.workflowVersion);
     const step = workflow?.steps[current.currentStep];
@@ -76,6 +87,7 @@ export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: A
         await faultPoint('after-claim');
       }
       const outcome = await STEP_EXECUTORS[step.kind](execution);
+      resyncs = 0;
       switch (outcome.kind) {
         case 'advanced':
           ctx.emit({ type: 'step-succeeded', runId: current.id, step: step.name, kind: step.kind, attempt, reused: outcome.reused === true });
@@ -102,9 +114,12 @@ export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: A
       }
     } catch (error) {
       run = await recover(ctx, execution, error);
+      resyncs += 1;
     }
   }
 }
+
+const MAX_RESYNCS_WITHOUT_PROGRESS = 5;
 
 /** Decides what an error during a step means; returns the run to continue with, if any. */
 async function recover(ctx: DriverContext, s: StepExecution, error: unknown): Promise<LeasedRun | undefined> {

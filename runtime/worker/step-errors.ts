@@ -1,4 +1,5 @@
 import { LedgerflowError, ValidationError } from '../errors.js';
+import { sqlStateOf } from '../store/sqlstate.js';
 import type { Json } from '../store/tables.js';
 
 /**
@@ -70,10 +71,9 @@ export async function userCode<T>(fn: () => T | Promise<T>, phase: StepFailure['
  */
 export function isConnectionError(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
+  const sqlState = sqlStateOf(error);
+  if (sqlState !== undefined) return sqlState.startsWith('08') || sqlState.startsWith('57P');
   const code = (error as { code?: unknown }).code;
-  if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) {
-    return code.startsWith('08') || code.startsWith('57P');
-  }
   if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return true; // ECONNRESET, ECONNREFUSED, EPIPE …
-  return /connection|terminat|ECONN|socket|not queryable|timeout exceeded when trying to connect/i.test(error.message);
+  return /connection|terminat|socket|not queryable/i.test(error.message);
 }

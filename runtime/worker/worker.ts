@@ -24,7 +24,11 @@ export interface WorkerOptions {
   readonly concurrency?: number;
   /** Written to `lease_owner` and `step_attempt.worker_id`. Default `host:pid:random`. */
   readonly workerId?: string;
-  /** Lease length; a run whose lease expires is claimed by another worker. Default 30 000. */
+  /**
+   * Lease length; a run whose lease expires is claimed by another worker. Default 30 000.
+   * Use one value for every worker and reconciler of a deployment: an external intent is
+   * reconciled only after `intent_at + leaseMs + performTimeoutMs` (database time).
+   */
   readonly leaseMs?: number;
   /** How often held leases are renewed. Default leaseMs / 3. */
   readonly heartbeatMs?: number;

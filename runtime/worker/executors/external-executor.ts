@@ -14,6 +14,8 @@ import {
   type StepOutcome,
 } from './step-execution.js';
 
+const IN_FLIGHT_ERRORS: readonly string[] = [PerformTimeoutError.name, 'AbortError'];
+
 interface ExternalHandler {
   perform(ctx: PerformContext<unknown, unknown>): Promise<unknown>;
   reconcile?(ctx: ReconcileContext<unknown, unknown>): Promise<ReconcileOutcome<unknown>>;
@@ -55,7 +57,10 @@ export const executeExternal: StepExecutor = async (s) => {
     return recordResult(s, claim, row.effect, undefined, true);
   }
   if (row.status !== 'intent') throw new ResyncNeeded();
-  const ownerFinished = opened.ownerStatus === 'failed' && opened.ownerErrorName !== PerformTimeoutError.name;
+  // A perform that timed out or was aborted may still be in flight at the provider: only an
+  // attempt that failed otherwise is known to be finished with it.
+  const ownerFinished =
+    opened.ownerStatus === 'failed' && !IN_FLIGHT_ERRORS.includes(opened.ownerErrorName ?? '');
   if (!ownerFinished && !opened.due) {
     const until = opened.dueAt ?? new Date(0);
     const reason =
