@@ -95,6 +95,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     size: options.workers,
     random,
     log: options.log,
+    // A worker parked at a fault point is, half of the time, killed right there.
+    killAtFault: () => random.next() < 0.5,
     env: (spawnIndex) => ({
       DATABASE_URL: databaseUrl,
       CHAOS_FAKES_URL: fakes.url,
@@ -175,7 +177,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     const c = fleet.counters;
     const summary =
       `chaos seed=${options.seed}: runs=${report.runs} completed=${report.completed} ` +
-      `kills=${c.killedByController + c.killedAtFaultPoint} (controller ${c.killedByController}, at fault points ${c.killedAtFaultPoint}) ` +
+      `kills=${c.killedByController + c.killedByControllerAtFaultPoint + c.killedAtFaultPoint} ` +
+      `(at random ${c.killedByController}, by the controller at fault points ${c.killedByControllerAtFaultPoint}, ` +
+      `self at fault points ${c.killedAtFaultPoint}) ` +
       `faults thrown=${c.faultsFired.throw} hung=${c.faultsFired.hang} ` +
       `backend-terminations=${backendTerminations} server-restarts=${serverRestarts} ` +
       `charges=${payments.totalCharges()} emails=${email.totalSent()} ` +

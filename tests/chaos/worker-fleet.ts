@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { parseFaultLogLine, type FaultAction } from '../../runtime/faults/fault-points.js';
+import { parseFaultLogLine, type FaultAction, type FaultFiring } from '../../runtime/faults/fault-points.js';
 import type { SeededRandom } from './seeded-random.js';
 
 const WORKER_ENTRY = fileURLToPath(new URL('./fixtures/chaos-worker.ts', import.meta.url));
@@ -11,8 +11,10 @@ export const CHAOS_APPLICATION_PREFIX = 'ledgerflow-chaos-';
 
 export interface FleetCounters {
   spawned: number;
-  /** SIGKILLs the controller sent. */
+  /** SIGKILLs the controller sent at random moments. */
   killedByController: number;
+  /** SIGKILLs the controller sent to a worker parked at a fault point (a `hang`). */
+  killedByControllerAtFaultPoint: number;
   /** Workers that SIGKILLed themselves at a fault point. */
   killedAtFaultPoint: number;
   /** Exits the controller did not cause and no fault point explains: reported, with their stderr. */
@@ -26,6 +28,8 @@ export interface FleetOptions {
   readonly env: (spawnIndex: number) => Readonly<Record<string, string>>;
   readonly random: SeededRandom;
   readonly log: (line: string) => void;
+  /** Hears every fault a worker reports; return `true` to SIGKILL that worker right there. */
+  readonly killAtFault?: (firing: FaultFiring) => boolean;
 }
 
 interface Slot {
@@ -45,6 +49,7 @@ export class WorkerFleet {
   readonly counters: FleetCounters = {
     spawned: 0,
     killedByController: 0,
+    killedByControllerAtFaultPoint: 0,
     killedAtFaultPoint: 0,
     unexpectedExits: 0,
     faultsFired: { throw: 0, hang: 0, kill: 0 },
@@ -139,7 +144,13 @@ export class WorkerFleet {
       slot.partialLine = lines.pop() ?? '';
       for (const line of lines) {
         const firing = parseFaultLogLine(line);
-        if (firing !== undefined) this.counters.faultsFired[firing.action] += 1;
+        if (firing === undefined) continue;
+        this.counters.faultsFired[firing.action] += 1;
+        if (firing.action === 'hang' && slot.child === child && !slot.killedByUs && this.#options.killAtFault?.(firing)) {
+          this.#kill(slot);
+          this.counters.killedByController -= 1;
+          this.counters.killedByControllerAtFaultPoint += 1;
+        }
       }
     });
     child.once('exit', (code, signal) => {
