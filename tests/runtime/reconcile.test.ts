@@ -1,11 +1,12 @@
 import { afterEach, beforeAll, expect, it } from 'vitest';
 import { configureFaults, createWorker, runReconcilePass, type FaultPointName, type Worker, type WorkerOptions } from 'ledgerflow/runtime';
 import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
+import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { eventLog, startTestRun, runState } from './fixtures/run-helpers.js';
-import { receiptControl, receiptHandlers } from './fixtures/test-handlers.js';
-import { ALL_TEST_WORKFLOWS, receipt, receiptOnce, receiptSlow } from './fixtures/test-workflows.js';
+import { chargeHandlers, receiptControl, receiptHandlers } from './fixtures/test-handlers.js';
+import { ALL_TEST_WORKFLOWS, charge, receipt, receiptOnce, receiptSlow } from './fixtures/test-workflows.js';
 
 const FAST: Partial<WorkerOptions> = { pollIntervalMs: 20, leaseMs: 5_000, reconcileIntervalMs: 0 };
 /** Far enough ahead that every intent is due (lease + perform timeout have passed). */
@@ -192,5 +193,57 @@ describeStores('external intents: reconciliation in the worker and in the reconc
     expect(attempts[2]!.started_at.getTime()).toBeGreaterThanOrEqual(intentAt + 2_500);
     expect(email.sentForReference('receipt:rc-crashed')).toBe(1);
     expect(control.reconcileCalls).toBe(1);
+  });
+
+  it('a perform that timed out may still be in flight: the next attempt waits for lease + perform timeout before asking', async () => {
+    const store = getStore();
+    const email = new FakeEmailProvider();
+    const control = receiptControl();
+    control.perform = 'slow-once';
+    const runId = await startTestRun(store, receipt, { orderId: 'rc-timeout', email: 'a@example.com' });
+    const log = eventLog();
+    await worker({ workflows: [receiptHandlers(email, control)], leaseMs: 1_000, heartbeatMs: 300, onEvent: log.onEvent }).drain();
+
+    const { run, attempts, effects } = await runState(store, runId);
+    expect(run.status).toBe('completed');
+    expect(attempts[0]).toMatchObject({ attempt: 1, status: 'failed', error: expect.objectContaining({ name: 'PerformTimeoutError' }) });
+    expect(attempts.some((a) => (a.error as { name?: string } | null)?.name === 'AwaitingIntent')).toBe(true);
+    const reconciledBy = attempts.at(-1)!;
+    expect(reconciledBy.status).toBe('succeeded');
+    expect(reconciledBy.started_at.getTime()).toBeGreaterThanOrEqual(effects[0]!.intent_at.getTime() + 1_000 + 500);
+    expect(effects[0]).toMatchObject({ status: 'recorded', attempt: 1 });
+    expect(email.sentForReference('receipt:rc-timeout')).toBe(1);
+    expect(control.reconcileCalls).toBe(1);
+  });
+
+  it('a definitive refusal from perform (NonRetryableError) releases the intent and fails the run', async () => {
+    const store = getStore();
+    const email = new FakeEmailProvider();
+    const control = receiptControl();
+    control.perform = 'refuse';
+    const runId = await startTestRun(store, receipt, { orderId: 'rc-refused', email: 'nobody@example.com' });
+    await worker({ workflows: [receiptHandlers(email, control)] }).drain();
+
+    const { run, effects, attempts } = await runState(store, runId);
+    expect(run.status).toBe('failed');
+    expect(run.error).toMatchObject({ name: 'NonRetryableError', message: 'mailbox does not exist' });
+    expect(attempts.map((a) => a.status)).toEqual(['failed']);
+    expect(effects).toEqual([expect.objectContaining({ status: 'released', resolution: expect.stringContaining('non-retryable') })]);
+    expect(email.totalSent()).toBe(0);
+  });
+
+  it('an idempotentByKey step without reconcile that exhausts its attempts releases its intent and fails', async () => {
+    const store = getStore();
+    const payments = new FakePaymentProvider();
+    payments.failNext(10, 'before-apply');
+    const runId = await startTestRun(store, charge, { orderId: 'rc-charge-exhausted', amountCents: 700 });
+    await worker({ workflows: [chargeHandlers(payments)] }).drain();
+
+    const { run, effects, attempts } = await runState(store, runId);
+    expect(run.status).toBe('failed');
+    expect(run.error).toMatchObject({ name: 'ProviderUnavailableError', message: expect.stringContaining('payment provider unavailable') });
+    expect(attempts.map((a) => a.status)).toEqual(['failed', 'failed', 'failed', 'failed']);
+    expect(effects).toEqual([expect.objectContaining({ status: 'released', resolution: expect.stringContaining('the provider dedupes by key') })]);
+    expect(payments.totalCharges()).toBe(0);
   });
 });

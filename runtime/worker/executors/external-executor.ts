@@ -1,7 +1,7 @@
 import type { PerformContext, ReconcileContext, ReconcileOutcome } from '../../contracts/handler-types.js';
 import { faultPoint } from '../../faults/fault-points.js';
 import type { Json } from '../../store/tables.js';
-import { matchExisting, openIntent, retakeIntent, type EffectClaim, type EffectRow } from '../ledger.js';
+import { matchExisting, openIntent, retakeIntent, type EffectClaim, type EffectRow, type OpenedIntent } from '../ledger.js';
 import { advanceRun, commitYield, leaseLost } from '../step-commits.js';
 import { isConnectionError, PerformTimeoutError, ResyncNeeded, StepFailure, userCode } from '../step-errors.js';
 import {
@@ -36,7 +36,7 @@ export const executeExternal: StepExecutor = async (s) => {
   const claim = await effectClaim(s);
   const handler = s.workflow.handler(s.step.name) as ExternalHandler;
   const committingAt = performance.now();
-  let opened;
+  let opened: OpenedIntent;
   try {
     opened = await openIntent(s.db, s.lease, s.step, claim);
   } catch (error) {
