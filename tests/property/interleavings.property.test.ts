@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import fc from 'fast-check';
 import { sql } from 'kysely';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import {
   configureFaults,
   createClient,
@@ -16,7 +16,6 @@ import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
 import { APP_SCHEMA_SQL, chaosHandlers, chaosOrder } from '../chaos/fixtures/chaos-workflow.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
-import { inject } from 'vitest';
 import { createSeverablePgStore, type SeverableStore } from './support/severable-pg-store.js';
 
 /**

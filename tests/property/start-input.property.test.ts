@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
 import { workflow } from 'ledgerflow/dsl';
 import { createClient, ValidationError, type Client } from 'ledgerflow/runtime';
@@ -66,7 +66,6 @@ describeStores('start: arbitrary inputs', (getStore) => {
     const [runs] = await db.selectFrom('ledgerflow.workflow_run').select((eb) => eb.fn.countAll<number>().as('n')).execute();
     return Number(runs!.n);
   };
-  afterAll(() => undefined);
 
   it('accepts and persists the parsed input whole, or rejects it with a ValidationError and writes nothing', async () => {
     await fc.assert(
