@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { shapeHash, workflow } from 'ledgerflow/dsl';
@@ -285,13 +286,14 @@ describe('worker: database connections killed under it [pg]', () => {
     const log = eventLog();
     const w = createWorker({ store, ...FAST, workflows: [mixedHandlers(payments, email)], concurrency: 4, leaseMs: 2_000, onEvent: log.onEvent });
     const database = new URL(store.url!).pathname.slice(1);
-    const killer = createPgTestKiller(store, database);
+    const killer = await createPgTestKiller(store, database);
     const drained = w.drain({ timeoutMs: 45_000 });
     let kills = 0;
     for (let i = 0; i < 8; i += 1) {
       await new Promise((resolve) => setTimeout(resolve, 40));
-      kills += await killer();
+      kills += await killer.kill();
     }
+    await killer.close();
     await drained;
     await w.stop();
 
@@ -309,12 +311,22 @@ describe('worker: database connections killed under it [pg]', () => {
   });
 });
 
-/** Terminates the worker's backends in `database` (not the killer's own); returns how many. */
-function createPgTestKiller(store: TestStore, database: string): () => Promise<number> {
-  return async () => {
-    const { rows } = await sql<{ killed: boolean }>`
-      SELECT pg_terminate_backend(pid) AS killed FROM pg_stat_activity
-       WHERE datname = ${database} AND pid <> pg_backend_pid() AND backend_type = 'client backend'`.execute(store.db);
-    return rows.filter((r) => r.killed).length;
+/**
+ * Terminates the worker's backends in `database` from a connection of its own (so the killer is
+ * never handed one of the connections it just killed); returns how many.
+ */
+async function createPgTestKiller(store: TestStore, database: string): Promise<{ kill(): Promise<number>; close(): Promise<void> }> {
+  const client = new pg.Client({ connectionString: store.url! });
+  await client.connect();
+  return {
+    async kill() {
+      const { rows } = await client.query<{ killed: boolean }>(
+        `SELECT pg_terminate_backend(pid) AS killed FROM pg_stat_activity
+          WHERE datname = $1 AND pid <> pg_backend_pid() AND backend_type = 'client backend'`,
+        [database],
+      );
+      return rows.filter((r) => r.killed).length;
+    },
+    close: () => client.end(),
   };
 }
