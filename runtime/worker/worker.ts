@@ -119,6 +119,7 @@ class WorkerRuntime implements Worker {
   #reconcileTimer: NodeJS.Timeout | undefined;
   #reconcilePass: Promise<void> | undefined;
   #starting: Promise<void> | undefined;
+  #stopping: Promise<void> | undefined;
 
   constructor(options: WorkerOptions) {
     this.#store = options.store;
@@ -174,13 +175,17 @@ class WorkerRuntime implements Worker {
     this.#emit({ type: 'worker-started', workerId: this.id, workflows: this.#registry.all.map((w) => `${w.name}@${w.version}`) });
   }
 
-  async stop(options: { readonly timeoutMs?: number } = {}): Promise<void> {
-    if (this.#state === 'idle' || this.#state === 'stopped') {
+  stop(options: { readonly timeoutMs?: number } = {}): Promise<void> {
+    this.#stopping ??= this.#stop(options);
+    return this.#stopping;
+  }
+
+  async #stop(options: { readonly timeoutMs?: number }): Promise<void> {
+    if (this.#state === 'starting') await this.#starting?.catch(() => {});
+    if (this.#state !== 'running') {
       this.#state = 'stopped';
       return;
     }
-    if (this.#state === 'starting') await this.#starting?.catch(() => {});
-    if (this.#state !== 'running') return;
     this.#state = 'stopping';
     this.#wake();
     clearInterval(this.#reconcileTimer);
@@ -231,9 +236,11 @@ class WorkerRuntime implements Worker {
       }
       await new Promise<void>((resolve) => {
         const timer = setTimeout(done, Math.min(this.#pollIntervalMs, 100));
-        this.#idleWaiters.add(done);
+        const waiters = this.#idleWaiters;
+        waiters.add(done);
         function done(): void {
           clearTimeout(timer);
+          waiters.delete(done);
           resolve();
         }
       });

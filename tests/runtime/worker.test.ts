@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createWorker, type Worker, type WorkerOptions } from 'ledgerflow/runtime';
+import { configureFaults, createWorker, type FaultPointName, type Worker, type WorkerOptions } from 'ledgerflow/runtime';
 import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
 import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
 import { requestHash } from '../../runtime/worker/request-hash.js';
@@ -128,6 +128,62 @@ describeStores('worker: step kinds end to end', (getStore) => {
     expect(await appRows(store, runId)).toHaveLength(1);
     expect(payments.totalCharges()).toBe(1);
     expect(email.totalSent()).toBe(1);
+  });
+});
+
+describeStores('worker: fault points inside a step', (getStore) => {
+  const workers: Worker[] = [];
+  const worker = (options: Omit<WorkerOptions, 'store'>): Worker => {
+    const w = createWorker({ store: getStore(), ...FAST, ...options });
+    workers.push(w);
+    return w;
+  };
+  beforeAll(async () => {
+    await migrateForTest(getStore(), ALL_TEST_WORKFLOWS);
+    await setupAppSchema(getStore());
+  });
+  afterEach(async () => {
+    configureFaults(undefined);
+    await Promise.all(workers.splice(0).map((w) => w.stop()));
+  });
+  const throwOnceAt = (point: FaultPointName): void =>
+    configureFaults({ seed: 5, points: { [point]: { probability: 1, actions: ['throw'], times: 1 } } });
+
+  it('a failure inside the transactional handler rolls its writes back; the retry writes exactly once', async () => {
+    const store = getStore();
+    throwOnceAt('inside-transactional-handler');
+    const runId = await startTestRun(store, reserve, { orderId: 'fp-tx', quantity: 1 });
+    await worker({ workflows: [reserveHandlers()] }).drain();
+
+    const { run, attempts, effects } = await runState(store, runId);
+    expect(run.status).toBe('completed');
+    expect(attempts.map((a) => `${a.attempt}:${a.status}`)).toEqual(['1:failed', '2:succeeded']);
+    expect(attempts[0]!.error).toMatchObject({ name: 'InjectedFaultError' });
+    expect(effects).toEqual([expect.objectContaining({ attempt: 2, status: 'recorded' })]);
+    expect(await appRows(store, runId)).toHaveLength(1);
+  });
+
+  it('a failure before a step commit reruns the handler (at least once) and checkpoints once', async () => {
+    const store = getStore();
+    throwOnceAt('before-step-commit');
+    const calls = new Map<string, number>();
+    const runId = await startTestRun(store, flaky, { failTimes: 0, error: 'plain' });
+    await worker({ workflows: [flakyHandlers(calls)] }).drain();
+
+    const { run, attempts, results } = await runState(store, runId);
+    expect(run.output).toEqual({ work: { calls: 2 } });
+    expect(attempts.map((a) => a.status)).toEqual(['failed', 'succeeded']);
+    expect(results).toHaveLength(1);
+  });
+
+  it('a failure right after the claim is a failed attempt like any other', async () => {
+    const store = getStore();
+    throwOnceAt('after-claim');
+    const runId = await startTestRun(store, twoSteps, { n: 2 });
+    await worker({ workflows: [twoStepsHandlers()] }).drain();
+    const { run, attempts } = await runState(store, runId);
+    expect(run.status).toBe('completed');
+    expect(attempts.map((a) => `${a.step_name}:${a.attempt}:${a.status}`)).toEqual(['double:1:failed', 'double:2:succeeded', 'describe:1:succeeded']);
   });
 });
 
