@@ -10,15 +10,29 @@ export interface LeasedRun {
   readonly input: Json;
   readonly currentStep: number;
   readonly fencingToken: number;
-  /** The `running` attempt of the current step; `null` when the workflow has no step left. */
+  /**
+   * The `running` attempt of the current step; `null` when the claim opened none: the workflow
+   * has no step left, or {@link LeasedRun.repeatedCrash} is set.
+   */
   readonly attempt: number | null;
   /** Failed attempts of the current step so far (what `maxAttempts` counts). */
   readonly priorFailures: number;
+  /**
+   * Attempts of the current step abandoned because their lease expired while they ran — the
+   * worker died, hung or lost the database (`LeaseExpired`) — including one this claim closed.
+   */
+  readonly crashes: number;
+  /**
+   * This claim took the run over from a crashed attempt, and the step had crashed before: no
+   * attempt was opened; the worker backs off or, at the crash limit, gives up (`commitCrash`).
+   */
+  readonly repeatedCrash: boolean;
   /** Checkpointed outputs of the steps before the current one. */
   readonly outputs: Readonly<Record<string, Json>>;
 }
 
-interface LeasedRunRow {
+/** The row the claim statement returns per run (also the shape of a fused claim's JSON array). */
+export interface LeasedRunRow {
   id: string;
   workflow_name: string;
   workflow_version: number;
@@ -27,8 +41,13 @@ interface LeasedRunRow {
   fencing_token: number;
   attempt: number | null;
   prior_failures: number;
+  crashes: number;
+  repeated_crash: boolean;
   outputs: Record<string, Json> | null;
 }
+
+/** The error name of an attempt closed because its lease expired: what the crash limit counts. */
+export const LEASE_EXPIRED = 'LeaseExpired';
 
 /** `ms` as an SQL interval; durations come from the worker, instants always from `now()`. */
 export function millis(ms: number): RawBuilder<unknown> {
@@ -41,75 +60,159 @@ export interface ClaimOptions {
   readonly limit: number;
 }
 
+/** What {@link claimStatement} and a fused claim (inside a step's commit) are made of. */
+export interface ClaimParts {
+  /** Data-modifying CTEs, to follow other CTEs after a comma. */
+  readonly ctes: RawBuilder<unknown>;
+  /** A SELECT of {@link LeasedRunRow}s over those CTEs. */
+  readonly select: RawBuilder<unknown>;
+}
+
+/** Where the claim's CTEs go: a statement of their own, or fused into a step's commit. */
+export interface ClaimPlacement {
+  /** Prefix of the CTE names, apart from those of the statement they are fused into. */
+  readonly prefix: string;
+  /** A condition every candidate must also meet (fused: the step commit is fenced in). */
+  readonly guard?: RawBuilder<unknown>;
+  /**
+   * Whether runs under an expired lease are taken too. A fused claim takes pending runs only:
+   * a takeover closes another worker's attempt, and nothing about that may fail a step commit.
+   */
+  readonly takeovers: boolean;
+  /**
+   * The instant the claim stands at. `statement_timestamp()` inside a transaction (a
+   * transactional step's commit), whose `now()` is when its handler started, not the lease's.
+   */
+  readonly clock: 'now()' | 'statement_timestamp()';
+}
+
+const STANDALONE: ClaimPlacement = { prefix: '', takeovers: true, clock: 'now()' };
+
+/**
+ * The claim, as CTEs (see {@link claimRuns}).
+ *
+ * Candidates come from index scans, never from a sort of everything that is due: runs whose
+ * lease expired in `lease_expires_at` order (workflow_run_leased_idx), then pending runs in
+ * `run_after` order (workflow_run_pending_idx), each locked `SKIP LOCKED` and cut at the
+ * limit. Rows are pulled lazily, so the pending index is not read when takeovers fill the claim.
+ *
+ * The current step's attempt history is read once (snapshot: before this claim's changes):
+ * the next attempt number, failures, and crashes (`LeaseExpired`) — plus one if this claim
+ * abandons a running attempt. A run taken over from a repeated crash gets no attempt.
+ */
+export function claimParts(registry: WorkflowRegistry, options: ClaimOptions, placement: ClaimPlacement = STANDALONE): ClaimParts {
+  const name = (cte: string): RawBuilder<unknown> => sql.raw(`${placement.prefix}${cte}`);
+  const at = sql.raw(placement.clock);
+  const registered = sql`(r.workflow_name, r.workflow_version) IN (SELECT * FROM unnest(${registry.names}::text[], ${registry.versions}::int[]))`;
+  const guarded = placement.guard === undefined ? sql`` : sql`AND ${placement.guard}`;
+  const due = sql`
+      SELECT r.id
+        FROM ledgerflow.workflow_run r
+       WHERE r.status = 'pending' AND r.run_after <= ${at} AND ${registered} ${guarded}
+       ORDER BY r.run_after
+       LIMIT ${options.limit}
+         FOR NO KEY UPDATE SKIP LOCKED`;
+  const candidates = placement.takeovers
+    ? sql`
+    ${name('expired')} AS (
+      SELECT r.id
+        FROM ledgerflow.workflow_run r
+       WHERE r.status = 'running' AND r.lease_expires_at <= ${at} AND ${registered} ${guarded}
+       ORDER BY r.lease_expires_at
+       LIMIT ${options.limit}
+         FOR NO KEY UPDATE SKIP LOCKED
+    ),
+    ${name('due')} AS (${due}
+    ),
+    ${name('candidate')} AS (
+      SELECT id FROM ${name('expired')}
+      UNION ALL
+      SELECT id FROM ${name('due')}
+      LIMIT ${options.limit}
+    )`
+    : sql`
+    ${name('candidate')} AS (${due}
+    )`;
+  const abandoned = placement.takeovers
+    ? sql`,
+    ${name('abandoned')} AS (
+      UPDATE ledgerflow.step_attempt a
+         SET status = 'abandoned', finished_at = ${at},
+             error = jsonb_build_object('name', ${LEASE_EXPIRED}::text,
+                       'message', 'the worker holding this attempt stopped renewing its lease; the run was claimed again')
+        FROM ${name('claimed')} c
+       WHERE a.run_id = c.id AND a.status = 'running'
+      RETURNING a.run_id
+    )`
+    : sql``;
+  const ctes = sql`${candidates},
+    ${name('claimed')} AS (
+      UPDATE ledgerflow.workflow_run r
+         SET status = 'running',
+             lease_owner = ${options.workerId},
+             lease_expires_at = ${at} + ${millis(options.leaseMs)},
+             fencing_token = r.fencing_token + 1,
+             updated_at = ${at}
+        FROM ${name('candidate')} c
+       WHERE r.id = c.id
+      RETURNING r.id, r.workflow_name, r.workflow_version, r.input, r.current_step, r.fencing_token
+    ),
+    ${name('history')} AS (
+      SELECT c.id AS run_id, d.step_name, c.fencing_token,
+             COALESCE(max(a.attempt), 0) AS last_attempt,
+             count(a.attempt) FILTER (WHERE a.status = 'failed')::int AS failures,
+             count(a.attempt) FILTER (WHERE a.status = 'abandoned' AND a.error->>'name' = ${LEASE_EXPIRED}::text)::int AS crashes
+        FROM ${name('claimed')} c
+        JOIN ledgerflow.workflow_step_def d
+          ON d.workflow_name = c.workflow_name AND d.version = c.workflow_version AND d.position = c.current_step
+        LEFT JOIN ledgerflow.step_attempt a ON a.run_id = c.id AND a.step_name = d.step_name
+       GROUP BY c.id, d.step_name, c.fencing_token
+    )${abandoned},
+    ${name('opened')} AS (
+      INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at)
+      SELECT h.run_id, h.step_name, h.last_attempt + 1, 'running', h.fencing_token, ${options.workerId}, ${at}
+        FROM ${name('history')} h
+       WHERE ${placement.takeovers ? sql`h.crashes = 0 OR NOT EXISTS (SELECT 1 FROM ${name('abandoned')} x WHERE x.run_id = h.run_id)` : sql`true`}
+      RETURNING run_id, attempt
+    )`;
+  const crashedNow = placement.takeovers ? sql`x.run_id IS NOT NULL` : sql`false`;
+  const select = sql`
+    SELECT c.id, c.workflow_name, c.workflow_version, c.input, c.current_step, c.fencing_token,
+           o.attempt,
+           COALESCE(h.failures, 0) AS prior_failures,
+           COALESCE(h.crashes, 0) + (CASE WHEN ${crashedNow} THEN 1 ELSE 0 END) AS crashes,
+           (${crashedNow} AND COALESCE(h.crashes, 0) > 0) AS repeated_crash,
+           CASE WHEN c.current_step > 0 THEN
+             (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res WHERE res.run_id = c.id)
+           END AS outputs
+      FROM ${name('claimed')} c
+      LEFT JOIN ${name('history')} h ON h.run_id = c.id
+      ${placement.takeovers ? sql`LEFT JOIN ${name('abandoned')} x ON x.run_id = c.id` : sql``}
+      LEFT JOIN ${name('opened')} o ON o.run_id = c.id`;
+  return { ctes, select };
+}
+
+/** The claim statement on its own; exported so that tests can EXPLAIN exactly what runs. */
+export function claimStatement(registry: WorkflowRegistry, options: ClaimOptions): RawBuilder<LeasedRunRow> {
+  const { ctes, select } = claimParts(registry, options);
+  return sql<LeasedRunRow>`WITH ${ctes} ${select}`;
+}
+
 /**
  * Claims up to `limit` runnable runs of the registered workflow versions in ONE statement (one
  * round trip, one commit): runs that are pending and due, or running under an expired lease.
  * `FOR NO KEY UPDATE SKIP LOCKED` lets concurrent workers take disjoint runs without waiting
  * (NO KEY: the key-share lock that an in-flight transactional step's ledger insert holds on the
  * run through its foreign key must not hide the run, or a stalled zombie could never be
- * overtaken); each
- * claimed run gets `fencing_token + 1`, so whatever the previous owner still tries to commit is
- * refused. In the same commit the previous owner's `running` attempt is closed as `abandoned`
- * and the current step's next attempt (max + 1: gap-free) is opened. Times are `now()`.
+ * overtaken); each claimed run gets `fencing_token + 1`, so whatever the previous owner still
+ * tries to commit is refused. In the same commit the previous owner's `running` attempt is
+ * closed as `abandoned` (`LeaseExpired`: it crashed, as far as anyone can tell) and the current
+ * step's next attempt (max + 1: gap-free) is opened — unless the step had already crashed
+ * before: then no attempt is opened and the worker backs off or gives up (poison step).
+ * Times are `now()`.
  */
 export async function claimRuns(db: Kysely<LedgerflowDatabase>, registry: WorkflowRegistry, options: ClaimOptions): Promise<LeasedRun[]> {
-  const { rows } = await sql<LeasedRunRow>`
-    WITH candidate AS (
-      SELECT r.id
-        FROM ledgerflow.workflow_run r
-        JOIN unnest(${registry.names}::text[], ${registry.versions}::int[]) AS w(name, version)
-          ON r.workflow_name = w.name AND r.workflow_version = w.version
-       WHERE (r.status = 'pending' AND r.run_after <= now())
-          OR (r.status = 'running' AND r.lease_expires_at <= now())
-       ORDER BY r.run_after
-       LIMIT ${options.limit}
-         FOR NO KEY UPDATE OF r SKIP LOCKED
-    ),
-    claimed AS (
-      UPDATE ledgerflow.workflow_run r
-         SET status = 'running',
-             lease_owner = ${options.workerId},
-             lease_expires_at = now() + ${millis(options.leaseMs)},
-             fencing_token = r.fencing_token + 1,
-             updated_at = now()
-        FROM candidate c
-       WHERE r.id = c.id
-      RETURNING r.id, r.workflow_name, r.workflow_version, r.input, r.current_step, r.fencing_token
-    ),
-    current_def AS (
-      SELECT c.id AS run_id, d.step_name
-        FROM claimed c
-        JOIN ledgerflow.workflow_step_def d
-          ON d.workflow_name = c.workflow_name AND d.version = c.workflow_version AND d.position = c.current_step
-    ),
-    abandoned AS (
-      UPDATE ledgerflow.step_attempt a
-         SET status = 'abandoned', finished_at = now(),
-             error = jsonb_build_object('name', 'LeaseExpired',
-                       'message', 'the worker holding this attempt stopped renewing its lease; the run was claimed again')
-        FROM claimed c
-       WHERE a.run_id = c.id AND a.status = 'running'
-      RETURNING a.run_id
-    ),
-    opened AS (
-      INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id)
-      SELECT s.run_id, s.step_name,
-             1 + COALESCE((SELECT max(a.attempt) FROM ledgerflow.step_attempt a
-                            WHERE a.run_id = s.run_id AND a.step_name = s.step_name), 0),
-             'running', c.fencing_token, ${options.workerId}
-        FROM current_def s JOIN claimed c ON c.id = s.run_id
-      RETURNING run_id, attempt
-    )
-    SELECT c.id, c.workflow_name, c.workflow_version, c.input, c.current_step, c.fencing_token,
-           o.attempt,
-           (SELECT count(*) FROM ledgerflow.step_attempt a
-             WHERE a.run_id = c.id AND a.step_name = s.step_name AND a.status = 'failed')::int AS prior_failures,
-           CASE WHEN c.current_step > 0 THEN
-             (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res WHERE res.run_id = c.id)
-           END AS outputs
-      FROM claimed c
-      LEFT JOIN current_def s ON s.run_id = c.id
-      LEFT JOIN opened o ON o.run_id = c.id`.execute(db);
+  const { rows } = await claimStatement(registry, options).execute(db);
   return rows.map(toLeasedRun);
 }
 
@@ -124,6 +227,10 @@ export async function loadLeasedRun(db: Kysely<LedgerflowDatabase>, runId: strin
            a.attempt,
            (SELECT count(*) FROM ledgerflow.step_attempt f
              WHERE f.run_id = r.id AND f.step_name = d.step_name AND f.status = 'failed')::int AS prior_failures,
+           (SELECT count(*) FROM ledgerflow.step_attempt f
+             WHERE f.run_id = r.id AND f.step_name = d.step_name AND f.status = 'abandoned'
+               AND f.error->>'name' = ${LEASE_EXPIRED}::text)::int AS crashes,
+           false AS repeated_crash,
            (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res WHERE res.run_id = r.id) AS outputs
       FROM ledgerflow.workflow_run r
       LEFT JOIN ledgerflow.workflow_step_def d
@@ -138,7 +245,7 @@ export async function loadLeasedRun(db: Kysely<LedgerflowDatabase>, runId: strin
   return toLeasedRun(row);
 }
 
-function toLeasedRun(row: LeasedRunRow): LeasedRun {
+export function toLeasedRun(row: LeasedRunRow): LeasedRun {
   return {
     id: row.id,
     workflowName: row.workflow_name,
@@ -148,6 +255,8 @@ function toLeasedRun(row: LeasedRunRow): LeasedRun {
     fencingToken: row.fencing_token,
     attempt: row.attempt,
     priorFailures: row.prior_failures,
+    crashes: row.crashes,
+    repeatedCrash: row.repeated_crash,
     outputs: row.outputs ?? {},
   };
 }

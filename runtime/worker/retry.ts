@@ -20,3 +20,19 @@ export function backoffDelayMs(policy: ResolvedRetryPolicy, failures: number, ra
   const capped = Math.min(policy.maxDelayMs, exponential);
   return Math.round(capped * (1 - policy.jitter * random()));
 }
+
+/** No step is given fewer crashes than this before it is declared poison. */
+export const MIN_CRASH_LIMIT = 5;
+
+/**
+ * How many times a step may crash its worker — its attempt abandoned because the lease
+ * expired (`LeaseExpired`: the process died, hung or lost the database) — before the step is
+ * over: `max(maxAttempts, 5)`. Crashes are counted apart from failed attempts because most are
+ * not the step's fault (a deploy, a neighbour's OOM, a lost node, a killed backend) and a step
+ * must survive its worker dying under it even with `maxAttempts: 1` (at least once); five in
+ * one step is already a strong signal, and a step whose author budgeted more retries gets as
+ * many crashes. Every crash costs a worker, so the limit is what bounds a poison step.
+ */
+export function crashLimit(policy: ResolvedRetryPolicy): number {
+  return Math.max(policy.maxAttempts, MIN_CRASH_LIMIT);
+}

@@ -1,12 +1,13 @@
 import type { Kysely } from 'kysely';
+import type { StepDefinition } from '../../dsl/workflow.js';
 import { LeaseLostError } from '../errors.js';
 import { faultPoint } from '../faults/fault-points.js';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
 import { loadLeasedRun, type LeasedRun } from './claim.js';
 import { STEP_EXECUTORS } from './executors/executors.js';
-import { commitKnowingOutcome, untilReachable, type StepExecution } from './executors/step-execution.js';
-import type { WorkflowRegistry } from './registry.js';
-import { commitFailure, type Continuation, type Lease } from './step-commits.js';
+import { commitKnowingOutcome, untilReachable, type StepExecution, type StepOutcome } from './executors/step-execution.js';
+import type { RegisteredWorkflow, WorkflowRegistry } from './registry.js';
+import { commitCrash, commitFailure, type Continuation, type FusedClaim, type Lease } from './step-commits.js';
 import { isConnectionError, ResyncNeeded, serializeError, StepFailure } from './step-errors.js';
 import type { WorkerEvent } from './worker-events.js';
 
@@ -17,13 +18,22 @@ export interface DriverContext {
   readonly leaseMs: number;
   /** While stopping, a step's commit gives the run back instead of holding it for the next step. */
   isStopping(): boolean;
+  /**
+   * The claim a run's completion commit should also make, if any. Every claim it returns is
+   * answered with exactly one {@link DriverContext.adopt} call, whatever the commit's fate.
+   */
+  claimNext(): FusedClaim | undefined;
+  /** Hands the worker the runs a fused claim took; `undefined` when its commit failed. */
+  adopt(runs: readonly LeasedRun[] | undefined): void;
   emit(event: WorkerEvent): void;
 }
 
 /**
  * Drives one claimed run step by step under its lease until it completes, fails, parks, is
  * rescheduled or released, or the lease is lost. Each step's commit opens the next step's
- * attempt under the same lease, so a run of N steps costs one claim and N step commits.
+ * attempt under the same lease, so a run of N steps costs one claim and N step commits; while
+ * there is a backlog, the last step's commit also claims the next run (see `FusedClaim`), so a
+ * run costs its N step commits alone.
  *
  * Errors: a {@link StepFailure} (or any other error from a step) is a failed attempt, recorded
  * by `commitFailure`; a lost lease stops the drive with nothing committed; an unknown commit
@@ -47,6 +57,10 @@ export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: A
     const current: LeasedRun = run;
     const workflow = ctx.registry.get(current.workflowName, current.workflowVersion);
     const step = workflow?.steps[current.currentStep];
+    if (current.repeatedCrash && workflow !== undefined && step !== undefined) {
+      await settleCrash(ctx, current, workflow, step);
+      return;
+    }
     if (workflow === undefined || step === undefined || current.attempt === null) {
       ctx.emit({
         type: 'error',
@@ -63,6 +77,8 @@ export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: A
     }
     const lease: Lease = { runId: current.id, fencingToken: current.fencingToken, workerId: ctx.workerId, leaseMs: ctx.leaseMs };
     const attempt = current.attempt;
+    // A fused claim asked for by this step's completion; answered with adopt() exactly once.
+    let fused: FusedClaim | undefined;
     const execution: StepExecution = {
       db: ctx.db,
       lease,
@@ -73,7 +89,10 @@ export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: A
       signal,
       continuation: (output: Json): Continuation => {
         const next = workflow.steps[step.position + 1];
-        if (next === undefined) return { kind: 'complete', runOutput: { ...current.outputs, [step.name]: output } };
+        if (next === undefined) {
+          fused ??= ctx.claimNext();
+          return { kind: 'complete', runOutput: { ...current.outputs, [step.name]: output }, ...(fused ? { claimNext: fused } : {}) };
+        }
         return ctx.isStopping() ? { kind: 'release' } : { kind: 'hold', nextStep: next.name };
       },
       onUnknownOutcome: (error) =>
@@ -86,7 +105,14 @@ export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: A
         first = false;
         await faultPoint('after-claim');
       }
-      const outcome = await STEP_EXECUTORS[step.kind](execution);
+      let result: StepOutcome | undefined;
+      try {
+        result = await STEP_EXECUTORS[step.kind](execution);
+      } finally {
+        // The worker holds its claim open until it hears back, whatever became of the commit.
+        if (fused !== undefined) ctx.adopt(result?.kind === 'advanced' ? result.claimed : undefined);
+      }
+      const outcome = result;
       resyncs = 0;
       switch (outcome.kind) {
         case 'advanced':
@@ -101,6 +127,8 @@ export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: A
               currentStep: current.currentStep + 1,
               attempt: outcome.nextAttempt,
               priorFailures: 0,
+              crashes: 0,
+              repeatedCrash: false,
               outputs: { ...current.outputs, [step.name]: outcome.output },
             };
           }
@@ -120,6 +148,27 @@ export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: A
 }
 
 const MAX_RESYNCS_WITHOUT_PROGRESS = 5;
+
+/**
+ * The claim took the run over from a step that crashed its worker again and opened no attempt:
+ * back off, or give up at the crash limit (`commitCrash`). If this commit's outcome is unknown
+ * nothing is retried here: the lease expires, and the next claim, finding no attempt to
+ * abandon, opens one — the step runs once more without this backoff, and a crash there counts.
+ */
+async function settleCrash(ctx: DriverContext, run: LeasedRun, workflow: RegisteredWorkflow, step: StepDefinition): Promise<void> {
+  const lease: Lease = { runId: run.id, fencingToken: run.fencingToken, workerId: ctx.workerId, leaseMs: ctx.leaseMs };
+  try {
+    const outcome = await commitCrash(ctx.db, { lease, step, crashes: run.crashes, canReconcile: workflow.reconciler(step.name) !== undefined });
+    ctx.emit({ type: 'step-crashed', runId: run.id, step: step.name, crashes: run.crashes, outcome });
+    if (outcome.kind === 'parked') ctx.emit({ type: 'run-parked', runId: run.id, step: step.name, reason: outcome.reason });
+  } catch (error) {
+    if (error instanceof LeaseLostError) {
+      ctx.emit({ type: 'lease-lost', runId: run.id, fencingToken: run.fencingToken, step: step.name });
+    } else {
+      ctx.emit({ type: 'error', where: 'run', runId: run.id, error: serializeError(error) });
+    }
+  }
+}
 
 /** Decides what an error during a step means; returns the run to continue with, if any. */
 async function recover(ctx: DriverContext, s: StepExecution, error: unknown): Promise<LeasedRun | undefined> {

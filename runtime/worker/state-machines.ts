@@ -11,7 +11,8 @@ import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js'
  *   running  --step committed, lease released (worker stopping, reconciler found)-->  pending
  *   running  --last step committed-->  completed
  *   running  --retryable failure / intent not yet due / stop()-->  pending
- *   running  --exhausted, non-retryable, conflict-->  failed
+ *   running  --exhausted, non-retryable, conflict, crash limit-->  failed
+ *   running (taken over after a repeated crash, no attempt open)  --backoff-->  pending
  *   running  --intent outcome unknown (reconcile: unknown, or exhausted with an open intent)-->  needs_reconciliation
  *   needs_reconciliation  --reconciler claims it-->  running
  *   running (lease expired)  --claim by another owner, fencing_token + 1-->  running
@@ -30,7 +31,10 @@ import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js'
  *   (none)   --claim, or the previous step's commit under a held lease-->  running
  *   running  --step committed-->  succeeded
  *   running  --handler/perform/validation failed-->  failed        (counts toward maxAttempts)
- *   running  --lease expired, worker stopped, intent not yet due, parked-->  abandoned  (does not count)
+ *   running  --lease expired (`LeaseExpired`: the worker crashed or hung)-->  abandoned  (counts toward the crash limit)
+ *   running  --worker stopped, intent not yet due, parked-->  abandoned  (does not count)
+ * The crash limit is max(maxAttempts, 5) per step (retry.ts `crashLimit`); from a step's second
+ * crash on, the claim opens no attempt and the run backs off, or fails (parks, with an open intent).
  */
 export const RUN_TRANSITIONS: Readonly<Record<RunStatus, readonly RunStatus[]>> = {
   pending: ['running'],

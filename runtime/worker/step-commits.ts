@@ -2,8 +2,9 @@ import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { StepDefinition } from '../../dsl/workflow.js';
 import { LeaseLostError } from '../errors.js';
 import type { Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
-import { millis } from './claim.js';
-import { backoffDelayMs, isNonRetryable } from './retry.js';
+import { claimParts, millis, toLeasedRun, type ClaimOptions, type LeasedRun, type LeasedRunRow } from './claim.js';
+import type { WorkflowRegistry } from './registry.js';
+import { backoffDelayMs, crashLimit, isNonRetryable } from './retry.js';
 import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from './state-machines.js';
 import { serializeError, StepFailure, type SerializedError } from './step-errors.js';
 
@@ -27,8 +28,18 @@ export type Continuation =
   | { readonly kind: 'hold'; readonly nextStep: string }
   /** Give the run back as `pending`, due now (worker stopping; reconciler). */
   | { readonly kind: 'release' }
-  /** That was the last step: `completed`, with the outputs of all steps as the run's output. */
-  | { readonly kind: 'complete'; readonly runOutput: Json };
+  /**
+   * That was the last step: `completed`, with the outputs of all steps as the run's output.
+   * With `claimNext`, the same commit also claims pending runs for the slot it frees (fused
+   * claim: one commit instead of two per run while there is a backlog).
+   */
+  | { readonly kind: 'complete'; readonly runOutput: Json; readonly claimNext?: FusedClaim };
+
+/** A claim that rides on a step's completion commit; see {@link advanceRun}. */
+export interface FusedClaim {
+  readonly registry: WorkflowRegistry;
+  readonly options: ClaimOptions;
+}
 
 export interface AdvanceParams {
   readonly lease: Lease;
@@ -57,6 +68,8 @@ export interface AdvanceResult {
   readonly fenced: boolean;
   /** The next step's attempt, opened by this commit (`hold` only). */
   readonly nextAttempt: number | null;
+  /** Runs the fused claim took (`complete` with `claimNext` only; otherwise `undefined`). */
+  readonly claimed: readonly LeasedRun[] | undefined;
 }
 
 const lit = (value: string): RawBuilder<unknown> => sql.lit(value);
@@ -64,7 +77,9 @@ const lit = (value: string): RawBuilder<unknown> => sql.lit(value);
 /**
  * Step result + attempt succeeded + ledger row (recorded) + run transition, in ONE statement.
  * The step_result foreign key makes the database itself refuse an effect step's result without
- * a `recorded` ledger row under its key.
+ * a `recorded` ledger row under its key. A fused claim (`complete` with `claimNext`) adds the
+ * claim's CTEs (prefixed `fused_`, pending runs only) guarded by this commit being fenced in:
+ * a zombie's rolled-back completion claims nothing.
  */
 export async function advanceRun(db: Kysely<LedgerflowDatabase>, p: AdvanceParams): Promise<AdvanceResult> {
   const target: RunStatus = p.continuation.kind === 'hold' ? 'running' : p.continuation.kind === 'release' ? 'pending' : 'completed';
@@ -112,7 +127,17 @@ export async function advanceRun(db: Kysely<LedgerflowDatabase>, p: AdvanceParam
             FROM fenced f
           RETURNING attempt)`
       : sql``;
-  const { rows } = await sql<{ fenced: boolean; next_attempt: number | null }>`
+  const claimNext = p.continuation.kind === 'complete' ? p.continuation.claimNext : undefined;
+  const fused =
+    claimNext === undefined
+      ? undefined
+      : claimParts(claimNext.registry, claimNext.options, {
+          prefix: 'fused_',
+          guard: sql`EXISTS (SELECT 1 FROM fenced)`,
+          takeovers: false,
+          clock: 'statement_timestamp()',
+        });
+  const { rows } = await sql<{ fenced: boolean; next_attempt: number | null; claimed: LeasedRunRow[] | null }>`
     WITH fenced AS (
       UPDATE ledgerflow.workflow_run
          SET current_step = current_step + 1, updated_at = now(), error = NULL, ${runSet}
@@ -128,11 +153,16 @@ export async function advanceRun(db: Kysely<LedgerflowDatabase>, p: AdvanceParam
         FROM fenced
       RETURNING 1
     )
-    ${effectCte} ${attemptCte} ${nextCte}
+    ${effectCte} ${attemptCte} ${nextCte} ${fused === undefined ? sql`` : sql`, ${fused.ctes}`}
     SELECT EXISTS (SELECT 1 FROM fenced) AS fenced,
-           ${p.continuation.kind === 'hold' ? sql`(SELECT attempt FROM next)` : sql`NULL::int`} AS next_attempt`.execute(db);
+           ${p.continuation.kind === 'hold' ? sql`(SELECT attempt FROM next)` : sql`NULL::int`} AS next_attempt,
+           ${fused === undefined ? sql`NULL::jsonb` : sql`(SELECT COALESCE(jsonb_agg(f), '[]'::jsonb) FROM (${fused.select}) f)`} AS claimed`.execute(db);
   const row = rows[0];
-  return { fenced: row?.fenced === true, nextAttempt: row?.next_attempt ?? null };
+  return {
+    fenced: row?.fenced === true,
+    nextAttempt: row?.next_attempt ?? null,
+    claimed: fused === undefined ? undefined : (row?.claimed ?? []).map(toLeasedRun),
+  };
 }
 
 export type FailureOutcome =
@@ -204,51 +234,161 @@ export async function commitFailure(db: Kysely<LedgerflowDatabase>, p: FailurePa
     }
 
     const why = nonRetryable ? 'non-retryable error' : `attempts exhausted (${failures}/${step.retry.maxAttempts})`;
-    let outcome: FailureOutcome = { kind: 'failed', failures };
-    let release: string | undefined;
-    if (run.open_intent !== null) {
-      const refused = failure.phase === 'perform' && nonRetryable && !(cause instanceof Error && cause.name === 'ConflictError');
-      if (refused) {
-        release = `released: perform failed with a non-retryable error (${error.message})`;
-      } else if (cause instanceof Error && cause.name === 'ConflictError') {
-        // A conflict never touches the existing ledger row: nothing is overwritten.
-      } else if (step.idempotentByKey && !p.canReconcile) {
-        release = `released: ${why}; the provider dedupes by key, so a later run may reuse it`;
-      } else {
-        outcome = {
-          kind: 'parked',
-          reason:
-            `${why} on step "${step.name}" while its intent for key "${run.open_intent}" is open: ` +
-            `the effect may have happened (last error: ${error.message}); the reconciler will look it up`,
-          failures,
-        };
-      }
+    const isConflict = cause instanceof Error && cause.name === 'ConflictError';
+    const end = await finishExhausted(trx, {
+      lease,
+      step,
+      attempt: p.attempt,
+      error,
+      why,
+      openIntent: run.open_intent,
+      // A definitive refusal by the provider means the effect did not happen: the key is free.
+      refused: failure.phase === 'perform' && nonRetryable && !isConflict,
+      // A conflict never touches the existing ledger row: nothing is overwritten.
+      conflict: isConflict,
+      canReconcile: p.canReconcile,
+    });
+    return end.kind === 'parked' ? { ...end, failures } : { kind: 'failed', failures };
+  });
+}
+
+/**
+ * The end of a step that may not be tried again: the run fails — or, when an `external`
+ * step's intent is still open and the effect may have happened, it parks in
+ * `needs_reconciliation` rather than declare a failure the provider may contradict (a provider
+ * that dedupes by key, with no reconcile, gets the intent released instead: the key is reusable).
+ * Runs inside the caller's transaction, after it checked the fencing token under a row lock.
+ */
+async function finishExhausted(
+  trx: Kysely<LedgerflowDatabase>,
+  p: {
+    readonly lease: Lease;
+    readonly step: StepDefinition;
+    /** The `running` attempt to close as failed; `undefined` when none is open. */
+    readonly attempt: number | undefined;
+    /** The attempt's error, and the run's unless it parks. */
+    readonly error: SerializedError;
+    /** Why the step is over, for the park reason and released intents. */
+    readonly why: string;
+    readonly openIntent: string | null;
+    readonly refused: boolean;
+    readonly conflict: boolean;
+    readonly canReconcile: boolean;
+  },
+): Promise<{ readonly kind: 'failed' } | { readonly kind: 'parked'; readonly reason: string }> {
+  const { lease, step, error } = p;
+  let outcome: { readonly kind: 'failed' } | { readonly kind: 'parked'; readonly reason: string } = { kind: 'failed' };
+  let release: string | undefined;
+  if (p.openIntent !== null && !p.conflict) {
+    if (p.refused) {
+      release = `released: perform failed with a non-retryable error (${error.message})`;
+    } else if (step.idempotentByKey && !p.canReconcile) {
+      release = `released: ${p.why}; the provider dedupes by key, so a later run may reuse it`;
+    } else {
+      outcome = {
+        kind: 'parked',
+        reason:
+          `${p.why} on step "${step.name}" while its intent for key "${p.openIntent}" is open: ` +
+          `the effect may have happened (last error: ${error.message}); the reconciler will look it up`,
+      };
     }
-    if (release !== undefined) assertEffectTransition('intent', 'released');
-    const status: RunStatus = outcome.kind === 'parked' ? 'needs_reconciliation' : 'failed';
-    assertRunTransition('running', status);
-    const runError =
-      outcome.kind === 'parked'
-        ? { name: 'NeedsReconciliation', message: outcome.reason, step: step.name, key: run.open_intent, exhausted: true, lastError: error }
-        : error;
-    await sql`
-      WITH attempt AS (
-        UPDATE ledgerflow.step_attempt
-           SET status = 'failed', error = ${JSON.stringify(error)}::jsonb, finished_at = now()
-         WHERE run_id = ${lease.runId} AND step_name = ${step.name} AND attempt = ${p.attempt} AND status = 'running'
-        RETURNING 1
-      ),
-      released AS (
-        UPDATE ledgerflow.step_effect SET status = 'released', resolution = ${release ?? null}::text
-         WHERE workflow_id = ${lease.runId} AND step_name = ${step.name} AND status = 'intent' AND ${release !== undefined}::boolean
-        RETURNING 1
-      )
-      UPDATE ledgerflow.workflow_run
-         SET status = ${lit(status)}, lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
-             error = ${JSON.stringify(runError)}::jsonb,
-             finished_at = ${status === 'failed' ? sql`now()` : sql`NULL`}
-       WHERE id = ${lease.runId}`.execute(trx);
-    return outcome;
+  }
+  if (release !== undefined) assertEffectTransition('intent', 'released');
+  const status: RunStatus = outcome.kind === 'parked' ? 'needs_reconciliation' : 'failed';
+  assertRunTransition('running', status);
+  const runError =
+    outcome.kind === 'parked'
+      ? { name: 'NeedsReconciliation', message: outcome.reason, step: step.name, key: p.openIntent, exhausted: true, lastError: error }
+      : error;
+  await sql`
+    WITH attempt AS (
+      UPDATE ledgerflow.step_attempt
+         SET status = 'failed', error = ${JSON.stringify(error)}::jsonb, finished_at = now()
+       WHERE run_id = ${lease.runId} AND step_name = ${step.name} AND attempt = ${p.attempt ?? null}::int AND status = 'running'
+      RETURNING 1
+    ),
+    released AS (
+      UPDATE ledgerflow.step_effect SET status = 'released', resolution = ${release ?? null}::text
+       WHERE workflow_id = ${lease.runId} AND step_name = ${step.name} AND status = 'intent' AND ${release !== undefined}::boolean
+      RETURNING 1
+    )
+    UPDATE ledgerflow.workflow_run
+       SET status = ${lit(status)}, lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
+           error = ${JSON.stringify(runError)}::jsonb,
+           finished_at = ${status === 'failed' ? sql`now()` : sql`NULL`}
+     WHERE id = ${lease.runId}`.execute(trx);
+  return outcome;
+}
+
+export type CrashOutcome =
+  | { readonly kind: 'retry'; readonly retryAt: Date; readonly crashes: number }
+  | { readonly kind: 'failed'; readonly crashes: number }
+  | { readonly kind: 'parked'; readonly reason: string; readonly crashes: number };
+
+export interface CrashParams {
+  readonly lease: Lease;
+  readonly step: StepDefinition;
+  /** `LeaseExpired` attempts of the step, the one the claim just closed included. */
+  readonly crashes: number;
+  readonly canReconcile: boolean;
+  readonly random?: () => number;
+}
+
+/**
+ * A run taken over from a step that crashed its worker again (poison step): the claim opened
+ * no attempt. Below {@link crashLimit} the run goes back to `pending` after a backoff (the
+ * step's own policy, counted in crashes); at the limit the step is over — the run fails with
+ * an error naming the crashes, or parks if an `external` intent is open (as for exhausted
+ * attempts). The abandoned attempts stay in the history with their `LeaseExpired` errors.
+ * One fenced transaction.
+ */
+export async function commitCrash(db: Kysely<LedgerflowDatabase>, p: CrashParams): Promise<CrashOutcome> {
+  const { lease, step, crashes } = p;
+  const limit = crashLimit(step.retry);
+  return db.transaction().execute(async (trx) => {
+    const { rows } = await sql<{ fencing_token: number; status: RunStatus; open_intent: string | null }>`
+      SELECT r.fencing_token, r.status,
+             (SELECT e.idempotency_key FROM ledgerflow.step_effect e
+               WHERE e.workflow_id = r.id AND e.step_name = ${step.name} AND e.status = 'intent') AS open_intent
+        FROM ledgerflow.workflow_run r
+       WHERE r.id = ${lease.runId}
+         FOR NO KEY UPDATE OF r`.execute(trx);
+    const run = rows[0];
+    if (run === undefined || run.fencing_token !== lease.fencingToken || run.status !== 'running') {
+      throw new LeaseLostError(`Lease on run ${lease.runId} lost before its crash could be recorded.`);
+    }
+    if (crashes < limit) {
+      // The first crash waited one lease before anyone took over; later ones back off further.
+      const delayMs = backoffDelayMs(step.retry, crashes - 1, p.random);
+      assertRunTransition('running', 'pending');
+      const { rows: retried } = await sql<{ retry_at: Date }>`
+        UPDATE ledgerflow.workflow_run
+           SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
+               run_after = now() + ${millis(delayMs)}
+         WHERE id = ${lease.runId}
+        RETURNING run_after AS retry_at`.execute(trx);
+      return { kind: 'retry', retryAt: retried[0]!.retry_at, crashes };
+    }
+    const error: SerializedError = {
+      name: 'StepCrashedWorker',
+      message:
+        `step "${step.name}" crashed its worker ${crashes} times: each time the lease expired before the attempt finished ` +
+        '(the worker process died, hung, or lost the database); it is not tried again',
+      step: step.name,
+      crashes,
+    };
+    const end = await finishExhausted(trx, {
+      lease,
+      step,
+      attempt: undefined,
+      error,
+      why: `crash limit reached (${crashes}/${limit})`,
+      openIntent: run.open_intent,
+      refused: false,
+      conflict: false,
+      canReconcile: p.canReconcile,
+    });
+    return { ...end, crashes };
   });
 }
 

@@ -1,6 +1,6 @@
 import type { StepKind } from '../../dsl/step-kind.js';
 import type { ReconcileReport } from '../reconciler/reconciler.js';
-import type { FailureOutcome } from './step-commits.js';
+import type { CrashOutcome, FailureOutcome } from './step-commits.js';
 import type { SerializedError } from './step-errors.js';
 
 /**
@@ -35,6 +35,18 @@ export type WorkerEvent =
       readonly error: SerializedError;
       /** `retry` (with the database time it is due), `failed`, or `parked`. */
       readonly outcome: FailureOutcome;
+    }
+  | {
+      /**
+       * The claim found that the step had crashed its worker again (its attempt's lease
+       * expired, `LeaseExpired`, more than once): backed off (`retry`), or at the crash limit
+       * (`max(maxAttempts, 5)`) `failed`, or `parked` with an open intent.
+       */
+      readonly type: 'step-crashed';
+      readonly runId: string;
+      readonly step: string;
+      readonly crashes: number;
+      readonly outcome: CrashOutcome;
     }
   | { readonly type: 'run-completed'; readonly runId: string; readonly workflow: string }
   | { readonly type: 'run-released'; readonly runId: string; readonly step: string }

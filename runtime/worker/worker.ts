@@ -9,7 +9,8 @@ import type { Store } from '../store/store.js';
 import { claimRuns, type LeasedRun } from './claim.js';
 import { releaseLeases, renewLeases } from './lease.js';
 import { buildRegistry, verifyMigrated, type WorkflowRegistry } from './registry.js';
-import { driveRun } from './run-driver.js';
+import { driveRun, type DriverContext } from './run-driver.js';
+import type { FusedClaim } from './step-commits.js';
 import { serializeError } from './step-errors.js';
 import type { WorkerEvent } from './worker-events.js';
 
@@ -76,6 +77,8 @@ interface InFlight {
   /** Local monotonic time of the last confirmed renewal: a duration, never compared to the database. */
   renewedAt: number;
   done: Promise<void>;
+  /** Its completion commit claimed for the slot it frees (fused), so the claim loop need not. */
+  refilled: boolean;
 }
 
 type WorkerState = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped';
@@ -108,6 +111,20 @@ class WorkerRuntime implements Worker {
 
   #state: WorkerState = 'idle';
   readonly #inFlight = new Map<string, InFlight>();
+  /**
+   * The last claim took all it asked for, so more runs are probably due: completion commits
+   * then claim the next run themselves (fused). Cleared by a claim that comes back short.
+   */
+  #backlog = false;
+  /**
+   * A claim is in flight — the loop's, or one fused into a completion commit. One at a time:
+   * claimers racing over the head of the pending index only skip each other's locked rows.
+   */
+  #claiming = false;
+  /** The limit of the fused claim in flight. */
+  #fusedLimit = 0;
+  /** Releases of runs a fused claim took while this worker was already stopping. */
+  readonly #releasing = new Set<Promise<void>>();
   #loop: Promise<void> | undefined;
   #wakeUp: (() => void) | undefined;
   #wakePending = false;
@@ -207,6 +224,7 @@ class WorkerRuntime implements Worker {
       // Handlers that ignore their AbortSignal cannot commit any more (the runs are released).
       await settlesWithin(settled(), 1_000);
     }
+    await Promise.all(this.#releasing);
     clearInterval(this.#heartbeatTimer);
     await this.#reconcilePass;
     this.#state = 'stopped';
@@ -261,10 +279,14 @@ class WorkerRuntime implements Worker {
     let failures = 0;
     while (this.#state === 'running') {
       const free = this.#concurrency - this.#inFlight.size;
-      if (free > 0) {
+      if (free > 0 && !this.#claiming) {
+        this.#claiming = true;
         try {
-          const claimed = await claimRuns(this.#store.db, this.#registry, { workerId: this.id, leaseMs: this.#leaseMs, limit: free });
+          const claimed = await claimRuns(this.#store.db, this.#registry, { workerId: this.id, leaseMs: this.#leaseMs, limit: free }).finally(
+            () => (this.#claiming = false),
+          );
           failures = 0;
+          this.#backlog = claimed.length === free;
           if (this.#listenStale) await this.#listen();
           for (const run of claimed) this.#launch(run);
           if (claimed.length === free) continue;
@@ -278,6 +300,40 @@ class WorkerRuntime implements Worker {
       }
       await this.#sleep(this.#pollIntervalMs);
     }
+  }
+
+  /**
+   * While a backlog lasts, a completing run's commit claims for the slot it frees and every
+   * other free one (the limit counts the completing run, still in flight until it returns).
+   */
+  #fusedClaim(): FusedClaim | undefined {
+    if (this.#state !== 'running' || !this.#backlog || this.#claiming) return undefined;
+    this.#claiming = true;
+    this.#fusedLimit = this.#concurrency - this.#inFlight.size + 1;
+    return { registry: this.#registry, options: { workerId: this.id, leaseMs: this.#leaseMs, limit: this.#fusedLimit } };
+  }
+
+  /** The answer to a {@link WorkerRuntime.#fusedClaim}: the runs it took; `undefined` if its commit failed. */
+  #adopt(flight: InFlight, runs: readonly LeasedRun[] | undefined): void {
+    this.#claiming = false;
+    if (runs === undefined) {
+      this.#wake();
+      return;
+    }
+    flight.refilled = true;
+    this.#backlog = runs.length === this.#fusedLimit;
+    if (runs.length === 0) return;
+    if (this.#state === 'running') {
+      for (const run of runs) this.#launch(run);
+      return;
+    }
+    // stop() began while the commit was in flight: give them back untouched.
+    const leases = runs.map((run) => ({ runId: run.id, fencingToken: run.fencingToken }));
+    const releasing = releaseLeases(this.#store.db, leases, `worker ${this.id} was stopping when it claimed the run`)
+      .then(() => {})
+      .catch((error: unknown) => this.#emit({ type: 'error', where: 'stop', error: serializeError(error) }))
+      .finally(() => this.#releasing.delete(releasing));
+    this.#releasing.add(releasing);
   }
 
   #launch(run: LeasedRun): void {
@@ -297,25 +353,28 @@ class WorkerRuntime implements Worker {
       controller: new AbortController(),
       renewedAt: performance.now(),
       done: Promise.resolve(),
+      refilled: false,
     };
     const key = `${run.id}:${run.fencingToken}`;
     this.#inFlight.set(key, flight);
-    flight.done = driveRun(
-      {
-        db: this.#store.db,
-        registry: this.#registry,
-        workerId: this.id,
-        leaseMs: this.#leaseMs,
-        isStopping: () => this.#state !== 'running',
-        emit: (event) => this.#emit(event),
-      },
-      run,
-      flight.controller.signal,
-    )
+    const driver: DriverContext = {
+      db: this.#store.db,
+      registry: this.#registry,
+      workerId: this.id,
+      leaseMs: this.#leaseMs,
+      isStopping: () => this.#state !== 'running',
+      emit: (event) => this.#emit(event),
+      claimNext: () => this.#fusedClaim(),
+      adopt: (runs) => this.#adopt(flight, runs),
+    };
+    flight.done = driveRun(driver, run, flight.controller.signal)
       .catch((error: unknown) => this.#emit({ type: 'error', where: 'run', runId: run.id, error: serializeError(error) }))
       .finally(() => {
         this.#inFlight.delete(key);
-        this.#wake();
+        // While a backlog lasts and other runs are in flight, the next completion's fused claim
+        // refills this slot together with its own (a batch, one commit fewer); the loop's poll
+        // bounds how long the slot can wait for one.
+        if (!flight.refilled && !(this.#backlog && this.#inFlight.size > 0)) this.#wake();
         for (const waiter of this.#idleWaiters) waiter();
         this.#idleWaiters.clear();
       });

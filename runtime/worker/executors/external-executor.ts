@@ -180,7 +180,7 @@ async function recordResult(
     { retry: true },
   );
   if (!result.fenced) throw leaseLost(s.lease, 'the result commit');
-  return { kind: 'advanced', output, continuation: continuation.kind, nextAttempt: result.nextAttempt, reused };
+  return { kind: 'advanced', output, continuation: continuation.kind, nextAttempt: result.nextAttempt, reused, claimed: result.claimed };
 }
 
 async function park(s: StepExecution, claim: EffectClaim, reason: string): Promise<StepOutcome> {

@@ -36,6 +36,8 @@ export type StepOutcome =
       readonly nextAttempt: number | null;
       /** Set when no handler ran because the ledger already had the effect. */
       readonly reused?: boolean;
+      /** Runs a fused claim took in the same commit (`complete` with `claimNext` only). */
+      readonly claimed?: readonly LeasedRun[] | undefined;
     }
   | { readonly kind: 'parked'; readonly reason: string }
   | { readonly kind: 'rescheduled'; readonly until: Date; readonly reason: string };

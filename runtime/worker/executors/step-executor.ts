@@ -31,5 +31,5 @@ export const executeStep: StepExecutor = async (s) => {
     { retry: true },
   );
   if (!result.fenced) throw leaseLost(s.lease, 'the step result');
-  return { kind: 'advanced', output, continuation: continuation.kind, nextAttempt: result.nextAttempt };
+  return { kind: 'advanced', output, continuation: continuation.kind, nextAttempt: result.nextAttempt, claimed: result.claimed };
 };

@@ -66,7 +66,7 @@ export const executeTransactional: StepExecutor = async (s) => {
           continuation,
         });
         if (!result.fenced) throw leaseLost(s.lease, 'the transactional step (handler writes included)');
-        return { kind: 'advanced', output, continuation: continuation.kind, nextAttempt: result.nextAttempt, reused };
+        return { kind: 'advanced', output, continuation: continuation.kind, nextAttempt: result.nextAttempt, reused, claimed: result.claimed };
       }),
     { retry: false },
   );
