@@ -304,12 +304,17 @@ class WorkerRuntime implements Worker {
 
   /**
    * While a backlog lasts, a completing run's commit claims for the slot it frees and every
-   * other free one (the limit counts the completing run, still in flight until it returns).
+   * other free one (the limit counts the completing run, still in flight until it returns) —
+   * once at least a quarter of the slots are free: a claim costs its planning, so at high
+   * concurrency slots are gathered into batches (mostly by later completions) rather than
+   * refilled one claim per run.
    */
   #fusedClaim(): FusedClaim | undefined {
     if (this.#state !== 'running' || !this.#backlog || this.#claiming) return undefined;
+    const limit = this.#concurrency - this.#inFlight.size + 1;
+    if (limit < Math.ceil(this.#concurrency / 4)) return undefined;
     this.#claiming = true;
-    this.#fusedLimit = this.#concurrency - this.#inFlight.size + 1;
+    this.#fusedLimit = limit;
     return { registry: this.#registry, options: { workerId: this.id, leaseMs: this.#leaseMs, limit: this.#fusedLimit } };
   }
 
