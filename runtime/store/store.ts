@@ -12,8 +12,12 @@ export interface Store {
   readonly db: Kysely<LedgerflowDatabase>;
   /** Where the data lives, for humans ("PostgreSQL at host:5432/db", "PGlite (fsync off) at .ledgerflow/db"). */
   readonly location: string;
-  /** Subscribes to NOTIFY on `channel`; resolves to an unsubscribe function. */
-  listen(channel: string, onNotify: (payload: string) => void): Promise<() => Promise<void>>;
+  /**
+   * Subscribes to NOTIFY on `channel`; resolves to an unsubscribe function. `onLost` is called
+   * at most once if the subscription's connection breaks (backend terminated, server restarted):
+   * no notification arrives after that, and the caller subscribes again.
+   */
+  listen(channel: string, onNotify: (payload: string) => void, onLost?: (error: Error) => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }
 

@@ -55,6 +55,13 @@ export type WorkerEvent =
   | { readonly type: 'lease-lost'; readonly runId: string; readonly fencingToken: number; readonly step: string | null }
   | { readonly type: 'commit-outcome-unknown'; readonly runId: string; readonly step: string; readonly error: SerializedError }
   | { readonly type: 'reconcile-pass'; readonly report: ReconcileReport }
+  /**
+   * The LISTEN subscription broke (backend terminated, server restarted): until
+   * `listener-restored`, new runs are found by the poll only. Re-subscribing backs off.
+   */
+  | { readonly type: 'listener-lost'; readonly error: SerializedError }
+  /** Subscribed again (after `failedAttempts` failures); the worker claims at once. */
+  | { readonly type: 'listener-restored'; readonly failedAttempts: number }
   | {
       readonly type: 'error';
       readonly where: 'claim' | 'heartbeat' | 'run' | 'reconcile' | 'listen' | 'stop' | 'drain';

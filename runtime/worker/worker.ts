@@ -130,7 +130,17 @@ class WorkerRuntime implements Worker {
   #wakePending = false;
   #idleWaiters = new Set<() => void>();
   #unlisten: (() => Promise<void>) | undefined;
+  /** A claim failed: the subscription may be dead without having said so (half-open connection). */
   #listenStale = false;
+  #listening: Promise<void> | undefined;
+  /** Identifies the current subscription, so that a late loss report of an old one is ignored. */
+  #listenGeneration = 0;
+  /** The generation whose loss was reported (possibly before its subscribe call returned). */
+  #lostGeneration = 0;
+  /** The subscription was lost or could not be made; the next success emits `listener-restored`. */
+  #listenDown = false;
+  #listenFailures = 0;
+  #relistenTimer: NodeJS.Timeout | undefined;
   #heartbeatTimer: NodeJS.Timeout | undefined;
   #heartbeatBusy = false;
   #reconcileTimer: NodeJS.Timeout | undefined;
@@ -207,6 +217,8 @@ class WorkerRuntime implements Worker {
     this.#wake();
     clearInterval(this.#reconcileTimer);
     await this.#loop;
+    clearTimeout(this.#relistenTimer);
+    await this.#listening;
     await this.#unlisten?.().catch(() => {});
     this.#unlisten = undefined;
 
@@ -437,17 +449,69 @@ class WorkerRuntime implements Worker {
       });
   }
 
-  async #listen(): Promise<void> {
+  /**
+   * Subscribes to {@link RUNS_CHANNEL}, replacing any earlier subscription. A subscription that
+   * breaks (its backend terminated, the server restarted) reports itself: the worker emits
+   * `listener-lost` and subscribes again with backoff (100 ms, doubling up to 5 s); once it is
+   * back it emits `listener-restored` and claims at once, for the runs started while nobody
+   * listened. In between, only the poll finds new runs.
+   */
+  #listen(): Promise<void> {
+    this.#listening ??= this.#subscribe().finally(() => (this.#listening = undefined));
+    return this.#listening;
+  }
+
+  async #subscribe(): Promise<void> {
+    clearTimeout(this.#relistenTimer);
+    this.#relistenTimer = undefined;
     this.#listenStale = false;
+    const generation = ++this.#listenGeneration;
     const previous = this.#unlisten;
     this.#unlisten = undefined;
     await previous?.().catch(() => {});
+    let unlisten: () => Promise<void>;
     try {
-      this.#unlisten = await this.#store.listen(RUNS_CHANNEL, () => this.#wake());
+      unlisten = await this.#store.listen(RUNS_CHANNEL, () => this.#wake(), (error) => this.#listenerLost(generation, error));
     } catch (error) {
-      this.#listenStale = true;
+      this.#listenDown = true;
+      this.#listenFailures += 1;
       this.#emit({ type: 'error', where: 'listen', error: serializeError(error) });
+      this.#scheduleListen();
+      return;
     }
+    if (!this.#wantsListener() || this.#lostGeneration === generation) {
+      await unlisten().catch(() => {});
+      return;
+    }
+    this.#unlisten = unlisten;
+    if (this.#listenDown) {
+      this.#emit({ type: 'listener-restored', failedAttempts: this.#listenFailures });
+      this.#wake();
+    }
+    this.#listenDown = false;
+    this.#listenFailures = 0;
+  }
+
+  #listenerLost(generation: number, error: Error): void {
+    if (generation !== this.#listenGeneration || !this.#wantsListener()) return;
+    this.#lostGeneration = generation;
+    this.#unlisten = undefined;
+    this.#listenDown = true;
+    this.#emit({ type: 'listener-lost', error: serializeError(error) });
+    this.#scheduleListen();
+  }
+
+  #scheduleListen(): void {
+    if (this.#relistenTimer !== undefined || !this.#wantsListener()) return;
+    const delayMs = Math.min(5_000, 100 * 2 ** this.#listenFailures);
+    this.#relistenTimer = setTimeout(() => {
+      this.#relistenTimer = undefined;
+      void this.#listen();
+    }, delayMs);
+  }
+
+  #wantsListener(): boolean {
+    return this.#state === 'starting' || this.#state === 'running';
   }
 
   #wake(): void {

@@ -42,20 +42,39 @@ export function createPgStore(options: PgStoreOptions): Store {
     kind: 'pg',
     db,
     location: `PostgreSQL at ${url.hostname}:${url.port || '5432'}${url.pathname}`,
-    async listen(channel, onNotify) {
+    async listen(channel, onNotify, onLost) {
       const Client = options.clientClass ?? pg.Client;
       const client = new Client({
         connectionString: options.connectionString,
         application_name: options.applicationName ?? 'ledgerflow',
         types,
       });
-      client.on('error', () => {});
-      await client.connect();
-      client.on('notification', (message) => {
-        if (message.channel === channel) onNotify(message.payload ?? '');
-      });
-      await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+      // A dedicated connection: losing it (pg_terminate_backend, server restart, network) ends
+      // the subscription silently unless reported — 'error' and/or 'end' fire, once reported.
+      let state: 'subscribing' | 'subscribed' | 'lost' | 'closed' = 'subscribing';
+      const lose = (error: Error): void => {
+        if (state !== 'subscribed') return;
+        state = 'lost';
+        client.end().catch(() => {});
+        onLost?.(error);
+      };
+      client.on('error', (error) => lose(error));
+      client.on('end', () => lose(new Error(`the connection listening on "${channel}" ended`)));
+      try {
+        await client.connect();
+        client.on('notification', (message) => {
+          if (message.channel === channel) onNotify(message.payload ?? '');
+        });
+        await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+      } catch (error) {
+        state = 'closed';
+        await client.end().catch(() => {});
+        throw error;
+      }
+      state = 'subscribed';
       return async () => {
+        if (state === 'closed') return;
+        state = 'closed';
         await client.end().catch(() => {});
       };
     },
