@@ -4,7 +4,16 @@ import { defineCommand, integerOption, UsageError } from '../command.js';
 import { formatTime } from '../format-values.js';
 import { loadWorkflowsModule, requireRegistrations } from '../load-workflows.js';
 
-const QUIET_EVENTS = new Set<WorkerEvent['type']>(['worker-started', 'worker-stopped', 'error', 'run-parked', 'commit-outcome-unknown']);
+const QUIET_EVENTS = new Set<WorkerEvent['type']>([
+  'worker-started',
+  'worker-stopped',
+  'error',
+  'run-parked',
+  'commit-outcome-unknown',
+  'step-crashed',
+  'listener-lost',
+  'listener-restored',
+]);
 
 export const workerCommand = defineCommand({
   name: 'worker',
