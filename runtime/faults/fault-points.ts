@@ -14,6 +14,9 @@
  * configureFaults({ seed: 42, points: { 'after-perform': { probability: 1, actions: ['kill'], times: 1 } } });
  * // or: LEDGERFLOW_FAULTS='{"seed":42,"points":{"after-perform":{"probability":1,"actions":["kill"]}}}'
  */
+
+import { mulberry32 } from './mulberry32.js';
+
 export const FAULT_POINTS = [
   'after-claim',
   'before-lease-renewal',
@@ -181,17 +184,6 @@ function validateSpec(spec: FaultSpec): void {
     }
   }
   if (problems.length > 0) throw new TypeError(`Invalid fault spec: ${problems.join('; ')}.`);
-}
-
-function mulberry32(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 configureFaultsFromEnv();

@@ -1,3 +1,5 @@
+import { mulberry32 } from '../../runtime/faults/mulberry32.js';
+
 /**
  * A small seeded generator (mulberry32) so that a chaos run's decisions — which worker to
  * kill, which backend to terminate, when — replay from the printed seed.
@@ -12,14 +14,7 @@ export interface SeededRandom {
 }
 
 export function seededRandom(seed: number): SeededRandom {
-  let state = seed >>> 0;
-  const next = (): number => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const next = mulberry32(seed);
   return {
     seed,
     next,
