@@ -10,11 +10,15 @@ import { runCodegen } from '../../codegen/run-codegen.js';
  *   case.json                 { description, emit }: what the case shows; whether its output is golden
  *   input/                    the codegen root (workflow files, helpers, an existing generated/ dir)
  *   expected/diagnostics.txt  the exact text-format diagnostics (empty: none)
- *   expected/generated/       with emit: every file codegen would write, byte for byte
+ *   expected/generated/       with emit: every file codegen would write, byte for byte — except
+ *                             the core migration, the same in every case: it must equal the
+ *                             repository's generated/migrations/0001_core.sql instead
  * Regenerate the expectations with UPDATE_GOLDEN=1 and review the diff.
  */
 const casesDir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'cases');
 const update = process.env['UPDATE_GOLDEN'] === '1';
+const CORE_MIGRATION = 'migrations/0001_core.sql';
+const repoCoreMigration = readFileSync(path.join(casesDir, '../../../generated', CORE_MIGRATION), 'utf8');
 
 interface CaseConfig {
   readonly description: string;
@@ -39,7 +43,12 @@ describe('codegen golden cases', () => {
       const expectedDir = path.join(caseDir, 'expected');
       const diagnosticsFile = path.join(expectedDir, 'diagnostics.txt');
       const generatedDir = path.join(expectedDir, 'generated');
-      const generated = Object.fromEntries((run.generated ?? []).map((f) => [f.path, f.content]));
+      const generated: Record<string, string> = Object.fromEntries((run.generated ?? []).map((f) => [f.path, f.content]));
+      // Migrations are append-only: a case whose input already has the core migration gets none.
+      if (config.emit && !existsSync(path.join(caseDir, 'input/generated', CORE_MIGRATION))) {
+        expect(generated[CORE_MIGRATION], 'the core migration is the same in every project').toBe(repoCoreMigration);
+        delete generated[CORE_MIGRATION];
+      }
 
       if (update) {
         rmSync(expectedDir, { recursive: true, force: true });
