@@ -60,6 +60,12 @@ export interface AdvanceParams {
      * by `attempt` qualifies. Absent: the row is already recorded and is only referenced.
      */
     readonly record?: { readonly from: 'intent' | 'recorded'; readonly attempt: number; readonly resolution?: string };
+    /**
+     * Insert the row, `recorded` with the output, in this statement (a `transactional` step
+     * whose handler sent nothing through `ctx.tx`): the run moves only if the step has no ledger
+     * row yet; if it has one, nothing changes and {@link AdvanceResult.effectExists} says so.
+     */
+    readonly insert?: { readonly attempt: number; readonly requestHash: string };
   };
   readonly continuation: Continuation;
 }
@@ -70,6 +76,8 @@ export interface AdvanceResult {
   readonly nextAttempt: number | null;
   /** Runs the fused claim took (`complete` with `claimNext` only; otherwise `undefined`). */
   readonly claimed: readonly LeasedRun[] | undefined;
+  /** With `effect.insert` only: the step already had a ledger row, so this statement changed nothing. */
+  readonly effectExists?: boolean;
 }
 
 const lit = (value: string): RawBuilder<unknown> => sql.lit(value);
@@ -86,6 +94,13 @@ export async function advanceRun(db: Kysely<LedgerflowDatabase>, p: AdvanceParam
   assertRunTransition('running', target);
   if (p.attempt !== undefined) assertAttemptTransition('running', 'succeeded');
   if (p.effect?.record?.from === 'intent') assertEffectTransition('intent', 'recorded');
+  const insert = p.effect?.insert;
+  if (insert !== undefined) {
+    if (p.effect?.record !== undefined || p.step.kind !== 'transactional') {
+      throw new TypeError(`advanceRun: effect.insert is for a transactional step's new ledger row only (step "${p.step.name}").`);
+    }
+    assertEffectTransition('none', 'recorded');
+  }
   const { lease, step } = p;
   const outputJson = JSON.stringify(p.output);
   const runSet =
@@ -97,8 +112,18 @@ export async function advanceRun(db: Kysely<LedgerflowDatabase>, p: AdvanceParam
               output = ${JSON.stringify(p.continuation.runOutput)}::jsonb`;
   const effect = p.effect;
   const record = effect?.record;
+  // Seen in the statement's snapshot, so it never sees the row this statement inserts.
+  const stepHasEffect = sql`EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = ${lease.runId} AND e.step_name = ${step.name})`;
   const effectCte =
-    effect !== undefined && record !== undefined
+    effect !== undefined && insert !== undefined
+      ? sql`, effect AS (
+          INSERT INTO ledgerflow.step_effect
+                 (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token, recorded_at)
+          SELECT id, ${step.name}, ${effect.key}, ${outputJson}::jsonb, 'recorded', 'transactional', ${insert.requestHash},
+                 ${insert.attempt}, ${lease.fencingToken}, now()
+            FROM fenced
+          RETURNING 1)`
+      : effect !== undefined && record !== undefined
       ? sql`, effect AS (
           UPDATE ledgerflow.step_effect
              SET status = 'recorded', effect = ${outputJson}::jsonb, recorded_at = COALESCE(recorded_at, now()),
@@ -137,12 +162,12 @@ export async function advanceRun(db: Kysely<LedgerflowDatabase>, p: AdvanceParam
           takeovers: false,
           clock: 'statement_timestamp()',
         });
-  const { rows } = await sql<{ fenced: boolean; next_attempt: number | null; claimed: LeasedRunRow[] | null }>`
+  const { rows } = await sql<{ fenced: boolean; next_attempt: number | null; claimed: LeasedRunRow[] | null; effect_exists: boolean }>`
     WITH fenced AS (
       UPDATE ledgerflow.workflow_run
          SET current_step = current_step + 1, updated_at = now(), error = NULL, ${runSet}
        WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
-         AND current_step = ${step.position}
+         AND current_step = ${step.position} ${insert !== undefined ? sql`AND NOT ${stepHasEffect}` : sql``}
       RETURNING id
     ),
     result AS (
@@ -156,12 +181,14 @@ export async function advanceRun(db: Kysely<LedgerflowDatabase>, p: AdvanceParam
     ${effectCte} ${attemptCte} ${nextCte} ${fused === undefined ? sql`` : sql`, ${fused.ctes}`}
     SELECT EXISTS (SELECT 1 FROM fenced) AS fenced,
            ${p.continuation.kind === 'hold' ? sql`(SELECT attempt FROM next)` : sql`NULL::int`} AS next_attempt,
-           ${fused === undefined ? sql`NULL::jsonb` : sql`(SELECT COALESCE(jsonb_agg(f), '[]'::jsonb) FROM (${fused.select}) f)`} AS claimed`.execute(db);
+           ${fused === undefined ? sql`NULL::jsonb` : sql`(SELECT COALESCE(jsonb_agg(f), '[]'::jsonb) FROM (${fused.select}) f)`} AS claimed,
+           ${insert !== undefined ? stepHasEffect : sql`false`} AS effect_exists`.execute(db);
   const row = rows[0];
   return {
     fenced: row?.fenced === true,
     nextAttempt: row?.next_attempt ?? null,
     claimed: fused === undefined ? undefined : (row?.claimed ?? []).map(toLeasedRun),
+    ...(insert === undefined ? {} : { effectExists: row?.effect_exists === true }),
   };
 }
 

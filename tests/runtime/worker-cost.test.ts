@@ -6,6 +6,7 @@ import { shapeHash, workflow } from 'ledgerflow/dsl';
 import { bindHandlers, createWorker, type LedgerflowDatabase, type Store, type WorkerEvent } from 'ledgerflow/runtime';
 import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
 import { INT8_OID, parseInt8 } from '../../runtime/store/store.js';
+import { requestHash } from '../../runtime/worker/request-hash.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
 import { startTestRun, runState, setupAppSchema } from './fixtures/run-helpers.js';
@@ -20,7 +21,15 @@ const costed = workflow('wt-cost', { version: 1, input: z.object({ orderId: z.st
   .step('compute', { output: z.object({ amountCents: z.number() }) })
   .transactional('write', { output: z.object({ rowId: z.number() }), key: ({ input }) => `write:${input.orderId}` })
   .external('call', { output: z.object({ chargeId: z.string() }), key: ({ input }) => `call:${input.orderId}`, idempotentByKey: true })
-  .step('finish', { output: z.object({ done: z.boolean() }) });
+  .step('finish', { output: z.object({ done: z.boolean() }) })
+  // Its handler sends nothing through ctx.tx: the transaction is never opened.
+  .transactional('note', { output: z.object({ noted: z.boolean() }), key: ({ input }) => `note:${input.orderId}` });
+
+/** A transactional step whose handler only records: its ledger row may already exist. */
+const recordsOnly = workflow('wt-cost-reuse', { version: 1, input: z.object({ orderId: z.string() }) }).transactional('note', {
+  output: z.object({ noted: z.number() }),
+  key: ({ input }) => `note:${input.orderId}`,
+});
 
 interface Logged {
   readonly sql: string;
@@ -75,7 +84,7 @@ describe('worker: commits and round trips per step [pg]', () => {
 
   beforeAll(async () => {
     base = await createPgTestStore();
-    await migrateForTest(base, [costed]);
+    await migrateForTest(base, [costed, recordsOnly]);
     await setupAppSchema(base);
     store = countingStore(base.url!, (text) => logged.push({ sql: text, afterEvents: events.length }));
   });
@@ -84,7 +93,7 @@ describe('worker: commits and round trips per step [pg]', () => {
     await base.close();
   });
 
-  it('costs 1 round trip and 1 commit per step, 4 + handler statements and 1 commit per transactional, 2 and 2 per external', async () => {
+  it('costs 1 round trip and 1 commit per step, 4 + handler statements and 1 commit per transactional (1 and 1 if its handler sends none), 2 and 2 per external', async () => {
     const payments = new FakePaymentProvider();
     const registration = bindHandlers(
       costed,
@@ -108,6 +117,7 @@ describe('worker: commits and round trips per step [pg]', () => {
           },
         },
         finish: () => ({ done: true }),
+        note: async ({ record }) => record({ noted: true }),
       } satisfies Parameters<typeof bindHandlers<typeof costed, AppDatabase>>[1],
       shapeHash(costed),
     );
@@ -158,8 +168,40 @@ describe('worker: commits and round trips per step [pg]', () => {
       // Intent commit, result commit.
       { step: 'call', roundTrips: 2, commits: 2 },
       { step: 'finish', roundTrips: 1, commits: 1 },
+      // Ledger row, result, attempt and transition in one statement: no BEGIN, no COMMIT.
+      { step: 'note', roundTrips: 1, commits: 1 },
     ]);
     const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM wt_app.reservation WHERE run_id = ${runId}`.execute(base.db);
     expect(rows[0]!.n).toBe(1);
+  });
+
+  it('reuses a recorded ledger row of a transactional step whose handler sends no statement', async () => {
+    let calls = 0;
+    const registration = bindHandlers(
+      recordsOnly,
+      {
+        note: async ({ record }) => {
+          calls += 1;
+          return record({ noted: calls });
+        },
+      },
+      shapeHash(recordsOnly),
+    );
+    const runId = await startTestRun(base, recordsOnly, { orderId: 'reuse-1' });
+    // A recorded row the run never moved past (planted; e.g. left by an earlier deploy).
+    const hash = requestHash({ input: { orderId: 'reuse-1' }, steps: {} });
+    await sql`
+      INSERT INTO ledgerflow.step_effect (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token, recorded_at)
+      VALUES (${runId}, 'note', 'note:reuse-1', '{"noted": 777}'::jsonb, 'recorded', 'transactional', ${hash}, 1, 0, now())`.execute(base.db);
+    const seen: WorkerEvent[] = [];
+    const worker = createWorker({ store: base, workflows: [registration], concurrency: 1, pollIntervalMs: 50, reconcileIntervalMs: 0, onEvent: (e) => seen.push(e) });
+    await worker.drain();
+    await worker.stop();
+
+    const { run, results, effects } = await runState(base, runId);
+    expect(run.status).toBe('completed');
+    expect(results.map((r) => r.output)).toEqual([{ noted: 777 }]);
+    expect(effects).toEqual([expect.objectContaining({ idempotency_key: 'note:reuse-1', effect: { noted: 777 } })]);
+    expect(seen.find((e) => e.type === 'step-succeeded')).toMatchObject({ reused: true });
   });
 });
