@@ -219,24 +219,7 @@ export async function commitFailure(db: Kysely<LedgerflowDatabase>, p: FailurePa
   const error: SerializedError = { ...serializeError(cause), step: step.name, attempt: p.attempt };
   assertAttemptTransition('running', 'failed');
   return db.transaction().execute(async (trx) => {
-    const { rows } = await sql<{
-      fencing_token: number;
-      status: RunStatus;
-      failures: number;
-      open_intent: string | null;
-    }>`
-      SELECT r.fencing_token, r.status,
-             (SELECT count(*) FROM ledgerflow.step_attempt a
-               WHERE a.run_id = r.id AND a.step_name = ${step.name} AND a.status = 'failed')::int AS failures,
-             (SELECT e.idempotency_key FROM ledgerflow.step_effect e
-               WHERE e.workflow_id = r.id AND e.step_name = ${step.name} AND e.status = 'intent') AS open_intent
-        FROM ledgerflow.workflow_run r
-       WHERE r.id = ${lease.runId}
-         FOR NO KEY UPDATE OF r`.execute(trx);
-    const run = rows[0];
-    if (run === undefined || run.fencing_token !== lease.fencingToken || run.status !== 'running') {
-      throw new LeaseLostError(`Lease on run ${lease.runId} lost before its failure could be recorded.`);
-    }
+    const run = await lockFencedRun(trx, lease, step.name, 'its failure');
     const failures = run.failures + 1;
     const nonRetryable = isNonRetryable(cause, step.retry);
     const exhausted = failures >= step.retry.maxAttempts;
@@ -347,6 +330,32 @@ async function finishExhausted(
   return outcome;
 }
 
+/**
+ * Locks the run row inside `trx` and checks the lease is still ours: the first statement of
+ * every failure-path commit. Returns the step's failed-attempt count and its open intent's key.
+ */
+async function lockFencedRun(
+  trx: Kysely<LedgerflowDatabase>,
+  lease: Lease,
+  stepName: string,
+  what: string,
+): Promise<{ readonly failures: number; readonly open_intent: string | null }> {
+  const { rows } = await sql<{ fencing_token: number; status: RunStatus; failures: number; open_intent: string | null }>`
+    SELECT r.fencing_token, r.status,
+           (SELECT count(*) FROM ledgerflow.step_attempt a
+             WHERE a.run_id = r.id AND a.step_name = ${stepName} AND a.status = 'failed')::int AS failures,
+           (SELECT e.idempotency_key FROM ledgerflow.step_effect e
+             WHERE e.workflow_id = r.id AND e.step_name = ${stepName} AND e.status = 'intent') AS open_intent
+      FROM ledgerflow.workflow_run r
+     WHERE r.id = ${lease.runId}
+       FOR NO KEY UPDATE OF r`.execute(trx);
+  const run = rows[0];
+  if (run === undefined || run.fencing_token !== lease.fencingToken || run.status !== 'running') {
+    throw new LeaseLostError(`Lease on run ${lease.runId} lost before ${what} could be recorded.`);
+  }
+  return run;
+}
+
 export type CrashOutcome =
   | { readonly kind: 'retry'; readonly retryAt: Date; readonly crashes: number }
   | { readonly kind: 'failed'; readonly crashes: number }
@@ -373,17 +382,7 @@ export async function commitCrash(db: Kysely<LedgerflowDatabase>, p: CrashParams
   const { lease, step, crashes } = p;
   const limit = crashLimit(step.retry);
   return db.transaction().execute(async (trx) => {
-    const { rows } = await sql<{ fencing_token: number; status: RunStatus; open_intent: string | null }>`
-      SELECT r.fencing_token, r.status,
-             (SELECT e.idempotency_key FROM ledgerflow.step_effect e
-               WHERE e.workflow_id = r.id AND e.step_name = ${step.name} AND e.status = 'intent') AS open_intent
-        FROM ledgerflow.workflow_run r
-       WHERE r.id = ${lease.runId}
-         FOR NO KEY UPDATE OF r`.execute(trx);
-    const run = rows[0];
-    if (run === undefined || run.fencing_token !== lease.fencingToken || run.status !== 'running') {
-      throw new LeaseLostError(`Lease on run ${lease.runId} lost before its crash could be recorded.`);
-    }
+    const run = await lockFencedRun(trx, lease, step.name, 'its crash');
     if (crashes < limit) {
       // The first crash waited one lease before anyone took over; later ones back off further.
       const delayMs = backoffDelayMs(step.retry, crashes - 1, p.random);
