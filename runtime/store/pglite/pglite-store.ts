@@ -39,11 +39,32 @@ export async function createPGliteStore(options: PGliteStoreOptions = {}): Promi
     throw error;
   }
   const db = new Kysely<LedgerflowDatabase>({ dialect: new PGliteDialect(pglite) });
+  // PGlite is one session, which the driver hands to one holder at a time. LISTEN and UNLISTEN
+  // take their turn like any query: run straight on `pglite`, they could land inside another
+  // caller's open transaction, and its rollback would undo them silently.
+  const betweenTransactions = <T>(run: () => Promise<T>): Promise<T> => db.connection().execute(run);
   return {
     kind: 'pglite',
     db,
     location: `PGlite (embedded, fsync off) at ${options.dataDir ?? 'memory'}`,
-    listen: (channel, onNotify) => pglite.listen(channel, onNotify),
+    // The subscription lives as long as the embedded session, so `onLost` never fires.
+    async listen(channel, onNotify) {
+      let subscribed = true;
+      const unlisten = await betweenTransactions(() =>
+        pglite.listen(channel, (payload) => {
+          if (subscribed) onNotify(payload);
+        }),
+      );
+      return async () => {
+        if (!subscribed) return;
+        // Delivery stops now. The UNLISTEN is queued behind whoever holds the session rather than
+        // awaited: a caller stopping (a worker, before it aborts its in-flight steps) must not
+        // wait for a transaction it may be about to abort. `close()` drains the queue, so the
+        // UNLISTEN still runs before PGlite closes, or is refused once the store is closed.
+        subscribed = false;
+        betweenTransactions(() => unlisten()).catch(() => {});
+      };
+    },
     dumpDataDir: () => pglite.dumpDataDir('none'),
     async close() {
       try {
