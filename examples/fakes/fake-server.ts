@@ -3,6 +3,7 @@ import {
   type EmailMessage,
   type EmailProviderStats,
   type FakeEmailProvider,
+  type SendOptions,
   type SentEmail,
 } from './email-provider.js';
 import { HttpError, requestJson, startJsonServer, type ErrorBody, type JsonHandler, type RunningServer } from './json-http.js';
@@ -65,7 +66,9 @@ function paymentRoutes(payments: FakePaymentProvider): JsonHandler {
 function emailRoutes(email: FakeEmailProvider): JsonHandler {
   return async (request) => {
     if (request.method === 'POST' && request.path === '/email/messages') {
-      return { status: 200, body: await email.send(request.body as EmailMessage) };
+      // A client that hangs up does not take its request back: the provider applies it anyway
+      // (counted as a late application) and nobody hears the answer.
+      return { status: 200, body: await email.send(request.body as EmailMessage, { signal: request.signal }) };
     }
     if (request.method === 'GET' && request.path === '/email/messages') {
       const reference = request.query.get('reference');
@@ -119,8 +122,13 @@ function emailError(status: number, body: ErrorBody): Error | undefined {
 export class HttpEmailGateway implements EmailGateway {
   constructor(private readonly baseUrl: string) {}
 
-  send(message: EmailMessage): Promise<SentEmail> {
-    return requestJson<SentEmail>(`${this.baseUrl}/email/messages`, { method: 'POST', body: message }, emailError);
+  /** `options.signal` gives up on the HTTP call (rejecting with its reason); the server may still apply the message. */
+  send(message: EmailMessage, options: SendOptions = {}): Promise<SentEmail> {
+    return requestJson<SentEmail>(
+      `${this.baseUrl}/email/messages`,
+      { method: 'POST', body: message, ...(options.signal !== undefined ? { signal: options.signal } : {}) },
+      emailError,
+    );
   }
 
   async findByReference(reference: string): Promise<readonly SentEmail[]> {

@@ -12,6 +12,11 @@ export interface JsonRequest {
   readonly query: URLSearchParams;
   readonly headers: IncomingMessage['headers'];
   readonly body: unknown;
+  /**
+   * Aborts when the client goes away before the response is sent (it gave up, or its process
+   * died). A handler may keep working — a real provider does not undo a request it accepted.
+   */
+  readonly signal: AbortSignal;
 }
 
 export interface JsonResponse {
@@ -60,6 +65,10 @@ export async function startJsonServer(handlers: readonly JsonHandler[]): Promise
 }
 
 async function respond(handlers: readonly JsonHandler[], req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const clientGone = new AbortController();
+  res.once('close', () => {
+    if (!res.writableFinished) clientGone.abort(new Error('the client went away before the response was sent'));
+  });
   let response: JsonResponse;
   try {
     const url = new URL(req.url ?? '/', 'http://localhost');
@@ -70,6 +79,7 @@ async function respond(handlers: readonly JsonHandler[], req: IncomingMessage, r
       query: url.searchParams,
       headers: req.headers,
       body: raw === '' ? undefined : (JSON.parse(raw) as unknown),
+      signal: clientGone.signal,
     };
     response = { status: 404, body: { error: 'NotFound', message: `no route for ${request.method} ${request.path}` } };
     for (const handler of handlers) {
@@ -87,6 +97,7 @@ async function respond(handlers: readonly JsonHandler[], req: IncomingMessage, r
           ? { status: 400, body: { error: 'BadRequest', message: error.message } }
           : { status: 500, body: { error: 'InternalError', message: String(error) } };
   }
+  if (clientGone.signal.aborted) return; // nobody left to answer
   const payload = JSON.stringify(response.body ?? null);
   res.writeHead(response.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) });
   res.end(payload);
@@ -110,16 +121,25 @@ export interface ErrorBody {
 /**
  * Calls a fake server. A non-2xx answer becomes the error `toError` makes of it (default: an
  * `Error` with the server's message), so clients can rebuild the provider's own error classes.
+ * `signal` gives up on the call (fetch rejects with the signal's reason, e.g. a `TimeoutError`
+ * from `AbortSignal.timeout`); what the server does with a request it already received is its
+ * own business.
  */
 export async function requestJson<T>(
   url: string,
-  init: { readonly method?: string; readonly body?: unknown; readonly headers?: Record<string, string> } = {},
+  init: {
+    readonly method?: string;
+    readonly body?: unknown;
+    readonly headers?: Record<string, string>;
+    readonly signal?: AbortSignal;
+  } = {},
   toError: (status: number, body: ErrorBody) => Error | undefined = () => undefined,
 ): Promise<T> {
   const response = await fetch(url, {
     method: init.method ?? 'GET',
     headers: { 'content-type': 'application/json', ...init.headers },
     ...(init.body !== undefined ? { body: JSON.stringify(init.body) } : {}),
+    ...(init.signal !== undefined ? { signal: init.signal } : {}),
   });
   const body = (await response.json()) as unknown;
   if (response.ok) return body as T;

@@ -9,7 +9,13 @@ import type { FaultSpec } from '../../runtime/faults/fault-points.js';
 import { createPgStore } from '../../runtime/store/pg/pg-store.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { startPostgres } from '../support/postgres-server.js';
-import { APP_SCHEMA_SQL, chaosOrder, type ChaosOrderInput } from './fixtures/chaos-workflow.js';
+import {
+  APP_SCHEMA_SQL,
+  chaosOrder,
+  RECEIPT_CLIENT_TIMEOUT_MS,
+  RECEIPT_PERFORM_TIMEOUT_MS,
+  type ChaosOrderInput,
+} from './fixtures/chaos-workflow.js';
 import { checkInvariants, type InvariantReport } from './invariants.js';
 import { seededRandom } from './seeded-random.js';
 import { CHAOS_APPLICATION_PREFIX, WorkerFleet, type FleetCounters } from './worker-fleet.js';
@@ -42,6 +48,20 @@ export interface ChaosOutcome {
 
 const LEASE_MS = 1_500;
 const PROVIDER_LATENCY_MS = 60;
+/**
+ * Late applications at the email provider: this share of receipt requests is applied (and
+ * answered) only after a delay drawn from SLOW_APPLY_MS — longer than the receipt handler's
+ * client timeout (RECEIPT_CLIENT_TIMEOUT_MS, 250 ms), so its client gives up with a
+ * TimeoutError on a message that is delivered anyway, 150–700 ms later. The delay stays below
+ * the receipt step's performTimeoutMs (1 000 ms), hence well inside the reconcile horizon
+ * (intent time + performTimeoutMs + lease = 2.5 s, and a perform starts within one lease of its
+ * intent): the provider finishing within it is the stated assumption the guarantee rests on.
+ */
+const SLOW_APPLY_SHARE = 0.3;
+const SLOW_APPLY_MS = { min: 400, max: 950 } as const;
+if (!(SLOW_APPLY_MS.min > RECEIPT_CLIENT_TIMEOUT_MS && SLOW_APPLY_MS.max < RECEIPT_PERFORM_TIMEOUT_MS)) {
+  throw new RangeError('chaos: slow applications must outlast the receipt client timeout and stay under its performTimeoutMs');
+}
 
 /**
  * Fault points armed in chaos workers. `kill` is rarer than `throw` and `hang` because each
@@ -76,7 +96,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
   const random = seededRandom(options.seed);
   const server = await startPostgres();
   const payments = new FakePaymentProvider({ latencyMs: PROVIDER_LATENCY_MS });
-  const email = new FakeEmailProvider({ latencyMs: PROVIDER_LATENCY_MS });
+  // Its own stream, so that the controller's decisions replay from the seed whatever the
+  // (timing-dependent) order in which receipt requests arrive.
+  const applyRandom = seededRandom((options.seed ^ 0x5eed_a991) >>> 0);
+  const email = new FakeEmailProvider({
+    latencyMs: PROVIDER_LATENCY_MS,
+    applyDelayMs: () =>
+      applyRandom.next() < SLOW_APPLY_SHARE ? applyRandom.int(SLOW_APPLY_MS.min, SLOW_APPLY_MS.max) - PROVIDER_LATENCY_MS : 0,
+  });
   const fakes = await startFakeServer({ payments, email });
   const databaseUrl = server.urlFor('chaos');
   const admin = async <T>(use: (client: pg.Client) => Promise<T>): Promise<T> => {
@@ -183,6 +210,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       `faults thrown=${c.faultsFired.throw} hung=${c.faultsFired.hang} ` +
       `backend-terminations=${backendTerminations} server-restarts=${serverRestarts} ` +
       `charges=${payments.totalCharges()} emails=${email.totalSent()} ` +
+      `late-applied=${report.lateApplied} client-timeouts=${report.clientTimeouts} ` +
       `unexpected-exits=${c.unexpectedExits} duplicates found=${report.duplicates} violations=${report.violations.length} ` +
       `in ${seconds.toFixed(0)} s`;
     return {

@@ -11,7 +11,7 @@ const soak = process.env['LEDGERFLOW_SOAK'] === '1';
 const seed = Number(process.env['LEDGERFLOW_CHAOS_SEED'] ?? randomInt(1, 1_000_000));
 
 it(
-  `keeps every effect exactly once through kills, backend terminations and a server crash (seed ${seed})`,
+  `keeps every effect exactly once through kills, backend terminations, a server crash and late provider applications (seed ${seed})`,
   async () => {
     const outcome = await runChaos({
       seed,
@@ -34,6 +34,9 @@ it(
     expect(outcome.fleet.killedByController, replay).toBeGreaterThan(0);
     expect(outcome.fleet.killedByControllerAtFaultPoint + outcome.fleet.killedAtFaultPoint, replay).toBeGreaterThan(0);
     expect(outcome.backendTerminations, replay).toBeGreaterThan(0);
+    // Receipts whose client timed out while the provider applied them later.
+    expect(outcome.report.clientTimeouts, replay).toBeGreaterThan(0);
+    expect(outcome.report.lateApplied, replay).toBeGreaterThan(0);
   },
   soak ? 1_200_000 : 300_000,
 );

@@ -12,6 +12,10 @@ export interface InvariantReport {
   readonly completed: number;
   /** Keys or references applied more than once at a provider, plus transactional rows beyond one per run. */
   readonly duplicates: number;
+  /** Emails the provider applied after their sender had given up (client timeout, abort, or a killed worker). */
+  readonly lateApplied: number;
+  /** `receipt` attempts whose perform failed with the handler's own client `TimeoutError` (from the attempts table). */
+  readonly clientTimeouts: number;
   readonly violations: readonly string[];
 }
 
@@ -24,12 +28,18 @@ const CHARGE_STEP = 'charge';
 const RECEIPT_STEP = 'receipt';
 /** `step_effect.resolution` of an effect the reconciler found and recorded (runtime/reconciler). */
 const RECONCILER_RESOLUTION = 'found by the reconciler';
+/** How long requests the email provider accepted may take to be applied once the runs are done. */
+const PENDING_APPLICATIONS_TIMEOUT_MS = 15_000;
 
 export async function checkInvariants(url: string, workflowName: string, providers: ChaosProviders): Promise<InvariantReport> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   const violations: string[] = [];
   let duplicates = 0;
+  // A message accepted before the workers stopped may still be applied: count it before judging.
+  await providers.email.whenIdle(PENDING_APPLICATIONS_TIMEOUT_MS).catch((error: unknown) => {
+    violations.push(`email provider did not finish its pending applications: ${(error as Error).message}`);
+  });
   const counters = { payments: providers.payments.stats(), email: providers.email.stats() };
   try {
     const q = async <R extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<R[]> =>
@@ -179,7 +189,22 @@ export async function checkInvariants(url: string, workflowName: string, provide
         violations.push(`${where}: result names attempt ${row.result_attempt}, its ledger row attempt ${row.ledger_attempt}`);
       }
     }
-    return { runs, completed, duplicates, violations };
+
+    // What the late-application scenario exercised: a client that gave up on a request the
+    // provider applied anyway. Counted, so that a run which stopped exercising it is noticed.
+    const [timeouts] = await q<{ n: number }>(
+      `SELECT count(*)::int AS n FROM ledgerflow.step_attempt a JOIN ledgerflow.workflow_run r ON r.id = a.run_id
+        WHERE r.workflow_name = $1 AND a.step_name = $2 AND a.error::text LIKE '%"TimeoutError"%'`,
+      [workflowName, RECEIPT_STEP],
+    );
+    return {
+      runs,
+      completed,
+      duplicates,
+      lateApplied: counters.email.lateApplied,
+      clientTimeouts: timeouts?.n ?? 0,
+      violations,
+    };
   } finally {
     await client.end();
   }

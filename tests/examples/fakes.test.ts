@@ -73,7 +73,42 @@ describe('FakeEmailProvider', () => {
     expect(email.sentForReference('receipt:order-1')).toBe(2);
     expect((await email.findByReference('receipt:order-1')).map((m) => m.messageId)).toEqual(['msg_000001', 'msg_000002']);
     expect(await email.findByReference('receipt:order-2')).toEqual([]);
-    expect(email.stats()).toEqual({ totalSent: 2, lookups: 2, sentByReference: { 'receipt:order-1': 2 } });
+    expect(email.stats()).toEqual({
+      totalSent: 2,
+      lookups: 2,
+      sentByReference: { 'receipt:order-1': 2 },
+      pending: 0,
+      lateApplied: 0,
+    });
+  });
+
+  it('applies late: a sender that gave up has still sent the message, and a lookup meanwhile finds nothing', async () => {
+    const delays = [120, 0];
+    const email = new FakeEmailProvider({ applyDelayMs: () => delays.shift() ?? 0 });
+    const message = { to: 'ada@example.com', subject: 'Receipt', body: 'Thanks', reference: 'receipt:order-1' };
+    const gaveUp = await email.send(message, { signal: AbortSignal.timeout(30) }).catch((error: unknown) => error);
+    expect((gaveUp as Error).name).toBe('TimeoutError');
+    expect(email.pendingApplications()).toBe(1);
+    expect(await email.findByReference('receipt:order-1')).toEqual([]);
+    expect(email.sentForReference('receipt:order-1')).toBe(0);
+    await email.whenIdle(1_000);
+    expect(email.sentForReference('receipt:order-1')).toBe(1);
+    expect(email.stats()).toMatchObject({ totalSent: 1, pending: 0, lateApplied: 1 });
+    // A sender still waiting gets its answer after the application, and it is not late.
+    const sent = await email.send(message, { signal: AbortSignal.timeout(1_000) });
+    expect(sent.sequence).toBe(2);
+    expect(email.stats()).toMatchObject({ totalSent: 2, lateApplied: 1 });
+  });
+
+  it('refuses a send whose signal already aborted, applying nothing', async () => {
+    const email = new FakeEmailProvider();
+    const controller = new AbortController();
+    controller.abort(new Error('gave up before sending'));
+    await expect(
+      email.send({ to: 'ada@example.com', subject: 'Receipt', body: 'x', reference: 'r' }, { signal: controller.signal }),
+    ).rejects.toThrow('gave up before sending');
+    await email.whenIdle(100);
+    expect(email.totalSent()).toBe(0);
   });
 });
 
@@ -107,6 +142,20 @@ describe('fake server over HTTP', () => {
     expect((await mail.findByReference('r1')).length).toBe(1);
     expect(email.sentForReference('r1')).toBe(1);
     expect((await mail.stats()).totalSent).toBe(1);
+  });
+
+  it('applies a message whose HTTP client timed out, after the client gave up', async () => {
+    const email = new FakeEmailProvider({ applyDelayMs: 150 });
+    server = await startFakeServer({ email });
+    const mail = new HttpEmailGateway(server.url);
+    const message = { to: 'ada@example.com', subject: 'Receipt', body: 'x', reference: 'receipt:late' };
+    const gaveUp = await mail.send(message, { signal: AbortSignal.timeout(40) }).catch((error: unknown) => error);
+    expect((gaveUp as Error).name).toBe('TimeoutError');
+    // The client's lookup right after giving up: not applied yet.
+    expect(await mail.findByReference('receipt:late')).toEqual([]);
+    await email.whenIdle(2_000);
+    expect((await mail.findByReference('receipt:late')).length).toBe(1);
+    expect(await mail.stats()).toMatchObject({ totalSent: 1, pending: 0, lateApplied: 1 });
   });
 
   it('counts charges made by another process', async () => {
