@@ -17,5 +17,4 @@ export type {
   WorkflowModel,
 } from './model/workflow-model.js';
 export type { ManifestFile, ManifestStep, ManifestWorkflow } from './model/manifest.js';
-export { CORE_SCHEMA_SQL } from './emit/core-schema-sql.js';
 export { workflowVersionSql, workflowVersionMigrationSuffix } from './emit/workflow-version-sql.js';

@@ -39,6 +39,7 @@ export {
   WaitTimeoutError,
 } from './errors.js';
 export { migrate, type MigrateOptions, type MigrateResult } from './migrate/migrate.js';
+export { CORE_MIGRATIONS_DIR, coreMigrations, type CoreMigration } from './migrate/core-migrations.js';
 export {
   DEFAULT_MIGRATIONS_DIR,
   loadMigrations,

@@ -22,7 +22,7 @@ export interface EmitInput {
  *
  * @example
  * const files = emitGenerated({ workflows: analysis.workflows, outDir: 'generated', existingMigrations: [] });
- * files.map((f) => f.path); // ['REVIEW.md', 'contracts/refund.v1.ts', 'index.ts', 'ledgerflow.manifest.json', 'migrations/0001_core.sql', ...]
+ * files.map((f) => f.path); // ['REVIEW.md', 'contracts/refund.v1.ts', 'index.ts', 'ledgerflow.manifest.json', 'migrations/0002_refund_v1.sql']
  */
 export function emitGenerated({ workflows, outDir, existingMigrations }: EmitInput): GeneratedFile[] {
   const migrations = planMigrations(workflows, existingMigrations);

@@ -1,10 +1,8 @@
 import type { WorkflowModel } from '../model/workflow-model.js';
-import { CORE_SCHEMA_SQL } from './core-schema-sql.js';
 import { DO_NOT_EDIT, MIGRATIONS_DIR, type GeneratedFile } from './generated-file.js';
 import { compareWorkflows } from './naming.js';
 import { workflowVersionMigrationSuffix, workflowVersionSql } from './workflow-version-sql.js';
 
-export const CORE_MIGRATION = '0001_core.sql';
 const MIGRATION_FILE = /^(\d{4,})_.+\.sql$/;
 
 export interface MigrationPlan {
@@ -21,7 +19,9 @@ export function workflowId(workflow: Pick<WorkflowModel, 'name' | 'version'>): s
 /**
  * Plans the migrations directory append-only: an existing file is never rewritten or renamed;
  * a workflow version without a migration gets the next number after the highest existing one,
- * new versions in name/version order so that the plan is deterministic.
+ * new versions in name/version order so that the plan is deterministic. Numbers start at 0002:
+ * 0001 was `0001_core.sql`, the core schema that codegen wrote before ledgerflow's core
+ * migrations shipped with the package (`runtime/migrate/core`); older projects still have it.
  *
  * @param existing file names already in the migrations directory.
  * @example
@@ -31,10 +31,7 @@ export function workflowId(workflow: Pick<WorkflowModel, 'name' | 'version'>): s
 export function planMigrations(workflows: readonly WorkflowModel[], existing: readonly string[]): MigrationPlan {
   const files: GeneratedFile[] = [];
   const byWorkflow = new Map<string, string>();
-  const existingSet = new Set(existing);
-  if (!existingSet.has(CORE_MIGRATION)) {
-    files.push({ path: `${MIGRATIONS_DIR}/${CORE_MIGRATION}`, content: sqlFile('ledgerflow core schema', CORE_SCHEMA_SQL) });
-  }
+  // Never below 1: an old checkout's 0001_core.sql must not share its number with a new file.
   let highest = Math.max(1, ...existing.map((file) => Number(MIGRATION_FILE.exec(file)?.[1] ?? 0)));
   for (const workflow of [...workflows].sort(compareWorkflows)) {
     const suffix = `_${workflowVersionMigrationSuffix(workflow)}`;

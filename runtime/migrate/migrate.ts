@@ -3,20 +3,39 @@ import { MigrationError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { sqlStateOf } from '../store/sqlstate.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
+import { CORE_PREFIX, coreMigrations, isLegacyCoreMigration, LEGACY_CORE_MIGRATION } from './core-migrations.js';
 import { DEFAULT_MIGRATIONS_DIR, loadMigrations, type Migration, type MigrationSource } from './migration-source.js';
 
 export interface MigrateOptions {
-  /** Directories of `NNNN_name.sql` files and/or in-memory migrations. Default: `generated/migrations`. */
+  /**
+   * Directories of `NNNN_name.sql` files and/or in-memory migrations. Default: `generated/migrations`.
+   * ledgerflow's own core migrations are not among them: they ship with the package and always apply first.
+   */
   readonly sources?: readonly MigrationSource[];
-  /** Called after each migration commits (progress output). */
+  /** Called after each migration commits (progress output), core migrations included. */
   readonly onApplied?: (migration: Migration) => void;
 }
 
 export interface MigrateResult {
-  /** Applied by this call, in order. */
+  /**
+   * Applied by this call, in order: ledgerflow's core migrations first (named `core/NNNN_name.sql`),
+   * then those of the sources.
+   */
   readonly applied: readonly string[];
   /** Already recorded with the same checksum (by an earlier run or a concurrent process). */
   readonly skipped: readonly string[];
+  /**
+   * Core migrations recorded by this call without running them, because the database already has
+   * their schema: it was created by an earlier ledgerflow whose codegen wrote the core schema into
+   * the project's `0001_core.sql`, and that is recorded.
+   */
+  readonly adopted: readonly string[];
+  /**
+   * Files in the sources that are the core schema as an earlier ledgerflow's codegen wrote it
+   * (`0001_core.sql`): superseded by the core migrations, so never run; recorded if they were not,
+   * and kept as they are.
+   */
+  readonly superseded: readonly string[];
   /** Recorded in the database but in none of the sources, e.g. applied from a newer checkout. */
   readonly unknown: readonly string[];
 }
@@ -37,19 +56,27 @@ CREATE TABLE IF NOT EXISTS ledgerflow.schema_migration (
 );`;
 
 /**
- * Applies the migrations that are not yet recorded in `ledgerflow.schema_migration`, each in
- * its own transaction together with its ledger row, so a failing file leaves nothing behind.
- * Refuses to run at all when a file that was already applied has changed since (its checksum
- * differs): migrations are append-only. Safe to run twice and from several processes at once.
+ * Applies ledgerflow's core migrations (shipped in the package, recorded as `core/NNNN_name.sql`)
+ * and then the sources' migrations that are not yet recorded in `ledgerflow.schema_migration`,
+ * each in its own transaction together with its ledger row, so a failing file leaves nothing
+ * behind. Refuses to run at all when a file that was already applied has changed since (its
+ * checksum differs): migrations are append-only. Safe to run twice and from several processes at once.
+ *
+ * A database created by an earlier ledgerflow (whose codegen wrote the core schema into the
+ * project's `0001_core.sql`) is upgraded in place: the core migration equivalent to that file is
+ * recorded without running, and the old file, if still in a source, is recognised and never run.
  *
  * A migration must not manage transactions itself (no BEGIN/COMMIT, no `CREATE INDEX CONCURRENTLY`).
  *
  * @example
- * const { applied } = await migrate(store); // generated/migrations/*.sql
+ * const { applied } = await migrate(store); // core, then generated/migrations/*.sql
  * await migrate(store, { sources: ['generated/migrations', 'db/migrations'] });
  */
 export async function migrate(store: Store, options: MigrateOptions = {}): Promise<MigrateResult> {
-  const migrations = loadMigrations(options.sources ?? [DEFAULT_MIGRATIONS_DIR]);
+  const core = coreMigrations();
+  const fromSources = loadMigrations(options.sources ?? [DEFAULT_MIGRATIONS_DIR]);
+  const legacy = fromSources.filter(isLegacyCoreMigration);
+  const user = fromSources.filter((m) => !isLegacyCoreMigration(m));
   const db = store.db;
 
   const recorded = await db.transaction().execute(async (trx) => {
@@ -58,7 +85,7 @@ export async function migrate(store: Store, options: MigrateOptions = {}): Promi
     return trx.selectFrom('ledgerflow.schema_migration').select(['name', 'checksum']).orderBy('name').execute();
   });
 
-  const known = new Map(migrations.map((m) => [m.name, m]));
+  const known = new Map<string, Migration>([...core, ...fromSources].map((m) => [m.name, m]));
   const changed = recorded.flatMap((row) => {
     const migration = known.get(row.name);
     return migration !== undefined && migration.checksum !== row.checksum ? [{ migration, applied: row.checksum }] : [];
@@ -68,42 +95,71 @@ export async function migrate(store: Store, options: MigrateOptions = {}): Promi
   const recordedNames = new Set(recorded.map((r) => r.name));
   const applied: string[] = [];
   const skipped: string[] = [];
-  for (const migration of migrations) {
-    if (!recordedNames.has(migration.name) && (await applyOne(db, migration))) {
-      applied.push(migration.name);
-      options.onApplied?.(migration);
-    } else {
-      skipped.push(migration.name);
+  const adopted: string[] = [];
+  const superseded: string[] = [];
+  const outcomes = { applied, skipped, adopted };
+  const run = async (migrations: readonly Migration[]): Promise<void> => {
+    for (const migration of migrations) {
+      const outcome = recordedNames.has(migration.name) ? 'skipped' : await applyOne(db, migration);
+      outcomes[outcome].push(migration.name);
+      if (outcome === 'applied') options.onApplied?.(migration);
     }
+  };
+  await run(core);
+  // Only now, with the core schema in place: a recorded old file makes its core migration count as applied.
+  for (const old of legacy) {
+    if (!recordedNames.has(old.name)) await recordOnly(db, old);
+    superseded.push(old.name);
   }
-  return { applied, skipped, unknown: recorded.map((r) => r.name).filter((name) => !known.has(name)) };
+  await run(user);
+  return {
+    applied,
+    skipped,
+    adopted,
+    superseded,
+    unknown: recorded.filter((row) => !known.has(row.name) && !isLegacyCoreMigration(row)).map((row) => row.name),
+  };
 }
 
-/** Applies one migration under the lock; `false` when another process applied it meanwhile. */
-async function applyOne(db: Kysely<LedgerflowDatabase>, migration: Migration): Promise<boolean> {
+/**
+ * Applies one migration under the lock: `skipped` when another process applied it meanwhile,
+ * `adopted` (recorded, not run) for the core migration an earlier ledgerflow's `0001_core.sql` already applied.
+ */
+async function applyOne(db: Kysely<LedgerflowDatabase>, migration: Migration): Promise<'applied' | 'skipped' | 'adopted'> {
   return db.transaction().execute(async (trx) => {
     await lock(trx);
-    const row = await trx
+    const rows = await trx
       .selectFrom('ledgerflow.schema_migration')
-      .select('checksum')
-      .where('name', '=', migration.name)
-      .executeTakeFirst();
+      .select(['name', 'checksum'])
+      .where('name', 'in', [migration.name, LEGACY_CORE_MIGRATION.name])
+      .execute();
+    const row = rows.find((r) => r.name === migration.name);
     if (row !== undefined) {
       if (row.checksum !== migration.checksum) throw changedError([{ migration, applied: row.checksum }]);
-      return false;
+      return 'skipped';
     }
-    try {
-      await sql.raw(migration.sql).execute(trx);
-    } catch (error) {
-      throw new MigrationError(
-        `Migration ${migration.origin} failed${lineOf(error, migration.sql)}: ${messageOf(error)}` +
-          `${sqlStateOf(error) ? ` (SQLSTATE ${sqlStateOf(error)})` : ''}. ` +
-          'It was rolled back and not recorded; fix the file and run `ledgerflow migrate` again.',
-        { cause: error },
-      );
+    const adopt = migration.name === LEGACY_CORE_MIGRATION.supersededBy && rows.some(isLegacyCoreMigration);
+    if (!adopt) {
+      try {
+        await sql.raw(migration.sql).execute(trx);
+      } catch (error) {
+        throw failedError(migration, error);
+      }
     }
     await trx.insertInto('ledgerflow.schema_migration').values({ name: migration.name, checksum: migration.checksum }).execute();
-    return true;
+    return adopt ? 'adopted' : 'applied';
+  });
+}
+
+/** Records a superseded file without running it (unless recorded meanwhile). */
+async function recordOnly(db: Kysely<LedgerflowDatabase>, migration: Migration): Promise<void> {
+  await db.transaction().execute(async (trx) => {
+    await lock(trx);
+    await trx
+      .insertInto('ledgerflow.schema_migration')
+      .values({ name: migration.name, checksum: migration.checksum })
+      .onConflict((oc) => oc.column('name').doNothing())
+      .execute();
   });
 }
 
@@ -111,15 +167,47 @@ async function lock(trx: Transaction<LedgerflowDatabase>): Promise<void> {
   await sql`SELECT pg_advisory_xact_lock(${sql.lit(MIGRATION_LOCK_KEY)})`.execute(trx);
 }
 
+function isCore(migration: Migration): boolean {
+  return migration.name.startsWith(CORE_PREFIX);
+}
+
 function changedError(changed: ReadonlyArray<{ migration: Migration; applied: string }>): MigrationError {
   const lines = changed.map(
     ({ migration, applied }) =>
-      `  ${migration.origin}: applied with checksum ${applied}, the file now has ${migration.checksum}`,
+      `  ${isCore(migration) ? `${migration.name} (ledgerflow's core migration ${migration.origin})` : migration.origin}: ` +
+      `applied with checksum ${applied}, the file now has ${migration.checksum}`,
   );
+  const advice = [
+    ...(changed.some(({ migration }) => !isCore(migration))
+      ? [
+          'Applied migrations are append-only. Restore the original file (e.g. `git checkout` it) and put the change ' +
+            'in a new migration with a higher number.',
+        ]
+      : []),
+    ...(changed.some(({ migration }) => isCore(migration))
+      ? [
+          "ledgerflow's core migrations ship with the package and never change once released, so a changed one is a " +
+            'bug in ledgerflow (or a modified installation): reinstall the ledgerflow version that migrated this ' +
+            'database or a newer one, and report it if that does not help.',
+        ]
+      : []),
+  ];
   return new MigrationError(
     `${changed.length === 1 ? 'A migration was' : 'Migrations were'} changed after being applied:\n${lines.join('\n')}\n` +
-      'Applied migrations are append-only. Restore the original file (e.g. `git checkout` it) and put the change ' +
-      'in a new migration with a higher number; nothing was applied.',
+      `${advice.join('\n')} Nothing was applied.`,
+  );
+}
+
+function failedError(migration: Migration, error: unknown): MigrationError {
+  const state = sqlStateOf(error);
+  const what = isCore(migration) ? `ledgerflow's core migration ${migration.name} (${migration.origin})` : `Migration ${migration.origin}`;
+  const advice = isCore(migration)
+    ? "It was rolled back and not recorded. Core migrations ship with ledgerflow: if schema ledgerflow holds objects " +
+      'that ledgerflow.schema_migration does not account for, remove them; otherwise report this as a ledgerflow bug.'
+    : 'It was rolled back and not recorded; fix the file and run `ledgerflow migrate` again.';
+  return new MigrationError(
+    `${what} failed${lineOf(error, migration.sql)}: ${messageOf(error)}${state ? ` (SQLSTATE ${state})` : ''}. ${advice}`,
+    { cause: error },
   );
 }
 

@@ -8,7 +8,7 @@ export const DEFAULT_MIGRATIONS_DIR = 'generated/migrations';
 
 /** A migration given in memory rather than as a file (tests, embedding applications). */
 export interface MigrationFile {
-  /** Numbered file name, e.g. `0001_core.sql`; unique across all sources. */
+  /** Numbered file name, e.g. `0002_orders_v1.sql`; unique across all sources. */
   readonly name: string;
   readonly sql: string;
 }
@@ -35,7 +35,7 @@ export function migrationChecksum(sql: string): string {
 
 /**
  * Reads every source and returns the migrations in the order they apply. Names must be
- * numbered (`0001_core.sql`) and unique across sources; a directory that does not exist is an
+ * numbered (`0002_orders_v1.sql`) and unique across sources; a directory that does not exist is an
  * error (it usually means `ledgerflow codegen` has not run).
  *
  * @example
@@ -44,7 +44,7 @@ export function migrationChecksum(sql: string): string {
 export function loadMigrations(sources: readonly MigrationSource[]): Migration[] {
   const byName = new Map<string, Migration>();
   for (const source of sources) {
-    for (const migration of typeof source === 'string' ? readDirectory(source) : fromMemory(source)) {
+    for (const migration of typeof source === 'string' ? readMigrationDirectory(source) : fromMemory(source)) {
       const existing = byName.get(migration.name);
       if (existing !== undefined) {
         throw new MigrationError(
@@ -55,10 +55,16 @@ export function loadMigrations(sources: readonly MigrationSource[]): Migration[]
       byName.set(migration.name, migration);
     }
   }
-  return [...byName.values()].sort((a, b) => a.number - b.number || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return [...byName.values()].sort(byNumberThenName);
 }
 
-function readDirectory(directory: string): Migration[] {
+/** The order migrations apply in: by number, then by name. */
+export function byNumberThenName(a: Migration, b: Migration): number {
+  return a.number - b.number || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+}
+
+/** The numbered `.sql` files of one directory (other files are ignored), unsorted. */
+export function readMigrationDirectory(directory: string): Migration[] {
   if (!existsSync(directory) || !statSync(directory).isDirectory()) {
     throw new MigrationError(
       `Migrations directory ${directory} does not exist. Run \`ledgerflow codegen\` to generate it, or pass --dir <directory>.`,

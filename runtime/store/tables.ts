@@ -2,8 +2,10 @@ import type { ColumnType, Generated, Insertable, Selectable, Updateable } from '
 import type { StepKind } from '../../dsl/step-kind.js';
 
 /**
- * Kysely types for the core schema in `generated/migrations/0001_core.sql` (emitted from
- * `codegen/emit/core-schema-sql.ts`). Keys are schema-qualified so every query names its schema.
+ * Kysely types for the core schema that ledgerflow's core migrations (`runtime/migrate/core/*.sql`)
+ * create, hand-written: a core migration that adds, drops or changes a column changes these too
+ * (tests/runtime/schema.test.ts compares them with the migrated database). Keys are
+ * schema-qualified so every query names its schema.
  */
 export type RunStatus = 'pending' | 'running' | 'completed' | 'failed' | 'cancelled' | 'needs_reconciliation';
 /** Every run status, in life-cycle order (for validating filters and listing choices). */

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -45,7 +45,7 @@ describe('ledgerflow codegen --check', () => {
 
     const generate = await codegen('--root', project.root);
     expect(generate.code).toBe(0);
-    expect(generate.stdout).toContain('wrote 6 file(s) in generated/');
+    expect(generate.stdout).toContain('wrote 5 file(s) in generated/');
 
     expect((await codegen('--root', project.root, '--check')).code).toBe(0);
 
@@ -63,6 +63,18 @@ describe('ledgerflow codegen --check', () => {
     const result = await codegen('--root', project.root, '--check');
     expect(result.code).toBe(1);
     expect(result.stdout).toMatch(/^src\/payout\.workflow\.ts:5:4 - error LF001: external step "transfer" has no key; /m);
+  });
+
+  it("keeps the 0001_core.sql an earlier ledgerflow wrote: never rewritten, not extra, numbering goes on after it", async () => {
+    const legacy = readFileSync(path.join(REPO_ROOT, 'tests/runtime/fixtures/legacy-0001_core.sql'), 'utf8');
+    const file = project.write('generated/migrations/0001_core.sql', legacy);
+    const generate = await codegen('--root', project.root);
+    expect(generate.code).toBe(0);
+    expect(existsSync(path.join(project.root, 'generated/migrations/0002_payout_v1.sql'))).toBe(true);
+    expect(readFileSync(file, 'utf8')).toBe(legacy);
+    const check = await codegen('--root', project.root, '--check');
+    expect(check.stdout).not.toContain('0001_core.sql');
+    expect(check.code).toBe(0);
   });
 
   it('reports an extra contract of a workflow that no longer exists', async () => {

@@ -5,7 +5,7 @@ import { emitGenerated } from '../../codegen/emit/emit-generated.js';
 import { DO_NOT_EDIT } from '../../codegen/emit/generated-file.js';
 import { emitIndexModule } from '../../codegen/emit/index-module.js';
 import { emitManifest } from '../../codegen/emit/manifest-json.js';
-import { CORE_MIGRATION, planMigrations } from '../../codegen/emit/migrations.js';
+import { planMigrations } from '../../codegen/emit/migrations.js';
 import { importSpecifier, pascalCase } from '../../codegen/emit/naming.js';
 import { emitReview } from '../../codegen/emit/review-markdown.js';
 import { stableJson } from '../../codegen/emit/stable-json.js';
@@ -105,15 +105,17 @@ describe('index module', () => {
 });
 
 describe('migration plan (append-only)', () => {
-  it('numbers every version after the core schema on a fresh directory', () => {
+  it('plans no core schema (it ships with the runtime) and numbers versions from 0002 on a fresh directory', () => {
     const plan = planMigrations([refund, invoice], []);
-    expect(plan.files.map((f) => f.path)).toEqual([
-      `migrations/${CORE_MIGRATION}`,
-      'migrations/0002_invoice_v3.sql',
-      'migrations/0003_refund_v1.sql',
-    ]);
+    // 0002, not 0001: older checkouts have the core schema codegen used to write as 0001_core.sql.
+    expect(plan.files.map((f) => f.path)).toEqual(['migrations/0002_invoice_v3.sql', 'migrations/0003_refund_v1.sql']);
     expect(plan.files.every((f) => f.content.startsWith(`-- ${DO_NOT_EDIT}\n`))).toBe(true);
-    expect(plan.files[2]!.content).toContain("VALUES ('refund', 1, ");
+    expect(plan.files[1]!.content).toContain("VALUES ('refund', 1, ");
+  });
+
+  it('leaves an old 0001_core.sql alone and plans nothing for it', () => {
+    const plan = planMigrations([refund], ['0001_core.sql']);
+    expect(plan.files.map((f) => f.path)).toEqual(['migrations/0002_refund_v1.sql']);
   });
 
   it('never schedules an existing file and numbers new versions after the highest existing one', () => {
@@ -182,7 +184,6 @@ describe('emitGenerated', () => {
       'contracts/refund.v1.ts',
       'index.ts',
       'ledgerflow.manifest.json',
-      'migrations/0001_core.sql',
       'migrations/0002_invoice_v3.sql',
       'migrations/0003_refund_v1.sql',
     ]);

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'kysely';
@@ -74,18 +74,35 @@ describe('ledgerflow CLI against PostgreSQL', () => {
     const first = await cli(['migrate', ...db]);
     expect(first.stderr).toBe('');
     expect(first.code).toBe(0);
-    expect(first.stdout).toMatch(/^applied {2}0001_core\.sql\n/);
+    // ledgerflow's own core migrations first, from the package, then generated/migrations.
+    expect(first.stdout).toMatch(/^applied {2}core\/0001_core\.sql\n/);
     expect(first.stdout).toMatch(/: \d+ migration\(s\) applied, 0 already applied\.\n$/);
 
     const second = await cli(['migrate', '--json', ...db]);
     expect(second.code).toBe(0);
     const result = JSON.parse(second.stdout) as { applied: string[]; skipped: string[]; database: string };
     expect(result.applied).toEqual([]);
-    expect(result.skipped).toContain('0001_core.sql');
+    expect(result.skipped).toContain('core/0001_core.sql');
     expect(result.database).toMatch(/^PostgreSQL at 127\.0\.0\.1:\d+\/lf_test_/);
 
     // The CLI test workflows, as codegen would have emitted them.
     await migrateForTest(store, [greet]);
+  });
+
+  it("says so when a directory still has the core schema an earlier ledgerflow's codegen wrote, and does not run it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'lf-cli-legacy-'));
+    try {
+      copyFileSync('tests/runtime/fixtures/legacy-0001_core.sql', join(dir, '0001_core.sql'));
+      const outcome = await run(['migrate', '--dir', dir, ...db]);
+      expect(outcome.code).toBe(0);
+      expect(outcome.stdout).toMatch(/^superseded {2}0001_core\.sql \(an earlier ledgerflow's core schema, replaced by the core migrations; not run\)\n/);
+      expect(outcome.stdout).toMatch(/: 0 migration\(s\) applied, \d+ already applied\.\n$/);
+      // generated/migrations is not among the sources this time: its files are reported, the core and 0001_core.sql are not.
+      expect(outcome.stderr).toContain('warning: 0002_');
+      expect(outcome.stderr).not.toMatch(/core\/|0001_core/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('rejects invalid input with the schema error, exit 1, no stack trace and nothing written', async () => {

@@ -7,7 +7,8 @@ import { inject } from 'vitest';
 import { createPgStore } from '../../runtime/store/pg/pg-store.js';
 import { createPGliteStore } from '../../runtime/store/pglite/pglite-store.js';
 import type { Store } from '../../runtime/store/store.js';
-import { CORE_MIGRATION, migrateForTest } from './migrate-for-test.js';
+import { coreMigrations } from '../../runtime/migrate/core-migrations.js';
+import { migrateForTest } from './migrate-for-test.js';
 
 /** A throwaway database with the core schema migrated; `close()` also deletes it. */
 export interface TestStore extends Store {
@@ -22,9 +23,10 @@ export interface PgTestStoreOptions {
 }
 
 /** Bump when the way templates are prepared changes, so stale templates are not reused. */
-const TEMPLATE_FORMAT = 1;
+const TEMPLATE_FORMAT = 2;
+/** Keyed by every core migration (name and content): adding or changing one builds new templates. */
 const templateHash = createHash('sha256')
-  .update(`${TEMPLATE_FORMAT}\n${CORE_MIGRATION.name}\n${CORE_MIGRATION.sql}`)
+  .update([`${TEMPLATE_FORMAT}`, ...coreMigrations().flatMap((m) => [m.name, m.checksum])].join('\n'))
   .digest('hex')
   .slice(0, 12);
 

@@ -1,3 +1,4 @@
+import { CORE_PREFIX } from '../../migrate/core-migrations.js';
 import { migrate } from '../../migrate/migrate.js';
 import { DEFAULT_MIGRATIONS_DIR } from '../../migrate/migration-source.js';
 import { defineCommand } from '../command.js';
@@ -5,11 +6,14 @@ import { toJsonDocument } from '../format-values.js';
 
 export const migrateCommand = defineCommand({
   name: 'migrate',
-  summary: 'apply generated/migrations/*.sql (safe to repeat and to run concurrently)',
+  summary: "apply ledgerflow's core migrations, then generated/migrations/*.sql (safe to repeat)",
   usage: '[--dir <directory>]... [options]',
   description:
-    'Applies the numbered SQL migrations not yet recorded in ledgerflow.schema_migration, in order, each in\n' +
-    'its own transaction. Refuses to run if an applied file changed since (migrations are append-only).',
+    "Applies ledgerflow's core migrations (they ship with the package, recorded as core/NNNN_name.sql), then\n" +
+    'the numbered SQL migrations of the directories, those not yet recorded in ledgerflow.schema_migration,\n' +
+    'in order, each in its own transaction. Safe to run concurrently. Refuses to run if an applied file\n' +
+    'changed since (migrations are append-only). A 0001_core.sql written by an earlier ledgerflow codegen\n' +
+    'is recognised as superseded by the core migrations: it may stay, and is never run.',
   options: { dir: { type: 'string', multiple: true } },
   optionsHelp: `  --dir <directory>      migrations directory; repeatable, names must be unique across them
                          (default: ${DEFAULT_MIGRATIONS_DIR})`,
@@ -25,11 +29,22 @@ export const migrateCommand = defineCommand({
       io.out(toJsonDocument({ database: store.location, ...result }));
       return 0;
     }
+    for (const name of result.adopted) {
+      io.out(`adopted  ${name} (its schema was created by the 0001_core.sql of an earlier ledgerflow)\n`);
+    }
+    for (const name of result.superseded) {
+      io.out(`superseded  ${name} (an earlier ledgerflow's core schema, replaced by the core migrations; not run)\n`);
+    }
     for (const name of result.unknown) {
-      io.err(`warning: ${name} is recorded in the database but is in none of ${sources.join(', ')}\n`);
+      io.err(
+        name.startsWith(CORE_PREFIX)
+          ? `warning: ${name} is recorded in the database but this ledgerflow does not ship it (migrated by a newer ledgerflow?)\n`
+          : `warning: ${name} is recorded in the database but is in none of ${sources.join(', ')}\n`,
+      );
     }
     io.out(
-      `${store.location}: ${result.applied.length} migration(s) applied, ${result.skipped.length} already applied.\n`,
+      `${store.location}: ${result.applied.length} migration(s) applied, ` +
+        `${result.skipped.length + result.adopted.length} already applied.\n`,
     );
     return 0;
   },

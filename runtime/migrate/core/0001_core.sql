@@ -1,24 +1,28 @@
-/**
- * The core schema: the three records (DESIGN.md) plus the step definitions that let the
- * database itself refuse a completed effect step without a recorded ledger row.
- *
- * Run status machine (workflow_run.status):
- *   pending  --claim-->  running          (lease_owner/lease_expires_at set, fencing_token + 1)
- *   running  --step committed, more steps-->  running (same lease) or pending (released)
- *   running  --retryable failure-->  pending   (run_after = db now() + backoff)
- *   running  --last step committed-->  completed
- *   running  --attempts exhausted / non-retryable / conflict-->  failed
- *   running  --intent cannot be resolved-->  needs_reconciliation
- *   running/pending  --lease expired-->  claimable again (the claim bumps fencing_token)
- *   pending/running/needs_reconciliation  --cancel-->  cancelled
- * completed, failed and cancelled are final.
- *
- * Ledger status machine (step_effect.status):
- *   intent   --result commit-->  recorded  (final; referenced by step_result, cannot change)
- *   intent   --reconcile: not found-->  released
- *   released --a new attempt re-claims the same key-->  intent
- */
-export const CORE_SCHEMA_SQL = `CREATE SCHEMA IF NOT EXISTS ledgerflow;
+-- ledgerflow core migration 0001: the core schema.
+-- Ships inside the ledgerflow package; `ledgerflow migrate` applies it before any project migration and
+-- records it as core/0001_core.sql. Append-only: once released, this file never changes (its checksum
+-- is recorded in every database); change the core schema in a new runtime/migrate/core/NNNN_name.sql.
+--
+-- The core schema: the three records (DESIGN.md) plus the step definitions that let the
+-- database itself refuse a completed effect step without a recorded ledger row.
+--
+-- Run status machine (workflow_run.status):
+--   pending  --claim-->  running          (lease_owner/lease_expires_at set, fencing_token + 1)
+--   running  --step committed, more steps-->  running (same lease) or pending (released)
+--   running  --retryable failure-->  pending   (run_after = db now() + backoff)
+--   running  --last step committed-->  completed
+--   running  --attempts exhausted / non-retryable / conflict-->  failed
+--   running  --intent cannot be resolved-->  needs_reconciliation
+--   running/pending  --lease expired-->  claimable again (the claim bumps fencing_token)
+--   pending/running/needs_reconciliation  --cancel-->  cancelled
+-- completed, failed and cancelled are final.
+--
+-- Ledger status machine (step_effect.status):
+--   intent   --result commit-->  recorded  (final; referenced by step_result, cannot change)
+--   intent   --reconcile: not found-->  released
+--   released --a new attempt re-claims the same key-->  intent
+
+CREATE SCHEMA IF NOT EXISTS ledgerflow;
 
 CREATE TABLE ledgerflow.workflow_version (
     workflow_name   text        NOT NULL,
@@ -131,4 +135,3 @@ CREATE TABLE ledgerflow.step_result (
         OR (kind IN ('transactional', 'external') AND idempotency_key IS NOT NULL AND effect_status = 'recorded')
     )
 );
-`;

@@ -1,0 +1,149 @@
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { sql } from 'kysely';
+import { shapeHash } from 'ledgerflow/dsl';
+import { bindHandlers, createClient, createWorker, type WorkerOptions } from 'ledgerflow/runtime';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { coreMigrations, LEGACY_CORE_MIGRATION } from '../../runtime/migrate/core-migrations.js';
+import { migrate } from '../../runtime/migrate/migrate.js';
+import { loadMigrations, migrationChecksum, type Migration } from '../../runtime/migrate/migration-source.js';
+import type { Store } from '../../runtime/store/store.js';
+import { describeStores } from '../support/describe-stores.js';
+import { workflowMigrations } from '../support/migrate-for-test.js';
+import { schemaDrift } from '../support/schema-drift.js';
+import { waitUntil } from './fixtures/run-helpers.js';
+import { gate } from './fixtures/test-handlers.js';
+import { twoSteps } from './fixtures/test-workflows.js';
+
+const LEGACY_FIXTURE = fileURLToPath(new URL('./fixtures/legacy-0001_core.sql', import.meta.url));
+const FAST: Partial<WorkerOptions> = { pollIntervalMs: 20, leaseMs: 5_000, reconcileIntervalMs: 0 };
+
+/**
+ * What the previous release's `migrate` did with a project's generated/migrations (the core
+ * schema among them as `0001_core.sql`, no core migrations of its own): per file, in one
+ * transaction, run it and record its name and checksum.
+ */
+async function migrateAsPreviousRelease(store: Store, migrations: readonly Migration[]): Promise<void> {
+  await sql`CREATE SCHEMA IF NOT EXISTS ledgerflow`.execute(store.db);
+  await sql`CREATE TABLE IF NOT EXISTS ledgerflow.schema_migration (
+    name text PRIMARY KEY, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`.execute(store.db);
+  for (const migration of migrations) {
+    await store.db.transaction().execute(async (trx) => {
+      await sql.raw(migration.sql).execute(trx);
+      await trx.insertInto('ledgerflow.schema_migration').values({ name: migration.name, checksum: migration.checksum }).execute();
+    });
+  }
+}
+
+async function recorded(store: Store): Promise<Array<{ name: string; checksum: string }>> {
+  return store.db.selectFrom('ledgerflow.schema_migration').select(['name', 'checksum']).orderBy('name').execute();
+}
+
+describeStores('migrate: upgrading a database of the previous release', (getStore) => {
+  // A project's generated/migrations as the previous release's codegen left it.
+  let dir: string;
+  const workflow = workflowMigrations([twoSteps])[0]!;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'lf-upgrade-'));
+    copyFileSync(LEGACY_FIXTURE, join(dir, '0001_core.sql'));
+    writeFileSync(join(dir, workflow.name), workflow.sql);
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('records core/0001_core.sql without running it, skips the old file, and runs in flight finish', async () => {
+    const store = getStore();
+    await sql`DROP SCHEMA ledgerflow CASCADE`.execute(store.db);
+    await migrateAsPreviousRelease(store, loadMigrations([dir]));
+    const legacyChecksum = migrationChecksum(readFileSync(LEGACY_FIXTURE, 'utf8'));
+    expect(LEGACY_CORE_MIGRATION.checksums.has(legacyChecksum)).toBe(true);
+    expect(await recorded(store)).toEqual([
+      { name: '0001_core.sql', checksum: legacyChecksum },
+      { name: workflow.name, checksum: migrationChecksum(workflow.sql) },
+    ]);
+
+    // Three runs: one completes, two are left mid-way (first step done, second in progress).
+    const client = createClient({ store });
+    const runIds: string[] = [];
+    for (const n of [1, 2, 3]) runIds.push((await client.start(twoSteps, { n })).runId);
+    const held = gate();
+    let describeCalls = 0;
+    const gatedSecondStep = bindHandlers(
+      twoSteps,
+      {
+        double: ({ input }) => ({ value: input.n * 2 }),
+        describe: async ({ steps }) => {
+          describeCalls += 1;
+          if (describeCalls > 1) await held.wait();
+          return { text: `value is ${steps.double.value}` };
+        },
+      },
+      shapeHash(twoSteps),
+    );
+    const oldWorker = createWorker({ store, workflows: [gatedSecondStep], concurrency: 4, ...FAST });
+    await oldWorker.start();
+    const statuses = async () => (await client.listRuns({ workflow: twoSteps.name })).map((r) => r.status).sort();
+    await waitUntil('one run completed and two inside their second step', async () =>
+      describeCalls === 3 && (await statuses()).join() === 'completed,running,running', 20_000);
+    await oldWorker.stop({ timeoutMs: 50 });
+    held.open();
+    const before = await Promise.all(runIds.map((id) => client.getRun(id)));
+    expect(before.map((r) => r.status).sort()).toEqual(['completed', 'pending', 'pending']);
+    for (const run of before.filter((r) => r.status === 'pending')) {
+      expect(run.current_step).toBe(1);
+      expect(run.steps.map((s) => s.step_name)).toEqual(['double']);
+    }
+
+    // The new release: core migrations first; the old 0001_core.sql is still in the directory.
+    const coreNames = coreMigrations().map((m) => m.name);
+    const result = await migrate(store, { sources: [dir] });
+    expect(result).toEqual({
+      applied: coreNames.filter((name) => name !== 'core/0001_core.sql'),
+      skipped: [workflow.name],
+      adopted: ['core/0001_core.sql'],
+      superseded: ['0001_core.sql'],
+      unknown: [],
+    });
+    expect(await recorded(store)).toEqual([
+      { name: '0001_core.sql', checksum: legacyChecksum },
+      { name: workflow.name, checksum: migrationChecksum(workflow.sql) },
+      ...coreMigrations().map((m) => ({ name: m.name, checksum: m.checksum })),
+    ]);
+    expect(await schemaDrift(store)).toEqual([]);
+    expect(await migrate(store, { sources: [dir] })).toEqual({
+      applied: [],
+      skipped: [...coreNames, workflow.name],
+      adopted: [],
+      superseded: ['0001_core.sql'],
+      unknown: [],
+    });
+
+    // A worker of the new release finishes what the old one left.
+    const newWorker = createWorker({
+      store,
+      workflows: [
+        bindHandlers(
+          twoSteps,
+          { double: ({ input }) => ({ value: input.n * 2 }), describe: ({ steps }) => ({ text: `value is ${steps.double.value}` }) },
+          shapeHash(twoSteps),
+        ),
+      ],
+      ...FAST,
+    });
+    try {
+      await newWorker.drain({ timeoutMs: 30_000 });
+    } finally {
+      await newWorker.stop();
+    }
+    const after = await Promise.all(runIds.map((id) => client.getRun(id)));
+    expect(after.map((r) => r.status)).toEqual(['completed', 'completed', 'completed']);
+    expect(after.map((r) => r.steps.find((s) => s.step_name === 'describe')?.output)).toEqual([
+      { text: 'value is 2' },
+      { text: 'value is 4' },
+      { text: 'value is 6' },
+    ]);
+    // The two runs really were interrupted inside their second step.
+    expect(after.filter((r) => r.attempts.some((a) => a.step_name === 'describe' && a.status === 'abandoned'))).toHaveLength(2);
+  });
+});
