@@ -29,24 +29,41 @@ interface CommonStepConfig<TOutput extends z.ZodType> {
   readonly retry?: RetryPolicy;
 }
 
-export type PlainStepConfig<TOutput extends z.ZodType> = CommonStepConfig<TOutput>;
+interface HandlerTimeoutConfig {
+  /**
+   * How long one attempt's handler may run. Past it, the handler's `signal` aborts, the attempt
+   * fails as retryable (`HandlerTimeoutError`) and a `transactional` step's transaction is rolled
+   * back. Default 5 minutes for `step`, 60 s for `transactional` (it holds a transaction open).
+   */
+  readonly timeoutMs?: number;
+}
 
-export interface TransactionalStepConfig<TInput, TPrior, TOutput extends z.ZodType>
-  extends CommonStepConfig<TOutput> {
+export interface PlainStepConfig<TOutput extends z.ZodType> extends CommonStepConfig<TOutput>, HandlerTimeoutConfig {}
+
+interface KeyedStepConfig<TInput, TPrior, TOutput extends z.ZodType> extends CommonStepConfig<TOutput> {
   /** Idempotency key: a pure function of `input` and earlier `steps` (checked by codegen). */
   readonly key: KeyFn<TInput, TPrior>;
   /** What the ledger hashes to detect a changed request under the same key. Defaults to the key context. */
   readonly request?: (ctx: KeyContext<TInput, TPrior>) => unknown;
 }
 
+export interface TransactionalStepConfig<TInput, TPrior, TOutput extends z.ZodType>
+  extends KeyedStepConfig<TInput, TPrior, TOutput>,
+    HandlerTimeoutConfig {}
+
 export interface ExternalStepConfig<TInput, TPrior, TOutput extends z.ZodType, TIdempotent extends boolean>
-  extends TransactionalStepConfig<TInput, TPrior, TOutput> {
+  extends KeyedStepConfig<TInput, TPrior, TOutput> {
   /**
    * `true` when the provider itself dedupes by key (Stripe-style): a crashed attempt may be
    * retried with the same key instead of reconciled. Otherwise the handler must supply `reconcile`.
    */
   readonly idempotentByKey?: TIdempotent;
-  /** How long one `perform` may take before its outcome is treated as unknown. Default 30 s. */
+  /**
+   * How long one `perform` may take before its outcome is treated as unknown. Default 30 s.
+   * Your HTTP client's own timeout (and retries) must end within it: the intent is reconciled
+   * after `intent time + lease + performTimeoutMs`, which assumes no request of this attempt
+   * can still reach the provider by then.
+   */
   readonly performTimeoutMs?: number;
 }
 
@@ -59,12 +76,16 @@ export interface StepDefinition {
   readonly retry: ResolvedRetryPolicy;
   readonly idempotentByKey: boolean;
   readonly performTimeoutMs: number;
+  /** The time limit of one attempt's handler: `timeoutMs`, or `performTimeoutMs` for `external`. */
+  readonly timeoutMs: number;
   // Method syntax on purpose: a key typed for one workflow's input must be storable here.
   key?(ctx: KeyContext<unknown, Readonly<Record<string, unknown>>>): string;
   request?(ctx: KeyContext<unknown, Readonly<Record<string, unknown>>>): unknown;
 }
 
 export const DEFAULT_PERFORM_TIMEOUT_MS = 30_000;
+export const DEFAULT_STEP_TIMEOUT_MS = 300_000;
+export const DEFAULT_TRANSACTIONAL_TIMEOUT_MS = 60_000;
 
 const WORKFLOW_NAME = /^[a-z][a-z0-9-]{0,62}$/;
 const STEP_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
@@ -173,6 +194,7 @@ export class Workflow<
       readonly request?: unknown;
       readonly idempotentByKey?: boolean;
       readonly performTimeoutMs?: number;
+      readonly timeoutMs?: number;
     },
     key: unknown,
   ): TNext {
@@ -192,6 +214,10 @@ export class Workflow<
     if (!(performTimeoutMs > 0)) {
       throw new TypeError(`Invalid performTimeoutMs in ${where}: must be > 0 (got ${performTimeoutMs}).`);
     }
+    const handlerTimeoutMs = config.timeoutMs ?? (kind === 'transactional' ? DEFAULT_TRANSACTIONAL_TIMEOUT_MS : DEFAULT_STEP_TIMEOUT_MS);
+    if (!(handlerTimeoutMs > 0)) {
+      throw new TypeError(`Invalid timeoutMs in ${where}: must be > 0 (got ${handlerTimeoutMs}).`);
+    }
     const definition: StepDefinition = {
       name,
       kind,
@@ -200,6 +226,7 @@ export class Workflow<
       retry: resolveRetryPolicy(where, config.retry),
       idempotentByKey: kind === 'external' && config.idempotentByKey === true,
       performTimeoutMs,
+      timeoutMs: kind === 'external' ? performTimeoutMs : handlerTimeoutMs,
       ...(typeof key === 'function' ? { key: key as StepDefinition['key'] } : {}),
       ...(typeof config.request === 'function' ? { request: config.request as StepDefinition['request'] } : {}),
     };

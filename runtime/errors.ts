@@ -65,6 +65,30 @@ export class NonRetryableError extends Error {
   override readonly name: string = 'NonRetryableError';
 }
 
+/**
+ * Throw from an `external` step's `perform` when the provider DEFINITELY did not apply the
+ * request: it refused it (a 4xx the provider documents as "nothing happened", a validation
+ * error returned before anything was done). Any other error out of `perform` — your client's own
+ * timeout, a reset connection, a 502 from a proxy — leaves the outcome unknown, because the
+ * request may have been sent and may still be applied.
+ *
+ * The failure commit releases the intent, so the next attempt (if any) performs again under the
+ * same key at once, without waiting for reconciliation. By default the run then fails like with
+ * a {@link NonRetryableError}; `{ retryable: true }` retries per the step's policy (e.g. 429).
+ *
+ * @example
+ * if (response.status === 422) throw new NotAppliedError(`card rejected: ${await response.text()}`);
+ * if (response.status === 429) throw new NotAppliedError('rate limited', { retryable: true });
+ */
+export class NotAppliedError extends Error {
+  override readonly name = 'NotAppliedError';
+  readonly retryable: boolean;
+  constructor(message: string, options: { readonly retryable?: boolean; readonly cause?: unknown } = {}) {
+    super(message, options.cause !== undefined ? { cause: options.cause } : undefined);
+    this.retryable = options.retryable === true;
+  }
+}
+
 /** The worker lost its lease (fencing token moved on): its commit was rolled back. */
 export class LeaseLostError extends Error {
   override readonly name = 'LeaseLostError';

@@ -32,6 +32,7 @@ export {
   LedgerflowError,
   MigrationError,
   NonRetryableError,
+  NotAppliedError,
   RunNotFoundError,
   StoreLockedError,
   UnknownWorkflowError,
@@ -63,7 +64,7 @@ export { describeIssues } from './client/validate-input.js';
 export { createWorker, RUNS_CHANNEL, type Worker, type WorkerOptions } from './worker/worker.js';
 export type { WorkerEvent } from './worker/worker-events.js';
 export type { FailureOutcome } from './worker/step-commits.js';
-export { PerformTimeoutError, type SerializedError } from './worker/step-errors.js';
+export { HandlerTimeoutError, PerformTimeoutError, type SerializedError } from './worker/step-errors.js';
 export {
   runReconcilePass,
   type ReconcileItem,

@@ -119,17 +119,21 @@ function crash(step: StepModel, kind: EffectStepKind): string {
       'outcome unknown, so the next attempt re-reads the ledger under the key before acting.'
     );
   }
+  const unknown =
+    'A `perform` that did not return (it threw, or ran past its timeout) counts the same: its outcome is unknown, ' +
+    'unless it threw `NotAppliedError` (the provider refused the request), which releases the intent at once.';
   if (step.idempotentByKey) {
     return (
-      'The ledger row stays `intent`. Because the provider dedupes by key (`idempotentByKey: true`), the step may be ' +
-      `performed again with the same key once the lease and ${performTimeout(step)} have expired: the provider ` +
-      'returns the first effect instead of applying a second.'
+      'The ledger row stays `intent`. Because the provider dedupes by key (`idempotentByKey: true`), the step is ' +
+      'performed again with the same key by the next attempt, and the provider returns the first effect instead of ' +
+      `applying a second. ${unknown} A perform still running after ${performTimeout(step)} is given up.`
     );
   }
   return (
     'The ledger row stays `intent` and the step is never performed again blindly: the provider does not dedupe, so the ' +
     'contract (`ReconcilingExternalHandler`) requires a `reconcile({ key, intent })` that looks the effect up at the ' +
-    `provider by key, after the lease and ${performTimeout(step)} have expired.`
+    `provider by key, after the intent's horizon: its time + the worker's lease + ${performTimeout(step)}, stored on the ` +
+    `intent. ${unknown} The handler's own client timeout must end within the perform timeout.`
   );
 }
 
@@ -142,11 +146,12 @@ function reconciliation(step: StepModel, kind: EffectStepKind): string {
     );
   }
   const scan =
-    'The reconciler selects `ledgerflow.step_effect` rows with status `intent` (index `step_effect_open_intent_idx`) ' +
-    'whose run lease and perform timeout have expired by the database clock';
+    'The reconciler claims `ledgerflow.step_effect` rows with status `intent` whose horizon (`reconcile_after`) has passed ' +
+    'by the database clock (index `step_effect_open_intent_idx`), one lookup per intent across all workers';
   const outcomes =
     '`found` records the output and advances the run; `not_found` releases the intent and the step retries with the same key; ' +
-    '`unknown` parks the run in `needs_reconciliation` for an operator — visible, never retried blindly.';
+    '`unknown` parks the run in `needs_reconciliation` for an operator — visible, never retried blindly — and the intent is ' +
+    'asked again after a backoff. Intents of cancelled or failed runs are settled the same way, in the ledger only.';
   if (step.idempotentByKey) {
     return (
       `${scan}. If the handler supplies the optional \`reconcile\`, it is asked first: ${outcomes} ` +

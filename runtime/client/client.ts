@@ -87,7 +87,8 @@ export interface Client {
   /**
    * Cancels a run that is not final yet: status `cancelled`, lease cleared and the fencing
    * token moved on, so a worker still executing one of its steps cannot commit. Returns
-   * `false` when the run was already final. Open ledger intents are left for inspection.
+   * `false` when the run was already final. An open ledger intent is settled by the reconciler
+   * once its horizon has passed (recorded if the provider applied it, released if not).
    */
   cancel(runId: string): Promise<boolean>;
   /** Runs, newest first. */

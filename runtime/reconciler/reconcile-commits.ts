@@ -1,15 +1,125 @@
 import { sql, type Kysely } from 'kysely';
 import type { Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
 import { millis } from '../worker/claim.js';
+import type { WorkflowRegistry } from '../worker/registry.js';
+import { reconcileBackoffMs } from '../worker/retry.js';
+import { recordableText } from '../worker/step-errors.js';
 import type { Lease } from '../worker/step-commits.js';
 import { assertEffectTransition, assertRunTransition } from '../worker/state-machines.js';
 
-/** The reconciler's own fenced writes; recording a found effect reuses the worker's `advanceRun`. */
+/** The reconciler's own statements; recording a found effect on a live run reuses the worker's `advanceRun`. */
+
+/** An open intent claimed for one lookup, with its run. */
+export interface DueIntent {
+  readonly run_id: string;
+  readonly step_name: string;
+  readonly idempotency_key: string;
+  readonly request_hash: string;
+  readonly attempt: number;
+  readonly intent_at: Date;
+  /** How many times the provider has been asked about it, this claim included. */
+  readonly reconcile_attempts: number;
+  readonly workflow_name: string;
+  readonly workflow_version: number;
+  readonly run_status: RunStatus;
+  readonly current_step: number;
+  readonly input: Json;
+}
+
+/**
+ * Claims up to `limit` open intents that are due, oldest horizon first, for one lookup each, in
+ * ONE statement: their `reconcile_after` moves one hold (`holdMs`) ahead and `reconcile_attempts`
+ * goes up, so concurrent passes (every worker runs one) take disjoint intents (`SKIP LOCKED`) and
+ * a pass that dies leaves them due again after the hold. Only intents some pass can act on:
+ * - of a registered workflow version, past their horizon (`now`, default the database clock);
+ * - whose run nobody holds (pending, parked, or running under an expired lease), at the
+ *   intent's step and with a `reconcile` for it — or whose run is over (cancelled, failed), since
+ *   an effect that may have happened must be settled and shown even then.
+ * Reads `step_effect_open_intent_idx` (status = 'intent', by reconcile_after).
+ */
+export async function claimDueIntents(
+  db: Kysely<LedgerflowDatabase>,
+  registry: WorkflowRegistry,
+  options: { readonly limit: number; readonly holdMs: number; readonly now: Date | undefined },
+): Promise<DueIntent[]> {
+  const reconcilable = registry.all.flatMap((w) =>
+    w.steps.filter((step) => w.reconciler(step.name) !== undefined).map((step) => ({ name: w.name, version: w.version, step: step.name })),
+  );
+  const at = sql`COALESCE(${options.now ?? null}::timestamptz, statement_timestamp())`;
+  const { rows } = await sql<DueIntent>`
+    WITH due AS (
+      SELECT e.workflow_id, e.step_name, e.idempotency_key
+        FROM ledgerflow.step_effect e
+        JOIN ledgerflow.workflow_run r ON r.id = e.workflow_id
+       WHERE e.status = 'intent' AND e.kind = 'external' AND e.reconcile_after <= ${at}
+         AND (r.workflow_name, r.workflow_version) IN (SELECT * FROM unnest(${registry.names}::text[], ${registry.versions}::int[]))
+         AND (
+           r.status IN ('cancelled', 'failed')
+           OR ((r.status IN ('pending', 'needs_reconciliation') OR (r.status = 'running' AND r.lease_expires_at <= ${at}))
+               AND (r.workflow_name, r.workflow_version, e.step_name) IN (
+                 SELECT * FROM unnest(${reconcilable.map((s) => s.name)}::text[], ${reconcilable.map((s) => s.version)}::int[],
+                                      ${reconcilable.map((s) => s.step)}::text[])))
+         )
+       ORDER BY e.reconcile_after
+       LIMIT ${options.limit}
+         FOR NO KEY UPDATE OF e SKIP LOCKED
+    ),
+    claimed AS (
+      UPDATE ledgerflow.step_effect e
+         SET reconcile_after = statement_timestamp() + ${millis(options.holdMs)}, reconcile_attempts = e.reconcile_attempts + 1
+        FROM due d
+       WHERE e.workflow_id = d.workflow_id AND e.step_name = d.step_name AND e.idempotency_key = d.idempotency_key
+      RETURNING e.workflow_id, e.step_name, e.idempotency_key, e.request_hash, e.attempt, e.intent_at, e.reconcile_attempts
+    )
+    SELECT c.workflow_id AS run_id, c.step_name, c.idempotency_key, c.request_hash, c.attempt, c.intent_at, c.reconcile_attempts,
+           r.workflow_name, r.workflow_version, r.status AS run_status, r.current_step, r.input
+      FROM claimed c JOIN ledgerflow.workflow_run r ON r.id = c.workflow_id
+     ORDER BY c.intent_at`.execute(db);
+  return rows;
+}
+
+/** An inconclusive lookup: the intent is asked about again after a backoff that doubles per lookup. */
+export async function deferIntent(db: Kysely<LedgerflowDatabase>, intent: DueIntent, note: string): Promise<void> {
+  const delayMs = reconcileBackoffMs(intent.reconcile_attempts);
+  await sql`
+    UPDATE ledgerflow.step_effect
+       SET reconcile_after = statement_timestamp() + ${millis(delayMs)}, resolution = ${recordableText(note)}
+     WHERE workflow_id = ${intent.run_id} AND step_name = ${intent.step_name} AND idempotency_key = ${intent.idempotency_key}
+       AND status = 'intent' AND attempt = ${intent.attempt}`.execute(db);
+}
+
+/**
+ * Settles the intent of a run that is over (cancelled or failed): `found` records the effect
+ * (output given) and `not_found` releases it — in the ledger only; the run stays as it is. No
+ * run lease is needed: nobody advances a finished run, and the intent claim keeps other passes off.
+ */
+export async function settleFinishedRunIntent(
+  db: Kysely<LedgerflowDatabase>,
+  intent: DueIntent,
+  settlement: { readonly output: Json; readonly resolution: string } | { readonly output?: undefined; readonly resolution: string },
+): Promise<boolean> {
+  const recording = settlement.output !== undefined;
+  assertEffectTransition('intent', recording ? 'recorded' : 'released');
+  const { rows } = await sql<{ settled: boolean }>`
+    UPDATE ledgerflow.step_effect
+       SET status = ${recording ? 'recorded' : 'released'}, reconcile_after = NULL, resolution = ${settlement.resolution},
+           effect = COALESCE(${recording ? JSON.stringify(settlement.output) : null}::jsonb, effect),
+           recorded_at = CASE WHEN ${recording}::boolean THEN statement_timestamp() ELSE recorded_at END
+     WHERE workflow_id = ${intent.run_id} AND step_name = ${intent.step_name} AND idempotency_key = ${intent.idempotency_key}
+       AND status = 'intent' AND attempt = ${intent.attempt}
+       AND EXISTS (SELECT 1 FROM ledgerflow.workflow_run r WHERE r.id = ${intent.run_id} AND r.status IN ('cancelled', 'failed'))
+    RETURNING true AS settled`.execute(db);
+  return rows.length === 1;
+}
+
+/** A live run the reconciler took over to act on its intent. */
 export interface ReconcileClaim {
   readonly lease: Lease;
   readonly previousStatus: RunStatus;
   readonly previousError: Json | null;
   readonly outputs: Readonly<Record<string, Json>>;
+  /** Failed attempts of the intent's step: the retry backoff after a `not_found`. */
+  readonly failures: number;
 }
 
 /**
@@ -21,7 +131,7 @@ export interface ReconcileClaim {
 export async function claimForReconcile(
   db: Kysely<LedgerflowDatabase>,
   runId: string,
-  position: number,
+  step: { readonly name: string; readonly position: number },
   reconcilerId: string,
   leaseMs: number,
 ): Promise<ReconcileClaim | undefined> {
@@ -30,31 +140,34 @@ export async function claimForReconcile(
     previous_status: RunStatus;
     previous_error: Json | null;
     outputs: Record<string, Json> | null;
+    failures: number;
   }>`
     WITH target AS (
       SELECT id, status AS previous_status, error AS previous_error
         FROM ledgerflow.workflow_run
-       WHERE id = ${runId} AND current_step = ${position}
-         AND (status IN ('pending', 'needs_reconciliation') OR (status = 'running' AND lease_expires_at <= now()))
+       WHERE id = ${runId} AND current_step = ${step.position}
+         AND (status IN ('pending', 'needs_reconciliation') OR (status = 'running' AND lease_expires_at <= statement_timestamp()))
          FOR NO KEY UPDATE SKIP LOCKED
     ),
     claimed AS (
       UPDATE ledgerflow.workflow_run r
-         SET status = 'running', lease_owner = ${reconcilerId}, lease_expires_at = now() + ${millis(leaseMs)},
-             fencing_token = r.fencing_token + 1, updated_at = now()
+         SET status = 'running', lease_owner = ${reconcilerId}, lease_expires_at = statement_timestamp() + ${millis(leaseMs)},
+             fencing_token = r.fencing_token + 1, updated_at = statement_timestamp()
         FROM target t
        WHERE r.id = t.id
       RETURNING r.fencing_token
     ),
     abandoned AS (
       UPDATE ledgerflow.step_attempt
-         SET status = 'abandoned', finished_at = now(),
+         SET status = 'abandoned', finished_at = statement_timestamp(),
              error = jsonb_build_object('name', 'LeaseExpired', 'message', 'the run was taken over by the reconciler')
        WHERE run_id = ${runId} AND status = 'running' AND EXISTS (SELECT 1 FROM claimed)
       RETURNING 1
     )
     SELECT c.fencing_token, t.previous_status, t.previous_error,
-           (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res WHERE res.run_id = ${runId}) AS outputs
+           (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res WHERE res.run_id = ${runId}) AS outputs,
+           (SELECT count(*) FROM ledgerflow.step_attempt a
+             WHERE a.run_id = ${runId} AND a.step_name = ${step.name} AND a.status = 'failed')::int AS failures
       FROM claimed c, target t`.execute(db);
   const row = rows[0];
   if (row === undefined) return undefined;
@@ -64,55 +177,65 @@ export async function claimForReconcile(
     previousStatus: row.previous_status,
     previousError: row.previous_error,
     outputs: row.outputs ?? {},
+    failures: row.failures,
   };
 }
 
 /**
  * `not_found`: the intent is released (the next attempt re-takes the same key) and the run is
- * given back as pending — or, when it had been parked because its attempts were exhausted,
- * failed with the last error, since the effect is now known not to have happened.
+ * given back as pending after the step's retry backoff — or, when it had been parked because
+ * its attempts were exhausted, failed with the last error, since the effect is now known not to
+ * have happened.
  */
 export async function releaseIntent(
   db: Kysely<LedgerflowDatabase>,
   claim: ReconcileClaim,
-  stepName: string,
-  key: string,
-  intentAttempt: number,
-  failWith: Json | undefined,
+  intent: DueIntent,
+  then: { readonly retryAfterMs: number } | { readonly failWith: Json },
 ): Promise<boolean> {
   assertEffectTransition('intent', 'released');
-  assertRunTransition('running', failWith === undefined ? 'pending' : 'failed');
+  assertRunTransition('running', 'failWith' in then ? 'failed' : 'pending');
   const { lease } = claim;
   const runSet =
-    failWith === undefined
-      ? sql`status = 'pending', run_after = now(), error = NULL`
-      : sql`status = 'failed', finished_at = now(), error = ${JSON.stringify(failWith)}::jsonb`;
+    'failWith' in then
+      ? sql`status = 'failed', finished_at = statement_timestamp(), error = ${JSON.stringify(then.failWith)}::jsonb`
+      : sql`status = 'pending', run_after = statement_timestamp() + ${millis(then.retryAfterMs)}, error = NULL`;
   const { rows } = await sql<{ released: boolean }>`
     WITH fenced AS (
-      UPDATE ledgerflow.workflow_run SET lease_owner = NULL, lease_expires_at = NULL, updated_at = now(), ${runSet}
+      UPDATE ledgerflow.workflow_run SET lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp(), ${runSet}
        WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
       RETURNING id
     ),
     released AS (
       UPDATE ledgerflow.step_effect
-         SET status = 'released', resolution = 'released by the reconciler: not found at the provider'
-       WHERE workflow_id = ${lease.runId} AND step_name = ${stepName} AND idempotency_key = ${key}
-         AND status = 'intent' AND attempt = ${intentAttempt} AND EXISTS (SELECT 1 FROM fenced)
+         SET status = 'released', reconcile_after = NULL, resolution = 'released by the reconciler: not found at the provider'
+       WHERE workflow_id = ${lease.runId} AND step_name = ${intent.step_name} AND idempotency_key = ${intent.idempotency_key}
+         AND status = 'intent' AND attempt = ${intent.attempt} AND EXISTS (SELECT 1 FROM fenced)
       RETURNING 1
     )
     SELECT EXISTS (SELECT 1 FROM released) AS released`.execute(db);
   return rows[0]?.released === true;
 }
 
-/** `unknown` (or a reconcile that failed): park the run with the reason; a later pass asks again. */
+/** `unknown` (or a reconcile that failed): park the run with the reason; the intent is asked about again after its backoff. */
 export async function parkRun(db: Kysely<LedgerflowDatabase>, claim: ReconcileClaim, error: Json): Promise<boolean> {
   assertRunTransition('running', 'needs_reconciliation');
   const { lease } = claim;
   const { rows } = await sql<{ id: string }>`
     UPDATE ledgerflow.workflow_run
-       SET status = 'needs_reconciliation', lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
+       SET status = 'needs_reconciliation', lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp(),
            error = ${JSON.stringify(error)}::jsonb
      WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
     RETURNING id`.execute(db);
   return rows.length === 1;
+}
+
+/** Gives a run the reconciler took back untouched (it could not act on it after all). */
+export async function returnRun(db: Kysely<LedgerflowDatabase>, claim: ReconcileClaim): Promise<void> {
+  const back = claim.previousStatus === 'needs_reconciliation' ? 'needs_reconciliation' : 'pending';
+  assertRunTransition('running', back);
+  await sql`
+    UPDATE ledgerflow.workflow_run
+       SET status = ${back}, lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp()
+     WHERE id = ${claim.lease.runId} AND fencing_token = ${claim.lease.fencingToken} AND status = 'running'`.execute(db);
 }

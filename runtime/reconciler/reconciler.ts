@@ -1,45 +1,71 @@
 import { randomUUID } from 'node:crypto';
-import { sql } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { z } from 'zod';
 import type { ReconcileOutcome } from '../contracts/handler-types.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
 import type { Store } from '../store/store.js';
-import type { Json, RunStatus } from '../store/tables.js';
+import type { StepDefinition } from '../../dsl/workflow.js';
+import type { Json, LedgerflowDatabase } from '../store/tables.js';
 import { buildRegistry, type RegisteredWorkflow } from '../worker/registry.js';
+import { backoffDelayMs } from '../worker/retry.js';
 import { advanceRun } from '../worker/step-commits.js';
 import { serializeError } from '../worker/step-errors.js';
-import { claimForReconcile, parkRun, releaseIntent } from './reconcile-commits.js';
+import {
+  claimDueIntents,
+  claimForReconcile,
+  deferIntent,
+  parkRun,
+  releaseIntent,
+  returnRun,
+  settleFinishedRunIntent,
+  type DueIntent,
+  type ReconcileClaim,
+} from './reconcile-commits.js';
 
 /**
- * The reconciler: resolves `external` intents that a crashed or timed-out attempt left behind.
+ * The reconciler: resolves `external` intents whose outcome is unknown — left by a crashed
+ * worker, a perform that threw or timed out, a run that was cancelled or failed meanwhile.
  * Runs inside every worker (every `reconcileIntervalMs`) and as `ledgerflow reconcile`.
  *
- * An intent is due once `intent_at + lease + performTimeoutMs` has passed in DATABASE time:
- * by then the attempt that wrote it either performed within its lease and was cut off by its
- * perform timeout, or never started performing (a worker checks that before calling out), so
- * asking the provider cannot race the original call. For each due intent whose run nobody
- * holds (pending, parked in `needs_reconciliation`, or running under an expired lease), the
- * pass takes the run with a new fencing token and asks the step's `reconcile({ key, intent })`:
+ * An intent is due once its horizon has passed — `reconcile_after`, stored by the worker that
+ * wrote it (intent time + its lease + the step's perform timeout, database time): by then the
+ * attempt either performed within its lease and was cut off by its perform timeout, or never
+ * started performing (a worker checks that before calling out), so asking the provider cannot
+ * race the original call. A pass claims due intents in pages, each for ONE lookup (concurrent
+ * passes take disjoint intents), and asks the step's `reconcile({ key, intent })`:
+ *
+ * for a run nobody holds (pending, parked, running under an expired lease), taken over with a
+ * new fencing token:
  *   found      → ledger `recorded`, step result, run advanced (pending, or completed);
- *   not_found  → ledger `released`, run pending: the next attempt performs with the same key
- *                (a run parked because its attempts were exhausted fails instead);
- *   unknown    → run parked in `needs_reconciliation` with the reason (asked again next pass).
- * A reconcile that throws, or returns an invalid output, parks the run with that reason.
+ *   not_found  → ledger `released`, run pending after the step's retry backoff: the next attempt
+ *                performs with the same key (a run parked because its attempts were exhausted
+ *                fails instead);
+ *   unknown    → run parked in `needs_reconciliation` with the reason;
+ * for a run that is over (cancelled, failed), in the ledger only:
+ *   found → `recorded` (the effect happened: shown, never silently open); not_found → `released`.
+ * An inconclusive lookup (unknown, a reconcile that throws or returns an invalid output) is asked
+ * again after a backoff stored on the intent (5 s, doubling, at most 10 min). One item's error
+ * never stops the pass.
  */
 export interface ReconcilePassOptions {
   readonly store: Store;
   readonly workflows: readonly WorkflowRegistration[];
   /** Treat this as the database's current time when deciding which intents are due (tests, operators). */
   readonly now?: Date;
-  /** The workers' lease; part of the due time. Default 30 000. Use the same value as the workers. */
+  /**
+   * How long the pass holds a run it took over, and an intent it is asking about (then both are
+   * free again if the pass died). Default 30 000; the lookup itself is bounded by it too.
+   */
   readonly leaseMs?: number;
   /** Written as `lease_owner` while a run is being reconciled. */
   readonly reconcilerId?: string;
-  /** Open intents examined per pass, oldest first. Default 100. */
+  /** Intents claimed per page. Default 100. */
   readonly limit?: number;
+  /** At most this many intents per pass (the rest wait for the next). Default 10 000. */
+  readonly maxItems?: number;
 }
 
-export type ReconcileItemOutcome = 'recorded' | 'released' | 'parked' | 'skipped';
+export type ReconcileItemOutcome = 'recorded' | 'released' | 'parked' | 'deferred' | 'skipped' | 'error';
 
 export interface ReconcileItem {
   readonly runId: string;
@@ -53,36 +79,25 @@ export interface ReconcileItem {
 }
 
 export interface ReconcileReport {
+  /** Due intents this pass claimed and asked about. */
   readonly examined: number;
   /** found at the provider and recorded */
   readonly recorded: number;
-  /** not found: released for a same-key retry */
+  /** not found: released (for a same-key retry, or settled on a finished run) */
   readonly released: number;
   readonly parked: number;
+  /** inconclusive: asked again after a backoff */
+  readonly deferred: number;
   readonly skipped: number;
+  /** the database failed while settling the item; it is due again after the hold */
+  readonly errors: number;
   readonly items: readonly ReconcileItem[];
 }
 
 const DEFAULT_LEASE_MS = 30_000;
 
-interface OpenIntentRow {
-  run_id: string;
-  step_name: string;
-  idempotency_key: string;
-  request_hash: string;
-  attempt: number;
-  intent_at: Date;
-  workflow_name: string;
-  workflow_version: number;
-  status: RunStatus;
-  current_step: number;
-  lease_expires_at: Date | null;
-  input: Json;
-  db_now: Date;
-}
-
 /**
- * One reconciliation pass over the open intents of the given workflows.
+ * One reconciliation pass over the due intents of the given workflows.
  *
  * @example
  * const report = await runReconcilePass({ store, workflows: [orderPaymentRegistration] });
@@ -93,23 +108,19 @@ export async function runReconcilePass(options: ReconcilePassOptions): Promise<R
   const registry = buildRegistry(options.workflows);
   const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
   const reconcilerId = options.reconcilerId ?? `reconciler:${randomUUID()}`;
+  const pageSize = options.limit ?? 100;
+  const maxItems = options.maxItems ?? 10_000;
   const items: ReconcileItem[] = [];
   if (registry.all.length === 0) return summarize(items);
-
-  const { rows } = await sql<OpenIntentRow>`
-    SELECT e.workflow_id AS run_id, e.step_name, e.idempotency_key, e.request_hash, e.attempt, e.intent_at,
-           r.workflow_name, r.workflow_version, r.status, r.current_step, r.lease_expires_at, r.input,
-           COALESCE(${options.now ?? null}::timestamptz, now()) AS db_now
-      FROM ledgerflow.step_effect e
-      JOIN ledgerflow.workflow_run r ON r.id = e.workflow_id
-      JOIN unnest(${registry.names}::text[], ${registry.versions}::int[]) AS w(name, version)
-        ON r.workflow_name = w.name AND r.workflow_version = w.version
-     WHERE e.status = 'intent' AND e.kind = 'external'
-     ORDER BY e.intent_at
-     LIMIT ${options.limit ?? 100}`.execute(store.db);
-
-  for (const row of rows) {
-    items.push(await reconcileOne(options, registry.get(row.workflow_name, row.workflow_version)!, row, leaseMs, reconcilerId));
+  for (;;) {
+    const limit = Math.min(pageSize, maxItems - items.length);
+    if (limit <= 0) break;
+    const due = await claimDueIntents(store.db, registry, { limit, holdMs: leaseMs, now: options.now });
+    for (const intent of due) {
+      const workflow = registry.get(intent.workflow_name, intent.workflow_version)!;
+      items.push(await reconcileOne(options, workflow, intent, leaseMs, reconcilerId));
+    }
+    if (due.length < limit) break;
   }
   return summarize(items);
 }
@@ -117,114 +128,190 @@ export async function runReconcilePass(options: ReconcilePassOptions): Promise<R
 async function reconcileOne(
   options: ReconcilePassOptions,
   workflow: RegisteredWorkflow,
-  row: OpenIntentRow,
+  intent: DueIntent,
   leaseMs: number,
   reconcilerId: string,
 ): Promise<ReconcileItem> {
   const item = (outcome: ReconcileItemOutcome, detail: string): ReconcileItem => ({
-    runId: row.run_id,
-    workflow: `${row.workflow_name}@${row.workflow_version}`,
-    step: row.step_name,
-    key: row.idempotency_key,
-    intentAttempt: row.attempt,
+    runId: intent.run_id,
+    workflow: `${intent.workflow_name}@${intent.workflow_version}`,
+    step: intent.step_name,
+    key: intent.idempotency_key,
+    intentAttempt: intent.attempt,
     outcome,
     detail,
   });
-  const step = workflow.steps.find((s) => s.name === row.step_name);
-  if (step === undefined) return item('skipped', 'the step is not part of this workflow version');
-  const dueAt = new Date(row.intent_at).getTime() + leaseMs + step.performTimeoutMs;
-  if (dueAt > new Date(row.db_now).getTime()) {
-    return item('skipped', `not due before ${new Date(dueAt).toISOString()} (intent_at + lease + perform timeout)`);
+  const db = options.store.db;
+  try {
+    const step = workflow.steps.find((s) => s.name === intent.step_name);
+    if (step === undefined) return item('skipped', 'the step is not part of this workflow version');
+    const finished = intent.run_status === 'cancelled' || intent.run_status === 'failed';
+    if (finished) return await settleFinishedRun(db, workflow, step, intent, leaseMs, item);
+    if (intent.current_step !== step.position) {
+      await deferIntent(db, intent, `not reconciled: the run is at step ${intent.current_step}, not at this intent's step`);
+      return item('skipped', `the run is at step ${intent.current_step}, not at this intent's step`);
+    }
+    const claim = await claimForReconcile(db, intent.run_id, step, reconcilerId, leaseMs);
+    if (claim === undefined) return item('skipped', 'another worker or reconciler took the run first');
+    try {
+      return await settleLiveRun(db, workflow, step, intent, claim, leaseMs, item);
+    } catch (error) {
+      // Whatever failed, the run must not stay leased to this pass until the lease runs out.
+      await returnRun(db, claim).catch(() => {});
+      throw error;
+    }
+  } catch (error) {
+    return item('error', `could not be settled: ${serializeError(error).message}; it is due again after ${leaseMs} ms`);
   }
-  if (row.status !== 'pending' && row.status !== 'running' && row.status !== 'needs_reconciliation') {
-    return item('skipped', `the run is ${row.status}; its intent is left for an operator`);
-  }
-  if (row.status === 'running' && row.lease_expires_at !== null && new Date(row.lease_expires_at) > new Date(row.db_now)) {
-    return item('skipped', 'the run is held by a live worker, which reconciles its own intents');
-  }
-  if (row.current_step !== step.position) return item('skipped', `the run is at step ${row.current_step}, not at this intent's step`);
+}
+
+type ItemOf = (outcome: ReconcileItemOutcome, detail: string) => ReconcileItem;
+
+/** Asks the step's `reconcile`, bounded by the lease: the outcome, or why there is none. */
+async function ask(
+  workflow: RegisteredWorkflow,
+  step: StepDefinition,
+  intent: DueIntent,
+  outputs: Readonly<Record<string, Json>>,
+  leaseMs: number,
+): Promise<{ readonly status: 'found'; readonly output: Json } | { readonly status: 'not_found' } | { readonly status: 'inconclusive'; readonly reason: string }> {
   const reconcile = workflow.reconciler(step.name);
-  if (reconcile === undefined) {
-    return item('skipped', 'the step has no reconcile; it is idempotentByKey, so a worker retries with the same key');
-  }
-
-  const claim = await claimForReconcile(options.store.db, row.run_id, step.position, reconcilerId, leaseMs);
-  if (claim === undefined) return item('skipped', 'another worker or reconciler took the run first');
-
-  const parkWith = async (reason: string): Promise<ReconcileItem> => {
-    const previous = claim.previousError as { exhausted?: boolean; lastError?: Json } | null;
-    const parked = await parkRun(options.store.db, claim, {
-      name: 'NeedsReconciliation',
-      message: reason,
-      step: step.name,
-      key: row.idempotency_key,
-      exhausted: previous?.exhausted === true,
-      ...(previous?.lastError !== undefined ? { lastError: previous.lastError } : {}),
-    });
-    return item(parked ? 'parked' : 'skipped', parked ? reason : 'lost the run while parking it');
-  };
-
+  if (reconcile === undefined) return { status: 'inconclusive', reason: 'the step has no reconcile' };
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(new Error('reconcile took longer than the lease')), leaseMs);
   let outcome: ReconcileOutcome<unknown>;
   try {
     outcome = await reconcile({
-      runId: row.run_id,
-      workflowName: row.workflow_name,
+      runId: intent.run_id,
+      workflowName: intent.workflow_name,
       stepName: step.name,
-      attempt: row.attempt,
-      input: row.input,
-      steps: claim.outputs,
+      attempt: intent.attempt,
+      input: intent.input,
+      steps: outputs,
       signal: controller.signal,
-      key: row.idempotency_key,
-      intent: { attempt: row.attempt, intentAt: new Date(row.intent_at), requestHash: row.request_hash },
+      key: intent.idempotency_key,
+      intent: { attempt: intent.attempt, intentAt: new Date(intent.intent_at), requestHash: intent.request_hash },
     });
   } catch (error) {
-    return parkWith(`reconcile threw: ${serializeError(error).message}`);
+    return { status: 'inconclusive', reason: `reconcile threw: ${serializeError(error).message}` };
   } finally {
     clearTimeout(timer);
   }
-
   switch (outcome?.status) {
     case 'found': {
       const parsed = (step.output as z.ZodType).safeParse(outcome.output);
-      if (!parsed.success) return parkWith(`reconcile found the effect but its output is invalid: ${parsed.error.message}`);
-      const output = JSON.parse(JSON.stringify(parsed.data)) as Json;
+      if (!parsed.success) return { status: 'inconclusive', reason: `reconcile found the effect but its output is invalid: ${parsed.error.message}` };
+      return { status: 'found', output: JSON.parse(JSON.stringify(parsed.data)) as Json };
+    }
+    case 'not_found':
+      return { status: 'not_found' };
+    case 'unknown':
+      return { status: 'inconclusive', reason: `reconcile could not tell: ${outcome.reason}` };
+    default:
+      return { status: 'inconclusive', reason: 'reconcile returned neither found, not_found nor unknown' };
+  }
+}
+
+/** A cancelled or failed run: the effect is settled in the ledger; the run stays as it is. */
+async function settleFinishedRun(
+  db: Kysely<LedgerflowDatabase>,
+  workflow: RegisteredWorkflow,
+  step: StepDefinition,
+  intent: DueIntent,
+  leaseMs: number,
+  item: ItemOf,
+): Promise<ReconcileItem> {
+  const was = `the run is ${intent.run_status}`;
+  if (workflow.reconciler(step.name) === undefined) {
+    // idempotentByKey without reconcile: nobody can look it up, and the run will not retry.
+    const resolution = `released unresolved: ${was} and the step has no reconcile; the provider dedupes by key, so a later call with this key gets the original result`;
+    const settled = await settleFinishedRunIntent(db, intent, { resolution });
+    return settled ? item('released', resolution) : item('skipped', 'the intent changed meanwhile');
+  }
+  const outputs = await stepOutputs(db, intent.run_id);
+  const answer = await ask(workflow, step, intent, outputs, leaseMs);
+  if (answer.status === 'inconclusive') {
+    await deferIntent(db, intent, `unresolved (${was}): ${answer.reason}`);
+    return item('deferred', answer.reason);
+  }
+  const settled =
+    answer.status === 'found'
+      ? await settleFinishedRunIntent(db, intent, { output: answer.output, resolution: `found by the reconciler after ${was}` })
+      : await settleFinishedRunIntent(db, intent, { resolution: `released by the reconciler after ${was}: not found at the provider` });
+  if (!settled) return item('skipped', 'the intent changed meanwhile');
+  return answer.status === 'found'
+    ? item('recorded', `found at the provider; recorded (${was}, it stays so)`)
+    : item('released', `not found at the provider; released (${was})`);
+}
+
+/** A run nobody held, now taken over by this pass (`claim`). */
+async function settleLiveRun(
+  db: Kysely<LedgerflowDatabase>,
+  workflow: RegisteredWorkflow,
+  step: StepDefinition,
+  intent: DueIntent,
+  claim: ReconcileClaim,
+  leaseMs: number,
+  item: ItemOf,
+): Promise<ReconcileItem> {
+  const previous = claim.previousError as { exhausted?: boolean; lastError?: Json } | null;
+  const answer = await ask(workflow, step, intent, claim.outputs, leaseMs);
+  switch (answer.status) {
+    case 'found': {
       const next = workflow.steps[step.position + 1];
-      const result = await advanceRun(options.store.db, {
+      const result = await advanceRun(db, {
         lease: claim.lease,
-        workflowName: row.workflow_name,
-        workflowVersion: row.workflow_version,
+        workflowName: intent.workflow_name,
+        workflowVersion: intent.workflow_version,
         step,
         attempt: undefined,
-        resultAttempt: row.attempt,
-        output,
-        effect: { key: row.idempotency_key, record: { from: 'intent', attempt: row.attempt, resolution: 'found by the reconciler' } },
-        continuation: next === undefined ? { kind: 'complete', runOutput: { ...claim.outputs, [step.name]: output } } : { kind: 'release' },
+        resultAttempt: intent.attempt,
+        output: answer.output,
+        effect: { key: intent.idempotency_key, mode: 'record-intent', attempt: intent.attempt, resolution: 'found by the reconciler' },
+        continuation:
+          next === undefined ? { kind: 'complete', runOutput: { ...claim.outputs, [step.name]: answer.output } } : { kind: 'release' },
       });
       return result.fenced
         ? item('recorded', next === undefined ? 'found at the provider; run completed' : 'found at the provider; run continues')
         : item('skipped', 'lost the run while recording');
     }
     case 'not_found': {
-      const previous = claim.previousError as { exhausted?: boolean; lastError?: Json } | null;
       const exhausted = claim.previousStatus === 'needs_reconciliation' && previous?.exhausted === true;
       const released = await releaseIntent(
-        options.store.db,
+        db,
         claim,
-        step.name,
-        row.idempotency_key,
-        row.attempt,
-        exhausted ? (previous?.lastError ?? { name: 'Error', message: 'attempts exhausted' }) : undefined,
+        intent,
+        exhausted
+          ? { failWith: previous?.lastError ?? { name: 'Error', message: 'attempts exhausted' } }
+          : { retryAfterMs: backoffDelayMs(step.retry, Math.max(1, claim.failures)) },
       );
       if (!released) return item('skipped', 'the intent changed while the provider was asked');
-      return item('released', exhausted ? 'not found at the provider; attempts were exhausted, so the run failed' : 'not found at the provider; the next attempt performs with the same key');
+      return item(
+        'released',
+        exhausted
+          ? 'not found at the provider; attempts were exhausted, so the run failed'
+          : 'not found at the provider; the next attempt performs with the same key after the retry backoff',
+      );
     }
-    case 'unknown':
-      return parkWith(`reconcile could not tell: ${outcome.reason}`);
-    default:
-      return parkWith('reconcile returned neither found, not_found nor unknown');
+    case 'inconclusive': {
+      const parked = await parkRun(db, claim, {
+        name: 'NeedsReconciliation',
+        message: answer.reason,
+        step: step.name,
+        key: intent.idempotency_key,
+        exhausted: previous?.exhausted === true,
+        ...(previous?.lastError !== undefined ? { lastError: previous.lastError } : {}),
+      });
+      if (!parked) return item('skipped', 'lost the run while parking it');
+      await deferIntent(db, intent, `parked: ${answer.reason}`);
+      return item('parked', answer.reason);
+    }
   }
+}
+
+async function stepOutputs(db: Kysely<LedgerflowDatabase>, runId: string): Promise<Record<string, Json>> {
+  const rows = await db.selectFrom('ledgerflow.step_result').select(['step_name', 'output']).where('run_id', '=', runId).execute();
+  return Object.fromEntries(rows.map((r) => [r.step_name, r.output]));
 }
 
 function summarize(items: ReconcileItem[]): ReconcileReport {
@@ -234,8 +321,9 @@ function summarize(items: ReconcileItem[]): ReconcileReport {
     recorded: count('recorded'),
     released: count('released'),
     parked: count('parked'),
+    deferred: count('deferred'),
     skipped: count('skipped'),
+    errors: count('error'),
     items,
   };
 }
-

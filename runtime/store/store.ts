@@ -18,6 +18,12 @@ export interface Store {
    * no notification arrives after that, and the caller subscribes again.
    */
   listen(channel: string, onNotify: (payload: string) => void, onLost?: (error: Error) => void): Promise<() => Promise<void>>;
+  /**
+   * Ends another session of this database at once (`pg_terminate_backend`), rolling back its
+   * transaction and releasing its locks: how a transactional step whose statement is stuck is
+   * ended when its lease is lost. Absent on PGlite, whose one connection cannot block on another.
+   */
+  readonly terminateBackend?: (pid: number) => Promise<void>;
   close(): Promise<void>;
 }
 

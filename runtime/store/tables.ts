@@ -82,6 +82,10 @@ export interface StepEffectTable {
   intent_at: DbNow;
   recorded_at: Timestamp | null;
   resolution: string | null;
+  /** When an open intent may be reconciled (asked about) next; null unless `intent`. */
+  reconcile_after: Timestamp | null;
+  /** How many times the provider was asked about this intent. */
+  reconcile_attempts: Generated<number>;
 }
 
 export interface StepResultTable {

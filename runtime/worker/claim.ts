@@ -49,7 +49,12 @@ export interface LeasedRunRow {
 /** The error name of an attempt closed because its lease expired: what the crash limit counts. */
 export const LEASE_EXPIRED = 'LeaseExpired';
 
-/** `ms` as an SQL interval; durations come from the worker, instants always from `now()`. */
+/**
+ * `ms` as an SQL interval; durations come from the worker, instants always from the database.
+ * Every instant the runtime writes is `statement_timestamp()`, never `now()`: inside a
+ * transaction `now()` is when the transaction began — for a transactional step, before its
+ * handler ran — so a lease or due time computed from it could already be in the past.
+ */
 export function millis(ms: number): RawBuilder<unknown> {
   return sql`(${ms}::double precision * interval '1 millisecond')`;
 }
@@ -79,14 +84,9 @@ export interface ClaimPlacement {
    * a takeover closes another worker's attempt, and nothing about that may fail a step commit.
    */
   readonly takeovers: boolean;
-  /**
-   * The instant the claim stands at. `statement_timestamp()` inside a transaction (a
-   * transactional step's commit), whose `now()` is when its handler started, not the lease's.
-   */
-  readonly clock: 'now()' | 'statement_timestamp()';
 }
 
-const STANDALONE: ClaimPlacement = { prefix: '', takeovers: true, clock: 'now()' };
+const STANDALONE: ClaimPlacement = { prefix: '', takeovers: true };
 
 /**
  * The claim, as CTEs (see {@link claimRuns}).
@@ -102,7 +102,7 @@ const STANDALONE: ClaimPlacement = { prefix: '', takeovers: true, clock: 'now()'
  */
 export function claimParts(registry: WorkflowRegistry, options: ClaimOptions, placement: ClaimPlacement = STANDALONE): ClaimParts {
   const name = (cte: string): RawBuilder<unknown> => sql.raw(`${placement.prefix}${cte}`);
-  const at = sql.raw(placement.clock);
+  const at = sql`statement_timestamp()`;
   const registered = sql`(r.workflow_name, r.workflow_version) IN (SELECT * FROM unnest(${registry.names}::text[], ${registry.versions}::int[]))`;
   const guarded = placement.guard === undefined ? sql`` : sql`AND ${placement.guard}`;
   const due = sql`
@@ -209,7 +209,7 @@ export function claimStatement(registry: WorkflowRegistry, options: ClaimOptions
  * closed as `abandoned` (`LeaseExpired`: it crashed, as far as anyone can tell) and the current
  * step's next attempt (max + 1: gap-free) is opened — unless the step had already crashed
  * before: then no attempt is opened and the worker backs off or gives up (poison step).
- * Times are `now()`.
+ * Times are the database's (`statement_timestamp()`).
  */
 export async function claimRuns(db: Kysely<LedgerflowDatabase>, registry: WorkflowRegistry, options: ClaimOptions): Promise<LeasedRun[]> {
   const { rows } = await claimStatement(registry, options).execute(db);

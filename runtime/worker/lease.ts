@@ -8,8 +8,12 @@ export interface HeldLease {
 }
 
 export interface RenewalResult {
-  /** Leases whose token moved on or whose run left `running`: abort their handlers. */
-  readonly lost: readonly string[];
+  /**
+   * Leases whose token moved on or whose run left `running`: abort their handlers. Identified by
+   * run id AND token: a worker may hold a stale flight and a new one of the same run at once
+   * (it claimed the run again after its own lease expired), and only the stale one is lost.
+   */
+  readonly lost: readonly HeldLease[];
 }
 
 /**
@@ -19,7 +23,7 @@ export interface RenewalResult {
  */
 export async function renewLeases(db: Kysely<LedgerflowDatabase>, leases: readonly HeldLease[], leaseMs: number): Promise<RenewalResult> {
   if (leases.length === 0) return { lost: [] };
-  const { rows } = await sql<{ id: string; lost: boolean }>`
+  const { rows } = await sql<{ id: string; fencing_token: number; lost: boolean }>`
     WITH mine AS (
       SELECT * FROM unnest(${leases.map((l) => l.runId)}::uuid[], ${leases.map((l) => l.fencingToken)}::bigint[])
         AS m(id, fencing_token)
@@ -30,13 +34,13 @@ export async function renewLeases(db: Kysely<LedgerflowDatabase>, leases: readon
          FOR NO KEY UPDATE OF r SKIP LOCKED
     ),
     renewed AS (
-      UPDATE ledgerflow.workflow_run r SET lease_expires_at = now() + ${millis(leaseMs)}
+      UPDATE ledgerflow.workflow_run r SET lease_expires_at = statement_timestamp() + ${millis(leaseMs)}
         FROM lockable l WHERE r.id = l.id
       RETURNING r.id
     )
-    SELECT m.id, (r.id IS NULL OR r.fencing_token <> m.fencing_token OR r.status <> 'running') AS lost
+    SELECT m.id, m.fencing_token, (r.id IS NULL OR r.fencing_token <> m.fencing_token OR r.status <> 'running') AS lost
       FROM mine m LEFT JOIN ledgerflow.workflow_run r ON r.id = m.id`.execute(db);
-  return { lost: rows.filter((r) => r.lost).map((r) => r.id) };
+  return { lost: rows.filter((r) => r.lost).map((r) => ({ runId: r.id, fencingToken: r.fencing_token })) };
 }
 
 /**
@@ -52,14 +56,14 @@ export async function releaseLeases(db: Kysely<LedgerflowDatabase>, leases: read
     ),
     released AS (
       UPDATE ledgerflow.workflow_run r
-         SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, run_after = now(), updated_at = now()
+         SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, run_after = statement_timestamp(), updated_at = statement_timestamp()
         FROM mine m
        WHERE r.id = m.id AND r.fencing_token = m.fencing_token AND r.status = 'running'
       RETURNING r.id
     ),
     closed AS (
       UPDATE ledgerflow.step_attempt a
-         SET status = 'abandoned', finished_at = now(),
+         SET status = 'abandoned', finished_at = statement_timestamp(),
              error = jsonb_build_object('name', 'WorkerStopped', 'message', ${reason}::text)
         FROM released x
        WHERE a.run_id = x.id AND a.status = 'running'

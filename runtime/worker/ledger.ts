@@ -1,4 +1,4 @@
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { StepDefinition } from '../../dsl/workflow.js';
 import { ConflictError } from '../errors.js';
 import type { EffectStatus, Json, LedgerflowDatabase } from '../store/tables.js';
@@ -66,6 +66,8 @@ export interface OpenedTransactionalEffect {
   readonly fenced: boolean;
   readonly inserted: boolean;
   readonly existing: readonly EffectRow[];
+  /** The session's backend pid: how a stuck statement of this transaction can be ended from outside. */
+  readonly pid: number;
 }
 
 /**
@@ -82,7 +84,7 @@ export async function openTransactionalEffect(
   claim: EffectClaim,
 ): Promise<OpenedTransactionalEffect> {
   assertEffectTransition('none', 'recorded');
-  const { rows } = await sql<{ fenced: boolean; inserted: boolean; existing: EffectRow[] | null }>`
+  const { rows } = await sql<{ fenced: boolean; inserted: boolean; existing: EffectRow[] | null; pid: number }>`
     WITH fence AS (
       SELECT id FROM ledgerflow.workflow_run
        WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
@@ -95,7 +97,7 @@ export async function openTransactionalEffect(
       INSERT INTO ledgerflow.step_effect
              (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token, recorded_at)
       SELECT id, ${step.name}, ${claim.key}, 'null'::jsonb, 'recorded', 'transactional', ${claim.requestHash},
-             ${claim.attempt}, ${lease.fencingToken}, now()
+             ${claim.attempt}, ${lease.fencingToken}, statement_timestamp()
         FROM fence
        WHERE NOT EXISTS (SELECT 1 FROM existing)
       ON CONFLICT DO NOTHING
@@ -103,9 +105,10 @@ export async function openTransactionalEffect(
     )
     SELECT EXISTS (SELECT 1 FROM fence) AS fenced,
            EXISTS (SELECT 1 FROM inserted) AS inserted,
-           (SELECT json_agg(e) FROM existing e) AS existing`.execute(trx);
+           (SELECT json_agg(e) FROM existing e) AS existing,
+           pg_backend_pid() AS pid`.execute(trx);
   const row = rows[0]!;
-  return { fenced: row.fenced, inserted: row.inserted, existing: row.existing ?? [] };
+  return { fenced: row.fenced, inserted: row.inserted, existing: row.existing ?? [], pid: row.pid };
 }
 
 /** A fresh read of a step's ledger rows (a new statement sees rows committed meanwhile). */
@@ -121,20 +124,27 @@ export interface OpenedIntent {
   /** This attempt now owns an intent (new, re-taken from `released`, or taken over by key). */
   readonly owned: boolean;
   readonly existing: readonly EffectRow[];
-  /** Status and error name of the attempt that wrote the existing intent, if any. */
-  readonly ownerStatus: string | null;
-  readonly ownerErrorName: string | null;
-  /** Whether the existing intent is older than lease + perform timeout (database time), and when it will be. */
+  /** Whether the existing intent's horizon (`reconcile_after`, database time) has passed, and when it does. */
   readonly due: boolean;
   readonly dueAt: Date | null;
 }
 
 /**
+ * When an intent written now may be reconciled: its perform starts within one lease of the
+ * intent commit (the worker checks) and is abandoned after `performTimeoutMs`, so by then no
+ * request of this attempt can still reach the provider (given a client timeout within
+ * `performTimeoutMs`). Computed by the writer and stored, so every reader agrees.
+ */
+export function intentHorizon(lease: Lease, step: StepDefinition): RawBuilder<unknown> {
+  return sql`statement_timestamp() + ${millis(lease.leaseMs + step.performTimeoutMs)}`;
+}
+
+/**
  * The intent commit of an external step, ONE statement: fence (and extend the lease), then
- * `INSERT … status 'intent' … ON CONFLICT DO NOTHING`. In the same statement a `released` row
- * with this key and request is re-taken, and for an `idempotentByKey` step an open intent is
- * taken over (the provider dedupes, so performing again with the same key is safe). Anything
- * else found is returned for the caller to reuse, reconcile or refuse.
+ * `INSERT … status 'intent' … ON CONFLICT DO NOTHING`, with its horizon. In the same statement a
+ * `released` row with this key and request is re-taken, and for an `idempotentByKey` step an open
+ * intent is taken over (the provider dedupes, so performing again with the same key is safe).
+ * Anything else found is returned for the caller to reuse, reconcile or refuse.
  */
 export async function openIntent(
   db: Kysely<LedgerflowDatabase>,
@@ -144,32 +154,31 @@ export async function openIntent(
 ): Promise<OpenedIntent> {
   assertEffectTransition('none', 'intent');
   assertEffectTransition('released', 'intent');
-  const window = millis(lease.leaseMs + step.performTimeoutMs);
+  const horizon = intentHorizon(lease, step);
   const { rows } = await sql<{
     fenced: boolean;
     inserted: boolean;
     retaken: boolean;
     existing: EffectRow[] | null;
-    owner_status: string | null;
-    owner_error_name: string | null;
     due: boolean | null;
     due_at: Date | null;
   }>`
     WITH fenced AS (
-      UPDATE ledgerflow.workflow_run SET lease_expires_at = now() + ${millis(lease.leaseMs)}, updated_at = now()
+      UPDATE ledgerflow.workflow_run SET lease_expires_at = statement_timestamp() + ${millis(lease.leaseMs)}, updated_at = statement_timestamp()
        WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
          AND current_step = ${step.position}
       RETURNING id
     ),
     existing AS (
-      SELECT idempotency_key, status, kind, request_hash, effect, attempt, fencing_token, intent_at
+      SELECT idempotency_key, status, kind, request_hash, effect, attempt, fencing_token, intent_at, reconcile_after
         FROM ledgerflow.step_effect WHERE workflow_id = ${lease.runId} AND step_name = ${step.name}
     ),
     inserted AS (
       INSERT INTO ledgerflow.step_effect
-             (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token)
+             (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token,
+              intent_at, reconcile_after)
       SELECT id, ${step.name}, ${claim.key}, 'null'::jsonb, 'intent', 'external', ${claim.requestHash},
-             ${claim.attempt}, ${lease.fencingToken}
+             ${claim.attempt}, ${lease.fencingToken}, statement_timestamp(), ${horizon}
         FROM fenced
        WHERE NOT EXISTS (SELECT 1 FROM existing)
       ON CONFLICT DO NOTHING
@@ -177,7 +186,10 @@ export async function openIntent(
     ),
     retaken AS (
       UPDATE ledgerflow.step_effect
-         SET status = 'intent', attempt = ${claim.attempt}, fencing_token = ${lease.fencingToken}, intent_at = now()
+         SET status = 'intent', attempt = ${claim.attempt}, fencing_token = ${lease.fencingToken},
+             intent_at = statement_timestamp(), reconcile_after = ${horizon},
+             resolution = CASE WHEN status = 'released' THEN resolution || '; taken again by attempt ' || ${claim.attempt}::text
+                               ELSE resolution END
        WHERE workflow_id = ${lease.runId} AND step_name = ${step.name} AND idempotency_key = ${claim.key}
          AND request_hash = ${claim.requestHash}
          AND (status = 'released' OR (status = 'intent' AND ${step.idempotentByKey}::boolean))
@@ -191,19 +203,13 @@ export async function openIntent(
            EXISTS (SELECT 1 FROM inserted) AS inserted,
            EXISTS (SELECT 1 FROM retaken) AS retaken,
            (SELECT json_agg(e) FROM existing e) AS existing,
-           (SELECT a.status FROM ledgerflow.step_attempt a, mine m
-             WHERE a.run_id = ${lease.runId} AND a.step_name = ${step.name} AND a.attempt = m.attempt) AS owner_status,
-           (SELECT a.error->>'name' FROM ledgerflow.step_attempt a, mine m
-             WHERE a.run_id = ${lease.runId} AND a.step_name = ${step.name} AND a.attempt = m.attempt) AS owner_error_name,
-           (SELECT m.intent_at + ${window} <= now() FROM mine m) AS due,
-           (SELECT m.intent_at + ${window} FROM mine m) AS due_at`.execute(db);
+           (SELECT m.reconcile_after <= statement_timestamp() FROM mine m) AS due,
+           (SELECT m.reconcile_after FROM mine m) AS due_at`.execute(db);
   const row = rows[0]!;
   return {
     fenced: row.fenced,
     owned: row.inserted || row.retaken,
     existing: row.existing ?? [],
-    ownerStatus: row.owner_status,
-    ownerErrorName: row.owner_error_name,
     due: row.due === true,
     dueAt: row.due_at,
   };
@@ -224,13 +230,14 @@ export async function retakeIntent(
   assertEffectTransition('intent', 'intent');
   const { rows } = await sql<{ fenced: boolean; retaken: boolean }>`
     WITH fenced AS (
-      UPDATE ledgerflow.workflow_run SET lease_expires_at = now() + ${millis(lease.leaseMs)}, updated_at = now()
+      UPDATE ledgerflow.workflow_run SET lease_expires_at = statement_timestamp() + ${millis(lease.leaseMs)}, updated_at = statement_timestamp()
        WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
       RETURNING id
     ),
     retaken AS (
       UPDATE ledgerflow.step_effect
-         SET attempt = ${claim.attempt}, fencing_token = ${lease.fencingToken}, intent_at = now(),
+         SET attempt = ${claim.attempt}, fencing_token = ${lease.fencingToken}, intent_at = statement_timestamp(),
+             reconcile_after = ${intentHorizon(lease, step)},
              resolution = ${`not_found by reconcile in attempt ${claim.attempt}; performing again with the same key`}
        WHERE workflow_id = ${lease.runId} AND step_name = ${step.name} AND idempotency_key = ${claim.key}
          AND status = 'intent' AND attempt = ${fromAttempt}

@@ -1,12 +1,13 @@
 import type { ResolvedRetryPolicy } from '../../dsl/retry-policy.js';
-import { ConflictError, NonRetryableError } from '../errors.js';
+import { ConflictError, NonRetryableError, NotAppliedError } from '../errors.js';
 
 /**
  * Retry decisions. The delay is a duration; the worker adds it to the database clock
- * (`now() + delay`), so a skewed worker clock cannot make a run eligible early or late.
+ * (`statement_timestamp() + delay`), so a skewed worker clock cannot make a run eligible early or late.
  */
 export function isNonRetryable(error: unknown, policy: ResolvedRetryPolicy): boolean {
   if (error instanceof NonRetryableError || error instanceof ConflictError) return true;
+  if (error instanceof NotAppliedError) return !error.retryable;
   return policy.nonRetryable.some((errorClass) => error instanceof errorClass);
 }
 
@@ -35,4 +36,18 @@ export const MIN_CRASH_LIMIT = 5;
  */
 export function crashLimit(policy: ResolvedRetryPolicy): number {
   return Math.max(policy.maxAttempts, MIN_CRASH_LIMIT);
+}
+
+/** First wait after an inconclusive lookup of an intent (`unknown`, a throwing reconcile). */
+export const RECONCILE_FIRST_BACKOFF_MS = 5_000;
+/** The longest wait between two lookups of one intent. */
+export const RECONCILE_MAX_BACKOFF_MS = 600_000;
+
+/**
+ * How long an intent waits before the provider is asked about it again, after `lookups`
+ * inconclusive lookups (1 after the first): 5 s, doubling, at most 10 minutes. Stored on the
+ * intent (`reconcile_after`), so every worker's reconciler honours it.
+ */
+export function reconcileBackoffMs(lookups: number): number {
+  return Math.min(RECONCILE_MAX_BACKOFF_MS, RECONCILE_FIRST_BACKOFF_MS * 2 ** Math.min(20, Math.max(0, lookups - 1)));
 }

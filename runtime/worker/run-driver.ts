@@ -7,12 +7,15 @@ import { loadLeasedRun, type LeasedRun } from './claim.js';
 import { STEP_EXECUTORS } from './executors/executors.js';
 import { commitKnowingOutcome, untilReachable, type StepExecution, type StepOutcome } from './executors/step-execution.js';
 import type { RegisteredWorkflow, WorkflowRegistry } from './registry.js';
+import { releaseLeases } from './lease.js';
 import { commitCrash, commitFailure, type Continuation, type FusedClaim, type Lease } from './step-commits.js';
 import { isConnectionError, ResyncNeeded, serializeError, StepFailure } from './step-errors.js';
 import type { WorkerEvent } from './worker-events.js';
 
 export interface DriverContext {
   readonly db: Kysely<LedgerflowDatabase>;
+  /** Ends a stuck session (PostgreSQL); see `Store.terminateBackend`. */
+  readonly terminateBackend: ((pid: number) => Promise<void>) | undefined;
   readonly registry: WorkflowRegistry;
   readonly workerId: string;
   readonly leaseMs: number;
@@ -97,6 +100,7 @@ export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: A
       },
       onUnknownOutcome: (error) =>
         ctx.emit({ type: 'commit-outcome-unknown', runId: current.id, step: step.name, error: serializeError(error) }),
+      ...(ctx.terminateBackend !== undefined ? { terminateBackend: ctx.terminateBackend } : {}),
     };
     run = undefined;
     try {
@@ -205,8 +209,19 @@ async function recover(ctx: DriverContext, s: StepExecution, error: unknown): Pr
     }
     // Retried commits raise this only once the failure is known to be committed.
     if (commitError instanceof ResyncNeeded) return undefined;
-    // The failure could not be recorded; the lease expires and the next claim retries the step.
+    // The failure could not be recorded (errors are serialized so that this does not happen).
+    // Record a plain stand-in instead; failing that, give the run back at once — never leave it
+    // to wait out its lease and count as a crash, with the real error lost.
     ctx.emit({ type: 'error', where: 'run', runId: lease.runId, error: serializeError(commitError) });
+    const standIn = new StepFailure(
+      new Error(`the error of attempt ${s.attempt} could not be recorded (${serializeError(commitError).message}); it was: ${serializeError(failure.cause).message}`),
+      failure.phase,
+    );
+    try {
+      await commitFailure(ctx.db, { lease, step, attempt: s.attempt, failure: standIn, canReconcile: s.workflow.reconciler(step.name) !== undefined });
+    } catch {
+      await releaseLeases(ctx.db, [lease], `the failure of attempt ${s.attempt} could not be recorded`).catch(() => {});
+    }
     return undefined;
   }
 }

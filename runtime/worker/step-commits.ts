@@ -1,12 +1,12 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { StepDefinition } from '../../dsl/workflow.js';
-import { LeaseLostError } from '../errors.js';
-import type { Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
+import { LeaseLostError, NotAppliedError } from '../errors.js';
+import type { EffectStatus, Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
 import { claimParts, millis, toLeasedRun, type ClaimOptions, type LeasedRun, type LeasedRunRow } from './claim.js';
 import type { WorkflowRegistry } from './registry.js';
-import { backoffDelayMs, crashLimit, isNonRetryable } from './retry.js';
+import { backoffDelayMs, crashLimit, isNonRetryable, reconcileBackoffMs } from './retry.js';
 import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from './state-machines.js';
-import { serializeError, StepFailure, type SerializedError } from './step-errors.js';
+import { recordableText, serializeError, StepFailure, type SerializedError } from './step-errors.js';
 
 /**
  * Every write that changes a run. Each is fenced: it changes the run only
@@ -51,24 +51,25 @@ export interface AdvanceParams {
   /** The attempt the result is attributed to (the performing attempt for a reconciled effect). */
   readonly resultAttempt: number;
   readonly output: Json;
-  /** Ledger row the result points at (effect kinds). */
-  readonly effect?: {
-    readonly key: string;
-    /**
-     * Write the output into the row in this commit: an `intent` becomes `recorded`, or a
-     * transactional row inserted by this same transaction gets its effect. Only the row written
-     * by `attempt` qualifies. Absent: the row is already recorded and is only referenced.
-     */
-    readonly record?: { readonly from: 'intent' | 'recorded'; readonly attempt: number; readonly resolution?: string };
-    /**
-     * Insert the row, `recorded` with the output, in this statement (a `transactional` step
-     * whose handler sent nothing through `ctx.tx`): the run moves only if the step has no ledger
-     * row yet; if it has one, nothing changes and {@link AdvanceResult.effectExists} says so.
-     */
-    readonly insert?: { readonly attempt: number; readonly requestHash: string };
-  };
+  /** Ledger row the result points at (effect kinds only), and what this commit does to it. */
+  readonly effect?: ResultEffect;
   readonly continuation: Continuation;
 }
+
+/** The ledger row a step's result points at, and what the result commit does to it. */
+export type ResultEffect =
+  /** The row is already `recorded` (its output is being reused): only referenced. */
+  | { readonly key: string; readonly mode: 'reference' }
+  /**
+   * A `transactional` step whose handler sent nothing through `ctx.tx`: the row is inserted,
+   * `recorded` with the output, in this same statement — and the run moves only if the step has
+   * no ledger row yet; if it has one, nothing changes and {@link AdvanceResult.effectExists} says so.
+   */
+  | { readonly key: string; readonly mode: 'insert-recorded'; readonly attempt: number; readonly requestHash: string }
+  /** A `transactional` step's row, inserted `recorded` by this same transaction, gets its output. */
+  | { readonly key: string; readonly mode: 'fill-recorded'; readonly attempt: number }
+  /** An `external` intent written by `attempt` becomes `recorded` (perform returned, or reconcile found it). */
+  | { readonly key: string; readonly mode: 'record-intent'; readonly attempt: number; readonly resolution?: string };
 
 export interface AdvanceResult {
   readonly fenced: boolean;
@@ -76,7 +77,7 @@ export interface AdvanceResult {
   readonly nextAttempt: number | null;
   /** Runs the fused claim took (`complete` with `claimNext` only; otherwise `undefined`). */
   readonly claimed: readonly LeasedRun[] | undefined;
-  /** With `effect.insert` only: the step already had a ledger row, so this statement changed nothing. */
+  /** With `insert-recorded` only: the step already had a ledger row, so this statement changed nothing. */
   readonly effectExists?: boolean;
 }
 
@@ -93,50 +94,29 @@ export async function advanceRun(db: Kysely<LedgerflowDatabase>, p: AdvanceParam
   const target: RunStatus = p.continuation.kind === 'hold' ? 'running' : p.continuation.kind === 'release' ? 'pending' : 'completed';
   assertRunTransition('running', target);
   if (p.attempt !== undefined) assertAttemptTransition('running', 'succeeded');
-  if (p.effect?.record?.from === 'intent') assertEffectTransition('intent', 'recorded');
-  const insert = p.effect?.insert;
-  if (insert !== undefined) {
-    if (p.effect?.record !== undefined || p.step.kind !== 'transactional') {
-      throw new TypeError(`advanceRun: effect.insert is for a transactional step's new ledger row only (step "${p.step.name}").`);
-    }
-    assertEffectTransition('none', 'recorded');
+  const effect = p.effect;
+  if (effect?.mode === 'record-intent') assertEffectTransition('intent', 'recorded');
+  if (effect?.mode === 'insert-recorded') assertEffectTransition('none', 'recorded');
+  if ((effect === undefined) !== (p.step.kind === 'step') || (effect?.mode === 'insert-recorded' && p.step.kind !== 'transactional')) {
+    throw new TypeError(`advanceRun: ledger effect ${effect?.mode ?? 'none'} does not fit ${p.step.kind} step "${p.step.name}".`);
   }
+  const insert = effect?.mode === 'insert-recorded' ? effect : undefined;
   const { lease, step } = p;
   const outputJson = JSON.stringify(p.output);
   const runSet =
     p.continuation.kind === 'hold'
-      ? sql`status = 'running', lease_expires_at = now() + ${millis(lease.leaseMs)}`
+      ? sql`status = 'running', lease_expires_at = statement_timestamp() + ${millis(lease.leaseMs)}`
       : p.continuation.kind === 'release'
-        ? sql`status = 'pending', lease_owner = NULL, lease_expires_at = NULL, run_after = now()`
-        : sql`status = 'completed', lease_owner = NULL, lease_expires_at = NULL, finished_at = now(),
+        ? sql`status = 'pending', lease_owner = NULL, lease_expires_at = NULL, run_after = statement_timestamp()`
+        : sql`status = 'completed', lease_owner = NULL, lease_expires_at = NULL, finished_at = statement_timestamp(),
               output = ${JSON.stringify(p.continuation.runOutput)}::jsonb`;
-  const effect = p.effect;
-  const record = effect?.record;
   // Seen in the statement's snapshot, so it never sees the row this statement inserts.
   const stepHasEffect = sql`EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = ${lease.runId} AND e.step_name = ${step.name})`;
-  const effectCte =
-    effect !== undefined && insert !== undefined
-      ? sql`, effect AS (
-          INSERT INTO ledgerflow.step_effect
-                 (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token, recorded_at)
-          SELECT id, ${step.name}, ${effect.key}, ${outputJson}::jsonb, 'recorded', 'transactional', ${insert.requestHash},
-                 ${insert.attempt}, ${lease.fencingToken}, now()
-            FROM fenced
-          RETURNING 1)`
-      : effect !== undefined && record !== undefined
-      ? sql`, effect AS (
-          UPDATE ledgerflow.step_effect
-             SET status = 'recorded', effect = ${outputJson}::jsonb, recorded_at = COALESCE(recorded_at, now()),
-                 resolution = COALESCE(${record.resolution ?? null}::text, resolution)
-           WHERE workflow_id = ${lease.runId} AND step_name = ${step.name} AND idempotency_key = ${effect.key}
-             AND status = ${lit(record.from)} AND attempt = ${record.attempt}
-             AND EXISTS (SELECT 1 FROM fenced)
-          RETURNING 1)`
-      : sql``;
+  const effectCte = effect === undefined ? sql`` : ledgerCte(effect, lease, step.name, outputJson);
   const attemptCte =
     p.attempt !== undefined
       ? sql`, finished AS (
-          UPDATE ledgerflow.step_attempt SET status = 'succeeded', finished_at = now()
+          UPDATE ledgerflow.step_attempt SET status = 'succeeded', finished_at = statement_timestamp()
            WHERE run_id = ${lease.runId} AND step_name = ${step.name} AND attempt = ${p.attempt} AND status = 'running'
              AND EXISTS (SELECT 1 FROM fenced)
           RETURNING 1)`
@@ -144,11 +124,11 @@ export async function advanceRun(db: Kysely<LedgerflowDatabase>, p: AdvanceParam
   const nextCte =
     p.continuation.kind === 'hold'
       ? sql`, next AS (
-          INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id)
+          INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at)
           SELECT f.id, ${p.continuation.nextStep},
                  1 + COALESCE((SELECT max(a.attempt) FROM ledgerflow.step_attempt a
                                 WHERE a.run_id = f.id AND a.step_name = ${p.continuation.nextStep}), 0),
-                 'running', ${lease.fencingToken}, ${lease.workerId}
+                 'running', ${lease.fencingToken}, ${lease.workerId}, statement_timestamp()
             FROM fenced f
           RETURNING attempt)`
       : sql``;
@@ -160,12 +140,11 @@ export async function advanceRun(db: Kysely<LedgerflowDatabase>, p: AdvanceParam
           prefix: 'fused_',
           guard: sql`EXISTS (SELECT 1 FROM fenced)`,
           takeovers: false,
-          clock: 'statement_timestamp()',
         });
   const { rows } = await sql<{ fenced: boolean; next_attempt: number | null; claimed: LeasedRunRow[] | null; effect_exists: boolean }>`
     WITH fenced AS (
       UPDATE ledgerflow.workflow_run
-         SET current_step = current_step + 1, updated_at = now(), error = NULL, ${runSet}
+         SET current_step = current_step + 1, updated_at = statement_timestamp(), error = NULL, ${runSet}
        WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
          AND current_step = ${step.position} ${insert !== undefined ? sql`AND NOT ${stepHasEffect}` : sql``}
       RETURNING id
@@ -192,6 +171,35 @@ export async function advanceRun(db: Kysely<LedgerflowDatabase>, p: AdvanceParam
   };
 }
 
+/** The ledger CTE of a result commit, per {@link ResultEffect} mode (`reference` writes nothing). */
+function ledgerCte(effect: ResultEffect, lease: Lease, stepName: string, outputJson: string): RawBuilder<unknown> {
+  switch (effect.mode) {
+    case 'reference':
+      return sql``;
+    case 'insert-recorded':
+      return sql`, effect AS (
+          INSERT INTO ledgerflow.step_effect
+                 (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token, recorded_at)
+          SELECT id, ${stepName}, ${effect.key}, ${outputJson}::jsonb, 'recorded', 'transactional', ${effect.requestHash},
+                 ${effect.attempt}, ${lease.fencingToken}, statement_timestamp()
+            FROM fenced
+          RETURNING 1)`;
+    case 'fill-recorded':
+    case 'record-intent': {
+      const from = effect.mode === 'fill-recorded' ? 'recorded' : 'intent';
+      const resolution = effect.mode === 'record-intent' ? (effect.resolution ?? null) : null;
+      return sql`, effect AS (
+          UPDATE ledgerflow.step_effect
+             SET status = 'recorded', effect = ${outputJson}::jsonb, recorded_at = COALESCE(recorded_at, statement_timestamp()),
+                 resolution = COALESCE(${resolution}::text, resolution)
+           WHERE workflow_id = ${lease.runId} AND step_name = ${stepName} AND idempotency_key = ${effect.key}
+             AND status = ${lit(from)} AND attempt = ${effect.attempt}
+             AND EXISTS (SELECT 1 FROM fenced)
+          RETURNING 1)`;
+    }
+  }
+}
+
 export type FailureOutcome =
   | { readonly kind: 'retry'; readonly retryAt: Date; readonly failures: number }
   | { readonly kind: 'failed'; readonly failures: number }
@@ -209,9 +217,17 @@ export interface FailureParams {
 
 /**
  * Records a failed attempt and decides, inside one fenced transaction, what the run does next:
- * retry (`pending`, `run_after = now() + backoff`), fail (exhausted, non-retryable, conflict),
+ * retry (`pending`, `run_after = now + backoff`), fail (exhausted, non-retryable, conflict),
  * or — for an `external` step whose intent is still open and whose effect may have happened —
  * park in `needs_reconciliation` rather than declare a failure the provider may contradict.
+ *
+ * What the failure means for this attempt's own open intent depends on where it failed
+ * ({@link StepFailure.phase}):
+ *   before-perform, or perform threw NotAppliedError  →  released: the effect did not happen;
+ *   after-perform (the provider answered)              →  due for reconciliation at once;
+ *   perform threw anything else / timed out            →  left open until its horizon.
+ * A retry of a step whose intent stays open and whose provider does not dedupe is scheduled no
+ * earlier than that intent's horizon (it would only be rescheduled until then).
  */
 export async function commitFailure(db: Kysely<LedgerflowDatabase>, p: FailureParams): Promise<FailureOutcome> {
   const { lease, step, failure } = p;
@@ -220,46 +236,88 @@ export async function commitFailure(db: Kysely<LedgerflowDatabase>, p: FailurePa
   assertAttemptTransition('running', 'failed');
   return db.transaction().execute(async (trx) => {
     const run = await lockFencedRun(trx, lease, step.name, 'its failure');
+    const intent = await settleOwnIntent(trx, lease, step, p.attempt, failure);
     const failures = run.failures + 1;
     const nonRetryable = isNonRetryable(cause, step.retry);
     const exhausted = failures >= step.retry.maxAttempts;
 
     if (!nonRetryable && !exhausted) {
       const delayMs = backoffDelayMs(step.retry, failures, p.random);
+      // An open intent of a provider that does not dedupe is reconciled first, at its horizon.
+      const waitForIntent = intent.open && !step.idempotentByKey;
+      const retryAt = waitForIntent
+        ? sql`GREATEST(statement_timestamp() + ${millis(delayMs)}, ${intent.reconcileAfter}::timestamptz)`
+        : sql`statement_timestamp() + ${millis(delayMs)}`;
       assertRunTransition('running', 'pending');
       const { rows: retried } = await sql<{ retry_at: Date }>`
         WITH attempt AS (
           UPDATE ledgerflow.step_attempt
-             SET status = 'failed', error = ${JSON.stringify(error)}::jsonb, finished_at = now(),
-                 next_eligible_at = now() + ${millis(delayMs)}
+             SET status = 'failed', error = ${JSON.stringify(error)}::jsonb, finished_at = statement_timestamp(),
+                 next_eligible_at = ${retryAt}
            WHERE run_id = ${lease.runId} AND step_name = ${step.name} AND attempt = ${p.attempt} AND status = 'running'
           RETURNING next_eligible_at
         )
         UPDATE ledgerflow.workflow_run
-           SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
-               run_after = now() + ${millis(delayMs)}
+           SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp(),
+               run_after = ${retryAt}
          WHERE id = ${lease.runId}
         RETURNING run_after AS retry_at`.execute(trx);
       return { kind: 'retry', retryAt: retried[0]!.retry_at, failures };
     }
 
     const why = nonRetryable ? 'non-retryable error' : `attempts exhausted (${failures}/${step.retry.maxAttempts})`;
-    const isConflict = cause instanceof Error && cause.name === 'ConflictError';
     const end = await finishExhausted(trx, {
       lease,
       step,
       attempt: p.attempt,
       error,
       why,
-      openIntent: run.open_intent,
-      // A definitive refusal by the provider means the effect did not happen: the key is free.
-      refused: failure.phase === 'perform' && nonRetryable && !isConflict,
+      openIntent: intent.open ? run.open_intent : null,
       // A conflict never touches the existing ledger row: nothing is overwritten.
-      conflict: isConflict,
+      conflict: cause instanceof Error && cause.name === 'ConflictError',
       canReconcile: p.canReconcile,
     });
     return end.kind === 'parked' ? { ...end, failures } : { kind: 'failed', failures };
   });
+}
+
+/**
+ * The failed attempt's own intent (an `external` step), per the failure's phase: released when
+ * the effect certainly did not happen, made due at once when the provider answered. Returns
+ * whether an intent of the step is still open, and its horizon.
+ */
+async function settleOwnIntent(
+  trx: Kysely<LedgerflowDatabase>,
+  lease: Lease,
+  step: StepDefinition,
+  attempt: number,
+  failure: StepFailure,
+): Promise<{ readonly open: boolean; readonly reconcileAfter: Date | null }> {
+  const notApplied = failure.phase === 'before-perform' || (failure.phase === 'perform' && failure.cause instanceof NotAppliedError);
+  const release = step.kind === 'external' && notApplied;
+  const dueNow = step.kind === 'external' && failure.phase === 'after-perform';
+  if (release) assertEffectTransition('intent', 'released');
+  const why =
+    failure.phase === 'before-perform'
+      ? `released: attempt ${attempt} failed before calling perform (${failure.message})`
+      : `released: the provider refused the request, NotAppliedError (${failure.message})`;
+  const { rows } = await sql<{ status: EffectStatus; reconcile_after: Date | null }>`
+    WITH own AS (
+      UPDATE ledgerflow.step_effect
+         SET status = CASE WHEN ${release}::boolean THEN 'released' ELSE status END,
+             resolution = CASE WHEN ${release}::boolean THEN ${recordableText(why)}::text ELSE resolution END,
+             reconcile_after = CASE WHEN ${release}::boolean THEN NULL
+                                    WHEN ${dueNow}::boolean THEN statement_timestamp()
+                                    ELSE reconcile_after END
+       WHERE workflow_id = ${lease.runId} AND step_name = ${step.name} AND status = 'intent' AND attempt = ${attempt}
+         AND (${release}::boolean OR ${dueNow}::boolean)
+      RETURNING idempotency_key, status, reconcile_after
+    )
+    SELECT COALESCE(o.status, e.status) AS status, COALESCE(o.reconcile_after, e.reconcile_after) AS reconcile_after
+      FROM ledgerflow.step_effect e LEFT JOIN own o USING (idempotency_key)
+     WHERE e.workflow_id = ${lease.runId} AND e.step_name = ${step.name}`.execute(trx);
+  const open = rows.find((r) => r.status === 'intent');
+  return { open: open !== undefined, reconcileAfter: open?.reconcile_after ?? null };
 }
 
 /**
@@ -281,7 +339,6 @@ async function finishExhausted(
     /** Why the step is over, for the park reason and released intents. */
     readonly why: string;
     readonly openIntent: string | null;
-    readonly refused: boolean;
     readonly conflict: boolean;
     readonly canReconcile: boolean;
   },
@@ -290,9 +347,7 @@ async function finishExhausted(
   let outcome: { readonly kind: 'failed' } | { readonly kind: 'parked'; readonly reason: string } = { kind: 'failed' };
   let release: string | undefined;
   if (p.openIntent !== null && !p.conflict) {
-    if (p.refused) {
-      release = `released: perform failed with a non-retryable error (${error.message})`;
-    } else if (step.idempotentByKey && !p.canReconcile) {
+    if (step.idempotentByKey && !p.canReconcile) {
       release = `released: ${p.why}; the provider dedupes by key, so a later run may reuse it`;
     } else {
       outcome = {
@@ -313,7 +368,7 @@ async function finishExhausted(
   await sql`
     WITH attempt AS (
       UPDATE ledgerflow.step_attempt
-         SET status = 'failed', error = ${JSON.stringify(error)}::jsonb, finished_at = now()
+         SET status = 'failed', error = ${JSON.stringify(error)}::jsonb, finished_at = statement_timestamp()
        WHERE run_id = ${lease.runId} AND step_name = ${step.name} AND attempt = ${p.attempt ?? null}::int AND status = 'running'
       RETURNING 1
     ),
@@ -323,9 +378,9 @@ async function finishExhausted(
       RETURNING 1
     )
     UPDATE ledgerflow.workflow_run
-       SET status = ${lit(status)}, lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
+       SET status = ${lit(status)}, lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp(),
            error = ${JSON.stringify(runError)}::jsonb,
-           finished_at = ${status === 'failed' ? sql`now()` : sql`NULL`}
+           finished_at = ${status === 'failed' ? sql`statement_timestamp()` : sql`NULL`}
      WHERE id = ${lease.runId}`.execute(trx);
   return outcome;
 }
@@ -389,8 +444,8 @@ export async function commitCrash(db: Kysely<LedgerflowDatabase>, p: CrashParams
       assertRunTransition('running', 'pending');
       const { rows: retried } = await sql<{ retry_at: Date }>`
         UPDATE ledgerflow.workflow_run
-           SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = now(),
-               run_after = now() + ${millis(delayMs)}
+           SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp(),
+               run_after = statement_timestamp() + ${millis(delayMs)}
          WHERE id = ${lease.runId}
         RETURNING run_after AS retry_at`.execute(trx);
       return { kind: 'retry', retryAt: retried[0]!.retry_at, crashes };
@@ -410,7 +465,6 @@ export async function commitCrash(db: Kysely<LedgerflowDatabase>, p: CrashParams
       error,
       why: `crash limit reached (${crashes}/${limit})`,
       openIntent: run.open_intent,
-      refused: false,
       conflict: false,
       canReconcile: p.canReconcile,
     });
@@ -448,18 +502,32 @@ export async function commitYield(
   const { rows } = await sql<{ fenced: boolean }>`
     WITH fenced AS (
       UPDATE ledgerflow.workflow_run
-         SET lease_owner = NULL, lease_expires_at = NULL, updated_at = now(), ${runSet}
+         SET lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp(), ${runSet}
        WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
       RETURNING id
     ),
     attempt AS (
       UPDATE ledgerflow.step_attempt
-         SET status = 'abandoned', finished_at = now(), error = ${JSON.stringify(attemptError)}::jsonb,
+         SET status = 'abandoned', finished_at = statement_timestamp(), error = ${JSON.stringify(attemptError)}::jsonb,
              next_eligible_at = ${p.to.kind === 'reschedule' ? p.to.until : null}::timestamptz
        WHERE run_id = ${lease.runId} AND step_name = ${step.name} AND attempt = ${p.attempt} AND status = 'running'
          AND EXISTS (SELECT 1 FROM fenced)
       RETURNING 1
-    )
+    )${
+      p.to.kind === 'park'
+        ? sql`,
+    asked AS (
+      -- This attempt asked the provider and it could not tell: the next lookup waits a backoff.
+      UPDATE ledgerflow.step_effect
+         SET reconcile_attempts = reconcile_attempts + 1,
+             reconcile_after = statement_timestamp() + ${millis(reconcileBackoffMs(1))} * power(2, LEAST(reconcile_attempts, 7)),
+             resolution = ${recordableText(`parked: ${p.to.reason}`)}
+       WHERE workflow_id = ${lease.runId} AND step_name = ${step.name} AND idempotency_key = ${p.to.key} AND status = 'intent'
+         AND EXISTS (SELECT 1 FROM fenced)
+      RETURNING 1
+    )`
+        : sql``
+    }
     SELECT EXISTS (SELECT 1 FROM fenced) AS fenced`.execute(db);
   return rows[0]?.fenced === true;
 }

@@ -14,12 +14,25 @@ export class StepFailure extends Error {
   override readonly name = 'StepFailure';
   constructor(
     override readonly cause: unknown,
-    /** `perform`: the external call itself threw, in this attempt (a refusal may release its intent). */
-    readonly phase: 'perform' | 'other' = 'other',
+    /** Where in an `external` attempt it failed; decides what becomes of the attempt's intent. */
+    readonly phase: FailurePhase = 'other',
   ) {
     super(cause instanceof Error ? cause.message : String(cause));
   }
 }
+
+/**
+ * Where an `external` step's attempt failed, relative to its call to the provider:
+ * - `before-perform`: the attempt owns an intent but never called `perform` — the effect
+ *   certainly did not happen, so the failure commit releases the intent;
+ * - `perform`: `perform` threw or timed out — the outcome is UNKNOWN (the request may have been
+ *   sent and may still be applied), unless it threw a {@link NotAppliedError}; the intent stays
+ *   open until its horizon and is then reconciled (or, with `idempotentByKey`, retried by key);
+ * - `after-perform`: `perform` returned (the provider answered), then something failed before
+ *   the result commit — the effect happened; the intent is due for reconciliation at once;
+ * - `other`: not an external call (keys, handlers of the other kinds, commits).
+ */
+export type FailurePhase = 'before-perform' | 'perform' | 'after-perform' | 'other';
 
 /** @internal a commit's outcome is unknown; the driver re-reads the run before going on. */
 export class ResyncNeeded extends Error {
@@ -29,6 +42,11 @@ export class ResyncNeeded extends Error {
 /** `perform` did not settle within the step's `performTimeoutMs`; its outcome is unknown. */
 export class PerformTimeoutError extends Error {
   override readonly name = 'PerformTimeoutError';
+}
+
+/** A `step` or `transactional` handler did not finish within the step's `timeoutMs`; retried per policy. */
+export class HandlerTimeoutError extends Error {
+  override readonly name = 'HandlerTimeoutError';
 }
 
 /** The JSON an attempt's and a run's `error` column holds. */
@@ -43,20 +61,32 @@ export interface SerializedError {
 
 const STACK_LINES = 12;
 
+/**
+ * An error as JSON that PostgreSQL will always store: jsonb refuses U+0000 and lone UTF-16
+ * surrogates, and a failure that cannot be recorded would look like a crash (the run would
+ * wait out its lease and the real error would be lost). Such characters are escaped.
+ */
 export function serializeError(error: unknown): SerializedError {
-  if (!(error instanceof Error)) return { name: 'Error', message: String(error) };
+  if (!(error instanceof Error)) return { name: 'Error', message: recordableText(String(error)) };
   const stack = error.stack?.split('\n').slice(0, STACK_LINES).join('\n');
   return {
-    name: error.name,
-    message: error.message,
+    name: recordableText(String(error.name)),
+    message: recordableText(String(error.message)),
     ...(error instanceof LedgerflowError ? { code: error.code } : {}),
-    ...(error instanceof ValidationError ? { issues: [...error.issues] } : {}),
-    ...(stack !== undefined ? { stack } : {}),
+    ...(error instanceof ValidationError ? { issues: error.issues.map(recordableText) } : {}),
+    ...(stack !== undefined ? { stack: recordableText(stack) } : {}),
   };
 }
 
+const UNRECORDABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/** Text with U+0000 and lone surrogates written as `\\u0000`-style escapes (jsonb accepts the rest). */
+export function recordableText(text: string): string {
+  return text.replace(UNRECORDABLE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 /** Runs user code; anything it throws becomes a {@link StepFailure}. */
-export async function userCode<T>(fn: () => T | Promise<T>, phase: StepFailure['phase'] = 'other'): Promise<T> {
+export async function userCode<T>(fn: () => T | Promise<T>, phase: FailurePhase = 'other'): Promise<T> {
   try {
     return await fn();
   } catch (error) {

@@ -48,6 +48,11 @@ export type WorkerEvent =
       readonly crashes: number;
       readonly outcome: CrashOutcome;
     }
+  /**
+   * The database says this worker holds a run no flight of it drives: a claim whose commit
+   * outcome was unknown (the connection broke after it committed) took it. Driven now.
+   */
+  | { readonly type: 'run-adopted'; readonly runId: string; readonly fencingToken: number }
   | { readonly type: 'run-completed'; readonly runId: string; readonly workflow: string }
   | { readonly type: 'run-released'; readonly runId: string; readonly step: string }
   | { readonly type: 'run-parked'; readonly runId: string; readonly step: string; readonly reason: string }

@@ -6,7 +6,7 @@ import { LeaseLostError } from '../errors.js';
 import { faultPoint } from '../faults/fault-points.js';
 import { runReconcilePass } from '../reconciler/reconciler.js';
 import type { Store } from '../store/store.js';
-import { claimRuns, type LeasedRun } from './claim.js';
+import { claimRuns, loadLeasedRun, type LeasedRun } from './claim.js';
 import { releaseLeases, renewLeases } from './lease.js';
 import { buildRegistry, verifyMigrated, type WorkflowRegistry } from './registry.js';
 import { driveRun, type DriverContext } from './run-driver.js';
@@ -334,6 +334,9 @@ class WorkerRuntime implements Worker {
   #adopt(flight: InFlight, runs: readonly LeasedRun[] | undefined): void {
     this.#claiming = false;
     if (runs === undefined) {
+      // The commit failed — or its outcome is unknown (the connection broke after it committed),
+      // and then its claim took runs nobody here drives: ask the database which runs are ours.
+      void this.#adoptOrphans();
       this.#wake();
       return;
     }
@@ -351,6 +354,31 @@ class WorkerRuntime implements Worker {
       .catch((error: unknown) => this.#emit({ type: 'error', where: 'stop', error: serializeError(error) }))
       .finally(() => this.#releasing.delete(releasing));
     this.#releasing.add(releasing);
+  }
+
+  /**
+   * Launches every run the database says this worker holds and no flight drives: what a claim
+   * whose commit outcome was unknown took. Otherwise they would wait out their lease and count
+   * as a crash.
+   */
+  async #adoptOrphans(): Promise<void> {
+    try {
+      const { rows } = await sql<{ id: string; fencing_token: number }>`
+        SELECT id, fencing_token FROM ledgerflow.workflow_run WHERE status = 'running' AND lease_owner = ${this.id}`.execute(this.#store.db);
+      for (const row of rows) {
+        if (this.#inFlight.has(flightKey(row.id, row.fencing_token))) continue;
+        const run = await loadLeasedRun(this.#store.db, row.id, row.fencing_token);
+        if (run === undefined || this.#inFlight.has(flightKey(run.id, run.fencingToken))) continue;
+        if (this.#state === 'running') {
+          this.#emit({ type: 'run-adopted', runId: run.id, fencingToken: run.fencingToken });
+          this.#launch(run);
+        } else {
+          await releaseLeases(this.#store.db, [{ runId: run.id, fencingToken: run.fencingToken }], `worker ${this.id} was stopping when it found the run`);
+        }
+      }
+    } catch (error) {
+      this.#emit({ type: 'error', where: 'claim', error: serializeError(error) });
+    }
   }
 
   #launch(run: LeasedRun): void {
@@ -372,10 +400,11 @@ class WorkerRuntime implements Worker {
       done: Promise.resolve(),
       refilled: false,
     };
-    const key = `${run.id}:${run.fencingToken}`;
+    const key = flightKey(run.id, run.fencingToken);
     this.#inFlight.set(key, flight);
     const driver: DriverContext = {
       db: this.#store.db,
+      terminateBackend: this.#store.terminateBackend,
       registry: this.#registry,
       workerId: this.id,
       leaseMs: this.#leaseMs,
@@ -416,9 +445,9 @@ class WorkerRuntime implements Worker {
       const flights = [...this.#inFlight.values()].filter((f) => !f.controller.signal.aborted);
       const sentAt = performance.now();
       const { lost } = await renewLeases(this.#store.db, flights, this.#leaseMs);
-      const lostIds = new Set(lost);
+      const lostFlights = new Set(lost.map((l) => flightKey(l.runId, l.fencingToken)));
       for (const flight of flights) {
-        if (lostIds.has(flight.runId)) {
+        if (lostFlights.has(flightKey(flight.runId, flight.fencingToken))) {
           flight.controller.abort(new LeaseLostError(`lease on run ${flight.runId} (token ${flight.fencingToken}) was taken over`));
           this.#emit({ type: 'lease-lost', runId: flight.runId, fencingToken: flight.fencingToken, step: null });
         } else {
@@ -549,6 +578,11 @@ class WorkerRuntime implements Worker {
       // A throwing listener must not take the worker down.
     }
   }
+}
+
+/** A flight is one lease: a run id AND its fencing token (a stale flight of the run may still be around). */
+function flightKey(runId: string, fencingToken: number): string {
+  return `${runId}:${fencingToken}`;
 }
 
 function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {

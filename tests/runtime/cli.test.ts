@@ -174,7 +174,7 @@ describe('ledgerflow CLI against PostgreSQL', () => {
     const { runId } = await client.start(greet, { name: 'intent' });
     await store.db
       .insertInto('ledgerflow.step_effect')
-      .values({ workflow_id: runId, step_name: 'deliver', idempotency_key: 'deliver:intent', effect: {}, status: 'intent', kind: 'external', request_hash: 'h', attempt: 1, fencing_token: 1 })
+      .values({ workflow_id: runId, step_name: 'deliver', idempotency_key: 'deliver:intent', effect: {}, status: 'intent', kind: 'external', request_hash: 'h', attempt: 1, fencing_token: 1, reconcile_after: sql<Date>`now() + interval '1 minute'` })
       .execute();
     const pending = await run(['effects', '--pending', ...db]);
     expect(pending.code).toBe(0);
@@ -210,6 +210,7 @@ describe('ledgerflow CLI against PostgreSQL', () => {
           attempt: 1,
           fencing_token: 0,
           intent_at: sql<Date>`now() - interval '1 hour'`,
+          reconcile_after: sql<Date>`now() - interval '59 minutes'`,
         })
         .execute();
     });
@@ -218,7 +219,7 @@ describe('ledgerflow CLI against PostgreSQL', () => {
     expect(outcome.code).toBe(1);
     expect(outcome.stdout).toMatch(/^RUN {35}WORKFLOW {5}STEP {5}KEY {13}OUTCOME {2}DETAIL\n/);
     expect(outcome.stdout).toContain(`${runId}  cli-greet@1  deliver  deliver:parked  parked   reconcile could not tell: the CLI test provider keeps no records\n`);
-    expect(outcome.stdout).toMatch(/open intent\(s\) examined: 0 recorded, 0 released, 1 parked, \d+ skipped\.\n$/);
+    expect(outcome.stdout).toMatch(/^1 due intent\(s\) examined: 0 recorded, 0 released, 1 parked, 0 deferred, 0 skipped, 0 errors\.$/m);
     expect((await client.getRun(runId)).status).toBe('needs_reconciliation');
   });
 

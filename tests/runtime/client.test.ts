@@ -311,7 +311,7 @@ describeStores('client', (getStore, kind) => {
       const { runId } = await client.start(order, validOrder('o-intent'));
       await store.db
         .insertInto('ledgerflow.step_effect')
-        .values({ workflow_id: runId, step_name: 'charge', idempotency_key: 'charge:o-intent', effect: {}, status: 'intent', kind: 'external', request_hash: 'h', attempt: 1, fencing_token: 1 })
+        .values({ workflow_id: runId, step_name: 'charge', idempotency_key: 'charge:o-intent', effect: {}, status: 'intent', kind: 'external', request_hash: 'h', attempt: 1, fencing_token: 1, reconcile_after: new Date() })
         .execute();
       const pending = await client.listEffects({ pending: true });
       expect(pending.map((e) => e.idempotency_key)).toContain('charge:o-intent');

@@ -49,20 +49,21 @@ describeStores('external intents: reconciliation in the worker and in the reconc
     expect(results[0]).toMatchObject({ attempt: 1 });
   });
 
-  it('when the intent was committed but nothing was sent, reconcile says not_found and the same key is performed once', async () => {
+  it('when the attempt failed before calling perform, its intent is released at once and the same key is performed once, without a lookup', async () => {
     const store = getStore();
     const email = new FakeEmailProvider();
     const control = receiptControl();
     throwOnceAt('after-intent-commit');
-    const runId = await startTestRun(store, receipt, { orderId: 'rc-not-found', email: 'a@example.com' });
+    const runId = await startTestRun(store, receipt, { orderId: 'rc-not-sent', email: 'a@example.com' });
     await worker({ workflows: [receiptHandlers(email, control)] }).drain();
 
-    const { run, effects } = await runState(store, runId);
+    const { run, attempts, effects } = await runState(store, runId);
     expect(run.status).toBe('completed');
-    expect(email.sentForReference('receipt:rc-not-found')).toBe(1);
-    expect(control.reconcileCalls).toBe(1);
-    expect(effects).toEqual([expect.objectContaining({ status: 'recorded', attempt: 2, idempotency_key: 'receipt:rc-not-found' })]);
-    expect(effects[0]!.resolution).toContain('not_found by reconcile in attempt 2');
+    expect(email.sentForReference('receipt:rc-not-sent')).toBe(1);
+    expect(control.reconcileCalls).toBe(0);
+    expect(attempts.map((a) => `${a.attempt}:${a.status}`)).toEqual(['1:failed', '2:succeeded']);
+    expect(effects).toEqual([expect.objectContaining({ status: 'recorded', attempt: 2, idempotency_key: 'receipt:rc-not-sent' })]);
+    expect(effects[0]!.resolution).toContain('attempt 1 failed before calling perform');
   });
 
   it('parks the run when reconcile cannot tell, and a later pass that finds the effect completes it', async () => {
@@ -99,21 +100,25 @@ describeStores('external intents: reconciliation in the worker and in the reconc
     expect(email.sentForReference('receipt:rc-unknown')).toBe(1);
   });
 
-  it('the pass skips intents that are not due yet, then releases one the provider never saw for a same-key retry', async () => {
+  it('the pass leaves intents alone before their horizon, then releases one the provider never saw for a same-key retry', async () => {
     const store = getStore();
     const email = new FakeEmailProvider();
-    throwOnceAt('after-intent-commit');
-    const runId = await startTestRun(store, receiptSlow, { orderId: 'rc-pass-release', email: 'a@example.com' });
+    // The worker "dies" between the intent commit and perform: stopped abruptly while hung there.
+    configureFaults({ seed: 5, points: { 'after-intent-commit': { probability: 1, actions: ['hang'], hangMs: 1_000, times: 1 } } });
+    const runId = await startTestRun(store, receipt, { orderId: 'rc-pass-release', email: 'a@example.com' });
     const log = eventLog();
-    const first = worker({ workflows: [receiptHandlers(email, receiptControl(), receiptSlow)], onEvent: log.onEvent });
+    const first = worker({ workflows: [receiptHandlers(email)], onEvent: log.onEvent });
     await first.start();
-    await log.waitFor('step-failed', (e) => e.runId === runId);
-    await first.stop();
+    await log.waitFor('run-claimed', (e) => e.runId === runId);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await first.stop({ timeoutMs: 10 });
 
-    const registration = receiptHandlers(email, receiptControl(), receiptSlow);
+    const registration = receiptHandlers(email);
     const early = await runReconcilePass({ store, workflows: [registration], leaseMs: 5_000 });
-    expect(early).toMatchObject({ examined: 1, skipped: 1 });
-    expect(early.items[0]!.detail).toMatch(/^not due before /);
+    expect(early).toMatchObject({ examined: 0, items: [] });
+    const [intent] = (await runState(store, runId)).effects;
+    // The horizon is the writer's: intent time + its lease (5 000) + the perform timeout (500).
+    expect(intent!.reconcile_after!.getTime() - intent!.intent_at.getTime()).toBe(5_500);
 
     const report = await runReconcilePass({ store, workflows: [registration], now: LATER(), leaseMs: 5_000 });
     expect(report).toMatchObject({ examined: 1, released: 1 });
@@ -128,7 +133,7 @@ describeStores('external intents: reconciliation in the worker and in the reconc
     expect(email.sentForReference('receipt:rc-pass-release')).toBe(1);
   });
 
-  it('exhausting attempts with an open intent parks the run; the pass then records it (found) or fails it (not found)', async () => {
+  it('exhausting attempts with an open intent parks the run and the pass records it; an attempt that never called out fails at once', async () => {
     const store = getStore();
     const email = new FakeEmailProvider();
     const registration = receiptHandlers(email, receiptControl(), receiptOnce);
@@ -140,20 +145,20 @@ describeStores('external intents: reconciliation in the worker and in the reconc
     const unsentRun = await startTestRun(store, receiptOnce, { orderId: 'rc-exhausted-unsent', email: 'a@example.com' });
     await worker({ workflows: [registration] }).drain();
 
-    for (const id of [sentRun, unsentRun]) {
-      const { run } = await runState(store, id);
-      expect(run.status).toBe('needs_reconciliation');
-      expect(run.error).toMatchObject({ exhausted: true, lastError: { name: 'InjectedFaultError' } });
-      expect((run.error as { message: string }).message).toContain('attempts exhausted (1/1)');
-    }
-
-    const report = await runReconcilePass({ store, workflows: [registration], now: LATER(), leaseMs: 5_000 });
-    expect(report).toMatchObject({ examined: 2, recorded: 1, released: 1 });
-    expect((await runState(store, sentRun)).run.status).toBe('completed');
+    const sent = await runState(store, sentRun);
+    expect(sent.run.status).toBe('needs_reconciliation');
+    expect(sent.run.error).toMatchObject({ exhausted: true, lastError: { name: 'InjectedFaultError' } });
+    expect((sent.run.error as { message: string }).message).toContain('attempts exhausted (1/1)');
+    // perform returned before the failure: the call is over, so the intent is due at once.
+    expect(sent.effects[0]!.reconcile_after!.getTime()).toBeLessThanOrEqual(sent.attempts[0]!.finished_at!.getTime());
     const unsent = await runState(store, unsentRun);
     expect(unsent.run.status).toBe('failed');
     expect(unsent.run.error).toMatchObject({ name: 'InjectedFaultError' });
     expect(unsent.effects.map((e) => e.status)).toEqual(['released']);
+
+    const report = await runReconcilePass({ store, workflows: [registration], leaseMs: 5_000 });
+    expect(report).toMatchObject({ examined: 1, recorded: 1 });
+    expect((await runState(store, sentRun)).run.status).toBe('completed');
     expect(email.sentForReference('receipt:rc-exhausted-sent')).toBe(1);
     expect(email.sentForReference('receipt:rc-exhausted-unsent')).toBe(0);
   });
@@ -195,7 +200,7 @@ describeStores('external intents: reconciliation in the worker and in the reconc
     expect(control.reconcileCalls).toBe(1);
   });
 
-  it('a perform that timed out may still be in flight: the next attempt waits for lease + perform timeout before asking', async () => {
+  it('a perform that timed out may still be in flight: the retry is scheduled at the intent horizon, then reconciles', async () => {
     const store = getStore();
     const email = new FakeEmailProvider();
     const control = receiptControl();
@@ -207,7 +212,8 @@ describeStores('external intents: reconciliation in the worker and in the reconc
     const { run, attempts, effects } = await runState(store, runId);
     expect(run.status).toBe('completed');
     expect(attempts[0]).toMatchObject({ attempt: 1, status: 'failed', error: expect.objectContaining({ name: 'PerformTimeoutError' }) });
-    expect(attempts.some((a) => (a.error as { name?: string } | null)?.name === 'AwaitingIntent')).toBe(true);
+    // Not after the 20 ms retry backoff: at the horizon, intent time + lease + perform timeout.
+    expect(attempts[0]!.next_eligible_at!.getTime()).toBe(effects[0]!.intent_at.getTime() + 1_000 + 500);
     const reconciledBy = attempts.at(-1)!;
     expect(reconciledBy.status).toBe('succeeded');
     expect(reconciledBy.started_at.getTime()).toBeGreaterThanOrEqual(effects[0]!.intent_at.getTime() + 1_000 + 500);
@@ -216,7 +222,35 @@ describeStores('external intents: reconciliation in the worker and in the reconc
     expect(control.reconcileCalls).toBe(1);
   });
 
-  it('a definitive refusal from perform (NonRetryableError) releases the intent and fails the run', async () => {
+  for (const thrown of ['client-timeout', 'reset', 'non-retryable'] as const) {
+    it(`a perform that throws on its own (${thrown}) has an unknown outcome: a provider that applies late gets one request`, async () => {
+      const store = getStore();
+      // The email provider applies the request 300 ms after receiving it; the handler gives up
+      // at 100 ms (or its connection resets, or it calls the failure final) — and the provider
+      // applies it anyway. Before this fix the next attempt asked at once, heard "not found",
+      // and sent a second email.
+      const email = new FakeEmailProvider({ applyDelayMs: 300 });
+      const control = receiptControl();
+      control.perform = thrown;
+      const orderId = `rc-thrown-${thrown}`;
+      const runId = await startTestRun(store, receipt, { orderId, email: 'a@example.com' });
+      await worker({ workflows: [receiptHandlers(email, control)], leaseMs: 1_000, heartbeatMs: 300 }).drain();
+      if (thrown === 'non-retryable') {
+        // Refused for good but maybe applied: the run parks rather than fail; the pass settles it.
+        expect((await runState(store, runId)).run.status).toBe('needs_reconciliation');
+        await email.whenIdle();
+        await runReconcilePass({ store, workflows: [receiptHandlers(email, control)], now: LATER(), leaseMs: 1_000 });
+      }
+      await email.whenIdle();
+      const { run, attempts, effects } = await runState(store, runId);
+      expect(run.status).toBe('completed');
+      expect(email.sentForReference(`receipt:${orderId}`)).toBe(1);
+      expect(effects).toEqual([expect.objectContaining({ status: 'recorded', attempt: 1 })]);
+      expect(attempts[0]).toMatchObject({ attempt: 1, status: 'failed' });
+    });
+  }
+
+  it('NotAppliedError from perform (the provider refused it) releases the intent at once and fails the run', async () => {
     const store = getStore();
     const email = new FakeEmailProvider();
     const control = receiptControl();
@@ -226,10 +260,27 @@ describeStores('external intents: reconciliation in the worker and in the reconc
 
     const { run, effects, attempts } = await runState(store, runId);
     expect(run.status).toBe('failed');
-    expect(run.error).toMatchObject({ name: 'NonRetryableError', message: 'mailbox does not exist' });
+    expect(run.error).toMatchObject({ name: 'NotAppliedError', message: 'mailbox does not exist' });
     expect(attempts.map((a) => a.status)).toEqual(['failed']);
-    expect(effects).toEqual([expect.objectContaining({ status: 'released', resolution: expect.stringContaining('non-retryable') })]);
+    expect(effects).toEqual([expect.objectContaining({ status: 'released', resolution: expect.stringContaining('NotAppliedError') })]);
+    expect(control.reconcileCalls).toBe(0);
     expect(email.totalSent()).toBe(0);
+  });
+
+  it('a retryable NotAppliedError (e.g. 429) releases the intent and the next attempt performs the same key at once', async () => {
+    const store = getStore();
+    const email = new FakeEmailProvider();
+    const control = receiptControl();
+    control.perform = 'rate-limited-once';
+    const runId = await startTestRun(store, receipt, { orderId: 'rc-429', email: 'a@example.com' });
+    await worker({ workflows: [receiptHandlers(email, control)] }).drain();
+
+    const { run, effects, attempts } = await runState(store, runId);
+    expect(run.status).toBe('completed');
+    expect(attempts.map((a) => a.status)).toEqual(['failed', 'succeeded']);
+    expect(effects).toEqual([expect.objectContaining({ status: 'recorded', attempt: 2 })]);
+    expect(control.reconcileCalls).toBe(0);
+    expect(email.sentForReference('receipt:rc-429')).toBe(1);
   });
 
   it('an idempotentByKey step without reconcile that exhausts its attempts releases its intent and fails', async () => {

@@ -10,8 +10,18 @@ import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
 import { appRows, eventLog, startTestRun, runState, setupAppSchema, waitUntil } from './fixtures/run-helpers.js';
-import { flakyHandlers, gate, gatedHandlers, gatedWriteHandlers, mixedHandlers } from './fixtures/test-handlers.js';
-import { ALL_TEST_WORKFLOWS, flaky, gated, gatedWrite, mixed } from './fixtures/test-workflows.js';
+import {
+  flakyHandlers,
+  gate,
+  gatedHandlers,
+  gatedWriteHandlers,
+  lockWaitWriteHandlers,
+  mixedHandlers,
+  nulErrorHandlers,
+  slowStepHandlers,
+  slowWriteHandlers,
+} from './fixtures/test-handlers.js';
+import { ALL_TEST_WORKFLOWS, flaky, gated, gatedWrite, mixed, nulError, slowStep, slowWrite } from './fixtures/test-workflows.js';
 
 const FAST: Partial<WorkerOptions> = { pollIntervalMs: 20, leaseMs: 5_000, reconcileIntervalMs: 0 };
 
@@ -74,37 +84,60 @@ describeStores('worker: concurrency, zombies, clocks and shutdown', (getStore) =
     expect(logs.flatMap((l) => l.errors())).toEqual([]);
   });
 
-  it('a zombie whose lease expired while its handler slept cannot commit; the new owner does', async () => {
+  it('a handler still running when its lease is lost is abandoned at once; its late return commits nothing', async () => {
     const store = getStore();
     stallHeartbeats();
     const held = gate();
     const zombieLog = eventLog();
-    // Concurrency 1: the stalled run fills the zombie's only slot, so it cannot re-claim the run itself.
-    const zombie = worker({ workflows: [gatedHandlers('zombie', [held])], concurrency: 1, leaseMs: 300, heartbeatMs: 100, onEvent: zombieLog.onEvent });
+    const calls = { n: 0 };
+    // The first call ignores its signal and sleeps past the lease (the heartbeat is stalled too).
+    const zombie = worker({ workflows: [gatedHandlers('zombie', [held], calls)], concurrency: 1, leaseMs: 300, heartbeatMs: 100, onEvent: zombieLog.onEvent });
     const runId = await startTestRun(store, gated, { label: 'zombie' });
     await zombie.start();
     await held.entered;
-    await waitUntil('the zombie lease to expire', leaseExpired(store, runId));
-
-    // The successor holds the run at the same step while the zombie tries to commit, so only
-    // the fencing token tells them apart.
-    const successorHeld = gate();
-    const successor = worker({ workflows: [gatedHandlers('successor', [successorHeld])], leaseMs: 30_000 });
-    const drained = successor.drain();
-    await successorHeld.entered;
-    held.open();
     await zombieLog.waitFor('lease-lost', (e) => e.runId === runId);
-    expect((await runState(store, runId)).results).toEqual([]);
-    successorHeld.open();
-    await drained;
+    // The attempt was given up while the handler was still blocked: the slot is free again and
+    // the run is taken over — here by the same worker, under a new fencing token.
+    await zombie.drain();
+    held.open();
+    await new Promise((resolve) => setTimeout(resolve, 100));
 
     const { run, attempts, results } = await runState(store, runId);
     expect(run.status).toBe('completed');
-    expect(results.find((r) => r.step_name === 'wait')!.output).toEqual({ by: 'successor' });
+    expect(calls.n).toBe(2);
+    expect(results.map((r) => r.step_name)).toEqual(['wait', 'after']);
     expect(attempts.map((a) => `${a.step_name}:${a.attempt}:${a.status}`)).toEqual(['wait:1:abandoned', 'wait:2:succeeded', 'after:1:succeeded']);
     expect(attempts[0]!.error).toMatchObject({ name: 'LeaseExpired' });
     expect(attempts[1]!.fencing_token).toBe(attempts[0]!.fencing_token + 1);
-    expect(zombieLog.events.filter((e) => e.type === 'step-succeeded')).toEqual([]);
+    expect(zombieLog.events.filter((e) => e.type === 'step-succeeded' && e.attempt === 1 && e.step === 'wait')).toEqual([]);
+  });
+
+  it('a step handler past its timeoutMs fails as retryable (HandlerTimeoutError); the retry completes the run', async () => {
+    const store = getStore();
+    const calls = { n: 0 };
+    const runId = await startTestRun(store, slowStep, { sleepMs: 1_000 });
+    await worker({ workflows: [slowStepHandlers(calls)] }).drain();
+    const { run, attempts } = await runState(store, runId);
+    expect(run.status).toBe('completed');
+    expect(attempts.map((a) => `${a.attempt}:${a.status}:${(a.error as { name?: string } | null)?.name ?? ''}`)).toEqual([
+      '1:failed:HandlerTimeoutError',
+      '2:succeeded:',
+    ]);
+    expect(calls.n).toBe(2);
+  });
+
+  it('an error whose message jsonb refuses (U+0000, a lone surrogate) is recorded escaped: one attempt, the run fails at once', async () => {
+    const store = getStore();
+    const calls = { n: 0 };
+    const log = eventLog();
+    const runId = await startTestRun(store, nulError, {});
+    await worker({ workflows: [nulErrorHandlers(calls)], onEvent: log.onEvent }).drain();
+    const { run, attempts } = await runState(store, runId);
+    expect(calls.n).toBe(1);
+    expect(run.status).toBe('failed');
+    expect(run.error).toMatchObject({ name: 'Error', message: 'bad byte \\u0000 and \\ud800 in the message' });
+    expect(attempts.map((a) => `${a.attempt}:${a.status}`)).toEqual(['1:failed']);
+    expect(log.errors()).toEqual([]);
   });
 
   it('stop() lets an in-flight step finish, commits it and gives the run back', async () => {
@@ -232,39 +265,91 @@ describe('worker: transactional zombie [pg]', () => {
     await store.close();
   });
 
-  it("rolls back the zombie's own writes; exactly one application row, written by the new owner", async () => {
-    stallHeartbeats();
-    const held = gate();
-    const zombieLog = eventLog();
-    const zombie = createWorker({
-      store,
-      ...FAST,
-      workflows: [gatedWriteHandlers('zombie', held)],
-      concurrency: 1,
-      leaseMs: 300,
-      heartbeatMs: 100,
-      onEvent: zombieLog.onEvent,
+  /** Expires the run's lease in the database, as a worker that stopped renewing would leave it. */
+  const expireLease = (runId: string) =>
+    sql`UPDATE ledgerflow.workflow_run SET lease_expires_at = now() - interval '1 second' WHERE id = ${runId}`.execute(store.db);
+
+  for (const stuck of ['in its handler', 'in a statement'] as const) {
+    it(`a zombie stuck ${stuck} after writing is ended when its lease is lost: the successor is not blocked and writes once`, async () => {
+      const held = gate();
+      const zombieLog = eventLog();
+      // The zombie's heartbeat works: it learns of the loss at its next renewal (100 ms).
+      const zombie = createWorker({
+        store,
+        ...FAST,
+        workflows: [stuck === 'in its handler' ? gatedWriteHandlers('zombie', held) : lockWaitWriteHandlers('zombie', held)],
+        concurrency: 1,
+        leaseMs: 3_000,
+        heartbeatMs: 100,
+        onEvent: zombieLog.onEvent,
+      });
+      const orderId = `tx-zombie-${stuck.replace(/ /g, '-')}`;
+      const runId = await startTestRun(store, gatedWrite, { orderId });
+      await zombie.start();
+      await held.entered;
+
+      // The zombie's transaction holds its ledger row; a successor that takes the run over
+      // inserts the same key and waits on it — until the zombie's transaction ends.
+      await expireLease(runId);
+      const successorLog = eventLog();
+      const successor = createWorker({ store, ...FAST, workflows: [gatedWriteHandlers('successor')], leaseMs: 30_000, onEvent: successorLog.onEvent });
+      const started = performance.now();
+      await successor.drain({ timeoutMs: 20_000 });
+      const waited = performance.now() - started;
+      await zombieLog.waitFor('lease-lost', (e) => e.runId === runId);
+      held.open();
+      await Promise.all([zombie.stop({ timeoutMs: 500 }), successor.stop()]);
+
+      const { run, effects, attempts } = await runState(store, runId);
+      const rows = await appRows(store, runId);
+      expect(run.status).toBe('completed');
+      expect(rows.map((r) => r.written_by)).toEqual(['successor']);
+      expect(effects).toEqual([expect.objectContaining({ status: 'recorded', attempt: 2, effect: { rowId: rows[0]!.id, by: 'successor' } })]);
+      expect(attempts.map((a) => `${a.attempt}:${a.status}`)).toEqual(['1:abandoned', '2:succeeded']);
+      // Bounded by the zombie noticing (a heartbeat), not by the zombie's handler, which never returned.
+      expect(waited).toBeLessThan(10_000);
+      const sessions = await sql<{ n: number }>`
+        SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'`.execute(store.db);
+      expect(sessions.rows[0]!.n).toBe(0);
     });
-    const runId = await startTestRun(store, gatedWrite, { orderId: 'tx-zombie' });
-    await zombie.start();
-    await held.entered;
-    await waitUntil('the zombie lease to expire', leaseExpired(store, runId));
+  }
 
-    const successorLog = eventLog();
-    const successor = createWorker({ store, ...FAST, workflows: [gatedWriteHandlers('successor')], leaseMs: 30_000, onEvent: successorLog.onEvent });
-    const drained = successor.drain();
-    await successorLog.waitFor('run-claimed', (e) => e.runId === runId);
-    held.open();
-    await drained;
-    await zombieLog.waitFor('lease-lost', (e) => e.runId === runId);
-    await Promise.all([zombie.stop(), successor.stop()]);
+  it('a transactional handler longer than the lease keeps it: the commit extends the lease from its own time, not the transaction start', async () => {
+    const log = eventLog();
+    const rivalLog = eventLog();
+    const runId = await startTestRun(store, slowWrite, { orderId: 'tx-slow', sleepMs: 1_500 });
+    // Lease 1 s, renewed every 300 ms while the handler runs 1.5 s; a rival polls every 20 ms for
+    // expired leases. The next step takes 400 ms: if the commit had set the lease from the
+    // transaction's start, it would already be in the past, and the rival would take the run.
+    const owner = createWorker({ store, ...FAST, workflows: [slowWriteHandlers('owner')], leaseMs: 1_000, heartbeatMs: 300, concurrency: 1, onEvent: log.onEvent });
+    await owner.start();
+    await log.waitFor('run-claimed', (e) => e.runId === runId);
+    const rival = createWorker({ store, ...FAST, workflows: [slowWriteHandlers('rival')], leaseMs: 1_000, heartbeatMs: 300, onEvent: rivalLog.onEvent });
+    await rival.start();
+    await log.waitFor('run-completed', (e) => e.runId === runId);
+    await Promise.all([owner.stop(), rival.stop()]);
 
-    const { run, effects, attempts } = await runState(store, runId);
-    const rows = await appRows(store, runId);
+    const { attempts, results } = await runState(store, runId);
+    expect(attempts.map((a) => `${a.step_name}:${a.attempt}:${a.status}`)).toEqual(['write:1:succeeded', 'after:1:succeeded']);
+    expect(results.map((r) => r.output)).toEqual([{ by: 'owner' }, { by: 'owner' }]);
+    expect(rivalLog.events.filter((e) => e.type === 'run-claimed')).toEqual([]);
+    expect(log.events.filter((e) => e.type === 'lease-lost')).toEqual([]);
+    expect(await appRows(store, runId)).toHaveLength(1);
+  });
+
+  it('a transactional handler past its timeoutMs is rolled back and retried; only the retry writes', async () => {
+    const log = eventLog();
+    const runId = await startTestRun(store, slowWrite, { orderId: 'tx-timeout', sleepMs: 2_000 });
+    const w = createWorker({ store, ...FAST, workflows: [slowWriteHandlers('w', { sleepOnce: true })], onEvent: log.onEvent });
+    await w.drain();
+    await w.stop();
+    const { run, attempts } = await runState(store, runId);
     expect(run.status).toBe('completed');
-    expect(rows.map((r) => r.written_by)).toEqual(['successor']);
-    expect(effects).toEqual([expect.objectContaining({ status: 'recorded', attempt: 2, effect: { rowId: rows[0]!.id, by: 'successor' } })]);
-    expect(attempts.map((a) => `${a.attempt}:${a.status}`)).toEqual(['1:abandoned', '2:succeeded']);
+    expect(attempts.filter((a) => a.step_name === 'write').map((a) => `${a.attempt}:${a.status}:${(a.error as { name?: string } | null)?.name ?? ''}`)).toEqual([
+      '1:failed:HandlerTimeoutError',
+      '2:succeeded:',
+    ]);
+    expect(await appRows(store, runId)).toHaveLength(1);
   });
 });
 

@@ -66,7 +66,7 @@ function commitsIn(statements: readonly string[]): number {
   let inTransaction = false;
   for (const statement of statements) {
     const verb = statement.trim().toLowerCase();
-    if (verb === 'begin' || verb.startsWith('begin ')) inTransaction = true;
+    if (/^begin\b/.test(verb)) inTransaction = true;
     else if (verb === 'commit') {
       inTransaction = false;
       commits += 1;

@@ -163,8 +163,8 @@ describeStores('poison step: crashes planted in the history', (getStore) => {
     const runId = await startTestRun(store, poisonExternal, { label: 'parked' });
     const open = await plantCrashes(runId, 'send', 4);
     await sql`
-      INSERT INTO ledgerflow.step_effect (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token)
-      VALUES (${runId}, 'send', 'send:parked', '{}'::jsonb, 'intent', 'external', 'h', ${open}, ${open})`.execute(store.db);
+      INSERT INTO ledgerflow.step_effect (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token, reconcile_after)
+      VALUES (${runId}, 'send', 'send:parked', '{}'::jsonb, 'intent', 'external', 'h', ${open}, ${open}, now())`.execute(store.db);
     const calls = { perform: 0, reconcile: 0 };
     const log = eventLog();
     const w = createWorker({ store, workflows: [externalPoisonHandlers(calls)], pollIntervalMs: 20, reconcileIntervalMs: 0, onEvent: log.onEvent });

@@ -320,9 +320,9 @@ describeStores('worker: ledger conflicts', (getStore) => {
     row: { step: string; key: string; status: 'recorded' | 'intent'; kind: 'transactional' | 'external'; hash: string; effect?: object },
   ): Promise<void> => {
     await sql`
-      INSERT INTO ledgerflow.step_effect (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token, recorded_at)
+      INSERT INTO ledgerflow.step_effect (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token, recorded_at, reconcile_after)
       VALUES (${runId}, ${row.step}, ${row.key}, ${JSON.stringify(row.effect ?? { planted: true })}::jsonb, ${row.status}, ${row.kind}, ${row.hash}, 1, 0,
-              ${row.status === 'recorded' ? sql`now()` : sql`NULL`})`.execute(store.db);
+              ${row.status === 'recorded' ? sql`now()` : sql`NULL`}, ${row.status === 'intent' ? sql`now()` : sql`NULL`})`.execute(store.db);
   };
 
   it('fails with ConflictError when the step already has a ledger row under a different key; nothing is overwritten', async () => {

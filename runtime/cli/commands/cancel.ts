@@ -8,7 +8,9 @@ export const cancelCommand = defineCommand({
   usage: '<run-id> [options]',
   description:
     'Cancels a pending, running or parked run. A worker still executing one of its steps is fenced out and\n' +
-    'cannot commit. Open ledger intents stay as they are, for inspection. Exits 1 if the run had already finished.',
+    'cannot commit. An open ledger intent (an external call that may have happened) is settled by the\n' +
+    'reconciler once its horizon passes: recorded if the provider applied it, released if not. Exits 1 if the\n' +
+    'run had already finished.',
   options: {},
   optionsHelp: '',
   positionals: { min: 1, max: 1, names: 'one run id' },

@@ -6,20 +6,22 @@ import { loadWorkflowsModule, requireRegistrations } from '../load-workflows.js'
 
 export const reconcileCommand = defineCommand({
   name: 'reconcile',
-  summary: 'resolve open intents once (exit 1 if any run stays parked)',
+  summary: 'resolve due open intents once (exit 1 if any run stays parked)',
   usage: '--workflows <module> [--lease-ms <n>] [--limit <n>] [options]',
   description:
-    "Runs one reconciliation pass: each open intent older than the lease plus its step's perform timeout is\n" +
-    "looked up through the step's reconcile(): found → recorded and the run advances; not found → released for\n" +
-    'a retry with the same key; unknown → the run is parked in needs_reconciliation with the reason.',
+    "Runs one reconciliation pass over every open intent past its horizon (intent time + the writer's lease +\n" +
+    "the step's perform timeout, stored on the intent), looked up through the step's reconcile(): found →\n" +
+    'recorded and the run advances; not found → released for a retry with the same key after the retry\n' +
+    'backoff; unknown → the run is parked in needs_reconciliation and the intent asked again after a backoff.\n' +
+    'Intents of cancelled and failed runs are settled in the ledger too (recorded or released).',
   options: {
     workflows: { type: 'string' },
     'lease-ms': { type: 'string' },
     limit: { type: 'string' },
   },
   optionsHelp: `  --workflows <module>   module exporting \`workflows\`: registrations with handlers (required)
-  --lease-ms <n>         the workers' lease length (default 30000); intents are due after it
-  --limit <n>            open intents examined, oldest first (default 100)`,
+  --lease-ms <n>         how long the pass holds a run or an intent it is settling (default 30000)
+  --limit <n>            intents claimed per page, oldest horizon first (default 100)`,
   positionals: { min: 0, max: 0, names: '' },
   async run({ values, json, io, openStore }) {
     if (values.workflows === undefined) {
@@ -50,10 +52,10 @@ export const reconcileCommand = defineCommand({
         );
       }
       io.out(
-        `${report.examined} open intent(s) examined: ${report.recorded} recorded, ${report.released} released, ` +
-          `${report.parked} parked, ${report.skipped} skipped.\n`,
+        `${report.examined} due intent(s) examined: ${report.recorded} recorded, ${report.released} released, ` +
+          `${report.parked} parked, ${report.deferred} deferred, ${report.skipped} skipped, ${report.errors} errors.\n`,
       );
     }
-    return report.parked > 0 ? 1 : 0;
+    return report.parked > 0 || report.errors > 0 ? 1 : 0;
   },
 });

@@ -1,4 +1,4 @@
-import { Kysely, PostgresDialect } from 'kysely';
+import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { INT8_OID, parseInt8, type Store } from '../store.js';
 import type { LedgerflowDatabase } from '../tables.js';
@@ -77,6 +77,9 @@ export function createPgStore(options: PgStoreOptions): Store {
         state = 'closed';
         await client.end().catch(() => {});
       };
+    },
+    async terminateBackend(pid) {
+      await sql`SELECT pg_terminate_backend(${pid})`.execute(db);
     },
     async close() {
       await db.destroy();

@@ -2,9 +2,10 @@ import type { PerformContext, ReconcileContext, ReconcileOutcome } from '../../c
 import { faultPoint } from '../../faults/fault-points.js';
 import type { Json } from '../../store/tables.js';
 import { matchExisting, openIntent, retakeIntent, type EffectClaim, type EffectRow, type OpenedIntent } from '../ledger.js';
-import { advanceRun, commitYield, leaseLost } from '../step-commits.js';
+import { advanceRun, commitYield, leaseLost, type ResultEffect } from '../step-commits.js';
 import { isConnectionError, PerformTimeoutError, ResyncNeeded, StepFailure, userCode } from '../step-errors.js';
 import {
+  bounded,
   commitKnowingOutcome,
   effectClaim,
   handlerContext,
@@ -14,23 +15,25 @@ import {
   type StepOutcome,
 } from './step-execution.js';
 
-const IN_FLIGHT_ERRORS: readonly string[] = [PerformTimeoutError.name, 'AbortError'];
-
 interface ExternalHandler {
   perform(ctx: PerformContext<unknown, unknown>): Promise<unknown>;
   reconcile?(ctx: ReconcileContext<unknown, unknown>): Promise<ReconcileOutcome<unknown>>;
 }
 
 /**
- * `external`: the intent protocol (DESIGN.md).
- *   1. intent commit (one statement): ledger row `intent` with key, request hash, attempt, token;
- *   2. `perform({ key })`, bounded by `performTimeoutMs`;
+ * `external`: the intent protocol.
+ *   1. intent commit (one statement): ledger row `intent` with key, request hash, attempt, token
+ *      and its horizon (`reconcile_after` = now + lease + perform timeout, database time);
+ *   2. `perform({ key, signal })`, bounded by `performTimeoutMs`;
  *   3. result commit (one statement): ledger `recorded`, step result, attempt, transition.
- * An intent found already there is never performed again blindly: `idempotentByKey` steps
- * take it over (same key; the provider dedupes); otherwise, once the earlier attempt is known
- * to have finished or its intent is older than lease + perform timeout (database time), the
- * step's `reconcile` decides — found: record it; not found: perform again with the same key;
- * unknown: park the run in `needs_reconciliation`. Before that, the run is rescheduled.
+ *
+ * A perform that did not return has an UNKNOWN outcome — whatever it threw, unless it threw a
+ * `NotAppliedError` (the provider refused it): the request may have been sent and may still be
+ * applied. Its intent stays open (see `commitFailure` for what each failure phase does to it).
+ * An intent found already there is never performed again blindly: `idempotentByKey` steps take
+ * it over (same key; the provider dedupes); otherwise, once its horizon has passed, the step's
+ * `reconcile` decides — found: record it; not found: perform again with the same key; unknown:
+ * park the run in `needs_reconciliation`. Before the horizon, the run is rescheduled to it.
  */
 export const executeExternal: StepExecutor = async (s) => {
   const claim = await effectClaim(s);
@@ -53,19 +56,13 @@ export const executeExternal: StepExecutor = async (s) => {
   if (opened.existing.length === 0) throw new ResyncNeeded();
 
   const row = await userCode(() => matchExisting(opened.existing, s.step, claim, s.run.id));
-  if (row.status === 'recorded') {
-    return recordResult(s, claim, row.effect, undefined, true);
-  }
+  if (row.status === 'recorded') return recordResult(s, claim, row.effect, { key: claim.key, mode: 'reference' }, true);
   if (row.status !== 'intent') throw new ResyncNeeded();
-  // A perform that timed out or was aborted may still be in flight at the provider: only an
-  // attempt that failed otherwise is known to be finished with it.
-  const ownerFinished =
-    opened.ownerStatus === 'failed' && !IN_FLIGHT_ERRORS.includes(opened.ownerErrorName ?? '');
-  if (!ownerFinished && !opened.due) {
+  if (!opened.due) {
     const until = opened.dueAt ?? new Date(0);
     const reason =
-      `attempt ${row.attempt} left an intent for key "${claim.key}" at ${row.intent_at} whose perform may still be in flight; ` +
-      'it is reconciled once lease + perform timeout have passed';
+      `attempt ${row.attempt} left an intent for key "${claim.key}" at ${row.intent_at} whose outcome is unknown (its perform may ` +
+      'still be in flight); it is reconciled once its horizon (intent + lease + perform timeout) has passed';
     await yieldRun(s, { kind: 'reschedule', until, reason });
     return { kind: 'rescheduled', until, reason };
   }
@@ -87,6 +84,8 @@ async function reconcileIntent(s: StepExecution, handler: ExternalHandler, claim
   switch (outcome?.status) {
     case 'found':
       return recordResult(s, claim, validateOutput(s, outcome.output), {
+        key: claim.key,
+        mode: 'record-intent',
         attempt: row.attempt,
         resolution: `found by reconcile in attempt ${s.attempt}`,
       });
@@ -109,54 +108,40 @@ async function reconcileIntent(s: StepExecution, handler: ExternalHandler, claim
 /**
  * Steps 2 and 3. `committingAt` is when this worker sent the commit that made it the intent's
  * owner: perform must *start* within one lease of it (measured locally, as a duration), because
- * after lease + perform timeout another worker may reconcile and perform the same key. A worker
- * that stalled longer (GC pause, hang) leaves the intent to them instead.
+ * the intent's horizon counts one lease for that. A worker that stalled longer (GC pause, hang)
+ * leaves the intent to the reconciler instead. This local check right before the call is the
+ * fence for the call itself: a database read would only move the question to after the read.
  */
 async function performAndRecord(s: StepExecution, handler: ExternalHandler, claim: EffectClaim, committingAt: number): Promise<StepOutcome> {
-  await userCode(() => faultPoint('after-intent-commit'));
+  await userCode(() => faultPoint('after-intent-commit'), 'before-perform');
   if (s.signal.aborted || performance.now() - committingAt >= s.lease.leaseMs) {
     throw leaseLost(s.lease, 'perform (not started: the lease may have passed to another worker)');
   }
-  const value = await perform(s, handler, claim);
-  await userCode(() => faultPoint('after-perform'));
-  const output = validateOutput(s, value);
-  await userCode(() => faultPoint('before-result-commit'));
-  return recordResult(s, claim, output, { attempt: s.attempt });
-}
-
-async function perform(s: StepExecution, handler: ExternalHandler, claim: EffectClaim): Promise<unknown> {
-  const controller = new AbortController();
-  const forward = (): void => controller.abort(s.signal.reason);
-  s.signal.addEventListener('abort', forward, { once: true });
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      const error = new PerformTimeoutError(
+  const perform = handler.perform.bind(handler);
+  const value = await bounded(
+    s,
+    s.step.performTimeoutMs,
+    () =>
+      new PerformTimeoutError(
         `perform of step "${s.step.name}" (key "${claim.key}") did not finish within ${s.step.performTimeoutMs} ms; its outcome is unknown`,
-      );
-      controller.abort(error);
-      reject(error);
-    }, s.step.performTimeoutMs);
-  });
+      ),
+    'perform',
+    (signal) => perform({ ...handlerContext(s, signal), key: claim.key }),
+  );
+  let output: Json;
   try {
-    return await userCode(
-      () => Promise.race([handler.perform({ ...handlerContext(s, controller.signal), key: claim.key }), timeout]),
-      'perform',
-    );
-  } finally {
-    clearTimeout(timer);
-    s.signal.removeEventListener('abort', forward);
+    await userCode(() => faultPoint('after-perform'));
+    output = validateOutput(s, value);
+    await userCode(() => faultPoint('before-result-commit'));
+  } catch (error) {
+    // The provider answered: the effect happened and only its recording failed.
+    throw error instanceof StepFailure ? new StepFailure(error.cause, 'after-perform') : error;
   }
+  return recordResult(s, claim, output, { key: claim.key, mode: 'record-intent', attempt: s.attempt });
 }
 
-/** Step 3: the result commit. `intent` absent: the ledger row is already recorded (reuse). */
-async function recordResult(
-  s: StepExecution,
-  claim: EffectClaim,
-  output: Json,
-  intent: { readonly attempt: number; readonly resolution?: string } | undefined,
-  reused = false,
-): Promise<StepOutcome> {
+/** Step 3: the result commit. */
+async function recordResult(s: StepExecution, claim: EffectClaim, output: Json, effect: ResultEffect, reused = false): Promise<StepOutcome> {
   const continuation = s.continuation(output);
   const result = await commitKnowingOutcome(
     s,
@@ -167,14 +152,9 @@ async function recordResult(
         workflowVersion: s.run.workflowVersion,
         step: s.step,
         attempt: s.attempt,
-        resultAttempt: intent?.attempt ?? s.attempt,
+        resultAttempt: effect.mode === 'record-intent' ? effect.attempt : s.attempt,
         output,
-        effect: {
-          key: claim.key,
-          ...(intent !== undefined
-            ? { record: { from: 'intent' as const, attempt: intent.attempt, ...(intent.resolution ? { resolution: intent.resolution } : {}) } }
-            : {}),
-        },
+        effect,
         continuation,
       }),
     { retry: true },

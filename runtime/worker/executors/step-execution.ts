@@ -8,7 +8,8 @@ import type { LeasedRun } from '../claim.js';
 import type { RegisteredWorkflow } from '../registry.js';
 import { requestHash } from '../request-hash.js';
 import { attemptCommitState, leaseLost, type Continuation, type Lease } from '../step-commits.js';
-import { isConnectionError, ResyncNeeded, StepFailure, userCode } from '../step-errors.js';
+import { LeaseLostError } from '../../errors.js';
+import { isConnectionError, ResyncNeeded, StepFailure, userCode, type FailurePhase } from '../step-errors.js';
 import type { EffectClaim } from '../ledger.js';
 
 /** Everything one attempt of one step needs; built by the run driver. */
@@ -25,6 +26,12 @@ export interface StepExecution {
   continuation(output: Json): Continuation;
   /** Reports a commit whose outcome became unknown (for the worker's event stream). */
   onUnknownOutcome(error: unknown): void;
+  /**
+   * Ends another session's transaction at once (PostgreSQL: `pg_terminate_backend`): how a
+   * transactional step whose statement is stuck (a lock wait) is ended when its lease is lost or
+   * its time is up. Absent where sessions cannot block each other (PGlite: one connection).
+   */
+  readonly terminateBackend?: (pid: number) => Promise<void>;
 }
 
 export type StepOutcome =
@@ -77,6 +84,48 @@ export function validateOutput(s: Pick<StepExecution, 'step' | 'run'>, value: un
     throw new StepFailure(new TypeError(`Step "${s.step.name}" returned a value that has no JSON form; return JSON data.`));
   }
   return JSON.parse(json) as Json;
+}
+
+/**
+ * Runs a handler under the step's time limit. Its `signal` aborts when the lease is lost, when
+ * `limitMs` passes, or when the worker gives up waiting on stop — and the attempt stops waiting
+ * for it then, whether or not the handler heeds the signal (JavaScript cannot stop it): past the
+ * limit the attempt fails with `timeout()`'s error (phase `phase`); on a lost lease it throws
+ * the {@link LeaseLostError}. Anything the handler throws becomes a {@link StepFailure}.
+ */
+export async function bounded<T>(
+  s: Pick<StepExecution, 'signal'>,
+  limitMs: number,
+  timeout: () => Error,
+  phase: FailurePhase,
+  handler: (signal: AbortSignal) => T | Promise<T>,
+): Promise<T> {
+  if (s.signal.aborted) throw lostLease(s.signal);
+  const controller = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  let forward: (() => void) | undefined;
+  const stopped = new Promise<never>((_, reject) => {
+    forward = () => {
+      controller.abort(s.signal.reason);
+      reject(lostLease(s.signal));
+    };
+    s.signal.addEventListener('abort', forward, { once: true });
+    timer = setTimeout(() => {
+      const error = timeout();
+      controller.abort(error);
+      reject(new StepFailure(error, phase));
+    }, limitMs);
+  });
+  try {
+    return await Promise.race([userCode(() => handler(controller.signal), phase), stopped]);
+  } finally {
+    clearTimeout(timer);
+    if (forward !== undefined) s.signal.removeEventListener('abort', forward);
+  }
+}
+
+function lostLease(signal: AbortSignal): LeaseLostError {
+  return signal.reason instanceof LeaseLostError ? signal.reason : new LeaseLostError(String(signal.reason));
 }
 
 /** The step's key and request hash, computed from the persisted input and earlier outputs. */

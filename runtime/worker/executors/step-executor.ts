@@ -1,8 +1,8 @@
 import type { StepHandler } from '../../contracts/handler-types.js';
 import { faultPoint } from '../../faults/fault-points.js';
 import { advanceRun, leaseLost } from '../step-commits.js';
-import { userCode } from '../step-errors.js';
-import { commitKnowingOutcome, handlerContext, validateOutput, type StepExecutor } from './step-execution.js';
+import { HandlerTimeoutError } from '../step-errors.js';
+import { bounded, commitKnowingOutcome, handlerContext, validateOutput, type StepExecutor } from './step-execution.js';
 
 /**
  * `step`: run the handler, validate its output, then ONE commit (one statement): the result,
@@ -11,7 +11,13 @@ import { commitKnowingOutcome, handlerContext, validateOutput, type StepExecutor
  */
 export const executeStep: StepExecutor = async (s) => {
   const handler = s.workflow.handler(s.step.name) as StepHandler<unknown, unknown, unknown>;
-  const value = await userCode(() => handler(handlerContext(s)));
+  const value = await bounded(
+    s,
+    s.step.timeoutMs,
+    () => new HandlerTimeoutError(`step "${s.step.name}" did not finish within ${s.step.timeoutMs} ms (timeoutMs)`),
+    'other',
+    (signal) => handler(handlerContext(s, signal)),
+  );
   const output = validateOutput(s, value);
   await faultPoint('before-step-commit');
   const continuation = s.continuation(output);
