@@ -1,5 +1,5 @@
 /**
- * The three step kinds and what each may do. See DESIGN.md "Step kinds".
+ * The three step kinds and what each may do. See DESIGN.md "Step kinds and their protocols".
  *
  * - `step`: compute or read; runs at least once, its output is checkpointed.
  * - `transactional`: writes to the same PostgreSQL; exactly once, in one fenced commit

@@ -6,7 +6,7 @@ import { DO_NOT_EDIT } from './generated-file.js';
 import { compareWorkflows } from './naming.js';
 
 /**
- * `REVIEW.md`: for every effect step, the four review questions of DESIGN.md answered from
+ * `REVIEW.md`: for every effect step, the four review questions (DESIGN.md "Codegen") answered from
  * what codegen knows about it — its key and what the key derives from, the commit that writes
  * the effect with the transition, what a crash between the call and the ledger write does,
  * and who reconciles.

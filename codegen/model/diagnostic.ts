@@ -1,5 +1,5 @@
 /**
- * Diagnostic codes. LF001–LF007 are the rules of DESIGN.md; LF008 reports a declaration that
+ * Diagnostic codes. LF001–LF007 are the key and version rules (DESIGN.md "Codegen", README table); LF008 reports a declaration that
  * codegen cannot read statically (it must never guess about a key).
  */
 export const DIAGNOSTIC_CODES = {

@@ -7,7 +7,7 @@ export interface ValidationInput {
   readonly committedManifest: CommittedManifest;
 }
 
-/** One rule of DESIGN.md's table: reads the model, returns its diagnostics. */
+/** One rule (an LFnnn code of the README's table): reads the model, returns its diagnostics. */
 export type Rule = (input: ValidationInput) => Diagnostic[];
 
 /** Every keyed step, with its workflow: what the key rules iterate over. */
