@@ -33,7 +33,7 @@ export function reportError(error: unknown, command: string, io: CliIo): number 
     io.err(`${prefix}: ${error.message}${cause}\n`);
     return 1;
   }
-  if (isConnectionError(error)) {
+  if (cannotReachDatabase(error)) {
     io.err(
       `${prefix}: cannot use the database: ${describe(error)}. ` +
         'Check --database-url / DATABASE_URL and that the PostgreSQL server is running and reachable.\n',
@@ -45,14 +45,19 @@ export function reportError(error: unknown, command: string, io: CliIo): number 
   return 1;
 }
 
-function isConnectionError(error: unknown): boolean {
+/**
+ * The database could not be reached or refused us (down, wrong host, wrong password, no such
+ * database): something the user fixes in the connection settings. Not the worker's
+ * `isConnectionError` (step-errors.ts), which asks whether a commit's outcome became unknown.
+ */
+function cannotReachDatabase(error: unknown): boolean {
   if (typeof error !== 'object' || error === null) return false;
   const code = (error as { code?: unknown }).code;
   if (typeof code === 'string' && CONNECTION_CODES.has(code)) return true;
   const state = sqlStateOf(error);
   if (state !== undefined && CONNECTION_STATES.has(state)) return true;
   // `pg` reports a refused connection to a name with several addresses as an AggregateError.
-  return error instanceof AggregateError && error.errors.some(isConnectionError);
+  return error instanceof AggregateError && error.errors.some(cannotReachDatabase);
 }
 
 function describe(error: unknown): string {
