@@ -10,7 +10,6 @@ import type { AnalysisProgram } from './analysis-program.js';
 import {
   importBindingOf,
   resolveImportedDeclaration,
-  variableKeyword,
   type ExportedDeclaration,
   type ImportBinding,
 } from './module-exports.js';
@@ -27,6 +26,20 @@ import {
   PURE_MODULE_FUNCTIONS,
   PURE_NAMESPACE_MEMBERS,
 } from './pure-functions.js';
+import {
+  bindingOwner,
+  declarationNameNode,
+  isFunctionLike,
+  isReference,
+  isTypeOnly,
+  isWithin,
+  memberName,
+  outermostWrapper,
+  shortText,
+  skipWrappers,
+  variableKeyword,
+  type FunctionLike,
+} from './syntax.js';
 
 /**
  * What a value in a key is derived from. The key's parameter is the context; property reads
@@ -62,10 +75,6 @@ interface Frame {
   /** Arguments handed to a followed helper: the helper records what it reads of them. */
   readonly boundArguments: Set<ts.Node>;
 }
-
-export type FunctionLike = ts.FunctionDeclaration | ts.FunctionExpression | ts.ArrowFunction | ts.MethodDeclaration;
-
-const MAX_TEXT = 80;
 
 /**
  * Decides whether a key is a pure function of the workflow input and earlier steps' outputs.
@@ -570,7 +579,7 @@ export class KeyAnalyzer {
 
   /** Records a read of input/steps at the outermost expression that still names it. */
   #recordUse(node: ts.Expression, root: Root, frame: Frame): void {
-    const { outer, parent } = outermost(node);
+    const { outer, parent } = outermostWrapper(node);
     const isReceiverOfMethodCall =
       (ts.isPropertyAccessExpression(parent) || ts.isElementAccessExpression(parent)) &&
       parent.expression === outer &&
@@ -651,7 +660,7 @@ export class KeyAnalyzer {
   }
 }
 
-// ---- syntax helpers ---------------------------------------------------------------------------
+// ---- context roots ---------------------------------------------------------------------------
 
 function childRoot(parent: Root, member: string | null): Root | null {
   switch (parent.kind) {
@@ -677,122 +686,6 @@ function joinPath(path: string, member: string): string {
   return path === '' ? member : `${path}.${member}`;
 }
 
-function memberName(node: ts.Node): string | null {
-  if (ts.isPropertyAccessExpression(node)) return node.name.text;
-  if (ts.isElementAccessExpression(node)) {
-    const argument = node.argumentExpression;
-    if (ts.isStringLiteral(argument) || ts.isNoSubstitutionTemplateLiteral(argument)) return argument.text;
-    if (ts.isNumericLiteral(argument)) return `[${argument.text}]`;
-  }
-  return null;
-}
-
-export function skipWrappers(node: ts.Expression): ts.Expression {
-  let current = node;
-  while (
-    ts.isParenthesizedExpression(current) ||
-    ts.isAsExpression(current) ||
-    ts.isSatisfiesExpression(current) ||
-    ts.isNonNullExpression(current) ||
-    ts.isTypeAssertionExpression(current)
-  ) {
-    current = current.expression;
-  }
-  return current;
-}
-
-/** The outermost wrapper (parentheses, `as`, `!`) around an expression, and its parent. */
-function outermost(node: ts.Node): { outer: ts.Node; parent: ts.Node } {
-  let outer = node;
-  while (
-    ts.isParenthesizedExpression(outer.parent) ||
-    ts.isAsExpression(outer.parent) ||
-    ts.isSatisfiesExpression(outer.parent) ||
-    ts.isNonNullExpression(outer.parent) ||
-    ts.isTypeAssertionExpression(outer.parent)
-  ) {
-    outer = outer.parent;
-  }
-  return { outer, parent: outer.parent };
-}
-
-export function isFunctionLike(node: ts.Node): node is FunctionLike {
-  return ts.isFunctionDeclaration(node) || ts.isFunctionExpression(node) || ts.isArrowFunction(node) || ts.isMethodDeclaration(node);
-}
-
-function isWithin(declaration: ts.Node, scope: ts.Node): boolean {
-  return (
-    declaration.getSourceFile() === scope.getSourceFile() && declaration.pos >= scope.pos && declaration.end <= scope.end
-  );
-}
-
-function isTypeOnly(node: ts.Node): boolean {
-  return (
-    ts.isTypeNode(node) ||
-    ts.isTypeAliasDeclaration(node) ||
-    ts.isInterfaceDeclaration(node) ||
-    ts.isTypeParameterDeclaration(node)
-  );
-}
-
-/** Whether an identifier names a value being read (not a declaration, property name or label). */
-function isReference(identifier: ts.Identifier): boolean {
-  const parent = identifier.parent;
-  if (ts.isPropertyAccessExpression(parent)) return parent.expression === identifier;
-  if (ts.isShorthandPropertyAssignment(parent)) return true;
-  if (
-    ts.isPropertyAssignment(parent) ||
-    ts.isMethodDeclaration(parent) ||
-    ts.isPropertyDeclaration(parent) ||
-    ts.isGetAccessorDeclaration(parent) ||
-    ts.isSetAccessorDeclaration(parent) ||
-    ts.isEnumMember(parent)
-  ) {
-    return parent.name !== identifier;
-  }
-  if (ts.isBindingElement(parent)) return parent.name !== identifier && parent.propertyName !== identifier;
-  if (
-    ts.isVariableDeclaration(parent) ||
-    ts.isParameter(parent) ||
-    ts.isFunctionDeclaration(parent) ||
-    ts.isFunctionExpression(parent) ||
-    ts.isClassDeclaration(parent) ||
-    ts.isClassExpression(parent)
-  ) {
-    return parent.name !== identifier;
-  }
-  return !(
-    ts.isLabeledStatement(parent) ||
-    ts.isBreakOrContinueStatement(parent) ||
-    ts.isMetaProperty(parent) ||
-    ts.isImportSpecifier(parent) ||
-    ts.isExportSpecifier(parent) ||
-    ts.isQualifiedName(parent)
-  );
-}
-
-function bindingOwner(element: ts.BindingElement): ts.Node | null {
-  let node: ts.Node = element;
-  while (ts.isBindingElement(node) || ts.isObjectBindingPattern(node) || ts.isArrayBindingPattern(node)) node = node.parent;
-  return node;
-}
-
-function declarationNameNode(declaration: ts.Node): ts.Node {
-  if (
-    (ts.isFunctionDeclaration(declaration) ||
-      ts.isVariableDeclaration(declaration) ||
-      ts.isParameter(declaration) ||
-      ts.isMethodDeclaration(declaration)) &&
-    declaration.name !== undefined
-  ) {
-    return declaration.name;
-  }
-  if ((ts.isArrowFunction(declaration) || ts.isFunctionExpression(declaration)) && ts.isVariableDeclaration(declaration.parent)) {
-    return declaration.parent.name;
-  }
-  return declaration;
-}
-
 /** An object or array literal not frozen with `as const` can be mutated by any module that sees it. */
 function isMutableLiteral(initializer: ts.Expression): boolean {
   let node = initializer;
@@ -801,9 +694,4 @@ function isMutableLiteral(initializer: ts.Expression): boolean {
     node = node.expression;
   }
   return ts.isObjectLiteralExpression(node) || ts.isArrayLiteralExpression(node);
-}
-
-function shortText(node: ts.Node): string {
-  const text = node.getText().replace(/\s+/g, ' ');
-  return text.length > MAX_TEXT ? `${text.slice(0, MAX_TEXT - 1)}…` : text;
 }

@@ -1,5 +1,6 @@
 import { ts } from 'ts-morph';
 import { resolveRelativeModule, type AnalysisProgram } from './analysis-program.js';
+import { hasExportModifier } from './syntax.js';
 
 /** An `import` binding: which module, and which export of it (`default`, `*` or a name). */
 export interface ImportBinding {
@@ -123,16 +124,4 @@ function declarationNamed(statement: ts.Statement, name: string): ExportedDeclar
     return statement;
   }
   return null;
-}
-
-export function hasExportModifier(node: ts.Node): boolean {
-  return ts.canHaveModifiers(node) && (ts.getModifiers(node) ?? []).some((m) => m.kind === ts.SyntaxKind.ExportKeyword);
-}
-
-/** `const`, `let` or `var` for a variable declaration. */
-export function variableKeyword(declaration: ts.VariableDeclaration): 'const' | 'let' | 'var' {
-  const flags = declaration.parent.flags;
-  if (flags & ts.NodeFlags.Const) return 'const';
-  if (flags & ts.NodeFlags.Let) return 'let';
-  return 'var';
 }

@@ -2,8 +2,9 @@ import { ts } from 'ts-morph';
 import { STEP_KINDS, type StepKind } from '../../dsl/step-kind.js';
 import type { MalformedDeclaration, KeyModel, StepModel, WorkflowModel } from '../model/workflow-model.js';
 import type { AnalysisProgram } from './analysis-program.js';
-import { isFunctionLike, skipWrappers, type FunctionLike, type KeyAnalyzer, type KeySummary } from './key-analyzer.js';
-import { hasExportModifier, importBindingOf, resolveImportedDeclaration, variableKeyword } from './module-exports.js';
+import type { KeyAnalyzer, KeySummary } from './key-analyzer.js';
+import { importBindingOf, resolveImportedDeclaration } from './module-exports.js';
+import { hasExportModifier, isFunctionLike, propertyName, skipWrappers, variableKeyword, type FunctionLike } from './syntax.js';
 
 // Kept in step with dsl/workflow.ts, which enforces the same rules when the module loads.
 const WORKFLOW_NAME = /^[a-z][a-z0-9-]{0,62}$/;
@@ -302,13 +303,6 @@ function keyModel(program: AnalysisProgram, property: ts.ObjectLiteralElementLik
     calls: [...summary.calls].sort(),
     findings,
   };
-}
-
-function propertyName(property: ts.ObjectLiteralElementLike): string | null {
-  const name = property.name;
-  if (name === undefined) return null;
-  if (ts.isIdentifier(name) || ts.isStringLiteral(name) || ts.isNumericLiteral(name)) return name.text;
-  return null;
 }
 
 /** The exported name of the module-level const whose initializer is `expression`, if any. */
