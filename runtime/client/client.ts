@@ -157,32 +157,14 @@ export function createClient(options: ClientOptions): Client {
     async cancel(runId) {
       assertRunId(runId);
       return store.db.transaction().execute(async (trx) => {
-        const cancelled = await trx
-          .updateTable('ledgerflow.workflow_run')
-          .set({
-            status: 'cancelled',
-            finished_at: sql<Date>`now()`,
-            updated_at: sql<Date>`now()`,
-            lease_owner: null,
-            lease_expires_at: null,
-            fencing_token: sql<number>`fencing_token + 1`,
-          })
-          .where('id', '=', runId)
-          .where('status', 'in', CANCELLABLE)
-          .returning('id')
-          .executeTakeFirst();
+        const cancelled = await cancelRunStatement(trx, runId).executeTakeFirst();
         if (cancelled === undefined) {
           const exists = await trx.selectFrom('ledgerflow.workflow_run').select('id').where('id', '=', runId).executeTakeFirst();
           if (exists === undefined) throw new RunNotFoundError(`No run with id ${runId} in this database.`);
           return false;
         }
         // The worker that held the lease can no longer finish its attempt (fenced out).
-        await trx
-          .updateTable('ledgerflow.step_attempt')
-          .set({ status: 'abandoned', finished_at: sql<Date>`now()`, error: { name: 'Cancelled', message: 'the run was cancelled' } })
-          .where('run_id', '=', runId)
-          .where('status', '=', 'running')
-          .execute();
+        await cancelAttemptsStatement(trx, runId).execute();
         return true;
       });
     },
@@ -213,6 +195,35 @@ export function createClient(options: ClientOptions): Client {
         .execute();
     },
   };
+}
+
+/**
+ * The first statement of {@link Client.cancel}: the run `cancelled` if it is not final yet, its
+ * lease cleared and its fencing token moved on.
+ */
+export function cancelRunStatement(db: Kysely<LedgerflowDatabase>, runId: string) {
+  return db
+    .updateTable('ledgerflow.workflow_run')
+    .set({
+      status: 'cancelled',
+      finished_at: sql<Date>`now()`,
+      updated_at: sql<Date>`now()`,
+      lease_owner: null,
+      lease_expires_at: null,
+      fencing_token: sql<number>`fencing_token + 1`,
+    })
+    .where('id', '=', runId)
+    .where('status', 'in', CANCELLABLE)
+    .returning('id');
+}
+
+/** The second statement of {@link Client.cancel}: the cancelled run's open attempt `abandoned`. */
+export function cancelAttemptsStatement(db: Kysely<LedgerflowDatabase>, runId: string) {
+  return db
+    .updateTable('ledgerflow.step_attempt')
+    .set({ status: 'abandoned', finished_at: sql<Date>`now()`, error: { name: 'Cancelled', message: 'the run was cancelled' } })
+    .where('run_id', '=', runId)
+    .where('status', '=', 'running');
 }
 
 function registerWorkflows(entries: ReadonlyArray<AnyWorkflow | WorkflowRegistration>): Map<string, AnyWorkflow> {

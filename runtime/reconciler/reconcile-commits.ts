@@ -1,4 +1,4 @@
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
 import { millis } from '../worker/claim.js';
 import type { WorkflowRegistry } from '../worker/registry.js';
@@ -42,11 +42,20 @@ export async function claimDueIntents(
   registry: WorkflowRegistry,
   options: { readonly limit: number; readonly holdMs: number; readonly now: Date | undefined },
 ): Promise<DueIntent[]> {
+  const { rows } = await claimDueIntentsStatement(registry, options).execute(db);
+  return rows;
+}
+
+/** The statement of {@link claimDueIntents}. */
+export function claimDueIntentsStatement(
+  registry: WorkflowRegistry,
+  options: { readonly limit: number; readonly holdMs: number; readonly now: Date | undefined },
+): RawBuilder<DueIntent> {
   const reconcilable = registry.all.flatMap((w) =>
     w.steps.filter((step) => w.reconciler(step.name) !== undefined).map((step) => ({ name: w.name, version: w.version, step: step.name })),
   );
   const at = sql`COALESCE(${options.now ?? null}::timestamptz, statement_timestamp())`;
-  const { rows } = await sql<DueIntent>`
+  return sql<DueIntent>`
     WITH due AS (
       SELECT e.workflow_id, e.step_name, e.idempotency_key
         FROM ledgerflow.step_effect e
@@ -74,18 +83,22 @@ export async function claimDueIntents(
     SELECT c.workflow_id AS run_id, c.step_name, c.idempotency_key, c.request_hash, c.attempt, c.intent_at, c.reconcile_attempts,
            r.workflow_name, r.workflow_version, r.status AS run_status, r.current_step, r.input
       FROM claimed c JOIN ledgerflow.workflow_run r ON r.id = c.workflow_id
-     ORDER BY c.intent_at`.execute(db);
-  return rows;
+     ORDER BY c.intent_at`;
 }
 
 /** An inconclusive lookup: the intent is asked about again after a backoff that doubles per lookup. */
 export async function deferIntent(db: Kysely<LedgerflowDatabase>, intent: DueIntent, note: string): Promise<void> {
+  await deferIntentStatement(intent, note).execute(db);
+}
+
+/** The statement of {@link deferIntent}. */
+export function deferIntentStatement(intent: DueIntent, note: string): RawBuilder<unknown> {
   const delayMs = reconcileBackoffMs(intent.reconcile_attempts);
-  await sql`
+  return sql`
     UPDATE ledgerflow.step_effect
        SET reconcile_after = statement_timestamp() + ${millis(delayMs)}, resolution = ${recordableText(note)}
      WHERE workflow_id = ${intent.run_id} AND step_name = ${intent.step_name} AND idempotency_key = ${intent.idempotency_key}
-       AND status = 'intent' AND attempt = ${intent.attempt}`.execute(db);
+       AND status = 'intent' AND attempt = ${intent.attempt}`;
 }
 
 /**
@@ -98,9 +111,18 @@ export async function settleFinishedRunIntent(
   intent: DueIntent,
   settlement: { readonly output: Json; readonly resolution: string } | { readonly output?: undefined; readonly resolution: string },
 ): Promise<boolean> {
+  const { rows } = await settleFinishedRunIntentStatement(intent, settlement).execute(db);
+  return rows.length === 1;
+}
+
+/** The statement of {@link settleFinishedRunIntent}. */
+export function settleFinishedRunIntentStatement(
+  intent: DueIntent,
+  settlement: { readonly output: Json; readonly resolution: string } | { readonly output?: undefined; readonly resolution: string },
+): RawBuilder<{ settled: boolean }> {
   const recording = settlement.output !== undefined;
   assertEffectTransition('intent', recording ? 'recorded' : 'released');
-  const { rows } = await sql<{ settled: boolean }>`
+  return sql<{ settled: boolean }>`
     UPDATE ledgerflow.step_effect
        SET status = ${recording ? 'recorded' : 'released'}, reconcile_after = NULL, resolution = ${settlement.resolution},
            effect = COALESCE(${recording ? JSON.stringify(settlement.output) : null}::jsonb, effect),
@@ -108,8 +130,7 @@ export async function settleFinishedRunIntent(
      WHERE workflow_id = ${intent.run_id} AND step_name = ${intent.step_name} AND idempotency_key = ${intent.idempotency_key}
        AND status = 'intent' AND attempt = ${intent.attempt}
        AND EXISTS (SELECT 1 FROM ledgerflow.workflow_run r WHERE r.id = ${intent.run_id} AND r.status IN ('cancelled', 'failed'))
-    RETURNING true AS settled`.execute(db);
-  return rows.length === 1;
+    RETURNING true AS settled`;
 }
 
 /** A live run the reconciler took over to act on its intent. */
@@ -135,13 +156,36 @@ export async function claimForReconcile(
   reconcilerId: string,
   leaseMs: number,
 ): Promise<ReconcileClaim | undefined> {
-  const { rows } = await sql<{
-    fencing_token: number;
-    previous_status: RunStatus;
-    previous_error: Json | null;
-    outputs: Record<string, Json> | null;
-    failures: number;
-  }>`
+  const { rows } = await claimForReconcileStatement(runId, step, reconcilerId, leaseMs).execute(db);
+  const row = rows[0];
+  if (row === undefined) return undefined;
+  assertRunTransition(row.previous_status, 'running');
+  return {
+    lease: { runId, fencingToken: row.fencing_token, workerId: reconcilerId, leaseMs },
+    previousStatus: row.previous_status,
+    previousError: row.previous_error,
+    outputs: row.outputs ?? {},
+    failures: row.failures,
+  };
+}
+
+/** The row {@link claimForReconcileStatement} returns. */
+export interface ReconcileClaimRow {
+  fencing_token: number;
+  previous_status: RunStatus;
+  previous_error: Json | null;
+  outputs: Record<string, Json> | null;
+  failures: number;
+}
+
+/** The statement of {@link claimForReconcile}. */
+export function claimForReconcileStatement(
+  runId: string,
+  step: { readonly name: string; readonly position: number },
+  reconcilerId: string,
+  leaseMs: number,
+): RawBuilder<ReconcileClaimRow> {
+  return sql<ReconcileClaimRow>`
     WITH target AS (
       SELECT id, status AS previous_status, error AS previous_error
         FROM ledgerflow.workflow_run
@@ -168,17 +212,7 @@ export async function claimForReconcile(
            (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res WHERE res.run_id = ${runId}) AS outputs,
            (SELECT count(*) FROM ledgerflow.step_attempt a
              WHERE a.run_id = ${runId} AND a.step_name = ${step.name} AND a.status = 'failed')::int AS failures
-      FROM claimed c, target t`.execute(db);
-  const row = rows[0];
-  if (row === undefined) return undefined;
-  assertRunTransition(row.previous_status, 'running');
-  return {
-    lease: { runId, fencingToken: row.fencing_token, workerId: reconcilerId, leaseMs },
-    previousStatus: row.previous_status,
-    previousError: row.previous_error,
-    outputs: row.outputs ?? {},
-    failures: row.failures,
-  };
+      FROM claimed c, target t`;
 }
 
 /**
@@ -193,6 +227,16 @@ export async function releaseIntent(
   intent: DueIntent,
   then: { readonly retryAfterMs: number } | { readonly failWith: Json },
 ): Promise<boolean> {
+  const { rows } = await releaseIntentStatement(claim, intent, then).execute(db);
+  return rows[0]?.released === true;
+}
+
+/** The statement of {@link releaseIntent}. */
+export function releaseIntentStatement(
+  claim: ReconcileClaim,
+  intent: DueIntent,
+  then: { readonly retryAfterMs: number } | { readonly failWith: Json },
+): RawBuilder<{ released: boolean }> {
   assertEffectTransition('intent', 'released');
   assertRunTransition('running', 'failWith' in then ? 'failed' : 'pending');
   const { lease } = claim;
@@ -200,7 +244,7 @@ export async function releaseIntent(
     'failWith' in then
       ? sql`status = 'failed', finished_at = statement_timestamp(), error = ${JSON.stringify(then.failWith)}::jsonb`
       : sql`status = 'pending', run_after = statement_timestamp() + ${millis(then.retryAfterMs)}, error = NULL`;
-  const { rows } = await sql<{ released: boolean }>`
+  return sql<{ released: boolean }>`
     WITH fenced AS (
       UPDATE ledgerflow.workflow_run SET lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp(), ${runSet}
        WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
@@ -213,29 +257,38 @@ export async function releaseIntent(
          AND status = 'intent' AND attempt = ${intent.attempt} AND EXISTS (SELECT 1 FROM fenced)
       RETURNING 1
     )
-    SELECT EXISTS (SELECT 1 FROM released) AS released`.execute(db);
-  return rows[0]?.released === true;
+    SELECT EXISTS (SELECT 1 FROM released) AS released`;
 }
 
 /** `unknown` (or a reconcile that failed): park the run with the reason; the intent is asked about again after its backoff. */
 export async function parkRun(db: Kysely<LedgerflowDatabase>, claim: ReconcileClaim, error: Json): Promise<boolean> {
+  const { rows } = await parkRunStatement(claim, error).execute(db);
+  return rows.length === 1;
+}
+
+/** The statement of {@link parkRun}. */
+export function parkRunStatement(claim: ReconcileClaim, error: Json): RawBuilder<{ id: string }> {
   assertRunTransition('running', 'needs_reconciliation');
   const { lease } = claim;
-  const { rows } = await sql<{ id: string }>`
+  return sql<{ id: string }>`
     UPDATE ledgerflow.workflow_run
        SET status = 'needs_reconciliation', lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp(),
            error = ${JSON.stringify(error)}::jsonb
      WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
-    RETURNING id`.execute(db);
-  return rows.length === 1;
+    RETURNING id`;
 }
 
 /** Gives a run the reconciler took back untouched (it could not act on it after all). */
 export async function returnRun(db: Kysely<LedgerflowDatabase>, claim: ReconcileClaim): Promise<void> {
+  await returnRunStatement(claim).execute(db);
+}
+
+/** The statement of {@link returnRun}. */
+export function returnRunStatement(claim: ReconcileClaim): RawBuilder<unknown> {
   const back = claim.previousStatus === 'needs_reconciliation' ? 'needs_reconciliation' : 'pending';
   assertRunTransition('running', back);
-  await sql`
+  return sql`
     UPDATE ledgerflow.workflow_run
        SET status = ${back}, lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp()
-     WHERE id = ${claim.lease.runId} AND fencing_token = ${claim.lease.fencingToken} AND status = 'running'`.execute(db);
+     WHERE id = ${claim.lease.runId} AND fencing_token = ${claim.lease.fencingToken} AND status = 'running'`;
 }

@@ -222,7 +222,17 @@ export async function claimRuns(db: Kysely<LedgerflowDatabase>, registry: Workfl
  * released by that very commit) — the caller stops driving it.
  */
 export async function loadLeasedRun(db: Kysely<LedgerflowDatabase>, runId: string, fencingToken: number): Promise<LeasedRun | undefined> {
-  const { rows } = await sql<LeasedRunRow>`
+  const { rows } = await loadLeasedRunStatement(runId, fencingToken).execute(db);
+  const row = rows[0];
+  if (row === undefined) return undefined;
+  // A held run always has its current step's attempt open; without one, the lease is not usable.
+  if (row.attempt === null) return undefined;
+  return toLeasedRun(row);
+}
+
+/** The read of {@link loadLeasedRun}: the run, if it is still `running` under `fencingToken`. */
+export function loadLeasedRunStatement(runId: string, fencingToken: number): RawBuilder<LeasedRunRow> {
+  return sql<LeasedRunRow>`
     SELECT r.id, r.workflow_name, r.workflow_version, r.input, r.current_step, r.fencing_token,
            a.attempt,
            (SELECT count(*) FROM ledgerflow.step_attempt f
@@ -237,12 +247,7 @@ export async function loadLeasedRun(db: Kysely<LedgerflowDatabase>, runId: strin
         ON d.workflow_name = r.workflow_name AND d.version = r.workflow_version AND d.position = r.current_step
       LEFT JOIN ledgerflow.step_attempt a
         ON a.run_id = r.id AND a.step_name = d.step_name AND a.status = 'running'
-     WHERE r.id = ${runId} AND r.fencing_token = ${fencingToken} AND r.status = 'running'`.execute(db);
-  const row = rows[0];
-  if (row === undefined) return undefined;
-  // A held run always has its current step's attempt open; without one, the lease is not usable.
-  if (row.attempt === null) return undefined;
-  return toLeasedRun(row);
+     WHERE r.id = ${runId} AND r.fencing_token = ${fencingToken} AND r.status = 'running'`;
 }
 
 export function toLeasedRun(row: LeasedRunRow): LeasedRun {

@@ -1,4 +1,4 @@
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import { millis } from './claim.js';
 
@@ -23,7 +23,16 @@ export interface RenewalResult {
  */
 export async function renewLeases(db: Kysely<LedgerflowDatabase>, leases: readonly HeldLease[], leaseMs: number): Promise<RenewalResult> {
   if (leases.length === 0) return { lost: [] };
-  const { rows } = await sql<{ id: string; fencing_token: number; lost: boolean }>`
+  const { rows } = await renewLeasesStatement(leases, leaseMs).execute(db);
+  return { lost: rows.filter((r) => r.lost).map((r) => ({ runId: r.id, fencingToken: r.fencing_token })) };
+}
+
+/** The statement of {@link renewLeases}. */
+export function renewLeasesStatement(
+  leases: readonly HeldLease[],
+  leaseMs: number,
+): RawBuilder<{ id: string; fencing_token: number; lost: boolean }> {
+  return sql<{ id: string; fencing_token: number; lost: boolean }>`
     WITH mine AS (
       SELECT * FROM unnest(${leases.map((l) => l.runId)}::uuid[], ${leases.map((l) => l.fencingToken)}::bigint[])
         AS m(id, fencing_token)
@@ -39,8 +48,7 @@ export async function renewLeases(db: Kysely<LedgerflowDatabase>, leases: readon
       RETURNING r.id
     )
     SELECT m.id, m.fencing_token, (r.id IS NULL OR r.fencing_token <> m.fencing_token OR r.status <> 'running') AS lost
-      FROM mine m LEFT JOIN ledgerflow.workflow_run r ON r.id = m.id`.execute(db);
-  return { lost: rows.filter((r) => r.lost).map((r) => ({ runId: r.id, fencingToken: r.fencing_token })) };
+      FROM mine m LEFT JOIN ledgerflow.workflow_run r ON r.id = m.id`;
 }
 
 /**
@@ -49,7 +57,13 @@ export async function renewLeases(db: Kysely<LedgerflowDatabase>, leases: readon
  */
 export async function releaseLeases(db: Kysely<LedgerflowDatabase>, leases: readonly HeldLease[], reason: string): Promise<string[]> {
   if (leases.length === 0) return [];
-  const { rows } = await sql<{ id: string }>`
+  const { rows } = await releaseLeasesStatement(leases, reason).execute(db);
+  return rows.map((r) => r.id);
+}
+
+/** The statement of {@link releaseLeases}. */
+export function releaseLeasesStatement(leases: readonly HeldLease[], reason: string): RawBuilder<{ id: string }> {
+  return sql<{ id: string }>`
     WITH mine AS (
       SELECT * FROM unnest(${leases.map((l) => l.runId)}::uuid[], ${leases.map((l) => l.fencingToken)}::bigint[])
         AS m(id, fencing_token)
@@ -69,6 +83,5 @@ export async function releaseLeases(db: Kysely<LedgerflowDatabase>, leases: read
        WHERE a.run_id = x.id AND a.status = 'running'
       RETURNING a.run_id
     )
-    SELECT id FROM released`.execute(db);
-  return rows.map((r) => r.id);
+    SELECT id FROM released`;
 }

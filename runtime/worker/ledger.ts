@@ -83,8 +83,19 @@ export async function openTransactionalEffect(
   step: StepDefinition,
   claim: EffectClaim,
 ): Promise<OpenedTransactionalEffect> {
+  const { rows } = await openTransactionalEffectStatement(lease, step, claim).execute(trx);
+  const row = rows[0]!;
+  return { fenced: row.fenced, inserted: row.inserted, existing: row.existing ?? [], pid: row.pid };
+}
+
+/** The statement of {@link openTransactionalEffect}. */
+export function openTransactionalEffectStatement(
+  lease: Lease,
+  step: StepDefinition,
+  claim: EffectClaim,
+): RawBuilder<{ fenced: boolean; inserted: boolean; existing: EffectRow[] | null; pid: number }> {
   assertEffectTransition('none', 'recorded');
-  const { rows } = await sql<{ fenced: boolean; inserted: boolean; existing: EffectRow[] | null; pid: number }>`
+  return sql<{ fenced: boolean; inserted: boolean; existing: EffectRow[] | null; pid: number }>`
     WITH fence AS (
       SELECT id FROM ledgerflow.workflow_run
        WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
@@ -106,17 +117,20 @@ export async function openTransactionalEffect(
     SELECT EXISTS (SELECT 1 FROM fence) AS fenced,
            EXISTS (SELECT 1 FROM inserted) AS inserted,
            (SELECT json_agg(e) FROM existing e) AS existing,
-           pg_backend_pid() AS pid`.execute(trx);
-  const row = rows[0]!;
-  return { fenced: row.fenced, inserted: row.inserted, existing: row.existing ?? [], pid: row.pid };
+           pg_backend_pid() AS pid`;
 }
 
 /** A fresh read of a step's ledger rows (a new statement sees rows committed meanwhile). */
 export async function readEffects(db: Kysely<LedgerflowDatabase>, runId: string, stepName: string): Promise<EffectRow[]> {
-  const { rows } = await sql<EffectRow>`
-    SELECT idempotency_key, status, kind, request_hash, effect, attempt, fencing_token, intent_at::text AS intent_at
-      FROM ledgerflow.step_effect WHERE workflow_id = ${runId} AND step_name = ${stepName}`.execute(db);
+  const { rows } = await readEffectsStatement(runId, stepName).execute(db);
   return rows;
+}
+
+/** The read of {@link readEffects}. */
+export function readEffectsStatement(runId: string, stepName: string): RawBuilder<EffectRow> {
+  return sql<EffectRow>`
+    SELECT idempotency_key, status, kind, request_hash, effect, attempt, fencing_token, intent_at::text AS intent_at
+      FROM ledgerflow.step_effect WHERE workflow_id = ${runId} AND step_name = ${stepName}`;
 }
 
 export interface OpenedIntent {
@@ -152,17 +166,33 @@ export async function openIntent(
   step: StepDefinition,
   claim: EffectClaim,
 ): Promise<OpenedIntent> {
+  const { rows } = await openIntentStatement(lease, step, claim).execute(db);
+  const row = rows[0]!;
+  return {
+    fenced: row.fenced,
+    owned: row.inserted || row.retaken,
+    existing: row.existing ?? [],
+    due: row.due === true,
+    dueAt: row.due_at,
+  };
+}
+
+/** The row {@link openIntentStatement} returns. */
+export interface OpenIntentRow {
+  fenced: boolean;
+  inserted: boolean;
+  retaken: boolean;
+  existing: EffectRow[] | null;
+  due: boolean | null;
+  due_at: Date | null;
+}
+
+/** The statement of {@link openIntent}. */
+export function openIntentStatement(lease: Lease, step: StepDefinition, claim: EffectClaim): RawBuilder<OpenIntentRow> {
   assertEffectTransition('none', 'intent');
   assertEffectTransition('released', 'intent');
   const horizon = intentHorizon(lease, step);
-  const { rows } = await sql<{
-    fenced: boolean;
-    inserted: boolean;
-    retaken: boolean;
-    existing: EffectRow[] | null;
-    due: boolean | null;
-    due_at: Date | null;
-  }>`
+  return sql<OpenIntentRow>`
     WITH fenced AS (
       UPDATE ledgerflow.workflow_run SET lease_expires_at = statement_timestamp() + ${millis(lease.leaseMs)}, updated_at = statement_timestamp()
        WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
@@ -204,15 +234,7 @@ export async function openIntent(
            EXISTS (SELECT 1 FROM retaken) AS retaken,
            (SELECT json_agg(e) FROM existing e) AS existing,
            (SELECT m.reconcile_after <= statement_timestamp() FROM mine m) AS due,
-           (SELECT m.reconcile_after FROM mine m) AS due_at`.execute(db);
-  const row = rows[0]!;
-  return {
-    fenced: row.fenced,
-    owned: row.inserted || row.retaken,
-    existing: row.existing ?? [],
-    due: row.due === true,
-    dueAt: row.due_at,
-  };
+           (SELECT m.reconcile_after FROM mine m) AS due_at`;
 }
 
 /**
@@ -227,8 +249,19 @@ export async function retakeIntent(
   claim: EffectClaim,
   fromAttempt: number,
 ): Promise<{ readonly fenced: boolean; readonly retaken: boolean }> {
+  const { rows } = await retakeIntentStatement(lease, step, claim, fromAttempt).execute(db);
+  return { fenced: rows[0]?.fenced === true, retaken: rows[0]?.retaken === true };
+}
+
+/** The statement of {@link retakeIntent}. */
+export function retakeIntentStatement(
+  lease: Lease,
+  step: StepDefinition,
+  claim: EffectClaim,
+  fromAttempt: number,
+): RawBuilder<{ fenced: boolean; retaken: boolean }> {
   assertEffectTransition('intent', 'intent');
-  const { rows } = await sql<{ fenced: boolean; retaken: boolean }>`
+  return sql<{ fenced: boolean; retaken: boolean }>`
     WITH fenced AS (
       UPDATE ledgerflow.workflow_run SET lease_expires_at = statement_timestamp() + ${millis(lease.leaseMs)}, updated_at = statement_timestamp()
        WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
@@ -244,6 +277,5 @@ export async function retakeIntent(
          AND EXISTS (SELECT 1 FROM fenced)
       RETURNING 1
     )
-    SELECT EXISTS (SELECT 1 FROM fenced) AS fenced, EXISTS (SELECT 1 FROM retaken) AS retaken`.execute(db);
-  return { fenced: rows[0]?.fenced === true, retaken: rows[0]?.retaken === true };
+    SELECT EXISTS (SELECT 1 FROM fenced) AS fenced, EXISTS (SELECT 1 FROM retaken) AS retaken`;
 }

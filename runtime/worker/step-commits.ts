@@ -91,6 +91,27 @@ const lit = (value: string): RawBuilder<unknown> => sql.lit(value);
  * a zombie's rolled-back completion claims nothing.
  */
 export async function advanceRun(db: Kysely<LedgerflowDatabase>, p: AdvanceParams): Promise<AdvanceResult> {
+  const { rows } = await advanceRunStatement(p).execute(db);
+  const row = rows[0];
+  const fused = p.continuation.kind === 'complete' && p.continuation.claimNext !== undefined;
+  return {
+    fenced: row?.fenced === true,
+    nextAttempt: row?.next_attempt ?? null,
+    claimed: fused ? (row?.claimed ?? []).map(toLeasedRun) : undefined,
+    ...(p.effect?.mode === 'insert-recorded' ? { effectExists: row?.effect_exists === true } : {}),
+  };
+}
+
+/** The row {@link advanceRunStatement} returns. */
+export interface AdvanceRow {
+  fenced: boolean;
+  next_attempt: number | null;
+  claimed: LeasedRunRow[] | null;
+  effect_exists: boolean;
+}
+
+/** The statement of {@link advanceRun}; checks the transitions it makes before building it. */
+export function advanceRunStatement(p: AdvanceParams): RawBuilder<AdvanceRow> {
   const target: RunStatus = p.continuation.kind === 'hold' ? 'running' : p.continuation.kind === 'release' ? 'pending' : 'completed';
   assertRunTransition('running', target);
   if (p.attempt !== undefined) assertAttemptTransition('running', 'succeeded');
@@ -141,7 +162,7 @@ export async function advanceRun(db: Kysely<LedgerflowDatabase>, p: AdvanceParam
           guard: sql`EXISTS (SELECT 1 FROM fenced)`,
           takeovers: false,
         });
-  const { rows } = await sql<{ fenced: boolean; next_attempt: number | null; claimed: LeasedRunRow[] | null; effect_exists: boolean }>`
+  return sql<AdvanceRow>`
     WITH fenced AS (
       UPDATE ledgerflow.workflow_run
          SET current_step = current_step + 1, updated_at = statement_timestamp(), error = NULL, ${runSet}
@@ -161,14 +182,7 @@ export async function advanceRun(db: Kysely<LedgerflowDatabase>, p: AdvanceParam
     SELECT EXISTS (SELECT 1 FROM fenced) AS fenced,
            ${p.continuation.kind === 'hold' ? sql`(SELECT attempt FROM next)` : sql`NULL::int`} AS next_attempt,
            ${fused === undefined ? sql`NULL::jsonb` : sql`(SELECT COALESCE(jsonb_agg(f), '[]'::jsonb) FROM (${fused.select}) f)`} AS claimed,
-           ${insert !== undefined ? stepHasEffect : sql`false`} AS effect_exists`.execute(db);
-  const row = rows[0];
-  return {
-    fenced: row?.fenced === true,
-    nextAttempt: row?.next_attempt ?? null,
-    claimed: fused === undefined ? undefined : (row?.claimed ?? []).map(toLeasedRun),
-    ...(insert === undefined ? {} : { effectExists: row?.effect_exists === true }),
-  };
+           ${insert !== undefined ? stepHasEffect : sql`false`} AS effect_exists`;
 }
 
 /** The ledger CTE of a result commit, per {@link ResultEffect} mode (`reference` writes nothing). */
@@ -233,7 +247,6 @@ export async function commitFailure(db: Kysely<LedgerflowDatabase>, p: FailurePa
   const { lease, step, failure } = p;
   const cause = failure.cause;
   const error: SerializedError = { ...serializeError(cause), step: step.name, attempt: p.attempt };
-  assertAttemptTransition('running', 'failed');
   return db.transaction().execute(async (trx) => {
     const run = await lockFencedRun(trx, lease, step.name, 'its failure');
     const intent = await settleOwnIntent(trx, lease, step, p.attempt, failure);
@@ -245,23 +258,14 @@ export async function commitFailure(db: Kysely<LedgerflowDatabase>, p: FailurePa
       const delayMs = backoffDelayMs(step.retry, failures, p.random);
       // An open intent of a provider that does not dedupe is reconciled first, at its horizon.
       const waitForIntent = intent.open && !step.idempotentByKey;
-      const retryAt = waitForIntent
-        ? sql`GREATEST(statement_timestamp() + ${millis(delayMs)}, ${intent.reconcileAfter}::timestamptz)`
-        : sql`statement_timestamp() + ${millis(delayMs)}`;
-      assertRunTransition('running', 'pending');
-      const { rows: retried } = await sql<{ retry_at: Date }>`
-        WITH attempt AS (
-          UPDATE ledgerflow.step_attempt
-             SET status = 'failed', error = ${JSON.stringify(error)}::jsonb, finished_at = statement_timestamp(),
-                 next_eligible_at = ${retryAt}
-           WHERE run_id = ${lease.runId} AND step_name = ${step.name} AND attempt = ${p.attempt} AND status = 'running'
-          RETURNING next_eligible_at
-        )
-        UPDATE ledgerflow.workflow_run
-           SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp(),
-               run_after = ${retryAt}
-         WHERE id = ${lease.runId}
-        RETURNING run_after AS retry_at`.execute(trx);
+      const { rows: retried } = await failureRetryStatement({
+        lease,
+        step,
+        attempt: p.attempt,
+        error,
+        delayMs,
+        notBefore: waitForIntent ? intent.reconcileAfter : undefined,
+      }).execute(trx);
       return { kind: 'retry', retryAt: retried[0]!.retry_at, failures };
     }
 
@@ -282,6 +286,42 @@ export async function commitFailure(db: Kysely<LedgerflowDatabase>, p: FailurePa
 }
 
 /**
+ * A retry after a failed attempt (inside the failure commit, after {@link lockFencedRunStatement}):
+ * the attempt `failed`, the run `pending` until `statement_timestamp() + delayMs` — or, when
+ * `notBefore` is given (an open intent's horizon), no earlier than that.
+ */
+export function failureRetryStatement(p: {
+  readonly lease: Lease;
+  readonly step: StepDefinition;
+  readonly attempt: number;
+  readonly error: SerializedError;
+  readonly delayMs: number;
+  /** `undefined`: no open intent to wait for; `null` is passed through as SQL NULL. */
+  readonly notBefore: Date | null | undefined;
+}): RawBuilder<{ retry_at: Date }> {
+  const { lease, step } = p;
+  assertAttemptTransition('running', 'failed');
+  assertRunTransition('running', 'pending');
+  const retryAt =
+    p.notBefore !== undefined
+      ? sql`GREATEST(statement_timestamp() + ${millis(p.delayMs)}, ${p.notBefore}::timestamptz)`
+      : sql`statement_timestamp() + ${millis(p.delayMs)}`;
+  return sql<{ retry_at: Date }>`
+        WITH attempt AS (
+          UPDATE ledgerflow.step_attempt
+             SET status = 'failed', error = ${JSON.stringify(p.error)}::jsonb, finished_at = statement_timestamp(),
+                 next_eligible_at = ${retryAt}
+           WHERE run_id = ${lease.runId} AND step_name = ${step.name} AND attempt = ${p.attempt} AND status = 'running'
+          RETURNING next_eligible_at
+        )
+        UPDATE ledgerflow.workflow_run
+           SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp(),
+               run_after = ${retryAt}
+         WHERE id = ${lease.runId}
+        RETURNING run_after AS retry_at`;
+}
+
+/**
  * The failed attempt's own intent (an `external` step), per the failure's phase: released when
  * the effect certainly did not happen, made due at once when the provider answered. Returns
  * whether an intent of the step is still open, and its horizon.
@@ -293,6 +333,18 @@ async function settleOwnIntent(
   attempt: number,
   failure: StepFailure,
 ): Promise<{ readonly open: boolean; readonly reconcileAfter: Date | null }> {
+  const { rows } = await settleOwnIntentStatement(lease, step, attempt, failure).execute(trx);
+  const open = rows.find((r) => r.status === 'intent');
+  return { open: open !== undefined, reconcileAfter: open?.reconcile_after ?? null };
+}
+
+/** The statement of {@link settleOwnIntent}: the step's ledger rows, after this attempt's own intent was settled. */
+export function settleOwnIntentStatement(
+  lease: Lease,
+  step: StepDefinition,
+  attempt: number,
+  failure: StepFailure,
+): RawBuilder<{ status: EffectStatus; reconcile_after: Date | null }> {
   const notApplied = failure.phase === 'before-perform' || (failure.phase === 'perform' && failure.cause instanceof NotAppliedError);
   const release = step.kind === 'external' && notApplied;
   const dueNow = step.kind === 'external' && failure.phase === 'after-perform';
@@ -301,7 +353,7 @@ async function settleOwnIntent(
     failure.phase === 'before-perform'
       ? `released: attempt ${attempt} failed before calling perform (${failure.message})`
       : `released: the provider refused the request, NotAppliedError (${failure.message})`;
-  const { rows } = await sql<{ status: EffectStatus; reconcile_after: Date | null }>`
+  return sql<{ status: EffectStatus; reconcile_after: Date | null }>`
     WITH own AS (
       UPDATE ledgerflow.step_effect
          SET status = CASE WHEN ${release}::boolean THEN 'released' ELSE status END,
@@ -315,9 +367,7 @@ async function settleOwnIntent(
     )
     SELECT COALESCE(o.status, e.status) AS status, COALESCE(o.reconcile_after, e.reconcile_after) AS reconcile_after
       FROM ledgerflow.step_effect e LEFT JOIN own o USING (idempotency_key)
-     WHERE e.workflow_id = ${lease.runId} AND e.step_name = ${step.name}`.execute(trx);
-  const open = rows.find((r) => r.status === 'intent');
-  return { open: open !== undefined, reconcileAfter: open?.reconcile_after ?? null };
+     WHERE e.workflow_id = ${lease.runId} AND e.step_name = ${step.name}`;
 }
 
 /**
@@ -327,24 +377,32 @@ async function settleOwnIntent(
  * that dedupes by key, with no reconcile, gets the intent released instead: the key is reusable).
  * Runs inside the caller's transaction, after it checked the fencing token under a row lock.
  */
-async function finishExhausted(
-  trx: Kysely<LedgerflowDatabase>,
-  p: {
-    readonly lease: Lease;
-    readonly step: StepDefinition;
-    /** The `running` attempt to close as failed; `undefined` when none is open. */
-    readonly attempt: number | undefined;
-    /** The attempt's error, and the run's unless it parks. */
-    readonly error: SerializedError;
-    /** Why the step is over, for the park reason and released intents. */
-    readonly why: string;
-    readonly openIntent: string | null;
-    readonly conflict: boolean;
-    readonly canReconcile: boolean;
-  },
-): Promise<{ readonly kind: 'failed' } | { readonly kind: 'parked'; readonly reason: string }> {
+async function finishExhausted(trx: Kysely<LedgerflowDatabase>, p: ExhaustedParams): Promise<ExhaustedOutcome> {
+  const { outcome, statement } = finishExhaustedStatement(p);
+  await statement.execute(trx);
+  return outcome;
+}
+
+export interface ExhaustedParams {
+  readonly lease: Lease;
+  readonly step: StepDefinition;
+  /** The `running` attempt to close as failed; `undefined` when none is open. */
+  readonly attempt: number | undefined;
+  /** The attempt's error, and the run's unless it parks. */
+  readonly error: SerializedError;
+  /** Why the step is over, for the park reason and released intents. */
+  readonly why: string;
+  readonly openIntent: string | null;
+  readonly conflict: boolean;
+  readonly canReconcile: boolean;
+}
+
+export type ExhaustedOutcome = { readonly kind: 'failed' } | { readonly kind: 'parked'; readonly reason: string };
+
+/** What {@link finishExhausted} decides, and its statement. */
+export function finishExhaustedStatement(p: ExhaustedParams): { readonly outcome: ExhaustedOutcome; readonly statement: RawBuilder<unknown> } {
   const { lease, step, error } = p;
-  let outcome: { readonly kind: 'failed' } | { readonly kind: 'parked'; readonly reason: string } = { kind: 'failed' };
+  let outcome: ExhaustedOutcome = { kind: 'failed' };
   let release: string | undefined;
   if (p.openIntent !== null && !p.conflict) {
     if (step.idempotentByKey && !p.canReconcile) {
@@ -358,6 +416,7 @@ async function finishExhausted(
       };
     }
   }
+  if (p.attempt !== undefined) assertAttemptTransition('running', 'failed');
   if (release !== undefined) assertEffectTransition('intent', 'released');
   const status: RunStatus = outcome.kind === 'parked' ? 'needs_reconciliation' : 'failed';
   assertRunTransition('running', status);
@@ -365,7 +424,7 @@ async function finishExhausted(
     outcome.kind === 'parked'
       ? { name: 'NeedsReconciliation', message: outcome.reason, step: step.name, key: p.openIntent, exhausted: true, lastError: error }
       : error;
-  await sql`
+  const statement = sql`
     WITH attempt AS (
       UPDATE ledgerflow.step_attempt
          SET status = 'failed', error = ${JSON.stringify(error)}::jsonb, finished_at = statement_timestamp()
@@ -381,8 +440,8 @@ async function finishExhausted(
        SET status = ${lit(status)}, lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp(),
            error = ${JSON.stringify(runError)}::jsonb,
            finished_at = ${status === 'failed' ? sql`statement_timestamp()` : sql`NULL`}
-     WHERE id = ${lease.runId}`.execute(trx);
-  return outcome;
+     WHERE id = ${lease.runId}`;
+  return { outcome, statement };
 }
 
 /**
@@ -395,7 +454,20 @@ async function lockFencedRun(
   stepName: string,
   what: string,
 ): Promise<{ readonly failures: number; readonly open_intent: string | null }> {
-  const { rows } = await sql<{ fencing_token: number; status: RunStatus; failures: number; open_intent: string | null }>`
+  const { rows } = await lockFencedRunStatement(lease, stepName).execute(trx);
+  const run = rows[0];
+  if (run === undefined || run.fencing_token !== lease.fencingToken || run.status !== 'running') {
+    throw new LeaseLostError(`Lease on run ${lease.runId} lost before ${what} could be recorded.`);
+  }
+  return run;
+}
+
+/** The statement of {@link lockFencedRun}. */
+export function lockFencedRunStatement(
+  lease: Lease,
+  stepName: string,
+): RawBuilder<{ fencing_token: number; status: RunStatus; failures: number; open_intent: string | null }> {
+  return sql<{ fencing_token: number; status: RunStatus; failures: number; open_intent: string | null }>`
     SELECT r.fencing_token, r.status,
            (SELECT count(*) FROM ledgerflow.step_attempt a
              WHERE a.run_id = r.id AND a.step_name = ${stepName} AND a.status = 'failed')::int AS failures,
@@ -403,12 +475,7 @@ async function lockFencedRun(
              WHERE e.workflow_id = r.id AND e.step_name = ${stepName} AND e.status = 'intent') AS open_intent
       FROM ledgerflow.workflow_run r
      WHERE r.id = ${lease.runId}
-       FOR NO KEY UPDATE OF r`.execute(trx);
-  const run = rows[0];
-  if (run === undefined || run.fencing_token !== lease.fencingToken || run.status !== 'running') {
-    throw new LeaseLostError(`Lease on run ${lease.runId} lost before ${what} could be recorded.`);
-  }
-  return run;
+       FOR NO KEY UPDATE OF r`;
 }
 
 export type CrashOutcome =
@@ -441,13 +508,7 @@ export async function commitCrash(db: Kysely<LedgerflowDatabase>, p: CrashParams
     if (crashes < limit) {
       // The first crash waited one lease before anyone took over; later ones back off further.
       const delayMs = backoffDelayMs(step.retry, crashes - 1, p.random);
-      assertRunTransition('running', 'pending');
-      const { rows: retried } = await sql<{ retry_at: Date }>`
-        UPDATE ledgerflow.workflow_run
-           SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp(),
-               run_after = statement_timestamp() + ${millis(delayMs)}
-         WHERE id = ${lease.runId}
-        RETURNING run_after AS retry_at`.execute(trx);
+      const { rows: retried } = await crashRetryStatement(lease, delayMs).execute(trx);
       return { kind: 'retry', retryAt: retried[0]!.retry_at, crashes };
     }
     const error: SerializedError = {
@@ -472,20 +533,36 @@ export async function commitCrash(db: Kysely<LedgerflowDatabase>, p: CrashParams
   });
 }
 
+/** A backoff after a repeated crash (inside the crash commit): the run `pending` until `statement_timestamp() + delayMs`. */
+export function crashRetryStatement(lease: Lease, delayMs: number): RawBuilder<{ retry_at: Date }> {
+  assertRunTransition('running', 'pending');
+  return sql<{ retry_at: Date }>`
+        UPDATE ledgerflow.workflow_run
+           SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp(),
+               run_after = statement_timestamp() + ${millis(delayMs)}
+         WHERE id = ${lease.runId}
+        RETURNING run_after AS retry_at`;
+}
+
 /**
  * Closes the attempt as `abandoned` (it decided nothing about the step) and moves the run on
  * without a result: parked for a human or the reconciler, or rescheduled until an earlier
  * attempt's intent is old enough to reconcile. One fenced statement.
  */
-export async function commitYield(
-  db: Kysely<LedgerflowDatabase>,
-  p: {
-    readonly lease: Lease;
-    readonly step: StepDefinition;
-    readonly attempt: number;
-    readonly to: { readonly kind: 'park'; readonly reason: string; readonly key: string } | { readonly kind: 'reschedule'; readonly until: Date; readonly reason: string };
-  },
-): Promise<boolean> {
+export async function commitYield(db: Kysely<LedgerflowDatabase>, p: YieldParams): Promise<boolean> {
+  const { rows } = await commitYieldStatement(p).execute(db);
+  return rows[0]?.fenced === true;
+}
+
+export interface YieldParams {
+  readonly lease: Lease;
+  readonly step: StepDefinition;
+  readonly attempt: number;
+  readonly to: { readonly kind: 'park'; readonly reason: string; readonly key: string } | { readonly kind: 'reschedule'; readonly until: Date; readonly reason: string };
+}
+
+/** The statement of {@link commitYield}. */
+export function commitYieldStatement(p: YieldParams): RawBuilder<{ fenced: boolean }> {
   const { lease, step } = p;
   const status: RunStatus = p.to.kind === 'park' ? 'needs_reconciliation' : 'pending';
   assertRunTransition('running', status);
@@ -499,7 +576,7 @@ export async function commitYield(
       ? sql`status = 'needs_reconciliation',
             error = ${JSON.stringify({ name: 'NeedsReconciliation', message: p.to.reason, step: step.name, key: p.to.key, exhausted: false })}::jsonb`
       : sql`status = 'pending', run_after = ${p.to.until}::timestamptz`;
-  const { rows } = await sql<{ fenced: boolean }>`
+  return sql<{ fenced: boolean }>`
     WITH fenced AS (
       UPDATE ledgerflow.workflow_run
          SET lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp(), ${runSet}
@@ -528,8 +605,7 @@ export async function commitYield(
     )`
         : sql``
     }
-    SELECT EXISTS (SELECT 1 FROM fenced) AS fenced`.execute(db);
-  return rows[0]?.fenced === true;
+    SELECT EXISTS (SELECT 1 FROM fenced) AS fenced`;
 }
 
 export type CommitState = 'committed' | 'not_committed' | 'lost';
@@ -544,14 +620,23 @@ export async function attemptCommitState(
   stepName: string,
   attempt: number,
 ): Promise<CommitState> {
-  const { rows } = await sql<{ fencing_token: number; attempt_status: string | null }>`
-    SELECT r.fencing_token, a.status AS attempt_status
-      FROM ledgerflow.workflow_run r
-      LEFT JOIN ledgerflow.step_attempt a ON a.run_id = r.id AND a.step_name = ${stepName} AND a.attempt = ${attempt}
-     WHERE r.id = ${lease.runId}`.execute(db);
+  const { rows } = await attemptCommitStateStatement(lease, stepName, attempt).execute(db);
   const row = rows[0];
   if (row === undefined || row.fencing_token !== lease.fencingToken) return 'lost';
   return row.attempt_status === 'running' ? 'not_committed' : 'committed';
+}
+
+/** The read of {@link attemptCommitState}. */
+export function attemptCommitStateStatement(
+  lease: Lease,
+  stepName: string,
+  attempt: number,
+): RawBuilder<{ fencing_token: number; attempt_status: string | null }> {
+  return sql<{ fencing_token: number; attempt_status: string | null }>`
+    SELECT r.fencing_token, a.status AS attempt_status
+      FROM ledgerflow.workflow_run r
+      LEFT JOIN ledgerflow.step_attempt a ON a.run_id = r.id AND a.step_name = ${stepName} AND a.attempt = ${attempt}
+     WHERE r.id = ${lease.runId}`;
 }
 
 /** Used where a commit's fenced check found nothing: the run is no longer ours. */

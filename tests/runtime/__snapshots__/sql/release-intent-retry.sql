@@ -1,0 +1,23 @@
+-- releaseIntentStatement: not found at the provider; intent released, run retried after 2 s
+--
+-- $1 = 2000
+-- $2 = "00000000-0000-4000-8000-000000000001"
+-- $3 = 8
+-- $4 = "00000000-0000-4000-8000-000000000001"
+-- $5 = "charge"
+-- $6 = "order-42-charge"
+-- $7 = 1
+
+    WITH fenced AS (
+      UPDATE ledgerflow.workflow_run SET lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp(), status = 'pending', run_after = statement_timestamp() + ($1::double precision * interval '1 millisecond'), error = NULL
+       WHERE id = $2 AND fencing_token = $3 AND status = 'running'
+      RETURNING id
+    ),
+    released AS (
+      UPDATE ledgerflow.step_effect
+         SET status = 'released', reconcile_after = NULL, resolution = 'released by the reconciler: not found at the provider'
+       WHERE workflow_id = $4 AND step_name = $5 AND idempotency_key = $6
+         AND status = 'intent' AND attempt = $7 AND EXISTS (SELECT 1 FROM fenced)
+      RETURNING 1
+    )
+    SELECT EXISTS (SELECT 1 FROM released) AS released;
