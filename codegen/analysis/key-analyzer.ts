@@ -9,6 +9,7 @@ import type {
 import type { AnalysisProgram } from './analysis-program.js';
 import {
   importBindingOf,
+  namespaceImportOf,
   resolveImportedDeclaration,
   type ExportedDeclaration,
   type ImportBinding,
@@ -18,8 +19,8 @@ import {
   isCryptoModule,
   NONDETERMINISTIC_CRYPTO_EXPORTS,
   NONDETERMINISTIC_GLOBALS,
-  NONDETERMINISTIC_MEMBERS,
   NONDETERMINISTIC_MODULES,
+  nondeterministicMember,
   PURE_GLOBAL_FUNCTIONS,
   PURE_GLOBAL_VALUES,
   PURE_METHODS,
@@ -28,6 +29,7 @@ import {
 } from './pure-functions.js';
 import {
   bindingOwner,
+  constFunction,
   declarationNameNode,
   isFunctionLike,
   isReference,
@@ -216,7 +218,7 @@ export class KeyAnalyzer {
     if (ts.isIdentifier(receiver)) {
       const declaration = this.#program.declarationOf(receiver);
       if (declaration === undefined) {
-        const forbidden = NONDETERMINISTIC_MEMBERS.get(receiver.text)?.get(member) ?? NONDETERMINISTIC_GLOBALS.get(receiver.text);
+        const forbidden = nondeterministicMember(receiver.text, member);
         if (forbidden !== undefined) {
           this.#nondeterministic(frame, call, forbidden, `${receiver.text}.${member}()`);
           return;
@@ -228,8 +230,8 @@ export class KeyAnalyzer {
           return;
         }
       } else {
-        const binding = importBindingOf(declaration);
-        if (binding !== null && (binding.importedName === '*' || binding.importedName === 'default')) {
+        const binding = namespaceImportOf(declaration);
+        if (binding !== null) {
           this.#visitImportUse(frame, call, receiver, binding, member, call);
           return;
         }
@@ -282,16 +284,14 @@ export class KeyAnalyzer {
     if (ts.isIdentifier(receiver)) {
       const declaration = this.#program.declarationOf(receiver);
       if (declaration === undefined) {
-        const forbidden =
-          (member === null ? undefined : NONDETERMINISTIC_MEMBERS.get(receiver.text)?.get(member)) ??
-          NONDETERMINISTIC_GLOBALS.get(receiver.text);
+        const forbidden = nondeterministicMember(receiver.text, member);
         if (forbidden !== undefined) {
           this.#nondeterministic(frame, node, forbidden, shortText(node));
           return;
         }
       } else if (member !== null) {
-        const binding = importBindingOf(declaration);
-        if (binding !== null && (binding.importedName === '*' || binding.importedName === 'default')) {
+        const binding = namespaceImportOf(declaration);
+        if (binding !== null) {
           this.#visitImportUse(frame, node, receiver, binding, member, null);
           return;
         }
@@ -334,11 +334,6 @@ export class KeyAnalyzer {
     call: ts.CallExpression | null,
   ): void {
     const name = identifier.text;
-    const site: ts.Node = call ?? identifier;
-    if (ts.isFunctionDeclaration(declaration)) {
-      this.#followHelper(frame, site, name, declaration, call?.arguments ?? []);
-      return;
-    }
     if (ts.isBindingElement(declaration)) {
       // `const { PREFIX } = config`: as constant as the declaration it destructures.
       const owner = bindingOwner(declaration);
@@ -349,32 +344,68 @@ export class KeyAnalyzer {
       }
       return;
     }
-    if (ts.isVariableDeclaration(declaration)) {
-      const keyword = variableKeyword(declaration);
-      if (keyword !== 'const') {
-        const atModuleLevel = ts.isSourceFile(declaration.parent.parent.parent);
-        this.#mutableRead(frame, identifier, atModuleLevel ? 'module-let' : 'outer-variable', `${keyword} ${name}`, null, declaration);
-        return;
-      }
-      const initializer = declaration.initializer === undefined ? undefined : skipWrappers(declaration.initializer);
-      if (initializer !== undefined && isFunctionLike(initializer)) {
-        this.#followHelper(frame, site, name, initializer, call?.arguments ?? []);
-        return;
-      }
-      if (call !== null) {
-        this.#impureCall(frame, call, `${name}()`);
-        return;
-      }
-      this.#followConst(frame, identifier, name, declaration);
-      return;
-    }
-    if (ts.isEnumDeclaration(declaration) || ts.isEnumMember(declaration)) return;
     if (ts.isParameter(declaration)) {
       this.#mutableRead(frame, identifier, 'outer-variable', name, null, declaration);
       return;
     }
+    if (this.#visitDeclaredValue(frame, call ?? identifier, identifier, name, declaration, call, null)) return;
     if (call !== null) this.#impureCall(frame, call, `${name}()`);
     else this.#mutableRead(frame, identifier, 'outer-variable', name, null, declaration);
+  }
+
+  /**
+   * A use of a function, variable or enum declared in this file (`specifier` null) or exported by
+   * another module; false for any other declaration, which the caller reports.
+   */
+  #visitDeclaredValue(
+    frame: Frame,
+    site: ts.Node,
+    identifier: ts.Identifier,
+    shown: string,
+    declaration: ts.Declaration,
+    call: ts.CallExpression | null,
+    specifier: string | null,
+  ): boolean {
+    if (ts.isFunctionDeclaration(declaration)) {
+      this.#followHelper(frame, site, shown, declaration, call?.arguments ?? []);
+      return true;
+    }
+    if (ts.isVariableDeclaration(declaration)) {
+      this.#visitVariableUse(frame, site, identifier, shown, declaration, call, specifier);
+      return true;
+    }
+    return ts.isEnumDeclaration(declaration) || ts.isEnumMember(declaration);
+  }
+
+  #visitVariableUse(
+    frame: Frame,
+    site: ts.Node,
+    identifier: ts.Identifier,
+    shown: string,
+    declaration: ts.VariableDeclaration,
+    call: ts.CallExpression | null,
+    specifier: string | null,
+  ): void {
+    const keyword = variableKeyword(declaration);
+    if (keyword !== 'const') {
+      if (specifier !== null) {
+        this.#mutableRead(frame, identifier, 'imported-let', shown, specifier, declaration);
+      } else {
+        const atModuleLevel = ts.isSourceFile(declaration.parent.parent.parent);
+        this.#mutableRead(frame, identifier, atModuleLevel ? 'module-let' : 'outer-variable', `${keyword} ${shown}`, null, declaration);
+      }
+      return;
+    }
+    const helper = constFunction(declaration);
+    if (helper !== null) {
+      this.#followHelper(frame, site, shown, helper, call?.arguments ?? []);
+      return;
+    }
+    if (call !== null) {
+      this.#impureCall(frame, call, `${shown}()`, specifier ?? undefined);
+      return;
+    }
+    this.#followConst(frame, identifier, shown, declaration);
   }
 
   /** A read (call === null) or call of an imported binding, or of `member` of an imported namespace. */
@@ -427,28 +458,7 @@ export class KeyAnalyzer {
     target: ExportedDeclaration,
     call: ts.CallExpression | null,
   ): void {
-    if (ts.isFunctionDeclaration(target)) {
-      this.#followHelper(frame, site, shown, target, call?.arguments ?? []);
-      return;
-    }
-    if (ts.isVariableDeclaration(target)) {
-      if (variableKeyword(target) !== 'const') {
-        this.#mutableRead(frame, identifier, 'imported-let', shown, specifier, target);
-        return;
-      }
-      const initializer = target.initializer === undefined ? undefined : skipWrappers(target.initializer);
-      if (initializer !== undefined && isFunctionLike(initializer)) {
-        this.#followHelper(frame, site, shown, initializer, call?.arguments ?? []);
-        return;
-      }
-      if (call !== null) {
-        this.#impureCall(frame, call, `${shown}()`, specifier);
-        return;
-      }
-      this.#followConst(frame, identifier, shown, target);
-      return;
-    }
-    if (ts.isEnumDeclaration(target)) return;
+    if (this.#visitDeclaredValue(frame, site, identifier, shown, target, call, specifier)) return;
     if (call !== null) this.#impureCall(frame, call, `${shown}()`, specifier);
     else this.#mutableRead(frame, identifier, 'import', shown, specifier);
   }

@@ -29,6 +29,12 @@ export function importBindingOf(declaration: ts.Declaration): ImportBinding | nu
   return { specifier: specifier.text, importedName, declaration };
 }
 
+/** The binding of `import * as ns` or of a default import, whose members a use reads; null for anything else. */
+export function namespaceImportOf(declaration: ts.Declaration): ImportBinding | null {
+  const binding = importBindingOf(declaration);
+  return binding !== null && (binding.importedName === '*' || binding.importedName === 'default') ? binding : null;
+}
+
 /** A declaration another module exports under some name. */
 export type ExportedDeclaration =
   | ts.VariableDeclaration

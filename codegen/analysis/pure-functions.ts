@@ -87,6 +87,11 @@ export const NONDETERMINISTIC_GLOBALS: ReadonlyMap<string, NondeterministicSourc
   ['sessionStorage', 'env'],
 ]);
 
+/** What `receiver.member` of a global object reads (`Date.now`, `process.env`); member null when computed. */
+export function nondeterministicMember(receiver: string, member: string | null): NondeterministicSource | undefined {
+  return (member === null ? undefined : NONDETERMINISTIC_MEMBERS.get(receiver)?.get(member)) ?? NONDETERMINISTIC_GLOBALS.get(receiver);
+}
+
 /** Global functions that do I/O or schedule work. */
 export const IO_GLOBAL_FUNCTIONS: ReadonlySet<string> = new Set([
   'fetch',

@@ -10,32 +10,38 @@ export function isFunctionLike(node: ts.Node): node is FunctionLike {
   return ts.isFunctionDeclaration(node) || ts.isFunctionExpression(node) || ts.isArrowFunction(node) || ts.isMethodDeclaration(node);
 }
 
+/**
+ * Expressions that wrap another without changing its value: `(x)`, `x as T`, `x satisfies T`,
+ * `x!` and `<T>x`. The one list of them; every analysis looks through wrappers with it.
+ */
+export type Wrapper =
+  | ts.ParenthesizedExpression
+  | ts.AsExpression
+  | ts.SatisfiesExpression
+  | ts.NonNullExpression
+  | ts.TypeAssertion;
+
+export function isWrapper(node: ts.Node): node is Wrapper {
+  return (
+    ts.isParenthesizedExpression(node) ||
+    ts.isAsExpression(node) ||
+    ts.isSatisfiesExpression(node) ||
+    ts.isNonNullExpression(node) ||
+    ts.isTypeAssertionExpression(node)
+  );
+}
+
+/** The expression inside any wrappers: `((x as T)!)` is `x`. */
 export function skipWrappers(node: ts.Expression): ts.Expression {
   let current = node;
-  while (
-    ts.isParenthesizedExpression(current) ||
-    ts.isAsExpression(current) ||
-    ts.isSatisfiesExpression(current) ||
-    ts.isNonNullExpression(current) ||
-    ts.isTypeAssertionExpression(current)
-  ) {
-    current = current.expression;
-  }
+  while (isWrapper(current)) current = current.expression;
   return current;
 }
 
-/** The outermost wrapper (parentheses, `as`, `!`) around an expression, and its parent. */
+/** The outermost wrapper around an expression (the expression itself when unwrapped), and its parent. */
 export function outermostWrapper(node: ts.Node): { outer: ts.Node; parent: ts.Node } {
   let outer = node;
-  while (
-    ts.isParenthesizedExpression(outer.parent) ||
-    ts.isAsExpression(outer.parent) ||
-    ts.isSatisfiesExpression(outer.parent) ||
-    ts.isNonNullExpression(outer.parent) ||
-    ts.isTypeAssertionExpression(outer.parent)
-  ) {
-    outer = outer.parent;
-  }
+  while (isWrapper(outer.parent)) outer = outer.parent;
   return { outer, parent: outer.parent };
 }
 
@@ -137,6 +143,13 @@ export function propertyName(property: ts.ObjectLiteralElementLike): string | nu
 
 export function hasExportModifier(node: ts.Node): boolean {
   return ts.canHaveModifiers(node) && (ts.getModifiers(node) ?? []).some((m) => m.kind === ts.SyntaxKind.ExportKeyword);
+}
+
+/** The function a `const` is initialised with (`const f = (x) => ...`); null for anything else. */
+export function constFunction(declaration: ts.VariableDeclaration): FunctionLike | null {
+  if (variableKeyword(declaration) !== 'const' || declaration.initializer === undefined) return null;
+  const initializer = skipWrappers(declaration.initializer);
+  return isFunctionLike(initializer) ? initializer : null;
 }
 
 /** `const`, `let` or `var` for a variable declaration. */

@@ -4,7 +4,7 @@ import type { MalformedDeclaration, KeyModel, StepModel, WorkflowModel } from '.
 import type { AnalysisProgram } from './analysis-program.js';
 import type { KeyAnalyzer, KeySummary } from './key-analyzer.js';
 import { importBindingOf, resolveImportedDeclaration } from './module-exports.js';
-import { hasExportModifier, isFunctionLike, propertyName, skipWrappers, variableKeyword, type FunctionLike } from './syntax.js';
+import { constFunction, hasExportModifier, propertyName, skipWrappers, variableKeyword, type FunctionLike } from './syntax.js';
 
 // Kept in step with dsl/workflow.ts, which enforces the same rules when the module loads.
 const WORKFLOW_NAME = /^[a-z][a-z0-9-]{0,62}$/;
@@ -273,11 +273,7 @@ function resolveKeyFunction(program: AnalysisProgram, property: ts.ObjectLiteral
 
 function functionOfDeclaration(program: AnalysisProgram, declaration: ts.Declaration): FunctionLike | null {
   if (ts.isFunctionDeclaration(declaration)) return declaration.body === undefined ? null : declaration;
-  if (ts.isVariableDeclaration(declaration)) {
-    if (variableKeyword(declaration) !== 'const' || declaration.initializer === undefined) return null;
-    const initializer = skipWrappers(declaration.initializer);
-    return isFunctionLike(initializer) ? initializer : null;
-  }
+  if (ts.isVariableDeclaration(declaration)) return constFunction(declaration);
   const binding = importBindingOf(declaration);
   if (binding === null) return null;
   const target = resolveImportedDeclaration(program, declaration.getSourceFile().fileName, binding.specifier, binding.importedName);
