@@ -56,6 +56,38 @@ export interface AdvanceParams {
   readonly continuation: Continuation;
 }
 
+/** What a result commit needs from the attempt that makes it (a `StepExecution` has all of it). */
+export interface ResultCommitSource {
+  readonly lease: Lease;
+  readonly run: { readonly workflowName: string; readonly workflowVersion: number };
+  readonly step: StepDefinition;
+  /** The attempt to close as succeeded. */
+  readonly attempt: number;
+  /** What the commit does with the run, given the output; asked once per result commit. */
+  continuation(output: Json): Continuation;
+}
+
+/**
+ * The {@link AdvanceParams} of an attempt's result commit, so that each executor states only
+ * what differs (the output and the ledger effect): the attempt's lease, run, step and attempt,
+ * the result attributed to the attempt that performed the effect — the intent's writer for
+ * `record-intent`, this attempt otherwise — and the continuation for `output`, asked for once
+ * here (it may reserve a fused claim): read it back as `.continuation`.
+ */
+export function resultCommit(s: ResultCommitSource, output: Json, effect?: ResultEffect): AdvanceParams {
+  return {
+    lease: s.lease,
+    workflowName: s.run.workflowName,
+    workflowVersion: s.run.workflowVersion,
+    step: s.step,
+    attempt: s.attempt,
+    resultAttempt: effect?.mode === 'record-intent' ? effect.attempt : s.attempt,
+    output,
+    ...(effect === undefined ? {} : { effect }),
+    continuation: s.continuation(output),
+  };
+}
+
 /** The ledger row a step's result points at, and what the result commit does to it. */
 export type ResultEffect =
   /** The row is already `recorded` (its output is being reused): only referenced. */

@@ -1,6 +1,6 @@
 import type { StepHandler } from '../../contracts/handler-types.js';
 import { faultPoint } from '../../faults/fault-points.js';
-import { advanceRun, leaseLost } from '../step-commits.js';
+import { advanceRun, leaseLost, resultCommit } from '../step-commits.js';
 import { HandlerTimeoutError } from '../step-errors.js';
 import { bounded, commitKnowingOutcome, handlerContext, validateOutput, type StepExecutor } from './step-execution.js';
 
@@ -20,22 +20,8 @@ export const executeStep: StepExecutor = async (s) => {
   );
   const output = validateOutput(s, value);
   await faultPoint('before-step-commit');
-  const continuation = s.continuation(output);
-  const result = await commitKnowingOutcome(
-    s,
-    () =>
-      advanceRun(s.db, {
-        lease: s.lease,
-        workflowName: s.run.workflowName,
-        workflowVersion: s.run.workflowVersion,
-        step: s.step,
-        attempt: s.attempt,
-        resultAttempt: s.attempt,
-        output,
-        continuation,
-      }),
-    { retry: true },
-  );
+  const commit = resultCommit(s, output);
+  const result = await commitKnowingOutcome(s, () => advanceRun(s.db, commit), { retry: true });
   if (!result.fenced) throw leaseLost(s.lease, 'the step result');
-  return { kind: 'advanced', output, continuation: continuation.kind, nextAttempt: result.nextAttempt, claimed: result.claimed };
+  return { kind: 'advanced', output, continuation: commit.continuation.kind, nextAttempt: result.nextAttempt, claimed: result.claimed };
 };

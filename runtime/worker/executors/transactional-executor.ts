@@ -5,7 +5,7 @@ import type { TransactionalHandler } from '../../contracts/handler-types.js';
 import { faultPoint } from '../../faults/fault-points.js';
 import type { Json, LedgerflowDatabase } from '../../store/tables.js';
 import { matchExisting, readEffects, type EffectClaim } from '../ledger.js';
-import { advanceRun, leaseLost, type AdvanceParams } from '../step-commits.js';
+import { advanceRun, leaseLost, resultCommit } from '../step-commits.js';
 import { HandlerTimeoutError, StepFailure, userCode } from '../step-errors.js';
 import {
   bounded,
@@ -65,24 +65,17 @@ export const executeTransactional: StepExecutor = async (s) => {
     await tx.abandon();
     return reuseRecorded(s, claim);
   }
-  const continuation = s.continuation(output);
-  const params: AdvanceParams = {
-    lease: s.lease,
-    workflowName: s.run.workflowName,
-    workflowVersion: s.run.workflowVersion,
-    step: s.step,
-    attempt: s.attempt,
-    resultAttempt: s.attempt,
+  const commit = resultCommit(
+    s,
     output,
-    effect: tx.began
+    tx.began
       ? { key: claim.key, mode: 'fill-recorded', attempt: s.attempt }
       : { key: claim.key, mode: 'insert-recorded', attempt: claim.attempt, requestHash: claim.requestHash },
-    continuation,
-  };
-  const result = await commitKnowingOutcome(s, () => (tx.began ? tx.commit(params) : advanceRun(s.db, params)), { retry: false });
+  );
+  const result = await commitKnowingOutcome(s, () => (tx.began ? tx.commit(commit) : advanceRun(s.db, commit)), { retry: false });
   if (result.effectExists === true) return reuseRecorded(s, claim);
   if (!result.fenced) throw leaseLost(s.lease, tx.began ? 'the transactional step (handler writes included)' : 'the transactional step');
-  return { kind: 'advanced', output, continuation: continuation.kind, nextAttempt: result.nextAttempt, reused: false, claimed: result.claimed };
+  return { kind: 'advanced', output, continuation: commit.continuation.kind, nextAttempt: result.nextAttempt, reused: false, claimed: result.claimed };
 };
 
 async function callHandler(s: StepExecution, claim: EffectClaim, handler: Handler, tx: Kysely<unknown>, signal: AbortSignal): Promise<Json> {
@@ -119,23 +112,8 @@ async function reuseRecorded(s: StepExecution, claim: EffectClaim): Promise<Step
     );
   }
   const output = row.effect;
-  const continuation = s.continuation(output);
-  const result = await commitKnowingOutcome(
-    s,
-    () =>
-      advanceRun(s.db, {
-        lease: s.lease,
-        workflowName: s.run.workflowName,
-        workflowVersion: s.run.workflowVersion,
-        step: s.step,
-        attempt: s.attempt,
-        resultAttempt: s.attempt,
-        output,
-        effect: { key: claim.key, mode: 'reference' },
-        continuation,
-      }),
-    { retry: true },
-  );
+  const commit = resultCommit(s, output, { key: claim.key, mode: 'reference' });
+  const result = await commitKnowingOutcome(s, () => advanceRun(s.db, commit), { retry: true });
   if (!result.fenced) throw leaseLost(s.lease, 'the transactional step (reusing its ledger row)');
-  return { kind: 'advanced', output, continuation: continuation.kind, nextAttempt: result.nextAttempt, reused: true, claimed: result.claimed };
+  return { kind: 'advanced', output, continuation: commit.continuation.kind, nextAttempt: result.nextAttempt, reused: true, claimed: result.claimed };
 }
