@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { STEP_NAME, WORKFLOW_NAME } from './names.js';
 import { resolveRetryPolicy, type ResolvedRetryPolicy, type RetryPolicy } from './retry-policy.js';
 import type { StepKind } from './step-kind.js';
 
@@ -86,9 +87,6 @@ export interface StepDefinition {
 export const DEFAULT_PERFORM_TIMEOUT_MS = 30_000;
 export const DEFAULT_STEP_TIMEOUT_MS = 300_000;
 export const DEFAULT_TRANSACTIONAL_TIMEOUT_MS = 60_000;
-
-const WORKFLOW_NAME = /^[a-z][a-z0-9-]{0,62}$/;
-const STEP_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
 type Simplify<T> = { [K in keyof T]: T[K] } & {};
 

@@ -1,14 +1,11 @@
 import { ts } from 'ts-morph';
+import { STEP_NAME, WORKFLOW_NAME } from '../../dsl/names.js';
 import { STEP_KINDS, type StepKind } from '../../dsl/step-kind.js';
 import type { MalformedDeclaration, KeyModel, StepModel, WorkflowModel } from '../model/workflow-model.js';
 import type { AnalysisProgram } from './analysis-program.js';
 import type { KeyAnalyzer, KeySummary } from './key-analyzer.js';
 import { importBindingOf, resolveImportedDeclaration } from './module-exports.js';
 import { constFunction, hasExportModifier, propertyName, skipWrappers, variableKeyword, type FunctionLike } from './syntax.js';
-
-// Kept in step with dsl/workflow.ts, which enforces the same rules when the module loads.
-const WORKFLOW_NAME = /^[a-z][a-z0-9-]{0,62}$/;
-const STEP_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
 export interface FileAnalysis {
   readonly workflows: WorkflowModel[];
