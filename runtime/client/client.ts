@@ -4,6 +4,7 @@ import type { WorkflowRegistration } from '../contracts/registration.js';
 import { RunNotFoundError, UnknownWorkflowError, ValidationError, WaitTimeoutError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { RUN_STATUSES, type LedgerflowDatabase, type RunStatus, type StepEffectRow, type WorkflowRunRow } from '../store/tables.js';
+import { assertAttemptTransition, assertRunTransition } from '../worker/state-machines.js';
 import { loadRunDetails, SETTLED_RUN_STATUSES, type RunDetails } from './run-details.js';
 import { startRun, type MigratedVersions, type StartedRun, type StartOptions } from './start-run.js';
 import { assertRunId } from './validate-input.js';
@@ -97,6 +98,7 @@ export interface Client {
   listEffects(filter?: EffectFilter): Promise<StepEffectRow[]>;
 }
 
+/** The statuses `cancel` takes a run from: every one with a transition into `cancelled` (state-machines.ts). */
 const CANCELLABLE: readonly RunStatus[] = ['pending', 'running', 'needs_reconciliation'];
 
 /**
@@ -202,6 +204,7 @@ export function createClient(options: ClientOptions): Client {
  * lease cleared and its fencing token moved on.
  */
 export function cancelRunStatement(db: Kysely<LedgerflowDatabase>, runId: string) {
+  for (const from of CANCELLABLE) assertRunTransition(from, 'cancelled');
   return db
     .updateTable('ledgerflow.workflow_run')
     .set({
@@ -219,6 +222,7 @@ export function cancelRunStatement(db: Kysely<LedgerflowDatabase>, runId: string
 
 /** The second statement of {@link Client.cancel}: the cancelled run's open attempt `abandoned`. */
 export function cancelAttemptsStatement(db: Kysely<LedgerflowDatabase>, runId: string) {
+  assertAttemptTransition('running', 'abandoned');
   return db
     .updateTable('ledgerflow.step_attempt')
     .set({ status: 'abandoned', finished_at: sql<Date>`now()`, error: { name: 'Cancelled', message: 'the run was cancelled' } })

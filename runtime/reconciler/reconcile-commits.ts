@@ -5,7 +5,7 @@ import type { WorkflowRegistry } from '../worker/registry.js';
 import { reconcileBackoffMs } from '../worker/retry.js';
 import { recordableText } from '../worker/step-errors.js';
 import type { Lease } from '../worker/step-commits.js';
-import { assertEffectTransition, assertRunTransition } from '../worker/state-machines.js';
+import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from '../worker/state-machines.js';
 
 /** The reconciler's own statements; recording a found effect on a live run reuses the worker's `advanceRun`. */
 
@@ -51,6 +51,7 @@ export function claimDueIntentsStatement(
   registry: WorkflowRegistry,
   options: { readonly limit: number; readonly holdMs: number; readonly now: Date | undefined },
 ): RawBuilder<DueIntent> {
+  assertEffectTransition('intent', 'intent');
   const reconcilable = registry.all.flatMap((w) =>
     w.steps.filter((step) => w.reconciler(step.name) !== undefined).map((step) => ({ name: w.name, version: w.version, step: step.name })),
   );
@@ -93,6 +94,7 @@ export async function deferIntent(db: Kysely<LedgerflowDatabase>, intent: DueInt
 
 /** The statement of {@link deferIntent}. */
 export function deferIntentStatement(intent: DueIntent, note: string): RawBuilder<unknown> {
+  assertEffectTransition('intent', 'intent');
   const delayMs = reconcileBackoffMs(intent.reconcile_attempts);
   return sql`
     UPDATE ledgerflow.step_effect
@@ -169,6 +171,9 @@ export async function claimForReconcile(
   };
 }
 
+/** The statuses {@link claimForReconcileStatement} takes a run from (`running` only under an expired lease). */
+const RECONCILE_CLAIMABLE: readonly RunStatus[] = ['pending', 'needs_reconciliation', 'running'];
+
 /** The row {@link claimForReconcileStatement} returns. */
 export interface ReconcileClaimRow {
   fencing_token: number;
@@ -185,6 +190,8 @@ export function claimForReconcileStatement(
   reconcilerId: string,
   leaseMs: number,
 ): RawBuilder<ReconcileClaimRow> {
+  for (const from of RECONCILE_CLAIMABLE) assertRunTransition(from, 'running');
+  assertAttemptTransition('running', 'abandoned');
   return sql<ReconcileClaimRow>`
     WITH target AS (
       SELECT id, status AS previous_status, error AS previous_error

@@ -1,6 +1,7 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
 import type { WorkflowRegistry } from './registry.js';
+import { assertAttemptTransition, assertRunTransition } from './state-machines.js';
 
 /** A run this worker holds under a lease, positioned at its current step. */
 export interface LeasedRun {
@@ -101,6 +102,12 @@ const STANDALONE: ClaimPlacement = { prefix: '', takeovers: true };
  * abandons a running attempt. A run taken over from a repeated crash gets no attempt.
  */
 export function claimParts(registry: WorkflowRegistry, options: ClaimOptions, placement: ClaimPlacement = STANDALONE): ClaimParts {
+  assertRunTransition('pending', 'running');
+  if (placement.takeovers) {
+    assertRunTransition('running', 'running');
+    assertAttemptTransition('running', 'abandoned');
+  }
+  assertAttemptTransition('none', 'running');
   const name = (cte: string): RawBuilder<unknown> => sql.raw(`${placement.prefix}${cte}`);
   const at = sql`statement_timestamp()`;
   const registered = sql`(r.workflow_name, r.workflow_version) IN (SELECT * FROM unnest(${registry.names}::text[], ${registry.versions}::int[]))`;

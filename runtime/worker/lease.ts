@@ -1,6 +1,7 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import { millis } from './claim.js';
+import { assertAttemptTransition, assertRunTransition } from './state-machines.js';
 
 export interface HeldLease {
   readonly runId: string;
@@ -32,6 +33,7 @@ export function renewLeasesStatement(
   leases: readonly HeldLease[],
   leaseMs: number,
 ): RawBuilder<{ id: string; fencing_token: number; lost: boolean }> {
+  assertRunTransition('running', 'running');
   return sql<{ id: string; fencing_token: number; lost: boolean }>`
     WITH mine AS (
       SELECT * FROM unnest(${leases.map((l) => l.runId)}::uuid[], ${leases.map((l) => l.fencingToken)}::bigint[])
@@ -63,6 +65,8 @@ export async function releaseLeases(db: Kysely<LedgerflowDatabase>, leases: read
 
 /** The statement of {@link releaseLeases}. */
 export function releaseLeasesStatement(leases: readonly HeldLease[], reason: string): RawBuilder<{ id: string }> {
+  assertRunTransition('running', 'pending');
+  assertAttemptTransition('running', 'abandoned');
   return sql<{ id: string }>`
     WITH mine AS (
       SELECT * FROM unnest(${leases.map((l) => l.runId)}::uuid[], ${leases.map((l) => l.fencingToken)}::bigint[])

@@ -4,7 +4,7 @@ import { ConflictError } from '../errors.js';
 import type { EffectStatus, Json, LedgerflowDatabase } from '../store/tables.js';
 import { millis } from './claim.js';
 import type { Lease } from './step-commits.js';
-import { assertEffectTransition } from './state-machines.js';
+import { assertEffectTransition, assertRunTransition } from './state-machines.js';
 
 /**
  * Ledger statements of the effect kinds. The ledger (`step_effect`, primary key
@@ -189,8 +189,10 @@ export interface OpenIntentRow {
 
 /** The statement of {@link openIntent}. */
 export function openIntentStatement(lease: Lease, step: StepDefinition, claim: EffectClaim): RawBuilder<OpenIntentRow> {
+  assertRunTransition('running', 'running');
   assertEffectTransition('none', 'intent');
   assertEffectTransition('released', 'intent');
+  if (step.idempotentByKey) assertEffectTransition('intent', 'intent');
   const horizon = intentHorizon(lease, step);
   return sql<OpenIntentRow>`
     WITH fenced AS (
@@ -260,6 +262,7 @@ export function retakeIntentStatement(
   claim: EffectClaim,
   fromAttempt: number,
 ): RawBuilder<{ fenced: boolean; retaken: boolean }> {
+  assertRunTransition('running', 'running');
   assertEffectTransition('intent', 'intent');
   return sql<{ fenced: boolean; retaken: boolean }>`
     WITH fenced AS (

@@ -1,45 +1,64 @@
 import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js';
 
 /**
- * The three status machines the worker and the reconciler drive, as data, with assertions that
- * every write calls before it builds its SQL. The SQL itself also guards each transition with
- * `WHERE status = …`, so a transition the code did not intend cannot happen silently.
+ * The three status machines of the runtime — worker, reconciler and client — as data, with
+ * assertions that every write calls before it builds its SQL (each `…Statement` function). The
+ * SQL itself also guards each transition with `WHERE status = …`, so a transition the code did
+ * not intend cannot happen silently. Same-status entries (`running -> running`, `intent ->
+ * intent`) are writes that keep the status and change the row: a lease extended or taken over,
+ * an intent re-taken or its next reconcile time moved. tests/runtime/state-machines.test.ts
+ * checks that each statement asserts what it writes and that every entry below is used.
  *
- * Run (workflow_run.status), as seen by the runtime:
- *   pending  --claim (worker or reconciler)-->  running
- *   running  --step committed, lease held-->  running
- *   running  --step committed, lease released (worker stopping, reconciler found)-->  pending
+ * Run (workflow_run.status):
+ *   (a run is created `pending` by the client's start; start-run.ts)
+ *   pending  --claim (worker; fused into a completion; reconciler)-->  running  (fencing_token + 1)
+ *   running  --step committed, lease held / lease renewed / intent commit extends it-->  running
+ *   running (lease expired)  --claim by another owner (worker or reconciler), fencing_token + 1-->  running
+ *   running  --step committed, lease released (worker stopping; reconciler recorded a found effect)-->  pending
  *   running  --last step committed-->  completed
- *   running  --retryable failure / intent not yet due / stop()-->  pending
- *   running  --exhausted, non-retryable, conflict, crash limit-->  failed
- *   running (taken over after a repeated crash, no attempt open)  --backoff-->  pending
+ *   running  --retryable failure / intent not yet due / stop() / repeated-crash backoff-->  pending
+ *   running  --reconciler: not found (retry) / gives a run back untouched-->  pending
+ *   running  --exhausted, non-retryable, conflict, crash limit; reconciler: not found after exhaustion-->  failed
  *   running  --intent outcome unknown (reconcile: unknown, or exhausted with an open intent)-->  needs_reconciliation
  *   needs_reconciliation  --reconciler claims it-->  running
- *   running (lease expired)  --claim by another owner, fencing_token + 1-->  running
- * completed, failed and cancelled are final; `cancelled` is written only by the client.
+ *   pending / running / needs_reconciliation  --client cancel, fencing_token + 1-->  cancelled
+ * completed, failed and cancelled are final.
+ *
+ * The header of core migration 0001_core.sql (applied and checksummed: it stays as it is) draws
+ * the same run machine, cancel transitions included, with one transition missing and two
+ * loose phrases: it has no `needs_reconciliation -> running` (the reconciler's claim); its
+ * "running/pending --lease expired--> claimable again" is not a status change (an expired
+ * `running` run stays `running` until a claim takes it: `running -> running` here); and its
+ * "db now() + backoff" is `statement_timestamp()` + backoff in every statement (`now()` would be
+ * the transaction's start). Its ledger machine lists `intent -> recorded`, `intent -> released`
+ * and `released -> intent` only, and "intent --reconcile: not found--> released" holds for the
+ * reconciler alone: a worker whose `reconcile` says not found re-takes the intent under the same
+ * key (`intent -> intent`). The tables below are the complete list.
  *
  * Ledger (step_effect.status):
- *   (none)    --transactional: inserted in the step's own commit-->  recorded
+ *   (none)    --transactional: inserted by the step's own transaction (or its one-statement commit)-->  recorded
  *   (none)    --external: intent commit-->  intent
- *   intent    --result commit (perform returned, or reconcile found it)-->  recorded
- *   intent    --same owner re-takes it (idempotentByKey retry, or reconcile: not found)-->  intent
- *   intent    --reconcile: not found / definitive refusal / exhausted with provider dedupe-->  released
+ *   intent    --result commit (perform returned, or reconcile found it; reconciler: found)-->  recorded
+ *   intent    --same key re-taken (idempotentByKey retry, or reconcile: not found), or its reconcile_after moved-->  intent
+ *   intent    --reconcile: not found / definitive refusal / failed before perform / exhausted with provider dedupe-->  released
  *   released  --a new attempt re-takes the same key and request-->  intent
- * recorded is final: referenced by step_result, never rewritten.
+ * recorded is final: referenced by step_result, never rewritten. (A transactional step's row is
+ * inserted `recorded` and filled with its output by the same transaction's last statement —
+ * `fill-recorded` — before anyone can see it: for everyone else that commit is `(none) -> recorded`.)
  *
  * Attempt (step_attempt.status):
  *   (none)   --claim, or the previous step's commit under a held lease-->  running
  *   running  --step committed-->  succeeded
  *   running  --handler/perform/validation failed-->  failed        (counts toward maxAttempts)
- *   running  --lease expired (`LeaseExpired`: the worker crashed or hung)-->  abandoned  (counts toward the crash limit)
- *   running  --worker stopped, intent not yet due, parked-->  abandoned  (does not count)
+ *   running  --lease expired (`LeaseExpired`: the worker crashed or hung; claimed by a worker or the reconciler)-->  abandoned  (counts toward the crash limit)
+ *   running  --worker stopped, intent not yet due, parked, run cancelled-->  abandoned  (does not count)
  * The crash limit is max(maxAttempts, 5) per step (retry.ts `crashLimit`); from a step's second
  * crash on, the claim opens no attempt and the run backs off, or fails (parks, with an open intent).
  */
 export const RUN_TRANSITIONS: Readonly<Record<RunStatus, readonly RunStatus[]>> = {
-  pending: ['running'],
-  running: ['running', 'pending', 'completed', 'failed', 'needs_reconciliation'],
-  needs_reconciliation: ['running'],
+  pending: ['running', 'cancelled'],
+  running: ['running', 'pending', 'completed', 'failed', 'needs_reconciliation', 'cancelled'],
+  needs_reconciliation: ['running', 'cancelled'],
   completed: [],
   failed: [],
   cancelled: [],

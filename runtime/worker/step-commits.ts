@@ -147,9 +147,12 @@ export function advanceRunStatement(p: AdvanceParams): RawBuilder<AdvanceRow> {
   const target: RunStatus = p.continuation.kind === 'hold' ? 'running' : p.continuation.kind === 'release' ? 'pending' : 'completed';
   assertRunTransition('running', target);
   if (p.attempt !== undefined) assertAttemptTransition('running', 'succeeded');
+  if (p.continuation.kind === 'hold') assertAttemptTransition('none', 'running');
   const effect = p.effect;
   if (effect?.mode === 'record-intent') assertEffectTransition('intent', 'recorded');
-  if (effect?.mode === 'insert-recorded') assertEffectTransition('none', 'recorded');
+  // fill-recorded completes the row this same transaction inserted (openTransactionalEffect):
+  // seen from outside, the commit takes the step's ledger row from none to recorded.
+  if (effect?.mode === 'insert-recorded' || effect?.mode === 'fill-recorded') assertEffectTransition('none', 'recorded');
   if ((effect === undefined) !== (p.step.kind === 'step') || (effect?.mode === 'insert-recorded' && p.step.kind !== 'transactional')) {
     throw new TypeError(`advanceRun: ledger effect ${effect?.mode ?? 'none'} does not fit ${p.step.kind} step "${p.step.name}".`);
   }
@@ -381,6 +384,7 @@ export function settleOwnIntentStatement(
   const release = step.kind === 'external' && notApplied;
   const dueNow = step.kind === 'external' && failure.phase === 'after-perform';
   if (release) assertEffectTransition('intent', 'released');
+  if (dueNow) assertEffectTransition('intent', 'intent');
   const why =
     failure.phase === 'before-perform'
       ? `released: attempt ${attempt} failed before calling perform (${failure.message})`
@@ -599,6 +603,7 @@ export function commitYieldStatement(p: YieldParams): RawBuilder<{ fenced: boole
   const status: RunStatus = p.to.kind === 'park' ? 'needs_reconciliation' : 'pending';
   assertRunTransition('running', status);
   assertAttemptTransition('running', 'abandoned');
+  if (p.to.kind === 'park') assertEffectTransition('intent', 'intent');
   const attemptError =
     p.to.kind === 'park'
       ? { name: 'NeedsReconciliation', message: p.to.reason }
