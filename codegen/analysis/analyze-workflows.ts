@@ -2,7 +2,7 @@ import path from 'node:path';
 import { compareLocations } from '../model/source-location.js';
 import type { AnalysisResult, MalformedDeclaration, WorkflowModel } from '../model/workflow-model.js';
 import { AnalysisProgram } from './analysis-program.js';
-import { KeyAnalyzer } from './key-analyzer.js';
+import { PurityAnalyzer } from './purity-analyzer.js';
 import { analyzeWorkflowFile } from './workflow-declarations.js';
 
 /**
@@ -16,7 +16,7 @@ import { analyzeWorkflowFile } from './workflow-declarations.js';
 export function analyzeWorkflows(root: string, files: readonly string[]): AnalysisResult {
   const absolute = files.map((file) => path.resolve(root, file));
   const program = new AnalysisProgram(root, absolute);
-  const analyzer = new KeyAnalyzer(program);
+  const analyzer = new PurityAnalyzer(program);
   const workflows: WorkflowModel[] = [];
   const malformed: MalformedDeclaration[] = [];
   for (const file of absolute) {

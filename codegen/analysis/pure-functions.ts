@@ -1,4 +1,4 @@
-import type { NondeterministicSource } from '../model/workflow-model.js';
+import type { NondeterministicSource } from '../model/purity.js';
 
 /**
  * What a key may call. Everything not listed here (and not a helper that codegen can follow and

@@ -133,6 +133,16 @@ export function declarationNameNode(declaration: ts.Node): ts.Node {
   return declaration;
 }
 
+/** An object or array literal not frozen with `as const` can be mutated by any module that sees it. */
+export function isMutableLiteral(initializer: ts.Expression): boolean {
+  let node = initializer;
+  while (ts.isParenthesizedExpression(node) || ts.isSatisfiesExpression(node) || ts.isAsExpression(node)) {
+    if (ts.isAsExpression(node) && ts.isTypeReferenceNode(node.type) && node.type.typeName.getText() === 'const') return false;
+    node = node.expression;
+  }
+  return ts.isObjectLiteralExpression(node) || ts.isArrayLiteralExpression(node);
+}
+
 /** The literal name of an object literal property; null when computed. */
 export function propertyName(property: ts.ObjectLiteralElementLike): string | null {
   const name = property.name;

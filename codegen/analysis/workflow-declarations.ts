@@ -3,8 +3,9 @@ import { STEP_NAME, WORKFLOW_NAME } from '../../dsl/names.js';
 import { STEP_KINDS, type StepKind } from '../../dsl/step-kind.js';
 import type { MalformedDeclaration, KeyModel, StepModel, WorkflowModel } from '../model/workflow-model.js';
 import type { AnalysisProgram } from './analysis-program.js';
-import type { KeyAnalyzer, KeySummary } from './key-analyzer.js';
+import { keyContext, keyModel } from './key-model.js';
 import { importBindingOf, resolveImportedDeclaration } from './module-exports.js';
+import type { PurityAnalyzer } from './purity-analyzer.js';
 import { constFunction, hasExportModifier, propertyName, skipWrappers, variableKeyword, type FunctionLike } from './syntax.js';
 
 export interface FileAnalysis {
@@ -20,7 +21,7 @@ export interface FileAnalysis {
  */
 export function analyzeWorkflowFile(
   program: AnalysisProgram,
-  analyzer: KeyAnalyzer,
+  analyzer: PurityAnalyzer,
   sourceFile: ts.SourceFile,
 ): FileAnalysis {
   const result: FileAnalysis = { workflows: [], malformed: [] };
@@ -86,7 +87,7 @@ interface StepCall {
 
 function readDeclaration(
   program: AnalysisProgram,
-  analyzer: KeyAnalyzer,
+  analyzer: PurityAnalyzer,
   call: ts.CallExpression,
   malformed: MalformedDeclaration[],
 ): WorkflowModel | null {
@@ -163,7 +164,7 @@ function readDeclaration(
   const steps: StepModel[] = [];
   let ok = true;
   for (const stepCall of stepCalls) {
-    const step = readStep(program, analyzer, name, stepCall, steps.length, malformed);
+    const step = readStep(program, analyzer, name, stepCall, steps, malformed);
     if (step === null) ok = false;
     else steps.push(step);
   }
@@ -181,12 +182,13 @@ function readDeclaration(
 
 function readStep(
   program: AnalysisProgram,
-  analyzer: KeyAnalyzer,
+  analyzer: PurityAnalyzer,
   workflowName: string,
   { kind, call, method }: StepCall,
-  position: number,
+  earlier: readonly StepModel[],
   malformed: MalformedDeclaration[],
 ): StepModel | null {
+  const position = earlier.length;
   const report = (node: ts.Node, message: string): null => {
     malformed.push({ location: program.location(node), message });
     return null;
@@ -235,7 +237,8 @@ function readStep(
         `the key of step "${name}" must be a function — inline (({ input, steps }) => \`...\`) or the name of a function declared in this file or exported by a relative module — so codegen can check that it is pure.`,
       );
     } else {
-      key = keyModel(program, keyProperty, analyzer.analyzeKey(keyFunction));
+      const report = analyzer.analyze(keyFunction, keyContext(earlier.map((step) => step.name)));
+      key = keyModel(program, keyProperty, report);
     }
   }
 
@@ -275,27 +278,6 @@ function functionOfDeclaration(program: AnalysisProgram, declaration: ts.Declara
   if (binding === null) return null;
   const target = resolveImportedDeclaration(program, declaration.getSourceFile().fileName, binding.specifier, binding.importedName);
   return target === null ? null : functionOfDeclaration(program, target);
-}
-
-function keyModel(program: AnalysisProgram, property: ts.ObjectLiteralElementLike, summary: KeySummary): KeyModel {
-  const text = ts.isPropertyAssignment(property) ? property.initializer.getText() : property.getText();
-  const seen = new Set<string>();
-  const findings = summary.findings.filter((finding) => {
-    const id = JSON.stringify([finding.kind, finding.at, finding.origin, finding.text]);
-    if (seen.has(id)) return false;
-    seen.add(id);
-    return true;
-  });
-  return {
-    text,
-    location: program.location(property.name ?? property),
-    inputFields: [...summary.inputFields].sort(),
-    readsWholeInput: summary.readsWholeInput,
-    readsAllSteps: summary.readsAllSteps,
-    stepReads: summary.stepReads,
-    calls: [...summary.calls].sort(),
-    findings,
-  };
 }
 
 /** The exported name of the module-level const whose initializer is `expression`, if any. */

@@ -1,5 +1,8 @@
 import type { StepKind } from '../../dsl/step-kind.js';
+import type { PurityFinding, StepRead } from './purity.js';
 import type { SourceLocation } from './source-location.js';
+
+export type { MutableReadReason, NondeterministicSource, StepRead, ViaHop } from './purity.js';
 
 /**
  * The plain-data model between analysis and everything after it. No compiler objects: the
@@ -49,59 +52,14 @@ export interface KeyModel {
   readonly stepReads: readonly StepRead[];
   /** Functions the key calls (allow-listed ones and same-project helpers it followed), sorted. */
   readonly calls: readonly string[];
+  /** The key reads the input or steps at all; a key that does not is the same for every run (LF005). */
+  readonly dependsOnContext: boolean;
   /** Everything that makes the key impure or unanalysable; validation turns these into diagnostics. */
   readonly findings: readonly KeyFinding[];
 }
 
-export interface StepRead {
-  readonly step: string;
-  /** Field path below the step's output (`amountCents`), or '' for the whole output. */
-  readonly path: string;
-  /** Where the key reads it (the call of a helper that reads it, if it comes through one). */
-  readonly at: SourceLocation;
-  readonly via: readonly ViaHop[];
-}
-
-/** One hop from the key to where a problem really is: a helper call or a module const read. */
-export interface ViaHop {
-  readonly kind: 'helper' | 'const';
-  readonly name: string;
-  /** Where the helper or const is declared. */
-  readonly declaredAt: SourceLocation;
-}
-
-export type NondeterministicSource = 'clock' | 'random' | 'uuid' | 'env' | 'await' | 'io';
-
-export type MutableReadReason =
-  | 'module-let'
-  | 'imported-let'
-  | 'import'
-  | 'global'
-  | 'this'
-  | 'mutable-object'
-  | 'outer-variable';
-
-interface FindingBase {
-  /** Where in the key the problem enters (the helper call or const read for indirect ones). */
-  readonly at: SourceLocation;
-  /** Where the offending expression itself is. Equals `at` for direct ones. */
-  readonly origin: SourceLocation;
-  /** Source text of the offending expression. */
-  readonly text: string;
-  readonly via: readonly ViaHop[];
-}
-
-export type KeyFinding =
-  | (FindingBase & { readonly kind: 'nondeterministic'; readonly source: NondeterministicSource })
-  | (FindingBase & { readonly kind: 'impure-call'; readonly callee: string })
-  | (FindingBase & {
-      readonly kind: 'mutable-read';
-      readonly reason: MutableReadReason;
-      readonly binding: string;
-      /** Module the binding is imported from, for imports. */
-      readonly module: string | null;
-    })
-  | (FindingBase & { readonly kind: 'dynamic-step-access' });
+/** What the purity analysis finds in a key; the key rules (LF002–LF005) turn these into diagnostics. */
+export type KeyFinding = PurityFinding;
 
 /** A declaration codegen cannot read statically (LF008); analysis reports it instead of guessing. */
 export interface MalformedDeclaration {

@@ -24,6 +24,7 @@ function key(text: string, overrides: Partial<KeyModel> = {}): KeyModel {
     readsAllSteps: false,
     stepReads: [],
     calls: [],
+    dependsOnContext: true,
     findings: [],
     ...overrides,
   };

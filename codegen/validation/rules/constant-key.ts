@@ -5,8 +5,7 @@ import { keyedSteps, type Rule } from '../rule.js';
 export const constantKey: Rule = (input) => {
   const diagnostics: Diagnostic[] = [];
   for (const { step, key } of keyedSteps(input)) {
-    const dependsOnRun = key.inputFields.length > 0 || key.readsWholeInput || key.readsAllSteps || key.stepReads.length > 0;
-    if (dependsOnRun) continue;
+    if (key.dependsOnContext) continue;
     diagnostics.push({
       code: 'LF005',
       severity: 'warning',

@@ -1,0 +1,378 @@
+// The purity analysis: is a function pure over its context? Callers describe what the context
+// parameter offers (a key's `({ input, steps })` with the steps declared before it) and get a
+// plain-data PurityReport back; each caller maps its findings to its own rules (the key rules
+// are codegen/validation/rules/*-key.ts and step-order.ts).
+
+import { ts } from 'ts-morph';
+import type { ContextDescription, PurityReport } from '../model/purity.js';
+import type { AnalysisProgram } from './analysis-program.js';
+import { importBindingOf, namespaceImportOf } from './module-exports.js';
+import { globalUse, importUse, outerDeclarationUse, type NameUse } from './name-uses.js';
+import { nondeterministicMember, PURE_METHODS, PURE_NAMESPACE_MEMBERS } from './pure-functions.js';
+import { contextRoot, rootOf, rootOfDeclaration, type Root } from './purity-roots.js';
+import { emptySummary, SummaryRecorder, toReport, type Frame, type Summary } from './purity-summary.js';
+import {
+  declarationNameNode,
+  isFunctionLike,
+  isMutableLiteral,
+  isReference,
+  isTypeOnly,
+  isWithin,
+  memberName,
+  shortText,
+  skipWrappers,
+  type FunctionLike,
+} from './syntax.js';
+
+/**
+ * Decides whether a function is a pure function of its context. It walks the function's body,
+ * follows helper functions and module constants (in the same file or relative imports;
+ * transitively, guarding recursion), and records every read of the context plus every finding
+ * (clock, randomness, environment, I/O, `await`, unknown calls, mutable state, invisible steps).
+ *
+ * Conservative by design: what it cannot prove pure is a finding, never silently accepted.
+ * One analyser serves a whole codegen run: what it learns about helpers and constants is
+ * memoised across the functions it analyses.
+ *
+ * @example
+ * const analyzer = new PurityAnalyzer(program);
+ * const report = analyzer.analyze(keyFunction, { data: ['input'], steps: { visible: ['load'] } });
+ * report.findings.filter((f) => f.kind === 'nondeterministic'); // e.g. Date.now()
+ */
+export class PurityAnalyzer {
+  readonly #program: AnalysisProgram;
+  readonly #record: SummaryRecorder;
+  readonly #helperMemo = new Map<ts.Node, Map<string, Summary>>();
+  readonly #constMemo = new Map<ts.Node, Summary>();
+  readonly #active = new Set<ts.Node>();
+  /**
+   * Counts recursion cut-offs. A summary computed while a cut happened lacks what the cut-off
+   * function contributes further up the cycle, so it must not be memoised for other callers.
+   */
+  #cuts = 0;
+
+  constructor(program: AnalysisProgram) {
+    this.#program = program;
+    this.#record = new SummaryRecorder(program);
+  }
+
+  /** Analyses `fn`, whose first parameter is a context offering what `context` describes. */
+  analyze(fn: FunctionLike, context: ContextDescription): PurityReport {
+    const bindings = new Map<ts.ParameterDeclaration, Root>();
+    const parameter = fn.parameters[0];
+    if (parameter !== undefined) bindings.set(parameter, contextRoot(context));
+    this.#active.add(fn);
+    try {
+      return toReport(this.#analyzeScope(fn, bindings), context);
+    } finally {
+      this.#active.delete(fn);
+    }
+  }
+
+  #analyzeScope(scope: ts.Node, bindings: ReadonlyMap<ts.ParameterDeclaration, Root>): Summary {
+    const frame: Frame = { scope, bindings, summary: emptySummary(), boundArguments: new Set() };
+    if (isFunctionLike(scope)) {
+      for (const parameter of scope.parameters) this.#walk(parameter, frame);
+      if (scope.body !== undefined) this.#walk(scope.body, frame);
+    } else {
+      this.#walk(scope, frame);
+    }
+    return frame.summary;
+  }
+
+  // ---- walking --------------------------------------------------------------------------------
+
+  #walk(node: ts.Node, frame: Frame): void {
+    if (isTypeOnly(node)) return;
+    if (ts.isAwaitExpression(node)) {
+      this.#record.nondeterministic(frame, node, 'await', 'await');
+    } else if (ts.isCallExpression(node)) {
+      this.#visitCall(node, frame);
+      return;
+    } else if (ts.isNewExpression(node)) {
+      this.#visitNew(node, frame);
+      return;
+    } else if (ts.isTaggedTemplateExpression(node)) {
+      this.#visitTaggedTemplate(node, frame);
+      return;
+    } else if (ts.isPropertyAccessExpression(node) || ts.isElementAccessExpression(node)) {
+      this.#visitMemberRead(node, frame);
+      return;
+    } else if (ts.isIdentifier(node)) {
+      if (isReference(node)) this.#visitReference(node, frame);
+      return;
+    } else if (node.kind === ts.SyntaxKind.ThisKeyword) {
+      this.#record.mutableRead(frame, node, 'this', 'this', null);
+    } else if (ts.isMetaProperty(node)) {
+      this.#record.nondeterministic(frame, node, 'env', node.getText());
+      return;
+    }
+    ts.forEachChild(node, (child) => this.#walk(child, frame));
+  }
+
+  #visitCall(call: ts.CallExpression, frame: Frame): void {
+    const callee = skipWrappers(call.expression);
+    const walkArguments = (): void => {
+      for (const argument of call.arguments) this.#walk(argument, frame);
+    };
+    if (callee.kind === ts.SyntaxKind.ImportKeyword) {
+      this.#record.nondeterministic(frame, call, 'io', 'import()');
+      walkArguments();
+      return;
+    }
+    if (ts.isIdentifier(callee)) {
+      this.#visitFunctionCall(call, callee, frame);
+      walkArguments();
+      return;
+    }
+    const member = memberName(callee);
+    if (member !== null && (ts.isPropertyAccessExpression(callee) || ts.isElementAccessExpression(callee))) {
+      this.#visitMethodCall(call, callee, member, frame);
+      walkArguments();
+      return;
+    }
+    if (ts.isArrowFunction(callee) || ts.isFunctionExpression(callee)) {
+      // An immediately invoked function is part of the analysed function's own body.
+      ts.forEachChild(call, (child) => this.#walk(child, frame));
+      return;
+    }
+    this.#record.impureCall(frame, call, `${shortText(callee)}()`);
+    ts.forEachChild(call, (child) => this.#walk(child, frame));
+  }
+
+  #visitFunctionCall(call: ts.CallExpression, callee: ts.Identifier, frame: Frame): void {
+    const declaration = this.#program.declarationOf(callee);
+    if (declaration === undefined) {
+      this.#use(frame, call, callee, globalUse(callee.text, true), call);
+      return;
+    }
+    if (isWithin(declaration, frame.scope)) {
+      // A function declared inside the function is walked as part of it; a parameter is an unknown function.
+      if (ts.isParameter(declaration) || ts.isBindingElement(declaration)) this.#record.impureCall(frame, call, `${callee.text}()`);
+      return;
+    }
+    const binding = importBindingOf(declaration);
+    const use =
+      binding !== null
+        ? importUse(this.#program, callee, binding, binding.importedName, true)
+        : outerDeclarationUse(callee, declaration, true);
+    this.#use(frame, call, callee, use, call);
+  }
+
+  #visitMethodCall(
+    call: ts.CallExpression,
+    callee: ts.PropertyAccessExpression | ts.ElementAccessExpression,
+    member: string,
+    frame: Frame,
+  ): void {
+    const receiver = skipWrappers(callee.expression);
+    if (ts.isIdentifier(receiver)) {
+      const declaration = this.#program.declarationOf(receiver);
+      if (declaration === undefined) {
+        const forbidden = nondeterministicMember(receiver.text, member);
+        if (forbidden !== undefined) {
+          this.#record.nondeterministic(frame, call, forbidden, `${receiver.text}.${member}()`);
+          return;
+        }
+        const namespace = PURE_NAMESPACE_MEMBERS.get(receiver.text);
+        if (namespace !== undefined) {
+          if (namespace.has(member)) frame.summary.calls.add(`${receiver.text}.${member}()`);
+          else this.#record.impureCall(frame, call, `${receiver.text}.${member}()`);
+          return;
+        }
+      } else {
+        const binding = namespaceImportOf(declaration);
+        if (binding !== null) {
+          this.#use(frame, call, receiver, importUse(this.#program, receiver, binding, member, true), call);
+          return;
+        }
+      }
+    }
+    if (PURE_METHODS.has(member)) {
+      frame.summary.calls.add(`.${member}()`);
+    } else {
+      this.#record.impureCall(frame, call, `${shortText(callee)}()`);
+      // `Reflect.get()`, `lib.format()`: the unknown call is the finding; its receiver is part of it.
+      if (ts.isIdentifier(receiver) && !this.#isLocalOrParameter(receiver, frame)) return;
+    }
+    this.#walk(callee.expression, frame);
+    if (ts.isElementAccessExpression(callee)) this.#walk(callee.argumentExpression, frame);
+  }
+
+  #isLocalOrParameter(identifier: ts.Identifier, frame: Frame): boolean {
+    const declaration = this.#program.declarationOf(identifier);
+    return declaration !== undefined && isWithin(declaration, frame.scope);
+  }
+
+  #visitNew(node: ts.NewExpression, frame: Frame): void {
+    const callee = skipWrappers(node.expression);
+    const args = node.arguments ?? [];
+    if (ts.isIdentifier(callee) && callee.text === 'Date' && this.#program.declarationOf(callee) === undefined) {
+      if (args.length === 0) this.#record.nondeterministic(frame, node, 'clock', 'new Date()');
+      else frame.summary.calls.add('new Date()');
+    } else {
+      this.#record.impureCall(frame, node, `new ${shortText(callee)}()`);
+    }
+    for (const argument of args) this.#walk(argument, frame);
+  }
+
+  #visitTaggedTemplate(node: ts.TaggedTemplateExpression, frame: Frame): void {
+    const tag = skipWrappers(node.tag);
+    const isStringRaw =
+      ts.isPropertyAccessExpression(tag) &&
+      ts.isIdentifier(tag.expression) &&
+      tag.expression.text === 'String' &&
+      tag.name.text === 'raw' &&
+      this.#program.declarationOf(tag.expression) === undefined;
+    if (isStringRaw) frame.summary.calls.add('String.raw``');
+    else this.#record.impureCall(frame, node, `${shortText(tag)}\`\``);
+    this.#walk(node.template, frame);
+  }
+
+  #visitMemberRead(node: ts.PropertyAccessExpression | ts.ElementAccessExpression, frame: Frame): void {
+    const receiver = skipWrappers(node.expression);
+    const member = memberName(node);
+    if (ts.isIdentifier(receiver)) {
+      const declaration = this.#program.declarationOf(receiver);
+      if (declaration === undefined) {
+        const forbidden = nondeterministicMember(receiver.text, member);
+        if (forbidden !== undefined) {
+          this.#record.nondeterministic(frame, node, forbidden, shortText(node));
+          return;
+        }
+      } else if (member !== null) {
+        const binding = namespaceImportOf(declaration);
+        if (binding !== null) {
+          this.#use(frame, node, receiver, importUse(this.#program, receiver, binding, member, false), null);
+          return;
+        }
+      }
+    }
+    const root = rootOf(this.#program, node, frame);
+    if (root !== null) this.#record.read(frame, node, root);
+    this.#walk(node.expression, frame);
+    if (ts.isElementAccessExpression(node)) this.#walk(node.argumentExpression, frame);
+  }
+
+  #visitReference(identifier: ts.Identifier, frame: Frame): void {
+    const declaration = this.#program.declarationOf(identifier);
+    if (declaration === undefined) {
+      this.#use(frame, identifier, identifier, globalUse(identifier.text, false), null);
+      return;
+    }
+    if (isWithin(declaration, frame.scope)) {
+      const root = rootOfDeclaration(this.#program, declaration, frame, new Set());
+      if (root !== null) this.#record.read(frame, identifier, root);
+      return;
+    }
+    const binding = importBindingOf(declaration);
+    const use =
+      binding !== null
+        ? importUse(this.#program, identifier, binding, binding.importedName, false)
+        : outerDeclarationUse(identifier, declaration, false);
+    this.#use(frame, identifier, identifier, use, null);
+  }
+
+  /**
+   * Acts on the use of a name declared outside the function: at `site` (the call, or the read)
+   * for calls and nondeterministic sources, at `identifier` (the name) for reads of state.
+   */
+  #use(frame: Frame, site: ts.Node, identifier: ts.Identifier, use: NameUse, call: ts.CallExpression | null): void {
+    switch (use.kind) {
+      case 'helper':
+        this.#followHelper(frame, site, use.name, use.helper, call?.arguments ?? []);
+        return;
+      case 'const':
+        this.#followConst(frame, identifier, use.name, use.declaration);
+        return;
+      case 'pure-call':
+        frame.summary.calls.add(use.call);
+        return;
+      case 'nondeterministic':
+        this.#record.nondeterministic(frame, site, use.source, use.text);
+        return;
+      case 'impure-call':
+        this.#record.impureCall(frame, site, use.callee, use.module);
+        return;
+      case 'mutable-read':
+        this.#record.mutableRead(frame, identifier, use.reason, use.binding, use.module, use.declaration);
+        return;
+      case 'harmless':
+        return;
+    }
+  }
+
+  // ---- following helpers and constants --------------------------------------------------------
+
+  #followHelper(
+    frame: Frame,
+    site: ts.Node,
+    name: string,
+    helper: FunctionLike,
+    args: readonly ts.Expression[],
+  ): void {
+    if (helper.body === undefined) {
+      this.#record.impureCall(frame, site, `${name}()`);
+      return;
+    }
+    const bindings = new Map<ts.ParameterDeclaration, Root>();
+    helper.parameters.forEach((parameter, index) => {
+      const argument = args[index];
+      if (argument === undefined || parameter.dotDotDotToken !== undefined || ts.isSpreadElement(argument)) return;
+      const root = rootOf(this.#program, argument, frame);
+      if (root !== null) {
+        bindings.set(parameter, root);
+        frame.boundArguments.add(skipWrappers(argument));
+      }
+    });
+    frame.summary.calls.add(`${name}()`);
+    // Recursion adds nothing the visit already under way does not find.
+    if (this.#active.has(helper)) {
+      this.#cuts++;
+      return;
+    }
+    const signature = JSON.stringify(helper.parameters.map((p) => bindings.get(p) ?? null));
+    let byBindings = this.#helperMemo.get(helper);
+    let summary = byBindings?.get(signature);
+    if (summary === undefined) {
+      const cuts = this.#cuts;
+      this.#active.add(helper);
+      try {
+        summary = this.#analyzeScope(helper, bindings);
+      } finally {
+        this.#active.delete(helper);
+      }
+      if (cuts === this.#cuts) {
+        if (byBindings === undefined) this.#helperMemo.set(helper, (byBindings = new Map()));
+        byBindings.set(signature, summary);
+      }
+    }
+    const declaredAt = this.#program.location(declarationNameNode(helper));
+    this.#record.merge(frame, site, { kind: 'helper', name: `${name}()`, declaredAt }, summary);
+  }
+
+  #followConst(frame: Frame, identifier: ts.Identifier, name: string, declaration: ts.VariableDeclaration): void {
+    const initializer = declaration.initializer;
+    if (initializer === undefined) return;
+    if (isMutableLiteral(initializer)) {
+      this.#record.mutableRead(frame, identifier, 'mutable-object', name, null, declaration);
+      return;
+    }
+    if (this.#active.has(declaration)) {
+      this.#cuts++;
+      return;
+    }
+    let summary = this.#constMemo.get(declaration);
+    if (summary === undefined) {
+      const cuts = this.#cuts;
+      this.#active.add(declaration);
+      try {
+        summary = this.#analyzeScope(initializer, new Map());
+      } finally {
+        this.#active.delete(declaration);
+      }
+      if (cuts === this.#cuts) this.#constMemo.set(declaration, summary);
+    }
+    this.#record.merge(frame, identifier, { kind: 'const', name, declaredAt: this.#program.location(declaration.name) }, summary);
+  }
+}
