@@ -1,4 +1,11 @@
-export { runCodegen, type CodegenOptions, type CodegenRun } from './run-codegen.js';
+export {
+  runCodegen,
+  CodegenOptionsError,
+  describeOptionsError,
+  type CheckedCodegenOption,
+  type CodegenOptions,
+  type CodegenRun,
+} from './run-codegen.js';
 export { main } from './cli/main.js';
 export { analyzeWorkflows } from './analysis/analyze-workflows.js';
 export { validateWorkflows } from './validation/validate-workflows.js';

@@ -18,6 +18,51 @@ export interface CodegenOptions {
   readonly outDir?: string;
 }
 
+/** The options of `runCodegen` that it checks, named as `CodegenOptions` spells them. */
+export type CheckedCodegenOption = 'root' | 'outDir';
+
+/**
+ * `runCodegen` cannot use the options it was given. The message names options as the API
+ * spells them (`root`, `outDir`); a front end with other names for them (the CLI's `--root`,
+ * `--out`) words the same problem with `describeOptionsError`. A RangeError, as before it had
+ * its own type.
+ */
+export class CodegenOptionsError extends RangeError {
+  override readonly name = 'CodegenOptionsError';
+  /** The option that is wrong. */
+  readonly option: CheckedCodegenOption;
+  /** The root directory, resolved to an absolute path. */
+  readonly root: string;
+  /** The value given for `option` (for `root`, resolved to an absolute path). */
+  readonly value: string;
+
+  constructor(option: CheckedCodegenOption, root: string, value: string) {
+    super(describeOptionsProblem(option, root, value, { root: 'root', outDir: 'outDir' }));
+    this.option = option;
+    this.root = root;
+    this.value = value;
+  }
+}
+
+/** The error's message with each option called by `names` (e.g. the CLI's flags). */
+export function describeOptionsError(error: CodegenOptionsError, names: Readonly<Record<CheckedCodegenOption, string>>): string {
+  return describeOptionsProblem(error.option, error.root, error.value, names);
+}
+
+function describeOptionsProblem(
+  option: CheckedCodegenOption,
+  root: string,
+  value: string,
+  names: Readonly<Record<CheckedCodegenOption, string>>,
+): string {
+  switch (option) {
+    case 'root':
+      return `${names.root} must be an existing directory; "${value}" is not one.`;
+    case 'outDir':
+      return `${names.outDir} must be a directory inside ${names.root} (${root}); got "${value}".`;
+  }
+}
+
 export interface CodegenRun {
   readonly root: string;
   /** The globs that found the workflow files. */
@@ -39,11 +84,13 @@ export interface CodegenRun {
  * @example
  * const run = await runCodegen({ root: '/repo' });
  * if (run.generated !== null) writeGenerated(run.root, run.outDir, run.generated);
+ *
+ * @throws CodegenOptionsError when `root` is not a directory or `outDir` is not inside it.
  */
 export async function runCodegen(options: CodegenOptions = {}): Promise<CodegenRun> {
   const root = path.resolve(options.root ?? process.cwd());
   if (!existsSync(root) || !statSync(root).isDirectory()) {
-    throw new RangeError(`--root must be an existing directory; "${root}" is not one.`);
+    throw new CodegenOptionsError('root', root, root);
   }
   const outDir = normalizeOutDir(root, options.outDir ?? DEFAULT_OUT_DIR);
   const include = options.include ?? DEFAULT_INCLUDE;
@@ -56,11 +103,14 @@ export async function runCodegen(options: CodegenOptions = {}): Promise<CodegenR
   return { root, include, outDir, analysis, diagnostics, generated };
 }
 
-/** The output directory relative to the root; it must lie inside it (generated imports are relative). */
+/**
+ * The output directory relative to the root; it must lie inside it (generated imports are
+ * relative). Throws CodegenOptionsError otherwise.
+ */
 export function normalizeOutDir(root: string, outDir: string): string {
   const relative = toPosix(path.relative(root, path.resolve(root, outDir)));
   if (relative === '' || relative.startsWith('..') || path.isAbsolute(relative)) {
-    throw new RangeError(`--out must be a directory inside --root (${root}); got "${outDir}".`);
+    throw new CodegenOptionsError('outDir', root, outDir);
   }
   return relative;
 }

@@ -2,8 +2,8 @@ import { compareGenerated, type FileDifference } from '../output/compare-generat
 import { writeGenerated } from '../output/write-generated.js';
 import { describeDifference, formatGithub, formatJson, formatText } from '../report/format-diagnostics.js';
 import { hasErrors, type Diagnostic } from '../model/diagnostic.js';
-import { runCodegen, type CodegenRun } from '../run-codegen.js';
-import { parseArgs, USAGE, UsageError, type CliOptions } from './parse-args.js';
+import { CodegenOptionsError, describeOptionsError, runCodegen, type CodegenRun } from '../run-codegen.js';
+import { OPTION_FLAGS, parseArgs, USAGE, UsageError, type CliOptions } from './parse-args.js';
 
 /**
  * `ledgerflow codegen [options]` (argv without the word `codegen`). Returns the exit code: 0 ok,
@@ -34,8 +34,8 @@ export async function main(argv: string[]): Promise<number> {
       ...(options.out === undefined ? {} : { outDir: options.out }),
     });
   } catch (error) {
-    if (error instanceof RangeError) {
-      process.stderr.write(`ledgerflow codegen: ${error.message}\n`);
+    if (error instanceof CodegenOptionsError) {
+      process.stderr.write(`ledgerflow codegen: ${describeOptionsError(error, OPTION_FLAGS)}\n`);
       return 2;
     }
     throw error;

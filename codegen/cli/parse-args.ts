@@ -1,4 +1,5 @@
 import { OUTPUT_FORMATS, type OutputFormat } from '../report/format-diagnostics.js';
+import type { CheckedCodegenOption } from '../run-codegen.js';
 
 export interface CliOptions {
   readonly help: boolean;
@@ -29,6 +30,9 @@ Options:
 
 Exit codes: 0 ok, 1 errors or out-of-date output, 2 bad command line.
 `;
+
+/** The flag that sets each option runCodegen checks, for wording its errors on the command line. */
+export const OPTION_FLAGS: Readonly<Record<CheckedCodegenOption, string>> = { root: '--root', outDir: '--out' };
 
 export class UsageError extends Error {
   override readonly name = 'UsageError';

@@ -108,6 +108,16 @@ describe('ledgerflow codegen --check', () => {
     expect(strict.stdout).toContain('warning LF005');
   });
 
+  it('words a root or output directory it cannot use with the flags, as a bad command line (exit 2)', async () => {
+    const missing = path.join(project.root, 'missing');
+    const root = await codegen('--root', missing);
+    expect(root.code).toBe(2);
+    expect(root.stderr).toBe(`ledgerflow codegen: --root must be an existing directory; "${missing}" is not one.\n`);
+    const out = await codegen('--root', project.root, '--out', '..');
+    expect(out.code).toBe(2);
+    expect(out.stderr).toBe(`ledgerflow codegen: --out must be a directory inside --root (${project.root}); got "..".\n`);
+  });
+
   it('rejects unknown flags and explains --help', async () => {
     const unknown = await codegen('--chek');
     expect(unknown.code).toBe(2);
