@@ -1,10 +1,9 @@
-import type { NondeterministicSource } from '../model/purity.js';
+// What a pure function (a key, and whatever else the purity analysis checks) may call and read,
+// and what is known to be nondeterministic. Everything not listed here (and not a helper that
+// codegen can follow and prove pure) is a finding (LF002 for a key): a key must give the same
+// string on every retry, worker and restart, so "probably pure" is not good enough.
 
-/**
- * What a key may call. Everything not listed here (and not a helper that codegen can follow and
- * prove pure) is LF002: a key must give the same string on every retry, worker and restart, so
- * "probably pure" is not good enough.
- */
+import type { NondeterministicSource } from '../model/purity.js';
 
 /** Global functions a key may call. */
 export const PURE_GLOBAL_FUNCTIONS: ReadonlySet<string> = new Set([

@@ -1,13 +1,13 @@
+// The plain-data model between analysis and everything after it. No compiler objects: the
+// validator and the emitters run on these records alone (and tests build them by hand).
+
 import type { StepKind } from '../../dsl/step-kind.js';
 import type { PurityFinding, StepRead } from './purity.js';
 import type { SourceLocation } from './source-location.js';
 
 export type { MutableReadReason, NondeterministicSource, StepRead, ViaHop } from './purity.js';
 
-/**
- * The plain-data model between analysis and everything after it. No compiler objects: the
- * validator and the emitters run on these records alone (and tests build them by hand).
- */
+/** One workflow version as declared: `export const x = workflow(name, { version, ... }).step(...)...`. */
 export interface WorkflowModel {
   readonly name: string;
   readonly version: number;
