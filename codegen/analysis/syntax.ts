@@ -133,14 +133,25 @@ export function declarationNameNode(declaration: ts.Node): ts.Node {
   return declaration;
 }
 
-/** An object or array literal not frozen with `as const` can be mutated by any module that sees it. */
+/**
+ * An object or array literal, whatever wraps it, can be mutated by any module that sees it,
+ * unless it is frozen with `as const` (or `<const>`).
+ */
 export function isMutableLiteral(initializer: ts.Expression): boolean {
   let node = initializer;
-  while (ts.isParenthesizedExpression(node) || ts.isSatisfiesExpression(node) || ts.isAsExpression(node)) {
-    if (ts.isAsExpression(node) && ts.isTypeReferenceNode(node.type) && node.type.typeName.getText() === 'const') return false;
+  while (isWrapper(node)) {
+    if (isConstAssertion(node)) return false;
     node = node.expression;
   }
   return ts.isObjectLiteralExpression(node) || ts.isArrayLiteralExpression(node);
+}
+
+function isConstAssertion(node: Wrapper): boolean {
+  return (
+    (ts.isAsExpression(node) || ts.isTypeAssertionExpression(node)) &&
+    ts.isTypeReferenceNode(node.type) &&
+    node.type.typeName.getText() === 'const'
+  );
 }
 
 /** The literal name of an object literal property; null when computed. */

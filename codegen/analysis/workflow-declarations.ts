@@ -6,7 +6,15 @@ import type { AnalysisProgram } from './analysis-program.js';
 import { keyContext, keyModel } from './key-model.js';
 import { importBindingOf, resolveImportedDeclaration } from './module-exports.js';
 import type { PurityAnalyzer } from './purity-analyzer.js';
-import { constFunction, hasExportModifier, propertyName, skipWrappers, variableKeyword, type FunctionLike } from './syntax.js';
+import {
+  constFunction,
+  hasExportModifier,
+  outermostWrapper,
+  propertyName,
+  skipWrappers,
+  variableKeyword,
+  type FunctionLike,
+} from './syntax.js';
 
 export interface FileAnalysis {
   readonly workflows: WorkflowModel[];
@@ -113,13 +121,7 @@ function readDeclaration(
     stepCalls.push({ kind: method as StepKind, call: invocation, method: access.name });
     top = invocation;
   }
-  while (
-    ts.isParenthesizedExpression(top.parent) ||
-    ts.isSatisfiesExpression(top.parent) ||
-    ts.isAsExpression(top.parent)
-  ) {
-    top = top.parent;
-  }
+  top = outermostWrapper(top).outer as ts.Expression;
 
   const exportName = exportedConstName(top);
   if (exportName === null) {
