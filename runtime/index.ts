@@ -63,7 +63,7 @@ export type { StartedRun, StartOptions } from './client/start-run.js';
 export { describeIssues } from './client/validate-input.js';
 export { createWorker, RUNS_CHANNEL, type Worker, type WorkerOptions } from './worker/worker.js';
 export type { WorkerEvent } from './worker/worker-events.js';
-export type { FailureOutcome } from './worker/step-commits.js';
+export type { FailureOutcome } from './worker/failure-commits.js';
 export { HandlerTimeoutError, PerformTimeoutError, type SerializedError } from './worker/step-errors.js';
 export {
   runReconcilePass,

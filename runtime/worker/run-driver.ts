@@ -8,7 +8,8 @@ import { STEP_EXECUTORS } from './executors/executors.js';
 import { commitKnowingOutcome, untilReachable, type StepExecution, type StepOutcome } from './executors/step-execution.js';
 import type { RegisteredWorkflow, WorkflowRegistry } from './registry.js';
 import { releaseLeases } from './lease.js';
-import { commitCrash, commitFailure, type Continuation, type FusedClaim, type Lease } from './step-commits.js';
+import { commitCrash, commitFailure } from './failure-commits.js';
+import type { Continuation, FusedClaim, Lease } from './step-commits.js';
 import { isConnectionError, ResyncNeeded, serializeError, StepFailure } from './step-errors.js';
 import type { WorkerEvent } from './worker-events.js';
 

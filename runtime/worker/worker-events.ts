@@ -1,6 +1,6 @@
 import type { StepKind } from '../../dsl/step-kind.js';
 import type { ReconcileReport } from '../reconciler/reconciler.js';
-import type { CrashOutcome, FailureOutcome } from './step-commits.js';
+import type { CrashOutcome, FailureOutcome } from './failure-commits.js';
 import type { SerializedError } from './step-errors.js';
 
 /**

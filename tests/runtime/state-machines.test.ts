@@ -11,7 +11,7 @@ import {
   IllegalTransitionError,
   RUN_TRANSITIONS,
 } from '../../runtime/worker/state-machines.js';
-import { settleOwnIntentStatement } from '../../runtime/worker/step-commits.js';
+import { settleOwnIntentStatement } from '../../runtime/worker/failure-commits.js';
 import { StepFailure } from '../../runtime/worker/step-errors.js';
 import { compileCase, compileOnly, STATEMENT_CASES, type StatementCase } from './fixtures/sql-statements.js';
 

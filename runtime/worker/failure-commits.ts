@@ -1,0 +1,350 @@
+import { sql, type Kysely, type RawBuilder } from 'kysely';
+import type { StepDefinition } from '../../dsl/workflow.js';
+import { LeaseLostError, NotAppliedError } from '../errors.js';
+import type { EffectStatus, LedgerflowDatabase, RunStatus } from '../store/tables.js';
+import { millis } from './claim.js';
+import { backoffDelayMs, crashLimit, isNonRetryable } from './retry.js';
+import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from './state-machines.js';
+import type { Lease } from './step-commits.js';
+import { recordableText, serializeError, StepFailure, type SerializedError } from './step-errors.js';
+
+/*
+ * The commits of a step that did not succeed: a failed attempt (retry, fail, or park with an
+ * open intent) and a run taken over from a step that crashed its worker again (back off, or
+ * give up at the crash limit). Each runs in one transaction that first locks the run and checks
+ * the fencing token (`lockFencedRun`), so a zombie records nothing.
+ */
+
+const lit = (value: string): RawBuilder<unknown> => sql.lit(value);
+
+export type FailureOutcome =
+  | { readonly kind: 'retry'; readonly retryAt: Date; readonly failures: number }
+  | { readonly kind: 'failed'; readonly failures: number }
+  | { readonly kind: 'parked'; readonly reason: string; readonly failures: number };
+
+export interface FailureParams {
+  readonly lease: Lease;
+  readonly step: StepDefinition;
+  readonly attempt: number;
+  readonly failure: StepFailure;
+  /** True when the step's external handler has `reconcile` (decides park vs release at exhaustion). */
+  readonly canReconcile: boolean;
+  readonly random?: () => number;
+}
+
+/**
+ * Records a failed attempt and decides, inside one fenced transaction, what the run does next:
+ * retry (`pending`, `run_after = now + backoff`), fail (exhausted, non-retryable, conflict),
+ * or — for an `external` step whose intent is still open and whose effect may have happened —
+ * park in `needs_reconciliation` rather than declare a failure the provider may contradict.
+ *
+ * What the failure means for this attempt's own open intent depends on where it failed
+ * ({@link StepFailure.phase}):
+ *   before-perform, or perform threw NotAppliedError  →  released: the effect did not happen;
+ *   after-perform (the provider answered)              →  due for reconciliation at once;
+ *   perform threw anything else / timed out            →  left open until its horizon.
+ * A retry of a step whose intent stays open and whose provider does not dedupe is scheduled no
+ * earlier than that intent's horizon (it would only be rescheduled until then).
+ */
+export async function commitFailure(db: Kysely<LedgerflowDatabase>, p: FailureParams): Promise<FailureOutcome> {
+  const { lease, step, failure } = p;
+  const cause = failure.cause;
+  const error: SerializedError = { ...serializeError(cause), step: step.name, attempt: p.attempt };
+  return db.transaction().execute(async (trx) => {
+    const run = await lockFencedRun(trx, lease, step.name, 'its failure');
+    const intent = await settleOwnIntent(trx, lease, step, p.attempt, failure);
+    const failures = run.failures + 1;
+    const nonRetryable = isNonRetryable(cause, step.retry);
+    const exhausted = failures >= step.retry.maxAttempts;
+
+    if (!nonRetryable && !exhausted) {
+      const delayMs = backoffDelayMs(step.retry, failures, p.random);
+      // An open intent of a provider that does not dedupe is reconciled first, at its horizon.
+      const waitForIntent = intent.open && !step.idempotentByKey;
+      const { rows: retried } = await failureRetryStatement({
+        lease,
+        step,
+        attempt: p.attempt,
+        error,
+        delayMs,
+        notBefore: waitForIntent ? intent.reconcileAfter : undefined,
+      }).execute(trx);
+      return { kind: 'retry', retryAt: retried[0]!.retry_at, failures };
+    }
+
+    const why = nonRetryable ? 'non-retryable error' : `attempts exhausted (${failures}/${step.retry.maxAttempts})`;
+    const end = await finishExhausted(trx, {
+      lease,
+      step,
+      attempt: p.attempt,
+      error,
+      why,
+      openIntent: intent.open ? run.open_intent : null,
+      // A conflict never touches the existing ledger row: nothing is overwritten.
+      conflict: cause instanceof Error && cause.name === 'ConflictError',
+      canReconcile: p.canReconcile,
+    });
+    return end.kind === 'parked' ? { ...end, failures } : { kind: 'failed', failures };
+  });
+}
+
+/**
+ * A retry after a failed attempt (inside the failure commit, after {@link lockFencedRunStatement}):
+ * the attempt `failed`, the run `pending` until `statement_timestamp() + delayMs` — or, when
+ * `notBefore` is given (an open intent's horizon), no earlier than that.
+ */
+export function failureRetryStatement(p: {
+  readonly lease: Lease;
+  readonly step: StepDefinition;
+  readonly attempt: number;
+  readonly error: SerializedError;
+  readonly delayMs: number;
+  /** `undefined`: no open intent to wait for; `null` is passed through as SQL NULL. */
+  readonly notBefore: Date | null | undefined;
+}): RawBuilder<{ retry_at: Date }> {
+  const { lease, step } = p;
+  assertAttemptTransition('running', 'failed');
+  assertRunTransition('running', 'pending');
+  const retryAt =
+    p.notBefore !== undefined
+      ? sql`GREATEST(statement_timestamp() + ${millis(p.delayMs)}, ${p.notBefore}::timestamptz)`
+      : sql`statement_timestamp() + ${millis(p.delayMs)}`;
+  return sql<{ retry_at: Date }>`
+        WITH attempt AS (
+          UPDATE ledgerflow.step_attempt
+             SET status = 'failed', error = ${JSON.stringify(p.error)}::jsonb, finished_at = statement_timestamp(),
+                 next_eligible_at = ${retryAt}
+           WHERE run_id = ${lease.runId} AND step_name = ${step.name} AND attempt = ${p.attempt} AND status = 'running'
+          RETURNING next_eligible_at
+        )
+        UPDATE ledgerflow.workflow_run
+           SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp(),
+               run_after = ${retryAt}
+         WHERE id = ${lease.runId}
+        RETURNING run_after AS retry_at`;
+}
+
+/**
+ * The failed attempt's own intent (an `external` step), per the failure's phase: released when
+ * the effect certainly did not happen, made due at once when the provider answered. Returns
+ * whether an intent of the step is still open, and its horizon.
+ */
+async function settleOwnIntent(
+  trx: Kysely<LedgerflowDatabase>,
+  lease: Lease,
+  step: StepDefinition,
+  attempt: number,
+  failure: StepFailure,
+): Promise<{ readonly open: boolean; readonly reconcileAfter: Date | null }> {
+  const { rows } = await settleOwnIntentStatement(lease, step, attempt, failure).execute(trx);
+  const open = rows.find((r) => r.status === 'intent');
+  return { open: open !== undefined, reconcileAfter: open?.reconcile_after ?? null };
+}
+
+/** The statement of {@link settleOwnIntent}: the step's ledger rows, after this attempt's own intent was settled. */
+export function settleOwnIntentStatement(
+  lease: Lease,
+  step: StepDefinition,
+  attempt: number,
+  failure: StepFailure,
+): RawBuilder<{ status: EffectStatus; reconcile_after: Date | null }> {
+  const notApplied = failure.phase === 'before-perform' || (failure.phase === 'perform' && failure.cause instanceof NotAppliedError);
+  const release = step.kind === 'external' && notApplied;
+  const dueNow = step.kind === 'external' && failure.phase === 'after-perform';
+  if (release) assertEffectTransition('intent', 'released');
+  if (dueNow) assertEffectTransition('intent', 'intent');
+  const why =
+    failure.phase === 'before-perform'
+      ? `released: attempt ${attempt} failed before calling perform (${failure.message})`
+      : `released: the provider refused the request, NotAppliedError (${failure.message})`;
+  return sql<{ status: EffectStatus; reconcile_after: Date | null }>`
+    WITH own AS (
+      UPDATE ledgerflow.step_effect
+         SET status = CASE WHEN ${release}::boolean THEN 'released' ELSE status END,
+             resolution = CASE WHEN ${release}::boolean THEN ${recordableText(why)}::text ELSE resolution END,
+             reconcile_after = CASE WHEN ${release}::boolean THEN NULL
+                                    WHEN ${dueNow}::boolean THEN statement_timestamp()
+                                    ELSE reconcile_after END
+       WHERE workflow_id = ${lease.runId} AND step_name = ${step.name} AND status = 'intent' AND attempt = ${attempt}
+         AND (${release}::boolean OR ${dueNow}::boolean)
+      RETURNING idempotency_key, status, reconcile_after
+    )
+    SELECT COALESCE(o.status, e.status) AS status, COALESCE(o.reconcile_after, e.reconcile_after) AS reconcile_after
+      FROM ledgerflow.step_effect e LEFT JOIN own o USING (idempotency_key)
+     WHERE e.workflow_id = ${lease.runId} AND e.step_name = ${step.name}`;
+}
+
+/**
+ * The end of a step that may not be tried again: the run fails — or, when an `external`
+ * step's intent is still open and the effect may have happened, it parks in
+ * `needs_reconciliation` rather than declare a failure the provider may contradict (a provider
+ * that dedupes by key, with no reconcile, gets the intent released instead: the key is reusable).
+ * Runs inside the caller's transaction, after it checked the fencing token under a row lock.
+ */
+async function finishExhausted(trx: Kysely<LedgerflowDatabase>, p: ExhaustedParams): Promise<ExhaustedOutcome> {
+  const { outcome, statement } = finishExhaustedStatement(p);
+  await statement.execute(trx);
+  return outcome;
+}
+
+export interface ExhaustedParams {
+  readonly lease: Lease;
+  readonly step: StepDefinition;
+  /** The `running` attempt to close as failed; `undefined` when none is open. */
+  readonly attempt: number | undefined;
+  /** The attempt's error, and the run's unless it parks. */
+  readonly error: SerializedError;
+  /** Why the step is over, for the park reason and released intents. */
+  readonly why: string;
+  readonly openIntent: string | null;
+  readonly conflict: boolean;
+  readonly canReconcile: boolean;
+}
+
+export type ExhaustedOutcome = { readonly kind: 'failed' } | { readonly kind: 'parked'; readonly reason: string };
+
+/** What {@link finishExhausted} decides, and its statement. */
+export function finishExhaustedStatement(p: ExhaustedParams): { readonly outcome: ExhaustedOutcome; readonly statement: RawBuilder<unknown> } {
+  const { lease, step, error } = p;
+  let outcome: ExhaustedOutcome = { kind: 'failed' };
+  let release: string | undefined;
+  if (p.openIntent !== null && !p.conflict) {
+    if (step.idempotentByKey && !p.canReconcile) {
+      release = `released: ${p.why}; the provider dedupes by key, so a later run may reuse it`;
+    } else {
+      outcome = {
+        kind: 'parked',
+        reason:
+          `${p.why} on step "${step.name}" while its intent for key "${p.openIntent}" is open: ` +
+          `the effect may have happened (last error: ${error.message}); the reconciler will look it up`,
+      };
+    }
+  }
+  if (p.attempt !== undefined) assertAttemptTransition('running', 'failed');
+  if (release !== undefined) assertEffectTransition('intent', 'released');
+  const status: RunStatus = outcome.kind === 'parked' ? 'needs_reconciliation' : 'failed';
+  assertRunTransition('running', status);
+  const runError =
+    outcome.kind === 'parked'
+      ? { name: 'NeedsReconciliation', message: outcome.reason, step: step.name, key: p.openIntent, exhausted: true, lastError: error }
+      : error;
+  const statement = sql`
+    WITH attempt AS (
+      UPDATE ledgerflow.step_attempt
+         SET status = 'failed', error = ${JSON.stringify(error)}::jsonb, finished_at = statement_timestamp()
+       WHERE run_id = ${lease.runId} AND step_name = ${step.name} AND attempt = ${p.attempt ?? null}::int AND status = 'running'
+      RETURNING 1
+    ),
+    released AS (
+      UPDATE ledgerflow.step_effect SET status = 'released', resolution = ${release ?? null}::text
+       WHERE workflow_id = ${lease.runId} AND step_name = ${step.name} AND status = 'intent' AND ${release !== undefined}::boolean
+      RETURNING 1
+    )
+    UPDATE ledgerflow.workflow_run
+       SET status = ${lit(status)}, lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp(),
+           error = ${JSON.stringify(runError)}::jsonb,
+           finished_at = ${status === 'failed' ? sql`statement_timestamp()` : sql`NULL`}
+     WHERE id = ${lease.runId}`;
+  return { outcome, statement };
+}
+
+/**
+ * Locks the run row inside `trx` and checks the lease is still ours: the first statement of
+ * every failure-path commit. Returns the step's failed-attempt count and its open intent's key.
+ */
+async function lockFencedRun(
+  trx: Kysely<LedgerflowDatabase>,
+  lease: Lease,
+  stepName: string,
+  what: string,
+): Promise<{ readonly failures: number; readonly open_intent: string | null }> {
+  const { rows } = await lockFencedRunStatement(lease, stepName).execute(trx);
+  const run = rows[0];
+  if (run === undefined || run.fencing_token !== lease.fencingToken || run.status !== 'running') {
+    throw new LeaseLostError(`Lease on run ${lease.runId} lost before ${what} could be recorded.`);
+  }
+  return run;
+}
+
+/** The statement of {@link lockFencedRun}. */
+export function lockFencedRunStatement(
+  lease: Lease,
+  stepName: string,
+): RawBuilder<{ fencing_token: number; status: RunStatus; failures: number; open_intent: string | null }> {
+  return sql<{ fencing_token: number; status: RunStatus; failures: number; open_intent: string | null }>`
+    SELECT r.fencing_token, r.status,
+           (SELECT count(*) FROM ledgerflow.step_attempt a
+             WHERE a.run_id = r.id AND a.step_name = ${stepName} AND a.status = 'failed')::int AS failures,
+           (SELECT e.idempotency_key FROM ledgerflow.step_effect e
+             WHERE e.workflow_id = r.id AND e.step_name = ${stepName} AND e.status = 'intent') AS open_intent
+      FROM ledgerflow.workflow_run r
+     WHERE r.id = ${lease.runId}
+       FOR NO KEY UPDATE OF r`;
+}
+
+export type CrashOutcome =
+  | { readonly kind: 'retry'; readonly retryAt: Date; readonly crashes: number }
+  | { readonly kind: 'failed'; readonly crashes: number }
+  | { readonly kind: 'parked'; readonly reason: string; readonly crashes: number };
+
+export interface CrashParams {
+  readonly lease: Lease;
+  readonly step: StepDefinition;
+  /** `LeaseExpired` attempts of the step, the one the claim just closed included. */
+  readonly crashes: number;
+  readonly canReconcile: boolean;
+  readonly random?: () => number;
+}
+
+/**
+ * A run taken over from a step that crashed its worker again (poison step): the claim opened
+ * no attempt. Below {@link crashLimit} the run goes back to `pending` after a backoff (the
+ * step's own policy, counted in crashes); at the limit the step is over — the run fails with
+ * an error naming the crashes, or parks if an `external` intent is open (as for exhausted
+ * attempts). The abandoned attempts stay in the history with their `LeaseExpired` errors.
+ * One fenced transaction.
+ */
+export async function commitCrash(db: Kysely<LedgerflowDatabase>, p: CrashParams): Promise<CrashOutcome> {
+  const { lease, step, crashes } = p;
+  const limit = crashLimit(step.retry);
+  return db.transaction().execute(async (trx) => {
+    const run = await lockFencedRun(trx, lease, step.name, 'its crash');
+    if (crashes < limit) {
+      // The first crash waited one lease before anyone took over; later ones back off further.
+      const delayMs = backoffDelayMs(step.retry, crashes - 1, p.random);
+      const { rows: retried } = await crashRetryStatement(lease, delayMs).execute(trx);
+      return { kind: 'retry', retryAt: retried[0]!.retry_at, crashes };
+    }
+    const error: SerializedError = {
+      name: 'StepCrashedWorker',
+      message:
+        `step "${step.name}" crashed its worker ${crashes} times: each time the lease expired before the attempt finished ` +
+        '(the worker process died, hung, or lost the database); it is not tried again',
+      step: step.name,
+      crashes,
+    };
+    const end = await finishExhausted(trx, {
+      lease,
+      step,
+      attempt: undefined,
+      error,
+      why: `crash limit reached (${crashes}/${limit})`,
+      openIntent: run.open_intent,
+      conflict: false,
+      canReconcile: p.canReconcile,
+    });
+    return { ...end, crashes };
+  });
+}
+
+/** A backoff after a repeated crash (inside the crash commit): the run `pending` until `statement_timestamp() + delayMs`. */
+export function crashRetryStatement(lease: Lease, delayMs: number): RawBuilder<{ retry_at: Date }> {
+  assertRunTransition('running', 'pending');
+  return sql<{ retry_at: Date }>`
+        UPDATE ledgerflow.workflow_run
+           SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp(),
+               run_after = statement_timestamp() + ${millis(delayMs)}
+         WHERE id = ${lease.runId}
+        RETURNING run_after AS retry_at`;
+}
+
