@@ -11,6 +11,8 @@ export {
   type IdempotentExternalHandler,
   type IntentInfo,
   type PerformContext,
+  type PlainStepContext,
+  type ReadOnlyDatabase,
   type ReconcileContext,
   type ReconcileOutcome,
   type ReconcilingExternalHandler,
@@ -65,6 +67,7 @@ export { createWorker, RUNS_CHANNEL, type Worker, type WorkerOptions } from './w
 export type { WorkerEvent } from './worker/worker-events.js';
 export type { FailureOutcome } from './worker/failure-commits.js';
 export { HandlerTimeoutError, PerformTimeoutError, type SerializedError } from './worker/step-errors.js';
+export { ReadOnlyStepError } from './worker/executors/read-only-db.js';
 export {
   runReconcilePass,
   type ReconcileItem,

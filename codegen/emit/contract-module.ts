@@ -16,7 +16,11 @@ interface HandlerShape {
 
 /** The handler contract each kind demands (see runtime/contracts/handler-types.ts). */
 const HANDLER_SHAPES: Record<StepKind, (step: StepModel) => HandlerShape> = {
-  step: () => ({ type: 'StepHandler', usesDatabase: false, doc: 'compute or read, then return the output; it is checkpointed and never recomputed.' }),
+  step: () => ({
+    type: 'StepHandler',
+    usesDatabase: true,
+    doc: 'compute or read (`ctx.db` is read-only), then return the output; it is checkpointed and never recomputed.',
+  }),
   transactional: () => ({
     type: 'TransactionalHandler',
     usesDatabase: true,
@@ -73,7 +77,8 @@ export function emitContractModule(workflow: WorkflowModel, contractPath: string
     '',
     '/**',
     ` * Handlers for ${title}: one per step, each of the shape its kind demands, so an`,
-    ' * effect cannot bypass the ledger. `DB` is your Kysely database type for `transactional` steps.',
+    ' * effect cannot bypass the ledger. `DB` is your Kysely database type: `ctx.tx` of `transactional` steps,',
+    ' * read-only `ctx.db` of `step` steps.',
     ' */',
     `export interface ${names.handlers}<DB = {}> {`,
   );

@@ -23,7 +23,8 @@ export type UserOnboardingSendWelcomeEmailOutput = WorkflowOutput<typeof userOnb
 
 /**
  * Handlers for workflow "user-onboarding" v1: one per step, each of the shape its kind demands, so an
- * effect cannot bypass the ledger. `DB` is your Kysely database type for `transactional` steps.
+ * effect cannot bypass the ledger. `DB` is your Kysely database type: `ctx.tx` of `transactional` steps,
+ * read-only `ctx.db` of `step` steps.
  */
 export interface UserOnboardingHandlers<DB = {}> {
   /**

@@ -1,4 +1,4 @@
-import type { Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type { StepSpec } from '../../dsl/workflow.js';
 import type { Recorded } from './recorded.js';
 
@@ -15,8 +15,31 @@ export interface StepContext<TInput, TPrior> {
   readonly signal: AbortSignal;
 }
 
-/** `step`: compute or read; return the output. */
-export type StepHandler<TInput, TPrior, TOutput> = (ctx: StepContext<TInput, TPrior>) => Promise<TOutput> | TOutput;
+/**
+ * What a `step` handler may do with the database: read. Every statement runs in its own
+ * `READ ONLY` transaction, so a write fails at run time too (a `step` runs at least once: a write
+ * there could happen twice; write in a `transactional` step, through `ctx.tx`).
+ */
+export type ReadOnlyDatabase<TDatabase> = Pick<
+  Kysely<TDatabase>,
+  'selectFrom' | 'selectNoFrom' | 'with' | 'withRecursive' | 'fn' | 'dynamic' | 'getExecutor'
+>;
+
+export interface PlainStepContext<TInput, TPrior, TDatabase> extends StepContext<TInput, TPrior> {
+  /**
+   * Read-only access to the run's own database (the store's connection: works on PostgreSQL and
+   * on the embedded PGlite alike).
+   *
+   * @example
+   * const order = await ctx.db.selectFrom('shop.order').selectAll().where('id', '=', ctx.input.orderId).executeTakeFirstOrThrow();
+   */
+  readonly db: ReadOnlyDatabase<TDatabase>;
+}
+
+/** `step`: compute or read (through `ctx.db`); return the output. */
+export type StepHandler<TInput, TPrior, TOutput, TDatabase = {}> = (
+  ctx: PlainStepContext<TInput, TPrior, TDatabase>,
+) => Promise<TOutput> | TOutput;
 
 export interface TransactionalContext<TInput, TPrior, TOutput, TDatabase> extends StepContext<TInput, TPrior> {
   readonly key: string;
@@ -72,7 +95,7 @@ export interface IdempotentExternalHandler<TInput, TPrior, TOutput> {
 /** The handler contract one declared step demands, by kind. */
 export type HandlerFor<TSpec, TInput, TDatabase> =
   TSpec extends StepSpec<'step', infer O, infer P, boolean>
-    ? StepHandler<TInput, P, O>
+    ? StepHandler<TInput, P, O, TDatabase>
     : TSpec extends StepSpec<'transactional', infer O, infer P, boolean>
       ? TransactionalHandler<TInput, P, O, TDatabase>
       : TSpec extends StepSpec<'external', infer O, infer P, true>

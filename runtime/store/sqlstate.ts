@@ -18,6 +18,7 @@ export const SQLSTATE = {
   INVALID_PASSWORD: '28P01',
   INVALID_AUTHORIZATION: '28000',
   UNKNOWN_DATABASE: '3D000',
+  READ_ONLY_SQL_TRANSACTION: '25006',
 } as const;
 
 export type SqlState = (typeof SQLSTATE)[keyof typeof SQLSTATE];

@@ -1,10 +1,11 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DIAGNOSTIC_CODES } from '../../codegen/model/diagnostic.js';
+import { createPgTestStore, type TestStore } from '../support/test-stores.js';
 import { directiveAt, fileRegion, readmeBlocks, type ReadmeBlock } from './readme-blocks.js';
 
 /**
@@ -47,9 +48,15 @@ function writeFiles(dir: string, files: ReadonlyArray<{ path: string; content: s
 }
 
 /** Runs the CLI as a user would; resolves with the exit code instead of throwing on non-zero. */
-async function ledgerflow(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+async function ledgerflow(
+  args: readonly string[],
+  options: { readonly cwd?: string; readonly env?: NodeJS.ProcessEnv } = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
-    const { stdout, stderr } = await run(process.execPath, [join(root, 'bin/ledgerflow.js'), ...args], { cwd: root });
+    const { stdout, stderr } = await run(process.execPath, [join(root, 'bin/ledgerflow.js'), ...args], {
+      cwd: options.cwd ?? root,
+      ...(options.env !== undefined ? { env: options.env } : {}),
+    });
     return { code: 0, stdout, stderr };
   } catch (error) {
     const failed = error as { code?: number; stdout?: string; stderr?: string };
@@ -211,4 +218,74 @@ describe('README.md code blocks', () => {
     expect(links.length).toBeGreaterThan(0);
     expect(links.filter((link) => !existsSync(join(root, link)))).toEqual([]);
   });
+});
+
+describe('the tutorial, run as written', () => {
+  const pgStores: TestStore[] = [];
+  afterAll(async () => {
+    for (const store of pgStores) await store.close();
+  });
+
+  // The tutorial's src/workflows.ts opens no pool of its own: its handlers use ctx.db / ctx.tx,
+  // so the same files run on the embedded default and on PostgreSQL. Stripe is the only stub.
+  it.each(['embedded PGlite', 'PostgreSQL'] as const)(
+    'migrate, start and the worker of section 5 complete a refund on %s, with one Stripe call',
+    async (where) => {
+      const dir = scratchDir(where === 'PostgreSQL' ? 'run-pg' : 'run-pglite');
+      writeFiles(dir, withDirective('file').map((b) => ({ path: b.directive!.argument, content: b.content })));
+      // The order and the charge a refund starts from (test data, not part of the tutorial).
+      writeFiles(dir, [
+        { path: 'db/migrations/0002_test_data.sql', content: "INSERT INTO shop.\"order\" (id) VALUES ('o-1');\nINSERT INTO shop.payment VALUES ('o-1', 'ch_1');" },
+      ]);
+      const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: '' };
+      if (where === 'PostgreSQL') {
+        const store = await createPgTestStore();
+        pgStores.push(store);
+        env['DATABASE_URL'] = store.url;
+      }
+      const cli = (args: readonly string[]) => ledgerflow(args, { cwd: dir, env });
+      const step = async (args: readonly string[]) => {
+        const result = await cli(args);
+        expect(result.code, `ledgerflow ${args.join(' ')}:\n${result.stdout}${result.stderr}`).toBe(0);
+        return result;
+      };
+
+      await step(['codegen']);
+      await step(['migrate', '--dir', 'generated/migrations', '--dir', 'db/migrations']);
+      const started = await step(['start', 'refund', '--input', '{"orderId":"o-1","amountCents":1200}', '--dedupe-key', 'refund:o-1', '--json']);
+      const { runId } = JSON.parse(started.stdout) as { runId: string };
+
+      const stripeLog = join(dir, 'stripe-calls.jsonl');
+      const worker = spawn(process.execPath, [join(root, 'bin/ledgerflow.js'), 'worker', '--workflows', 'src/workflows.ts', '--poll-ms', '100'], {
+        cwd: dir,
+        env: {
+          ...env,
+          STRIPE_STUB_LOG: stripeLog,
+          NODE_OPTIONS: `${env['NODE_OPTIONS'] ?? ''} --import ${pathToFileURL(join(root, 'tests/readme/fixtures/stripe-stub.mjs')).href}`,
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let output = '';
+      worker.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      worker.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+      const exited = new Promise<number | null>((resolve) => worker.on('exit', (code) => resolve(code)));
+      try {
+        const deadline = Date.now() + 45_000;
+        while (!output.includes(`run-completed runId=${runId}`)) {
+          if (Date.now() > deadline || worker.exitCode !== null) throw new Error(`the worker did not complete ${runId}:\n${output}`);
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+      } finally {
+        worker.kill('SIGTERM');
+      }
+      expect(await exited).toBe(0);
+
+      const shown = await step(['run', runId, '--json']);
+      const details = JSON.parse(shown.stdout) as { status: string; output: unknown };
+      expect(details.status).toBe('completed');
+      expect(details.output).toEqual({ findCharge: { chargeId: 'ch_1' }, refundCharge: { refundId: 're_test_1' }, markRefunded: { refundId: 're_test_1' } });
+      const calls = readFileSync(stripeLog, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { key: string; body: string });
+      expect(calls).toEqual([{ url: 'https://api.stripe.com/v1/refunds', key: 'refund:o-1', body: 'charge=ch_1&amount=1200' }]);
+    },
+  );
 });

@@ -1,19 +1,9 @@
-import {
-  CompiledQuery,
-  Kysely,
-  PostgresAdapter,
-  PostgresIntrospector,
-  PostgresQueryCompiler,
-  sql,
-  type DatabaseConnection,
-  type Dialect,
-  type Driver,
-  type QueryResult,
-} from 'kysely';
+import { sql, type CompiledQuery, type Kysely, type QueryResult } from 'kysely';
 import type { LedgerflowDatabase } from '../../store/tables.js';
 import { openTransactionalEffect, type EffectClaim } from '../ledger.js';
 import { advanceRun, leaseLost, type AdvanceParams, type AdvanceResult } from '../step-commits.js';
 import type { StepExecution } from './step-execution.js';
+import { statementHandle } from './statement-dialect.js';
 
 /**
  * The transaction of one `transactional` step attempt, opened lazily.
@@ -53,7 +43,7 @@ export class StepTransaction {
     private readonly s: StepExecution,
     private readonly claim: EffectClaim,
   ) {
-    this.handle = new Kysely<unknown>({ dialect: new StatementDialect((compiled) => this.#execute(compiled)) });
+    this.handle = statementHandle((compiled) => this.#execute(compiled), { name: `ctx.tx of step "${s.step.name}"`, transactions: 'owner' });
   }
 
   /** Whether the handler sent anything, i.e. whether a transaction was (or is being) opened. */
@@ -175,36 +165,4 @@ function holdConnection(db: Kysely<LedgerflowDatabase>): Promise<{ conn: Kysely<
       })
       .catch(reject);
   });
-}
-
-/** A dialect whose only connection hands each compiled statement to `execute`; BEGIN/COMMIT are the step's. */
-class StatementDialect implements Dialect {
-  constructor(private readonly execute: <R>(compiled: CompiledQuery) => Promise<QueryResult<R>>) {}
-  createAdapter() {
-    return new PostgresAdapter();
-  }
-  createDriver(): Driver {
-    const connection: DatabaseConnection = {
-      executeQuery: (compiled) => this.execute(compiled),
-      // eslint-disable-next-line require-yield
-      streamQuery: async function* <R>(): AsyncIterableIterator<QueryResult<R>> {
-        throw new TypeError('ctx.tx of a transactional step does not stream; use execute() instead.');
-      },
-    };
-    return {
-      init: async () => {},
-      acquireConnection: async () => connection,
-      beginTransaction: async () => {},
-      commitTransaction: async () => {},
-      rollbackTransaction: async () => {},
-      releaseConnection: async () => {},
-      destroy: async () => {},
-    };
-  }
-  createQueryCompiler() {
-    return new PostgresQueryCompiler();
-  }
-  createIntrospector(db: Kysely<unknown>) {
-    return new PostgresIntrospector(db);
-  }
 }
