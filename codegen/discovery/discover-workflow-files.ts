@@ -23,16 +23,24 @@ export interface DiscoveryOptions {
  * // ['examples/order-payment/order-payment.workflow.ts', ...] (relative, sorted)
  */
 export async function discoverWorkflowFiles(options: DiscoveryOptions): Promise<string[]> {
-  const ignore = ['**/node_modules/**', '**/.git/**', '.ledgerflow/**', `${toPosix(options.outDir).replace(/\/$/, '')}/**`];
-  if (isLedgerflowRepository(options.root)) ignore.push('tests/codegen/cases/**');
   const files = await glob([...options.include], {
     cwd: options.root,
-    ignore,
+    ignore: discoveryIgnore(options.root, options.outDir),
     onlyFiles: true,
     followSymbolicLinks: false,
     expandDirectories: false,
   });
   return files.map(toPosix).sort();
+}
+
+/**
+ * What discovery never searches: dependencies, git's and the embedded database's directories,
+ * the output directory and, inside the ledgerflow repository itself, the codegen golden cases.
+ */
+export function discoveryIgnore(root: string, outDir: string): string[] {
+  const ignore = ['**/node_modules/**', '**/.git/**', '.ledgerflow/**', `${toPosix(outDir).replace(/\/$/, '')}/**`];
+  if (isLedgerflowRepository(root)) ignore.push('tests/codegen/cases/**');
+  return ignore;
 }
 
 function isLedgerflowRepository(root: string): boolean {

@@ -2,6 +2,7 @@
 // validator and the emitters run on these records alone (and tests build them by hand).
 
 import type { StepKind } from '../../dsl/step-kind.js';
+import type { HandlerAnalysis } from './handler-model.js';
 import type { PurityFinding, StepRead } from './purity.js';
 import type { SourceLocation } from './source-location.js';
 
@@ -73,4 +74,10 @@ export interface AnalysisResult {
   readonly files: readonly string[];
   readonly workflows: readonly WorkflowModel[];
   readonly malformed: readonly MalformedDeclaration[];
+  /**
+   * The handler modules bound through generated contracts and what their handlers do (the
+   * handler rules LF010–LF012 read it); absent when the analysis was not given handler modules
+   * to look at.
+   */
+  readonly handlers?: HandlerAnalysis;
 }
