@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { analyzeWorkflows } from './analysis/analyze-workflows.js';
+import { discoverHandlerModules } from './discovery/discover-handler-modules.js';
 import { DEFAULT_INCLUDE, DEFAULT_OUT_DIR, discoverWorkflowFiles, toPosix } from './discovery/discover-workflow-files.js';
 import { emitGenerated } from './emit/emit-generated.js';
 import { MIGRATIONS_DIR, type GeneratedFile } from './emit/generated-file.js';
@@ -95,7 +96,7 @@ export async function runCodegen(options: CodegenOptions = {}): Promise<CodegenR
   const outDir = normalizeOutDir(root, options.outDir ?? DEFAULT_OUT_DIR);
   const include = options.include ?? DEFAULT_INCLUDE;
   const files = await discoverWorkflowFiles({ root, include, outDir });
-  const analysis = analyzeWorkflows(root, files);
+  const analysis = analyzeWorkflows(root, files, { outDir, handlerModules: await discoverHandlerModules({ root, outDir }) });
   const diagnostics = validateWorkflows({ analysis, committedManifest: readCommittedManifest(root, outDir) });
   const generated = hasErrors(diagnostics)
     ? null

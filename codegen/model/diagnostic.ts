@@ -11,6 +11,10 @@ export const DIAGNOSTIC_CODES = {
   LF006: 'duplicate workflow or step names',
   LF007: "a workflow version's steps changed without a version bump",
   LF008: 'a workflow declaration codegen cannot read statically',
+  // The handler rules: what the handlers bound through the generated contracts do (codegen/analysis/handlers/).
+  LF010: 'a transactional handler writes through something other than ctx.tx',
+  LF011: 'a step handler writes to the database or calls an external system',
+  LF012: "an external handler's perform never reads ctx.key",
 } as const;
 
 export type DiagnosticCode = keyof typeof DIAGNOSTIC_CODES;

@@ -6,8 +6,11 @@ import { malformedDeclaration } from './rules/malformed-declaration.js';
 import { missingKey } from './rules/missing-key.js';
 import { mutableKeyRead } from './rules/mutable-key-read.js';
 import { nondeterministicKey } from './rules/nondeterministic-key.js';
+import { performIgnoresKey } from './rules/perform-ignores-key.js';
+import { stepEffect } from './rules/step-effect.js';
 import { stepOrder } from './rules/step-order.js';
 import { unbumpedVersion } from './rules/unbumped-version.js';
+import { writeOutsideTx } from './rules/write-outside-tx.js';
 
 /** One rule per code: adding a code without its rule does not compile. */
 const RULES: Record<DiagnosticCode, Rule> = {
@@ -19,6 +22,9 @@ const RULES: Record<DiagnosticCode, Rule> = {
   LF006: duplicateNames,
   LF007: unbumpedVersion,
   LF008: malformedDeclaration,
+  LF010: writeOutsideTx,
+  LF011: stepEffect,
+  LF012: performIgnoresKey,
 };
 
 /**

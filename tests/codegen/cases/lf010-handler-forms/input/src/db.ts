@@ -1,0 +1,3 @@
+import { Kysely } from 'kysely';
+
+export const db = new Kysely<any>({} as any);
