@@ -5,6 +5,7 @@ import type { StepContext } from '../../contracts/handler-types.js';
 import { ValidationError } from '../../errors.js';
 import type { Json, LedgerflowDatabase } from '../../store/tables.js';
 import type { LeasedRun } from '../claim.js';
+import { exponentialBackoffMs, sleep } from '../backoff.js';
 import type { RegisteredWorkflow } from '../registry.js';
 import { requestHash } from '../request-hash.js';
 import { attemptCommitState, leaseLost, type Continuation, type Lease } from '../step-commits.js';
@@ -139,8 +140,7 @@ export async function effectClaim(s: StepExecution): Promise<EffectClaim> {
   return { key, requestHash: requestHash(request), attempt: s.attempt };
 }
 
-const RESYNC_FIRST_DELAY_MS = 100;
-const RESYNC_MAX_DELAY_MS = 2_000;
+const RESYNC_BACKOFF = { firstMs: 100, maxMs: 2_000 } as const;
 
 /**
  * Runs a commit. When the connection breaks during it the outcome is unknown; this waits for
@@ -169,14 +169,12 @@ export async function commitKnowingOutcome<T>(
 /** Retries a read with backoff while the database is unreachable, for at most one lease. */
 export async function untilReachable<T>(s: Pick<StepExecution, 'lease'>, read: () => Promise<T>): Promise<T> {
   const started = performance.now();
-  let delay = RESYNC_FIRST_DELAY_MS;
-  for (;;) {
-    await new Promise((resolve) => setTimeout(resolve, delay));
+  for (let attempt = 1; ; attempt += 1) {
+    await sleep(exponentialBackoffMs(attempt, RESYNC_BACKOFF));
     try {
       return await read();
     } catch (error) {
       if (!isConnectionError(error) || performance.now() - started > s.lease.leaseMs) throw error;
-      delay = Math.min(RESYNC_MAX_DELAY_MS, delay * 2);
     }
   }
 }
