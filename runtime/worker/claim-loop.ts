@@ -1,0 +1,229 @@
+/**
+ * Fills the worker's free slots with due runs: a loop that claims, and claims fused into the
+ * completion commits of the runs it drives.
+ *
+ * Modes (`#backlog`):
+ *
+ *   polling  The last claim came back short: nothing more is due. The loop sleeps for
+ *            `pollIntervalMs` — woken early by a NOTIFY (the runs subscription's hint), by a
+ *            run that ends, or by stop() — then claims for every free slot.
+ *   backlog  The last claim took all it asked for, so more runs are probably due: a completing
+ *            run's commit also claims the next runs (a fused claim, see `fusedClaim()`), and a
+ *            run that ends with other runs in flight leaves its slot to their fused claims
+ *            rather than waking the loop (whose poll still bounds how long a slot waits). The
+ *            loop itself claims again at once after a full claim. Any claim that comes back
+ *            short returns to polling.
+ *
+ * At most one claim is in flight (`#claiming`), the loop's or a fused one: claimers racing
+ * over the head of the pending index only skip each other's locked rows.
+ *
+ * A failed claim: `error` (where 'claim'), the runs subscription is marked stale, and the loop
+ * backs off (100 ms, doubling, at most 5 s) before it tries again. A fused claim whose commit
+ * failed — or whose outcome is unknown, in which case it may have taken runs nobody here
+ * drives — makes the loop ask the database which runs this worker holds and adopt the orphans
+ * (`run-adopted`), so they do not wait out their lease and count as crashes.
+ *
+ * The loop runs while the worker is running; stop() wakes it and waits for it to end. Runs a
+ * fused claim took once the worker was stopping are released untouched (`released()` waits for
+ * those releases), and so are orphans found then.
+ */
+
+import { sql, type Kysely } from 'kysely';
+import type { LedgerflowDatabase } from '../store/tables.js';
+import { exponentialBackoffMs } from './backoff.js';
+import { claimRuns, loadLeasedRun, type LeasedRun } from './claim.js';
+import { flightKey, type Flight } from './flight.js';
+import { releaseLeases } from './lease.js';
+import type { WorkflowRegistry } from './registry.js';
+import type { RunsSubscription } from './runs-subscription.js';
+import type { FusedClaim } from './step-commits.js';
+import { serializeError } from './step-errors.js';
+import type { WorkerEvent } from './worker-events.js';
+
+const CLAIM_FAILURE_BACKOFF = { firstMs: 100, maxMs: 5_000 } as const;
+
+export interface ClaimLoopContext {
+  readonly db: Kysely<LedgerflowDatabase>;
+  readonly registry: WorkflowRegistry;
+  readonly workerId: string;
+  readonly leaseMs: number;
+  readonly concurrency: number;
+  readonly pollIntervalMs: number;
+  /** The worker's flights: how many slots are taken, and which leases are already driven. */
+  readonly flights: ReadonlyMap<string, Flight>;
+  readonly subscription: Pick<RunsSubscription, 'stale' | 'markStale' | 'subscribe'>;
+  isRunning(): boolean;
+  /** Drives a run this worker just claimed (or adopted). */
+  launch(run: LeasedRun): void;
+  emit(event: WorkerEvent): void;
+}
+
+export class ClaimLoop {
+  readonly #ctx: ClaimLoopContext;
+  /** The last claim took all it asked for (see the module comment: backlog mode). */
+  #backlog = false;
+  /** A claim is in flight — the loop's, or one fused into a completion commit. */
+  #claiming = false;
+  /** The limit of the fused claim in flight. */
+  #fusedLimit = 0;
+  /** Releases of runs a fused claim took while the worker was already stopping. */
+  readonly #releasing = new Set<Promise<void>>();
+  #loop: Promise<void> | undefined;
+  #wakeUp: (() => void) | undefined;
+  #wakePending = false;
+
+  constructor(ctx: ClaimLoopContext) {
+    this.#ctx = ctx;
+  }
+
+  start(): void {
+    this.#loop ??= this.#run();
+  }
+
+  /** Wakes the loop and resolves once it has ended; call once the worker is no longer running. */
+  async stop(): Promise<void> {
+    this.wake();
+    await this.#loop;
+  }
+
+  /** Resolves once the runs taken while stopping are released. */
+  async released(): Promise<void> {
+    await Promise.all(this.#releasing);
+  }
+
+  /** Ends the loop's sleep now (or, if it is not asleep, its next one). */
+  wake(): void {
+    const wakeUp = this.#wakeUp;
+    if (wakeUp === undefined) {
+      this.#wakePending = true;
+      return;
+    }
+    this.#wakeUp = undefined;
+    wakeUp();
+  }
+
+  /**
+   * The claim a completing run's commit should also make, if any. While a backlog lasts, it
+   * claims for the slot the run frees and every other free one (the limit counts the completing
+   * run, still in flight until it returns) — once at least a quarter of the slots are free: a
+   * claim costs its planning, so at high concurrency slots are gathered into batches (mostly by
+   * later completions) rather than refilled one claim per run. Every claim returned here must
+   * be answered by exactly one {@link ClaimLoop.adopt} call.
+   */
+  fusedClaim(): FusedClaim | undefined {
+    const { concurrency, flights } = this.#ctx;
+    if (!this.#ctx.isRunning() || !this.#backlog || this.#claiming) return undefined;
+    const limit = concurrency - flights.size + 1;
+    if (limit < Math.ceil(concurrency / 4)) return undefined;
+    this.#claiming = true;
+    this.#fusedLimit = limit;
+    return { registry: this.#ctx.registry, options: { workerId: this.#ctx.workerId, leaseMs: this.#ctx.leaseMs, limit } };
+  }
+
+  /** The answer to a {@link ClaimLoop.fusedClaim} made for `flight`: the runs it took; `undefined` if its commit failed. */
+  adopt(flight: Flight, runs: readonly LeasedRun[] | undefined): void {
+    this.#claiming = false;
+    if (runs === undefined) {
+      // The commit failed — or its outcome is unknown (the connection broke after it committed),
+      // and then its claim took runs nobody here drives: ask the database which runs are ours.
+      void this.#adoptOrphans();
+      this.wake();
+      return;
+    }
+    flight.refilled = true;
+    this.#backlog = runs.length === this.#fusedLimit;
+    if (runs.length === 0) return;
+    if (this.#ctx.isRunning()) {
+      for (const run of runs) this.#ctx.launch(run);
+      return;
+    }
+    // stop() began while the commit was in flight: give them back untouched.
+    const leases = runs.map((run) => ({ runId: run.id, fencingToken: run.fencingToken }));
+    const releasing = releaseLeases(this.#ctx.db, leases, `worker ${this.#ctx.workerId} was stopping when it claimed the run`)
+      .then(() => {})
+      .catch((error: unknown) => this.#ctx.emit({ type: 'error', where: 'stop', error: serializeError(error) }))
+      .finally(() => this.#releasing.delete(releasing));
+    this.#releasing.add(releasing);
+  }
+
+  /**
+   * A flight ended (already removed from the flights). While a backlog lasts and other runs are
+   * in flight, the next completion's fused claim refills its slot together with its own (a
+   * batch, one commit fewer); the loop's poll bounds how long the slot can wait for one.
+   */
+  flightEnded(flight: Flight): void {
+    if (!flight.refilled && !(this.#backlog && this.#ctx.flights.size > 0)) this.wake();
+  }
+
+  async #run(): Promise<void> {
+    const ctx = this.#ctx;
+    let failures = 0;
+    while (ctx.isRunning()) {
+      const free = ctx.concurrency - ctx.flights.size;
+      if (free > 0 && !this.#claiming) {
+        this.#claiming = true;
+        try {
+          const claimed = await claimRuns(ctx.db, ctx.registry, { workerId: ctx.workerId, leaseMs: ctx.leaseMs, limit: free }).finally(
+            () => (this.#claiming = false),
+          );
+          failures = 0;
+          this.#backlog = claimed.length === free;
+          if (ctx.subscription.stale) await ctx.subscription.subscribe();
+          for (const run of claimed) ctx.launch(run);
+          if (claimed.length === free) continue;
+        } catch (error) {
+          failures += 1;
+          ctx.subscription.markStale();
+          ctx.emit({ type: 'error', where: 'claim', error: serializeError(error) });
+          await this.#sleep(exponentialBackoffMs(failures, CLAIM_FAILURE_BACKOFF));
+          continue;
+        }
+      }
+      await this.#sleep(ctx.pollIntervalMs);
+    }
+  }
+
+  /**
+   * Launches every run the database says this worker holds and no flight drives: what a claim
+   * whose commit outcome was unknown took. Otherwise they would wait out their lease and count
+   * as a crash.
+   */
+  async #adoptOrphans(): Promise<void> {
+    const ctx = this.#ctx;
+    try {
+      const { rows } = await sql<{ id: string; fencing_token: number }>`
+        SELECT id, fencing_token FROM ledgerflow.workflow_run WHERE status = 'running' AND lease_owner = ${ctx.workerId}`.execute(ctx.db);
+      for (const row of rows) {
+        if (ctx.flights.has(flightKey(row.id, row.fencing_token))) continue;
+        const run = await loadLeasedRun(ctx.db, row.id, row.fencing_token);
+        if (run === undefined || ctx.flights.has(flightKey(run.id, run.fencingToken))) continue;
+        if (ctx.isRunning()) {
+          ctx.emit({ type: 'run-adopted', runId: run.id, fencingToken: run.fencingToken });
+          ctx.launch(run);
+        } else {
+          await releaseLeases(ctx.db, [{ runId: run.id, fencingToken: run.fencingToken }], `worker ${ctx.workerId} was stopping when it found the run`);
+        }
+      }
+    } catch (error) {
+      ctx.emit({ type: 'error', where: 'claim', error: serializeError(error) });
+    }
+  }
+
+  /** Sleeps up to `ms`; {@link ClaimLoop.wake} ends it early. */
+  #sleep(ms: number): Promise<void> {
+    if (this.#wakePending) {
+      this.#wakePending = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.#wakeUp = undefined;
+        resolve();
+      }, ms);
+      this.#wakeUp = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+}
