@@ -31,11 +31,12 @@ export type OrdersReceiptOutput = WorkflowOutput<typeof orders>['receipt'];
 
 /**
  * Handlers for workflow "orders" v1: one per step, each of the shape its kind demands, so an
- * effect cannot bypass the ledger. `DB` is your Kysely database type for `transactional` steps.
+ * effect cannot bypass the ledger. `DB` is your Kysely database type: `ctx.tx` of `transactional` steps,
+ * read-only `ctx.db` of `step` steps.
  */
 export interface OrdersHandlers<DB = {}> {
-  /** step: compute or read, then return the output; it is checkpointed and never recomputed. */
-  readonly price: StepHandler<OrdersInput, {}, OrdersPriceOutput>;
+  /** step: compute or read (`ctx.db` is read-only), then return the output; it is checkpointed and never recomputed. */
+  readonly price: StepHandler<OrdersInput, {}, OrdersPriceOutput, DB>;
   /**
    * external (idempotentByKey): `perform` must send `ctx.key` to the provider, which dedupes by it; `reconcile` is optional.
    * Key: `` ({ input }) => `charge:${input.orderId}` ``

@@ -19,7 +19,8 @@ export type RemindersRemindOutput = WorkflowOutput<typeof reminders>['remind'];
 
 /**
  * Handlers for workflow "reminders" v4: one per step, each of the shape its kind demands, so an
- * effect cannot bypass the ledger. `DB` is your Kysely database type for `transactional` steps.
+ * effect cannot bypass the ledger. `DB` is your Kysely database type: `ctx.tx` of `transactional` steps,
+ * read-only `ctx.db` of `step` steps.
  */
 export interface RemindersHandlers<DB = {}> {
   /**

@@ -19,11 +19,12 @@ export type OrdersLoadOutput = WorkflowOutput<typeof orders>['load'];
 
 /**
  * Handlers for workflow "orders" v1: one per step, each of the shape its kind demands, so an
- * effect cannot bypass the ledger. `DB` is your Kysely database type for `transactional` steps.
+ * effect cannot bypass the ledger. `DB` is your Kysely database type: `ctx.tx` of `transactional` steps,
+ * read-only `ctx.db` of `step` steps.
  */
 export interface OrdersHandlers<DB = {}> {
-  /** step: compute or read, then return the output; it is checkpointed and never recomputed. */
-  readonly load: StepHandler<OrdersInput, {}, OrdersLoadOutput>;
+  /** step: compute or read (`ctx.db` is read-only), then return the output; it is checkpointed and never recomputed. */
+  readonly load: StepHandler<OrdersInput, {}, OrdersLoadOutput, DB>;
 }
 
 /** Shape hash of workflow "orders" v1 when this file was generated; `bindHandlers` rejects a definition that drifted. */

@@ -23,11 +23,12 @@ export type OrdersV2ChargeOutput = WorkflowOutput<typeof ordersV2>['charge'];
 
 /**
  * Handlers for workflow "orders" v2: one per step, each of the shape its kind demands, so an
- * effect cannot bypass the ledger. `DB` is your Kysely database type for `transactional` steps.
+ * effect cannot bypass the ledger. `DB` is your Kysely database type: `ctx.tx` of `transactional` steps,
+ * read-only `ctx.db` of `step` steps.
  */
 export interface OrdersV2Handlers<DB = {}> {
-  /** step: compute or read, then return the output; it is checkpointed and never recomputed. */
-  readonly load: StepHandler<OrdersV2Input, {}, OrdersV2LoadOutput>;
+  /** step: compute or read (`ctx.db` is read-only), then return the output; it is checkpointed and never recomputed. */
+  readonly load: StepHandler<OrdersV2Input, {}, OrdersV2LoadOutput, DB>;
   /**
    * external (idempotentByKey): `perform` must send `ctx.key` to the provider, which dedupes by it; `reconcile` is optional.
    * Key: `` ({ input }) => `charge:${input.orderId}` ``

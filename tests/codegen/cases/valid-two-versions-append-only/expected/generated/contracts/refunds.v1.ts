@@ -19,7 +19,8 @@ export type RefundsRecordOutput = WorkflowOutput<typeof refunds>['record'];
 
 /**
  * Handlers for workflow "refunds" v1: one per step, each of the shape its kind demands, so an
- * effect cannot bypass the ledger. `DB` is your Kysely database type for `transactional` steps.
+ * effect cannot bypass the ledger. `DB` is your Kysely database type: `ctx.tx` of `transactional` steps,
+ * read-only `ctx.db` of `step` steps.
  */
 export interface RefundsHandlers<DB = {}> {
   /**
