@@ -1,0 +1,402 @@
+// Pinning a part of a declaration (a schema, a key, a request) by its source: the part's text
+// plus the text of every declaration it uses, transitively (same file or relative imports),
+// each normalized so that comments and formatting do not count, hashed together. LF007 compares
+// these hashes with the manifest's (codegen/model/pinned-parts.ts says what is pinned).
+
+import { createHash } from 'node:crypto';
+import { ts } from 'ts-morph';
+import { resolveRelativeModule, type AnalysisProgram } from './analysis-program.js';
+import { importBindingOf, resolveImportedDeclaration } from './module-exports.js';
+import { bindingOwner, isReference, isTypeOnly, isWithin, skipWrappers, variableKeyword } from './syntax.js';
+
+/**
+ * The source of `node` as a token stream that ignores what a formatter or a comment changes:
+ * comments and whitespace (tokens are joined by one space), quote style and escapes of string
+ * literals, the spelling of numbers (`1_000`, `1e3` and `1000.0` are `1000`), quotes on property
+ * names that need none, trailing commas, the parentheses around a lone arrow parameter, and
+ * optional semicolons. Everything else counts, and what ASI would decide is kept: every
+ * statement, class member and type member ends with `;` in the stream whether or not the source
+ * wrote one, and an array hole is a token of its own.
+ *
+ * @example
+ * normalizedSource(parse("z.object({ 'id': z.string(), }) // the id")); // 'z . object ( { id : z . string ( ) } )'
+ */
+export function normalizedSource(node: ts.Node, sourceFile: ts.SourceFile = node.getSourceFile()): string {
+  return readSource(node, sourceFile, null).text;
+}
+
+/** A node's normalized text, and the identifiers in it that may refer to a declaration of its file's top level. */
+interface SourceRead {
+  readonly text: string;
+  /** Identifiers read as values (not in types or imports) whose name the top level declares. */
+  readonly references: readonly ts.Identifier[];
+  /** Of those names, the ones the node declares itself (a parameter, a local): they may shadow. */
+  readonly declared: ReadonlySet<string>;
+}
+
+/** One walk for both: the tokens, and (given `names`, the file's top-level names) the references. */
+function readSource(node: ts.Node, sourceFile: ts.SourceFile, names: ReadonlySet<string> | null): SourceRead {
+  const writer = new TokenWriter(sourceFile, names);
+  writer.node(node);
+  return { text: writer.tokens.join(' '), references: writer.references, declared: writer.declared };
+}
+
+const scanner = ts.createScanner(ts.ScriptTarget.Latest, /* skipTrivia */ true);
+
+/**
+ * Writes a node's tokens: child nodes by a walk of the tree, the punctuation and keywords
+ * between them by scanning the gaps (what `getChildren()` does, without building token nodes).
+ */
+class TokenWriter {
+  readonly tokens: string[] = [];
+  readonly references: ts.Identifier[] = [];
+  readonly declared = new Set<string>();
+  readonly #sourceFile: ts.SourceFile;
+  readonly #names: ReadonlySet<string> | null;
+  /** Inside a type or an import declaration: names there are not values read. */
+  #notRead = 0;
+
+  constructor(sourceFile: ts.SourceFile, names: ReadonlySet<string> | null) {
+    this.#sourceFile = sourceFile;
+    this.#names = names;
+  }
+
+  node(node: ts.Node): void {
+    if (node.kind === ts.SyntaxKind.EndOfFileToken) return;
+    if (node.kind === ts.SyntaxKind.OmittedExpression) {
+      this.tokens.push('<hole>');
+      return;
+    }
+    if (node.kind <= ts.SyntaxKind.LastToken) {
+      this.tokens.push(tokenText(node, this.#sourceFile));
+      if (this.#names !== null && this.#notRead === 0 && ts.isIdentifier(node) && this.#names.has(node.text)) {
+        if (isReference(node)) this.references.push(node);
+        else this.declared.add(node.text);
+      }
+      return;
+    }
+    const notRead = isTypeOnly(node) || ts.isImportDeclaration(node);
+    if (notRead) this.#notRead++;
+    this.#children(node);
+    if (notRead) this.#notRead--;
+  }
+
+  #children(node: ts.Node): void {
+    const endsStatement = ts.isStatement(node) || ts.isClassElement(node) || ts.isTypeElement(node);
+    let pos = node.pos;
+    ts.forEachChild(
+      node,
+      (child) => {
+        this.#gap(pos, child.pos, false);
+        this.node(child);
+        pos = child.end;
+      },
+      (list) => {
+        const before = this.#gap(pos, list.pos, false);
+        // `x => x` is `(x) => x`.
+        const bare = ts.isArrowFunction(node) && list === node.parameters && before !== ts.SyntaxKind.OpenParenToken;
+        if (bare) this.tokens.push('(');
+        pos = list.pos;
+        for (const element of list) {
+          this.#gap(pos, element.pos, false);
+          this.node(element);
+          pos = element.end;
+        }
+        this.#gap(pos, list.end, (kind) => kind === ts.SyntaxKind.CommaToken);
+        if (bare) this.tokens.push(')');
+        pos = list.end;
+      },
+    );
+    this.#gap(
+      pos,
+      node.end,
+      endsStatement && ((kind) => kind === ts.SyntaxKind.SemicolonToken || (ts.isTypeElement(node) && kind === ts.SyntaxKind.CommaToken)),
+    );
+    if (endsStatement) this.tokens.push(';');
+  }
+
+  /** Writes the tokens in [pos, end) but a last one that `dropLast` matches; returns the last token's kind. */
+  #gap(pos: number, end: number, dropLast: false | ((kind: ts.SyntaxKind) => boolean)): ts.SyntaxKind | undefined {
+    if (end <= pos) return undefined;
+    scanner.setText(this.#sourceFile.text, pos, end - pos);
+    let last: ts.SyntaxKind | undefined;
+    for (let kind = scanner.scan(); kind !== ts.SyntaxKind.EndOfFileToken && scanner.getTokenEnd() <= end; kind = scanner.scan()) {
+      this.tokens.push(scanner.getTokenText());
+      last = kind;
+    }
+    if (last !== undefined && dropLast !== false && dropLast(last)) this.tokens.pop();
+    return last;
+  }
+}
+
+function tokenText(token: ts.Node, sourceFile: ts.SourceFile): string {
+  if (ts.isStringLiteral(token)) {
+    const parent = token.parent;
+    const isPropertyName =
+      parent !== undefined &&
+      (ts.isPropertyAssignment(parent) ||
+        ts.isPropertySignature(parent) ||
+        ts.isPropertyDeclaration(parent) ||
+        ts.isMethodDeclaration(parent) ||
+        ts.isMethodSignature(parent) ||
+        ts.isGetAccessorDeclaration(parent) ||
+        ts.isSetAccessorDeclaration(parent)) &&
+      parent.name === token;
+    return isPropertyName && /^[A-Za-z_$][\w$]*$/.test(token.text) ? token.text : JSON.stringify(token.text);
+  }
+  const text = token.getText(sourceFile);
+  if (ts.isNumericLiteral(token)) {
+    const value = Number(text.replaceAll('_', ''));
+    return Number.isNaN(value) ? text : String(value);
+  }
+  if (ts.isBigIntLiteral(token)) {
+    try {
+      return `${BigInt(text.slice(0, -1).replaceAll('_', ''))}n`;
+    } catch {
+      return text;
+    }
+  }
+  return text;
+}
+
+/** Why codegen cannot pin a part: what it refers to is not source codegen can read. */
+export interface PinProblem {
+  readonly node: ts.Node;
+  readonly message: string;
+}
+
+export type Pin = { readonly hash: string; readonly problem?: undefined } | { readonly hash?: undefined; readonly problem: PinProblem };
+
+/** What a part or a declaration it uses depends on: another declaration, an import from a package, or something unreadable. */
+type Dependency =
+  | { readonly kind: 'unit'; readonly node: ts.Node }
+  | { readonly kind: 'package'; readonly text: string }
+  | { readonly kind: 'unreadable'; readonly node: ts.Node; readonly name: string; readonly module: string };
+
+const SOURCES = new WeakMap<AnalysisProgram, PinnedSources>();
+
+/**
+ * Pins parts of declarations in one program. A unit is a declaration a part uses (a module-level
+ * const, function, class or enum, or a whole module for a namespace or default import); each
+ * unit's text and dependencies are computed once per program, however many parts use it.
+ */
+export class PinnedSources {
+  readonly #program: AnalysisProgram;
+  readonly #units = new Map<ts.Node, { readonly text: string; readonly dependencies: readonly Dependency[] }>();
+  /** Per file: the names its top level declares or imports, and what each refers to (once looked up). */
+  readonly #topLevel = new Map<ts.SourceFile, { readonly names: ReadonlySet<string>; readonly declarations: Map<string, ts.Declaration[]> }>();
+
+  private constructor(program: AnalysisProgram) {
+    this.#program = program;
+  }
+
+  /** The one instance for `program`. */
+  static of(program: AnalysisProgram): PinnedSources {
+    let sources = SOURCES.get(program);
+    if (sources === undefined) SOURCES.set(program, (sources = new PinnedSources(program)));
+    return sources;
+  }
+
+  /**
+   * Pins `value` (a property's value, or a method): the hash of its normalized text and of every
+   * unit it uses. When the value is a bare name (`input: OrderInput`), that name must be a const,
+   * function or class declared in the project; `subject` (`the input schema of workflow "orders"`)
+   * is how a problem's message names the part.
+   */
+  pin(value: ts.Node, subject: string): Pin {
+    const reference = this.#referenceProblem(value, subject);
+    if (reference !== null) return { problem: reference };
+    const read = this.#read(value);
+    const texts = new Set<string>();
+    const seen = new Set<ts.Node>();
+    const pending = [...read.dependencies];
+    while (pending.length > 0) {
+      const dependency = pending.pop()!;
+      if (dependency.kind === 'package') {
+        texts.add(dependency.text);
+        continue;
+      }
+      if (dependency.kind === 'unreadable') {
+        return {
+          problem: {
+            node: dependency.node,
+            message:
+              `${subject} uses \`${dependency.name}\`, imported from "${dependency.module}", which codegen cannot find as a TypeScript module of this project: ` +
+              'codegen pins what a run depends on by its source text — import it from a .ts file.',
+          },
+        };
+      }
+      if (seen.has(dependency.node)) continue;
+      seen.add(dependency.node);
+      const unit = this.#unit(dependency.node);
+      texts.add(unit.text);
+      pending.push(...unit.dependencies);
+    }
+    const canonical = [read.text, ...[...texts].sort()].join('\n');
+    return { hash: createHash('sha256').update(canonical).digest('hex').slice(0, 16) };
+  }
+
+  /** A value that is only a name (`OrderInput`, `schemas.order`) must name something codegen can read, and a const. */
+  #referenceProblem(value: ts.Node, subject: string): PinProblem | null {
+    const bare = ts.isShorthandPropertyAssignment(value) ? value.name : ts.isExpression(value) ? skipWrappers(value) : null;
+    let root: ts.Expression | null = bare;
+    while (root !== null && ts.isPropertyAccessExpression(root)) root = skipWrappers(root.expression);
+    if (root === null || !ts.isIdentifier(root)) return null;
+    const name = root.text;
+    const declarations = this.#valueDeclarations(root);
+    if (declarations.length === 0) {
+      return {
+        node: value,
+        message: `${subject} is \`${name}\`, which is declared neither in this file nor in a relative import: codegen pins it by its source text — declare it in one of them.`,
+      };
+    }
+    for (const declaration of declarations) {
+      const binding = importBindingOf(declaration);
+      if (binding !== null && !binding.specifier.startsWith('.')) {
+        return {
+          node: value,
+          message:
+            `${subject} is \`${name}\`, imported from package "${binding.specifier}": codegen pins it by its source text and cannot read a package's — ` +
+            'declare it in this project (this file or a relative import), so that a change to it is seen.',
+        };
+      }
+      if (ts.isVariableDeclaration(declaration) && variableKeyword(declaration) !== 'const') {
+        return {
+          node: value,
+          message: `${subject} is \`${name}\`, declared with ${variableKeyword(declaration)}: codegen pins it by its declaration, which only a const keeps — declare it with const.`,
+        };
+      }
+    }
+    return null;
+  }
+
+  /** The value declarations a name refers to (all of them: overloads, merged declarations); none for a global. */
+  #valueDeclarations(identifier: ts.Identifier): ts.Declaration[] {
+    const checker = this.#program.checker;
+    const symbol =
+      ts.isShorthandPropertyAssignment(identifier.parent) && identifier.parent.name === identifier
+        ? checker.getShorthandAssignmentValueSymbol(identifier.parent)
+        : checker.getSymbolAtLocation(identifier);
+    return (symbol?.declarations ?? []).filter((d) => !isTypeOnly(d));
+  }
+
+  /** A unit's text (a variable with its keyword) and dependencies, once per program. */
+  #unit(unit: ts.Node): { readonly text: string; readonly dependencies: readonly Dependency[] } {
+    let known = this.#units.get(unit);
+    if (known === undefined) {
+      const read = this.#read(unit);
+      known = { text: ts.isVariableDeclaration(unit) ? `${variableKeyword(unit)} ${read.text}` : read.text, dependencies: read.dependencies };
+      this.#units.set(unit, known);
+    }
+    return known;
+  }
+
+  /**
+   * `scope`'s normalized text, and every declaration outside it that a name read inside it refers
+   * to. `scope` is at module level (a part of a workflow declaration, a module-level declaration
+   * or a module), so a name it does not declare itself is either declared at the top level of its
+   * file or a global: only names the file's top level declares are looked up, once per file
+   * unless `scope` declares them too.
+   */
+  #read(scope: ts.Node): { readonly text: string; readonly dependencies: readonly Dependency[] } {
+    const sourceFile = scope.getSourceFile();
+    const topLevel = this.#topLevelOf(sourceFile);
+    const read = readSource(scope, sourceFile, topLevel.names);
+    const dependencies: Dependency[] = [];
+    for (const identifier of read.references) {
+      let declarations: ts.Declaration[];
+      if (read.declared.has(identifier.text) || ts.isSourceFile(scope)) {
+        declarations = this.#valueDeclarations(identifier);
+      } else {
+        const cached = topLevel.declarations.get(identifier.text);
+        declarations = cached ?? this.#valueDeclarations(identifier);
+        if (cached === undefined) topLevel.declarations.set(identifier.text, declarations);
+      }
+      dependencies.push(...this.#dependenciesOfName(identifier, declarations, scope));
+    }
+    return { text: read.text, dependencies };
+  }
+
+  #topLevelOf(sourceFile: ts.SourceFile): { readonly names: ReadonlySet<string>; readonly declarations: Map<string, ts.Declaration[]> } {
+    let topLevel = this.#topLevel.get(sourceFile);
+    if (topLevel === undefined) {
+      topLevel = { names: topLevelNames(sourceFile), declarations: new Map() };
+      this.#topLevel.set(sourceFile, topLevel);
+    }
+    return topLevel;
+  }
+
+  #dependenciesOfName(identifier: ts.Identifier, declarations: readonly ts.Declaration[], scope: ts.Node): Dependency[] {
+    const dependencies: Dependency[] = [];
+    for (const declaration of declarations) {
+      if (isWithin(declaration, scope)) continue;
+      const binding = importBindingOf(declaration);
+      if (binding === null) {
+        dependencies.push({ kind: 'unit', node: unitOf(declaration) });
+        continue;
+      }
+      if (!binding.specifier.startsWith('.')) {
+        dependencies.push({ kind: 'package', text: `import ${JSON.stringify(binding.specifier)} ${binding.importedName}` });
+        continue;
+      }
+      const fromFile = declaration.getSourceFile().fileName;
+      const parent = identifier.parent;
+      const member =
+        (binding.importedName === '*' || binding.importedName === 'default') && ts.isPropertyAccessExpression(parent) && parent.expression === identifier
+          ? parent.name.text
+          : null;
+      const exportName = binding.importedName === '*' ? member : binding.importedName;
+      const target = exportName === null ? null : resolveImportedDeclaration(this.#program, fromFile, binding.specifier, exportName);
+      if (target !== null) {
+        dependencies.push({ kind: 'unit', node: unitOf(target) });
+        continue;
+      }
+      // A namespace or default import, or an export codegen does not follow: the whole module.
+      const moduleFile = resolveRelativeModule(fromFile, binding.specifier);
+      const module = moduleFile === null ? undefined : this.#program.sourceFile(moduleFile);
+      if (module === undefined) {
+        dependencies.push({ kind: 'unreadable', node: identifier, name: identifier.text, module: binding.specifier });
+      } else {
+        dependencies.push({ kind: 'unit', node: module });
+      }
+    }
+    return dependencies;
+  }
+}
+
+/** The names a module's top level declares: variables (destructured too), functions, classes, enums, namespaces, imports. */
+function topLevelNames(sourceFile: ts.SourceFile): Set<string> {
+  const names = new Set<string>();
+  const addBinding = (name: ts.BindingName): void => {
+    if (ts.isIdentifier(name)) names.add(name.text);
+    else for (const element of name.elements) if (!ts.isOmittedExpression(element)) addBinding(element.name);
+  };
+  for (const statement of sourceFile.statements) {
+    if (ts.isVariableStatement(statement)) {
+      for (const declaration of statement.declarationList.declarations) addBinding(declaration.name);
+    } else if (
+      (ts.isFunctionDeclaration(statement) || ts.isClassDeclaration(statement) || ts.isEnumDeclaration(statement) || ts.isModuleDeclaration(statement)) &&
+      statement.name !== undefined &&
+      ts.isIdentifier(statement.name)
+    ) {
+      names.add(statement.name.text);
+    } else if (ts.isImportEqualsDeclaration(statement)) {
+      names.add(statement.name.text);
+    } else if (ts.isImportDeclaration(statement) && statement.importClause !== undefined) {
+      const clause = statement.importClause;
+      if (clause.name !== undefined) names.add(clause.name.text);
+      const bindings = clause.namedBindings;
+      if (bindings !== undefined) {
+        if (ts.isNamespaceImport(bindings)) names.add(bindings.name.text);
+        else for (const element of bindings.elements) names.add(element.name.text);
+      }
+    }
+  }
+  return names;
+}
+
+/** The declaration whose text pins a name: a destructured const is its whole declaration. */
+function unitOf(declaration: ts.Node): ts.Node {
+  if (ts.isBindingElement(declaration)) return bindingOwner(declaration) ?? declaration;
+  return declaration;
+}
