@@ -5,9 +5,13 @@ import { discoverHandlerModules } from './discovery/discover-handler-modules.js'
 import { DEFAULT_INCLUDE, DEFAULT_OUT_DIR, discoverWorkflowFiles, toPosix } from './discovery/discover-workflow-files.js';
 import { emitGenerated } from './emit/emit-generated.js';
 import { MIGRATIONS_DIR, type GeneratedFile } from './emit/generated-file.js';
+import { WORKFLOW_NAME } from '../dsl/names.js';
+import { contractFileName } from './emit/naming.js';
 import { hasErrors, type Diagnostic } from './model/diagnostic.js';
 import { MANIFEST_FILE_NAME, parseManifest, type CommittedManifest } from './model/manifest.js';
+import { compareLocations } from './model/source-location.js';
 import type { AnalysisResult } from './model/workflow-model.js';
+import { unpinnedPartNotes } from './validation/rules/unbumped-version.js';
 import { validateWorkflows } from './validation/validate-workflows.js';
 
 export interface CodegenOptions {
@@ -17,10 +21,16 @@ export interface CodegenOptions {
   readonly include?: readonly string[];
   /** Output directory relative to the root. Default: `generated`. */
   readonly outDir?: string;
+  /**
+   * Workflow versions to retire, as `name@version` (`orders@1`): each leaves the manifest, so that
+   * LF009 no longer asks for its declaration and its contract is deleted. Each must be in the
+   * manifest and no longer declared. Default: none.
+   */
+  readonly retire?: readonly string[];
 }
 
 /** The options of `runCodegen` that it checks, named as `CodegenOptions` spells them. */
-export type CheckedCodegenOption = 'root' | 'outDir';
+export type CheckedCodegenOption = 'root' | 'outDir' | 'retire';
 
 /**
  * `runCodegen` cannot use the options it was given. The message names options as the API
@@ -36,24 +46,28 @@ export class CodegenOptionsError extends RangeError {
   readonly root: string;
   /** The value given for `option` (for `root`, resolved to an absolute path). */
   readonly value: string;
+  /** For `retire`: why the version cannot be retired (a sentence that ends the message); null when the value is malformed. */
+  readonly reason: string | null;
 
-  constructor(option: CheckedCodegenOption, root: string, value: string) {
-    super(describeOptionsProblem(option, root, value, { root: 'root', outDir: 'outDir' }));
+  constructor(option: CheckedCodegenOption, root: string, value: string, reason: string | null = null) {
+    super(describeOptionsProblem(option, root, value, reason, { root: 'root', outDir: 'outDir', retire: 'retire' }));
     this.option = option;
     this.root = root;
     this.value = value;
+    this.reason = reason;
   }
 }
 
 /** The error's message with each option called by `names` (e.g. the CLI's flags). */
 export function describeOptionsError(error: CodegenOptionsError, names: Readonly<Record<CheckedCodegenOption, string>>): string {
-  return describeOptionsProblem(error.option, error.root, error.value, names);
+  return describeOptionsProblem(error.option, error.root, error.value, error.reason, names);
 }
 
 function describeOptionsProblem(
   option: CheckedCodegenOption,
   root: string,
   value: string,
+  reason: string | null,
   names: Readonly<Record<CheckedCodegenOption, string>>,
 ): string {
   switch (option) {
@@ -61,6 +75,10 @@ function describeOptionsProblem(
       return `${names.root} must be an existing directory; "${value}" is not one.`;
     case 'outDir':
       return `${names.outDir} must be a directory inside ${names.root} (${root}); got "${value}".`;
+    case 'retire':
+      return reason === null
+        ? `${names.retire} takes a workflow version as <name>@<version> (e.g. orders@1); got "${value}".`
+        : `${names.retire} ${value}: ${reason}`;
   }
 }
 
@@ -75,6 +93,11 @@ export interface CodegenRun {
   readonly diagnostics: readonly Diagnostic[];
   /** What codegen would write; null when there are errors (nothing is generated from an invalid model). */
   readonly generated: readonly GeneratedFile[] | null;
+  /**
+   * What the user should know that is not a problem, one sentence each: versions retired, parts
+   * pinned for the first time in a manifest from an earlier release. Empty when there are errors.
+   */
+  readonly notes: readonly string[];
 }
 
 /**
@@ -86,7 +109,8 @@ export interface CodegenRun {
  * const run = await runCodegen({ root: '/repo' });
  * if (run.generated !== null) writeGenerated(run.root, run.outDir, run.generated);
  *
- * @throws CodegenOptionsError when `root` is not a directory or `outDir` is not inside it.
+ * @throws CodegenOptionsError when `root` is not a directory, `outDir` is not inside it, or a
+ *   `retire` value is malformed, not in the manifest or still declared.
  */
 export async function runCodegen(options: CodegenOptions = {}): Promise<CodegenRun> {
   const root = path.resolve(options.root ?? process.cwd());
@@ -94,14 +118,81 @@ export async function runCodegen(options: CodegenOptions = {}): Promise<CodegenR
     throw new CodegenOptionsError('root', root, root);
   }
   const outDir = normalizeOutDir(root, options.outDir ?? DEFAULT_OUT_DIR);
+  const retire = (options.retire ?? []).map((value) => parseRetire(root, value));
   const include = options.include ?? DEFAULT_INCLUDE;
   const files = await discoverWorkflowFiles({ root, include, outDir });
   const analysis = analyzeWorkflows(root, files, { outDir, handlerModules: await discoverHandlerModules({ root, outDir }) });
-  const diagnostics = validateWorkflows({ analysis, committedManifest: readCommittedManifest(root, outDir) });
+  const retirement = retireVersions(root, readCommittedManifest(root, outDir), analysis, retire);
+  const committedManifest = retirement.manifest;
+  const diagnostics = validateWorkflows({ analysis, committedManifest });
   const generated = hasErrors(diagnostics)
     ? null
     : emitGenerated({ workflows: analysis.workflows, outDir, existingMigrations: readExistingMigrations(root, outDir) });
-  return { root, include, outDir, analysis, diagnostics, generated };
+  const notes =
+    generated === null
+      ? []
+      : [
+          ...retirement.retired.map(
+            (entry) =>
+              `retired workflow "${entry.name}" v${entry.version}: it leaves the manifest and its contract ${outDir}/${contractFileName(entry)} is removed` +
+              `${entry.migration === '' ? '' : `; its migration ${outDir}/${MIGRATIONS_DIR}/${entry.migration} stays (migrations are append-only)`}.`,
+          ),
+          ...unpinnedPartNotes(analysis.workflows, committedManifest),
+        ];
+  return { root, include, outDir, analysis, diagnostics, generated, notes };
+}
+
+interface VersionToRetire {
+  readonly value: string;
+  readonly name: string;
+  readonly version: number;
+}
+
+function parseRetire(root: string, value: string): VersionToRetire {
+  const match = /^(.+)@([1-9]\d*)$/.exec(value);
+  if (match === null || !WORKFLOW_NAME.test(match[1]!)) throw new CodegenOptionsError('retire', root, value);
+  return { value, name: match[1]!, version: Number(match[2]) };
+}
+
+/**
+ * The committed manifest without the versions to retire, each of which must be in it and no
+ * longer declared (retiring a declared version would unpin it under runs in flight).
+ */
+function retireVersions(
+  root: string,
+  committed: CommittedManifest,
+  analysis: AnalysisResult,
+  retire: readonly VersionToRetire[],
+): { manifest: CommittedManifest; retired: { name: string; version: number; migration: string }[] } {
+  for (const { value, name, version } of retire) {
+    const declared = analysis.workflows
+      .filter((w) => w.name === name && w.version === version)
+      .sort((a, b) => compareLocations(a.location, b.location))[0];
+    if (declared !== undefined) {
+      const { file, line, col } = declared.location;
+      throw new CodegenOptionsError(
+        'retire',
+        root,
+        value,
+        `workflow "${name}" v${version} is still declared (${file}:${line}:${col}); only a version that is no longer declared can be retired.`,
+      );
+    }
+    if (committed.status !== 'present' || !committed.manifest.workflows.some((e) => e.name === name && e.version === version)) {
+      const where =
+        committed.status === 'absent' ? 'there is no manifest' : committed.status === 'invalid' ? `${committed.file} cannot be read` : `it is not in ${committed.file}`;
+      throw new CodegenOptionsError('retire', root, value, `${where}, so there is nothing to retire.`);
+    }
+  }
+  if (retire.length === 0 || committed.status !== 'present') return { manifest: committed, retired: [] };
+  const isRetired = (e: { name: string; version: number }): boolean => retire.some((r) => r.name === e.name && r.version === e.version);
+  const entries = committed.manifest.workflows.map((entry, index) => ({ entry, line: committed.entryLines[index] ?? 1 }));
+  const kept = entries.filter(({ entry }) => !isRetired(entry));
+  return {
+    manifest: { ...committed, manifest: { ...committed.manifest, workflows: kept.map((k) => k.entry) }, entryLines: kept.map((k) => k.line) },
+    retired: entries
+      .filter(({ entry }) => isRetired(entry))
+      .map(({ entry }) => ({ name: entry.name, version: entry.version, migration: typeof entry.migration === 'string' ? entry.migration : '' })),
+  };
 }
 
 /**

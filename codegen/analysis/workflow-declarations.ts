@@ -1,10 +1,12 @@
 import { ts } from 'ts-morph';
 import { STEP_NAME, WORKFLOW_NAME } from '../../dsl/names.js';
 import { STEP_KINDS, type StepKind } from '../../dsl/step-kind.js';
+import { describePart, STEP_FUNCTION_PARTS, type PartKind, type PinnedPart } from '../model/pinned-parts.js';
 import type { MalformedDeclaration, KeyModel, StepModel, WorkflowModel } from '../model/workflow-model.js';
 import type { AnalysisProgram } from './analysis-program.js';
 import { keyContext, keyModel } from './key-model.js';
 import { importBindingOf, resolveImportedDeclaration } from './module-exports.js';
+import { PinnedSources } from './pinned-source.js';
 import type { PurityAnalyzer } from './purity-analyzer.js';
 import {
   constFunction,
@@ -99,9 +101,21 @@ function readDeclaration(
   call: ts.CallExpression,
   malformed: MalformedDeclaration[],
 ): WorkflowModel | null {
+  // Which workflow version this is, as far as it can be read, for LF009: a version whose
+  // declaration is malformed is not "no longer declared".
+  const identity = peekIdentity(call);
+  const reportedBefore = malformed.length;
+  /** Says which workflow version the problems reported while reading it are of, as far as known. */
+  const identify = (): null => {
+    for (let i = reportedBefore; i < malformed.length; i++) {
+      const m = malformed[i]!;
+      if (identity !== undefined && m.workflow === undefined) malformed[i] = { ...m, workflow: identity };
+    }
+    return null;
+  };
   const report = (node: ts.Node, message: string): null => {
     malformed.push({ location: program.location(node), message });
-    return null;
+    return identify();
   };
 
   // Walk up the chain: workflow(...).step(...).external(...)
@@ -163,14 +177,25 @@ function readDeclaration(
     );
   }
 
-  const steps: StepModel[] = [];
+  const parts: PinnedPart[] = [];
   let ok = true;
+  const input = options.properties.find((p) => propertyName(p) === 'input');
+  if (input !== undefined) {
+    const part = pinPart(program, input, 'input', null, `the input schema of workflow "${name}"`, malformed);
+    if (part === null) ok = false;
+    else parts.push(part);
+  }
+  const steps: StepModel[] = [];
   for (const stepCall of stepCalls) {
     const step = readStep(program, analyzer, name, stepCall, steps, malformed);
-    if (step === null) ok = false;
-    else steps.push(step);
+    if (step === null) {
+      ok = false;
+    } else {
+      steps.push(step.model);
+      parts.push(...step.parts);
+    }
   }
-  if (!ok) return null;
+  if (!ok) return identify();
   return {
     name,
     version,
@@ -179,7 +204,23 @@ function readDeclaration(
     location: program.location(call),
     versionLocation: program.location(versionProperty),
     steps,
+    parts,
   };
+}
+
+/** The name and version of a `workflow(...)` call where they are literals, reporting nothing. */
+function peekIdentity(call: ts.CallExpression): MalformedDeclaration['workflow'] {
+  const [nameArgument, optionsArgument] = call.arguments;
+  const nameNode = nameArgument === undefined ? undefined : skipWrappers(nameArgument);
+  if (nameNode === undefined || !(ts.isStringLiteral(nameNode) || ts.isNoSubstitutionTemplateLiteral(nameNode))) return undefined;
+  const options = optionsArgument === undefined ? undefined : skipWrappers(optionsArgument);
+  const versionProperty =
+    options !== undefined && ts.isObjectLiteralExpression(options)
+      ? options.properties.find((p): p is ts.PropertyAssignment => ts.isPropertyAssignment(p) && propertyName(p) === 'version')
+      : undefined;
+  const versionValue = versionProperty === undefined ? undefined : skipWrappers(versionProperty.initializer);
+  const version = versionValue !== undefined && ts.isNumericLiteral(versionValue) ? Number(versionValue.text) : NaN;
+  return { name: nameNode.text, version: Number.isInteger(version) && version >= 1 ? version : null };
 }
 
 function readStep(
@@ -189,7 +230,7 @@ function readStep(
   { kind, call, method }: StepCall,
   earlier: readonly StepModel[],
   malformed: MalformedDeclaration[],
-): StepModel | null {
+): { model: StepModel; parts: PinnedPart[] } | null {
   const position = earlier.length;
   const report = (node: ts.Node, message: string): null => {
     malformed.push({ location: program.location(node), message });
@@ -244,8 +285,18 @@ function readStep(
     }
   }
 
+  // What runs in flight depend on: the output schema and every function the runtime evaluates.
+  const parts: PinnedPart[] = [];
+  for (const kind of ['output', ...STEP_FUNCTION_PARTS] as const) {
+    const property = properties.get(kind);
+    if (property === undefined || (kind === 'key' && key === null)) continue;
+    const part = pinPart(program, property, kind, name, describePart({ kind, step: name }), malformed);
+    if (part === null) return null;
+    parts.push(part);
+  }
+
   const performTimeout = properties.get('performTimeoutMs');
-  return {
+  const model: StepModel = {
     name,
     kind,
     position,
@@ -257,6 +308,28 @@ function readStep(
     performTimeoutText:
       performTimeout !== undefined && ts.isPropertyAssignment(performTimeout) ? performTimeout.initializer.getText() : null,
   };
+  return { model, parts };
+}
+
+/**
+ * Pins the part a property declares (its value; a method is its own value), or reports as
+ * malformed (LF008) that codegen cannot read what it refers to.
+ */
+function pinPart(
+  program: AnalysisProgram,
+  property: ts.ObjectLiteralElementLike,
+  kind: PartKind,
+  step: string | null,
+  subject: string,
+  malformed: MalformedDeclaration[],
+): PinnedPart | null {
+  const value = ts.isPropertyAssignment(property) ? property.initializer : property;
+  const pin = PinnedSources.of(program).pin(value, subject);
+  if (pin.problem !== undefined) {
+    malformed.push({ location: program.location(pin.problem.node), message: pin.problem.message });
+    return null;
+  }
+  return { kind, step, hash: pin.hash, location: program.location(property.name ?? property) };
 }
 
 /** The function a `key` property names; 'absent' for `key: undefined`; null when it is not statically a function. */

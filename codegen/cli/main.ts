@@ -32,6 +32,7 @@ export async function main(argv: string[]): Promise<number> {
       ...(options.root === undefined ? {} : { root: options.root }),
       ...(options.include === undefined ? {} : { include: options.include }),
       ...(options.out === undefined ? {} : { outDir: options.out }),
+      ...(options.retire.length === 0 ? {} : { retire: options.retire }),
     });
   } catch (error) {
     if (error instanceof CodegenOptionsError) {
@@ -43,6 +44,7 @@ export async function main(argv: string[]): Promise<number> {
   if (run.analysis.files.length === 0) {
     process.stderr.write(`ledgerflow codegen: note: no file under ${run.root} matches ${run.include.join(', ')}.\n`);
   }
+  for (const note of run.notes) process.stderr.write(`ledgerflow codegen: note: ${note}\n`);
   const failed = hasErrors(run.diagnostics) || (options.strict && run.diagnostics.length > 0);
 
   let differences: FileDifference[] | null = null;

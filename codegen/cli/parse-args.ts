@@ -9,6 +9,8 @@ export interface CliOptions {
   readonly root: string | undefined;
   readonly include: readonly string[] | undefined;
   readonly out: string | undefined;
+  /** `--retire name@version`, in the order given (runCodegen checks them). */
+  readonly retire: readonly string[];
 }
 
 export const USAGE = `Usage: ledgerflow codegen [options]
@@ -26,13 +28,18 @@ Options:
   --root <dir>       directory to search; paths are reported relative to it (default: cwd)
   --include <glob>   workflow files, relative to --root; repeatable (default: **/*.workflow.ts)
   --out <dir>        output directory inside --root (default: generated)
+  --retire <name@version>
+                     take a workflow version that is no longer declared out of the manifest
+                     and delete its contract, once no run of it is unfinished (see
+                     \`ledgerflow versions\`); repeatable. Without it, a version in the manifest
+                     that is not declared is an error (LF009)
   -h, --help         show this help
 
 Exit codes: 0 ok, 1 errors or out-of-date output, 2 bad command line.
 `;
 
 /** The flag that sets each option runCodegen checks, for wording its errors on the command line. */
-export const OPTION_FLAGS: Readonly<Record<CheckedCodegenOption, string>> = { root: '--root', outDir: '--out' };
+export const OPTION_FLAGS: Readonly<Record<CheckedCodegenOption, string>> = { root: '--root', outDir: '--out', retire: '--retire' };
 
 export class UsageError extends Error {
   override readonly name = 'UsageError';
@@ -50,6 +57,7 @@ export function parseArgs(argv: readonly string[]): CliOptions {
   let root: string | undefined;
   let out: string | undefined;
   const include: string[] = [];
+  const retire: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const argument = argv[i]!;
     const equals = argument.startsWith('--') ? argument.indexOf('=') : -1;
@@ -96,6 +104,9 @@ export function parseArgs(argv: readonly string[]): CliOptions {
       case '--out':
         out = value();
         break;
+      case '--retire':
+        retire.push(value());
+        break;
       default:
         throw new UsageError(
           argument.startsWith('-')
@@ -104,5 +115,5 @@ export function parseArgs(argv: readonly string[]): CliOptions {
         );
     }
   }
-  return { help, check, strict, format, root, include: include.length > 0 ? include : undefined, out };
+  return { help, check, strict, format, root, include: include.length > 0 ? include : undefined, out, retire };
 }

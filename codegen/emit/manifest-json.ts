@@ -1,5 +1,6 @@
 import { shapeHash } from '../../dsl/workflow-shape.js';
 import type { ManifestFile } from '../model/manifest.js';
+import { PART_KINDS, partId } from '../model/pinned-parts.js';
 import type { WorkflowModel } from '../model/workflow-model.js';
 import { DO_NOT_EDIT } from './generated-file.js';
 import { workflowId } from './migrations.js';
@@ -7,8 +8,10 @@ import { compareWorkflows } from './naming.js';
 import { stableJson } from './stable-json.js';
 
 /**
- * `ledgerflow.manifest.json`: per workflow version its definition hash, source, migration and
- * steps with their keys. Committed; LF007 compares the next run against it.
+ * `ledgerflow.manifest.json`: per workflow version its definition hash (the shape: step names,
+ * kinds, order, `idempotentByKey`), the part kinds it pins and a hash per part (input schema,
+ * output schemas, keys, requests), its source, migration, and steps with their keys. Committed;
+ * LF007 and LF009 compare the next run against it. Stable JSON: equal models, equal bytes.
  */
 export function emitManifest(workflows: readonly WorkflowModel[], migrations: ReadonlyMap<string, string>): string {
   const manifest: ManifestFile = {
@@ -17,6 +20,8 @@ export function emitManifest(workflows: readonly WorkflowModel[], migrations: Re
       name: workflow.name,
       version: workflow.version,
       definitionHash: shapeHash(workflow),
+      partKinds: [...PART_KINDS],
+      parts: Object.fromEntries(workflow.parts.map((part) => [partId(part), part.hash])),
       exportName: workflow.exportName,
       source: workflow.file,
       migration: migrations.get(workflowId(workflow)) ?? '',

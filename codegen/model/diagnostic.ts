@@ -11,6 +11,7 @@ export const DIAGNOSTIC_CODES = {
   LF006: 'duplicate workflow or step names',
   LF007: "a workflow version's steps changed without a version bump",
   LF008: 'a workflow declaration codegen cannot read statically',
+  LF009: 'a workflow version in the manifest is no longer declared (and was not retired)',
   // The handler rules: what the handlers bound through the generated contracts do (codegen/analysis/handlers/).
   LF010: 'a transactional handler writes through something other than ctx.tx',
   LF011: 'a step handler writes to the database or calls an external system',

@@ -1,8 +1,10 @@
 import type { StepKind } from '../../dsl/step-kind.js';
 
 /**
- * `ledgerflow.manifest.json`: what codegen generated, per workflow version. Committed, so that
- * LF007 can tell a changed workflow from a new one, and reviewers can diff keys.
+ * `ledgerflow.manifest.json`: every workflow version codegen generated and what runs of it depend
+ * on. Committed, so that LF007 can tell a changed workflow from a new one, LF009 a version that is
+ * no longer declared from one that never was, and reviewers can diff keys. A version leaves it
+ * only when it is retired (`ledgerflow codegen --retire name@version`).
  */
 export interface ManifestFile {
   readonly '//': string;
@@ -17,6 +19,15 @@ export interface ManifestWorkflow {
   readonly source: string;
   readonly migration: string;
   readonly steps: readonly ManifestStep[];
+  /**
+   * The part kinds this entry pins (codegen/model/pinned-parts.ts PART_KINDS). Absent in a
+   * manifest written before parts were pinned: such an entry pins its shape only, and the next
+   * codegen pins its parts as they are then declared. A kind listed here with no hash for some
+   * step means that step had no such part.
+   */
+  readonly partKinds?: readonly string[];
+  /** Hash per pinned part: `input`, `steps.<step>.output`, `steps.<step>.key`, `steps.<step>.request`. */
+  readonly parts?: Readonly<Record<string, string>>;
 }
 
 export interface ManifestStep {
@@ -33,7 +44,13 @@ export const MANIFEST_FILE_NAME = 'ledgerflow.manifest.json';
 export type CommittedManifest =
   | { readonly status: 'absent' }
   | { readonly status: 'invalid'; readonly file: string; readonly error: string }
-  | { readonly status: 'present'; readonly file: string; readonly manifest: ManifestFile };
+  | {
+      readonly status: 'present';
+      readonly file: string;
+      readonly manifest: ManifestFile;
+      /** 1-based line of each entry of `workflows` in the file (1 when it cannot be told), where LF009 points. */
+      readonly entryLines: readonly number[];
+    };
 
 /** Parses a manifest leniently enough to survive older files, strictly enough to trust its hashes. */
 export function parseManifest(file: string, text: string): CommittedManifest {
@@ -55,6 +72,43 @@ export function parseManifest(file: string, text: string): CommittedManifest {
     ) {
       return { status: 'invalid', file, error: `workflows[${index}] lacks name, version, definitionHash or steps` };
     }
+    const kinds = e.partKinds;
+    const parts = e.parts;
+    if (
+      (kinds !== undefined && !(Array.isArray(kinds) && kinds.every((k) => typeof k === 'string'))) ||
+      (parts !== undefined &&
+        (parts === null || typeof parts !== 'object' || Array.isArray(parts) || !Object.values(parts).every((h) => typeof h === 'string')))
+    ) {
+      return { status: 'invalid', file, error: `workflows[${index}] has partKinds or parts of the wrong shape` };
+    }
   }
-  return { status: 'present', file, manifest: data as ManifestFile };
+  return { status: 'present', file, manifest: data as ManifestFile, entryLines: entryLines(text, workflows.length) };
+}
+
+/** The line on which each element of the top-level `workflows` array opens. */
+function entryLines(text: string, count: number): number[] {
+  const lines: number[] = [];
+  let depth = 0;
+  let line = 1;
+  let key: string | null = null;
+  let inWorkflows = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === '\n') {
+      line++;
+    } else if (c === '"') {
+      let j = i + 1;
+      while (j < text.length && text[j] !== '"') j += text[j] === '\\' ? 2 : 1;
+      if (depth === 1) key = text.slice(i + 1, j);
+      i = j;
+    } else if (c === '{' || c === '[') {
+      if (depth === 2 && inWorkflows && c === '{') lines.push(line);
+      if (depth === 1 && c === '[' && key === 'workflows') inWorkflows = true;
+      depth++;
+    } else if (c === '}' || c === ']') {
+      depth--;
+      if (depth === 1) inWorkflows = false;
+    }
+  }
+  return lines.length === count ? lines : Array.from({ length: count }, () => 1);
 }

@@ -3,6 +3,7 @@
 
 import type { StepKind } from '../../dsl/step-kind.js';
 import type { HandlerAnalysis } from './handler-model.js';
+import type { PinnedPart } from './pinned-parts.js';
 import type { PurityFinding, StepRead } from './purity.js';
 import type { SourceLocation } from './source-location.js';
 
@@ -21,6 +22,12 @@ export interface WorkflowModel {
   /** The `version` property, where LF007 points. */
   readonly versionLocation: SourceLocation;
   readonly steps: readonly StepModel[];
+  /**
+   * What runs in flight depend on besides the shape (codegen/model/pinned-parts.ts): the input
+   * schema, each step's output schema and the functions the runtime evaluates for it, each with
+   * the hash of its normalized source; the input first, then per step in step order.
+   */
+  readonly parts: readonly PinnedPart[];
 }
 
 export interface StepModel {
@@ -66,6 +73,11 @@ export type KeyFinding = PurityFinding;
 export interface MalformedDeclaration {
   readonly location: SourceLocation;
   readonly message: string;
+  /**
+   * The workflow version the declaration is of, as far as codegen could read it (version null:
+   * not read); undefined when not even its name could be read.
+   */
+  readonly workflow?: { readonly name: string; readonly version: number | null };
 }
 
 /** Output of the analysis stage. */

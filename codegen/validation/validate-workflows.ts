@@ -10,6 +10,7 @@ import { performIgnoresKey } from './rules/perform-ignores-key.js';
 import { stepEffect } from './rules/step-effect.js';
 import { stepOrder } from './rules/step-order.js';
 import { unbumpedVersion } from './rules/unbumped-version.js';
+import { undeclaredVersion } from './rules/undeclared-version.js';
 import { writeOutsideTx } from './rules/write-outside-tx.js';
 
 /** One rule per code: adding a code without its rule does not compile. */
@@ -22,6 +23,7 @@ const RULES: Record<DiagnosticCode, Rule> = {
   LF006: duplicateNames,
   LF007: unbumpedVersion,
   LF008: malformedDeclaration,
+  LF009: undeclaredVersion,
   LF010: writeOutsideTx,
   LF011: stepEffect,
   LF012: performIgnoresKey,

@@ -118,6 +118,63 @@ describe('ledgerflow codegen --check', () => {
     expect(out.stderr).toBe(`ledgerflow codegen: --out must be a directory inside --root (${project.root}); got "..".\n`);
   });
 
+  it('fails on a key changed without a version bump, before and after regenerating (nothing is written)', async () => {
+    expect((await codegen('--root', project.root)).code).toBe(0);
+    project.write('src/payout.workflow.ts', WORKFLOW.replace('`transfer:${input.payoutId}`', '`payout:${input.payoutId}`'));
+    const generate = await codegen('--root', project.root);
+    expect(generate.code).toBe(1);
+    expect(generate.stdout).toMatch(/^src\/payout\.workflow\.ts:4:44 - error LF007: workflow "payout" v1 changed since it was generated: the key of step "transfer" changed\. /m);
+    expect(generate.stdout).toContain('nothing written');
+    expect((await codegen('--root', project.root, '--check')).code).toBe(1);
+  });
+
+  it('keeps a version that is no longer declared until it is retired, then removes its contract', async () => {
+    const manifest = path.join(project.root, 'generated', 'ledgerflow.manifest.json');
+    const v1 = path.join(project.root, 'generated', 'contracts', 'payout.v1.ts');
+    expect((await codegen('--root', project.root)).code).toBe(0);
+    // Bumped in place: v1 is gone from the source while its runs may be in flight.
+    project.write('src/payout.workflow.ts', WORKFLOW.replace('version: 1', 'version: 2'));
+    const dropped = await codegen('--root', project.root);
+    expect(dropped.code).toBe(1);
+    expect(dropped.stdout).toContain(
+      'generated/ledgerflow.manifest.json:4:1 - error LF009: workflow "payout" v1 is pinned in the manifest but no longer declared; ' +
+        'keep it declared (e.g. move it to src/payout.v1.workflow.ts) while runs of it may be unfinished — `ledgerflow versions` lists them — ' +
+        'or retire it with `ledgerflow codegen --retire payout@1`.\n',
+    );
+    expect(existsSync(v1)).toBe(true);
+    expect((await codegen('--root', project.root, '--check')).code).toBe(1);
+
+    const unknown = await codegen('--root', project.root, '--retire', 'payout@3');
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toBe(
+      'ledgerflow codegen: --retire payout@3: it is not in generated/ledgerflow.manifest.json, so there is nothing to retire.\n',
+    );
+    const malformed = await codegen('--root', project.root, '--retire=payout');
+    expect(malformed.code).toBe(2);
+    expect(malformed.stderr).toContain('--retire takes a workflow version as <name>@<version> (e.g. orders@1); got "payout".');
+
+    const retired = await codegen('--root', project.root, '--retire', 'payout@1');
+    expect(retired.code).toBe(0);
+    expect(retired.stderr).toBe(
+      'ledgerflow codegen: note: retired workflow "payout" v1: it leaves the manifest and its contract generated/contracts/payout.v1.ts is removed; ' +
+        'its migration generated/migrations/0002_payout_v1.sql stays (migrations are append-only).\n',
+    );
+    expect(existsSync(v1)).toBe(false);
+    expect(existsSync(path.join(project.root, 'generated', 'migrations', '0002_payout_v1.sql'))).toBe(true);
+    expect(JSON.parse(readFileSync(manifest, 'utf8')).workflows.map((w: { version: number }) => w.version)).toEqual([2]);
+    expect((await codegen('--root', project.root, '--check')).code).toBe(0);
+  });
+
+  it('refuses to retire a version that is still declared (a bad command line)', async () => {
+    expect((await codegen('--root', project.root)).code).toBe(0);
+    const result = await codegen('--root', project.root, '--retire', 'payout@1');
+    expect(result.code).toBe(2);
+    expect(result.stderr).toBe(
+      'ledgerflow codegen: --retire payout@1: workflow "payout" v1 is still declared (src/payout.workflow.ts:4:23); ' +
+        'only a version that is no longer declared can be retired.\n',
+    );
+  });
+
   it('rejects unknown flags and explains --help', async () => {
     const unknown = await codegen('--chek');
     expect(unknown.code).toBe(2);

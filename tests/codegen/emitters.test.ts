@@ -10,6 +10,7 @@ import { importSpecifier, pascalCase } from '../../codegen/emit/naming.js';
 import { emitReview } from '../../codegen/emit/review-markdown.js';
 import { stableJson } from '../../codegen/emit/stable-json.js';
 import { parseManifest } from '../../codegen/model/manifest.js';
+import { PART_KINDS, type PinnedPart } from '../../codegen/model/pinned-parts.js';
 import type { KeyModel, StepModel, WorkflowModel } from '../../codegen/model/workflow-model.js';
 
 // Emitters take plain data: these models are written by hand, no compiler involved.
@@ -46,7 +47,15 @@ function step(name: string, kind: StepModel['kind'], position: number, overrides
 }
 
 function workflow(name: string, version: number, exportName: string, steps: readonly StepModel[]): WorkflowModel {
-  return { name, version, exportName, file: `shop/${name}.workflow.ts`, location: at(5), versionLocation: at(5), steps };
+  // A made-up hash per part: the input, each step's output, and the key of each keyed step.
+  const parts: PinnedPart[] = [
+    { kind: 'input', step: null, hash: `${name}-input`, location: at(6) },
+    ...steps.flatMap((s): PinnedPart[] => [
+      { kind: 'output', step: s.name, hash: `${s.name}-output`, location: s.location },
+      ...(s.key === null ? [] : [{ kind: 'key' as const, step: s.name, hash: `${s.name}-key`, location: s.key.location }]),
+    ]),
+  ];
+  return { name, version, exportName, file: `shop/${name}.workflow.ts`, location: at(5), versionLocation: at(5), steps, parts };
 }
 
 const refund = workflow('refund', 1, 'refund', [
@@ -72,7 +81,7 @@ describe('contract module', () => {
   });
 
   it('gives each step the handler type of its kind with exactly the earlier steps as prior', () => {
-    expect(text).toContain('readonly load: StepHandler<RefundInput, {}, RefundLoadOutput>;');
+    expect(text).toContain('readonly load: StepHandler<RefundInput, {}, RefundLoadOutput, DB>;');
     expect(text).toMatch(/readonly reserve: TransactionalHandler<RefundInput, \{ readonly load: RefundLoadOutput \}, RefundReserveOutput, DB>;/);
     expect(text).toMatch(/readonly refund: IdempotentExternalHandler<\s+RefundInput,\s+\{\s+readonly load: RefundLoadOutput;\s+readonly reserve: RefundReserveOutput;\s+\},\s+RefundRefundOutput\s+>;/);
     expect(text).toMatch(/readonly notify: ReconcilingExternalHandler<[^>]*readonly refund: RefundRefundOutput;\s+\},\s+RefundNotifyOutput\s+>;/);
@@ -147,9 +156,41 @@ describe('manifest', () => {
     expect(text).toBe(stableJson(JSON.parse(text)));
   });
 
+  it('pins a hash per part per version, and lists the part kinds it pins', () => {
+    const text = emitManifest([refund], new Map());
+    const parsed = parseManifest('m.json', text);
+    if (parsed.status !== 'present') throw new Error('expected a manifest');
+    const entry = parsed.manifest.workflows[0]!;
+    expect(entry.partKinds).toEqual([...PART_KINDS]);
+    expect(entry.partKinds).toEqual(['input', 'output', 'key', 'request']);
+    expect(entry.parts).toEqual({
+      input: 'refund-input',
+      'steps.load.output': 'load-output',
+      'steps.reserve.output': 'reserve-output',
+      'steps.reserve.key': 'reserve-key',
+      'steps.refund.output': 'refund-output',
+      'steps.refund.key': 'refund-key',
+      'steps.notify.output': 'notify-output',
+      'steps.notify.key': 'notify-key',
+    });
+    expect(parsed.entryLines).toEqual([text.split('\n').indexOf('    {') + 1]);
+  });
+
+  it('reads a manifest of an earlier release (no part hashes) as present', () => {
+    const old = { workflows: [{ name: 'refund', version: 1, definitionHash: 'abc', steps: [] }] };
+    const parsed = parseManifest('m.json', JSON.stringify(old, null, 2));
+    expect(parsed).toMatchObject({ status: 'present', entryLines: [3] });
+  });
+
   it('rejects a manifest it cannot trust, with the reason', () => {
     expect(parseManifest('m.json', '{')).toMatchObject({ status: 'invalid', error: expect.stringContaining('not valid JSON') });
     expect(parseManifest('m.json', '{"workflows":[{"name":"x"}]}')).toMatchObject({ status: 'invalid', error: expect.stringContaining('workflows[0]') });
+    const entry = { name: 'x', version: 1, definitionHash: 'abc', steps: [] };
+    expect(parseManifest('m.json', JSON.stringify({ workflows: [{ ...entry, parts: { input: 1 } }] }))).toMatchObject({
+      status: 'invalid',
+      error: 'workflows[0] has partKinds or parts of the wrong shape',
+    });
+    expect(parseManifest('m.json', JSON.stringify({ workflows: [{ ...entry, partKinds: 'input' }] }))).toMatchObject({ status: 'invalid' });
   });
 });
 

@@ -7,9 +7,11 @@ import { runCodegen } from '../../codegen/run-codegen.js';
 
 /**
  * Golden cases: one folder per case under cases/, with
- *   case.json                 { description, emit }: what the case shows; whether its output is golden
+ *   case.json                 { description, emit, retire? }: what the case shows; whether its output
+ *                             is golden; versions to retire (runCodegen's `retire`, the CLI's --retire)
  *   input/                    the codegen root (workflow files, helpers, an existing generated/ dir)
  *   expected/diagnostics.txt  the exact text-format diagnostics (empty: none)
+ *   expected/notes.txt        the notes codegen prints, one per line (absent: none)
  *   expected/generated/       with emit: every file codegen would write, byte for byte (never a
  *                             core schema migration: that ships with the runtime, runtime/migrate/core)
  * Regenerate the expectations with UPDATE_GOLDEN=1 and review the diff.
@@ -20,6 +22,7 @@ const update = process.env['UPDATE_GOLDEN'] === '1';
 interface CaseConfig {
   readonly description: string;
   readonly emit: boolean;
+  readonly retire?: readonly string[];
 }
 
 const cases = readdirSync(casesDir).sort();
@@ -35,10 +38,12 @@ describe('codegen golden cases', () => {
     const config = readConfig(name);
     it(`${name}: ${config.description}`, async () => {
       const caseDir = path.join(casesDir, name);
-      const run = await runCodegen({ root: path.join(caseDir, 'input') });
+      const run = await runCodegen({ root: path.join(caseDir, 'input'), ...(config.retire === undefined ? {} : { retire: config.retire }) });
       const diagnostics = formatText(run.diagnostics);
+      const notes = run.notes.map((note) => `${note}\n`).join('');
       const expectedDir = path.join(caseDir, 'expected');
       const diagnosticsFile = path.join(expectedDir, 'diagnostics.txt');
+      const notesFile = path.join(expectedDir, 'notes.txt');
       const generatedDir = path.join(expectedDir, 'generated');
       const generated: Record<string, string> = Object.fromEntries((run.generated ?? []).map((f) => [f.path, f.content]));
       expect(Object.keys(generated).filter((file) => /^migrations\/0001_/.test(file)), 'codegen never writes a 0001 migration').toEqual([]);
@@ -47,6 +52,7 @@ describe('codegen golden cases', () => {
         rmSync(expectedDir, { recursive: true, force: true });
         mkdirSync(expectedDir, { recursive: true });
         writeFileSync(diagnosticsFile, diagnostics);
+        if (notes !== '') writeFileSync(notesFile, notes);
         if (config.emit) {
           for (const [file, content] of Object.entries(generated)) {
             mkdirSync(path.dirname(path.join(generatedDir, file)), { recursive: true });
@@ -56,6 +62,7 @@ describe('codegen golden cases', () => {
       }
 
       expect(diagnostics).toBe(readFileSync(diagnosticsFile, 'utf8'));
+      expect(notes).toBe(existsSync(notesFile) ? readFileSync(notesFile, 'utf8') : '');
       if (config.emit) {
         expect(run.generated, 'an emitting case must have no errors').not.toBeNull();
         expect(generated).toEqual(readTree(generatedDir));

@@ -1,13 +1,30 @@
 import { shapeHash } from '../../../dsl/workflow-shape.js';
 import type { Diagnostic } from '../../model/diagnostic.js';
-import type { ManifestStep } from '../../model/manifest.js';
-import type { StepModel } from '../../model/workflow-model.js';
+import type { CommittedManifest, ManifestStep, ManifestWorkflow } from '../../model/manifest.js';
+import {
+  describePart,
+  describePartKinds,
+  PART_KINDS,
+  partId,
+  STEP_FUNCTION_PARTS,
+  type PartKind,
+  type PinnedPart,
+} from '../../model/pinned-parts.js';
+import type { StepModel, WorkflowModel } from '../../model/workflow-model.js';
 import type { Rule } from '../rule.js';
 
 /**
- * LF007: a workflow version that the committed manifest already knows must keep its steps.
- * Runs are pinned to a version; changing its steps under them would resume a run at a step
- * that means something else.
+ * LF007: a workflow version that the committed manifest already knows must stay as it was
+ * generated — everything a run in flight depends on (codegen/model/pinned-parts.ts): its shape
+ * (step names, kinds, order, `idempotentByKey`) and its pinned parts (input schema, output
+ * schemas, keys, requests). Runs are pinned to a version; changing any of it under them would
+ * resume a run with an input it does not have, an output it did not produce, or a key other than
+ * the one its ledger row holds.
+ *
+ * No change counts as compatible: parts are compared by source text (comments and formatting
+ * aside, with the declarations they use), and codegen cannot prove two different texts mean the
+ * same. A part kind the manifest entry does not pin yet (a manifest from an earlier release) is
+ * not compared; `unpinnedPartNotes` says so.
  */
 export const unbumpedVersion: Rule = ({ analysis, committedManifest }) => {
   if (committedManifest.status === 'absent') return [];
@@ -27,45 +44,103 @@ export const unbumpedVersion: Rule = ({ analysis, committedManifest }) => {
   const entries = committedManifest.manifest.workflows;
   for (const workflow of analysis.workflows) {
     const committed = entries.find((e) => e.name === workflow.name && e.version === workflow.version);
-    if (committed === undefined || committed.definitionHash === shapeHash(workflow)) continue;
+    if (committed === undefined) continue;
+    const changes = [
+      ...(committed.definitionHash === shapeHash(workflow) ? [] : shapeChanges(committed.steps, workflow.steps)),
+      ...partChanges(committed, workflow),
+    ];
+    if (changes.length === 0) continue;
     const highest = Math.max(
       workflow.version,
       ...entries.filter((e) => e.name === workflow.name).map((e) => e.version),
       ...analysis.workflows.filter((w) => w.name === workflow.name).map((w) => w.version),
     );
+    const v = workflow.version;
     diagnostics.push({
       code: 'LF007',
       severity: 'error',
       ...workflow.versionLocation,
       message:
-        `workflow "${workflow.name}" v${workflow.version} changed since it was generated (${describeChanges(committed.steps, workflow.steps)}); ` +
-        `runs already started on v${workflow.version} are pinned to its steps — set version: ${highest + 1} ` +
-        `(keep v${workflow.version} declared while its runs drain), or revert the change.`,
+        `workflow "${workflow.name}" v${v} changed since it was generated: ${changes.join('; ')}. ` +
+        `Runs of v${v} in flight depend on it as generated, and codegen counts no change as compatible ` +
+        '(it compares source text, comments and formatting aside, with the declarations it uses): ' +
+        `set version: ${highest + 1} and keep v${v} declared until its runs finish (see LF009), or revert the change.`,
     });
   }
   return diagnostics;
 };
 
-function describeChanges(before: readonly ManifestStep[], after: readonly StepModel[]): string {
+/**
+ * Notes (not errors) for declared versions whose manifest entry does not pin every part kind yet
+ * — written by an earlier ledgerflow: those parts are pinned from this run on, as declared now.
+ * One note per set of missing kinds, naming the versions.
+ */
+export function unpinnedPartNotes(workflows: readonly WorkflowModel[], committedManifest: CommittedManifest): string[] {
+  if (committedManifest.status !== 'present') return [];
+  const versionsByMissing = new Map<string, string[]>();
+  for (const workflow of [...workflows].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : a.version - b.version))) {
+    const committed = committedManifest.manifest.workflows.find((e) => e.name === workflow.name && e.version === workflow.version);
+    if (committed === undefined) continue;
+    const unpinned = PART_KINDS.filter((kind) => !(committed.partKinds ?? []).includes(kind));
+    if (unpinned.length === 0) continue;
+    const key = describePartKinds(unpinned);
+    versionsByMissing.set(key, [...(versionsByMissing.get(key) ?? []), `"${workflow.name}" v${workflow.version}`]);
+  }
+  return [...versionsByMissing].map(
+    ([parts, versions]) =>
+      `${committedManifest.file} comes from an earlier ledgerflow and does not pin ${parts} of ${versions.join(', ')}; ` +
+      'they are pinned as declared now, so from here on a change to them is LF007 (one made before cannot be told) — run codegen and commit the manifest it writes.',
+  );
+}
+
+/** The pinned parts whose hash differs from the manifest's: the input, then per step (in step order) its output and functions. */
+function partChanges(committed: ManifestWorkflow, workflow: WorkflowModel): string[] {
+  const pinned = new Set(committed.partKinds ?? []);
+  const before = committed.parts ?? {};
+  const now = new Map(workflow.parts.map((part) => [partId(part), part]));
+  const candidates: Pick<PinnedPart, 'kind' | 'step'>[] = [];
+  if (pinned.has('input')) candidates.push({ kind: 'input', step: null });
+  for (const step of workflow.steps) {
+    if (!committed.steps.some((s) => s.name === step.name)) continue; // an added step is a shape change
+    for (const kind of ['output', ...STEP_FUNCTION_PARTS] as const satisfies readonly PartKind[]) {
+      if (pinned.has(kind)) candidates.push({ kind, step: step.name });
+    }
+  }
+  const changes: string[] = [];
+  for (const part of candidates) {
+    const id = partId(part);
+    const old = Object.hasOwn(before, id) ? before[id] : undefined;
+    const current = now.get(id)?.hash;
+    if (old === current) continue;
+    const what = describePart(part);
+    changes.push(old === undefined ? `${what} was added` : current === undefined ? `${what} was removed` : `${what} changed`);
+  }
+  return changes;
+}
+
+/** What differs in the step list: removed and added steps, kinds, `idempotentByKey`, order. */
+function shapeChanges(before: readonly ManifestStep[], after: readonly StepModel[]): string[] {
   const changes: string[] = [];
   for (const old of before) {
     const now = after.find((s) => s.name === old.name);
     if (now === undefined) {
-      changes.push(`removed step "${old.name}"`);
+      changes.push(`step "${old.name}" was removed`);
       continue;
     }
-    if (now.kind !== old.kind) changes.push(`step "${old.name}" ${old.kind} → ${now.kind}`);
+    if (now.kind !== old.kind) changes.push(`the kind of step "${old.name}" changed (${old.kind} → ${now.kind})`);
     if (now.idempotentByKey !== old.idempotentByKey) {
-      changes.push(`step "${old.name}" idempotentByKey ${old.idempotentByKey} → ${now.idempotentByKey}`);
+      changes.push(`idempotentByKey of step "${old.name}" changed (${old.idempotentByKey} → ${now.idempotentByKey})`);
     }
   }
   for (const now of after) {
-    if (!before.some((s) => s.name === now.name)) changes.push(`added ${now.kind} step "${now.name}"`);
+    if (!before.some((s) => s.name === now.name)) changes.push(`${now.kind} step "${now.name}" was added`);
   }
   const order = (steps: readonly { name: string }[]): string => steps.map((s) => s.name).join(',');
   const common = new Set(after.map((s) => s.name));
   const oldOrder = order(before.filter((s) => common.has(s.name)));
   const newOrder = order(after.filter((s) => before.some((o) => o.name === s.name)));
-  if (oldOrder !== newOrder) changes.push(`steps reordered (${before.map((s) => s.name).join(' → ')} is now ${after.map((s) => s.name).join(' → ')})`);
-  return changes.length > 0 ? changes.join('; ') : 'its definition hash differs';
+  if (oldOrder !== newOrder) {
+    changes.push(`the steps were reordered (${before.map((s) => s.name).join(' → ')} is now ${after.map((s) => s.name).join(' → ')})`);
+  }
+  return changes.length > 0 ? changes : ['the shape of its steps changed (its definition hash differs)'];
 }

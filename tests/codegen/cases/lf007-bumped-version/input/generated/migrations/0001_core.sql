@@ -1,1 +1,0 @@
--- 0001_core.sql: an applied migration; codegen must never rewrite it.

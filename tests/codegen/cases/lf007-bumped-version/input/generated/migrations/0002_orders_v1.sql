@@ -1,1 +1,0 @@
--- 0002_orders_v1.sql: an applied migration; codegen must never rewrite it.
