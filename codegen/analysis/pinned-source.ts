@@ -35,7 +35,7 @@ interface SourceRead {
 }
 
 /** One walk for both: the tokens, and (given `names`, the file's top-level names) the references. */
-function readSource(node: ts.Node, sourceFile: ts.SourceFile, names: ReadonlySet<string> | null): SourceRead {
+function readSource(node: ts.Node, sourceFile: ts.SourceFile, names: ReadonlyMap<string, unknown> | null): SourceRead {
   const writer = new TokenWriter(sourceFile, names);
   writer.node(node);
   return { text: writer.tokens.join(' '), references: writer.references, declared: writer.declared };
@@ -52,11 +52,11 @@ class TokenWriter {
   readonly references: ts.Identifier[] = [];
   readonly declared = new Set<string>();
   readonly #sourceFile: ts.SourceFile;
-  readonly #names: ReadonlySet<string> | null;
+  readonly #names: ReadonlyMap<string, unknown> | null;
   /** Inside a type or an import declaration: names there are not values read. */
   #notRead = 0;
 
-  constructor(sourceFile: ts.SourceFile, names: ReadonlySet<string> | null) {
+  constructor(sourceFile: ts.SourceFile, names: ReadonlyMap<string, unknown> | null) {
     this.#sourceFile = sourceFile;
     this.#names = names;
   }
@@ -183,8 +183,8 @@ const SOURCES = new WeakMap<AnalysisProgram, PinnedSources>();
 export class PinnedSources {
   readonly #program: AnalysisProgram;
   readonly #units = new Map<ts.Node, { readonly text: string; readonly dependencies: readonly Dependency[] }>();
-  /** Per file: the names its top level declares or imports, and what each refers to (once looked up). */
-  readonly #topLevel = new Map<ts.SourceFile, { readonly names: ReadonlySet<string>; readonly declarations: Map<string, ts.Declaration[]> }>();
+  /** Per file: the value declarations of its top level (imports included), by name. */
+  readonly #topLevel = new Map<ts.SourceFile, ReadonlyMap<string, readonly ts.Declaration[]>>();
 
   private constructor(program: AnalysisProgram) {
     this.#program = program;
@@ -301,26 +301,21 @@ export class PinnedSources {
   #read(scope: ts.Node): { readonly text: string; readonly dependencies: readonly Dependency[] } {
     const sourceFile = scope.getSourceFile();
     const topLevel = this.#topLevelOf(sourceFile);
-    const read = readSource(scope, sourceFile, topLevel.names);
+    const read = readSource(scope, sourceFile, topLevel);
     const dependencies: Dependency[] = [];
     for (const identifier of read.references) {
-      let declarations: ts.Declaration[];
-      if (read.declared.has(identifier.text) || ts.isSourceFile(scope)) {
-        declarations = this.#valueDeclarations(identifier);
-      } else {
-        const cached = topLevel.declarations.get(identifier.text);
-        declarations = cached ?? this.#valueDeclarations(identifier);
-        if (cached === undefined) topLevel.declarations.set(identifier.text, declarations);
-      }
+      // Unless the scope redeclares the name, it means the top-level declaration (no checker needed).
+      const shadowed = read.declared.has(identifier.text) || ts.isSourceFile(scope);
+      const declarations = shadowed ? this.#valueDeclarations(identifier) : (topLevel.get(identifier.text) ?? []);
       dependencies.push(...this.#dependenciesOfName(identifier, declarations, scope));
     }
     return { text: read.text, dependencies };
   }
 
-  #topLevelOf(sourceFile: ts.SourceFile): { readonly names: ReadonlySet<string>; readonly declarations: Map<string, ts.Declaration[]> } {
+  #topLevelOf(sourceFile: ts.SourceFile): ReadonlyMap<string, readonly ts.Declaration[]> {
     let topLevel = this.#topLevel.get(sourceFile);
     if (topLevel === undefined) {
-      topLevel = { names: topLevelNames(sourceFile), declarations: new Map() };
+      topLevel = topLevelDeclarations(sourceFile);
       this.#topLevel.set(sourceFile, topLevel);
     }
     return topLevel;
@@ -364,35 +359,44 @@ export class PinnedSources {
   }
 }
 
-/** The names a module's top level declares: variables (destructured too), functions, classes, enums, namespaces, imports. */
-function topLevelNames(sourceFile: ts.SourceFile): Set<string> {
-  const names = new Set<string>();
-  const addBinding = (name: ts.BindingName): void => {
-    if (ts.isIdentifier(name)) names.add(name.text);
-    else for (const element of name.elements) if (!ts.isOmittedExpression(element)) addBinding(element.name);
+/**
+ * The value declarations a module's top level makes, by name: variables (each name of a
+ * destructuring is its binding element), functions (every overload), classes, enums, namespaces
+ * and imports. Types are left out: nothing in them runs.
+ */
+function topLevelDeclarations(sourceFile: ts.SourceFile): Map<string, ts.Declaration[]> {
+  const declarations = new Map<string, ts.Declaration[]>();
+  const add = (name: string, declaration: ts.Declaration): void => {
+    const list = declarations.get(name);
+    if (list === undefined) declarations.set(name, [declaration]);
+    else list.push(declaration);
+  };
+  const addBinding = (name: ts.BindingName, declaration: ts.Declaration): void => {
+    if (ts.isIdentifier(name)) add(name.text, declaration);
+    else for (const element of name.elements) if (!ts.isOmittedExpression(element)) addBinding(element.name, element);
   };
   for (const statement of sourceFile.statements) {
     if (ts.isVariableStatement(statement)) {
-      for (const declaration of statement.declarationList.declarations) addBinding(declaration.name);
+      for (const declaration of statement.declarationList.declarations) addBinding(declaration.name, declaration);
     } else if (
       (ts.isFunctionDeclaration(statement) || ts.isClassDeclaration(statement) || ts.isEnumDeclaration(statement) || ts.isModuleDeclaration(statement)) &&
       statement.name !== undefined &&
       ts.isIdentifier(statement.name)
     ) {
-      names.add(statement.name.text);
+      add(statement.name.text, statement);
     } else if (ts.isImportEqualsDeclaration(statement)) {
-      names.add(statement.name.text);
-    } else if (ts.isImportDeclaration(statement) && statement.importClause !== undefined) {
+      add(statement.name.text, statement);
+    } else if (ts.isImportDeclaration(statement) && statement.importClause !== undefined && !statement.importClause.isTypeOnly) {
       const clause = statement.importClause;
-      if (clause.name !== undefined) names.add(clause.name.text);
+      if (clause.name !== undefined) add(clause.name.text, clause);
       const bindings = clause.namedBindings;
       if (bindings !== undefined) {
-        if (ts.isNamespaceImport(bindings)) names.add(bindings.name.text);
-        else for (const element of bindings.elements) names.add(element.name.text);
+        if (ts.isNamespaceImport(bindings)) add(bindings.name.text, bindings);
+        else for (const element of bindings.elements) if (!element.isTypeOnly) add(element.name.text, element);
       }
     }
   }
-  return names;
+  return declarations;
 }
 
 /** The declaration whose text pins a name: a destructured const is its whole declaration. */
