@@ -61,6 +61,7 @@ export {
   type WaitOptions,
 } from './client/client.js';
 export { SETTLED_RUN_STATUSES, type RunDetails } from './client/run-details.js';
+export type { WorkflowVersionSummary } from './client/workflow-versions.js';
 export type { StartedRun, StartOptions } from './client/start-run.js';
 export { describeIssues } from './client/validate-input.js';
 export { createWorker, RUNS_CHANNEL, type Worker, type WorkerOptions } from './worker/worker.js';

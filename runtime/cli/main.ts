@@ -8,6 +8,7 @@ import { reconcileCommand } from './commands/reconcile.js';
 import { runCommand } from './commands/run.js';
 import { runsCommand } from './commands/runs.js';
 import { startCommand } from './commands/start.js';
+import { versionsCommand } from './commands/versions.js';
 import { workerCommand } from './commands/worker.js';
 import {
   EXIT_CODES_HELP,
@@ -30,6 +31,7 @@ const COMMANDS: readonly Command[] = [
   effectsCommand,
   cancelCommand,
   reconcileCommand,
+  versionsCommand,
 ];
 
 function globalHelp(): string {

@@ -8,6 +8,7 @@ import { assertAttemptTransition, assertRunTransition } from '../worker/state-ma
 import { loadRunDetails, SETTLED_RUN_STATUSES, type RunDetails } from './run-details.js';
 import { startRun, type MigratedVersions, type StartedRun, type StartOptions } from './start-run.js';
 import { assertRunId } from './validate-input.js';
+import { listWorkflowVersions, type WorkflowVersionSummary } from './workflow-versions.js';
 
 export interface ClientOptions {
   readonly store: Store;
@@ -96,6 +97,8 @@ export interface Client {
   listRuns(filter?: RunFilter): Promise<WorkflowRunRow[]>;
   /** Ledger rows, newest first. */
   listEffects(filter?: EffectFilter): Promise<StepEffectRow[]>;
+  /** Every migrated workflow version with its runs counted by status (`ledgerflow versions`). */
+  listVersions(): Promise<WorkflowVersionSummary[]>;
 }
 
 /** The statuses `cancel` takes a run from: every one with a transition into `cancelled` (state-machines.ts). */
@@ -184,6 +187,7 @@ export function createClient(options: ClientOptions): Client {
       if (filter.workflow !== undefined) query = query.where('workflow_name', '=', filter.workflow);
       return query.orderBy('created_at', 'desc').orderBy('id').limit(checkLimit(filter.limit, 50)).execute();
     },
+    listVersions: () => listWorkflowVersions(store.db),
     async listEffects(filter = {}) {
       if (filter.runId !== undefined) assertRunId(filter.runId);
       let query = store.db.selectFrom('ledgerflow.step_effect').selectAll();

@@ -5,6 +5,7 @@ import type { ReconcileContext, ReconcileOutcome } from '../contracts/handler-ty
 import { StaleContractError, type WorkflowRegistration } from '../contracts/registration.js';
 import { MigrationError } from '../errors.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
+import { describeUnfinished, strandedVersions } from '../client/workflow-versions.js';
 
 /** What the worker and reconciler need per registered workflow version. */
 export interface RegisteredWorkflow {
@@ -121,4 +122,26 @@ export async function verifyMigrated(db: Kysely<LedgerflowDatabase>, registry: W
     }
   }
   if (problems.length > 0) throw new MigrationError(`Cannot start the worker: ${problems.join('; ')}.`);
+}
+
+/**
+ * Refuses to start a worker that serves some versions of a workflow while another version of it
+ * has unfinished runs nobody here can drive (they would wait forever, silently): names each such
+ * version with its counts. `allowMissing` (rolling deploys, where another worker serves the old
+ * version) turns the refusal into the returned list, for a warning.
+ */
+export async function verifyServed(
+  db: Kysely<LedgerflowDatabase>,
+  registry: WorkflowRegistry,
+  allowMissing: boolean,
+): Promise<readonly string[]> {
+  const stranded = (await strandedVersions(db, registry.all)).map(describeUnfinished);
+  if (stranded.length > 0 && !allowMissing) {
+    throw new MigrationError(
+      `Cannot start the worker: it has no handlers for ${stranded.join('; ')}. Register those versions' handlers ` +
+        'too (keep each version declared until its runs finish; `ledgerflow versions` lists them), or, if another ' +
+        'worker serves them (a rolling deploy), start with allowMissingVersions / --allow-missing-versions.',
+    );
+  }
+  return stranded;
 }

@@ -9,6 +9,11 @@ import type { SerializedError } from './step-errors.js';
  */
 export type WorkerEvent =
   | { readonly type: 'worker-started'; readonly workerId: string; readonly workflows: readonly string[] }
+  /**
+   * Started with `allowMissingVersions` although these versions of its workflows have unfinished
+   * runs it has no handlers for: some other worker must serve them, or they wait forever.
+   */
+  | { readonly type: 'versions-unserved'; readonly versions: readonly string[] }
   | { readonly type: 'worker-stopped'; readonly workerId: string; readonly released: number }
   | {
       readonly type: 'run-claimed';

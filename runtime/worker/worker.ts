@@ -35,7 +35,7 @@ import { flightKey, type Flight } from './flight.js';
 import { releaseLeases } from './lease.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { ReconcileTimer } from './reconcile-timer.js';
-import { buildRegistry, verifyMigrated, type WorkflowRegistry } from './registry.js';
+import { buildRegistry, verifyMigrated, verifyServed, type WorkflowRegistry } from './registry.js';
 import { driveRun, type DriverContext } from './run-driver.js';
 import { RunsSubscription } from './runs-subscription.js';
 import { serializeError } from './step-errors.js';
@@ -53,8 +53,8 @@ export interface WorkerOptions {
   readonly workerId?: string;
   /**
    * Lease length; a run whose lease expires is claimed by another worker. Default 30 000.
-   * Use one value for every worker and reconciler of a deployment: an external intent is
-   * reconciled only after `intent_at + leaseMs + performTimeoutMs` (database time).
+   * An external intent stores its horizon when written (`intent_at + leaseMs + performTimeoutMs`
+   * of the worker that wrote it), so workers with different settings still agree on it.
    */
   readonly leaseMs?: number;
   /** How often held leases are renewed. Default leaseMs / 3. */
@@ -65,6 +65,12 @@ export interface WorkerOptions {
   readonly reconcileIntervalMs?: number;
   /** Everything the worker does and every error it survives. */
   readonly onEvent?: (event: WorkerEvent) => void;
+  /**
+   * Start even though another version of a registered workflow has unfinished runs that this
+   * worker has no handlers for (a rolling deploy in which another worker serves them): reported
+   * as a `versions-unserved` event instead of refusing to start. Default false.
+   */
+  readonly allowMissingVersions?: boolean;
 }
 
 export interface Worker {
@@ -119,6 +125,7 @@ class WorkerRuntime implements Worker {
   readonly #leaseMs: number;
   readonly #pollIntervalMs: number;
   readonly #onEvent: (event: WorkerEvent) => void;
+  readonly #allowMissingVersions: boolean;
 
   #state: WorkerState = 'idle';
   readonly #flights = new Map<string, Flight>();
@@ -141,6 +148,7 @@ class WorkerRuntime implements Worker {
     this.#pollIntervalMs = options.pollIntervalMs ?? 1_000;
     const reconcileIntervalMs = options.reconcileIntervalMs ?? 10_000;
     this.#onEvent = options.onEvent ?? (() => {});
+    this.#allowMissingVersions = options.allowMissingVersions === true;
     const problems: string[] = [];
     if (!Number.isInteger(concurrency) || concurrency < 1) problems.push(`concurrency must be an integer >= 1 (got ${concurrency})`);
     if (!(this.#leaseMs > 0)) problems.push(`leaseMs must be > 0 (got ${this.#leaseMs})`);
@@ -198,8 +206,10 @@ class WorkerRuntime implements Worker {
 
   async #start(): Promise<void> {
     this.#state = 'starting';
+    let unserved: readonly string[];
     try {
       await verifyMigrated(this.#store.db, this.#registry);
+      unserved = await verifyServed(this.#store.db, this.#registry, this.#allowMissingVersions);
     } catch (error) {
       this.#state = 'idle';
       this.#starting = undefined;
@@ -211,6 +221,7 @@ class WorkerRuntime implements Worker {
     this.#reconciler.start();
     this.#claims.start();
     this.#emit({ type: 'worker-started', workerId: this.id, workflows: this.#registry.all.map((w) => `${w.name}@${w.version}`) });
+    if (unserved.length > 0) this.#emit({ type: 'versions-unserved', versions: unserved });
   }
 
   stop(options: { readonly timeoutMs?: number } = {}): Promise<void> {

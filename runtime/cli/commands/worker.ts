@@ -6,6 +6,7 @@ import { loadWorkflowsModule, requireRegistrations } from '../load-workflows.js'
 
 const QUIET_EVENTS = new Set<WorkerEvent['type']>([
   'worker-started',
+  'versions-unserved',
   'worker-stopped',
   'error',
   'run-parked',
@@ -31,6 +32,7 @@ export const workerCommand = defineCommand({
     'poll-ms': { type: 'string' },
     'reconcile-ms': { type: 'string' },
     quiet: { type: 'boolean', short: 'q' },
+    'allow-missing-versions': { type: 'boolean' },
   },
   optionsHelp: `  --workflows <module>   module exporting \`workflows\`: registrations with handlers (required)
   --concurrency <n>      runs driven at once (default 4)
@@ -38,6 +40,9 @@ export const workerCommand = defineCommand({
   --lease-ms <n>         lease length (default 30000)
   --poll-ms <n>          claim poll interval when no NOTIFY arrives (default 1000)
   --reconcile-ms <n>     reconcile pass interval; 0 turns it off (default 10000)
+  --allow-missing-versions
+                         start even if an older version of a workflow has unfinished runs and no
+                         handlers here (another worker serves it during a rolling deploy)
   -q, --quiet            print only lifecycle, errors and parked runs`,
   positionals: { min: 0, max: 0, names: '' },
   async run({ values, json, io, openStore }) {
@@ -58,6 +63,7 @@ export const workerCommand = defineCommand({
       ...(concurrency !== undefined ? { concurrency } : {}),
       ...(values['worker-id'] !== undefined ? { workerId: values['worker-id'] } : {}),
       ...(leaseMs !== undefined ? { leaseMs } : {}),
+      ...(values['allow-missing-versions'] === true ? { allowMissingVersions: true } : {}),
       ...(pollIntervalMs !== undefined ? { pollIntervalMs } : {}),
       ...(reconcileIntervalMs !== undefined ? { reconcileIntervalMs } : {}),
       onEvent(event) {
