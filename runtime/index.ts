@@ -76,19 +76,4 @@ export {
   type ReconcilePassOptions,
   type ReconcileReport,
 } from './reconciler/reconciler.js';
-export {
-  configureFaults,
-  faultCounts,
-  faultPoint,
-  onFaultFired,
-  parseFaultLogLine,
-  FAULT_LOG_PREFIX,
-  FAULT_POINTS,
-  FAULTS_ENV,
-  InjectedFaultError,
-  type FaultAction,
-  type FaultFiring,
-  type FaultPointName,
-  type FaultPointSpec,
-  type FaultSpec,
-} from './faults/fault-points.js';
+

@@ -2,15 +2,8 @@ import { performance } from 'node:perf_hooks';
 import fc from 'fast-check';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
-import {
-  configureFaults,
-  createClient,
-  createWorker,
-  onFaultFired,
-  runReconcilePass,
-  type FaultPointName,
-  type Worker,
-} from 'ledgerflow/runtime';
+import { createClient, createWorker, runReconcilePass, type Worker } from 'ledgerflow/runtime';
+import { configureFaults, onFaultFired, type FaultPointName } from 'ledgerflow/testing';
 import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
 import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
 import { APP_SCHEMA_SQL, chaosHandlers, chaosOrder } from '../chaos/fixtures/chaos-workflow.js';

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FAULTS_ENV, parseFaultLogLine, type FaultSpec } from 'ledgerflow/runtime';
+import { FAULTS_ENV, parseFaultLogLine, type FaultSpec } from 'ledgerflow/testing';
 import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
 import { startFakeServer } from '../../examples/fakes/fake-server.js';
 import type { RunningServer } from '../../examples/fakes/json-http.js';

@@ -5,7 +5,6 @@ import { z } from 'zod';
 import { shapeHash, workflow } from 'ledgerflow/dsl';
 import {
   bindHandlers,
-  configureFaults,
   createClient,
   createWorker,
   found,
@@ -15,6 +14,7 @@ import {
   type Worker,
   type WorkerOptions,
 } from 'ledgerflow/runtime';
+import { configureFaults } from 'ledgerflow/testing';
 import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
 import { INT8_OID, parseInt8 } from '../../runtime/store/store.js';
 import { claimRuns } from '../../runtime/worker/claim.js';

@@ -9,7 +9,7 @@ import {
   FAULT_LOG_PREFIX,
   type FaultFiring,
   type FaultSpec,
-} from 'ledgerflow/runtime';
+} from 'ledgerflow/testing';
 import { configureFaultsFromEnv } from '../../runtime/faults/fault-points.js';
 
 /** Drives a point `n` times and records what happened each time. */

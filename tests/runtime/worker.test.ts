@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { configureFaults, createWorker, type FaultPointName, type Worker, type WorkerOptions } from 'ledgerflow/runtime';
+import { createWorker, type Worker, type WorkerOptions } from 'ledgerflow/runtime';
+import { configureFaults, type FaultPointName } from 'ledgerflow/testing';
 import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
 import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
 import { requestHash } from '../../runtime/worker/request-hash.js';
