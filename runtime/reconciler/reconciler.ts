@@ -22,7 +22,7 @@ import {
   type ReconcileClaim,
 } from './reconcile-commits.js';
 
-/**
+/*
  * The reconciler: resolves `external` intents whose outcome is unknown — left by a crashed
  * worker, a perform that threw or timed out, a run that was cancelled or failed meanwhile.
  * Runs inside every worker (every `reconcileIntervalMs`) and as `ledgerflow reconcile`.
@@ -47,6 +47,8 @@ import {
  * again after a backoff stored on the intent (5 s, doubling, at most 10 min). One item's error
  * never stops the pass.
  */
+
+/** What one reconcile pass works on, and how. */
 export interface ReconcilePassOptions {
   readonly store: Store;
   readonly workflows: readonly WorkflowRegistration[];

@@ -6,13 +6,15 @@ import { millis } from './claim.js';
 import type { Lease } from './step-commits.js';
 import { assertEffectTransition, assertRunTransition } from './state-machines.js';
 
-/**
+/*
  * Ledger statements of the effect kinds. The ledger (`step_effect`, primary key
  * (workflow_id, step_name, idempotency_key)) is written with `INSERT … ON CONFLICT DO NOTHING`:
  * whoever finds a row already there reuses or reconciles it and never performs again blindly.
  * A step holds at most one ledger row: a row under a different key, or the same key with a
  * different request hash, is a {@link ConflictError} and is never overwritten.
  */
+
+/** A `step_effect` row as the ledger statements read it back. */
 export interface EffectRow {
   readonly idempotency_key: string;
   readonly status: EffectStatus;

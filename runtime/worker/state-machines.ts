@@ -1,6 +1,6 @@
 import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js';
 
-/**
+/*
  * The three status machines of the runtime — worker, reconciler and client — as data, with
  * assertions that every write calls before it builds its SQL (each `…Statement` function). The
  * SQL itself also guards each transition with `WHERE status = …`, so a transition the code did
@@ -55,6 +55,8 @@ import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js'
  * The crash limit is max(maxAttempts, 5) per step (retry.ts `crashLimit`); from a step's second
  * crash on, the claim opens no attempt and the run backs off, or fails (parks, with an open intent).
  */
+
+/** Run transitions: from each status, the statuses a write may move it to. */
 export const RUN_TRANSITIONS: Readonly<Record<RunStatus, readonly RunStatus[]>> = {
   pending: ['running', 'cancelled'],
   running: ['running', 'pending', 'completed', 'failed', 'needs_reconciliation', 'cancelled'],

@@ -8,13 +8,15 @@ import { reconcileBackoffMs } from './retry.js';
 import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from './state-machines.js';
 import { recordableText } from './step-errors.js';
 
-/**
+/*
  * Every write that changes a run. Each is fenced: it changes the run only
  * `WHERE id = $run AND fencing_token = $token AND status = 'running'`, and every other write of
  * the commit is conditioned on that row having been changed, so a worker whose token moved on
  * (a zombie) changes nothing. Where possible a commit is ONE statement (data-modifying CTEs):
  * one round trip, atomic without BEGIN/COMMIT.
  */
+
+/** The lease a step commit is fenced by: the run, the token its claim got, the holder and the lease length. */
 export interface Lease {
   readonly runId: string;
   readonly fencingToken: number;
