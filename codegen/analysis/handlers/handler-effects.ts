@@ -4,6 +4,10 @@
 // reads `ctx.key`. It follows helper functions (same file or relative imports; transitively,
 // guarding recursion) the way the key analysis does. Conservative: what it cannot resolve it
 // leaves out; it never guesses that something is a write.
+//
+// One file on purpose: it is one recursive walk whose origin tracking (what a value comes from),
+// helper following and effect recording share the walk's state; split apart, every piece would
+// have to pass that state to the others.
 
 import { ts } from 'ts-morph';
 import type { ClientCall, DatabaseWrite, EffectSite, HandlerEffects, WriteChannel } from '../../model/handler-model.js';
