@@ -15,8 +15,8 @@ export interface CliOptions {
 
 export const USAGE = `Usage: ledgerflow codegen [options]
 
-Finds workflow declarations, checks their keys (LF001-LF008) and generates handler contracts,
-migrations, ledgerflow.manifest.json and REVIEW.md.
+Finds workflow declarations and the handler modules bound to them, checks them (LF001-LF012) and
+generates handler contracts, migrations, ledgerflow.manifest.json and REVIEW.md.
 
 Options:
   --check            regenerate in memory and compare with the output directory; exit 1 if
@@ -24,7 +24,7 @@ Options:
   --format <format>  text (default): path:line:col - error LF001: message
                      github: ::error file=...,line=...,col=...:: annotations
                      json: one document {"diagnostics": [...], "errors", "warnings", "outOfDate"}
-  --strict           warnings (LF005) fail too
+  --strict           warnings (LF005, LF011 calls, LF012) fail too
   --root <dir>       directory to search; paths are reported relative to it (default: cwd)
   --include <glob>   workflow files, relative to --root; repeatable (default: **/*.workflow.ts)
   --out <dir>        output directory inside --root (default: generated)

@@ -9,7 +9,7 @@ export const DIAGNOSTIC_CODES = {
   LF004: 'a key reads something that is neither input nor an earlier step output',
   LF005: 'a key depends on neither input nor step outputs',
   LF006: 'duplicate workflow or step names',
-  LF007: "a workflow version's steps changed without a version bump",
+  LF007: "a workflow version changed without a version bump (steps, schemas, keys, requests)",
   LF008: 'a workflow declaration codegen cannot read statically',
   LF009: 'a workflow version in the manifest is no longer declared (and was not retired)',
   // The handler rules: what the handlers bound through the generated contracts do (codegen/analysis/handlers/).

@@ -14,20 +14,23 @@ import { runState, startTestRun } from './fixtures/run-helpers.js';
  * handlers of unchanged steps shared. A worker that would strand v1's unfinished runs refuses
  * to start unless told another worker serves them.
  */
+// #region upgrade-declarations
 const input = z.object({ orderId: z.string() });
-const v1 = workflow('wt-upgrade', { version: 1, input })
+// v1 stays declared, unchanged (in its own file, e.g. quote.v1.workflow.ts), while its runs finish.
+const v1 = workflow('quote', { version: 1, input })
   .step('quote', { output: z.object({ cents: z.number().int() }) })
   .step('confirm', { output: z.object({ text: z.string() }) });
 // v2 adds a step at the end and changes nothing before it.
-const v2 = workflow('wt-upgrade', { version: 2, input })
+const v2 = workflow('quote', { version: 2, input })
   .step('quote', { output: z.object({ cents: z.number().int() }) })
   .step('confirm', { output: z.object({ text: z.string() }) })
   .step('notify', { output: z.object({ sent: z.boolean() }) });
+// #endregion upgrade-declarations
 
 describeStores('upgrading a workflow: v1 and v2 side by side', (getStore) => {
   const held = gate();
   let holdV1 = true;
-  // Handlers written once and shared by both versions' contracts.
+  // Handlers of the unchanged steps, written once and bound to both versions.
   const shared = {
     quote: () => ({ cents: 1200 }),
     confirm: async ({ steps }: { steps: { quote: { cents: number } } }) => {
@@ -52,14 +55,14 @@ describeStores('upgrading a workflow: v1 and v2 side by side', (getStore) => {
 
     // Deploy: v2 is now what `start` by name uses; a worker serving only v2 would strand v1's run.
     const client = createClient({ store, workflows: [v1, v2] });
-    const { runId: fresh } = await client.start('wt-upgrade', { orderId: 'up-2' });
+    const { runId: fresh } = await client.start('quote', { orderId: 'up-2' });
     const refusing = createWorker({ store, workflows: [v2Registration], pollIntervalMs: 20, reconcileIntervalMs: 0 });
     const refusal = await refusing.start().then(
       () => undefined,
       (error: unknown) => error,
     );
     expect(refusal).toBeInstanceOf(MigrationError);
-    expect((refusal as Error).message).toContain('it has no handlers for wt-upgrade v1 (1 unfinished: 1 pending)');
+    expect((refusal as Error).message).toContain('it has no handlers for quote v1 (1 unfinished: 1 pending)');
     expect((refusal as Error).message).toContain('--allow-missing-versions');
 
     const both = createWorker({ store, workflows: [v1Registration, v2Registration], pollIntervalMs: 20, reconcileIntervalMs: 0 });
@@ -77,13 +80,13 @@ describeStores('upgrading a workflow: v1 and v2 side by side', (getStore) => {
     const w = createWorker({ store, workflows: [v2Registration], allowMissingVersions: true, pollIntervalMs: 20, reconcileIntervalMs: 0, onEvent: (e) => events.push(e) });
     await w.start();
     await w.stop();
-    expect(events).toContainEqual(expect.objectContaining({ type: 'versions-unserved', versions: ['wt-upgrade v1 (1 unfinished: 1 pending)'] }));
+    expect(events).toContainEqual(expect.objectContaining({ type: 'versions-unserved', versions: ['quote v1 (1 unfinished: 1 pending)'] }));
   });
 
   it('`ledgerflow versions` lists each version with its unfinished runs', async () => {
     const store = getStore();
     const versions = await createClient({ store }).listVersions();
-    expect(versions.filter((v) => v.workflowName === 'wt-upgrade').map((v) => [v.version, v.unfinished, v.completed])).toEqual([
+    expect(versions.filter((v) => v.workflowName === 'quote').map((v) => [v.version, v.unfinished, v.completed])).toEqual([
       [1, 1, 1],
       [2, 0, 1],
     ]);
@@ -93,6 +96,6 @@ describeStores('upgrading a workflow: v1 and v2 side by side', (getStore) => {
     expect(await main(['versions', '--database-url', store.url], io)).toBe(0);
     const lines = out.join('').split('\n');
     expect(lines[0]).toMatch(/^WORKFLOW +VERSION +UNFINISHED +PENDING +RUNNING +PARKED +COMPLETED +FAILED +CANCELLED +MIGRATED$/);
-    expect(lines.find((l) => l.startsWith('wt-upgrade ') && / 1 +1 +1 +0 +0 +1 +0 +0 /.test(l))).toBeDefined();
+    expect(lines.find((l) => l.startsWith('quote ') && / 1 +1 +1 +0 +0 +1 +0 +0 /.test(l))).toBeDefined();
   });
 });
