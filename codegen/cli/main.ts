@@ -3,7 +3,7 @@ import { writeGenerated } from '../output/write-generated.js';
 import { describeDifference, formatGithub, formatJson, formatText } from '../report/format-diagnostics.js';
 import { hasErrors, type Diagnostic } from '../model/diagnostic.js';
 import { CodegenOptionsError, describeOptionsError, runCodegen, type CodegenRun } from '../run-codegen.js';
-import { OPTION_FLAGS, parseArgs, USAGE, UsageError, type CliOptions } from './parse-args.js';
+import { OPTION_FLAGS, parseArgs, USAGE, CodegenUsageError, type CliOptions } from './parse-args.js';
 
 /**
  * `ledgerflow codegen [options]` (argv without the word `codegen`). Returns the exit code: 0 ok,
@@ -17,7 +17,7 @@ export async function main(argv: string[]): Promise<number> {
   try {
     options = parseArgs(argv);
   } catch (error) {
-    if (!(error instanceof UsageError)) throw error;
+    if (!(error instanceof CodegenUsageError)) throw error;
     process.stderr.write(`ledgerflow codegen: ${error.message}\nRun \`ledgerflow codegen --help\` for the options.\n`);
     return 2;
   }

@@ -41,13 +41,17 @@ Exit codes: 0 ok, 1 errors or out-of-date output, 2 bad command line.
 /** The flag that sets each option runCodegen checks, for wording its errors on the command line. */
 export const OPTION_FLAGS: Readonly<Record<CheckedCodegenOption, string>> = { root: '--root', outDir: '--out', retire: '--retire' };
 
-export class UsageError extends Error {
-  override readonly name = 'UsageError';
+/**
+ * A bad `ledgerflow codegen` command line (exit 2). Its own class, not the runtime CLI's
+ * `UsageError`: codegen and the runtime are independent layers, each with its own command line.
+ */
+export class CodegenUsageError extends Error {
+  override readonly name = 'CodegenUsageError';
 }
 
 /**
  * Parses `codegen`'s arguments (without the word `codegen`). Accepts `--flag value` and
- * `--flag=value`; anything unknown is a UsageError naming it.
+ * `--flag=value`; anything unknown is a CodegenUsageError naming it.
  */
 export function parseArgs(argv: readonly string[]): CliOptions {
   let help = false;
@@ -66,12 +70,12 @@ export function parseArgs(argv: readonly string[]): CliOptions {
     const value = (): string => {
       if (inline !== undefined) return inline;
       const next = argv[i + 1];
-      if (next === undefined || next.startsWith('--')) throw new UsageError(`${flag} needs a value.`);
+      if (next === undefined || next.startsWith('--')) throw new CodegenUsageError(`${flag} needs a value.`);
       i++;
       return next;
     };
     const noValue = (): void => {
-      if (inline !== undefined) throw new UsageError(`${flag} takes no value (got "${argument}").`);
+      if (inline !== undefined) throw new CodegenUsageError(`${flag} takes no value (got "${argument}").`);
     };
     switch (flag) {
       case '-h':
@@ -90,7 +94,7 @@ export function parseArgs(argv: readonly string[]): CliOptions {
       case '--format': {
         const given = value();
         if (!(OUTPUT_FORMATS as readonly string[]).includes(given)) {
-          throw new UsageError(`--format must be one of ${OUTPUT_FORMATS.join(', ')} (got "${given}").`);
+          throw new CodegenUsageError(`--format must be one of ${OUTPUT_FORMATS.join(', ')} (got "${given}").`);
         }
         format = given as OutputFormat;
         break;
@@ -108,7 +112,7 @@ export function parseArgs(argv: readonly string[]): CliOptions {
         retire.push(value());
         break;
       default:
-        throw new UsageError(
+        throw new CodegenUsageError(
           argument.startsWith('-')
             ? `Unknown option "${flag}".`
             : `Unexpected argument "${argument}": codegen takes options only (did you mean --root ${argument}?).`,
