@@ -2,6 +2,8 @@
 // plus the text of every declaration it uses, transitively (same file or relative imports),
 // each normalized so that comments and formatting do not count, hashed together. LF007 compares
 // these hashes with the manifest's (codegen/model/pinned-parts.ts says what is pinned).
+// One file: the normalizer and the dependency walk it feeds are one algorithm — what counts as
+// the same source is decided in both places at once.
 
 import { createHash } from 'node:crypto';
 import { ts } from 'ts-morph';
