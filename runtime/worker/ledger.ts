@@ -24,6 +24,8 @@ export interface EffectRow {
   readonly attempt: number;
   readonly fencing_token: number;
   readonly intent_at: string;
+  /** How many times the provider was asked about this intent (read by the intent commit only). */
+  readonly reconcile_attempts?: number;
 }
 
 export interface EffectClaim {
@@ -204,7 +206,7 @@ export function openIntentStatement(lease: Lease, step: StepDefinition, claim: E
       RETURNING id
     ),
     existing AS (
-      SELECT idempotency_key, status, kind, request_hash, effect, attempt, fencing_token, intent_at, reconcile_after
+      SELECT idempotency_key, status, kind, request_hash, effect, attempt, fencing_token, intent_at, reconcile_after, reconcile_attempts
         FROM ledgerflow.step_effect WHERE workflow_id = ${lease.runId} AND step_name = ${step.name}
     ),
     inserted AS (

@@ -265,7 +265,15 @@ export interface YieldParams {
   readonly lease: Lease;
   readonly step: StepDefinition;
   readonly attempt: number;
-  readonly to: { readonly kind: 'park'; readonly reason: string; readonly key: string } | { readonly kind: 'reschedule'; readonly until: Date; readonly reason: string };
+  readonly to:
+    | {
+        readonly kind: 'park';
+        readonly reason: string;
+        readonly key: string;
+        /** The lookups of the intent so far, this attempt's included: the next one waits `reconcileBackoffMs(lookups)`. */
+        readonly lookups: number;
+      }
+    | { readonly kind: 'reschedule'; readonly until: Date; readonly reason: string };
 }
 
 /** The statement of {@link commitYield}. */
@@ -305,7 +313,7 @@ export function commitYieldStatement(p: YieldParams): RawBuilder<{ fenced: boole
       -- This attempt asked the provider and it could not tell: the next lookup waits a backoff.
       UPDATE ledgerflow.step_effect
          SET reconcile_attempts = reconcile_attempts + 1,
-             reconcile_after = statement_timestamp() + ${millis(reconcileBackoffMs(1))} * power(2, LEAST(reconcile_attempts, 7)),
+             reconcile_after = statement_timestamp() + ${millis(reconcileBackoffMs(p.to.lookups))},
              resolution = ${recordableText(`parked: ${p.to.reason}`)}
        WHERE workflow_id = ${lease.runId} AND step_name = ${step.name} AND idempotency_key = ${p.to.key} AND status = 'intent'
          AND EXISTS (SELECT 1 FROM fenced)

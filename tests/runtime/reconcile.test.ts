@@ -87,6 +87,9 @@ describeStores('external intents: reconciliation in the worker and in the reconc
       message: expect.stringContaining('the provider lookup is down'),
     });
     expect(parked.effects.map((e) => e.status)).toEqual(['intent']);
+    // The worker asked once and could not tell: the next lookup waits the first backoff (5 s).
+    expect(parked.effects[0]).toMatchObject({ reconcile_attempts: 1 });
+    expect(parked.effects[0]!.reconcile_after!.getTime() - parked.run.updated_at.getTime()).toBe(5_000);
     expect(log.events.some((e) => e.type === 'run-parked')).toBe(true);
 
     control.reconcile = 'lookup';

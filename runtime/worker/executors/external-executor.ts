@@ -71,7 +71,7 @@ export const executeExternal: StepExecutor = async (s) => {
 
 async function reconcileIntent(s: StepExecution, handler: ExternalHandler, claim: EffectClaim, row: EffectRow): Promise<StepOutcome> {
   if (typeof handler.reconcile !== 'function') {
-    return park(s, claim, `intent for key "${claim.key}" (attempt ${row.attempt}) has an unknown outcome and the step has no reconcile`);
+    return park(s, claim, row, `intent for key "${claim.key}" (attempt ${row.attempt}) has an unknown outcome and the step has no reconcile`);
   }
   const reconcile = handler.reconcile.bind(handler);
   const outcome = await userCode(() =>
@@ -97,7 +97,7 @@ async function reconcileIntent(s: StepExecution, handler: ExternalHandler, claim
       return performAndRecord(s, handler, claim, retakingAt);
     }
     case 'unknown':
-      return park(s, claim, `reconcile could not tell whether key "${claim.key}" was applied: ${outcome.reason}`);
+      return park(s, claim, row, `reconcile could not tell whether key "${claim.key}" was applied: ${outcome.reason}`);
     default:
       throw new StepFailure(
         new TypeError(`reconcile of step "${s.step.name}" must return found(output), notFound() or unknownOutcome(reason).`),
@@ -148,8 +148,9 @@ async function recordResult(s: StepExecution, claim: EffectClaim, output: Json, 
   return { kind: 'advanced', output, continuation: commit.continuation.kind, nextAttempt: result.nextAttempt, reused, claimed: result.claimed };
 }
 
-async function park(s: StepExecution, claim: EffectClaim, reason: string): Promise<StepOutcome> {
-  await yieldRun(s, { kind: 'park', reason, key: claim.key });
+/** The intent's outcome stays unknown after this attempt asked (or could not ask): park, and back the next lookup off. */
+async function park(s: StepExecution, claim: EffectClaim, row: EffectRow, reason: string): Promise<StepOutcome> {
+  await yieldRun(s, { kind: 'park', reason, key: claim.key, lookups: (row.reconcile_attempts ?? 0) + 1 });
   return { kind: 'parked', reason };
 }
 

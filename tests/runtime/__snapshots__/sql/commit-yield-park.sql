@@ -8,7 +8,7 @@
 -- $6 = "00000000-0000-4000-8000-000000000001"
 -- $7 = "charge"
 -- $8 = 2
--- $9 = 5000
+-- $9 = 10000
 -- $10 = "parked: reconcile could not tell whether key \"order-42-charge\" was applied: 503"
 -- $11 = "00000000-0000-4000-8000-000000000001"
 -- $12 = "charge"
@@ -33,7 +33,7 @@
       -- This attempt asked the provider and it could not tell: the next lookup waits a backoff.
       UPDATE ledgerflow.step_effect
          SET reconcile_attempts = reconcile_attempts + 1,
-             reconcile_after = statement_timestamp() + ($9::double precision * interval '1 millisecond') * power(2, LEAST(reconcile_attempts, 7)),
+             reconcile_after = statement_timestamp() + ($9::double precision * interval '1 millisecond'),
              resolution = $10
        WHERE workflow_id = $11 AND step_name = $12 AND idempotency_key = $13 AND status = 'intent'
          AND EXISTS (SELECT 1 FROM fenced)

@@ -30,7 +30,7 @@
       RETURNING id
     ),
     existing AS (
-      SELECT idempotency_key, status, kind, request_hash, effect, attempt, fencing_token, intent_at, reconcile_after
+      SELECT idempotency_key, status, kind, request_hash, effect, attempt, fencing_token, intent_at, reconcile_after, reconcile_attempts
         FROM ledgerflow.step_effect WHERE workflow_id = $5 AND step_name = $6
     ),
     inserted AS (
