@@ -1,8 +1,8 @@
 // Exponential backoff for the worker's in-process retries: the claim loop after a failed claim,
 // the runs subscription after a lost or refused LISTEN, and a step's re-read while the database
 // is unreachable (`untilReachable`). Each caller keeps its own attempt counter; this module
-// only turns it into a delay. (Backoffs stored in the database — a run's retry, an intent's
-// next lookup — are computed in `retry.ts` and SQL, not here.)
+// only turns it into a delay. It also spaces an intent's lookups (`reconcileBackoffMs` in
+// `retry.ts`, stored in the database); a run's retry backoff has its own policy (`backoffDelayMs`).
 
 export interface BackoffOptions {
   /** The delay of the first attempt. */

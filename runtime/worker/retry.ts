@@ -1,5 +1,6 @@
 import type { ResolvedRetryPolicy } from '../../dsl/retry-policy.js';
 import { ConflictError, NonRetryableError, NotAppliedError } from '../errors.js';
+import { exponentialBackoffMs } from './backoff.js';
 
 /**
  * Retry decisions. The delay is a duration; the worker adds it to the database clock
@@ -49,5 +50,5 @@ export const RECONCILE_MAX_BACKOFF_MS = 600_000;
  * intent (`reconcile_after`), so every worker's reconciler honours it.
  */
 export function reconcileBackoffMs(lookups: number): number {
-  return Math.min(RECONCILE_MAX_BACKOFF_MS, RECONCILE_FIRST_BACKOFF_MS * 2 ** Math.min(20, Math.max(0, lookups - 1)));
+  return exponentialBackoffMs(lookups, { firstMs: RECONCILE_FIRST_BACKOFF_MS, maxMs: RECONCILE_MAX_BACKOFF_MS });
 }
