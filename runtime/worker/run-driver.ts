@@ -5,7 +5,7 @@ import { faultPoint } from '../faults/fault-points.js';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
 import { loadLeasedRun, type LeasedRun } from './claim.js';
 import { STEP_EXECUTORS } from './executors/executors.js';
-import { commitKnowingOutcome, untilReachable, type StepExecution, type StepOutcome } from './executors/step-execution.js';
+import { commitKnowingOutcome, lostLease, untilReachable, type StepExecution, type StepOutcome } from './executors/step-execution.js';
 import type { RegisteredWorkflow, WorkflowRegistry } from './registry.js';
 import { releaseLeases } from './lease.js';
 import { commitCrash, commitFailure } from './failure-commits.js';
@@ -105,7 +105,7 @@ export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: A
     };
     run = undefined;
     try {
-      if (signal.aborted) throw signal.reason instanceof LeaseLostError ? signal.reason : new LeaseLostError(String(signal.reason));
+      if (signal.aborted) throw lostLease(signal);
       if (first) {
         first = false;
         await faultPoint('after-claim');

@@ -125,7 +125,8 @@ export async function bounded<T>(
   }
 }
 
-function lostLease(signal: AbortSignal): LeaseLostError {
+/** The lease loss an aborted flight signal stands for (its reason, or one made from it). */
+export function lostLease(signal: AbortSignal): LeaseLostError {
   return signal.reason instanceof LeaseLostError ? signal.reason : new LeaseLostError(String(signal.reason));
 }
 
