@@ -3,6 +3,17 @@ export {
   Workflow,
   DEFAULT_PERFORM_TIMEOUT_MS,
   type AnyWorkflow,
+  type ChildConfig,
+  type FanOutDefinition,
+  type ForEachConfig,
+  type ItemContext,
+  type SleepDefinition,
+  type SleepOutput,
+  type WaitDefinition,
+  type WaitForConfig,
+  type WaitForOutput,
+  type WhenFn,
+  type WorkflowResult,
   type DuplicateStepName,
   type ExternalStepConfig,
   type KeyContext,
@@ -19,6 +30,15 @@ export {
   type WorkflowStepSpec,
   type WorkflowTypes,
 } from './workflow.js';
-export { STEP_KINDS, isEffectKind, type EffectStepKind, type StepKind } from './step-kind.js';
+export {
+  STEP_KINDS,
+  isBuiltInKind,
+  isEffectKind,
+  type BuiltInStepKind,
+  type EffectStepKind,
+  type HandlerStepKind,
+  type StepKind,
+} from './step-kind.js';
+export { event, EVENT_NAME, type AnyEvent, type EventDefinition, type EventPayload, type EventSendPayload } from './event.js';
 export { DEFAULT_RETRY_POLICY, resolveRetryPolicy, type ResolvedRetryPolicy, type RetryPolicy } from './retry-policy.js';
-export { shapeHash, shapeOf, type WorkflowShape } from './workflow-shape.js';
+export { shapeHash, shapeOf, type StepShape, type WorkflowShape } from './workflow-shape.js';

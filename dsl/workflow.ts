@@ -1,4 +1,5 @@
-import type { z } from 'zod';
+import { z } from 'zod';
+import type { AnyEvent, EventPayload } from './event.js';
 import { STEP_NAME, WORKFLOW_NAME } from './names.js';
 import { resolveRetryPolicy, type ResolvedRetryPolicy, type RetryPolicy } from './retry-policy.js';
 import type { StepKind } from './step-kind.js';
@@ -15,6 +16,26 @@ export interface KeyContext<TInput, TPrior> {
 
 export type KeyFn<TInput, TPrior> = (ctx: KeyContext<TInput, TPrior>) => string;
 
+/**
+ * A step's condition: a pure function of `input` and earlier `steps` (checked by codegen like a
+ * key). When it returns false the step is recorded as skipped — not run, no ledger row — and
+ * later steps see its output as `undefined`.
+ */
+export type WhenFn<TInput, TPrior> = (ctx: KeyContext<TInput, TPrior>) => boolean;
+
+/**
+ * The output later steps see: `T`, or `T | undefined` when the step has a condition. `TWhen`
+ * is what the condition returns — inferred from it, `never` when there is none (inferring the
+ * function itself would fix it before its parameters are typed).
+ */
+type MaybeSkipped<T, TWhen> = [TWhen] extends [never] ? T : T | undefined;
+
+/** What the item functions of `forEach` see: one item of the list, its position, and the run's context. */
+export interface ItemContext<TItem, TInput, TPrior> extends KeyContext<TInput, TPrior> {
+  readonly item: TItem;
+  readonly index: number;
+}
+
 /** Type-level record of one declared step; never exists at run time. */
 export interface StepSpec<TKind extends StepKind, TOutput, TPrior, TIdempotent extends boolean> {
   readonly kind: TKind;
@@ -24,10 +45,98 @@ export interface StepSpec<TKind extends StepKind, TOutput, TPrior, TIdempotent e
   readonly idempotentByKey: TIdempotent;
 }
 
+interface ConditionConfig<TInput, TPrior, TWhen extends boolean> {
+  /** Run the step only when this returns true; see {@link WhenFn}. */
+  readonly when?: (ctx: KeyContext<TInput, TPrior>) => TWhen;
+}
+
 interface CommonStepConfig<TOutput extends z.ZodType> {
   /** Schema of the step's output; the worker validates the handler's result against it. */
   readonly output: TOutput;
   readonly retry?: RetryPolicy;
+}
+
+/** `.sleep(name, { for })`: how long, in milliseconds, from when the run first reaches the step. */
+export interface SleepForConfig<TInput, TPrior, TWhen extends boolean>
+  extends ConditionConfig<TInput, TPrior, TWhen> {
+  readonly for: (ctx: KeyContext<TInput, TPrior>) => number;
+  readonly until?: never;
+}
+
+/** `.sleep(name, { until })`: an instant (a `Date` or an ISO 8601 string). */
+export interface SleepUntilConfig<TInput, TPrior, TWhen extends boolean>
+  extends ConditionConfig<TInput, TPrior, TWhen> {
+  readonly until: (ctx: KeyContext<TInput, TPrior>) => Date | string;
+  readonly for?: never;
+}
+
+/** The output of a `sleep` step: the wake-up time that was fixed when the run reached it. */
+export interface SleepOutput {
+  readonly until: string;
+}
+
+export interface WaitForConfig<TInput, TPrior, TEvent extends AnyEvent, TWhen extends boolean>
+  extends ConditionConfig<TInput, TPrior, TWhen> {
+  readonly event: TEvent;
+  /**
+   * The correlation key the event must carry (a pure function, checked like a key). Without it
+   * the step waits for a signal to this run: `client.signal(runId, event, payload)`.
+   */
+  readonly match?: (ctx: KeyContext<TInput, TPrior>) => string;
+  /** Give up waiting after this long (from when the run first reaches the step); the output then says `timeout`. */
+  readonly timeoutMs?: number;
+  readonly retry?: RetryPolicy;
+}
+
+/** The output of a `waitFor` step: the event it received, or that it timed out (never a throw). */
+export type WaitForOutput<TPayload> =
+  | { readonly status: 'received'; readonly payload: TPayload; readonly eventId: string; readonly receivedAt: string }
+  | { readonly status: 'timeout'; readonly timedOutAt: string };
+
+export interface ChildConfig<TInput, TPrior, TChild extends AnyWorkflow, TWhen extends boolean>
+  extends ConditionConfig<TInput, TPrior, TWhen> {
+  /** The child's start input (validated with the child's schema). */
+  readonly input: (ctx: KeyContext<TInput, TPrior>) => WorkflowStartInput<TChild>;
+  /** The child run's dedupe key: it is started once per key, whatever crashes in between (checked like a key). */
+  readonly key: KeyFn<TInput, TPrior>;
+  readonly retry?: RetryPolicy;
+}
+
+export interface ForEachConfig<TInput, TPrior, TItem, TChild extends AnyWorkflow, TWhen extends boolean>
+  extends ConditionConfig<TInput, TPrior, TWhen> {
+  /** The list to fan out over (a pure function of `input` and earlier `steps`). */
+  readonly items: (ctx: KeyContext<TInput, TPrior>) => readonly TItem[];
+  /** Each child's dedupe key; must read `item` (LF013) so that two items cannot share a child. */
+  readonly key: (ctx: ItemContext<TItem, TInput, TPrior>) => string;
+  readonly workflow: TChild;
+  /** Each child's start input. */
+  readonly input: (ctx: ItemContext<TItem, TInput, TPrior>) => WorkflowStartInput<TChild>;
+  /** At most this many children unfinished at once; default: all of them. */
+  readonly concurrency?: number;
+  readonly retry?: RetryPolicy;
+}
+
+/** How a `child` or `forEach` step starts its children; the `child` kind is a list of one. */
+export interface FanOutDefinition {
+  readonly workflow: AnyWorkflow;
+  /** `forEach` only; a `child` step has one item, `null`. */
+  items?(ctx: KeyContext<unknown, Readonly<Record<string, unknown>>>): readonly unknown[];
+  key(ctx: ItemContext<unknown, unknown, Readonly<Record<string, unknown>>>): string;
+  input(ctx: ItemContext<unknown, unknown, Readonly<Record<string, unknown>>>): unknown;
+  /** At most this many children unfinished at once (`Infinity`: no limit). */
+  readonly concurrency: number;
+}
+
+/** How a `sleep` step computes its wake-up time. */
+export type SleepDefinition =
+  | { for(ctx: KeyContext<unknown, Readonly<Record<string, unknown>>>): number }
+  | { until(ctx: KeyContext<unknown, Readonly<Record<string, unknown>>>): Date | string };
+
+export interface WaitDefinition {
+  readonly event: AnyEvent;
+  /** Absent: the step waits for a signal to its own run (the correlation key is the run id). */
+  match?(ctx: KeyContext<unknown, Readonly<Record<string, unknown>>>): string;
+  readonly timeoutMs: number | undefined;
 }
 
 interface HandlerTimeoutConfig {
@@ -82,6 +191,14 @@ export interface StepDefinition {
   // Method syntax on purpose: a key typed for one workflow's input must be storable here.
   key?(ctx: KeyContext<unknown, Readonly<Record<string, unknown>>>): string;
   request?(ctx: KeyContext<unknown, Readonly<Record<string, unknown>>>): unknown;
+  /** The step's condition, if it has one. */
+  when?(ctx: KeyContext<unknown, Readonly<Record<string, unknown>>>): boolean;
+  /** `sleep` only. */
+  readonly sleep?: SleepDefinition;
+  /** `waitFor` only. */
+  readonly wait?: WaitDefinition;
+  /** `child` and `forEach` only. */
+  readonly fanOut?: FanOutDefinition;
 }
 
 export const DEFAULT_PERFORM_TIMEOUT_MS = 30_000;
@@ -100,20 +217,25 @@ type NewStepName<TName extends string, TSteps> = TName &
 
 type WithStep<TSteps, TName extends string, TOutput> = Simplify<TSteps & { readonly [P in TName]: TOutput }>;
 
+/** The output a workflow's run hands a parent `child`/`forEach` step: its last step's output. */
+type LastOutput<W extends AnyWorkflow> = NonNullable<W['~types']>['last'];
+
 type WithSpec<TSpecs, TName extends string, TSpec> = TSpecs & { readonly [P in TName]: TSpec };
 
 /** Phantom types carried by a workflow; read them with the `Workflow*` helper types. */
-export interface WorkflowTypes<TInputSchema extends z.ZodType, TSteps, TSpecs> {
+export interface WorkflowTypes<TInputSchema extends z.ZodType, TSteps, TSpecs, TLast = undefined> {
   readonly input: z.output<TInputSchema>;
   readonly startInput: z.input<TInputSchema>;
   readonly steps: TSteps;
   readonly specs: TSpecs;
+  /** The last step's output (what a parent's `child` step receives). */
+  readonly last: TLast;
 }
 
 /**
  * A named, versioned workflow: an input schema and an ordered list of steps. Immutable: every
- * `step` / `transactional` / `external` call returns a new workflow with one more step, whose
- * key and handler can see only the steps declared before it.
+ * step method returns a new workflow with one more step, whose key, condition and handler can
+ * see only the steps declared before it.
  *
  * @example
  * export const refund = workflow('refund', { version: 1, input: z.object({ orderId: z.string() }) })
@@ -129,63 +251,238 @@ export class Workflow<
   TInputSchema extends z.ZodType,
   TSteps extends object = {},
   TSpecs extends object = {},
+  TLast = undefined,
 > {
-  declare readonly '~types'?: WorkflowTypes<TInputSchema, TSteps, TSpecs>;
+  declare readonly '~types'?: WorkflowTypes<TInputSchema, TSteps, TSpecs, TLast>;
 
   readonly name: TName;
   readonly version: number;
   readonly input: TInputSchema;
   readonly steps: readonly StepDefinition[];
+  /** A run still unfinished this long after it started is cancelled (children included). */
+  readonly timeoutMs: number | undefined;
 
   /** @internal use {@link workflow}. */
-  constructor(name: TName, version: number, input: TInputSchema, steps: readonly StepDefinition[]) {
+  constructor(name: TName, version: number, input: TInputSchema, steps: readonly StepDefinition[], timeoutMs?: number) {
     this.name = name;
     this.version = version;
     this.input = input;
     this.steps = steps;
+    this.timeoutMs = timeoutMs;
     Object.freeze(this);
   }
 
   /** A computing or reading step: no key; its output is checkpointed and never recomputed. */
-  step<TName2 extends string, TOutput extends z.ZodType>(
+  step<TName2 extends string, TOutput extends z.ZodType, TWhen extends boolean = never>(
     name: NewStepName<TName2, TSteps>,
-    config: PlainStepConfig<TOutput>,
+    config: PlainStepConfig<TOutput> & ConditionConfig<z.output<TInputSchema>, TSteps, TWhen>,
   ): Workflow<
     TName,
     TInputSchema,
-    WithStep<TSteps, TName2, z.output<TOutput>>,
-    WithSpec<TSpecs, TName2, StepSpec<'step', z.output<TOutput>, TSteps, false>>
+    WithStep<TSteps, TName2, MaybeSkipped<z.output<TOutput>, TWhen>>,
+    WithSpec<TSpecs, TName2, StepSpec<'step', z.output<TOutput>, TSteps, false>>,
+    MaybeSkipped<z.output<TOutput>, TWhen>
   > {
-    return this.add(name, 'step', config, undefined);
+    return this.add(name, 'step', config, { key: undefined });
   }
 
   /** A step that writes to the same database, in one commit with its ledger row and the transition. */
-  transactional<TName2 extends string, TOutput extends z.ZodType>(
+  transactional<
+    TName2 extends string,
+    TOutput extends z.ZodType,
+    TWhen extends boolean = never,
+  >(
     name: NewStepName<TName2, TSteps>,
-    config: TransactionalStepConfig<z.output<TInputSchema>, TSteps, TOutput>,
+    config: TransactionalStepConfig<z.output<TInputSchema>, TSteps, TOutput> & ConditionConfig<z.output<TInputSchema>, TSteps, TWhen>,
   ): Workflow<
     TName,
     TInputSchema,
-    WithStep<TSteps, TName2, z.output<TOutput>>,
-    WithSpec<TSpecs, TName2, StepSpec<'transactional', z.output<TOutput>, TSteps, false>>
+    WithStep<TSteps, TName2, MaybeSkipped<z.output<TOutput>, TWhen>>,
+    WithSpec<TSpecs, TName2, StepSpec<'transactional', z.output<TOutput>, TSteps, false>>,
+    MaybeSkipped<z.output<TOutput>, TWhen>
   > {
-    return this.add(name, 'transactional', config, config.key);
+    return this.add(name, 'transactional', config, { key: config.key });
   }
 
   /** A step that calls another system: intent commit, `perform(key)`, result commit. */
-  external<TName2 extends string, TOutput extends z.ZodType, TIdempotent extends boolean = false>(
+  external<
+    TName2 extends string,
+    TOutput extends z.ZodType,
+    TIdempotent extends boolean = false,
+    TWhen extends boolean = never,
+  >(
     name: NewStepName<TName2, TSteps>,
-    config: ExternalStepConfig<z.output<TInputSchema>, TSteps, TOutput, TIdempotent>,
+    config: ExternalStepConfig<z.output<TInputSchema>, TSteps, TOutput, TIdempotent> & ConditionConfig<z.output<TInputSchema>, TSteps, TWhen>,
   ): Workflow<
     TName,
     TInputSchema,
-    WithStep<TSteps, TName2, z.output<TOutput>>,
-    WithSpec<TSpecs, TName2, StepSpec<'external', z.output<TOutput>, TSteps, TIdempotent>>
+    WithStep<TSteps, TName2, MaybeSkipped<z.output<TOutput>, TWhen>>,
+    WithSpec<TSpecs, TName2, StepSpec<'external', z.output<TOutput>, TSteps, TIdempotent>>,
+    MaybeSkipped<z.output<TOutput>, TWhen>
   > {
-    return this.add(name, 'external', config, config.key);
+    return this.add(name, 'external', config, { key: config.key });
   }
 
-  private add<TNext extends Workflow<TName, TInputSchema, object, object>>(
+  /**
+   * Durable sleep. The wake-up time is computed once, on database time, when the run first
+   * reaches the step, and never again; until then the run holds no lease and no worker slot.
+   *
+   * @example
+   * .sleep('untilRenewal', { until: ({ input }) => input.renewsAt })
+   */
+  sleep<TName2 extends string, TWhen extends boolean = never>(
+    name: NewStepName<TName2, TSteps>,
+    config:
+      | SleepForConfig<z.output<TInputSchema>, TSteps, TWhen>
+      | SleepUntilConfig<z.output<TInputSchema>, TSteps, TWhen>,
+  ): Workflow<
+    TName,
+    TInputSchema,
+    WithStep<TSteps, TName2, MaybeSkipped<SleepOutput, TWhen>>,
+    WithSpec<TSpecs, TName2, StepSpec<'sleep', SleepOutput, TSteps, false>>,
+    MaybeSkipped<SleepOutput, TWhen>
+  > {
+    const where = this.where(name);
+    const sleep: SleepDefinition | undefined =
+      typeof config.for === 'function'
+        ? { for: config.for as (ctx: KeyContext<unknown, Readonly<Record<string, unknown>>>) => number }
+        : typeof config.until === 'function'
+          ? { until: config.until as (ctx: KeyContext<unknown, Readonly<Record<string, unknown>>>) => Date | string }
+          : undefined;
+    if (sleep === undefined || (typeof config.for === 'function' && typeof config.until === 'function')) {
+      throw new TypeError(`Invalid sleep in ${where}: give exactly one of for: ({ input, steps }) => ms or until: ({ input, steps }) => Date.`);
+    }
+    return this.add(name, 'sleep', { output: SLEEP_OUTPUT, when: config.when }, { key: undefined, sleep });
+  }
+
+  /**
+   * Waits for an event whose correlation key equals `match` (or, without `match`, for a signal
+   * to this run), at most `timeoutMs`. An event sent before the run gets here is not lost; each
+   * event is taken by one waiting step, once. On timeout the output says so.
+   *
+   * @example
+   * .waitFor('settled', { event: paymentSettled, match: ({ input }) => input.orderId, timeoutMs: 86_400_000 })
+   */
+  waitFor<
+    TName2 extends string,
+    TEvent extends AnyEvent,
+    TWhen extends boolean = never,
+  >(
+    name: NewStepName<TName2, TSteps>,
+    config: WaitForConfig<z.output<TInputSchema>, TSteps, TEvent, TWhen>,
+  ): Workflow<
+    TName,
+    TInputSchema,
+    WithStep<TSteps, TName2, MaybeSkipped<WaitForOutput<EventPayload<TEvent>>, TWhen>>,
+    WithSpec<TSpecs, TName2, StepSpec<'waitFor', WaitForOutput<EventPayload<TEvent>>, TSteps, false>>,
+    MaybeSkipped<WaitForOutput<EventPayload<TEvent>>, TWhen>
+  > {
+    const where = this.where(name);
+    const event = config.event as AnyEvent | undefined;
+    if (event === undefined || typeof event.name !== 'string' || typeof event.payload?.safeParse !== 'function') {
+      throw new TypeError(`Invalid waitFor in ${where}: event must be declared with event('name', schema).`);
+    }
+    if (config.timeoutMs !== undefined && !(config.timeoutMs > 0)) {
+      throw new TypeError(`Invalid timeoutMs in ${where}: must be > 0 (got ${config.timeoutMs}).`);
+    }
+    if (config.match !== undefined && typeof config.match !== 'function') {
+      throw new TypeError(`Invalid match in ${where}: must be a function ({ input, steps }) => string.`);
+    }
+    const wait: WaitDefinition = {
+      event,
+      timeoutMs: config.timeoutMs,
+      ...(config.match !== undefined ? { match: config.match as WaitDefinition['match'] } : {}),
+    };
+    return this.add(name, 'waitFor', { output: waitOutputSchema(event), retry: config.retry, when: config.when }, { key: undefined, wait });
+  }
+
+  /**
+   * Starts `child` once (its dedupe key is `key`), waits for it and takes its last step's output.
+   * A failed or cancelled child fails this step; cancelling this run cancels the child.
+   *
+   * @example
+   * .child('ship', shipment, { key: ({ input }) => `ship:${input.orderId}`, input: ({ input }) => ({ orderId: input.orderId }) })
+   */
+  child<TName2 extends string, TChild extends AnyWorkflow, TWhen extends boolean = never>(
+    name: NewStepName<TName2, TSteps>,
+    child: TChild,
+    config: ChildConfig<z.output<TInputSchema>, TSteps, TChild, TWhen>,
+  ): Workflow<
+    TName,
+    TInputSchema,
+    WithStep<TSteps, TName2, MaybeSkipped<LastOutput<TChild>, TWhen>>,
+    WithSpec<TSpecs, TName2, StepSpec<'child', LastOutput<TChild>, TSteps, false>>,
+    MaybeSkipped<LastOutput<TChild>, TWhen>
+  > {
+    this.checkChild(name, child);
+    const key = config.key as unknown as KeyFn<unknown, Readonly<Record<string, unknown>>>;
+    const input = config.input as unknown as (ctx: KeyContext<unknown, Readonly<Record<string, unknown>>>) => unknown;
+    if (typeof input !== 'function') throw new TypeError(`Invalid child in ${this.where(name)}: input must be a function ({ input, steps }) => childInput.`);
+    const fanOut: FanOutDefinition = {
+      workflow: child,
+      key: (ctx) => key(ctx),
+      input: (ctx) => input(ctx),
+      concurrency: 1,
+    };
+    return this.add(name, 'child', { output: z.unknown(), retry: config.retry, when: config.when }, { key: config.key, fanOut });
+  }
+
+  /**
+   * Starts one `workflow` run per item, each once by its per-item `key`, at most `concurrency`
+   * unfinished at a time, and resumes when all are done with their outputs in item order.
+   *
+   * @example
+   * .forEach('batches', { items: ({ steps }) => steps.plan.batches, key: ({ input, item }) => `${input.jobId}:${item.from}`,
+   *   workflow: copyBatch, input: ({ item }) => item, concurrency: 10 })
+   */
+  forEach<
+    TName2 extends string,
+    TItem,
+    TChild extends AnyWorkflow,
+    TWhen extends boolean = never,
+  >(
+    name: NewStepName<TName2, TSteps>,
+    config: ForEachConfig<z.output<TInputSchema>, TSteps, TItem, TChild, TWhen>,
+  ): Workflow<
+    TName,
+    TInputSchema,
+    WithStep<TSteps, TName2, MaybeSkipped<Array<LastOutput<TChild>>, TWhen>>,
+    WithSpec<TSpecs, TName2, StepSpec<'forEach', Array<LastOutput<TChild>>, TSteps, false>>,
+    MaybeSkipped<Array<LastOutput<TChild>>, TWhen>
+  > {
+    const where = this.where(name);
+    this.checkChild(name, config.workflow);
+    for (const part of ['items', 'key', 'input'] as const) {
+      if (typeof config[part] !== 'function') throw new TypeError(`Invalid forEach in ${where}: ${part} must be a function.`);
+    }
+    const concurrency = config.concurrency ?? Infinity;
+    if (concurrency !== Infinity && !(Number.isInteger(concurrency) && concurrency >= 1)) {
+      throw new TypeError(`Invalid concurrency in ${where}: must be an integer >= 1 (got ${config.concurrency}).`);
+    }
+    const fanOut: FanOutDefinition = {
+      workflow: config.workflow,
+      items: config.items as unknown as NonNullable<FanOutDefinition['items']>,
+      key: config.key as unknown as FanOutDefinition['key'],
+      input: config.input as unknown as FanOutDefinition['input'],
+      concurrency,
+    };
+    return this.add(name, 'forEach', { output: z.array(z.unknown()), retry: config.retry, when: config.when }, { key: undefined, fanOut });
+  }
+
+  private where(name: string): string {
+    return `workflow "${this.name}" v${this.version}, step "${name}"`;
+  }
+
+  private checkChild(name: string, child: unknown): void {
+    if (!(child instanceof Workflow)) {
+      throw new TypeError(`Invalid child workflow in ${this.where(name)}: pass a workflow declared with workflow(...).`);
+    }
+    if (child.name === this.name) {
+      throw new TypeError(`Invalid child workflow in ${this.where(name)}: a workflow cannot start itself as a child.`);
+    }
+  }
+
+  private add<TNext extends AnyWorkflow>(
     name: string,
     kind: StepKind,
     config: CommonStepConfig<z.ZodType> & {
@@ -193,20 +490,25 @@ export class Workflow<
       readonly idempotentByKey?: boolean;
       readonly performTimeoutMs?: number;
       readonly timeoutMs?: number;
+      readonly when?: unknown;
     },
-    key: unknown,
+    parts: { readonly key: unknown; readonly sleep?: SleepDefinition; readonly wait?: WaitDefinition; readonly fanOut?: FanOutDefinition },
   ): TNext {
-    const where = `workflow "${this.name}" v${this.version}, step "${name}"`;
+    const where = this.where(name);
+    const { key } = parts;
     if (!STEP_NAME.test(name)) {
       throw new TypeError(`Invalid step name in ${where}: use letters, digits and _ (max 63), starting with a letter.`);
     }
     if (this.steps.some((s) => s.name === name)) {
       throw new TypeError(`Duplicate step name in ${where}: step names must be unique within a workflow.`);
     }
-    if (kind !== 'step' && typeof key !== 'function') {
+    if ((kind === 'transactional' || kind === 'external' || kind === 'child') && typeof key !== 'function') {
       throw new TypeError(
         `Missing key in ${where}: ${kind} steps need key: ({ input, steps }) => string (LF001).`,
       );
+    }
+    if (config.when !== undefined && typeof config.when !== 'function') {
+      throw new TypeError(`Invalid when in ${where}: must be a function ({ input, steps }) => boolean.`);
     }
     const performTimeoutMs = config.performTimeoutMs ?? DEFAULT_PERFORM_TIMEOUT_MS;
     if (!(performTimeoutMs > 0)) {
@@ -227,9 +529,22 @@ export class Workflow<
       timeoutMs: kind === 'external' ? performTimeoutMs : handlerTimeoutMs,
       ...(typeof key === 'function' ? { key: key as StepDefinition['key'] } : {}),
       ...(typeof config.request === 'function' ? { request: config.request as StepDefinition['request'] } : {}),
+      ...(typeof config.when === 'function' ? { when: config.when as StepDefinition['when'] } : {}),
+      ...(parts.sleep !== undefined ? { sleep: Object.freeze(parts.sleep) } : {}),
+      ...(parts.wait !== undefined ? { wait: Object.freeze(parts.wait) } : {}),
+      ...(parts.fanOut !== undefined ? { fanOut: Object.freeze(parts.fanOut) } : {}),
     };
-    return new Workflow(this.name, this.version, this.input, [...this.steps, Object.freeze(definition)]) as TNext;
+    return new Workflow(this.name, this.version, this.input, [...this.steps, Object.freeze(definition)], this.timeoutMs) as unknown as TNext;
   }
+}
+
+const SLEEP_OUTPUT = z.object({ until: z.string() });
+
+function waitOutputSchema(event: AnyEvent): z.ZodType {
+  return z.discriminatedUnion('status', [
+    z.object({ status: z.literal('received'), payload: event.payload, eventId: z.string(), receivedAt: z.string() }),
+    z.object({ status: z.literal('timeout'), timedOutAt: z.string() }),
+  ]);
 }
 
 export interface WorkflowOptions<TInputSchema extends z.ZodType> {
@@ -237,10 +552,16 @@ export interface WorkflowOptions<TInputSchema extends z.ZodType> {
   readonly version: number;
   /** Schema of the start input; `start()` rejects anything it does not accept before writing. */
   readonly input: TInputSchema;
+  /**
+   * A run still unfinished this long after it started is cancelled, with its children and
+   * waits (a step already running finishes its attempt first). `start(..., { timeoutMs })` overrides it.
+   */
+  readonly timeoutMs?: number;
 }
 
 /**
- * Declares a workflow. Chain `.step`, `.transactional` and `.external` to add steps in order.
+ * Declares a workflow. Chain step methods (`.step`, `.transactional`, `.external`, `.sleep`,
+ * `.waitFor`, `.child`, `.forEach`) to add steps in order.
  *
  * @example
  * export const onboarding = workflow('user-onboarding', { version: 1, input: z.object({ userId: z.string() }) })
@@ -261,13 +582,16 @@ export function workflow<TName extends string, TInputSchema extends z.ZodType>(
   if (!Number.isInteger(options.version) || options.version < 1) {
     throw new TypeError(`Invalid version for workflow "${name}": must be an integer >= 1 (got ${options.version}).`);
   }
-  return new Workflow(name, options.version, options.input, []);
+  if (options.timeoutMs !== undefined && !(options.timeoutMs > 0)) {
+    throw new TypeError(`Invalid timeoutMs for workflow "${name}": must be > 0 (got ${options.timeoutMs}).`);
+  }
+  return new Workflow(name, options.version, options.input, [], options.timeoutMs);
 }
 
 // ---- Reading a workflow's phantom types -------------------------------------------------------
 
 /** Any workflow, whatever its input and steps. */
-export type AnyWorkflow = Workflow<string, z.ZodType, object, object>;
+export type AnyWorkflow = Workflow<string, z.ZodType, object, object, unknown>;
 
 type TypesOf<W extends AnyWorkflow> = NonNullable<W['~types']>;
 
@@ -279,3 +603,5 @@ export type WorkflowStartInput<W extends AnyWorkflow> = TypesOf<W>['startInput']
 export type WorkflowOutput<W extends AnyWorkflow> = TypesOf<W>['steps'];
 export type WorkflowStepName<W extends AnyWorkflow> = keyof TypesOf<W>['specs'] & string;
 export type WorkflowStepSpec<W extends AnyWorkflow, N extends WorkflowStepName<W>> = TypesOf<W>['specs'][N];
+/** The output a `child` step receives from a run of `W`: its last step's output. */
+export type WorkflowResult<W extends AnyWorkflow> = TypesOf<W>['last'];
