@@ -37,6 +37,12 @@ export class DuplicateRunError extends LedgerflowError {
   readonly code = 'duplicate_run';
 }
 
+/** An event dedupe key reused for another event (another correlation key or payload). */
+export class DuplicateEventError extends LedgerflowError {
+  override readonly name = 'DuplicateEventError';
+  readonly code = 'duplicate_event';
+}
+
 export class RunNotFoundError extends LedgerflowError {
   override readonly name = 'RunNotFoundError';
   readonly code = 'run_not_found';

@@ -29,6 +29,7 @@ export {
 } from './contracts/registration.js';
 export {
   ConflictError,
+  DuplicateEventError,
   DuplicateRunError,
   LeaseLostError,
   LedgerflowError,
@@ -60,7 +61,9 @@ export {
   type RunFilter,
   type WaitOptions,
 } from './client/client.js';
-export { SETTLED_RUN_STATUSES, type RunDetails } from './client/run-details.js';
+export { SETTLED_RUN_STATUSES, MAX_LISTED_CHILDREN, type ChildRunSummary, type RunDetails } from './client/run-details.js';
+export type { EventSender, SendEventOptions, SentEvent } from './client/send-event.js';
+export { ChildFailedError, CHILDREN_PER_COMMIT } from './worker/executors/children-executor.js';
 export type { WorkflowVersionSummary } from './client/workflow-versions.js';
 export type { StartedRun, StartOptions } from './client/start-run.js';
 export { describeIssues } from './client/validate-input.js';

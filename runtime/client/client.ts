@@ -1,4 +1,5 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
+import type { AnyEvent, EventSendPayload } from '../../dsl/event.js';
 import type { AnyWorkflow, WorkflowStartInput } from '../../dsl/workflow.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
 import { RunNotFoundError, UnknownWorkflowError, ValidationError, WaitTimeoutError } from '../errors.js';
@@ -6,6 +7,7 @@ import type { Store } from '../store/store.js';
 import { RUN_STATUSES, type LedgerflowDatabase, type RunStatus, type StepEffectRow, type WorkflowRunRow } from '../store/tables.js';
 import { assertAttemptTransition, assertRunTransition } from '../worker/state-machines.js';
 import { loadRunDetails, SETTLED_RUN_STATUSES, type RunDetails } from './run-details.js';
+import { parseEvent, sendEventIn, signalKey, type SendEventOptions, type SentEvent } from './send-event.js';
 import { startRun, type MigratedVersions, type StartedRun, type StartOptions } from './start-run.js';
 import { assertRunId } from './validate-input.js';
 import { listWorkflowVersions, type WorkflowVersionSummary } from './workflow-versions.js';
@@ -88,9 +90,10 @@ export interface Client {
   waitForRun(runId: string, options?: WaitOptions): Promise<RunDetails>;
   /**
    * Cancels a run that is not final yet: status `cancelled`, lease cleared and the fencing
-   * token moved on, so a worker still executing one of its steps cannot commit. Returns
-   * `false` when the run was already final. An open ledger intent is settled by the reconciler
-   * once its horizon has passed (recorded if the provider applied it, released if not).
+   * token moved on, so a worker still executing one of its steps cannot commit; its unfinished
+   * children are cancelled with it, and so on down, and its waits end. Returns `false` when the
+   * run was already final. An open ledger intent is settled by the reconciler once its horizon
+   * has passed (recorded if the provider applied it, released if not).
    */
   cancel(runId: string): Promise<boolean>;
   /** Runs, newest first. */
@@ -99,10 +102,42 @@ export interface Client {
   listEffects(filter?: EffectFilter): Promise<StepEffectRow[]>;
   /** Every migrated workflow version with its runs counted by status (`ledgerflow versions`). */
   listVersions(): Promise<WorkflowVersionSummary[]>;
+  /**
+   * Stores an event for the steps that wait for it (`.waitFor` with this event and a `match`
+   * equal to `key`) and wakes those already waiting. The payload is validated first (nothing is
+   * written when it fails). An event nobody waits for yet is kept until a step takes it; each
+   * event is taken by one step, once. Idempotent by `dedupeKey`.
+   *
+   * @example
+   * await client.sendEvent(paymentSettled, 'o-1', { orderId: 'o-1', paid: true }, { dedupeKey: 'psp-evt-981' });
+   */
+  sendEvent<E extends AnyEvent>(event: E, key: string, payload: EventSendPayload<E>, options?: SendEventOptions): Promise<SentEvent>;
+  /** By name: an event some workflow registered with this client waits for (the CLI does this). */
+  sendEvent(eventName: string, key: string, payload: unknown, options?: SendEventOptions): Promise<SentEvent>;
+  /**
+   * `sendEvent` inside the caller's own Kysely transaction: the event exists, and waiting runs
+   * are woken, if and only if that transaction commits (same rules as `startInTransaction`).
+   */
+  sendEventInTransaction<DB, E extends AnyEvent>(
+    trx: Transaction<DB>,
+    event: E,
+    key: string,
+    payload: EventSendPayload<E>,
+    options?: SendEventOptions,
+  ): Promise<SentEvent>;
+  /**
+   * Sends `event` to one run you know: the steps of that run that wait for `event` without a
+   * `match` take it. `RunNotFoundError` if there is no such run.
+   *
+   * @example
+   * await client.signal(runId, approval, { approvedBy: 'ops@example.com' });
+   */
+  signal<E extends AnyEvent>(runId: string, event: E, payload: EventSendPayload<E>, options?: SendEventOptions): Promise<SentEvent>;
+  signal(runId: string, eventName: string, payload: unknown, options?: SendEventOptions): Promise<SentEvent>;
 }
 
 /** The statuses `cancel` takes a run from: every one with a transition into `cancelled` (state-machines.ts). */
-const CANCELLABLE: readonly RunStatus[] = ['pending', 'running', 'needs_reconciliation'];
+const CANCELLABLE: readonly RunStatus[] = ['pending', 'running', 'waiting', 'needs_reconciliation'];
 
 /**
  * Creates a client over a store.
@@ -115,7 +150,25 @@ const CANCELLABLE: readonly RunStatus[] = ['pending', 'running', 'needs_reconcil
 export function createClient(options: ClientOptions): Client {
   const { store } = options;
   const byName = registerWorkflows(options.workflows ?? []);
+  const events = registerEvents(byName);
   const migrated: MigratedVersions = new Set();
+
+  const resolveEvent = (event: AnyEvent | string): AnyEvent => {
+    if (typeof event !== 'string') return event;
+    const found = events.get(event);
+    if (found === undefined) {
+      const known = [...events.keys()].sort();
+      throw new UnknownWorkflowError(
+        `Unknown event "${event}". ${known.length > 0 ? `Events the registered workflows wait for: ${known.join(', ')}.` : 'No registered workflow waits for an event.'}`,
+      );
+    }
+    return found;
+  };
+  const send = async (trx: Kysely<LedgerflowDatabase> | undefined, event: AnyEvent, key: string, payload: unknown, sendOptions: SendEventOptions) => {
+    const json = parseEvent(event, key, payload, sendOptions);
+    if (trx !== undefined) return sendEventIn(trx, event, key, json, sendOptions);
+    return store.db.transaction().execute((own) => sendEventIn(own, event, key, json, sendOptions));
+  };
 
   const resolve = (workflow: AnyWorkflow | string): AnyWorkflow => {
     if (typeof workflow !== 'string') return workflow;
@@ -161,17 +214,13 @@ export function createClient(options: ClientOptions): Client {
     },
     async cancel(runId) {
       assertRunId(runId);
-      return store.db.transaction().execute(async (trx) => {
-        const cancelled = await cancelRunStatement(trx, runId).executeTakeFirst();
-        if (cancelled === undefined) {
-          const exists = await trx.selectFrom('ledgerflow.workflow_run').select('id').where('id', '=', runId).executeTakeFirst();
-          if (exists === undefined) throw new RunNotFoundError(`No run with id ${runId} in this database.`);
-          return false;
-        }
-        // The worker that held the lease can no longer finish its attempt (fenced out).
-        await cancelAttemptsStatement(trx, runId).execute();
-        return true;
-      });
+      // One statement; the run_settled trigger closes the run's running attempt (the worker
+      // that held the lease can no longer finish it: fenced out) and cancels its children.
+      const cancelled = await cancelRunStatement(store.db, runId).executeTakeFirst();
+      if (cancelled !== undefined) return true;
+      const exists = await store.db.selectFrom('ledgerflow.workflow_run').select('id').where('id', '=', runId).executeTakeFirst();
+      if (exists === undefined) throw new RunNotFoundError(`No run with id ${runId} in this database.`);
+      return false;
     },
     async listRuns(filter = {}) {
       const statuses = filter.status === undefined ? [] : typeof filter.status === 'string' ? [filter.status] : filter.status;
@@ -188,6 +237,26 @@ export function createClient(options: ClientOptions): Client {
       return query.orderBy('created_at', 'desc').orderBy('id').limit(checkLimit(filter.limit, 50)).execute();
     },
     listVersions: () => listWorkflowVersions(store.db),
+    sendEvent: (event: AnyEvent | string, key: string, payload: unknown, sendOptions: SendEventOptions = {}) =>
+      send(undefined, resolveEvent(event), key, payload, sendOptions),
+    async sendEventInTransaction<DB>(trx: Transaction<DB>, event: AnyEvent, key: string, payload: unknown, sendOptions: SendEventOptions = {}) {
+      if (!trx.isTransaction) {
+        throw new TypeError(
+          'sendEventInTransaction needs a Kysely transaction (db.transaction().execute((trx) => client.sendEventInTransaction(trx, …))); use sendEvent() otherwise.',
+        );
+      }
+      return send(trx as unknown as Kysely<LedgerflowDatabase>, event, key, payload, sendOptions);
+    },
+    async signal(runId: string, event: AnyEvent | string, payload: unknown, sendOptions: SendEventOptions = {}) {
+      assertRunId(runId);
+      const resolved = resolveEvent(event);
+      const json = parseEvent(resolved, signalKey(runId), payload, sendOptions);
+      return store.db.transaction().execute(async (trx) => {
+        const run = await trx.selectFrom('ledgerflow.workflow_run').select('id').where('id', '=', runId).executeTakeFirst();
+        if (run === undefined) throw new RunNotFoundError(`No run with id ${runId} in this database; nothing was sent.`);
+        return sendEventIn(trx, resolved, signalKey(runId), json, sendOptions);
+      });
+    },
     async listEffects(filter = {}) {
       if (filter.runId !== undefined) assertRunId(filter.runId);
       let query = store.db.selectFrom('ledgerflow.step_effect').selectAll();
@@ -204,34 +273,27 @@ export function createClient(options: ClientOptions): Client {
 }
 
 /**
- * The first statement of {@link Client.cancel}: the run `cancelled` if it is not final yet, its
- * lease cleared and its fencing token moved on.
+ * The statement of {@link Client.cancel}: the run `cancelled` if it is not final yet, its lease
+ * cleared, its wait ended and its fencing token moved on. The `run_settled` trigger (core 0003)
+ * closes its running attempt as `abandoned` and cancels its unfinished children.
  */
 export function cancelRunStatement(db: Kysely<LedgerflowDatabase>, runId: string) {
   for (const from of CANCELLABLE) assertRunTransition(from, 'cancelled');
+  assertAttemptTransition('running', 'abandoned');
   return db
     .updateTable('ledgerflow.workflow_run')
     .set({
       status: 'cancelled',
-      finished_at: sql<Date>`now()`,
-      updated_at: sql<Date>`now()`,
+      finished_at: sql<Date>`statement_timestamp()`,
+      updated_at: sql<Date>`statement_timestamp()`,
       lease_owner: null,
       lease_expires_at: null,
+      waiting_for: null,
       fencing_token: sql<number>`fencing_token + 1`,
     })
     .where('id', '=', runId)
     .where('status', 'in', CANCELLABLE)
     .returning('id');
-}
-
-/** The second statement of {@link Client.cancel}: the cancelled run's open attempt `abandoned`. */
-export function cancelAttemptsStatement(db: Kysely<LedgerflowDatabase>, runId: string) {
-  assertAttemptTransition('running', 'abandoned');
-  return db
-    .updateTable('ledgerflow.step_attempt')
-    .set({ status: 'abandoned', finished_at: sql<Date>`now()`, error: { name: 'Cancelled', message: 'the run was cancelled' } })
-    .where('run_id', '=', runId)
-    .where('status', '=', 'running');
 }
 
 function registerWorkflows(entries: ReadonlyArray<AnyWorkflow | WorkflowRegistration>): Map<string, AnyWorkflow> {
@@ -246,6 +308,28 @@ function registerWorkflows(entries: ReadonlyArray<AnyWorkflow | WorkflowRegistra
     if (existing === undefined || existing.version < workflow.version) byName.set(workflow.name, workflow);
   }
   return byName;
+}
+
+/** The events the registered workflows wait for, by name; one definition per name. */
+function registerEvents(workflows: ReadonlyMap<string, AnyWorkflow>): Map<string, AnyEvent> {
+  const events = new Map<string, AnyEvent>();
+  const visit = (workflow: AnyWorkflow, seen: Set<AnyWorkflow>): void => {
+    if (seen.has(workflow)) return;
+    seen.add(workflow);
+    for (const step of workflow.steps) {
+      if (step.wait !== undefined) {
+        const existing = events.get(step.wait.event.name);
+        if (existing !== undefined && existing !== step.wait.event) {
+          throw new TypeError(`Event "${step.wait.event.name}" is declared twice with different schemas; declare each event once and import it.`);
+        }
+        events.set(step.wait.event.name, step.wait.event);
+      }
+      if (step.fanOut !== undefined) visit(step.fanOut.workflow, seen);
+    }
+  };
+  const seen = new Set<AnyWorkflow>();
+  for (const workflow of workflows.values()) visit(workflow, seen);
+  return events;
 }
 
 function checkLimit(limit: number | undefined, fallback: number): number {

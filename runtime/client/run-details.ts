@@ -6,6 +6,7 @@ import type {
   StepAttemptRow,
   StepEffectRow,
   StepResultRow,
+  StepWaitRow,
   WorkflowRunRow,
 } from '../store/tables.js';
 import { assertRunId } from './validate-input.js';
@@ -18,7 +19,22 @@ export interface RunDetails extends WorkflowRunRow {
   readonly attempts: readonly StepAttemptRow[];
   /** The run's ledger rows (intent, recorded or released), oldest first. */
   readonly effects: readonly StepEffectRow[];
+  /** What its sleep and waitFor steps waited or wait for (fixed when the run first reached them). */
+  readonly waits: readonly StepWaitRow[];
+  /** The runs its child and forEach steps started, by step and item order (at most {@link MAX_LISTED_CHILDREN}). */
+  readonly children: readonly ChildRunSummary[];
 }
+
+export interface ChildRunSummary {
+  readonly id: string;
+  readonly workflowName: string;
+  readonly step: string;
+  readonly index: number;
+  readonly status: RunStatus;
+}
+
+/** `getRun` lists this many children at most (a fan-out may have millions); `listRuns` finds the rest. */
+export const MAX_LISTED_CHILDREN = 1_000;
 
 /**
  * Statuses in which a run waits for nobody but a person or the reconciler, so `waitForRun`
@@ -57,6 +73,29 @@ export async function loadRunDetails(db: Kysely<LedgerflowDatabase>, runId: stri
         .orderBy('intent_at')
         .orderBy('step_name')
         .execute();
-      return { ...run, steps, attempts, effects };
+      const waits = await trx
+        .selectFrom('ledgerflow.step_wait')
+        .selectAll()
+        .where('run_id', '=', runId)
+        .orderBy('created_at')
+        .orderBy('step_name')
+        .execute();
+      const children = await trx
+        .selectFrom('ledgerflow.workflow_run')
+        .select(['id', 'workflow_name as workflowName', 'parent_step as step', 'parent_index as index', 'status'])
+        .where('parent_run_id', '=', runId)
+        .orderBy('created_at')
+        .orderBy('parent_step')
+        .orderBy('parent_index')
+        .limit(MAX_LISTED_CHILDREN)
+        .execute();
+      return {
+        ...run,
+        steps,
+        attempts,
+        effects,
+        waits,
+        children: children.map((c) => ({ ...c, step: c.step ?? '', index: c.index ?? 0 })),
+      };
     });
 }

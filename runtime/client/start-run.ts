@@ -5,6 +5,7 @@ import type { AnyWorkflow } from '../../dsl/workflow.js';
 import { DuplicateRunError, MigrationError, UnknownWorkflowError, ValidationError } from '../errors.js';
 import { SQLSTATE, sqlStateOf } from '../store/sqlstate.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
+import { millis } from '../worker/claim.js';
 import { RUNS_CHANNEL } from '../worker/worker.js';
 import { assertRunId, parseStartInput } from './validate-input.js';
 
@@ -13,6 +14,11 @@ export interface StartOptions {
   readonly runId?: string;
   /** A business key, unique per workflow (e.g. the order id); starting again with it returns the same run. */
   readonly dedupeKey?: string;
+  /**
+   * Cancel the run (and its children) if it is still unfinished this long after it started;
+   * overrides the workflow's `timeoutMs`. The deadline is fixed on database time at the start.
+   */
+  readonly timeoutMs?: number;
 }
 
 export interface StartedRun {
@@ -46,6 +52,10 @@ export async function startRun(
       `dedupeKey: length ${dedupeKey.length}`,
     ]);
   }
+  const timeoutMs = options.timeoutMs ?? workflow.timeoutMs;
+  if (timeoutMs !== undefined && !(typeof timeoutMs === 'number' && timeoutMs > 0 && Number.isFinite(timeoutMs))) {
+    throw new ValidationError(`timeoutMs must be a number of milliseconds > 0 (got ${String(timeoutMs)}).`, [`timeoutMs: ${String(timeoutMs)}`]);
+  }
   // PostgreSQL prints uuids in lower case; comparing with what it returns needs the same form.
   const runId = options.runId?.toLowerCase() ?? randomUUID();
 
@@ -66,6 +76,7 @@ export async function startRun(
             workflow_version: workflow.version,
             input: inputJson,
             dedupe_key: dedupeKey ?? null,
+            ...(timeoutMs !== undefined ? { deadline_at: sql<Date>`statement_timestamp() + ${millis(timeoutMs)}` } : {}),
           })
           .onConflict((oc) => oc.doNothing())
           .returning('id'),

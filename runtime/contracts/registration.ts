@@ -1,10 +1,18 @@
+import { isBuiltInKind, type BuiltInStepKind } from '../../dsl/step-kind.js';
 import type { AnyWorkflow, WorkflowInput, WorkflowStepName, WorkflowStepSpec } from '../../dsl/workflow.js';
 import { shapeHash } from '../../dsl/workflow-shape.js';
 import type { HandlerFor } from './handler-types.js';
 
-/** Handlers for every step of `W`, each of the shape its kind demands. */
+/**
+ * Handlers for every step of `W` that takes one, each of the shape its kind demands. Built-in
+ * kinds (`sleep`, `waitFor`, `child`, `forEach`) take none: the runtime carries them out.
+ */
 export type WorkflowHandlers<W extends AnyWorkflow, TDatabase = {}> = {
-  readonly [N in WorkflowStepName<W>]: HandlerFor<WorkflowStepSpec<W, N>, WorkflowInput<W>, TDatabase>;
+  readonly [N in WorkflowStepName<W> as WorkflowStepSpec<W, N> extends { readonly kind: BuiltInStepKind } ? never : N]: HandlerFor<
+    WorkflowStepSpec<W, N>,
+    WorkflowInput<W>,
+    TDatabase
+  >;
 };
 
 /** A workflow bound to its handlers, as produced by the generated `<name>Handlers(...)` functions. */
@@ -35,7 +43,7 @@ export function bindHandlers<W extends AnyWorkflow, TDatabase>(
         `(generated for ${definitionHash}, definition is ${actual}). Run \`npx ledgerflow codegen\`.`,
     );
   }
-  const missing = workflow.steps.filter((s) => !(s.name in handlers)).map((s) => s.name);
+  const missing = workflow.steps.filter((s) => !isBuiltInKind(s.kind) && !(s.name in handlers)).map((s) => s.name);
   if (missing.length > 0) {
     throw new TypeError(`Workflow "${workflow.name}" has no handler for step(s): ${missing.join(', ')}.`);
   }

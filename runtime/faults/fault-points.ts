@@ -25,6 +25,8 @@ export const FAULT_POINTS = [
   'after-intent-commit',
   'after-perform',
   'before-result-commit',
+  'before-wait-commit',
+  'after-child-batch',
 ] as const;
 
 export type FaultPointName = (typeof FAULT_POINTS)[number];

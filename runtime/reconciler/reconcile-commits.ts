@@ -216,7 +216,8 @@ export function claimForReconcileStatement(
       RETURNING 1
     )
     SELECT c.fencing_token, t.previous_status, t.previous_error,
-           (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res WHERE res.run_id = ${runId}) AS outputs,
+           (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res
+             WHERE res.run_id = ${runId} AND NOT res.skipped) AS outputs,
            (SELECT count(*) FROM ledgerflow.step_attempt a
              WHERE a.run_id = ${runId} AND a.step_name = ${step.name} AND a.status = 'failed')::int AS failures
       FROM claimed c, target t`;

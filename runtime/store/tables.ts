@@ -7,10 +7,10 @@ import type { StepKind } from '../../dsl/step-kind.js';
  * (tests/runtime/schema.test.ts compares them with the migrated database). Keys are
  * schema-qualified so every query names its schema.
  */
-export type RunStatus = 'pending' | 'running' | 'completed' | 'failed' | 'cancelled' | 'needs_reconciliation';
+export type RunStatus = 'pending' | 'running' | 'waiting' | 'completed' | 'failed' | 'cancelled' | 'needs_reconciliation';
 /** Every run status, in life-cycle order (for validating filters and listing choices). */
-export const RUN_STATUSES: readonly RunStatus[] = ['pending', 'running', 'completed', 'failed', 'cancelled', 'needs_reconciliation'];
-export type AttemptStatus = 'running' | 'succeeded' | 'failed' | 'abandoned';
+export const RUN_STATUSES: readonly RunStatus[] = ['pending', 'running', 'waiting', 'completed', 'failed', 'cancelled', 'needs_reconciliation'];
+export type AttemptStatus = 'running' | 'succeeded' | 'failed' | 'abandoned' | 'suspended';
 export type EffectStatus = 'intent' | 'recorded' | 'released';
 export type EffectKind = Exclude<StepKind, 'step'>;
 
@@ -53,7 +53,24 @@ export interface WorkflowRunTable {
   created_at: DbNow;
   updated_at: DbNow;
   finished_at: Date | null;
+  /** A child run: the run that started it, from which step, for which item. */
+  parent_run_id: string | null;
+  parent_step: string | null;
+  parent_index: number | null;
+  /** The run is cancelled if it is still unfinished at this time. */
+  deadline_at: Date | null;
+  /** What a `waiting` run waits for (see {@link WaitingFor}); null otherwise. */
+  waiting_for: Json | null;
+  /** Children not finished yet, and children that failed or were cancelled (kept by a trigger). */
+  children_open: Generated<number>;
+  children_failed: Generated<number>;
 }
+
+/** `workflow_run.waiting_for` of a waiting run. */
+export type WaitingFor =
+  | { readonly kind: 'sleep'; readonly step: string; readonly until: string }
+  | { readonly kind: 'event'; readonly step: string; readonly event: string; readonly key: string; readonly until: string | null }
+  | { readonly kind: 'children'; readonly step: string; readonly open: number; readonly total: number; readonly wakeBelow: number };
 
 export interface StepAttemptTable {
   run_id: string;
@@ -94,11 +111,37 @@ export interface StepResultTable {
   workflow_version: number;
   step_name: string;
   kind: StepKind;
-  output: Json;
+  /** NULL when the step was skipped by its condition. */
+  output: Json | null;
   attempt: number;
   idempotency_key: string | null;
   effect_status: 'recorded' | null;
   created_at: DbNow;
+  skipped: Generated<boolean>;
+}
+
+export interface StepWaitTable {
+  run_id: string;
+  step_name: string;
+  kind: 'sleep' | 'event' | 'children';
+  /** Wake-up time (sleep) or timeout (event); fixed when the run first reached the step. */
+  until: Date | null;
+  event_name: string | null;
+  correlation_key: string | null;
+  created_at: DbNow;
+  resolved_at: Timestamp | null;
+}
+
+export interface EventTable {
+  id: string;
+  name: string;
+  correlation_key: string;
+  payload: Json;
+  dedupe_key: string | null;
+  created_at: DbNow;
+  consumed_by_run: string | null;
+  consumed_by_step: string | null;
+  consumed_at: Timestamp | null;
 }
 
 export interface SchemaMigrationTable {
@@ -115,6 +158,8 @@ export interface LedgerflowDatabase {
   'ledgerflow.step_effect': StepEffectTable;
   'ledgerflow.step_result': StepResultTable;
   'ledgerflow.schema_migration': SchemaMigrationTable;
+  'ledgerflow.step_wait': StepWaitTable;
+  'ledgerflow.event': EventTable;
 }
 
 export type WorkflowRunRow = Selectable<WorkflowRunTable>;
@@ -123,3 +168,5 @@ export type WorkflowRunUpdate = Updateable<WorkflowRunTable>;
 export type StepAttemptRow = Selectable<StepAttemptTable>;
 export type StepEffectRow = Selectable<StepEffectTable>;
 export type StepResultRow = Selectable<StepResultTable>;
+export type StepWaitRow = Selectable<StepWaitTable>;
+export type EventRow = Selectable<EventTable>;

@@ -28,8 +28,10 @@ export interface LeasedRun {
    * attempt was opened; the worker backs off or, at the crash limit, gives up (`commitCrash`).
    */
   readonly repeatedCrash: boolean;
-  /** Checkpointed outputs of the steps before the current one. */
+  /** Checkpointed outputs of the steps before the current one (skipped steps have none). */
   readonly outputs: Readonly<Record<string, Json>>;
+  /** The run's deadline has passed (database time): it is to be cancelled, not advanced. */
+  readonly overdue: boolean;
 }
 
 /** The row the claim statement returns per run (also the shape of a fused claim's JSON array). */
@@ -45,6 +47,7 @@ export interface LeasedRunRow {
   crashes: number;
   repeated_crash: boolean;
   outputs: Record<string, Json> | null;
+  overdue: boolean;
 }
 
 /** The error name of an attempt closed because its lease expired: what the crash limit counts. */
@@ -103,6 +106,7 @@ const STANDALONE: ClaimPlacement = { prefix: '', takeovers: true };
  */
 export function claimParts(registry: WorkflowRegistry, options: ClaimOptions, placement: ClaimPlacement = STANDALONE): ClaimParts {
   assertRunTransition('pending', 'running');
+  assertRunTransition('waiting', 'running');
   if (placement.takeovers) {
     assertRunTransition('running', 'running');
     assertAttemptTransition('running', 'abandoned');
@@ -115,7 +119,7 @@ export function claimParts(registry: WorkflowRegistry, options: ClaimOptions, pl
   const due = sql`
       SELECT r.id
         FROM ledgerflow.workflow_run r
-       WHERE r.status = 'pending' AND r.run_after <= ${at} AND ${registered} ${guarded}
+       WHERE r.status IN ('pending', 'waiting') AND r.run_after <= ${at} AND ${registered} ${guarded}
        ORDER BY r.run_after
        LIMIT ${options.limit}
          FOR NO KEY UPDATE SKIP LOCKED`;
@@ -156,13 +160,15 @@ export function claimParts(registry: WorkflowRegistry, options: ClaimOptions, pl
     ${name('claimed')} AS (
       UPDATE ledgerflow.workflow_run r
          SET status = 'running',
+             waiting_for = NULL,
              lease_owner = ${options.workerId},
              lease_expires_at = ${at} + ${millis(options.leaseMs)},
              fencing_token = r.fencing_token + 1,
              updated_at = ${at}
         FROM ${name('candidate')} c
        WHERE r.id = c.id
-      RETURNING r.id, r.workflow_name, r.workflow_version, r.input, r.current_step, r.fencing_token
+      RETURNING r.id, r.workflow_name, r.workflow_version, r.input, r.current_step, r.fencing_token,
+                COALESCE(r.deadline_at <= ${at}, false) AS overdue
     ),
     ${name('history')} AS (
       SELECT c.id AS run_id, d.step_name, c.fencing_token,
@@ -184,13 +190,14 @@ export function claimParts(registry: WorkflowRegistry, options: ClaimOptions, pl
     )`;
   const crashedNow = placement.takeovers ? sql`x.run_id IS NOT NULL` : sql`false`;
   const select = sql`
-    SELECT c.id, c.workflow_name, c.workflow_version, c.input, c.current_step, c.fencing_token,
+    SELECT c.id, c.workflow_name, c.workflow_version, c.input, c.current_step, c.fencing_token, c.overdue,
            o.attempt,
            COALESCE(h.failures, 0) AS prior_failures,
            COALESCE(h.crashes, 0) + (CASE WHEN ${crashedNow} THEN 1 ELSE 0 END) AS crashes,
            (${crashedNow} AND COALESCE(h.crashes, 0) > 0) AS repeated_crash,
            CASE WHEN c.current_step > 0 THEN
-             (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res WHERE res.run_id = c.id)
+             (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res
+               WHERE res.run_id = c.id AND NOT res.skipped)
            END AS outputs
       FROM ${name('claimed')} c
       LEFT JOIN ${name('history')} h ON h.run_id = c.id
@@ -241,6 +248,7 @@ export async function loadLeasedRun(db: Kysely<LedgerflowDatabase>, runId: strin
 export function loadLeasedRunStatement(runId: string, fencingToken: number): RawBuilder<LeasedRunRow> {
   return sql<LeasedRunRow>`
     SELECT r.id, r.workflow_name, r.workflow_version, r.input, r.current_step, r.fencing_token,
+           COALESCE(r.deadline_at <= statement_timestamp(), false) AS overdue,
            a.attempt,
            (SELECT count(*) FROM ledgerflow.step_attempt f
              WHERE f.run_id = r.id AND f.step_name = d.step_name AND f.status = 'failed')::int AS prior_failures,
@@ -248,7 +256,8 @@ export function loadLeasedRunStatement(runId: string, fencingToken: number): Raw
              WHERE f.run_id = r.id AND f.step_name = d.step_name AND f.status = 'abandoned'
                AND f.error->>'name' = ${LEASE_EXPIRED}::text)::int AS crashes,
            false AS repeated_crash,
-           (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res WHERE res.run_id = r.id) AS outputs
+           (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res
+             WHERE res.run_id = r.id AND NOT res.skipped) AS outputs
       FROM ledgerflow.workflow_run r
       LEFT JOIN ledgerflow.workflow_step_def d
         ON d.workflow_name = r.workflow_name AND d.version = r.workflow_version AND d.position = r.current_step
@@ -270,5 +279,6 @@ export function toLeasedRun(row: LeasedRunRow): LeasedRun {
     crashes: row.crashes,
     repeatedCrash: row.repeated_crash,
     outputs: row.outputs ?? {},
+    overdue: row.overdue === true,
   };
 }

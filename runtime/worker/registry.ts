@@ -1,4 +1,5 @@
 import { sql, type Kysely } from 'kysely';
+import { isBuiltInKind } from '../../dsl/step-kind.js';
 import type { StepDefinition } from '../../dsl/workflow.js';
 import { shapeHash } from '../../dsl/workflow-shape.js';
 import type { ReconcileContext, ReconcileOutcome } from '../contracts/handler-types.js';
@@ -48,7 +49,9 @@ export function buildRegistry(registrations: readonly WorkflowRegistration[]): W
       );
     }
     if (workflow.steps.length === 0) throw new TypeError(`${where} has no steps; declare at least one before registering it.`);
-    for (const step of workflow.steps) checkHandler(where, step, handlers[step.name]);
+    for (const step of workflow.steps) {
+      if (!isBuiltInKind(step.kind)) checkHandler(where, step, handlers[step.name]);
+    }
     byId.set(id(workflow.name, workflow.version), {
       registration,
       name: workflow.name,

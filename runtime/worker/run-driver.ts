@@ -5,11 +5,19 @@ import { faultPoint } from '../faults/fault-points.js';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
 import { loadLeasedRun, type LeasedRun } from './claim.js';
 import { STEP_EXECUTORS } from './executors/executors.js';
-import { commitKnowingOutcome, lostLease, untilReachable, type StepExecution, type StepOutcome } from './executors/step-execution.js';
+import {
+  commitKnowingOutcome,
+  lostLease,
+  skipUnlessWanted,
+  untilReachable,
+  type StepExecution,
+  type StepOutcome,
+} from './executors/step-execution.js';
+import { cancelOverdue } from './wait-commits.js';
 import type { RegisteredWorkflow, WorkflowRegistry } from './registry.js';
 import { releaseLeases } from './lease.js';
 import { commitCrash, commitFailure } from './failure-commits.js';
-import type { Continuation, FusedClaim, Lease } from './step-commits.js';
+import { leaseLost, type Continuation, type FusedClaim, type Lease } from './step-commits.js';
 import { isConnectionError, ResyncNeeded, serializeError, StepFailure } from './step-errors.js';
 import type { WorkerEvent } from './worker-events.js';
 
@@ -91,11 +99,12 @@ export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: A
       step,
       attempt,
       signal,
-      continuation: (output: Json): Continuation => {
+      continuation: (output: Json | undefined): Continuation => {
         const next = workflow.steps[step.position + 1];
         if (next === undefined) {
           fused ??= ctx.claimNext();
-          return { kind: 'complete', runOutput: { ...current.outputs, [step.name]: output }, ...(fused ? { claimNext: fused } : {}) };
+          const runOutput = output === undefined ? current.outputs : { ...current.outputs, [step.name]: output };
+          return { kind: 'complete', runOutput, ...(fused ? { claimNext: fused } : {}) };
         }
         return ctx.isStopping() ? { kind: 'release' } : { kind: 'hold', nextStep: next.name };
       },
@@ -110,9 +119,13 @@ export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: A
         first = false;
         await faultPoint('after-claim');
       }
+      if (current.overdue) {
+        await cancelAtDeadline(ctx, execution);
+        return;
+      }
       let result: StepOutcome | undefined;
       try {
-        result = await STEP_EXECUTORS[step.kind](execution);
+        result = (await skipUnlessWanted(execution)) ?? (await STEP_EXECUTORS[step.kind](execution));
       } finally {
         // The worker holds its claim open until it hears back, whatever became of the commit.
         if (fused !== undefined) ctx.adopt(result?.kind === 'advanced' ? result.claimed : undefined);
@@ -121,7 +134,8 @@ export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: A
       resyncs = 0;
       switch (outcome.kind) {
         case 'advanced':
-          ctx.emit({ type: 'step-succeeded', runId: current.id, step: step.name, kind: step.kind, attempt, reused: outcome.reused === true });
+          if (outcome.skipped === true) ctx.emit({ type: 'step-skipped', runId: current.id, step: step.name });
+          else ctx.emit({ type: 'step-succeeded', runId: current.id, step: step.name, kind: step.kind, attempt, reused: outcome.reused === true });
           if (outcome.continuation === 'complete') {
             ctx.emit({ type: 'run-completed', runId: current.id, workflow: current.workflowName });
           } else if (outcome.continuation === 'release') {
@@ -134,7 +148,8 @@ export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: A
               priorFailures: 0,
               crashes: 0,
               repeatedCrash: false,
-              outputs: { ...current.outputs, [step.name]: outcome.output },
+              outputs: outcome.skipped === true ? current.outputs : { ...current.outputs, [step.name]: outcome.output },
+              overdue: outcome.overdue === true,
             };
           }
           break;
@@ -143,6 +158,9 @@ export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: A
           break;
         case 'rescheduled':
           ctx.emit({ type: 'run-rescheduled', runId: current.id, step: step.name, until: outcome.until, reason: outcome.reason });
+          break;
+        case 'suspended':
+          ctx.emit({ type: 'run-waiting', runId: current.id, step: step.name, waitingFor: outcome.waitingFor });
           break;
       }
     } catch (error) {
@@ -153,6 +171,18 @@ export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: A
 }
 
 const MAX_RESYNCS_WITHOUT_PROGRESS = 5;
+
+/**
+ * The run's deadline passed (database time, as the claim or the last step's commit read it):
+ * cancel it, fenced, instead of starting the step. The `run_settled` trigger closes the attempt
+ * this claim opened and cancels the run's children. Its open intents, if any, are settled by the
+ * reconciler like those of any cancelled run.
+ */
+async function cancelAtDeadline(ctx: DriverContext, s: StepExecution): Promise<void> {
+  const cancelled = await commitKnowingOutcome(s, () => cancelOverdue(ctx.db, s.lease), { retry: true });
+  if (!cancelled) throw leaseLost(s.lease, 'the deadline cancel');
+  ctx.emit({ type: 'run-deadline-exceeded', runId: s.lease.runId, step: s.step.name });
+}
 
 /**
  * The claim took the run over from a step that crashed its worker again and opened no attempt:

@@ -21,7 +21,11 @@ import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js'
  *   running  --exhausted, non-retryable, conflict, crash limit; reconciler: not found after exhaustion-->  failed
  *   running  --intent outcome unknown (reconcile: unknown, or exhausted with an open intent)-->  needs_reconciliation
  *   needs_reconciliation  --reconciler claims it-->  running
- *   pending / running / needs_reconciliation  --client cancel, fencing_token + 1-->  cancelled
+ *   running  --a sleep, waitFor, child or forEach step cannot finish yet (core 0003)-->  waiting
+ *   waiting  --claim, once due (woken by an event or a settled child, timed out, or past its deadline)-->  running
+ *   running  --its deadline passed (the worker's deadline commit)-->  cancelled
+ *   pending / running / waiting / needs_reconciliation  --client cancel, or the parent failed or was
+ *            cancelled (trigger ledgerflow.run_settled), fencing_token + 1-->  cancelled
  * completed, failed and cancelled are final.
  *
  * The header of core migration 0001_core.sql (applied and checksummed: it stays as it is) draws
@@ -52,6 +56,7 @@ import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js'
  *   running  --handler/perform/validation failed-->  failed        (counts toward maxAttempts)
  *   running  --lease expired (`LeaseExpired`: the worker crashed or hung; claimed by a worker or the reconciler)-->  abandoned  (counts toward the crash limit)
  *   running  --worker stopped, intent not yet due, parked, run cancelled-->  abandoned  (does not count)
+ *   running  --the step suspended the run (waiting)-->  suspended  (does not count)
  * The crash limit is max(maxAttempts, 5) per step (retry.ts `crashLimit`); from a step's second
  * crash on, the claim opens no attempt and the run backs off, or fails (parks, with an open intent).
  */
@@ -59,7 +64,8 @@ import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js'
 /** Run transitions: from each status, the statuses a write may move it to. */
 export const RUN_TRANSITIONS: Readonly<Record<RunStatus, readonly RunStatus[]>> = {
   pending: ['running', 'cancelled'],
-  running: ['running', 'pending', 'completed', 'failed', 'needs_reconciliation', 'cancelled'],
+  running: ['running', 'pending', 'waiting', 'completed', 'failed', 'needs_reconciliation', 'cancelled'],
+  waiting: ['running', 'cancelled'],
   needs_reconciliation: ['running', 'cancelled'],
   completed: [],
   failed: [],
@@ -75,10 +81,11 @@ export const EFFECT_TRANSITIONS: Readonly<Record<EffectStatus | 'none', readonly
 
 export const ATTEMPT_TRANSITIONS: Readonly<Record<AttemptStatus | 'none', readonly AttemptStatus[]>> = {
   none: ['running'],
-  running: ['succeeded', 'failed', 'abandoned'],
+  running: ['succeeded', 'failed', 'abandoned', 'suspended'],
   succeeded: [],
   failed: [],
   abandoned: [],
+  suspended: [],
 };
 
 export class IllegalTransitionError extends Error {

@@ -1,4 +1,5 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
+import { isEffectKind } from '../../dsl/step-kind.js';
 import type { StepDefinition } from '../../dsl/workflow.js';
 import { LeaseLostError } from '../errors.js';
 import type { Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
@@ -55,6 +56,8 @@ export interface AdvanceParams {
   readonly output: Json;
   /** Ledger row the result points at (effect kinds only), and what this commit does to it. */
   readonly effect?: ResultEffect;
+  /** The step's condition said no: recorded as skipped, output NULL, no ledger row whatever the kind. */
+  readonly skipped?: boolean;
   readonly continuation: Continuation;
 }
 
@@ -65,8 +68,8 @@ export interface ResultCommitSource {
   readonly step: StepDefinition;
   /** The attempt to close as succeeded. */
   readonly attempt: number;
-  /** What the commit does with the run, given the output; asked once per result commit. */
-  continuation(output: Json): Continuation;
+  /** What the commit does with the run, given the output (`undefined`: skipped); asked once per result commit. */
+  continuation(output: Json | undefined): Continuation;
 }
 
 /**
@@ -113,6 +116,8 @@ export interface AdvanceResult {
   readonly claimed: readonly LeasedRun[] | undefined;
   /** With `insert-recorded` only: the step already had a ledger row, so this statement changed nothing. */
   readonly effectExists?: boolean;
+  /** `hold` only: the run's deadline has passed; the driver cancels it instead of running the next step. */
+  readonly overdue: boolean;
 }
 
 const lit = (value: string): RawBuilder<unknown> => sql.lit(value);
@@ -133,6 +138,7 @@ export async function advanceRun(db: Kysely<LedgerflowDatabase>, p: AdvanceParam
     nextAttempt: row?.next_attempt ?? null,
     claimed: fused ? (row?.claimed ?? []).map(toLeasedRun) : undefined,
     ...(p.effect?.mode === 'insert-recorded' ? { effectExists: row?.effect_exists === true } : {}),
+    overdue: row?.overdue === true,
   };
 }
 
@@ -142,6 +148,7 @@ export interface AdvanceRow {
   next_attempt: number | null;
   claimed: LeasedRunRow[] | null;
   effect_exists: boolean;
+  overdue: boolean | null;
 }
 
 /** The statement of {@link advanceRun}; checks the transitions it makes before building it. */
@@ -155,12 +162,13 @@ export function advanceRunStatement(p: AdvanceParams): RawBuilder<AdvanceRow> {
   // fill-recorded completes the row this same transaction inserted (openTransactionalEffect):
   // seen from outside, the commit takes the step's ledger row from none to recorded.
   if (effect?.mode === 'insert-recorded' || effect?.mode === 'fill-recorded') assertEffectTransition('none', 'recorded');
-  if ((effect === undefined) !== (p.step.kind === 'step') || (effect?.mode === 'insert-recorded' && p.step.kind !== 'transactional')) {
+  const needsEffect = isEffectKind(p.step.kind) && p.skipped !== true;
+  if ((effect !== undefined) !== needsEffect || (effect?.mode === 'insert-recorded' && p.step.kind !== 'transactional')) {
     throw new TypeError(`advanceRun: ledger effect ${effect?.mode ?? 'none'} does not fit ${p.step.kind} step "${p.step.name}".`);
   }
   const insert = effect?.mode === 'insert-recorded' ? effect : undefined;
   const { lease, step } = p;
-  const outputJson = JSON.stringify(p.output);
+  const outputJson = p.skipped === true ? null : JSON.stringify(p.output);
   const runSet =
     p.continuation.kind === 'hold'
       ? sql`status = 'running', lease_expires_at = statement_timestamp() + ${millis(lease.leaseMs)}`
@@ -170,7 +178,7 @@ export function advanceRunStatement(p: AdvanceParams): RawBuilder<AdvanceRow> {
               output = ${JSON.stringify(p.continuation.runOutput)}::jsonb`;
   // Seen in the statement's snapshot, so it never sees the row this statement inserts.
   const stepHasEffect = sql`EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = ${lease.runId} AND e.step_name = ${step.name})`;
-  const effectCte = effect === undefined ? sql`` : ledgerCte(effect, lease, step.name, outputJson);
+  const effectCte = effect === undefined ? sql`` : ledgerCte(effect, lease, step.name, JSON.stringify(p.output));
   const attemptCte =
     p.attempt !== undefined
       ? sql`, finished AS (
@@ -205,13 +213,17 @@ export function advanceRunStatement(p: AdvanceParams): RawBuilder<AdvanceRow> {
          SET current_step = current_step + 1, updated_at = statement_timestamp(), error = NULL, ${runSet}
        WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
          AND current_step = ${step.position} ${insert !== undefined ? sql`AND NOT ${stepHasEffect}` : sql``}
-      RETURNING id
+      RETURNING id${p.continuation.kind === 'hold' ? sql`, deadline_at <= statement_timestamp() AS overdue` : sql``}
     ),
     result AS (
       INSERT INTO ledgerflow.step_result
-             (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, idempotency_key, effect_status)
+             (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, idempotency_key, effect_status${
+               p.skipped === true ? sql`, skipped` : sql``
+             })
       SELECT id, ${p.workflowName}, ${p.workflowVersion}, ${step.name}, ${step.kind}, ${outputJson}::jsonb,
-             ${p.resultAttempt}, ${effect?.key ?? null}::text, ${effect === undefined ? null : 'recorded'}::text
+             ${p.resultAttempt}, ${effect?.key ?? null}::text, ${effect === undefined ? null : 'recorded'}::text${
+               p.skipped === true ? sql`, true` : sql``
+             }
         FROM fenced
       RETURNING 1
     )
@@ -219,7 +231,9 @@ export function advanceRunStatement(p: AdvanceParams): RawBuilder<AdvanceRow> {
     SELECT EXISTS (SELECT 1 FROM fenced) AS fenced,
            ${p.continuation.kind === 'hold' ? sql`(SELECT attempt FROM next)` : sql`NULL::int`} AS next_attempt,
            ${fused === undefined ? sql`NULL::jsonb` : sql`(SELECT COALESCE(jsonb_agg(f), '[]'::jsonb) FROM (${fused.select}) f)`} AS claimed,
-           ${insert !== undefined ? stepHasEffect : sql`false`} AS effect_exists`;
+           ${insert !== undefined ? stepHasEffect : sql`false`} AS effect_exists${
+             p.continuation.kind === 'hold' ? sql`, (SELECT overdue FROM fenced) AS overdue` : sql``
+           }`;
 }
 
 /** The ledger CTE of a result commit, per {@link ResultEffect} mode (`reference` writes nothing). */

@@ -1,5 +1,6 @@
 import type { StepKind } from '../../dsl/step-kind.js';
 import type { ReconcileReport } from '../reconciler/reconciler.js';
+import type { WaitingFor } from '../store/tables.js';
 import type { CrashOutcome, FailureOutcome } from './failure-commits.js';
 import type { SerializedError } from './step-errors.js';
 
@@ -61,6 +62,12 @@ export type WorkerEvent =
   | { readonly type: 'run-completed'; readonly runId: string; readonly workflow: string }
   | { readonly type: 'run-released'; readonly runId: string; readonly step: string }
   | { readonly type: 'run-parked'; readonly runId: string; readonly step: string; readonly reason: string }
+  /** A condition (`when`) said no: the step is recorded as skipped. */
+  | { readonly type: 'step-skipped'; readonly runId: string; readonly step: string }
+  /** A sleep, waitFor, child or forEach step parked the run `waiting` (no lease). */
+  | { readonly type: 'run-waiting'; readonly runId: string; readonly step: string; readonly waitingFor: WaitingFor }
+  /** The run was still unfinished at its deadline (`timeoutMs`): cancelled, with its children. */
+  | { readonly type: 'run-deadline-exceeded'; readonly runId: string; readonly step: string | null }
   | { readonly type: 'run-rescheduled'; readonly runId: string; readonly step: string; readonly until: Date; readonly reason: string }
   | { readonly type: 'lease-lost'; readonly runId: string; readonly fencingToken: number; readonly step: string | null }
   | { readonly type: 'commit-outcome-unknown'; readonly runId: string; readonly step: string; readonly error: SerializedError }

@@ -3,12 +3,12 @@ import type { z } from 'zod';
 import type { StepDefinition } from '../../../dsl/workflow.js';
 import type { StepContext } from '../../contracts/handler-types.js';
 import { ValidationError } from '../../errors.js';
-import type { Json, LedgerflowDatabase } from '../../store/tables.js';
+import type { Json, LedgerflowDatabase, WaitingFor } from '../../store/tables.js';
 import type { LeasedRun } from '../claim.js';
 import { exponentialBackoffMs, sleep } from '../backoff.js';
 import type { RegisteredWorkflow } from '../registry.js';
 import { requestHash } from '../request-hash.js';
-import { attemptCommitState, leaseLost, type Continuation, type Lease } from '../step-commits.js';
+import { advanceRun, attemptCommitState, leaseLost, resultCommit, type Continuation, type Lease } from '../step-commits.js';
 import { LeaseLostError } from '../../errors.js';
 import { isConnectionError, ResyncNeeded, StepFailure, userCode, type FailurePhase } from '../step-errors.js';
 import type { EffectClaim } from '../ledger.js';
@@ -23,8 +23,8 @@ export interface StepExecution {
   readonly attempt: number;
   /** Aborted when the lease is lost or the worker gives up waiting on stop. */
   readonly signal: AbortSignal;
-  /** What the step's commit does with the run, given the step's output. */
-  continuation(output: Json): Continuation;
+  /** What the step's commit does with the run, given the step's output (`undefined`: the step was skipped). */
+  continuation(output: Json | undefined): Continuation;
   /** Reports a commit whose outcome became unknown (for the worker's event stream). */
   onUnknownOutcome(error: unknown): void;
   /**
@@ -46,9 +46,15 @@ export type StepOutcome =
       readonly reused?: boolean;
       /** Runs a fused claim took in the same commit (`complete` with `claimNext` only). */
       readonly claimed?: readonly LeasedRun[] | undefined;
+      /** `hold` only: the run's deadline has passed. */
+      readonly overdue?: boolean;
+      /** The step's condition said no: recorded as skipped, `output` is not one. */
+      readonly skipped?: boolean;
     }
   | { readonly kind: 'parked'; readonly reason: string }
-  | { readonly kind: 'rescheduled'; readonly until: Date; readonly reason: string };
+  | { readonly kind: 'rescheduled'; readonly until: Date; readonly reason: string }
+  /** A sleep, waitFor, child or forEach step cannot finish yet: the run is `waiting`, without a lease. */
+  | { readonly kind: 'suspended'; readonly waitingFor: WaitingFor; readonly due: boolean };
 
 export type StepExecutor = (execution: StepExecution) => Promise<StepOutcome>;
 
@@ -125,6 +131,58 @@ export async function bounded<T>(
   }
 }
 
+/**
+ * The one-statement result commit of a step whose output needs no ledger row (`step` and the
+ * built-in kinds): result + attempt succeeded + transition, on `db` (the caller's transaction,
+ * if the commit must go with other statements). `output` comes from {@link validateOutput}.
+ */
+export async function commitOutput(s: StepExecution, output: Json, db: Kysely<LedgerflowDatabase> = s.db): Promise<StepOutcome> {
+  const commit = resultCommit(s, output);
+  const result = await advanceRun(db, commit);
+  if (!result.fenced) throw leaseLost(s.lease, 'the step result');
+  return {
+    kind: 'advanced',
+    output,
+    continuation: commit.continuation.kind,
+    nextAttempt: result.nextAttempt,
+    claimed: result.claimed,
+    overdue: result.overdue,
+  };
+}
+
+/**
+ * Evaluates the step's condition (pure, checked like a key) and, when it says no, records the
+ * step as skipped — no handler, no ledger row, output NULL — in one fenced commit that moves the
+ * run on. `undefined` when the step is to run.
+ */
+export async function skipUnlessWanted(s: StepExecution): Promise<StepOutcome | undefined> {
+  const when = s.step.when;
+  if (when === undefined) return undefined;
+  const context = keyContext(s);
+  const wanted = await userCode(() => when(context));
+  if (typeof wanted !== 'boolean') {
+    throw new StepFailure(new TypeError(`The condition (when) of step "${s.step.name}" must return a boolean (got ${JSON.stringify(wanted)}).`));
+  }
+  if (wanted) return undefined;
+  const commit = { ...resultCommit({ ...s, continuation: () => s.continuation(undefined) }, null), skipped: true };
+  const result = await commitKnowingOutcome(s, () => advanceRun(s.db, commit), { retry: true });
+  if (!result.fenced) throw leaseLost(s.lease, 'the skipped step');
+  return {
+    kind: 'advanced',
+    output: null,
+    skipped: true,
+    continuation: commit.continuation.kind,
+    nextAttempt: result.nextAttempt,
+    claimed: result.claimed,
+    overdue: result.overdue,
+  };
+}
+
+/** The key context of the current step: the run's input and the outputs of the steps before it. */
+export function keyContext(s: Pick<StepExecution, 'run'>): { readonly input: Json; readonly steps: Readonly<Record<string, Json>> } {
+  return { input: s.run.input, steps: s.run.outputs };
+}
+
 /** The lease loss an aborted flight signal stands for (its reason, or one made from it). */
 export function lostLease(signal: AbortSignal): LeaseLostError {
   return signal.reason instanceof LeaseLostError ? signal.reason : new LeaseLostError(String(signal.reason));
@@ -132,12 +190,12 @@ export function lostLease(signal: AbortSignal): LeaseLostError {
 
 /** The step's key and request hash, computed from the persisted input and earlier outputs. */
 export async function effectClaim(s: StepExecution): Promise<EffectClaim> {
-  const keyContext = { input: s.run.input, steps: s.run.outputs };
-  const key = await userCode(() => s.step.key!(keyContext));
+  const context = keyContext(s);
+  const key = await userCode(() => s.step.key!(context));
   if (typeof key !== 'string' || key === '') {
     throw new StepFailure(new TypeError(`The key function of step "${s.step.name}" must return a non-empty string (got ${JSON.stringify(key)}).`));
   }
-  const request = s.step.request ? await userCode(() => s.step.request!(keyContext)) : keyContext;
+  const request = s.step.request ? await userCode(() => s.step.request!(context)) : context;
   return { key, requestHash: requestHash(request), attempt: s.attempt };
 }
 

@@ -1,9 +1,8 @@
 import type { StepHandler } from '../../contracts/handler-types.js';
 import { faultPoint } from '../../faults/fault-points.js';
-import { advanceRun, leaseLost, resultCommit } from '../step-commits.js';
 import { HandlerTimeoutError } from '../step-errors.js';
 import { readOnlyDatabase } from './read-only-db.js';
-import { bounded, commitKnowingOutcome, handlerContext, validateOutput, type StepExecutor } from './step-execution.js';
+import { bounded, commitKnowingOutcome, commitOutput, handlerContext, validateOutput, type StepExecutor } from './step-execution.js';
 
 /**
  * `step`: run the handler (reading through the read-only `ctx.db` if it likes), validate its output, then ONE commit (one statement): the result,
@@ -22,8 +21,5 @@ export const executeStep: StepExecutor = async (s) => {
   );
   const output = validateOutput(s, value);
   await faultPoint('before-step-commit');
-  const commit = resultCommit(s, output);
-  const result = await commitKnowingOutcome(s, () => advanceRun(s.db, commit), { retry: true });
-  if (!result.fenced) throw leaseLost(s.lease, 'the step result');
-  return { kind: 'advanced', output, continuation: commit.continuation.kind, nextAttempt: result.nextAttempt, claimed: result.claimed };
+  return commitKnowingOutcome(s, () => commitOutput(s, output), { retry: true });
 };

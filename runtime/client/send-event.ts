@@ -1,0 +1,127 @@
+import { randomUUID } from 'node:crypto';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
+import type { AnyEvent } from '../../dsl/event.js';
+import { DuplicateEventError, ValidationError } from '../errors.js';
+import type { LedgerflowDatabase } from '../store/tables.js';
+import { RUNS_CHANNEL } from '../worker/runs-subscription.js';
+import { lockEventKeyStatement } from '../worker/wait-commits.js';
+import { describeIssues } from './validate-input.js';
+
+export interface SendEventOptions {
+  /**
+   * Makes the send idempotent: sending the same event name with the same dedupe key again
+   * stores nothing new and returns the first event (`created: false`). With another correlation
+   * key or payload it throws `DuplicateEventError`.
+   */
+  readonly dedupeKey?: string;
+}
+
+export interface SentEvent {
+  readonly eventId: string;
+  /** `false` when the dedupe key named an event already stored. */
+  readonly created: boolean;
+  /** Waiting runs this send woke (0 when nobody waits yet: the event waits for them). */
+  readonly woke: number;
+}
+
+/** What typed senders (generated `send<Event>` functions) need from a client. */
+export interface EventSender {
+  sendEvent<E extends AnyEvent>(event: E, key: string, payload: unknown, options?: SendEventOptions): Promise<SentEvent>;
+}
+
+
+const MAX_TEXT = 1_000;
+
+/**
+ * Validates an event's payload and key; returns the payload as JSON text. Nothing is written
+ * when this throws.
+ */
+export function parseEvent(event: AnyEvent, key: string, payload: unknown, options: SendEventOptions): string {
+  if (typeof key !== 'string' || key.length === 0 || key.length > MAX_TEXT) {
+    throw new ValidationError(`The correlation key of event "${event.name}" must be 1 to ${MAX_TEXT} characters long.`, [
+      `key: ${JSON.stringify(key)}`,
+    ]);
+  }
+  const { dedupeKey } = options;
+  if (dedupeKey !== undefined && (typeof dedupeKey !== 'string' || dedupeKey.length === 0 || dedupeKey.length > MAX_TEXT)) {
+    throw new ValidationError(`The dedupe key of event "${event.name}" must be 1 to ${MAX_TEXT} characters long.`, [
+      `dedupeKey: ${JSON.stringify(dedupeKey)}`,
+    ]);
+  }
+  const parsed = event.payload.safeParse(payload);
+  if (!parsed.success) {
+    const issues = describeIssues(parsed.error.issues);
+    throw new ValidationError(
+      `Invalid payload for event "${event.name}":\n${issues.map((i) => `  - ${i}`).join('\n')}\nNothing was written.`,
+      issues,
+    );
+  }
+  const json = JSON.stringify(parsed.data);
+  if (json === undefined) throw new ValidationError(`The payload of event "${event.name}" has no JSON form.`, ['(payload)']);
+  return json;
+}
+
+/**
+ * Stores an event and wakes the runs parked waiting for it, on `db` — which must be a
+ * transaction (ours or the caller's): the advisory lock taken first serializes this with every
+ * step that looks for events of this name and key (`executeWaitFor`), so a step that is about to
+ * park sees this event, or this send sees the parked step. Workers are notified at commit.
+ */
+export async function sendEventIn(
+  trx: Kysely<LedgerflowDatabase>,
+  event: AnyEvent,
+  key: string,
+  payloadJson: string,
+  options: SendEventOptions,
+): Promise<SentEvent> {
+  await lockEventKeyStatement(event.name, key).execute(trx);
+  const { rows } = await sendEventStatement(randomUUID(), event.name, key, payloadJson, options.dedupeKey).execute(trx);
+  const row = rows[0];
+  if (row === undefined) {
+    // The conflicting event was deleted between the insert and the read: nothing was stored.
+    throw new Error(`Event "${event.name}" with dedupe key "${options.dedupeKey}" conflicted with an event that then disappeared; send it again.`);
+  }
+  if (!row.same) {
+    throw new DuplicateEventError(
+      `Dedupe key "${options.dedupeKey}" of event "${event.name}" already names event ${row.id} with another correlation key or payload. ` +
+        'A dedupe key names one event: use a new one for another event.',
+    );
+  }
+  return { eventId: row.id, created: row.created, woke: Number(row.woke) };
+}
+
+/** The statement of {@link sendEventIn} after its lock: the insert, the wake-up, or the event the dedupe key already names. */
+export function sendEventStatement(
+  id: string,
+  event: string,
+  key: string,
+  payloadJson: string,
+  dedupeKey: string | undefined,
+): RawBuilder<{ id: string; created: boolean; same: boolean; woke: number | string }> {
+  return sql<{ id: string; created: boolean; same: boolean; woke: number | string }>`
+    WITH inserted AS (
+      INSERT INTO ledgerflow.event (id, name, correlation_key, payload, dedupe_key, created_at)
+      VALUES (${id}, ${event}, ${key}, ${payloadJson}::jsonb, ${dedupeKey ?? null}::text, statement_timestamp())
+      ON CONFLICT (name, dedupe_key) DO NOTHING
+      RETURNING id
+    ),
+    woken AS (
+      UPDATE ledgerflow.workflow_run r
+         SET run_after = statement_timestamp(), updated_at = statement_timestamp()
+        FROM ledgerflow.step_wait w
+       WHERE EXISTS (SELECT 1 FROM inserted)
+         AND w.kind = 'event' AND w.event_name = ${event} AND w.correlation_key = ${key} AND w.resolved_at IS NULL
+         AND r.id = w.run_id AND r.status = 'waiting'
+      RETURNING r.id, pg_notify(${RUNS_CHANNEL}, r.id::text)
+    )
+    SELECT i.id, true AS created, true AS same, (SELECT count(*) FROM woken) AS woke FROM inserted i
+    UNION ALL
+    SELECT e.id, false, e.correlation_key = ${key} AND e.payload = ${payloadJson}::jsonb, 0
+      FROM ledgerflow.event e
+     WHERE NOT EXISTS (SELECT 1 FROM inserted) AND e.name = ${event} AND e.dedupe_key = ${dedupeKey ?? null}::text`;
+}
+
+/** A run's signal: an event whose correlation key is the run id (`waitFor` without `match`). */
+export function signalKey(runId: string): string {
+  return runId.toLowerCase();
+}
