@@ -5,7 +5,7 @@ import type { WorkflowRegistration } from '../contracts/registration.js';
 import { RunNotFoundError, UnknownWorkflowError, ValidationError, WaitTimeoutError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { RUN_STATUSES, type LedgerflowDatabase, type RunStatus, type StepEffectRow, type WorkflowRunRow } from '../store/tables.js';
-import { assertAttemptTransition, assertRunTransition } from '../worker/state-machines.js';
+import { assertRunTransition } from '../worker/state-machines.js';
 import { loadRunDetails, SETTLED_RUN_STATUSES, type RunDetails } from './run-details.js';
 import { parseEvent, sendEventIn, signalKey, type SendEventOptions, type SentEvent } from './send-event.js';
 import { startRun, type MigratedVersions, type StartedRun, type StartOptions } from './start-run.js';
@@ -279,7 +279,6 @@ export function createClient(options: ClientOptions): Client {
  */
 export function cancelRunStatement(db: Kysely<LedgerflowDatabase>, runId: string) {
   for (const from of CANCELLABLE) assertRunTransition(from, 'cancelled');
-  assertAttemptTransition('running', 'abandoned');
   return db
     .updateTable('ledgerflow.workflow_run')
     .set({

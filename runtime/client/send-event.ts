@@ -4,6 +4,7 @@ import type { AnyEvent } from '../../dsl/event.js';
 import { DuplicateEventError, ValidationError } from '../errors.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import { RUNS_CHANNEL } from '../worker/runs-subscription.js';
+import { assertRunTransition } from '../worker/state-machines.js';
 import { lockEventKeyStatement } from '../worker/wait-commits.js';
 import { describeIssues } from './validate-input.js';
 
@@ -98,6 +99,7 @@ export function sendEventStatement(
   payloadJson: string,
   dedupeKey: string | undefined,
 ): RawBuilder<{ id: string; created: boolean; same: boolean; woke: number | string }> {
+  assertRunTransition('waiting', 'waiting');
   return sql<{ id: string; created: boolean; same: boolean; woke: number | string }>`
     WITH inserted AS (
       INSERT INTO ledgerflow.event (id, name, correlation_key, payload, dedupe_key, created_at)

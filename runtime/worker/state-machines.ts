@@ -23,6 +23,7 @@ import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js'
  *   needs_reconciliation  --reconciler claims it-->  running
  *   running  --a sleep, waitFor, child or forEach step cannot finish yet (core 0003)-->  waiting
  *   waiting  --claim, once due (woken by an event or a settled child, timed out, or past its deadline)-->  running
+ *   waiting  --woken: an event it waits for was sent, or one of its children settled (trigger)-->  waiting  (due now)
  *   running  --its deadline passed (the worker's deadline commit)-->  cancelled
  *   pending / running / waiting / needs_reconciliation  --client cancel, or the parent failed or was
  *            cancelled (trigger ledgerflow.run_settled), fencing_token + 1-->  cancelled
@@ -65,7 +66,7 @@ import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js'
 export const RUN_TRANSITIONS: Readonly<Record<RunStatus, readonly RunStatus[]>> = {
   pending: ['running', 'cancelled'],
   running: ['running', 'pending', 'waiting', 'completed', 'failed', 'needs_reconciliation', 'cancelled'],
-  waiting: ['running', 'cancelled'],
+  waiting: ['running', 'waiting', 'cancelled'],
   needs_reconciliation: ['running', 'cancelled'],
   completed: [],
   failed: [],

@@ -253,6 +253,7 @@ export async function startChildren(db: Kysely<LedgerflowDatabase>, p: StartChil
 }
 
 export function startChildrenStatement(p: StartChildrenParams): RawBuilder<{ fenced: boolean; started: number | string; notified: unknown }> {
+  assertRunTransition('running', 'running');
   const { lease } = p;
   const deadline = p.child.timeoutMs === undefined ? sql`NULL::timestamptz` : sql`statement_timestamp() + ${millis(p.child.timeoutMs)}`;
   const idx = p.children.map((c) => c.index);

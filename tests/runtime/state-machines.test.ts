@@ -35,8 +35,14 @@ type Machine = 'run' | 'effect' | 'attempt';
  * are writes that keep the status (a lease extended, an intent's next lookup moved).
  */
 const WRITES: Readonly<Record<string, readonly string[]>> = {
-  'claim.sql': ['run pending->running', 'run running->running', 'attempt running->abandoned', 'attempt none->running'],
-  'claim-fused-in-completion.sql': ['run running->completed', 'attempt running->succeeded', 'run pending->running', 'attempt none->running'],
+  'claim.sql': ['run pending->running', 'run waiting->running', 'run running->running', 'attempt running->abandoned', 'attempt none->running'],
+  'claim-fused-in-completion.sql': [
+    'run running->completed',
+    'attempt running->succeeded',
+    'run pending->running',
+    'run waiting->running',
+    'attempt none->running',
+  ],
   'load-leased-run.sql': [],
   'advance-hold.sql': ['run running->running', 'attempt running->succeeded', 'attempt none->running'],
   'advance-release.sql': ['run running->pending', 'attempt running->succeeded'],
@@ -82,8 +88,20 @@ const WRITES: Readonly<Record<string, readonly string[]>> = {
   'release-intent-fail.sql': ['run running->failed', 'effect intent->released'],
   'park-run.sql': ['run running->needs_reconciliation'],
   'return-run.sql': ['run running->needs_reconciliation'],
-  'cancel-run.sql': ['run pending->cancelled', 'run running->cancelled', 'run needs_reconciliation->cancelled'],
-  'cancel-attempts.sql': ['attempt running->abandoned'],
+  // The run_settled trigger then closes the run's running attempt and cancels its children (core 0003).
+  'cancel-run.sql': ['run pending->cancelled', 'run running->cancelled', 'run waiting->cancelled', 'run needs_reconciliation->cancelled'],
+  'open-wait-sleep.sql': [],
+  'open-wait-event.sql': [],
+  'lock-event-key.sql': [],
+  'take-event.sql': [],
+  'resolve-wait.sql': [],
+  'suspend-run-event.sql': ['run running->waiting', 'attempt running->suspended'],
+  'suspend-run-children.sql': ['run running->waiting', 'attempt running->suspended'],
+  // The parent's lease is extended; the children are inserted pending (the column default).
+  'start-children.sql': ['run running->running'],
+  'cancel-overdue.sql': ['run running->cancelled'],
+  // A waiting run is woken: it stays waiting, due now.
+  'send-event.sql': ['run waiting->waiting'],
 };
 
 /** Variants that differ from a snapshot case in parameters only: how a failure's phase settles the attempt's own intent. */
@@ -227,6 +245,10 @@ describe('state machine tables', () => {
         'run running->failed',
         'run running->needs_reconciliation',
         'run running->cancelled',
+        'run running->waiting',
+        'run waiting->running',
+        'run waiting->waiting',
+        'run waiting->cancelled',
         'run needs_reconciliation->running',
         'run needs_reconciliation->cancelled',
         'effect none->intent',
@@ -239,6 +261,7 @@ describe('state machine tables', () => {
         'attempt running->succeeded',
         'attempt running->failed',
         'attempt running->abandoned',
+        'attempt running->suspended',
       ].sort(),
     );
   });
@@ -264,7 +287,7 @@ describe('state machine tables', () => {
 
   it('lets the client cancel any run that is not final', () => {
     const cancellable = RUN_STATUSES.filter((s) => RUN_TRANSITIONS[s].includes('cancelled'));
-    expect(cancellable).toEqual(['pending', 'running', 'needs_reconciliation']);
+    expect(cancellable).toEqual(['pending', 'running', 'waiting', 'needs_reconciliation']);
     for (const from of cancellable) expect(() => assertRunTransition(from, 'cancelled')).not.toThrow();
   });
 });

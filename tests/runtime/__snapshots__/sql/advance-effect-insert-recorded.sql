@@ -35,7 +35,7 @@
          SET current_step = current_step + 1, updated_at = statement_timestamp(), error = NULL, status = 'running', lease_expires_at = statement_timestamp() + ($1::double precision * interval '1 millisecond')
        WHERE id = $2 AND fencing_token = $3 AND status = 'running'
          AND current_step = $4 AND NOT EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = $5 AND e.step_name = $6)
-      RETURNING id
+      RETURNING id, deadline_at <= statement_timestamp() AS overdue
     ),
     result AS (
       INSERT INTO ledgerflow.step_result
@@ -66,4 +66,4 @@
     SELECT EXISTS (SELECT 1 FROM fenced) AS fenced,
            (SELECT attempt FROM next) AS next_attempt,
            NULL::jsonb AS claimed,
-           EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = $28 AND e.step_name = $29) AS effect_exists;
+           EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = $28 AND e.step_name = $29) AS effect_exists, (SELECT overdue FROM fenced) AS overdue;

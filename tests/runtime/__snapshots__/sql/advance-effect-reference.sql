@@ -25,7 +25,7 @@
          SET current_step = current_step + 1, updated_at = statement_timestamp(), error = NULL, status = 'running', lease_expires_at = statement_timestamp() + ($1::double precision * interval '1 millisecond')
        WHERE id = $2 AND fencing_token = $3 AND status = 'running'
          AND current_step = $4 
-      RETURNING id
+      RETURNING id, deadline_at <= statement_timestamp() AS overdue
     ),
     result AS (
       INSERT INTO ledgerflow.step_result
@@ -50,4 +50,4 @@
     SELECT EXISTS (SELECT 1 FROM fenced) AS fenced,
            (SELECT attempt FROM next) AS next_attempt,
            NULL::jsonb AS claimed,
-           false AS effect_exists;
+           false AS effect_exists, (SELECT overdue FROM fenced) AS overdue;

@@ -3,9 +3,11 @@
 -- $1 = "cancelled"
 -- $2 = null
 -- $3 = null
--- $4 = "00000000-0000-4000-8000-000000000001"
--- $5 = "pending"
--- $6 = "running"
--- $7 = "needs_reconciliation"
+-- $4 = null
+-- $5 = "00000000-0000-4000-8000-000000000001"
+-- $6 = "pending"
+-- $7 = "running"
+-- $8 = "waiting"
+-- $9 = "needs_reconciliation"
 
-update "ledgerflow"."workflow_run" set "status" = $1, "finished_at" = now(), "updated_at" = now(), "lease_owner" = $2, "lease_expires_at" = $3, "fencing_token" = fencing_token + 1 where "id" = $4 and "status" in ($5, $6, $7) returning "id";
+update "ledgerflow"."workflow_run" set "status" = $1, "finished_at" = statement_timestamp(), "updated_at" = statement_timestamp(), "lease_owner" = $2, "lease_expires_at" = $3, "waiting_for" = $4, "fencing_token" = fencing_token + 1 where "id" = $5 and "status" in ($6, $7, $8, $9) returning "id";

@@ -32,7 +32,8 @@
       RETURNING 1
     )
     SELECT c.fencing_token, t.previous_status, t.previous_error,
-           (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res WHERE res.run_id = $6) AS outputs,
+           (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res
+             WHERE res.run_id = $6 AND NOT res.skipped) AS outputs,
            (SELECT count(*) FROM ledgerflow.step_attempt a
              WHERE a.run_id = $7 AND a.step_name = $8 AND a.status = 'failed')::int AS failures
       FROM claimed c, target t;

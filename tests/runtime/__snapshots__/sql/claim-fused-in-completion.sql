@@ -47,7 +47,7 @@
     fused_candidate AS (
       SELECT r.id
         FROM ledgerflow.workflow_run r
-       WHERE r.status = 'pending' AND r.run_after <= statement_timestamp() AND (r.workflow_name, r.workflow_version) IN (SELECT * FROM unnest($16::text[], $17::int[])) AND EXISTS (SELECT 1 FROM fenced)
+       WHERE r.status IN ('pending', 'waiting') AND r.run_after <= statement_timestamp() AND (r.workflow_name, r.workflow_version) IN (SELECT * FROM unnest($16::text[], $17::int[])) AND EXISTS (SELECT 1 FROM fenced)
        ORDER BY r.run_after
        LIMIT $18
          FOR NO KEY UPDATE SKIP LOCKED
@@ -55,13 +55,15 @@
     fused_claimed AS (
       UPDATE ledgerflow.workflow_run r
          SET status = 'running',
+             waiting_for = NULL,
              lease_owner = $19,
              lease_expires_at = statement_timestamp() + ($20::double precision * interval '1 millisecond'),
              fencing_token = r.fencing_token + 1,
              updated_at = statement_timestamp()
         FROM fused_candidate c
        WHERE r.id = c.id
-      RETURNING r.id, r.workflow_name, r.workflow_version, r.input, r.current_step, r.fencing_token
+      RETURNING r.id, r.workflow_name, r.workflow_version, r.input, r.current_step, r.fencing_token,
+                COALESCE(r.deadline_at <= statement_timestamp(), false) AS overdue
     ),
     fused_history AS (
       SELECT c.id AS run_id, d.step_name, c.fencing_token,
@@ -84,13 +86,14 @@
     SELECT EXISTS (SELECT 1 FROM fenced) AS fenced,
            NULL::int AS next_attempt,
            (SELECT COALESCE(jsonb_agg(f), '[]'::jsonb) FROM (
-    SELECT c.id, c.workflow_name, c.workflow_version, c.input, c.current_step, c.fencing_token,
+    SELECT c.id, c.workflow_name, c.workflow_version, c.input, c.current_step, c.fencing_token, c.overdue,
            o.attempt,
            COALESCE(h.failures, 0) AS prior_failures,
            COALESCE(h.crashes, 0) + (CASE WHEN false THEN 1 ELSE 0 END) AS crashes,
            (false AND COALESCE(h.crashes, 0) > 0) AS repeated_crash,
            CASE WHEN c.current_step > 0 THEN
-             (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res WHERE res.run_id = c.id)
+             (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res
+               WHERE res.run_id = c.id AND NOT res.skipped)
            END AS outputs
       FROM fused_claimed c
       LEFT JOIN fused_history h ON h.run_id = c.id

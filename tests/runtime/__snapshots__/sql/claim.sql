@@ -25,7 +25,7 @@ WITH
     due AS (
       SELECT r.id
         FROM ledgerflow.workflow_run r
-       WHERE r.status = 'pending' AND r.run_after <= statement_timestamp() AND (r.workflow_name, r.workflow_version) IN (SELECT * FROM unnest($4::text[], $5::int[])) 
+       WHERE r.status IN ('pending', 'waiting') AND r.run_after <= statement_timestamp() AND (r.workflow_name, r.workflow_version) IN (SELECT * FROM unnest($4::text[], $5::int[])) 
        ORDER BY r.run_after
        LIMIT $6
          FOR NO KEY UPDATE SKIP LOCKED
@@ -39,13 +39,15 @@ WITH
     claimed AS (
       UPDATE ledgerflow.workflow_run r
          SET status = 'running',
+             waiting_for = NULL,
              lease_owner = $8,
              lease_expires_at = statement_timestamp() + ($9::double precision * interval '1 millisecond'),
              fencing_token = r.fencing_token + 1,
              updated_at = statement_timestamp()
         FROM candidate c
        WHERE r.id = c.id
-      RETURNING r.id, r.workflow_name, r.workflow_version, r.input, r.current_step, r.fencing_token
+      RETURNING r.id, r.workflow_name, r.workflow_version, r.input, r.current_step, r.fencing_token,
+                COALESCE(r.deadline_at <= statement_timestamp(), false) AS overdue
     ),
     history AS (
       SELECT c.id AS run_id, d.step_name, c.fencing_token,
@@ -74,13 +76,14 @@ WITH
        WHERE h.crashes = 0 OR NOT EXISTS (SELECT 1 FROM abandoned x WHERE x.run_id = h.run_id)
       RETURNING run_id, attempt
     ) 
-    SELECT c.id, c.workflow_name, c.workflow_version, c.input, c.current_step, c.fencing_token,
+    SELECT c.id, c.workflow_name, c.workflow_version, c.input, c.current_step, c.fencing_token, c.overdue,
            o.attempt,
            COALESCE(h.failures, 0) AS prior_failures,
            COALESCE(h.crashes, 0) + (CASE WHEN x.run_id IS NOT NULL THEN 1 ELSE 0 END) AS crashes,
            (x.run_id IS NOT NULL AND COALESCE(h.crashes, 0) > 0) AS repeated_crash,
            CASE WHEN c.current_step > 0 THEN
-             (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res WHERE res.run_id = c.id)
+             (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res
+               WHERE res.run_id = c.id AND NOT res.skipped)
            END AS outputs
       FROM claimed c
       LEFT JOIN history h ON h.run_id = c.id

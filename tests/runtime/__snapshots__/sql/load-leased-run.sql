@@ -5,6 +5,7 @@
 -- $3 = 7
 
     SELECT r.id, r.workflow_name, r.workflow_version, r.input, r.current_step, r.fencing_token,
+           COALESCE(r.deadline_at <= statement_timestamp(), false) AS overdue,
            a.attempt,
            (SELECT count(*) FROM ledgerflow.step_attempt f
              WHERE f.run_id = r.id AND f.step_name = d.step_name AND f.status = 'failed')::int AS prior_failures,
@@ -12,7 +13,8 @@
              WHERE f.run_id = r.id AND f.step_name = d.step_name AND f.status = 'abandoned'
                AND f.error->>'name' = $1::text)::int AS crashes,
            false AS repeated_crash,
-           (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res WHERE res.run_id = r.id) AS outputs
+           (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res
+             WHERE res.run_id = r.id AND NOT res.skipped) AS outputs
       FROM ledgerflow.workflow_run r
       LEFT JOIN ledgerflow.workflow_step_def d
         ON d.workflow_name = r.workflow_name AND d.version = r.workflow_version AND d.position = r.current_step
