@@ -13,8 +13,6 @@ import type { Store } from '../../runtime/store/store.js';
 import { describeStores } from '../support/describe-stores.js';
 import { workflowMigrations } from '../support/migrate-for-test.js';
 import { schemaDrift } from '../support/schema-drift.js';
-import { waitUntil } from './fixtures/run-helpers.js';
-import { gate } from './fixtures/test-handlers.js';
 import { twoSteps } from './fixtures/test-workflows.js';
 
 const LEGACY_FIXTURE = fileURLToPath(new URL('./fixtures/legacy-0001_core.sql', import.meta.url));
@@ -63,36 +61,34 @@ describeStores('migrate: upgrading a database of the previous release', (getStor
       { name: workflow.name, checksum: migrationChecksum(workflow.sql) },
     ]);
 
-    // Three runs: one completes, two are left mid-way (first step done, second in progress).
+    // Three runs as the previous release's worker left them: one completed; two mid-way, their
+    // first step committed and the second one's attempt running under a lease that has expired
+    // (the old worker was stopped during the upgrade). Written as that release's code wrote them:
+    // today's worker needs the newer core schema, so it cannot play the old one.
     const client = createClient({ store });
     const runIds: string[] = [];
     for (const n of [1, 2, 3]) runIds.push((await client.start(twoSteps, { n })).runId);
-    const held = gate();
-    let describeCalls = 0;
-    const gatedSecondStep = bindHandlers(
-      twoSteps,
-      {
-        double: ({ input }) => ({ value: input.n * 2 }),
-        describe: async ({ steps }) => {
-          describeCalls += 1;
-          if (describeCalls > 1) await held.wait();
-          return { text: `value is ${steps.double.value}` };
-        },
-      },
-      shapeHash(twoSteps),
-    );
-    const oldWorker = createWorker({ store, workflows: [gatedSecondStep], concurrency: 4, ...FAST });
-    await oldWorker.start();
-    const statuses = async () => (await client.listRuns({ workflow: twoSteps.name })).map((r) => r.status).sort();
-    await waitUntil('one run completed and two inside their second step', async () =>
-      describeCalls === 3 && (await statuses()).join() === 'completed,running,running', 20_000);
-    await oldWorker.stop({ timeoutMs: 50 });
-    held.open();
-    const before = await Promise.all(runIds.map((id) => client.getRun(id)));
-    expect(before.map((r) => r.status).sort()).toEqual(['completed', 'pending', 'pending']);
-    for (const run of before.filter((r) => r.status === 'pending')) {
-      expect(run.current_step).toBe(1);
-      expect(run.steps.map((s) => s.step_name)).toEqual(['double']);
+    for (const [i, id] of runIds.entries()) {
+      const n = i + 1;
+      await sql`INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, finished_at)
+                VALUES (${id}, 'double', 1, 'succeeded', 1, 'old-worker', now())`.execute(store.db);
+      await sql`INSERT INTO ledgerflow.step_result (run_id, workflow_name, workflow_version, step_name, kind, output, attempt)
+                VALUES (${id}, ${twoSteps.name}, ${twoSteps.version}, 'double', 'step', ${JSON.stringify({ value: n * 2 })}::jsonb, 1)`.execute(store.db);
+      if (n === 1) {
+        await sql`INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, finished_at)
+                  VALUES (${id}, 'describe', 1, 'succeeded', 1, 'old-worker', now())`.execute(store.db);
+        await sql`INSERT INTO ledgerflow.step_result (run_id, workflow_name, workflow_version, step_name, kind, output, attempt)
+                  VALUES (${id}, ${twoSteps.name}, ${twoSteps.version}, 'describe', 'step', '{"text":"value is 2"}'::jsonb, 1)`.execute(store.db);
+        await sql`UPDATE ledgerflow.workflow_run SET status = 'completed', current_step = 2, fencing_token = 1, finished_at = now(),
+                         output = '{"double":{"value":2},"describe":{"text":"value is 2"}}'::jsonb
+                   WHERE id = ${id}`.execute(store.db);
+      } else {
+        await sql`INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id)
+                  VALUES (${id}, 'describe', 1, 'running', 1, 'old-worker')`.execute(store.db);
+        await sql`UPDATE ledgerflow.workflow_run SET status = 'running', current_step = 1, fencing_token = 1,
+                         lease_owner = 'old-worker', lease_expires_at = now() - interval '1 second'
+                   WHERE id = ${id}`.execute(store.db);
+      }
     }
 
     // The new release: core migrations first; the old 0001_core.sql is still in the directory.

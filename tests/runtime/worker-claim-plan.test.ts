@@ -43,8 +43,15 @@ describe('claim plan over a deep backlog [pg]', () => {
       SELECT gen_random_uuid(), ${twoSteps.name}, 1, jsonb_build_object('n', g), 'running', 'elsewhere',
              now() + (g - 100) * interval '1 second'
         FROM generate_series(1, 200) AS g`.execute(store.db);
+    // 100 000 sleeping runs (waiting until tomorrow and later): rows, not claim cost.
+    await sql`
+      INSERT INTO ledgerflow.workflow_run (id, workflow_name, workflow_version, input, status, run_after, waiting_for)
+      SELECT gen_random_uuid(), ${twoSteps.name}, 1, jsonb_build_object('n', g), 'waiting',
+             now() + interval '1 day' + g * interval '1 second',
+             jsonb_build_object('kind', 'sleep', 'step', 'double', 'until', (now() + interval '1 day')::text)
+        FROM generate_series(1, 100000) AS g`.execute(store.db);
     await sql`ANALYZE ledgerflow.workflow_run`.execute(store.db);
-  }, 60_000);
+  }, 120_000);
   afterAll(() => store.close());
 
   /** EXPLAIN ANALYZE of the claim exactly as the worker sends it, rolled back. */
@@ -63,12 +70,12 @@ describe('claim plan over a deep backlog [pg]', () => {
     });
   };
 
-  it('scans workflow_run_leased_idx and workflow_run_pending_idx in order, never the table, never a sort of runs', async () => {
+  it('scans workflow_run_leased_idx and workflow_run_due_idx in order, never the table, never a sort of runs', async () => {
     const plan = await explainClaim();
     const runScans = plan.filter((n) => n['Relation Name'] === 'workflow_run');
     const indexScans = runScans.filter((n) => n['Node Type'] === 'Index Scan').map((n) => n['Index Name']);
     expect(indexScans).toContain('workflow_run_leased_idx');
-    expect(indexScans).toContain('workflow_run_pending_idx');
+    expect(indexScans).toContain('workflow_run_due_idx');
     expect(runScans.map((n) => n['Node Type'])).not.toContain('Seq Scan');
     expect(runScans.map((n) => n['Node Type'])).not.toContain('Bitmap Heap Scan');
     // A Sort anywhere above a workflow_run scan would mean reading every due run first.
@@ -80,20 +87,30 @@ describe('claim plan over a deep backlog [pg]', () => {
     const plan = await explainClaim();
     const scanned = (index: string): number =>
       plan.filter((n) => n['Index Name'] === index).reduce((sum, n) => sum + (n['Actual Rows'] ?? 0), 0);
-    // 100 leases expired: the first 16 fill the claim, so the pending index is not even read.
+    // 100 leases expired: the first 16 fill the claim, so the due index is not even read.
     expect(scanned('workflow_run_leased_idx')).toBe(LIMIT);
-    expect(scanned('workflow_run_pending_idx')).toBe(0);
+    expect(scanned('workflow_run_due_idx')).toBe(0);
     const updated = plan.find((n) => n['Node Type'] === 'ModifyTable' && n['Relation Name'] === 'workflow_run');
     expect(updated?.['Actual Rows']).toBe(LIMIT);
   });
 
-  it('with no lease expired, takes due runs from the pending index, skipping other workflows as it goes', async () => {
+  it('with no lease expired, takes due runs from the due index (pending and waiting runs), skipping other workflows as it goes', async () => {
     await sql`UPDATE ledgerflow.workflow_run SET lease_expires_at = now() + interval '1 hour' WHERE status = 'running'`.execute(store.db);
     const plan = await explainClaim();
-    const pending = plan.filter((n) => n['Index Name'] === 'workflow_run_pending_idx');
+    const pending = plan.filter((n) => n['Index Name'] === 'workflow_run_due_idx');
     // Every second due run belongs to the other workflow: about 2 × limit rows, not 50 000.
     const read = pending.reduce((sum, n) => sum + (n['Actual Rows'] ?? 0), 0);
     expect(read).toBeGreaterThanOrEqual(LIMIT);
     expect(read).toBeLessThanOrEqual(2 * LIMIT + 1);
+  });
+
+  it('with nothing due, reads no sleeping run: the due index scan stops at the first future run_after', async () => {
+    await sql`UPDATE ledgerflow.workflow_run SET run_after = now() + interval '1 hour' WHERE status = 'pending'`.execute(store.db);
+    const plan = await explainClaim();
+    const due = plan.filter((n) => n['Index Name'] === 'workflow_run_due_idx');
+    expect(due.length).toBeGreaterThan(0);
+    expect(due.reduce((sum, n) => sum + (n['Actual Rows'] ?? 0), 0)).toBe(0);
+    const updated = plan.find((n) => n['Node Type'] === 'ModifyTable' && n['Relation Name'] === 'workflow_run');
+    expect(updated?.['Actual Rows']).toBe(0);
   });
 });

@@ -47,7 +47,7 @@ describeStores('fused claim in a completion commit', (getStore) => {
       });
 
     const zombie = await complete(held!.fencingToken - 1);
-    expect(zombie).toEqual({ fenced: false, nextAttempt: null, claimed: [] });
+    expect(zombie).toEqual({ fenced: false, nextAttempt: null, claimed: [], overdue: false });
     for (const id of [second, third]) expect((await runState(store, id!)).run).toMatchObject({ status: 'pending', fencing_token: 0 });
 
     const done = await complete(held!.fencingToken);
