@@ -63,7 +63,7 @@ export {
 } from './client/client.js';
 export { SETTLED_RUN_STATUSES, MAX_LISTED_CHILDREN, type ChildRunSummary, type RunDetails } from './client/run-details.js';
 export type { EventSender, SendEventOptions, SentEvent } from './client/send-event.js';
-export { ChildFailedError, CHILDREN_PER_COMMIT } from './worker/executors/children-executor.js';
+export { ChildFailedError, DEFAULT_CHILDREN_PER_COMMIT } from './worker/executors/children-executor.js';
 export type { WorkflowVersionSummary } from './client/workflow-versions.js';
 export type { StartedRun, StartOptions } from './client/start-run.js';
 export { describeIssues } from './client/validate-input.js';

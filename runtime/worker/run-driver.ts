@@ -28,6 +28,8 @@ export interface DriverContext {
   readonly registry: WorkflowRegistry;
   readonly workerId: string;
   readonly leaseMs: number;
+  /** How many children a `child`/`forEach` step starts per commit. */
+  readonly childrenPerCommit: number;
   /** While stopping, a step's commit gives the run back instead of holding it for the next step. */
   isStopping(): boolean;
   /**
@@ -99,6 +101,7 @@ export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: A
       step,
       attempt,
       signal,
+      childrenPerCommit: ctx.childrenPerCommit,
       continuation: (output: Json | undefined): Continuation => {
         const next = workflow.steps[step.position + 1];
         if (next === undefined) {

@@ -29,13 +29,14 @@ import { sql } from 'kysely';
 import type { WorkflowRegistration } from '../contracts/registration.js';
 import { LeaseLostError } from '../errors.js';
 import type { Store } from '../store/store.js';
-import type { LeasedRun } from './claim.js';
+import { millis, type LeasedRun } from './claim.js';
 import { ClaimLoop } from './claim-loop.js';
 import { flightKey, type Flight } from './flight.js';
 import { releaseLeases } from './lease.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { ReconcileTimer } from './reconcile-timer.js';
 import { buildRegistry, verifyMigrated, verifyServed, type WorkflowRegistry } from './registry.js';
+import { DEFAULT_CHILDREN_PER_COMMIT } from './executors/children-executor.js';
 import { driveRun, type DriverContext } from './run-driver.js';
 import { RunsSubscription } from './runs-subscription.js';
 import { serializeError } from './step-errors.js';
@@ -66,6 +67,11 @@ export interface WorkerOptions {
   /** Everything the worker does and every error it survives. */
   readonly onEvent?: (event: WorkerEvent) => void;
   /**
+   * How many children a `child`/`forEach` step starts per commit (each such commit also renews
+   * the parent's lease). Default 500.
+   */
+  readonly childrenPerCommit?: number;
+  /**
    * Start even though another version of a registered workflow has unfinished runs that this
    * worker has no handlers for (a rolling deploy in which another worker serves them): reported
    * as a `versions-unserved` event instead of refusing to start. Default false.
@@ -87,8 +93,10 @@ export interface Worker {
   stop(options?: { readonly timeoutMs?: number }): Promise<void>;
   /**
    * Starts the worker if needed and resolves once nothing is left to do: no run of the
-   * registered workflows is `pending` (due or delayed by a retry backoff) or `running`, and
-   * this worker drives none. Parked (`needs_reconciliation`) runs do not count. Rejects after
+   * registered workflows is `pending` (due or delayed by a retry backoff) or `running`, none is
+   * `waiting` for a time within `timeoutMs` (a sleep, a wait's timeout, a deadline) or woken,
+   * and this worker drives none. Parked (`needs_reconciliation`) runs and runs waiting beyond
+   * `timeoutMs` (for an event without a timeout, a far-off date) do not count. Rejects after
    * `timeoutMs` (default 60 000) naming what is left. For tests, benchmarks and one-shot jobs.
    *
    * @example
@@ -123,6 +131,7 @@ class WorkerRuntime implements Worker {
   readonly #store: Store;
   readonly #registry: WorkflowRegistry;
   readonly #leaseMs: number;
+  readonly #childrenPerCommit: number;
   readonly #pollIntervalMs: number;
   readonly #onEvent: (event: WorkerEvent) => void;
   readonly #allowMissingVersions: boolean;
@@ -144,6 +153,7 @@ class WorkerRuntime implements Worker {
     this.id = options.workerId ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
     const concurrency = options.concurrency ?? 4;
     this.#leaseMs = options.leaseMs ?? 30_000;
+    this.#childrenPerCommit = options.childrenPerCommit ?? DEFAULT_CHILDREN_PER_COMMIT;
     const heartbeatMs = options.heartbeatMs ?? Math.floor(this.#leaseMs / 3);
     this.#pollIntervalMs = options.pollIntervalMs ?? 1_000;
     const reconcileIntervalMs = options.reconcileIntervalMs ?? 10_000;
@@ -157,6 +167,9 @@ class WorkerRuntime implements Worker {
     }
     if (!(this.#pollIntervalMs > 0)) problems.push(`pollIntervalMs must be > 0 (got ${this.#pollIntervalMs})`);
     if (!(reconcileIntervalMs >= 0)) problems.push(`reconcileIntervalMs must be >= 0 (got ${reconcileIntervalMs})`);
+    if (!(Number.isInteger(this.#childrenPerCommit) && this.#childrenPerCommit >= 1)) {
+      problems.push(`childrenPerCommit must be an integer >= 1 (got ${this.#childrenPerCommit})`);
+    }
     if (this.#registry.all.length === 0) problems.push('workflows is empty; register at least one workflow');
     if (problems.length > 0) throw new TypeError(`Invalid worker options: ${problems.join('; ')}.`);
 
@@ -270,7 +283,7 @@ class WorkerRuntime implements Worker {
     for (;;) {
       if (this.#flights.size === 0) {
         try {
-          remaining = await this.#countUnfinished();
+          remaining = await this.#countUnfinished(Math.max(0, timeoutMs - (performance.now() - started)));
           if (remaining === 0 && this.#flights.size === 0) return;
         } catch (error) {
           this.#emit({ type: 'error', where: 'drain', error: serializeError(error) });
@@ -280,7 +293,7 @@ class WorkerRuntime implements Worker {
       if (performance.now() - started > timeoutMs) {
         throw new Error(
           `drain() timed out after ${timeoutMs} ms: ${this.#flights.size} run(s) in flight here, ` +
-            `${remaining < 0 ? 'unknown' : remaining} pending or running in the database.`,
+            `${remaining < 0 ? 'unknown' : remaining} pending, running or waiting for less than the timeout in the database.`,
         );
       }
       await new Promise<void>((resolve) => {
@@ -296,13 +309,15 @@ class WorkerRuntime implements Worker {
     }
   }
 
-  async #countUnfinished(): Promise<number> {
+  /** Runs left to do: pending, running, or waiting for a time within `horizonMs` (or woken). */
+  async #countUnfinished(horizonMs: number): Promise<number> {
     const { rows } = await sql<{ n: number }>`
       SELECT count(*)::int AS n
         FROM ledgerflow.workflow_run r
         JOIN unnest(${this.#registry.names}::text[], ${this.#registry.versions}::int[]) AS w(name, version)
           ON r.workflow_name = w.name AND r.workflow_version = w.version
-       WHERE r.status IN ('pending', 'running')`.execute(this.#store.db);
+       WHERE r.status IN ('pending', 'running')
+          OR (r.status = 'waiting' AND r.run_after <= statement_timestamp() + ${millis(horizonMs)})`.execute(this.#store.db);
     return rows[0]?.n ?? 0;
   }
 
@@ -334,6 +349,7 @@ class WorkerRuntime implements Worker {
       registry: this.#registry,
       workerId: this.id,
       leaseMs: this.#leaseMs,
+      childrenPerCommit: this.#childrenPerCommit,
       isStopping: () => this.#state !== 'running',
       emit: (event) => this.#emit(event),
       claimNext: () => this.#claims.fusedClaim(),

@@ -16,7 +16,8 @@ import {
   RECEIPT_PERFORM_TIMEOUT_MS,
   type ChaosOrderInput,
 } from './fixtures/chaos-workflow.js';
-import { checkInvariants, type InvariantReport } from './invariants.js';
+import { chaosFulfil, chaosPick, chaosShipped, FULFIL_SCHEMA_SQL, type ChaosFulfilInput } from './fixtures/chaos-fulfil-workflow.js';
+import { checkFulfilInvariants, checkInvariants, type FulfilReport, type InvariantReport } from './invariants.js';
 import { seededRandom } from './seeded-random.js';
 import { CHAOS_APPLICATION_PREFIX, WorkerFleet, type FleetCounters } from './worker-fleet.js';
 
@@ -37,6 +38,9 @@ export interface ChaosOptions {
 export interface ChaosOutcome {
   readonly options: ChaosOptions;
   readonly report: InvariantReport;
+  readonly fulfil: FulfilReport;
+  /** Events the controller sent, resends with the same dedupe key included. */
+  readonly eventsSent: number;
   readonly fleet: FleetCounters;
   readonly unexpectedExits: readonly string[];
   readonly backendTerminations: number;
@@ -78,6 +82,8 @@ function faultSpec(seed: number): FaultSpec {
       'before-step-commit': point(0.03),
       'after-intent-commit': point(0.04),
       'after-perform': point(0.05),
+      'before-wait-commit': point(0.04),
+      'after-child-batch': point(0.05),
       'before-result-commit': point(0.04),
       'before-lease-renewal': point(0.01),
     },
@@ -135,9 +141,40 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
   let backendTerminations = 0;
   let serverRestarts = 0;
   try {
-    await migrateForTest(store, [chaosOrder]);
+    await migrateForTest(store, [chaosOrder, chaosPick, chaosFulfil]);
     await sql.raw(APP_SCHEMA_SQL).execute(store.db);
+    await sql.raw(FULFIL_SCHEMA_SQL).execute(store.db);
     const client = createClient({ store });
+    const fulfilments: ChaosFulfilInput[] = Array.from({ length: Math.max(1, Math.floor(options.runs / 4)) }, (_, i) => ({
+      orderId: `fulfil-${options.seed}-${i}`,
+      lines: random.int(1, 6),
+      express: random.next() < 0.5,
+      napMs: random.int(100, 1_500),
+    }));
+    // Each order's shipping event is sent at a random moment — before its run reaches the wait
+    // or after — and a third of them twice (same dedupe key: stored once).
+    const eventsToSend = fulfilments.flatMap((f) => (random.next() < 0.33 ? [f.orderId, f.orderId] : [f.orderId]));
+    for (let i = eventsToSend.length - 1; i > 0; i--) {
+      const j = random.int(0, i);
+      [eventsToSend[i], eventsToSend[j]] = [eventsToSend[j]!, eventsToSend[i]!];
+    }
+    let eventsSent = 0;
+    const retrying = async (what: () => Promise<unknown>): Promise<void> => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await what();
+          return;
+        } catch (error) {
+          if (attempt >= 100) throw error;
+          await sleep(200);
+        }
+      }
+    };
+    const sendShipped = (orderId: string): Promise<void> =>
+      retrying(() => client.sendEvent(chaosShipped, orderId, { orderId, carrier: 'chaos-post' }, { dedupeKey: `shipped:${orderId}` })).then(() => {
+        eventsSent += 1;
+      });
+    const startFulfil = (input: ChaosFulfilInput): Promise<void> => retrying(() => client.start(chaosFulfil, input, { dedupeKey: input.orderId }));
     const inputs: ChaosOrderInput[] = Array.from({ length: options.runs }, (_, i) => ({
       orderId: `order-${options.seed}-${i}`,
       customerId: `customer-${i % 17}`,
@@ -159,17 +196,28 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     const upfront = Math.floor(options.runs * 0.4);
     for (const input of inputs.slice(0, upfront)) await startRun(input);
     const later = inputs.slice(upfront);
+    const fulfilUpfront = Math.floor(fulfilments.length / 2);
+    for (const input of fulfilments.slice(0, fulfilUpfront)) await startFulfil(input);
+    const fulfilLater = fulfilments.slice(fulfilUpfront);
+    for (const orderId of eventsToSend.splice(0, Math.floor(eventsToSend.length / 4))) await sendShipped(orderId);
 
     fleet.start();
     const chaosStart = performance.now();
     const restartAt = Array.from({ length: options.serverRestarts }, (_, i) =>
       ((i + 0.3 + random.next() * 0.4) / options.serverRestarts) * options.chaosMs,
     );
-    const perTick = Math.max(1, Math.ceil(later.length / (options.chaosMs / 400)));
+    const ticks = options.chaosMs / 400;
+    const perTick = Math.max(1, Math.ceil(later.length / ticks));
+    const fulfilPerTick = Math.max(1, Math.ceil(fulfilLater.length / ticks));
+    const eventsPerTick = Math.max(1, Math.ceil(eventsToSend.length / ticks));
     while (performance.now() - chaosStart < options.chaosMs) {
       await sleep(random.int(150, 650));
       const elapsed = performance.now() - chaosStart;
-      await Promise.all(later.splice(0, perTick).map(startRun));
+      await Promise.all([
+        ...later.splice(0, perTick).map(startRun),
+        ...fulfilLater.splice(0, fulfilPerTick).map(startFulfil),
+        ...eventsToSend.splice(0, eventsPerTick).map(sendShipped),
+      ]);
       if (restartAt.length > 0 && elapsed >= restartAt[0]!) {
         restartAt.shift();
         options.log(`restarting PostgreSQL (immediate) at ${(elapsed / 1000).toFixed(1)} s`);
@@ -185,6 +233,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       }
     }
     for (const input of later) await startRun(input);
+    for (const input of fulfilLater) await startFulfil(input);
+    for (const orderId of eventsToSend) await sendShipped(orderId);
 
     // Calm: every worker is replaced by a fault-free one, which must finish everything.
     options.log(`chaos over after ${((performance.now() - chaosStart) / 1000).toFixed(1)} s; settling`);
@@ -200,6 +250,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     await fleet.stop();
 
     const report = await checkInvariants(databaseUrl, chaosOrder.name, { payments, email });
+    const fulfil = await checkFulfilInvariants(databaseUrl, fulfilments);
     const seconds = (performance.now() - started) / 1000;
     const c = fleet.counters;
     const summary =
@@ -211,11 +262,16 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       `backend-terminations=${backendTerminations} server-restarts=${serverRestarts} ` +
       `charges=${payments.totalCharges()} emails=${email.totalSent()} ` +
       `late-applied=${report.lateApplied} client-timeouts=${report.clientTimeouts} ` +
-      `unexpected-exits=${c.unexpectedExits} duplicates found=${report.duplicates} violations=${report.violations.length} ` +
+      `fulfil-runs=${fulfil.runs} fulfil-completed=${fulfil.completed} children=${fulfil.children} skipped=${fulfil.skipped} ` +
+      `events-sent=${eventsSent} events-stored=${fulfil.events} events-taken=${fulfil.consumed} ` +
+      `unexpected-exits=${c.unexpectedExits} duplicates found=${report.duplicates + fulfil.duplicates} ` +
+      `violations=${report.violations.length + fulfil.violations.length} ` +
       `in ${seconds.toFixed(0)} s`;
     return {
       options,
       report,
+      fulfil,
+      eventsSent,
       fleet: c,
       unexpectedExits: fleet.unexpected,
       backendTerminations,
@@ -252,7 +308,7 @@ async function waitUntilSettled(db: ReturnType<typeof createPgStore>['db'], time
       const row = await db
         .selectFrom('ledgerflow.workflow_run')
         .select((eb) => eb.fn.countAll<number>().as('n'))
-        .where('status', 'in', ['pending', 'running', 'needs_reconciliation'])
+        .where('status', 'in', ['pending', 'running', 'waiting', 'needs_reconciliation'])
         .executeTakeFirstOrThrow();
       if (Number(row.n) === 0) return;
     } catch {

@@ -11,7 +11,7 @@ const soak = process.env['LEDGERFLOW_SOAK'] === '1';
 const seed = Number(process.env['LEDGERFLOW_CHAOS_SEED'] ?? randomInt(1, 1_000_000));
 
 it(
-  `keeps every effect exactly once through kills, backend terminations, a server crash and late provider applications (seed ${seed})`,
+  `keeps every effect exactly once, and every child, event and sleep whole, through kills, backend terminations, a server crash and late provider applications (seed ${seed})`,
   async () => {
     const outcome = await runChaos({
       seed,
@@ -26,7 +26,14 @@ it(
     console.log(outcome.summary);
     const replay = `replay with LEDGERFLOW_CHAOS_SEED=${seed}`;
     expect(outcome.report.violations, `${outcome.summary}\n${replay}`).toEqual([]);
+    expect(outcome.fulfil.violations, `${outcome.summary}\n${replay}`).toEqual([]);
     expect(outcome.report.duplicates, replay).toBe(0);
+    expect(outcome.fulfil.duplicates, replay).toBe(0);
+    // Waiting, branching and fanned-out runs took part: all finished, every event taken once.
+    expect(outcome.fulfil.completed, replay).toBe(outcome.fulfil.runs);
+    expect(outcome.fulfil.runs, replay).toBe(soak ? 500 : 60);
+    expect(outcome.fulfil.consumed, replay).toBe(outcome.fulfil.runs);
+    expect(outcome.eventsSent, replay).toBeGreaterThan(outcome.fulfil.events);
     expect(outcome.report.runs, replay).toBe(soak ? 2_000 : 240);
     expect(outcome.unexpectedExits, `workers died without being killed; ${replay}`).toEqual([]);
     // The run must have exercised what it claims to: otherwise it proves nothing.

@@ -223,3 +223,131 @@ function compareLedger(
   if (notInLedger.length > 0) violations.push(`${provider} applied ${notInLedger.length} key(s) missing from the ledger, e.g. ${notInLedger[0]}`);
   if (notAtProvider.length > 0) violations.push(`ledger records ${notAtProvider.length} ${provider} key(s) the provider never applied, e.g. ${notAtProvider[0]}`);
 }
+
+/** What the waiting, branching and fanned-out runs must show after the chaos. */
+export interface FulfilReport {
+  readonly runs: number;
+  readonly completed: number;
+  readonly children: number;
+  /** Events stored (one per order: resends with the same dedupe key store nothing). */
+  readonly events: number;
+  /** Events taken by a waiting step. */
+  readonly consumed: number;
+  /** `expressLabel` steps skipped by their condition. */
+  readonly skipped: number;
+  /** Application rows beyond one per pick child / express order. */
+  readonly duplicates: number;
+  readonly violations: readonly string[];
+}
+
+/**
+ * Checks `chaos-fulfil` and its `chaos-pick` children: every run completed; each parent has
+ * exactly one child per line (index 0..n-1), each child wrote exactly one pick row; express
+ * orders wrote one label row and standard orders none (their step skipped); every order's event
+ * was stored once and taken once, by that order's run, which received it (no timeout); every
+ * sleep's recorded wake-up time is the one its output reports, and the run moved on after it.
+ */
+export async function checkFulfilInvariants(
+  url: string,
+  expected: ReadonlyArray<{ readonly orderId: string; readonly lines: number; readonly express: boolean }>,
+): Promise<FulfilReport> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  const violations: string[] = [];
+  let duplicates = 0;
+  try {
+    const q = async <R extends pg.QueryResultRow>(text: string, params: unknown[] = []): Promise<R[]> => (await client.query<R>(text, params)).rows;
+    const parents = await q<{ id: string; order_id: string; status: string; output: Record<string, { carrier?: string; status?: string }> | null; error: unknown }>(
+      `SELECT id, input->>'orderId' AS order_id, status, output, error FROM ledgerflow.workflow_run WHERE workflow_name = 'chaos-fulfil'`,
+    );
+    const byOrder = new Map(parents.map((p) => [p.order_id, p]));
+    for (const order of expected) {
+      const run = byOrder.get(order.orderId);
+      if (run === undefined) {
+        violations.push(`order ${order.orderId}: no chaos-fulfil run`);
+        continue;
+      }
+      if (run.status !== 'completed') violations.push(`fulfil run ${run.id} ended ${run.status}: ${JSON.stringify(run.error)}`);
+      else if (run.output?.['shipped']?.status !== 'received') violations.push(`fulfil run ${run.id} did not receive its event: ${JSON.stringify(run.output?.['shipped'])}`);
+    }
+    const children = await q<{ parent_run_id: string; order_id: string; n: number; indexes: number[]; completed: number }>(
+      `SELECT c.parent_run_id, p.input->>'orderId' AS order_id, count(*)::int AS n,
+              array_agg(c.parent_index ORDER BY c.parent_index) AS indexes,
+              count(*) FILTER (WHERE c.status = 'completed')::int AS completed
+         FROM ledgerflow.workflow_run c JOIN ledgerflow.workflow_run p ON p.id = c.parent_run_id
+        WHERE c.workflow_name = 'chaos-pick' GROUP BY c.parent_run_id, p.input->>'orderId'`,
+    );
+    const childrenByOrder = new Map(children.map((c) => [c.order_id, c]));
+    let childCount = 0;
+    for (const order of expected) {
+      const got = childrenByOrder.get(order.orderId);
+      childCount += got?.n ?? 0;
+      const indexes = Array.from({ length: order.lines }, (_, i) => i);
+      if (got === undefined || got.indexes.join(',') !== indexes.join(',')) {
+        violations.push(`order ${order.orderId}: children at indexes ${got?.indexes.join(',') ?? '(none)'}, expected 0..${order.lines - 1}`);
+        if (got !== undefined && got.n > order.lines) duplicates += got.n - order.lines;
+      }
+      if (got !== undefined && got.completed !== got.n) violations.push(`order ${order.orderId}: ${got.n - got.completed} pick children not completed`);
+    }
+    const picks = await q<{ order_id: string; line: number; n: number }>(
+      `SELECT order_id, line, count(*)::int AS n FROM chaos_app.pick GROUP BY order_id, line HAVING count(*) <> 1`,
+    );
+    for (const row of picks) {
+      duplicates += row.n - 1;
+      violations.push(`pick ${row.order_id}/${row.line} written ${row.n} times`);
+    }
+    const [pickTotal] = await q<{ n: number }>(`SELECT count(*)::int AS n FROM chaos_app.pick`);
+    const expectedPicks = expected.reduce((sum, o) => sum + o.lines, 0);
+    if (pickTotal?.n !== expectedPicks) violations.push(`${pickTotal?.n ?? 0} pick rows, expected ${expectedPicks}`);
+    const labels = await q<{ order_id: string; n: number }>(`SELECT order_id, count(*)::int AS n FROM chaos_app.label GROUP BY order_id`);
+    const labelsByOrder = new Map(labels.map((l) => [l.order_id, l.n]));
+    for (const order of expected) {
+      const n = labelsByOrder.get(order.orderId) ?? 0;
+      if (n !== (order.express ? 1 : 0)) {
+        if (n > 1) duplicates += n - 1;
+        violations.push(`order ${order.orderId} (${order.express ? 'express' : 'standard'}) has ${n} label rows`);
+      }
+    }
+    const [skipped] = await q<{ n: number }>(
+      `SELECT count(*)::int AS n FROM ledgerflow.step_result WHERE workflow_name = 'chaos-fulfil' AND step_name = 'expressLabel' AND skipped`,
+    );
+    const standard = expected.filter((o) => !o.express).length;
+    if (skipped?.n !== standard) violations.push(`${skipped?.n ?? 0} expressLabel steps skipped, expected ${standard}`);
+    const events = await q<{ correlation_key: string; consumed_by_run: string | null }>(
+      `SELECT correlation_key, consumed_by_run FROM ledgerflow.event WHERE name = 'chaos.shipped'`,
+    );
+    const eventsByOrder = new Map<string, number>();
+    for (const e of events) eventsByOrder.set(e.correlation_key, (eventsByOrder.get(e.correlation_key) ?? 0) + 1);
+    for (const order of expected) {
+      const n = eventsByOrder.get(order.orderId) ?? 0;
+      if (n !== 1) violations.push(`order ${order.orderId}: ${n} chaos.shipped events stored (resends must be deduped)`);
+    }
+    for (const e of events) {
+      const owner = byOrder.get(e.correlation_key);
+      if (e.consumed_by_run === null) violations.push(`event for ${e.correlation_key} was never taken (lost)`);
+      else if (owner !== undefined && e.consumed_by_run !== owner.id) violations.push(`event for ${e.correlation_key} taken by run ${e.consumed_by_run}, not ${owner.id}`);
+    }
+    const sleeps = await q<{ run_id: string; until: Date; output_until: string | null; woke: Date | null }>(
+      `SELECT w.run_id, w.until, s.output->>'until' AS output_until, s.created_at AS woke
+         FROM ledgerflow.step_wait w
+         LEFT JOIN ledgerflow.step_result s ON s.run_id = w.run_id AND s.step_name = w.step_name
+        WHERE w.kind = 'sleep' AND w.step_name = 'cooldown'`,
+    );
+    for (const row of sleeps) {
+      if (row.output_until !== row.until.toISOString()) violations.push(`run ${row.run_id}: slept until ${row.output_until}, recorded ${row.until.toISOString()}`);
+      if (row.woke !== null && row.woke.getTime() < row.until.getTime()) violations.push(`run ${row.run_id} woke at ${row.woke.toISOString()}, before ${row.until.toISOString()}`);
+    }
+    return {
+      runs: parents.length,
+      completed: parents.filter((p) => p.status === 'completed').length,
+      children: childCount,
+      events: events.length,
+      consumed: events.filter((e) => e.consumed_by_run !== null).length,
+      skipped: skipped?.n ?? 0,
+      duplicates,
+      violations,
+    };
+  } finally {
+    await client.end();
+  }
+}

@@ -9,8 +9,8 @@ import { StepFailure, userCode } from '../step-errors.js';
 import { childrenState, childResults, firstFailedChild, startChildren, suspendRun, type ChildToStart } from '../wait-commits.js';
 import { commitKnowingOutcome, commitOutput, keyContext, validateOutput, type StepExecution, type StepExecutor } from './step-execution.js';
 
-/** At most this many children are started per commit; each such commit also renews the parent's lease. */
-export const CHILDREN_PER_COMMIT = 500;
+/** Children started per commit unless `WorkerOptions.childrenPerCommit` says otherwise; each such commit also renews the parent's lease. */
+export const DEFAULT_CHILDREN_PER_COMMIT = 500;
 
 const MAX_KEY_LENGTH = 1_000;
 
@@ -24,7 +24,7 @@ export class ChildFailedError extends NonRetryableError {
  * keys and inputs (pure functions of the checkpointed context), then looks at what the database
  * says — how many children this step started, how many are unfinished, whether one failed — and
  * does the next thing:
- * - starts the next children (at most {@link CHILDREN_PER_COMMIT} per commit, in item order, and
+ * - starts the next children (at most `childrenPerCommit` per commit, in item order, and
  *   no more than `concurrency` unfinished at once). A child already started by a crashed attempt
  *   is skipped by its (parent, step, index), so none is started twice;
  * - fails the step if a child failed or was cancelled ({@link ChildFailedError});
@@ -55,7 +55,7 @@ export const executeChildren: StepExecutor = async (s) => {
     const done = state.started - state.open;
     const allowed = Math.min(children.length, fanOut.concurrency === Infinity ? children.length : done + fanOut.concurrency);
     if (state.started < allowed) {
-      const batch = children.slice(state.started, Math.min(allowed, state.started + CHILDREN_PER_COMMIT));
+      const batch = children.slice(state.started, Math.min(allowed, state.started + s.childrenPerCommit));
       const started = await commitKnowingOutcome(s, () => startBatch(s, batch), { retry: true });
       if (!started.fenced) throw leaseLost(s.lease, 'the children step');
       await faultPoint('after-child-batch');
@@ -96,6 +96,14 @@ async function startBatch(s: StepExecution, batch: readonly ChildToStart[]): Pro
       children: batch,
     });
   } catch (error) {
+    if (sqlStateOf(error) === SQLSTATE.FOREIGN_KEY_VIOLATION) {
+      throw new StepFailure(
+        new NonRetryableError(
+          `Step "${s.step.name}" starts workflow "${child.name}" v${child.version}, which is not migrated in this database. ` +
+            'Run `ledgerflow codegen` and `ledgerflow migrate`.',
+        ),
+      );
+    }
     if (sqlStateOf(error) === SQLSTATE.UNIQUE_VIOLATION) {
       throw new StepFailure(
         new ConflictError(

@@ -23,6 +23,8 @@ export interface StepExecution {
   readonly attempt: number;
   /** Aborted when the lease is lost or the worker gives up waiting on stop. */
   readonly signal: AbortSignal;
+  /** How many children a `child`/`forEach` step starts per commit (`WorkerOptions.childrenPerCommit`). */
+  readonly childrenPerCommit: number;
   /** What the step's commit does with the run, given the step's output (`undefined`: the step was skipped). */
   continuation(output: Json | undefined): Continuation;
   /** Reports a commit whose outcome became unknown (for the worker's event stream). */
