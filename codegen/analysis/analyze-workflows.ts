@@ -34,10 +34,11 @@ export function analyzeWorkflows(root: string, files: readonly string[], options
   const analyzer = new PurityAnalyzer(program);
   const workflows: WorkflowModel[] = [];
   const malformed: MalformedDeclaration[] = [];
+  const workflowFiles = new Set(absolute);
   for (const file of absolute) {
     const sourceFile = program.sourceFile(file);
     if (sourceFile === undefined) continue;
-    const result = analyzeWorkflowFile(program, analyzer, sourceFile);
+    const result = analyzeWorkflowFile(program, analyzer, sourceFile, workflowFiles);
     workflows.push(...result.workflows);
     malformed.push(...result.malformed);
   }

@@ -181,6 +181,28 @@ export function variableKeyword(declaration: ts.VariableDeclaration): 'const' | 
   return 'var';
 }
 
+/** The exported name of the module-level const whose initializer is `expression`, if any. */
+export function exportedConstName(expression: ts.Expression): string | null {
+  const declaration = expression.parent;
+  if (!ts.isVariableDeclaration(declaration) || declaration.initializer !== expression || !ts.isIdentifier(declaration.name)) {
+    return null;
+  }
+  if (variableKeyword(declaration) !== 'const') return null;
+  const statement = declaration.parent.parent;
+  if (!ts.isVariableStatement(statement) || !ts.isSourceFile(statement.parent)) return null;
+  const localName = declaration.name.text;
+  if (hasExportModifier(statement)) return localName;
+  for (const other of statement.parent.statements) {
+    if (ts.isExportDeclaration(other) && other.moduleSpecifier === undefined && !other.isTypeOnly) {
+      const clause = other.exportClause;
+      if (clause === undefined || !ts.isNamedExports(clause)) continue;
+      const element = clause.elements.find((e) => (e.propertyName ?? e.name).text === localName);
+      if (element !== undefined) return element.name.text;
+    }
+  }
+  return null;
+}
+
 const MAX_TEXT = 80;
 
 /** A node's source text on one line, cut to 80 characters, for messages. */

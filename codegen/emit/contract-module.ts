@@ -1,7 +1,7 @@
 import type { StepKind } from '../../dsl/step-kind.js';
 import { shapeHash } from '../../dsl/workflow-shape.js';
 import type { StepModel, WorkflowModel } from '../model/workflow-model.js';
-import { tsHeader } from './generated-file.js';
+import { inComment, tsHeader } from './generated-file.js';
 import { contractNames, importSpecifier } from './naming.js';
 
 const MAX_LINE = 120;
@@ -14,8 +14,11 @@ interface HandlerShape {
   readonly doc: string;
 }
 
-/** The handler contract each kind demands (see runtime/contracts/handler-types.ts). */
-const HANDLER_SHAPES: Record<StepKind, (step: StepModel) => HandlerShape> = {
+/**
+ * The handler contract each kind demands (see runtime/contracts/handler-types.ts); null for the
+ * built-in kinds, which take no handler: the runtime carries them out.
+ */
+const HANDLER_SHAPES: Record<StepKind, (step: StepModel) => HandlerShape | null> = {
   step: () => ({
     type: 'StepHandler',
     usesDatabase: true,
@@ -38,12 +41,17 @@ const HANDLER_SHAPES: Record<StepKind, (step: StepModel) => HandlerShape> = {
           usesDatabase: false,
           doc: '`perform` calls the provider with `ctx.key`; `reconcile` looks the effect up by key after a crash.',
         },
+  sleep: () => null,
+  waitFor: () => null,
+  child: () => null,
+  forEach: () => null,
 };
 
 /**
- * The per-version contract module (`contracts/<name>.v<version>.ts`): input and output types,
- * an explicit handler interface whose members are the kind-specific handler types, the
- * definition hash and a `bindHandlers` wrapper. Pure: plain data in, text out.
+ * The per-version contract module (`contracts/<name>.v<version>.ts`): input and output types
+ * (every step's), an explicit handler interface whose members are the kind-specific handler
+ * types of the steps that take one, the definition hash and a `bindHandlers` wrapper. Pure: plain
+ * data in, text out.
  *
  * @param contractPath where the module goes, relative to the codegen root (for its imports).
  */
@@ -51,7 +59,15 @@ export function emitContractModule(workflow: WorkflowModel, contractPath: string
   const names = contractNames(workflow);
   const wf = workflow.exportName;
   const shapes = workflow.steps.map((step) => HANDLER_SHAPES[step.kind](step));
-  const handlerTypes = [...new Set(shapes.map((s) => s.type))].sort();
+  const handled = workflow.steps.flatMap((step, i) => {
+    const shape = shapes[i];
+    return shape === null || shape === undefined ? [] : [{ step, shape, output: names.outputs[i]! }];
+  });
+  const builtIn = workflow.steps.filter((_, i) => shapes[i] === null);
+  // A conditional step's handler returns its output; later steps see it as possibly undefined.
+  const conditionalHandler = handled.some(({ step }) => step.conditional);
+  const dslImports = ['WorkflowInput', 'WorkflowOutput', ...(conditionalHandler ? ['WorkflowStepSpec'] : [])];
+  const handlerTypes = [...new Set(handled.map((h) => h.shape.type))].sort();
   const runtimeImports = ['bindHandlers', ...[...handlerTypes, 'WorkflowHandlers', 'WorkflowRegistration'].map((t) => `type ${t}`)];
   const hash = shapeHash(workflow);
   const title = `workflow "${workflow.name}" v${workflow.version}`;
@@ -61,7 +77,7 @@ export function emitContractModule(workflow: WorkflowModel, contractPath: string
       `Source: ${workflow.file} (export ${wf}). Regenerate with \`npx ledgerflow codegen\`;`,
       '`npx ledgerflow codegen --check` fails CI when this file is stale.',
     ),
-    `import type { WorkflowInput, WorkflowOutput } from 'ledgerflow/dsl';`,
+    `import type { ${dslImports.join(', ')} } from 'ledgerflow/dsl';`,
     `import {\n${runtimeImports.map((i) => `  ${i},`).join('\n')}\n} from 'ledgerflow/runtime';`,
     `import { ${wf} } from '${importSpecifier(contractPath, workflow.file)}';`,
     '',
@@ -69,7 +85,8 @@ export function emitContractModule(workflow: WorkflowModel, contractPath: string
     `export type ${names.input} = WorkflowInput<typeof ${wf}>;`,
   ];
   workflow.steps.forEach((step, i) => {
-    out.push('', `/** Output of "${step.name}", step ${step.position + 1} of ${workflow.steps.length} (${step.kind}). */`);
+    const kind = step.conditional ? `${step.kind}; undefined when its condition skipped it` : step.kind;
+    out.push('', `/** Output of "${step.name}", step ${step.position + 1} of ${workflow.steps.length} (${kind}). */`);
     out.push(`export type ${names.outputs[i]} = WorkflowOutput<typeof ${wf}>['${step.name}'];`);
   });
 
@@ -79,17 +96,28 @@ export function emitContractModule(workflow: WorkflowModel, contractPath: string
     ` * Handlers for ${title}: one per step, each of the shape its kind demands, so an`,
     ' * effect cannot bypass the ledger. `DB` is your Kysely database type: `ctx.tx` of `transactional` steps,',
     ' * read-only `ctx.db` of `step` steps.',
+    ...wrap(
+      builtIn.length === 0
+        ? ''
+        : `No handler for ${builtIn.map((s) => `"${s.name}" (${s.kind})`).join(', ')}: the runtime carries ${builtIn.length === 1 ? 'it' : 'them'} out.`,
+    ).map((line) => ` * ${line}`),
     ' */',
     `export interface ${names.handlers}<DB = {}> {`,
   );
-  workflow.steps.forEach((step, i) => {
-    const shape = shapes[i]!;
+  for (const { step, shape, output } of handled) {
     const earlier = workflow.steps.slice(0, step.position).map((s, j) => `readonly ${s.name}: ${names.outputs[j]}`);
     const priorInline = earlier.length === 0 ? '{}' : `{ ${earlier.join('; ')} }`;
-    const args = [names.input, priorInline, names.outputs[i]!, ...(shape.usesDatabase ? ['DB'] : [])];
+    const result = step.conditional ? `WorkflowStepSpec<typeof ${wf}, '${step.name}'>['output']` : output;
+    const args = [names.input, priorInline, result, ...(shape.usesDatabase ? ['DB'] : [])];
     const summary = `${step.kind}${step.idempotentByKey ? ' (idempotentByKey)' : ''}: ${shape.doc}`;
-    if (step.key === null) out.push(`  /** ${summary} */`);
-    else out.push('  /**', `   * ${summary}`, `   * Key: \`\` ${oneLine(step.key.text).replaceAll('*/', '*\\/')} \`\``, '   */');
+    const condition = step.functions.find((f) => f.part === 'when');
+    const doc = [
+      summary,
+      ...(step.key === null ? [] : [`Key: \`\` ${inComment(step.key.text)} \`\``]),
+      ...(condition === undefined ? [] : [`Runs only when \`\` ${inComment(condition.text)} \`\` returns true.`]),
+    ];
+    if (doc.length === 1) out.push(`  /** ${summary} */`);
+    else out.push('  /**', ...doc.map((line) => `   * ${line}`), '   */');
     const member = `  readonly ${step.name}: ${shape.type}<${args.join(', ')}>;`;
     if (member.length <= MAX_LINE) {
       out.push(member);
@@ -99,7 +127,7 @@ export function emitContractModule(workflow: WorkflowModel, contractPath: string
       const lines = [args[0]!, prior, ...args.slice(2)].map((a, j, all) => `    ${a}${j < all.length - 1 ? ',' : ''}`);
       out.push(`  readonly ${step.name}: ${shape.type}<`, ...lines, '  >;');
     }
-  });
+  }
   out.push('}');
 
   out.push(
@@ -111,7 +139,7 @@ export function emitContractModule(workflow: WorkflowModel, contractPath: string
     ` * Binds handlers to ${title}, for a worker.`,
     ' *',
     ' * @example',
-    ` * const registration = ${names.bind}<AppDatabase>({ ${workflow.steps.map((s) => `${s.name}: ...`).join(', ')} });`,
+    ` * const registration = ${names.bind}<AppDatabase>(${handled.length === 0 ? '{}' : `{ ${handled.map((h) => `${h.step.name}: ...`).join(', ')} }`});`,
     ' */',
     `export function ${names.bind}<DB = {}>(handlers: ${names.handlers}<DB>): WorkflowRegistration<typeof ${wf}> {`,
     `  return bindHandlers<typeof ${wf}, DB>(${wf}, handlers, ${names.definitionHash});`,
@@ -128,7 +156,13 @@ export function emitContractModule(workflow: WorkflowModel, contractPath: string
   return `${out.join('\n')}\n`;
 }
 
-function oneLine(text: string): string {
-  const single = text.replace(/\s+/g, ' ');
-  return single.length > 100 ? `${single.slice(0, 99)}…` : single;
+/** Text as doc comment lines of at most 100 characters (a word longer than that stays whole); none for ''. */
+function wrap(text: string): string[] {
+  const lines: string[] = [];
+  for (const word of text.split(' ').filter((w) => w !== '')) {
+    const last = lines.at(-1);
+    if (last !== undefined && last.length + 1 + word.length <= 100) lines[lines.length - 1] = `${last} ${word}`;
+    else lines.push(word);
+  }
+  return lines;
 }

@@ -1,9 +1,11 @@
 import type { WorkflowModel } from '../model/workflow-model.js';
 import { emitContractModule } from './contract-module.js';
-import { INDEX_FILE, REVIEW_FILE, type GeneratedFile } from './generated-file.js';
+import { emitEventsModule } from './events-module.js';
+import { EVENTS_FILE, INDEX_FILE, REVIEW_FILE, type GeneratedFile } from './generated-file.js';
 import { emitIndexModule } from './index-module.js';
 import { emitManifest } from './manifest-json.js';
 import { MANIFEST_FILE_NAME } from '../model/manifest.js';
+import { waitedEvents } from '../model/waited-events.js';
 import { planMigrations } from './migrations.js';
 import { contractFileName } from './naming.js';
 import { emitReview } from './review-markdown.js';
@@ -18,7 +20,8 @@ export interface EmitInput {
 
 /**
  * The emission stage: every generated file, from plain data, sorted by path. Deterministic:
- * the same model and migration directory always give the same bytes.
+ * the same model and migration directory always give the same bytes. The typed event senders
+ * (`contracts/events.ts`) are emitted only when some workflow waits for an event.
  *
  * @example
  * const files = emitGenerated({ workflows: analysis.workflows, outDir: 'generated', existingMigrations: [] });
@@ -26,12 +29,14 @@ export interface EmitInput {
  */
 export function emitGenerated({ workflows, outDir, existingMigrations }: EmitInput): GeneratedFile[] {
   const migrations = planMigrations(workflows, existingMigrations);
+  const events = waitedEvents(workflows);
   const files: GeneratedFile[] = [
     ...workflows.map((workflow) => {
       const path = contractFileName(workflow);
       return { path, content: emitContractModule(workflow, `${outDir}/${path}`) };
     }),
-    { path: INDEX_FILE, content: emitIndexModule(workflows, outDir) },
+    ...(events.length === 0 ? [] : [{ path: EVENTS_FILE, content: emitEventsModule(events, `${outDir}/${EVENTS_FILE}`) }]),
+    { path: INDEX_FILE, content: emitIndexModule(workflows, outDir, events.length > 0) },
     { path: MANIFEST_FILE_NAME, content: emitManifest(workflows, migrations.byWorkflow) },
     { path: REVIEW_FILE, content: emitReview(workflows) },
     ...migrations.files,

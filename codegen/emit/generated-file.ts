@@ -11,7 +11,15 @@ export function tsHeader(...lines: string[]): string {
   return [`// ${DO_NOT_EDIT}`, ...lines.map((line) => `// ${line}`), ''].join('\n');
 }
 
+/** Source text on one line, cut to 100 characters, safe inside a block comment. */
+export function inComment(text: string): string {
+  const single = text.replace(/\s+/g, ' ');
+  return (single.length > 100 ? `${single.slice(0, 99)}…` : single).replaceAll('*/', '*\\/');
+}
+
 export const CONTRACTS_DIR = 'contracts';
 export const MIGRATIONS_DIR = 'migrations';
 export const INDEX_FILE = 'index.ts';
+/** The typed event senders, beside the contracts; only when some workflow waits for an event. */
+export const EVENTS_FILE = `${CONTRACTS_DIR}/events.ts`;
 export const REVIEW_FILE = 'REVIEW.md';

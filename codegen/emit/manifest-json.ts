@@ -9,8 +9,9 @@ import { stableJson } from './stable-json.js';
 
 /**
  * `ledgerflow.manifest.json`: per workflow version its definition hash (the shape: step names,
- * kinds, order, `idempotentByKey`), the part kinds it pins and a hash per part (input schema,
- * output schemas, keys, requests), its source, migration, and steps with their keys. Committed;
+ * kinds, order, `idempotentByKey`, conditions, events, child versions), the part kinds it pins
+ * and a hash per part (codegen/model/pinned-parts.ts), its source, migration, and steps with
+ * their keys (and, where they have them, their condition, event and child workflow). Committed;
  * LF007 and LF009 compare the next run against it. Stable JSON: equal models, equal bytes.
  */
 export function emitManifest(workflows: readonly WorkflowModel[], migrations: ReadonlyMap<string, string>): string {
@@ -31,6 +32,9 @@ export function emitManifest(workflows: readonly WorkflowModel[], migrations: Re
         position: step.position,
         idempotentByKey: step.idempotentByKey,
         key: step.key?.text ?? null,
+        ...(step.conditional ? { conditional: true as const } : {}),
+        ...(step.wait === undefined ? {} : { event: step.wait.event.name }),
+        ...(step.fanOut === undefined ? {} : { child: `${step.fanOut.workflow.name}@${step.fanOut.workflow.version}` }),
       })),
     })),
   };

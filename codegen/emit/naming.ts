@@ -2,10 +2,10 @@ import path from 'node:path';
 import type { WorkflowModel } from '../model/workflow-model.js';
 import { CONTRACTS_DIR } from './generated-file.js';
 
-/** `charge_card` → `ChargeCard`, `orderPayment` → `OrderPayment`. */
+/** `charge_card` → `ChargeCard`, `orderPayment` → `OrderPayment`, `payment.settled` → `PaymentSettled`. */
 export function pascalCase(name: string): string {
   return name
-    .split(/[_-]+/)
+    .split(/[._-]+/)
     .filter((part) => part.length > 0)
     .map((part) => part[0]!.toUpperCase() + part.slice(1))
     .join('');
@@ -45,6 +45,11 @@ export function contractNames(workflow: WorkflowModel): ContractNames {
     definitionHash: `${camel}DefinitionHash`,
     outputs,
   };
+}
+
+/** The generated sender of an event: `payment.settled` → `sendPaymentSettled`. */
+export function eventSenderName(eventName: string): string {
+  return `send${pascalCase(eventName)}`;
 }
 
 /** `contracts/order-payment.v1.ts`, relative to the output directory. */

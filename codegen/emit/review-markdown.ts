@@ -1,7 +1,7 @@
 import { isEffectKind, type EffectStepKind } from '../../dsl/step-kind.js';
 import { DEFAULT_PERFORM_TIMEOUT_MS } from '../../dsl/workflow.js';
 import { shapeHash } from '../../dsl/workflow-shape.js';
-import type { KeyModel, StepModel, WorkflowModel } from '../model/workflow-model.js';
+import type { FunctionModel, KeyModel, StepModel, WorkflowModel } from '../model/workflow-model.js';
 import { DO_NOT_EDIT } from './generated-file.js';
 import { compareWorkflows } from './naming.js';
 
@@ -9,7 +9,8 @@ import { compareWorkflows } from './naming.js';
  * `REVIEW.md`: for every effect step, the four review questions (DESIGN.md "Codegen") answered from
  * what codegen knows about it — its key and what the key derives from, the commit that writes
  * the effect with the transition, what a crash between the call and the ledger write does,
- * and who reconciles.
+ * and who reconciles. Per workflow also, where it has them: the conditions of its conditional
+ * steps, the events it waits for and the child workflows it starts.
  */
 export function emitReview(workflows: readonly WorkflowModel[]): string {
   const out: string[] = [
@@ -33,6 +34,7 @@ export function emitReview(workflows: readonly WorkflowModel[]): string {
       `Source: \`${workflow.file}\` (\`${workflow.exportName}\`), definition hash \`${shapeHash(workflow)}\`.`,
       `Steps: ${workflow.steps.map((s) => `\`${s.name}\` (${describeKind(s)})`).join(' → ') || '_none_'}.`,
     );
+    out.push(...conditions(workflow), ...waits(workflow), ...children(workflow));
     const effects = workflow.steps.filter((s) => isEffectKind(s.kind));
     if (effects.length === 0) out.push('', 'No effect steps: nothing here writes outside the run\'s own state.');
     for (const step of effects) out.push('', ...reviewStep(workflow, step, step.kind as EffectStepKind));
@@ -41,7 +43,92 @@ export function emitReview(workflows: readonly WorkflowModel[]): string {
 }
 
 function describeKind(step: StepModel): string {
-  return step.idempotentByKey ? `${step.kind}, idempotentByKey` : step.kind;
+  return [step.kind, ...(step.idempotentByKey ? ['idempotentByKey'] : []), ...(step.conditional ? ['conditional'] : [])].join(', ');
+}
+
+function conditions(workflow: WorkflowModel): string[] {
+  const conditional = workflow.steps.flatMap((step) => {
+    const when = step.functions.find((f) => f.part === 'when');
+    return when === undefined ? [] : [{ step, when }];
+  });
+  if (conditional.length === 0) return [];
+  return [
+    '',
+    '### Conditions',
+    '',
+    'A skipped step does not run: no handler call, no wait, no child, no ledger row; later steps see its output as `undefined`.',
+    '',
+    ...conditional.map(({ step, when }) => `- \`${step.name}\` runs only when ${code(when.text)} returns true (${derivation(when)}).`),
+  ];
+}
+
+function waits(workflow: WorkflowModel): string[] {
+  const waiting = workflow.steps.flatMap((step) => (step.wait === undefined ? [] : [{ step, wait: step.wait }]));
+  if (waiting.length === 0) return [];
+  return [
+    '',
+    '### Events waited for',
+    '',
+    'Each event is taken by one waiting step, once, in the commit that completes the step; an event sent before the run gets there waits for it.',
+    '',
+    ...waiting.map(({ step, wait }) => {
+      const event = `\`${wait.event.name}\` (\`${wait.event.exportName}\` in \`${wait.event.file}\`)`;
+      const match = step.functions.find((f) => f.part === 'match');
+      const key =
+        match === undefined
+          ? 'as a signal to the run: the correlation key is the run id (no `match`)'
+          : `with correlation key ${code(match.text)} (${derivation(match)})`;
+      const timeout =
+        wait.timeoutText === null
+          ? 'no timeout: the run waits until the event comes'
+          : `timeout \`${wait.timeoutText}\` ms from when the run reaches the step, after which its output is \`{ status: 'timeout' }\``;
+      return `- \`${step.name}\` waits for ${event} ${key}; ${timeout}.`;
+    }),
+  ];
+}
+
+function children(workflow: WorkflowModel): string[] {
+  const starting = workflow.steps.flatMap((step) => (step.fanOut === undefined ? [] : [{ step, fanOut: step.fanOut }]));
+  if (starting.length === 0) return [];
+  return [
+    '',
+    '### Children started',
+    '',
+    'Each child run is started once per key, whatever crashes in between, and the step takes its output when it finishes; ' +
+      'a failed or cancelled child fails the step, and cancelling this run cancels its children.',
+    '',
+    ...starting.map(({ step, fanOut }) => {
+      const child = `\`${fanOut.workflow.name}\` v${fanOut.workflow.version} (\`${fanOut.workflow.exportName}\`)`;
+      const key = step.key === null ? '_no key (LF001)_' : `${code(step.key.text)} (${derivation(step.key)})`;
+      if (step.kind !== 'forEach') return `- \`${step.name}\` starts ${child} once, with key ${key}.`;
+      const items = step.functions.find((f) => f.part === 'items');
+      const concurrency =
+        fanOut.concurrencyText === null ? 'all of them may be unfinished at once' : `at most \`${fanOut.concurrencyText}\` unfinished at once (concurrency)`;
+      return `- \`${step.name}\` starts ${child} once per item of ${items === undefined ? 'its items' : code(items.text)}, with key ${key}; ${concurrency}.`;
+    }),
+  ];
+}
+
+/** What a function reads, for the review: `input field \`orderId\` and item`, `nothing of its context`. */
+function derivation(fn: FunctionModel): string {
+  const reads: string[] = [];
+  if (fn.readsWholeInput) reads.push('the whole input');
+  else if (fn.inputFields.length > 0) reads.push(`input ${plural(fn.inputFields.length, 'field', 'fields')} ${fn.inputFields.map((f) => `\`${f}\``).join(', ')}`);
+  if (fn.readsAllSteps) reads.push('all earlier steps');
+  else {
+    const fields = [...new Set(fn.stepReads.map((r) => `\`${r.step}${r.path === '' ? '' : `.${r.path}`}\``))];
+    if (fields.length > 0) reads.push(`earlier ${plural(fields.length, 'output', 'outputs')} ${fields.join(', ')}`);
+  }
+  if (fn.readsItem) reads.push('the item');
+  return reads.length === 0 ? 'reads nothing of its context' : `reads ${reads.join(' and ')}`;
+}
+
+/** Source text as an inline code span on one line, fenced with more backticks than it contains. */
+function code(text: string): string {
+  const single = text.replace(/\s+/g, ' ');
+  const longest = Math.max(0, ...(single.match(/`+/g) ?? []).map((run) => run.length));
+  const fence = '`'.repeat(longest + 1);
+  return longest === 0 ? `${fence}${single}${fence}` : `${fence} ${single} ${fence}`;
 }
 
 function reviewStep(workflow: WorkflowModel, step: StepModel, kind: EffectStepKind): string[] {

@@ -1,7 +1,7 @@
 // What the handler analysis found out about the handler modules bound through generated
 // contracts, as plain data. The handler rules (LF010–LF012) read these records alone.
 
-import type { StepKind } from '../../dsl/step-kind.js';
+import type { HandlerStepKind } from '../../dsl/step-kind.js';
 import type { ViaHop } from './purity.js';
 import type { SourceLocation } from './source-location.js';
 
@@ -23,10 +23,10 @@ export interface HandlerBindingModel {
   readonly handlers: readonly HandlerModel[];
 }
 
-/** One step's handler: for `step` and `transactional` the function, for `external` its `perform`. */
+/** One step's handler: for `step` and `transactional` the function, for `external` its `perform`. Built-in kinds have none. */
 export interface HandlerModel {
   readonly step: string;
-  readonly kind: StepKind;
+  readonly kind: HandlerStepKind;
   /** The property that binds the handler (for `external`, the `perform` property when it is written out). */
   readonly location: SourceLocation;
   readonly effects: HandlerEffects;

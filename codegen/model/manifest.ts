@@ -26,7 +26,7 @@ export interface ManifestWorkflow {
    * step means that step had no such part.
    */
   readonly partKinds?: readonly string[];
-  /** Hash per pinned part: `input`, `steps.<step>.output`, `steps.<step>.key`, `steps.<step>.request`. */
+  /** Hash per pinned part: `input`, `steps.<step>.output`, `steps.<step>.key`, `steps.<step>.when`, ... (partId). */
   readonly parts?: Readonly<Record<string, string>>;
 }
 
@@ -36,6 +36,12 @@ export interface ManifestStep {
   readonly position: number;
   readonly idempotentByKey: boolean;
   readonly key: string | null;
+  /** The step has a condition (`when`); absent when it has none, and in entries written before conditions existed. */
+  readonly conditional?: true;
+  /** `waitFor`: the event's name. */
+  readonly event?: string;
+  /** `child` and `forEach`: the child workflow version, `name@version`. */
+  readonly child?: string;
 }
 
 export const MANIFEST_FILE_NAME = 'ledgerflow.manifest.json';

@@ -1,28 +1,106 @@
 // What a run in flight depends on, as the manifest pins it per workflow version. Two kinds of pin:
 //
-// - the shape — step names, kinds, order and `idempotentByKey` — pinned by `definitionHash`
-//   (dsl/workflow-shape.ts, which the runtime stores too) and the manifest's step list;
+// - the shape — step names, kinds, order, `idempotentByKey`, which steps have a condition, the
+//   event each `waitFor` waits for and the child workflow version each `child`/`forEach` starts —
+//   pinned by `definitionHash` (dsl/workflow-shape.ts, which the runtime stores too) and the
+//   manifest's step list;
 // - the parts below, each pinned by the hash of its source text (comments and formatting aside,
 //   together with every declaration it uses; codegen/analysis/pinned-source.ts).
 //
 // LF007 fails on any change to either: no change counts as compatible, because codegen compares
 // source, not meaning (it cannot prove two zod schemas or two functions equivalent). What is not
-// pinned on purpose: `retry`, `timeoutMs` and `performTimeoutMs`, which are read per attempt (an
-// intent stores its own horizon), and the handlers, which are not part of the declaration.
+// pinned on purpose: `retry`, the handler time limits (`timeoutMs` of `step` and `transactional`,
+// `performTimeoutMs`), which are read per attempt (an intent stores its own horizon); the
+// workflow's `timeoutMs`, which a run takes when it starts; the handlers, which are not part of
+// the declaration; and the child workflow a step starts beyond its name and version, which its
+// own manifest entry pins.
 
+import type { StepKind } from '../../dsl/step-kind.js';
 import type { SourceLocation } from './source-location.js';
 
 /**
- * Functions the runtime evaluates for a step, by their property name in the step's config. A new
- * construct the runtime evaluates (say a `when` condition) is added here, with its description
- * below: analysis then reads it, the manifest pins it and LF007 names it.
+ * Functions the runtime evaluates for a step, by part kind. A new construct the runtime evaluates
+ * is added here, with its property, the step kinds that have it and its description below:
+ * analysis then reads it (and, unless it is `request`, checks it like a key), the manifest pins
+ * it and LF007 names it. `childInput` is the `input` of a `child` or `forEach` step.
  */
-export const STEP_FUNCTION_PARTS = ['key', 'request'] as const;
+export const STEP_FUNCTION_PARTS = ['key', 'request', 'when', 'for', 'until', 'match', 'items', 'childInput'] as const;
 export type StepFunctionPart = (typeof STEP_FUNCTION_PARTS)[number];
 
-/** Every kind of pinned part, in the order messages list them (per step: output, then functions). */
-export const PART_KINDS = ['input', 'output', ...STEP_FUNCTION_PARTS] as const;
+/**
+ * The functions codegen proves pure over their context, as it does keys (LF002–LF004): all but
+ * `request`, whose hash only tells a changed request under the same key (a conflict, never an
+ * overwrite).
+ */
+export type CheckedFunctionPart = Exclude<StepFunctionPart, 'request'>;
+
+export function isCheckedFunctionPart(part: StepPartKind): part is CheckedFunctionPart {
+  return part !== 'request' && (STEP_FUNCTION_PARTS as readonly string[]).includes(part);
+}
+
+/**
+ * Values a step declares that change what a run in flight does, pinned by their source like the
+ * functions: the event a `waitFor` waits for (its declaration, payload schema included), how long
+ * it waits, and how many children a `forEach` keeps unfinished at once.
+ */
+export const STEP_VALUE_PARTS = ['event', 'timeoutMs', 'concurrency'] as const;
+
+/** Every kind of part a step can have, in the order messages list them (output, functions, values). */
+export const STEP_PART_KINDS = ['output', ...STEP_FUNCTION_PARTS, ...STEP_VALUE_PARTS] as const;
+export type StepPartKind = (typeof STEP_PART_KINDS)[number];
+
+/** Every kind of pinned part: the workflow's input schema, then the step parts. */
+export const PART_KINDS = ['input', ...STEP_PART_KINDS] as const;
 export type PartKind = (typeof PART_KINDS)[number];
+
+/** The config property that declares each step part: its own name, but for `childInput`. */
+export const STEP_PART_PROPERTIES: Readonly<Record<StepPartKind, string>> = {
+  output: 'output',
+  key: 'key',
+  request: 'request',
+  when: 'when',
+  for: 'for',
+  until: 'until',
+  match: 'match',
+  items: 'items',
+  childInput: 'input',
+  event: 'event',
+  timeoutMs: 'timeoutMs',
+  concurrency: 'concurrency',
+};
+
+/**
+ * The parts each step kind can have. A property of the same name elsewhere is not a part:
+ * `timeoutMs` of a `step` is its handler's time limit, read per attempt; only a `waitFor`'s is
+ * pinned. The built-in kinds have no `output` property (the runtime knows their output).
+ */
+export const STEP_PARTS_BY_KIND: Readonly<Record<StepKind, readonly StepPartKind[]>> = {
+  step: ['output', 'when'],
+  transactional: ['output', 'key', 'request', 'when'],
+  external: ['output', 'key', 'request', 'when'],
+  sleep: ['when', 'for', 'until'],
+  waitFor: ['when', 'match', 'event', 'timeoutMs'],
+  child: ['key', 'when', 'childInput'],
+  forEach: ['key', 'when', 'items', 'childInput', 'concurrency'],
+};
+
+/**
+ * Part kinds that exist only on what the shape itself records — a condition, or a sleep, waitFor,
+ * child or forEach step. A manifest entry written before they existed had none of them (its
+ * definition hash tells if one was added since), so an entry that does not list them lacks
+ * nothing: no note says they are pinned for the first time.
+ */
+export const SHAPE_BOUND_PART_KINDS: readonly PartKind[] = [
+  'when',
+  'for',
+  'until',
+  'match',
+  'items',
+  'childInput',
+  'event',
+  'timeoutMs',
+  'concurrency',
+];
 
 /** How messages name a part of each kind (`the key` + ` of step "charge"`). */
 const PART_NAMES: Readonly<Record<PartKind, string>> = {
@@ -30,6 +108,15 @@ const PART_NAMES: Readonly<Record<PartKind, string>> = {
   output: 'the output schema',
   key: 'the key',
   request: 'the request',
+  when: 'the condition (when)',
+  for: 'the sleep duration (for)',
+  until: 'the wake-up time (until)',
+  match: 'the correlation key (match)',
+  items: 'the item list (items)',
+  childInput: 'the child input (input)',
+  event: 'the event',
+  timeoutMs: 'the wait timeout (timeoutMs)',
+  concurrency: 'the concurrency',
 };
 
 /** How notes name all parts of a kind at once. */
@@ -38,6 +125,15 @@ const PART_KIND_PLURALS: Readonly<Record<PartKind, string>> = {
   output: 'output schemas',
   key: 'keys',
   request: 'requests',
+  when: 'conditions',
+  for: 'sleep durations',
+  until: 'wake-up times',
+  match: 'correlation keys',
+  items: 'item lists',
+  childInput: 'child inputs',
+  event: 'events',
+  timeoutMs: 'wait timeouts',
+  concurrency: 'concurrency limits',
 };
 
 /** One pinned part of a workflow version, as analysis found it. */

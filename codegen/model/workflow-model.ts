@@ -3,7 +3,7 @@
 
 import type { StepKind } from '../../dsl/step-kind.js';
 import type { HandlerAnalysis } from './handler-model.js';
-import type { PinnedPart } from './pinned-parts.js';
+import type { CheckedFunctionPart, PinnedPart } from './pinned-parts.js';
 import type { PurityFinding, StepRead } from './purity.js';
 import type { SourceLocation } from './source-location.js';
 
@@ -35,38 +35,98 @@ export interface StepModel {
   readonly kind: StepKind;
   readonly position: number;
   readonly idempotentByKey: boolean;
-  /** The `.step` / `.transactional` / `.external` method name of this step's call. */
+  /** The step method's name in this step's call (`.step`, `.waitFor`, `.forEach`, ...). */
   readonly location: SourceLocation;
-  /** `null` when the step declares no key (correct for `step`, LF001 for the effect kinds). */
+  /**
+   * `null` when the step declares no key (correct for `step`, `sleep` and `waitFor`; LF001 for
+   * `transactional`, `external`, `child` and `forEach`). A `forEach` key is per item.
+   */
   readonly key: KeyModel | null;
+  /**
+   * The other functions the runtime evaluates for the step that codegen checks like a key: its
+   * condition (`when`), a sleep's `for` or `until`, a wait's `match`, a fan-out's `items` and
+   * child `input`; in the order of STEP_FUNCTION_PARTS.
+   */
+  readonly functions: readonly StepFunctionModel[];
+  /** The step has a `when` condition: part of its shape (dsl `StepShape.conditional`). */
+  readonly conditional: boolean;
+  /** `waitFor` only: the event it waits for (its name is part of the shape). */
+  readonly wait?: WaitModel;
+  /** `child` and `forEach` only: the workflow version it starts (its name and version are part of the shape). */
+  readonly fanOut?: FanOutModel;
   readonly hasRequest: boolean;
   readonly hasRetry: boolean;
   /** Source text of `performTimeoutMs`, when declared. */
   readonly performTimeoutText: string | null;
 }
 
-/** What analysis found out about one key function. */
-export interface KeyModel {
-  /** Source text of the key (the function, or the name of the function it refers to). */
+/** What analysis found out about one function the runtime evaluates for a step: a key, a condition, ... */
+export interface FunctionModel {
+  /** Source text of the function (or the name of the function it refers to). */
   readonly text: string;
+  /** The property that declares it. */
   readonly location: SourceLocation;
-  /** Input fields the key reads, as dotted paths (`customer.id`), sorted. */
+  /** Input fields it reads, as dotted paths (`customer.id`), sorted. */
   readonly inputFields: readonly string[];
-  /** The key reads the whole input (or the whole key context) rather than named fields. */
+  /** It reads the whole input (or the whole context) rather than named fields. */
   readonly readsWholeInput: boolean;
-  /** The key reads the whole `steps` object rather than named steps. */
+  /** It reads the whole `steps` object rather than named steps. */
   readonly readsAllSteps: boolean;
   /** Every `steps.<name>` read, in source order. */
   readonly stepReads: readonly StepRead[];
-  /** Functions the key calls (allow-listed ones and same-project helpers it followed), sorted. */
+  /** It reads `item` (or the whole context); only a `forEach` step's key and input have one. */
+  readonly readsItem: boolean;
+  /** Functions it calls (allow-listed ones and same-project helpers it followed), sorted. */
   readonly calls: readonly string[];
-  /** The key reads the input or steps at all; a key that does not is the same for every run (LF005). */
+  /** It reads its context at all; a key that does not is the same for every run (LF005). */
   readonly dependsOnContext: boolean;
-  /** Everything that makes the key impure or unanalysable; validation turns these into diagnostics. */
+  /** Everything that makes it impure or unanalysable; validation turns these into diagnostics. */
   readonly findings: readonly KeyFinding[];
 }
 
-/** What the purity analysis finds in a key; the key rules (LF002–LF005) turn these into diagnostics. */
+/** What analysis found out about one key function. */
+export type KeyModel = FunctionModel;
+
+/** A function besides the key that the runtime evaluates for a step, and which one it is. */
+export interface StepFunctionModel extends FunctionModel {
+  readonly part: Exclude<CheckedFunctionPart, 'key'>;
+}
+
+/** A `waitFor` step's event. Its correlation key is the step's `match` function; without one it waits for a signal to its run. */
+export interface WaitModel {
+  readonly event: EventReference;
+  /** Source text of `timeoutMs`; null when the step waits without a limit. */
+  readonly timeoutText: string | null;
+}
+
+/** An event declared with `export const x = event('name', schema)`, as a step refers to it. */
+export interface EventReference {
+  readonly name: string;
+  /** The const's exported name in the module that declares it. */
+  readonly exportName: string;
+  /** That module, relative to the codegen root, forward slashes. */
+  readonly file: string;
+  /** The `event(...)` call. */
+  readonly location: SourceLocation;
+}
+
+/** What a `child` or `forEach` step starts. */
+export interface FanOutModel {
+  readonly workflow: WorkflowReference;
+  /** `forEach`: source text of `concurrency`; null when every child may run at once (and for `child`). */
+  readonly concurrencyText: string | null;
+}
+
+/** A workflow version another workflow starts as its child, as declared in its own workflow file. */
+export interface WorkflowReference {
+  readonly name: string;
+  readonly version: number;
+  readonly exportName: string;
+  /** The file that declares it, relative to the codegen root. */
+  readonly file: string;
+}
+
+/** What the purity analysis finds in a key (or another checked function); the rules LF002–LF004 turn these into diagnostics. */
 export type KeyFinding = PurityFinding;
 
 /** A declaration codegen cannot read statically (LF008); analysis reports it instead of guessing. */

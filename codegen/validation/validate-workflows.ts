@@ -2,6 +2,7 @@ import { compareDiagnostics, type Diagnostic, type DiagnosticCode } from '../mod
 import type { Rule, ValidationInput } from './rule.js';
 import { constantKey } from './rules/constant-key.js';
 import { duplicateNames } from './rules/duplicate-names.js';
+import { forEachKeyIgnoresItem } from './rules/for-each-key-ignores-item.js';
 import { malformedDeclaration } from './rules/malformed-declaration.js';
 import { missingKey } from './rules/missing-key.js';
 import { mutableKeyRead } from './rules/mutable-key-read.js';
@@ -27,6 +28,7 @@ const RULES: Record<DiagnosticCode, Rule> = {
   LF010: writeOutsideTx,
   LF011: stepEffect,
   LF012: performIgnoresKey,
+  LF013: forEachKeyIgnoresItem,
 };
 
 /**

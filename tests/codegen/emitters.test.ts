@@ -24,6 +24,7 @@ function key(text: string, overrides: Partial<KeyModel> = {}): KeyModel {
     readsWholeInput: false,
     readsAllSteps: false,
     stepReads: [],
+    readsItem: false,
     calls: [],
     dependsOnContext: true,
     findings: [],
@@ -39,6 +40,8 @@ function step(name: string, kind: StepModel['kind'], position: number, overrides
     idempotentByKey: false,
     location: at(10 + position),
     key: kind === 'step' ? null : key(`({ input }) => \`${name}:\${input.orderId}\``),
+    functions: [],
+    conditional: false,
     hasRequest: false,
     hasRetry: false,
     performTimeoutText: null,
@@ -162,7 +165,7 @@ describe('manifest', () => {
     if (parsed.status !== 'present') throw new Error('expected a manifest');
     const entry = parsed.manifest.workflows[0]!;
     expect(entry.partKinds).toEqual([...PART_KINDS]);
-    expect(entry.partKinds).toEqual(['input', 'output', 'key', 'request']);
+    expect(entry.partKinds).toEqual(['input', 'output', 'key', 'request', 'when', 'for', 'until', 'match', 'items', 'childInput', 'event', 'timeoutMs', 'concurrency']);
     expect(entry.parts).toEqual({
       input: 'refund-input',
       'steps.load.output': 'load-output',

@@ -3,11 +3,12 @@
 // (HandlerEffectAnalyzer) as plain data for the handler rules (LF010–LF012).
 
 import { ts } from 'ts-morph';
+import { isBuiltInKind, type HandlerStepKind } from '../../../dsl/step-kind.js';
 import { generatedModuleOf } from '../../discovery/discover-handler-modules.js';
 import { contractNames } from '../../emit/naming.js';
 import type { HandlerAnalysis, HandlerBindingModel, HandlerModel } from '../../model/handler-model.js';
 import { compareLocations } from '../../model/source-location.js';
-import type { StepModel, WorkflowModel } from '../../model/workflow-model.js';
+import type { WorkflowModel } from '../../model/workflow-model.js';
 import type { AnalysisProgram } from '../analysis-program.js';
 import { importBindingOf, resolveImportedDeclaration } from '../module-exports.js';
 import { isFunctionLike, propertyName, skipWrappers, variableKeyword, type FunctionLike } from '../syntax.js';
@@ -120,7 +121,11 @@ function calledBinder(
   return null;
 }
 
-/** One binder call: the handler of every step whose property codegen can read. */
+/**
+ * One binder call: the handler of every step whose property codegen can read. Steps of the
+ * built-in kinds (sleep, waitFor, child, forEach) take no handler: a property named after one is
+ * not looked at.
+ */
 function readBinding(
   program: AnalysisProgram,
   analyzer: HandlerEffectAnalyzer,
@@ -134,11 +139,13 @@ function readBinding(
     const name = propertyName(property);
     const step = name === null ? undefined : workflow.steps.find((s) => s.name === name);
     if (step === undefined) continue;
-    const handler = handlerFunction(program, property, step);
+    const kind = step.kind;
+    if (isBuiltInKind(kind)) continue;
+    const handler = handlerFunction(program, property, kind);
     if (handler === null) continue;
     handlers.push({
       step: step.name,
-      kind: step.kind,
+      kind,
       location: program.location(handler.name),
       effects: analyzer.analyze(handler.fn),
     });
@@ -154,9 +161,9 @@ function readBinding(
 function handlerFunction(
   program: AnalysisProgram,
   property: ts.ObjectLiteralElementLike,
-  step: StepModel,
+  kind: HandlerStepKind,
 ): { fn: FunctionLike; name: ts.Node } | null {
-  if (step.kind !== 'external') {
+  if (kind !== 'external') {
     const fn = ts.isMethodDeclaration(property) ? property : functionOf(program, valueOf(property), new Set());
     return fn === null ? null : { fn, name: property.name ?? property };
   }

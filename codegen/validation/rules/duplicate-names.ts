@@ -1,11 +1,14 @@
 import type { Diagnostic } from '../../model/diagnostic.js';
 import { describeLocation } from '../../model/source-location.js';
-import type { WorkflowModel } from '../../model/workflow-model.js';
+import { eventSenderName } from '../../emit/naming.js';
+import { waitedEvents } from '../../model/waited-events.js';
+import type { EventReference, WorkflowModel } from '../../model/workflow-model.js';
 import type { Rule } from '../rule.js';
 
 /**
- * LF006: a workflow name+version is declared once, a step name once per workflow, and a
- * workflow const name once (the generated registry exports contracts under it).
+ * LF006: a workflow name+version is declared once, a step name once per workflow, a workflow
+ * const name once (the generated registry exports contracts under it), and an event that
+ * workflows wait for once (it has one payload schema and one generated sender).
  */
 export const duplicateNames: Rule = ({ analysis }) => {
   const diagnostics: Diagnostic[] = [];
@@ -57,8 +60,35 @@ export const duplicateNames: Rule = ({ analysis }) => {
       });
     }
   }
+  diagnostics.push(...duplicateEvents(analysis.workflows));
   return diagnostics;
 };
+
+/** Events waited for that are declared twice, or whose generated senders would share a name. */
+function duplicateEvents(workflows: readonly WorkflowModel[]): Diagnostic[] {
+  const diagnostics: Diagnostic[] = [];
+  const bySender = new Map<string, EventReference>();
+  for (const { event } of waitedEvents(workflows)) {
+    const sender = eventSenderName(event.name);
+    const first = bySender.get(sender);
+    if (first === undefined) {
+      bySender.set(sender, event);
+      continue;
+    }
+    const firstAt = `\`${first.exportName}\` at ${where(first.location, event.location)}`;
+    diagnostics.push({
+      code: 'LF006',
+      severity: 'error',
+      ...event.location,
+      message:
+        first.name === event.name
+          ? `event "${event.name}" is declared twice: here as \`${event.exportName}\` and as ${firstAt}; declare it once and import that const ` +
+            'wherever it is waited for, so that it has one payload schema and one generated sender.'
+          : `events "${first.name}" (${firstAt}) and "${event.name}" would both be sent with the generated ${sender}(); rename one of them.`,
+    });
+  }
+  return diagnostics;
+}
 
 function where(first: WorkflowModel['location'], here: WorkflowModel['location']): string {
   return first.file === here.file ? `line ${first.line}` : `${first.file}:${first.line}:${first.col}`;

@@ -1,24 +1,34 @@
+import type { StepKind } from '../../../dsl/step-kind.js';
 import type { Diagnostic } from '../../model/diagnostic.js';
 import type { Rule } from '../rule.js';
 
-const CONSEQUENCE = {
+/** What the key buys each kind that needs one; null for the kinds that take none. */
+const CONSEQUENCE: Readonly<Record<StepKind, string | null>> = {
+  step: null,
   transactional: 'a retry reuses the ledger row instead of writing twice',
   external: 'a retry or a crash after the call never performs the effect twice',
-} as const;
+  sleep: null,
+  waitFor: null,
+  child: 'a retry or a crash after starting the child never starts it twice',
+  forEach: "each item's child is started once, whatever crashes in between",
+};
 
-/** LF001: every `transactional` and `external` step needs a key. */
+/** LF001: every `transactional`, `external`, `child` and `forEach` step needs a key. */
 export const missingKey: Rule = ({ analysis }) => {
   const diagnostics: Diagnostic[] = [];
   for (const workflow of analysis.workflows) {
     for (const step of workflow.steps) {
-      if (step.kind === 'step' || step.key !== null) continue;
+      const consequence = CONSEQUENCE[step.kind];
+      if (consequence === null || step.key !== null) continue;
+      const example =
+        step.kind === 'forEach'
+          ? `add key: ({ input, item }) => \`${step.name}:\${input.<id>}:\${item.<id>}\` (built from the item and the input or earlier steps)`
+          : `add key: ({ input }) => \`${step.name}:\${input.<id>}\` (built from the input or earlier steps)`;
       diagnostics.push({
         code: 'LF001',
         severity: 'error',
         ...step.location,
-        message:
-          `${step.kind} step "${step.name}" has no key; add key: ({ input }) => \`${step.name}:\${input.<id>}\` ` +
-          `(built from the input or earlier steps) so that ${CONSEQUENCE[step.kind]}.`,
+        message: `${step.kind} step "${step.name}" has no key; ${example} so that ${consequence}.`,
       });
     }
   }

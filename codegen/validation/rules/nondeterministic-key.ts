@@ -1,47 +1,72 @@
+import type { CheckedFunctionPart } from '../../model/pinned-parts.js';
 import type { Diagnostic } from '../../model/diagnostic.js';
 import type { NondeterministicSource } from '../../model/workflow-model.js';
 import { describeOrigin } from '../describe-via.js';
-import { keyedSteps, type Rule } from '../rule.js';
+import type { Rule } from '../rule.js';
+import { checkedFunctions, wordingOf } from '../step-functions.js';
 
 const FROM_IDENTIFIERS =
   'build the key from business identifiers in the input (e.g. input.orderId), or create the value in an earlier step and read it from steps';
+const FROM_INPUT = 'derive it from the input (e.g. input.orderId), or create the value in an earlier step and read it from steps';
 const FROM_EARLIER_STEP = 'keys are synchronous and pure: load what you need in an earlier step and read its output from steps';
+const SYNC_FROM_EARLIER_STEP = 'it must be synchronous and pure: load what you need in an earlier step and read its output from steps';
+const CLOCK = "pass the time in the workflow input or take it from an earlier step's output";
 
-const SOURCES: Record<NondeterministicSource, { readonly what: string; readonly fix: string }> = {
-  clock: { what: 'reads the clock', fix: "pass the time in the workflow input or take it from an earlier step's output" },
-  random: { what: 'uses randomness', fix: FROM_IDENTIFIERS },
-  uuid: { what: 'generates a random UUID', fix: FROM_IDENTIFIERS },
-  env: { what: 'reads the process environment', fix: 'put the value in the workflow input; read configuration in handlers, not in keys' },
-  await: { what: 'awaits', fix: FROM_EARLIER_STEP },
-  io: { what: 'does I/O', fix: FROM_EARLIER_STEP },
+/** What each source is, and how to do without it in a key and in the other checked functions. */
+const SOURCES: Record<NondeterministicSource, { readonly what: string; readonly keyFix: string; readonly fix: string }> = {
+  clock: { what: 'reads the clock', keyFix: CLOCK, fix: CLOCK },
+  random: { what: 'uses randomness', keyFix: FROM_IDENTIFIERS, fix: FROM_INPUT },
+  uuid: { what: 'generates a random UUID', keyFix: FROM_IDENTIFIERS, fix: FROM_INPUT },
+  env: {
+    what: 'reads the process environment',
+    keyFix: 'put the value in the workflow input; read configuration in handlers, not in keys',
+    fix: 'put the value in the workflow input; read configuration in handlers, not in the functions a step declares',
+  },
+  await: { what: 'awaits', keyFix: FROM_EARLIER_STEP, fix: SYNC_FROM_EARLIER_STEP },
+  io: { what: 'does I/O', keyFix: FROM_EARLIER_STEP, fix: SYNC_FROM_EARLIER_STEP },
 };
 
-/** LF002: a key must not read the clock, randomness, the environment or I/O, nor call anything not known pure. */
+/** A sleep that reads the clock usually means a duration: the runtime fixes the wake-up time itself. */
+const SLEEP_CLOCK =
+  'to sleep for a duration, return it from for: ({ input, steps }) => milliseconds — the runtime adds it to the database time once, when the run reaches the step';
+
+function fixFor(part: CheckedFunctionPart, source: NondeterministicSource): string {
+  if (source === 'clock' && (part === 'for' || part === 'until')) return SLEEP_CLOCK;
+  return part === 'key' ? SOURCES[source].keyFix : SOURCES[source].fix;
+}
+
+/**
+ * LF002: a key — and every other function the runtime evaluates for a step (condition, sleep
+ * time, match, items, child input) — must not read the clock, randomness, the environment or
+ * I/O, nor call anything not known pure.
+ */
 export const nondeterministicKey: Rule = (input) => {
   const diagnostics: Diagnostic[] = [];
-  for (const { step, key } of keyedSteps(input)) {
-    for (const finding of key.findings) {
+  for (const checked of checkedFunctions(input)) {
+    const wording = wordingOf(checked);
+    for (const finding of checked.fn.findings) {
       const origin = describeOrigin(finding.text, finding.at, finding.origin, finding.via);
       if (finding.kind === 'nondeterministic') {
-        const source = SOURCES[finding.source];
         diagnostics.push({
           code: 'LF002',
           severity: 'error',
           ...finding.at,
           message:
-            `key of step "${step.name}" ${source.what} (${origin}), so a retry could compute another key and repeat the effect; ` +
-            `${source.fix}.`,
+            `${wording.subject} ${SOURCES[finding.source].what} (${origin}), so ${wording.consequence}; ` +
+            `${fixFor(checked.part, finding.source)}.`,
         });
       } else if (finding.kind === 'impure-call') {
         const callee = describeOrigin(finding.callee, finding.at, finding.origin, finding.via);
+        const fix = wording.isKey
+          ? 'build the key with template literals, String(), Number(), JSON.stringify(), Math.floor() and string/number methods'
+          : 'write it with template literals, String(), Number(), JSON.stringify(), Math.floor() and string, number and array methods';
         diagnostics.push({
           code: 'LF002',
           severity: 'error',
           ...finding.at,
           message:
-            `key of step "${step.name}" calls ${callee}, which is not on codegen's allow-list of pure functions; ` +
-            'build the key with template literals, String(), Number(), JSON.stringify(), Math.floor() and string/number methods, ' +
-            'or a helper function declared in this file that uses only those.',
+            `${wording.subject} calls ${callee}, which is not on codegen's allow-list of pure functions; ` +
+            `${fix}, or a helper function declared in this file that uses only those.`,
         });
       }
     }

@@ -1,30 +1,37 @@
 import type { Diagnostic } from '../../model/diagnostic.js';
 import { describeHops } from '../describe-via.js';
-import { keyedSteps, type Rule } from '../rule.js';
+import type { Rule } from '../rule.js';
+import { checkedFunctions, wordingOf } from '../step-functions.js';
 
-/** LF003: a key may read only steps declared before its own step (their outputs exist when it runs). */
+/**
+ * LF003: a key — and every other function the runtime evaluates for a step — may read only steps
+ * declared before its own (their outputs exist when it runs).
+ */
 export const stepOrder: Rule = (input) => {
   const diagnostics: Diagnostic[] = [];
-  for (const { workflow, step, key } of keyedSteps(input)) {
+  for (const checked of checkedFunctions(input)) {
+    const { workflow, step, fn } = checked;
+    const { subject, it } = wordingOf(checked);
     const earlier = workflow.steps.filter((s) => s.position < step.position).map((s) => s.name);
-    const earlierText = earlier.length === 0 ? 'it has no earlier steps, so derive the key from the input' : `earlier steps are: ${earlier.join(', ')}`;
-    for (const finding of key.findings) {
+    const earlierText = earlier.length === 0 ? `it has no earlier steps, so derive ${it} from the input` : `earlier steps are: ${earlier.join(', ')}`;
+    const evaluated = it === 'it' ? 'it is evaluated' : `${it} is computed`;
+    for (const finding of fn.findings) {
       const via = describeHops(finding.at, finding.via);
       let message: string;
       if (finding.kind === 'invisible-step-read') {
         const target = workflow.steps.find((s) => s.name === finding.step);
         if (target === undefined) {
-          message = `key of step "${step.name}" reads steps.${finding.step}${via}, but workflow "${workflow.name}" has no step "${finding.step}"; ${earlierText}.`;
+          message = `${subject} reads steps.${finding.step}${via}, but workflow "${workflow.name}" has no step "${finding.step}"; ${earlierText}.`;
         } else if (target.position === step.position) {
-          message = `key of step "${step.name}" reads its own output (steps.${finding.step})${via}; the key is computed before the step runs — derive it from the input or earlier steps.`;
+          message = `${subject} reads its own output (steps.${finding.step})${via}; ${evaluated} before the step runs — derive it from the input or earlier steps.`;
         } else {
           message =
-            `key of step "${step.name}" reads steps.${finding.step}${via}, but step "${finding.step}" comes after it ` +
-            `(position ${target.position + 1}, this step is ${step.position + 1}) and has no output yet; move "${finding.step}" before "${step.name}" or derive the key from earlier steps.`;
+            `${subject} reads steps.${finding.step}${via}, but step "${finding.step}" comes after it ` +
+            `(position ${target.position + 1}, this step is ${step.position + 1}) and has no output yet; move "${finding.step}" before "${step.name}" or derive ${it} from earlier steps.`;
         }
       } else if (finding.kind === 'dynamic-step-access') {
         message =
-          `key of step "${step.name}" reads steps with a computed name (${finding.text})${via}; ` +
+          `${subject} reads steps with a computed name (${finding.text})${via}; ` +
           `codegen cannot tell which step that is — write steps.<name> with a literal name (${earlierText}).`;
       } else {
         continue;

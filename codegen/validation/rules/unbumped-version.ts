@@ -6,8 +6,8 @@ import {
   describePartKinds,
   PART_KINDS,
   partId,
-  STEP_FUNCTION_PARTS,
-  type PartKind,
+  SHAPE_BOUND_PART_KINDS,
+  STEP_PART_KINDS,
   type PinnedPart,
 } from '../../model/pinned-parts.js';
 import type { StepModel, WorkflowModel } from '../../model/workflow-model.js';
@@ -16,10 +16,12 @@ import type { Rule } from '../rule.js';
 /**
  * LF007: a workflow version that the committed manifest already knows must stay as it was
  * generated — everything a run in flight depends on (codegen/model/pinned-parts.ts): its shape
- * (step names, kinds, order, `idempotentByKey`) and its pinned parts (input schema, output
- * schemas, keys, requests). Runs are pinned to a version; changing any of it under them would
- * resume a run with an input it does not have, an output it did not produce, or a key other than
- * the one its ledger row holds.
+ * (step names, kinds, order, `idempotentByKey`, conditions, the events waited for, the child
+ * workflow versions started) and its pinned parts (input schema, output schemas, keys, requests,
+ * conditions, sleep times, correlation keys, item lists, child inputs, events, wait timeouts,
+ * concurrency). Runs are pinned to a version; changing any of it under them would resume a run
+ * with an input it does not have, an output it did not produce, or a key other than the one its
+ * ledger row holds.
  *
  * No change counts as compatible: parts are compared by source text (comments and formatting
  * aside, with the declarations they use), and codegen cannot prove two different texts mean the
@@ -73,7 +75,8 @@ export const unbumpedVersion: Rule = ({ analysis, committedManifest }) => {
 /**
  * Notes (not errors) for declared versions whose manifest entry does not pin every part kind yet
  * — written by an earlier ledgerflow: those parts are pinned from this run on, as declared now.
- * One note per set of missing kinds, naming the versions.
+ * One note per set of missing kinds, naming the versions. Kinds bound to the shape
+ * (SHAPE_BOUND_PART_KINDS) are left out: an entry written before they existed had none.
  */
 export function unpinnedPartNotes(workflows: readonly WorkflowModel[], committedManifest: CommittedManifest): string[] {
   if (committedManifest.status !== 'present') return [];
@@ -81,7 +84,7 @@ export function unpinnedPartNotes(workflows: readonly WorkflowModel[], committed
   for (const workflow of [...workflows].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : a.version - b.version))) {
     const committed = committedManifest.manifest.workflows.find((e) => e.name === workflow.name && e.version === workflow.version);
     if (committed === undefined) continue;
-    const unpinned = PART_KINDS.filter((kind) => !(committed.partKinds ?? []).includes(kind));
+    const unpinned = PART_KINDS.filter((kind) => !(committed.partKinds ?? []).includes(kind) && !SHAPE_BOUND_PART_KINDS.includes(kind));
     if (unpinned.length === 0) continue;
     const key = describePartKinds(unpinned);
     versionsByMissing.set(key, [...(versionsByMissing.get(key) ?? []), `"${workflow.name}" v${workflow.version}`]);
@@ -102,7 +105,7 @@ function partChanges(committed: ManifestWorkflow, workflow: WorkflowModel): stri
   if (pinned.has('input')) candidates.push({ kind: 'input', step: null });
   for (const step of workflow.steps) {
     if (!committed.steps.some((s) => s.name === step.name)) continue; // an added step is a shape change
-    for (const kind of ['output', ...STEP_FUNCTION_PARTS] as const satisfies readonly PartKind[]) {
+    for (const kind of STEP_PART_KINDS) {
       if (pinned.has(kind)) candidates.push({ kind, step: step.name });
     }
   }
@@ -118,7 +121,7 @@ function partChanges(committed: ManifestWorkflow, workflow: WorkflowModel): stri
   return changes;
 }
 
-/** What differs in the step list: removed and added steps, kinds, `idempotentByKey`, order. */
+/** What differs in the step list: removed and added steps, kinds, `idempotentByKey`, conditions, events, children, order. */
 function shapeChanges(before: readonly ManifestStep[], after: readonly StepModel[]): string[] {
   const changes: string[] = [];
   for (const old of before) {
@@ -131,6 +134,13 @@ function shapeChanges(before: readonly ManifestStep[], after: readonly StepModel
     if (now.idempotentByKey !== old.idempotentByKey) {
       changes.push(`idempotentByKey of step "${old.name}" changed (${old.idempotentByKey} → ${now.idempotentByKey})`);
     }
+    if (now.conditional !== (old.conditional === true)) {
+      changes.push(now.conditional ? `step "${old.name}" got a condition (when)` : `the condition (when) of step "${old.name}" was removed`);
+    }
+    const event = now.wait?.event.name;
+    if (now.kind === old.kind && event !== old.event) changes.push(`step "${old.name}" waits for another event (${old.event} → ${event})`);
+    const child = now.fanOut === undefined ? undefined : `${now.fanOut.workflow.name}@${now.fanOut.workflow.version}`;
+    if (now.kind === old.kind && child !== old.child) changes.push(`step "${old.name}" starts another child workflow (${old.child} → ${child})`);
   }
   for (const now of after) {
     if (!before.some((s) => s.name === now.name)) changes.push(`${now.kind} step "${now.name}" was added`);

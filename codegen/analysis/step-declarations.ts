@@ -1,0 +1,280 @@
+import { ts } from 'ts-morph';
+import { STEP_NAME } from '../../dsl/names.js';
+import type { StepKind } from '../../dsl/step-kind.js';
+import {
+  describePart,
+  isCheckedFunctionPart,
+  STEP_PART_KINDS,
+  STEP_PART_PROPERTIES,
+  STEP_PARTS_BY_KIND,
+  type CheckedFunctionPart,
+  type PartKind,
+  type PinnedPart,
+} from '../model/pinned-parts.js';
+import type {
+  FanOutModel,
+  FunctionModel,
+  MalformedDeclaration,
+  StepFunctionModel,
+  StepModel,
+  WaitModel,
+} from '../model/workflow-model.js';
+import type { AnalysisProgram } from './analysis-program.js';
+import { readEventReference, readWorkflowReference } from './dsl-declarations.js';
+import { functionContext, functionModel } from './function-model.js';
+import { importBindingOf, resolveImportedDeclaration } from './module-exports.js';
+import { PinnedSources } from './pinned-source.js';
+import type { PurityAnalyzer } from './purity-analyzer.js';
+import { constFunction, propertyName, skipWrappers, type FunctionLike } from './syntax.js';
+
+/** One call of a step method in a workflow chain. */
+export interface StepCall {
+  readonly kind: StepKind;
+  readonly call: ts.CallExpression;
+  readonly method: ts.MemberName;
+}
+
+/** What a step's declaration is read against: its workflow, and the workflow files a child may be declared in (absolute). */
+export interface StepScope {
+  readonly workflow: string;
+  readonly workflowFiles: ReadonlySet<string>;
+}
+
+/** The config each kind takes, for messages. */
+const CONFIG_SHAPES: Readonly<Record<StepKind, string>> = {
+  step: '{ output, key, ... }',
+  transactional: '{ output, key, ... }',
+  external: '{ output, key, ... }',
+  sleep: '{ for } or { until }',
+  waitFor: '{ event, match, timeoutMs }',
+  child: '{ key, input }',
+  forEach: '{ items, key, workflow, input }',
+};
+
+/** An inline function of each checked part, for messages; a `forEach` step's per-item functions see `item`. */
+const FUNCTION_EXAMPLES: Readonly<Record<CheckedFunctionPart, string>> = {
+  key: '({ input, steps }) => `...`',
+  when: '({ input, steps }) => boolean',
+  for: '({ input, steps }) => milliseconds',
+  until: '({ input, steps }) => Date',
+  match: '({ input, steps }) => string',
+  items: '({ input, steps }) => [...]',
+  childInput: '({ input, steps }) => ({ ... })',
+};
+const PER_ITEM_EXAMPLES: Readonly<Partial<Record<CheckedFunctionPart, string>>> = {
+  key: '({ input, item }) => `...`',
+  childInput: '({ item }) => ({ ... })',
+};
+
+/**
+ * Reads one step of a workflow chain: its name and config, every function the runtime evaluates
+ * for it (each analysed for purity over its context, like a key), the event it waits for or the
+ * workflow it starts, and the parts a run in flight depends on. Anything codegen cannot read
+ * statically is reported as malformed (LF008) with what to write instead; the step is then null.
+ */
+export function readStep(
+  program: AnalysisProgram,
+  analyzer: PurityAnalyzer,
+  scope: StepScope,
+  { kind, call, method }: StepCall,
+  earlier: readonly StepModel[],
+  malformed: MalformedDeclaration[],
+): { model: StepModel; parts: PinnedPart[] } | null {
+  const position = earlier.length;
+  const report = (node: ts.Node, message: string): null => {
+    malformed.push({ location: program.location(node), message });
+    return null;
+  };
+  const [nameArgument, ...rest] = call.arguments;
+  const childArgument = kind === 'child' ? rest[0] : undefined;
+  const configArgument = kind === 'child' ? rest[1] : rest[0];
+  const nameNode = nameArgument === undefined ? undefined : skipWrappers(nameArgument);
+  if (nameNode === undefined || !(ts.isStringLiteral(nameNode) || ts.isNoSubstitutionTemplateLiteral(nameNode))) {
+    return report(nameArgument ?? method, `step ${position + 1} of workflow "${scope.workflow}" needs a string literal name, e.g. .${kind}('charge', { ... }).`);
+  }
+  const name = nameNode.text;
+  if (!STEP_NAME.test(name)) {
+    return report(nameNode, `step name "${name}" is invalid: use letters, digits and _ (max 63 characters), starting with a letter or _.`);
+  }
+  const config = configArgument === undefined ? undefined : skipWrappers(configArgument);
+  if (config === undefined || !ts.isObjectLiteralExpression(config)) {
+    const what = CONFIG_SHAPES[kind].includes('key') ? 'its key' : 'it';
+    return report(configArgument ?? method, `the config of step "${name}" must be an object literal (${CONFIG_SHAPES[kind]}) so codegen can read ${what}.`);
+  }
+  const properties = new Map<string, ts.ObjectLiteralElementLike>();
+  for (const property of config.properties) {
+    if (ts.isSpreadAssignment(property)) {
+      return report(property, `the config of step "${name}" uses a spread; write key, idempotentByKey and the other properties out so codegen can see them.`);
+    }
+    const key = propertyName(property);
+    if (key !== null) properties.set(key, property);
+  }
+
+  let idempotentByKey = false;
+  const idempotent = properties.get('idempotentByKey');
+  if (idempotent !== undefined) {
+    const value = ts.isPropertyAssignment(idempotent) ? skipWrappers(idempotent.initializer) : undefined;
+    if (value === undefined || (value.kind !== ts.SyntaxKind.TrueKeyword && value.kind !== ts.SyntaxKind.FalseKeyword)) {
+      return report(idempotent, `idempotentByKey of step "${name}" must be the literal true or false; it decides whether the handler must supply reconcile.`);
+    }
+    idempotentByKey = kind === 'external' && value.kind === ts.SyntaxKind.TrueKeyword;
+  }
+
+  // Every function the runtime evaluates for the step, checked like a key over its own context.
+  const earlierNames = earlier.map((step) => step.name);
+  const functions = new Map<CheckedFunctionPart, FunctionModel>();
+  for (const part of STEP_PARTS_BY_KIND[kind]) {
+    if (!isCheckedFunctionPart(part)) continue;
+    const property = properties.get(STEP_PART_PROPERTIES[part]);
+    if (property === undefined) continue;
+    const fn = resolveFunction(program, property);
+    if (fn === 'absent') continue;
+    const perItem = kind === 'forEach' && (part === 'key' || part === 'childInput');
+    if (fn === null) {
+      const example = (perItem ? PER_ITEM_EXAMPLES[part] : undefined) ?? FUNCTION_EXAMPLES[part];
+      return report(
+        property,
+        `${describePart({ kind: part, step: name })} must be a function — inline (${example}) or the name of a function declared in this file or exported by a relative module — so codegen can check that it is pure.`,
+      );
+    }
+    functions.set(part, functionModel(program, property, analyzer.analyze(fn, functionContext(earlierNames, perItem))));
+  }
+  const missing = missingFunction(kind, name, functions);
+  if (missing !== null) return report(method, missing);
+
+  let wait: WaitModel | undefined;
+  if (kind === 'waitFor') {
+    const property = properties.get('event');
+    if (property === undefined) {
+      return report(method, `waitFor step "${name}" names no event; add event: paymentSettled, the const of an event declared with export const paymentSettled = event('payment.settled', z.object({ ... })).`);
+    }
+    const event = readEventReference(program, valueOf(property), property, `the event of step "${name}"`);
+    if ('problem' in event) return report(property, event.problem);
+    wait = { event, timeoutText: initializerText(properties.get('timeoutMs')) };
+  }
+
+  let fanOut: FanOutModel | undefined;
+  if (kind === 'child' || kind === 'forEach') {
+    const property = kind === 'forEach' ? properties.get('workflow') : undefined;
+    const value = kind === 'child' ? (childArgument ?? null) : property === undefined ? null : valueOf(property);
+    const at = kind === 'child' ? childArgument : property;
+    if (at === undefined) {
+      return report(
+        method,
+        kind === 'child'
+          ? `child step "${name}" names no workflow to start; pass the workflow's const as the second argument: .child('${name}', shipment, { key, input }).`
+          : `forEach step "${name}" names no workflow to start; add workflow: the const of a workflow declared in a *.workflow.ts file.`,
+      );
+    }
+    const workflow = readWorkflowReference(program, value, at, `the child workflow of step "${name}"`, scope.workflow, scope.workflowFiles);
+    if ('problem' in workflow) return report(at, workflow.problem);
+    fanOut = { workflow, concurrencyText: kind === 'forEach' ? initializerText(properties.get('concurrency')) : null };
+  }
+
+  // What runs in flight depend on: the output schema, every function the runtime evaluates, and the values that steer it.
+  const parts: PinnedPart[] = [];
+  const applicable = STEP_PARTS_BY_KIND[kind];
+  for (const part of STEP_PART_KINDS) {
+    if (!applicable.includes(part)) continue;
+    const property = properties.get(STEP_PART_PROPERTIES[part]);
+    if (property === undefined || (isCheckedFunctionPart(part) && !functions.has(part))) continue;
+    const pinned = pinPart(program, property, part, name, describePart({ kind: part, step: name }), malformed);
+    if (pinned === null) return null;
+    parts.push(pinned);
+  }
+
+  const others: StepFunctionModel[] = [];
+  for (const [part, fn] of functions) if (part !== 'key') others.push({ part, ...fn });
+  const model: StepModel = {
+    name,
+    kind,
+    position,
+    idempotentByKey,
+    location: program.location(method),
+    key: functions.get('key') ?? null,
+    functions: others,
+    conditional: functions.has('when'),
+    ...(wait === undefined ? {} : { wait }),
+    ...(fanOut === undefined ? {} : { fanOut }),
+    hasRequest: properties.has('request'),
+    hasRetry: properties.has('retry'),
+    performTimeoutText: initializerText(properties.get('performTimeoutMs')),
+  };
+  return { model, parts };
+}
+
+/** What a step of `kind` must declare besides its key (LF001 asks for that): null when nothing is missing. */
+function missingFunction(kind: StepKind, name: string, functions: ReadonlyMap<CheckedFunctionPart, FunctionModel>): string | null {
+  switch (kind) {
+    case 'sleep':
+      return functions.has('for') === functions.has('until')
+        ? `sleep step "${name}" needs exactly one of for: ({ input, steps }) => milliseconds (how long) or until: ({ input, steps }) => Date (when to wake up).`
+        : null;
+    case 'child':
+      return functions.has('childInput') ? null : `child step "${name}" needs input: ({ input, steps }) => ({ ... }), the child's start input.`;
+    case 'forEach':
+      if (!functions.has('items')) return `forEach step "${name}" needs items: ({ input, steps }) => [...], the list to start one child per item of.`;
+      return functions.has('childInput') ? null : `forEach step "${name}" needs input: ({ item }) => ({ ... }), each child's start input.`;
+    case 'step':
+    case 'transactional':
+    case 'external':
+    case 'waitFor':
+      return null;
+  }
+}
+
+/**
+ * Pins the part a property declares (its value; a method is its own value), or reports as
+ * malformed (LF008) that codegen cannot read what it refers to.
+ */
+export function pinPart(
+  program: AnalysisProgram,
+  property: ts.ObjectLiteralElementLike,
+  kind: PartKind,
+  step: string | null,
+  subject: string,
+  malformed: MalformedDeclaration[],
+): PinnedPart | null {
+  const value = ts.isPropertyAssignment(property) ? property.initializer : property;
+  const pin = PinnedSources.of(program).pin(value, subject);
+  if (pin.problem !== undefined) {
+    malformed.push({ location: program.location(pin.problem.node), message: pin.problem.message });
+    return null;
+  }
+  return { kind, step, hash: pin.hash, location: program.location(property.name ?? property) };
+}
+
+/** The value a property assigns (`name` itself for a shorthand `{ name }`); null for methods, accessors and spreads. */
+function valueOf(property: ts.ObjectLiteralElementLike): ts.Expression | null {
+  if (ts.isPropertyAssignment(property)) return property.initializer;
+  if (ts.isShorthandPropertyAssignment(property)) return property.name;
+  return null;
+}
+
+/** Source text of a property's value, when it is written as `name: value`. */
+function initializerText(property: ts.ObjectLiteralElementLike | undefined): string | null {
+  return property !== undefined && ts.isPropertyAssignment(property) ? property.initializer.getText() : null;
+}
+
+/** The function a property names; 'absent' for `undefined`; null when it is not statically a function. */
+function resolveFunction(program: AnalysisProgram, property: ts.ObjectLiteralElementLike): FunctionLike | 'absent' | null {
+  if (ts.isMethodDeclaration(property)) return property;
+  let value: ts.Expression;
+  if (ts.isPropertyAssignment(property)) value = skipWrappers(property.initializer);
+  else if (ts.isShorthandPropertyAssignment(property)) value = property.name;
+  else return null;
+  if (ts.isArrowFunction(value) || ts.isFunctionExpression(value)) return value;
+  if (!ts.isIdentifier(value)) return null;
+  const declaration = program.declarationOf(value);
+  if (declaration === undefined) return value.text === 'undefined' ? 'absent' : null;
+  return functionOfDeclaration(program, declaration);
+}
+
+function functionOfDeclaration(program: AnalysisProgram, declaration: ts.Declaration): FunctionLike | null {
+  if (ts.isFunctionDeclaration(declaration)) return declaration.body === undefined ? null : declaration;
+  if (ts.isVariableDeclaration(declaration)) return constFunction(declaration);
+  const binding = importBindingOf(declaration);
+  if (binding === null) return null;
+  const target = resolveImportedDeclaration(program, declaration.getSourceFile().fileName, binding.specifier, binding.importedName);
+  return target === null ? null : functionOfDeclaration(program, target);
+}

@@ -1,0 +1,6 @@
+import { event } from 'ledgerflow/dsl';
+import { z } from 'zod';
+
+export const paymentSettled = event('payment.settled', z.object({ orderId: z.string(), paid: z.boolean() }));
+
+export const approvalGiven = event('approval.given', z.object({ by: z.string() }));
