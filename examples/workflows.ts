@@ -3,10 +3,12 @@
  * (and `reconcile`). The providers are the in-process fakes, so a worker started this way
  * charges and emails nobody; the demo (`npm start`) hosts them in its own process instead.
  */
-import { backfillBatchRegistration } from './data-backfill/handlers.js';
+import { backfillBatchRegistration, dataBackfillRegistration } from './data-backfill/handlers.js';
 import { FakeEmailProvider } from './fakes/email-provider.js';
 import { FakePaymentProvider } from './fakes/payment-provider.js';
 import { orderPaymentRegistration } from './order-payment/handlers.js';
+import { orderWebhookRegistration } from './order-webhook/handlers.js';
+import { subscriptionRenewalRegistration } from './subscription-renewal/handlers.js';
 import { userOnboardingRegistration } from './user-onboarding/handlers.js';
 
 const payments = new FakePaymentProvider();
@@ -14,6 +16,9 @@ const email = new FakeEmailProvider();
 
 export const workflows = [
   orderPaymentRegistration({ payments, email }),
+  orderWebhookRegistration({ payments }),
+  subscriptionRenewalRegistration({ payments }),
   userOnboardingRegistration({ email }),
   backfillBatchRegistration(),
+  dataBackfillRegistration(),
 ];

@@ -2,16 +2,26 @@
 // Registry of every workflow version codegen found. Regenerate with `npx ledgerflow codegen`.
 
 import { backfillBatch } from '../examples/data-backfill/backfill-batch.workflow.js';
+import { dataBackfill } from '../examples/data-backfill/data-backfill.workflow.js';
 import { orderPayment } from '../examples/order-payment/order-payment.workflow.js';
+import { orderWebhook } from '../examples/order-webhook/order-webhook.workflow.js';
+import { subscriptionRenewal } from '../examples/subscription-renewal/subscription-renewal.workflow.js';
 import { userOnboarding } from '../examples/user-onboarding/user-onboarding.workflow.js';
 
 export * from './contracts/backfill-batch.v1.js';
+export * from './contracts/data-backfill.v1.js';
 export * from './contracts/order-payment.v1.js';
+export * from './contracts/order-webhook.v1.js';
+export * from './contracts/subscription-renewal.v1.js';
 export * from './contracts/user-onboarding.v1.js';
+export * from './contracts/events.js';
 
 /** Every workflow version, sorted by name and version: give these to a client or worker. */
 export const workflows = [
   backfillBatch,
+  dataBackfill,
   orderPayment,
+  orderWebhook,
+  subscriptionRenewal,
   userOnboarding,
 ] as const;

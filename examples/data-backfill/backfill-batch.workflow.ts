@@ -2,13 +2,9 @@ import { workflow } from 'ledgerflow/dsl';
 import { z } from 'zod';
 
 /**
- * Copies one id range of `legacy.account` into `billing.account`: one run per batch.
- *
- * Why one run per batch rather than one run for the whole table: a workflow's steps are a
- * fixed list declared up front, while the number of batches depends on the data. So the
- * *driver* (`enqueue-backfill.ts`) cuts the id space into ranges and starts one run per range,
- * with the dedupe key `batch:<table>:<fromId>`; starting is idempotent, so re-running the
- * driver after it was killed half-way starts only the batches that are missing.
+ * Copies one id range `[fromId, toId)` of `legacy.account` into `billing.account`: one run per
+ * batch, started by the `data-backfill` workflow's fan-out (one child per range, keyed
+ * `<job>:<fromId>`), or on its own.
  *
  * Each run has a single `transactional` step whose key is the range. The copy, the progress
  * counter, the ledger row and the run's completion commit together: a worker killed mid-batch

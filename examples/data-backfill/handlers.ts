@@ -1,8 +1,37 @@
 import { sql } from 'kysely';
 import type { WorkflowRegistration } from 'ledgerflow/runtime';
 import { backfillBatchHandlers } from '../../generated/contracts/backfill-batch.v1.js';
+import { dataBackfillHandlers } from '../../generated/contracts/data-backfill.v1.js';
 import type { AppDatabase } from '../migrations/app-database.js';
 import type { backfillBatch } from './backfill-batch.workflow.js';
+import type { dataBackfill } from './data-backfill.workflow.js';
+
+/**
+ * `data-backfill` bound to its handlers: the plan and the sum. `copyBatches` is a built-in
+ * `forEach` step; the worker starts and awaits the children itself.
+ */
+export function dataBackfillRegistration(): WorkflowRegistration<typeof dataBackfill> {
+  return dataBackfillHandlers<AppDatabase>({
+    async planBatches({ db, input }) {
+      const range = await db
+        .selectFrom('legacy.account')
+        .select((eb) => [eb.fn.min<number | null>('id').as('min'), eb.fn.max<number | null>('id').as('max')])
+        .executeTakeFirstOrThrow();
+      if (range.min === null || range.max === null) return { batches: [] };
+      // Aligned to multiples of batchSize, so the same table and size always give the same ranges.
+      const batches: Array<{ fromId: number; toId: number }> = [];
+      for (let fromId = Math.floor(Number(range.min) / input.batchSize) * input.batchSize; fromId <= Number(range.max); fromId += input.batchSize) {
+        batches.push({ fromId, toId: fromId + input.batchSize });
+      }
+      return { batches };
+    },
+
+    total: ({ steps }) => ({
+      batches: steps.copyBatches.length,
+      rowsCopied: steps.copyBatches.reduce((sum, batch) => sum + batch.copied, 0),
+    }),
+  });
+}
 
 /** `backfill-batch` bound to its handler: the copy of one id range `[fromId, toId)`. */
 export function backfillBatchRegistration(): WorkflowRegistration<typeof backfillBatch> {

@@ -31,6 +31,27 @@ export interface PaymentGateway {
   findCharge(idempotencyKey: string): Promise<Charge | undefined>;
 }
 
+/** A refund of everything charged for one business reference. */
+export interface Refund {
+  readonly id: string;
+  readonly reference: string;
+  /** What was given back: 0 when nothing had been charged for the reference. */
+  readonly amountCents: number;
+  /** The charges it refunded. */
+  readonly chargeIds: readonly string[];
+  readonly idempotencyKey: string | null;
+}
+
+/**
+ * Refunds by business reference, the way a checkout is cancelled at a PSP when the shop gave up
+ * waiting for its payment: whatever the customer paid for it (a late payment whose webhook never
+ * reached the shop) goes back. Separate from {@link PaymentGateway}, which the demo also serves
+ * over HTTP.
+ */
+export interface RefundGateway {
+  refund(reference: string, options?: ChargeOptions): Promise<Refund>;
+}
+
 /** Same idempotency key, different request body: the provider refuses rather than guess. */
 export class IdempotencyConflictError extends Error {
   override readonly name = 'IdempotencyConflictError';
@@ -85,9 +106,13 @@ interface StoredCharge {
  * const again = await payments.charge({ reference: 'order-1', amountCents: 1200, currency: 'eur', customerId: 'c1' }, { idempotencyKey: 'charge:order-1' });
  * // again.id === first.id, payments.totalCharges() === 1
  */
-export class FakePaymentProvider implements PaymentGateway {
+export class FakePaymentProvider implements PaymentGateway, RefundGateway {
   readonly #byKey = new Map<string, StoredCharge>();
   readonly #charges: Charge[] = [];
+  readonly #refunds: Refund[] = [];
+  readonly #refundsByKey = new Map<string, Refund>();
+  /** Charges already refunded, by id: a charge is given back once, whatever the keys. */
+  readonly #refunded = new Set<string>();
   readonly #failures: InjectedFailure[] = [];
   readonly #latencyMs: number;
   #requests = 0;
@@ -136,6 +161,42 @@ export class FakePaymentProvider implements PaymentGateway {
 
   async findCharge(idempotencyKey: string): Promise<Charge | undefined> {
     return this.#byKey.get(idempotencyKey)?.charge;
+  }
+
+  /**
+   * Refunds every charge made for `reference` that was not refunded yet — possibly none, a
+   * refund of 0. Deduped like charges: the same key again returns the first refund.
+   */
+  async refund(reference: string, options: ChargeOptions = {}): Promise<Refund> {
+    if (typeof reference !== 'string' || reference === '') throw new TypeError('Invalid refund request: reference must be a non-empty string.');
+    this.#requests += 1;
+    const key = options.idempotencyKey;
+    const stored = key === undefined ? undefined : this.#refundsByKey.get(key);
+    if (stored !== undefined) {
+      if (stored.reference !== reference) {
+        this.#conflicts += 1;
+        throw new IdempotencyConflictError(`Idempotency key "${key}" was already used to refund another reference; use a new key.`);
+      }
+      this.#replays += 1;
+      return stored;
+    }
+    const charges = this.#charges.filter((c) => c.reference === reference && !this.#refunded.has(c.id));
+    for (const charge of charges) this.#refunded.add(charge.id);
+    const refund: Refund = {
+      id: `re_${String(this.#refunds.length + 1).padStart(6, '0')}`,
+      reference,
+      amountCents: charges.reduce((sum, c) => sum + c.amountCents, 0),
+      chargeIds: charges.map((c) => c.id),
+      idempotencyKey: key ?? null,
+    };
+    this.#refunds.push(refund);
+    if (key !== undefined) this.#refundsByKey.set(key, refund);
+    return refund;
+  }
+
+  /** Refunds made for `reference` (each counted once, however often its key was sent). */
+  refundsForReference(reference: string): readonly Refund[] {
+    return this.#refunds.filter((r) => r.reference === reference);
   }
 
   /** Makes the next `count` charge requests that would apply fail in the given way. */

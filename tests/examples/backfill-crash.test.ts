@@ -4,7 +4,7 @@ import { sql } from 'kysely';
 import { createClient, migrate } from 'ledgerflow/runtime';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backfillBatch } from '../../examples/data-backfill/backfill-batch.workflow.js';
-import { enqueueBackfill } from '../../examples/data-backfill/enqueue-backfill.js';
+import { dataBackfill } from '../../examples/data-backfill/data-backfill.workflow.js';
 import type { AppDatabase } from '../../examples/migrations/app-database.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
 
@@ -39,7 +39,8 @@ describe('data-backfill killed half-way (PostgreSQL, worker child process)', () 
     const db = store.db.withTables<AppDatabase>();
     const client = createClient({ store });
     const batches = Math.ceil((ROWS + 1) / BATCH);
-    expect(await enqueueBackfill(client, db, { job: 'accounts', batchSize: BATCH })).toEqual({ batches, created: batches });
+    const job = { job: 'accounts', batchSize: BATCH };
+    const { runId } = await client.start(dataBackfill, job, { dedupeKey: 'backfill:accounts' });
 
     // Killed inside a batch's transaction, after the copy's INSERT and before COMMIT.
     const faults = JSON.stringify({
@@ -58,31 +59,33 @@ describe('data-backfill killed half-way (PostgreSQL, worker child process)', () 
     expect(Number(progress.rows_copied)).toBe(Number(copiedSoFar.n));
     expect(progress.batches).toBe(doneBeforeKill.length);
 
-    // The driver is re-run (as after a deploy or a crash of the driver itself): nothing new is started.
-    expect(await enqueueBackfill(client, db, { job: 'accounts', batchSize: BATCH })).toEqual({ batches, created: 0 });
+    // The job is started again (as after a deploy or a crash of the script that starts it): the same run.
+    expect(await client.start(dataBackfill, job, { dedupeKey: 'backfill:accounts' })).toEqual({ runId, created: false });
 
     const worker = startWorker(store.url!, '');
-    const deadline = Date.now() + 60_000;
-    while ((await client.listRuns({ workflow: backfillBatch.name, status: 'completed', limit: 1000 })).length < batches) {
-      if (Date.now() > deadline) throw new Error('the restarted worker did not finish the backfill within 60 s');
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    const run = await client.waitForRun(runId, { timeoutMs: 60_000, pollMs: 100 });
     const stopped = exited(worker);
     worker.kill('SIGTERM');
     expect(await stopped).toEqual({ code: 0, signal: null });
+    expect(run.status).toBe('completed');
+    expect(run.output).toMatchObject({ total: { batches, rowsCopied: ROWS } });
 
     const copied = await db.selectFrom('billing.account').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
     expect(Number(copied.n)).toBe(ROWS);
     expect(await db.selectFrom('billing.backfill_progress').selectAll().execute()).toEqual([
       { job: 'accounts', rows_copied: ROWS, batches },
     ]);
+    // One batch run per range, whatever the kill interrupted: none was started twice.
+    const batchRuns = await client.listRuns({ workflow: backfillBatch.name, limit: 1000 });
+    expect(batchRuns).toHaveLength(batches);
+    expect(new Set(batchRuns.map((r) => r.dedupe_key)).size).toBe(batches);
     // Batches finished before the kill were not run again: still one attempt each.
-    for (const run of doneBeforeKill) {
-      const details = await client.getRun(run.id);
+    for (const done of doneBeforeKill) {
+      const details = await client.getRun(done.id);
       expect(details.attempts.map((a) => a.status)).toEqual(['succeeded']);
     }
     // The batch that was killed was taken over: its first attempt is abandoned, a later one succeeded.
-    const attempts = await db.selectFrom('ledgerflow.step_attempt').select(['run_id', 'status']).execute();
+    const attempts = await db.selectFrom('ledgerflow.step_attempt').select(['run_id', 'status']).where('step_name', '=', 'copyBatch').execute();
     expect(attempts.filter((a) => a.status === 'abandoned')).toHaveLength(1);
     expect(attempts.filter((a) => a.status === 'succeeded')).toHaveLength(batches);
   }, 120_000);

@@ -2,8 +2,8 @@ import { beforeAll, expect, it } from 'vitest';
 import { createClient, createWorker, DuplicateRunError, migrate, type WorkflowRegistration } from 'ledgerflow/runtime';
 import { sql } from 'kysely';
 import { backfillBatch } from '../../examples/data-backfill/backfill-batch.workflow.js';
-import { enqueueBackfill } from '../../examples/data-backfill/enqueue-backfill.js';
-import { backfillBatchRegistration } from '../../examples/data-backfill/handlers.js';
+import { dataBackfill } from '../../examples/data-backfill/data-backfill.workflow.js';
+import { backfillBatchRegistration, dataBackfillRegistration } from '../../examples/data-backfill/handlers.js';
 import { demoOrders } from '../../examples/demo/demo-orders.js';
 import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
 import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
@@ -113,17 +113,38 @@ describeStores('example workflows', (getStore) => {
     ]);
   });
 
-  it('data-backfill copies every row once, and re-running the driver changes nothing', async () => {
+  it('data-backfill fans out one batch run per range, copies every row once, and starting the job again changes nothing', async () => {
     const store = getStore();
     const db = store.db.withTables<AppDatabase>();
     await sql`INSERT INTO legacy.account (id, email, balance_euros)
               SELECT g, ' User' || g || '@Example.COM ', g * 1.25 FROM generate_series(1, 250) AS g`.execute(db);
     const client = createClient({ store });
+    const workflows = [dataBackfillRegistration(), backfillBatchRegistration()];
 
-    expect(await enqueueBackfill(client, db, { job: 'accounts', batchSize: 100 })).toEqual({ batches: 3, created: 3 });
-    await drain(store, [backfillBatchRegistration()]);
-    expect(await enqueueBackfill(client, db, { job: 'accounts', batchSize: 100 })).toEqual({ batches: 3, created: 0 });
-    await drain(store, [backfillBatchRegistration()]);
+    const { runId } = await client.start(dataBackfill, { job: 'accounts', batchSize: 100 }, { dedupeKey: 'backfill:accounts' });
+    await drain(store, workflows);
+    // Started again (a deploy, a retried script): the same run, nothing new to copy.
+    expect(await client.start(dataBackfill, { job: 'accounts', batchSize: 100 }, { dedupeKey: 'backfill:accounts' })).toEqual({
+      runId,
+      created: false,
+    });
+    await drain(store, workflows);
+
+    const run = await client.getRun(runId);
+    expect(run.status).toBe('completed');
+    expect(run.output).toMatchObject({
+      planBatches: { batches: [{ fromId: 0, toId: 100 }, { fromId: 100, toId: 200 }, { fromId: 200, toId: 300 }] },
+      copyBatches: [{ copied: 99 }, { copied: 100 }, { copied: 51 }],
+      total: { batches: 3, rowsCopied: 250 },
+    });
+    expect(run.children.map((c) => [c.workflowName, c.index, c.status])).toEqual([
+      ['backfill-batch', 0, 'completed'],
+      ['backfill-batch', 1, 'completed'],
+      ['backfill-batch', 2, 'completed'],
+    ]);
+    const batches = await client.listRuns({ workflow: backfillBatch.name });
+    expect(batches.map((r) => r.dedupe_key).sort()).toEqual(['accounts:0', 'accounts:100', 'accounts:200']);
+    expect(batches.every((r) => r.parent_run_id === runId && r.status === 'completed')).toBe(true);
 
     const copied = await db.selectFrom('billing.account').selectAll().orderBy('id').execute();
     expect(copied).toHaveLength(250);
@@ -131,9 +152,9 @@ describeStores('example workflows', (getStore) => {
     expect(await db.selectFrom('billing.backfill_progress').selectAll().execute()).toEqual([
       { job: 'accounts', rows_copied: 250, batches: 3 },
     ]);
-    const runs = await client.listRuns({ workflow: backfillBatch.name });
-    expect(runs.map((r) => r.status)).toEqual(['completed', 'completed', 'completed']);
-    // Another batch size would cut different ranges under the same dedupe keys: refused, not copied twice.
-    await expect(enqueueBackfill(client, db, { job: 'accounts', batchSize: 50 })).rejects.toThrow(DuplicateRunError);
+    // Another batch size for a job that has begun would cut other ranges: refused, not copied twice.
+    await expect(client.start(dataBackfill, { job: 'accounts', batchSize: 50 }, { dedupeKey: 'backfill:accounts' })).rejects.toThrow(
+      DuplicateRunError,
+    );
   });
 });
