@@ -28,6 +28,7 @@ import {
 import { measureDrain } from './workloads/drain.js';
 import { measureFloor } from './workloads/w0-floor.js';
 import { measureLatency } from './workloads/w3-latency.js';
+import { measureFanOut, measureSleepingClaimCost, WAIT_BENCH_WORKFLOWS, waitBenchRegistrations } from './workloads/waits.js';
 
 /**
  * `npm run bench`: every workload in one run against one durable server, then a Markdown
@@ -36,6 +37,8 @@ import { measureLatency } from './workloads/w3-latency.js';
  *   LEDGERFLOW_BENCH_N            steps per throughput measurement (default 2000)
  *   LEDGERFLOW_BENCH_W3_SECONDS   length of the open-loop latency run (default 5)
  *   LEDGERFLOW_BENCH_CODEGEN=0    skip the codegen benchmark
+ *   LEDGERFLOW_BENCH_SLEEPING     sleeping runs for the claim-cost measurement (default 100000)
+ *   LEDGERFLOW_BENCH_FANOUT       children of the fan-out measurement (default 10000)
  *   DATABASE_URL                  use this server instead of starting one (settings recorded as found)
  */
 const CONCURRENCIES = [1, 4, 16] as const;
@@ -136,6 +139,33 @@ async function main(): Promise<void> {
       }
     }
 
+    const waitsUrl = await server.freshDatabase('bench_waits');
+    const waits = await withStores([createPgStore({ connectionString: waitsUrl, maxConnections: 24 })], async ([store]) => {
+      await migrateForTest(store, [...BENCH_WORKFLOWS, ...WAIT_BENCH_WORKFLOWS]);
+      await sql.raw(BENCH_APP_SQL).execute(store.db);
+      const waitRegistrations = [...registrations, ...waitBenchRegistrations()];
+      const sleeping = await measureSleepingClaimCost(store, {
+        sleeping: positiveInt('LEDGERFLOW_BENCH_SLEEPING', 100_000),
+        drainRuns: Math.min(n, 1000),
+        drainWorkflow: plainOnly,
+        registrations: waitRegistrations,
+      });
+      log(
+        `sleeping runs: ${sleeping.sleeping}; empty claim ${sleeping.emptyClaimMs.without.toFixed(2)} → ${sleeping.emptyClaimMs.with.toFixed(2)} ms, ` +
+          `drain ${sleeping.drainRunsPerSecond.without.toFixed(0)} → ${sleeping.drainRunsPerSecond.with.toFixed(0)} runs/s`,
+      );
+      const fanOut = await measureFanOut(store, {
+        children: positiveInt('LEDGERFLOW_BENCH_FANOUT', 10_000),
+        clientStarts: Math.min(n, 1000),
+        registrations: waitRegistrations,
+      });
+      log(
+        `fan-out: ${fanOut.children} children at ${fanOut.forEachChildrenPerSecond.toFixed(0)}/s ` +
+          `(client.start loop ${fanOut.clientStartsPerSecond.toFixed(0)}/s, bulk insert ${fanOut.bulkInsertRowsPerSecond.toFixed(0)} rows/s)`,
+      );
+      return { sleeping, fanOut };
+    });
+
     let codegen: BenchResults['codegen'];
     if (process.env['LEDGERFLOW_BENCH_CODEGEN'] !== '0') {
       codegen = await runCodegenBench();
@@ -155,6 +185,7 @@ async function main(): Promise<void> {
       stepCosts,
       latency,
       pglite,
+      waits,
       ...(codegen ? { codegen } : {}),
       notes,
     });

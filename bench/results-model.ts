@@ -1,6 +1,7 @@
 import type { CodegenBenchResult } from './codegen-bench.js';
 import type { BenchEnvironment } from './environment.js';
 import type { QueryClass } from './instrumented-pg-store.js';
+import type { FanOutResult, SleepingClaimCost } from './workloads/waits.js';
 
 /** One throughput measurement at one concurrency. */
 export interface ThroughputRow {
@@ -67,5 +68,7 @@ export interface BenchResults {
   readonly latency?: LatencyResult;
   readonly pglite: readonly ThroughputRow[];
   readonly codegen?: CodegenBenchResult;
+  /** Sleeping runs' cost to the claim, and fan-out start rate (bench/workloads/waits.ts). */
+  readonly waits?: { readonly sleeping: SleepingClaimCost; readonly fanOut: FanOutResult };
   readonly notes: readonly string[];
 }

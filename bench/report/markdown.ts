@@ -84,6 +84,28 @@ export function renderMarkdown(results: BenchResults, chartFile: string): string
       '',
     );
   }
+  if (results.waits) {
+    const { sleeping: z, fanOut: f } = results.waits;
+    lines.push(
+      '## Waiting and fan-out (bench/workloads/waits.ts, durable PostgreSQL)',
+      '',
+      `Claim cost with ${z.sleeping} runs sleeping for a day (parked by a worker), against the same database before they slept:`,
+      '',
+      '| measurement | without sleepers | with sleepers | ratio (with / without) |',
+      '|---|---:|---:|---:|',
+      `| claim that finds nothing due (ms, mean of 500) | ${z.emptyClaimMs.without.toFixed(3)} | ${z.emptyClaimMs.with.toFixed(3)} | ${(z.emptyClaimMs.with / z.emptyClaimMs.without).toFixed(2)} |`,
+      `| one-step runs drained (runs/s, concurrency 4) | ${z.drainRunsPerSecond.without.toFixed(0)} | ${z.drainRunsPerSecond.with.toFixed(0)} | ${(z.drainRunsPerSecond.with / z.drainRunsPerSecond.without).toFixed(2)} |`,
+      '',
+      `Starting ${f.children} children with one \`forEach\` step (one worker, concurrency 4, 500 children per commit):`,
+      '',
+      '| how | runs started per second | ratio to forEach |',
+      '|---|---:|---:|',
+      `| forEach (parent start → last child row) | ${f.forEachChildrenPerSecond.toFixed(0)} | 1.00 |`,
+      `| client.start in a loop | ${f.clientStartsPerSecond.toFixed(0)} | ${(f.clientStartsPerSecond / f.forEachChildrenPerSecond).toFixed(2)} |`,
+      `| one INSERT … SELECT generate_series (floor) | ${f.bulkInsertRowsPerSecond.toFixed(0)} | ${(f.bulkInsertRowsPerSecond / f.forEachChildrenPerSecond).toFixed(2)} |`,
+      '',
+    );
+  }
   if (results.codegen) {
     const c = results.codegen;
     lines.push(
