@@ -1,3 +1,4 @@
+import { shapeOf } from '../../dsl/workflow-shape.js';
 import type { WorkflowModel } from '../model/workflow-model.js';
 import { DO_NOT_EDIT, MIGRATIONS_DIR, type GeneratedFile } from './generated-file.js';
 import { compareWorkflows } from './naming.js';
@@ -45,7 +46,7 @@ export function planMigrations(workflows: readonly WorkflowModel[], existing: re
     byWorkflow.set(workflowId(workflow), name);
     files.push({
       path: `${MIGRATIONS_DIR}/${name}`,
-      content: sqlFile(`workflow "${workflow.name}" v${workflow.version} (${workflow.file})`, workflowVersionSql(workflow)),
+      content: sqlFile(`workflow "${workflow.name}" v${workflow.version} (${workflow.file})`, workflowVersionSql(shapeOf(workflow))),
     });
   }
   return { files, byWorkflow };

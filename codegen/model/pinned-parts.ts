@@ -114,7 +114,7 @@ const PART_NAMES: Readonly<Record<PartKind, string>> = {
   match: 'the correlation key (match)',
   items: 'the item list (items)',
   childInput: 'the child input (input)',
-  event: 'the event',
+  event: 'the event declaration',
   timeoutMs: 'the wait timeout (timeoutMs)',
   concurrency: 'the concurrency',
 };
@@ -131,7 +131,7 @@ const PART_KIND_PLURALS: Readonly<Record<PartKind, string>> = {
   match: 'correlation keys',
   items: 'item lists',
   childInput: 'child inputs',
-  event: 'events',
+  event: 'event declarations',
   timeoutMs: 'wait timeouts',
   concurrency: 'concurrency limits',
 };

@@ -1,17 +1,19 @@
 import { describe, expect, it } from 'vitest';
 import { shapeHash } from '../../dsl/workflow-shape.js';
 import { emitContractModule } from '../../codegen/emit/contract-module.js';
+import { emitEventsModule } from '../../codegen/emit/events-module.js';
 import { emitGenerated } from '../../codegen/emit/emit-generated.js';
 import { DO_NOT_EDIT } from '../../codegen/emit/generated-file.js';
 import { emitIndexModule } from '../../codegen/emit/index-module.js';
 import { emitManifest } from '../../codegen/emit/manifest-json.js';
 import { planMigrations } from '../../codegen/emit/migrations.js';
-import { importSpecifier, pascalCase } from '../../codegen/emit/naming.js';
+import { eventSenderName, importSpecifier, pascalCase } from '../../codegen/emit/naming.js';
 import { emitReview } from '../../codegen/emit/review-markdown.js';
 import { stableJson } from '../../codegen/emit/stable-json.js';
 import { parseManifest } from '../../codegen/model/manifest.js';
+import { waitedEvents } from '../../codegen/model/waited-events.js';
 import { PART_KINDS, type PinnedPart } from '../../codegen/model/pinned-parts.js';
-import type { KeyModel, StepModel, WorkflowModel } from '../../codegen/model/workflow-model.js';
+import type { EventReference, KeyModel, StepFunctionModel, StepModel, WorkflowModel } from '../../codegen/model/workflow-model.js';
 
 // Emitters take plain data: these models are written by hand, no compiler involved.
 const at = (line: number) => ({ file: 'shop/refund.workflow.ts', line, col: 3 });
@@ -237,6 +239,83 @@ describe('emitGenerated', () => {
   it('computes import paths for a nested output directory', () => {
     const files = emitGenerated({ workflows: [refund], outDir: 'src/generated', existingMigrations: [] });
     expect(files.find((f) => f.path === 'contracts/refund.v1.ts')!.content).toContain("from '../../../shop/refund.workflow.js'");
+  });
+});
+
+describe('conditions, waits and children', () => {
+  const settledEvent: EventReference = { name: 'payment.settled', exportName: 'paymentSettled', file: 'shop/events.ts', location: at(3) };
+  const fn = (part: StepFunctionModel['part'], text: string): StepFunctionModel => ({ ...key(text), part });
+  const fulfil = workflow('fulfil', 1, 'fulfil', [
+    step('load', 'step', 0),
+    step('vip', 'transactional', 1, { conditional: true, functions: [fn('when', '({ input }) => input.vip')] }),
+    step('pause', 'sleep', 2, { key: null, functions: [fn('for', '() => 1_000')] }),
+    step('settled', 'waitFor', 3, {
+      key: null,
+      functions: [fn('match', '({ input }) => input.orderId')],
+      wait: { event: settledEvent, timeoutText: '86_400_000' },
+    }),
+    step('approved', 'waitFor', 4, { key: null, wait: { event: { ...settledEvent, name: 'approval.given', exportName: 'approvalGiven' }, timeoutText: null } }),
+    step('copy', 'forEach', 5, {
+      key: key('({ input, item }) => `copy:${input.orderId}:${item.from}`', { readsItem: true }),
+      functions: [fn('items', '({ steps }) => steps.load.batches'), fn('childInput', '({ item }) => item')],
+      fanOut: { workflow: { name: 'copy-batch', version: 2, exportName: 'copyBatch', file: 'shop/copy-batch.workflow.ts' }, concurrencyText: '4' },
+    }),
+  ]);
+
+  it('gives built-in steps an output type but no handler, and a conditional handler its own output', () => {
+    const text = emitContractModule(fulfil, 'generated/contracts/fulfil.v1.ts');
+    expect(text).toContain("export type FulfilPauseOutput = WorkflowOutput<typeof fulfil>['pause'];");
+    expect(text).not.toMatch(/readonly (pause|settled|approved|copy):/);
+    expect(text).toContain("WorkflowStepSpec<typeof fulfil, 'vip'>['output']");
+    expect(text).toContain('Runs only when `` ({ input }) => input.vip `` returns true.');
+    expect(text).toContain('const registration = fulfilHandlers<AppDatabase>({ load: ..., vip: ... });');
+  });
+
+  it('hashes the shape with the condition, the event and the child version, as the runtime does', () => {
+    const plain = workflow('fulfil', 1, 'fulfil', fulfil.steps.map((s) => ({ ...s, conditional: false })));
+    expect(shapeHash(plain)).not.toBe(shapeHash(fulfil));
+    const parsed = parseManifest('m.json', emitManifest([fulfil], new Map()));
+    if (parsed.status !== 'present') throw new Error('expected a manifest');
+    const entry = parsed.manifest.workflows[0]!;
+    expect(entry.steps.slice(1, 6)).toMatchObject([
+      { name: 'vip', conditional: true },
+      { name: 'pause' },
+      { name: 'settled', event: 'payment.settled' },
+      { name: 'approved', event: 'approval.given' },
+      { name: 'copy', child: 'copy-batch@2' },
+    ]);
+    expect(entry.steps[2]).not.toHaveProperty('conditional');
+  });
+
+  it('emits one typed sender per event, importing it from its module', () => {
+    const text = emitEventsModule(waitedEvents([fulfil]), 'generated/contracts/events.ts');
+    expect(text).toContain("import { approvalGiven, paymentSettled } from '../../shop/events.js';");
+    expect(text).toContain(
+      'export function sendPaymentSettled(\n  client: EventSender,\n  key: string,\n  payload: EventSendPayload<typeof paymentSettled>,\n  options?: SendEventOptions,\n): Promise<SentEvent> {\n  return client.sendEvent(paymentSettled, key, payload, options);\n}',
+    );
+    expect(text.indexOf('sendApprovalGiven(')).toBeLessThan(text.indexOf('sendPaymentSettled('));
+    expect(text).toContain('step "approved": a signal: `key` is the run id');
+    expect(eventSenderName('order.line-item_added')).toBe('sendOrderLineItemAdded');
+  });
+
+  it('emits the senders only when some workflow waits for an event, and re-exports them from the index', () => {
+    const withEvents = emitGenerated({ workflows: [fulfil], outDir: 'generated', existingMigrations: [] });
+    expect(withEvents.map((f) => f.path)).toContain('contracts/events.ts');
+    expect(withEvents.find((f) => f.path === 'index.ts')!.content).toContain("export * from './contracts/events.js';");
+    const without = emitGenerated({ workflows: [refund], outDir: 'generated', existingMigrations: [] });
+    expect(without.map((f) => f.path)).not.toContain('contracts/events.ts');
+  });
+
+  it('reviews conditions, the events waited for and the children started', () => {
+    const text = emitReview([fulfil]);
+    expect(text).toContain('- `vip` runs only when `({ input }) => input.vip` returns true');
+    expect(text).toContain('- `settled` waits for `payment.settled` (`paymentSettled` in `shop/events.ts`) with correlation key `({ input }) => input.orderId`');
+    expect(text).toContain('timeout `86_400_000` ms');
+    expect(text).toContain('- `approved` waits for `approval.given` (`approvalGiven` in `shop/events.ts`) as a signal to the run');
+    expect(text).toContain(
+      '- `copy` starts `copy-batch` v2 (`copyBatch`) once per item of `({ steps }) => steps.load.batches`, with key `` ({ input, item }) => `copy:${input.orderId}:${item.from}` `` (reads input field `orderId` and the item); at most `4` unfinished at once',
+    );
+    expect(text).toContain('`vip` (transactional, conditional)');
   });
 });
 

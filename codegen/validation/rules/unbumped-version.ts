@@ -115,6 +115,8 @@ function partChanges(committed: ManifestWorkflow, workflow: WorkflowModel): stri
     const old = Object.hasOwn(before, id) ? before[id] : undefined;
     const current = now.get(id)?.hash;
     if (old === current) continue;
+    // A condition added or removed changes the shape, which says so (shapeChanges).
+    if (part.kind === 'when' && (old === undefined || current === undefined)) continue;
     const what = describePart(part);
     changes.push(old === undefined ? `${what} was added` : current === undefined ? `${what} was removed` : `${what} changed`);
   }

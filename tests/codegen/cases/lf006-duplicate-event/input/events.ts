@@ -1,0 +1,6 @@
+import { event } from 'ledgerflow/dsl';
+import { z } from 'zod';
+
+export const paymentSettled = event('payment.settled', z.object({ orderId: z.string() }));
+
+export const refundIssued = event('refund.issued', z.object({ orderId: z.string() }));

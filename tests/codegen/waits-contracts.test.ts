@@ -1,0 +1,100 @@
+import { execFile } from 'node:child_process';
+import { cpSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { shapeHash } from '../../dsl/workflow-shape.js';
+import type { AnyWorkflow } from '../../dsl/workflow.js';
+import { writeGenerated } from '../../codegen/output/write-generated.js';
+import { runCodegen, type CodegenRun } from '../../codegen/run-codegen.js';
+import { REPO_ROOT, TempProject } from './support/temp-project.js';
+
+/**
+ * Conditions, sleeps, waits, children and fan-outs end to end: the shape codegen reads statically
+ * hashes as the runtime hashes the loaded definition, and the generated contracts and event
+ * senders compile with handlers for exactly the steps that take one.
+ */
+const CASE_INPUT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'cases', 'valid-waits-and-children', 'input');
+
+const HANDLERS = `import type { EventSender } from 'ledgerflow/runtime';
+import { ordersHandlers, sendApprovalGiven, sendPaymentSettled, type OrdersHandlers } from './generated/index.js';
+
+export const handlers: OrdersHandlers = {
+  plan: () => ({ batchCount: 3 }),
+  // A conditional step's handler returns its output; later steps see it as possibly undefined.
+  quote: ({ input }) => ({ feeCents: input.rows }),
+  reserve: async (ctx) => ctx.record({ reservationId: ctx.key }),
+  summarize: ({ steps }) => ({ copied: steps.copy.reduce((n, c) => n + c.copied, 0) + (steps.quote?.feeCents ?? 0) }),
+};
+
+export const registration = ordersHandlers(handlers);
+
+export async function settle(client: EventSender): Promise<void> {
+  await sendPaymentSettled(client, 'order-1', { orderId: 'order-1', paid: true });
+  await sendApprovalGiven(client, 'run-id', { by: 'ops' });
+}
+`;
+
+const WRONG = `import type { EventSender } from 'ledgerflow/runtime';
+import { ordersHandlers } from './generated/index.js';
+import { sendPaymentSettled } from './generated/contracts/events.js';
+
+export const registration = ordersHandlers({
+  plan: () => ({ batchCount: 3 }),
+  quote: ({ steps }) => ({ feeCents: steps.plan.batchCount }),
+  reserve: async (ctx) => ctx.record({ reservationId: ctx.key }),
+  summarize: ({ steps }) => ({ copied: steps.quote.feeCents }), // expect-error TS18048
+  settled: () => ({ status: 'timeout', timedOutAt: '' }), // expect-error TS2353
+});
+
+export async function settle(client: EventSender): Promise<void> {
+  await sendPaymentSettled(client, 'order-1', { orderId: 'order-1', paid: 'yes' }); // expect-error TS2322
+}
+`;
+
+let run: CodegenRun;
+let project: TempProject;
+let output: string;
+
+beforeAll(async () => {
+  run = await runCodegen({ root: CASE_INPUT });
+  project = new TempProject('ledgerflow-waits');
+  cpSync(path.join(CASE_INPUT, 'shop'), path.join(project.root, 'shop'), { recursive: true });
+  const copied = await runCodegen({ root: project.root });
+  writeGenerated(copied.root, copied.outDir, copied.generated!);
+  project.write('handlers.ts', HANDLERS);
+  project.write('wrong-handlers.ts', WRONG);
+  project.writeTsconfig(['shop', 'handlers.ts', 'wrong-handlers.ts']);
+  const tsc = path.join(REPO_ROOT, 'node_modules', '.bin', 'tsc');
+  output = await promisify(execFile)(tsc, ['-p', 'tsconfig.json', '--pretty', 'false'], { cwd: project.root }).then(
+    (result) => result.stdout,
+    (error: { stdout?: string }) => error.stdout ?? '',
+  );
+});
+
+afterAll(() => project?.remove());
+
+describe('workflows with conditions, waits and children', () => {
+  it('have the definition hash the runtime computes from the loaded definition', async () => {
+    expect(run.diagnostics).toEqual([]);
+    expect(run.analysis.workflows.map((w) => w.name)).toEqual(['copy-batch', 'orders', 'shipment']);
+    for (const model of run.analysis.workflows) {
+      const module = (await import(pathToFileURL(path.join(CASE_INPUT, model.file)).href)) as Record<string, AnyWorkflow>;
+      const loaded = module[model.exportName]!;
+      const contract = run.generated!.find((f) => f.path === `contracts/${model.name}.v${model.version}.ts`)!.content;
+      expect(contract, model.name).toContain(`DefinitionHash = '${shapeHash(loaded)}';`);
+    }
+  });
+
+  it('compile: contracts without handlers for built-in steps, typed senders, and handlers for the rest', () => {
+    const errors = output.split('\n').filter((line) => / error TS\d+/.test(line));
+    expect(errors.filter((line) => !line.startsWith('wrong-handlers.ts'))).toEqual([]);
+    const expected = WRONG.split('\n').flatMap((text, index) => {
+      const match = /\/\/ expect-error (TS\d+)/.exec(text);
+      return match ? [`${index + 1}:${match[1]}`] : [];
+    });
+    const actual = [...new Set(errors.map((line) => /^wrong-handlers\.ts\((\d+),\d+\): error (TS\d+)/.exec(line)).filter((m) => m !== null).map((m) => `${m[1]}:${m[2]}`))];
+    expect(actual).toEqual(expected);
+  });
+});
