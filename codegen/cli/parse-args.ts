@@ -15,8 +15,9 @@ export interface CliOptions {
 
 export const USAGE = `Usage: ledgerflow codegen [options]
 
-Finds workflow declarations and the handler modules bound to them, checks them (LF001-LF012) and
-generates handler contracts, migrations, ledgerflow.manifest.json and REVIEW.md.
+Finds workflow declarations and the handler modules bound to them, checks them (LF001-LF013) and
+generates handler contracts, typed event senders, migrations, ledgerflow.manifest.json and
+REVIEW.md.
 
 Options:
   --check            regenerate in memory and compare with the output directory; exit 1 if
