@@ -9,7 +9,7 @@ import { paymentSettled } from '../../examples/order-webhook/payment-settled.js'
 /**
  * Sends "payment.settled" with correlation key `key`; the payload is validated against the event's schema
  * before anything is written. Waiting for it:
- * - "order-webhook" v1, step "settled" (key: `` ({ input }) => input.orderId ``)
+ * - "order-webhook" v1, step "settled": `key` as `` ({ input }) => input.orderId `` computes it
  */
 export function sendPaymentSettled(
   client: EventSender,

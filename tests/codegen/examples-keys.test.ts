@@ -1,13 +1,13 @@
 import { cpSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isEffectKind } from '../../dsl/step-kind.js';
+import { isEffectKind, type StepKind } from '../../dsl/step-kind.js';
 import { runCodegen, type CodegenRun } from '../../codegen/run-codegen.js';
 import { REPO_ROOT, TempProject } from './support/temp-project.js';
 
 /**
  * The repository's own examples: they pass codegen, and deleting the key of any of their
- * effect steps (in a temp copy, never in the repo) is LF001 at that step.
+ * effect, child or forEach steps (in a temp copy, never in the repo) is LF001 at that step.
  */
 let repo: CodegenRun;
 let project: TempProject;
@@ -27,8 +27,10 @@ describe('examples', () => {
     expect(repo.diagnostics).toEqual([]);
   });
 
-  it('report LF001 at the step when any effect step loses its key', async () => {
-    const effects = repo.analysis.workflows.flatMap((w) => w.steps.filter((s) => isEffectKind(s.kind)).map((s) => ({ w, s })));
+  it('report LF001 at the step when any effect, child or forEach step loses its key', async () => {
+    const keyed = (kind: StepKind): boolean => isEffectKind(kind) || kind === 'child' || kind === 'forEach';
+    const effects = repo.analysis.workflows.flatMap((w) => w.steps.filter((s) => keyed(s.kind)).map((s) => ({ w, s })));
+    expect(effects.some(({ s }) => s.kind === 'forEach')).toBe(true);
     expect(effects.length).toBeGreaterThan(0);
     for (const { w, s } of effects) {
       const file = path.join(project.root, w.file);

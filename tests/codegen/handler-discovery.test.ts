@@ -68,12 +68,18 @@ describe('the repository itself', () => {
     expect(await discoverHandlerModules({ root: REPO_ROOT, outDir: 'generated' })).toEqual([
       'examples/data-backfill/handlers.ts',
       'examples/order-payment/handlers.ts',
+      'examples/order-webhook/handlers.ts',
+      'examples/subscription-renewal/handlers.ts',
       'examples/user-onboarding/handlers.ts',
     ]);
     const run = await runCodegen({ root: REPO_ROOT });
+    // Steps of the built-in kinds (copyBatches, settled, untilRenewal) have no handler to analyse.
     expect(run.analysis.handlers?.bindings.map((b) => `${b.workflow}@${b.version}: ${b.handlers.map((h) => h.step).join(', ')}`)).toEqual([
+      'data-backfill@1: planBatches, total',
       'backfill-batch@1: copyBatch',
       'order-payment@1: priceOrder, chargeCard, recordPayment, sendReceipt',
+      'order-webhook@1: recordPayment, refundPayment',
+      'subscription-renewal@1: chargeRenewal',
       'user-onboarding@1: createAccount, sendWelcomeEmail',
     ]);
     expect(run.diagnostics.filter((d) => ['LF010', 'LF011', 'LF012'].includes(d.code))).toEqual([]);
