@@ -17,11 +17,17 @@ export { DIAGNOSTIC_CODES, type Diagnostic, type DiagnosticCode, type Severity }
 export type { SourceLocation } from './model/source-location.js';
 export type {
   AnalysisResult,
+  EventReference,
+  FanOutModel,
+  FunctionModel,
   KeyFinding,
   KeyModel,
+  StepFunctionModel,
   StepModel,
   StepRead,
+  WaitModel,
   WorkflowModel,
+  WorkflowReference,
 } from './model/workflow-model.js';
 export type { ManifestFile, ManifestStep, ManifestWorkflow } from './model/manifest.js';
 export { workflowVersionSql, workflowVersionMigrationSuffix } from './emit/workflow-version-sql.js';

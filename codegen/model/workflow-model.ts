@@ -24,8 +24,9 @@ export interface WorkflowModel {
   readonly steps: readonly StepModel[];
   /**
    * What runs in flight depend on besides the shape (codegen/model/pinned-parts.ts): the input
-   * schema, each step's output schema and the functions the runtime evaluates for it, each with
-   * the hash of its normalized source; the input first, then per step in step order.
+   * schema, each step's output schema, the functions the runtime evaluates for it and the values
+   * that steer a wait or a fan-out, each with the hash of its normalized source; the input first,
+   * then per step in step order.
    */
   readonly parts: readonly PinnedPart[];
 }

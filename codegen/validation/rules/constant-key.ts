@@ -9,7 +9,7 @@ export const constantKey: Rule = (input) => {
   const diagnostics: Diagnostic[] = [];
   for (const { step, key } of keyedSteps(input)) {
     if (key.dependsOnContext || step.kind === 'forEach') continue;
-    const what = step.kind === 'child' ? "child run is ever started" : 'effect ever happens';
+    const what = step.kind === 'child' ? 'child run is ever started' : 'effect ever happens';
     diagnostics.push({
       code: 'LF005',
       severity: 'warning',
