@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { shapeHash } from '../../dsl/workflow-shape.js';
 import type { AnyWorkflow } from '../../dsl/workflow.js';
+import { compareGenerated } from '../../codegen/output/compare-generated.js';
 import { writeGenerated } from '../../codegen/output/write-generated.js';
 import { runCodegen, type CodegenRun } from '../../codegen/run-codegen.js';
 import { REPO_ROOT, TempProject } from './support/temp-project.js';
@@ -96,5 +97,13 @@ describe('workflows with conditions, waits and children', () => {
     });
     const actual = [...new Set(errors.map((line) => /^wrong-handlers\.ts\((\d+),\d+\): error (TS\d+)/.exec(line)).filter((m) => m !== null).map((m) => `${m[1]}:${m[2]}`))];
     expect(actual).toEqual(expected);
+  });
+
+  it('leave no senders behind once no workflow waits for an event: contracts/events.ts is extra, and removed', () => {
+    const withoutEvents = run.generated!.filter((f) => f.path !== 'contracts/events.ts');
+    expect(compareGenerated(project.root, 'generated', withoutEvents).filter((d) => d.status === 'extra')).toEqual([
+      { file: 'generated/contracts/events.ts', status: 'extra' },
+    ]);
+    expect(writeGenerated(project.root, 'generated', withoutEvents).removed).toEqual(['generated/contracts/events.ts']);
   });
 });
