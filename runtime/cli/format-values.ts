@@ -1,6 +1,11 @@
-/** Database times, second precision, always UTC so two machines print the same text. */
-export function formatTime(value: Date | null | undefined): string {
+/**
+ * Database times, second precision, always UTC so two machines print the same text. PostgreSQL's
+ * `infinity` (the `run_after` of a run that waits with no timer) arrives as the number
+ * `Infinity` from pg and PGlite alike, whatever the column's type says, and prints as `infinity`.
+ */
+export function formatTime(value: Date | number | null | undefined): string {
   if (value === null || value === undefined) return '-';
+  if (typeof value === 'number') return value > 0 ? 'infinity' : '-infinity';
   return `${value.toISOString().slice(0, 19).replace('T', ' ')}Z`;
 }
 
@@ -22,7 +27,17 @@ export function formatStoredError(value: unknown, max = Infinity): string {
   return formatJson(value, max);
 }
 
-/** JSON for `--json`: dates as ISO strings, two-space indent, trailing newline. */
+/**
+ * JSON for `--json`: dates as ISO strings, two-space indent, trailing newline. An infinite
+ * timestamp (see {@link formatTime}) is `"infinity"`, not the `null` JSON would make of it; jsonb
+ * values (inputs, outputs) cannot hold one.
+ */
 export function toJsonDocument(value: unknown): string {
-  return `${JSON.stringify(value, null, 2)}\n`;
+  return `${JSON.stringify(value, infinityAsText, 2)}\n`;
+}
+
+function infinityAsText(_key: string, value: unknown): unknown {
+  if (value === Infinity) return 'infinity';
+  if (value === -Infinity) return '-infinity';
+  return value;
 }

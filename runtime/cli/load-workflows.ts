@@ -5,7 +5,7 @@ import type { AnyWorkflow } from '../../dsl/workflow.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
 import { UsageError } from './command.js';
 
-/** Where `start` looks for workflow definitions when `--workflows` is not given. */
+/** Where `start`, `send-event` and `signal` look for workflow definitions when `--workflows` is not given. */
 export const DEFAULT_WORKFLOWS_MODULE = 'generated/index.ts';
 
 export type WorkflowEntry = AnyWorkflow | WorkflowRegistration;
@@ -55,6 +55,19 @@ export async function loadWorkflowsModule(path: string): Promise<WorkflowEntry[]
     if (isRegistration(entry) || isWorkflow(entry)) return entry;
     throw new UsageError(`workflows[${i}] in ${path} is neither a workflow nor a registration made by its generated handlers function.`);
   });
+}
+
+/**
+ * The workflows of a command whose `--workflows` is optional (`start`, `send-event`, `signal`):
+ * that module, else {@link DEFAULT_WORKFLOWS_MODULE}, which codegen writes.
+ */
+export async function loadWorkflowsOption(option: string | undefined): Promise<WorkflowEntry[]> {
+  if (option === undefined && !existsSync(DEFAULT_WORKFLOWS_MODULE)) {
+    throw new UsageError(
+      `No --workflows module given and ${DEFAULT_WORKFLOWS_MODULE} does not exist. Run \`ledgerflow codegen\` or pass --workflows <module>.`,
+    );
+  }
+  return loadWorkflowsModule(option ?? DEFAULT_WORKFLOWS_MODULE);
 }
 
 /** Workers and the reconciler need handlers, not only definitions. */

@@ -7,6 +7,8 @@ import { migrateCommand } from './commands/migrate.js';
 import { reconcileCommand } from './commands/reconcile.js';
 import { runCommand } from './commands/run.js';
 import { runsCommand } from './commands/runs.js';
+import { sendEventCommand } from './commands/send-event.js';
+import { signalCommand } from './commands/signal.js';
 import { startCommand } from './commands/start.js';
 import { versionsCommand } from './commands/versions.js';
 import { workerCommand } from './commands/worker.js';
@@ -26,6 +28,8 @@ const COMMANDS: readonly Command[] = [
   migrateCommand,
   workerCommand,
   startCommand,
+  sendEventCommand,
+  signalCommand,
   runsCommand,
   runCommand,
   effectsCommand,

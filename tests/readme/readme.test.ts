@@ -151,7 +151,7 @@ describe('README.md code blocks', () => {
   it('the CLI reference is what the CLI prints', async () => {
     const reference = withDirective('cli-help');
     const commands = reference.map((b) => b.directive!.argument);
-    expect(commands.sort()).toEqual(['', 'cancel', 'codegen', 'effects', 'migrate', 'reconcile', 'run', 'runs', 'start', 'versions', 'worker']);
+    expect(commands.sort()).toEqual(['', 'cancel', 'codegen', 'effects', 'migrate', 'reconcile', 'run', 'runs', 'send-event', 'signal', 'start', 'versions', 'worker']);
     await Promise.all(
       reference.map(async (block) => {
         const command = block.directive!.argument;

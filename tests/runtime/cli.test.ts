@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'kysely';
@@ -8,8 +8,10 @@ import { createClient, type Client } from '../../runtime/client/client.js';
 import { main } from '../../runtime/cli/main.js';
 import type { CliIo } from '../../runtime/cli/cli-io.js';
 import type { WorkflowRunRow } from '../../runtime/store/tables.js';
+import { createWorker, type Worker } from '../../runtime/worker/worker.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPGliteTestStore, createPgTestStore, type TestStore } from '../support/test-stores.js';
+import { approvals, awaitPayment, CLI_WAIT_WORKFLOWS, workflows as waitRegistrations } from './cli-fixtures/wait-workflows.js';
 import { greet } from './cli-fixtures/workflows.js';
 
 const FIXTURES = 'tests/runtime/cli-fixtures';
@@ -53,6 +55,9 @@ async function run(args: readonly string[]): Promise<Outcome> {
 }
 
 const STACK_LINE = /^\s+at /m;
+/** A time as the CLI prints it, for regular expressions. */
+const TIME = '\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\dZ';
+const UUID = '[0-9a-f-]{36}';
 
 describe('ledgerflow CLI against PostgreSQL', () => {
   let store: TestStore;
@@ -131,7 +136,7 @@ describe('ledgerflow CLI against PostgreSQL', () => {
 
     const again = await run(['start', 'order-payment', '--input', input, '--dedupe-key', 'o-1', '--json', ...db]);
     expect(again.code).toBe(0);
-    expect(JSON.parse(again.stdout)).toEqual({ runId, created: false, workflow: 'order-payment', version: 1, status: 'pending' });
+    expect(JSON.parse(again.stdout)).toEqual({ runId, created: false, workflow: 'order-payment', version: 1, status: 'pending', deadlineAt: null });
 
     const conflict = await run(['start', 'order-payment', '--input', JSON.stringify({ ...ORDER_INPUT, currency: 'usd' }), '--dedupe-key', 'o-1', ...db]);
     expect(conflict.code).toBe(1);
@@ -143,8 +148,8 @@ describe('ledgerflow CLI against PostgreSQL', () => {
     const table = await run(['runs', ...db]);
     expect(table.code).toBe(0);
     const lines = table.stdout.trimEnd().split('\n');
-    expect(lines[0]).toMatch(/^RUN {35}WORKFLOW {10}STATUS {3}STEP {2}CREATED {15}FINISHED {2}ERROR$/);
-    expect(lines[1]).toMatch(/^[0-9a-f-]{36} {2}order-payment v1 {2}pending {5}0 {2}\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ {2}- {9}-$/);
+    expect(lines[0]).toMatch(/^RUN {35}WORKFLOW {10}STATUS {3}STEP {2}WAITING FOR {2}CREATED {15}FINISHED {2}PARENT {2}ERROR$/);
+    expect(lines[1]).toMatch(/^[0-9a-f-]{36} {2}order-payment v1 {2}pending {5}0 {2}- {12}\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ {2}- {9}- {7}-$/);
 
     const json = await run(['runs', '--json', '--status', 'pending', ...db]);
     const runs = JSON.parse(json.stdout) as WorkflowRunRow[];
@@ -153,7 +158,7 @@ describe('ledgerflow CLI against PostgreSQL', () => {
 
     const bad = await run(['runs', '--status', 'done', ...db]);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toContain('Unknown --status done. Use one of: pending, running, completed, failed, cancelled, needs_reconciliation.');
+    expect(bad.stderr).toContain('Unknown --status done. Use one of: pending, running, waiting, completed, failed, cancelled, needs_reconciliation.');
   });
 
   it('shows one run with its records, and reports unknown ids without a stack', async () => {
@@ -284,6 +289,179 @@ describe('ledgerflow CLI against PostgreSQL', () => {
       code: 1,
       stdout: `Run ${runId} was not cancelled: it is already cancelled.\n`,
     });
+  });
+});
+
+describe('ledgerflow CLI: events, signals, waits and children (PostgreSQL)', () => {
+  const WAITS = `${FIXTURES}/wait-workflows.ts`;
+  let store: TestStore;
+  let db: string[];
+  let client: Client;
+  let worker: Worker;
+
+  beforeAll(async () => {
+    store = await createPgTestStore();
+    await migrateForTest(store, CLI_WAIT_WORKFLOWS);
+    db = ['--database-url', store.url!];
+    client = createClient({ store, workflows: CLI_WAIT_WORKFLOWS });
+    worker = createWorker({ store, workflows: waitRegistrations, pollIntervalMs: 25, reconcileIntervalMs: 0, concurrency: 8 });
+    await worker.start();
+  });
+  afterAll(async () => {
+    await worker?.stop();
+    await store?.close();
+  });
+
+  const eventCount = async (): Promise<number> =>
+    (await sql<{ n: number }>`SELECT count(*)::int AS n FROM ledgerflow.event`.execute(store.db)).rows[0]!.n;
+  const statusOf = async (runId: string): Promise<string> => (await client.getRun(runId)).status;
+
+  it('start --deadline sets a deadline; runs --status waiting and run show what a run waits for and until when', async () => {
+    const started = await run(['start', 'cli-await-payment', '--input', '{"orderId":"o-1","express":false}', '--deadline', '3600000', '--workflows', WAITS, '--json', ...db]);
+    expect(started.stderr).toBe('');
+    const { runId, deadlineAt } = JSON.parse(started.stdout) as { runId: string; deadlineAt: string };
+    expect(Date.parse(deadlineAt)).toBeGreaterThan(Date.now() + 3_500_000);
+    expect((await run(['start', 'cli-await-payment', '--input', '{}', '--deadline', '0', '--workflows', WAITS, ...db])).stderr).toContain(
+      '--deadline must be an integer >= 1 (got "0").',
+    );
+    const napping = await run(['start', 'cli-napper', '--input', '{"ms":3600000}', '--deadline', '7200000', '--workflows', WAITS, ...db]);
+    const napId = new RegExp(`^Started run (${UUID}) \\(cli-napper v1\\); cancelled if still unfinished at ${TIME}\\.\\n$`).exec(napping.stdout)?.[1];
+    expect(napId, napping.stdout + napping.stderr).toBeDefined();
+    await until(async () => (await statusOf(runId)) === 'waiting' && (await statusOf(napId!)) === 'waiting', () => 'the runs did not wait');
+
+    const listed = await run(['runs', '--status', 'waiting', ...db]);
+    expect(listed.code).toBe(0);
+    const lines = listed.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^RUN +WORKFLOW +STATUS +STEP +WAITING FOR +CREATED +FINISHED +PARENT +ERROR$/);
+    expect(lines).toHaveLength(3);
+    expect(listed.stdout).toMatch(new RegExp(`^${runId} {2}cli-await-payment v1 {2}waiting +1 {2}event cli\\.payment\\.settled key o-1 until ${TIME} +${TIME} {2}- +- +-$`, 'm'));
+    expect(listed.stdout).toMatch(new RegExp(`^${napId} {2}cli-napper v1 +waiting +0 {2}sleep until ${TIME} +${TIME} {2}- +- +-$`, 'm'));
+
+    const shown = await run(['run', runId, ...db]);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toMatch(new RegExp(`^status +waiting\\nwaiting for +event cli\\.payment\\.settled key o-1 until ${TIME} \\(step settled\\)$`, 'm'));
+    expect(shown.stdout).toMatch(/^parent +-$/m);
+    expect(shown.stdout).toMatch(new RegExp(`^deadline +${TIME} \\(cancelled if unfinished then\\)$`, 'm'));
+    // The step whose condition was false is recorded, and marked as skipped.
+    expect(shown.stdout).toMatch(/^expedite +step +1 +- +\S+ \S+ {2}\(skipped: its condition was false\)$/m);
+    expect(shown.stdout).toMatch(new RegExp(`^Waits:\\nSTEP +KIND +EVENT +KEY +UNTIL +SINCE +RESOLVED\\nsettled {2}event {2}cli\\.payment\\.settled {2}o-1 {2}${TIME} {2}${TIME} {2}-\\n`, 'm'));
+    expect(shown.stdout).toContain('\nChildren: none\n');
+    const json = JSON.parse((await run(['run', runId, '--json', ...db])).stdout) as { waiting_for: unknown; waits: unknown[]; children: unknown[] };
+    expect(json).toMatchObject({ waiting_for: { kind: 'event', step: 'settled', event: 'cli.payment.settled', key: 'o-1' }, children: [] });
+    expect(json.waits).toHaveLength(1);
+  });
+
+  it('send-event refuses an unknown event, malformed JSON and an invalid payload, writing nothing; a valid one wakes the run', async () => {
+    const [waiting] = await client.listRuns({ workflow: awaitPayment.name, status: 'waiting' });
+    const runId = waiting!.id;
+    const before = await eventCount();
+
+    const unknown = await run(['send-event', 'cli.nope', 'o-1', '--payload', '{}', '--workflows', WAITS, ...db]);
+    expect(unknown).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: 'ledgerflow send-event: Unknown event "cli.nope". Events the registered workflows wait for: cli.approval, cli.payment.settled.\n',
+    });
+    const invalid = await run(['send-event', 'cli.payment.settled', 'o-1', '--payload', '{"orderId":"o-1","paid":"yes"}', '--workflows', WAITS, ...db]);
+    expect(invalid.code).toBe(1);
+    expect(invalid.stderr).toMatch(/^ledgerflow send-event: Invalid payload for event "cli\.payment\.settled":\n {2}- paid: .+\nNothing was written\.\n$/);
+    const malformed = await run(['send-event', 'cli.payment.settled', 'o-1', '--payload', '{"paid":', '--workflows', WAITS, ...db]);
+    expect(malformed.code).toBe(2);
+    expect(malformed.stderr).toMatch(/^ledgerflow send-event: --payload is not valid JSON: .+ Nothing was written\.\nRun `ledgerflow send-event --help` for usage\.\n$/);
+    expect((await run(['send-event', 'cli.payment.settled', 'o-1', '--workflows', WAITS, ...db])).stderr).toContain('--payload <json> is required');
+    expect((await run(['send-event', 'cli.payment.settled', '--payload', '{}', '--workflows', WAITS, ...db])).stderr).toContain(
+      'expects an event name and a correlation key.',
+    );
+    expect(await eventCount()).toBe(before);
+    expect(await statusOf(runId)).toBe('waiting');
+
+    const dir = mkdtempSync(join(tmpdir(), 'lf-cli-event-'));
+    try {
+      const file = join(dir, 'settled.json');
+      writeFileSync(file, JSON.stringify({ orderId: 'o-1', paid: true }));
+      const sent = await run(['send-event', 'cli.payment.settled', 'o-1', '--payload', `@${file}`, '--dedupe-key', 'psp-1', '--workflows', WAITS, ...db]);
+      expect(sent.stderr).toBe('');
+      const eventId = new RegExp(`^Sent event cli\\.payment\\.settled with key o-1 \\((${UUID})\\); woke 1 waiting run\\(s\\)\\.\\n$`).exec(sent.stdout)?.[1];
+      expect(eventId).toBeDefined();
+      const again = await run(['send-event', 'cli.payment.settled', 'o-1', '--payload', `@${file}`, '--dedupe-key', 'psp-1', '--workflows', WAITS, '--json', ...db]);
+      expect(JSON.parse(again.stdout)).toEqual({ eventId, created: false, woke: 0, event: 'cli.payment.settled', key: 'o-1' });
+      const conflict = await run(['send-event', 'cli.payment.settled', 'o-9', '--payload', `@${file}`, '--dedupe-key', 'psp-1', '--workflows', WAITS, ...db]);
+      expect(conflict.code).toBe(1);
+      expect(conflict.stderr).toContain('Dedupe key "psp-1" of event "cli.payment.settled" already names event');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    const done = await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 });
+    expect(done.output).toMatchObject({ outcome: { status: 'paid=true' } });
+    const shown = await run(['run', runId, ...db]);
+    expect(shown.stdout).toMatch(/^waiting for +-$/m);
+    expect(shown.stdout).toMatch(new RegExp(`^settled {2}event {2}cli\\.payment\\.settled {2}o-1 {2}${TIME} {2}${TIME} {2}${TIME}\\n`, 'm'));
+
+    const early = await run(['send-event', 'cli.payment.settled', 'o-2', '--payload', '{"orderId":"o-2","paid":false}', '--workflows', WAITS, ...db]);
+    expect(early.stdout).toMatch(/^Sent event cli\.payment\.settled with key o-2 \(\S+\)\. No run waits for it yet: it is kept until a step waiting for it takes it\.\n$/);
+  });
+
+  it('signal refuses an unknown or finished run and writes nothing; it wakes a waiting child; run and runs show the children', async () => {
+    const parent = await client.start(approvals, { id: 'p-1', approvers: ['ann', 'bob'] });
+    await until(async () => {
+      const details = await client.getRun(parent.runId);
+      return details.status === 'waiting' && details.children.length === 2 && details.children.every((c) => c.status === 'waiting');
+    }, () => 'the parent and its two children did not wait');
+    const { children } = await client.getRun(parent.runId);
+    const [ann, bob] = children;
+
+    const listed = await run(['runs', '--status', 'waiting', '--workflow', approvals.name, ...db]);
+    expect(listed.stdout).toMatch(new RegExp(`^${parent.runId} {2}cli-approvals v1 {2}waiting +0 {2}2 of 2 children open +${TIME} {2}- +- +-$`, 'm'));
+    const kids = await run(['runs', '--workflow', 'cli-await-approval', ...db]);
+    expect(kids.stdout).toMatch(new RegExp(`^${ann!.id} {2}cli-await-approval v1 {2}waiting +0 {2}signal cli\\.approval +${TIME} {2}- {9}${parent.runId} approvals\\[0\\] {2}-$`, 'm'));
+    expect(kids.stdout).toContain(`${parent.runId} approvals[1]`);
+
+    const shownParent = await run(['run', parent.runId, ...db]);
+    expect(shownParent.stderr).toBe('');
+    expect(shownParent.stdout).toMatch(/^waiting for +2 of 2 children open \(step approvals\)$/m);
+    // Waiting for children only (no timer, no deadline), the run is due when they wake it.
+    expect(shownParent.stdout).toMatch(/^run after +when woken \(no timer\)$/m);
+    expect(JSON.parse((await run(['run', parent.runId, '--json', ...db])).stdout)).toMatchObject({ run_after: 'infinity', deadline_at: null });
+    expect(shownParent.stdout).toContain(
+      'Children:\n' +
+        `STEP       ITEM  WORKFLOW            STATUS   RUN\n` +
+        `approvals     0  cli-await-approval  waiting  ${ann!.id}\n` +
+        `approvals     1  cli-await-approval  waiting  ${bob!.id}\n`,
+    );
+    const shownChild = await run(['run', ann!.id, ...db]);
+    expect(shownChild.stdout).toMatch(/^waiting for +signal cli\.approval \(step approved\)$/m);
+    expect(shownChild.stdout).toContain(`\nparent         ${parent.runId}, step approvals, item 0\n`);
+    expect(shownChild.stdout).toMatch(new RegExp(`^approved {2}signal {2}cli\\.approval {2}- {4}- {6}${TIME} {2}-$`, 'm'));
+
+    const before = await eventCount();
+    const nobody = '00000000-0000-4000-8000-000000000000';
+    expect(await run(['signal', nobody, 'cli.approval', '--payload', '{"by":"ops"}', '--workflows', WAITS, ...db])).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: `ledgerflow signal: No run with id ${nobody} in this database.\n`,
+    });
+    const invalid = await run(['signal', ann!.id, 'cli.approval', '--payload', '{"by":""}', '--workflows', WAITS, ...db]);
+    expect(invalid.code).toBe(1);
+    expect(invalid.stderr).toMatch(/^ledgerflow signal: Invalid payload for event "cli\.approval":\n {2}- by: .+\nNothing was written\.\n$/);
+    const unknown = await run(['signal', ann!.id, 'cli.approved', '--payload', '{"by":"ops"}', '--workflows', WAITS, ...db]);
+    expect(unknown.stderr).toBe('ledgerflow signal: Unknown event "cli.approved". Events the registered workflows wait for: cli.approval, cli.payment.settled.\n');
+    expect(await eventCount()).toBe(before);
+
+    const woke = await run(['signal', ann!.id, 'cli.approval', '--payload', '{"by":"ops"}', '--workflows', WAITS, ...db]);
+    expect(woke).toMatchObject({ code: 0, stderr: '' });
+    expect(woke.stdout).toMatch(new RegExp(`^Signalled run ${ann!.id} with cli\\.approval \\(${UUID}\\); it was waiting for it and is woken\\.\\n$`));
+    const json = await run(['signal', bob!.id, 'cli.approval', '--payload', '{"by":"risk"}', '--dedupe-key', 'appr-2', '--workflows', WAITS, '--json', ...db]);
+    expect(JSON.parse(json.stdout)).toMatchObject({ created: true, woke: 1, event: 'cli.approval', runId: bob!.id });
+
+    const done = await client.waitForRun(parent.runId, { timeoutMs: 20_000, pollMs: 20 });
+    expect(done.output).toMatchObject({ summary: { approvedBy: ['ops', 'risk'] } });
+    expect((await run(['run', parent.runId, ...db])).stdout).toContain(`approvals     0  cli-await-approval  completed  ${ann!.id}\n`);
+    expect(await run(['signal', ann!.id, 'cli.approval', '--payload', '{"by":"late"}', '--workflows', WAITS, ...db])).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: `ledgerflow signal: Run ${ann!.id} is already completed: no step of it will take a signal. Nothing was sent.\n`,
+    });
+    expect(await eventCount()).toBe(before + 2);
   });
 });
 

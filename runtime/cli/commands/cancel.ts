@@ -7,10 +7,10 @@ export const cancelCommand = defineCommand({
   summary: 'cancel a run that has not finished',
   usage: '<run-id> [options]',
   description:
-    'Cancels a pending, running or parked run. A worker still executing one of its steps is fenced out and\n' +
-    'cannot commit. An open ledger intent (an external call that may have happened) is settled by the\n' +
-    'reconciler once its horizon passes: recorded if the provider applied it, released if not. Exits 1 if the\n' +
-    'run had already finished.',
+    'Cancels a pending, running, waiting or parked run, and its unfinished children with it. A worker still\n' +
+    'executing one of its steps is fenced out and cannot commit. An open ledger intent (an external call that\n' +
+    'may have happened) is settled by the reconciler once its horizon passes: recorded if the provider applied\n' +
+    'it, released if not. Exits 1 if the run had already finished.',
   options: {},
   optionsHelp: '',
   positionals: { min: 1, max: 1, names: 'one run id' },

@@ -1,14 +1,19 @@
 import { createClient } from '../../client/client.js';
-import type { RunDetails } from '../../client/run-details.js';
+import { signalKey } from '../../client/send-event.js';
+import { MAX_LISTED_CHILDREN, type RunDetails } from '../../client/run-details.js';
 import { defineCommand } from '../command.js';
 import { formatFields, formatTable } from '../format-table.js';
 import { formatJson, formatStoredError, formatTime, toJsonDocument } from '../format-values.js';
+import { formatWaitingFor } from '../format-wait.js';
 
 export const runCommand = defineCommand({
   name: 'run',
-  summary: 'show one run with its steps, attempts and effects',
+  summary: 'show one run with its steps, attempts, effects, waits and children',
   usage: '<run-id> [options]',
-  description: 'Shows a run and its three records: step results, attempt history and effect ledger.',
+  description:
+    'Shows a run and its three records: step results (a step skipped by its condition is marked), attempt\n' +
+    'history and effect ledger; then what its sleep and waitFor steps waited or wait for, and the runs its\n' +
+    `child and forEach steps started (the first ${MAX_LISTED_CHILDREN}).`,
   options: {},
   optionsHelp: '',
   positionals: { min: 1, max: 1, names: 'one run id' },
@@ -22,19 +27,25 @@ export const runCommand = defineCommand({
 
 /** The human-readable view of a run, shared with `start --wait`. */
 export function formatRunDetails(run: RunDetails): string {
+  const runAfter = formatTime(run.run_after);
+  // A waitFor without match waits for a signal: an event whose correlation key is the run id.
+  const signal = signalKey(run.id);
   const sections = [
     formatFields([
       ['run', run.id],
       ['workflow', `${run.workflow_name} v${run.workflow_version}`],
       ['status', run.status],
+      ['waiting for', formatWaitingFor(run, { step: true })],
       ['dedupe key', run.dedupe_key ?? '-'],
+      ['parent', run.parent_run_id === null ? '-' : `${run.parent_run_id}, step ${run.parent_step ?? '?'}, item ${run.parent_index ?? 0}`],
       ['current step', String(run.current_step)],
       ['input', formatJson(run.input)],
       ['output', formatJson(run.output)],
       ['error', formatStoredError(run.error)],
       ['lease', run.lease_owner === null ? '-' : `${run.lease_owner} until ${formatTime(run.lease_expires_at)}`],
       ['fencing token', String(run.fencing_token)],
-      ['run after', formatTime(run.run_after)],
+      ['run after', run.status === 'waiting' && runAfter === 'infinity' ? 'when woken (no timer)' : runAfter],
+      ['deadline', run.deadline_at === null ? '-' : `${formatTime(run.deadline_at)} (cancelled if unfinished then)`],
       ['created', formatTime(run.created_at)],
       ['updated', formatTime(run.updated_at)],
       ['finished', formatTime(run.finished_at)],
@@ -50,7 +61,7 @@ export function formatRunDetails(run: RunDetails): string {
             { header: 'ATTEMPT', value: (s) => String(s.attempt), align: 'right' },
             { header: 'KEY', value: (s) => s.idempotency_key ?? '-' },
             { header: 'COMMITTED', value: (s) => formatTime(s.created_at) },
-            { header: 'OUTPUT', value: (s) => formatJson(s.output, 60) },
+            { header: 'OUTPUT', value: (s) => (s.skipped ? '(skipped: its condition was false)' : formatJson(s.output, 60)) },
           ]),
   );
   sections.push(
@@ -83,6 +94,37 @@ export function formatRunDetails(run: RunDetails): string {
             { header: 'RECORDED', value: (e) => formatTime(e.recorded_at) },
             { header: 'RESOLUTION', value: (e) => e.resolution ?? '-' },
           ]),
+  );
+  sections.push(
+    run.waits.length === 0
+      ? 'Waits: none\n'
+      : 'Waits:\n' +
+          formatTable(run.waits, [
+            { header: 'STEP', value: (w) => w.step_name },
+            { header: 'KIND', value: (w) => (w.kind === 'event' && w.correlation_key === signal ? 'signal' : w.kind) },
+            { header: 'EVENT', value: (w) => w.event_name ?? '-' },
+            { header: 'KEY', value: (w) => (w.correlation_key === null || w.correlation_key === signal ? '-' : w.correlation_key) },
+            { header: 'UNTIL', value: (w) => formatTime(w.until) },
+            { header: 'SINCE', value: (w) => formatTime(w.created_at) },
+            { header: 'RESOLVED', value: (w) => formatTime(w.resolved_at) },
+          ]),
+  );
+  const capped = run.children.length >= MAX_LISTED_CHILDREN;
+  sections.push(
+    run.children.length === 0
+      ? 'Children: none\n'
+      : 'Children:\n' +
+          formatTable(run.children, [
+            { header: 'STEP', value: (c) => c.step },
+            { header: 'ITEM', value: (c) => String(c.index), align: 'right' },
+            { header: 'WORKFLOW', value: (c) => c.workflowName },
+            { header: 'STATUS', value: (c) => c.status },
+            { header: 'RUN', value: (c) => c.id },
+          ]) +
+          (capped
+            ? `Only the first ${MAX_LISTED_CHILDREN} children are listed; there may be more. ` +
+              `Find them all in ledgerflow.workflow_run by parent_run_id = '${run.id}'.\n`
+            : ''),
   );
   return sections.join('\n');
 }

@@ -1,21 +1,25 @@
 import { createClient } from '../../client/client.js';
-import { RUN_STATUSES, type RunStatus } from '../../store/tables.js';
+import { RUN_STATUSES, type RunStatus, type WorkflowRunRow } from '../../store/tables.js';
 import { defineCommand, integerOption, UsageError } from '../command.js';
 import { formatTable } from '../format-table.js';
 import { formatStoredError, formatTime, toJsonDocument } from '../format-values.js';
+import { formatWaitingFor } from '../format-wait.js';
 
 export const runsCommand = defineCommand({
   name: 'runs',
   summary: 'list runs, newest first',
   usage: '[--status <status>]... [--workflow <name>] [--limit <n>] [options]',
-  description: 'Lists workflow runs, newest first.',
+  description:
+    'Lists workflow runs, newest first. WAITING FOR says what a waiting run waits for and until when (an event\n' +
+    'and its key, a signal, a sleep, its children); PARENT names the run, step and item that started a child\n' +
+    'run.',
   options: {
     status: { type: 'string', multiple: true },
     workflow: { type: 'string' },
     limit: { type: 'string' },
   },
-  optionsHelp: `  --status <status>      pending, running, completed, failed, cancelled or needs_reconciliation;
-                         repeatable
+  optionsHelp: `  --status <status>      pending, running, waiting, completed, failed, cancelled or
+                         needs_reconciliation; repeatable
   --workflow <name>      only runs of this workflow
   --limit <n>            at most n runs (default 50)`,
   positionals: { min: 0, max: 0, names: '' },
@@ -45,11 +49,18 @@ export const runsCommand = defineCommand({
         { header: 'WORKFLOW', value: (r) => `${r.workflow_name} v${r.workflow_version}` },
         { header: 'STATUS', value: (r) => r.status },
         { header: 'STEP', value: (r) => String(r.current_step), align: 'right' },
+        { header: 'WAITING FOR', value: (r) => formatWaitingFor(r) },
         { header: 'CREATED', value: (r) => formatTime(r.created_at) },
         { header: 'FINISHED', value: (r) => formatTime(r.finished_at) },
+        { header: 'PARENT', value: formatParent },
         { header: 'ERROR', value: (r) => formatStoredError(r.error, 60) },
       ]),
     );
     return 0;
   },
 });
+
+/** `<parent run id> <step>[<index>]` for a child run, `-` otherwise. */
+function formatParent(run: Pick<WorkflowRunRow, 'parent_run_id' | 'parent_step' | 'parent_index'>): string {
+  return run.parent_run_id === null ? '-' : `${run.parent_run_id} ${run.parent_step ?? '?'}[${run.parent_index ?? 0}]`;
+}
