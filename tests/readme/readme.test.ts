@@ -3,9 +3,12 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
+import type { AnyWorkflow } from 'ledgerflow/dsl';
+import { createClient, createWorker, migrate, type Store, type WorkflowRegistration } from 'ledgerflow/runtime';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DIAGNOSTIC_CODES } from '../../codegen/model/diagnostic.js';
-import { createPgTestStore, type TestStore } from '../support/test-stores.js';
+import { waitUntil } from '../runtime/fixtures/run-helpers.js';
+import { createPGliteTestStore, createPgTestStore, type TestStore } from '../support/test-stores.js';
 import { directiveAt, fileRegion, readmeBlocks, type ReadmeBlock } from './readme-blocks.js';
 
 /**
@@ -288,4 +291,104 @@ describe('the tutorial, run as written', () => {
       expect(calls).toEqual([{ url: 'https://api.stripe.com/v1/refunds', key: 'refund:o-1', body: 'charge=ch_1&amount=1200' }]);
     },
   );
+
+  it('the workflows of section 7 wait, branch and compose as written (embedded PGlite, in process)', async () => {
+    const dir = scratchDir('waits');
+    writeFiles(dir, withDirective('file').map((b) => ({ path: b.directive!.argument, content: b.content })));
+    writeFiles(dir, [
+      {
+        path: 'db/migrations/0002_test_data.sql',
+        content: "INSERT INTO shop.\"order\" (id) VALUES ('o-1'), ('o-2'), ('o-3'), ('o-4'), ('o-5');\nINSERT INTO shop.payment VALUES ('o-1', 'ch_1'), ('o-3', 'ch_3'), ('o-4', 'ch_4');",
+      },
+    ]);
+    const codegen = await ledgerflow(['codegen'], { cwd: dir });
+    expect(codegen.code, codegen.stdout + codegen.stderr).toBe(0);
+    const store = await createPGliteTestStore();
+    try {
+      await migrate(store, { sources: [join(dir, 'generated/migrations'), join(dir, 'db/migrations')] });
+      const load = async <T>(path: string): Promise<T> => (await import(join(dir, path))) as T;
+      const { refundRegistration } = await load<{ refundRegistration(payments: TutorialPayments): WorkflowRegistration }>('src/refund.handlers.ts');
+      const { waitingWorkflows } = await load<{ waitingWorkflows: WorkflowRegistration[] }>('src/waiting-workflows.ts');
+      const { onPaymentSettled } = await load<{ onPaymentSettled(store: Store, n: { id: string; orderId: string; chargeId: string }): Promise<void> }>(
+        'src/payment-webhook.ts',
+      );
+      const desk = await load<{
+        askForApproval(store: Store, orderId: string, amountCents: number): Promise<string>;
+        approve(store: Store, runId: string, approvedBy: string): Promise<void>;
+        withdraw(store: Store, runId: string): Promise<boolean>;
+      }>('src/refund-desk.ts');
+      const { checkout } = await load<{ checkout: AnyWorkflow }>('src/checkout.workflow.ts');
+      const { refundApproval } = await load<{ refundApproval: AnyWorkflow }>('src/refund-approval.workflow.ts');
+      const { scheduledRefund } = await load<{ scheduledRefund: AnyWorkflow }>('src/scheduled-refund.workflow.ts');
+      const { refundRecall } = await load<{ refundRecall: AnyWorkflow }>('src/refund-recall.workflow.ts');
+
+      // Stripe, as the stub of section 5 answers it: one refund per charge, whatever the retries.
+      const stripeCalls: string[] = [];
+      const payments: TutorialPayments = {
+        async refund(chargeId, amountCents, { idempotencyKey }) {
+          stripeCalls.push(`${idempotencyKey} ${chargeId} ${amountCents}`);
+          return { id: `re_${chargeId}` };
+        },
+      };
+      const worker = createWorker({ store, workflows: [refundRegistration(payments), ...waitingWorkflows], pollIntervalMs: 20, reconcileIntervalMs: 0 });
+      await worker.start();
+      const client = createClient({ store });
+      const settled = (runId: string) => client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 });
+      const waiting = (runId: string) =>
+        waitUntil(`run ${runId} to wait`, async () => {
+          const run = await client.getRun(runId);
+          return run.status === 'waiting' ? run : undefined;
+        });
+      try {
+        // The webhook comes before the checkout run waits, and comes twice: kept, stored once, taken once.
+        await onPaymentSettled(store, { id: 'evt_1', orderId: 'o-2', chargeId: 'ch_2' });
+        await onPaymentSettled(store, { id: 'evt_1', orderId: 'o-2', chargeId: 'ch_2' });
+        const paid = await settled((await client.start(checkout, { orderId: 'o-2' })).runId);
+        expect(paid.output).toEqual({ settled: expect.objectContaining({ status: 'received' }), recordPayment: { chargeId: 'ch_2' } });
+        expect(paid.steps.map((s) => [s.step_name, s.skipped])).toEqual([['settled', false], ['recordPayment', false], ['cancelOrder', true]]);
+
+        // A signal approves; the refund runs as a child.
+        const approval = await desk.askForApproval(store, 'o-1', 1200);
+        expect((await waiting(approval)).waiting_for).toMatchObject({ kind: 'event', step: 'approval', event: 'refund.approved', key: approval });
+        await desk.approve(store, approval, 'ops@example.com');
+        expect(await settled(approval)).toMatchObject({
+          status: 'completed',
+          output: { approval: { status: 'received', payload: { approvedBy: 'ops@example.com' } }, refund: { refundId: 're_ch_1' } },
+          children: [expect.objectContaining({ workflowName: 'refund', step: 'refund', status: 'completed' })],
+        });
+
+        // Withdrawn while it waits; and a run whose own deadline passes.
+        const withdrawn = await desk.askForApproval(store, 'o-5', 300);
+        await waiting(withdrawn);
+        expect(await desk.withdraw(store, withdrawn)).toBe(true);
+        expect(await desk.withdraw(store, withdrawn)).toBe(false);
+        expect((await client.getRun(withdrawn)).status).toBe('cancelled');
+        const overdue = await client.start(refundApproval, { orderId: 'o-5', amountCents: 300 }, { timeoutMs: 300 });
+        expect(await settled(overdue.runId)).toMatchObject({ status: 'cancelled', error: { name: 'DeadlineExceeded' } });
+
+        // A sleep until a time, then a child.
+        const refundAt = new Date(Date.now() + 1_000).toISOString();
+        const scheduled = await client.start(scheduledRefund, { orderId: 'o-2', amountCents: 500, refundAt });
+        expect((await waiting(scheduled.runId)).waiting_for).toEqual({ kind: 'sleep', step: 'untilDue', until: refundAt });
+        expect(await settled(scheduled.runId)).toMatchObject({ status: 'completed', output: { untilDue: { until: refundAt }, refund: { refundId: 're_ch_2' } } });
+
+        // A fan-out, its outputs in item order.
+        const orders = [{ orderId: 'o-3', amountCents: 100 }, { orderId: 'o-4', amountCents: 200 }];
+        const recall = await settled((await client.start(refundRecall, { recall: 'recall-7', orders })).runId);
+        expect(recall.output).toEqual({ refunds: [{ refundId: 're_ch_3' }, { refundId: 're_ch_4' }] });
+        expect(recall.children.map((c) => [c.index, c.status])).toEqual([[0, 'completed'], [1, 'completed']]);
+
+        expect(stripeCalls.sort()).toEqual(['refund:o-1 ch_1 1200', 'refund:o-2 ch_2 500', 'refund:o-3 ch_3 100', 'refund:o-4 ch_4 200']);
+      } finally {
+        await worker.stop();
+      }
+    } finally {
+      await store.close();
+    }
+  }, 90_000);
 });
+
+/** The tutorial's PaymentsApi (src/refund.handlers.ts). */
+interface TutorialPayments {
+  refund(chargeId: string, amountCents: number, options: { idempotencyKey: string; signal: AbortSignal }): Promise<{ id: string }>;
+}
