@@ -151,8 +151,9 @@ async function main(): Promise<void> {
         registrations: waitRegistrations,
       });
       log(
-        `sleeping runs: ${sleeping.sleeping}; empty claim ${sleeping.emptyClaimMs.without.toFixed(2)} → ${sleeping.emptyClaimMs.with.toFixed(2)} ms, ` +
-          `drain ${sleeping.drainRunsPerSecond.without.toFixed(0)} → ${sleeping.drainRunsPerSecond.with.toFixed(0)} runs/s`,
+        `sleeping runs: ${sleeping.sleeping}; empty claim ${sleeping.emptyClaimMs.without.toFixed(2)} → ${sleeping.emptyClaimMs.with.toFixed(2)} ` +
+          `(vacuumed ${sleeping.emptyClaimMs.vacuumed.toFixed(2)}) ms, drain ${sleeping.drainRunsPerSecond.without.toFixed(0)} → ` +
+          `${sleeping.drainRunsPerSecond.with.toFixed(0)} (vacuumed ${sleeping.drainRunsPerSecond.vacuumed.toFixed(0)}) runs/s`,
       );
       const fanOut = await measureFanOut(store, {
         children: positiveInt('LEDGERFLOW_BENCH_FANOUT', 10_000),

@@ -309,16 +309,21 @@ class WorkerRuntime implements Worker {
     }
   }
 
-  /** Runs left to do: pending, running, or waiting for a time within `horizonMs` (or woken). */
+  /**
+   * Runs left to do: pending, running, or waiting for a time within `horizonMs` (or woken). Three
+   * index-friendly counts rather than one OR, so that runs waiting far ahead — there may be
+   * millions — are not read at every poll.
+   */
   async #countUnfinished(horizonMs: number): Promise<number> {
+    const registered = sql`(r.workflow_name, r.workflow_version) IN (SELECT * FROM unnest(${this.#registry.names}::text[], ${this.#registry.versions}::int[]))`;
     const { rows } = await sql<{ n: number }>`
-      SELECT count(*)::int AS n
-        FROM ledgerflow.workflow_run r
-        JOIN unnest(${this.#registry.names}::text[], ${this.#registry.versions}::int[]) AS w(name, version)
-          ON r.workflow_name = w.name AND r.workflow_version = w.version
-       WHERE r.status IN ('pending', 'running')
-          OR (r.status = 'waiting' AND r.run_after <= statement_timestamp() + ${millis(horizonMs)})`.execute(this.#store.db);
-    return rows[0]?.n ?? 0;
+      SELECT (SELECT count(*) FROM ledgerflow.workflow_run r WHERE r.status = 'pending' AND ${registered})
+           + (SELECT count(*) FROM ledgerflow.workflow_run r WHERE r.status = 'running' AND ${registered})
+           + (SELECT count(*) FROM ledgerflow.workflow_run r
+               -- the IN repeats the due index's predicate, so the planner may range-scan it
+               WHERE r.status IN ('pending', 'waiting') AND r.run_after <= statement_timestamp() + ${millis(horizonMs)}
+                 AND r.status = 'waiting' AND ${registered}) AS n`.execute(this.#store.db);
+    return Number(rows[0]?.n ?? 0);
   }
 
   /** Drives a run this worker holds (claimed, taken by a fused claim, or adopted) as a new flight. */
