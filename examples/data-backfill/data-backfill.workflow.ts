@@ -2,7 +2,6 @@ import { workflow } from 'ledgerflow/dsl';
 import { z } from 'zod';
 import { backfillBatch } from './backfill-batch.workflow.js';
 
-// #region data-backfill-workflow
 /**
  * Copies all of `legacy.account` into `billing.account`, one child run of `backfill-batch` per
  * id range. Start it once per job, with the job as dedupe key.
@@ -39,4 +38,3 @@ export const dataBackfill = workflow('data-backfill', {
   .step('total', {
     output: z.object({ batches: z.number().int().nonnegative(), rowsCopied: z.number().int().nonnegative() }),
   });
-// #endregion data-backfill-workflow

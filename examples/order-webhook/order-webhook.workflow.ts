@@ -2,7 +2,6 @@ import { workflow } from 'ledgerflow/dsl';
 import { z } from 'zod';
 import { paymentSettled } from './payment-settled.js';
 
-// #region order-webhook-workflow
 /**
  * An order paid on the provider's hosted checkout page: the shop learns of the payment only from
  * the provider's `payment.settled` webhook (see `webhook.ts`).
@@ -42,4 +41,3 @@ export const orderWebhook = workflow('order-webhook', {
     performTimeoutMs: 2_000,
     when: ({ steps }) => steps.settled.status === 'timeout',
   });
-// #endregion order-webhook-workflow

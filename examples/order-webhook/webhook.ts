@@ -9,7 +9,6 @@ export interface PaymentWebhookBody {
   readonly data: { readonly reference: string; readonly chargeId: string; readonly amountCents: number };
 }
 
-// #region payment-webhook
 /**
  * What the shop's webhook endpoint does with a notification: hand it to the order's run as
  * `payment.settled`, keyed by the order id. The provider's notification id is the dedupe key, so
@@ -21,4 +20,3 @@ export async function receivePaymentWebhook(client: Client, body: PaymentWebhook
   const { reference, chargeId, amountCents } = body.data;
   return client.sendEvent(paymentSettled, reference, { orderId: reference, chargeId, amountCents }, { dedupeKey: body.eventId });
 }
-// #endregion payment-webhook

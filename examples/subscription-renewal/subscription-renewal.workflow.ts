@@ -1,7 +1,6 @@
 import { workflow } from 'ledgerflow/dsl';
 import { z } from 'zod';
 
-// #region subscription-renewal-workflow
 /**
  * Renews one period of a subscription: sleeps until the renewal date, then charges.
  *
@@ -30,4 +29,3 @@ export const subscriptionRenewal = workflow('subscription-renewal', {
     performTimeoutMs: 2_000,
     retry: { maxAttempts: 5, initialDelayMs: 100, maxDelayMs: 2_000 },
   });
-// #endregion subscription-renewal-workflow

@@ -57,6 +57,20 @@ describe('FakePaymentProvider', () => {
     expect(payments.totalCharges()).toBe(1);
   });
 
+  it('refunds what was charged for a reference once per key, and only once per charge', async () => {
+    const payments = new FakePaymentProvider();
+    expect(await payments.refund('order-1', { idempotencyKey: 'refund:nothing' })).toMatchObject({ amountCents: 0, chargeIds: [] });
+    const charge = await payments.charge(order1, { idempotencyKey: 'charge:order-1' });
+    const first = await payments.refund('order-1', { idempotencyKey: 'refund:order-1' });
+    expect(first).toMatchObject({ reference: 'order-1', amountCents: 1200, chargeIds: [charge.id] });
+    // The same key again (a retry after a crash) returns the first refund.
+    expect(await payments.refund('order-1', { idempotencyKey: 'refund:order-1' })).toEqual(first);
+    // Another key finds nothing left to give back.
+    expect(await payments.refund('order-1', { idempotencyKey: 'refund:again' })).toMatchObject({ amountCents: 0 });
+    await expect(payments.refund('order-2', { idempotencyKey: 'refund:order-1' })).rejects.toThrow(IdempotencyConflictError);
+    expect(payments.refundsForReference('order-1').map((r) => r.amountCents)).toEqual([0, 1200, 0]);
+  });
+
   it('rejects malformed requests with a message naming the field', async () => {
     const payments = new FakePaymentProvider();
     await expect(payments.charge({ ...order1, amountCents: -5 })).rejects.toThrow(/amountCents must be a positive integer/);
