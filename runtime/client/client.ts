@@ -2,7 +2,7 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import type { AnyEvent, EventSendPayload } from '../../dsl/event.js';
 import type { AnyWorkflow, WorkflowStartInput } from '../../dsl/workflow.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
-import { RunNotFoundError, UnknownWorkflowError, ValidationError, WaitTimeoutError } from '../errors.js';
+import { ConflictError, RunNotFoundError, UnknownWorkflowError, ValidationError, WaitTimeoutError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { RUN_STATUSES, type LedgerflowDatabase, type RunStatus, type StepEffectRow, type WorkflowRunRow } from '../store/tables.js';
 import { assertRunTransition } from '../worker/state-machines.js';
@@ -32,6 +32,8 @@ export interface RunFilter {
   readonly status?: RunStatus | readonly RunStatus[];
   /** Workflow name. */
   readonly workflow?: string;
+  /** Only the children of this run (started by its `child`/`forEach` steps). */
+  readonly parentRunId?: string;
   /** Newest first; default 50, at most 10 000. */
   readonly limit?: number;
 }
@@ -127,7 +129,8 @@ export interface Client {
   ): Promise<SentEvent>;
   /**
    * Sends `event` to one run you know: the steps of that run that wait for `event` without a
-   * `match` take it. `RunNotFoundError` if there is no such run.
+   * `match` take it. `RunNotFoundError` if there is no such run; `ConflictError` (nothing sent)
+   * if it is already completed, failed or cancelled.
    *
    * @example
    * await client.signal(runId, approval, { approvedBy: 'ops@example.com' });
@@ -234,6 +237,10 @@ export function createClient(options: ClientOptions): Client {
       let query = store.db.selectFrom('ledgerflow.workflow_run').selectAll();
       if (statuses.length > 0) query = query.where('status', 'in', statuses);
       if (filter.workflow !== undefined) query = query.where('workflow_name', '=', filter.workflow);
+      if (filter.parentRunId !== undefined) {
+        assertRunId(filter.parentRunId);
+        query = query.where('parent_run_id', '=', filter.parentRunId);
+      }
       return query.orderBy('created_at', 'desc').orderBy('id').limit(checkLimit(filter.limit, 50)).execute();
     },
     listVersions: () => listWorkflowVersions(store.db),
@@ -252,8 +259,14 @@ export function createClient(options: ClientOptions): Client {
       const resolved = resolveEvent(event);
       const json = parseEvent(resolved, signalKey(runId), payload, sendOptions);
       return store.db.transaction().execute(async (trx) => {
-        const run = await trx.selectFrom('ledgerflow.workflow_run').select('id').where('id', '=', runId).executeTakeFirst();
+        // Not locked: a row lock here would deadlock with a waiting step's commit (it holds the
+        // event lock and updates the run). A run that settles right after this check leaves the
+        // signal stored and untaken, which is harmless.
+        const run = await trx.selectFrom('ledgerflow.workflow_run').select('status').where('id', '=', runId).executeTakeFirst();
         if (run === undefined) throw new RunNotFoundError(`No run with id ${runId} in this database; nothing was sent.`);
+        if (run.status === 'completed' || run.status === 'failed' || run.status === 'cancelled') {
+          throw new ConflictError(`Run ${runId} is ${run.status}: no step of it will take a signal. Nothing was sent.`);
+        }
         return sendEventIn(trx, resolved, signalKey(runId), json, sendOptions);
       });
     },

@@ -9,8 +9,10 @@ export interface WorkflowVersionSummary {
   readonly migratedAt: Date;
   readonly pending: number;
   readonly running: number;
+  /** Sleeping, waiting for an event or for children: they need the handlers when they wake. */
+  readonly waiting: number;
   readonly needsReconciliation: number;
-  /** pending + running + needs_reconciliation: runs that still need this version's handlers. */
+  /** pending + running + waiting + needs_reconciliation: runs that still need this version's handlers. */
   readonly unfinished: number;
   readonly completed: number;
   readonly failed: number;
@@ -30,6 +32,7 @@ export async function listWorkflowVersions(db: Kysely<LedgerflowDatabase>): Prom
     created_at: Date;
     pending: number;
     running: number;
+    waiting: number;
     needs_reconciliation: number;
     completed: number;
     failed: number;
@@ -38,6 +41,7 @@ export async function listWorkflowVersions(db: Kysely<LedgerflowDatabase>): Prom
     SELECT v.workflow_name, v.version, v.definition_hash, v.created_at,
            count(r.id) FILTER (WHERE r.status = 'pending')::int AS pending,
            count(r.id) FILTER (WHERE r.status = 'running')::int AS running,
+           count(r.id) FILTER (WHERE r.status = 'waiting')::int AS waiting,
            count(r.id) FILTER (WHERE r.status = 'needs_reconciliation')::int AS needs_reconciliation,
            count(r.id) FILTER (WHERE r.status = 'completed')::int AS completed,
            count(r.id) FILTER (WHERE r.status = 'failed')::int AS failed,
@@ -53,8 +57,9 @@ export async function listWorkflowVersions(db: Kysely<LedgerflowDatabase>): Prom
     migratedAt: r.created_at,
     pending: r.pending,
     running: r.running,
+    waiting: r.waiting,
     needsReconciliation: r.needs_reconciliation,
-    unfinished: r.pending + r.running + r.needs_reconciliation,
+    unfinished: r.pending + r.running + r.waiting + r.needs_reconciliation,
     completed: r.completed,
     failed: r.failed,
     cancelled: r.cancelled,
@@ -81,6 +86,7 @@ export function describeUnfinished(v: WorkflowVersionSummary): string {
   const parts = [
     v.pending > 0 ? `${v.pending} pending` : '',
     v.running > 0 ? `${v.running} running` : '',
+    v.waiting > 0 ? `${v.waiting} waiting` : '',
     v.needsReconciliation > 0 ? `${v.needsReconciliation} needs_reconciliation` : '',
   ].filter((p) => p !== '');
   return `${v.workflowName} v${v.version} (${v.unfinished} unfinished: ${parts.join(', ')})`;

@@ -438,7 +438,7 @@ describe('ledgerflow CLI: events, signals, waits and children (PostgreSQL)', () 
     expect(await run(['signal', nobody, 'cli.approval', '--payload', '{"by":"ops"}', '--workflows', WAITS, ...db])).toEqual({
       code: 1,
       stdout: '',
-      stderr: `ledgerflow signal: No run with id ${nobody} in this database.\n`,
+      stderr: `ledgerflow signal: No run with id ${nobody} in this database; nothing was sent.\n`,
     });
     const invalid = await run(['signal', ann!.id, 'cli.approval', '--payload', '{"by":""}', '--workflows', WAITS, ...db]);
     expect(invalid.code).toBe(1);
@@ -459,7 +459,7 @@ describe('ledgerflow CLI: events, signals, waits and children (PostgreSQL)', () 
     expect(await run(['signal', ann!.id, 'cli.approval', '--payload', '{"by":"late"}', '--workflows', WAITS, ...db])).toEqual({
       code: 1,
       stdout: '',
-      stderr: `ledgerflow signal: Run ${ann!.id} is already completed: no step of it will take a signal. Nothing was sent.\n`,
+      stderr: `ledgerflow signal: Run ${ann!.id} is completed: no step of it will take a signal. Nothing was sent.\n`,
     });
     expect(await eventCount()).toBe(before + 2);
   });

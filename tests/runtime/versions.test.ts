@@ -95,7 +95,7 @@ describeStores('upgrading a workflow: v1 and v2 side by side', (getStore) => {
     const io: CliIo = { out: (t) => void out.push(t), err: (t) => void out.push(t) };
     expect(await main(['versions', '--database-url', store.url], io)).toBe(0);
     const lines = out.join('').split('\n');
-    expect(lines[0]).toMatch(/^WORKFLOW +VERSION +UNFINISHED +PENDING +RUNNING +PARKED +COMPLETED +FAILED +CANCELLED +MIGRATED$/);
-    expect(lines.find((l) => l.startsWith('quote ') && / 1 +1 +1 +0 +0 +1 +0 +0 /.test(l))).toBeDefined();
+    expect(lines[0]).toMatch(/^WORKFLOW +VERSION +UNFINISHED +PENDING +RUNNING +WAITING +PARKED +COMPLETED +FAILED +CANCELLED +MIGRATED$/);
+    expect(lines.find((l) => l.startsWith('quote ') && / 1 +1 +1 +0 +0 +0 +1 +0 +0 /.test(l))).toBeDefined();
   });
 });

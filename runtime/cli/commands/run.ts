@@ -123,7 +123,7 @@ export function formatRunDetails(run: RunDetails): string {
           ]) +
           (capped
             ? `Only the first ${MAX_LISTED_CHILDREN} children are listed; there may be more. ` +
-              `Find them all in ledgerflow.workflow_run by parent_run_id = '${run.id}'.\n`
+              `List them with \`ledgerflow runs --parent ${run.id} --limit 10000\`.\n`
             : ''),
   );
   return sections.join('\n');

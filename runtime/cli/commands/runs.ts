@@ -8,7 +8,7 @@ import { formatWaitingFor } from '../format-wait.js';
 export const runsCommand = defineCommand({
   name: 'runs',
   summary: 'list runs, newest first',
-  usage: '[--status <status>]... [--workflow <name>] [--limit <n>] [options]',
+  usage: '[--status <status>]... [--workflow <name>] [--parent <run-id>] [--limit <n>] [options]',
   description:
     'Lists workflow runs, newest first. WAITING FOR says what a waiting run waits for and until when (an event\n' +
     'and its key, a signal, a sleep, its children); PARENT names the run, step and item that started a child\n' +
@@ -16,11 +16,13 @@ export const runsCommand = defineCommand({
   options: {
     status: { type: 'string', multiple: true },
     workflow: { type: 'string' },
+    parent: { type: 'string' },
     limit: { type: 'string' },
   },
   optionsHelp: `  --status <status>      pending, running, waiting, completed, failed, cancelled or
                          needs_reconciliation; repeatable
   --workflow <name>      only runs of this workflow
+  --parent <run-id>      only the children of this run
   --limit <n>            at most n runs (default 50)`,
   positionals: { min: 0, max: 0, names: '' },
   async run({ values, json, io, openStore }) {
@@ -33,6 +35,7 @@ export const runsCommand = defineCommand({
     const runs = await client.listRuns({
       ...(values.status !== undefined ? { status: values.status as RunStatus[] } : {}),
       ...(values.workflow !== undefined ? { workflow: values.workflow } : {}),
+      ...(values.parent !== undefined ? { parentRunId: values.parent } : {}),
       ...(limit !== undefined ? { limit } : {}),
     });
     if (json) {

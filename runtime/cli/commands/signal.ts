@@ -1,12 +1,8 @@
 import { createClient } from '../../client/client.js';
-import type { RunStatus } from '../../store/tables.js';
 import { defineCommand, UsageError } from '../command.js';
 import { toJsonDocument } from '../format-values.js';
 import { parseJsonOption } from '../json-option.js';
 import { DEFAULT_WORKFLOWS_MODULE, loadWorkflowsOption } from '../load-workflows.js';
-
-/** No step of a run in these statuses will ever take an event (state-machines.ts: they are final). */
-const FINAL_RUN_STATUSES: readonly RunStatus[] = ['completed', 'failed', 'cancelled'];
 
 export const signalCommand = defineCommand({
   name: 'signal',
@@ -32,12 +28,6 @@ export const signalCommand = defineCommand({
     if (values.payload === undefined) throw new UsageError("--payload <json> is required (use --payload '{}' for an event without a payload).");
     const payload = parseJsonOption('payload', values.payload);
     const client = createClient({ store: await openStore(), workflows: await loadWorkflowsOption(values.workflows) });
-    // Stored for a run that is over, the signal would wait forever for a step to take it.
-    const { status } = await client.getRun(runId);
-    if (FINAL_RUN_STATUSES.includes(status)) {
-      io.err(`ledgerflow signal: Run ${runId} is already ${status}: no step of it will take a signal. Nothing was sent.\n`);
-      return 1;
-    }
     const dedupeKey = values['dedupe-key'];
     const sent = await client.signal(runId, eventName, payload, dedupeKey !== undefined ? { dedupeKey } : {});
     if (json) {
@@ -48,7 +38,7 @@ export const signalCommand = defineCommand({
       io.out(`Signalled run ${runId} with ${eventName} (${sent.eventId}); it was waiting for it and is woken.\n`);
     } else {
       io.out(
-        `Signalled run ${runId} with ${eventName} (${sent.eventId}). The run is ${status} and does not wait for it yet: ` +
+        `Signalled run ${runId} with ${eventName} (${sent.eventId}). The run does not wait for it yet: ` +
           'the signal is kept until one of its steps takes it.\n',
       );
     }

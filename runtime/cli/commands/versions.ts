@@ -10,7 +10,7 @@ export const versionsCommand = defineCommand({
   usage: '[--workflows <module>] [options]',
   description:
     'Lists every migrated workflow version with its runs counted by status. A version with unfinished runs\n' +
-    '(pending, running, needs_reconciliation) must stay declared and served by a worker until they finish.\n' +
+    '(pending, running, waiting, needs_reconciliation) must stay declared and served by a worker until they finish.\n' +
     'With --workflows, also shows whether that module has handlers for each version; exits 1 if a version\n' +
     'with unfinished runs has none there.',
   options: {
@@ -42,6 +42,7 @@ export const versionsCommand = defineCommand({
           { header: 'UNFINISHED', value: (v) => String(v.unfinished), align: 'right' },
           { header: 'PENDING', value: (v) => String(v.pending), align: 'right' },
           { header: 'RUNNING', value: (v) => String(v.running), align: 'right' },
+          { header: 'WAITING', value: (v) => String(v.waiting), align: 'right' },
           { header: 'PARKED', value: (v) => String(v.needsReconciliation), align: 'right' },
           { header: 'COMPLETED', value: (v) => String(v.completed), align: 'right' },
           { header: 'FAILED', value: (v) => String(v.failed), align: 'right' },
