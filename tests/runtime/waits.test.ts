@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { sql } from 'kysely';
-import { createClient, createWorker, DuplicateEventError, RunNotFoundError, ValidationError, type Client, type Worker } from 'ledgerflow/runtime';
+import { ConflictError, createClient, createWorker, DuplicateEventError, RunNotFoundError, ValidationError, type Client, type Worker } from 'ledgerflow/runtime';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { waitUntil } from './fixtures/run-helpers.js';
@@ -185,7 +185,7 @@ describeStores('waits, conditions and children', (getStore) => {
       expect(c.waiting_for).toBeNull();
       expect(c.error).toMatchObject({ name: 'Cancelled' });
     }
-    // A signal to a cancelled child is stored but wakes nobody.
-    expect((await client.signal(after.children[0]!.id, approval, { by: 'late' })).woke).toBe(0);
+    // A signal to a cancelled child is refused: nothing would ever take it.
+    await expect(client.signal(after.children[0]!.id, approval, { by: 'late' })).rejects.toThrow(ConflictError);
   });
 });
