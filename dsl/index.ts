@@ -7,6 +7,8 @@ export {
   type FanOutDefinition,
   type ForEachConfig,
   type ItemContext,
+  type QueueUse,
+  type QueueUseDefinition,
   type SleepDefinition,
   type SleepOutput,
   type WaitDefinition,
@@ -39,6 +41,7 @@ export {
   type HandlerStepKind,
   type StepKind,
 } from './step-kind.js';
+export { queue, QUEUE_NAME, type PartitionLimits, type QueueDefinition, type QueueLimits, type RateLimit } from './queue.js';
 export { event, EVENT_NAME, type AnyEvent, type EventDefinition, type EventPayload, type EventSendPayload } from './event.js';
 export { DEFAULT_RETRY_POLICY, resolveRetryPolicy, type ResolvedRetryPolicy, type RetryPolicy } from './retry-policy.js';
 export { shapeHash, shapeOf, type StepShape, type WorkflowShape } from './workflow-shape.js';

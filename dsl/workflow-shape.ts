@@ -12,6 +12,8 @@ export interface WorkflowShape {
   readonly name: string;
   readonly version: number;
   readonly steps: ReadonlyArray<StepShape>;
+  /** The queue each run holds a slot of, if any. */
+  readonly queue?: string;
 }
 
 export interface StepShape {
@@ -24,6 +26,8 @@ export interface StepShape {
   readonly event?: string;
   /** `child` / `forEach`: the child workflow as `name@version`. */
   readonly child?: string;
+  /** The queue each attempt of the step holds a slot of. */
+  readonly queue?: string;
 }
 
 /** What {@link shapeOf} reads from a loaded step (a `StepDefinition` has all of it). */
@@ -34,18 +38,33 @@ interface LoadedStep {
   readonly conditional?: boolean;
   readonly event?: string;
   readonly child?: string;
+  readonly queue?: string | { readonly queue: { readonly name: string } };
   readonly when?: unknown;
   readonly wait?: { readonly event: { readonly name: string } };
   readonly fanOut?: { readonly workflow: { readonly name: string; readonly version: number } };
 }
 
-export function shapeOf(workflow: { readonly name: string; readonly version: number; readonly steps: ReadonlyArray<LoadedStep> }): WorkflowShape {
+/** What {@link shapeOf} reads from a loaded workflow (a `Workflow` has all of it). */
+interface LoadedWorkflow {
+  readonly name: string;
+  readonly version: number;
+  readonly steps: ReadonlyArray<LoadedStep>;
+  readonly queue?: string | { readonly queue: { readonly name: string } } | undefined;
+}
+
+const queueName = (use: string | { readonly queue: { readonly name: string } } | undefined): string | undefined =>
+  typeof use === 'string' ? use : use?.queue.name;
+
+export function shapeOf(workflow: LoadedWorkflow): WorkflowShape {
+  const queue = queueName(workflow.queue);
   return {
     name: workflow.name,
     version: workflow.version,
+    ...(queue !== undefined ? { queue } : {}),
     steps: workflow.steps.map((s) => {
       const event = s.event ?? s.wait?.event.name;
       const child = s.child ?? (s.fanOut !== undefined ? `${s.fanOut.workflow.name}@${s.fanOut.workflow.version}` : undefined);
+      const stepQueue = queueName(s.queue);
       return {
         name: s.name,
         kind: s.kind,
@@ -53,6 +72,7 @@ export function shapeOf(workflow: { readonly name: string; readonly version: num
         ...(s.conditional === true || typeof s.when === 'function' ? { conditional: true } : {}),
         ...(event !== undefined ? { event } : {}),
         ...(child !== undefined ? { child } : {}),
+        ...(stepQueue !== undefined ? { queue: stepQueue } : {}),
       };
     }),
   };
@@ -63,16 +83,19 @@ export function shapeOf(workflow: { readonly name: string; readonly version: num
  * with none of the optional parts hashes exactly as before they existed, so workflow versions
  * migrated by an earlier release keep their hash.
  */
-export function shapeHash(workflow: { readonly name: string; readonly version: number; readonly steps: ReadonlyArray<LoadedStep> }): string {
-  const canonical = shapeOf(workflow).steps.map(
+export function shapeHash(workflow: LoadedWorkflow): string {
+  const shape = shapeOf(workflow);
+  const canonical = shape.steps.map(
     (s, i) =>
       `${i}:${s.name}:${s.kind}:${s.idempotentByKey ? 1 : 0}` +
       (s.conditional === true ? ':when' : '') +
       (s.event !== undefined ? `:event=${s.event}` : '') +
-      (s.child !== undefined ? `:child=${s.child}` : ''),
+      (s.child !== undefined ? `:child=${s.child}` : '') +
+      (s.queue !== undefined ? `:queue=${s.queue}` : ''),
   );
+  const header = `${workflow.name}@${workflow.version}${shape.queue !== undefined ? ` queue=${shape.queue}` : ''}`;
   return createHash('sha256')
-    .update(`${workflow.name}@${workflow.version}\n${canonical.join('\n')}`)
+    .update(`${header}\n${canonical.join('\n')}`)
     .digest('hex')
     .slice(0, 16);
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { AnyEvent, EventPayload } from './event.js';
+import type { QueueDefinition } from './queue.js';
 import { STEP_NAME, WORKFLOW_NAME } from './names.js';
 import { resolveRetryPolicy, type ResolvedRetryPolicy, type RetryPolicy } from './retry-policy.js';
 import type { StepKind } from './step-kind.js';
@@ -54,6 +55,28 @@ interface CommonStepConfig<TOutput extends z.ZodType> {
   /** Schema of the step's output; the worker validates the handler's result against it. */
   readonly output: TOutput;
   readonly retry?: RetryPolicy;
+}
+
+/**
+ * Puts a step's attempts (or, on the workflow, whole runs) behind a queue's limits: an attempt
+ * starts only once it holds a slot, and gives it back when it ends. `partitionKey` is a pure
+ * function of the same context as a key (checked by codegen like one); without it every run is
+ * in one partition.
+ */
+export interface QueueUse<TContext> {
+  readonly queue: QueueDefinition;
+  readonly partitionKey?: (ctx: TContext) => string;
+}
+
+interface QueuedStepConfig<TInput, TPrior> {
+  /** Each attempt of this step waits for a slot of this queue and holds it while it runs. */
+  readonly queue?: QueueUse<KeyContext<TInput, TPrior>>;
+}
+
+/** How a step or a workflow uses a queue, as the runtime sees it. */
+export interface QueueUseDefinition {
+  readonly queue: QueueDefinition;
+  partitionKey?(ctx: KeyContext<unknown, Readonly<Record<string, unknown>>>): string;
 }
 
 /** `.sleep(name, { for })`: how long, in milliseconds, from when the run first reaches the step. */
@@ -148,9 +171,12 @@ interface HandlerTimeoutConfig {
   readonly timeoutMs?: number;
 }
 
-export interface PlainStepConfig<TOutput extends z.ZodType> extends CommonStepConfig<TOutput>, HandlerTimeoutConfig {}
+export interface PlainStepConfig<TOutput extends z.ZodType, TInput = unknown, TPrior = unknown>
+  extends CommonStepConfig<TOutput>,
+    HandlerTimeoutConfig,
+    QueuedStepConfig<TInput, TPrior> {}
 
-interface KeyedStepConfig<TInput, TPrior, TOutput extends z.ZodType> extends CommonStepConfig<TOutput> {
+interface KeyedStepConfig<TInput, TPrior, TOutput extends z.ZodType> extends CommonStepConfig<TOutput>, QueuedStepConfig<TInput, TPrior> {
   /** Idempotency key: a pure function of `input` and earlier `steps` (checked by codegen). */
   readonly key: KeyFn<TInput, TPrior>;
   /** What the ledger hashes to detect a changed request under the same key. Defaults to the key context. */
@@ -199,6 +225,8 @@ export interface StepDefinition {
   readonly wait?: WaitDefinition;
   /** `child` and `forEach` only. */
   readonly fanOut?: FanOutDefinition;
+  /** `step`, `transactional` and `external` only: each attempt holds a slot of this queue. */
+  readonly queue?: QueueUseDefinition;
 }
 
 export const DEFAULT_PERFORM_TIMEOUT_MS = 30_000;
@@ -261,21 +289,30 @@ export class Workflow<
   readonly steps: readonly StepDefinition[];
   /** A run still unfinished this long after it started is cancelled (children included). */
   readonly timeoutMs: number | undefined;
+  /** Each run holds a slot of this queue from its first step until it finishes. */
+  readonly queue: QueueUseDefinition | undefined;
 
   /** @internal use {@link workflow}. */
-  constructor(name: TName, version: number, input: TInputSchema, steps: readonly StepDefinition[], timeoutMs?: number) {
+  constructor(
+    name: TName,
+    version: number,
+    input: TInputSchema,
+    steps: readonly StepDefinition[],
+    options: { readonly timeoutMs?: number | undefined; readonly queue?: QueueUseDefinition | undefined } = {},
+  ) {
     this.name = name;
     this.version = version;
     this.input = input;
     this.steps = steps;
-    this.timeoutMs = timeoutMs;
+    this.timeoutMs = options.timeoutMs;
+    this.queue = options.queue;
     Object.freeze(this);
   }
 
   /** A computing or reading step: no key; its output is checkpointed and never recomputed. */
   step<TName2 extends string, TOutput extends z.ZodType, TWhen extends boolean = never>(
     name: NewStepName<TName2, TSteps>,
-    config: PlainStepConfig<TOutput> & ConditionConfig<z.output<TInputSchema>, TSteps, TWhen>,
+    config: PlainStepConfig<TOutput, z.output<TInputSchema>, TSteps> & ConditionConfig<z.output<TInputSchema>, TSteps, TWhen>,
   ): Workflow<
     TName,
     TInputSchema,
@@ -491,6 +528,7 @@ export class Workflow<
       readonly performTimeoutMs?: number;
       readonly timeoutMs?: number;
       readonly when?: unknown;
+      readonly queue?: QueueUse<never>;
     },
     parts: { readonly key: unknown; readonly sleep?: SleepDefinition; readonly wait?: WaitDefinition; readonly fanOut?: FanOutDefinition },
   ): TNext {
@@ -509,6 +547,10 @@ export class Workflow<
     }
     if (config.when !== undefined && typeof config.when !== 'function') {
       throw new TypeError(`Invalid when in ${where}: must be a function ({ input, steps }) => boolean.`);
+    }
+    const queue = config.queue === undefined ? undefined : queueUse(where, config.queue);
+    if (queue !== undefined && this.queue?.queue.name === queue.queue.name) {
+      throw new TypeError(`Invalid queue in ${where}: the workflow's runs already hold a slot of queue "${queue.queue.name}".`);
     }
     const performTimeoutMs = config.performTimeoutMs ?? DEFAULT_PERFORM_TIMEOUT_MS;
     if (!(performTimeoutMs > 0)) {
@@ -533,12 +575,30 @@ export class Workflow<
       ...(parts.sleep !== undefined ? { sleep: Object.freeze(parts.sleep) } : {}),
       ...(parts.wait !== undefined ? { wait: Object.freeze(parts.wait) } : {}),
       ...(parts.fanOut !== undefined ? { fanOut: Object.freeze(parts.fanOut) } : {}),
+      ...(queue !== undefined ? { queue } : {}),
     };
-    return new Workflow(this.name, this.version, this.input, [...this.steps, Object.freeze(definition)], this.timeoutMs) as unknown as TNext;
+    return new Workflow(this.name, this.version, this.input, [...this.steps, Object.freeze(definition)], {
+      timeoutMs: this.timeoutMs,
+      queue: this.queue,
+    }) as unknown as TNext;
   }
 }
 
 const SLEEP_OUTPUT = z.object({ until: z.string() });
+
+function queueUse(where: string, use: QueueUse<never>): QueueUseDefinition {
+  const queue = use.queue as QueueDefinition | undefined;
+  if (queue === undefined || typeof queue.name !== 'string' || typeof queue.limits !== 'object') {
+    throw new TypeError(`Invalid queue in ${where}: declare it with queue('name', { ... }) and pass { queue }.`);
+  }
+  if (use.partitionKey !== undefined && typeof use.partitionKey !== 'function') {
+    throw new TypeError(`Invalid partitionKey in ${where}: must be a function ({ input, steps }) => string.`);
+  }
+  return Object.freeze({
+    queue,
+    ...(use.partitionKey !== undefined ? { partitionKey: use.partitionKey as unknown as NonNullable<QueueUseDefinition['partitionKey']> } : {}),
+  });
+}
 
 function waitOutputSchema(event: AnyEvent): z.ZodType {
   return z.discriminatedUnion('status', [
@@ -557,6 +617,12 @@ export interface WorkflowOptions<TInputSchema extends z.ZodType> {
    * waits (a step already running finishes its attempt first). `start(..., { timeoutMs })` overrides it.
    */
   readonly timeoutMs?: number;
+  /**
+   * Each run holds a slot of this queue from its first step until it finishes (waits included):
+   * e.g. `partition: { concurrency: 1 }` with `partitionKey: ({ input }) => input.customerId` runs
+   * one workflow per customer at a time.
+   */
+  readonly queue?: QueueUse<{ readonly input: z.output<TInputSchema> }>;
 }
 
 /**
@@ -585,7 +651,11 @@ export function workflow<TName extends string, TInputSchema extends z.ZodType>(
   if (options.timeoutMs !== undefined && !(options.timeoutMs > 0)) {
     throw new TypeError(`Invalid timeoutMs for workflow "${name}": must be > 0 (got ${options.timeoutMs}).`);
   }
-  return new Workflow(name, options.version, options.input, [], options.timeoutMs);
+  const where = `workflow "${name}" v${options.version}`;
+  return new Workflow(name, options.version, options.input, [], {
+    timeoutMs: options.timeoutMs,
+    queue: options.queue === undefined ? undefined : queueUse(where, options.queue as QueueUse<never>),
+  });
 }
 
 // ---- Reading a workflow's phantom types -------------------------------------------------------

@@ -1,5 +1,6 @@
 import { signalKey } from '../client/send-event.js';
 import type { Json, WaitingFor, WorkflowRunRow } from '../store/tables.js';
+import { QUEUE_NO_PARTITION } from '../worker/queue-slots.js';
 import { formatJson, formatTime } from './format-values.js';
 
 export type WaitingRun = Pick<WorkflowRunRow, 'id' | 'waiting_for' | 'children_open' | 'children_failed'>;
@@ -30,6 +31,11 @@ export function formatWaitingFor(run: WaitingRun, options: { readonly step?: boo
       const failed = run.children_failed > 0 ? `, ${run.children_failed} failed` : '';
       return `${run.children_open} of ${wait.total} children open${failed}${step}`;
     }
+    case 'queue': {
+      const partition = wait.partition === QUEUE_NO_PARTITION ? '' : ` partition ${wait.partition}`;
+      const until = wait.until === null ? '' : ` (next token ${formatIsoTime(wait.until)})`;
+      return `slot of queue ${wait.queue}${partition}${until}${wait.step === '' ? ' (whole run)' : step}`;
+    }
   }
 }
 
@@ -54,6 +60,11 @@ function waitingForOf(value: Json): WaitingFor | undefined {
     const { open, total, wakeBelow } = value;
     if (typeof open !== 'number' || typeof total !== 'number' || typeof wakeBelow !== 'number') return undefined;
     return { kind, step, open, total, wakeBelow };
+  }
+  if (kind === 'queue') {
+    const { queue, partition, until } = value;
+    if (typeof queue !== 'string' || typeof partition !== 'string' || (until !== null && typeof until !== 'string')) return undefined;
+    return { kind, step, queue, partition, until };
   }
   return undefined;
 }

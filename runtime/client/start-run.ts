@@ -19,6 +19,11 @@ export interface StartOptions {
    * overrides the workflow's `timeoutMs`. The deadline is fixed on database time at the start.
    */
   readonly timeoutMs?: number;
+  /**
+   * Order among the runs waiting for a slot of the same queue partition: higher first (default
+   * 0). Between partitions the one with the highest waiting priority goes first, then round-robin.
+   */
+  readonly priority?: number;
 }
 
 export interface StartedRun {
@@ -56,6 +61,11 @@ export async function startRun(
   if (timeoutMs !== undefined && !(typeof timeoutMs === 'number' && timeoutMs > 0 && Number.isFinite(timeoutMs))) {
     throw new ValidationError(`timeoutMs must be a number of milliseconds > 0 (got ${String(timeoutMs)}).`, [`timeoutMs: ${String(timeoutMs)}`]);
   }
+  if (options.priority !== undefined && !(Number.isInteger(options.priority) && Math.abs(options.priority) <= 1_000_000)) {
+    throw new ValidationError(`priority must be an integer from -1000000 to 1000000 (got ${String(options.priority)}).`, [
+      `priority: ${String(options.priority)}`,
+    ]);
+  }
   // PostgreSQL prints uuids in lower case; comparing with what it returns needs the same form.
   const runId = options.runId?.toLowerCase() ?? randomUUID();
 
@@ -77,6 +87,7 @@ export async function startRun(
             input: inputJson,
             dedupe_key: dedupeKey ?? null,
             ...(timeoutMs !== undefined ? { deadline_at: sql<Date>`statement_timestamp() + ${millis(timeoutMs)}` } : {}),
+            ...(options.priority !== undefined ? { priority: options.priority } : {}),
           })
           .onConflict((oc) => oc.doNothing())
           .returning('id'),

@@ -27,6 +27,7 @@ export const FAULT_POINTS = [
   'before-result-commit',
   'before-wait-commit',
   'after-child-batch',
+  'after-queue-slot',
 ] as const;
 
 export type FaultPointName = (typeof FAULT_POINTS)[number];

@@ -64,13 +64,17 @@ export interface WorkflowRunTable {
   /** Children not finished yet, and children that failed or were cancelled (kept by a trigger). */
   children_open: Generated<number>;
   children_failed: Generated<number>;
+  /** Order among the waiters of a queue partition: higher first. */
+  priority: Generated<number>;
 }
 
 /** `workflow_run.waiting_for` of a waiting run. */
 export type WaitingFor =
   | { readonly kind: 'sleep'; readonly step: string; readonly until: string }
   | { readonly kind: 'event'; readonly step: string; readonly event: string; readonly key: string; readonly until: string | null }
-  | { readonly kind: 'children'; readonly step: string; readonly open: number; readonly total: number; readonly wakeBelow: number };
+  | { readonly kind: 'children'; readonly step: string; readonly open: number; readonly total: number; readonly wakeBelow: number }
+  /** A slot of a queue; `step` is '' when the whole run needs it (a workflow-level queue). */
+  | { readonly kind: 'queue'; readonly step: string; readonly queue: string; readonly partition: string; readonly until: string | null };
 
 export interface StepAttemptTable {
   run_id: string;
@@ -150,6 +154,48 @@ export interface SchemaMigrationTable {
   applied_at: DbNow;
 }
 
+export interface QueueTable {
+  name: string;
+  concurrency: number | null;
+  rate_limit: number | null;
+  rate_period_ms: number | null;
+  partition_concurrency: number | null;
+  partition_rate_limit: number | null;
+  partition_rate_period_ms: number | null;
+  updated_at: DbNow;
+}
+
+/** Counters per (queue, partition); partition '' is the queue as a whole. */
+export interface QueuePartitionTable {
+  queue: string;
+  partition: string;
+  in_flight: Generated<number>;
+  waiting: Generated<number>;
+  top_priority: number | null;
+  last_granted_at: Timestamp | null;
+  tokens: number | null;
+  tokens_at: Timestamp | null;
+  next_token_at: Timestamp | null;
+}
+
+export interface QueueSlotTable {
+  queue: string;
+  partition: string;
+  run_id: string;
+  /** '' for a slot the whole run holds. */
+  step_name: string;
+  granted_at: DbNow;
+}
+
+export interface QueueWaiterTable {
+  queue: string;
+  partition: string;
+  run_id: string;
+  step_name: string;
+  priority: Generated<number>;
+  enqueued_at: DbNow;
+}
+
 export interface LedgerflowDatabase {
   'ledgerflow.workflow_version': WorkflowVersionTable;
   'ledgerflow.workflow_step_def': WorkflowStepDefTable;
@@ -160,6 +206,10 @@ export interface LedgerflowDatabase {
   'ledgerflow.schema_migration': SchemaMigrationTable;
   'ledgerflow.step_wait': StepWaitTable;
   'ledgerflow.event': EventTable;
+  'ledgerflow.queue': QueueTable;
+  'ledgerflow.queue_partition': QueuePartitionTable;
+  'ledgerflow.queue_slot': QueueSlotTable;
+  'ledgerflow.queue_waiter': QueueWaiterTable;
 }
 
 export type WorkflowRunRow = Selectable<WorkflowRunTable>;

@@ -13,6 +13,7 @@ import {
   type StepExecution,
   type StepOutcome,
 } from './executors/step-execution.js';
+import { awaitQueueSlots } from './queue-slots.js';
 import { cancelOverdue } from './wait-commits.js';
 import type { RegisteredWorkflow, WorkflowRegistry } from './registry.js';
 import { releaseLeases } from './lease.js';
@@ -128,7 +129,8 @@ export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: A
       }
       let result: StepOutcome | undefined;
       try {
-        result = (await skipUnlessWanted(execution)) ?? (await STEP_EXECUTORS[step.kind](execution));
+        result =
+          (await skipUnlessWanted(execution)) ?? (await awaitQueueSlots(execution)) ?? (await STEP_EXECUTORS[step.kind](execution));
       } finally {
         // The worker holds its claim open until it hears back, whatever became of the commit.
         if (fused !== undefined) ctx.adopt(result?.kind === 'advanced' ? result.claimed : undefined);

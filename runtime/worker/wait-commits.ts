@@ -1,6 +1,7 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { Json, LedgerflowDatabase, WaitingFor } from '../store/tables.js';
 import { millis } from './claim.js';
+import { QUEUE_NO_PARTITION } from './queue-slots.js';
 import { RUNS_CHANNEL } from './runs-subscription.js';
 import type { Lease } from './step-commits.js';
 import { assertAttemptTransition, assertRunTransition } from './state-machines.js';
@@ -197,6 +198,8 @@ export function describeWait(w: WaitingFor): string {
       return `waiting for event ${w.event} with key ${w.key}${w.until === null ? '' : ` until ${w.until}`}`;
     case 'children':
       return `waiting for ${w.open} of ${w.total} children`;
+    case 'queue':
+      return `waiting for a slot of queue ${w.queue}${w.partition === QUEUE_NO_PARTITION ? '' : ` (partition ${w.partition})`}`;
   }
 }
 

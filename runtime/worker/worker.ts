@@ -35,6 +35,7 @@ import { flightKey, type Flight } from './flight.js';
 import { releaseLeases } from './lease.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { ReconcileTimer } from './reconcile-timer.js';
+import { registerQueues } from './queue-slots.js';
 import { buildRegistry, verifyMigrated, verifyServed, type WorkflowRegistry } from './registry.js';
 import { DEFAULT_CHILDREN_PER_COMMIT } from './executors/children-executor.js';
 import { driveRun, type DriverContext } from './run-driver.js';
@@ -222,6 +223,7 @@ class WorkerRuntime implements Worker {
     let unserved: readonly string[];
     try {
       await verifyMigrated(this.#store.db, this.#registry);
+      await registerQueues(this.#store.db, this.#registry);
       unserved = await verifyServed(this.#store.db, this.#registry, this.#allowMissingVersions);
     } catch (error) {
       this.#state = 'idle';

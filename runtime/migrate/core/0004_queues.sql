@@ -1,0 +1,322 @@
+-- ledgerflow core migration 0004: queues — concurrency and rate limits, per partition too,
+-- priorities and round-robin fairness between partitions, all held in the database so that they
+-- hold across every worker.
+--
+-- A slot of a queue is held by a run for one step's attempt (a step that names the queue) or for
+-- the whole run (a workflow that names it; step_name = ''). A run that needs a slot it cannot
+-- get is a waiter: its run is `waiting` (waiting_for.kind = 'queue') with run_after = 'infinity',
+-- and it is woken (run_after = now) when a slot is granted to it. Grants happen in ONE function,
+-- ledgerflow.queue_grant, called when a run asks for a slot and whenever a slot is given back.
+--
+-- Counters live in queue_partition: one row per (queue, partition) plus the queue's own row
+-- (partition = ''). Every grant locks the queue's row first, then a partition row: grants on one
+-- queue are serialized, so `in_flight` can never pass a limit, whatever the number of workers.
+
+CREATE TABLE ledgerflow.queue (
+    name                     text        PRIMARY KEY,
+    concurrency              integer     CHECK (concurrency >= 1),
+    rate_limit               integer     CHECK (rate_limit >= 1),
+    rate_period_ms           integer     CHECK (rate_period_ms >= 1),
+    partition_concurrency    integer     CHECK (partition_concurrency >= 1),
+    partition_rate_limit     integer     CHECK (partition_rate_limit >= 1),
+    partition_rate_period_ms integer     CHECK (partition_rate_period_ms >= 1),
+    updated_at               timestamptz NOT NULL DEFAULT statement_timestamp(),
+    CHECK ((rate_limit IS NULL) = (rate_period_ms IS NULL)),
+    CHECK ((partition_rate_limit IS NULL) = (partition_rate_period_ms IS NULL))
+);
+
+-- in_flight        slots held now
+-- waiting          waiters queued (partition rows only)
+-- top_priority     the highest priority among the partition's waiters
+-- last_granted_at  when the partition last got a slot: the round-robin turn
+-- tokens/tokens_at the rate limit's token bucket, refilled continuously on database time
+-- next_token_at    (the queue's row) when the last grant stopped at a rate limit: the next token
+CREATE TABLE ledgerflow.queue_partition (
+    queue           text             NOT NULL REFERENCES ledgerflow.queue (name) ON DELETE CASCADE,
+    partition       text             NOT NULL,
+    in_flight       integer          NOT NULL DEFAULT 0 CHECK (in_flight >= 0),
+    waiting         integer          NOT NULL DEFAULT 0 CHECK (waiting >= 0),
+    top_priority    integer,
+    last_granted_at timestamptz,
+    tokens          double precision,
+    tokens_at       timestamptz,
+    next_token_at   timestamptz,
+    PRIMARY KEY (queue, partition)
+);
+
+-- The next partition in turn: highest priority first, then the one served longest ago.
+CREATE INDEX queue_partition_turn_idx ON ledgerflow.queue_partition (queue, top_priority DESC, last_granted_at NULLS FIRST)
+    WHERE waiting > 0 AND partition <> '';
+
+CREATE TABLE ledgerflow.queue_slot (
+    queue      text        NOT NULL,
+    partition  text        NOT NULL,
+    run_id     uuid        NOT NULL REFERENCES ledgerflow.workflow_run (id) ON DELETE CASCADE,
+    step_name  text        NOT NULL,
+    granted_at timestamptz NOT NULL DEFAULT statement_timestamp(),
+    PRIMARY KEY (run_id, step_name, queue),
+    FOREIGN KEY (queue, partition) REFERENCES ledgerflow.queue_partition (queue, partition)
+);
+
+CREATE TABLE ledgerflow.queue_waiter (
+    queue       text        NOT NULL,
+    partition   text        NOT NULL,
+    run_id      uuid        NOT NULL REFERENCES ledgerflow.workflow_run (id) ON DELETE CASCADE,
+    step_name   text        NOT NULL,
+    priority    integer     NOT NULL DEFAULT 0,
+    enqueued_at timestamptz NOT NULL DEFAULT statement_timestamp(),
+    PRIMARY KEY (run_id, step_name, queue),
+    FOREIGN KEY (queue, partition) REFERENCES ledgerflow.queue_partition (queue, partition)
+);
+
+CREATE INDEX queue_waiter_turn_idx ON ledgerflow.queue_waiter (queue, partition, priority DESC, enqueued_at);
+
+-- A run's priority in the queues it waits in (higher first); set by start().
+ALTER TABLE ledgerflow.workflow_run ADD COLUMN priority integer NOT NULL DEFAULT 0;
+
+-- Tokens in a bucket of `lim` per `period_ms` after refilling it up to `at`.
+CREATE FUNCTION ledgerflow.queue_tokens(tokens double precision, tokens_at timestamptz, lim integer, period_ms integer, at timestamptz)
+RETURNS double precision LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN lim IS NULL THEN NULL
+                ELSE least(lim::double precision,
+                           coalesce(tokens, lim) + greatest(0, extract(epoch FROM at - coalesce(tokens_at, at))) * 1000 * lim / period_ms)
+           END
+$$;
+
+-- Grants free slots of queue `q` to its waiters, best first, until a limit stops it; wakes each
+-- waiter it grants. If only a rate limit stops it while waiters remain, the best waiter is woken
+-- when the next token is due (it asks again, which grants). Returns the number of grants.
+CREATE FUNCTION ledgerflow.queue_grant(q text) RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    qrow    ledgerflow.queue;
+    g       ledgerflow.queue_partition;
+    p       ledgerflow.queue_partition;
+    w       ledgerflow.queue_waiter;
+    at      timestamptz := statement_timestamp();
+    gtokens double precision;
+    ptokens double precision;
+    granted integer := 0;
+    next_token timestamptz;
+BEGIN
+    SELECT * INTO qrow FROM ledgerflow.queue WHERE name = q;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    SELECT * INTO g FROM ledgerflow.queue_partition WHERE queue = q AND partition = '' FOR UPDATE;
+    gtokens := ledgerflow.queue_tokens(g.tokens, g.tokens_at, qrow.rate_limit, qrow.rate_period_ms, at);
+    LOOP
+        EXIT WHEN qrow.concurrency IS NOT NULL AND g.in_flight >= qrow.concurrency;
+        IF gtokens IS NOT NULL AND gtokens < 1 THEN
+            next_token := at + (1 - gtokens) * qrow.rate_period_ms / qrow.rate_limit * interval '1 millisecond';
+            EXIT;
+        END IF;
+        SELECT * INTO p FROM ledgerflow.queue_partition
+         WHERE queue = q AND partition <> '' AND waiting > 0
+           AND (qrow.partition_concurrency IS NULL OR in_flight < qrow.partition_concurrency)
+           AND (qrow.partition_rate_limit IS NULL
+                OR ledgerflow.queue_tokens(tokens, tokens_at, qrow.partition_rate_limit, qrow.partition_rate_period_ms, at) >= 1)
+         ORDER BY top_priority DESC, last_granted_at NULLS FIRST
+         LIMIT 1
+           FOR UPDATE;
+        IF NOT FOUND THEN
+            -- Partitions blocked by their own rate limit only: look again when the first token is due.
+            IF qrow.partition_rate_limit IS NOT NULL THEN
+                SELECT at + min((1 - ledgerflow.queue_tokens(tokens, tokens_at, qrow.partition_rate_limit, qrow.partition_rate_period_ms, at))
+                                * qrow.partition_rate_period_ms / qrow.partition_rate_limit) * interval '1 millisecond'
+                  INTO next_token
+                  FROM ledgerflow.queue_partition
+                 WHERE queue = q AND partition <> '' AND waiting > 0
+                   AND (qrow.partition_concurrency IS NULL OR in_flight < qrow.partition_concurrency);
+            END IF;
+            EXIT;
+        END IF;
+        SELECT * INTO w FROM ledgerflow.queue_waiter
+         WHERE queue = q AND partition = p.partition
+         ORDER BY priority DESC, enqueued_at
+         LIMIT 1
+           FOR UPDATE;
+        IF NOT FOUND THEN
+            UPDATE ledgerflow.queue_partition SET waiting = 0, top_priority = NULL WHERE queue = q AND partition = p.partition;
+            CONTINUE;
+        END IF;
+        DELETE FROM ledgerflow.queue_waiter WHERE run_id = w.run_id AND step_name = w.step_name AND queue = q;
+        INSERT INTO ledgerflow.queue_slot (queue, partition, run_id, step_name, granted_at)
+        VALUES (q, p.partition, w.run_id, w.step_name, at);
+        ptokens := ledgerflow.queue_tokens(p.tokens, p.tokens_at, qrow.partition_rate_limit, qrow.partition_rate_period_ms, at);
+        UPDATE ledgerflow.queue_partition
+           SET in_flight = in_flight + 1, waiting = greatest(waiting - 1, 0), last_granted_at = at,
+               tokens = ptokens - 1, tokens_at = CASE WHEN ptokens IS NULL THEN NULL ELSE at END,
+               top_priority = (SELECT max(x.priority) FROM ledgerflow.queue_waiter x WHERE x.queue = q AND x.partition = p.partition)
+         WHERE queue = q AND partition = p.partition;
+        g.in_flight := g.in_flight + 1;
+        IF gtokens IS NOT NULL THEN
+            gtokens := gtokens - 1;
+        END IF;
+        UPDATE ledgerflow.workflow_run SET run_after = at WHERE id = w.run_id AND status = 'waiting';
+        PERFORM pg_notify('ledgerflow_runs', w.run_id::text);
+        granted := granted + 1;
+    END LOOP;
+    UPDATE ledgerflow.queue_partition
+       SET in_flight = g.in_flight, tokens = gtokens, tokens_at = CASE WHEN gtokens IS NULL THEN NULL ELSE at END,
+           next_token_at = next_token
+     WHERE queue = q AND partition = '';
+    IF next_token IS NOT NULL THEN
+        -- Wake the best waiter when the next token is due; the others stay asleep.
+        UPDATE ledgerflow.workflow_run r SET run_after = least(r.run_after, next_token)
+          FROM (SELECT x.run_id FROM ledgerflow.queue_waiter x
+                  JOIN ledgerflow.queue_partition pp ON pp.queue = x.queue AND pp.partition = x.partition
+                 WHERE x.queue = q
+                 ORDER BY pp.top_priority DESC, pp.last_granted_at NULLS FIRST, x.priority DESC, x.enqueued_at
+                 LIMIT 1) best
+         WHERE r.id = best.run_id AND r.status = 'waiting';
+    END IF;
+    RETURN granted;
+END
+$$;
+
+-- Asks for a slot of queue `q`, partition `part`, for `run` (`step` = '' for the whole run): NULL
+-- when the run holds one (already, or granted now), otherwise when to look again — 'infinity'
+-- (a grant wakes it) or the time the next rate-limit token is due, if this run is first in line.
+CREATE FUNCTION ledgerflow.queue_acquire(q text, part text, run uuid, step text, prio integer)
+RETURNS timestamptz LANGUAGE plpgsql AS $$
+DECLARE
+    qrow ledgerflow.queue;
+    at   timestamptz := statement_timestamp();
+BEGIN
+    IF EXISTS (SELECT 1 FROM ledgerflow.queue_slot WHERE run_id = run AND step_name = step AND queue = q) THEN
+        RETURN NULL;
+    END IF;
+    SELECT * INTO qrow FROM ledgerflow.queue WHERE name = q;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'queue "%" is not registered; start a worker that serves it', q USING ERRCODE = 'undefined_object';
+    END IF;
+    -- The queue's row first (the lock order of queue_grant), then the partition's.
+    PERFORM 1 FROM ledgerflow.queue_partition WHERE queue = q AND partition = '' FOR UPDATE;
+    INSERT INTO ledgerflow.queue_partition (queue, partition) VALUES (q, part) ON CONFLICT DO NOTHING;
+    IF NOT EXISTS (SELECT 1 FROM ledgerflow.queue_waiter WHERE run_id = run AND step_name = step AND queue = q) THEN
+        INSERT INTO ledgerflow.queue_waiter (queue, partition, run_id, step_name, priority, enqueued_at)
+        VALUES (q, part, run, step, prio, at);
+        UPDATE ledgerflow.queue_partition
+           SET waiting = waiting + 1, top_priority = greatest(coalesce(top_priority, prio), prio)
+         WHERE queue = q AND partition = part;
+    END IF;
+    PERFORM ledgerflow.queue_grant(q);
+    IF EXISTS (SELECT 1 FROM ledgerflow.queue_slot WHERE run_id = run AND step_name = step AND queue = q) THEN
+        RETURN NULL;
+    END IF;
+    -- Stopped by a rate limit with this run first in line: it looks again at the next token (the
+    -- grant could not wake it: it is running). Everyone else waits to be woken by a grant.
+    IF EXISTS (SELECT 1 FROM ledgerflow.queue_partition WHERE queue = q AND partition = '' AND next_token_at IS NOT NULL)
+       AND (SELECT x.run_id FROM ledgerflow.queue_waiter x
+              JOIN ledgerflow.queue_partition pp ON pp.queue = x.queue AND pp.partition = x.partition
+             WHERE x.queue = q
+             ORDER BY pp.top_priority DESC, pp.last_granted_at NULLS FIRST, x.priority DESC, x.enqueued_at
+             LIMIT 1) = run THEN
+        RETURN (SELECT next_token_at FROM ledgerflow.queue_partition WHERE queue = q AND partition = '');
+    END IF;
+    RETURN 'infinity'::timestamptz;
+END
+$$;
+
+-- Gives back the slots a run holds for `step` (NULL: all of them), and with `waiters` its places
+-- in line too, and grants the freed slots to the next waiters.
+CREATE FUNCTION ledgerflow.queue_release(run uuid, step text, waiters boolean) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    s record;
+    queues text[] := ARRAY[]::text[];
+BEGIN
+    FOR s IN SELECT DISTINCT queue FROM (
+                 SELECT queue FROM ledgerflow.queue_slot WHERE run_id = run AND (step IS NULL OR step_name = step)
+                 UNION ALL
+                 SELECT queue FROM ledgerflow.queue_waiter WHERE waiters AND run_id = run AND (step IS NULL OR step_name = step)) x
+             ORDER BY queue LOOP
+        PERFORM 1 FROM ledgerflow.queue_partition WHERE queue = s.queue AND partition = '' FOR UPDATE;
+        queues := queues || s.queue;
+    END LOOP;
+    IF cardinality(queues) = 0 THEN
+        RETURN;
+    END IF;
+    WITH freed AS (
+        DELETE FROM ledgerflow.queue_slot WHERE run_id = run AND (step IS NULL OR step_name = step) RETURNING queue, partition
+    ), counts AS (
+        SELECT queue, partition, count(*)::int AS n FROM freed GROUP BY queue, partition
+        UNION ALL
+        SELECT queue, '', count(*)::int FROM freed GROUP BY queue
+    )
+    UPDATE ledgerflow.queue_partition p SET in_flight = greatest(p.in_flight - c.n, 0)
+      FROM counts c WHERE p.queue = c.queue AND p.partition = c.partition;
+    WITH gone AS (
+        DELETE FROM ledgerflow.queue_waiter WHERE waiters AND run_id = run AND (step IS NULL OR step_name = step) RETURNING queue, partition
+    )
+    UPDATE ledgerflow.queue_partition p
+       SET waiting = greatest(p.waiting - g.n, 0),
+           top_priority = (SELECT max(x.priority) FROM ledgerflow.queue_waiter x WHERE x.queue = p.queue AND x.partition = p.partition)
+      FROM (SELECT queue, partition, count(*)::int AS n FROM gone GROUP BY queue, partition) g
+     WHERE p.queue = g.queue AND p.partition = g.partition;
+    FOR i IN 1 .. cardinality(queues) LOOP
+        PERFORM ledgerflow.queue_grant(queues[i]);
+    END LOOP;
+END
+$$;
+
+-- A step attempt that ends (succeeded, failed, or abandoned — a crashed worker's, when the run is
+-- claimed again after its lease) gives back its step's slot; its place in line (if it waits) stays.
+CREATE FUNCTION ledgerflow.attempt_ended() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM ledgerflow.queue_slot WHERE run_id = NEW.run_id AND step_name = NEW.step_name) THEN
+        PERFORM ledgerflow.queue_release(NEW.run_id, NEW.step_name, false);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER step_attempt_ended
+    AFTER UPDATE OF status ON ledgerflow.step_attempt
+    FOR EACH ROW
+    WHEN (OLD.status = 'running' AND NEW.status <> 'running')
+    EXECUTE FUNCTION ledgerflow.attempt_ended();
+
+-- A run that settles gives back every slot and place in line it has (the whole run's included):
+-- run_settled (core 0003) is replaced by the same function plus that.
+CREATE OR REPLACE FUNCTION ledgerflow.run_settled() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    woke boolean;
+BEGIN
+    IF NEW.parent_run_id IS NOT NULL THEN
+        UPDATE ledgerflow.workflow_run p
+           SET children_open = greatest(p.children_open - 1, 0),
+               children_failed = p.children_failed + (CASE WHEN NEW.status = 'completed' THEN 0 ELSE 1 END),
+               run_after = CASE
+                   WHEN p.status = 'waiting'
+                    AND (NEW.status <> 'completed'
+                         OR p.children_open - 1 < COALESCE((p.waiting_for->>'wakeBelow')::int, 1))
+                   THEN statement_timestamp()
+                   ELSE p.run_after END,
+               updated_at = statement_timestamp()
+         WHERE p.id = NEW.parent_run_id AND p.status NOT IN ('completed', 'failed', 'cancelled')
+        RETURNING p.status = 'waiting' AND p.run_after = statement_timestamp() INTO woke;
+        IF woke THEN
+            PERFORM pg_notify('ledgerflow_runs', NEW.parent_run_id::text);
+        END IF;
+    END IF;
+    IF NEW.status IN ('failed', 'cancelled') THEN
+        UPDATE ledgerflow.workflow_run c
+           SET status = 'cancelled', finished_at = statement_timestamp(), updated_at = statement_timestamp(),
+               lease_owner = NULL, lease_expires_at = NULL, waiting_for = NULL, fencing_token = c.fencing_token + 1,
+               error = jsonb_build_object('name', 'Cancelled',
+                                          'message', format('its parent run %s %s', NEW.id, NEW.status))
+         WHERE c.parent_run_id = NEW.id AND c.status NOT IN ('completed', 'failed', 'cancelled');
+    END IF;
+    IF NEW.status = 'cancelled' THEN
+        UPDATE ledgerflow.step_attempt
+           SET status = 'abandoned', finished_at = statement_timestamp(),
+               error = jsonb_build_object('name', 'Cancelled', 'message', 'the run was cancelled')
+         WHERE run_id = NEW.id AND status = 'running';
+    END IF;
+    IF EXISTS (SELECT 1 FROM ledgerflow.queue_slot WHERE run_id = NEW.id)
+       OR EXISTS (SELECT 1 FROM ledgerflow.queue_waiter WHERE run_id = NEW.id) THEN
+        PERFORM ledgerflow.queue_release(NEW.id, NULL, true);
+    END IF;
+    RETURN NULL;
+END
+$$;

@@ -1,0 +1,131 @@
+import { sql, type Kysely, type RawBuilder } from 'kysely';
+import type { QueueDefinition } from '../../dsl/queue.js';
+import type { QueueUseDefinition } from '../../dsl/workflow.js';
+import { faultPoint } from '../faults/fault-points.js';
+import type { LedgerflowDatabase, WaitingFor } from '../store/tables.js';
+import type { StepExecution, StepOutcome } from './executors/step-execution.js';
+import { commitKnowingOutcome, keyContext } from './executors/step-execution.js';
+import type { WorkflowRegistry } from './registry.js';
+import { leaseLost } from './step-commits.js';
+import { StepFailure, userCode } from './step-errors.js';
+import { suspendRun } from './wait-commits.js';
+
+/*
+ * Queue slots (core migration 0004). The limits live in the database: `ledgerflow.queue_grant`
+ * is the one place slots are handed out, under the queue row's lock, so no number of workers can
+ * hold more than a limit allows. A step (or a whole run) that needs a slot asks for it before it
+ * starts; if it gets none it parks `waiting` in the same transaction — so no grant can fall
+ * between the ask and the park — and a later grant wakes it.
+ */
+
+/** The partition of a queue use without `partitionKey` ('' is the queue's own counter row). */
+export const QUEUE_NO_PARTITION = '*';
+
+const MAX_PARTITION_KEY_LENGTH = 200;
+
+/**
+ * Writes the queues the registered workflows use, with their limits, so that the database holds
+ * them (the last worker to start wins if two disagree). One statement per queue.
+ */
+export async function registerQueues(db: Kysely<LedgerflowDatabase>, registry: WorkflowRegistry): Promise<void> {
+  const queues = new Map<string, QueueDefinition>();
+  for (const workflow of registry.all) {
+    const uses = [workflow.registration.workflow.queue, ...workflow.steps.map((s) => s.queue)];
+    for (const use of uses) {
+      if (use === undefined) continue;
+      const known = queues.get(use.queue.name);
+      if (known !== undefined && JSON.stringify(known.limits) !== JSON.stringify(use.queue.limits)) {
+        throw new TypeError(`Queue "${use.queue.name}" is declared twice with different limits; declare each queue once and import it.`);
+      }
+      queues.set(use.queue.name, use.queue);
+    }
+  }
+  for (const queue of [...queues.values()].sort((a, b) => a.name.localeCompare(b.name))) {
+    await registerQueueStatement(queue).execute(db);
+  }
+}
+
+export function registerQueueStatement(queue: QueueDefinition): RawBuilder<unknown> {
+  const l = queue.limits;
+  return sql`
+    WITH q AS (
+      INSERT INTO ledgerflow.queue (name, concurrency, rate_limit, rate_period_ms, partition_concurrency, partition_rate_limit,
+                                    partition_rate_period_ms, updated_at)
+      VALUES (${queue.name}, ${l.concurrency ?? null}::int, ${l.rateLimit?.limit ?? null}::int, ${l.rateLimit?.periodMs ?? null}::int,
+              ${l.partition?.concurrency ?? null}::int, ${l.partition?.rateLimit?.limit ?? null}::int,
+              ${l.partition?.rateLimit?.periodMs ?? null}::int, statement_timestamp())
+      ON CONFLICT (name) DO UPDATE
+         SET concurrency = EXCLUDED.concurrency, rate_limit = EXCLUDED.rate_limit, rate_period_ms = EXCLUDED.rate_period_ms,
+             partition_concurrency = EXCLUDED.partition_concurrency, partition_rate_limit = EXCLUDED.partition_rate_limit,
+             partition_rate_period_ms = EXCLUDED.partition_rate_period_ms, updated_at = EXCLUDED.updated_at
+      RETURNING name
+    )
+    INSERT INTO ledgerflow.queue_partition (queue, partition) SELECT name, '' FROM q ON CONFLICT DO NOTHING`;
+}
+
+interface NeededSlot {
+  readonly use: QueueUseDefinition;
+  /** '' for the whole run's slot. */
+  readonly step: string;
+}
+
+/**
+ * Before a step runs: the slots it needs — its workflow's queue (held by the run from its first
+ * step until it finishes) and its own (held for this attempt) — each asked for and, when not
+ * granted, the run parked `waiting` for it. `undefined`: every slot is held, go on.
+ */
+export async function awaitQueueSlots(s: StepExecution): Promise<StepOutcome | undefined> {
+  const needed: NeededSlot[] = [];
+  const workflowQueue = s.workflow.registration.workflow.queue;
+  if (workflowQueue !== undefined) needed.push({ use: workflowQueue, step: '' });
+  if (s.step.queue !== undefined) needed.push({ use: s.step.queue, step: s.step.name });
+  for (const slot of needed) {
+    const partition = await partitionOf(s, slot.use);
+    const outcome = await commitKnowingOutcome(
+      s,
+      () =>
+        s.db.transaction().execute(async (trx) => {
+          const { rows } = await acquireSlotStatement(slot.use.queue.name, partition, s.lease.runId, slot.step).execute(trx);
+          const retry = rows[0]?.retry_at;
+          if (retry === null || retry === undefined) return undefined;
+          const until = retry instanceof Date && Number.isFinite(retry.getTime()) ? retry : null;
+          const waitingFor: WaitingFor = {
+            kind: 'queue',
+            step: slot.step,
+            queue: slot.use.queue.name,
+            partition,
+            until: until?.toISOString() ?? null,
+          };
+          const suspended = await suspendRun(trx, { lease: s.lease, stepName: s.step.name, attempt: s.attempt, waitingFor, until });
+          if (!suspended.fenced) throw leaseLost(s.lease, 'the queue wait');
+          return { kind: 'suspended' as const, waitingFor, due: suspended.due };
+        }),
+      { retry: true },
+    );
+    if (outcome !== undefined) return outcome;
+  }
+  if (needed.length > 0) await faultPoint('after-queue-slot');
+  return undefined;
+}
+
+/** Asks for a slot (ledgerflow.queue_acquire): NULL when held, else when to look again ('infinity': when woken). */
+export function acquireSlotStatement(queue: string, partition: string, runId: string, step: string): RawBuilder<{ retry_at: Date | number | null }> {
+  return sql<{ retry_at: Date | number | null }>`
+    SELECT ledgerflow.queue_acquire(${queue}, ${partition}, ${runId}::uuid, ${step},
+                                    (SELECT r.priority FROM ledgerflow.workflow_run r WHERE r.id = ${runId}::uuid)) AS retry_at`;
+}
+
+async function partitionOf(s: StepExecution, use: QueueUseDefinition): Promise<string> {
+  if (use.partitionKey === undefined) return QUEUE_NO_PARTITION;
+  const context = keyContext(s);
+  const key = await userCode(() => use.partitionKey!(context));
+  if (typeof key !== 'string' || key === '' || key === QUEUE_NO_PARTITION || key.length > MAX_PARTITION_KEY_LENGTH) {
+    throw new StepFailure(
+      new TypeError(
+        `The partitionKey of queue "${use.queue.name}" (step "${s.step.name}") must return a non-empty string of at most ` +
+          `${MAX_PARTITION_KEY_LENGTH} characters, other than "${QUEUE_NO_PARTITION}" (got ${JSON.stringify(key)}).`,
+      ),
+    );
+  }
+  return key;
+}
