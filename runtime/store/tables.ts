@@ -173,9 +173,15 @@ export interface QueuePartitionTable {
   waiting: Generated<number>;
   top_priority: number | null;
   last_granted_at: Timestamp | null;
-  tokens: number | null;
-  tokens_at: Timestamp | null;
+  /** (the queue's row) When the last grant stopped at a rate limit: when its window admits the next. */
   next_token_at: Timestamp | null;
+}
+
+/** Recent grants, for the sliding-window rate limits (partition '' for the queue's own limit). */
+export interface QueueGrantTable {
+  queue: string;
+  partition: string;
+  granted_at: Date;
 }
 
 export interface QueueSlotTable {
@@ -208,6 +214,7 @@ export interface LedgerflowDatabase {
   'ledgerflow.event': EventTable;
   'ledgerflow.queue': QueueTable;
   'ledgerflow.queue_partition': QueuePartitionTable;
+  'ledgerflow.queue_grant': QueueGrantTable;
   'ledgerflow.queue_slot': QueueSlotTable;
   'ledgerflow.queue_waiter': QueueWaiterTable;
 }

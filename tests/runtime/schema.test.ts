@@ -26,7 +26,7 @@ describeStores('core schema vs runtime/store/tables.ts', (getStore) => {
     const problems = await store.db
       .transaction()
       .execute(async (trx) => {
-        await sql`ALTER TABLE ledgerflow.workflow_run ADD COLUMN priority integer NOT NULL DEFAULT 0`.execute(trx);
+        await sql`ALTER TABLE ledgerflow.workflow_run ADD COLUMN sort_weight integer NOT NULL DEFAULT 0`.execute(trx);
         await sql`ALTER TABLE ledgerflow.step_effect ALTER COLUMN request_hash DROP NOT NULL`.execute(trx);
         const seen = await schemaDrift({ ...store, db: trx });
         throw Object.assign(new Error('rollback'), { seen });
@@ -37,7 +37,7 @@ describeStores('core schema vs runtime/store/tables.ts', (getStore) => {
       });
     expect(problems).toEqual([
       'ledgerflow.step_effect.request_hash: nullable in the database, but its type in StepEffectTable has no `| null`',
-      'ledgerflow.workflow_run.priority: column in the database but not in WorkflowRunTable in runtime/store/tables.ts',
+      'ledgerflow.workflow_run.sort_weight: column in the database but not in WorkflowRunTable in runtime/store/tables.ts',
     ]);
     expect(await schemaDrift(store)).toEqual([]);
   });

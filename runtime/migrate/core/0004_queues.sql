@@ -29,8 +29,8 @@ CREATE TABLE ledgerflow.queue (
 -- waiting          waiters queued (partition rows only)
 -- top_priority     the highest priority among the partition's waiters
 -- last_granted_at  when the partition last got a slot: the round-robin turn
--- tokens/tokens_at the rate limit's token bucket, refilled continuously on database time
--- next_token_at    (the queue's row) when the last grant stopped at a rate limit: the next token
+-- next_token_at    (the queue's row) when the last grant stopped at a rate limit: when the oldest
+--                  grant in the window leaves it
 CREATE TABLE ledgerflow.queue_partition (
     queue           text             NOT NULL REFERENCES ledgerflow.queue (name) ON DELETE CASCADE,
     partition       text             NOT NULL,
@@ -38,8 +38,6 @@ CREATE TABLE ledgerflow.queue_partition (
     waiting         integer          NOT NULL DEFAULT 0 CHECK (waiting >= 0),
     top_priority    integer,
     last_granted_at timestamptz,
-    tokens          double precision,
-    tokens_at       timestamptz,
     next_token_at   timestamptz,
     PRIMARY KEY (queue, partition)
 );
@@ -47,6 +45,17 @@ CREATE TABLE ledgerflow.queue_partition (
 -- The next partition in turn: highest priority first, then the one served longest ago.
 CREATE INDEX queue_partition_turn_idx ON ledgerflow.queue_partition (queue, top_priority DESC, last_granted_at NULLS FIRST)
     WHERE waiting > 0 AND partition <> '';
+
+-- Rate limits are sliding windows: a grant is allowed while fewer than `limit` grants of the
+-- queue (partition '') or of the partition fall in the last `period`. Rows older than the
+-- period are deleted by the next grant of the queue.
+CREATE TABLE ledgerflow.queue_grant (
+    queue      text        NOT NULL,
+    partition  text        NOT NULL,
+    granted_at timestamptz NOT NULL
+);
+
+CREATE INDEX queue_grant_window_idx ON ledgerflow.queue_grant (queue, partition, granted_at);
 
 CREATE TABLE ledgerflow.queue_slot (
     queue      text        NOT NULL,
@@ -74,18 +83,23 @@ CREATE INDEX queue_waiter_turn_idx ON ledgerflow.queue_waiter (queue, partition,
 -- A run's priority in the queues it waits in (higher first); set by start().
 ALTER TABLE ledgerflow.workflow_run ADD COLUMN priority integer NOT NULL DEFAULT 0;
 
--- Tokens in a bucket of `lim` per `period_ms` after refilling it up to `at`.
-CREATE FUNCTION ledgerflow.queue_tokens(tokens double precision, tokens_at timestamptz, lim integer, period_ms integer, at timestamptz)
-RETURNS double precision LANGUAGE sql IMMUTABLE AS $$
-    SELECT CASE WHEN lim IS NULL THEN NULL
-                ELSE least(lim::double precision,
-                           coalesce(tokens, lim) + greatest(0, extract(epoch FROM at - coalesce(tokens_at, at))) * 1000 * lim / period_ms)
-           END
+-- Grants of queue `q`, partition `part`, in the sliding window of `period_ms` ending at `at`.
+CREATE FUNCTION ledgerflow.queue_window(q text, part text, period_ms integer, at timestamptz) RETURNS integer
+LANGUAGE sql STABLE AS $$
+    SELECT count(*)::int FROM ledgerflow.queue_grant
+     WHERE queue = q AND partition = part AND granted_at > at - period_ms * interval '1 millisecond'
+$$;
+
+-- When the window of queue `q`, partition `part` next admits a grant: its oldest grant + period.
+CREATE FUNCTION ledgerflow.queue_window_opens(q text, part text, period_ms integer, at timestamptz) RETURNS timestamptz
+LANGUAGE sql STABLE AS $$
+    SELECT min(granted_at) + period_ms * interval '1 millisecond' FROM ledgerflow.queue_grant
+     WHERE queue = q AND partition = part AND granted_at > at - period_ms * interval '1 millisecond'
 $$;
 
 -- Grants free slots of queue `q` to its waiters, best first, until a limit stops it; wakes each
 -- waiter it grants. If only a rate limit stops it while waiters remain, the best waiter is woken
--- when the next token is due (it asks again, which grants). Returns the number of grants.
+-- when the window next admits a grant (it asks again, which grants). Returns the number of grants.
 CREATE FUNCTION ledgerflow.queue_grant(q text) RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     qrow    ledgerflow.queue;
@@ -93,8 +107,7 @@ DECLARE
     p       ledgerflow.queue_partition;
     w       ledgerflow.queue_waiter;
     at      timestamptz := statement_timestamp();
-    gtokens double precision;
-    ptokens double precision;
+    gcount  integer;
     granted integer := 0;
     next_token timestamptz;
 BEGIN
@@ -103,36 +116,38 @@ BEGIN
         RETURN 0;
     END IF;
     SELECT * INTO g FROM ledgerflow.queue_partition WHERE queue = q AND partition = '' FOR UPDATE;
-    gtokens := ledgerflow.queue_tokens(g.tokens, g.tokens_at, qrow.rate_limit, qrow.rate_period_ms, at);
+    DELETE FROM ledgerflow.queue_grant
+     WHERE queue = q
+       AND granted_at <= at - greatest(coalesce(qrow.rate_period_ms, 0), coalesce(qrow.partition_rate_period_ms, 0)) * interval '1 millisecond';
+    gcount := CASE WHEN qrow.rate_limit IS NULL THEN NULL ELSE ledgerflow.queue_window(q, '', qrow.rate_period_ms, at) END;
     LOOP
         EXIT WHEN qrow.concurrency IS NOT NULL AND g.in_flight >= qrow.concurrency;
-        IF gtokens IS NOT NULL AND gtokens < 1 THEN
-            next_token := at + (1 - gtokens) * qrow.rate_period_ms / qrow.rate_limit * interval '1 millisecond';
+        IF gcount IS NOT NULL AND gcount >= qrow.rate_limit THEN
+            next_token := ledgerflow.queue_window_opens(q, '', qrow.rate_period_ms, at);
             EXIT;
         END IF;
-        SELECT * INTO p FROM ledgerflow.queue_partition
-         WHERE queue = q AND partition <> '' AND waiting > 0
-           AND (qrow.partition_concurrency IS NULL OR in_flight < qrow.partition_concurrency)
+        SELECT * INTO p FROM ledgerflow.queue_partition pp
+         WHERE pp.queue = q AND pp.partition <> '' AND pp.waiting > 0
+           AND (qrow.partition_concurrency IS NULL OR pp.in_flight < qrow.partition_concurrency)
            AND (qrow.partition_rate_limit IS NULL
-                OR ledgerflow.queue_tokens(tokens, tokens_at, qrow.partition_rate_limit, qrow.partition_rate_period_ms, at) >= 1)
-         ORDER BY top_priority DESC, last_granted_at NULLS FIRST
+                OR ledgerflow.queue_window(q, pp.partition, qrow.partition_rate_period_ms, at) < qrow.partition_rate_limit)
+         ORDER BY pp.top_priority DESC, pp.last_granted_at NULLS FIRST
          LIMIT 1
            FOR UPDATE;
         IF NOT FOUND THEN
-            -- Partitions blocked by their own rate limit only: look again when the first token is due.
+            -- Partitions stopped by their own rate limit only: look again when the first window opens.
             IF qrow.partition_rate_limit IS NOT NULL THEN
-                SELECT at + min((1 - ledgerflow.queue_tokens(tokens, tokens_at, qrow.partition_rate_limit, qrow.partition_rate_period_ms, at))
-                                * qrow.partition_rate_period_ms / qrow.partition_rate_limit) * interval '1 millisecond'
+                SELECT min(ledgerflow.queue_window_opens(q, pp.partition, qrow.partition_rate_period_ms, at))
                   INTO next_token
-                  FROM ledgerflow.queue_partition
-                 WHERE queue = q AND partition <> '' AND waiting > 0
-                   AND (qrow.partition_concurrency IS NULL OR in_flight < qrow.partition_concurrency);
+                  FROM ledgerflow.queue_partition pp
+                 WHERE pp.queue = q AND pp.partition <> '' AND pp.waiting > 0
+                   AND (qrow.partition_concurrency IS NULL OR pp.in_flight < qrow.partition_concurrency);
             END IF;
             EXIT;
         END IF;
-        SELECT * INTO w FROM ledgerflow.queue_waiter
-         WHERE queue = q AND partition = p.partition
-         ORDER BY priority DESC, enqueued_at
+        SELECT * INTO w FROM ledgerflow.queue_waiter x
+         WHERE x.queue = q AND x.partition = p.partition
+         ORDER BY x.priority DESC, x.enqueued_at
          LIMIT 1
            FOR UPDATE;
         IF NOT FOUND THEN
@@ -142,26 +157,25 @@ BEGIN
         DELETE FROM ledgerflow.queue_waiter WHERE run_id = w.run_id AND step_name = w.step_name AND queue = q;
         INSERT INTO ledgerflow.queue_slot (queue, partition, run_id, step_name, granted_at)
         VALUES (q, p.partition, w.run_id, w.step_name, at);
-        ptokens := ledgerflow.queue_tokens(p.tokens, p.tokens_at, qrow.partition_rate_limit, qrow.partition_rate_period_ms, at);
+        IF qrow.rate_limit IS NOT NULL THEN
+            INSERT INTO ledgerflow.queue_grant (queue, partition, granted_at) VALUES (q, '', at);
+            gcount := gcount + 1;
+        END IF;
+        IF qrow.partition_rate_limit IS NOT NULL THEN
+            INSERT INTO ledgerflow.queue_grant (queue, partition, granted_at) VALUES (q, p.partition, at);
+        END IF;
         UPDATE ledgerflow.queue_partition
            SET in_flight = in_flight + 1, waiting = greatest(waiting - 1, 0), last_granted_at = at,
-               tokens = ptokens - 1, tokens_at = CASE WHEN ptokens IS NULL THEN NULL ELSE at END,
                top_priority = (SELECT max(x.priority) FROM ledgerflow.queue_waiter x WHERE x.queue = q AND x.partition = p.partition)
          WHERE queue = q AND partition = p.partition;
         g.in_flight := g.in_flight + 1;
-        IF gtokens IS NOT NULL THEN
-            gtokens := gtokens - 1;
-        END IF;
         UPDATE ledgerflow.workflow_run SET run_after = at WHERE id = w.run_id AND status = 'waiting';
         PERFORM pg_notify('ledgerflow_runs', w.run_id::text);
         granted := granted + 1;
     END LOOP;
-    UPDATE ledgerflow.queue_partition
-       SET in_flight = g.in_flight, tokens = gtokens, tokens_at = CASE WHEN gtokens IS NULL THEN NULL ELSE at END,
-           next_token_at = next_token
-     WHERE queue = q AND partition = '';
+    UPDATE ledgerflow.queue_partition SET in_flight = g.in_flight, next_token_at = next_token WHERE queue = q AND partition = '';
     IF next_token IS NOT NULL THEN
-        -- Wake the best waiter when the next token is due; the others stay asleep.
+        -- Wake the best waiter when the window opens; the others stay asleep.
         UPDATE ledgerflow.workflow_run r SET run_after = least(r.run_after, next_token)
           FROM (SELECT x.run_id FROM ledgerflow.queue_waiter x
                   JOIN ledgerflow.queue_partition pp ON pp.queue = x.queue AND pp.partition = x.partition
@@ -176,7 +190,7 @@ $$;
 
 -- Asks for a slot of queue `q`, partition `part`, for `run` (`step` = '' for the whole run): NULL
 -- when the run holds one (already, or granted now), otherwise when to look again — 'infinity'
--- (a grant wakes it) or the time the next rate-limit token is due, if this run is first in line.
+-- (a grant wakes it) or when the rate limit's window next admits a grant, if this run is first in line.
 CREATE FUNCTION ledgerflow.queue_acquire(q text, part text, run uuid, step text, prio integer)
 RETURNS timestamptz LANGUAGE plpgsql AS $$
 DECLARE
@@ -204,8 +218,8 @@ BEGIN
     IF EXISTS (SELECT 1 FROM ledgerflow.queue_slot WHERE run_id = run AND step_name = step AND queue = q) THEN
         RETURN NULL;
     END IF;
-    -- Stopped by a rate limit with this run first in line: it looks again at the next token (the
-    -- grant could not wake it: it is running). Everyone else waits to be woken by a grant.
+    -- Stopped by a rate limit with this run first in line: it looks again when the window opens
+    -- (the grant could not wake it: it is running). Everyone else waits to be woken by a grant.
     IF EXISTS (SELECT 1 FROM ledgerflow.queue_partition WHERE queue = q AND partition = '' AND next_token_at IS NOT NULL)
        AND (SELECT x.run_id FROM ledgerflow.queue_waiter x
               JOIN ledgerflow.queue_partition pp ON pp.queue = x.queue AND pp.partition = x.partition
