@@ -1,0 +1,125 @@
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createClient, createWorker } from 'ledgerflow/runtime';
+import { FAULTS_ENV, type FaultSpec } from 'ledgerflow/testing';
+import { migrateForTest } from '../support/migrate-for-test.js';
+import { createPgTestStore, type TestStore } from '../support/test-stores.js';
+import { fair, limited, QUEUE_WORKFLOWS, queueHandlers, queueProbe } from './fixtures/queue-workflows.js';
+import { waitUntil } from './fixtures/run-helpers.js';
+
+const WORKER_ENTRY = fileURLToPath(new URL('./fixtures/queue-worker.ts', import.meta.url));
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const LEASE_MS = 1_000;
+
+function runWorkerProcess(env: Record<string, string>): Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', WORKER_ENTRY], {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.once('error', reject);
+    child.once('exit', (code, signal) => resolve({ code, signal, stderr }));
+  });
+}
+
+/**
+ * A queue limit across worker processes on PostgreSQL: 500 runs of a step behind a queue of two
+ * slots, drained by three processes of four flights each, one of which is SIGKILLed while it
+ * holds a slot. The handlers record every attempt's interval on the database clock; at no
+ * instant do more than two overlap, the dead worker's slot comes back after its lease (its
+ * attempt is abandoned by the claim that takes the run over), and every run completes.
+ */
+describe('queue limits across worker processes, one of them killed holding a slot [pg]', () => {
+  let store: TestStore;
+  beforeAll(async () => {
+    store = await createPgTestStore();
+    await migrateForTest(store, QUEUE_WORKFLOWS);
+    await sql`CREATE SCHEMA qprobe`.execute(store.db);
+    await sql`CREATE TABLE qprobe.interval (id bigserial PRIMARY KEY, run_id uuid NOT NULL, attempt int NOT NULL,
+                                            started_at timestamptz NOT NULL, ended_at timestamptz)`.execute(store.db);
+  }, 60_000);
+  afterAll(() => store.close());
+
+  it('never lets more than the limit run at once, and gives a killed worker\'s slot back', async () => {
+    const client = createClient({ store });
+    for (let i = 0; i < 500; i++) await client.start(limited, { id: `fleet-${i}`, ms: 5 });
+    let maxSlots = 0;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM ledgerflow.queue_slot WHERE queue = 'wt-q-two-at-once'`.execute(store.db);
+        maxSlots = Math.max(maxSlots, rows[0]!.n);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    })();
+    const env = { DATABASE_URL: store.url!, LEASE_MS: String(LEASE_MS), CONCURRENCY: '4' };
+    const kill: FaultSpec = { seed: 12, points: { 'after-queue-slot': { probability: 0.2, actions: ['kill'], times: 1 } } };
+    const exits = await Promise.all([
+      runWorkerProcess({ ...env, [FAULTS_ENV]: JSON.stringify(kill) }),
+      runWorkerProcess(env),
+      runWorkerProcess(env),
+    ]);
+    sampling = false;
+    await sampler;
+    expect(exits[0]!.signal, exits[0]!.stderr).toBe('SIGKILL');
+    for (const exit of exits.slice(1)) expect(exit.code, exit.stderr).toBe(0);
+
+    const { rows: statuses } = await sql<{ status: string; n: number }>`
+      SELECT status, count(*)::int AS n FROM ledgerflow.workflow_run WHERE workflow_name = ${limited.name} GROUP BY status`.execute(store.db);
+    expect(statuses).toEqual([{ status: 'completed', n: 500 }]);
+    // The overlap of the handlers' own intervals, on the database clock.
+    const { rows: overlap } = await sql<{ n: number }>`
+      SELECT max(n)::int AS n FROM (
+        SELECT (SELECT count(*) FROM qprobe.interval o
+                 WHERE o.started_at <= i.started_at AND coalesce(o.ended_at, 'infinity') > i.started_at) AS n
+          FROM qprobe.interval i) x`.execute(store.db);
+    expect(overlap[0]!.n).toBeLessThanOrEqual(2);
+    expect(maxSlots).toBeLessThanOrEqual(2);
+    expect(maxSlots).toBe(2);
+    // The killed worker's attempt was abandoned (LeaseExpired) by the claim that took its run over.
+    const { rows: abandoned } = await sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM ledgerflow.step_attempt
+       WHERE step_name = 'work' AND status = 'abandoned' AND error->>'name' = 'LeaseExpired'`.execute(store.db);
+    expect(abandoned[0]!.n).toBeGreaterThanOrEqual(1);
+    const { rows: left } = await sql<{ slots: number; in_flight: number }>`
+      SELECT (SELECT count(*)::int FROM ledgerflow.queue_slot) AS slots,
+             (SELECT in_flight FROM ledgerflow.queue_partition WHERE queue = 'wt-q-two-at-once' AND partition = '') AS in_flight`.execute(store.db);
+    expect(left).toEqual([{ slots: 0, in_flight: 0 }]);
+  }, 180_000);
+
+  it('finishes a tenant with 10 runs while another has 10 000 queued', async () => {
+    const client = createClient({ store });
+    // The big tenant's runs, started in bulk (one statement), as a backlog already there.
+    await sql`
+      INSERT INTO ledgerflow.workflow_run (id, workflow_name, workflow_version, input, run_after)
+      SELECT gen_random_uuid(), ${fair.name}, ${fair.version}, jsonb_build_object('id', 'big-' || g, 'customer', 'big', 'ms', 1),
+             statement_timestamp() - interval '1 minute' + g * interval '1 microsecond'
+        FROM generate_series(1, 10000) AS g`.execute(store.db);
+    const small: string[] = [];
+    for (let i = 0; i < 10; i++) small.push((await client.start(fair, { id: `small-${i}`, customer: 'small', ms: 1 })).runId);
+    const worker = createWorker({ store, workflows: queueHandlers(queueProbe()), concurrency: 16, pollIntervalMs: 20, reconcileIntervalMs: 0 });
+    await worker.start();
+    try {
+      await waitUntil(
+        'the small tenant to finish',
+        async () => {
+          const { rows } = await sql<{ n: number }>`
+            SELECT count(*)::int AS n FROM ledgerflow.workflow_run WHERE id = ANY(${small}::uuid[]) AND status = 'completed'`.execute(store.db);
+          return rows[0]!.n === 10;
+        },
+        170_000,
+      );
+    } finally {
+      await worker.stop();
+    }
+    const { rows } = await sql<{ done: number }>`
+      SELECT count(*)::int AS done FROM ledgerflow.workflow_run WHERE workflow_name = ${fair.name} AND input->>'customer' = 'big' AND status = 'completed'`.execute(store.db);
+    // One slot, round-robin between the two tenants once both wait: the big one got about as many turns.
+    expect(rows[0]!.done).toBeLessThan(100);
+  }, 200_000);
+});
