@@ -102,6 +102,10 @@ const WRITES: Readonly<Record<string, readonly string[]>> = {
   'cancel-overdue.sql': ['run running->cancelled'],
   // A waiting run is woken: it stays waiting, due now.
   'send-event.sql': ['run waiting->waiting'],
+  'register-queue.sql': [],
+  // ledgerflow.queue_acquire → queue_grant wakes granted waiters (waiting -> waiting, due now) in SQL
+  // that the statement only calls; the core 0004 functions are covered by queues.test.ts.
+  'acquire-slot.sql': [],
 };
 
 /** Variants that differ from a snapshot case in parameters only: how a failure's phase settles the attempt's own intent. */
