@@ -29,6 +29,7 @@ import { measureDrain } from './workloads/drain.js';
 import { measureFloor } from './workloads/w0-floor.js';
 import { measureLatency } from './workloads/w3-latency.js';
 import { measureFanOut, measureSleepingClaimCost, WAIT_BENCH_WORKFLOWS, waitBenchRegistrations } from './workloads/waits.js';
+import { measureQueuedBacklog, QUEUE_BENCH_WORKFLOWS, queueBenchRegistrations, queuedOneStep } from './workloads/queues.js';
 
 /**
  * `npm run bench`: every workload in one run against one durable server, then a Markdown
@@ -87,6 +88,21 @@ async function main(): Promise<void> {
     for (const concurrency of CONCURRENCIES) {
       durable.push((await drain('W2 three-step drain', threeStep, Math.ceil(n / 3), 3, concurrency)).row);
     }
+
+    const queueRegistrations = [...registrations, ...queueBenchRegistrations()];
+    const queuedRow = (
+      await durableDrain(server, {
+        workflow: queuedOneStep,
+        runs: n,
+        stepsPerRun: 1,
+        concurrency: 16,
+        registrations: queueRegistrations,
+        notes,
+        label: 'W1 through a queue (limit never reached)',
+      })
+    ).row;
+    const w1At16 = durable.find((r) => r.workload.startsWith('W1') && r.concurrency === 16)!;
+    log(`W1 through a queue c=16: ${queuedRow.stepsPerSecond.toFixed(0)} steps/s (${(queuedRow.stepsPerSecond / w1At16.stepsPerSecond).toFixed(2)} × W1)`);
 
     const stepCosts: StepCostRow[] = [];
     const costRuns = Math.min(n, 500);
@@ -167,6 +183,16 @@ async function main(): Promise<void> {
       return { sleeping, fanOut };
     });
 
+    const queuesUrl = await server.freshDatabase('bench_queues');
+    const backlog = await withStores([createPgStore({ connectionString: queuesUrl, maxConnections: 4 })], async ([store]) => {
+      await migrateForTest(store, [...BENCH_WORKFLOWS, ...QUEUE_BENCH_WORKFLOWS]);
+      return measureQueuedBacklog(store, { queued: 100_000, partitions: 1_000, registrations: queueRegistrations });
+    });
+    log(
+      `queued backlog ${backlog.queued} across ${backlog.partitions} partitions: empty claim ${backlog.emptyClaimMs.without.toFixed(2)} → ` +
+        `${backlog.emptyClaimMs.with.toFixed(2)} ms, one grant ${backlog.grantMs.toFixed(2)} ms`,
+    );
+
     let codegen: BenchResults['codegen'];
     if (process.env['LEDGERFLOW_BENCH_CODEGEN'] !== '0') {
       codegen = await runCodegenBench();
@@ -187,6 +213,7 @@ async function main(): Promise<void> {
       latency,
       pglite,
       waits,
+      queues: { queued: queuedRow, w1: w1At16, backlog },
       ...(codegen ? { codegen } : {}),
       notes,
     });

@@ -1,6 +1,7 @@
 import type { CodegenBenchResult } from './codegen-bench.js';
 import type { BenchEnvironment } from './environment.js';
 import type { QueryClass } from './instrumented-pg-store.js';
+import type { QueuedBacklogCost } from './workloads/queues.js';
 import type { FanOutResult, SleepingClaimCost } from './workloads/waits.js';
 
 /** One throughput measurement at one concurrency. */
@@ -70,5 +71,7 @@ export interface BenchResults {
   readonly codegen?: CodegenBenchResult;
   /** Sleeping runs' cost to the claim, and fan-out start rate (bench/workloads/waits.ts). */
   readonly waits?: { readonly sleeping: SleepingClaimCost; readonly fanOut: FanOutResult };
+  /** W1 through a queue that never limits it (same concurrency as `w1`), and a deep queued backlog. */
+  readonly queues?: { readonly queued: ThroughputRow; readonly w1: ThroughputRow; readonly backlog: QueuedBacklogCost };
   readonly notes: readonly string[];
 }

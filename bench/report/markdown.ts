@@ -107,6 +107,19 @@ export function renderMarkdown(results: BenchResults, chartFile: string): string
       '',
     );
   }
+  if (results.queues) {
+    const { queued: q, w1, backlog: b } = results.queues;
+    lines.push(
+      '## Queues (bench/workloads/queues.ts, durable PostgreSQL)',
+      '',
+      '| measurement | value | baseline | ratio |',
+      '|---|---:|---:|---:|',
+      `| W1 through a queue whose limit is never reached, c=${q.concurrency} (steps/s) | ${q.stepsPerSecond.toFixed(0)} | ${w1.stepsPerSecond.toFixed(0)} (W1, no queue) | ${(q.stepsPerSecond / w1.stepsPerSecond).toFixed(2)} |`,
+      `| claim that finds nothing due, ${b.queued} runs queued across ${b.partitions} partitions (ms) | ${b.emptyClaimMs.with.toFixed(3)} | ${b.emptyClaimMs.without.toFixed(3)} (same database, empty) | ${(b.emptyClaimMs.with / b.emptyClaimMs.without).toFixed(2)} |`,
+      `| one grant from that backlog: next partition in turn, its oldest waiter (ms) | ${b.grantMs.toFixed(3)} | | |`,
+      '',
+    );
+  }
   if (results.codegen) {
     const c = results.codegen;
     lines.push(
