@@ -71,16 +71,30 @@ interface NeededSlot {
 
 /**
  * Before a step runs: the slots it needs — its workflow's queue (held by the run from its first
- * step until it finishes) and its own (held for this attempt) — each asked for and, when not
- * granted, the run parked `waiting` for it. `undefined`: every slot is held, go on.
+ * step until it finishes; `runSlotHeld` when this flight already holds it, which it keeps until
+ * the run settles) and its own (held for this attempt) — each asked for and, when not granted,
+ * the run parked `waiting` for it. `undefined`: every slot is held, go on.
+ *
+ * Asking is one statement when a slot is free. Only when it is not is the ask repeated in a
+ * transaction together with the park: the queue row's lock then keeps any grant from falling
+ * between them (a grant wakes only runs that are already `waiting`).
  */
-export async function awaitQueueSlots(s: StepExecution): Promise<StepOutcome | undefined> {
+export async function awaitQueueSlots(s: StepExecution, runSlotHeld: boolean): Promise<StepOutcome | undefined> {
   const needed: NeededSlot[] = [];
   const workflowQueue = s.workflow.registration.workflow.queue;
-  if (workflowQueue !== undefined) needed.push({ use: workflowQueue, step: '' });
+  if (workflowQueue !== undefined && !runSlotHeld) needed.push({ use: workflowQueue, step: '' });
   if (s.step.queue !== undefined) needed.push({ use: s.step.queue, step: s.step.name });
   for (const slot of needed) {
     const partition = await partitionOf(s, slot.use);
+    const granted = await commitKnowingOutcome(
+      s,
+      async () => {
+        const { rows } = await acquireSlotStatement(slot.use.queue.name, partition, s.lease.runId, slot.step).execute(s.db);
+        return rows[0]?.retry_at === null;
+      },
+      { retry: true },
+    );
+    if (granted) continue;
     const outcome = await commitKnowingOutcome(
       s,
       () =>

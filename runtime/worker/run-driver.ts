@@ -58,6 +58,8 @@ export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: A
   let run: LeasedRun | undefined = claimed;
   let first = true;
   let resyncs = 0;
+  // The run's workflow-level queue slot, once this flight holds it: kept until the run settles.
+  let runSlotHeld = false;
   while (run !== undefined) {
     if (resyncs > MAX_RESYNCS_WITHOUT_PROGRESS) {
       // The database keeps answering in a way this worker cannot act on; let the lease expire.
@@ -129,8 +131,12 @@ export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: A
       }
       let result: StepOutcome | undefined;
       try {
-        result =
-          (await skipUnlessWanted(execution)) ?? (await awaitQueueSlots(execution)) ?? (await STEP_EXECUTORS[step.kind](execution));
+        result = await skipUnlessWanted(execution);
+        if (result === undefined) {
+          result = await awaitQueueSlots(execution, runSlotHeld);
+          runSlotHeld ||= result === undefined && workflow.registration.workflow.queue !== undefined;
+        }
+        result ??= await STEP_EXECUTORS[step.kind](execution);
       } finally {
         // The worker holds its claim open until it hears back, whatever became of the commit.
         if (fused !== undefined) ctx.adopt(result?.kind === 'advanced' ? result.claimed : undefined);
