@@ -16,7 +16,15 @@ import {
   RECEIPT_PERFORM_TIMEOUT_MS,
   type ChaosOrderInput,
 } from './fixtures/chaos-workflow.js';
-import { chaosFulfil, chaosPick, chaosShipped, FULFIL_SCHEMA_SQL, type ChaosFulfilInput } from './fixtures/chaos-fulfil-workflow.js';
+import {
+  chaosFulfil,
+  chaosPick,
+  chaosShipped,
+  FULFIL_SCHEMA_SQL,
+  PICKING_CONCURRENCY,
+  pickingQueue,
+  type ChaosFulfilInput,
+} from './fixtures/chaos-fulfil-workflow.js';
 import { checkFulfilInvariants, checkInvariants, type FulfilReport, type InvariantReport } from './invariants.js';
 import { seededRandom } from './seeded-random.js';
 import { CHAOS_APPLICATION_PREFIX, WorkerFleet, type FleetCounters } from './worker-fleet.js';
@@ -41,6 +49,8 @@ export interface ChaosOutcome {
   readonly fulfil: FulfilReport;
   /** Events the controller sent, resends with the same dedupe key included. */
   readonly eventsSent: number;
+  /** The most `chaos-picking` slots held at once, sampled from the database during the run. */
+  readonly maxPickingSlots: number;
   readonly fleet: FleetCounters;
   readonly unexpectedExits: readonly string[];
   readonly backendTerminations: number;
@@ -84,6 +94,7 @@ function faultSpec(seed: number): FaultSpec {
       'after-perform': point(0.05),
       'before-wait-commit': point(0.04),
       'after-child-batch': point(0.05),
+      'after-queue-slot': point(0.03),
       'before-result-commit': point(0.04),
       'before-lease-renewal': point(0.01),
     },
@@ -201,6 +212,20 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     const fulfilLater = fulfilments.slice(fulfilUpfront);
     for (const orderId of eventsToSend.splice(0, Math.floor(eventsToSend.length / 4))) await sendShipped(orderId);
 
+    let maxPickingSlots = 0;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        try {
+          const { rows } = await sql<{ n: number }>`
+            SELECT count(*)::int AS n FROM ledgerflow.queue_slot WHERE queue = ${pickingQueue.name}`.execute(store.db);
+          maxPickingSlots = Math.max(maxPickingSlots, rows[0]?.n ?? 0);
+        } catch {
+          // The server restarts once; the pool reconnects.
+        }
+        await sleep(20);
+      }
+    })();
     fleet.start();
     const chaosStart = performance.now();
     const restartAt = Array.from({ length: options.serverRestarts }, (_, i) =>
@@ -248,6 +273,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     }));
     await waitUntilSettled(store.db, options.settleTimeoutMs);
     await fleet.stop();
+    sampling = false;
+    await sampler;
 
     const report = await checkInvariants(databaseUrl, chaosOrder.name, { payments, email });
     const fulfil = await checkFulfilInvariants(databaseUrl, fulfilments);
@@ -263,6 +290,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       `charges=${payments.totalCharges()} emails=${email.totalSent()} ` +
       `late-applied=${report.lateApplied} client-timeouts=${report.clientTimeouts} ` +
       `fulfil-runs=${fulfil.runs} fulfil-completed=${fulfil.completed} children=${fulfil.children} skipped=${fulfil.skipped} ` +
+      `max-picking-slots=${maxPickingSlots}/${PICKING_CONCURRENCY} ` +
       `events-sent=${eventsSent} events-stored=${fulfil.events} events-taken=${fulfil.consumed} ` +
       `unexpected-exits=${c.unexpectedExits} duplicates found=${report.duplicates + fulfil.duplicates} ` +
       `violations=${report.violations.length + fulfil.violations.length} ` +
@@ -272,6 +300,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       report,
       fulfil,
       eventsSent,
+      maxPickingSlots,
       fleet: c,
       unexpectedExits: fleet.unexpected,
       backendTerminations,

@@ -34,6 +34,9 @@ it(
     expect(outcome.fulfil.runs, replay).toBe(soak ? 500 : 60);
     expect(outcome.fulfil.consumed, replay).toBe(outcome.fulfil.runs);
     expect(outcome.eventsSent, replay).toBeGreaterThan(outcome.fulfil.events);
+    // The picking queue's limit held across all workers, through the kills and the restart.
+    expect(outcome.maxPickingSlots, replay).toBeLessThanOrEqual(2);
+    expect(outcome.maxPickingSlots, replay).toBeGreaterThan(0);
     expect(outcome.report.runs, replay).toBe(soak ? 2_000 : 240);
     expect(outcome.unexpectedExits, `workers died without being killed; ${replay}`).toEqual([]);
     // The run must have exercised what it claims to: otherwise it proves nothing.

@@ -327,6 +327,15 @@ export async function checkFulfilInvariants(
       if (e.consumed_by_run === null) violations.push(`event for ${e.correlation_key} was never taken (lost)`);
       else if (owner !== undefined && e.consumed_by_run !== owner.id) violations.push(`event for ${e.correlation_key} taken by run ${e.consumed_by_run}, not ${owner.id}`);
     }
+    // Queues: nothing held or waiting once everything finished (every slot came back, kills included).
+    const [queues] = await q<{ slots: number; waiters: number; in_flight: number; waiting: number }>(
+      `SELECT (SELECT count(*)::int FROM ledgerflow.queue_slot) AS slots, (SELECT count(*)::int FROM ledgerflow.queue_waiter) AS waiters,
+              (SELECT coalesce(sum(in_flight), 0)::int FROM ledgerflow.queue_partition) AS in_flight,
+              (SELECT coalesce(sum(waiting), 0)::int FROM ledgerflow.queue_partition) AS waiting`,
+    );
+    if (queues !== undefined && (queues.slots | queues.waiters | queues.in_flight | queues.waiting) !== 0) {
+      violations.push(`queue state left behind: ${JSON.stringify(queues)}`);
+    }
     const sleeps = await q<{ run_id: string; until: Date; output_until: string | null; woke: Date | null }>(
       `SELECT w.run_id, w.until, s.output->>'until' AS output_until, s.created_at AS woke
          FROM ledgerflow.step_wait w

@@ -61,6 +61,20 @@ describeStores('queues', (getStore) => {
     expect(grants.at(-1)! - grants[0]!).toBeGreaterThanOrEqual(1_500);
   });
 
+  it('grants higher priorities first within a partition', async () => {
+    // Queue them all before any worker runs: they are claimed in start order and park in line.
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) ids.push((await client.start(fair, { id: `prio-low-${i}`, customer: 'prio', ms: 40 })).runId);
+    for (let i = 0; i < 3; i++) ids.push((await client.start(fair, { id: `prio-high-${i}`, customer: 'prio', ms: 40 }, { priority: 10 })).runId);
+    const probe = queueProbe();
+    // All nine are claimed at once: one takes the single slot, the others park in line by priority.
+    await drain(probe, 16);
+    const order = probe.started.filter((s) => s.key === 'fair:prio').map((s) => s.id);
+    expect(order).toHaveLength(9);
+    // Whoever got the slot first, the three high-priority runs come before every other low one.
+    expect(Math.max(...['prio-high-0', 'prio-high-1', 'prio-high-2'].map((id) => order.indexOf(id)))).toBeLessThanOrEqual(3);
+  });
+
   it('serves a tenant with a few runs while another has a deep backlog (round-robin)', async () => {
     for (let i = 0; i < 60; i++) await client.start(fair, { id: `big-${i}`, customer: 'big', ms: 5 });
     for (let i = 0; i < 4; i++) await client.start(fair, { id: `small-${i}`, customer: 'small', ms: 5 });
