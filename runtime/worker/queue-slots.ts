@@ -25,7 +25,7 @@ const MAX_PARTITION_KEY_LENGTH = 200;
 
 /**
  * Writes the queues the registered workflows use, with their limits, so that the database holds
- * them (the last worker to start wins if two disagree). One statement per queue.
+ * them (the last worker to start wins if two disagree), and grants what the limits now allow.
  */
 export async function registerQueues(db: Kysely<LedgerflowDatabase>, registry: WorkflowRegistry): Promise<void> {
   const queues = new Map<string, QueueDefinition>();
@@ -42,6 +42,8 @@ export async function registerQueues(db: Kysely<LedgerflowDatabase>, registry: W
   }
   for (const queue of [...queues.values()].sort((a, b) => a.name.localeCompare(b.name))) {
     await registerQueueStatement(queue).execute(db);
+    // A raised limit frees slots at once for the runs already in line.
+    await sql`SELECT ledgerflow.queue_grant(${queue.name})`.execute(db);
   }
 }
 
