@@ -48,6 +48,12 @@ export class RunNotFoundError extends LedgerflowError {
   readonly code = 'run_not_found';
 }
 
+/** No schedule of that name is registered in this database. */
+export class ScheduleNotFoundError extends LedgerflowError {
+  override readonly name = 'ScheduleNotFoundError';
+  readonly code = 'schedule_not_found';
+}
+
 /** The embedded PGlite directory is open in another process (PGlite is one process at a time). */
 export class StoreLockedError extends LedgerflowError {
   override readonly name = 'StoreLockedError';

@@ -37,6 +37,7 @@ export {
   NonRetryableError,
   NotAppliedError,
   RunNotFoundError,
+  ScheduleNotFoundError,
   StoreLockedError,
   UnknownWorkflowError,
   ValidationError,
@@ -65,6 +66,16 @@ export { SETTLED_RUN_STATUSES, MAX_LISTED_CHILDREN, type ChildRunSummary, type R
 export type { EventSender, SendEventOptions, SentEvent } from './client/send-event.js';
 export { ChildFailedError, DEFAULT_CHILDREN_PER_COMMIT } from './worker/executors/children-executor.js';
 export type { WorkflowVersionSummary } from './client/workflow-versions.js';
+export type { ScheduleSummary } from './client/schedules.js';
+export { ON_TIME_MS } from './schedules/due-ticks.js';
+export {
+  runSchedulePass,
+  tickDedupeKey,
+  type ScheduleFailed,
+  type SchedulePassOptions,
+  type SchedulePassReport,
+  type ScheduleTicked,
+} from './schedules/schedule-pass.js';
 export type { StartedRun, StartOptions } from './client/start-run.js';
 export { describeIssues } from './client/validate-input.js';
 export { createWorker, RUNS_CHANNEL, type Worker, type WorkerOptions } from './worker/worker.js';

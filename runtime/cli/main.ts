@@ -7,6 +7,7 @@ import { migrateCommand } from './commands/migrate.js';
 import { reconcileCommand } from './commands/reconcile.js';
 import { runCommand } from './commands/run.js';
 import { runsCommand } from './commands/runs.js';
+import { schedulesCommand } from './commands/schedules.js';
 import { sendEventCommand } from './commands/send-event.js';
 import { signalCommand } from './commands/signal.js';
 import { startCommand } from './commands/start.js';
@@ -36,6 +37,7 @@ const COMMANDS: readonly Command[] = [
   cancelCommand,
   reconcileCommand,
   versionsCommand,
+  schedulesCommand,
 ];
 
 function globalHelp(): string {

@@ -8,6 +8,7 @@ import { RUN_STATUSES, type LedgerflowDatabase, type RunStatus, type StepEffectR
 import { assertRunTransition } from '../worker/state-machines.js';
 import { loadRunDetails, SETTLED_RUN_STATUSES, type RunDetails } from './run-details.js';
 import { parseEvent, sendEventIn, signalKey, type SendEventOptions, type SentEvent } from './send-event.js';
+import { listSchedules, pauseSchedule, resumeSchedule, type ScheduleSummary } from './schedules.js';
 import { startRun, type MigratedVersions, type StartedRun, type StartOptions } from './start-run.js';
 import { assertRunId } from './validate-input.js';
 import { listWorkflowVersions, type WorkflowVersionSummary } from './workflow-versions.js';
@@ -104,6 +105,22 @@ export interface Client {
   listEffects(filter?: EffectFilter): Promise<StepEffectRow[]>;
   /** Every migrated workflow version with its runs counted by status (`ledgerflow versions`). */
   listVersions(): Promise<WorkflowVersionSummary[]>;
+  /**
+   * Every schedule workers registered, by name, with its next `ticks` ticks (default 3), its last
+   * tick and run, and the error of a tick that could not start (`ledgerflow schedules`).
+   */
+  listSchedules(options?: { readonly ticks?: number }): Promise<ScheduleSummary[]>;
+  /**
+   * Pauses a schedule: no tick starts a run until `resumeSchedule`. Workers that register it
+   * again leave it paused. `false` when it was paused already; `ScheduleNotFoundError` if no
+   * worker registered it.
+   *
+   * @example
+   * await client.pauseSchedule('nightly-backfill');
+   */
+  pauseSchedule(name: string): Promise<boolean>;
+  /** Resumes a paused schedule from its next tick after now (ticks that fell while paused start nothing). `false` when it was not paused. */
+  resumeSchedule(name: string): Promise<boolean>;
   /**
    * Stores an event for the steps that wait for it (`.waitFor` with this event and a `match`
    * equal to `key`) and wakes those already waiting. The payload is validated first (nothing is
@@ -244,6 +261,9 @@ export function createClient(options: ClientOptions): Client {
       return query.orderBy('created_at', 'desc').orderBy('id').limit(checkLimit(filter.limit, 50)).execute();
     },
     listVersions: () => listWorkflowVersions(store.db),
+    listSchedules: async (listOptions = {}) => listSchedules(store.db, checkTicks(listOptions.ticks)),
+    pauseSchedule: (name) => pauseSchedule(store.db, name),
+    resumeSchedule: (name) => resumeSchedule(store.db, name),
     sendEvent: (event: AnyEvent | string, key: string, payload: unknown, sendOptions: SendEventOptions = {}) =>
       send(undefined, resolveEvent(event), key, payload, sendOptions),
     async sendEventInTransaction<DB>(trx: Transaction<DB>, event: AnyEvent, key: string, payload: unknown, sendOptions: SendEventOptions = {}) {
@@ -342,6 +362,14 @@ function registerEvents(workflows: ReadonlyMap<string, AnyWorkflow>): Map<string
   const seen = new Set<AnyWorkflow>();
   for (const workflow of workflows.values()) visit(workflow, seen);
   return events;
+}
+
+function checkTicks(ticks: number | undefined): number {
+  if (ticks === undefined) return 3;
+  if (!Number.isInteger(ticks) || ticks < 0 || ticks > 100) {
+    throw new ValidationError(`ticks must be an integer from 0 to 100 (got ${ticks}).`, [`ticks: ${ticks}`]);
+  }
+  return ticks;
 }
 
 function checkLimit(limit: number | undefined, fallback: number): number {

@@ -148,6 +148,34 @@ export interface EventTable {
   consumed_at: Timestamp | null;
 }
 
+/** A registered schedule (core 0005): one run of its workflow per tick of its cron. */
+export interface ScheduleTable {
+  name: string;
+  cron: string;
+  /** IANA time zone the cron is read in. */
+  timezone: string;
+  workflow_name: string;
+  workflow_version: number;
+  catch_up: 'skip' | 'latest' | 'all';
+  /** `all` only: at most this many missed ticks start a run. */
+  catch_up_max: number | null;
+  /** Hash of the registered definition; only a worker whose code has the same one ticks it. */
+  definition_hash: string;
+  paused: Generated<boolean>;
+  /** The first tick not processed yet. */
+  next_tick_at: Date;
+  /** The latest tick that started a run, and that run. */
+  last_tick_at: Timestamp | null;
+  last_run_id: string | null;
+  /** Why the last attempt to start a tick's run failed; cleared by the next success. */
+  last_error: Json | null;
+  failures: Generated<number>;
+  /** After a failure: not tried again before this time. */
+  retry_at: Timestamp | null;
+  created_at: DbNow;
+  registered_at: DbNow;
+}
+
 export interface SchemaMigrationTable {
   name: string;
   checksum: string;
@@ -212,6 +240,7 @@ export interface LedgerflowDatabase {
   'ledgerflow.schema_migration': SchemaMigrationTable;
   'ledgerflow.step_wait': StepWaitTable;
   'ledgerflow.event': EventTable;
+  'ledgerflow.schedule': ScheduleTable;
   'ledgerflow.queue': QueueTable;
   'ledgerflow.queue_partition': QueuePartitionTable;
   'ledgerflow.queue_grant': QueueGrantTable;
@@ -227,3 +256,4 @@ export type StepEffectRow = Selectable<StepEffectTable>;
 export type StepResultRow = Selectable<StepResultTable>;
 export type StepWaitRow = Selectable<StepWaitTable>;
 export type EventRow = Selectable<EventTable>;
+export type ScheduleRow = Selectable<ScheduleTable>;

@@ -79,9 +79,23 @@ export type WorkerEvent =
   | { readonly type: 'listener-lost'; readonly error: SerializedError }
   /** Subscribed again (after `failedAttempts` failures); the worker claims at once. */
   | { readonly type: 'listener-restored'; readonly failedAttempts: number }
+  /**
+   * A schedule's due ticks each started a run (`runIds`, in tick order; a tick whose run existed
+   * already names that one), and/or its catch-up policy passed over missed ticks (`skipped`).
+   */
+  | {
+      readonly type: 'schedule-ticked';
+      readonly schedule: string;
+      readonly ticks: readonly string[];
+      readonly runIds: readonly string[];
+      readonly skipped: boolean;
+      readonly nextTickAt: Date;
+    }
+  /** A tick could not start its run (its input threw or is invalid): nothing started; tried again at `retryAt`. */
+  | { readonly type: 'schedule-failed'; readonly schedule: string; readonly tick: string; readonly error: SerializedError; readonly retryAt: Date }
   | {
       readonly type: 'error';
-      readonly where: 'claim' | 'heartbeat' | 'run' | 'reconcile' | 'listen' | 'stop' | 'drain';
+      readonly where: 'claim' | 'heartbeat' | 'run' | 'reconcile' | 'schedule' | 'listen' | 'stop' | 'drain';
       readonly runId?: string;
       readonly error: SerializedError;
     };

@@ -7,27 +7,32 @@
  *   starting ──verification fails──▶ idle   (start() rejects; nothing was started)
  *   idle | starting ──stop()──▶ stopped      (nothing to wind down)
  *
- * starting: verifies every registration against its migrated version, then subscribes to
+ * starting: verifies every registration against its migrated version, registers the schedules
+ * it was given (an upsert; refused if a schedule's workflow is not migrated), then subscribes to
  * {@link RUNS_CHANNEL} (a subscription that is refused is retried; it does not fail start()).
- * running: the lease keeper renews, the reconcile timer ticks, and the claim loop claims and
- * launches flights. stopping: in this order — the reconcile ticks and the claim loop end, the
- * subscription closes; in-flight steps get up to `timeoutMs` (default one lease) to commit and
- * give their runs back, the rest are aborted and released; runs a fused claim took meanwhile
- * are released; the lease keeper stops; a reconcile pass in progress is awaited.
+ * running: the lease keeper renews, the reconcile timer ticks, the schedule timer starts the runs
+ * of due cron ticks, and the claim loop claims and launches flights. stopping: in this order — the
+ * reconcile and schedule ticks and the claim loop end, the subscription closes; in-flight steps
+ * get up to `timeoutMs` (default one lease) to commit and give their runs back, the rest are
+ * aborted and released; runs a fused claim took meanwhile are released; the lease keeper stops; a
+ * reconcile or schedule pass in progress is awaited.
  *
  * The parts, each in its own module with its states documented there:
  *   runs-subscription.ts  LISTEN on RUNS_CHANNEL, a wake-up hint for the claim loop, and its recovery
  *   claim-loop.ts         claims (polled, woken, or fused into completion commits), orphan adoption
  *   lease-keeper.ts       heartbeat renewals and the local watchdog over the flights' leases
  *   reconcile-timer.ts    this worker's periodic reconcile passes
+ *   schedule-timer.ts     this worker's tick loop: runs of due schedule ticks (runtime/schedules/)
  *   run-driver.ts         one flight: a run driven step by step under its lease
  */
 
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { sql } from 'kysely';
+import type { AnySchedule } from '../../dsl/schedule.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
 import { LeaseLostError } from '../errors.js';
+import { assertSchedules, registerSchedules } from '../schedules/register-schedules.js';
 import type { Store } from '../store/store.js';
 import { millis, type LeasedRun } from './claim.js';
 import { ClaimLoop } from './claim-loop.js';
@@ -35,6 +40,7 @@ import { flightKey, type Flight } from './flight.js';
 import { releaseLeases } from './lease.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { ReconcileTimer } from './reconcile-timer.js';
+import { ScheduleTimer } from './schedule-timer.js';
 import { registerQueues } from './queue-slots.js';
 import { buildRegistry, verifyMigrated, verifyServed, type WorkflowRegistry } from './registry.js';
 import { DEFAULT_CHILDREN_PER_COMMIT } from './executors/children-executor.js';
@@ -65,6 +71,14 @@ export interface WorkerOptions {
   readonly pollIntervalMs?: number;
   /** How often this worker runs a reconcile pass; 0 turns it off. Default 10 000. */
   readonly reconcileIntervalMs?: number;
+  /**
+   * Schedules (`schedule(...)` from ledgerflow/dsl) this worker registers when it starts and
+   * ticks: each due tick starts one run, whichever of the workers that have it gets there first.
+   * Their workflows must be migrated; this worker need not serve them.
+   */
+  readonly schedules?: readonly AnySchedule[];
+  /** How often this worker looks for due schedule ticks; 0: it registers its schedules but never ticks them. Default 1 000. */
+  readonly scheduleIntervalMs?: number;
   /** Everything the worker does and every error it survives. */
   readonly onEvent?: (event: WorkerEvent) => void;
   /**
@@ -145,6 +159,8 @@ class WorkerRuntime implements Worker {
   readonly #claims: ClaimLoop;
   readonly #leases: LeaseKeeper;
   readonly #reconciler: ReconcileTimer;
+  readonly #schedules: readonly AnySchedule[];
+  readonly #scheduler: ScheduleTimer;
   #starting: Promise<void> | undefined;
   #stopping: Promise<void> | undefined;
 
@@ -158,6 +174,8 @@ class WorkerRuntime implements Worker {
     const heartbeatMs = options.heartbeatMs ?? Math.floor(this.#leaseMs / 3);
     this.#pollIntervalMs = options.pollIntervalMs ?? 1_000;
     const reconcileIntervalMs = options.reconcileIntervalMs ?? 10_000;
+    const scheduleIntervalMs = options.scheduleIntervalMs ?? 1_000;
+    this.#schedules = options.schedules ?? [];
     this.#onEvent = options.onEvent ?? (() => {});
     this.#allowMissingVersions = options.allowMissingVersions === true;
     const problems: string[] = [];
@@ -168,11 +186,13 @@ class WorkerRuntime implements Worker {
     }
     if (!(this.#pollIntervalMs > 0)) problems.push(`pollIntervalMs must be > 0 (got ${this.#pollIntervalMs})`);
     if (!(reconcileIntervalMs >= 0)) problems.push(`reconcileIntervalMs must be >= 0 (got ${reconcileIntervalMs})`);
+    if (!(scheduleIntervalMs >= 0)) problems.push(`scheduleIntervalMs must be >= 0 (got ${scheduleIntervalMs})`);
     if (!(Number.isInteger(this.#childrenPerCommit) && this.#childrenPerCommit >= 1)) {
       problems.push(`childrenPerCommit must be an integer >= 1 (got ${this.#childrenPerCommit})`);
     }
     if (this.#registry.all.length === 0) problems.push('workflows is empty; register at least one workflow');
     if (problems.length > 0) throw new TypeError(`Invalid worker options: ${problems.join('; ')}.`);
+    assertSchedules(this.#schedules);
 
     const emit = (event: WorkerEvent): void => this.#emit(event);
     const db = this.#store.db;
@@ -204,6 +224,7 @@ class WorkerRuntime implements Worker {
       workerId: this.id,
       emit,
     });
+    this.#scheduler = new ScheduleTimer({ db, schedules: this.#schedules, intervalMs: scheduleIntervalMs, emit });
   }
 
   get inFlight(): number {
@@ -225,6 +246,7 @@ class WorkerRuntime implements Worker {
       await verifyMigrated(this.#store.db, this.#registry);
       await registerQueues(this.#store.db, this.#registry);
       unserved = await verifyServed(this.#store.db, this.#registry, this.#allowMissingVersions);
+      await registerSchedules(this.#store.db, this.#schedules);
     } catch (error) {
       this.#state = 'idle';
       this.#starting = undefined;
@@ -234,6 +256,7 @@ class WorkerRuntime implements Worker {
     this.#state = 'running';
     this.#leases.start();
     this.#reconciler.start();
+    this.#scheduler.start();
     this.#claims.start();
     this.#emit({ type: 'worker-started', workerId: this.id, workflows: this.#registry.all.map((w) => `${w.name}@${w.version}`) });
     if (unserved.length > 0) this.#emit({ type: 'versions-unserved', versions: unserved });
@@ -253,6 +276,7 @@ class WorkerRuntime implements Worker {
     this.#state = 'stopping';
     const loopEnded = this.#claims.stop();
     this.#reconciler.stop();
+    this.#scheduler.stop();
     await loopEnded;
     await this.#subscription.close();
 
@@ -273,6 +297,7 @@ class WorkerRuntime implements Worker {
     await this.#claims.released();
     this.#leases.stop();
     await this.#reconciler.idle();
+    await this.#scheduler.idle();
     this.#state = 'stopped';
     this.#emit({ type: 'worker-stopped', workerId: this.id, released });
   }

@@ -2,6 +2,7 @@ import { createWorker } from '../../worker/worker.js';
 import type { WorkerEvent } from '../../worker/worker-events.js';
 import { defineCommand, integerOption, UsageError } from '../command.js';
 import { formatTime } from '../format-values.js';
+import { loadSchedulesExport } from '../load-schedules.js';
 import { loadWorkflowsModule, requireRegistrations } from '../load-workflows.js';
 
 const QUIET_EVENTS = new Set<WorkerEvent['type']>([
@@ -9,6 +10,7 @@ const QUIET_EVENTS = new Set<WorkerEvent['type']>([
   'versions-unserved',
   'worker-stopped',
   'error',
+  'schedule-failed',
   'run-parked',
   'commit-outcome-unknown',
   'step-crashed',
@@ -22,7 +24,8 @@ export const workerCommand = defineCommand({
   usage: '--workflows <module> [--concurrency <n>] [options]',
   description:
     'Claims runnable runs of the given workflows and executes their steps, reconciling open intents on the\n' +
-    'side. SIGTERM or SIGINT (Ctrl-C) stops claiming, lets in-flight steps finish (or releases them after one\n' +
+    'side; registers the schedules the module exports as `schedules` and starts one run per due tick.\n' +
+    'SIGTERM or SIGINT (Ctrl-C) stops claiming, lets in-flight steps finish (or releases them after one\n' +
     'lease) and exits 0; a second signal releases in-flight runs at once.',
   options: {
     workflows: { type: 'string' },
@@ -31,15 +34,18 @@ export const workerCommand = defineCommand({
     'lease-ms': { type: 'string' },
     'poll-ms': { type: 'string' },
     'reconcile-ms': { type: 'string' },
+    'schedule-ms': { type: 'string' },
     quiet: { type: 'boolean', short: 'q' },
     'allow-missing-versions': { type: 'boolean' },
   },
-  optionsHelp: `  --workflows <module>   module exporting \`workflows\`: registrations with handlers (required)
+  optionsHelp: `  --workflows <module>   module exporting \`workflows\`: registrations with handlers (required),
+                         and optionally \`schedules\`: schedule(...) declarations to register and tick
   --concurrency <n>      runs driven at once (default 4)
   --worker-id <id>       lease owner name (default host:pid:random)
   --lease-ms <n>         lease length (default 30000)
   --poll-ms <n>          claim poll interval when no NOTIFY arrives (default 1000)
   --reconcile-ms <n>     reconcile pass interval; 0 turns it off (default 10000)
+  --schedule-ms <n>      how often to look for due schedule ticks; 0 turns it off (default 1000)
   --allow-missing-versions
                          start even if an older version of a workflow has unfinished runs and no
                          handlers here (another worker serves it during a rolling deploy)
@@ -53,7 +59,9 @@ export const workerCommand = defineCommand({
     const leaseMs = integerOption('lease-ms', values['lease-ms']);
     const pollIntervalMs = integerOption('poll-ms', values['poll-ms']);
     const reconcileIntervalMs = integerOption('reconcile-ms', values['reconcile-ms'], 0);
+    const scheduleIntervalMs = integerOption('schedule-ms', values['schedule-ms'], 0);
     const workflows = requireRegistrations(await loadWorkflowsModule(values.workflows), values.workflows);
+    const schedules = await loadSchedulesExport(values.workflows);
     const store = await openStore();
     const quiet = values.quiet === true;
 
@@ -66,6 +74,8 @@ export const workerCommand = defineCommand({
       ...(values['allow-missing-versions'] === true ? { allowMissingVersions: true } : {}),
       ...(pollIntervalMs !== undefined ? { pollIntervalMs } : {}),
       ...(reconcileIntervalMs !== undefined ? { reconcileIntervalMs } : {}),
+      ...(schedules.length > 0 ? { schedules } : {}),
+      ...(scheduleIntervalMs !== undefined ? { scheduleIntervalMs } : {}),
       onEvent(event) {
         if (quiet && !QUIET_EVENTS.has(event.type)) return;
         io.out(json ? `${JSON.stringify({ at: new Date().toISOString(), ...event })}\n` : `${formatEvent(event)}\n`);
@@ -91,7 +101,8 @@ export const workerCommand = defineCommand({
       await worker.start();
       if (!json) {
         const names = workflows.map((r) => `${r.workflow.name} v${r.workflow.version}`).join(', ');
-        io.err(`Worker ${worker.id} running ${names} on ${store.location}. Stop with Ctrl-C or SIGTERM.\n`);
+        const ticking = schedules.length > 0 ? ` and schedules ${schedules.map((s) => s.name).join(', ')}` : '';
+        io.err(`Worker ${worker.id} running ${names}${ticking} on ${store.location}. Stop with Ctrl-C or SIGTERM.\n`);
       }
       const signal = await firstSignal;
       if (!json) io.err(`${signal}: no new claims; finishing in-flight steps…\n`);
