@@ -76,6 +76,7 @@ export {
   type SchedulePassReport,
   type ScheduleTicked,
 } from './schedules/schedule-pass.js';
+export type { DebounceOptions } from './client/debounce.js';
 export type { StartedRun, StartOptions } from './client/start-run.js';
 export { describeIssues } from './client/validate-input.js';
 export { createWorker, RUNS_CHANNEL, type Worker, type WorkerOptions } from './worker/worker.js';

@@ -54,7 +54,9 @@ export interface Client {
    * Validates `input` with the workflow's schema (nothing is written when it fails) and creates
    * a pending run, waking idle workers at commit. Idempotent: the same `runId`, or the same
    * `dedupeKey` for this workflow, returns the existing run with `created: false`; reusing them
-   * with another workflow or input throws `DuplicateRunError`.
+   * with another workflow or input throws `DuplicateRunError` (another input is accepted with
+   * `onDifferentInput: 'return-existing'`). With `debounce`, the starts of one key within a
+   * window share one run, due when the window ends (`StartOptions.debounce`).
    *
    * @example
    * const { runId } = await client.start(orderPayment, { orderId: 'o-1', amountCents: 1200 }, { dedupeKey: 'o-1' });

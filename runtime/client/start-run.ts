@@ -7,6 +7,7 @@ import { SQLSTATE, sqlStateOf } from '../store/sqlstate.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import { millis } from '../worker/claim.js';
 import { RUNS_CHANNEL } from '../worker/worker.js';
+import { parseDebounce, startDebounced, type DebounceOptions, type DebouncedRunColumns } from './debounce.js';
 import { assertRunId, parseStartInput } from './validate-input.js';
 
 export interface StartOptions {
@@ -14,6 +15,24 @@ export interface StartOptions {
   readonly runId?: string;
   /** A business key, unique per workflow (e.g. the order id); starting again with it returns the same run. */
   readonly dedupeKey?: string;
+  /**
+   * When `runId` or `dedupeKey` already names a run of this workflow whose input differs from this
+   * start's: `'refuse'` (the default) throws `DuplicateRunError`; `'return-existing'` returns that
+   * run (`created: false`, this input ignored) — for callers whose retries may carry another
+   * input (a timestamp, a re-rendered payload) that must not start the work twice.
+   */
+  readonly onDifferentInput?: 'refuse' | 'return-existing';
+  /**
+   * Many starts, one run: starts of this workflow with the same `debounce.key` within a window
+   * share one run, due when the window ends. `keep: 'first'` keeps the first start's input;
+   * `keep: 'last'` gives the run each later start's input and moves the window's end to `windowMs`
+   * after that start (at most `maxWaitMs` after the first). Once a worker claimed the run, or the
+   * window is over, the next start opens a new window. Not with `runId` or `dedupeKey`.
+   *
+   * @example
+   * await client.start(digest, { customerId: 'c-7' }, { debounce: { key: 'digest:c-7', windowMs: 60_000, keep: 'last' } });
+   */
+  readonly debounce?: DebounceOptions;
   /**
    * Cancel the run (and its children) if it is still unfinished this long after it started;
    * overrides the workflow's `timeoutMs`. The deadline is fixed on database time at the start.
@@ -28,7 +47,11 @@ export interface StartOptions {
 
 export interface StartedRun {
   readonly runId: string;
-  /** `false` when the run id or dedupe key already named a run with the same workflow and input. */
+  /**
+   * `false` when the run id or dedupe key already named a run with the same workflow and input
+   * (or any input, with `onDifferentInput: 'return-existing'`), or a debounced start joined the
+   * open window of its key.
+   */
   readonly created: boolean;
 }
 
@@ -39,8 +62,9 @@ const MAX_DEDUPE_KEY_LENGTH = 1_000;
 
 /**
  * Validates and writes a new run, on `db` or inside the caller's transaction. Everything that
- * can be rejected without the database (input, run id, dedupe key) is rejected before the
- * first query.
+ * can be rejected without the database (input, run id, dedupe key, debounce options and what
+ * they are combined with) is rejected before the first query. A debounced start goes on in
+ * debounce.ts, with the same insert.
  */
 export async function startRun(
   db: Kysely<LedgerflowDatabase>,
@@ -66,16 +90,22 @@ export async function startRun(
       `priority: ${String(options.priority)}`,
     ]);
   }
+  const onDifferentInput = options.onDifferentInput ?? 'refuse';
+  if (onDifferentInput !== 'refuse' && onDifferentInput !== 'return-existing') {
+    throw new ValidationError(`onDifferentInput must be 'refuse' or 'return-existing' (got ${String(onDifferentInput)}).`, [
+      `onDifferentInput: ${String(onDifferentInput)}`,
+    ]);
+  }
+  const debounce = parseDebounce(options.debounce, { runId: options.runId, dedupeKey });
   // PostgreSQL prints uuids in lower case; comparing with what it returns needs the same form.
   const runId = options.runId?.toLowerCase() ?? randomUUID();
 
   await assertMigrated(db, workflow, migrated);
-  // A conflicting row can vanish between the insert and the look-up (the run was deleted);
-  // then the insert is simply tried again.
-  for (let round = 0; round < 3; round++) {
-    // One statement: the insert and, only if it inserted, the NOTIFY (delivered at commit, so a
-    // worker never wakes for a run it cannot see yet). Outside a caller's transaction it is its
-    // own commit: one round trip per start.
+  // One statement: the insert and, only if it inserted, the NOTIFY (delivered at commit, so a
+  // worker never wakes for a run it cannot see yet; a debounced run is not due, so no NOTIFY).
+  // Outside a caller's transaction it is its own commit: one round trip per start.
+  const insert = async (debounced?: DebouncedRunColumns): Promise<boolean> => {
+    const notify = debounced === undefined ? sql`pg_notify(${RUNS_CHANNEL}, inserted.id::text)` : sql`NULL`;
     const inserted = await db
       .with('inserted', (qb) =>
         qb
@@ -88,15 +118,38 @@ export async function startRun(
             dedupe_key: dedupeKey ?? null,
             ...(timeoutMs !== undefined ? { deadline_at: sql<Date>`statement_timestamp() + ${millis(timeoutMs)}` } : {}),
             ...(options.priority !== undefined ? { priority: options.priority } : {}),
+            ...debounced,
           })
           .onConflict((oc) => oc.doNothing())
           .returning('id'),
       )
       .selectFrom('inserted')
-      .select(['inserted.id', sql<string>`pg_notify(${RUNS_CHANNEL}, inserted.id::text)`.as('notified')])
+      .select(['inserted.id', sql<string | null>`${notify}`.as('notified')])
       .executeTakeFirst();
-    if (inserted !== undefined) return { runId, created: true };
-    const existing = await findExisting(db, workflow, runId, options.runId !== undefined, dedupeKey, inputJson);
+    return inserted !== undefined;
+  };
+  if (debounce !== undefined) {
+    return startDebounced(
+      db,
+      {
+        workflow,
+        key: debounce.key,
+        windowMs: debounce.windowMs,
+        keep: debounce.keep,
+        maxWaitMs: debounce.maxWaitMs,
+        runId,
+        inputJson,
+        timeoutMs,
+        priority: options.priority,
+      },
+      insert,
+    );
+  }
+  // A conflicting row can vanish between the insert and the look-up (the run was deleted);
+  // then the insert is simply tried again.
+  for (let round = 0; round < 3; round++) {
+    if (await insert()) return { runId, created: true };
+    const existing = await findExisting(db, workflow, runId, options.runId !== undefined, dedupeKey, inputJson, onDifferentInput);
     if (existing !== undefined) return { runId: existing, created: false };
   }
   throw new Error(`Run ${runId} conflicted with an existing run that then disappeared, three times in a row.`);
@@ -109,6 +162,7 @@ async function findExisting(
   runIdGiven: boolean,
   dedupeKey: string | undefined,
   inputJson: string,
+  onDifferentInput: 'refuse' | 'return-existing',
 ): Promise<string | undefined> {
   const rows = await db
     .selectFrom('ledgerflow.workflow_run')
@@ -145,10 +199,10 @@ async function findExisting(
         `it cannot be started again with ${dedupeKey === undefined ? 'none' : `"${dedupeKey}"`}.`,
     );
   }
-  if (!row.same_input) {
+  if (!row.same_input && onDifferentInput === 'refuse') {
     throw new DuplicateRunError(
       `Run ${row.id} of ${asked} was started with a different input. ` +
-        'A run id or dedupe key names one run: to start another, use a new id or key.',
+        "A run id or dedupe key names one run: to start another, use a new id or key; to get this run back whatever its input, pass onDifferentInput: 'return-existing'.",
     );
   }
   return row.id;

@@ -43,6 +43,14 @@ export interface WorkflowRunTable {
   status: Generated<RunStatus>;
   input: Json;
   dedupe_key: string | null;
+  /** The key of a debounced start (`start(…, { debounce })`), kept after its window closes. */
+  debounce_key: string | null;
+  /**
+   * False once a later start found the run's debounce window over before a worker claimed it.
+   * The window is open only while this is true, the run is pending, never claimed
+   * (`fencing_token = 0`) and not due yet (core migration 0006).
+   */
+  debounce_open: Generated<boolean>;
   current_step: Generated<number>;
   output: Json | null;
   error: Json | null;

@@ -11,6 +11,8 @@ import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js'
  *
  * Run (workflow_run.status):
  *   (a run is created `pending` by the client's start; start-run.ts)
+ *   pending  --a debounced start joins its open window (keep 'last': input and due time replaced),
+ *            or finds the window over before any claim (debounce_open = false; client/debounce.ts)-->  pending
  *   pending  --claim (worker; fused into a completion; reconciler)-->  running  (fencing_token + 1)
  *   running  --step committed, lease held / lease renewed / intent commit extends it-->  running
  *   running (lease expired)  --claim by another owner (worker or reconciler), fencing_token + 1-->  running
@@ -64,7 +66,7 @@ import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js'
 
 /** Run transitions: from each status, the statuses a write may move it to. */
 export const RUN_TRANSITIONS: Readonly<Record<RunStatus, readonly RunStatus[]>> = {
-  pending: ['running', 'cancelled'],
+  pending: ['running', 'pending', 'cancelled'],
   running: ['running', 'pending', 'waiting', 'completed', 'failed', 'needs_reconciliation', 'cancelled'],
   waiting: ['running', 'waiting', 'cancelled'],
   needs_reconciliation: ['running', 'cancelled'],

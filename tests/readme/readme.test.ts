@@ -386,6 +386,35 @@ describe('the tutorial, run as written', () => {
       await store.close();
     }
   }, 90_000);
+
+  it('the debounced starts and the dedupe policy of section 5 do what the text says (embedded PGlite, in process)', async () => {
+    const dir = scratchDir('debounce');
+    writeFiles(dir, withDirective('file').map((b) => ({ path: b.directive!.argument, content: b.content })));
+    const codegen = await ledgerflow(['codegen'], { cwd: dir });
+    expect(codegen.code, codegen.stdout + codegen.stderr).toBe(0);
+    const store = await createPGliteTestStore();
+    try {
+      await migrate(store, { sources: [join(dir, 'generated/migrations'), join(dir, 'db/migrations')] });
+      const { correctRefund, requestRefundOnce } = (await import(join(dir, 'src/refund-corrections.ts'))) as {
+        correctRefund(store: Store, orderId: string, amountCents: number): Promise<string>;
+        requestRefundOnce(store: Store, orderId: string, amountCents: number): Promise<string>;
+      };
+      const client = createClient({ store });
+      // Three corrections, one run: the last amount, due a minute after the last correction.
+      const runId = await correctRefund(store, 'o-1', 1200);
+      expect(await correctRefund(store, 'o-1', 1000)).toBe(runId);
+      expect(await correctRefund(store, 'o-1', 900)).toBe(runId);
+      const run = await client.getRun(runId);
+      expect(run).toMatchObject({ status: 'pending', input: { orderId: 'o-1', amountCents: 900 }, debounce_key: 'refund:o-1' });
+      expect(run.run_after.getTime() - run.updated_at.getTime()).toBe(60_000);
+      // A retry with another amount gets the first request's run back.
+      const once = await requestRefundOnce(store, 'o-2', 500);
+      expect(await requestRefundOnce(store, 'o-2', 400)).toBe(once);
+      expect((await client.getRun(once)).input).toEqual({ orderId: 'o-2', amountCents: 500 });
+    } finally {
+      await store.close();
+    }
+  }, 60_000);
 });
 
 /** The tutorial's PaymentsApi (src/refund.handlers.ts). */

@@ -158,7 +158,7 @@ describeStores('client', (getStore, kind) => {
       expect(otherInput).toBeInstanceOf(DuplicateRunError);
       expect(otherInput.message).toBe(
         `Run ${runId} of workflow "ct-order" with dedupe key "order:o-4" was started with a different input. ` +
-          'A run id or dedupe key names one run: to start another, use a new id or key.',
+          "A run id or dedupe key names one run: to start another, use a new id or key; to get this run back whatever its input, pass onDifferentInput: 'return-existing'.",
       );
 
       const otherWorkflow = await rejection(client.start(other, { orderId: 'o-4' }, { runId }));
@@ -171,6 +171,26 @@ describeStores('client', (getStore, kind) => {
       const withoutKey = await rejection(client.start(order, validOrder('o-4'), { runId }));
       expect(withoutKey.message).toContain(`Run ${runId} already exists with dedupe key "order:o-4"`);
       expect((await client.listRuns({ workflow: 'ct-order' })).filter((r) => r.input && (r.input as { orderId: string }).orderId === 'o-4')).toHaveLength(1);
+    });
+
+    it("returns the existing run whatever its input with onDifferentInput: 'return-existing', and still refuses another workflow", async () => {
+      const runId = randomUUID();
+      await client.start(order, validOrder('o-5'), { runId, dedupeKey: 'order:o-5' });
+      const returnExisting = { onDifferentInput: 'return-existing' } as const;
+      const byKey = await client.start(order, { ...validOrder('o-5'), amountCents: 999 }, { dedupeKey: 'order:o-5', ...returnExisting });
+      expect(byKey).toEqual({ runId, created: false });
+      expect((await client.getRun(runId)).input).toMatchObject({ amountCents: 1200 });
+      const keyless = randomUUID();
+      await client.start(order, validOrder('o-6'), { runId: keyless });
+      const byId = await client.start(order, { ...validOrder('o-6'), amountCents: 998 }, { runId: keyless, ...returnExisting });
+      expect(byId).toEqual({ runId: keyless, created: false });
+      // Only the input may differ: another workflow, or a key and an id naming two runs, are still refused.
+      expect(await rejection(client.start(other, { orderId: 'o-5' }, { runId, ...returnExisting }))).toBeInstanceOf(DuplicateRunError);
+      const otherId = await rejection(client.start(order, validOrder('o-5'), { runId: randomUUID(), dedupeKey: 'order:o-5', ...returnExisting }));
+      expect(otherId.message).toContain(`Dedupe key "order:o-5" of workflow "ct-order" already names run ${runId}`);
+      const bad = await rejection(client.start(order, validOrder('o-5'), { dedupeKey: 'order:o-5', onDifferentInput: 'ignore' as 'refuse' }));
+      expect(bad).toBeInstanceOf(ValidationError);
+      expect(bad.message).toBe("onDifferentInput must be 'refuse' or 'return-existing' (got ignore).");
     });
 
     it('starts by registered name, and refuses unknown names', async () => {

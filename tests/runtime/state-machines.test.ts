@@ -106,6 +106,10 @@ const WRITES: Readonly<Record<string, readonly string[]>> = {
   // ledgerflow.queue_acquire → queue_grant wakes granted waiters (waiting -> waiting, due now) in SQL
   // that the statement only calls; the core 0004 functions are covered by queues.test.ts.
   'acquire-slot.sql': [],
+  'debounce-find-window.sql': [],
+  // A debounced start joins the window (keep 'last') or closes one that is over: the run stays pending.
+  'debounce-replace-in-window.sql': ['run pending->pending'],
+  'debounce-close-window.sql': ['run pending->pending'],
 };
 
 /** Variants that differ from a snapshot case in parameters only: how a failure's phase settles the attempt's own intent. */
@@ -242,6 +246,7 @@ describe('state machine tables', () => {
     expect(allTransitions()).toEqual(
       [
         'run pending->running',
+        'run pending->pending',
         'run pending->cancelled',
         'run running->running',
         'run running->pending',

@@ -37,6 +37,7 @@ export function formatRunDetails(run: RunDetails): string {
       ['status', run.status],
       ['waiting for', formatWaitingFor(run, { step: true })],
       ['dedupe key', run.dedupe_key ?? '-'],
+      ...(run.debounce_key === null ? [] : [['debounce key', run.debounce_key] as const]),
       ['parent', run.parent_run_id === null ? '-' : `${run.parent_run_id}, step ${run.parent_step ?? '?'}, item ${run.parent_index ?? 0}`],
       ['current step', String(run.current_step)],
       ['input', formatJson(run.input)],
