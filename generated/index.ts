@@ -5,6 +5,7 @@ import { backfillBatch } from '../examples/data-backfill/backfill-batch.workflow
 import { dataBackfill } from '../examples/data-backfill/data-backfill.workflow.js';
 import { orderPayment } from '../examples/order-payment/order-payment.workflow.js';
 import { orderWebhook } from '../examples/order-webhook/order-webhook.workflow.js';
+import { revenueReport } from '../examples/revenue-report/revenue-report.workflow.js';
 import { subscriptionRenewal } from '../examples/subscription-renewal/subscription-renewal.workflow.js';
 import { userOnboarding } from '../examples/user-onboarding/user-onboarding.workflow.js';
 
@@ -12,6 +13,7 @@ export * from './contracts/backfill-batch.v1.js';
 export * from './contracts/data-backfill.v1.js';
 export * from './contracts/order-payment.v1.js';
 export * from './contracts/order-webhook.v1.js';
+export * from './contracts/revenue-report.v1.js';
 export * from './contracts/subscription-renewal.v1.js';
 export * from './contracts/user-onboarding.v1.js';
 export * from './contracts/events.js';
@@ -22,6 +24,7 @@ export const workflows = [
   dataBackfill,
   orderPayment,
   orderWebhook,
+  revenueReport,
   subscriptionRenewal,
   userOnboarding,
 ] as const;

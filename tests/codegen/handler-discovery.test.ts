@@ -69,6 +69,7 @@ describe('the repository itself', () => {
       'examples/data-backfill/handlers.ts',
       'examples/order-payment/handlers.ts',
       'examples/order-webhook/handlers.ts',
+      'examples/revenue-report/handlers.ts',
       'examples/subscription-renewal/handlers.ts',
       'examples/user-onboarding/handlers.ts',
     ]);
@@ -79,6 +80,7 @@ describe('the repository itself', () => {
       'backfill-batch@1: copyBatch',
       'order-payment@1: priceOrder, chargeCard, recordPayment, sendReceipt',
       'order-webhook@1: recordPayment, refundPayment',
+      'revenue-report@1: sumPayments',
       'subscription-renewal@1: chargeRenewal',
       'user-onboarding@1: createAccount, sendWelcomeEmail',
     ]);

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
-import type { AnyWorkflow } from 'ledgerflow/dsl';
+import type { AnySchedule, AnyWorkflow } from 'ledgerflow/dsl';
 import { createClient, createWorker, migrate, type Store, type WorkflowRegistration } from 'ledgerflow/runtime';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DIAGNOSTIC_CODES } from '../../codegen/model/diagnostic.js';
@@ -154,7 +154,22 @@ describe('README.md code blocks', () => {
   it('the CLI reference is what the CLI prints', async () => {
     const reference = withDirective('cli-help');
     const commands = reference.map((b) => b.directive!.argument);
-    expect(commands.sort()).toEqual(['', 'cancel', 'codegen', 'effects', 'migrate', 'reconcile', 'run', 'runs', 'send-event', 'signal', 'start', 'versions', 'worker']);
+    expect(commands.sort()).toEqual([
+      '',
+      'cancel',
+      'codegen',
+      'effects',
+      'migrate',
+      'reconcile',
+      'run',
+      'runs',
+      'schedules',
+      'send-event',
+      'signal',
+      'start',
+      'versions',
+      'worker',
+    ]);
     await Promise.all(
       reference.map(async (block) => {
         const command = block.directive!.argument;
@@ -411,6 +426,59 @@ describe('the tutorial, run as written', () => {
       const once = await requestRefundOnce(store, 'o-2', 500);
       expect(await requestRefundOnce(store, 'o-2', 400)).toBe(once);
       expect((await client.getRun(once)).input).toEqual({ orderId: 'o-2', amountCents: 500 });
+    } finally {
+      await store.close();
+    }
+  }, 60_000);
+  it('the nightly schedule of section 8 registers as written and starts one run for the latest night no worker ran (embedded PGlite, in process)', async () => {
+    const dir = scratchDir('schedules');
+    writeFiles(dir, withDirective('file').map((b) => ({ path: b.directive!.argument, content: b.content })));
+    writeFiles(dir, [
+      {
+        path: 'db/migrations/0002_test_data.sql',
+        content: "INSERT INTO shop.\"order\" (id) VALUES ('o-1'), ('o-2');\nINSERT INTO shop.refund VALUES ('o-1', 're_1', 1200), ('o-2', 're_2', 300);",
+      },
+    ]);
+    const codegen = await ledgerflow(['codegen'], { cwd: dir });
+    expect(codegen.code, codegen.stdout + codegen.stderr).toBe(0);
+    const store = await createPGliteTestStore();
+    try {
+      await migrate(store, { sources: [join(dir, 'generated/migrations'), join(dir, 'db/migrations')] });
+      const nightly = (await import(join(dir, 'src/nightly.ts'))) as { workflows: WorkflowRegistration[]; schedules: AnySchedule[] };
+      const worker = createWorker({ store, ...nightly, scheduleIntervalMs: 50, pollIntervalMs: 20, reconcileIntervalMs: 0 });
+      await worker.start();
+      const client = createClient({ store });
+      try {
+        const [registered] = await client.listSchedules();
+        expect(registered).toMatchObject({ name: 'nightly-refund-report', cron: '0 2 * * *', timezone: 'Europe/Berlin', catchUp: 'latest', paused: false, lastRunId: null });
+        const next = registered!.nextTicks[0]!;
+        const berlin = new Intl.DateTimeFormat('en-GB', { timeZone: 'Europe/Berlin', hour: '2-digit', minute: '2-digit' });
+        expect(berlin.format(next)).toBe('02:00');
+
+        // No worker ran for three nights: 'latest' starts the last of them, once.
+        await store.db.updateTable('ledgerflow.schedule').set({ next_tick_at: new Date(next.getTime() - 3 * 24 * 3_600_000) }).execute();
+        const runId = await waitUntil('the run of the latest missed night', async () => (await client.listSchedules())[0]!.lastRunId ?? undefined);
+        const run = await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 });
+        const [after] = await client.listSchedules();
+        const night = after!.lastTickAt!;
+        expect(berlin.format(night)).toBe('02:00');
+        expect(next.getTime() - night.getTime()).toBeGreaterThanOrEqual(23 * 3_600_000);
+        expect(next.getTime() - night.getTime()).toBeLessThanOrEqual(25 * 3_600_000);
+        expect(run).toMatchObject({
+          status: 'completed',
+          dedupe_key: `schedule:nightly-refund-report:${night.toISOString()}`,
+          input: { night: night.toISOString().slice(0, 10) },
+          output: { total: { refunds: 2, cents: 1500 } },
+        });
+        expect(after!.nextTicks[0]).toEqual(next);
+        expect(await client.listRuns({ workflow: 'refund-report' })).toHaveLength(1);
+
+        expect(await client.pauseSchedule('nightly-refund-report')).toBe(true);
+        expect(await client.resumeSchedule('nightly-refund-report')).toBe(true);
+        expect((await client.listSchedules())[0]).toMatchObject({ paused: false, nextTicks: [next, expect.any(Date), expect.any(Date)] });
+      } finally {
+        await worker.stop();
+      }
     } finally {
       await store.close();
     }
