@@ -2,7 +2,8 @@ import { sql, type Kysely } from 'kysely';
 import { parseCron } from '../../dsl/cron.js';
 import type { CatchUpPolicy } from '../../dsl/schedule.js';
 import { ScheduleNotFoundError } from '../errors.js';
-import { tickAfter, upcomingTicks } from '../schedules/due-ticks.js';
+import { NO_MORE_TICKS, tickAfter, upcomingTicks } from '../schedules/due-ticks.js';
+import { withScheduleTable } from '../schedules/schedule-table.js';
 import type { Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
 
 /** A registered schedule as `client.listSchedules()` and `ledgerflow schedules` show it. */
@@ -35,13 +36,15 @@ export interface ScheduleSummary {
 
 /** Every registered schedule by name, with its next `ticks` ticks (default 3). */
 export async function listSchedules(db: Kysely<LedgerflowDatabase>, ticks = 3): Promise<ScheduleSummary[]> {
-  const rows = await db
-    .selectFrom('ledgerflow.schedule as s')
-    .leftJoin('ledgerflow.workflow_run as r', 'r.id', 's.last_run_id')
-    .selectAll('s')
-    .select(['r.status as last_run_status', sql<Date>`statement_timestamp()`.as('now')])
-    .orderBy('s.name')
-    .execute();
+  const rows = await withScheduleTable(() =>
+    db
+      .selectFrom('ledgerflow.schedule as s')
+      .leftJoin('ledgerflow.workflow_run as r', 'r.id', 's.last_run_id')
+      .selectAll('s')
+      .select(['r.status as last_run_status', sql<Date>`statement_timestamp()`.as('now')])
+      .orderBy('s.name')
+      .execute(),
+  );
   return rows.map((row) => ({
     name: row.name,
     cron: row.cron,
@@ -66,13 +69,9 @@ export async function listSchedules(db: Kysely<LedgerflowDatabase>, ticks = 3): 
  * right now (its row locked) finishes first. Returns false when it was paused already.
  */
 export async function pauseSchedule(db: Kysely<LedgerflowDatabase>, name: string): Promise<boolean> {
-  const paused = await db
-    .updateTable('ledgerflow.schedule')
-    .set({ paused: true })
-    .where('name', '=', name)
-    .where('paused', '=', false)
-    .returning('name')
-    .executeTakeFirst();
+  const paused = await withScheduleTable(() =>
+    db.updateTable('ledgerflow.schedule').set({ paused: true }).where('name', '=', name).where('paused', '=', false).returning('name').executeTakeFirst(),
+  );
   if (paused !== undefined) return true;
   await assertExists(db, name);
   return false;
@@ -83,23 +82,21 @@ export async function pauseSchedule(db: Kysely<LedgerflowDatabase>, name: string
  * start nothing (pausing means "not now", not "later"). Returns false when it was not paused.
  */
 export async function resumeSchedule(db: Kysely<LedgerflowDatabase>, name: string): Promise<boolean> {
-  return db.transaction().execute(async (trx) => {
-    const row = await trx
-      .selectFrom('ledgerflow.schedule')
-      .select(['cron', 'timezone', 'paused', sql<Date>`statement_timestamp()`.as('now')])
-      .where('name', '=', name)
-      .forUpdate()
-      .executeTakeFirst();
-    if (row === undefined) throw notFound(name);
-    if (!row.paused) return false;
-    const next = tickAfter(parseCron(row.cron, row.timezone), row.now) ?? new Date(8.64e15);
-    await trx
-      .updateTable('ledgerflow.schedule')
-      .set({ paused: false, next_tick_at: next, retry_at: null })
-      .where('name', '=', name)
-      .execute();
-    return true;
-  });
+  return withScheduleTable(() =>
+    db.transaction().execute(async (trx) => {
+      const row = await trx
+        .selectFrom('ledgerflow.schedule')
+        .select(['cron', 'timezone', 'paused', sql<Date>`statement_timestamp()`.as('now')])
+        .where('name', '=', name)
+        .forUpdate()
+        .executeTakeFirst();
+      if (row === undefined) throw notFound(name);
+      if (!row.paused) return false;
+      const next = tickAfter(parseCron(row.cron, row.timezone), row.now) ?? NO_MORE_TICKS;
+      await trx.updateTable('ledgerflow.schedule').set({ paused: false, next_tick_at: next, retry_at: null }).where('name', '=', name).execute();
+      return true;
+    }),
+  );
 }
 
 async function assertExists(db: Kysely<LedgerflowDatabase>, name: string): Promise<void> {

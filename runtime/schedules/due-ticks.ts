@@ -12,6 +12,12 @@ import type { CatchUpPolicy } from '../../dsl/schedule.js';
  */
 export const ON_TIME_MS = 60_000;
 
+/**
+ * Where a schedule whose cron fires no more waits — the latest instant a Date holds. `schedule()`
+ * refuses a cron that never fires, so only a cron that ran out of dates can get there.
+ */
+export const NO_MORE_TICKS = new Date(8.64e15);
+
 export interface DueTicks {
   /** The ticks to start one run each for, oldest first. */
   readonly start: readonly Date[];

@@ -5,7 +5,8 @@ import type { AnySchedule } from '../../dsl/schedule.js';
 import { shapeHash } from '../../dsl/workflow-shape.js';
 import { MigrationError } from '../errors.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
-import { tickAfter } from './due-ticks.js';
+import { NO_MORE_TICKS, tickAfter } from './due-ticks.js';
+import { withScheduleTable } from './schedule-table.js';
 
 /**
  * Everything that decides which runs a schedule starts — its cron, time zone, catch-up policy,
@@ -50,6 +51,10 @@ export function assertSchedules(schedules: readonly AnySchedule[]): void {
  */
 export async function registerSchedules(db: Kysely<LedgerflowDatabase>, schedules: readonly AnySchedule[]): Promise<void> {
   if (schedules.length === 0) return;
+  await withScheduleTable(() => upsertSchedules(db, schedules));
+}
+
+async function upsertSchedules(db: Kysely<LedgerflowDatabase>, schedules: readonly AnySchedule[]): Promise<void> {
   const versions = await db.selectFrom('ledgerflow.workflow_version').select(['workflow_name', 'version', 'definition_hash']).execute();
   const problems: string[] = [];
   for (const s of schedules) {
@@ -77,8 +82,7 @@ export async function registerSchedules(db: Kysely<LedgerflowDatabase>, schedule
     catch_up: typeof s.catchUp === 'string' ? s.catchUp : ('all' as const),
     catch_up_max: typeof s.catchUp === 'string' ? null : s.catchUp.all.max,
     definition_hash: scheduleDefinitionHash(s),
-    // A valid cron always has a next tick (schedule() refuses one that never fires).
-    next_tick_at: tickAfter(parseCron(s.cron, s.timezone), now) ?? new Date(8.64e15),
+    next_tick_at: tickAfter(parseCron(s.cron, s.timezone), now) ?? NO_MORE_TICKS,
   }));
   // Sorted by name: concurrent registrations lock the rows in one order.
   values.sort((a, b) => (a.name < b.name ? -1 : 1));

@@ -5,7 +5,7 @@ import { startRun, type MigratedVersions } from '../client/start-run.js';
 import { LedgerflowError } from '../errors.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import { serializeError, type SerializedError } from '../worker/step-errors.js';
-import { dueTicks } from './due-ticks.js';
+import { dueTicks, NO_MORE_TICKS } from './due-ticks.js';
 import { scheduleDefinitionHash } from './register-schedules.js';
 
 /** A pass stops after this many schedules, so one pass stays short; the next pass goes on. */
@@ -150,7 +150,7 @@ async function tickSchedule(
     const { runId } = await startRun(trx, schedule.workflow, input, { dedupeKey: keys[i]! }, migrated);
     runIds.push(runId);
   }
-  const nextTickAt = next ?? new Date(8.64e15);
+  const nextTickAt = next ?? NO_MORE_TICKS;
   const lastTick = start.at(-1);
   await trx
     .updateTable('ledgerflow.schedule')

@@ -1,4 +1,7 @@
 import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../runtime/cli/main.js';
 import type { CliIo } from '../../runtime/cli/cli-io.js';
@@ -97,5 +100,18 @@ describe('ledgerflow worker and schedules (PostgreSQL)', () => {
     expect(action.stderr).toContain('Unknown action "delete". Use `ledgerflow schedules`, `schedules pause <name>` or `schedules resume <name>`.');
     expect((await run(['schedules', 'resume', ...db])).stderr).toContain('resume needs the schedule\'s name: ledgerflow schedules resume <name>.');
     expect((await run(['schedules', 'pause', 'a', 'b', ...db])).stderr).toContain('expects nothing, or pause <name> / resume <name> only (extra: b).');
+  });
+
+  it('says to migrate when the database has no schedule table (exit 1, no stack)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'lf-cli-schedules-'));
+    try {
+      const outcome = await run(['schedules', '--data-dir', join(dir, 'db')]);
+      expect(outcome.code).toBe(1);
+      expect(outcome.stderr).toContain(
+        'ledgerflow schedules: This database has no ledgerflow.schedule table (core migration 0005) or no ledgerflow schema at all. Run `ledgerflow migrate` first.\n',
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
