@@ -54,6 +54,12 @@ export class ScheduleNotFoundError extends LedgerflowError {
   readonly code = 'schedule_not_found';
 }
 
+/** No queue of that name is registered in this database. */
+export class QueueNotFoundError extends LedgerflowError {
+  override readonly name = 'QueueNotFoundError';
+  readonly code = 'queue_not_found';
+}
+
 /** The embedded PGlite directory is open in another process (PGlite is one process at a time). */
 export class StoreLockedError extends LedgerflowError {
   override readonly name = 'StoreLockedError';

@@ -36,6 +36,7 @@ export {
   MigrationError,
   NonRetryableError,
   NotAppliedError,
+  QueueNotFoundError,
   RunNotFoundError,
   ScheduleNotFoundError,
   StoreLockedError,
@@ -66,6 +67,7 @@ export { SETTLED_RUN_STATUSES, MAX_LISTED_CHILDREN, type ChildRunSummary, type R
 export type { EventSender, SendEventOptions, SentEvent } from './client/send-event.js';
 export { ChildFailedError, DEFAULT_CHILDREN_PER_COMMIT } from './worker/executors/children-executor.js';
 export type { WorkflowVersionSummary } from './client/workflow-versions.js';
+export type { QueueListOptions, QueuePartitionSummary, QueueSummary } from './client/queues.js';
 export type { ScheduleSummary } from './client/schedules.js';
 export { ON_TIME_MS } from './schedules/due-ticks.js';
 export {

@@ -4,6 +4,7 @@ import { processIo, type CliIo } from './cli-io.js';
 import { cancelCommand } from './commands/cancel.js';
 import { effectsCommand } from './commands/effects.js';
 import { migrateCommand } from './commands/migrate.js';
+import { queuesCommand } from './commands/queues.js';
 import { reconcileCommand } from './commands/reconcile.js';
 import { runCommand } from './commands/run.js';
 import { runsCommand } from './commands/runs.js';
@@ -37,6 +38,7 @@ const COMMANDS: readonly Command[] = [
   cancelCommand,
   reconcileCommand,
   versionsCommand,
+  queuesCommand,
   schedulesCommand,
 ];
 

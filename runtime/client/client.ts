@@ -7,6 +7,7 @@ import type { Store } from '../store/store.js';
 import { RUN_STATUSES, type LedgerflowDatabase, type RunStatus, type StepEffectRow, type WorkflowRunRow } from '../store/tables.js';
 import { assertRunTransition } from '../worker/state-machines.js';
 import { loadRunDetails, SETTLED_RUN_STATUSES, type RunDetails } from './run-details.js';
+import { listQueues, type QueueListOptions, type QueueSummary } from './queues.js';
 import { parseEvent, sendEventIn, signalKey, type SendEventOptions, type SentEvent } from './send-event.js';
 import { listSchedules, pauseSchedule, resumeSchedule, type ScheduleSummary } from './schedules.js';
 import { startRun, type MigratedVersions, type StartedRun, type StartOptions } from './start-run.js';
@@ -107,6 +108,17 @@ export interface Client {
   listEffects(filter?: EffectFilter): Promise<StepEffectRow[]>;
   /** Every migrated workflow version with its runs counted by status (`ledgerflow versions`). */
   listVersions(): Promise<WorkflowVersionSummary[]>;
+  /**
+   * Every queue workers registered, by name: its limits, the slots held now, the runs in line and
+   * since when the oldest waits (`ledgerflow queues`); with `partitions`, the same per partition,
+   * those in line first in the order they will be served, at most `partitionLimit` (20) per queue.
+   *
+   * @example
+   * for (const q of await client.listQueues({ partitions: true })) {
+   *   console.log(q.name, q.inFlight, q.waiting, q.oldestWaitingSince, q.partitions?.map((p) => p.partition));
+   * }
+   */
+  listQueues(options?: QueueListOptions): Promise<QueueSummary[]>;
   /**
    * Every schedule workers registered, by name, with its next `ticks` ticks (default 3), its last
    * tick and run, and the error of a tick that could not start (`ledgerflow schedules`).
@@ -263,6 +275,7 @@ export function createClient(options: ClientOptions): Client {
       return query.orderBy('created_at', 'desc').orderBy('id').limit(checkLimit(filter.limit, 50)).execute();
     },
     listVersions: () => listWorkflowVersions(store.db),
+    listQueues: (listOptions) => listQueues(store.db, listOptions),
     listSchedules: async (listOptions = {}) => listSchedules(store.db, checkTicks(listOptions.ticks)),
     pauseSchedule: (name) => pauseSchedule(store.db, name),
     resumeSchedule: (name) => resumeSchedule(store.db, name),

@@ -160,6 +160,7 @@ describe('README.md code blocks', () => {
       'codegen',
       'effects',
       'migrate',
+      'queues',
       'reconcile',
       'run',
       'runs',

@@ -1,0 +1,105 @@
+import type { QueueLimits, RateLimit } from '../../../dsl/queue.js';
+import { createClient } from '../../client/client.js';
+import type { QueuePartitionSummary, QueueSummary } from '../../client/queues.js';
+import { defineCommand, integerOption, UsageError } from '../command.js';
+import { formatTable } from '../format-table.js';
+import { formatTime, toJsonDocument } from '../format-values.js';
+
+export const queuesCommand = defineCommand({
+  name: 'queues',
+  summary: 'list queues: limits, slots in flight, runs waiting (--partitions: per partition)',
+  usage: '[--queue <name>] [--partitions [--limit <n>]] [options]',
+  description:
+    'Lists the queues workers registered: their limits (at once, per period, per partition), the slots held now\n' +
+    'across all workers, the runs waiting for a slot and since when the oldest waits, and, when a rate limit\n' +
+    'holds the next grant back, until when. With --partitions, also the partitions of each queue that hold\n' +
+    'slots or have runs waiting: those with runs waiting first, in the order they will be served (highest\n' +
+    'waiting priority, then the one served longest ago), then those that only hold slots. `*` is the\n' +
+    'partition of the uses of a queue without a partitionKey.',
+  options: {
+    queue: { type: 'string' },
+    partitions: { type: 'boolean' },
+    limit: { type: 'string' },
+  },
+  optionsHelp: [
+    '  --queue <name>         only this queue (exit 1 if no worker registered it)',
+    '  --partitions           also list partitions',
+    '  --limit <n>            partitions listed per queue (default 20, at most 1000)',
+  ].join('\n'),
+  positionals: { min: 0, max: 0, names: '' },
+  async run({ values, json, io, openStore }) {
+    const partitionLimit = integerOption('limit', values.limit);
+    if (partitionLimit !== undefined && values.partitions !== true) {
+      throw new UsageError('--limit is the number of partitions listed per queue; add --partitions.');
+    }
+    if (partitionLimit !== undefined && partitionLimit > 1_000) throw new UsageError(`--limit must be at most 1000 (got ${partitionLimit}).`);
+    const queues = await createClient({ store: await openStore() }).listQueues({
+      ...(values.queue !== undefined ? { queue: values.queue } : {}),
+      partitions: values.partitions === true,
+      ...(partitionLimit !== undefined ? { partitionLimit } : {}),
+    });
+    if (json) {
+      io.out(toJsonDocument(queues));
+      return 0;
+    }
+    if (queues.length === 0) {
+      io.out('No queues are registered. A worker registers the queues of the workflows it serves when it starts.\n');
+      return 0;
+    }
+    io.out(
+      formatTable(queues, [
+        { header: 'QUEUE', value: (q) => q.name },
+        { header: 'LIMITS', value: (q) => formatLimits(q.limits) },
+        { header: 'IN FLIGHT', value: (q) => String(q.inFlight), align: 'right' },
+        { header: 'WAITING', value: (q) => String(q.waiting), align: 'right' },
+        { header: 'PARTITIONS WAITING', value: (q) => String(q.partitionsWaiting), align: 'right' },
+        { header: 'OLDEST WAITING', value: (q) => formatTime(q.oldestWaitingSince) },
+        { header: 'RATE-LIMITED UNTIL', value: (q) => formatTime(q.rateLimitedUntil) },
+      ]),
+    );
+    if (values.partitions === true) io.out(`\n${formatPartitions(queues)}`);
+    return 0;
+  },
+});
+
+function formatPartitions(queues: readonly QueueSummary[]): string {
+  const rows = queues.flatMap((q) => (q.partitions ?? []).map((p) => ({ queue: q.name, ...p })));
+  const table =
+    rows.length === 0
+      ? 'No partition holds a slot or has runs waiting.\n'
+      : formatTable<QueuePartitionSummary & { readonly queue: string }>(rows, [
+          { header: 'QUEUE', value: (p) => p.queue },
+          { header: 'PARTITION', value: (p) => p.partition },
+          { header: 'IN FLIGHT', value: (p) => String(p.inFlight), align: 'right' },
+          { header: 'WAITING', value: (p) => String(p.waiting), align: 'right' },
+          { header: 'PRIORITY', value: (p) => (p.topPriority === null ? '-' : String(p.topPriority)), align: 'right' },
+          { header: 'OLDEST WAITING', value: (p) => formatTime(p.oldestWaitingSince) },
+          { header: 'LAST GRANTED', value: (p) => formatTime(p.lastGrantedAt) },
+        ]);
+  const more = queues
+    .filter((q) => q.morePartitions === true)
+    .map((q) => `${q.name}: more partitions hold slots or have runs waiting than the ${q.partitions?.length ?? 0} listed; --limit <n> lists more.\n`);
+  return table + more.join('');
+}
+
+/** `2 at once, 50 per 1s; per partition: 1 at once`, or `none`. */
+function formatLimits(limits: QueueLimits): string {
+  const own = describeLimits(limits.concurrency, limits.rateLimit);
+  const partition = limits.partition === undefined ? '' : describeLimits(limits.partition.concurrency, limits.partition.rateLimit);
+  if (own === '' && partition === '') return 'none';
+  if (partition === '') return own;
+  return own === '' ? `per partition: ${partition}` : `${own}; per partition: ${partition}`;
+}
+
+function describeLimits(concurrency: number | undefined, rate: RateLimit | undefined): string {
+  return [concurrency !== undefined ? `${concurrency} at once` : '', rate !== undefined ? `${rate.limit} per ${formatPeriod(rate.periodMs)}` : '']
+    .filter((part) => part !== '')
+    .join(', ');
+}
+
+function formatPeriod(ms: number): string {
+  if (ms % 3_600_000 === 0) return `${ms / 3_600_000}h`;
+  if (ms % 60_000 === 0) return `${ms / 60_000}min`;
+  if (ms % 1_000 === 0) return `${ms / 1_000}s`;
+  return `${ms}ms`;
+}
