@@ -22,6 +22,8 @@ export type {
   FunctionModel,
   KeyFinding,
   KeyModel,
+  QueueReference,
+  QueueUseModel,
   StepFunctionModel,
   StepModel,
   StepRead,

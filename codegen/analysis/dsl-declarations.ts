@@ -1,18 +1,20 @@
-// Recognising the DSL's declarations — `workflow(...)` and `event(...)` calls of the functions a
-// file imports from ledgerflow/dsl — and reading what a step refers to by name: the event a
-// `waitFor` waits for, the workflow a `child` or `forEach` starts. Both are read without running
-// anything: a reference codegen cannot follow is a problem to report (LF008), never a guess.
+// Recognising the DSL's declarations — `workflow(...)`, `event(...)` and `queue(...)` calls of the
+// functions a file imports from ledgerflow/dsl — and reading what a step refers to by name: the
+// event a `waitFor` waits for, the workflow a `child` or `forEach` starts, the queue a workflow or
+// a step holds a slot of. All are read without running anything: a reference codegen cannot
+// follow is a problem to report (LF008), never a guess.
 
 import { ts } from 'ts-morph';
 import { EVENT_NAME } from '../../dsl/event.js';
+import { QUEUE_NAME } from '../../dsl/queue.js';
 import { describeLocation } from '../model/source-location.js';
-import type { EventReference, WorkflowReference } from '../model/workflow-model.js';
+import type { EventReference, QueueReference, WorkflowReference } from '../model/workflow-model.js';
 import type { AnalysisProgram } from './analysis-program.js';
 import { importBindingOf, namespaceImportOf, resolveImportedDeclaration } from './module-exports.js';
 import { exportedConstName, propertyName, skipWrappers, variableKeyword } from './syntax.js';
 
 /** The DSL functions codegen reads calls of. */
-export type DslFunction = 'workflow' | 'event';
+export type DslFunction = 'workflow' | 'event' | 'queue';
 
 /** How a file imports one DSL function: named imports of it, and namespaces that offer it. */
 export interface DslImports {
@@ -21,7 +23,7 @@ export interface DslImports {
 }
 
 function isDslModule(specifier: string): boolean {
-  return specifier === 'ledgerflow/dsl' || /(^|\/)dsl(\/(index|workflow|event))?(\.(js|ts))?$/.test(specifier);
+  return specifier === 'ledgerflow/dsl' || /(^|\/)dsl(\/(index|workflow|event|queue))?(\.(js|ts))?$/.test(specifier);
 }
 
 /** How `sourceFile` imports `fn` from the DSL (type-only imports do not count). */
@@ -139,6 +141,74 @@ export function readEventReference(
     exportName,
     file: program.relativePath(declaration.getSourceFile().fileName),
     location: program.location(call),
+  };
+}
+
+const QUEUE_EXAMPLE = "export const emailQueue = queue('email', { concurrency: 5 })";
+
+/**
+ * The queue a queue use's `queue` property names (`queue: { queue: emailQueue }` on a workflow or
+ * a step): an exported const, in this file or a relative module, declared with
+ * `queue('name', { ... })` — its name is part of the shape, its declaration (limits included) is
+ * pinned. `value`, `at` and `subject` as for readEventReference (`the queue of step "send"`).
+ */
+export function readQueueReference(
+  program: AnalysisProgram,
+  value: ts.Expression | null,
+  at: ts.Node,
+  subject: string,
+): QueueReference | ReferenceProblem {
+  const lookup = lookUpConst(program, value);
+  const write = `declare the queue once, as ${QUEUE_EXAMPLE}, and refer to it by that name`;
+  switch (lookup.kind) {
+    case 'not-a-name':
+      return { problem: `${subject} must be the name of a const declared with queue('name', { ... }), so that codegen can read the queue's name and limits; ${write}.` };
+    case 'unresolved':
+      return { problem: `${subject} is \`${lookup.name}\`, which codegen finds declared neither in this file nor in a relative import; ${write}.` };
+    case 'package':
+      return {
+        problem:
+          `${subject} is \`${lookup.name}\`, imported from package "${lookup.specifier}": codegen cannot read a package's source, so it can read neither ` +
+          `the queue's name nor its limits — declare the queue in this project (this file or a relative import).`,
+      };
+    case 'not-const':
+      return { problem: `${subject} is \`${lookup.name}\`, which is not a const with a value; ${write}.` };
+    case 'found':
+      break;
+  }
+  const { declaration, name } = lookup;
+  const where = describeLocation(program.location(declaration), program.location(at));
+  const call = skipWrappers(declaration.initializer);
+  const imports = dslImports(declaration.getSourceFile(), 'queue');
+  if (!ts.isCallExpression(call) || !isDslCall(program, call, imports, 'queue')) {
+    return { problem: `${subject} is \`${name}\` (${where}), which is not declared with queue('name', { ... }) from ledgerflow/dsl; ${write}.` };
+  }
+  const [nameArgument, limitsArgument] = call.arguments;
+  const nameNode = nameArgument === undefined ? undefined : skipWrappers(nameArgument);
+  if (nameNode === undefined || !(ts.isStringLiteral(nameNode) || ts.isNoSubstitutionTemplateLiteral(nameNode))) {
+    return {
+      problem: `${subject} is \`${name}\` (${where}), whose queue name is not a string literal; write it out (queue('email', { ... })): codegen reads it without running your code.`,
+    };
+  }
+  if (!QUEUE_NAME.test(nameNode.text)) {
+    return {
+      problem: `${subject} is \`${name}\` (${where}), whose queue name "${nameNode.text}" is invalid: use lower-case letters, digits, ".", "_" and "-", starting with a letter (max 63 characters).`,
+    };
+  }
+  const exportName = exportedConstName(declaration.initializer);
+  if (exportName === null) {
+    return {
+      problem:
+        `${subject} is \`${name}\` (${where}), which its module does not export; export it (export const ${name} = queue(...)) and import that const wherever the queue is used: ` +
+        'a queue is declared once (a worker refuses one declared twice with different limits).',
+    };
+  }
+  return {
+    name: nameNode.text,
+    exportName,
+    file: program.relativePath(declaration.getSourceFile().fileName),
+    location: program.location(call),
+    limitsText: limitsArgument === undefined ? null : limitsArgument.getText(),
   };
 }
 

@@ -4,17 +4,19 @@ import type { StepKind } from '../../dsl/step-kind.js';
 import {
   describePart,
   isCheckedFunctionPart,
-  STEP_PART_KINDS,
+  QUEUED_STEP_KINDS,
+  STEP_CONFIG_PART_KINDS,
   STEP_PART_PROPERTIES,
   STEP_PARTS_BY_KIND,
   type CheckedFunctionPart,
-  type PartKind,
   type PinnedPart,
+  type QueuePart,
 } from '../model/pinned-parts.js';
 import type {
   FanOutModel,
   FunctionModel,
   MalformedDeclaration,
+  QueueUseModel,
   StepFunctionModel,
   StepModel,
   WaitModel,
@@ -22,10 +24,10 @@ import type {
 import type { AnalysisProgram } from './analysis-program.js';
 import { readEventReference, readWorkflowReference } from './dsl-declarations.js';
 import { functionContext, functionModel } from './function-model.js';
-import { importBindingOf, resolveImportedDeclaration } from './module-exports.js';
-import { PinnedSources } from './pinned-source.js';
+import { initializerText, pinPart, resolveFunction, valueOf } from './property-values.js';
 import type { PurityAnalyzer } from './purity-analyzer.js';
-import { constFunction, propertyName, skipWrappers, type FunctionLike } from './syntax.js';
+import { readQueueUse } from './queue-uses.js';
+import { propertyName, skipWrappers } from './syntax.js';
 
 /** One call of a step method in a workflow chain. */
 export interface StepCall {
@@ -34,10 +36,14 @@ export interface StepCall {
   readonly method: ts.MemberName;
 }
 
-/** What a step's declaration is read against: its workflow, and the workflow files a child may be declared in (absolute). */
+/**
+ * What a step's declaration is read against: its workflow, the workflow files a child may be
+ * declared in (absolute), and the queue the workflow's runs hold (a step cannot ask for it again).
+ */
 export interface StepScope {
   readonly workflow: string;
   readonly workflowFiles: ReadonlySet<string>;
+  readonly queue: string | null;
 }
 
 /** The config each kind takes, for messages. */
@@ -51,8 +57,11 @@ const CONFIG_SHAPES: Readonly<Record<StepKind, string>> = {
   forEach: '{ items, key, workflow, input }',
 };
 
+/** The checked functions a step's config declares by a property of its own (the partition key is its queue use's). */
+type ConfigFunctionPart = Exclude<CheckedFunctionPart, QueuePart>;
+
 /** An inline function of each checked part, for messages; a `forEach` step's per-item functions see `item`. */
-const FUNCTION_EXAMPLES: Readonly<Record<CheckedFunctionPart, string>> = {
+const FUNCTION_EXAMPLES: Readonly<Record<ConfigFunctionPart, string>> = {
   key: '({ input, steps }) => `...`',
   when: '({ input, steps }) => boolean',
   for: '({ input, steps }) => milliseconds',
@@ -61,7 +70,7 @@ const FUNCTION_EXAMPLES: Readonly<Record<CheckedFunctionPart, string>> = {
   items: '({ input, steps }) => [...]',
   childInput: '({ input, steps }) => ({ ... })',
 };
-const PER_ITEM_EXAMPLES: Readonly<Partial<Record<CheckedFunctionPart, string>>> = {
+const PER_ITEM_EXAMPLES: Readonly<Partial<Record<ConfigFunctionPart, string>>> = {
   key: '({ input, item }) => `...`',
   childInput: '({ item }) => ({ ... })',
 };
@@ -122,7 +131,7 @@ export function readStep(
 
   // Every function the runtime evaluates for the step, checked like a key over its own context.
   const earlierNames = earlier.map((step) => step.name);
-  const functions = new Map<CheckedFunctionPart, FunctionModel>();
+  const functions = new Map<ConfigFunctionPart, FunctionModel>();
   for (const part of STEP_PARTS_BY_KIND[kind]) {
     if (!isCheckedFunctionPart(part)) continue;
     const property = properties.get(STEP_PART_PROPERTIES[part]);
@@ -174,13 +183,30 @@ export function readStep(
   // What runs in flight depend on: the output schema, every function the runtime evaluates, and the values that steer it.
   const parts: PinnedPart[] = [];
   const applicable = STEP_PARTS_BY_KIND[kind];
-  for (const part of STEP_PART_KINDS) {
+  for (const part of STEP_CONFIG_PART_KINDS) {
     if (!applicable.includes(part)) continue;
     const property = properties.get(STEP_PART_PROPERTIES[part]);
     if (property === undefined || (isCheckedFunctionPart(part) && !functions.has(part))) continue;
     const pinned = pinPart(program, property, part, name, describePart({ kind: part, step: name }), malformed);
     if (pinned === null) return null;
     parts.push(pinned);
+  }
+
+  // Each attempt's queue slot, with the parts it pins (the queue's declaration, the partition key).
+  let queue: QueueUseModel | undefined;
+  const queueProperty = QUEUED_STEP_KINDS.includes(kind) ? properties.get('queue') : undefined;
+  if (queueProperty !== undefined) {
+    const read = readQueueUse(program, analyzer, queueProperty, { workflow: scope.workflow, step: name, context: functionContext(earlierNames) }, malformed);
+    if (read === null) return null;
+    if (read.use.queue.name === scope.queue) {
+      return report(
+        queueProperty,
+        `step "${name}" asks for a slot of queue "${scope.queue}", which every run of workflow "${scope.workflow}" already holds from its first step on; ` +
+          'remove the step\'s queue (the run\'s slot covers it), or put the step behind a queue of its own.',
+      );
+    }
+    queue = read.use;
+    parts.push(...read.parts);
   }
 
   const others: StepFunctionModel[] = [];
@@ -196,6 +222,7 @@ export function readStep(
     conditional: functions.has('when'),
     ...(wait === undefined ? {} : { wait }),
     ...(fanOut === undefined ? {} : { fanOut }),
+    ...(queue === undefined ? {} : { queue }),
     hasRequest: properties.has('request'),
     hasRetry: properties.has('retry'),
     performTimeoutText: initializerText(properties.get('performTimeoutMs')),
@@ -204,7 +231,7 @@ export function readStep(
 }
 
 /** What a step of `kind` must declare besides its key (LF001 asks for that): null when nothing is missing. */
-function missingFunction(kind: StepKind, name: string, functions: ReadonlyMap<CheckedFunctionPart, FunctionModel>): string | null {
+function missingFunction(kind: StepKind, name: string, functions: ReadonlyMap<ConfigFunctionPart, FunctionModel>): string | null {
   switch (kind) {
     case 'sleep':
       return functions.has('for') === functions.has('until')
@@ -221,60 +248,4 @@ function missingFunction(kind: StepKind, name: string, functions: ReadonlyMap<Ch
     case 'waitFor':
       return null;
   }
-}
-
-/**
- * Pins the part a property declares (its value; a method is its own value), or reports as
- * malformed (LF008) that codegen cannot read what it refers to.
- */
-export function pinPart(
-  program: AnalysisProgram,
-  property: ts.ObjectLiteralElementLike,
-  kind: PartKind,
-  step: string | null,
-  subject: string,
-  malformed: MalformedDeclaration[],
-): PinnedPart | null {
-  const value = ts.isPropertyAssignment(property) ? property.initializer : property;
-  const pin = PinnedSources.of(program).pin(value, subject);
-  if (pin.problem !== undefined) {
-    malformed.push({ location: program.location(pin.problem.node), message: pin.problem.message });
-    return null;
-  }
-  return { kind, step, hash: pin.hash, location: program.location(property.name ?? property) };
-}
-
-/** The value a property assigns (`name` itself for a shorthand `{ name }`); null for methods, accessors and spreads. */
-function valueOf(property: ts.ObjectLiteralElementLike): ts.Expression | null {
-  if (ts.isPropertyAssignment(property)) return property.initializer;
-  if (ts.isShorthandPropertyAssignment(property)) return property.name;
-  return null;
-}
-
-/** Source text of a property's value, when it is written as `name: value`. */
-function initializerText(property: ts.ObjectLiteralElementLike | undefined): string | null {
-  return property !== undefined && ts.isPropertyAssignment(property) ? property.initializer.getText() : null;
-}
-
-/** The function a property names; 'absent' for `undefined`; null when it is not statically a function. */
-function resolveFunction(program: AnalysisProgram, property: ts.ObjectLiteralElementLike): FunctionLike | 'absent' | null {
-  if (ts.isMethodDeclaration(property)) return property;
-  let value: ts.Expression;
-  if (ts.isPropertyAssignment(property)) value = skipWrappers(property.initializer);
-  else if (ts.isShorthandPropertyAssignment(property)) value = property.name;
-  else return null;
-  if (ts.isArrowFunction(value) || ts.isFunctionExpression(value)) return value;
-  if (!ts.isIdentifier(value)) return null;
-  const declaration = program.declarationOf(value);
-  if (declaration === undefined) return value.text === 'undefined' ? 'absent' : null;
-  return functionOfDeclaration(program, declaration);
-}
-
-function functionOfDeclaration(program: AnalysisProgram, declaration: ts.Declaration): FunctionLike | null {
-  if (ts.isFunctionDeclaration(declaration)) return declaration.body === undefined ? null : declaration;
-  if (ts.isVariableDeclaration(declaration)) return constFunction(declaration);
-  const binding = importBindingOf(declaration);
-  if (binding === null) return null;
-  const target = resolveImportedDeclaration(program, declaration.getSourceFile().fileName, binding.specifier, binding.importedName);
-  return target === null ? null : functionOfDeclaration(program, target);
 }

@@ -2,11 +2,14 @@ import { ts } from 'ts-morph';
 import { WORKFLOW_NAME } from '../../dsl/names.js';
 import { STEP_KINDS, type StepKind } from '../../dsl/step-kind.js';
 import type { PinnedPart } from '../model/pinned-parts.js';
-import type { MalformedDeclaration, StepModel, WorkflowModel } from '../model/workflow-model.js';
+import type { MalformedDeclaration, QueueUseModel, StepModel, WorkflowModel } from '../model/workflow-model.js';
 import type { AnalysisProgram } from './analysis-program.js';
 import { dslImports, isDslCall, workflowIdentity } from './dsl-declarations.js';
+import { runContext } from './function-model.js';
+import { pinPart } from './property-values.js';
 import type { PurityAnalyzer } from './purity-analyzer.js';
-import { pinPart, readStep, type StepCall } from './step-declarations.js';
+import { readQueueUse } from './queue-uses.js';
+import { readStep, type StepCall } from './step-declarations.js';
 import { exportedConstName, outermostWrapper, propertyName, skipWrappers } from './syntax.js';
 
 /** `.step, .transactional, .external, .sleep, .waitFor, .child and .forEach`, for messages. */
@@ -134,9 +137,22 @@ function readDeclaration(
     if (part === null) ok = false;
     else parts.push(part);
   }
+  // Each run's queue slot, with the parts it pins (the queue's declaration, the partition key).
+  let queue: QueueUseModel | undefined;
+  const queueProperty = options.properties.find((p) => propertyName(p) === 'queue');
+  if (queueProperty !== undefined) {
+    const read = readQueueUse(program, analyzer, queueProperty, { workflow: name, step: null, context: runContext() }, malformed);
+    if (read === null) {
+      ok = false;
+    } else {
+      queue = read.use;
+      parts.push(...read.parts);
+    }
+  }
   const steps: StepModel[] = [];
+  const scope = { workflow: name, workflowFiles, queue: queue?.queue.name ?? null };
   for (const stepCall of stepCalls) {
-    const step = readStep(program, analyzer, { workflow: name, workflowFiles }, stepCall, steps, malformed);
+    const step = readStep(program, analyzer, scope, stepCall, steps, malformed);
     if (step === null) {
       ok = false;
     } else {
@@ -153,6 +169,7 @@ function readDeclaration(
     location: program.location(call),
     versionLocation: program.location(versionProperty),
     steps,
+    ...(queue === undefined ? {} : { queue }),
     parts,
   };
 }

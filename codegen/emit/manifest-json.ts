@@ -1,6 +1,6 @@
 import { shapeHash } from '../../dsl/workflow-shape.js';
 import type { ManifestFile } from '../model/manifest.js';
-import { PART_KINDS, partId } from '../model/pinned-parts.js';
+import { partId, pinnedPartKinds } from '../model/pinned-parts.js';
 import type { WorkflowModel } from '../model/workflow-model.js';
 import { DO_NOT_EDIT } from './generated-file.js';
 import { workflowId } from './migrations.js';
@@ -9,10 +9,11 @@ import { stableJson } from './stable-json.js';
 
 /**
  * `ledgerflow.manifest.json`: per workflow version its definition hash (the shape: step names,
- * kinds, order, `idempotentByKey`, conditions, events, child versions), the part kinds it pins
- * and a hash per part (codegen/model/pinned-parts.ts), its source, migration, and steps with
- * their keys (and, where they have them, their condition, event and child workflow). Committed;
- * LF007 and LF009 compare the next run against it. Stable JSON: equal models, equal bytes.
+ * kinds, order, `idempotentByKey`, conditions, events, child versions, queues), the part kinds it
+ * pins and a hash per part (codegen/model/pinned-parts.ts), its source, migration, queue, and
+ * steps with their keys (and, where they have them, their condition, event, child workflow and
+ * queue). Committed; LF007 and LF009 compare the next run against it. Stable JSON: equal models,
+ * equal bytes.
  */
 export function emitManifest(workflows: readonly WorkflowModel[], migrations: ReadonlyMap<string, string>): string {
   const manifest: ManifestFile = {
@@ -21,11 +22,12 @@ export function emitManifest(workflows: readonly WorkflowModel[], migrations: Re
       name: workflow.name,
       version: workflow.version,
       definitionHash: shapeHash(workflow),
-      partKinds: [...PART_KINDS],
+      partKinds: pinnedPartKinds(usesQueue(workflow)),
       parts: Object.fromEntries(workflow.parts.map((part) => [partId(part), part.hash])),
       exportName: workflow.exportName,
       source: workflow.file,
       migration: migrations.get(workflowId(workflow)) ?? '',
+      ...(workflow.queue === undefined ? {} : { queue: workflow.queue.queue.name }),
       steps: workflow.steps.map((step) => ({
         name: step.name,
         kind: step.kind,
@@ -35,8 +37,13 @@ export function emitManifest(workflows: readonly WorkflowModel[], migrations: Re
         ...(step.conditional ? { conditional: true as const } : {}),
         ...(step.wait === undefined ? {} : { event: step.wait.event.name }),
         ...(step.fanOut === undefined ? {} : { child: `${step.fanOut.workflow.name}@${step.fanOut.workflow.version}` }),
+        ...(step.queue === undefined ? {} : { queue: step.queue.queue.name }),
       })),
     })),
   };
   return stableJson(manifest);
+}
+
+function usesQueue(workflow: WorkflowModel): boolean {
+  return workflow.queue !== undefined || workflow.steps.some((step) => step.queue !== undefined);
 }

@@ -1,7 +1,7 @@
 import { isEffectKind, type EffectStepKind } from '../../dsl/step-kind.js';
 import { DEFAULT_PERFORM_TIMEOUT_MS } from '../../dsl/workflow.js';
 import { shapeHash } from '../../dsl/workflow-shape.js';
-import type { FunctionModel, KeyModel, StepModel, WorkflowModel } from '../model/workflow-model.js';
+import type { FunctionModel, KeyModel, QueueUseModel, StepModel, WorkflowModel } from '../model/workflow-model.js';
 import { DO_NOT_EDIT } from './generated-file.js';
 import { compareWorkflows } from './naming.js';
 
@@ -10,7 +10,8 @@ import { compareWorkflows } from './naming.js';
  * what codegen knows about it — its key and what the key derives from, the commit that writes
  * the effect with the transition, what a crash between the call and the ledger write does,
  * and who reconciles. Per workflow also, where it has them: the conditions of its conditional
- * steps, the events it waits for and the child workflows it starts.
+ * steps, the events it waits for, the child workflows it starts and the queues its runs or steps
+ * hold slots of.
  */
 export function emitReview(workflows: readonly WorkflowModel[]): string {
   const out: string[] = [
@@ -34,7 +35,7 @@ export function emitReview(workflows: readonly WorkflowModel[]): string {
       `Source: \`${workflow.file}\` (\`${workflow.exportName}\`), definition hash \`${shapeHash(workflow)}\`.`,
       `Steps: ${workflow.steps.map((s) => `\`${s.name}\` (${describeKind(s)})`).join(' → ') || '_none_'}.`,
     );
-    out.push(...conditions(workflow), ...waits(workflow), ...children(workflow));
+    out.push(...conditions(workflow), ...waits(workflow), ...children(workflow), ...queues(workflow));
     const effects = workflow.steps.filter((s) => isEffectKind(s.kind));
     if (effects.length === 0) out.push('', 'No effect steps: nothing here writes outside the run\'s own state.');
     for (const step of effects) out.push('', ...reviewStep(workflow, step, step.kind as EffectStepKind));
@@ -107,6 +108,40 @@ function children(workflow: WorkflowModel): string[] {
       return `- \`${step.name}\` starts ${child} once per item of ${items === undefined ? 'its items' : code(items.text)}, with key ${key}; ${concurrency}.`;
     }),
   ];
+}
+
+function queues(workflow: WorkflowModel): string[] {
+  const uses = [
+    ...(workflow.queue === undefined ? [] : [{ holder: 'Each run holds', held: 'from its first step until it finishes', use: workflow.queue }]),
+    ...workflow.steps.flatMap((step) =>
+      step.queue === undefined ? [] : [{ holder: `Each attempt of \`${step.name}\` holds`, held: 'while it runs', use: step.queue }],
+    ),
+  ];
+  if (uses.length === 0) return [];
+  return [
+    '',
+    '### Queues',
+    '',
+    "A step's slot is asked for before each attempt (after its condition) and given back when the attempt ends; a run's before its " +
+      'first step, and given back when the run finishes. While none is free the run waits in line (`waiting`) and a freed slot wakes it. ' +
+      'The limits hold across all workers; slots go by priority, then round-robin between partitions.',
+    '',
+    ...uses.map(({ holder, held, use }) => `- ${holder} a slot of ${describeQueue(use)} ${held}; ${limits(use)}; ${partition(use)}.`),
+  ];
+}
+
+function describeQueue(use: QueueUseModel): string {
+  return `\`${use.queue.name}\` (\`${use.queue.exportName}\` in \`${use.queue.file}\`)`;
+}
+
+function limits(use: QueueUseModel): string {
+  // On one line, a trailing comma before a closing brace reads as a typo.
+  return use.queue.limitsText === null ? 'no limits declared' : `limits ${code(use.queue.limitsText.replace(/,(\s*[}\]])/g, '$1'))}`;
+}
+
+function partition(use: QueueUseModel): string {
+  const key = use.partitionKey;
+  return key === null ? 'one partition (no `partitionKey`)' : `partition key ${code(key.text)} (${derivation(key)})`;
 }
 
 /** What a function reads, for the review: `input field \`orderId\` and item`, `nothing of its context`. */

@@ -5,12 +5,12 @@
  */
 export const DIAGNOSTIC_CODES = {
   LF001: 'an external, transactional, child or forEach step has no key',
-  LF002: 'a key or another step function (when, sleep, match, items, child input) reads a non-deterministic source',
+  LF002: 'a key or another step function (when, sleep, match, items, child input, partition key) reads a non-deterministic source',
   LF003: 'a key or another step function reads a step that does not come before it',
   LF004: 'a key or another step function reads something that is neither input nor an earlier step output',
   LF005: 'a key depends on neither input nor step outputs',
   LF006: 'duplicate workflow, step or event names',
-  LF007: 'a workflow version changed without a version bump (steps, schemas, keys, requests, conditions, waits, children)',
+  LF007: 'a workflow version changed without a version bump (steps, schemas, keys, requests, conditions, waits, children, queues)',
   LF008: 'a workflow declaration codegen cannot read statically',
   LF009: 'a workflow version in the manifest is no longer declared (and was not retired)',
   // The handler rules: what the handlers bound through the generated contracts do (codegen/analysis/handlers/).

@@ -18,15 +18,17 @@ export interface ManifestWorkflow {
   readonly exportName: string;
   readonly source: string;
   readonly migration: string;
+  /** The queue each run holds a slot of; absent when it holds none (and in entries written before queues existed). */
+  readonly queue?: string;
   readonly steps: readonly ManifestStep[];
   /**
-   * The part kinds this entry pins (codegen/model/pinned-parts.ts PART_KINDS). Absent in a
-   * manifest written before parts were pinned: such an entry pins its shape only, and the next
-   * codegen pins its parts as they are then declared. A kind listed here with no hash for some
-   * step means that step had no such part.
+   * The part kinds this entry pins (codegen/model/pinned-parts.ts `pinnedPartKinds`: the queue
+   * parts only for a version that uses a queue). Absent in a manifest written before parts were
+   * pinned: such an entry pins its shape only, and the next codegen pins its parts as they are
+   * then declared. A kind listed here with no hash for some step means that step had no such part.
    */
   readonly partKinds?: readonly string[];
-  /** Hash per pinned part: `input`, `steps.<step>.output`, `steps.<step>.key`, `steps.<step>.when`, ... (partId). */
+  /** Hash per pinned part: `input`, `queue`, `steps.<step>.output`, `steps.<step>.key`, `steps.<step>.when`, ... (partId). */
   readonly parts?: Readonly<Record<string, string>>;
 }
 
@@ -42,6 +44,8 @@ export interface ManifestStep {
   readonly event?: string;
   /** `child` and `forEach`: the child workflow version, `name@version`. */
   readonly child?: string;
+  /** The queue each attempt holds a slot of; absent when it holds none. */
+  readonly queue?: string;
 }
 
 export const MANIFEST_FILE_NAME = 'ledgerflow.manifest.json';

@@ -1,9 +1,9 @@
 // What a run in flight depends on, as the manifest pins it per workflow version. Two kinds of pin:
 //
 // - the shape — step names, kinds, order, `idempotentByKey`, which steps have a condition, the
-//   event each `waitFor` waits for and the child workflow version each `child`/`forEach` starts —
-//   pinned by `definitionHash` (dsl/workflow-shape.ts, which the runtime stores too) and the
-//   manifest's step list;
+//   event each `waitFor` waits for, the child workflow version each `child`/`forEach` starts and
+//   the queue the workflow's runs or a step's attempts hold a slot of — pinned by `definitionHash`
+//   (dsl/workflow-shape.ts, which the runtime stores too) and the manifest's step list;
 // - the parts below, each pinned by the hash of its source text (comments and formatting aside,
 //   together with every declaration it uses; codegen/analysis/pinned-source.ts).
 //
@@ -30,12 +30,12 @@ export type StepFunctionPart = (typeof STEP_FUNCTION_PARTS)[number];
 /**
  * The functions codegen proves pure over their context, as it does keys (LF002–LF004): all but
  * `request`, whose hash only tells a changed request under the same key (a conflict, never an
- * overwrite).
+ * overwrite) — and a queue use's partition key (QUEUE_PARTS).
  */
-export type CheckedFunctionPart = Exclude<StepFunctionPart, 'request'>;
+export type CheckedFunctionPart = Exclude<StepFunctionPart, 'request'> | 'partitionKey';
 
-export function isCheckedFunctionPart(part: StepPartKind): part is CheckedFunctionPart {
-  return part !== 'request' && (STEP_FUNCTION_PARTS as readonly string[]).includes(part);
+export function isCheckedFunctionPart(part: PartKind): part is CheckedFunctionPart {
+  return part === 'partitionKey' || (part !== 'request' && (STEP_FUNCTION_PARTS as readonly string[]).includes(part));
 }
 
 /**
@@ -45,16 +45,36 @@ export function isCheckedFunctionPart(part: StepPartKind): part is CheckedFuncti
  */
 export const STEP_VALUE_PARTS = ['event', 'timeoutMs', 'concurrency'] as const;
 
-/** Every kind of part a step can have, in the order messages list them (output, functions, values). */
-export const STEP_PART_KINDS = ['output', ...STEP_FUNCTION_PARTS, ...STEP_VALUE_PARTS] as const;
+/** The parts a step's config declares by a property of its own: output, functions, values. */
+export const STEP_CONFIG_PART_KINDS = ['output', ...STEP_FUNCTION_PARTS, ...STEP_VALUE_PARTS] as const;
+export type StepConfigPartKind = (typeof STEP_CONFIG_PART_KINDS)[number];
+
+/**
+ * The parts of a queue use — `queue: { queue, partitionKey }` on the workflow (its runs hold a
+ * slot) or on a `step`, `transactional` or `external` step (each attempt holds one): the queue's
+ * declaration (its name and limits, pinned by the source of `queue('name', { ... })`) and the
+ * partition key, a function the runtime evaluates for the step or the run, checked like a key.
+ */
+export const QUEUE_PARTS = ['queue', 'partitionKey'] as const;
+export type QueuePart = (typeof QUEUE_PARTS)[number];
+
+/** The step kinds whose attempts can hold a queue's slot (the built-in kinds cannot). */
+export const QUEUED_STEP_KINDS: readonly StepKind[] = ['step', 'transactional', 'external'];
+
+/** Every kind of part a step can have, in the order messages list them (output, functions, values, queue use). */
+export const STEP_PART_KINDS = [...STEP_CONFIG_PART_KINDS, ...QUEUE_PARTS] as const;
 export type StepPartKind = (typeof STEP_PART_KINDS)[number];
 
 /** Every kind of pinned part: the workflow's input schema, then the step parts. */
 export const PART_KINDS = ['input', ...STEP_PART_KINDS] as const;
 export type PartKind = (typeof PART_KINDS)[number];
 
+/** The parts of the workflow itself (a pinned part with step null): its input schema and its queue use. */
+export const WORKFLOW_PART_KINDS = ['input', ...QUEUE_PARTS] as const;
+export type WorkflowPartKind = (typeof WORKFLOW_PART_KINDS)[number];
+
 /** The config property that declares each step part: its own name, but for `childInput`. */
-export const STEP_PART_PROPERTIES: Readonly<Record<StepPartKind, string>> = {
+export const STEP_PART_PROPERTIES: Readonly<Record<StepConfigPartKind, string>> = {
   output: 'output',
   key: 'key',
   request: 'request',
@@ -70,11 +90,12 @@ export const STEP_PART_PROPERTIES: Readonly<Record<StepPartKind, string>> = {
 };
 
 /**
- * The parts each step kind can have. A property of the same name elsewhere is not a part:
+ * The parts each step kind's config declares by a property of its own (the queue parts of
+ * QUEUED_STEP_KINDS are the queue use's). A property of the same name elsewhere is not a part:
  * `timeoutMs` of a `step` is its handler's time limit, read per attempt; only a `waitFor`'s is
  * pinned. The built-in kinds have no `output` property (the runtime knows their output).
  */
-export const STEP_PARTS_BY_KIND: Readonly<Record<StepKind, readonly StepPartKind[]>> = {
+export const STEP_PARTS_BY_KIND: Readonly<Record<StepKind, readonly StepConfigPartKind[]>> = {
   step: ['output', 'when'],
   transactional: ['output', 'key', 'request', 'when'],
   external: ['output', 'key', 'request', 'when'],
@@ -85,10 +106,10 @@ export const STEP_PARTS_BY_KIND: Readonly<Record<StepKind, readonly StepPartKind
 };
 
 /**
- * Part kinds that exist only on what the shape itself records — a condition, or a sleep, waitFor,
- * child or forEach step. A manifest entry written before they existed had none of them (its
- * definition hash tells if one was added since), so an entry that does not list them lacks
- * nothing: no note says they are pinned for the first time.
+ * Part kinds that exist only on what the shape itself records — a condition, a sleep, waitFor,
+ * child or forEach step, or a queue use. A manifest entry written before they existed had none of
+ * them (its definition hash tells if one was added since), so an entry that does not list them
+ * lacks nothing: no note says they are pinned for the first time.
  */
 export const SHAPE_BOUND_PART_KINDS: readonly PartKind[] = [
   'when',
@@ -100,7 +121,18 @@ export const SHAPE_BOUND_PART_KINDS: readonly PartKind[] = [
   'event',
   'timeoutMs',
   'concurrency',
+  'queue',
+  'partitionKey',
 ];
+
+/**
+ * The part kinds a manifest entry pins: every kind, but the queue parts only for a version that
+ * uses a queue — so that the entry of a version without one reads as it did before queues existed
+ * (a queue added later changes its definition hash, which LF007 reports as a shape change).
+ */
+export function pinnedPartKinds(usesQueue: boolean): PartKind[] {
+  return PART_KINDS.filter((kind) => usesQueue || !(QUEUE_PARTS as readonly string[]).includes(kind));
+}
 
 /** How messages name a part of each kind (`the key` + ` of step "charge"`). */
 const PART_NAMES: Readonly<Record<PartKind, string>> = {
@@ -117,6 +149,15 @@ const PART_NAMES: Readonly<Record<PartKind, string>> = {
   event: 'the event declaration',
   timeoutMs: 'the wait timeout (timeoutMs)',
   concurrency: 'the concurrency',
+  queue: 'the queue declaration',
+  partitionKey: 'the partition key (partitionKey)',
+};
+
+/** How messages name a part of the workflow itself. */
+const WORKFLOW_PART_NAMES: Readonly<Record<WorkflowPartKind, string>> = {
+  input: 'the input schema',
+  queue: "the declaration of the queue the workflow's runs hold",
+  partitionKey: "the partition key (partitionKey) of the workflow's queue",
 };
 
 /** How notes name all parts of a kind at once. */
@@ -134,12 +175,14 @@ const PART_KIND_PLURALS: Readonly<Record<PartKind, string>> = {
   event: 'event declarations',
   timeoutMs: 'wait timeouts',
   concurrency: 'concurrency limits',
+  queue: 'queue declarations',
+  partitionKey: 'partition keys',
 };
 
 /** One pinned part of a workflow version, as analysis found it. */
 export interface PinnedPart {
   readonly kind: PartKind;
-  /** The step the part belongs to; null for the workflow's input schema. */
+  /** The step the part belongs to; null for the workflow's own parts (WORKFLOW_PART_KINDS). */
   readonly step: string | null;
   /** sha256 of the normalized source with the declarations it uses, first 16 hex digits. */
   readonly hash: string;
@@ -147,27 +190,37 @@ export interface PinnedPart {
   readonly location: SourceLocation;
 }
 
-/** The part's key in the manifest: `input`, `steps.<step>.<kind>` (`steps.charge.key`). */
+/** The part's key in the manifest: `input` (or another workflow part kind), `steps.<step>.<kind>` (`steps.charge.key`). */
 export function partId(part: Pick<PinnedPart, 'kind' | 'step'>): string {
   return part.step === null ? part.kind : `steps.${part.step}.${part.kind}`;
 }
 
 /** Inverse of partId for the kinds this release knows; null for anything else. */
 export function parsePartId(id: string): Pick<PinnedPart, 'kind' | 'step'> | null {
-  if (id === 'input') return { kind: 'input', step: null };
+  if (isWorkflowPartKind(id)) return { kind: id, step: null };
   const match = /^steps\.([^.]+)\.([^.]+)$/.exec(id);
   const kind = match?.[2];
-  if (match === null || kind === undefined || kind === 'input' || !(PART_KINDS as readonly string[]).includes(kind)) return null;
-  return { kind: kind as PartKind, step: match[1]! };
+  if (match === null || kind === undefined || !(STEP_PART_KINDS as readonly string[]).includes(kind)) return null;
+  return { kind: kind as StepPartKind, step: match[1]! };
+}
+
+export function isWorkflowPartKind(kind: string): kind is WorkflowPartKind {
+  return (WORKFLOW_PART_KINDS as readonly string[]).includes(kind);
 }
 
 /** `the input schema`, `the output schema of step "charge"`, `the key of step "charge"`. */
 export function describePart(part: Pick<PinnedPart, 'kind' | 'step'>): string {
-  return part.step === null ? PART_NAMES[part.kind] : `${PART_NAMES[part.kind]} of step "${part.step}"`;
+  if (part.step !== null) return `${PART_NAMES[part.kind]} of step "${part.step}"`;
+  return isWorkflowPartKind(part.kind) ? WORKFLOW_PART_NAMES[part.kind] : PART_NAMES[part.kind];
 }
 
 /** `the input schema, output schemas and keys`. */
 export function describePartKinds(kinds: readonly PartKind[]): string {
   const names = PART_KINDS.filter((k) => kinds.includes(k)).map((k) => PART_KIND_PLURALS[k]);
   return names.length <= 1 ? (names[0] ?? '') : `${names.slice(0, -1).join(', ')} and ${names.at(-1)!}`;
+}
+
+/** `the partition key of queue "email" of step "send"`, or `… of workflow "orders"` for the queue its runs hold. */
+export function describePartitionKey(queue: string, holder: { readonly step: string | null; readonly workflow: string }): string {
+  return `the partition key of queue "${queue}" of ${holder.step === null ? `workflow "${holder.workflow}"` : `step "${holder.step}"`}`;
 }

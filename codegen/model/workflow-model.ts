@@ -22,11 +22,13 @@ export interface WorkflowModel {
   /** The `version` property, where LF007 points. */
   readonly versionLocation: SourceLocation;
   readonly steps: readonly StepModel[];
+  /** The queue each run holds a slot of from its first step until it finishes (its name is part of the shape). */
+  readonly queue?: QueueUseModel;
   /**
    * What runs in flight depend on besides the shape (codegen/model/pinned-parts.ts): the input
-   * schema, each step's output schema, the functions the runtime evaluates for it and the values
-   * that steer a wait or a fan-out, each with the hash of its normalized source; the input first,
-   * then per step in step order.
+   * schema, the workflow's queue use, each step's output schema, the functions the runtime
+   * evaluates for it, the values that steer a wait or a fan-out and its queue use, each with the
+   * hash of its normalized source; the workflow's own parts first, then per step in step order.
    */
   readonly parts: readonly PinnedPart[];
 }
@@ -55,6 +57,8 @@ export interface StepModel {
   readonly wait?: WaitModel;
   /** `child` and `forEach` only: the workflow version it starts (its name and version are part of the shape). */
   readonly fanOut?: FanOutModel;
+  /** `step`, `transactional` and `external` only: the queue each attempt holds a slot of (its name is part of the shape). */
+  readonly queue?: QueueUseModel;
   readonly hasRequest: boolean;
   readonly hasRetry: boolean;
   /** Source text of `performTimeoutMs`, when declared. */
@@ -88,9 +92,9 @@ export interface FunctionModel {
 /** What analysis found out about one key function. */
 export type KeyModel = FunctionModel;
 
-/** A function besides the key that the runtime evaluates for a step, and which one it is. */
+/** A function besides the key (and a queue use's partition key) that the runtime evaluates for a step, and which one it is. */
 export interface StepFunctionModel extends FunctionModel {
-  readonly part: Exclude<CheckedFunctionPart, 'key'>;
+  readonly part: Exclude<CheckedFunctionPart, 'key' | 'partitionKey'>;
 }
 
 /** A `waitFor` step's event. Its correlation key is the step's `match` function; without one it waits for a signal to its run. */
@@ -125,6 +129,31 @@ export interface WorkflowReference {
   readonly exportName: string;
   /** The file that declares it, relative to the codegen root. */
   readonly file: string;
+}
+
+/**
+ * `queue: { queue, partitionKey }` on a workflow (each run holds a slot from its first step until
+ * it finishes) or on a `step`, `transactional` or `external` step (each attempt holds one).
+ */
+export interface QueueUseModel {
+  readonly queue: QueueReference;
+  /** The function that computes the partition, checked like a key; null when every run is in one partition. */
+  readonly partitionKey: FunctionModel | null;
+  /** The `queue` property of the workflow options or the step config. */
+  readonly location: SourceLocation;
+}
+
+/** A queue declared with `export const x = queue('name', { ... })`, as a workflow or a step refers to it. */
+export interface QueueReference {
+  readonly name: string;
+  /** The const's exported name in the module that declares it. */
+  readonly exportName: string;
+  /** That module, relative to the codegen root, forward slashes. */
+  readonly file: string;
+  /** The `queue(...)` call. */
+  readonly location: SourceLocation;
+  /** Source text of the limits (the second argument) as declared; null when it declares none. */
+  readonly limitsText: string | null;
 }
 
 /** What the purity analysis finds in a key (or another checked function); the rules LF002–LF004 turn these into diagnostics. */

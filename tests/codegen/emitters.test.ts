@@ -12,8 +12,8 @@ import { emitReview } from '../../codegen/emit/review-markdown.js';
 import { stableJson } from '../../codegen/emit/stable-json.js';
 import { parseManifest } from '../../codegen/model/manifest.js';
 import { waitedEvents } from '../../codegen/model/waited-events.js';
-import { PART_KINDS, type PinnedPart } from '../../codegen/model/pinned-parts.js';
-import type { EventReference, KeyModel, StepFunctionModel, StepModel, WorkflowModel } from '../../codegen/model/workflow-model.js';
+import { PART_KINDS, pinnedPartKinds, type PinnedPart } from '../../codegen/model/pinned-parts.js';
+import type { EventReference, KeyModel, QueueReference, StepFunctionModel, StepModel, WorkflowModel } from '../../codegen/model/workflow-model.js';
 
 // Emitters take plain data: these models are written by hand, no compiler involved.
 const at = (line: number) => ({ file: 'shop/refund.workflow.ts', line, col: 3 });
@@ -166,8 +166,11 @@ describe('manifest', () => {
     const parsed = parseManifest('m.json', text);
     if (parsed.status !== 'present') throw new Error('expected a manifest');
     const entry = parsed.manifest.workflows[0]!;
-    expect(entry.partKinds).toEqual([...PART_KINDS]);
+    // Without a queue, the entry reads as it did before queues existed.
+    expect(entry.partKinds).toEqual(pinnedPartKinds(false));
     expect(entry.partKinds).toEqual(['input', 'output', 'key', 'request', 'when', 'for', 'until', 'match', 'items', 'childInput', 'event', 'timeoutMs', 'concurrency']);
+    expect(entry).not.toHaveProperty('queue');
+    expect(entry.steps.filter((s) => 'queue' in s)).toEqual([]);
     expect(entry.parts).toEqual({
       input: 'refund-input',
       'steps.load.output': 'load-output',
@@ -316,6 +319,69 @@ describe('conditions, waits and children', () => {
       '- `copy` starts `copy-batch` v2 (`copyBatch`) once per item of `({ steps }) => steps.load.batches`, with key `` ({ input, item }) => `copy:${input.orderId}:${item.from}` `` (reads input field `orderId` and the item); at most `4` unfinished at once',
     );
     expect(text).toContain('`vip` (transactional, conditional)');
+  });
+});
+
+describe('queues', () => {
+  const tenantRuns: QueueReference = {
+    name: 'tenant-runs',
+    exportName: 'tenantRuns',
+    file: 'shop/queues.ts',
+    location: at(2),
+    limitsText: '{ partition: { concurrency: 1 } }',
+  };
+  const email: QueueReference = { name: 'email', exportName: 'emailQueue', file: 'shop/queues.ts', location: at(3), limitsText: null };
+  const base = workflow('onboard', 1, 'onboard', [
+    step('profile', 'step', 0),
+    step('welcome', 'external', 1, {
+      idempotentByKey: true,
+      queue: { queue: email, partitionKey: key('({ steps }) => steps.profile.domain', { inputFields: [], stepReads: [{ step: 'profile', path: 'domain', at: at(30), via: [] }] }), location: at(31) },
+    }),
+    step('audit', 'transactional', 2, { queue: { queue: { ...email, name: 'ledger', exportName: 'ledgerQueue', limitsText: '{\n  concurrency: 4,\n}' }, partitionKey: null, location: at(32) } }),
+  ]);
+  const onboard: WorkflowModel = {
+    ...base,
+    queue: { queue: tenantRuns, partitionKey: key('({ input }) => input.tenantId', { inputFields: ['tenantId'] }), location: at(7) },
+    parts: [
+      ...base.parts,
+      { kind: 'queue', step: null, hash: 'run-queue', location: at(7) },
+      { kind: 'partitionKey', step: null, hash: 'run-partition', location: at(7) },
+      { kind: 'queue', step: 'welcome', hash: 'welcome-queue', location: at(31) },
+    ],
+  };
+
+  it('hashes the queue names into the shape, as the runtime does', () => {
+    const unqueuedSteps = onboard.steps.map(({ queue: _, ...s }) => s);
+    const none = workflow('onboard', 1, 'onboard', unqueuedSteps);
+    const runOnly: WorkflowModel = { ...onboard, steps: unqueuedSteps };
+    // Both, the steps' only (base), the run's only, none: four shapes.
+    expect(new Set([shapeHash(onboard), shapeHash(base), shapeHash(runOnly), shapeHash(none)]).size).toBe(4);
+  });
+
+  it('lists the queue names and pins the queue parts (of the workflow: `queue`, `partitionKey`) for a version that uses a queue', () => {
+    const parsed = parseManifest('m.json', emitManifest([onboard], new Map()));
+    if (parsed.status !== 'present') throw new Error('expected a manifest');
+    const entry = parsed.manifest.workflows[0]!;
+    expect(entry.partKinds).toEqual([...PART_KINDS]);
+    expect(entry.partKinds).toEqual(expect.arrayContaining(['queue', 'partitionKey']));
+    expect(entry.queue).toBe('tenant-runs');
+    expect(entry.steps.map((s) => s.queue ?? null)).toEqual([null, 'email', 'ledger']);
+    expect(entry.parts).toMatchObject({ queue: 'run-queue', partitionKey: 'run-partition', 'steps.welcome.queue': 'welcome-queue' });
+  });
+
+  it('reviews each queue: whole run or step, limits as declared, partition key and what it reads', () => {
+    const text = emitReview([onboard]);
+    expect(text).toContain('### Queues');
+    expect(text).toContain(
+      '- Each run holds a slot of `tenant-runs` (`tenantRuns` in `shop/queues.ts`) from its first step until it finishes; ' +
+        'limits `{ partition: { concurrency: 1 } }`; partition key `({ input }) => input.tenantId` (reads input field `tenantId`).',
+    );
+    expect(text).toContain(
+      '- Each attempt of `welcome` holds a slot of `email` (`emailQueue` in `shop/queues.ts`) while it runs; no limits declared; ' +
+        'partition key `({ steps }) => steps.profile.domain` (reads earlier output `profile.domain`).',
+    );
+    expect(text).toContain('- Each attempt of `audit` holds a slot of `ledger` (`ledgerQueue` in `shop/queues.ts`) while it runs; limits `{ concurrency: 4 }`; one partition (no `partitionKey`).');
+    expect(emitReview([refund])).not.toContain('### Queues');
   });
 });
 

@@ -12,11 +12,13 @@ import { runCodegen, type CodegenRun } from '../../codegen/run-codegen.js';
 import { REPO_ROOT, TempProject } from './support/temp-project.js';
 
 /**
- * Conditions, sleeps, waits, children and fan-outs end to end: the shape codegen reads statically
- * hashes as the runtime hashes the loaded definition, and the generated contracts and event
- * senders compile with handlers for exactly the steps that take one.
+ * Conditions, sleeps, waits, children, fan-outs and queues end to end: the shape codegen reads
+ * statically hashes as the runtime hashes the loaded definition, and the generated contracts and
+ * event senders compile with handlers for exactly the steps that take one.
  */
-const CASE_INPUT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'cases', 'valid-waits-and-children', 'input');
+const CASES = path.join(path.dirname(fileURLToPath(import.meta.url)), 'cases');
+const CASE_INPUT = path.join(CASES, 'valid-waits-and-children', 'input');
+const QUEUES_INPUT = path.join(CASES, 'valid-queues', 'input');
 
 const HANDLERS = `import type { EventSender } from 'ledgerflow/runtime';
 import { ordersHandlers, sendApprovalGiven, sendPaymentSettled, type OrdersHandlers } from './generated/index.js';
@@ -80,12 +82,7 @@ describe('workflows with conditions, waits and children', () => {
   it('have the definition hash the runtime computes from the loaded definition', async () => {
     expect(run.diagnostics).toEqual([]);
     expect(run.analysis.workflows.map((w) => w.name)).toEqual(['copy-batch', 'orders', 'shipment']);
-    for (const model of run.analysis.workflows) {
-      const module = (await import(pathToFileURL(path.join(CASE_INPUT, model.file)).href)) as Record<string, AnyWorkflow>;
-      const loaded = module[model.exportName]!;
-      const contract = run.generated!.find((f) => f.path === `contracts/${model.name}.v${model.version}.ts`)!.content;
-      expect(contract, model.name).toContain(`DefinitionHash = '${shapeHash(loaded)}';`);
-    }
+    await expectRuntimeHashes(CASE_INPUT, run);
   });
 
   it('compile: contracts without handlers for built-in steps, typed senders, and handlers for the rest', () => {
@@ -99,6 +96,15 @@ describe('workflows with conditions, waits and children', () => {
     expect(actual).toEqual(expected);
   });
 
+  it('with queues (the whole run, and steps) have the definition hash the runtime computes from the loaded definition', async () => {
+    const queued = await runCodegen({ root: QUEUES_INPUT });
+    expect(queued.diagnostics).toEqual([]);
+    const onboarding = queued.analysis.workflows.find((w) => w.name === 'onboarding')!;
+    expect(onboarding.queue?.queue.name).toBe('tenant-runs');
+    expect(onboarding.steps.map((s) => s.queue?.queue.name ?? null)).toEqual([null, 'ledger-writes', 'email', 'email']);
+    await expectRuntimeHashes(QUEUES_INPUT, queued);
+  });
+
   it('leave no senders behind once no workflow waits for an event: contracts/events.ts is extra, and removed', () => {
     const withoutEvents = run.generated!.filter((f) => f.path !== 'contracts/events.ts');
     expect(compareGenerated(project.root, 'generated', withoutEvents).filter((d) => d.status === 'extra')).toEqual([
@@ -107,3 +113,17 @@ describe('workflows with conditions, waits and children', () => {
     expect(writeGenerated(project.root, 'generated', withoutEvents).removed).toEqual(['generated/contracts/events.ts']);
   });
 });
+
+/** Each workflow's contract and manifest entry carry the hash the runtime computes from the loaded definition. */
+async function expectRuntimeHashes(root: string, codegen: CodegenRun): Promise<void> {
+  const manifest = JSON.parse(codegen.generated!.find((f) => f.path === 'ledgerflow.manifest.json')!.content) as {
+    workflows: { name: string; version: number; definitionHash: string }[];
+  };
+  for (const model of codegen.analysis.workflows) {
+    const module = (await import(pathToFileURL(path.join(root, model.file)).href)) as Record<string, AnyWorkflow>;
+    const loaded = module[model.exportName]!;
+    const contract = codegen.generated!.find((f) => f.path === `contracts/${model.name}.v${model.version}.ts`)!.content;
+    expect(contract, model.name).toContain(`DefinitionHash = '${shapeHash(loaded)}';`);
+    expect(manifest.workflows.find((e) => e.name === model.name && e.version === model.version)?.definitionHash, model.name).toBe(shapeHash(loaded));
+  }
+}

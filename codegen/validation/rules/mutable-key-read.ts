@@ -8,7 +8,7 @@ import { checkedFunctions, wordingOf, type FunctionWording } from '../step-funct
 type MutableRead = Extract<KeyFinding, { kind: 'mutable-read' }>;
 
 /**
- * LF004: a key — and every other function the runtime evaluates for a step — reads only its
+ * LF004: a key — and every other function the runtime evaluates for a step or a run — reads only its
  * context (input, earlier steps; a forEach item) — no mutable module state, globals or unknown imports.
  */
 export const mutableKeyRead: Rule = (input) => {

@@ -11,34 +11,42 @@ const FROM_INPUT = 'derive it from the input (e.g. input.orderId), or create the
 const FROM_EARLIER_STEP = 'keys are synchronous and pure: load what you need in an earlier step and read its output from steps';
 const SYNC_FROM_EARLIER_STEP = 'it must be synchronous and pure: load what you need in an earlier step and read its output from steps';
 const CLOCK = "pass the time in the workflow input or take it from an earlier step's output";
+/** For a workflow's partition key, which sees the input alone. */
+const RUN_FROM_INPUT = 'derive it from the input (e.g. input.customerId): it is computed for the whole run, which has no earlier steps';
+const RUN_SYNC_FROM_INPUT = 'it must be synchronous and pure: put what it needs in the workflow input';
 
-/** What each source is, and how to do without it in a key and in the other checked functions. */
-const SOURCES: Record<NondeterministicSource, { readonly what: string; readonly keyFix: string; readonly fix: string }> = {
-  clock: { what: 'reads the clock', keyFix: CLOCK, fix: CLOCK },
-  random: { what: 'uses randomness', keyFix: FROM_IDENTIFIERS, fix: FROM_INPUT },
-  uuid: { what: 'generates a random UUID', keyFix: FROM_IDENTIFIERS, fix: FROM_INPUT },
+/**
+ * What each source is, and how to do without it: in a key, in the other functions of a step, and
+ * in a workflow's partition key (`runFix`).
+ */
+const SOURCES: Record<NondeterministicSource, { readonly what: string; readonly keyFix: string; readonly fix: string; readonly runFix: string }> = {
+  clock: { what: 'reads the clock', keyFix: CLOCK, fix: CLOCK, runFix: 'pass the time in the workflow input' },
+  random: { what: 'uses randomness', keyFix: FROM_IDENTIFIERS, fix: FROM_INPUT, runFix: RUN_FROM_INPUT },
+  uuid: { what: 'generates a random UUID', keyFix: FROM_IDENTIFIERS, fix: FROM_INPUT, runFix: RUN_FROM_INPUT },
   env: {
     what: 'reads the process environment',
     keyFix: 'put the value in the workflow input; read configuration in handlers, not in keys',
     fix: 'put the value in the workflow input; read configuration in handlers, not in the functions a step declares',
+    runFix: 'put the value in the workflow input; read configuration in handlers, not in the functions a workflow declares',
   },
-  await: { what: 'awaits', keyFix: FROM_EARLIER_STEP, fix: SYNC_FROM_EARLIER_STEP },
-  io: { what: 'does I/O', keyFix: FROM_EARLIER_STEP, fix: SYNC_FROM_EARLIER_STEP },
+  await: { what: 'awaits', keyFix: FROM_EARLIER_STEP, fix: SYNC_FROM_EARLIER_STEP, runFix: RUN_SYNC_FROM_INPUT },
+  io: { what: 'does I/O', keyFix: FROM_EARLIER_STEP, fix: SYNC_FROM_EARLIER_STEP, runFix: RUN_SYNC_FROM_INPUT },
 };
 
 /** A sleep that reads the clock usually means a duration: the runtime fixes the wake-up time itself. */
 const SLEEP_CLOCK =
   'to sleep for a duration, return it from for: ({ input, steps }) => milliseconds — the runtime adds it to the database time once, when the run reaches the step';
 
-function fixFor(part: CheckedFunctionPart, source: NondeterministicSource): string {
+function fixFor(part: CheckedFunctionPart, source: NondeterministicSource, seesSteps: boolean): string {
   if (source === 'clock' && (part === 'for' || part === 'until')) return SLEEP_CLOCK;
+  if (!seesSteps) return SOURCES[source].runFix;
   return part === 'key' ? SOURCES[source].keyFix : SOURCES[source].fix;
 }
 
 /**
  * LF002: a key — and every other function the runtime evaluates for a step (condition, sleep
- * time, match, items, child input) — must not read the clock, randomness, the environment or
- * I/O, nor call anything not known pure.
+ * time, match, items, child input, partition key) or for a run (its queue's partition key) — must
+ * not read the clock, randomness, the environment or I/O, nor call anything not known pure.
  */
 export const nondeterministicKey: Rule = (input) => {
   const diagnostics: Diagnostic[] = [];
@@ -53,7 +61,7 @@ export const nondeterministicKey: Rule = (input) => {
           ...finding.at,
           message:
             `${wording.subject} ${SOURCES[finding.source].what} (${origin}), so ${wording.consequence}; ` +
-            `${fixFor(checked.part, finding.source)}.`,
+            `${fixFor(checked.part, finding.source, wording.seesSteps)}.`,
         });
       } else if (finding.kind === 'impure-call') {
         const callee = describeOrigin(finding.callee, finding.at, finding.origin, finding.via);

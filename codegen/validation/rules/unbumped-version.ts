@@ -1,27 +1,29 @@
 import { shapeHash } from '../../../dsl/workflow-shape.js';
 import type { Diagnostic } from '../../model/diagnostic.js';
-import type { CommittedManifest, ManifestStep, ManifestWorkflow } from '../../model/manifest.js';
+import type { CommittedManifest, ManifestWorkflow } from '../../model/manifest.js';
 import {
   describePart,
   describePartKinds,
   PART_KINDS,
   partId,
+  QUEUE_PARTS,
   SHAPE_BOUND_PART_KINDS,
   STEP_PART_KINDS,
+  WORKFLOW_PART_KINDS,
   type PinnedPart,
 } from '../../model/pinned-parts.js';
-import type { StepModel, WorkflowModel } from '../../model/workflow-model.js';
+import type { WorkflowModel } from '../../model/workflow-model.js';
 import type { Rule } from '../rule.js';
 
 /**
  * LF007: a workflow version that the committed manifest already knows must stay as it was
  * generated — everything a run in flight depends on (codegen/model/pinned-parts.ts): its shape
  * (step names, kinds, order, `idempotentByKey`, conditions, the events waited for, the child
- * workflow versions started) and its pinned parts (input schema, output schemas, keys, requests,
- * conditions, sleep times, correlation keys, item lists, child inputs, events, wait timeouts,
- * concurrency). Runs are pinned to a version; changing any of it under them would resume a run
- * with an input it does not have, an output it did not produce, or a key other than the one its
- * ledger row holds.
+ * workflow versions started, the queues its runs and steps hold slots of) and its pinned parts
+ * (input schema, output schemas, keys, requests, conditions, sleep times, correlation keys, item
+ * lists, child inputs, events, wait timeouts, concurrency, queue declarations, partition keys).
+ * Runs are pinned to a version; changing any of it under them would resume a run with an input it
+ * does not have, an output it did not produce, or a key other than the one its ledger row holds.
  *
  * No change counts as compatible: parts are compared by source text (comments and formatting
  * aside, with the declarations they use), and codegen cannot prove two different texts mean the
@@ -48,7 +50,7 @@ export const unbumpedVersion: Rule = ({ analysis, committedManifest }) => {
     const committed = entries.find((e) => e.name === workflow.name && e.version === workflow.version);
     if (committed === undefined) continue;
     const changes = [
-      ...(committed.definitionHash === shapeHash(workflow) ? [] : shapeChanges(committed.steps, workflow.steps)),
+      ...(committed.definitionHash === shapeHash(workflow) ? [] : shapeChanges(committed, workflow)),
       ...partChanges(committed, workflow),
     ];
     if (changes.length === 0) continue;
@@ -96,36 +98,50 @@ export function unpinnedPartNotes(workflows: readonly WorkflowModel[], committed
   );
 }
 
-/** The pinned parts whose hash differs from the manifest's: the input, then per step (in step order) its output and functions. */
+/** The pinned parts whose hash differs from the manifest's: the workflow's own, then per step (in step order) its output, functions and queue use. */
 function partChanges(committed: ManifestWorkflow, workflow: WorkflowModel): string[] {
   const pinned = new Set(committed.partKinds ?? []);
   const before = committed.parts ?? {};
   const now = new Map(workflow.parts.map((part) => [partId(part), part]));
   const candidates: Pick<PinnedPart, 'kind' | 'step'>[] = [];
-  if (pinned.has('input')) candidates.push({ kind: 'input', step: null });
+  for (const kind of WORKFLOW_PART_KINDS) {
+    if (pinned.has(kind)) candidates.push({ kind, step: null });
+  }
   for (const step of workflow.steps) {
     if (!committed.steps.some((s) => s.name === step.name)) continue; // an added step is a shape change
     for (const kind of STEP_PART_KINDS) {
       if (pinned.has(kind)) candidates.push({ kind, step: step.name });
     }
   }
+  const hashBefore = (part: Pick<PinnedPart, 'kind' | 'step'>): string | undefined => {
+    const id = partId(part);
+    return Object.hasOwn(before, id) ? before[id] : undefined;
+  };
   const changes: string[] = [];
   for (const part of candidates) {
-    const id = partId(part);
-    const old = Object.hasOwn(before, id) ? before[id] : undefined;
-    const current = now.get(id)?.hash;
+    const old = hashBefore(part);
+    const current = now.get(partId(part))?.hash;
     if (old === current) continue;
-    // A condition added or removed changes the shape, which says so (shapeChanges).
+    // A condition added or removed changes the shape, which says so (shapeChanges); so does a queue
+    // use, and with it its partition key.
     if (part.kind === 'when' && (old === undefined || current === undefined)) continue;
+    if ((QUEUE_PARTS as readonly string[]).includes(part.kind)) {
+      const queue = { kind: 'queue', step: part.step } as const;
+      if ((hashBefore(queue) === undefined) !== (now.get(partId(queue)) === undefined)) continue;
+    }
     const what = describePart(part);
     changes.push(old === undefined ? `${what} was added` : current === undefined ? `${what} was removed` : `${what} changed`);
   }
   return changes;
 }
 
-/** What differs in the step list: removed and added steps, kinds, `idempotentByKey`, conditions, events, children, order. */
-function shapeChanges(before: readonly ManifestStep[], after: readonly StepModel[]): string[] {
+/** What differs in the shape: the workflow's queue, then removed and added steps, kinds, `idempotentByKey`, conditions, events, children, queues, order. */
+function shapeChanges(committed: ManifestWorkflow, workflow: WorkflowModel): string[] {
+  const before = committed.steps;
+  const after = workflow.steps;
   const changes: string[] = [];
+  const runQueue = queueChange(committed.queue, workflow.queue?.queue.name);
+  if (runQueue !== null) changes.push(`the workflow's runs ${runQueue}`);
   for (const old of before) {
     const now = after.find((s) => s.name === old.name);
     if (now === undefined) {
@@ -143,6 +159,8 @@ function shapeChanges(before: readonly ManifestStep[], after: readonly StepModel
     if (now.kind === old.kind && event !== old.event) changes.push(`step "${old.name}" waits for another event (${old.event} → ${event})`);
     const child = now.fanOut === undefined ? undefined : `${now.fanOut.workflow.name}@${now.fanOut.workflow.version}`;
     if (now.kind === old.kind && child !== old.child) changes.push(`step "${old.name}" starts another child workflow (${old.child} → ${child})`);
+    const stepQueue = queueChange(old.queue, now.queue?.queue.name);
+    if (stepQueue !== null) changes.push(`the attempts of step "${old.name}" ${stepQueue}`);
   }
   for (const now of after) {
     if (!before.some((s) => s.name === now.name)) changes.push(`${now.kind} step "${now.name}" was added`);
@@ -155,4 +173,12 @@ function shapeChanges(before: readonly ManifestStep[], after: readonly StepModel
     changes.push(`the steps were reordered (${before.map((s) => s.name).join(' → ')} is now ${after.map((s) => s.name).join(' → ')})`);
   }
   return changes.length > 0 ? changes : ['the shape of its steps changed (its definition hash differs)'];
+}
+
+/** `now hold a slot of queue "email"`, `no longer …`, `hold a slot of another queue (a → b)`; null when unchanged. */
+function queueChange(before: string | undefined, after: string | undefined): string | null {
+  if (before === after) return null;
+  if (before === undefined) return `now hold a slot of queue "${after}"`;
+  if (after === undefined) return `no longer hold a slot of queue "${before}"`;
+  return `hold a slot of another queue (${before} → ${after})`;
 }
