@@ -111,22 +111,23 @@ function children(workflow: WorkflowModel): string[] {
 }
 
 function queues(workflow: WorkflowModel): string[] {
-  const uses = [
-    ...(workflow.queue === undefined ? [] : [{ holder: 'Each run holds', held: 'from its first step until it finishes', use: workflow.queue }]),
-    ...workflow.steps.flatMap((step) =>
-      step.queue === undefined ? [] : [{ holder: `Each attempt of \`${step.name}\` holds`, held: 'while it runs', use: step.queue }],
-    ),
+  const run = workflow.queue;
+  const steps = workflow.steps.flatMap((step) => (step.queue === undefined ? [] : [{ step, use: step.queue }]));
+  if (run === undefined && steps.length === 0) return [];
+  const how = [
+    ...(run === undefined ? [] : ["The run's slot is asked for before its first step and given back when the run finishes."]),
+    ...(steps.length === 0 ? [] : ["A step's slot is asked for before each attempt (after its condition) and given back when the attempt ends."]),
+    'While no slot is free the run waits in line (`waiting`), and a freed slot wakes it. ' +
+      'The limits hold across all workers; slots go by priority, then round-robin between partitions.',
   ];
-  if (uses.length === 0) return [];
   return [
     '',
     '### Queues',
     '',
-    "A step's slot is asked for before each attempt (after its condition) and given back when the attempt ends; a run's before its " +
-      'first step, and given back when the run finishes. While none is free the run waits in line (`waiting`) and a freed slot wakes it. ' +
-      'The limits hold across all workers; slots go by priority, then round-robin between partitions.',
+    how.join(' '),
     '',
-    ...uses.map(({ holder, held, use }) => `- ${holder} a slot of ${describeQueue(use)} ${held}; ${limits(use)}; ${partition(use)}.`),
+    ...(run === undefined ? [] : [`- Each run holds a slot of ${describeQueue(run)} from its first step until it finishes; ${limits(run)}; ${partition(run)}.`]),
+    ...steps.map(({ step, use }) => `- Each attempt of \`${step.name}\` holds a slot of ${describeQueue(use)} while it runs; ${limits(use)}; ${partition(use)}.`),
   ];
 }
 
