@@ -7,7 +7,7 @@
 import { backfillBatchRegistration, dataBackfillRegistration } from './data-backfill/handlers.js';
 import { FakeEmailProvider } from './fakes/email-provider.js';
 import { FakePaymentProvider } from './fakes/payment-provider.js';
-import { orderPaymentRegistration } from './order-payment/handlers.js';
+import { orderPaymentRegistrations } from './order-payment/handlers.js';
 import { orderWebhookRegistration } from './order-webhook/handlers.js';
 import { revenueReportRegistration } from './revenue-report/handlers.js';
 import { nightlyRevenueReport } from './revenue-report/nightly-revenue-report.js';
@@ -18,7 +18,7 @@ const payments = new FakePaymentProvider();
 const email = new FakeEmailProvider();
 
 export const workflows = [
-  orderPaymentRegistration({ payments, email }),
+  ...orderPaymentRegistrations({ payments, email }),
   orderWebhookRegistration({ payments }),
   subscriptionRenewalRegistration({ payments }),
   userOnboardingRegistration({ email }),

@@ -3,6 +3,7 @@
 
 import { backfillBatch } from '../examples/data-backfill/backfill-batch.workflow.js';
 import { dataBackfill } from '../examples/data-backfill/data-backfill.workflow.js';
+import { orderPaymentV1 } from '../examples/order-payment/order-payment.v1.workflow.js';
 import { orderPayment } from '../examples/order-payment/order-payment.workflow.js';
 import { orderWebhook } from '../examples/order-webhook/order-webhook.workflow.js';
 import { revenueReport } from '../examples/revenue-report/revenue-report.workflow.js';
@@ -12,6 +13,7 @@ import { userOnboarding } from '../examples/user-onboarding/user-onboarding.work
 export * from './contracts/backfill-batch.v1.js';
 export * from './contracts/data-backfill.v1.js';
 export * from './contracts/order-payment.v1.js';
+export * from './contracts/order-payment.v2.js';
 export * from './contracts/order-webhook.v1.js';
 export * from './contracts/revenue-report.v1.js';
 export * from './contracts/subscription-renewal.v1.js';
@@ -22,6 +24,7 @@ export * from './contracts/events.js';
 export const workflows = [
   backfillBatch,
   dataBackfill,
+  orderPaymentV1,
   orderPayment,
   orderWebhook,
   revenueReport,

@@ -11,7 +11,7 @@ import { createWorker, openStore } from 'ledgerflow/runtime';
 import type { EmailGateway } from '../fakes/email-provider.js';
 import { HttpEmailGateway, HttpPaymentGateway } from '../fakes/fake-server.js';
 import type { PaymentGateway } from '../fakes/payment-provider.js';
-import { orderPaymentRegistration } from '../order-payment/handlers.js';
+import { orderPaymentRegistrations } from '../order-payment/handlers.js';
 import { DEMO_WORKER_SETTINGS } from './demo-settings.js';
 
 const servicesUrl = requireEnv('DEMO_SERVICES_URL');
@@ -49,7 +49,7 @@ const email: EmailGateway = {
 const store = await openStore({ dataDir: requireEnv('DEMO_DATA_DIR') });
 const worker = createWorker({
   store,
-  workflows: [orderPaymentRegistration({ payments, email })],
+  workflows: orderPaymentRegistrations({ payments, email }),
   workerId,
   concurrency,
   ...DEMO_WORKER_SETTINGS,

@@ -1,9 +1,11 @@
 import { found, notFound, type WorkflowRegistration } from 'ledgerflow/runtime';
 import { sql } from 'kysely';
-import { orderPaymentHandlers } from '../../generated/contracts/order-payment.v1.js';
+import { orderPaymentV1Handlers } from '../../generated/contracts/order-payment.v1.js';
+import { orderPaymentHandlers, type OrderPaymentHandlers } from '../../generated/contracts/order-payment.v2.js';
 import type { EmailGateway } from '../fakes/email-provider.js';
 import type { PaymentGateway } from '../fakes/payment-provider.js';
 import type { AppDatabase } from '../migrations/app-database.js';
+import type { orderPaymentV1 } from './order-payment.v1.workflow.js';
 import type { orderPayment } from './order-payment.workflow.js';
 
 export interface OrderPaymentServices {
@@ -13,12 +15,15 @@ export interface OrderPaymentServices {
 
 // #region order-payment-handlers
 /**
- * `order-payment` bound to its handlers, ready for a worker. The object literal is checked
+ * `order-payment` bound to its handlers, ready for a worker: v2, and v1 for the runs started on
+ * it (its steps are the same, so the same handlers serve both). The object literal is checked
  * against the generated contract: drop `reconcile` from `sendReceipt`, or return a plain object
  * from `recordPayment`, and this stops compiling.
  */
-export function orderPaymentRegistration(services: OrderPaymentServices): WorkflowRegistration<typeof orderPayment> {
-  return orderPaymentHandlers<AppDatabase>({
+export function orderPaymentRegistrations(
+  services: OrderPaymentServices,
+): readonly [WorkflowRegistration<typeof orderPayment>, WorkflowRegistration<typeof orderPaymentV1>] {
+  const handlers = {
     priceOrder: ({ input }) => ({
       amountCents: input.lines.reduce((sum, line) => sum + line.quantity * line.unitPriceCents, 0),
       itemCount: input.lines.reduce((sum, line) => sum + line.quantity, 0),
@@ -88,6 +93,7 @@ export function orderPaymentRegistration(services: OrderPaymentServices): Workfl
       },
     },
     // #endregion send-receipt
-  });
+  } satisfies OrderPaymentHandlers<AppDatabase>;
+  return [orderPaymentHandlers<AppDatabase>(handlers), orderPaymentV1Handlers<AppDatabase>(handlers)];
 }
 // #endregion order-payment-handlers

@@ -1,5 +1,6 @@
 import { workflow } from 'ledgerflow/dsl';
 import { z } from 'zod';
+import { emailQueue } from './email-queue.js';
 
 // #region order-payment-workflow
 /**
@@ -10,10 +11,12 @@ import { z } from 'zod';
  *   attempt is simply retried with the same key: the provider returns the first charge.
  * - `recordPayment` writes the shop's own tables in the same commit as the ledger row.
  * - `sendReceipt` calls an email API that does not dedupe: its handler must `reconcile`
- *   (look the receipt up by key) before the runtime will send again.
+ *   (look the receipt up by key) before the runtime will send again. Each attempt waits for a
+ *   grant of the email queue (50 a second across all workers) — new in v2; v1 stays declared
+ *   beside it (order-payment.v1.workflow.ts) for runs started before.
  */
 export const orderPayment = workflow('order-payment', {
-  version: 1,
+  version: 2,
   input: z.object({
     orderId: z.string().min(1),
     customerId: z.string().min(1),
@@ -42,6 +45,7 @@ export const orderPayment = workflow('order-payment', {
   .external('sendReceipt', {
     output: z.object({ messageId: z.string() }),
     key: ({ input }) => `receipt:${input.orderId}`,
+    queue: { queue: emailQueue },
     performTimeoutMs: 2_000,
     retry: { maxAttempts: 5, initialDelayMs: 100, maxDelayMs: 2_000 },
   });

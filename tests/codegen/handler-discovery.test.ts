@@ -78,6 +78,8 @@ describe('the repository itself', () => {
     expect(run.analysis.handlers?.bindings.map((b) => `${b.workflow}@${b.version}: ${b.handlers.map((h) => h.step).join(', ')}`)).toEqual([
       'data-backfill@1: planBatches, total',
       'backfill-batch@1: copyBatch',
+      // One handlers object bound to both versions: the analysis follows the const to its literal.
+      'order-payment@2: priceOrder, chargeCard, recordPayment, sendReceipt',
       'order-payment@1: priceOrder, chargeCard, recordPayment, sendReceipt',
       'order-webhook@1: recordPayment, refundPayment',
       'revenue-report@1: sumPayments',

@@ -8,7 +8,7 @@ import { demoOrders } from '../../examples/demo/demo-orders.js';
 import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
 import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
 import type { AppDatabase } from '../../examples/migrations/app-database.js';
-import { orderPaymentRegistration } from '../../examples/order-payment/handlers.js';
+import { orderPaymentRegistrations } from '../../examples/order-payment/handlers.js';
 import { orderPayment } from '../../examples/order-payment/order-payment.workflow.js';
 import { userOnboardingRegistration } from '../../examples/user-onboarding/handlers.js';
 import { userOnboarding } from '../../examples/user-onboarding/user-onboarding.workflow.js';
@@ -42,7 +42,7 @@ describeStores('example workflows', (getStore) => {
     // Starting again is idempotent: no new run, no second charge later.
     expect((await client.start(orderPayment, orders[0]!, { dedupeKey: orders[0]!.orderId })).created).toBe(false);
 
-    await drain(store, [orderPaymentRegistration({ payments, email })]);
+    await drain(store, orderPaymentRegistrations({ payments, email }));
 
     for (const [i, runId] of runIds.entries()) {
       const run = await client.getRun(runId);
@@ -69,7 +69,7 @@ describeStores('example workflows', (getStore) => {
 
   it("sendReceipt's reconcile finds a receipt by its key and reports a missing one as not found", async () => {
     const email = new FakeEmailProvider();
-    const registration = orderPaymentRegistration({ payments: new FakePaymentProvider(), email });
+    const [registration] = orderPaymentRegistrations({ payments: new FakePaymentProvider(), email });
     const sendReceipt = registration.handlers['sendReceipt'] as {
       reconcile(ctx: { key: string }): Promise<{ status: string; output?: unknown }>;
     };
