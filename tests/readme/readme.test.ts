@@ -484,6 +484,89 @@ describe('the tutorial, run as written', () => {
       await store.close();
     }
   }, 60_000);
+  it('the queues of section 9 hold as written: two runs per merchant, the urgent refund next in line (embedded PGlite, in process)', async () => {
+    const dir = scratchDir('queues');
+    writeFiles(dir, withDirective('file').map((b) => ({ path: b.directive!.argument, content: b.content })));
+    const request = (orderId: string, amountCents: number) => ({ orderId, chargeId: `ch_${orderId}`, amountCents });
+    const big = Array.from({ length: 8 }, (_, i) => request(`big-${i}`, 100 + i));
+    const small = [request('small-0', 50), request('small-1', 60)];
+    const urgent = request('big-urgent', 999);
+    const orders = [...big, ...small, urgent];
+    writeFiles(dir, [
+      { path: 'db/migrations/0002_test_data.sql', content: `INSERT INTO shop."order" (id) VALUES ${orders.map((o) => `('${o.orderId}')`).join(', ')};` },
+    ]);
+    const codegen = await ledgerflow(['codegen'], { cwd: dir });
+    expect(codegen.code, codegen.stdout + codegen.stderr).toBe(0);
+    const store = await createPGliteTestStore();
+    try {
+      await migrate(store, { sources: [join(dir, 'generated/migrations'), join(dir, 'db/migrations')] });
+      const load = async <T>(path: string): Promise<T> => (await import(join(dir, path))) as T;
+      const { merchantRefundRegistration } = await load<{ merchantRefundRegistration(payments: TutorialPayments): WorkflowRegistration }>(
+        'src/merchant-refund.handlers.ts',
+      );
+      type Request = (typeof orders)[number];
+      const requests = await load<{
+        uploadRefunds(store: Store, merchantId: string, requests: readonly Request[]): Promise<void>;
+        refundNow(store: Store, merchantId: string, request: Request): Promise<string>;
+      }>('src/merchant-refund-requests.ts');
+
+      // Stripe: every call waits until the test has looked at the line; counts calls in progress per merchant.
+      let open!: () => void;
+      const gate = new Promise<void>((resolve) => (open = resolve));
+      const merchantOf = (chargeId: string) => (chargeId.startsWith('ch_big') ? 'm-big' : 'm-small');
+      const active = new Map<string, number>();
+      const most = new Map<string, number>();
+      const calls: string[] = [];
+      const payments: TutorialPayments = {
+        async refund(chargeId) {
+          const merchant = merchantOf(chargeId);
+          active.set(merchant, (active.get(merchant) ?? 0) + 1);
+          most.set(merchant, Math.max(most.get(merchant) ?? 0, active.get(merchant)!));
+          calls.push(chargeId);
+          await gate;
+          await new Promise((resolve) => setTimeout(resolve, 10));
+          active.set(merchant, active.get(merchant)! - 1);
+          return { id: `re_${chargeId}` };
+        },
+      };
+
+      await requests.uploadRefunds(store, 'm-big', big);
+      await requests.uploadRefunds(store, 'm-small', small);
+      const urgentRun = await requests.refundNow(store, 'm-big', urgent);
+      const worker = createWorker({ store, workflows: [merchantRefundRegistration(payments)], concurrency: 16, pollIntervalMs: 20, reconcileIntervalMs: 0 });
+      await worker.start();
+      const client = createClient({ store });
+      try {
+        // Two runs per merchant hold slots; the rest of m-big's are in line, the urgent one first.
+        const [merchants] = await waitUntil('the merchants in line', async () => {
+          const listed = await client.listQueues({ queue: 'merchant-refunds', partitions: true });
+          return listed[0]?.inFlight === 4 && listed[0].waiting === 7 ? listed : undefined;
+        });
+        expect(merchants).toMatchObject({ limits: { concurrency: 10, partition: { concurrency: 2 } }, partitionsWaiting: 1 });
+        expect(merchants!.partitions).toEqual([
+          expect.objectContaining({ partition: 'm-big', inFlight: 2, waiting: 7, topPriority: 10 }),
+          expect.objectContaining({ partition: 'm-small', inFlight: 2, waiting: 0 }),
+        ]);
+        const urgentWaits = await client.getRun(urgentRun);
+        expect(urgentWaits).toMatchObject({ status: 'waiting', lease_owner: null, waiting_for: { kind: 'queue', queue: 'merchant-refunds', partition: 'm-big' } });
+        const [stripe] = await client.listQueues({ queue: 'stripe-api' });
+        expect(stripe).toMatchObject({ limits: { rateLimit: { limit: 100, periodMs: 1_000 } }, inFlight: 4, waiting: 0 });
+
+        open();
+        await worker.drain({ timeoutMs: 30_000 });
+        // The first two of m-big's calls were under way while the urgent refund waited: it went next.
+        expect(calls.filter((c) => merchantOf(c) === 'm-big').indexOf(urgent.chargeId)).toBe(2);
+        expect([...calls].sort()).toEqual(orders.map((o) => o.chargeId).sort());
+        expect(Object.fromEntries(most)).toEqual({ 'm-big': 2, 'm-small': 2 });
+        expect((await client.listRuns({ workflow: 'merchant-refund', status: 'completed', limit: 100 })).length).toBe(orders.length);
+        for (const queue of await client.listQueues()) expect(queue).toMatchObject({ inFlight: 0, waiting: 0 });
+      } finally {
+        await worker.stop();
+      }
+    } finally {
+      await store.close();
+    }
+  }, 60_000);
 });
 
 /** The tutorial's PaymentsApi (src/refund.handlers.ts). */
