@@ -324,6 +324,12 @@ describe('ledgerflow CLI: events, signals, waits and children (PostgreSQL)', () 
     expect((await run(['start', 'cli-await-payment', '--input', '{}', '--deadline', '0', '--workflows', WAITS, ...db])).stderr).toContain(
       '--deadline must be an integer >= 1 (got "0").',
     );
+    const prioritized = await run(['start', 'cli-await-payment', '--input', '{"orderId":"o-prio","express":false}', '--priority=-3', '--workflows', WAITS, '--json', ...db]);
+    expect(prioritized.stderr).toBe('');
+    expect((await client.getRun((JSON.parse(prioritized.stdout) as { runId: string }).runId)).priority).toBe(-3);
+    expect((await run(['start', 'cli-await-payment', '--input', '{}', '--priority', 'high', '--workflows', WAITS, ...db])).stderr).toContain(
+      '--priority must be an integer (got "high").',
+    );
     const napping = await run(['start', 'cli-napper', '--input', '{"ms":3600000}', '--deadline', '7200000', '--workflows', WAITS, ...db]);
     const napId = new RegExp(`^Started run (${UUID}) \\(cli-napper v1\\); cancelled if still unfinished at ${TIME}\\.\\n$`).exec(napping.stdout)?.[1];
     expect(napId, napping.stdout + napping.stderr).toBeDefined();

@@ -16,6 +16,7 @@ const startOptions = {
   'debounce-keep': { type: 'string' },
   'debounce-max-wait': { type: 'string' },
   deadline: { type: 'string' },
+  priority: { type: 'string' },
   workflows: { type: 'string' },
   wait: { type: 'boolean' },
   timeout: { type: 'string' },
@@ -27,7 +28,7 @@ export const startCommand = defineCommand({
   usage:
     '<workflow> --input <json> [--run-id <uuid>] [--dedupe-key <key> [--on-different-input refuse|return-existing]]\n' +
     '         [--debounce-key <key> --debounce-ms <ms> --debounce-keep last|first [--debounce-max-wait <ms>]]\n' +
-    '         [--deadline <ms>] [--workflows <module>] [--wait] [options]',
+    '         [--deadline <ms>] [--priority <n>] [--workflows <module>] [--wait] [options]',
   description:
     "Validates the input with the workflow's schema (nothing is written if it is invalid) and creates a\n" +
     'pending run for a worker to pick up. Starting again with the same --run-id or --dedupe-key and the same\n' +
@@ -53,6 +54,8 @@ export const startCommand = defineCommand({
                          keep last: due at most this long after the window's first start
   --deadline <ms>        cancel the run, children included, if it is unfinished this long after the
                          start (debounced: after the window ends; overrides the workflow's timeoutMs)
+  --priority <n>         order among runs waiting for a slot of a queue: higher first (default 0;
+                         a negative one as --priority=-5)
   --workflows <module>   module exporting \`workflows\` (default: ${DEFAULT_WORKFLOWS_MODULE})
   --wait                 wait until the run finishes or is parked; exit 1 unless it completed
   --timeout <ms>         how long --wait waits (default 60000); the run is not affected`,
@@ -61,6 +64,7 @@ export const startCommand = defineCommand({
     if (values.input === undefined) throw new UsageError("--input <json> is required (use --input '{}' for a workflow without input).");
     const input = parseJsonOption('input', values.input);
     const deadlineMs = integerOption('deadline', values.deadline);
+    const priority = priorityOption(values.priority);
     const timeoutMs = integerOption('timeout', values.timeout) ?? 60_000;
     const onDifferentInput = choiceOption('on-different-input', values['on-different-input'], ['refuse', 'return-existing']);
     const debounce = debounceOptions(values);
@@ -71,6 +75,7 @@ export const startCommand = defineCommand({
       ...(onDifferentInput !== undefined ? { onDifferentInput } : {}),
       ...(debounce !== undefined ? { debounce } : {}),
       ...(deadlineMs !== undefined ? { timeoutMs: deadlineMs } : {}),
+      ...(priority !== undefined ? { priority } : {}),
     });
     if (values.wait !== true) {
       const run = await client.getRun(runId);
@@ -130,4 +135,11 @@ function debounceOptions(values: OptionValues<typeof startOptions>): DebounceOpt
     throw new UsageError('--debounce-key needs --debounce-ms <ms> and --debounce-keep last|first.');
   }
   return { key, windowMs, keep, ...(maxWaitMs !== undefined ? { maxWaitMs } : {}) };
+}
+
+/** `--priority`: an integer, negative allowed (the client checks its range). */
+function priorityOption(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^-?\d+$/.test(value)) throw new UsageError(`--priority must be an integer (got "${value}").`);
+  return Number(value);
 }
