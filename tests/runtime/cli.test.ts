@@ -326,7 +326,9 @@ describe('ledgerflow CLI: events, signals, waits and children (PostgreSQL)', () 
     );
     const prioritized = await run(['start', 'cli-await-payment', '--input', '{"orderId":"o-prio","express":false}', '--priority=-3', '--workflows', WAITS, '--json', ...db]);
     expect(prioritized.stderr).toBe('');
-    expect((await client.getRun((JSON.parse(prioritized.stdout) as { runId: string }).runId)).priority).toBe(-3);
+    const prioritizedId = (JSON.parse(prioritized.stdout) as { runId: string }).runId;
+    expect((await client.getRun(prioritizedId)).priority).toBe(-3);
+    await client.cancel(prioritizedId);
     expect((await run(['start', 'cli-await-payment', '--input', '{}', '--priority', 'high', '--workflows', WAITS, ...db])).stderr).toContain(
       '--priority must be an integer (got "high").',
     );
