@@ -149,7 +149,7 @@ const QUEUE_EXAMPLE = "export const emailQueue = queue('email', { concurrency: 5
 /**
  * The queue a queue use's `queue` property names (`queue: { queue: emailQueue }` on a workflow or
  * a step): an exported const, in this file or a relative module, declared with
- * `queue('name', { ... })` — its name is part of the shape, its declaration (limits included) is
+ * `queue('name', { ... })` — its name is part of the shape; its limits are read for REVIEW.md, not
  * pinned. `value`, `at` and `subject` as for readEventReference (`the queue of step "send"`).
  */
 export function readQueueReference(

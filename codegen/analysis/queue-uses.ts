@@ -1,10 +1,11 @@
 // Reading a queue use — `queue: { queue, partitionKey }` in a workflow's options (each run holds a
 // slot from its first step until it finishes) or in the config of a `step`, `transactional` or
 // `external` step (each attempt holds one): the queue it names, resolved to its `queue(...)`
-// declaration, and the partition key, checked for purity like a key. Both are pinned (LF007).
+// declaration, and the partition key, checked for purity like a key. The queue's name is in the
+// shape and the partition key is pinned (LF007); the queue's limits are not (pinned-parts.ts).
 
 import { ts } from 'ts-morph';
-import { describePart, describePartitionKey, type PinnedPart } from '../model/pinned-parts.js';
+import { describePartitionKey, type PinnedPart } from '../model/pinned-parts.js';
 import type { ContextDescription } from '../model/purity.js';
 import type { FunctionModel, MalformedDeclaration, QueueUseModel } from '../model/workflow-model.js';
 import type { AnalysisProgram } from './analysis-program.js';
@@ -25,8 +26,8 @@ export interface QueueHolder {
 const QUEUE_EXAMPLE = "emailQueue, the const of a queue declared with export const emailQueue = queue('email', { concurrency: 5 })";
 
 /**
- * Reads the queue use a `queue` property declares, with the parts it pins: the queue's declaration
- * and, when there is one, the partition key. Anything codegen cannot read is reported as
+ * Reads the queue use a `queue` property declares, with the part it pins: the partition key, when
+ * there is one. Anything codegen cannot read is reported as
  * malformed (LF008) with what to write instead; the result is then null.
  */
 export function readQueueUse(
@@ -81,9 +82,6 @@ export function readQueueUse(
   }
 
   const parts: PinnedPart[] = [];
-  const queuePart = pinPart(program, queueProperty, 'queue', holder.step, describePart({ kind: 'queue', step: holder.step }), malformed);
-  if (queuePart === null) return null;
-  parts.push(queuePart);
   if (partitionKey !== null && keyProperty !== undefined) {
     const keyPart = pinPart(program, keyProperty, 'partitionKey', holder.step, subject, malformed);
     if (keyPart === null) return null;

@@ -2,7 +2,8 @@
 //
 // - the shape — step names, kinds, order, `idempotentByKey`, which steps have a condition, the
 //   event each `waitFor` waits for, the child workflow version each `child`/`forEach` starts and
-//   the queue the workflow's runs or a step's attempts hold a slot of — pinned by `definitionHash`
+//   the name of the queue the workflow's runs or a step's attempts hold a slot of — pinned by
+//   `definitionHash`
 //   (dsl/workflow-shape.ts, which the runtime stores too) and the manifest's step list;
 // - the parts below, each pinned by the hash of its source text (comments and formatting aside,
 //   together with every declaration it uses; codegen/analysis/pinned-source.ts).
@@ -12,8 +13,12 @@
 // pinned on purpose: `retry`, the handler time limits (`timeoutMs` of `step` and `transactional`,
 // `performTimeoutMs`), which are read per attempt (an intent stores its own horizon); the
 // workflow's `timeoutMs`, which a run takes when it starts; the handlers, which are not part of
-// the declaration; and the child workflow a step starts beyond its name and version, which its
-// own manifest entry pins.
+// the declaration; the child workflow a step starts beyond its name and version, which its own
+// manifest entry pins; and a queue's limits (its `queue('name', { ... })` declaration beyond the
+// name), which are settings of the queue, not of a version: workers write them to the queue's row
+// and refuse two declarations of one queue that differ, and a raised limit is meant to free slots
+// for the runs already in line — pinned per version, every tuning would be LF007, on old versions
+// that must stay declared too.
 
 import type { StepKind } from '../../dsl/step-kind.js';
 import type { SourceLocation } from './source-location.js';
@@ -50,12 +55,12 @@ export const STEP_CONFIG_PART_KINDS = ['output', ...STEP_FUNCTION_PARTS, ...STEP
 export type StepConfigPartKind = (typeof STEP_CONFIG_PART_KINDS)[number];
 
 /**
- * The parts of a queue use — `queue: { queue, partitionKey }` on the workflow (its runs hold a
- * slot) or on a `step`, `transactional` or `external` step (each attempt holds one): the queue's
- * declaration (its name and limits, pinned by the source of `queue('name', { ... })`) and the
- * partition key, a function the runtime evaluates for the step or the run, checked like a key.
+ * The pinned parts of a queue use — `queue: { queue, partitionKey }` on the workflow (its runs
+ * hold a slot) or on a `step`, `transactional` or `external` step (each attempt holds one): the
+ * partition key, a function the runtime evaluates for the step or the run, checked like a key. The
+ * queue's name is in the shape; its limits are not pinned (see the header).
  */
-export const QUEUE_PARTS = ['queue', 'partitionKey'] as const;
+export const QUEUE_PARTS = ['partitionKey'] as const;
 export type QueuePart = (typeof QUEUE_PARTS)[number];
 
 /** The step kinds whose attempts can hold a queue's slot (the built-in kinds cannot). */
@@ -121,12 +126,11 @@ export const SHAPE_BOUND_PART_KINDS: readonly PartKind[] = [
   'event',
   'timeoutMs',
   'concurrency',
-  'queue',
   'partitionKey',
 ];
 
 /**
- * The part kinds a manifest entry pins: every kind, but the queue parts only for a version that
+ * The part kinds a manifest entry pins: every kind, but the partition key only for a version that
  * uses a queue — so that the entry of a version without one reads as it did before queues existed
  * (a queue added later changes its definition hash, which LF007 reports as a shape change).
  */
@@ -149,14 +153,12 @@ const PART_NAMES: Readonly<Record<PartKind, string>> = {
   event: 'the event declaration',
   timeoutMs: 'the wait timeout (timeoutMs)',
   concurrency: 'the concurrency',
-  queue: 'the queue declaration',
   partitionKey: 'the partition key (partitionKey)',
 };
 
 /** How messages name a part of the workflow itself. */
 const WORKFLOW_PART_NAMES: Readonly<Record<WorkflowPartKind, string>> = {
   input: 'the input schema',
-  queue: "the declaration of the queue the workflow's runs hold",
   partitionKey: "the partition key (partitionKey) of the workflow's queue",
 };
 
@@ -175,7 +177,6 @@ const PART_KIND_PLURALS: Readonly<Record<PartKind, string>> = {
   event: 'event declarations',
   timeoutMs: 'wait timeouts',
   concurrency: 'concurrency limits',
-  queue: 'queue declarations',
   partitionKey: 'partition keys',
 };
 

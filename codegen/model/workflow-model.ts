@@ -26,9 +26,10 @@ export interface WorkflowModel {
   readonly queue?: QueueUseModel;
   /**
    * What runs in flight depend on besides the shape (codegen/model/pinned-parts.ts): the input
-   * schema, the workflow's queue use, each step's output schema, the functions the runtime
-   * evaluates for it, the values that steer a wait or a fan-out and its queue use, each with the
-   * hash of its normalized source; the workflow's own parts first, then per step in step order.
+   * schema, the partition key of the workflow's queue, each step's output schema, the functions
+   * the runtime evaluates for it, the values that steer a wait or a fan-out and the partition key
+   * of its queue, each with the hash of its normalized source; the workflow's own parts first,
+   * then per step in step order.
    */
   readonly parts: readonly PinnedPart[];
 }

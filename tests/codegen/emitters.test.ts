@@ -344,9 +344,8 @@ describe('queues', () => {
     queue: { queue: tenantRuns, partitionKey: key('({ input }) => input.tenantId', { inputFields: ['tenantId'] }), location: at(7) },
     parts: [
       ...base.parts,
-      { kind: 'queue', step: null, hash: 'run-queue', location: at(7) },
       { kind: 'partitionKey', step: null, hash: 'run-partition', location: at(7) },
-      { kind: 'queue', step: 'welcome', hash: 'welcome-queue', location: at(31) },
+      { kind: 'partitionKey', step: 'welcome', hash: 'welcome-partition', location: at(31) },
     ],
   };
 
@@ -358,15 +357,17 @@ describe('queues', () => {
     expect(new Set([shapeHash(onboard), shapeHash(base), shapeHash(runOnly), shapeHash(none)]).size).toBe(4);
   });
 
-  it('lists the queue names and pins the queue parts (of the workflow: `queue`, `partitionKey`) for a version that uses a queue', () => {
+  it('lists the queue names and pins the partition keys, not the queue declarations (limits), for a version that uses a queue', () => {
     const parsed = parseManifest('m.json', emitManifest([onboard], new Map()));
     if (parsed.status !== 'present') throw new Error('expected a manifest');
     const entry = parsed.manifest.workflows[0]!;
     expect(entry.partKinds).toEqual([...PART_KINDS]);
-    expect(entry.partKinds).toEqual(expect.arrayContaining(['queue', 'partitionKey']));
+    expect(entry.partKinds).toContain('partitionKey');
+    expect(entry.partKinds).not.toContain('queue');
     expect(entry.queue).toBe('tenant-runs');
     expect(entry.steps.map((s) => s.queue ?? null)).toEqual([null, 'email', 'ledger']);
-    expect(entry.parts).toMatchObject({ queue: 'run-queue', partitionKey: 'run-partition', 'steps.welcome.queue': 'welcome-queue' });
+    expect(entry.parts).toEqual(expect.objectContaining({ partitionKey: 'run-partition', 'steps.welcome.partitionKey': 'welcome-partition' }));
+    expect(Object.keys(entry.parts ?? {}).filter((id) => id.endsWith('queue'))).toEqual([]);
   });
 
   it('reviews each queue: whole run or step, limits as declared, partition key and what it reads', () => {

@@ -21,7 +21,7 @@ import type { Rule } from '../rule.js';
  * (step names, kinds, order, `idempotentByKey`, conditions, the events waited for, the child
  * workflow versions started, the queues its runs and steps hold slots of) and its pinned parts
  * (input schema, output schemas, keys, requests, conditions, sleep times, correlation keys, item
- * lists, child inputs, events, wait timeouts, concurrency, queue declarations, partition keys).
+ * lists, child inputs, events, wait timeouts, concurrency, partition keys — not a queue's limits).
  * Runs are pinned to a version; changing any of it under them would resume a run with an input it
  * does not have, an output it did not produce, or a key other than the one its ledger row holds.
  *
@@ -125,14 +125,18 @@ function partChanges(committed: ManifestWorkflow, workflow: WorkflowModel): stri
     // A condition added or removed changes the shape, which says so (shapeChanges); so does a queue
     // use, and with it its partition key.
     if (part.kind === 'when' && (old === undefined || current === undefined)) continue;
-    if ((QUEUE_PARTS as readonly string[]).includes(part.kind)) {
-      const queue = { kind: 'queue', step: part.step } as const;
-      if ((hashBefore(queue) === undefined) !== (now.get(partId(queue)) === undefined)) continue;
-    }
+    if ((QUEUE_PARTS as readonly string[]).includes(part.kind) && queueUseAddedOrRemoved(committed, workflow, part.step)) continue;
     const what = describePart(part);
     changes.push(old === undefined ? `${what} was added` : current === undefined ? `${what} was removed` : `${what} changed`);
   }
   return changes;
+}
+
+/** Whether the workflow's runs (step null) or a step's attempts hold a queue's slot now but did not, or the reverse. */
+function queueUseAddedOrRemoved(committed: ManifestWorkflow, workflow: WorkflowModel, step: string | null): boolean {
+  const before = step === null ? committed.queue : committed.steps.find((s) => s.name === step)?.queue;
+  const after = step === null ? workflow.queue : workflow.steps.find((s) => s.name === step)?.queue;
+  return (before === undefined) !== (after === undefined);
 }
 
 /** What differs in the shape: the workflow's queue, then removed and added steps, kinds, `idempotentByKey`, conditions, events, children, queues, order. */
