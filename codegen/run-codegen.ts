@@ -2,6 +2,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { analyzeWorkflows } from './analysis/analyze-workflows.js';
 import { discoverHandlerModules } from './discovery/discover-handler-modules.js';
+import { discoverScheduleModules } from './discovery/discover-schedule-modules.js';
 import { DEFAULT_INCLUDE, DEFAULT_OUT_DIR, discoverWorkflowFiles, toPosix } from './discovery/discover-workflow-files.js';
 import { emitGenerated } from './emit/emit-generated.js';
 import { MIGRATIONS_DIR, type GeneratedFile } from './emit/generated-file.js';
@@ -121,7 +122,11 @@ export async function runCodegen(options: CodegenOptions = {}): Promise<CodegenR
   const retire = (options.retire ?? []).map((value) => parseRetire(root, value));
   const include = options.include ?? DEFAULT_INCLUDE;
   const files = await discoverWorkflowFiles({ root, include, outDir });
-  const analysis = analyzeWorkflows(root, files, { outDir, handlerModules: await discoverHandlerModules({ root, outDir }) });
+  const analysis = analyzeWorkflows(root, files, {
+    outDir,
+    handlerModules: await discoverHandlerModules({ root, outDir }),
+    scheduleModules: await discoverScheduleModules({ root, outDir, workflowFiles: files }),
+  });
   const retirement = retireVersions(root, readCommittedManifest(root, outDir), analysis, retire);
   const committedManifest = retirement.manifest;
   const diagnostics = validateWorkflows({ analysis, committedManifest });

@@ -1,10 +1,11 @@
 import path from 'node:path';
 import { DEFAULT_OUT_DIR } from '../discovery/discover-workflow-files.js';
 import { compareLocations } from '../model/source-location.js';
-import type { AnalysisResult, MalformedDeclaration, WorkflowModel } from '../model/workflow-model.js';
+import type { AnalysisResult, MalformedDeclaration, ScheduleModel, WorkflowModel } from '../model/workflow-model.js';
 import { AnalysisProgram } from './analysis-program.js';
 import { analyzeHandlers } from './handlers/analyze-handlers.js';
 import { PurityAnalyzer } from './purity-analyzer.js';
+import { analyzeScheduleFile } from './schedule-declarations.js';
 import { analyzeWorkflowFile } from './workflow-declarations.js';
 
 /** What else the analysis stage looks at besides the workflow files. */
@@ -14,6 +15,11 @@ export interface AnalyzeOptions {
    * discoverHandlerModules). Given, the handlers they bind are analysed too (`handlers`).
    */
   readonly handlerModules?: readonly string[];
+  /**
+   * Modules besides the workflow files that may declare schedules (relative to the root; see
+   * discoverScheduleModules). The schedules of both are read and their `input` checked (`schedules`).
+   */
+  readonly scheduleModules?: readonly string[];
   /** The output directory relative to the root, where the contracts the handler modules import live. Default: `generated`. */
   readonly outDir?: string;
 }
@@ -30,7 +36,8 @@ export interface AnalyzeOptions {
 export function analyzeWorkflows(root: string, files: readonly string[], options: AnalyzeOptions = {}): AnalysisResult {
   const absolute = files.map((file) => path.resolve(root, file));
   const handlerModules = options.handlerModules?.map((file) => path.resolve(root, file));
-  const program = new AnalysisProgram(root, [...absolute, ...(handlerModules ?? [])]);
+  const scheduleModules = (options.scheduleModules ?? []).map((file) => path.resolve(root, file));
+  const program = new AnalysisProgram(root, [...new Set([...absolute, ...scheduleModules, ...(handlerModules ?? [])])]);
   const analyzer = new PurityAnalyzer(program);
   const workflows: WorkflowModel[] = [];
   const malformed: MalformedDeclaration[] = [];
@@ -42,7 +49,16 @@ export function analyzeWorkflows(root: string, files: readonly string[], options
     workflows.push(...result.workflows);
     malformed.push(...result.malformed);
   }
+  const schedules: ScheduleModel[] = [];
+  for (const file of new Set([...absolute, ...scheduleModules])) {
+    const sourceFile = program.sourceFile(file);
+    if (sourceFile === undefined) continue;
+    const result = analyzeScheduleFile(program, analyzer, sourceFile);
+    schedules.push(...result.schedules);
+    malformed.push(...result.malformed);
+  }
   workflows.sort((a, b) => compareLocations(a.location, b.location));
+  schedules.sort((a, b) => compareLocations(a.location, b.location));
   malformed.sort((a, b) => compareLocations(a.location, b.location));
   const handlers =
     handlerModules === undefined
@@ -51,6 +67,7 @@ export function analyzeWorkflows(root: string, files: readonly string[], options
   return {
     files: files.map((f) => program.relativePath(path.resolve(root, f))).sort(),
     workflows,
+    schedules,
     malformed,
     ...(handlers === undefined ? {} : { handlers }),
   };

@@ -1,7 +1,7 @@
-// Recognising the DSL's declarations — `workflow(...)`, `event(...)` and `queue(...)` calls of the
-// functions a file imports from ledgerflow/dsl — and reading what a step refers to by name: the
-// event a `waitFor` waits for, the workflow a `child` or `forEach` starts, the queue a workflow or
-// a step holds a slot of. All are read without running anything: a reference codegen cannot
+// Recognising the DSL's declarations — `workflow(...)`, `event(...)`, `queue(...)` and
+// `schedule(...)` calls of the functions a file imports from ledgerflow/dsl — and reading what a
+// step refers to by name: the event a `waitFor` waits for, the workflow a `child` or `forEach`
+// starts, the queue a workflow or a step holds a slot of. All are read without running anything: a reference codegen cannot
 // follow is a problem to report (LF008), never a guess.
 
 import { ts } from 'ts-morph';
@@ -14,7 +14,7 @@ import { importBindingOf, namespaceImportOf, resolveImportedDeclaration } from '
 import { exportedConstName, propertyName, skipWrappers, variableKeyword } from './syntax.js';
 
 /** The DSL functions codegen reads calls of. */
-export type DslFunction = 'workflow' | 'event' | 'queue';
+export type DslFunction = 'workflow' | 'event' | 'queue' | 'schedule';
 
 /** How a file imports one DSL function: named imports of it, and namespaces that offer it. */
 export interface DslImports {
@@ -23,7 +23,7 @@ export interface DslImports {
 }
 
 function isDslModule(specifier: string): boolean {
-  return specifier === 'ledgerflow/dsl' || /(^|\/)dsl(\/(index|workflow|event|queue))?(\.(js|ts))?$/.test(specifier);
+  return specifier === 'ledgerflow/dsl' || /(^|\/)dsl(\/(index|workflow|event|queue|schedule))?(\.(js|ts))?$/.test(specifier);
 }
 
 /** How `sourceFile` imports `fn` from the DSL (type-only imports do not count). */

@@ -1,7 +1,8 @@
 // The functions the runtime evaluates for a step as the purity analysis sees them: each is pure
 // over `({ input, steps })`, where `steps` holds the outputs of the steps declared before its own
 // (plus `item` and `index` for a `forEach` step's per-item key and input); a workflow's partition
-// key, evaluated for the whole run, over `({ input })`. What the analysis reports becomes the
+// key, evaluated for the whole run, over `({ input })`; a schedule's input, evaluated for each
+// tick, over `({ scheduledAt })`. What the analysis reports becomes the
 // function's plain-data FunctionModel, which the rules LF002–LF005 and LF013 read.
 
 import { ts } from 'ts-morph';
@@ -20,6 +21,11 @@ export function functionContext(earlierSteps: readonly string[], perItem = false
 /** The context of a function the runtime evaluates for a whole run: a workflow's partition key sees its input only (dsl `WorkflowOptions.queue`). */
 export function runContext(): ContextDescription {
   return { data: ['input'], steps: null };
+}
+
+/** The context of a schedule's `input`, evaluated by a worker for each tick (dsl `ScheduleContext`). */
+export function scheduleContext(): ContextDescription {
+  return { data: ['scheduledAt'], steps: null };
 }
 
 /** The model of the function declared by `property`, from its purity report. */

@@ -172,10 +172,25 @@ export interface MalformedDeclaration {
 }
 
 /** Output of the analysis stage. */
+/**
+ * A `schedule('name', { cron, workflow, input, ... })` declaration, as far as codegen checks it:
+ * its `input` runs in a worker on each tick, so it is checked like a key, over `({ scheduledAt })`.
+ * Nothing of it is pinned: a worker registers a schedule's current definition (its hash) itself.
+ */
+export interface ScheduleModel {
+  readonly name: string;
+  /** The `schedule(...)` call. */
+  readonly location: SourceLocation;
+  /** The `input` function; null when codegen could not read it (reported as malformed). */
+  readonly input: FunctionModel | null;
+}
+
 export interface AnalysisResult {
   /** Every file that was analysed, relative to the root, sorted. */
   readonly files: readonly string[];
   readonly workflows: readonly WorkflowModel[];
+  /** The schedules declared in the workflow files and the schedule modules, in source order. */
+  readonly schedules: readonly ScheduleModel[];
   readonly malformed: readonly MalformedDeclaration[];
   /**
    * The handler modules bound through generated contracts and what their handlers do (the

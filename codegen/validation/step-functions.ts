@@ -1,11 +1,15 @@
 import { describePart, describePartitionKey, type CheckedFunctionPart } from '../model/pinned-parts.js';
-import type { FunctionModel, StepModel, WorkflowModel } from '../model/workflow-model.js';
+import type { FunctionModel, ScheduleModel, StepModel, WorkflowModel } from '../model/workflow-model.js';
 import type { ValidationInput } from './rule.js';
+
+/** What a checked function is: a part of a step or a run, or the input a schedule builds for each tick. */
+export type CheckedPart = CheckedFunctionPart | 'scheduleInput';
 
 /**
  * One function the runtime evaluates that codegen checks like a key, with its workflow and step.
  * A partition key also names its queue; that of the queue a workflow's runs hold has no step: it
- * is evaluated for the whole run, over its input alone.
+ * is evaluated for the whole run, over its input alone. A schedule's input belongs to no workflow:
+ * a worker evaluates it for each tick, over `({ scheduledAt })`.
  */
 export type CheckedFunction =
   | {
@@ -20,11 +24,18 @@ export type CheckedFunction =
       readonly part: 'partitionKey';
       readonly fn: FunctionModel;
       readonly queue: string;
+    }
+  | {
+      readonly workflow: null;
+      readonly step: null;
+      readonly part: 'scheduleInput';
+      readonly fn: FunctionModel;
+      readonly schedule: ScheduleModel;
     };
 
 /**
- * Every checked function (the workflow's partition key first; then per step: the key, the others
- * in order, its partition key): what LF002–LF004 iterate over.
+ * Every checked function (per workflow, its partition key first; then per step: the key, the
+ * others in order, its partition key; then each schedule's input): what LF002–LF004 iterate over.
  */
 export function* checkedFunctions(input: ValidationInput): Generator<CheckedFunction> {
   for (const workflow of input.analysis.workflows) {
@@ -36,6 +47,9 @@ export function* checkedFunctions(input: ValidationInput): Generator<CheckedFunc
       const use = step.queue;
       if (use !== undefined && use.partitionKey !== null) yield { workflow, step, part: 'partitionKey', fn: use.partitionKey, queue: use.queue.name };
     }
+  }
+  for (const schedule of input.analysis.schedules) {
+    if (schedule.input !== null) yield { workflow: null, step: null, part: 'scheduleInput', fn: schedule.input, schedule };
   }
 }
 
@@ -52,11 +66,15 @@ export interface FunctionWording {
   /** The argument it may read. */
   readonly argument: string;
   readonly isKey: boolean;
-  /** It sees earlier steps' outputs (every function of a step does; a workflow's partition key does not). */
+  /** It sees earlier steps' outputs (every function of a step does; a workflow's partition key and a schedule's input do not). */
   readonly seesSteps: boolean;
+  /** How to do without a value it must not read: `pass the value in the workflow input`. */
+  readonly supply: string;
+  /** What it may read, after "which is": `neither input nor an earlier step`. */
+  readonly readable: string;
 }
 
-const CONSEQUENCES: Readonly<Record<CheckedFunctionPart, string>> = {
+const CONSEQUENCES: Readonly<Record<CheckedPart, string>> = {
   key: 'a retry could compute another key and repeat the effect',
   when: 'a retry could decide differently whether the step runs',
   for: 'a retry could compute another wake-up time',
@@ -65,9 +83,23 @@ const CONSEQUENCES: Readonly<Record<CheckedFunctionPart, string>> = {
   items: 'a retry could fan out over another list',
   childInput: 'a retry could start a child with another input',
   partitionKey: "a retry could ask for a slot in another partition, and the partition's limits would not hold",
+  scheduleInput: "a tick's run could start with an input other than its tick's — a late or caught-up tick's above all",
 };
 
 export function wordingOf(checked: CheckedFunction): FunctionWording {
+  if (checked.part === 'scheduleInput') {
+    return {
+      subject: `the input of schedule "${checked.schedule.name}"`,
+      it: 'it',
+      noun: 'the function',
+      consequence: CONSEQUENCES.scheduleInput,
+      argument: '({ scheduledAt })',
+      isKey: false,
+      seesSteps: false,
+      supply: "derive the value from scheduledAt, or write it in the schedule's declaration",
+      readable: 'not its scheduledAt',
+    };
+  }
   const { workflow, step, part } = checked;
   const isKey = part === 'key';
   const perItem = step?.kind === 'forEach' && (part === 'key' || part === 'childInput');
@@ -84,5 +116,7 @@ export function wordingOf(checked: CheckedFunction): FunctionWording {
     argument: step === null ? '({ input })' : perItem ? '({ item, index, input, steps })' : '({ input, steps })',
     isKey,
     seesSteps: step !== null,
+    supply: 'pass the value in the workflow input',
+    readable: 'neither input nor an earlier step',
   };
 }

@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { discoverScheduleModules } from '../../codegen/discovery/discover-schedule-modules.js';
 import { discoverWorkflowFiles } from '../../codegen/discovery/discover-workflow-files.js';
 import { TempProject } from './support/temp-project.js';
 
@@ -40,5 +41,20 @@ describe('discoverWorkflowFiles', () => {
   it('takes a configurable glob', async () => {
     const files = await discoverWorkflowFiles({ root: project.root, include: ['src/**/*.ts'], outDir: 'generated' });
     expect(files).toEqual(['src/deep/b.workflow.ts', 'src/not-a-workflow.ts']);
+  });
+});
+
+describe('discoverScheduleModules', () => {
+  it('finds the modules that call schedule( and import a workflow file by a relative specifier, but not the workflow files themselves', async () => {
+    const declares = (imports: string): string => `import { schedule } from 'ledgerflow/dsl';\n${imports}\nexport const s = schedule('s', {} as never);\n`;
+    project.write('src/schedules.ts', declares("import { b } from './deep/b.workflow.js';"));
+    project.write('src/nightly.ts', declares("import { a } from '../a.workflow';"));
+    project.write('src/other.ts', declares("import { b } from './workflows.js';")); // through a barrel: not followed
+    project.write('src/no-call.ts', "import { b } from './deep/b.workflow.js';\nexport const c = b;\n");
+    project.write('src/typed.ts', declares("import type { b } from './deep/b.workflow.js';"));
+    project.write('generated/g.ts', declares("import { b } from '../src/deep/b.workflow.js';"));
+    project.write('a.workflow.ts', declares(''));
+    const files = await discoverScheduleModules({ root: project.root, outDir: 'generated', workflowFiles: ['a.workflow.ts', 'src/deep/b.workflow.ts'] });
+    expect(files).toEqual(['src/nightly.ts', 'src/schedules.ts']);
   });
 });

@@ -8,8 +8,9 @@ import { checkedFunctions, wordingOf, type FunctionWording } from '../step-funct
 type MutableRead = Extract<KeyFinding, { kind: 'mutable-read' }>;
 
 /**
- * LF004: a key — and every other function the runtime evaluates for a step or a run — reads only its
- * context (input, earlier steps; a forEach item) — no mutable module state, globals or unknown imports.
+ * LF004: a key — and every other function the runtime evaluates for a step or a run, and a
+ * schedule's input — reads only its context (input, earlier steps; a forEach item; a schedule's
+ * scheduledAt) — no mutable module state, globals or unknown imports.
  */
 export const mutableKeyRead: Rule = (input) => {
   const diagnostics: Diagnostic[] = [];
@@ -35,18 +36,18 @@ function describe(finding: MutableRead, wording: FunctionWording): string {
   const declared = via === '' ? declaredAt : `${declaredAt}, ${via.slice(2, -1)}`;
   switch (finding.reason) {
     case 'module-let':
-      return `reads module-level \`${finding.binding}\` (declared at ${declared}), which can change between retries and differs between workers; make it a const, or pass the value in the workflow input.`;
+      return `reads module-level \`${finding.binding}\` (declared at ${declared}), which can change between retries and differs between workers; make it a const, or ${wording.supply}.`;
     case 'outer-variable':
-      return `reads \`${finding.binding}\` (declared at ${declared}) from outside ${wording.noun}, which codegen cannot prove constant; pass the value in the workflow input.`;
+      return `reads \`${finding.binding}\` (declared at ${declared}) from outside ${wording.noun}, which codegen cannot prove constant; ${wording.supply}.`;
     case 'imported-let':
-      return `reads \`${finding.binding}\`${via}, which '${finding.module}' exports as a mutable \`let\` (${declaredAt}); export a const instead, or pass the value in the workflow input.`;
+      return `reads \`${finding.binding}\`${via}, which '${finding.module}' exports as a mutable \`let\` (${declaredAt}); export a const instead, or ${wording.supply}.`;
     case 'import':
-      return `reads \`${finding.binding}\` imported from '${finding.module}'${via}, which codegen cannot prove constant; pass the value in the workflow input, or declare it as a const in this file.`;
+      return `reads \`${finding.binding}\` imported from '${finding.module}'${via}, which codegen cannot prove constant; ${wording.supply}, or declare it as a const in this file.`;
     case 'global':
-      return `reads the global \`${finding.binding}\`${via}, which is neither input nor an earlier step; pass the value in the workflow input.`;
+      return `reads the global \`${finding.binding}\`${via}, which is ${wording.readable}; ${wording.supply}.`;
     case 'this':
       return `reads \`this\`${via}; ${wording.isKey ? 'a key' : 'it'} may only read its ${wording.argument} argument.`;
     case 'mutable-object':
-      return `reads \`${finding.binding}\`, a module-level object or array (declared at ${declared}) that any code can mutate; declare it \`as const\`, or pass the value in the workflow input.`;
+      return `reads \`${finding.binding}\`, a module-level object or array (declared at ${declared}) that any code can mutate; declare it \`as const\`, or ${wording.supply}.`;
   }
 }

@@ -1,9 +1,8 @@
-import type { CheckedFunctionPart } from '../../model/pinned-parts.js';
 import type { Diagnostic } from '../../model/diagnostic.js';
 import type { NondeterministicSource } from '../../model/workflow-model.js';
 import { describeOrigin } from '../describe-via.js';
 import type { Rule } from '../rule.js';
-import { checkedFunctions, wordingOf } from '../step-functions.js';
+import { checkedFunctions, wordingOf, type CheckedPart } from '../step-functions.js';
 
 const FROM_IDENTIFIERS =
   'build the key from business identifiers in the input (e.g. input.orderId), or create the value in an earlier step and read it from steps';
@@ -15,29 +14,44 @@ const CLOCK = "pass the time in the workflow input or take it from an earlier st
 const RUN_FROM_INPUT = 'derive it from the input (e.g. input.customerId): it is computed for the whole run, which has no earlier steps';
 const RUN_SYNC_FROM_INPUT = 'it must be synchronous and pure: put what it needs in the workflow input';
 
+/** For a schedule's input, which sees its tick alone. */
+const TICK_FROM_SCHEDULED_AT = "derive it from scheduledAt (e.g. scheduledAt.slice(0, 10)); a value the run needs fresh, create in the workflow's first step";
+const TICK_SYNC = "it must be synchronous and pure: load what the run needs in the workflow's first step";
+
 /**
- * What each source is, and how to do without it: in a key, in the other functions of a step, and
- * in a workflow's partition key (`runFix`).
+ * What each source is, and how to do without it: in a key, in the other functions of a step, in
+ * a workflow's partition key (`runFix`) and in a schedule's input (`tickFix`).
  */
-const SOURCES: Record<NondeterministicSource, { readonly what: string; readonly keyFix: string; readonly fix: string; readonly runFix: string }> = {
-  clock: { what: 'reads the clock', keyFix: CLOCK, fix: CLOCK, runFix: 'pass the time in the workflow input' },
-  random: { what: 'uses randomness', keyFix: FROM_IDENTIFIERS, fix: FROM_INPUT, runFix: RUN_FROM_INPUT },
-  uuid: { what: 'generates a random UUID', keyFix: FROM_IDENTIFIERS, fix: FROM_INPUT, runFix: RUN_FROM_INPUT },
+const SOURCES: Record<
+  NondeterministicSource,
+  { readonly what: string; readonly keyFix: string; readonly fix: string; readonly runFix: string; readonly tickFix: string }
+> = {
+  clock: {
+    what: 'reads the clock',
+    keyFix: CLOCK,
+    fix: CLOCK,
+    runFix: 'pass the time in the workflow input',
+    tickFix: 'build the input from scheduledAt, the instant of the tick it is for, which is the same on every worker and retry',
+  },
+  random: { what: 'uses randomness', keyFix: FROM_IDENTIFIERS, fix: FROM_INPUT, runFix: RUN_FROM_INPUT, tickFix: TICK_FROM_SCHEDULED_AT },
+  uuid: { what: 'generates a random UUID', keyFix: FROM_IDENTIFIERS, fix: FROM_INPUT, runFix: RUN_FROM_INPUT, tickFix: TICK_FROM_SCHEDULED_AT },
   env: {
     what: 'reads the process environment',
     keyFix: 'put the value in the workflow input; read configuration in handlers, not in keys',
     fix: 'put the value in the workflow input; read configuration in handlers, not in the functions a step declares',
     runFix: 'put the value in the workflow input; read configuration in handlers, not in the functions a workflow declares',
+    tickFix: "write the value in the schedule's declaration, or read configuration in the workflow's handlers",
   },
-  await: { what: 'awaits', keyFix: FROM_EARLIER_STEP, fix: SYNC_FROM_EARLIER_STEP, runFix: RUN_SYNC_FROM_INPUT },
-  io: { what: 'does I/O', keyFix: FROM_EARLIER_STEP, fix: SYNC_FROM_EARLIER_STEP, runFix: RUN_SYNC_FROM_INPUT },
+  await: { what: 'awaits', keyFix: FROM_EARLIER_STEP, fix: SYNC_FROM_EARLIER_STEP, runFix: RUN_SYNC_FROM_INPUT, tickFix: TICK_SYNC },
+  io: { what: 'does I/O', keyFix: FROM_EARLIER_STEP, fix: SYNC_FROM_EARLIER_STEP, runFix: RUN_SYNC_FROM_INPUT, tickFix: TICK_SYNC },
 };
 
 /** A sleep that reads the clock usually means a duration: the runtime fixes the wake-up time itself. */
 const SLEEP_CLOCK =
   'to sleep for a duration, return it from for: ({ input, steps }) => milliseconds — the runtime adds it to the database time once, when the run reaches the step';
 
-function fixFor(part: CheckedFunctionPart, source: NondeterministicSource, seesSteps: boolean): string {
+function fixFor(part: CheckedPart, source: NondeterministicSource, seesSteps: boolean): string {
+  if (part === 'scheduleInput') return SOURCES[source].tickFix;
   if (source === 'clock' && (part === 'for' || part === 'until')) return SLEEP_CLOCK;
   if (!seesSteps) return SOURCES[source].runFix;
   return part === 'key' ? SOURCES[source].keyFix : SOURCES[source].fix;
@@ -45,8 +59,8 @@ function fixFor(part: CheckedFunctionPart, source: NondeterministicSource, seesS
 
 /**
  * LF002: a key — and every other function the runtime evaluates for a step (condition, sleep
- * time, match, items, child input, partition key) or for a run (its queue's partition key) — must
- * not read the clock, randomness, the environment or I/O, nor call anything not known pure.
+ * time, match, items, child input, partition key), for a run (its queue's partition key) or for a
+ * schedule's tick (its input) — must not read the clock, randomness, the environment or I/O, nor call anything not known pure.
  */
 export const nondeterministicKey: Rule = (input) => {
   const diagnostics: Diagnostic[] = [];

@@ -10,8 +10,8 @@ import { checkedFunctions, wordingOf } from '../step-functions.js';
 export const stepOrder: Rule = (input) => {
   const diagnostics: Diagnostic[] = [];
   for (const checked of checkedFunctions(input)) {
+    if (checked.step === null) continue; // a workflow's partition key and a schedule's input see no steps
     const { workflow, step, fn } = checked;
-    if (step === null) continue; // a workflow's partition key sees no steps
     const { subject, it } = wordingOf(checked);
     const earlier = workflow.steps.filter((s) => s.position < step.position).map((s) => s.name);
     const earlierText = earlier.length === 0 ? `it has no earlier steps, so derive ${it} from the input` : `earlier steps are: ${earlier.join(', ')}`;
