@@ -1,16 +1,16 @@
 /**
  * Diagnostic codes. LF001–LF007 are the key and version rules (DESIGN.md "Codegen", README table);
- * LF002–LF004 check every function the runtime evaluates for a step as they check keys. LF008
- * reports a declaration that codegen cannot read statically (it must never guess about a key).
+ * LF002–LF004 check every function the runtime evaluates for a step, and a schedule's input, as
+ * they check keys. LF008 reports a declaration that codegen cannot read statically (it must never guess about a key).
  */
 export const DIAGNOSTIC_CODES = {
   LF001: 'an external, transactional, child or forEach step has no key',
-  LF002: 'a key or another step function (when, sleep, match, items, child input, partition key) reads a non-deterministic source',
+  LF002: "a key or another step function (when, sleep, match, items, child input, partition key) or a schedule's input reads a non-deterministic source",
   LF003: 'a key or another step function reads a step that does not come before it',
-  LF004: 'a key or another step function reads something that is neither input nor an earlier step output',
+  LF004: "a key or another step function reads something that is neither input nor an earlier step output (a schedule's input: anything but its scheduledAt and constants)",
   LF005: 'a key depends on neither input nor step outputs',
   LF006: 'duplicate workflow, step or event names',
-  LF007: 'a workflow version changed without a version bump (steps, schemas, keys, requests, conditions, waits, children, queues)',
+  LF007: 'a workflow version changed without a version bump (steps, schemas, keys, requests, conditions, waits, children, queue names and partition keys)',
   LF008: 'a workflow declaration codegen cannot read statically',
   LF009: 'a workflow version in the manifest is no longer declared (and was not retired)',
   // The handler rules: what the handlers bound through the generated contracts do (codegen/analysis/handlers/).
