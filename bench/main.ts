@@ -226,7 +226,7 @@ async function main(): Promise<void> {
 async function prepareDatabase(server: BenchServer, name: string): Promise<{ url: string; name: string }> {
   const url = await server.freshDatabase(name);
   await withStores([createPgStore({ connectionString: url, maxConnections: 1 })], async ([store]) => {
-    await migrateForTest(store, BENCH_WORKFLOWS);
+    await migrateForTest(store, [...BENCH_WORKFLOWS, ...QUEUE_BENCH_WORKFLOWS]);
     await sql.raw(BENCH_APP_SQL).execute(store.db);
   });
   return { url, name };

@@ -290,43 +290,10 @@ CREATE TRIGGER step_attempt_ended
     WHEN (OLD.status = 'running' AND NEW.status <> 'running')
     EXECUTE FUNCTION ledgerflow.attempt_ended();
 
--- A run that settles gives back every slot and place in line it has (the whole run's included):
--- run_settled (core 0003) is replaced by the same function plus that.
-CREATE OR REPLACE FUNCTION ledgerflow.run_settled() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-    woke boolean;
+-- A run that settles (completed, failed, cancelled — by anyone) gives back every slot and place
+-- in line it has, the whole run's included. A trigger of its own beside run_settled (core 0003).
+CREATE FUNCTION ledgerflow.run_settled_queues() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF NEW.parent_run_id IS NOT NULL THEN
-        UPDATE ledgerflow.workflow_run p
-           SET children_open = greatest(p.children_open - 1, 0),
-               children_failed = p.children_failed + (CASE WHEN NEW.status = 'completed' THEN 0 ELSE 1 END),
-               run_after = CASE
-                   WHEN p.status = 'waiting'
-                    AND (NEW.status <> 'completed'
-                         OR p.children_open - 1 < COALESCE((p.waiting_for->>'wakeBelow')::int, 1))
-                   THEN statement_timestamp()
-                   ELSE p.run_after END,
-               updated_at = statement_timestamp()
-         WHERE p.id = NEW.parent_run_id AND p.status NOT IN ('completed', 'failed', 'cancelled')
-        RETURNING p.status = 'waiting' AND p.run_after = statement_timestamp() INTO woke;
-        IF woke THEN
-            PERFORM pg_notify('ledgerflow_runs', NEW.parent_run_id::text);
-        END IF;
-    END IF;
-    IF NEW.status IN ('failed', 'cancelled') THEN
-        UPDATE ledgerflow.workflow_run c
-           SET status = 'cancelled', finished_at = statement_timestamp(), updated_at = statement_timestamp(),
-               lease_owner = NULL, lease_expires_at = NULL, waiting_for = NULL, fencing_token = c.fencing_token + 1,
-               error = jsonb_build_object('name', 'Cancelled',
-                                          'message', format('its parent run %s %s', NEW.id, NEW.status))
-         WHERE c.parent_run_id = NEW.id AND c.status NOT IN ('completed', 'failed', 'cancelled');
-    END IF;
-    IF NEW.status = 'cancelled' THEN
-        UPDATE ledgerflow.step_attempt
-           SET status = 'abandoned', finished_at = statement_timestamp(),
-               error = jsonb_build_object('name', 'Cancelled', 'message', 'the run was cancelled')
-         WHERE run_id = NEW.id AND status = 'running';
-    END IF;
     IF EXISTS (SELECT 1 FROM ledgerflow.queue_slot WHERE run_id = NEW.id)
        OR EXISTS (SELECT 1 FROM ledgerflow.queue_waiter WHERE run_id = NEW.id) THEN
         PERFORM ledgerflow.queue_release(NEW.id, NULL, true);
@@ -334,3 +301,9 @@ BEGIN
     RETURN NULL;
 END
 $$;
+
+CREATE TRIGGER workflow_run_settled_queues
+    AFTER UPDATE OF status ON ledgerflow.workflow_run
+    FOR EACH ROW
+    WHEN (OLD.status IS DISTINCT FROM NEW.status AND NEW.status IN ('completed', 'failed', 'cancelled'))
+    EXECUTE FUNCTION ledgerflow.run_settled_queues();
