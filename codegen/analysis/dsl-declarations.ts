@@ -81,13 +81,125 @@ export interface ReferenceProblem {
   readonly problem: string;
 }
 
-const EVENT_EXAMPLE = "export const paymentSettled = event('payment.settled', z.object({ ... }))";
+/**
+ * What differs between reading an `event(...)` and a `queue(...)` reference: the function, how
+ * its declaration looks, what codegen reads from it, and its name rule. The messages are built
+ * from these, so both readers say the same things in the same words.
+ */
+interface NamedDeclarationKind {
+  readonly fn: 'event' | 'queue';
+  /** The call as messages show it: `event('name', schema)`. */
+  readonly signature: string;
+  /** A whole declaration to copy. */
+  readonly example: string;
+  /** A call with a literal name: `event('payment.settled', schema)`. */
+  readonly literalExample: string;
+  /** What codegen reads it for: `read the event's name and generate its sender`. */
+  readonly purpose: string;
+  /** What a package's declaration keeps codegen from doing: `neither read the event's name nor generate its sender`. */
+  readonly cannot: string;
+  readonly nameRule: RegExp;
+  readonly maxNameLength: number;
+  /** Why it must be exported, after `export it (export const x = fn(...))`. */
+  readonly whyExported: string;
+}
+
+const EVENT_KIND: NamedDeclarationKind = {
+  fn: 'event',
+  signature: "event('name', schema)",
+  example: "export const paymentSettled = event('payment.settled', z.object({ ... }))",
+  literalExample: "event('payment.settled', schema)",
+  purpose: "read the event's name and generate its sender",
+  cannot: "neither read the event's name nor generate its sender",
+  nameRule: EVENT_NAME,
+  maxNameLength: 127,
+  whyExported: ': the generated sender imports it.',
+};
+
+const QUEUE_KIND: NamedDeclarationKind = {
+  fn: 'queue',
+  signature: "queue('name', { ... })",
+  example: "export const emailQueue = queue('email', { concurrency: 5 })",
+  literalExample: "queue('email', { ... })",
+  purpose: "read the queue's name and limits",
+  cannot: "read neither the queue's name nor its limits",
+  nameRule: QUEUE_NAME,
+  maxNameLength: 63,
+  whyExported:
+    ' and import that const wherever the queue is used: a queue is declared once (a worker refuses one declared twice with different limits).',
+};
+
+/** A declaration read by {@link readNamedDeclaration}, with its call (for what only one kind reads). */
+type NamedDeclaration = EventReference & { readonly call: ts.CallExpression };
 
 /**
- * The event a `waitFor` step's `event` property names: an exported const, in this file or a
- * relative module, declared with `event('name', schema)` — the generated sender imports it.
- * `value` is the property's value (null when it has none: a method), `at` where messages point
- * from, `subject` how they name the property (`the event of step "settled"`).
+ * The `kind` declaration a property names: an exported const, in this file or a relative module,
+ * declared with the DSL function with a literal, valid name. `value` is the property's value
+ * (null when it has none: a method), `at` where messages point from, `subject` how they name the
+ * property (`the event of step "settled"`).
+ */
+function readNamedDeclaration(
+  program: AnalysisProgram,
+  kind: NamedDeclarationKind,
+  value: ts.Expression | null,
+  at: ts.Node,
+  subject: string,
+): NamedDeclaration | ReferenceProblem {
+  const lookup = lookUpConst(program, value);
+  const write = `declare the ${kind.fn} once, as ${kind.example}, and refer to it by that name`;
+  switch (lookup.kind) {
+    case 'not-a-name':
+      return { problem: `${subject} must be the name of a const declared with ${kind.signature}, so that codegen can ${kind.purpose}; ${write}.` };
+    case 'unresolved':
+      return { problem: `${subject} is \`${lookup.name}\`, which codegen finds declared neither in this file nor in a relative import; ${write}.` };
+    case 'package':
+      return {
+        problem:
+          `${subject} is \`${lookup.name}\`, imported from package "${lookup.specifier}": codegen cannot read a package's source, so it can ${kind.cannot} ` +
+          `— declare the ${kind.fn} in this project (this file or a relative import).`,
+      };
+    case 'not-const':
+      return { problem: `${subject} is \`${lookup.name}\`, which is not a const with a value; ${write}.` };
+    case 'found':
+      break;
+  }
+  const { declaration, name } = lookup;
+  const where = describeLocation(program.location(declaration), program.location(at));
+  const call = skipWrappers(declaration.initializer);
+  const imports = dslImports(declaration.getSourceFile(), kind.fn);
+  if (!ts.isCallExpression(call) || !isDslCall(program, call, imports, kind.fn)) {
+    return { problem: `${subject} is \`${name}\` (${where}), which is not declared with ${kind.signature} from ledgerflow/dsl; ${write}.` };
+  }
+  const [nameArgument] = call.arguments;
+  const nameNode = nameArgument === undefined ? undefined : skipWrappers(nameArgument);
+  if (nameNode === undefined || !(ts.isStringLiteral(nameNode) || ts.isNoSubstitutionTemplateLiteral(nameNode))) {
+    return {
+      problem: `${subject} is \`${name}\` (${where}), whose ${kind.fn} name is not a string literal; write it out (${kind.literalExample}): codegen reads it without running your code.`,
+    };
+  }
+  if (!kind.nameRule.test(nameNode.text)) {
+    return {
+      problem:
+        `${subject} is \`${name}\` (${where}), whose ${kind.fn} name "${nameNode.text}" is invalid: use lower-case letters, digits, ".", "_" and "-", ` +
+        `starting with a letter (max ${kind.maxNameLength} characters).`,
+    };
+  }
+  const exportName = exportedConstName(declaration.initializer);
+  if (exportName === null) {
+    return { problem: `${subject} is \`${name}\` (${where}), which its module does not export; export it (export const ${name} = ${kind.fn}(...))${kind.whyExported}` };
+  }
+  return {
+    name: nameNode.text,
+    exportName,
+    file: program.relativePath(declaration.getSourceFile().fileName),
+    location: program.location(call),
+    call,
+  };
+}
+
+/**
+ * The event a `waitFor` step's `event` property names, declared with `event('name', schema)` —
+ * the generated sender imports it. See {@link readNamedDeclaration}.
  */
 export function readEventReference(
   program: AnalysisProgram,
@@ -95,62 +207,16 @@ export function readEventReference(
   at: ts.Node,
   subject: string,
 ): EventReference | ReferenceProblem {
-  const lookup = lookUpConst(program, value);
-  const write = `declare the event once, as ${EVENT_EXAMPLE}, and refer to it by that name`;
-  switch (lookup.kind) {
-    case 'not-a-name':
-      return { problem: `${subject} must be the name of a const declared with event('name', schema), so that codegen can read the event's name and generate its sender; ${write}.` };
-    case 'unresolved':
-      return { problem: `${subject} is \`${lookup.name}\`, which codegen finds declared neither in this file nor in a relative import; ${write}.` };
-    case 'package':
-      return {
-        problem:
-          `${subject} is \`${lookup.name}\`, imported from package "${lookup.specifier}": codegen cannot read a package's source, so it can neither ` +
-          `read the event's name nor generate its sender — declare the event in this project (this file or a relative import).`,
-      };
-    case 'not-const':
-      return { problem: `${subject} is \`${lookup.name}\`, which is not a const with a value; ${write}.` };
-    case 'found':
-      break;
-  }
-  const { declaration, name } = lookup;
-  const where = describeLocation(program.location(declaration), program.location(at));
-  const call = skipWrappers(declaration.initializer);
-  const imports = dslImports(declaration.getSourceFile(), 'event');
-  if (!ts.isCallExpression(call) || !isDslCall(program, call, imports, 'event')) {
-    return { problem: `${subject} is \`${name}\` (${where}), which is not declared with event('name', schema) from ledgerflow/dsl; ${write}.` };
-  }
-  const [nameArgument] = call.arguments;
-  const nameNode = nameArgument === undefined ? undefined : skipWrappers(nameArgument);
-  if (nameNode === undefined || !(ts.isStringLiteral(nameNode) || ts.isNoSubstitutionTemplateLiteral(nameNode))) {
-    return {
-      problem: `${subject} is \`${name}\` (${where}), whose event name is not a string literal; write it out (event('payment.settled', schema)): codegen reads it without running your code.`,
-    };
-  }
-  if (!EVENT_NAME.test(nameNode.text)) {
-    return {
-      problem: `${subject} is \`${name}\` (${where}), whose event name "${nameNode.text}" is invalid: use lower-case letters, digits, ".", "_" and "-", starting with a letter (max 127 characters).`,
-    };
-  }
-  const exportName = exportedConstName(declaration.initializer);
-  if (exportName === null) {
-    return { problem: `${subject} is \`${name}\` (${where}), which its module does not export; export it (export const ${name} = event(...)): the generated sender imports it.` };
-  }
-  return {
-    name: nameNode.text,
-    exportName,
-    file: program.relativePath(declaration.getSourceFile().fileName),
-    location: program.location(call),
-  };
+  const read = readNamedDeclaration(program, EVENT_KIND, value, at, subject);
+  if ('problem' in read) return read;
+  const { call: _call, ...reference } = read;
+  return reference;
 }
-
-const QUEUE_EXAMPLE = "export const emailQueue = queue('email', { concurrency: 5 })";
 
 /**
  * The queue a queue use's `queue` property names (`queue: { queue: emailQueue }` on a workflow or
- * a step): an exported const, in this file or a relative module, declared with
- * `queue('name', { ... })` — its name is part of the shape; its limits are read for REVIEW.md, not
- * pinned. `value`, `at` and `subject` as for readEventReference (`the queue of step "send"`).
+ * a step), declared with `queue('name', { ... })` — its name is part of the shape; its limits are
+ * read for REVIEW.md, not pinned. See {@link readNamedDeclaration}.
  */
 export function readQueueReference(
   program: AnalysisProgram,
@@ -158,58 +224,11 @@ export function readQueueReference(
   at: ts.Node,
   subject: string,
 ): QueueReference | ReferenceProblem {
-  const lookup = lookUpConst(program, value);
-  const write = `declare the queue once, as ${QUEUE_EXAMPLE}, and refer to it by that name`;
-  switch (lookup.kind) {
-    case 'not-a-name':
-      return { problem: `${subject} must be the name of a const declared with queue('name', { ... }), so that codegen can read the queue's name and limits; ${write}.` };
-    case 'unresolved':
-      return { problem: `${subject} is \`${lookup.name}\`, which codegen finds declared neither in this file nor in a relative import; ${write}.` };
-    case 'package':
-      return {
-        problem:
-          `${subject} is \`${lookup.name}\`, imported from package "${lookup.specifier}": codegen cannot read a package's source, so it can read neither ` +
-          `the queue's name nor its limits — declare the queue in this project (this file or a relative import).`,
-      };
-    case 'not-const':
-      return { problem: `${subject} is \`${lookup.name}\`, which is not a const with a value; ${write}.` };
-    case 'found':
-      break;
-  }
-  const { declaration, name } = lookup;
-  const where = describeLocation(program.location(declaration), program.location(at));
-  const call = skipWrappers(declaration.initializer);
-  const imports = dslImports(declaration.getSourceFile(), 'queue');
-  if (!ts.isCallExpression(call) || !isDslCall(program, call, imports, 'queue')) {
-    return { problem: `${subject} is \`${name}\` (${where}), which is not declared with queue('name', { ... }) from ledgerflow/dsl; ${write}.` };
-  }
-  const [nameArgument, limitsArgument] = call.arguments;
-  const nameNode = nameArgument === undefined ? undefined : skipWrappers(nameArgument);
-  if (nameNode === undefined || !(ts.isStringLiteral(nameNode) || ts.isNoSubstitutionTemplateLiteral(nameNode))) {
-    return {
-      problem: `${subject} is \`${name}\` (${where}), whose queue name is not a string literal; write it out (queue('email', { ... })): codegen reads it without running your code.`,
-    };
-  }
-  if (!QUEUE_NAME.test(nameNode.text)) {
-    return {
-      problem: `${subject} is \`${name}\` (${where}), whose queue name "${nameNode.text}" is invalid: use lower-case letters, digits, ".", "_" and "-", starting with a letter (max 63 characters).`,
-    };
-  }
-  const exportName = exportedConstName(declaration.initializer);
-  if (exportName === null) {
-    return {
-      problem:
-        `${subject} is \`${name}\` (${where}), which its module does not export; export it (export const ${name} = queue(...)) and import that const wherever the queue is used: ` +
-        'a queue is declared once (a worker refuses one declared twice with different limits).',
-    };
-  }
-  return {
-    name: nameNode.text,
-    exportName,
-    file: program.relativePath(declaration.getSourceFile().fileName),
-    location: program.location(call),
-    limitsText: limitsArgument === undefined ? null : limitsArgument.getText(),
-  };
+  const read = readNamedDeclaration(program, QUEUE_KIND, value, at, subject);
+  if ('problem' in read) return read;
+  const { call, ...reference } = read;
+  const limits = call.arguments[1];
+  return { ...reference, limitsText: limits === undefined ? null : limits.getText() };
 }
 
 /**
