@@ -31,21 +31,22 @@ export interface EventSender {
 }
 
 
-const MAX_TEXT = 1_000;
+/** The longest correlation key (and event dedupe key): what `waitFor`'s `match` may return, too. */
+export const MAX_CORRELATION_KEY_LENGTH = 1_000;
 
 /**
  * Validates an event's payload and key; returns the payload as JSON text. Nothing is written
  * when this throws.
  */
 export function parseEvent(event: AnyEvent, key: string, payload: unknown, options: SendEventOptions): string {
-  if (typeof key !== 'string' || key.length === 0 || key.length > MAX_TEXT) {
-    throw new ValidationError(`The correlation key of event "${event.name}" must be 1 to ${MAX_TEXT} characters long.`, [
+  if (typeof key !== 'string' || key.length === 0 || key.length > MAX_CORRELATION_KEY_LENGTH) {
+    throw new ValidationError(`The correlation key of event "${event.name}" must be 1 to ${MAX_CORRELATION_KEY_LENGTH} characters long.`, [
       `key: ${JSON.stringify(key)}`,
     ]);
   }
   const { dedupeKey } = options;
-  if (dedupeKey !== undefined && (typeof dedupeKey !== 'string' || dedupeKey.length === 0 || dedupeKey.length > MAX_TEXT)) {
-    throw new ValidationError(`The dedupe key of event "${event.name}" must be 1 to ${MAX_TEXT} characters long.`, [
+  if (dedupeKey !== undefined && (typeof dedupeKey !== 'string' || dedupeKey.length === 0 || dedupeKey.length > MAX_CORRELATION_KEY_LENGTH)) {
+    throw new ValidationError(`The dedupe key of event "${event.name}" must be 1 to ${MAX_CORRELATION_KEY_LENGTH} characters long.`, [
       `dedupeKey: ${JSON.stringify(dedupeKey)}`,
     ]);
   }

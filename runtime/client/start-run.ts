@@ -58,7 +58,8 @@ export interface StartedRun {
 /** `name@version:hash` of workflow versions known to be migrated with that definition; such rows never change. */
 export type MigratedVersions = Set<string>;
 
-const MAX_DEDUPE_KEY_LENGTH = 1_000;
+/** The longest dedupe key: what a `child`/`forEach` key may return, too (it becomes the child's). */
+export const MAX_DEDUPE_KEY_LENGTH = 1_000;
 
 /**
  * Validates and writes a new run, on `db` or inside the caller's transaction. Everything that

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { MAX_DEDUPE_KEY_LENGTH } from '../../client/start-run.js';
 import { parseStartInput } from '../../client/validate-input.js';
 import { ConflictError, NonRetryableError, ValidationError } from '../../errors.js';
 import { faultPoint } from '../../faults/fault-points.js';
@@ -11,8 +12,6 @@ import { commitKnowingOutcome, commitOutput, keyContext, validateOutput, type St
 
 /** Children started per commit unless `WorkerOptions.childrenPerCommit` says otherwise; each such commit also renews the parent's lease. */
 export const DEFAULT_CHILDREN_PER_COMMIT = 500;
-
-const MAX_KEY_LENGTH = 1_000;
 
 /** A child of this step failed or was cancelled: the step fails, and the run with it (retrying would find the same child). */
 export class ChildFailedError extends NonRetryableError {
@@ -129,10 +128,10 @@ async function plannedChildren(s: StepExecution): Promise<ChildToStart[]> {
   for (let index = 0; index < items.length; index += 1) {
     const itemContext = { ...context, item: items[index] as unknown, index };
     const key = await userCode(() => fanOut.key(itemContext));
-    if (typeof key !== 'string' || key === '' || key.length > MAX_KEY_LENGTH) {
+    if (typeof key !== 'string' || key === '' || key.length > MAX_DEDUPE_KEY_LENGTH) {
       throw new StepFailure(
         new NonRetryableError(
-          `The key of step "${s.step.name}" must return a non-empty string of at most ${MAX_KEY_LENGTH} characters (item ${index}: ${JSON.stringify(key)}).`,
+          `The key of step "${s.step.name}" must return a non-empty string of at most ${MAX_DEDUPE_KEY_LENGTH} characters (item ${index}: ${JSON.stringify(key)}).`,
         ),
       );
     }
