@@ -97,6 +97,20 @@ LANGUAGE sql STABLE AS $$
      WHERE queue = q AND partition = part AND granted_at > at - period_ms * interval '1 millisecond'
 $$;
 
+-- The run first in line in queue `q`: the partition in turn (highest waiting priority, then served
+-- longest ago), then its waiter by priority and age — the order queue_grant serves them in. Two
+-- index lookups (queue_partition_turn_idx, queue_waiter_turn_idx), however long the line.
+CREATE FUNCTION ledgerflow.queue_first_in_line(q text) RETURNS uuid LANGUAGE sql STABLE AS $$
+    SELECT (SELECT x.run_id FROM ledgerflow.queue_waiter x
+             WHERE x.queue = q AND x.partition = p.partition
+             ORDER BY x.priority DESC, x.enqueued_at
+             LIMIT 1)
+      FROM ledgerflow.queue_partition p
+     WHERE p.queue = q AND p.partition <> '' AND p.waiting > 0
+     ORDER BY p.top_priority DESC, p.last_granted_at NULLS FIRST
+     LIMIT 1
+$$;
+
 -- Grants free slots of queue `q` to its waiters, best first, until a limit stops it; wakes each
 -- waiter it grants. If only a rate limit stops it while waiters remain, the best waiter is woken
 -- when the window next admits a grant (it asks again, which grants). Returns the number of grants.
@@ -177,12 +191,7 @@ BEGIN
     IF next_token IS NOT NULL THEN
         -- Wake the best waiter when the window opens; the others stay asleep.
         UPDATE ledgerflow.workflow_run r SET run_after = least(r.run_after, next_token)
-          FROM (SELECT x.run_id FROM ledgerflow.queue_waiter x
-                  JOIN ledgerflow.queue_partition pp ON pp.queue = x.queue AND pp.partition = x.partition
-                 WHERE x.queue = q
-                 ORDER BY pp.top_priority DESC, pp.last_granted_at NULLS FIRST, x.priority DESC, x.enqueued_at
-                 LIMIT 1) best
-         WHERE r.id = best.run_id AND r.status = 'waiting';
+         WHERE r.id = ledgerflow.queue_first_in_line(q) AND r.status = 'waiting';
     END IF;
     RETURN granted;
 END
@@ -221,11 +230,7 @@ BEGIN
     -- Stopped by a rate limit with this run first in line: it looks again when the window opens
     -- (the grant could not wake it: it is running). Everyone else waits to be woken by a grant.
     IF EXISTS (SELECT 1 FROM ledgerflow.queue_partition WHERE queue = q AND partition = '' AND next_token_at IS NOT NULL)
-       AND (SELECT x.run_id FROM ledgerflow.queue_waiter x
-              JOIN ledgerflow.queue_partition pp ON pp.queue = x.queue AND pp.partition = x.partition
-             WHERE x.queue = q
-             ORDER BY pp.top_priority DESC, pp.last_granted_at NULLS FIRST, x.priority DESC, x.enqueued_at
-             LIMIT 1) = run THEN
+       AND ledgerflow.queue_first_in_line(q) = run THEN
         RETURN (SELECT next_token_at FROM ledgerflow.queue_partition WHERE queue = q AND partition = '');
     END IF;
     RETURN 'infinity'::timestamptz;
