@@ -6,7 +6,7 @@ import type { LedgerflowDatabase, WaitingFor } from '../store/tables.js';
 import type { StepExecution, StepOutcome } from './executors/step-execution.js';
 import { commitKnowingOutcome, keyContext } from './executors/step-execution.js';
 import type { WorkflowRegistry } from './registry.js';
-import { leaseLost } from './step-commits.js';
+import { leaseLost, type Lease } from './step-commits.js';
 import { StepFailure, userCode } from './step-errors.js';
 import { suspendRun } from './wait-commits.js';
 
@@ -91,8 +91,9 @@ export async function awaitQueueSlots(s: StepExecution, runSlotHeld: boolean): P
     const granted = await commitKnowingOutcome(
       s,
       async () => {
-        const { rows } = await acquireSlotStatement(slot.use.queue.name, partition, s.lease.runId, slot.step).execute(s.db);
-        return rows[0]?.retry_at === null;
+        const { rows } = await acquireSlotStatement(slot.use.queue.name, partition, s.lease, slot.step).execute(s.db);
+        if (rows.length === 0) throw leaseLost(s.lease, 'the queue slot');
+        return rows[0]!.retry_at === null;
       },
       { retry: true },
     );
@@ -101,9 +102,10 @@ export async function awaitQueueSlots(s: StepExecution, runSlotHeld: boolean): P
       s,
       () =>
         s.db.transaction().execute(async (trx) => {
-          const { rows } = await acquireSlotStatement(slot.use.queue.name, partition, s.lease.runId, slot.step).execute(trx);
-          const retry = rows[0]?.retry_at;
-          if (retry === null || retry === undefined) return undefined;
+          const { rows } = await acquireSlotStatement(slot.use.queue.name, partition, s.lease, slot.step).execute(trx);
+          if (rows.length === 0) throw leaseLost(s.lease, 'the queue wait');
+          const retry = rows[0]!.retry_at;
+          if (retry === null) return undefined;
           const until = retry instanceof Date && Number.isFinite(retry.getTime()) ? retry : null;
           const waitingFor: WaitingFor = {
             kind: 'queue',
@@ -124,11 +126,20 @@ export async function awaitQueueSlots(s: StepExecution, runSlotHeld: boolean): P
   return undefined;
 }
 
-/** Asks for a slot (ledgerflow.queue_acquire): NULL when held, else when to look again ('infinity': when woken). */
-export function acquireSlotStatement(queue: string, partition: string, runId: string, step: string): RawBuilder<{ retry_at: Date | number | null }> {
+/**
+ * Asks for a slot (ledgerflow.queue_acquire): NULL when held, else when to look again ('infinity':
+ * when woken). Fenced: no row when the lease is gone — a worker whose lease lapsed (stalled past
+ * it, its run taken over) must not take a slot, or share the new owner's, for a run it no longer
+ * holds. The run's row is locked first, so a take-over waits for the ask, never interleaves.
+ */
+export function acquireSlotStatement(queue: string, partition: string, lease: Pick<Lease, 'runId' | 'fencingToken'>, step: string): RawBuilder<{ retry_at: Date | number | null }> {
   return sql<{ retry_at: Date | number | null }>`
-    SELECT ledgerflow.queue_acquire(${queue}, ${partition}, ${runId}::uuid, ${step},
-                                    (SELECT r.priority FROM ledgerflow.workflow_run r WHERE r.id = ${runId}::uuid)) AS retry_at`;
+    WITH owner AS MATERIALIZED (
+      SELECT r.id, r.priority FROM ledgerflow.workflow_run r
+       WHERE r.id = ${lease.runId}::uuid AND r.fencing_token = ${lease.fencingToken} AND r.status = 'running'
+         FOR NO KEY UPDATE
+    )
+    SELECT ledgerflow.queue_acquire(${queue}, ${partition}, owner.id, ${step}, owner.priority) AS retry_at FROM owner`;
 }
 
 async function partitionOf(s: StepExecution, use: QueueUseDefinition): Promise<string> {

@@ -3,7 +3,8 @@ import { sql } from 'kysely';
 import { createClient, createWorker, type Client } from 'ledgerflow/runtime';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
-import { fair, limited, perCustomer, QUEUE_WORKFLOWS, queueHandlers, queueProbe, rated } from './fixtures/queue-workflows.js';
+import { acquireSlotStatement, QUEUE_NO_PARTITION } from '../../runtime/worker/queue-slots.js';
+import { concurrencyQueue, fair, limited, perCustomer, QUEUE_WORKFLOWS, queueHandlers, queueProbe, rated } from './fixtures/queue-workflows.js';
 
 /**
  * Conformance suite of queues on PostgreSQL and PGlite: a global concurrency limit, one run per
@@ -84,5 +85,21 @@ describeStores('queues', (getStore) => {
     const lastSmall = order.lastIndexOf('fair:small');
     // Alternating once both wait: the small tenant is done long before the big one's backlog.
     expect(lastSmall).toBeLessThan(30);
+  });
+
+  it('refuses a slot to a worker whose lease is gone, and writes nothing for it', async () => {
+    const { runId } = await client.start(limited, { id: 'fenced-ask' });
+    await sql`UPDATE ledgerflow.workflow_run SET status = 'running', fencing_token = 5, lease_owner = 'test', lease_expires_at = statement_timestamp() + interval '1 minute' WHERE id = ${runId}`.execute(getStore().db);
+    const ask = (token: number) => acquireSlotStatement(concurrencyQueue.name, QUEUE_NO_PARTITION, { runId, fencingToken: token }, 'work').execute(getStore().db);
+    // A zombie (token 4, taken over since): no answer, no slot, no place in line.
+    expect((await ask(4)).rows).toEqual([]);
+    const held = sql<{ n: number }>`
+      SELECT (SELECT count(*) FROM ledgerflow.queue_slot WHERE run_id = ${runId}) + (SELECT count(*) FROM ledgerflow.queue_waiter WHERE run_id = ${runId}) AS n`;
+    expect(Number((await held.execute(getStore().db)).rows[0]!.n)).toBe(0);
+    // The holder of the lease gets the slot.
+    expect((await ask(5)).rows).toEqual([{ retry_at: null }]);
+    expect(Number((await held.execute(getStore().db)).rows[0]!.n)).toBe(1);
+    await sql`UPDATE ledgerflow.workflow_run SET status = 'cancelled', lease_owner = NULL, lease_expires_at = NULL, finished_at = statement_timestamp() WHERE id = ${runId}`.execute(getStore().db);
+    expect(Number((await held.execute(getStore().db)).rows[0]!.n)).toBe(0);
   });
 });
