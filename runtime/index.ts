@@ -63,6 +63,13 @@ export {
   type RunFilter,
   type WaitOptions,
 } from './client/client.js';
+export type {
+  AuditFilter,
+  EffectResolution,
+  OperatorNote,
+  ResolvedEffect,
+  RetriedRun,
+} from './client/operator.js';
 export { SETTLED_RUN_STATUSES, MAX_LISTED_CHILDREN, type ChildRunSummary, type RunDetails } from './client/run-details.js';
 export type { EventSender, SendEventOptions, SentEvent } from './client/send-event.js';
 export { ChildFailedError, DEFAULT_CHILDREN_PER_COMMIT } from './worker/executors/children-executor.js';
