@@ -156,12 +156,15 @@ describe('README.md code blocks', () => {
     const commands = reference.map((b) => b.directive!.argument);
     expect(commands.sort()).toEqual([
       '',
+      'audit',
       'cancel',
       'codegen',
       'effects',
       'migrate',
       'queues',
       'reconcile',
+      'resolve',
+      'retry',
       'run',
       'runs',
       'schedules',

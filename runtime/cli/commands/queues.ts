@@ -10,8 +10,8 @@ const ACTIONS = ['pause', 'resume'] as const;
 
 export const queuesCommand = defineCommand({
   name: 'queues',
-  summary: 'list queues: limits, slots in flight, runs waiting (--partitions: per partition); pause or resume one',
-  usage: '[--queue <name>] [--partitions [--limit <n>]] | pause <name> | resume <name> --reason <text> [--actor <name>] [options]',
+  summary: 'list queues: limits, slots in flight, runs waiting (--partitions); pause or resume one',
+  usage: '[--queue <name>] [--partitions [--limit <n>]] [options]\n       ledgerflow queues pause|resume <name> --reason <text> [--actor <name>] [options]',
   description:
     'Lists the queues workers registered: their limits (at once, per period, per partition), the slots held now\n' +
     'across all workers, the runs waiting for a slot and since when the oldest waits, and, when a rate limit\n' +
