@@ -12,9 +12,11 @@ import {
   type OperatorNote,
   type Worker,
 } from 'ledgerflow/runtime';
+import { registerSchedules } from '../../runtime/schedules/register-schedules.js';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { runState, waitUntil } from './fixtures/run-helpers.js';
+import { SCHEDULE_WORKFLOWS, scheduleOf } from './fixtures/schedule-workflows.js';
 import {
   OPERATOR_WORKFLOWS,
   operatorHandlers,
@@ -36,7 +38,7 @@ describeStores('operator actions', (getStore) => {
   let client: Client;
   const workers: Worker[] = [];
   beforeAll(async () => {
-    await migrateForTest(getStore(), OPERATOR_WORKFLOWS);
+    await migrateForTest(getStore(), [...OPERATOR_WORKFLOWS, ...SCHEDULE_WORKFLOWS]);
     client = createClient({ store: getStore(), workflows: OPERATOR_WORKFLOWS });
   });
   afterEach(async () => {
@@ -265,6 +267,18 @@ describeStores('operator actions', (getStore) => {
     for (const id of ids) expect((await runState(getStore(), id)).run.status).toBe('completed');
     const trail = (await client.listAudit({ limit: 2 })).map((a) => `${a.action}:${a.target}:${a.reason}`);
     expect(trail).toEqual(['resume-queue:op-q:carrier back', `pause-queue:op-q:${NOTE.reason}`]);
+  });
+
+  it('audits a schedule pause and resume given a note; without one, or when nothing changed, writes no row', async () => {
+    await registerSchedules(getStore().db, [scheduleOf('op-nightly', '0 2 * * *')]);
+    const before = await auditCount();
+    expect(await client.pauseSchedule('op-nightly', { actor: 'ana', reason: 'month-end freeze' })).toBe(true);
+    expect(await client.pauseSchedule('op-nightly', { actor: 'ana', reason: 'again' })).toBe(false);
+    expect(await client.resumeSchedule('op-nightly')).toBe(true);
+    await expect(client.pauseSchedule('op-nightly', { actor: 'ana', reason: '' })).rejects.toThrow(ValidationError);
+    expect((await client.listSchedules()).find((x) => x.name === 'op-nightly')?.paused).toBe(false);
+    expect(await auditCount()).toBe(before + 1);
+    expect((await client.listAudit({ limit: 1 }))[0]).toMatchObject({ action: 'pause-schedule', target: 'op-nightly', run_id: null, reason: 'month-end freeze' });
   });
 
   it('lists runs by dedupe key, with or without the workflow', async () => {
