@@ -110,6 +110,12 @@ const WRITES: Readonly<Record<string, readonly string[]>> = {
   // A debounced start joins the window (keep 'last') or closes one that is over: the run stays pending.
   'debounce-replace-in-window.sql': ['run pending->pending'],
   'debounce-close-window.sql': ['run pending->pending'],
+  // A start inserts its run pending (the column default); prune only archives and deletes finished runs.
+  'start-run-guarded.sql': [],
+  'start-run-debounced.sql': [],
+  'prune-batch.sql': [],
+  'prune-archive-batch.sql': [],
+  'prune-dry-run-page.sql': [],
 };
 
 /** Variants that differ from a snapshot case in parameters only: how a failure's phase settles the attempt's own intent. */
