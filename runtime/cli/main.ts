@@ -4,6 +4,7 @@ import { processIo, type CliIo } from './cli-io.js';
 import { cancelCommand } from './commands/cancel.js';
 import { effectsCommand } from './commands/effects.js';
 import { migrateCommand } from './commands/migrate.js';
+import { pruneCommand } from './commands/prune.js';
 import { queuesCommand } from './commands/queues.js';
 import { reconcileCommand } from './commands/reconcile.js';
 import { runCommand } from './commands/run.js';
@@ -40,6 +41,7 @@ const COMMANDS: readonly Command[] = [
   versionsCommand,
   queuesCommand,
   schedulesCommand,
+  pruneCommand,
 ];
 
 function globalHelp(): string {

@@ -10,6 +10,9 @@ import { notFound } from '../../runtime/contracts/handler-types.js';
 import { pruneBatchStatement, pruneRuns, type PruneBatch } from '../../runtime/retention/prune.js';
 import type { Store } from '../../runtime/store/store.js';
 import { createWorker } from '../../runtime/worker/worker.js';
+import type { WorkerEvent } from '../../runtime/worker/worker-events.js';
+import type { CliIo } from '../../runtime/cli/cli-io.js';
+import { main } from '../../runtime/cli/main.js';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { fanOut, WAIT_WORKFLOWS, waitHandlers } from './fixtures/wait-workflows.js';
@@ -318,6 +321,65 @@ describeStores('prune', (getStore, kind) => {
     expect(await problems({ olderThanMs: 30 * DAY, archiveOlderThanMs: DAY })).toEqual([
       'archiveOlderThanMs: must be at least olderThanMs (2592000000); got 86400000. The archive is what protects the keys of pruned runs: it must outlive them',
     ]);
+  });
+
+  it('a worker with retention prunes on its interval and reports the pass', async () => {
+    const store = getStore();
+    const old = await seed(store, { status: 'completed', finishedDaysAgo: 45 });
+    const young = await seed(store, { status: 'completed', finishedDaysAgo: 5 });
+    const events: WorkerEvent[] = [];
+    const { registration } = provider();
+    expect(() => createWorker({ store, workflows: [registration], retention: { completedOlderThanMs: -1 } })).toThrow(
+      /retention.completedOlderThanMs must be a number of milliseconds >= 0 \(got -1\)/,
+    );
+    const worker = createWorker({
+      store,
+      workflows: [registration],
+      pollIntervalMs: 50,
+      reconcileIntervalMs: 0,
+      retention: { completedOlderThanMs: 30 * DAY, intervalMs: 50, batchSize: 10 },
+      onEvent: (e) => events.push(e),
+    });
+    await worker.start();
+    try {
+      const deadline = Date.now() + 10_000;
+      while (!events.some((e) => e.type === 'prune-pass') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+    } finally {
+      await worker.stop();
+    }
+    const pass = events.find((e) => e.type === 'prune-pass');
+    expect(pass).toMatchObject({ type: 'prune-pass', report: { dryRun: false, stopped: false } });
+    expect(events.filter((e) => e.type === 'error')).toEqual([]);
+    expect(await liveIds(store, [old, young])).toEqual([young]);
+  });
+
+  it('ledgerflow prune: durations, a dry run and a pass, as text and JSON', async () => {
+    const store = getStore();
+    const run = async (args: readonly string[]) => {
+      let stdout = '';
+      let stderr = '';
+      const io: CliIo = { out: (t) => void (stdout += t), err: (t) => void (stderr += t) };
+      const code = await main(args, io);
+      return { code, stdout, stderr };
+    };
+    const bad = await run(['prune', '--completed-older-than', '30 days']);
+    expect(bad).toMatchObject({ code: 2, stdout: '' });
+    expect(bad.stderr).toContain('--completed-older-than must be a whole number with a unit: d, h, m, s or ms, like 30d, 12h or 90m (got "30 days")');
+    expect((await run(['prune'])).stderr).toContain('--completed-older-than <duration> is required');
+    expect((await run(['prune', '--completed-older-than', '30d', '--archive-older-than', '12h'])).stderr).toContain(
+      '--archive-older-than (12h) must be at least --completed-older-than (30d)',
+    );
+    if (kind !== 'pg') return; // The CLI opens its own connection: PostgreSQL by URL (the PGlite store here lives in memory).
+    const ids = [await seed(store, { status: 'cancelled', finishedDaysAgo: 500 }), await seed(store, { status: 'failed', finishedDaysAgo: 500 })];
+    const url = ['--database-url', store.url!];
+    const dry = await run(['prune', '--completed-older-than', '400d', '--dry-run', ...url]);
+    expect(dry).toMatchObject({ code: 0, stderr: '' });
+    expect(dry.stdout).toMatch(/^2 run\(s\) would be pruned, 0 recorded effect\(s\) to archive — 1 batch\(es\), \d+ ms\.\n$/);
+    expect(await liveIds(store, ids)).toEqual([...ids].sort());
+    const done = await run(['prune', '--completed-older-than', '400d', '--batch-size', '1', '--json', ...url]);
+    expect(done.code).toBe(0);
+    expect(JSON.parse(done.stdout)).toMatchObject({ dryRun: false, runsPruned: 2, batches: 2, stopped: false });
+    expect(await liveIds(store, ids)).toEqual([]);
   });
 
   if (kind === 'pg') {
