@@ -160,6 +160,7 @@ describe('README.md code blocks', () => {
       'codegen',
       'effects',
       'migrate',
+      'prune',
       'queues',
       'reconcile',
       'run',
