@@ -1,3 +1,5 @@
+import type { PrunedRun } from './retention/pruned-run.js';
+
 /**
  * Errors a user can act on. Each carries a stable `code`; the CLI prints `message` without a
  * stack for these and exits non-zero.
@@ -46,6 +48,21 @@ export class DuplicateEventError extends LedgerflowError {
 export class RunNotFoundError extends LedgerflowError {
   override readonly name = 'RunNotFoundError';
   readonly code = 'run_not_found';
+}
+
+/**
+ * The run finished and was pruned (`ledgerflow prune`): its state, attempts and ledger rows are
+ * gone; its identity and recorded effects are kept in the archive, summarized in `run`.
+ */
+export class RunPrunedError extends LedgerflowError {
+  override readonly name = 'RunPrunedError';
+  readonly code = 'run_pruned';
+  constructor(
+    message: string,
+    readonly run: PrunedRun,
+  ) {
+    super(message);
+  }
 }
 
 /** No schedule of that name is registered in this database. */

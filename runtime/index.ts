@@ -38,6 +38,7 @@ export {
   NotAppliedError,
   QueueNotFoundError,
   RunNotFoundError,
+  RunPrunedError,
   ScheduleNotFoundError,
   StoreLockedError,
   UnknownWorkflowError,
@@ -101,3 +102,14 @@ export {
   type ReconcileReport,
 } from './reconciler/reconciler.js';
 
+export {
+  DEFAULT_PRUNE_BATCH_SIZE,
+  FINAL_RUN_STATUSES,
+  pruneRuns,
+  type FinalRunStatus,
+  type PruneBatch,
+  type PruneOptions,
+  type PruneReport,
+} from './retention/prune.js';
+export type { PrunedRun } from './retention/pruned-run.js';
+export type { RetentionOptions } from './worker/retention-timer.js';

@@ -5,6 +5,7 @@ import { auditCommand } from './commands/audit.js';
 import { cancelCommand } from './commands/cancel.js';
 import { effectsCommand } from './commands/effects.js';
 import { migrateCommand } from './commands/migrate.js';
+import { pruneCommand } from './commands/prune.js';
 import { queuesCommand } from './commands/queues.js';
 import { reconcileCommand } from './commands/reconcile.js';
 import { resolveCommand } from './commands/resolve.js';
@@ -46,6 +47,7 @@ const COMMANDS: readonly Command[] = [
   retryCommand,
   resolveCommand,
   auditCommand,
+  pruneCommand,
 ];
 
 function globalHelp(): string {

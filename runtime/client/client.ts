@@ -2,7 +2,8 @@ import type { Kysely, Transaction } from 'kysely';
 import type { AnyEvent, EventSendPayload } from '../../dsl/event.js';
 import type { AnyWorkflow, WorkflowStartInput } from '../../dsl/workflow.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
-import { ConflictError, RunNotFoundError, UnknownWorkflowError, ValidationError, WaitTimeoutError } from '../errors.js';
+import { ConflictError, RunNotFoundError, RunPrunedError, UnknownWorkflowError, ValidationError, WaitTimeoutError } from '../errors.js';
+import { missingRunError } from '../retention/pruned-run.js';
 import type { Store } from '../store/store.js';
 import { RUN_STATUSES, type LedgerflowDatabase, type RunStatus, type StepEffectRow, type WorkflowRunRow } from '../store/tables.js';
 import { loadRunDetails, SETTLED_RUN_STATUSES, type RunDetails } from './run-details.js';
@@ -86,11 +87,14 @@ export interface Client {
     options?: StartOptions,
   ): Promise<StartedRun>;
   startInTransaction<DB>(trx: Transaction<DB>, workflowName: string, input: unknown, options?: StartOptions): Promise<StartedRun>;
-  /** The run with its step results, attempts and ledger rows; `RunNotFoundError` if there is none. */
+  /**
+   * The run with its step results, attempts and ledger rows; `RunNotFoundError` if there is none,
+   * `RunPrunedError` (with what the archive keeps: status, times) if it finished and was pruned.
+   */
   getRun(runId: string): Promise<RunDetails>;
   /**
    * Polls until the run is completed, failed, cancelled or parked in `needs_reconciliation`,
-   * then returns it; `WaitTimeoutError` after `timeoutMs`.
+   * then returns it; `WaitTimeoutError` after `timeoutMs`; `RunPrunedError` for a pruned run.
    *
    * @example
    * const run = await client.waitForRun(runId, { timeoutMs: 10_000 });
@@ -276,7 +280,7 @@ export function createClient(options: ClientOptions): Client {
       const deadline = Date.now() + timeoutMs;
       for (;;) {
         const row = await store.db.selectFrom('ledgerflow.workflow_run').select('status').where('id', '=', runId).executeTakeFirst();
-        if (row === undefined) throw new RunNotFoundError(`No run with id ${runId} in this database.`);
+        if (row === undefined) throw await missingRunError(store.db, runId);
         if (SETTLED_RUN_STATUSES.includes(row.status)) return loadRunDetails(store.db, runId);
         if (Date.now() + pollMs > deadline) {
           throw new WaitTimeoutError(`Run ${runId} is still ${row.status} after ${timeoutMs} ms; it goes on, wait again or inspect it.`);

@@ -3,7 +3,8 @@ import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { z } from 'zod';
 import type { AnyWorkflow, StepDefinition } from '../../dsl/workflow.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
-import { ConflictError, QueueNotFoundError, RunNotFoundError, UnknownWorkflowError, ValidationError } from '../errors.js';
+import { ConflictError, QueueNotFoundError, RunNotFoundError, RunPrunedError, UnknownWorkflowError, ValidationError } from '../errors.js';
+import { missingRunError } from '../retention/pruned-run.js';
 import {
   afterRelease,
   claimForReconcile,
@@ -122,13 +123,13 @@ async function audit(trx: Kysely<LedgerflowDatabase>, note: OperatorNote | undef
  * With a note, the run is locked first (its previous status goes into the audit row), and the
  * audit row is written in the same transaction.
  */
-export async function cancelRun(db: Kysely<LedgerflowDatabase>, runId: string, note?: OperatorNote): Promise<boolean> {
+async function cancelLiveRun(db: Kysely<LedgerflowDatabase>, runId: string, note?: OperatorNote): Promise<boolean> {
   assertRunId(runId);
   const checked = checkNote(note, false);
   if (checked === undefined) {
     if ((await cancelRunStatement(db, runId).executeTakeFirst()) !== undefined) return true;
     const exists = await db.selectFrom('ledgerflow.workflow_run').select('id').where('id', '=', runId).executeTakeFirst();
-    if (exists === undefined) throw new RunNotFoundError(`No run with id ${runId} in this database.`);
+    if (exists === undefined) throw await missingRunError(db, runId);
     return false;
   }
   return db.transaction().execute(async (trx) => {
@@ -137,6 +138,16 @@ export async function cancelRun(db: Kysely<LedgerflowDatabase>, runId: string, n
     await audit(trx, checked, { action: 'cancel', runId, target: null, detail: { previousStatus: run.status } });
     return true;
   });
+}
+
+/** Cancel of a run that is gone: a pruned run was final (nothing to cancel, `false`); otherwise not found. */
+export async function cancelRun(db: Kysely<LedgerflowDatabase>, runId: string, note?: OperatorNote): Promise<boolean> {
+  try {
+    return await cancelLiveRun(db, runId, note);
+  } catch (error) {
+    if (error instanceof RunPrunedError) return false;
+    throw error;
+  }
 }
 
 /** The run row an action locks first (`FOR NO KEY UPDATE`: waits for a commit in progress). */
@@ -163,7 +174,7 @@ async function lockRun(trx: Kysely<LedgerflowDatabase>, runId: string): Promise<
      WHERE r.id = ${runId}
        FOR NO KEY UPDATE OF r`.execute(trx);
   const run = rows[0];
-  if (run === undefined) throw new RunNotFoundError(`No run with id ${runId} in this database; nothing was done.`);
+  if (run === undefined) throw await missingRunError(trx, runId, '; nothing was done');
   return run;
 }
 

@@ -1,5 +1,4 @@
 import type { Kysely } from 'kysely';
-import { RunNotFoundError } from '../errors.js';
 import type {
   LedgerflowDatabase,
   RunStatus,
@@ -9,6 +8,7 @@ import type {
   StepWaitRow,
   WorkflowRunRow,
 } from '../store/tables.js';
+import { missingRunError } from '../retention/pruned-run.js';
 import { assertRunId } from './validate-input.js';
 
 /** A run with its three records: checkpointed step results, attempt history and effect ledger. */
@@ -42,7 +42,10 @@ export const MAX_LISTED_CHILDREN = 1_000;
  */
 export const SETTLED_RUN_STATUSES: readonly RunStatus[] = ['completed', 'failed', 'cancelled', 'needs_reconciliation'];
 
-/** Reads the run and its records in one repeatable-read snapshot, so they agree with each other. */
+/**
+ * Reads the run and its records in one repeatable-read snapshot, so they agree with each other.
+ * `RunPrunedError` for a run that was pruned, `RunNotFoundError` for one that never existed.
+ */
 export async function loadRunDetails(db: Kysely<LedgerflowDatabase>, runId: string): Promise<RunDetails> {
   assertRunId(runId);
   return db
@@ -50,7 +53,7 @@ export async function loadRunDetails(db: Kysely<LedgerflowDatabase>, runId: stri
     .setIsolationLevel('repeatable read')
     .execute(async (trx) => {
       const run = await trx.selectFrom('ledgerflow.workflow_run').selectAll().where('id', '=', runId).executeTakeFirst();
-      if (run === undefined) throw new RunNotFoundError(`No run with id ${runId} in this database.`);
+      if (run === undefined) throw await missingRunError(trx, runId);
       const steps = await trx
         .selectFrom('ledgerflow.step_result')
         .selectAll()

@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { shapeHash } from '../../dsl/workflow-shape.js';
 import type { AnyWorkflow } from '../../dsl/workflow.js';
 import { DuplicateRunError, MigrationError, UnknownWorkflowError, ValidationError } from '../errors.js';
+import { inputHash } from '../retention/prune.js';
+import { toPrunedRun, type PrunedRun } from '../retention/pruned-run.js';
 import { SQLSTATE, sqlStateOf } from '../store/sqlstate.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import { millis } from '../worker/claim.js';
@@ -53,6 +55,12 @@ export interface StartedRun {
    * open window of its key.
    */
   readonly created: boolean;
+  /**
+   * Set when the run id or dedupe key names a run that finished and was pruned (`ledgerflow
+   * prune`): nothing was started, and this is what the archive keeps of it (its final status, when
+   * it finished). `getRun` of it throws `RunPrunedError`.
+   */
+  readonly pruned?: PrunedRun;
 }
 
 /** `name@version:hash` of workflow versions known to be migrated with that definition; such rows never change. */
@@ -102,32 +110,25 @@ export async function startRun(
   const runId = options.runId?.toLowerCase() ?? randomUUID();
 
   await assertMigrated(db, workflow, migrated);
-  // One statement: the insert and, only if it inserted, the NOTIFY (delivered at commit, so a
-  // worker never wakes for a run it cannot see yet; a debounced run is not due, so no NOTIFY).
-  // Outside a caller's transaction it is its own commit: one round trip per start.
+  // A start that names its run (an id of its own or a dedupe key) must not create one whose
+  // identity a prune archived: its insert is guarded (ledgerflow.pruned_run, core 0008). A random
+  // id names no archived run, so plain and debounced starts skip the archive.
+  const guarded = debounce === undefined && (options.runId !== undefined || dedupeKey !== undefined);
   const insert = async (debounced?: DebouncedRunColumns): Promise<boolean> => {
-    const notify = debounced === undefined ? sql`pg_notify(${RUNS_CHANNEL}, inserted.id::text)` : sql`NULL`;
-    const inserted = await db
-      .with('inserted', (qb) =>
-        qb
-          .insertInto('ledgerflow.workflow_run')
-          .values({
-            id: runId,
-            workflow_name: workflow.name,
-            workflow_version: workflow.version,
-            input: inputJson,
-            dedupe_key: dedupeKey ?? null,
-            ...(timeoutMs !== undefined ? { deadline_at: sql<Date>`statement_timestamp() + ${millis(timeoutMs)}` } : {}),
-            ...(options.priority !== undefined ? { priority: options.priority } : {}),
-            ...debounced,
-          })
-          .onConflict((oc) => oc.doNothing())
-          .returning('id'),
-      )
-      .selectFrom('inserted')
-      .select(['inserted.id', sql<string | null>`${notify}`.as('notified')])
-      .executeTakeFirst();
-    return inserted !== undefined;
+    const inserted = await insertRunStatement(
+      {
+        id: runId,
+        workflow_name: workflow.name,
+        workflow_version: workflow.version,
+        input: inputJson,
+        dedupe_key: dedupeKey ?? null,
+        ...(timeoutMs !== undefined ? { deadline_at: sql<Date>`statement_timestamp() + ${millis(timeoutMs)}` } : {}),
+        ...(options.priority !== undefined ? { priority: options.priority } : {}),
+        ...debounced,
+      },
+      { guarded, notify: debounced === undefined },
+    ).execute(db);
+    return inserted.rows.length > 0;
   };
   if (debounce !== undefined) {
     return startDebounced(
@@ -151,9 +152,63 @@ export async function startRun(
   for (let round = 0; round < 3; round++) {
     if (await insert()) return { runId, created: true };
     const existing = await findExisting(db, workflow, runId, options.runId !== undefined, dedupeKey, inputJson, onDifferentInput);
-    if (existing !== undefined) return { runId: existing, created: false };
+    if (existing !== undefined) return existing;
   }
   throw new Error(`Run ${runId} conflicted with an existing run that then disappeared, three times in a row.`);
+}
+
+/** The columns a start writes, and the SQL type each value is cast to in the insert's SELECT. */
+const RUN_COLUMN_TYPES = {
+  id: 'uuid',
+  workflow_name: 'text',
+  workflow_version: 'integer',
+  input: 'jsonb',
+  dedupe_key: 'text',
+  deadline_at: 'timestamptz',
+  priority: 'integer',
+  debounce_key: 'text',
+  debounce_open: 'boolean',
+  created_at: 'timestamptz',
+  run_after: 'timestamptz',
+} as const;
+
+export type StartedRunColumns = {
+  readonly [C in keyof typeof RUN_COLUMN_TYPES]?: string | number | boolean | null | RawBuilder<unknown>;
+};
+
+/**
+ * A start's insert: one statement, `INSERT … SELECT … ON CONFLICT DO NOTHING` (never raises on a
+ * conflict, so a caller's transaction is not aborted) and, only if it inserted and `notify`, the
+ * NOTIFY (delivered at commit: a worker never wakes for a run it cannot see yet). `guarded`: the
+ * SELECT yields no row when `ledgerflow.pruned_run` finds the run's id or dedupe key archived —
+ * checked inside the same statement, after waiting for a prune that holds the live run.
+ */
+export function insertRunStatement(
+  columns: StartedRunColumns,
+  options: { readonly guarded: boolean; readonly notify: boolean },
+): RawBuilder<{ id: string }> {
+  const names = Object.keys(columns) as (keyof typeof RUN_COLUMN_TYPES)[];
+  const values = names.map((name) => {
+    const value = columns[name];
+    return isRawBuilder(value) ? value : sql`${value}::${sql.raw(RUN_COLUMN_TYPES[name])}`;
+  });
+  const guard = options.guarded
+    ? sql`WHERE ledgerflow.pruned_run(${columns.id}::uuid, ${columns.workflow_name}::text, ${columns.dedupe_key ?? null}::text) IS NULL`
+    : sql``;
+  const notify = options.notify ? sql`pg_notify(${RUNS_CHANNEL}, inserted.id::text)` : sql`NULL`;
+  return sql<{ id: string }>`
+    WITH inserted AS (
+      INSERT INTO ledgerflow.workflow_run (${sql.join(names.map((name) => sql.ref(name)))})
+      SELECT ${sql.join(values)}
+      ${guard}
+      ON CONFLICT DO NOTHING
+      RETURNING id
+    )
+    SELECT inserted.id, ${notify} AS notified FROM inserted`;
+}
+
+function isRawBuilder(value: unknown): value is RawBuilder<unknown> {
+  return typeof value === 'object' && value !== null && 'isRawBuilder' in value;
 }
 
 async function findExisting(
@@ -164,8 +219,8 @@ async function findExisting(
   dedupeKey: string | undefined,
   inputJson: string,
   onDifferentInput: 'refuse' | 'return-existing',
-): Promise<string | undefined> {
-  const rows = await db
+): Promise<StartedRun | undefined> {
+  const live = await db
     .selectFrom('ledgerflow.workflow_run')
     .select(['id', 'workflow_name', 'workflow_version', 'dedupe_key', sql<boolean>`input = ${inputJson}::jsonb`.as('same_input')])
     .where((eb) =>
@@ -175,8 +230,35 @@ async function findExisting(
       ]),
     )
     .execute();
+  // Only a start that names its run can meet an archived one (its insert was guarded).
+  const rows =
+    live.length > 0 || (!runIdGiven && dedupeKey === undefined)
+      ? live.map((row) => ({ ...row, pruned: undefined }))
+      : (
+          await db
+            .selectFrom('ledgerflow.run_archive')
+            .select([
+              'id',
+              'workflow_name',
+              'workflow_version',
+              'dedupe_key',
+              'status',
+              'created_at',
+              'finished_at',
+              'pruned_at',
+              sql<boolean>`input_hash = ${inputHash(sql`${inputJson}::jsonb`)}`.as('same_input'),
+            ])
+            .where((eb) =>
+              eb.or([
+                eb('id', '=', runId),
+                ...(dedupeKey !== undefined ? [eb.and([eb('workflow_name', '=', workflow.name), eb('dedupe_key', '=', dedupeKey)])] : []),
+              ]),
+            )
+            .execute()
+        ).map((row) => ({ ...row, pruned: toPrunedRun(row) }));
   const row = rows[0];
   if (row === undefined) return undefined;
+  const pruned = row.pruned === undefined ? '' : ` (pruned; ${row.pruned.status} at ${row.pruned.finishedAt.toISOString()})`;
   const asked = `workflow "${workflow.name}"${dedupeKey !== undefined ? ` with dedupe key "${dedupeKey}"` : ''}`;
   if (rows.length > 1) {
     throw new DuplicateRunError(
@@ -186,27 +268,27 @@ async function findExisting(
   }
   if (row.workflow_name !== workflow.name) {
     throw new DuplicateRunError(
-      `Run id ${runId} already belongs to a run of workflow "${row.workflow_name}"; it cannot start ${asked}. Use another run id.`,
+      `Run id ${runId} already belongs to a run of workflow "${row.workflow_name}"${pruned}; it cannot start ${asked}. Use another run id.`,
     );
   }
   if (runIdGiven && row.id !== runId) {
     throw new DuplicateRunError(
-      `Dedupe key "${dedupeKey}" of workflow "${workflow.name}" already names run ${row.id}, not the run id ${runId} you passed.`,
+      `Dedupe key "${dedupeKey}" of workflow "${workflow.name}" already names run ${row.id}${pruned}, not the run id ${runId} you passed.`,
     );
   }
   if (row.dedupe_key !== (dedupeKey ?? null)) {
     throw new DuplicateRunError(
-      `Run ${runId} already exists with ${row.dedupe_key === null ? 'no dedupe key' : `dedupe key "${row.dedupe_key}"`}; ` +
+      `Run ${runId}${pruned} already exists with ${row.dedupe_key === null ? 'no dedupe key' : `dedupe key "${row.dedupe_key}"`}; ` +
         `it cannot be started again with ${dedupeKey === undefined ? 'none' : `"${dedupeKey}"`}.`,
     );
   }
   if (!row.same_input && onDifferentInput === 'refuse') {
     throw new DuplicateRunError(
-      `Run ${row.id} of ${asked} was started with a different input. ` +
+      `Run ${row.id}${pruned} of ${asked} was started with a different input. ` +
         "A run id or dedupe key names one run: to start another, use a new id or key; to get this run back whatever its input, pass onDifferentInput: 'return-existing'.",
     );
   }
-  return row.id;
+  return row.pruned === undefined ? { runId: row.id, created: false } : { runId: row.id, created: false, pruned: row.pruned };
 }
 
 /**

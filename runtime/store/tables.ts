@@ -270,6 +270,33 @@ export interface OperatorActionTable {
   detail: Generated<Json>;
 }
 
+/** A pruned run's tombstone (core 0008): what keeps its id and dedupe key from starting a new run. */
+export interface RunArchiveTable {
+  id: string;
+  workflow_name: string;
+  workflow_version: number;
+  dedupe_key: string | null;
+  /** sha256 (hex) of the input's jsonb text: a start with another input is refused as before. */
+  input_hash: string;
+  status: 'completed' | 'failed' | 'cancelled';
+  parent_run_id: string | null;
+  created_at: Date;
+  finished_at: Date;
+  pruned_at: DbNow;
+}
+
+/** A pruned run's recorded ledger row (core 0008): which effect happened under which key. */
+export interface EffectArchiveTable {
+  run_id: string;
+  step_name: string;
+  idempotency_key: string;
+  kind: EffectKind;
+  effect: Json;
+  request_hash: string;
+  resolution: string | null;
+  recorded_at: Date;
+}
+
 export interface LedgerflowDatabase {
   'ledgerflow.workflow_version': WorkflowVersionTable;
   'ledgerflow.workflow_step_def': WorkflowStepDefTable;
@@ -287,6 +314,8 @@ export interface LedgerflowDatabase {
   'ledgerflow.queue_slot': QueueSlotTable;
   'ledgerflow.queue_waiter': QueueWaiterTable;
   'ledgerflow.operator_action': OperatorActionTable;
+  'ledgerflow.run_archive': RunArchiveTable;
+  'ledgerflow.effect_archive': EffectArchiveTable;
 }
 
 export type WorkflowRunRow = Selectable<WorkflowRunTable>;
@@ -299,3 +328,5 @@ export type StepWaitRow = Selectable<StepWaitTable>;
 export type EventRow = Selectable<EventTable>;
 export type ScheduleRow = Selectable<ScheduleTable>;
 export type OperatorActionRow = Selectable<OperatorActionTable>;
+export type RunArchiveRow = Selectable<RunArchiveTable>;
+export type EffectArchiveRow = Selectable<EffectArchiveTable>;

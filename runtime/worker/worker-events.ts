@@ -1,5 +1,6 @@
 import type { StepKind } from '../../dsl/step-kind.js';
 import type { ReconcileReport } from '../reconciler/reconciler.js';
+import type { PruneReport } from '../retention/prune.js';
 import type { WaitingFor } from '../store/tables.js';
 import type { CrashOutcome, FailureOutcome } from './failure-commits.js';
 import type { SerializedError } from './step-errors.js';
@@ -72,6 +73,8 @@ export type WorkerEvent =
   | { readonly type: 'lease-lost'; readonly runId: string; readonly fencingToken: number; readonly step: string | null }
   | { readonly type: 'commit-outcome-unknown'; readonly runId: string; readonly step: string; readonly error: SerializedError }
   | { readonly type: 'reconcile-pass'; readonly report: ReconcileReport }
+  /** A retention pass (`WorkerOptions.retention`) pruned finished runs. */
+  | { readonly type: 'prune-pass'; readonly report: PruneReport }
   /**
    * The LISTEN subscription broke (backend terminated, server restarted): until
    * `listener-restored`, new runs are found by the poll only. Re-subscribing backs off.
@@ -95,7 +98,7 @@ export type WorkerEvent =
   | { readonly type: 'schedule-failed'; readonly schedule: string; readonly tick: string; readonly error: SerializedError; readonly retryAt: Date }
   | {
       readonly type: 'error';
-      readonly where: 'claim' | 'heartbeat' | 'run' | 'reconcile' | 'schedule' | 'listen' | 'stop' | 'drain';
+      readonly where: 'claim' | 'heartbeat' | 'run' | 'reconcile' | 'schedule' | 'listen' | 'stop' | 'drain' | 'prune';
       readonly runId?: string;
       readonly error: SerializedError;
     };

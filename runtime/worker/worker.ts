@@ -23,6 +23,7 @@
  *   lease-keeper.ts       heartbeat renewals and the local watchdog over the flights' leases
  *   reconcile-timer.ts    this worker's periodic reconcile passes
  *   schedule-timer.ts     this worker's tick loop: runs of due schedule ticks (runtime/schedules/)
+ *   retention-timer.ts    this worker's periodic prune passes (`retention`; runtime/retention/)
  *   run-driver.ts         one flight: a run driven step by step under its lease
  */
 
@@ -41,6 +42,7 @@ import { releaseLeases } from './lease.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { ReconcileTimer } from './reconcile-timer.js';
 import { ScheduleTimer } from './schedule-timer.js';
+import { RetentionTimer, type RetentionOptions } from './retention-timer.js';
 import { registerQueues } from './queue-slots.js';
 import { buildRegistry, verifyMigrated, verifyServed, type WorkflowRegistry } from './registry.js';
 import { DEFAULT_CHILDREN_PER_COMMIT } from './executors/children-executor.js';
@@ -79,6 +81,16 @@ export interface WorkerOptions {
   readonly schedules?: readonly AnySchedule[];
   /** How often this worker looks for due schedule ticks; 0: it registers its schedules but never ticks them. Default 1 000. */
   readonly scheduleIntervalMs?: number;
+  /**
+   * Prune finished runs periodically (`ledgerflow prune` in the worker): every `intervalMs`
+   * (default 10 minutes) runs finished at least `completedOlderThanMs` ago are deleted in batches
+   * of `batchSize`, their identity and recorded effects kept in the archive (README "Retention").
+   * Default: no pruning.
+   *
+   * @example
+   * createWorker({ store, workflows, retention: { completedOlderThanMs: 30 * 86_400_000 } });
+   */
+  readonly retention?: RetentionOptions;
   /** Everything the worker does and every error it survives. */
   readonly onEvent?: (event: WorkerEvent) => void;
   /**
@@ -161,6 +173,7 @@ class WorkerRuntime implements Worker {
   readonly #reconciler: ReconcileTimer;
   readonly #schedules: readonly AnySchedule[];
   readonly #scheduler: ScheduleTimer;
+  readonly #retention: RetentionTimer;
   #starting: Promise<void> | undefined;
   #stopping: Promise<void> | undefined;
 
@@ -191,6 +204,7 @@ class WorkerRuntime implements Worker {
       problems.push(`childrenPerCommit must be an integer >= 1 (got ${this.#childrenPerCommit})`);
     }
     if (this.#registry.all.length === 0) problems.push('workflows is empty; register at least one workflow');
+    if (options.retention !== undefined) problems.push(...retentionProblems(options.retention));
     if (problems.length > 0) throw new TypeError(`Invalid worker options: ${problems.join('; ')}.`);
     assertSchedules(this.#schedules);
 
@@ -225,6 +239,7 @@ class WorkerRuntime implements Worker {
       emit,
     });
     this.#scheduler = new ScheduleTimer({ db, schedules: this.#schedules, intervalMs: scheduleIntervalMs, emit });
+    this.#retention = new RetentionTimer({ db, retention: options.retention, emit });
   }
 
   get inFlight(): number {
@@ -257,6 +272,7 @@ class WorkerRuntime implements Worker {
     this.#leases.start();
     this.#reconciler.start();
     this.#scheduler.start();
+    this.#retention.start();
     this.#claims.start();
     this.#emit({ type: 'worker-started', workerId: this.id, workflows: this.#registry.all.map((w) => `${w.name}@${w.version}`) });
     if (unserved.length > 0) this.#emit({ type: 'versions-unserved', versions: unserved });
@@ -277,6 +293,7 @@ class WorkerRuntime implements Worker {
     const loopEnded = this.#claims.stop();
     this.#reconciler.stop();
     this.#scheduler.stop();
+    this.#retention.stop();
     await loopEnded;
     await this.#subscription.close();
 
@@ -298,6 +315,7 @@ class WorkerRuntime implements Worker {
     this.#leases.stop();
     await this.#reconciler.idle();
     await this.#scheduler.idle();
+    await this.#retention.idle();
     this.#state = 'stopped';
     this.#emit({ type: 'worker-stopped', workerId: this.id, released });
   }
@@ -414,4 +432,19 @@ function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> 
       timer = setTimeout(() => resolve(false), ms);
     }),
   ]).finally(() => clearTimeout(timer));
+}
+
+function retentionProblems(retention: RetentionOptions): string[] {
+  const problems: string[] = [];
+  const { completedOlderThanMs, intervalMs, batchSize } = retention;
+  if (!(typeof completedOlderThanMs === 'number' && Number.isFinite(completedOlderThanMs) && completedOlderThanMs >= 0)) {
+    problems.push(`retention.completedOlderThanMs must be a number of milliseconds >= 0 (got ${String(completedOlderThanMs)})`);
+  }
+  if (intervalMs !== undefined && !(Number.isFinite(intervalMs) && intervalMs > 0)) {
+    problems.push(`retention.intervalMs must be > 0 (got ${String(intervalMs)})`);
+  }
+  if (batchSize !== undefined && !(Number.isInteger(batchSize) && batchSize >= 1 && batchSize <= 10_000)) {
+    problems.push(`retention.batchSize must be an integer from 1 to 10000 (got ${String(batchSize)})`);
+  }
+  return problems;
 }

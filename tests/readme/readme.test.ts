@@ -161,6 +161,7 @@ describe('README.md code blocks', () => {
       'codegen',
       'effects',
       'migrate',
+      'prune',
       'queues',
       'reconcile',
       'resolve',

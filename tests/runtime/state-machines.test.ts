@@ -113,6 +113,12 @@ const WRITES: Readonly<Record<string, readonly string[]>> = {
   // An operator's retry (client/operator.ts); the audit row is written by the same transaction.
   'retry-run.sql': ['run failed->pending', 'run cancelled->pending'],
   'operator-audit.sql': [],
+  // A start inserts its run pending (the column default); prune only archives and deletes finished runs.
+  'start-run-guarded.sql': [],
+  'start-run-debounced.sql': [],
+  'prune-batch.sql': [],
+  'prune-archive-batch.sql': [],
+  'prune-dry-run-page.sql': [],
 };
 
 /** Variants that differ from a snapshot case in parameters only: how a failure's phase settles the attempt's own intent. */

@@ -1,6 +1,7 @@
 import { createWorker } from '../../worker/worker.js';
 import type { WorkerEvent } from '../../worker/worker-events.js';
 import { defineCommand, integerOption, UsageError } from '../command.js';
+import { durationOption } from '../duration-option.js';
 import { formatTime } from '../format-values.js';
 import { loadSchedulesExport } from '../load-schedules.js';
 import { loadWorkflowsModule, requireRegistrations } from '../load-workflows.js';
@@ -35,6 +36,7 @@ export const workerCommand = defineCommand({
     'poll-ms': { type: 'string' },
     'reconcile-ms': { type: 'string' },
     'schedule-ms': { type: 'string' },
+    'prune-older-than': { type: 'string' },
     quiet: { type: 'boolean', short: 'q' },
     'allow-missing-versions': { type: 'boolean' },
   },
@@ -46,6 +48,9 @@ export const workerCommand = defineCommand({
   --poll-ms <n>          claim poll interval when no NOTIFY arrives (default 1000)
   --reconcile-ms <n>     reconcile pass interval; 0 turns it off (default 10000)
   --schedule-ms <n>      how often to look for due schedule ticks; 0 turns it off (default 1000)
+  --prune-older-than <duration>
+                         every 10 minutes, prune runs finished this long ago (30d, 12h, 90m),
+                         keeping their identity in the archive, as \`ledgerflow prune\` does
   --allow-missing-versions
                          start even if an older version of a workflow has unfinished runs and no
                          handlers here (another worker serves it during a rolling deploy)
@@ -60,6 +65,7 @@ export const workerCommand = defineCommand({
     const pollIntervalMs = integerOption('poll-ms', values['poll-ms']);
     const reconcileIntervalMs = integerOption('reconcile-ms', values['reconcile-ms'], 0);
     const scheduleIntervalMs = integerOption('schedule-ms', values['schedule-ms'], 0);
+    const pruneOlderThanMs = durationOption('prune-older-than', values['prune-older-than']);
     const workflows = requireRegistrations(await loadWorkflowsModule(values.workflows), values.workflows);
     const schedules = await loadSchedulesExport(values.workflows);
     const store = await openStore();
@@ -76,6 +82,7 @@ export const workerCommand = defineCommand({
       ...(reconcileIntervalMs !== undefined ? { reconcileIntervalMs } : {}),
       ...(schedules.length > 0 ? { schedules } : {}),
       ...(scheduleIntervalMs !== undefined ? { scheduleIntervalMs } : {}),
+      ...(pruneOlderThanMs !== undefined ? { retention: { completedOlderThanMs: pruneOlderThanMs } } : {}),
       onEvent(event) {
         if (quiet && !QUIET_EVENTS.has(event.type)) return;
         io.out(json ? `${JSON.stringify({ at: new Date().toISOString(), ...event })}\n` : `${formatEvent(event)}\n`);

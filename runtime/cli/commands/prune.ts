@@ -1,0 +1,64 @@
+import { pruneRuns } from '../../retention/prune.js';
+import { defineCommand, integerOption, UsageError } from '../command.js';
+import { durationOption } from '../duration-option.js';
+import { toJsonDocument } from '../format-values.js';
+
+export const pruneCommand = defineCommand({
+  name: 'prune',
+  summary: 'delete finished runs older than a duration, keeping their identity in the archive',
+  usage: '--completed-older-than <duration> [--batch-size <n>] [--dry-run] [--archive-older-than <duration>] [options]',
+  description:
+    'Deletes completed, failed and cancelled runs that finished longer ago than --completed-older-than, with\n' +
+    'their results, attempts, waits and ledger rows, in batches of --batch-size runs (one short transaction\n' +
+    'each, SKIP LOCKED: concurrent prunes and workers never wait for each other). Each pruned run leaves a\n' +
+    'tombstone (id, workflow, dedupe key, input hash, final status) and its recorded effects in the archive,\n' +
+    'so a start with its id or dedupe key returns it instead of running it again. Never deleted: unfinished\n' +
+    'runs, runs with an open intent, runs whose children are not pruned yet, children of unfinished runs.\n' +
+    'Durations: a whole number and d, h, m, s or ms (30d, 12h, 90m).',
+  options: {
+    'completed-older-than': { type: 'string' },
+    'batch-size': { type: 'string' },
+    'dry-run': { type: 'boolean' },
+    'archive-older-than': { type: 'string' },
+  },
+  optionsHelp: `  --completed-older-than <duration>
+                         prune runs that finished at least this long ago (required)
+  --batch-size <n>       runs deleted per transaction (default 1000, at most 10000)
+  --dry-run              count what would be pruned; delete nothing
+  --archive-older-than <duration>
+                         also delete the archived identities of runs finished this long ago (at
+                         least --completed-older-than); a start with their key then runs again.
+                         Default: the archive is kept forever`,
+  positionals: { min: 0, max: 0, names: '' },
+  async run({ values, json, io, openStore }) {
+    const olderThanMs = durationOption('completed-older-than', values['completed-older-than']);
+    if (olderThanMs === undefined) {
+      throw new UsageError('--completed-older-than <duration> is required, e.g. --completed-older-than 30d.');
+    }
+    const archiveOlderThanMs = durationOption('archive-older-than', values['archive-older-than']);
+    if (archiveOlderThanMs !== undefined && archiveOlderThanMs < olderThanMs) {
+      throw new UsageError(
+        `--archive-older-than (${values['archive-older-than']}) must be at least --completed-older-than (${values['completed-older-than']}): ` +
+          'the archive protects the keys of pruned runs, so it must outlive them.',
+      );
+    }
+    const batchSize = integerOption('batch-size', values['batch-size']);
+    const report = await pruneRuns((await openStore()).db, {
+      olderThanMs,
+      ...(batchSize !== undefined ? { batchSize } : {}),
+      ...(archiveOlderThanMs !== undefined ? { archiveOlderThanMs } : {}),
+      dryRun: values['dry-run'] === true,
+    });
+    if (json) {
+      io.out(toJsonDocument(report));
+    } else {
+      const verb = report.dryRun ? 'would be pruned' : 'pruned';
+      io.out(
+        `${report.runsPruned} run(s) ${verb}, ${report.effectsArchived} recorded effect(s) ${report.dryRun ? 'to archive' : 'archived'}` +
+          (archiveOlderThanMs !== undefined ? `, ${report.archiveDeleted} archived run(s) ${report.dryRun ? 'to delete' : 'deleted'}` : '') +
+          ` — ${report.batches} batch(es), ${report.ms} ms.\n`,
+      );
+    }
+    return 0;
+  },
+});

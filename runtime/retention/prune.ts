@@ -1,0 +1,304 @@
+import { sql, type Kysely, type RawBuilder } from 'kysely';
+import { ValidationError } from '../errors.js';
+import type { LedgerflowDatabase, RunStatus } from '../store/tables.js';
+import { millis } from '../worker/claim.js';
+
+/*
+ * Retention: finished runs are deleted in bounded batches; their identity is kept (core 0008).
+ *
+ * A pass deletes, batch after batch, the oldest finished runs that may go, each batch ONE
+ * statement (its own short transaction):
+ *   1. take at most `batchSize` runs by the finished-runs index, oldest first, `FOR UPDATE SKIP
+ *      LOCKED` — concurrent passes take disjoint runs and never wait for each other or for a
+ *      start that holds a run (ledgerflow.pruned_run locks it FOR KEY SHARE);
+ *   2. write each run's tombstone into run_archive and its recorded ledger rows into
+ *      effect_archive;
+ *   3. delete the runs: attempts, results, waits and ledger rows go with them (ON DELETE CASCADE).
+ * A run may go when it is completed, failed or cancelled (those of `statuses`), finished before
+ * the cut-off (database time), has no open intent, has no child left (children go first: a parent
+ * whose children are pruned in one batch goes in a later one) and is not the child of an
+ * unfinished run. Nothing else is ever deleted: an unfinished run never matches.
+ *
+ * The pass stops when a batch deletes nothing (what remains is not prunable, or another pass holds
+ * it), or when `signal` aborts — between batches, never inside one. With `archiveOlderThanMs` it
+ * then deletes tombstones of runs finished longer ago than that, in batches the same way.
+ *
+ * A dry run deletes nothing: it reads the runs a pass would prune, page by page (keyset on the
+ * same index), counting a parent when none of its children must stay (one level of children).
+ */
+
+export type FinalRunStatus = Extract<RunStatus, 'completed' | 'failed' | 'cancelled'>;
+export const FINAL_RUN_STATUSES: readonly FinalRunStatus[] = ['completed', 'failed', 'cancelled'];
+
+export interface PruneOptions {
+  /** Prune runs that finished at least this long ago (database time). */
+  readonly olderThanMs: number;
+  /** Runs deleted per batch, each batch one short transaction. Default 1 000, at most 10 000. */
+  readonly batchSize?: number;
+  /** Which finished runs to prune. Default all three final statuses. */
+  readonly statuses?: readonly FinalRunStatus[];
+  /** Count what a pass would prune; delete nothing. */
+  readonly dryRun?: boolean;
+  /**
+   * Also delete the archived identities (run_archive, effect_archive) of runs that finished longer
+   * ago than this — after which a start with such a run's id or dedupe key creates a new run. At
+   * least `olderThanMs`. Default: the archive is kept forever.
+   */
+  readonly archiveOlderThanMs?: number;
+  /** Stops the pass between batches (the report says `stopped`). */
+  readonly signal?: AbortSignal;
+  /** Called after each batch. */
+  readonly onBatch?: (batch: PruneBatch) => void;
+}
+
+export interface PruneBatch {
+  /** `runs`: finished runs pruned (or counted, in a dry run); `archive`: tombstones deleted. */
+  readonly table: 'runs' | 'archive';
+  /** 1-based, per table. */
+  readonly index: number;
+  readonly runs: number;
+  /** Recorded ledger rows archived with the runs (`runs` batches). */
+  readonly effects: number;
+  readonly ms: number;
+}
+
+export interface PruneReport {
+  readonly dryRun: boolean;
+  /** Runs deleted (dry run: that a pass would delete now). */
+  readonly runsPruned: number;
+  /** Their recorded ledger rows, kept in effect_archive. */
+  readonly effectsArchived: number;
+  /** Tombstones deleted by `archiveOlderThanMs` (dry run: that would be). */
+  readonly archiveDeleted: number;
+  readonly batches: number;
+  readonly ms: number;
+  /** The signal stopped the pass before it was done. */
+  readonly stopped: boolean;
+}
+
+export const DEFAULT_PRUNE_BATCH_SIZE = 1_000;
+const MAX_PRUNE_BATCH_SIZE = 10_000;
+
+/** What a batch statement needs, validated. */
+export interface PruneSelection {
+  readonly olderThanMs: number;
+  readonly batchSize: number;
+  readonly statuses: readonly FinalRunStatus[];
+}
+
+/**
+ * Prunes finished runs in bounded batches, keeping their identity and recorded effects in the
+ * archive (see the header of this file, and the README's "Retention").
+ *
+ * @example
+ * const report = await pruneRuns(store.db, { olderThanMs: 30 * 86_400_000, batchSize: 1_000 });
+ * console.log(`${report.runsPruned} runs pruned in ${report.batches} batches, ${report.ms} ms`);
+ */
+export async function pruneRuns(db: Kysely<LedgerflowDatabase>, options: PruneOptions): Promise<PruneReport> {
+  const selection = parsePruneOptions(options);
+  const started = performance.now();
+  const { signal, onBatch } = options;
+  let runsPruned = 0;
+  let effectsArchived = 0;
+  let archiveDeleted = 0;
+  let batches = 0;
+  const stopped = () => signal?.aborted === true;
+  const report = (): PruneReport => ({
+    dryRun: options.dryRun === true,
+    runsPruned,
+    effectsArchived,
+    archiveDeleted,
+    batches,
+    ms: Math.round(performance.now() - started),
+    stopped: stopped(),
+  });
+  const batch = (table: PruneBatch['table'], index: number, runs: number, effects: number, at: number): void => {
+    batches += 1;
+    onBatch?.({ table, index, runs, effects, ms: Math.round(performance.now() - at) });
+  };
+
+  if (options.dryRun === true) {
+    let after: { finishedAt: string; id: string } | undefined;
+    for (let index = 1; !stopped(); index++) {
+      const at = performance.now();
+      const page = await prunableRunsStatement(selection, after).execute(db);
+      const last = page.rows.at(-1);
+      if (last === undefined) break;
+      const effects = page.rows.reduce((sum, r) => sum + r.effects, 0);
+      runsPruned += page.rows.length;
+      effectsArchived += effects;
+      batch('runs', index, page.rows.length, effects, at);
+      after = { finishedAt: last.finished_at, id: last.id };
+    }
+    if (options.archiveOlderThanMs !== undefined && !stopped()) {
+      const at = performance.now();
+      const row = await countArchiveStatement(db, options.archiveOlderThanMs).executeTakeFirstOrThrow();
+      archiveDeleted = row.runs;
+      batch('archive', 1, row.runs, 0, at);
+    }
+    return report();
+  }
+
+  for (let index = 1; !stopped(); index++) {
+    const at = performance.now();
+    const row = (await pruneBatchStatement(selection).execute(db)).rows[0]!;
+    if (row.runs === 0) break;
+    runsPruned += row.runs;
+    effectsArchived += row.effects;
+    batch('runs', index, row.runs, row.effects, at);
+  }
+  if (options.archiveOlderThanMs !== undefined) {
+    for (let index = 1; !stopped(); index++) {
+      const at = performance.now();
+      const row = (await pruneArchiveBatchStatement(options.archiveOlderThanMs, selection.batchSize).execute(db)).rows[0]!;
+      if (row.runs === 0) break;
+      archiveDeleted += row.runs;
+      batch('archive', index, row.runs, 0, at);
+    }
+  }
+  return report();
+}
+
+/** Checks the options before anything is read or deleted. */
+export function parsePruneOptions(options: PruneOptions): PruneSelection {
+  const problems: string[] = [];
+  const { olderThanMs, archiveOlderThanMs } = options;
+  const batchSize = options.batchSize ?? DEFAULT_PRUNE_BATCH_SIZE;
+  const statuses = options.statuses ?? FINAL_RUN_STATUSES;
+  if (!isDuration(olderThanMs)) problems.push(`olderThanMs: must be a number of milliseconds >= 0 (got ${String(olderThanMs)})`);
+  if (!(Number.isInteger(batchSize) && batchSize >= 1 && batchSize <= MAX_PRUNE_BATCH_SIZE)) {
+    problems.push(`batchSize: must be an integer from 1 to ${MAX_PRUNE_BATCH_SIZE} (got ${String(batchSize)})`);
+  }
+  if (!Array.isArray(statuses) || statuses.length === 0) {
+    problems.push(`statuses: must list at least one of ${FINAL_RUN_STATUSES.join(', ')}`);
+  } else {
+    for (const status of statuses) {
+      if (!FINAL_RUN_STATUSES.includes(status)) {
+        problems.push(`statuses: "${String(status)}" is not a final status; only ${FINAL_RUN_STATUSES.join(', ')} runs are ever pruned`);
+      }
+    }
+  }
+  if (archiveOlderThanMs !== undefined) {
+    if (!isDuration(archiveOlderThanMs)) {
+      problems.push(`archiveOlderThanMs: must be a number of milliseconds >= 0 (got ${String(archiveOlderThanMs)})`);
+    } else if (isDuration(olderThanMs) && archiveOlderThanMs < olderThanMs) {
+      problems.push(
+        `archiveOlderThanMs: must be at least olderThanMs (${olderThanMs}); got ${archiveOlderThanMs}. ` +
+          'The archive is what protects the keys of pruned runs: it must outlive them',
+      );
+    }
+  }
+  if (problems.length > 0) {
+    throw new ValidationError(`Invalid prune options:\n${problems.map((p) => `  - ${p}`).join('\n')}\nNothing was pruned.`, problems);
+  }
+  return { olderThanMs, batchSize, statuses: [...new Set(statuses)] };
+}
+
+function isDuration(ms: unknown): ms is number {
+  return typeof ms === 'number' && Number.isFinite(ms) && ms >= 0;
+}
+
+/**
+ * What makes run `r` prunable by itself: finished (one of `statuses`) before the cut-off, no open
+ * intent, and not the child of an unfinished run (that parent still reads its children). The
+ * literal status list lets the planner use the partial index workflow_run_finished_idx.
+ */
+function prunableByItself(r: RawBuilder<unknown>, selection: PruneSelection): RawBuilder<unknown> {
+  return sql`${r}.status IN ('completed', 'failed', 'cancelled') AND ${r}.status = ANY(${[...selection.statuses]}::text[])
+         AND ${r}.finished_at < statement_timestamp() - ${millis(selection.olderThanMs)}
+         AND NOT EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = ${r}.id AND e.status = 'intent')
+         AND NOT EXISTS (SELECT 1 FROM ledgerflow.workflow_run p
+                          WHERE p.id = ${r}.parent_run_id AND p.status NOT IN ('completed', 'failed', 'cancelled'))`;
+}
+
+/**
+ * One prune batch: at most `batchSize` prunable runs (no child left), oldest first, locked with
+ * SKIP LOCKED; their tombstones and recorded ledger rows archived; the runs deleted (cascading to
+ * attempts, results, waits and ledger rows). A tombstone that already exists for the run's id or
+ * key is kept as it is (ON CONFLICT DO NOTHING): the older identity goes on protecting the key.
+ */
+export function pruneBatchStatement(selection: PruneSelection): RawBuilder<{ runs: number; archived: number; effects: number }> {
+  return sql<{ runs: number; archived: number; effects: number }>`
+    WITH victims AS (
+      SELECT r.id FROM ledgerflow.workflow_run r
+       WHERE ${prunableByItself(sql`r`, selection)}
+         AND NOT EXISTS (SELECT 1 FROM ledgerflow.workflow_run c WHERE c.parent_run_id = r.id)
+       ORDER BY r.finished_at, r.id
+       LIMIT ${selection.batchSize}
+         FOR UPDATE OF r SKIP LOCKED
+    ),
+    archived AS (
+      INSERT INTO ledgerflow.run_archive
+             (id, workflow_name, workflow_version, dedupe_key, input_hash, status, parent_run_id, created_at, finished_at)
+      SELECT r.id, r.workflow_name, r.workflow_version, r.dedupe_key, ${inputHash(sql`r.input`)}, r.status, r.parent_run_id,
+             r.created_at, r.finished_at
+        FROM ledgerflow.workflow_run r JOIN victims v ON v.id = r.id
+      ON CONFLICT DO NOTHING
+      RETURNING id
+    ),
+    effects AS (
+      INSERT INTO ledgerflow.effect_archive
+             (run_id, step_name, idempotency_key, kind, effect, request_hash, resolution, recorded_at)
+      SELECT e.workflow_id, e.step_name, e.idempotency_key, e.kind, e.effect, e.request_hash, e.resolution, e.recorded_at
+        FROM ledgerflow.step_effect e JOIN archived a ON a.id = e.workflow_id
+       WHERE e.status = 'recorded'
+      RETURNING 1
+    ),
+    deleted AS (
+      DELETE FROM ledgerflow.workflow_run r USING victims v WHERE r.id = v.id
+      RETURNING 1
+    )
+    SELECT (SELECT count(*) FROM deleted)::int AS runs, (SELECT count(*) FROM archived)::int AS archived,
+           (SELECT count(*) FROM effects)::int AS effects`;
+}
+
+/** One batch of archive retention: the tombstones of runs finished before the cut-off, oldest first. */
+export function pruneArchiveBatchStatement(olderThanMs: number, batchSize: number): RawBuilder<{ runs: number }> {
+  return sql<{ runs: number }>`
+    WITH expired AS (
+      SELECT a.id FROM ledgerflow.run_archive a
+       WHERE a.finished_at < statement_timestamp() - ${millis(olderThanMs)}
+       ORDER BY a.finished_at, a.id
+       LIMIT ${batchSize}
+         FOR UPDATE OF a SKIP LOCKED
+    ),
+    deleted AS (
+      DELETE FROM ledgerflow.run_archive a USING expired x WHERE a.id = x.id
+      RETURNING 1
+    )
+    SELECT count(*)::int AS runs FROM deleted`;
+}
+
+/**
+ * A dry run's page: the next runs (keyset after `after`) a pass would prune, with their recorded
+ * ledger rows counted. A parent counts when none of its children must stay (one level).
+ */
+export function prunableRunsStatement(
+  selection: PruneSelection,
+  after: { readonly finishedAt: string; readonly id: string } | undefined,
+): RawBuilder<{ id: string; finished_at: string; effects: number }> {
+  // finished_at as text: a Date would drop its microseconds, and the keyset would find its own row again.
+  return sql<{ id: string; finished_at: string; effects: number }>`
+    SELECT r.id, r.finished_at::text AS finished_at,
+           (SELECT count(*) FROM ledgerflow.step_effect e WHERE e.workflow_id = r.id AND e.status = 'recorded')::int AS effects
+      FROM ledgerflow.workflow_run r
+     WHERE ${prunableByItself(sql`r`, selection)}
+       AND NOT EXISTS (SELECT 1 FROM ledgerflow.workflow_run c
+                        WHERE c.parent_run_id = r.id AND (${prunableByItself(sql`c`, selection)}) IS NOT TRUE)
+       ${after === undefined ? sql`` : sql`AND (r.finished_at, r.id) > (${after.finishedAt}::timestamptz, ${after.id}::uuid)`}
+     ORDER BY r.finished_at, r.id
+     LIMIT ${selection.batchSize}`;
+}
+
+/** A dry run of archive retention: how many tombstones are past the cut-off. */
+export function countArchiveStatement(db: Kysely<LedgerflowDatabase>, olderThanMs: number) {
+  return db
+    .selectFrom('ledgerflow.run_archive')
+    .select(sql<number>`count(*)::int`.as('runs'))
+    .where('finished_at', '<', sql<Date>`statement_timestamp() - ${millis(olderThanMs)}`);
+}
+
+/** The hash run_archive.input_hash holds: sha256 (hex) of the input's jsonb text. */
+export function inputHash(input: RawBuilder<unknown>): RawBuilder<string> {
+  return sql<string>`encode(sha256(convert_to(${input}::text, 'UTF8')), 'hex')`;
+}

@@ -1,0 +1,83 @@
+/**
+ * The worker's retention passes (`WorkerOptions.retention`): every `intervalMs` it runs
+ * `pruneRuns` (runtime/retention/prune.ts), deleting finished runs older than
+ * `completedOlderThanMs` in batches and keeping their identity in the archive. Any number of
+ * workers may do this at once: batches take their runs with SKIP LOCKED, so passes share the work.
+ *
+ * Timer: stopped ──start()──▶ ticking ──stop()──▶ stopped. A tick while a pass is still running
+ * is skipped (one pass at a time). A pass that pruned anything emits `prune-pass`; a pass that
+ * throws emits `error` (where 'prune') and the next tick tries again. stop() cancels the ticks and
+ * aborts the pass in progress between two batches; `idle()` waits for it to end.
+ */
+
+import type { Kysely } from 'kysely';
+import { pruneRuns } from '../retention/prune.js';
+import type { LedgerflowDatabase } from '../store/tables.js';
+import { serializeError } from './step-errors.js';
+import type { WorkerEvent } from './worker-events.js';
+
+/** `WorkerOptions.retention`. */
+export interface RetentionOptions {
+  /** Prune runs that finished at least this long ago (database time). */
+  readonly completedOlderThanMs: number;
+  /** How often a pass runs. Default 600 000 (10 minutes). */
+  readonly intervalMs?: number;
+  /** Runs deleted per batch (one short transaction each). Default 1 000. */
+  readonly batchSize?: number;
+}
+
+export const DEFAULT_RETENTION_INTERVAL_MS = 600_000;
+
+export interface RetentionTimerContext {
+  readonly db: Kysely<LedgerflowDatabase>;
+  readonly retention: RetentionOptions | undefined;
+  emit(event: WorkerEvent): void;
+}
+
+export class RetentionTimer {
+  readonly #ctx: RetentionTimerContext;
+  #timer: NodeJS.Timeout | undefined;
+  #pass: Promise<void> | undefined;
+  #abort: AbortController | undefined;
+
+  constructor(ctx: RetentionTimerContext) {
+    this.#ctx = ctx;
+  }
+
+  start(): void {
+    const { retention } = this.#ctx;
+    if (retention === undefined || this.#timer !== undefined) return;
+    this.#timer = setInterval(() => this.#tick(), retention.intervalMs ?? DEFAULT_RETENTION_INTERVAL_MS);
+  }
+
+  stop(): void {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+    this.#abort?.abort();
+  }
+
+  /** Resolves once no pass is running. */
+  async idle(): Promise<void> {
+    await this.#pass;
+  }
+
+  #tick(): void {
+    const { retention, db, emit } = this.#ctx;
+    if (this.#pass !== undefined || this.#timer === undefined || retention === undefined) return;
+    const abort = new AbortController();
+    this.#abort = abort;
+    this.#pass = pruneRuns(db, {
+      olderThanMs: retention.completedOlderThanMs,
+      ...(retention.batchSize !== undefined ? { batchSize: retention.batchSize } : {}),
+      signal: abort.signal,
+    })
+      .then((report) => {
+        if (report.runsPruned > 0) emit({ type: 'prune-pass', report });
+      })
+      .catch((error: unknown) => emit({ type: 'error', where: 'prune', error: serializeError(error) }))
+      .finally(() => {
+        this.#pass = undefined;
+        this.#abort = undefined;
+      });
+  }
+}

@@ -1,0 +1,41 @@
+-- pruneBatchStatement: up to 1 000 runs finished over 30 days ago archived and deleted (completed and cancelled only)
+--
+-- $1 = ["completed","cancelled"]
+-- $2 = 2592000000
+-- $3 = 1000
+
+    WITH victims AS (
+      SELECT r.id FROM ledgerflow.workflow_run r
+       WHERE r.status IN ('completed', 'failed', 'cancelled') AND r.status = ANY($1::text[])
+         AND r.finished_at < statement_timestamp() - ($2::double precision * interval '1 millisecond')
+         AND NOT EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = r.id AND e.status = 'intent')
+         AND NOT EXISTS (SELECT 1 FROM ledgerflow.workflow_run p
+                          WHERE p.id = r.parent_run_id AND p.status NOT IN ('completed', 'failed', 'cancelled'))
+         AND NOT EXISTS (SELECT 1 FROM ledgerflow.workflow_run c WHERE c.parent_run_id = r.id)
+       ORDER BY r.finished_at, r.id
+       LIMIT $3
+         FOR UPDATE OF r SKIP LOCKED
+    ),
+    archived AS (
+      INSERT INTO ledgerflow.run_archive
+             (id, workflow_name, workflow_version, dedupe_key, input_hash, status, parent_run_id, created_at, finished_at)
+      SELECT r.id, r.workflow_name, r.workflow_version, r.dedupe_key, encode(sha256(convert_to(r.input::text, 'UTF8')), 'hex'), r.status, r.parent_run_id,
+             r.created_at, r.finished_at
+        FROM ledgerflow.workflow_run r JOIN victims v ON v.id = r.id
+      ON CONFLICT DO NOTHING
+      RETURNING id
+    ),
+    effects AS (
+      INSERT INTO ledgerflow.effect_archive
+             (run_id, step_name, idempotency_key, kind, effect, request_hash, resolution, recorded_at)
+      SELECT e.workflow_id, e.step_name, e.idempotency_key, e.kind, e.effect, e.request_hash, e.resolution, e.recorded_at
+        FROM ledgerflow.step_effect e JOIN archived a ON a.id = e.workflow_id
+       WHERE e.status = 'recorded'
+      RETURNING 1
+    ),
+    deleted AS (
+      DELETE FROM ledgerflow.workflow_run r USING victims v WHERE r.id = v.id
+      RETURNING 1
+    )
+    SELECT (SELECT count(*) FROM deleted)::int AS runs, (SELECT count(*) FROM archived)::int AS archived,
+           (SELECT count(*) FROM effects)::int AS effects;
