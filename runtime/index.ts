@@ -94,3 +94,12 @@ export {
   type ReconcileReport,
 } from './reconciler/reconciler.js';
 
+export {
+  ATTR as TELEMETRY_ATTRIBUTES,
+  INSTRUMENTATION_SCOPE,
+  METRIC as TELEMETRY_METRICS,
+  eventAttributes,
+} from './telemetry/attributes.js';
+export { formatEventJson, jsonEventLogger, type LogLevel } from './telemetry/event-log.js';
+export type { TelemetryOptions } from './telemetry/telemetry.js';
+export type { MeterProviderLike, TracerProviderLike } from './telemetry/otel-api.js';

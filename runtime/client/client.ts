@@ -4,6 +4,7 @@ import type { AnyWorkflow, WorkflowStartInput } from '../../dsl/workflow.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
 import { ConflictError, RunNotFoundError, UnknownWorkflowError, ValidationError, WaitTimeoutError } from '../errors.js';
 import type { Store } from '../store/store.js';
+import { loadTelemetry, type Telemetry } from '../telemetry/telemetry.js';
 import { RUN_STATUSES, type LedgerflowDatabase, type RunStatus, type StepEffectRow, type WorkflowRunRow } from '../store/tables.js';
 import { assertRunTransition } from '../worker/state-machines.js';
 import { loadRunDetails, SETTLED_RUN_STATUSES, type RunDetails } from './run-details.js';
@@ -186,6 +187,9 @@ export function createClient(options: ClientOptions): Client {
   const byName = registerWorkflows(options.workflows ?? []);
   const events = registerEvents(byName);
   const migrated: MigratedVersions = new Set();
+  // The OpenTelemetry API, loaded at the first start: a run continues the trace it was started in.
+  let telemetry: Promise<Telemetry> | undefined;
+  const traceContext = async () => (await (telemetry ??= loadTelemetry())).captureContext();
 
   const resolveEvent = (event: AnyEvent | string): AnyEvent => {
     if (typeof event !== 'string') return event;
@@ -219,7 +223,7 @@ export function createClient(options: ClientOptions): Client {
   return {
     store,
     async start(workflow: AnyWorkflow | string, input: unknown, startOptions: StartOptions = {}) {
-      return startRun(store.db, resolve(workflow), input, startOptions, migrated);
+      return startRun(store.db, resolve(workflow), input, startOptions, migrated, await traceContext());
     },
     async startInTransaction<DB>(trx: Transaction<DB>, workflow: AnyWorkflow | string, input: unknown, startOptions: StartOptions = {}) {
       if (!trx.isTransaction) {
@@ -228,7 +232,7 @@ export function createClient(options: ClientOptions): Client {
         );
       }
       // The caller's database type includes ours only in the tables the run writes; the queries name their schema.
-      return startRun(trx as unknown as Kysely<LedgerflowDatabase>, resolve(workflow), input, startOptions, migrated);
+      return startRun(trx as unknown as Kysely<LedgerflowDatabase>, resolve(workflow), input, startOptions, migrated, await traceContext());
     },
     getRun: (runId) => loadRunDetails(store.db, runId),
     async waitForRun(runId, waitOptions = {}) {

@@ -110,6 +110,7 @@ const WRITES: Readonly<Record<string, readonly string[]>> = {
   // A debounced start joins the window (keep 'last') or closes one that is over: the run stays pending.
   'debounce-replace-in-window.sql': ['run pending->pending'],
   'debounce-close-window.sql': ['run pending->pending'],
+  'telemetry-database-gauges.sql': [],
 };
 
 /** Variants that differ from a snapshot case in parameters only: how a failure's phase settles the attempt's own intent. */
