@@ -32,7 +32,7 @@ export interface OtelSpan {
   setAttribute(key: string, value: OtelAttributeValue): unknown;
   setAttributes(attributes: OtelAttributes): unknown;
   setStatus(status: { code: number; message?: string }): unknown;
-  recordException(exception: { name?: string; message?: string; stack?: string }): void;
+  recordException(exception: { name: string; message: string; stack?: string }): void;
   end(): void;
 }
 

@@ -302,10 +302,9 @@ class OtelRunTrace implements RunTrace {
         break;
       case 'step-failed':
         step?.end(event.outcome.kind, { error: event.error, phase: event.phase });
-        if (event.outcome.kind === 'failed') {
-          this.#outcome = 'failed';
-          this.#span.setStatus({ code: STATUS.error, message: event.error.message });
-        }
+        // retry, failed or parked (a run-parked follows); only a failed run is an error of the run.
+        this.#outcome = event.outcome.kind;
+        if (event.outcome.kind === 'failed') this.#span.setStatus({ code: STATUS.error, message: event.error.message });
         return;
       case 'step-crashed':
         this.#t.crashes.add(1, { [ATTR.workflow]: this.#workflow, [ATTR.step]: event.step, [ATTR.crashKind]: 'repeated' });
