@@ -67,10 +67,10 @@ export interface ReconcilePassOptions {
   /** At most this many intents per pass (the rest wait for the next). Default 10 000. */
   readonly maxItems?: number;
   /**
-   * Where the lookups' spans and counts go (as `WorkerOptions.telemetry`; a worker passes its
-   * loaded telemetry). Each lookup's span continues the trace its run was started in.
+   * Where the lookups' spans and counts go (as `WorkerOptions.telemetry`). Each lookup's span
+   * continues the trace its run was started in.
    */
-  readonly telemetry?: TelemetryOptions | Telemetry;
+  readonly telemetry?: TelemetryOptions;
 }
 
 export type ReconcileItemOutcome = 'recorded' | 'released' | 'parked' | 'deferred' | 'skipped' | 'error';
@@ -111,7 +111,7 @@ const DEFAULT_LEASE_MS = 30_000;
  * const report = await runReconcilePass({ store, workflows: [orderPaymentRegistration] });
  * console.log(`${report.recorded} recorded, ${report.released} released, ${report.parked} parked`);
  */
-export async function runReconcilePass(options: ReconcilePassOptions): Promise<ReconcileReport> {
+export async function runReconcilePass(options: ReconcilePassOptions, loaded?: Telemetry): Promise<ReconcileReport> {
   const { store } = options;
   const registry = buildRegistry(options.workflows);
   const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
@@ -120,8 +120,8 @@ export async function runReconcilePass(options: ReconcilePassOptions): Promise<R
   const maxItems = options.maxItems ?? 10_000;
   const items: ReconcileItem[] = [];
   if (registry.all.length === 0) return summarize(items);
-  const given = options.telemetry;
-  const telemetry = given !== undefined && 'enabled' in given ? given : await loadTelemetry(given);
+  // A worker's pass uses the telemetry the worker loaded (`loaded`).
+  const telemetry = loaded ?? (await loadTelemetry(options.telemetry));
   for (;;) {
     const limit = Math.min(pageSize, maxItems - items.length);
     if (limit <= 0) break;

@@ -59,6 +59,8 @@ import { captureTraceContext, restoreTraceContext } from './trace-context.js';
 export interface TelemetryOptions {
   readonly tracerProvider?: TracerProviderLike;
   readonly meterProvider?: MeterProviderLike;
+  /** `false`: record nothing even where the API is installed (the path taken without it). Default true. */
+  readonly enabled?: boolean;
 }
 
 /** Who looked an intent up, and about what (the attributes of a reconcile span). */
@@ -147,6 +149,7 @@ export const NO_RUN_TRACE: RunTrace = NOOP_RUN;
  * import (tests).
  */
 export async function loadTelemetry(options: TelemetryOptions = {}, importer?: OtelImporter): Promise<Telemetry> {
+  if (options.enabled === false) return NO_TELEMETRY;
   const api = await loadOtelApi(importer);
   return api === undefined ? NO_TELEMETRY : new OtelTelemetry(api, options);
 }

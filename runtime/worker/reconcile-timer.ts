@@ -52,7 +52,7 @@ export class ReconcileTimer {
   #tick(): void {
     if (this.#pass !== undefined || this.#timer === undefined) return;
     const { store, workflows, leaseMs, workerId, emit } = this.#ctx;
-    this.#pass = runReconcilePass({ store, workflows, leaseMs, reconcilerId: `${workerId}:reconciler`, telemetry: this.#ctx.telemetry() })
+    this.#pass = runReconcilePass({ store, workflows, leaseMs, reconcilerId: `${workerId}:reconciler` }, this.#ctx.telemetry())
       .then((report) => {
         if (report.recorded + report.released + report.parked > 0) emit({ type: 'reconcile-pass', report });
       })

@@ -349,6 +349,7 @@ describe('without @opentelemetry/api', () => {
     expect(await loadTelemetry({}, missing)).toBe(NO_TELEMETRY);
     expect(await loadTelemetry({}, () => Promise.resolve({ something: 'else' }))).toBe(NO_TELEMETRY);
     expect((await loadTelemetry({})).enabled).toBe(true);
+    expect(await loadTelemetry({ enabled: false })).toBe(NO_TELEMETRY);
   });
 
   describe('a worker in a process where the import fails', () => {
