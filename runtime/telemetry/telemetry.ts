@@ -114,6 +114,8 @@ export interface StepTrace {
   perform<R>(key: string, call: () => Promise<R>): Promise<R>;
   /** A lookup of an earlier attempt's intent, as a child span. */
   reconcile<T extends { readonly status: string } | undefined>(key: string, intentAttempt: number, lookup: () => Promise<T>): Promise<T>;
+  /** The step span as a stored carrier (the children a `child`/`forEach` step starts continue it); null untraced. */
+  carrier(): Json | null;
 }
 
 const NOOP_STEP: StepTrace = {
@@ -121,6 +123,7 @@ const NOOP_STEP: StepTrace = {
   keyed: () => {},
   perform: (_key, call) => call(),
   reconcile: (_key, _attempt, lookup) => lookup(),
+  carrier: () => null,
 };
 
 const NOOP_RUN: RunTrace = {
@@ -186,7 +189,7 @@ class OtelTelemetry implements Telemetry {
   }
 
   captureContext(): Json | null {
-    return captureTraceContext(this.api);
+    return captureTraceContext(this.api, this.api.context.active());
   }
 
   reconcile<T extends { readonly status: string } | undefined>(subject: ReconcileSubject, lookup: () => Promise<T>): Promise<T> {
@@ -411,6 +414,10 @@ class OtelStepTrace implements StepTrace {
       { runId: run.id, workflow: run.workflowName, workflowVersion: run.workflowVersion, step: this.#step.name, key, intentAttempt, by: 'attempt' },
       lookup,
     );
+  }
+
+  carrier(): Json | null {
+    return captureTraceContext(this.#t.api, this.#context);
   }
 
   end(outcome: string, failure?: { readonly error: SerializedError; readonly phase?: FailurePhase }): void {

@@ -12,9 +12,8 @@
 import type { Json } from '../store/tables.js';
 import type { OtelApi, OtelContext } from './otel-api.js';
 
-/** The carrier of the context active now; `null` when there is nothing to continue. */
-export function captureTraceContext(api: OtelApi): Json | null {
-  const active = api.context.active();
+/** The carrier of `active` (the context active now, or a span's); `null` when there is nothing to continue. */
+export function captureTraceContext(api: OtelApi, active: OtelContext): Json | null {
   const carrier: Record<string, string> = {};
   api.propagation.inject(active, carrier);
   if (Object.keys(carrier).length === 0) {

@@ -31,6 +31,7 @@ import { createPgTestStore, type TestStore } from '../support/test-stores.js';
 import { eventLog, runState, setupAppSchema } from './fixtures/run-helpers.js';
 import { flakyHandlers, mixedHandlers, receiptControl, receiptHandlers, twoStepsHandlers } from './fixtures/test-handlers.js';
 import { ALL_TEST_WORKFLOWS, flaky, mixed, receipt, twoSteps } from './fixtures/test-workflows.js';
+import { fanOut, WAIT_WORKFLOWS, waitHandlers, withChild } from './fixtures/wait-workflows.js';
 
 // The real API and SDK objects fit ledgerflow's own structural types (a drift is a compile error here).
 const apiFits: OtelApi = otel;
@@ -102,7 +103,7 @@ describeStores('OpenTelemetry: spans, trace context and metrics of a worker', (g
     Object.fromEntries((await points(name, where)).map((p) => [String(p.attributes[by]), p.value as number]));
 
   beforeAll(async () => {
-    await migrateForTest(getStore(), ALL_TEST_WORKFLOWS);
+    await migrateForTest(getStore(), [...ALL_TEST_WORKFLOWS, ...WAIT_WORKFLOWS]);
     await setupAppSchema(getStore());
   });
   afterEach(async () => {
@@ -304,6 +305,35 @@ describeStores('OpenTelemetry: spans, trace context and metrics of a worker', (g
     expect(reads).toBe(1);
   });
 
+  it("children continue the trace: each child's run span is a child of the forEach attempt that started it", async () => {
+    const store = getStore();
+    const client = createClient({ store });
+    const { runId, request } = await startInRequest('POST /fan-out', () => client.start(fanOut, { id: 'otel', count: 2, failAt: -1 }));
+    const traced = worker({ workflows: waitHandlers() });
+    await traced.drain();
+    await traced.stop();
+    expect((await runState(store, runId)).run.status).toBe('completed');
+
+    const [starter] = spansOf(runId, 'ledgerflow.step double');
+    const children = await client.listRuns({ parentRunId: runId });
+    expect(children).toHaveLength(2);
+    for (const child of children) {
+      const [childRun] = spansOf(child.id, 'ledgerflow.run ');
+      expect(childRun!.name).toBe('ledgerflow.run wt-w-doubler');
+      expect(childRun!.spanContext().traceId).toBe(request.traceId);
+      expect(childRun!.parentSpanContext?.spanId).toBe(starter!.spanContext().spanId);
+    }
+
+    // Untraced, a child inherits the context its parent was started with.
+    const untraced = await startInRequest('POST /child', () => client.start(withChild, { id: 'otel-off', n: 2, fail: false }));
+    await worker({ workflows: waitHandlers(), telemetry: { enabled: false } }).drain();
+    const parent = (await runState(store, untraced.runId)).run;
+    const [child] = await client.listRuns({ parentRunId: untraced.runId });
+    expect(parent.status).toBe('completed');
+    expect(child!.trace_context).toEqual(parent.trace_context);
+    expect(spansOf(untraced.runId, 'ledgerflow.')).toEqual([]);
+  });
+
   it('startInTransaction captures the context too, and a run started outside any span stores none', async () => {
     const store = getStore();
     const client = createClient({ store });
@@ -329,13 +359,13 @@ describe('trace context without a registered propagator', () => {
     try {
       const provider = new BasicTracerProvider();
       const span = provider.getTracer('t').startSpan('request');
-      const carrier = context.with(trace.setSpan(context.active(), span), () => captureTraceContext(api));
+      const carrier = captureTraceContext(api, trace.setSpan(context.active(), span));
       const { traceId, spanId } = span.spanContext();
       expect(carrier).toEqual({ traceparent: `00-${traceId}-${spanId}-01` });
       const restored = trace.getSpanContext(restoreTraceContext(api, carrier) as otel.Context);
       expect(restored).toMatchObject({ traceId, spanId, isRemote: true });
       expect(restoreTraceContext(api, { traceparent: 'garbage' })).toBe(otel.ROOT_CONTEXT);
-      expect(context.with(otel.ROOT_CONTEXT, () => captureTraceContext(api))).toBeNull();
+      expect(captureTraceContext(api, otel.ROOT_CONTEXT)).toBeNull();
     } finally {
       context.disable();
     }
