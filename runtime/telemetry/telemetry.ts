@@ -159,7 +159,7 @@ export async function loadTelemetry(options: TelemetryOptions = {}, importer?: O
 
 /** The API's `SpanKind` and `SpanStatusCode` values (stable in the specification). */
 const SPAN_KIND = { internal: 0, client: 2, consumer: 4 } as const;
-const STATUS = { ok: 1, error: 2 } as const;
+const STATUS = { error: 2 } as const;
 
 class OtelTelemetry implements Telemetry {
   readonly enabled = true;

@@ -42,7 +42,7 @@ export interface DriverContext {
   /** Hands the worker the runs a fused claim took; `undefined` when its commit failed. */
   adopt(runs: readonly LeasedRun[] | undefined): void;
   emit(event: WorkerEvent): void;
-  /** Spans and metrics; {@link NO_TELEMETRY}-like when OpenTelemetry is not available. */
+  /** Spans and metrics (`NO_TELEMETRY` when OpenTelemetry is not available). */
   readonly telemetry: Telemetry;
 }
 
