@@ -30,6 +30,7 @@ import { measureFloor } from './workloads/w0-floor.js';
 import { measureLatency } from './workloads/w3-latency.js';
 import { measureFanOut, measureSleepingClaimCost, WAIT_BENCH_WORKFLOWS, waitBenchRegistrations } from './workloads/waits.js';
 import { measureQueuedBacklog, QUEUE_BENCH_WORKFLOWS, queueBenchRegistrations, queuedOneStep } from './workloads/queues.js';
+import { measureTelemetryOverhead, type TelemetryOverhead } from './workloads/telemetry.js';
 
 /**
  * `npm run bench`: every workload in one run against one durable server, then a Markdown
@@ -40,12 +41,16 @@ import { measureQueuedBacklog, QUEUE_BENCH_WORKFLOWS, queueBenchRegistrations, q
  *   LEDGERFLOW_BENCH_CODEGEN=0    skip the codegen benchmark
  *   LEDGERFLOW_BENCH_SLEEPING     sleeping runs for the claim-cost measurement (default 100000)
  *   LEDGERFLOW_BENCH_FANOUT       children of the fan-out measurement (default 10000)
+ *   LEDGERFLOW_BENCH_TELEMETRY_ROUNDS  rounds of the telemetry overhead measurement (default 2)
+ *   LEDGERFLOW_BENCH_ONLY=telemetry    only the telemetry overhead measurement, logged, no files written
  *   DATABASE_URL                  use this server instead of starting one (settings recorded as found)
  */
 const CONCURRENCIES = [1, 4, 16] as const;
 
 async function main(): Promise<void> {
   const n = positiveInt('LEDGERFLOW_BENCH_N', 2000);
+  const only = process.env['LEDGERFLOW_BENCH_ONLY'] ?? '';
+  if (only !== '' && only !== 'telemetry') throw new Error(`LEDGERFLOW_BENCH_ONLY must be telemetry or empty (got "${only}").`);
   const w3Seconds = positiveInt('LEDGERFLOW_BENCH_W3_SECONDS', 5);
   const started = performance.now();
   const server = await openBenchServer();
@@ -55,6 +60,10 @@ async function main(): Promise<void> {
   try {
     const environment = await describeEnvironment(server);
     log(`server: ${environment.serverVersion}, fsync=${environment.fsync}, synchronous_commit=${environment.synchronousCommit}`);
+    if (only === 'telemetry') {
+      await telemetryOverhead(server, registrations, n);
+      return;
+    }
 
     const floor: ThroughputRow[] = [];
     const floorAsTransaction: ThroughputRow[] = [];
@@ -88,6 +97,8 @@ async function main(): Promise<void> {
     for (const concurrency of CONCURRENCIES) {
       durable.push((await drain('W2 three-step drain', threeStep, Math.ceil(n / 3), 3, concurrency)).row);
     }
+
+    const telemetry = await telemetryOverhead(server, registrations, n);
 
     const queueRegistrations = [...registrations, ...queueBenchRegistrations()];
     const queuedRow = (
@@ -214,6 +225,7 @@ async function main(): Promise<void> {
       pglite,
       waits,
       queues: { queued: queuedRow, w1: w1At16, backlog },
+      telemetry,
       ...(codegen ? { codegen } : {}),
       notes,
     });
@@ -301,6 +313,40 @@ async function durableDrain(
     await workerStore.close().catch(() => {});
     await enqueueStore.close().catch(() => {});
   }
+}
+
+/** W1 plain, with the OpenTelemetry API but no SDK, and with the SDK (bench/workloads/telemetry.ts). */
+async function telemetryOverhead(server: BenchServer, registrations: ReturnType<typeof benchRegistrations>, n: number): Promise<TelemetryOverhead> {
+  const concurrency = 4;
+  const result = await measureTelemetryOverhead({
+    workflow: oneStep,
+    registrations,
+    runs: n,
+    concurrency,
+    rounds: positiveInt('LEDGERFLOW_BENCH_TELEMETRY_ROUNDS', 2),
+    stores: async (label) => {
+      const { url } = await prepareDatabase(server, `bench_${label}`);
+      const enqueueStore = createPgStore({ connectionString: url, maxConnections: 16 });
+      const workerStore = createPgStore({ connectionString: url, maxConnections: concurrency + 2 });
+      return {
+        enqueueStore,
+        workerStore,
+        close: async () => {
+          await enqueueStore.close().catch(() => {});
+          await workerStore.close().catch(() => {});
+        },
+      };
+    },
+  });
+  const plain = result.variants[0]!;
+  for (const v of result.variants) {
+    log(
+      `telemetry ${v.variant} W1 c=${concurrency}: ${v.stepsPerSecond.toFixed(0)} steps/s (${(v.stepsPerSecond / plain.stepsPerSecond).toFixed(3)} × plain), ` +
+        `${v.cpuMsPerStep.toFixed(3)} worker CPU ms/step (${(v.cpuMsPerStep / plain.cpuMsPerStep).toFixed(3)} × plain)`,
+    );
+  }
+  log(`telemetry SDK: ${result.spansPerRun.toFixed(2)} spans exported per run`);
+  return result;
 }
 
 async function withStores<T, S extends Store[]>(stores: [...S], use: (stores: S) => Promise<T>): Promise<T> {

@@ -2,6 +2,7 @@ import type { CodegenBenchResult } from './codegen-bench.js';
 import type { BenchEnvironment } from './environment.js';
 import type { QueryClass } from './instrumented-pg-store.js';
 import type { QueuedBacklogCost } from './workloads/queues.js';
+import type { TelemetryOverhead } from './workloads/telemetry.js';
 import type { FanOutResult, SleepingClaimCost } from './workloads/waits.js';
 
 /** One throughput measurement at one concurrency. */
@@ -73,5 +74,7 @@ export interface BenchResults {
   readonly waits?: { readonly sleeping: SleepingClaimCost; readonly fanOut: FanOutResult };
   /** W1 through a queue that never limits it (same concurrency as `w1`), and a deep queued backlog. */
   readonly queues?: { readonly queued: ThroughputRow; readonly w1: ThroughputRow; readonly backlog: QueuedBacklogCost };
+  /** W1 plain, with the OpenTelemetry API but no SDK, and traced through the SDK (bench/workloads/telemetry.ts). */
+  readonly telemetry?: TelemetryOverhead;
   readonly notes: readonly string[];
 }

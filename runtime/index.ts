@@ -113,3 +113,12 @@ export {
 } from './retention/prune.js';
 export type { PrunedRun } from './retention/pruned-run.js';
 export type { RetentionOptions } from './worker/retention-timer.js';
+export {
+  ATTR as TELEMETRY_ATTRIBUTES,
+  INSTRUMENTATION_SCOPE,
+  METRIC as TELEMETRY_METRICS,
+  eventAttributes,
+} from './telemetry/attributes.js';
+export { formatEventJson, jsonEventLogger, type LogLevel } from './telemetry/event-log.js';
+export type { TelemetryOptions } from './telemetry/telemetry.js';
+export type { MeterProviderLike, TracerProviderLike } from './telemetry/otel-api.js';

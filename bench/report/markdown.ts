@@ -120,6 +120,23 @@ export function renderMarkdown(results: BenchResults, chartFile: string): string
       '',
     );
   }
+  if (results.telemetry) {
+    const t = results.telemetry;
+    const plain = t.variants[0]!;
+    lines.push(
+      `## Telemetry overhead (bench/workloads/telemetry.ts, W1 c=${t.concurrency}, ${t.runs} runs, best of ${t.rounds} alternating rounds)`,
+      '',
+      '| variant | steps/s | ratio to plain | worker CPU ms/step | ratio to plain |',
+      '|---|---:|---:|---:|---:|',
+      ...t.variants.map(
+        (v) =>
+          `| ${v.variant} | ${v.stepsPerSecond.toFixed(0)} | ${(v.stepsPerSecond / plain.stepsPerSecond).toFixed(3)} | ${v.cpuMsPerStep.toFixed(3)} | ${(v.cpuMsPerStep / plain.cpuMsPerStep).toFixed(3)} |`,
+      ),
+      '',
+      `The SDK variant exported ${t.spansPerRun.toFixed(2)} spans per run (a BatchSpanProcessor into an exporter that drops them; metrics read every second).`,
+      '',
+    );
+  }
   if (results.codegen) {
     const c = results.codegen;
     lines.push(

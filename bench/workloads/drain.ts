@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { AnyWorkflow } from '../../dsl/index.js';
 import { createClient } from '../../runtime/client/client.js';
-import { createWorker, type Store, type WorkflowRegistration } from '../../runtime/index.js';
+import { createWorker, type Store, type TelemetryOptions, type WorkflowRegistration } from '../../runtime/index.js';
 
 export interface DrainOptions {
   readonly workflow: AnyWorkflow;
@@ -16,6 +16,8 @@ export interface DrainOptions {
   readonly beforeDrain?: () => Promise<void>;
   /** Gives up (and says what went wrong) after this long. Default 300 000. */
   readonly timeoutMs?: number;
+  /** The worker's `telemetry` option (default: the global providers, if any). */
+  readonly telemetry?: TelemetryOptions;
 }
 
 export interface DrainMeasurement {
@@ -53,6 +55,7 @@ export async function measureDrain(options: DrainOptions): Promise<DrainMeasurem
     concurrency: options.concurrency,
     leaseMs: 30_000,
     reconcileIntervalMs: 0,
+    ...(options.telemetry !== undefined ? { telemetry: options.telemetry } : {}),
     onEvent: (event) => {
       if (event.type === 'run-completed' && ++completed === options.runs) finished();
       if (event.type === 'step-failed') failedSteps += 1;

@@ -5,6 +5,7 @@ import type { WorkflowRegistration } from '../contracts/registration.js';
 import { ConflictError, RunNotFoundError, RunPrunedError, UnknownWorkflowError, ValidationError, WaitTimeoutError } from '../errors.js';
 import { missingRunError } from '../retention/pruned-run.js';
 import type { Store } from '../store/store.js';
+import { loadTelemetry, type Telemetry } from '../telemetry/telemetry.js';
 import { RUN_STATUSES, type LedgerflowDatabase, type RunStatus, type StepEffectRow, type WorkflowRunRow } from '../store/tables.js';
 import { loadRunDetails, SETTLED_RUN_STATUSES, type RunDetails } from './run-details.js';
 import { listQueues, type QueueListOptions, type QueueSummary } from './queues.js';
@@ -228,6 +229,9 @@ export function createClient(options: ClientOptions): Client {
   const events = registerEvents(byName);
   const migrated: MigratedVersions = new Set();
   const versions = workflowVersions(options.workflows ?? []);
+  // The OpenTelemetry API, loaded at the first start: a run continues the trace it was started in.
+  let telemetry: Promise<Telemetry> | undefined;
+  const traceContext = async () => (await (telemetry ??= loadTelemetry())).captureContext();
 
   const resolveEvent = (event: AnyEvent | string): AnyEvent => {
     if (typeof event !== 'string') return event;
@@ -261,7 +265,7 @@ export function createClient(options: ClientOptions): Client {
   return {
     store,
     async start(workflow: AnyWorkflow | string, input: unknown, startOptions: StartOptions = {}) {
-      return startRun(store.db, resolve(workflow), input, startOptions, migrated);
+      return startRun(store.db, resolve(workflow), input, startOptions, migrated, await traceContext());
     },
     async startInTransaction<DB>(trx: Transaction<DB>, workflow: AnyWorkflow | string, input: unknown, startOptions: StartOptions = {}) {
       if (!trx.isTransaction) {
@@ -270,7 +274,7 @@ export function createClient(options: ClientOptions): Client {
         );
       }
       // The caller's database type includes ours only in the tables the run writes; the queries name their schema.
-      return startRun(trx as unknown as Kysely<LedgerflowDatabase>, resolve(workflow), input, startOptions, migrated);
+      return startRun(trx as unknown as Kysely<LedgerflowDatabase>, resolve(workflow), input, startOptions, migrated, await traceContext());
     },
     getRun: (runId) => loadRunDetails(store.db, runId),
     async waitForRun(runId, waitOptions = {}) {

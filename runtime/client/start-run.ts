@@ -6,7 +6,7 @@ import { DuplicateRunError, MigrationError, UnknownWorkflowError, ValidationErro
 import { inputHash } from '../retention/prune.js';
 import { toPrunedRun, type PrunedRun } from '../retention/pruned-run.js';
 import { SQLSTATE, sqlStateOf } from '../store/sqlstate.js';
-import type { LedgerflowDatabase } from '../store/tables.js';
+import type { Json, LedgerflowDatabase } from '../store/tables.js';
 import { millis } from '../worker/claim.js';
 import { RUNS_CHANNEL } from '../worker/worker.js';
 import { parseDebounce, startDebounced, type DebounceOptions, type DebouncedRunColumns } from './debounce.js';
@@ -73,7 +73,8 @@ export const MAX_DEDUPE_KEY_LENGTH = 1_000;
  * Validates and writes a new run, on `db` or inside the caller's transaction. Everything that
  * can be rejected without the database (input, run id, dedupe key, debounce options and what
  * they are combined with) is rejected before the first query. A debounced start goes on in
- * debounce.ts, with the same insert.
+ * debounce.ts, with the same insert. `traceContext` (the caller's OpenTelemetry context as a
+ * propagator carrier, or null) is stored with the run for the worker's spans to continue.
  */
 export async function startRun(
   db: Kysely<LedgerflowDatabase>,
@@ -81,6 +82,7 @@ export async function startRun(
   input: unknown,
   options: StartOptions,
   migrated: MigratedVersions,
+  traceContext: Json | null = null,
 ): Promise<StartedRun> {
   const inputJson = parseStartInput(workflow, input);
   if (options.runId !== undefined) assertRunId(options.runId);
@@ -124,6 +126,7 @@ export async function startRun(
         dedupe_key: dedupeKey ?? null,
         ...(timeoutMs !== undefined ? { deadline_at: sql<Date>`statement_timestamp() + ${millis(timeoutMs)}` } : {}),
         ...(options.priority !== undefined ? { priority: options.priority } : {}),
+        ...(traceContext !== null ? { trace_context: JSON.stringify(traceContext) } : {}),
         ...debounced,
       },
       { guarded, notify: debounced === undefined },
@@ -170,6 +173,7 @@ const RUN_COLUMN_TYPES = {
   debounce_open: 'boolean',
   created_at: 'timestamptz',
   run_after: 'timestamptz',
+  trace_context: 'jsonb',
 } as const;
 
 export type StartedRunColumns = {

@@ -6,6 +6,7 @@ import type { WorkflowRegistration } from '../contracts/registration.js';
 import type { Store } from '../store/store.js';
 import type { StepDefinition } from '../../dsl/workflow.js';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
+import { loadTelemetry, type Telemetry, type TelemetryOptions } from '../telemetry/telemetry.js';
 import { buildRegistry, type RegisteredWorkflow } from '../worker/registry.js';
 import { backoffDelayMs } from '../worker/retry.js';
 import { advanceRun } from '../worker/step-commits.js';
@@ -66,6 +67,11 @@ export interface ReconcilePassOptions {
   readonly limit?: number;
   /** At most this many intents per pass (the rest wait for the next). Default 10 000. */
   readonly maxItems?: number;
+  /**
+   * Where the lookups' spans and counts go (as `WorkerOptions.telemetry`). Each lookup's span
+   * continues the trace its run was started in.
+   */
+  readonly telemetry?: TelemetryOptions;
 }
 
 export type ReconcileItemOutcome = 'recorded' | 'released' | 'parked' | 'deferred' | 'skipped' | 'error';
@@ -106,7 +112,7 @@ const DEFAULT_LEASE_MS = 30_000;
  * const report = await runReconcilePass({ store, workflows: [orderPaymentRegistration] });
  * console.log(`${report.recorded} recorded, ${report.released} released, ${report.parked} parked`);
  */
-export async function runReconcilePass(options: ReconcilePassOptions): Promise<ReconcileReport> {
+export async function runReconcilePass(options: ReconcilePassOptions, loaded?: Telemetry): Promise<ReconcileReport> {
   const { store } = options;
   const registry = buildRegistry(options.workflows);
   const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
@@ -115,13 +121,15 @@ export async function runReconcilePass(options: ReconcilePassOptions): Promise<R
   const maxItems = options.maxItems ?? 10_000;
   const items: ReconcileItem[] = [];
   if (registry.all.length === 0) return summarize(items);
+  // A worker's pass uses the telemetry the worker loaded (`loaded`).
+  const telemetry = loaded ?? (await loadTelemetry(options.telemetry));
   for (;;) {
     const limit = Math.min(pageSize, maxItems - items.length);
     if (limit <= 0) break;
     const due = await claimDueIntents(store.db, registry, { limit, holdMs: leaseMs, now: options.now });
     for (const intent of due) {
       const workflow = registry.get(intent.workflow_name, intent.workflow_version)!;
-      items.push(await reconcileOne(options, workflow, intent, leaseMs, reconcilerId));
+      items.push(await reconcileOne(options, telemetry, workflow, intent, leaseMs, reconcilerId));
     }
     if (due.length < limit) break;
   }
@@ -130,6 +138,7 @@ export async function runReconcilePass(options: ReconcilePassOptions): Promise<R
 
 async function reconcileOne(
   options: ReconcilePassOptions,
+  telemetry: Telemetry,
   workflow: RegisteredWorkflow,
   intent: DueIntent,
   leaseMs: number,
@@ -149,7 +158,8 @@ async function reconcileOne(
     const step = workflow.steps.find((s) => s.name === intent.step_name);
     if (step === undefined) return item('skipped', 'the step is not part of this workflow version');
     const finished = intent.run_status === 'cancelled' || intent.run_status === 'failed';
-    if (finished) return await settleFinishedRun(db, workflow, step, intent, leaseMs, item);
+    const lookup: Lookup = (outputs) => ask(telemetry, workflow, step, intent, outputs, leaseMs);
+    if (finished) return await settleFinishedRun(db, workflow, step, intent, lookup, item);
     if (intent.current_step !== step.position) {
       await deferIntent(db, intent, `not reconciled: the run is at step ${intent.current_step}, not at this intent's step`);
       return item('skipped', `the run is at step ${intent.current_step}, not at this intent's step`);
@@ -157,7 +167,7 @@ async function reconcileOne(
     const claim = await claimForReconcile(db, intent.run_id, step, reconcilerId, leaseMs);
     if (claim === undefined) return item('skipped', 'another worker or reconciler took the run first');
     try {
-      return await settleLiveRun(db, workflow, step, intent, claim, leaseMs, item);
+      return await settleLiveRun(db, workflow, step, intent, claim, lookup, item);
     } catch (error) {
       // Whatever failed, the run must not stay leased to this pass until the lease runs out.
       await returnRun(db, claim).catch(() => {});
@@ -170,31 +180,49 @@ async function reconcileOne(
 
 type ItemOf = (outcome: ReconcileItemOutcome, detail: string) => ReconcileItem;
 
+type Answer = { readonly status: 'found'; readonly output: Json } | { readonly status: 'not_found' } | { readonly status: 'inconclusive'; readonly reason: string };
+
+/** The item's lookup, given the outputs of the run's earlier steps. */
+type Lookup = (outputs: Readonly<Record<string, Json>>) => Promise<Answer>;
+
 /** Asks the step's `reconcile`, bounded by the lease: the outcome, or why there is none. */
 async function ask(
+  telemetry: Telemetry,
   workflow: RegisteredWorkflow,
   step: StepDefinition,
   intent: DueIntent,
   outputs: Readonly<Record<string, Json>>,
   leaseMs: number,
-): Promise<{ readonly status: 'found'; readonly output: Json } | { readonly status: 'not_found' } | { readonly status: 'inconclusive'; readonly reason: string }> {
+): Promise<Answer> {
   const reconcile = workflow.reconciler(step.name);
   if (reconcile === undefined) return { status: 'inconclusive', reason: 'the step has no reconcile' };
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(new Error('reconcile took longer than the lease')), leaseMs);
   let outcome: ReconcileOutcome<unknown>;
   try {
-    outcome = await reconcile({
+    const subject = {
       runId: intent.run_id,
-      workflowName: intent.workflow_name,
-      stepName: step.name,
-      attempt: intent.attempt,
-      input: intent.input,
-      steps: outputs,
-      signal: controller.signal,
+      workflow: intent.workflow_name,
+      workflowVersion: intent.workflow_version,
+      step: step.name,
       key: intent.idempotency_key,
-      intent: { attempt: intent.attempt, intentAt: new Date(intent.intent_at), requestHash: intent.request_hash },
-    });
+      intentAttempt: intent.attempt,
+      by: 'pass',
+      traceContext: intent.trace_context,
+    } as const;
+    outcome = await telemetry.reconcile(subject, () =>
+      reconcile({
+        runId: intent.run_id,
+        workflowName: intent.workflow_name,
+        stepName: step.name,
+        attempt: intent.attempt,
+        input: intent.input,
+        steps: outputs,
+        signal: controller.signal,
+        key: intent.idempotency_key,
+        intent: { attempt: intent.attempt, intentAt: new Date(intent.intent_at), requestHash: intent.request_hash },
+      }),
+    );
   } catch (error) {
     return { status: 'inconclusive', reason: `reconcile threw: ${serializeError(error).message}` };
   } finally {
@@ -221,7 +249,7 @@ async function settleFinishedRun(
   workflow: RegisteredWorkflow,
   step: StepDefinition,
   intent: DueIntent,
-  leaseMs: number,
+  lookup: Lookup,
   item: ItemOf,
 ): Promise<ReconcileItem> {
   const was = `the run is ${intent.run_status}`;
@@ -231,8 +259,7 @@ async function settleFinishedRun(
     const settled = await settleFinishedRunIntent(db, intent, { resolution });
     return settled ? item('released', resolution) : item('skipped', 'the intent changed meanwhile');
   }
-  const outputs = await stepOutputs(db, intent.run_id);
-  const answer = await ask(workflow, step, intent, outputs, leaseMs);
+  const answer = await lookup(await stepOutputs(db, intent.run_id));
   if (answer.status === 'inconclusive') {
     await deferIntent(db, intent, `unresolved (${was}): ${answer.reason}`);
     return item('deferred', answer.reason);
@@ -254,11 +281,11 @@ async function settleLiveRun(
   step: StepDefinition,
   intent: DueIntent,
   claim: ReconcileClaim,
-  leaseMs: number,
+  lookup: Lookup,
   item: ItemOf,
 ): Promise<ReconcileItem> {
   const previous = claim.previousError as { exhausted?: boolean; lastError?: Json } | null;
-  const answer = await ask(workflow, step, intent, claim.outputs, leaseMs);
+  const answer = await lookup(claim.outputs);
   switch (answer.status) {
     case 'found': {
       const next = workflow.steps[step.position + 1];

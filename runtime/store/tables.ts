@@ -81,6 +81,11 @@ export interface WorkflowRunTable {
    */
   budget_step: string | null;
   budget_base: Generated<number>;
+  /**
+   * The OpenTelemetry context active where the run was started, as its propagator's carrier
+   * (`traceparent`, `tracestate`); the worker's spans for the run continue it (core 0009).
+   */
+  trace_context: Json | null;
 }
 
 /** `workflow_run.waiting_for` of a waiting run. */

@@ -33,6 +33,10 @@ export interface LeasedRun {
   readonly outputs: Readonly<Record<string, Json>>;
   /** The run's deadline has passed (database time): it is to be cancelled, not advanced. */
   readonly overdue: boolean;
+  /** This claim closed an attempt whose worker stopped renewing its lease (it crashed, as far as anyone can tell). */
+  readonly tookOver: boolean;
+  /** The trace context stored when the run was started (`workflow_run.trace_context`); its spans continue it. */
+  readonly traceContext: Json | null;
 }
 
 /** The row the claim statement returns per run (also the shape of a fused claim's JSON array). */
@@ -49,6 +53,8 @@ export interface LeasedRunRow {
   repeated_crash: boolean;
   outputs: Record<string, Json> | null;
   overdue: boolean;
+  took_over: boolean;
+  trace_context: Json | null;
 }
 
 /** The error name of an attempt closed because its lease expired: what the crash limit counts. */
@@ -169,7 +175,7 @@ export function claimParts(registry: WorkflowRegistry, options: ClaimOptions, pl
         FROM ${name('candidate')} c
        WHERE r.id = c.id
       RETURNING r.id, r.workflow_name, r.workflow_version, r.input, r.current_step, r.fencing_token, r.budget_step, r.budget_base,
-                COALESCE(r.deadline_at <= ${at}, false) AS overdue
+                COALESCE(r.deadline_at <= ${at}, false) AS overdue, r.trace_context
     ),
     ${name('history')} AS (
       SELECT c.id AS run_id, d.step_name, c.fencing_token,
@@ -197,6 +203,7 @@ export function claimParts(registry: WorkflowRegistry, options: ClaimOptions, pl
            COALESCE(h.failures, 0) AS prior_failures,
            COALESCE(h.crashes, 0) + (CASE WHEN ${crashedNow} THEN 1 ELSE 0 END) AS crashes,
            (${crashedNow} AND COALESCE(h.crashes, 0) > 0) AS repeated_crash,
+           ${crashedNow} AS took_over, c.trace_context,
            CASE WHEN c.current_step > 0 THEN
              (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res
                WHERE res.run_id = c.id AND NOT res.skipped)
@@ -258,7 +265,7 @@ export function loadLeasedRunStatement(runId: string, fencingToken: number): Raw
            (SELECT count(*) FROM ledgerflow.step_attempt f
              WHERE f.run_id = r.id AND f.step_name = d.step_name AND f.status = 'abandoned'
                AND f.error->>'name' = ${LEASE_EXPIRED}::text AND ${countsTowardBudget('f', 'r')})::int AS crashes,
-           false AS repeated_crash,
+           false AS repeated_crash, false AS took_over, r.trace_context,
            (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res
              WHERE res.run_id = r.id AND NOT res.skipped) AS outputs
       FROM ledgerflow.workflow_run r
@@ -283,5 +290,7 @@ export function toLeasedRun(row: LeasedRunRow): LeasedRun {
     repeatedCrash: row.repeated_crash,
     outputs: row.outputs ?? {},
     overdue: row.overdue === true,
+    tookOver: row.took_over === true,
+    traceContext: row.trace_context ?? null,
   };
 }

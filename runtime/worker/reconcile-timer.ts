@@ -11,6 +11,7 @@
 import type { WorkflowRegistration } from '../contracts/registration.js';
 import { runReconcilePass } from '../reconciler/reconciler.js';
 import type { Store } from '../store/store.js';
+import type { Telemetry } from '../telemetry/telemetry.js';
 import { serializeError } from './step-errors.js';
 import type { WorkerEvent } from './worker-events.js';
 
@@ -20,6 +21,8 @@ export interface ReconcileTimerContext {
   readonly leaseMs: number;
   readonly intervalMs: number;
   readonly workerId: string;
+  /** The worker's telemetry (loaded when it starts, so read at each pass). */
+  telemetry(): Telemetry;
   emit(event: WorkerEvent): void;
 }
 
@@ -49,7 +52,7 @@ export class ReconcileTimer {
   #tick(): void {
     if (this.#pass !== undefined || this.#timer === undefined) return;
     const { store, workflows, leaseMs, workerId, emit } = this.#ctx;
-    this.#pass = runReconcilePass({ store, workflows, leaseMs, reconcilerId: `${workerId}:reconciler` })
+    this.#pass = runReconcilePass({ store, workflows, leaseMs, reconcilerId: `${workerId}:reconciler` }, this.#ctx.telemetry())
       .then((report) => {
         if (report.recorded + report.released + report.parked > 0) emit({ type: 'reconcile-pass', report });
       })

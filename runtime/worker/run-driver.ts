@@ -3,6 +3,7 @@ import type { StepDefinition } from '../../dsl/workflow.js';
 import { LeaseLostError } from '../errors.js';
 import { faultPoint } from '../faults/fault-points.js';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
+import { NO_RUN_TRACE, type RunTrace, type Telemetry } from '../telemetry/telemetry.js';
 import { loadLeasedRun, type LeasedRun } from './claim.js';
 import { STEP_EXECUTORS } from './executors/executors.js';
 import {
@@ -41,6 +42,8 @@ export interface DriverContext {
   /** Hands the worker the runs a fused claim took; `undefined` when its commit failed. */
   adopt(runs: readonly LeasedRun[] | undefined): void;
   emit(event: WorkerEvent): void;
+  /** Spans and metrics (`NO_TELEMETRY` when OpenTelemetry is not available). */
+  readonly telemetry: Telemetry;
 }
 
 /**
@@ -53,8 +56,31 @@ export interface DriverContext {
  * Errors: a {@link StepFailure} (or any other error from a step) is a failed attempt, recorded
  * by `commitFailure`; a lost lease stops the drive with nothing committed; an unknown commit
  * outcome re-reads the run from the database and continues from wherever it actually is.
+ *
+ * Traced (telemetry enabled), the flight is a run span whose step spans the driver starts and
+ * the flight's own events end (`RunTrace.observe`); untraced, nothing of that is allocated.
  */
 export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: AbortSignal): Promise<void> {
+  if (!ctx.telemetry.enabled) return driveSteps(ctx, claimed, signal, NO_RUN_TRACE);
+  const trace = ctx.telemetry.runStarted(claimed, ctx.workerId);
+  const traced: DriverContext = {
+    ...ctx,
+    emit: (event) => {
+      trace.observe(event);
+      ctx.emit(event);
+    },
+  };
+  try {
+    await trace.within(() => driveSteps(traced, claimed, signal, trace));
+  } catch (error) {
+    trace.failed(error);
+    throw error;
+  } finally {
+    trace.end();
+  }
+}
+
+async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: AbortSignal, runTrace: RunTrace): Promise<void> {
   let run: LeasedRun | undefined = claimed;
   let first = true;
   let resyncs = 0;
@@ -94,6 +120,7 @@ export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: A
     }
     const lease: Lease = { runId: current.id, fencingToken: current.fencingToken, workerId: ctx.workerId, leaseMs: ctx.leaseMs };
     const attempt = current.attempt;
+    const trace = runTrace.stepStarted(step, attempt);
     // A fused claim asked for by this step's completion; answered with adopt() exactly once.
     let fused: FusedClaim | undefined;
     const execution: StepExecution = {
@@ -105,6 +132,7 @@ export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: A
       attempt,
       signal,
       childrenPerCommit: ctx.childrenPerCommit,
+      trace,
       continuation: (output: Json | undefined): Continuation => {
         const next = workflow.steps[step.position + 1];
         if (next === undefined) {
@@ -136,7 +164,7 @@ export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: A
           result = await awaitQueueSlots(execution, runSlotHeld);
           runSlotHeld ||= result === undefined && workflow.registration.workflow.queue !== undefined;
         }
-        result ??= await STEP_EXECUTORS[step.kind](execution);
+        result ??= await trace.within(STEP_EXECUTORS[step.kind], execution);
       } finally {
         // The worker holds its claim open until it hears back, whatever became of the commit.
         if (fused !== undefined) ctx.adopt(result?.kind === 'advanced' ? result.claimed : undefined);
@@ -159,6 +187,7 @@ export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: A
               priorFailures: 0,
               crashes: 0,
               repeatedCrash: false,
+              tookOver: false,
               outputs: outcome.skipped === true ? current.outputs : { ...current.outputs, [step.name]: outcome.output },
               overdue: outcome.overdue === true,
             };
@@ -241,7 +270,15 @@ async function recover(ctx: DriverContext, s: StepExecution, error: unknown): Pr
       () => commitFailure(ctx.db, { lease, step, attempt: s.attempt, failure, canReconcile: workflow.reconciler(step.name) !== undefined }),
       { retry: true },
     );
-    ctx.emit({ type: 'step-failed', runId: lease.runId, step: step.name, attempt: s.attempt, error: serializeError(failure.cause), outcome });
+    ctx.emit({
+      type: 'step-failed',
+      runId: lease.runId,
+      step: step.name,
+      attempt: s.attempt,
+      error: serializeError(failure.cause),
+      phase: failure.phase,
+      outcome,
+    });
     if (outcome.kind === 'parked') ctx.emit({ type: 'run-parked', runId: lease.runId, step: step.name, reason: outcome.reason });
     return undefined;
   } catch (commitError) {

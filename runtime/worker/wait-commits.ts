@@ -241,6 +241,11 @@ export interface StartChildrenParams {
   readonly stepName: string;
   readonly child: { readonly name: string; readonly version: number; readonly timeoutMs: number | undefined };
   readonly children: readonly ChildToStart[];
+  /**
+   * The trace context the children continue: the starting step's span, when traced; otherwise
+   * (null) they inherit the parent's stored `trace_context`.
+   */
+  readonly traceContext: Json | null;
 }
 
 /**
@@ -277,14 +282,14 @@ export function startChildrenStatement(p: StartChildrenParams): RawBuilder<{ fen
          SET children_open = children_open + (SELECT count(*) FROM fresh),
              lease_expires_at = statement_timestamp() + ${millis(lease.leaseMs)}, updated_at = statement_timestamp()
        WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
-      RETURNING id
+      RETURNING id, trace_context
     ),
     inserted AS (
       INSERT INTO ledgerflow.workflow_run
-             (id, workflow_name, workflow_version, input, dedupe_key, parent_run_id, parent_step, parent_index, deadline_at)
-      SELECT f.id, ${p.child.name}, ${p.child.version}, f.input, f.key, ${lease.runId}, ${p.stepName}, f.idx, ${deadline}
-        FROM fresh f
-       WHERE EXISTS (SELECT 1 FROM fenced)
+             (id, workflow_name, workflow_version, input, dedupe_key, parent_run_id, parent_step, parent_index, deadline_at, trace_context)
+      SELECT f.id, ${p.child.name}, ${p.child.version}, f.input, f.key, ${lease.runId}, ${p.stepName}, f.idx, ${deadline},
+             COALESCE(${p.traceContext === null ? null : JSON.stringify(p.traceContext)}::jsonb, p.trace_context)
+        FROM fresh f, fenced p
       ON CONFLICT (parent_run_id, parent_step, parent_index) DO NOTHING
       RETURNING 1
     )

@@ -3,7 +3,7 @@ import type { ReconcileReport } from '../reconciler/reconciler.js';
 import type { PruneReport } from '../retention/prune.js';
 import type { WaitingFor } from '../store/tables.js';
 import type { CrashOutcome, FailureOutcome } from './failure-commits.js';
-import type { SerializedError } from './step-errors.js';
+import type { FailurePhase, SerializedError } from './step-errors.js';
 
 /**
  * What a worker reports through `onEvent`. Errors inside the worker's loops never crash the
@@ -24,6 +24,8 @@ export type WorkerEvent =
       readonly fencingToken: number;
       readonly step: string | null;
       readonly attempt: number | null;
+      /** The claim closed an attempt whose worker stopped renewing its lease (a crash, as far as anyone can tell). */
+      readonly tookOver: boolean;
     }
   | {
       readonly type: 'step-succeeded';
@@ -40,6 +42,8 @@ export type WorkerEvent =
       readonly step: string;
       readonly attempt: number;
       readonly error: SerializedError;
+      /** Where the attempt failed: before its provider call, in it, after it answered, or elsewhere (`other`). */
+      readonly phase: FailurePhase;
       /** `retry` (with the database time it is due), `failed`, or `parked`. */
       readonly outcome: FailureOutcome;
     }

@@ -35,6 +35,7 @@ import type { WorkflowRegistration } from '../contracts/registration.js';
 import { LeaseLostError } from '../errors.js';
 import { assertSchedules, registerSchedules } from '../schedules/register-schedules.js';
 import type { Store } from '../store/store.js';
+import { loadTelemetry, NO_TELEMETRY, type Telemetry, type TelemetryOptions } from '../telemetry/telemetry.js';
 import { millis, type LeasedRun } from './claim.js';
 import { ClaimLoop } from './claim-loop.js';
 import { flightKey, type Flight } from './flight.js';
@@ -104,6 +105,12 @@ export interface WorkerOptions {
    * as a `versions-unserved` event instead of refusing to start. Default false.
    */
   readonly allowMissingVersions?: boolean;
+  /**
+   * Where spans and metrics go when `@opentelemetry/api` is installed: default the globally
+   * registered tracer and meter providers. Loaded at `start()`; without the package, nothing is
+   * recorded and nothing costs anything. See the README's "Observability" section.
+   */
+  readonly telemetry?: TelemetryOptions;
 }
 
 export interface Worker {
@@ -162,6 +169,9 @@ class WorkerRuntime implements Worker {
   readonly #pollIntervalMs: number;
   readonly #onEvent: (event: WorkerEvent) => void;
   readonly #allowMissingVersions: boolean;
+  readonly #telemetryOptions: TelemetryOptions;
+  #telemetry: Telemetry = NO_TELEMETRY;
+  #unobserveDatabase: () => void = () => {};
 
   #state: WorkerState = 'idle';
   readonly #flights = new Map<string, Flight>();
@@ -191,6 +201,7 @@ class WorkerRuntime implements Worker {
     this.#schedules = options.schedules ?? [];
     this.#onEvent = options.onEvent ?? (() => {});
     this.#allowMissingVersions = options.allowMissingVersions === true;
+    this.#telemetryOptions = options.telemetry ?? {};
     const problems: string[] = [];
     if (!Number.isInteger(concurrency) || concurrency < 1) problems.push(`concurrency must be an integer >= 1 (got ${concurrency})`);
     if (!(this.#leaseMs > 0)) problems.push(`leaseMs must be > 0 (got ${this.#leaseMs})`);
@@ -236,6 +247,7 @@ class WorkerRuntime implements Worker {
       leaseMs: this.#leaseMs,
       intervalMs: reconcileIntervalMs,
       workerId: this.id,
+      telemetry: () => this.#telemetry,
       emit,
     });
     this.#scheduler = new ScheduleTimer({ db, schedules: this.#schedules, intervalMs: scheduleIntervalMs, emit });
@@ -262,12 +274,14 @@ class WorkerRuntime implements Worker {
       await registerQueues(this.#store.db, this.#registry);
       unserved = await verifyServed(this.#store.db, this.#registry, this.#allowMissingVersions);
       await registerSchedules(this.#store.db, this.#schedules);
+      this.#telemetry = await loadTelemetry(this.#telemetryOptions);
     } catch (error) {
       this.#state = 'idle';
       this.#starting = undefined;
       throw error;
     }
     await this.#subscription.subscribe();
+    this.#unobserveDatabase = this.#telemetry.observeDatabase(this.#store.db);
     this.#state = 'running';
     this.#leases.start();
     this.#reconciler.start();
@@ -316,6 +330,7 @@ class WorkerRuntime implements Worker {
     await this.#reconciler.idle();
     await this.#scheduler.idle();
     await this.#retention.idle();
+    this.#unobserveDatabase();
     this.#state = 'stopped';
     this.#emit({ type: 'worker-stopped', workerId: this.id, released });
   }
@@ -382,6 +397,7 @@ class WorkerRuntime implements Worker {
       fencingToken: run.fencingToken,
       step: step?.name ?? null,
       attempt: run.attempt,
+      tookOver: run.tookOver,
     });
     const flight: Flight = {
       runId: run.id,
@@ -404,6 +420,7 @@ class WorkerRuntime implements Worker {
       emit: (event) => this.#emit(event),
       claimNext: () => this.#claims.fusedClaim(),
       adopt: (runs) => this.#claims.adopt(flight, runs),
+      telemetry: this.#telemetry,
     };
     flight.done = driveRun(driver, run, flight.controller.signal)
       .catch((error: unknown) => this.#emit({ type: 'error', where: 'run', runId: run.id, error: serializeError(error) }))

@@ -119,6 +119,7 @@ const WRITES: Readonly<Record<string, readonly string[]>> = {
   'prune-batch.sql': [],
   'prune-archive-batch.sql': [],
   'prune-dry-run-page.sql': [],
+  'telemetry-database-gauges.sql': [],
 };
 
 /** Variants that differ from a snapshot case in parameters only: how a failure's phase settles the attempt's own intent. */

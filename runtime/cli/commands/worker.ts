@@ -1,3 +1,4 @@
+import { formatEventJson } from '../../telemetry/event-log.js';
 import { createWorker } from '../../worker/worker.js';
 import type { WorkerEvent } from '../../worker/worker-events.js';
 import { defineCommand, integerOption, UsageError } from '../command.js';
@@ -38,6 +39,7 @@ export const workerCommand = defineCommand({
     'schedule-ms': { type: 'string' },
     'prune-older-than': { type: 'string' },
     quiet: { type: 'boolean', short: 'q' },
+    'log-format': { type: 'string' },
     'allow-missing-versions': { type: 'boolean' },
   },
   optionsHelp: `  --workflows <module>   module exporting \`workflows\`: registrations with handlers (required),
@@ -54,11 +56,17 @@ export const workerCommand = defineCommand({
   --allow-missing-versions
                          start even if an older version of a workflow has unfinished runs and no
                          handlers here (another worker serves it during a rolling deploy)
+  --log-format <format>  text (default): one line per event; json: one JSON object per line with
+                         time, level, event, message and the event's OpenTelemetry attributes
   -q, --quiet            print only lifecycle, errors and parked runs`,
   positionals: { min: 0, max: 0, names: '' },
   async run({ values, json, io, openStore }) {
     if (values.workflows === undefined) {
       throw new UsageError('--workflows <module> is required: a module exporting `workflows`, the registrations with handlers.');
+    }
+    const logFormat = values['log-format'] ?? 'text';
+    if (logFormat !== 'text' && logFormat !== 'json') {
+      throw new UsageError(`--log-format must be text or json (got "${logFormat}").`);
     }
     const concurrency = integerOption('concurrency', values.concurrency);
     const leaseMs = integerOption('lease-ms', values['lease-ms']);
@@ -70,6 +78,8 @@ export const workerCommand = defineCommand({
     const schedules = await loadSchedulesExport(values.workflows);
     const store = await openStore();
     const quiet = values.quiet === true;
+    const line = (event: WorkerEvent): string =>
+      logFormat === 'json' ? formatEventJson(event) : json ? JSON.stringify({ at: new Date().toISOString(), ...event }) : formatEvent(event);
 
     const worker = createWorker({
       store,
@@ -85,7 +95,7 @@ export const workerCommand = defineCommand({
       ...(pruneOlderThanMs !== undefined ? { retention: { completedOlderThanMs: pruneOlderThanMs } } : {}),
       onEvent(event) {
         if (quiet && !QUIET_EVENTS.has(event.type)) return;
-        io.out(json ? `${JSON.stringify({ at: new Date().toISOString(), ...event })}\n` : `${formatEvent(event)}\n`);
+        io.out(`${line(event)}\n`);
       },
     });
 

@@ -93,6 +93,7 @@ async function startBatch(s: StepExecution, batch: readonly ChildToStart[]): Pro
       stepName: s.step.name,
       child: { name: child.name, version: child.version, timeoutMs: child.timeoutMs },
       children: batch,
+      traceContext: s.trace.carrier(),
     });
   } catch (error) {
     if (sqlStateOf(error) === SQLSTATE.FOREIGN_KEY_VIOLATION) {

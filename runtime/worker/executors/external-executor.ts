@@ -75,11 +75,13 @@ async function reconcileIntent(s: StepExecution, handler: ExternalHandler, claim
   }
   const reconcile = handler.reconcile.bind(handler);
   const outcome = await userCode(() =>
-    reconcile({
-      ...handlerContext(s),
-      key: claim.key,
-      intent: { attempt: row.attempt, intentAt: new Date(row.intent_at), requestHash: row.request_hash },
-    }),
+    s.trace.reconcile(claim.key, row.attempt, () =>
+      reconcile({
+        ...handlerContext(s),
+        key: claim.key,
+        intent: { attempt: row.attempt, intentAt: new Date(row.intent_at), requestHash: row.request_hash },
+      }),
+    ),
   );
   switch (outcome?.status) {
     case 'found':
@@ -118,15 +120,17 @@ async function performAndRecord(s: StepExecution, handler: ExternalHandler, clai
     throw leaseLost(s.lease, 'perform (not started: the lease may have passed to another worker)');
   }
   const perform = handler.perform.bind(handler);
-  const value = await bounded(
-    s,
-    s.step.performTimeoutMs,
-    () =>
-      new PerformTimeoutError(
-        `perform of step "${s.step.name}" (key "${claim.key}") did not finish within ${s.step.performTimeoutMs} ms; its outcome is unknown`,
-      ),
-    'perform',
-    (signal) => perform({ ...handlerContext(s, signal), key: claim.key }),
+  const value = await s.trace.perform(claim.key, () =>
+    bounded(
+      s,
+      s.step.performTimeoutMs,
+      () =>
+        new PerformTimeoutError(
+          `perform of step "${s.step.name}" (key "${claim.key}") did not finish within ${s.step.performTimeoutMs} ms; its outcome is unknown`,
+        ),
+      'perform',
+      (signal) => perform({ ...handlerContext(s, signal), key: claim.key }),
+    ),
   );
   let output: Json;
   try {

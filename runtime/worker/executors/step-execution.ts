@@ -12,6 +12,7 @@ import { advanceRun, attemptCommitState, leaseLost, resultCommit, type Continuat
 import { LeaseLostError } from '../../errors.js';
 import { isConnectionError, ResyncNeeded, StepFailure, userCode, type FailurePhase } from '../step-errors.js';
 import type { EffectClaim } from '../ledger.js';
+import type { StepTrace } from '../../telemetry/telemetry.js';
 
 /** Everything one attempt of one step needs; built by the run driver. */
 export interface StepExecution {
@@ -25,6 +26,8 @@ export interface StepExecution {
   readonly signal: AbortSignal;
   /** How many children a `child`/`forEach` step starts per commit (`WorkerOptions.childrenPerCommit`). */
   readonly childrenPerCommit: number;
+  /** The attempt's span (a no-op without telemetry): executors add the key, perform and reconcile spans. */
+  readonly trace: StepTrace;
   /** What the step's commit does with the run, given the step's output (`undefined`: the step was skipped). */
   continuation(output: Json | undefined): Continuation;
   /** Reports a commit whose outcome became unknown (for the worker's event stream). */
@@ -197,6 +200,7 @@ export async function effectClaim(s: StepExecution): Promise<EffectClaim> {
   if (typeof key !== 'string' || key === '') {
     throw new StepFailure(new TypeError(`The key function of step "${s.step.name}" must return a non-empty string (got ${JSON.stringify(key)}).`));
   }
+  s.trace.keyed(key);
   const request = s.step.request ? await userCode(() => s.step.request!(context)) : context;
   return { key, requestHash: requestHash(request), attempt: s.attempt };
 }

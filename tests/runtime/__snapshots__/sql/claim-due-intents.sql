@@ -35,6 +35,7 @@
       RETURNING e.workflow_id, e.step_name, e.idempotency_key, e.request_hash, e.attempt, e.intent_at, e.reconcile_attempts
     )
     SELECT c.workflow_id AS run_id, c.step_name, c.idempotency_key, c.request_hash, c.attempt, c.intent_at, c.reconcile_attempts,
-           r.workflow_name, r.workflow_version, r.status AS run_status, r.current_step, r.input
+           r.workflow_name, r.workflow_version, r.status AS run_status, r.current_step, r.input,
+           r.trace_context
       FROM claimed c JOIN ledgerflow.workflow_run r ON r.id = c.workflow_id
      ORDER BY c.intent_at;

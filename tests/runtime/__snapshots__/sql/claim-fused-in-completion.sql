@@ -63,7 +63,7 @@
         FROM fused_candidate c
        WHERE r.id = c.id
       RETURNING r.id, r.workflow_name, r.workflow_version, r.input, r.current_step, r.fencing_token, r.budget_step, r.budget_base,
-                COALESCE(r.deadline_at <= statement_timestamp(), false) AS overdue
+                COALESCE(r.deadline_at <= statement_timestamp(), false) AS overdue, r.trace_context
     ),
     fused_history AS (
       SELECT c.id AS run_id, d.step_name, c.fencing_token,
@@ -92,6 +92,7 @@
            COALESCE(h.failures, 0) AS prior_failures,
            COALESCE(h.crashes, 0) + (CASE WHEN false THEN 1 ELSE 0 END) AS crashes,
            (false AND COALESCE(h.crashes, 0) > 0) AS repeated_crash,
+           false AS took_over, c.trace_context,
            CASE WHEN c.current_step > 0 THEN
              (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res
                WHERE res.run_id = c.id AND NOT res.skipped)

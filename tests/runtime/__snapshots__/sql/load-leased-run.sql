@@ -13,7 +13,7 @@
            (SELECT count(*) FROM ledgerflow.step_attempt f
              WHERE f.run_id = r.id AND f.step_name = d.step_name AND f.status = 'abandoned'
                AND f.error->>'name' = $1::text AND ("f"."step_name" IS DISTINCT FROM "r"."budget_step" OR "f"."attempt" > "r"."budget_base"))::int AS crashes,
-           false AS repeated_crash,
+           false AS repeated_crash, false AS took_over, r.trace_context,
            (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res
              WHERE res.run_id = r.id AND NOT res.skipped) AS outputs
       FROM ledgerflow.workflow_run r

@@ -13,8 +13,9 @@
 -- $11 = 1
 -- $12 = "00000000-0000-4000-8000-000000000001"
 -- $13 = "copy"
--- $14 = "ledgerflow_runs"
--- $15 = "00000000-0000-4000-8000-000000000001"
+-- $14 = "{\"traceparent\":\"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\"}"
+-- $15 = "ledgerflow_runs"
+-- $16 = "00000000-0000-4000-8000-000000000001"
 
     WITH items AS (
       SELECT * FROM unnest($1::int[], $2::uuid[], $3::text[], $4::jsonb[]) AS i(idx, id, key, input)
@@ -29,16 +30,16 @@
          SET children_open = children_open + (SELECT count(*) FROM fresh),
              lease_expires_at = statement_timestamp() + ($7::double precision * interval '1 millisecond'), updated_at = statement_timestamp()
        WHERE id = $8 AND fencing_token = $9 AND status = 'running'
-      RETURNING id
+      RETURNING id, trace_context
     ),
     inserted AS (
       INSERT INTO ledgerflow.workflow_run
-             (id, workflow_name, workflow_version, input, dedupe_key, parent_run_id, parent_step, parent_index, deadline_at)
-      SELECT f.id, $10, $11, f.input, f.key, $12, $13, f.idx, NULL::timestamptz
-        FROM fresh f
-       WHERE EXISTS (SELECT 1 FROM fenced)
+             (id, workflow_name, workflow_version, input, dedupe_key, parent_run_id, parent_step, parent_index, deadline_at, trace_context)
+      SELECT f.id, $10, $11, f.input, f.key, $12, $13, f.idx, NULL::timestamptz,
+             COALESCE($14::jsonb, p.trace_context)
+        FROM fresh f, fenced p
       ON CONFLICT (parent_run_id, parent_step, parent_index) DO NOTHING
       RETURNING 1
     )
     SELECT EXISTS (SELECT 1 FROM fenced) AS fenced, (SELECT count(*) FROM inserted) AS started,
-           (SELECT pg_notify($14, $15::text) WHERE EXISTS (SELECT 1 FROM inserted)) AS notified;
+           (SELECT pg_notify($15, $16::text) WHERE EXISTS (SELECT 1 FROM inserted)) AS notified;
