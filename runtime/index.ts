@@ -94,3 +94,13 @@ export {
   type ReconcileReport,
 } from './reconciler/reconciler.js';
 
+export { createDashboard, type DashboardOptions } from './dashboard/dashboard.js';
+export {
+  serveDashboard,
+  DEFAULT_DASHBOARD_HOST,
+  DEFAULT_DASHBOARD_PORT,
+  type ServeDashboardOptions,
+  type ServedDashboard,
+} from './dashboard/serve-dashboard.js';
+export type { DashboardAuth, DashboardAuthHook, DashboardIdentity } from './dashboard/auth.js';
+export type { AuditEntry, DashboardOperations, EffectResolution } from './dashboard/operations.js';

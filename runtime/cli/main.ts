@@ -2,6 +2,7 @@ import { parseArgs } from 'node:util';
 import type { Store } from '../store/store.js';
 import { processIo, type CliIo } from './cli-io.js';
 import { cancelCommand } from './commands/cancel.js';
+import { dashboardCommand } from './commands/dashboard.js';
 import { effectsCommand } from './commands/effects.js';
 import { migrateCommand } from './commands/migrate.js';
 import { queuesCommand } from './commands/queues.js';
@@ -40,6 +41,7 @@ const COMMANDS: readonly Command[] = [
   versionsCommand,
   queuesCommand,
   schedulesCommand,
+  dashboardCommand,
 ];
 
 function globalHelp(): string {
