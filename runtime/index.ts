@@ -63,6 +63,13 @@ export {
   type RunFilter,
   type WaitOptions,
 } from './client/client.js';
+export type {
+  AuditFilter,
+  EffectResolution,
+  OperatorNote,
+  ResolvedEffect,
+  RetriedRun,
+} from './client/operator.js';
 export { SETTLED_RUN_STATUSES, MAX_LISTED_CHILDREN, type ChildRunSummary, type RunDetails } from './client/run-details.js';
 export type { EventSender, SendEventOptions, SentEvent } from './client/send-event.js';
 export { ChildFailedError, DEFAULT_CHILDREN_PER_COMMIT } from './worker/executors/children-executor.js';
@@ -93,7 +100,6 @@ export {
   type ReconcilePassOptions,
   type ReconcileReport,
 } from './reconciler/reconciler.js';
-
 export { createDashboard, type DashboardOptions } from './dashboard/dashboard.js';
 export {
   serveDashboard,
@@ -103,4 +109,4 @@ export {
   type ServedDashboard,
 } from './dashboard/serve-dashboard.js';
 export type { DashboardAuth, DashboardAuthHook, DashboardIdentity } from './dashboard/auth.js';
-export type { AuditEntry, DashboardOperations, EffectResolution } from './dashboard/operations.js';
+export type { DashboardOperations } from './dashboard/operations.js';

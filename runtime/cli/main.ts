@@ -1,12 +1,15 @@
 import { parseArgs } from 'node:util';
 import type { Store } from '../store/store.js';
 import { processIo, type CliIo } from './cli-io.js';
+import { auditCommand } from './commands/audit.js';
 import { cancelCommand } from './commands/cancel.js';
 import { dashboardCommand } from './commands/dashboard.js';
 import { effectsCommand } from './commands/effects.js';
 import { migrateCommand } from './commands/migrate.js';
 import { queuesCommand } from './commands/queues.js';
 import { reconcileCommand } from './commands/reconcile.js';
+import { resolveCommand } from './commands/resolve.js';
+import { retryCommand } from './commands/retry.js';
 import { runCommand } from './commands/run.js';
 import { runsCommand } from './commands/runs.js';
 import { schedulesCommand } from './commands/schedules.js';
@@ -41,6 +44,9 @@ const COMMANDS: readonly Command[] = [
   versionsCommand,
   queuesCommand,
   schedulesCommand,
+  retryCommand,
+  resolveCommand,
+  auditCommand,
   dashboardCommand,
 ];
 

@@ -1,16 +1,17 @@
-import { sql, type Kysely, type Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type { AnyEvent, EventSendPayload } from '../../dsl/event.js';
 import type { AnyWorkflow, WorkflowStartInput } from '../../dsl/workflow.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
 import { ConflictError, RunNotFoundError, UnknownWorkflowError, ValidationError, WaitTimeoutError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { RUN_STATUSES, type LedgerflowDatabase, type RunStatus, type StepEffectRow, type WorkflowRunRow } from '../store/tables.js';
-import { assertRunTransition } from '../worker/state-machines.js';
 import { loadRunDetails, SETTLED_RUN_STATUSES, type RunDetails } from './run-details.js';
 import { listQueues, type QueueListOptions, type QueueSummary } from './queues.js';
 import { parseEvent, sendEventIn, signalKey, type SendEventOptions, type SentEvent } from './send-event.js';
-import { listSchedules, pauseSchedule, resumeSchedule, type ScheduleSummary } from './schedules.js';
+import { listSchedules, type ScheduleSummary } from './schedules.js';
 import { startRun, type MigratedVersions, type StartedRun, type StartOptions } from './start-run.js';
+import { cancelRun, listAudit, resolveEffect, retryRun, setQueuePaused, setSchedulePaused, workflowVersions } from './operator.js';
+import type { AuditFilter, EffectResolution, OperatorActionRow, OperatorNote, ResolvedEffect, RetriedRun } from './operator.js';
 import { assertRunId } from './validate-input.js';
 import { listWorkflowVersions, type WorkflowVersionSummary } from './workflow-versions.js';
 
@@ -36,6 +37,8 @@ export interface RunFilter {
   readonly workflow?: string;
   /** Only the children of this run (started by its `child`/`forEach` steps). */
   readonly parentRunId?: string;
+  /** Only the run started with this dedupe key (one per workflow; with `workflow`, at most one). */
+  readonly dedupeKey?: string;
   /** Newest first; default 50, at most 10 000. */
   readonly limit?: number;
 }
@@ -99,9 +102,10 @@ export interface Client {
    * token moved on, so a worker still executing one of its steps cannot commit; its unfinished
    * children are cancelled with it, and so on down, and its waits end. Returns `false` when the
    * run was already final. An open ledger intent is settled by the reconciler once its horizon
-   * has passed (recorded if the provider applied it, released if not).
+   * has passed (recorded if the provider applied it, released if not). With a `note`, the cancel
+   * and its audit row (`listAudit`) commit together.
    */
-  cancel(runId: string): Promise<boolean>;
+  cancel(runId: string, note?: OperatorNote): Promise<boolean>;
   /** Runs, newest first. */
   listRuns(filter?: RunFilter): Promise<WorkflowRunRow[]>;
   /** Ledger rows, newest first. */
@@ -132,9 +136,43 @@ export interface Client {
    * @example
    * await client.pauseSchedule('nightly-backfill');
    */
-  pauseSchedule(name: string): Promise<boolean>;
+  pauseSchedule(name: string, note?: OperatorNote): Promise<boolean>;
   /** Resumes a paused schedule from its next tick after now (ticks that fell while paused start nothing). `false` when it was not paused. */
-  resumeSchedule(name: string): Promise<boolean>;
+  resumeSchedule(name: string, note?: OperatorNote): Promise<boolean>;
+  /**
+   * Retries a `failed` or `cancelled` run from the step it stopped at, with a fresh attempt budget
+   * for that step: every recorded effect and checkpointed result is reused, never performed again;
+   * an open intent stays open and is taken over or reconciled by the next attempt as usual. The run
+   * becomes `pending`, due now; a deadline that has passed is dropped. Refused (`ConflictError`,
+   * nothing written) for a run in any other status, for a child whose parent is not over yet, and
+   * for a run with failed or cancelled children (retry those first). Audited.
+   *
+   * @example
+   * const { fromStep } = await client.retryRun(runId, { actor: 'ana', reason: 'card processor fixed (INC-42)' });
+   */
+  retryRun(runId: string, note: OperatorNote): Promise<RetriedRun>;
+  /**
+   * Settles the open intent of `stepName` by hand, as the reconciler would for the same answer:
+   * `found` records the effect with that output (validated with the step's output schema; the
+   * client must know the run's workflow version) and advances the run; `notFound` releases the key,
+   * so the step performs again under the same key when the run goes on. A failed or cancelled run's
+   * intent is settled in the ledger only. Refused (`ConflictError`) when there is no open intent or
+   * a worker holds the run under a live lease. Audited.
+   *
+   * @example
+   * await client.resolveEffect(runId, 'charge', { found: { chargeId: 'ch_81' } }, { actor: 'ana', reason: 'seen in the PSP dashboard' });
+   */
+  resolveEffect(runId: string, stepName: string, resolution: EffectResolution, note: OperatorNote): Promise<ResolvedEffect>;
+  /**
+   * Pauses a queue: no slot of it is granted until `resumeQueue` (runs in line wait; slots held are
+   * kept until given back). Workers registering the queue leave it paused. `false` when it was
+   * paused already; `QueueNotFoundError` if no worker registered it.
+   */
+  pauseQueue(name: string, note?: OperatorNote): Promise<boolean>;
+  /** Resumes a paused queue, granting at once what its limits allow. `false` when it was not paused. */
+  resumeQueue(name: string, note?: OperatorNote): Promise<boolean>;
+  /** The audit trail of operator actions, newest first (`ledgerflow audit`). */
+  listAudit(filter?: AuditFilter): Promise<OperatorActionRow[]>;
   /**
    * Stores an event for the steps that wait for it (`.waitFor` with this event and a `match`
    * equal to `key`) and wakes those already waiting. The payload is validated first (nothing is
@@ -170,8 +208,7 @@ export interface Client {
   signal(runId: string, eventName: string, payload: unknown, options?: SendEventOptions): Promise<SentEvent>;
 }
 
-/** The statuses `cancel` takes a run from: every one with a transition into `cancelled` (state-machines.ts). */
-const CANCELLABLE: readonly RunStatus[] = ['pending', 'running', 'waiting', 'needs_reconciliation'];
+export { cancelRunStatement } from './cancel-run.js';
 
 /**
  * Creates a client over a store.
@@ -186,6 +223,7 @@ export function createClient(options: ClientOptions): Client {
   const byName = registerWorkflows(options.workflows ?? []);
   const events = registerEvents(byName);
   const migrated: MigratedVersions = new Set();
+  const versions = workflowVersions(options.workflows ?? []);
 
   const resolveEvent = (event: AnyEvent | string): AnyEvent => {
     if (typeof event !== 'string') return event;
@@ -246,16 +284,7 @@ export function createClient(options: ClientOptions): Client {
         await new Promise((r) => setTimeout(r, pollMs));
       }
     },
-    async cancel(runId) {
-      assertRunId(runId);
-      // One statement; the run_settled trigger closes the run's running attempt (the worker
-      // that held the lease can no longer finish it: fenced out) and cancels its children.
-      const cancelled = await cancelRunStatement(store.db, runId).executeTakeFirst();
-      if (cancelled !== undefined) return true;
-      const exists = await store.db.selectFrom('ledgerflow.workflow_run').select('id').where('id', '=', runId).executeTakeFirst();
-      if (exists === undefined) throw new RunNotFoundError(`No run with id ${runId} in this database.`);
-      return false;
-    },
+    cancel: (runId, note) => cancelRun(store.db, runId, note),
     async listRuns(filter = {}) {
       const statuses = filter.status === undefined ? [] : typeof filter.status === 'string' ? [filter.status] : filter.status;
       for (const status of statuses) {
@@ -272,13 +301,19 @@ export function createClient(options: ClientOptions): Client {
         assertRunId(filter.parentRunId);
         query = query.where('parent_run_id', '=', filter.parentRunId);
       }
+      if (filter.dedupeKey !== undefined) query = query.where('dedupe_key', '=', filter.dedupeKey);
       return query.orderBy('created_at', 'desc').orderBy('id').limit(checkLimit(filter.limit, 50)).execute();
     },
     listVersions: () => listWorkflowVersions(store.db),
     listQueues: (listOptions) => listQueues(store.db, listOptions),
     listSchedules: async (listOptions = {}) => listSchedules(store.db, checkTicks(listOptions.ticks)),
-    pauseSchedule: (name) => pauseSchedule(store.db, name),
-    resumeSchedule: (name) => resumeSchedule(store.db, name),
+    pauseSchedule: (name, note) => setSchedulePaused(store.db, name, true, note),
+    resumeSchedule: (name, note) => setSchedulePaused(store.db, name, false, note),
+    retryRun: (runId, note) => retryRun(store.db, runId, note),
+    resolveEffect: (runId, stepName, resolution, note) => resolveEffect(store.db, versions, runId, stepName, resolution, note),
+    pauseQueue: (name, note) => setQueuePaused(store.db, name, true, note),
+    resumeQueue: (name, note) => setQueuePaused(store.db, name, false, note),
+    listAudit: async (filter = {}) => listAudit(store.db, filter, checkLimit(filter.limit, 50)),
     sendEvent: (event: AnyEvent | string, key: string, payload: unknown, sendOptions: SendEventOptions = {}) =>
       send(undefined, resolveEvent(event), key, payload, sendOptions),
     async sendEventInTransaction<DB>(trx: Transaction<DB>, event: AnyEvent, key: string, payload: unknown, sendOptions: SendEventOptions = {}) {
@@ -318,29 +353,6 @@ export function createClient(options: ClientOptions): Client {
         .execute();
     },
   };
-}
-
-/**
- * The statement of {@link Client.cancel}: the run `cancelled` if it is not final yet, its lease
- * cleared, its wait ended and its fencing token moved on. The `run_settled` trigger (core 0003)
- * closes its running attempt as `abandoned` and cancels its unfinished children.
- */
-export function cancelRunStatement(db: Kysely<LedgerflowDatabase>, runId: string) {
-  for (const from of CANCELLABLE) assertRunTransition(from, 'cancelled');
-  return db
-    .updateTable('ledgerflow.workflow_run')
-    .set({
-      status: 'cancelled',
-      finished_at: sql<Date>`statement_timestamp()`,
-      updated_at: sql<Date>`statement_timestamp()`,
-      lease_owner: null,
-      lease_expires_at: null,
-      waiting_for: null,
-      fencing_token: sql<number>`fencing_token + 1`,
-    })
-    .where('id', '=', runId)
-    .where('status', 'in', CANCELLABLE)
-    .returning('id');
 }
 
 function registerWorkflows(entries: ReadonlyArray<AnyWorkflow | WorkflowRegistration>): Map<string, AnyWorkflow> {

@@ -20,6 +20,8 @@ export interface QueueSummary {
   readonly rateLimitedUntil: Date | null;
   /** When a worker last registered the queue (and its limits). */
   readonly registeredAt: Date;
+  /** Paused by an operator (`client.pauseQueue`): no slot is granted until it is resumed. */
+  readonly paused: boolean;
   /** With `partitions`: the partitions that hold slots or have runs in line (see {@link QueueListOptions.partitions}). */
   readonly partitions?: readonly QueuePartitionSummary[];
   /** With `partitions`: more partitions hold slots or have runs in line than `partitionLimit` listed. */
@@ -61,6 +63,7 @@ interface QueueRow {
   partition_rate_limit: number | null;
   partition_rate_period_ms: number | null;
   updated_at: Date;
+  paused: boolean;
   in_flight: number;
   rate_limited_until: Date | null;
   partitions_waiting: number;
@@ -108,7 +111,7 @@ export async function listQueues(db: Kysely<LedgerflowDatabase>, options: QueueL
   const only = options.queue ?? null;
   const { rows } = await sql<QueueRow>`
     SELECT q.name, q.concurrency, q.rate_limit, q.rate_period_ms, q.partition_concurrency, q.partition_rate_limit,
-           q.partition_rate_period_ms, q.updated_at, coalesce(g.in_flight, 0) AS in_flight,
+           q.partition_rate_period_ms, q.updated_at, q.paused, coalesce(g.in_flight, 0) AS in_flight,
            CASE WHEN g.next_token_at > statement_timestamp() AND w.waiting > 0 THEN g.next_token_at END AS rate_limited_until,
            w.partitions_waiting, w.waiting, w.oldest_waiting_at
       FROM ledgerflow.queue q
@@ -188,6 +191,7 @@ function toSummary(row: QueueRow): QueueSummary {
     oldestWaitingSince: row.oldest_waiting_at,
     rateLimitedUntil: row.rate_limited_until,
     registeredAt: row.updated_at,
+    paused: row.paused,
   };
 }
 

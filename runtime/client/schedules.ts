@@ -82,21 +82,24 @@ export async function pauseSchedule(db: Kysely<LedgerflowDatabase>, name: string
  * start nothing (pausing means "not now", not "later"). Returns false when it was not paused.
  */
 export async function resumeSchedule(db: Kysely<LedgerflowDatabase>, name: string): Promise<boolean> {
-  return withScheduleTable(() =>
-    db.transaction().execute(async (trx) => {
-      const row = await trx
-        .selectFrom('ledgerflow.schedule')
-        .select(['cron', 'timezone', 'paused', sql<Date>`statement_timestamp()`.as('now')])
-        .where('name', '=', name)
-        .forUpdate()
-        .executeTakeFirst();
-      if (row === undefined) throw notFound(name);
-      if (!row.paused) return false;
-      const next = tickAfter(parseCron(row.cron, row.timezone), row.now) ?? NO_MORE_TICKS;
-      await trx.updateTable('ledgerflow.schedule').set({ paused: false, next_tick_at: next, retry_at: null }).where('name', '=', name).execute();
-      return true;
-    }),
-  );
+  return db.transaction().execute((trx) => resumeScheduleIn(trx, name));
+}
+
+/** {@link resumeSchedule} inside the caller's transaction (an audited resume writes its audit row in it too). */
+export async function resumeScheduleIn(trx: Kysely<LedgerflowDatabase>, name: string): Promise<boolean> {
+  return withScheduleTable(async () => {
+    const row = await trx
+      .selectFrom('ledgerflow.schedule')
+      .select(['cron', 'timezone', 'paused', sql<Date>`statement_timestamp()`.as('now')])
+      .where('name', '=', name)
+      .forUpdate()
+      .executeTakeFirst();
+    if (row === undefined) throw notFound(name);
+    if (!row.paused) return false;
+    const next = tickAfter(parseCron(row.cron, row.timezone), row.now) ?? NO_MORE_TICKS;
+    await trx.updateTable('ledgerflow.schedule').set({ paused: false, next_tick_at: next, retry_at: null }).where('name', '=', name).execute();
+    return true;
+  });
 }
 
 async function assertExists(db: Kysely<LedgerflowDatabase>, name: string): Promise<void> {

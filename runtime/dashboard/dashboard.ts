@@ -1,6 +1,7 @@
 import { Hono, type Context } from 'hono';
 import { getCookie, setCookie } from 'hono/cookie';
 import type { AnyWorkflow } from '../../dsl/workflow.js';
+import { createClient } from '../client/client.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
 import { LedgerflowError, QueueNotFoundError, RunNotFoundError, ScheduleNotFoundError, ValidationError } from '../errors.js';
 import type { Store } from '../store/store.js';
@@ -21,7 +22,6 @@ import {
 } from './auth.js';
 import type { Html } from './html.js';
 import { BadRequestError } from './list-params.js';
-import { clientOperations } from './client-operations.js';
 import type { DashboardOperations } from './operations.js';
 import { actionRoutes } from './routes/action-routes.js';
 import { readRoutes } from './routes/read-routes.js';
@@ -86,7 +86,7 @@ export function createDashboard(options: DashboardOptions): Hono<DashboardEnv> {
   const local = localActor();
   const shared: DashboardContext = {
     store: options.store,
-    operations: options.operations ?? clientOperations(options.store, options.workflows ?? []),
+    operations: options.operations ?? createClient({ store: options.store, workflows: options.workflows ?? [] }),
     definitions: indexDefinitions(options.workflows ?? []),
   };
   const cookiePath = base === '' ? '/' : base;

@@ -1,46 +1,13 @@
-import type { QueueSummary } from '../client/queues.js';
-import type { ScheduleSummary } from '../client/schedules.js';
-
-/** Who did an operator action and why: written to the audit trail with it. */
-export interface OperatorNote {
-  readonly actor: string;
-  readonly reason: string;
-}
-
-export type EffectResolution = { readonly found: unknown } | { readonly notFound: true };
-
-/** One row of the operator actions trail, as the dashboard shows it. */
-export interface AuditEntry {
-  readonly at: Date;
-  readonly actor: string;
-  readonly action: string;
-  /** What it acted on: a run id, a queue or schedule name. */
-  readonly target: string;
-  readonly runId: string | null;
-  readonly reason: string;
-  /** What the action did or found (its result, the run's status before it), as stored. */
-  readonly detail: unknown;
-}
+import type { Client } from '../client/client.js';
 
 /**
- * What the dashboard asks of ledgerflow to act. Each action writes its change and an audit row
- * (actor, reason) in one transaction; the dashboard only checks the request (CSRF, a reason) and
- * shows the outcome. {@link clientOperations} provides it from a client.
+ * What the dashboard asks of ledgerflow to act and to list: the client's operator API. Each
+ * action writes its change and its audit row (actor, reason) in one transaction; the dashboard
+ * checks the request (CSRF, origin, a reason), checks a found output against the step's schema to
+ * say what is wrong in the page, and shows the outcome. `createDashboard` uses a client over its
+ * store unless given another implementation.
  */
-export interface DashboardOperations {
-  cancel(runId: string, note: OperatorNote): Promise<boolean>;
-  retryRun(runId: string, note: OperatorNote): Promise<{ readonly runId: string; readonly fromStep: string; readonly previousStatus: string }>;
-  resolveEffect(
-    runId: string,
-    stepName: string,
-    resolution: EffectResolution,
-    note: OperatorNote,
-  ): Promise<{ readonly idempotencyKey: string; readonly status: 'recorded' | 'released'; readonly runStatus: string }>;
-  pauseQueue(name: string, note: OperatorNote): Promise<boolean>;
-  resumeQueue(name: string, note: OperatorNote): Promise<boolean>;
-  pauseSchedule(name: string, note: OperatorNote): Promise<boolean>;
-  resumeSchedule(name: string, note: OperatorNote): Promise<boolean>;
-  listQueues(): Promise<readonly (QueueSummary & { readonly paused?: boolean })[]>;
-  listSchedules(): Promise<readonly ScheduleSummary[]>;
-  listAudit(filter: { readonly runId?: string; readonly limit?: number }): Promise<readonly AuditEntry[]>;
-}
+export type DashboardOperations = Pick<
+  Client,
+  'cancel' | 'retryRun' | 'resolveEffect' | 'pauseQueue' | 'resumeQueue' | 'pauseSchedule' | 'resumeSchedule' | 'listQueues' | 'listSchedules' | 'listAudit'
+>;

@@ -2,7 +2,7 @@ import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
 import { millis } from '../worker/claim.js';
 import type { WorkflowRegistry } from '../worker/registry.js';
-import { reconcileBackoffMs } from '../worker/retry.js';
+import { countsTowardBudget, reconcileBackoffMs } from '../worker/retry.js';
 import { recordableText } from '../worker/step-errors.js';
 import type { Lease } from '../worker/step-commits.js';
 import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from '../worker/state-machines.js';
@@ -25,6 +25,9 @@ export interface DueIntent {
   readonly current_step: number;
   readonly input: Json;
 }
+
+/** The intent a settling statement acts on: the attempt that wrote it guards against a re-taken one. */
+export type IntentRef = Pick<DueIntent, 'run_id' | 'step_name' | 'idempotency_key' | 'attempt'>;
 
 /**
  * Claims up to `limit` open intents that are due, oldest horizon first, for one lookup each, in
@@ -110,7 +113,7 @@ export function deferIntentStatement(intent: DueIntent, note: string): RawBuilde
  */
 export async function settleFinishedRunIntent(
   db: Kysely<LedgerflowDatabase>,
-  intent: DueIntent,
+  intent: IntentRef,
   settlement: { readonly output: Json; readonly resolution: string } | { readonly output?: undefined; readonly resolution: string },
 ): Promise<boolean> {
   const { rows } = await settleFinishedRunIntentStatement(intent, settlement).execute(db);
@@ -119,7 +122,7 @@ export async function settleFinishedRunIntent(
 
 /** The statement of {@link settleFinishedRunIntent}. */
 export function settleFinishedRunIntentStatement(
-  intent: DueIntent,
+  intent: IntentRef,
   settlement: { readonly output: Json; readonly resolution: string } | { readonly output?: undefined; readonly resolution: string },
 ): RawBuilder<{ settled: boolean }> {
   const recording = settlement.output !== undefined;
@@ -218,32 +221,52 @@ export function claimForReconcileStatement(
     SELECT c.fencing_token, t.previous_status, t.previous_error,
            (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res
              WHERE res.run_id = ${runId} AND NOT res.skipped) AS outputs,
-           (SELECT count(*) FROM ledgerflow.step_attempt a
-             WHERE a.run_id = ${runId} AND a.step_name = ${step.name} AND a.status = 'failed')::int AS failures
+           (SELECT count(*) FROM ledgerflow.step_attempt a JOIN ledgerflow.workflow_run r ON r.id = a.run_id
+             WHERE a.run_id = ${runId} AND a.step_name = ${step.name} AND a.status = 'failed'
+               AND ${countsTowardBudget('a', 'r')})::int AS failures
       FROM claimed c, target t`;
 }
 
+/** What becomes of a run whose intent was not found: retried after a delay, or failed (its attempts were exhausted). */
+export type AfterRelease = { readonly retryAfterMs: number } | { readonly failWith: Json };
+
 /**
- * `not_found`: the intent is released (the next attempt re-takes the same key) and the run is
- * given back as pending after the step's retry backoff — or, when it had been parked because
- * its attempts were exhausted, failed with the last error, since the effect is now known not to
- * have happened.
+ * What a `not_found` means for the run `claim` took: pending again after `retryAfterMs` — or,
+ * when it had been parked because its attempts were exhausted, failed with the last error, since
+ * the effect is now known not to have happened.
+ */
+export function afterRelease(claim: ReconcileClaim, retryAfterMs: number): AfterRelease {
+  const previous = claim.previousError as { exhausted?: boolean; lastError?: Json } | null;
+  if (claim.previousStatus === 'needs_reconciliation' && previous?.exhausted === true) {
+    return { failWith: previous.lastError ?? { name: 'Error', message: 'attempts exhausted' } };
+  }
+  return { retryAfterMs };
+}
+
+/** Written on an intent the reconciler released because the provider did not find it. */
+export const RELEASED_NOT_FOUND = 'released by the reconciler: not found at the provider';
+
+/**
+ * `not_found`: the intent is released (the next attempt re-takes the same key) and the run goes
+ * on as {@link afterRelease} decided, with `resolution` written on the intent.
  */
 export async function releaseIntent(
   db: Kysely<LedgerflowDatabase>,
   claim: ReconcileClaim,
-  intent: DueIntent,
-  then: { readonly retryAfterMs: number } | { readonly failWith: Json },
+  intent: IntentRef,
+  then: AfterRelease,
+  resolution: string = RELEASED_NOT_FOUND,
 ): Promise<boolean> {
-  const { rows } = await releaseIntentStatement(claim, intent, then).execute(db);
+  const { rows } = await releaseIntentStatement(claim, intent, then, resolution).execute(db);
   return rows[0]?.released === true;
 }
 
 /** The statement of {@link releaseIntent}. */
 export function releaseIntentStatement(
   claim: ReconcileClaim,
-  intent: DueIntent,
-  then: { readonly retryAfterMs: number } | { readonly failWith: Json },
+  intent: IntentRef,
+  then: AfterRelease,
+  resolution: string = RELEASED_NOT_FOUND,
 ): RawBuilder<{ released: boolean }> {
   assertEffectTransition('intent', 'released');
   assertRunTransition('running', 'failWith' in then ? 'failed' : 'pending');
@@ -260,7 +283,7 @@ export function releaseIntentStatement(
     ),
     released AS (
       UPDATE ledgerflow.step_effect
-         SET status = 'released', reconcile_after = NULL, resolution = 'released by the reconciler: not found at the provider'
+         SET status = 'released', reconcile_after = NULL, resolution = ${resolution}
        WHERE workflow_id = ${lease.runId} AND step_name = ${intent.step_name} AND idempotency_key = ${intent.idempotency_key}
          AND status = 'intent' AND attempt = ${intent.attempt} AND EXISTS (SELECT 1 FROM fenced)
       RETURNING 1

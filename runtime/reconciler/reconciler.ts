@@ -11,6 +11,7 @@ import { backoffDelayMs } from '../worker/retry.js';
 import { advanceRun } from '../worker/step-commits.js';
 import { serializeError } from '../worker/step-errors.js';
 import {
+  afterRelease,
   claimDueIntents,
   claimForReconcile,
   deferIntent,
@@ -278,15 +279,9 @@ async function settleLiveRun(
         : item('skipped', 'lost the run while recording');
     }
     case 'not_found': {
-      const exhausted = claim.previousStatus === 'needs_reconciliation' && previous?.exhausted === true;
-      const released = await releaseIntent(
-        db,
-        claim,
-        intent,
-        exhausted
-          ? { failWith: previous?.lastError ?? { name: 'Error', message: 'attempts exhausted' } }
-          : { retryAfterMs: backoffDelayMs(step.retry, Math.max(1, claim.failures)) },
-      );
+      const then = afterRelease(claim, backoffDelayMs(step.retry, Math.max(1, claim.failures)));
+      const exhausted = 'failWith' in then;
+      const released = await releaseIntent(db, claim, intent, then);
       if (!released) return item('skipped', 'the intent changed while the provider was asked');
       return item(
         'released',

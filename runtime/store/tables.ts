@@ -74,6 +74,13 @@ export interface WorkflowRunTable {
   children_failed: Generated<number>;
   /** Order among the waiters of a queue partition: higher first. */
   priority: Generated<number>;
+  /**
+   * An operator's retry gives the step it resumes at a fresh attempt budget: attempts of
+   * `budget_step` numbered up to `budget_base` count toward neither maxAttempts nor the crash
+   * limit (core migration 0007).
+   */
+  budget_step: string | null;
+  budget_base: Generated<number>;
 }
 
 /** `workflow_run.waiting_for` of a waiting run. */
@@ -199,6 +206,8 @@ export interface QueueTable {
   partition_rate_limit: number | null;
   partition_rate_period_ms: number | null;
   updated_at: DbNow;
+  /** A paused queue grants no slot until it is resumed (core migration 0007). */
+  paused: Generated<boolean>;
 }
 
 /** Counters per (queue, partition); partition '' is the queue as a whole. */
@@ -238,6 +247,29 @@ export interface QueueWaiterTable {
   enqueued_at: DbNow;
 }
 
+export type OperatorActionKind =
+  | 'cancel'
+  | 'retry'
+  | 'resolve-found'
+  | 'resolve-not-found'
+  | 'pause-queue'
+  | 'resume-queue'
+  | 'pause-schedule'
+  | 'resume-schedule';
+
+/** The audit trail of operator actions (core migration 0007), written by each action's own transaction. */
+export interface OperatorActionTable {
+  id: Generated<number>;
+  at: DbNow;
+  actor: string;
+  action: OperatorActionKind;
+  run_id: string | null;
+  /** The effect's idempotency key, the queue or the schedule acted on. */
+  target: string | null;
+  reason: string;
+  detail: Generated<Json>;
+}
+
 export interface LedgerflowDatabase {
   'ledgerflow.workflow_version': WorkflowVersionTable;
   'ledgerflow.workflow_step_def': WorkflowStepDefTable;
@@ -254,6 +286,7 @@ export interface LedgerflowDatabase {
   'ledgerflow.queue_grant': QueueGrantTable;
   'ledgerflow.queue_slot': QueueSlotTable;
   'ledgerflow.queue_waiter': QueueWaiterTable;
+  'ledgerflow.operator_action': OperatorActionTable;
 }
 
 export type WorkflowRunRow = Selectable<WorkflowRunTable>;
@@ -265,3 +298,4 @@ export type StepResultRow = Selectable<StepResultTable>;
 export type StepWaitRow = Selectable<StepWaitTable>;
 export type EventRow = Selectable<EventTable>;
 export type ScheduleRow = Selectable<ScheduleTable>;
+export type OperatorActionRow = Selectable<OperatorActionTable>;

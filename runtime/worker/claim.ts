@@ -1,6 +1,7 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
 import type { WorkflowRegistry } from './registry.js';
+import { countsTowardBudget } from './retry.js';
 import { assertAttemptTransition, assertRunTransition } from './state-machines.js';
 
 /** A run this worker holds under a lease, positioned at its current step. */
@@ -167,19 +168,20 @@ export function claimParts(registry: WorkflowRegistry, options: ClaimOptions, pl
              updated_at = ${at}
         FROM ${name('candidate')} c
        WHERE r.id = c.id
-      RETURNING r.id, r.workflow_name, r.workflow_version, r.input, r.current_step, r.fencing_token,
+      RETURNING r.id, r.workflow_name, r.workflow_version, r.input, r.current_step, r.fencing_token, r.budget_step, r.budget_base,
                 COALESCE(r.deadline_at <= ${at}, false) AS overdue
     ),
     ${name('history')} AS (
       SELECT c.id AS run_id, d.step_name, c.fencing_token,
              COALESCE(max(a.attempt), 0) AS last_attempt,
-             count(a.attempt) FILTER (WHERE a.status = 'failed')::int AS failures,
-             count(a.attempt) FILTER (WHERE a.status = 'abandoned' AND a.error->>'name' = ${LEASE_EXPIRED}::text)::int AS crashes
+             count(a.attempt) FILTER (WHERE a.status = 'failed' AND ${countsTowardBudget('a', 'c')})::int AS failures,
+             count(a.attempt) FILTER (WHERE a.status = 'abandoned' AND a.error->>'name' = ${LEASE_EXPIRED}::text
+                                        AND ${countsTowardBudget('a', 'c')})::int AS crashes
         FROM ${name('claimed')} c
         JOIN ledgerflow.workflow_step_def d
           ON d.workflow_name = c.workflow_name AND d.version = c.workflow_version AND d.position = c.current_step
         LEFT JOIN ledgerflow.step_attempt a ON a.run_id = c.id AND a.step_name = d.step_name
-       GROUP BY c.id, d.step_name, c.fencing_token
+       GROUP BY c.id, d.step_name, c.fencing_token, c.budget_step, c.budget_base
     )${abandoned},
     ${name('opened')} AS (
       INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at)
@@ -251,10 +253,11 @@ export function loadLeasedRunStatement(runId: string, fencingToken: number): Raw
            COALESCE(r.deadline_at <= statement_timestamp(), false) AS overdue,
            a.attempt,
            (SELECT count(*) FROM ledgerflow.step_attempt f
-             WHERE f.run_id = r.id AND f.step_name = d.step_name AND f.status = 'failed')::int AS prior_failures,
+             WHERE f.run_id = r.id AND f.step_name = d.step_name AND f.status = 'failed'
+               AND ${countsTowardBudget('f', 'r')})::int AS prior_failures,
            (SELECT count(*) FROM ledgerflow.step_attempt f
              WHERE f.run_id = r.id AND f.step_name = d.step_name AND f.status = 'abandoned'
-               AND f.error->>'name' = ${LEASE_EXPIRED}::text)::int AS crashes,
+               AND f.error->>'name' = ${LEASE_EXPIRED}::text AND ${countsTowardBudget('f', 'r')})::int AS crashes,
            false AS repeated_crash,
            (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res
              WHERE res.run_id = r.id AND NOT res.skipped) AS outputs

@@ -3,7 +3,7 @@ import type { StepDefinition } from '../../dsl/workflow.js';
 import { LeaseLostError, NotAppliedError } from '../errors.js';
 import type { EffectStatus, LedgerflowDatabase, RunStatus } from '../store/tables.js';
 import { millis } from './claim.js';
-import { backoffDelayMs, crashLimit, isNonRetryable } from './retry.js';
+import { backoffDelayMs, countsTowardBudget, crashLimit, isNonRetryable } from './retry.js';
 import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from './state-machines.js';
 import type { Lease } from './step-commits.js';
 import { recordableText, serializeError, StepFailure, type SerializedError } from './step-errors.js';
@@ -274,7 +274,8 @@ export function lockFencedRunStatement(
   return sql<{ fencing_token: number; status: RunStatus; failures: number; open_intent: string | null }>`
     SELECT r.fencing_token, r.status,
            (SELECT count(*) FROM ledgerflow.step_attempt a
-             WHERE a.run_id = r.id AND a.step_name = ${stepName} AND a.status = 'failed')::int AS failures,
+             WHERE a.run_id = r.id AND a.step_name = ${stepName} AND a.status = 'failed'
+               AND ${countsTowardBudget('a', 'r')})::int AS failures,
            (SELECT e.idempotency_key FROM ledgerflow.step_effect e
              WHERE e.workflow_id = r.id AND e.step_name = ${stepName} AND e.status = 'intent') AS open_intent
       FROM ledgerflow.workflow_run r

@@ -1,3 +1,4 @@
+import { sql, type RawBuilder } from 'kysely';
 import type { ResolvedRetryPolicy } from '../../dsl/retry-policy.js';
 import { ConflictError, NonRetryableError, NotAppliedError } from '../errors.js';
 import { exponentialBackoffMs } from './backoff.js';
@@ -37,6 +38,18 @@ export const MIN_CRASH_LIMIT = 5;
  */
 export function crashLimit(policy: ResolvedRetryPolicy): number {
   return Math.max(policy.maxAttempts, MIN_CRASH_LIMIT);
+}
+
+/**
+ * Whether attempt row `a` counts toward its step's budget (maxAttempts, the crash limit) for run
+ * row `r`: every attempt does, except those an operator's retry put behind the run (attempts of
+ * `r.budget_step` numbered up to `r.budget_base`, core 0007). Attempt numbers keep growing across
+ * a retry — attempts are history — so the budget is counted from that base.
+ */
+export function countsTowardBudget(a: string, r: string): RawBuilder<boolean> {
+  const attempt = sql.ref(`${a}.attempt`);
+  const step = sql.ref(`${a}.step_name`);
+  return sql<boolean>`(${step} IS DISTINCT FROM ${sql.ref(`${r}.budget_step`)} OR ${attempt} > ${sql.ref(`${r}.budget_base`)})`;
 }
 
 /** First wait after an inconclusive lookup of an intent (`unknown`, a throwing reconcile). */

@@ -29,7 +29,10 @@ import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js'
  *   running  --its deadline passed (the worker's deadline commit)-->  cancelled
  *   pending / running / waiting / needs_reconciliation  --client cancel, or the parent failed or was
  *            cancelled (trigger ledgerflow.run_settled), fencing_token + 1-->  cancelled
- * completed, failed and cancelled are final.
+ *   failed / cancelled  --an operator's retry (client.retryRun: due now, fencing_token + 1, a fresh
+ *            attempt budget for the step it stopped at; client/operator.ts)-->  pending
+ * completed is final; failed and cancelled are final for the runtime (workers, reconciler,
+ * triggers) and left only by an operator's retry.
  *
  * The header of core migration 0001_core.sql (applied and checksummed: it stays as it is) draws
  * the same run machine, cancel transitions included, with one transition missing and two
@@ -71,8 +74,8 @@ export const RUN_TRANSITIONS: Readonly<Record<RunStatus, readonly RunStatus[]>> 
   waiting: ['running', 'waiting', 'cancelled'],
   needs_reconciliation: ['running', 'cancelled'],
   completed: [],
-  failed: [],
-  cancelled: [],
+  failed: ['pending'],
+  cancelled: ['pending'],
 };
 
 export const EFFECT_TRANSITIONS: Readonly<Record<EffectStatus | 'none', readonly EffectStatus[]>> = {

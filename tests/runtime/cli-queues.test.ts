@@ -123,6 +123,7 @@ describeStores('client.listQueues', (getStore) => {
       oldestWaitingSince: await oldestEnqueued(getStore(), 'wt-q-fair'),
       rateLimitedUntil: null,
       registeredAt: expect.any(Date),
+      paused: false,
     });
     expect(byName(queues, 'wt-q-two-at-once')).toMatchObject({ limits: { concurrency: 2 }, inFlight: 2, waiting: 1, partitionsWaiting: 1 });
     expect(byName(queues, 'wt-q-per-customer')).toMatchObject({ limits: { partition: { concurrency: 1 } }, inFlight: 0, waiting: 0, oldestWaitingSince: null });
@@ -199,11 +200,11 @@ describe('ledgerflow queues (PostgreSQL)', () => {
     expect(table.code).toBe(0);
     const lines = table.stdout.trimEnd().split('\n');
     expect(lines).toHaveLength(5);
-    expect(lines[0]).toMatch(/^QUEUE\s+LIMITS\s+IN FLIGHT\s+WAITING\s+PARTITIONS WAITING\s+OLDEST WAITING\s+RATE-LIMITED UNTIL$/);
-    expect(lines[1]).toMatch(new RegExp(`^wt-q-fair\\s+1 at once\\s+1\\s+4\\s+2\\s+${TIME}\\s+-$`));
-    expect(lines[2]).toMatch(/^wt-q-per-customer\s+per partition: 1 at once\s+0\s+0\s+0\s+-\s+-$/);
-    expect(lines[3]).toMatch(/^wt-q-rate\s+5 per 500ms\s+0\s+0\s+0\s+-\s+-$/);
-    expect(lines[4]).toMatch(new RegExp(`^wt-q-two-at-once\\s+2 at once\\s+2\\s+1\\s+1\\s+${TIME}\\s+-$`));
+    expect(lines[0]).toMatch(/^QUEUE\s+LIMITS\s+IN FLIGHT\s+WAITING\s+PARTITIONS WAITING\s+OLDEST WAITING\s+RATE-LIMITED UNTIL\s+PAUSED$/);
+    expect(lines[1]).toMatch(new RegExp(`^wt-q-fair\\s+1 at once\\s+1\\s+4\\s+2\\s+${TIME}\\s+-\\s+no$`));
+    expect(lines[2]).toMatch(/^wt-q-per-customer\s+per partition: 1 at once\s+0\s+0\s+0\s+-\s+-\s+no$/);
+    expect(lines[3]).toMatch(/^wt-q-rate\s+5 per 500ms\s+0\s+0\s+0\s+-\s+-\s+no$/);
+    expect(lines[4]).toMatch(new RegExp(`^wt-q-two-at-once\\s+2 at once\\s+2\\s+1\\s+1\\s+${TIME}\\s+-\\s+no$`));
 
     const json = await run(['queues', '--json', ...db]);
     expect(json.code).toBe(0);
@@ -218,6 +219,7 @@ describe('ledgerflow queues (PostgreSQL)', () => {
       oldestWaitingSince: (await oldestEnqueued(store, 'wt-q-fair')).toISOString(),
       rateLimitedUntil: null,
       registeredAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+      paused: false,
     });
 
     const partitions = await run(['queues', '--queue', 'wt-q-fair', '--partitions', ...db]);

@@ -110,6 +110,9 @@ const WRITES: Readonly<Record<string, readonly string[]>> = {
   // A debounced start joins the window (keep 'last') or closes one that is over: the run stays pending.
   'debounce-replace-in-window.sql': ['run pending->pending'],
   'debounce-close-window.sql': ['run pending->pending'],
+  // An operator's retry (client/operator.ts); the audit row is written by the same transaction.
+  'retry-run.sql': ['run failed->pending', 'run cancelled->pending'],
+  'operator-audit.sql': [],
 };
 
 /** Variants that differ from a snapshot case in parameters only: how a failure's phase settles the attempt's own intent. */
@@ -260,6 +263,8 @@ describe('state machine tables', () => {
         'run waiting->cancelled',
         'run needs_reconciliation->running',
         'run needs_reconciliation->cancelled',
+        'run failed->pending',
+        'run cancelled->pending',
         'effect none->intent',
         'effect none->recorded',
         'effect intent->recorded',
@@ -277,7 +282,9 @@ describe('state machine tables', () => {
 
   const finals: ReadonlyArray<readonly [string, () => void]> = [
     ...(['completed', 'failed', 'cancelled'] as const).flatMap((from) =>
-      RUN_STATUSES.map((to) => [`run ${from}->${to}`, () => assertRunTransition(from, to)] as const),
+      RUN_STATUSES.filter((to) => from === 'completed' || to !== 'pending').map(
+        (to) => [`run ${from}->${to}`, () => assertRunTransition(from, to)] as const,
+      ),
     ),
     ...(['intent', 'recorded', 'released'] as const).map((to) => [`effect recorded->${to}`, () => assertEffectTransition('recorded', to)] as const),
     ...(['succeeded', 'failed', 'abandoned'] as const).flatMap((from) =>
@@ -292,6 +299,12 @@ describe('state machine tables', () => {
   ];
   it.each(finals)('refuses %s', (_, attempt) => {
     expect(attempt).toThrow(IllegalTransitionError);
+  });
+
+  it('lets an operator retry a failed or cancelled run (back to pending), never a completed one', () => {
+    const retryable = RUN_STATUSES.filter((s) => (s === 'failed' || s === 'cancelled' || s === 'completed') && RUN_TRANSITIONS[s].length > 0);
+    expect(retryable).toEqual(['failed', 'cancelled']);
+    for (const from of retryable) expect(RUN_TRANSITIONS[from]).toEqual(['pending']);
   });
 
   it('lets the client cancel any run that is not final', () => {

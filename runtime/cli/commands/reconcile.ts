@@ -13,7 +13,8 @@ export const reconcileCommand = defineCommand({
     "the step's perform timeout, stored on the intent), looked up through the step's reconcile(): found →\n" +
     'recorded and the run advances; not found → released for a retry with the same key after the retry\n' +
     'backoff; unknown → the run is parked in needs_reconciliation and the intent asked again after a backoff.\n' +
-    'Intents of cancelled and failed runs are settled in the ledger too (recorded or released).',
+    'Intents of cancelled and failed runs are settled in the ledger too (recorded or released). An intent the\n' +
+    'provider cannot tell about is left for an operator: `ledgerflow resolve` settles it by hand.',
   options: {
     workflows: { type: 'string' },
     'lease-ms': { type: 'string' },
@@ -55,6 +56,12 @@ export const reconcileCommand = defineCommand({
         `${report.examined} due intent(s) examined: ${report.recorded} recorded, ${report.released} released, ` +
           `${report.parked} parked, ${report.deferred} deferred, ${report.skipped} skipped, ${report.errors} errors.\n`,
       );
+      if (report.parked > 0 || report.deferred > 0) {
+        io.out(
+          'Parked and deferred intents are asked about again after their backoff. If you know the answer, settle one yourself:\n' +
+            '  ledgerflow resolve <run-id> <step> --found <json> | --not-found --reason <text>\n',
+        );
+      }
     }
     return report.parked > 0 || report.errors > 0 ? 1 : 0;
   },

@@ -8,7 +8,7 @@ import { formatWaitingFor } from '../format-wait.js';
 export const runsCommand = defineCommand({
   name: 'runs',
   summary: 'list runs, newest first',
-  usage: '[--status <status>]... [--workflow <name>] [--parent <run-id>] [--limit <n>] [options]',
+  usage: '[--status <status>]... [--workflow <name>] [--parent <run-id>] [--dedupe-key <key>] [--limit <n>] [options]',
   description:
     'Lists workflow runs, newest first. WAITING FOR says what a waiting run waits for and until when (an event\n' +
     'and its key, a signal, a sleep, its children); PARENT names the run, step and item that started a child\n' +
@@ -17,12 +17,14 @@ export const runsCommand = defineCommand({
     status: { type: 'string', multiple: true },
     workflow: { type: 'string' },
     parent: { type: 'string' },
+    'dedupe-key': { type: 'string' },
     limit: { type: 'string' },
   },
   optionsHelp: `  --status <status>      pending, running, waiting, completed, failed, cancelled or
                          needs_reconciliation; repeatable
   --workflow <name>      only runs of this workflow
   --parent <run-id>      only the children of this run
+  --dedupe-key <key>     only the run(s) started with this dedupe key (one per workflow)
   --limit <n>            at most n runs (default 50)`,
   positionals: { min: 0, max: 0, names: '' },
   async run({ values, json, io, openStore }) {
@@ -36,6 +38,7 @@ export const runsCommand = defineCommand({
       ...(values.status !== undefined ? { status: values.status as RunStatus[] } : {}),
       ...(values.workflow !== undefined ? { workflow: values.workflow } : {}),
       ...(values.parent !== undefined ? { parentRunId: values.parent } : {}),
+      ...(values['dedupe-key'] !== undefined ? { dedupeKey: values['dedupe-key'] } : {}),
       ...(limit !== undefined ? { limit } : {}),
     });
     if (json) {

@@ -4,23 +4,27 @@ import type { ScheduleSummary } from '../../client/schedules.js';
 import { defineCommand, integerOption, UsageError } from '../command.js';
 import { formatTable } from '../format-table.js';
 import { formatStoredError, formatTime, toJsonDocument } from '../format-values.js';
+import { NOTE_OPTIONS, NOTE_OPTIONS_HELP, noteOption } from '../operator-note.js';
 
 const ACTIONS = ['pause', 'resume'] as const;
 
 export const schedulesCommand = defineCommand({
   name: 'schedules',
   summary: 'list schedules with their next ticks and last run; pause or resume one',
-  usage: '[pause <name> | resume <name>] [--ticks <n>] [options]',
+  usage: '[pause <name> | resume <name> [--reason <text> [--actor <name>]]] [--ticks <n>] [options]',
   description:
     'Lists the schedules workers registered: cron, time zone, workflow, catch-up policy, whether paused, the\n' +
     'next ticks (the first is overdue when no worker has the schedule, or its last tick failed), the last tick\n' +
     'that started a run and that run. A tick whose run could not start is listed below the table with its error.\n' +
     '`pause <name>` stops a schedule from starting runs; `resume <name>` goes on from its next tick after now\n' +
-    '(ticks that fell while it was paused start nothing). Both are kept when workers register it again.',
+    '(ticks that fell while it was paused start nothing). Both are kept when workers register it again.\n' +
+    'With --reason, a pause or resume is written to the audit trail (ledgerflow audit).',
   options: {
     ticks: { type: 'string' },
+    ...NOTE_OPTIONS,
   },
-  optionsHelp: `  --ticks <n>            how many next ticks to show (default 3)`,
+  optionsHelp: `  --ticks <n>            how many next ticks to show (default 3)
+${NOTE_OPTIONS_HELP}`,
   positionals: { min: 0, max: 2, names: 'nothing, or pause <name> / resume <name>' },
   async run({ values, positionals, json, io, openStore }) {
     const [action, name] = positionals;
@@ -29,8 +33,9 @@ export const schedulesCommand = defineCommand({
         throw new UsageError(`Unknown action "${action}". Use \`ledgerflow schedules\`, \`schedules pause <name>\` or \`schedules resume <name>\`.`);
       }
       if (name === undefined) throw new UsageError(`${action} needs the schedule's name: ledgerflow schedules ${action} <name>.`);
+      const note = noteOption(values, false, `a schedule ${action}`);
       const client = createClient({ store: await openStore() });
-      const changed = action === 'pause' ? await client.pauseSchedule(name) : await client.resumeSchedule(name);
+      const changed = action === 'pause' ? await client.pauseSchedule(name, note) : await client.resumeSchedule(name, note);
       const paused = action === 'pause';
       if (json) io.out(toJsonDocument({ schedule: name, paused, changed }));
       else if (!changed) io.out(`Schedule ${name} was already ${paused ? 'paused' : 'running'}.\n`);
@@ -40,6 +45,9 @@ export const schedulesCommand = defineCommand({
         io.out(`Resumed schedule ${name}; its next tick is ${formatTime(resumed?.nextTicks[0])}.\n`);
       }
       return 0;
+    }
+    if (values.reason !== undefined || values.actor !== undefined) {
+      throw new UsageError('--reason and --actor go with `schedules pause <name>` or `schedules resume <name>`.');
     }
     const ticks = integerOption('ticks', values.ticks, 0);
     const schedules = await createClient({ store: await openStore() }).listSchedules(ticks !== undefined ? { ticks } : {});

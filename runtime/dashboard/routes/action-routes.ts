@@ -4,7 +4,7 @@ import { describeIssues } from '../../client/validate-input.js';
 import { formatStoredError } from '../../cli/format-values.js';
 import { render, statusOf, type DashboardContext, type DashboardEnv } from '../dashboard.js';
 import { html } from '../html.js';
-import type { EffectResolution, OperatorNote } from '../operations.js';
+import type { EffectResolution, OperatorNote } from '../../client/operator.js';
 import { confirmView, messageView, type ConfirmForm } from '../views/confirm-view.js';
 import { formatTime, horizonText } from '../views/format.js';
 import type { NoticeCode } from './read-routes.js';

@@ -1,21 +1,19 @@
 import { html, type Html } from '../html.js';
-import type { AuditEntry } from '../operations.js';
+import type { OperatorActionRow } from '../../store/tables.js';
 import { formatTime, shortId } from './format.js';
 import { page, type PageContext } from './layout.js';
 
-export type { AuditEntry };
-
-export function auditTable(context: PageContext, entries: readonly AuditEntry[]): Html {
+export function auditTable(context: PageContext, entries: readonly OperatorActionRow[]): Html {
   if (entries.length === 0) return html`<p class="muted">No operator actions recorded.</p>`;
   return html`<table class="audit"><thead><tr><th>At (UTC)</th><th>Actor</th><th>Action</th><th>Target</th><th>Reason</th><th>Detail</th></tr></thead><tbody>
 ${entries.map(
   (e) => html`<tr><td>${formatTime(e.at)}</td><td>${e.actor}</td><td>${e.action}</td>
-<td>${e.runId !== null ? html`<a href="${context.base}/runs/${e.runId}"><code>${shortId(e.runId)}</code></a>${e.target !== e.runId ? html` ${e.target}` : ''}` : e.target}</td>
+<td>${e.run_id !== null ? html`<a href="${context.base}/runs/${e.run_id}"><code>${shortId(e.run_id)}</code></a>${e.target === null ? '' : html` <code>${e.target}</code>`}` : e.target ?? ''}</td>
 <td>${e.reason}</td><td><code>${e.detail === null || e.detail === undefined ? '' : JSON.stringify(e.detail)}</code></td></tr>`,
 )}</tbody></table>`;
 }
 
-export function auditView(context: PageContext, entries: readonly AuditEntry[], limit: number): Html {
+export function auditView(context: PageContext, entries: readonly OperatorActionRow[], limit: number): Html {
   return page(
     context,
     'audit',

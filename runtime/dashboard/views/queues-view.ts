@@ -7,7 +7,7 @@ import { page, statusBadge, type PageContext } from './layout.js';
 
 export function queuesView(
   context: PageContext,
-  queues: readonly (QueueSummary & { readonly paused?: boolean })[],
+  queues: readonly QueueSummary[],
   schedules: readonly ScheduleSummary[],
   notice?: string,
 ): Html {
@@ -20,7 +20,7 @@ ${queues.length === 0
   : html`<table id="queues"><thead><tr><th>Queue</th><th>Limits</th><th>In flight</th><th>Waiting</th><th>Oldest waiting since</th><th>Rate-limited until</th><th>Paused</th><th></th></tr></thead><tbody>
 ${queues.map(
   (q) => html`<tr><td>${q.name}</td><td>${formatLimits(q.limits)}</td><td class="num">${q.inFlight}</td><td class="num">${q.waiting}</td><td>${formatTime(q.oldestWaitingSince)}</td>
-<td>${formatTime(q.rateLimitedUntil)}</td><td>${q.paused === true ? 'paused' : 'no'}</td><td>${toggle('queues', q.name, q.paused === true)}</td></tr>`,
+<td>${formatTime(q.rateLimitedUntil)}</td><td>${q.paused ? 'paused' : 'no'}</td><td>${toggle('queues', q.name, q.paused)}</td></tr>`,
 )}</tbody></table>`}
 <h1>Schedules</h1>
 ${schedules.length === 0

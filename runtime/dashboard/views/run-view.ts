@@ -1,9 +1,9 @@
 import { signalKey } from '../../client/send-event.js';
 import { MAX_LISTED_CHILDREN, type RunDetails } from '../../client/run-details.js';
 import { formatWaitingFor } from '../../cli/format-wait.js';
-import type { StepAttemptRow } from '../../store/tables.js';
+import type { OperatorActionRow, StepAttemptRow } from '../../store/tables.js';
 import { html, type Html } from '../html.js';
-import { auditTable, type AuditEntry } from './audit-view.js';
+import { auditTable } from './audit-view.js';
 import { formatStoredError, formatTime, horizonText, jsonBlock, shortId } from './format.js';
 import { page, statusBadge, type PageContext } from './layout.js';
 
@@ -11,7 +11,7 @@ export interface RunViewData {
   readonly run: RunDetails;
   /** The time the page was read (the timeline's right edge for attempts still running). */
   readonly now: Date;
-  readonly audit: readonly AuditEntry[];
+  readonly audit: readonly OperatorActionRow[];
   /** A line to show above the run, e.g. after an action. */
   readonly notice?: string;
 }

@@ -34,6 +34,7 @@
     SELECT c.fencing_token, t.previous_status, t.previous_error,
            (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res
              WHERE res.run_id = $6 AND NOT res.skipped) AS outputs,
-           (SELECT count(*) FROM ledgerflow.step_attempt a
-             WHERE a.run_id = $7 AND a.step_name = $8 AND a.status = 'failed')::int AS failures
+           (SELECT count(*) FROM ledgerflow.step_attempt a JOIN ledgerflow.workflow_run r ON r.id = a.run_id
+             WHERE a.run_id = $7 AND a.step_name = $8 AND a.status = 'failed'
+               AND ("a"."step_name" IS DISTINCT FROM "r"."budget_step" OR "a"."attempt" > "r"."budget_base"))::int AS failures
       FROM claimed c, target t;

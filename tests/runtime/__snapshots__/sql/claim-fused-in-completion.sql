@@ -62,19 +62,20 @@
              updated_at = statement_timestamp()
         FROM fused_candidate c
        WHERE r.id = c.id
-      RETURNING r.id, r.workflow_name, r.workflow_version, r.input, r.current_step, r.fencing_token,
+      RETURNING r.id, r.workflow_name, r.workflow_version, r.input, r.current_step, r.fencing_token, r.budget_step, r.budget_base,
                 COALESCE(r.deadline_at <= statement_timestamp(), false) AS overdue
     ),
     fused_history AS (
       SELECT c.id AS run_id, d.step_name, c.fencing_token,
              COALESCE(max(a.attempt), 0) AS last_attempt,
-             count(a.attempt) FILTER (WHERE a.status = 'failed')::int AS failures,
-             count(a.attempt) FILTER (WHERE a.status = 'abandoned' AND a.error->>'name' = $21::text)::int AS crashes
+             count(a.attempt) FILTER (WHERE a.status = 'failed' AND ("a"."step_name" IS DISTINCT FROM "c"."budget_step" OR "a"."attempt" > "c"."budget_base"))::int AS failures,
+             count(a.attempt) FILTER (WHERE a.status = 'abandoned' AND a.error->>'name' = $21::text
+                                        AND ("a"."step_name" IS DISTINCT FROM "c"."budget_step" OR "a"."attempt" > "c"."budget_base"))::int AS crashes
         FROM fused_claimed c
         JOIN ledgerflow.workflow_step_def d
           ON d.workflow_name = c.workflow_name AND d.version = c.workflow_version AND d.position = c.current_step
         LEFT JOIN ledgerflow.step_attempt a ON a.run_id = c.id AND a.step_name = d.step_name
-       GROUP BY c.id, d.step_name, c.fencing_token
+       GROUP BY c.id, d.step_name, c.fencing_token, c.budget_step, c.budget_base
     ),
     fused_opened AS (
       INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at)

@@ -8,10 +8,11 @@
            COALESCE(r.deadline_at <= statement_timestamp(), false) AS overdue,
            a.attempt,
            (SELECT count(*) FROM ledgerflow.step_attempt f
-             WHERE f.run_id = r.id AND f.step_name = d.step_name AND f.status = 'failed')::int AS prior_failures,
+             WHERE f.run_id = r.id AND f.step_name = d.step_name AND f.status = 'failed'
+               AND ("f"."step_name" IS DISTINCT FROM "r"."budget_step" OR "f"."attempt" > "r"."budget_base"))::int AS prior_failures,
            (SELECT count(*) FROM ledgerflow.step_attempt f
              WHERE f.run_id = r.id AND f.step_name = d.step_name AND f.status = 'abandoned'
-               AND f.error->>'name' = $1::text)::int AS crashes,
+               AND f.error->>'name' = $1::text AND ("f"."step_name" IS DISTINCT FROM "r"."budget_step" OR "f"."attempt" > "r"."budget_base"))::int AS crashes,
            false AS repeated_crash,
            (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res
              WHERE res.run_id = r.id AND NOT res.skipped) AS outputs
