@@ -39,14 +39,7 @@ export const DEFAULT_DASHBOARD_HOST = '127.0.0.1';
 export async function serveDashboard(options: ServeDashboardOptions): Promise<ServedDashboard> {
   const host = options.host ?? DEFAULT_DASHBOARD_HOST;
   const { token, tokenActor, host: _host, port: _port, ...rest } = options;
-  if (token !== undefined && options.auth !== undefined) throw new TypeError('Give serveDashboard either a token or an auth hook, not both.');
-  if (token !== undefined) checkToken(token);
-  if (token === undefined && options.auth === undefined && !isLoopbackHost(host)) {
-    throw new TypeError(
-      `Refusing to serve the dashboard on ${host} without an access token: anyone who reaches it could cancel runs. ` +
-        'Give a token (--token or LEDGERFLOW_DASHBOARD_TOKEN), or bind 127.0.0.1.',
-    );
-  }
+  assertServable(host, token, options.auth);
   const auth = token !== undefined ? { token, ...(tokenActor !== undefined ? { actor: tokenActor } : {}) } : options.auth;
   const app = createDashboard({ ...rest, ...(auth !== undefined ? { auth } : {}) });
   const port = options.port ?? DEFAULT_DASHBOARD_PORT;
@@ -67,4 +60,20 @@ export async function serveDashboard(options: ServeDashboardOptions): Promise<Se
         if ('closeAllConnections' in server) server.closeAllConnections();
       }),
   };
+}
+
+/**
+ * Refuses what would expose the dashboard: a host other than a loopback address without a token
+ * or an auth hook, a short token, or both a token and a hook. (The CLI calls it before it opens
+ * the database.)
+ */
+export function assertServable(host: string, token: string | undefined, auth: DashboardOptions['auth'] | undefined): void {
+  if (token !== undefined && auth !== undefined) throw new TypeError('Give serveDashboard either a token or an auth hook, not both.');
+  if (token !== undefined) checkToken(token);
+  if (token === undefined && auth === undefined && !isLoopbackHost(host)) {
+    throw new TypeError(
+      `Refusing to serve the dashboard on ${host} without an access token: anyone who reaches it could cancel runs. ` +
+        'Give a token (--token or LEDGERFLOW_DASHBOARD_TOKEN), or bind 127.0.0.1.',
+    );
+  }
 }

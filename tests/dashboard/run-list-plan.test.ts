@@ -139,7 +139,7 @@ describe('dashboard list plans over 1 000 000 runs [pg]', () => {
     for (const cursor of [undefined, { by: 'key', dedupeKey: last.dedupe_key!, id: last.id } as const]) {
       const plan = await explain(runPageQuery(filter, cursor, PAGE));
       expectIndexRangesOnly(plan, 'workflow_run');
-      expect(plan.filter((n) => n['Relation Name'] === 'workflow_run').map((n) => n['Index Name'])).toEqual(['workflow_run_dedupe_key_idx']);
+      expect(plan.filter((n) => n['Relation Name'] === 'workflow_run').map((n) => n['Index Name'])).toEqual(['workflow_run_dedupe_prefix_idx']);
       expect(entriesRead(plan, 'workflow_run')).toBeLessThanOrEqual(PAGE + 1);
     }
     const exact = await runPageQuery({ statuses: [], dedupeKey: { value: 'order-500000', match: 'exact' } }, undefined, PAGE).execute(store.db);

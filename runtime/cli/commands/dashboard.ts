@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { DEFAULT_DASHBOARD_HOST, DEFAULT_DASHBOARD_PORT, serveDashboard } from '../../dashboard/serve-dashboard.js';
+import { assertServable, DEFAULT_DASHBOARD_HOST, DEFAULT_DASHBOARD_PORT, serveDashboard } from '../../dashboard/serve-dashboard.js';
 import { defineCommand, integerOption, UsageError } from '../command.js';
 import { toJsonDocument } from '../format-values.js';
 import { DEFAULT_WORKFLOWS_MODULE, loadWorkflowsModule } from '../load-workflows.js';
@@ -35,22 +35,16 @@ export const dashboardCommand = defineCommand({
     const port = integerOption('port', values.port, 0) ?? DEFAULT_DASHBOARD_PORT;
     if (port > 65_535) throw new UsageError(`--port must be at most 65535 (got ${port}).`);
     const token = values.token ?? (process.env[TOKEN_ENV] || undefined);
-    const module = values.workflows ?? (existsSync(DEFAULT_WORKFLOWS_MODULE) ? DEFAULT_WORKFLOWS_MODULE : undefined);
-    const workflows = module === undefined ? [] : await loadWorkflowsModule(module);
-    let served;
+    const host = values.host ?? DEFAULT_DASHBOARD_HOST;
     try {
-      served = await serveDashboard({
-        store: await openStore(),
-        workflows,
-        port,
-        ...(values.host !== undefined ? { host: values.host } : {}),
-        ...(token !== undefined ? { token } : {}),
-      });
+      assertServable(host, token, undefined);
     } catch (error) {
       // A refused configuration (no token off loopback, a short token) is the user's to fix.
-      if (error instanceof TypeError) throw new UsageError(error.message);
-      throw error;
+      throw new UsageError((error as Error).message);
     }
+    const module = values.workflows ?? (existsSync(DEFAULT_WORKFLOWS_MODULE) ? DEFAULT_WORKFLOWS_MODULE : undefined);
+    const workflows = module === undefined ? [] : await loadWorkflowsModule(module);
+    const served = await serveDashboard({ store: await openStore(), workflows, port, host, ...(token !== undefined ? { token } : {}) });
     if (json) io.out(toJsonDocument({ url: served.url, host: served.host, port: served.port, workflows: workflows.length }));
     else {
       const login = token === undefined ? '' : ' (open it once with ?token=<token>)';

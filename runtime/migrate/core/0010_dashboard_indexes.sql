@@ -11,15 +11,17 @@
 --                                    of 0001, which it covers
 -- workflow_run_version_created_idx   a workflow, a version and a status; a workflow without a
 --                                    version is one range per (version, status), merged the same way
--- workflow_run_dedupe_key_idx        a dedupe key, exactly or by prefix: byte order (COLLATE "C"),
---                                    so a prefix is the range [prefix, next prefix)
+-- workflow_run_dedupe_prefix_idx     a dedupe key, exactly or by prefix: byte order (COLLATE "C"),
+--                                    so a prefix is the range [prefix, next prefix) (0007's
+--                                    workflow_run_dedupe_key_idx, in the default collation, serves
+--                                    only exact lookups in that collation)
 -- step_effect_open_intent_age_idx    open intents, oldest first (only rows in status 'intent')
 
 DROP INDEX ledgerflow.workflow_run_status_idx;
 CREATE INDEX workflow_run_status_created_idx ON ledgerflow.workflow_run (status, created_at, id);
 CREATE INDEX workflow_run_version_created_idx
     ON ledgerflow.workflow_run (workflow_name, workflow_version, status, created_at, id);
-CREATE INDEX workflow_run_dedupe_key_idx ON ledgerflow.workflow_run (dedupe_key COLLATE "C", id)
+CREATE INDEX workflow_run_dedupe_prefix_idx ON ledgerflow.workflow_run (dedupe_key COLLATE "C", id)
     WHERE dedupe_key IS NOT NULL;
 CREATE INDEX step_effect_open_intent_age_idx ON ledgerflow.step_effect (intent_at, workflow_id, step_name, idempotency_key)
     WHERE status = 'intent';
