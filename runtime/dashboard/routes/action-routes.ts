@@ -7,7 +7,7 @@ import { html } from '../html.js';
 import type { EffectResolution, OperatorNote } from '../../client/operator.js';
 import { confirmView, messageView, type ConfirmForm } from '../views/confirm-view.js';
 import { formatTime, horizonText } from '../views/format.js';
-import type { NoticeCode } from './read-routes.js';
+import { databaseNow, type NoticeCode } from './read-routes.js';
 
 type DashboardContextOf = Context<DashboardEnv>;
 
@@ -98,7 +98,7 @@ keep their checkpointed outputs and their ledger rows, so no effect is repeated.
   confirmed(
     '/runs/:id/effects/:step/resolve',
     async (c) => {
-      const run = await loadRunDetails(store.db, param(c, 'id'));
+      const [run, now] = await Promise.all([loadRunDetails(store.db, param(c, 'id')), databaseNow(shared)]);
       const step = param(c, 'step');
       const intent = run.effects.find((e) => e.step_name === step && e.status === 'intent');
       const body = c.req.method === 'POST' ? stringFields(await c.req.parseBody()) : {};
@@ -111,7 +111,7 @@ keep their checkpointed outputs and their ledger rows, so no effect is repeated.
             ? html`<p class="error">Step ${step} of run ${run.id} has no open intent (it may have been resolved meanwhile).</p>`
             : html`<p>Run <a href="${c.get('page').base}/runs/${run.id}">${run.id}</a> (${run.workflow_name} v${run.workflow_version}, ${run.status}):
 the call with key <code>${intent.idempotency_key}</code> (attempt ${intent.attempt}, intent at ${formatTime(intent.intent_at)}, horizon
-${horizonText(intent.reconcile_after, new Date())}) has an unknown outcome. Look it up at the provider, then say what you found.</p>
+${horizonText(intent.reconcile_after, now)}) has an unknown outcome. Look it up at the provider, then say what you found.</p>
 <p><b>Found</b> records the provider's result as the step's output (checked against the step's output schema) and the run goes on.
 <b>Not found</b> releases the intent: the step calls the provider again with the same key.</p>`,
         fields: html`<p><label><input type="radio" name="outcome" value="found" ${outcome === 'found' ? 'checked' : ''}> Found — the step's output (JSON):</label><br>

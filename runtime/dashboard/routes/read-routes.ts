@@ -76,7 +76,7 @@ export function readRoutes(app: Hono<DashboardEnv>, shared: DashboardContext): v
 }
 
 /** The database's clock: horizons and running attempts are measured against it, not the server's. */
-async function databaseNow(shared: DashboardContext): Promise<Date> {
+export async function databaseNow(shared: DashboardContext): Promise<Date> {
   const { rows } = await sql<{ now: Date }>`SELECT statement_timestamp() AS now`.execute(shared.store.db);
   return rows[0]!.now;
 }
