@@ -1,8 +1,11 @@
 import { beforeAll, describe, expect, it } from 'vitest';
+import { queue, schedule } from 'ledgerflow/dsl';
 import { createClient, createDashboard, createWorker, serveDashboard, type Client } from 'ledgerflow/runtime';
 import { AUTH_COOKIE, SESSION_COOKIE } from '../../runtime/dashboard/auth.js';
 import { prefixUpperBound } from '../../runtime/dashboard/run-list.js';
 import { main } from '../../runtime/cli/main.js';
+import { registerSchedules } from '../../runtime/schedules/register-schedules.js';
+import { registerQueueStatement } from '../../runtime/worker/queue-slots.js';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { DASHBOARD_WORKFLOWS, dashboardHandlers, flaky, ordersV2, receipt } from './fixtures/dashboard-workflows.js';
@@ -145,6 +148,44 @@ describeStores('dashboard over HTTP', (getStore) => {
       const run = await client.getRun(parked);
       expect(run.effects.map((e) => e.status)).toEqual(['intent']);
       expect(await client.listAudit({ runId: parked })).toEqual([]);
+    });
+
+    it('pauses and resumes a queue and a schedule from the queues page, each audited', async () => {
+      const store = getStore();
+      await registerQueueStatement(queue('dash-email', { concurrency: 2 })).execute(store.db);
+      await registerSchedules(store.db, [schedule('dash-nightly', { cron: '0 2 * * *', workflow: flaky, input: () => ({ label: 'nightly' }) })]);
+      const browser = session(dashboard().fetch);
+      const listed = await (await browser.get('/queues')).text();
+      expect(listed).toContain('dash-email');
+      expect(listed).toContain('2 at once');
+      expect(listed).toContain('dash-nightly');
+      for (const [path, done] of [
+        ['/queues/dash-email/pause', 'paused'],
+        ['/queues/dash-email/pause', 'unchanged'],
+        ['/schedules/dash-nightly/pause', 'paused'],
+      ] as const) {
+        const response = await browser.post(path, { reason: 'provider maintenance', csrf: await browser.csrfFrom(path) });
+        expect(response.headers.get('location'), path).toBe(`/queues?done=${done}`);
+      }
+      expect((await client.listQueues()).find((q) => q.name === 'dash-email')?.paused).toBe(true);
+      expect((await client.listSchedules()).find((q) => q.name === 'dash-nightly')?.paused).toBe(true);
+      expect(await (await browser.get('/queues?done=paused')).text()).toContain('Resume…');
+      for (const path of ['/queues/dash-email/resume', '/schedules/dash-nightly/resume']) {
+        const response = await browser.post(path, { reason: 'maintenance over', csrf: await browser.csrfFrom(path) });
+        expect(response.headers.get('location'), path).toBe('/queues?done=resumed');
+      }
+      expect((await client.listQueues()).find((q) => q.name === 'dash-email')?.paused).toBe(false);
+      expect((await client.listSchedules()).find((q) => q.name === 'dash-nightly')?.paused).toBe(false);
+      const audit = (await client.listAudit({ limit: 10 })).filter((a) => a.target === 'dash-email' || a.target === 'dash-nightly');
+      expect(audit.map((a) => `${a.action} ${a.target} ${a.reason}`)).toEqual([
+        'resume-schedule dash-nightly maintenance over',
+        'resume-queue dash-email maintenance over',
+        'pause-schedule dash-nightly provider maintenance',
+        'pause-queue dash-email provider maintenance',
+      ]);
+      expect((await browser.get('/queues/no-such-queue/pause')).status).toBe(200);
+      const missing = await browser.post('/queues/no-such-queue/pause', { reason: 'typo', csrf: await browser.csrfFrom('/queues/no-such-queue/pause') });
+      expect(missing.status).toBe(404);
     });
   });
 
