@@ -1,3 +1,6 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { queue, schedule } from 'ledgerflow/dsl';
 import { createClient, createDashboard, createWorker, serveDashboard, type Client } from 'ledgerflow/runtime';
@@ -7,6 +10,7 @@ import { main } from '../../runtime/cli/main.js';
 import { registerSchedules } from '../../runtime/schedules/register-schedules.js';
 import { registerQueueStatement } from '../../runtime/worker/queue-slots.js';
 import { describeStores } from '../support/describe-stores.js';
+import { createPgTestStore } from '../support/test-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { DASHBOARD_WORKFLOWS, dashboardHandlers, flaky, ordersV2, receipt } from './fixtures/dashboard-workflows.js';
 import { ORIGIN, session } from './support/browserless-session.js';
@@ -257,6 +261,35 @@ describe('serving the dashboard', () => {
     expect(err.join('')).toContain('Refusing to serve the dashboard on 0.0.0.0 without an access token');
   });
 
+  it('ledgerflow dashboard serves until SIGTERM, behind its token', async () => {
+    const store = await createPgTestStore();
+    try {
+      await migrateForTest(store, DASHBOARD_WORKFLOWS);
+      const child = spawn(process.execPath, ['bin/ledgerflow.js', 'dashboard', '--port', '0', '--json'], {
+        cwd: fileURLToPath(new URL('../../', import.meta.url)),
+        env: { ...process.env, DATABASE_URL: store.url!, LEDGERFLOW_DASHBOARD_TOKEN: TOKEN },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stdout = '';
+      child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+      const exited = once(child, 'exit');
+      await waitFor(() => stdout.includes('\n'), 20_000);
+      const { url } = JSON.parse(stdout) as { url: string };
+      expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
+      expect((await fetch(url)).status).toBe(401);
+      const login = await fetch(`${url}?token=${TOKEN}`, { redirect: 'manual' });
+      expect(login.status).toBe(303);
+      const cookie = login.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
+      const page = await fetch(url, { headers: { cookie } });
+      expect(page.status).toBe(200);
+      expect(await page.text()).toContain('signed in as token:');
+      child.kill('SIGTERM');
+      expect(await exited).toEqual([0, null]);
+    } finally {
+      await store.close();
+    }
+  }, 30_000);
+
   it('prefix upper bounds are the next string in code point order', () => {
     expect(prefixUpperBound('order-')).toBe('order.');
     expect(prefixUpperBound('a\u{10FFFF}')).toBe('b');
@@ -264,3 +297,11 @@ describe('serving the dashboard', () => {
     expect(prefixUpperBound('')).toBeUndefined();
   });
 });
+
+async function waitFor(check: () => boolean, timeoutMs: number): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > until) throw new Error(`Not done within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}

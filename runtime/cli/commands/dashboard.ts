@@ -15,11 +15,12 @@ export const dashboardCommand = defineCommand({
     'attempts, its ledger rows, step results, waits and children; open intents oldest first; queues and\n' +
     'schedules; the audit trail of operator actions. Actions (cancel, retry a failed run, resolve an open\n' +
     'intent, pause or resume a queue or schedule) each ask for a reason, which is audited with the actor.\n\n' +
-    `Bound to ${DEFAULT_DASHBOARD_HOST} by default. Any other address needs an access token (--token or $${TOKEN_ENV},\n` +
-    'at least 16 characters): open the printed address once with ?token=<token> (it sets a cookie), or send\n' +
-    'Authorization: Bearer <token>. Audited as dashboard@<hostname> locally, token:<sha-256 prefix> with a token.\n' +
-    `The workflows (--workflows, default ${DEFAULT_WORKFLOWS_MODULE} when it exists) check the output an operator\n` +
-    'enters for a found intent against the step\'s schema; without them, resolving as found is refused.',
+    `Bound to ${DEFAULT_DASHBOARD_HOST} by default. Any other address needs an access token (--token or\n` +
+    `$${TOKEN_ENV}, at least 16 characters): open the printed address once with ?token=<token>\n` +
+    '(it sets an HttpOnly cookie), or send Authorization: Bearer <token>. Every form is a POST with a CSRF\n' +
+    'token. Actions are audited as dashboard@<hostname> locally, as token:<sha-256 prefix> with a token.\n' +
+    `The workflows (--workflows, default ${DEFAULT_WORKFLOWS_MODULE} when it exists) check the output an\n` +
+    "operator enters for a found intent against the step's schema; without them, found is refused.",
   options: {
     port: { type: 'string' },
     host: { type: 'string' },
