@@ -89,7 +89,8 @@ export function createDashboard(options: DashboardOptions): Hono<DashboardEnv> {
     operations: options.operations ?? createClient({ store: options.store, workflows: options.workflows ?? [] }),
     definitions: indexDefinitions(options.workflows ?? []),
   };
-  const cookiePath = base === '' ? '/' : base;
+  const home = base === '' ? '/' : base;
+  const cookiePath = home;
   const app = base === '' ? new Hono<DashboardEnv>() : new Hono<DashboardEnv>().basePath(base);
 
   app.use('*', async (c, next) => {
@@ -104,7 +105,7 @@ export function createDashboard(options: DashboardOptions): Hono<DashboardEnv> {
     if (identity instanceof Response) return identity;
 
     let sessionId = getCookie(c, SESSION_COOKIE);
-    const pageContext = (sid: string): PageContext => ({ base, actor: identity.actor, csrf: csrf.tokenFor(sid) });
+    const pageContext = (sid: string): PageContext => ({ base, home, actor: identity.actor, csrf: csrf.tokenFor(sid) });
     if (method === 'POST') {
       // Before any handler reads the form: a forged POST changes nothing.
       const refused = sameOrigin(c.req.raw, options.allowedOrigins ?? []);
@@ -126,9 +127,9 @@ export function createDashboard(options: DashboardOptions): Hono<DashboardEnv> {
   readRoutes(app, shared);
   actionRoutes(app, shared);
 
-  app.notFound((c) => render(c, messageView(c.get('page') ?? { base, actor: local, csrf: '' }, 'Not found', `No page at ${new URL(c.req.url).pathname}.`), 404));
+  app.notFound((c) => render(c, messageView(c.get('page') ?? { base, home, actor: local, csrf: '' }, 'Not found', `No page at ${new URL(c.req.url).pathname}.`), 404));
   app.onError((error, c) => {
-    const context = c.get('page') ?? { base, actor: local, csrf: '' };
+    const context = c.get('page') ?? { base, home, actor: local, csrf: '' };
     const status = statusOf(error);
     return render(c, messageView(context, status === 500 ? 'Error' : status === 404 ? 'Not found' : 'Bad request', error.message), status);
   });

@@ -16,7 +16,7 @@ export interface ServeDashboardOptions extends Omit<DashboardOptions, 'auth'> {
 }
 
 export interface ServedDashboard {
-  /** Where it listens, e.g. `http://127.0.0.1:4780/`. */
+  /** Where it listens, e.g. `http://127.0.0.1:4780/` (with its base path, if any). */
   readonly url: string;
   readonly host: string;
   readonly port: number;
@@ -50,7 +50,7 @@ export async function serveDashboard(options: ServeDashboardOptions): Promise<Se
   const address = server.address() as AddressInfo;
   const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   return {
-    url: `http://${shownHost}:${address.port}${options.basePath ?? ''}/`,
+    url: `http://${shownHost}:${address.port}${options.basePath === undefined || options.basePath === '/' ? '/' : options.basePath}`,
     host: address.address,
     port: address.port,
     close: () =>

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { Hono } from 'hono';
 import { queue, schedule } from 'ledgerflow/dsl';
 import { createClient, createDashboard, createWorker, serveDashboard, type Client } from 'ledgerflow/runtime';
 import { AUTH_COOKIE, SESSION_COOKIE } from '../../runtime/dashboard/auth.js';
@@ -80,6 +81,21 @@ describeStores('dashboard over HTTP', (getStore) => {
       const forged = session(app.fetch);
       forged.cookies.set(AUTH_COOKIE, TOKEN);
       expect((await forged.get('/')).status).toBe(401);
+    });
+
+    it('mounts under a base path in another Hono app: its links and cookies stay under it', async () => {
+      const outer = new Hono();
+      outer.get('/', (c) => c.text('the application'));
+      outer.route('/', dashboard({ basePath: '/ops' }));
+      expect(await (await outer.fetch(new Request(`${ORIGIN}/`))).text()).toBe('the application');
+      const response = await outer.fetch(new Request(`${ORIGIN}/ops?workflow=dash-flaky`));
+      expect(response.status).toBe(200);
+      const page = await response.text();
+      expect(page).toMatch(/<a href="\/ops\/runs\/[0-9a-f-]{36}"/);
+      expect(page).toContain('href="/ops/intents"');
+      expect(page).toContain('action="/ops"');
+      expect(response.headers.getSetCookie()[0]).toContain('Path=/ops');
+      expect((await outer.fetch(new Request(`${ORIGIN}/ops/intents`))).status).toBe(200);
     });
 
     it('refuses a token too short to be secret', () => {

@@ -158,6 +158,7 @@ describe('README.md code blocks', () => {
       '',
       'cancel',
       'codegen',
+      'dashboard',
       'effects',
       'migrate',
       'queues',

@@ -3,6 +3,8 @@ import { Html, html, type HtmlValue } from '../html.js';
 /** Where the dashboard is mounted ('' at the root) and how a page links within it. */
 export interface PageContext {
   readonly base: string;
+  /** The runs list: `/`, or the base path itself when mounted under one. */
+  readonly home: string;
   readonly actor: string;
   /** The CSRF token of this browser's session, for every form that POSTs. */
   readonly csrf: string;
@@ -11,7 +13,7 @@ export interface PageContext {
 export type Section = 'runs' | 'intents' | 'queues' | 'audit';
 
 const SECTIONS: ReadonlyArray<readonly [Section, string, string]> = [
-  ['runs', 'Runs', '/'],
+  ['runs', 'Runs', ''],
   ['intents', 'Open intents', '/intents'],
   ['queues', 'Queues & schedules', '/queues'],
   ['audit', 'Audit', '/audit'],
@@ -43,12 +45,12 @@ svg text{font:11px system-ui,sans-serif}`;
 const STYLE_MARKUP = new Html(STYLE);
 
 export function page(context: PageContext, section: Section | undefined, title: string, body: HtmlValue): Html {
-  const { base } = context;
+  const { base, home } = context;
   return html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>${title} · ledgerflow</title><style>${STYLE_MARKUP}</style></head>
 <body><header><strong>ledgerflow</strong>${SECTIONS.map(
-    ([id, label, path]) => html`<a href="${base}${path}" class="${id === section ? 'on' : ''}">${label}</a>`,
+    ([id, label, path]) => html`<a href="${path === '' ? home : `${base}${path}`}" class="${id === section ? 'on' : ''}">${label}</a>`,
   )}<span class="who">signed in as ${context.actor}</span></header>
 <main>${body}</main></body></html>`;
 }

@@ -29,7 +29,7 @@ export function runView(context: PageContext, data: RunViewData): Html {
 ${data.notice === undefined ? '' : html`<div class="ok" id="notice">${data.notice}</div>`}
 ${actions}
 <dl>
-<dt>workflow</dt><dd><a href="${base}/?workflow=${encodeURIComponent(run.workflow_name)}">${run.workflow_name}</a> v${run.workflow_version}</dd>
+<dt>workflow</dt><dd><a href="${context.home}?workflow=${encodeURIComponent(run.workflow_name)}">${run.workflow_name}</a> v${run.workflow_version}</dd>
 <dt>waiting for</dt><dd>${formatWaitingFor(run, { step: true })}</dd>
 <dt>dedupe key</dt><dd>${run.dedupe_key ?? '-'}</dd>
 <dt>parent</dt><dd>${run.parent_run_id === null ? '-' : html`<a href="${base}/runs/${run.parent_run_id}">${run.parent_run_id}</a>, step ${run.parent_step ?? '?'}, item ${run.parent_index ?? 0}`}</dd>

@@ -15,7 +15,7 @@ export interface RunsViewData {
 
 export function runsView(context: PageContext, data: RunsViewData): Html {
   const { filter, limit } = data.params;
-  const { base } = context;
+  const { base, home } = context;
   const query = (overrides: Record<string, string | readonly string[] | undefined>): string => {
     const params = new URLSearchParams();
     const values: Record<string, string | readonly string[] | undefined> = {
@@ -34,14 +34,14 @@ export function runsView(context: PageContext, data: RunsViewData): Html {
       for (const v of typeof value === 'string' ? [value] : value) params.append(name, v);
     }
     const text = params.toString();
-    return text === '' ? `${base}/` : `${base}/?${text}`;
+    return text === '' ? home : `${home}?${text}`;
   };
   const count = (status: RunStatus): string => {
     const n = data.counts.get(status) ?? 0;
     return n > STATUS_COUNT_CAP ? `${STATUS_COUNT_CAP.toLocaleString('en')}+` : n.toLocaleString('en');
   };
   const body = html`<h1>Runs</h1>
-<form class="filters" method="get" action="${base}/">
+<form class="filters" method="get" action="${home}">
   <label>Status<select name="status"><option value="">any</option>${RUN_STATUSES.map(
     (s) => html`<option value="${s}" ${filter.statuses.length === 1 && filter.statuses[0] === s ? 'selected' : ''}>${s}</option>`,
   )}</select></label>
@@ -52,7 +52,7 @@ export function runsView(context: PageContext, data: RunsViewData): Html {
   <label>to<input name="to" type="datetime-local" value="${inputTime(filter.createdBefore)}"></label>
   <label>Dedupe key<input name="key" value="${filter.dedupeKey?.value ?? ''}" size="18"></label>
   <label>Match<select name="match"><option value="exact">exact</option><option value="prefix" ${filter.dedupeKey?.match === 'prefix' ? 'selected' : ''}>prefix</option></select></label>
-  <button type="submit">Filter</button> <a href="${base}/">clear</a>
+  <button type="submit">Filter</button> <a href="${home}">clear</a>
 </form>
 <p class="counts" title="Counted per status up to ${STATUS_COUNT_CAP.toLocaleString('en')} from the index, for the workflow, version and time filters">${RUN_STATUSES.map(
     (s) => html`<a href="${query({ status: [s], after: undefined })}">${statusBadge(s)} <span data-count="${s}">${count(s)}</span></a>`,
