@@ -4,10 +4,9 @@ import { RUN_STATUSES, type Json, type LedgerflowDatabase, type RunStatus } from
 /**
  * The runs list's queries. Every page is keyset-paged — never OFFSET — and reads index ranges in
  * order (core 0010): without a key search, one range per status, or per (workflow, version,
- * status), each read newest first and stopped after a page, merged by Merge Append, which pulls
- * from a range only while it holds the next row — a page reads at most `limit + 1 + ranges` index
- * entries whatever the number of runs; with a key search, one range of the dedupe-key index in
- * byte order. `tests/dashboard/run-list-plan.test.ts` checks those plans over a million runs.
+ * status), each read newest first and stopped after a page, then merged (usually by Merge Append,
+ * which reads about a page plus a row per range) — at most `(limit + 1) × ranges` index entries
+ * whatever the number of runs; with a key search, one range of the dedupe-key index in byte order. `tests/dashboard/run-list-plan.test.ts` checks those plans over a million runs.
  */
 
 export interface RunListFilter {
