@@ -3,7 +3,6 @@ import { getCookie, setCookie } from 'hono/cookie';
 import type { AnyWorkflow } from '../../dsl/workflow.js';
 import { createClient } from '../client/client.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
-import { LedgerflowError, QueueNotFoundError, RunNotFoundError, ScheduleNotFoundError, ValidationError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import {
   AUTH_COOKIE,
@@ -20,8 +19,7 @@ import {
   type DashboardAuth,
   type DashboardIdentity,
 } from './auth.js';
-import type { Html } from './html.js';
-import { BadRequestError } from './list-params.js';
+import { render, statusOf, type DashboardContext, type DashboardEnv } from './dashboard-context.js';
 import type { DashboardOperations } from './operations.js';
 import { actionRoutes } from './routes/action-routes.js';
 import { readRoutes } from './routes/read-routes.js';
@@ -55,18 +53,6 @@ export interface DashboardOptions {
   readonly csrfSecret?: string;
   /** How actions are carried out and audited; default: a client over `store` with `workflows`. */
   readonly operations?: DashboardOperations;
-}
-
-export interface DashboardEnv {
-  Variables: { page: PageContext };
-}
-
-/** The parts the route modules share. */
-export interface DashboardContext {
-  readonly store: Store;
-  readonly operations: DashboardOperations;
-  /** A workflow definition by `name@version`. */
-  readonly definitions: ReadonlyMap<string, AnyWorkflow>;
 }
 
 /**
@@ -134,18 +120,6 @@ export function createDashboard(options: DashboardOptions): Hono<DashboardEnv> {
     return render(c, messageView(context, status === 500 ? 'Error' : status === 404 ? 'Not found' : 'Bad request', error.message), status);
   });
   return app;
-}
-
-export function render(c: Context, page: Html, status: 200 | 400 | 403 | 404 | 409 | 500 = 200): Response {
-  return c.html(page.text, status);
-}
-
-/** The HTTP status of an error a route let through: the user's mistakes are 4xx with their message. */
-export function statusOf(error: unknown): 400 | 404 | 409 | 500 {
-  if (error instanceof BadRequestError || error instanceof ValidationError) return 400;
-  if (error instanceof RunNotFoundError || error instanceof QueueNotFoundError || error instanceof ScheduleNotFoundError) return 404;
-  if (error instanceof LedgerflowError) return 409;
-  return 500;
 }
 
 async function identify(

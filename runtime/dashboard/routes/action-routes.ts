@@ -2,7 +2,7 @@ import type { Context, Hono } from 'hono';
 import { loadRunDetails, type RunDetails } from '../../client/run-details.js';
 import { describeIssues } from '../../client/validate-input.js';
 import { formatStoredError } from '../../cli/format-values.js';
-import { render, statusOf, type DashboardContext, type DashboardEnv } from '../dashboard.js';
+import { render, statusOf, type DashboardContext, type DashboardEnv } from '../dashboard-context.js';
 import { html } from '../html.js';
 import type { EffectResolution, OperatorNote } from '../../client/operator.js';
 import { confirmView, messageView, type ConfirmForm } from '../views/confirm-view.js';

@@ -1,7 +1,7 @@
 import type { Hono } from 'hono';
 import { sql } from 'kysely';
 import { loadRunDetails } from '../../client/run-details.js';
-import { render, type DashboardContext, type DashboardEnv } from '../dashboard.js';
+import { render, type DashboardContext, type DashboardEnv } from '../dashboard-context.js';
 import { BadRequestError, parseIntentParams, parseRunListParams } from '../list-params.js';
 import { loadOpenIntents } from '../open-intents.js';
 import { loadRunPage } from '../run-list.js';
