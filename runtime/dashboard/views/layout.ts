@@ -39,7 +39,7 @@ input,select,textarea,button{font:inherit}textarea{width:100%;min-height:90px;fo
 dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:0}dt{color:#6b7682}dd{margin:0}
 .actions form{display:inline}button.danger{background:#b42318;color:#fff;border:0;padding:4px 10px;border-radius:4px}
 button.go{background:#1f5fbf;color:#fff;border:0;padding:4px 10px;border-radius:4px}.pager{margin:10px 0}
-svg text{font:11px system-ui,sans-serif}`;
+svg text{font:11px system-ui,sans-serif}table.audit td:last-child{word-break:break-all;max-width:420px}`;
 
 /** A constant of this file, so markup rather than text. */
 const STYLE_MARKUP = new Html(STYLE);
