@@ -122,3 +122,13 @@ export {
 export { formatEventJson, jsonEventLogger, type LogLevel } from './telemetry/event-log.js';
 export type { TelemetryOptions } from './telemetry/telemetry.js';
 export type { MeterProviderLike, TracerProviderLike } from './telemetry/otel-api.js';
+export { createDashboard, type DashboardOptions } from './dashboard/dashboard.js';
+export {
+  serveDashboard,
+  DEFAULT_DASHBOARD_HOST,
+  DEFAULT_DASHBOARD_PORT,
+  type ServeDashboardOptions,
+  type ServedDashboard,
+} from './dashboard/serve-dashboard.js';
+export type { DashboardAuth, DashboardAuthHook, DashboardIdentity } from './dashboard/auth.js';
+export type { DashboardOperations } from './dashboard/operations.js';

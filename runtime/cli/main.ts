@@ -3,6 +3,7 @@ import type { Store } from '../store/store.js';
 import { processIo, type CliIo } from './cli-io.js';
 import { auditCommand } from './commands/audit.js';
 import { cancelCommand } from './commands/cancel.js';
+import { dashboardCommand } from './commands/dashboard.js';
 import { effectsCommand } from './commands/effects.js';
 import { migrateCommand } from './commands/migrate.js';
 import { pruneCommand } from './commands/prune.js';
@@ -48,6 +49,7 @@ const COMMANDS: readonly Command[] = [
   resolveCommand,
   auditCommand,
   pruneCommand,
+  dashboardCommand,
 ];
 
 function globalHelp(): string {

@@ -1,4 +1,4 @@
-import type { Kysely, Transaction } from 'kysely';
+import { sql, type Kysely, type Transaction } from 'kysely';
 import type { AnyEvent, EventSendPayload } from '../../dsl/event.js';
 import type { AnyWorkflow, WorkflowStartInput } from '../../dsl/workflow.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
@@ -293,25 +293,7 @@ export function createClient(options: ClientOptions): Client {
       }
     },
     cancel: (runId, note) => cancelRun(store.db, runId, note),
-    async listRuns(filter = {}) {
-      const statuses = filter.status === undefined ? [] : typeof filter.status === 'string' ? [filter.status] : filter.status;
-      for (const status of statuses) {
-        if (!RUN_STATUSES.includes(status)) {
-          throw new ValidationError(`Unknown run status "${status}". Use one of: ${RUN_STATUSES.join(', ')}.`, [
-            `status: unknown value ${status}`,
-          ]);
-        }
-      }
-      let query = store.db.selectFrom('ledgerflow.workflow_run').selectAll();
-      if (statuses.length > 0) query = query.where('status', 'in', statuses);
-      if (filter.workflow !== undefined) query = query.where('workflow_name', '=', filter.workflow);
-      if (filter.parentRunId !== undefined) {
-        assertRunId(filter.parentRunId);
-        query = query.where('parent_run_id', '=', filter.parentRunId);
-      }
-      if (filter.dedupeKey !== undefined) query = query.where('dedupe_key', '=', filter.dedupeKey);
-      return query.orderBy('created_at', 'desc').orderBy('id').limit(checkLimit(filter.limit, 50)).execute();
-    },
+    listRuns: async (filter = {}) => listRunsQuery(store.db, filter).execute(),
     listVersions: () => listWorkflowVersions(store.db),
     listQueues: (listOptions) => listQueues(store.db, listOptions),
     listSchedules: async (listOptions = {}) => listSchedules(store.db, checkTicks(listOptions.ticks)),
@@ -361,6 +343,26 @@ export function createClient(options: ClientOptions): Client {
         .execute();
     },
   };
+}
+
+/** The query of {@link Client.listRuns} (validated; newest first). */
+export function listRunsQuery(db: Kysely<LedgerflowDatabase>, filter: RunFilter) {
+  const statuses = filter.status === undefined ? [] : typeof filter.status === 'string' ? [filter.status] : filter.status;
+  for (const status of statuses) {
+    if (!RUN_STATUSES.includes(status)) {
+      throw new ValidationError(`Unknown run status "${status}". Use one of: ${RUN_STATUSES.join(', ')}.`, [`status: unknown value ${status}`]);
+    }
+  }
+  let query = db.selectFrom('ledgerflow.workflow_run').selectAll();
+  if (statuses.length > 0) query = query.where('status', 'in', statuses);
+  if (filter.workflow !== undefined) query = query.where('workflow_name', '=', filter.workflow);
+  if (filter.parentRunId !== undefined) {
+    assertRunId(filter.parentRunId);
+    query = query.where('parent_run_id', '=', filter.parentRunId);
+  }
+  // COLLATE "C": the byte-order index of the dashboard's prefix search serves this lookup too (core 0010).
+  if (filter.dedupeKey !== undefined) query = query.where(sql`dedupe_key COLLATE "C"`, '=', filter.dedupeKey);
+  return query.orderBy('created_at', 'desc').orderBy('id').limit(checkLimit(filter.limit, 50));
 }
 
 function registerWorkflows(entries: ReadonlyArray<AnyWorkflow | WorkflowRegistration>): Map<string, AnyWorkflow> {

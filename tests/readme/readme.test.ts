@@ -159,6 +159,7 @@ describe('README.md code blocks', () => {
       'audit',
       'cancel',
       'codegen',
+      'dashboard',
       'effects',
       'migrate',
       'prune',

@@ -111,7 +111,7 @@ function formatPartitions(queues: readonly QueueSummary[]): string {
 }
 
 /** `2 at once, 50 per 1s; per partition: 1 at once`, or `none`. */
-function formatLimits(limits: QueueLimits): string {
+export function formatLimits(limits: QueueLimits): string {
   const own = describeLimits(limits.concurrency, limits.rateLimit);
   const partition = limits.partition === undefined ? '' : describeLimits(limits.partition.concurrency, limits.partition.rateLimit);
   if (own === '' && partition === '') return 'none';

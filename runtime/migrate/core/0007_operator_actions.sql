@@ -14,10 +14,6 @@ ALTER TABLE ledgerflow.workflow_run
     ADD COLUMN budget_step text,
     ADD COLUMN budget_base integer NOT NULL DEFAULT 0 CHECK (budget_base >= 0);
 
--- `ledgerflow runs --dedupe-key <key>` without a workflow: the UNIQUE (workflow_name, dedupe_key)
--- index cannot serve a lookup by the key alone.
-CREATE INDEX workflow_run_dedupe_key_idx ON ledgerflow.workflow_run (dedupe_key) WHERE dedupe_key IS NOT NULL;
-
 -- A paused queue grants no slot: its waiters stay in line, runs holding slots keep them until they
 -- give them back. Workers registering the queue never touch it (registerQueueStatement).
 ALTER TABLE ledgerflow.queue ADD COLUMN paused boolean NOT NULL DEFAULT false;

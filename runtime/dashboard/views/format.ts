@@ -1,0 +1,32 @@
+import { formatStoredError, formatTime } from '../../cli/format-values.js';
+import { html, type Html } from '../html.js';
+
+export { formatStoredError, formatTime };
+
+/** A jsonb value, indented, in a scrolling block; `-` for none. */
+export function jsonBlock(value: unknown): Html {
+  if (value === null || value === undefined) return html`<span class="muted">-</span>`;
+  return html`<pre>${JSON.stringify(value, null, 2)}</pre>`;
+}
+
+/**
+ * When an intent's horizon comes, from the database's clock: "due" once it has passed (the
+ * reconciler may ask the provider), else "in 45 s", "in 3 min", "in 2 h", "in 4 d".
+ */
+export function horizonText(horizon: Date | null, now: Date): string {
+  if (horizon === null) return '-';
+  const ms = horizon.getTime() - now.getTime();
+  if (ms <= 0) return 'due';
+  const s = Math.ceil(ms / 1000);
+  if (s < 60) return `in ${s} s`;
+  const min = Math.round(s / 60);
+  if (min < 60) return `in ${min} min`;
+  const h = Math.round(min / 60);
+  if (h < 48) return `in ${h} h`;
+  return `in ${Math.round(h / 24)} d`;
+}
+
+/** A uuid shortened for a table cell; the full id is in the link and its title. */
+export function shortId(id: string): string {
+  return id.slice(0, 8);
+}
