@@ -43,14 +43,22 @@ import { measureTelemetryOverhead, type TelemetryOverhead } from './workloads/te
  *   LEDGERFLOW_BENCH_FANOUT       children of the fan-out measurement (default 10000)
  *   LEDGERFLOW_BENCH_TELEMETRY_ROUNDS  rounds of the telemetry overhead measurement (default 2)
  *   LEDGERFLOW_BENCH_ONLY=telemetry    only the telemetry overhead measurement, logged, no files written
+ *   LEDGERFLOW_BENCH_ONLY=fanout       only the fan-out measurement, logged, no files written
  *   DATABASE_URL                  use this server instead of starting one (settings recorded as found)
  */
 const CONCURRENCIES = [1, 4, 16] as const;
 
+function logFanOut(fanOut: Awaited<ReturnType<typeof measureFanOut>>): void {
+  log(
+    `fan-out: ${fanOut.children} children at ${fanOut.forEachChildrenPerSecond.toFixed(0)}/s ` +
+      `(client.start loop ${fanOut.clientStartsPerSecond.toFixed(0)}/s, bulk insert ${fanOut.bulkInsertRowsPerSecond.toFixed(0)} rows/s)`,
+  );
+}
+
 async function main(): Promise<void> {
   const n = positiveInt('LEDGERFLOW_BENCH_N', 2000);
   const only = process.env['LEDGERFLOW_BENCH_ONLY'] ?? '';
-  if (only !== '' && only !== 'telemetry') throw new Error(`LEDGERFLOW_BENCH_ONLY must be telemetry or empty (got "${only}").`);
+  if (only !== '' && only !== 'telemetry' && only !== 'fanout') throw new Error(`LEDGERFLOW_BENCH_ONLY must be telemetry, fanout or empty (got "${only}").`);
   const w3Seconds = positiveInt('LEDGERFLOW_BENCH_W3_SECONDS', 5);
   const started = performance.now();
   const server = await openBenchServer();
@@ -62,6 +70,15 @@ async function main(): Promise<void> {
     log(`server: ${environment.serverVersion}, fsync=${environment.fsync}, synchronous_commit=${environment.synchronousCommit}`);
     if (only === 'telemetry') {
       await telemetryOverhead(server, registrations, n);
+      return;
+    }
+    if (only === 'fanout') {
+      const url = await server.freshDatabase('bench_fanout');
+      await withStores([createPgStore({ connectionString: url, maxConnections: 24 })], async ([store]) => {
+        await migrateForTest(store, [...BENCH_WORKFLOWS, ...WAIT_BENCH_WORKFLOWS]);
+        await sql.raw(BENCH_APP_SQL).execute(store.db);
+        logFanOut(await measureFanOut(store, { children: positiveInt('LEDGERFLOW_BENCH_FANOUT', 10_000), clientStarts: Math.min(n, 1000), registrations: [...registrations, ...waitBenchRegistrations()] }));
+      });
       return;
     }
 
@@ -187,10 +204,7 @@ async function main(): Promise<void> {
         clientStarts: Math.min(n, 1000),
         registrations: waitRegistrations,
       });
-      log(
-        `fan-out: ${fanOut.children} children at ${fanOut.forEachChildrenPerSecond.toFixed(0)}/s ` +
-          `(client.start loop ${fanOut.clientStartsPerSecond.toFixed(0)}/s, bulk insert ${fanOut.bulkInsertRowsPerSecond.toFixed(0)} rows/s)`,
-      );
+      logFanOut(fanOut);
       return { sleeping, fanOut };
     });
 

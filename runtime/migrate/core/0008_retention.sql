@@ -76,13 +76,20 @@ CREATE INDEX event_consumed_by_run_idx ON ledgerflow.event (consumed_by_run) WHE
 -- tombstone is visible here: never neither.
 CREATE FUNCTION ledgerflow.pruned_run(run uuid, wf text, key text) RETURNS uuid
 LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    archived uuid;
 BEGIN
-    PERFORM 1 FROM ledgerflow.workflow_run r
-      WHERE r.id = run OR (key IS NOT NULL AND r.workflow_name = wf AND r.dedupe_key = key)
-      FOR KEY SHARE;
-    RETURN (SELECT a.id FROM ledgerflow.run_archive a
-             WHERE a.id = run OR (key IS NOT NULL AND a.workflow_name = wf AND a.dedupe_key = key)
-             LIMIT 1);
+    -- Each lookup on its own index (an OR of the two made PL/pgSQL's cached generic plan scan the
+    -- whole table, once per start and once per child inserted).
+    PERFORM 1 FROM ledgerflow.workflow_run r WHERE r.id = run FOR KEY SHARE;
+    IF key IS NOT NULL THEN
+        PERFORM 1 FROM ledgerflow.workflow_run r WHERE r.workflow_name = wf AND r.dedupe_key = key FOR KEY SHARE;
+    END IF;
+    SELECT a.id INTO archived FROM ledgerflow.run_archive a WHERE a.id = run;
+    IF archived IS NULL AND key IS NOT NULL THEN
+        SELECT a.id INTO archived FROM ledgerflow.run_archive a WHERE a.workflow_name = wf AND a.dedupe_key = key;
+    END IF;
+    RETURN archived;
 END
 $$;
 
