@@ -6,7 +6,7 @@ import type { WorkflowRegistration } from '../contracts/registration.js';
 import type { Store } from '../store/store.js';
 import type { StepDefinition } from '../../dsl/workflow.js';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
-import { loadTelemetry, type Telemetry, type TelemetryOptions } from '../telemetry/telemetry.js';
+import { loadWorkerTelemetry, type Telemetry, type TelemetryOptions } from '../telemetry/telemetry.js';
 import { buildRegistry, type RegisteredWorkflow } from '../worker/registry.js';
 import { backoffDelayMs } from '../worker/retry.js';
 import { advanceRun } from '../worker/step-commits.js';
@@ -122,7 +122,7 @@ export async function runReconcilePass(options: ReconcilePassOptions, loaded?: T
   const items: ReconcileItem[] = [];
   if (registry.all.length === 0) return summarize(items);
   // A worker's pass uses the telemetry the worker loaded (`loaded`).
-  const telemetry = loaded ?? (await loadTelemetry(options.telemetry));
+  const telemetry = loaded ?? (await loadWorkerTelemetry(options.telemetry));
   for (;;) {
     const limit = Math.min(pageSize, maxItems - items.length);
     if (limit <= 0) break;

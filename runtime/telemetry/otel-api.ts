@@ -92,6 +92,7 @@ export interface OtelApi {
     isSpanContextValid(spanContext: OtelSpanContext): boolean;
   };
   readonly metrics: { getMeterProvider(): MeterProviderLike };
+  createNoopMeter(): OtelMeter;
   readonly context: {
     active(): OtelContext;
     with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(context: OtelContext, fn: F, thisArg?: ThisParameterType<F>, ...args: A): ReturnType<F>;

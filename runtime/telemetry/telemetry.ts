@@ -157,6 +157,30 @@ export async function loadTelemetry(options: TelemetryOptions = {}, importer?: O
   return api === undefined ? NO_TELEMETRY : new OtelTelemetry(api, options);
 }
 
+/**
+ * A worker's (and a reconcile pass's) telemetry: as {@link loadTelemetry}, but {@link NO_TELEMETRY}
+ * also when the API is there and nothing is registered behind it — no provider passed, the global
+ * tracer provider the API's no-op and the global meter provider too. Spans and metrics would then go
+ * nowhere, and the API's no-op objects still cost CPU per step (measured: `npm run bench`,
+ * "telemetry"). Register the SDK before starting workers, as OpenTelemetry's own guides say.
+ * (The client always loads the API: capturing the active context at `start` needs no SDK.)
+ */
+export async function loadWorkerTelemetry(options: TelemetryOptions = {}, importer?: OtelImporter): Promise<Telemetry> {
+  const telemetry = await loadTelemetry(options, importer);
+  if (!(telemetry instanceof OtelTelemetry) || options.tracerProvider !== undefined || options.meterProvider !== undefined) return telemetry;
+  return sdkRegistered(telemetry.api) ? telemetry : NO_TELEMETRY;
+}
+
+/** Is a tracer or meter provider registered with the API (anything but its built-in no-ops)? */
+export function sdkRegistered(api: OtelApi): boolean {
+  const provider = api.trace.getTracerProvider() as TracerProviderLike & { getDelegate?: () => object };
+  // The global tracer provider is a proxy; its delegate is the API's NoopTracerProvider until an SDK registers one.
+  const tracing = (provider.getDelegate?.() ?? provider).constructor.name !== 'NoopTracerProvider';
+  // The API's no-op meter provider hands out its one no-op meter.
+  const metering = api.metrics.getMeterProvider().getMeter(INSTRUMENTATION_SCOPE) !== api.createNoopMeter();
+  return tracing || metering;
+}
+
 /** The API's `SpanKind` and `SpanStatusCode` values (stable in the specification). */
 const SPAN_KIND = { internal: 0, client: 2, consumer: 4 } as const;
 const STATUS = { error: 2 } as const;

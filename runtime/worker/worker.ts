@@ -35,7 +35,7 @@ import type { WorkflowRegistration } from '../contracts/registration.js';
 import { LeaseLostError } from '../errors.js';
 import { assertSchedules, registerSchedules } from '../schedules/register-schedules.js';
 import type { Store } from '../store/store.js';
-import { loadTelemetry, NO_TELEMETRY, type Telemetry, type TelemetryOptions } from '../telemetry/telemetry.js';
+import { loadWorkerTelemetry, NO_TELEMETRY, type Telemetry, type TelemetryOptions } from '../telemetry/telemetry.js';
 import { millis, type LeasedRun } from './claim.js';
 import { ClaimLoop } from './claim-loop.js';
 import { flightKey, type Flight } from './flight.js';
@@ -274,7 +274,7 @@ class WorkerRuntime implements Worker {
       await registerQueues(this.#store.db, this.#registry);
       unserved = await verifyServed(this.#store.db, this.#registry, this.#allowMissingVersions);
       await registerSchedules(this.#store.db, this.#schedules);
-      this.#telemetry = await loadTelemetry(this.#telemetryOptions);
+      this.#telemetry = await loadWorkerTelemetry(this.#telemetryOptions);
     } catch (error) {
       this.#state = 'idle';
       this.#starting = undefined;

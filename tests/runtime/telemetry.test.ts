@@ -23,7 +23,7 @@ import { configureFaults } from 'ledgerflow/testing';
 import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
 import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
 import { loadOtelApi, type OtelApi } from '../../runtime/telemetry/otel-api.js';
-import { loadTelemetry, NO_TELEMETRY } from '../../runtime/telemetry/telemetry.js';
+import { loadTelemetry, loadWorkerTelemetry, NO_TELEMETRY } from '../../runtime/telemetry/telemetry.js';
 import { captureTraceContext, restoreTraceContext } from '../../runtime/telemetry/trace-context.js';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
@@ -369,6 +369,29 @@ describe('trace context without a registered propagator', () => {
     } finally {
       context.disable();
     }
+  });
+});
+
+describe('a worker with the API installed but no SDK registered', () => {
+  it('traces nothing (the no-op objects would only cost CPU), until a provider is registered or passed', async () => {
+    expect(await loadWorkerTelemetry({})).toBe(NO_TELEMETRY);
+    const passed = await loadWorkerTelemetry({ tracerProvider: new BasicTracerProvider() });
+    expect(passed.enabled).toBe(true);
+    try {
+      trace.setGlobalTracerProvider(new BasicTracerProvider());
+      expect((await loadWorkerTelemetry({})).enabled).toBe(true);
+    } finally {
+      trace.disable();
+    }
+    expect(await loadWorkerTelemetry({})).toBe(NO_TELEMETRY);
+    try {
+      otel.metrics.setGlobalMeterProvider(new MeterProvider());
+      expect((await loadWorkerTelemetry({})).enabled).toBe(true);
+    } finally {
+      otel.metrics.disable();
+    }
+    // The client's capture of the active context needs no SDK: it loads the API regardless.
+    expect((await loadTelemetry({})).enabled).toBe(true);
   });
 });
 
