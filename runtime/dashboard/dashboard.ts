@@ -11,6 +11,7 @@ import {
   CSRF_FIELD,
   CSRF_HEADER,
   CsrfTokens,
+  isLoopbackHost,
   localActor,
   sameOrigin,
   SESSION_COOKIE,
@@ -128,7 +129,20 @@ async function identify(
   local: string,
   cookiePath: string,
 ): Promise<DashboardIdentity | Response> {
-  if (auth === undefined) return { actor: local };
+  if (auth === undefined) {
+    // Without auth the dashboard trusts whoever reaches it, which is safe only on loopback. A page
+    // of another site whose name is made to resolve to 127.0.0.1 (DNS rebinding) reaches it too,
+    // but under that name: so answer only requests addressed to a loopback name.
+    // The name the browser asked for: the Host header (as the CSRF check reads it), else the URL's.
+    const host = new URL(`http://${c.req.header('host') ?? new URL(c.req.url).host}`).hostname;
+    if (!isLoopbackHost(host)) {
+      return c.text(
+        `403 Forbidden: this dashboard has no access token, so it answers only requests addressed to 127.0.0.1, localhost or [::1] (this one was for "${host}"). Give it a token or an auth hook to serve other names.`,
+        403,
+      );
+    }
+    return { actor: local };
+  }
   const refuse = (why: string): Response =>
     c.text(`401 Unauthorized: ${why}`, 401, { 'WWW-Authenticate': 'Bearer realm="ledgerflow dashboard"' });
   if (typeof auth === 'function') {

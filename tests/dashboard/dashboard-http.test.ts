@@ -83,6 +83,18 @@ describeStores('dashboard over HTTP', (getStore) => {
       expect((await forged.get('/')).status).toBe(401);
     });
 
+    it('without auth answers only requests addressed to a loopback name (no DNS rebinding)', async () => {
+      const app = dashboard();
+      for (const origin of ['http://localhost:4780', 'http://[::1]:4780']) expect((await app.fetch(new Request(`${origin}/`))).status).toBe(200);
+      const rebound = await app.fetch(new Request('http://attacker.example:4780/'));
+      expect(rebound.status).toBe(403);
+      expect(await rebound.text()).toMatch(/answers only requests addressed to 127\.0\.0\.1, localhost or \[::1\]/);
+      // With a token (or a hook) any name is served to whoever proves it.
+      const guarded = dashboard({ auth: { token: 'a-token-of-sixteen-chars' } });
+      const bearer = await guarded.fetch(new Request('http://ops.example.com/', { headers: { authorization: 'Bearer a-token-of-sixteen-chars' } }));
+      expect(bearer.status).toBe(200);
+    });
+
     it('mounts under a base path in another Hono app: its links and cookies stay under it', async () => {
       const outer = new Hono();
       outer.get('/', (c) => c.text('the application'));

@@ -11,14 +11,14 @@ export interface Session {
   readonly cookies: Map<string, string>;
 }
 
-export const ORIGIN = 'http://dashboard.test';
+export const ORIGIN = 'http://127.0.0.1:4780';
 
 export function session(fetch: (request: Request) => Response | Promise<Response>): Session {
   const cookies = new Map<string, string>();
   const send = async (path: string, init: RequestInit & { headers: Record<string, string> }): Promise<Response> => {
     const cookie = [...cookies].map(([k, v]) => `${k}=${v}`).join('; ');
     const response = await fetch(
-      new Request(`${ORIGIN}${path}`, { ...init, redirect: 'manual', headers: { host: 'dashboard.test', ...(cookie ? { cookie } : {}), ...init.headers } }),
+      new Request(`${ORIGIN}${path}`, { ...init, redirect: 'manual', headers: { host: new URL(ORIGIN).host, ...(cookie ? { cookie } : {}), ...init.headers } }),
     );
     for (const line of response.headers.getSetCookie()) {
       const [pair] = line.split(';');
