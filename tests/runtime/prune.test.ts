@@ -48,7 +48,7 @@ function provider() {
       charge: {
         perform: async ({ key }) => {
           charges.push(key);
-          return { chargeId: `ch_${charges.length}` };
+          return { chargeId: `ch_${key.slice('charge:'.length)}` };
         },
         reconcile: async () => notFound(),
       },
@@ -188,8 +188,8 @@ describeStores('prune', (getStore, kind) => {
     // … and their recorded effects: step, key, effect, request hash.
     const effects = await store.db.selectFrom('ledgerflow.effect_archive').selectAll().orderBy('idempotency_key').execute();
     expect(effects.map((e) => [e.run_id, e.step_name, e.idempotency_key, e.kind, e.effect])).toEqual([
-      [a.runId, 'charge', 'charge:keep-1', 'external', { chargeId: 'ch_1' }],
-      [b.runId, 'charge', 'charge:keep-2', 'external', { chargeId: 'ch_2' }],
+      [a.runId, 'charge', 'charge:keep-1', 'external', { chargeId: 'ch_keep-1' }],
+      [b.runId, 'charge', 'charge:keep-2', 'external', { chargeId: 'ch_keep-2' }],
     ]);
     expect(effects.every((e) => /^[0-9a-f]{64}$/.test(e.request_hash) && e.recorded_at instanceof Date)).toBe(true);
 
