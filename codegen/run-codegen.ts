@@ -212,7 +212,8 @@ export function normalizeOutDir(root: string, outDir: string): string {
   return relative;
 }
 
-function readCommittedManifest(root: string, outDir: string): CommittedManifest {
+/** The manifest committed in the output directory, as read (absent, invalid or present). */
+export function readCommittedManifest(root: string, outDir: string): CommittedManifest {
   const relative = `${outDir}/${MANIFEST_FILE_NAME}`;
   const absolute = path.join(root, relative);
   if (!existsSync(absolute)) return { status: 'absent' };

@@ -16,7 +16,11 @@ export class AnalysisProgram {
   readonly #root: string;
   readonly #project: Project;
 
-  constructor(root: string, absoluteFiles: readonly string[]) {
+  /**
+   * `readText`, given, supplies a file's text before the disk is read (an editor's unsaved
+   * buffers); it returns undefined for a file it does not hold.
+   */
+  constructor(root: string, absoluteFiles: readonly string[], readText?: (absoluteFile: string) => string | undefined) {
     this.#root = root;
     this.#project = new Project({
       skipAddingFilesFromTsConfig: true,
@@ -30,7 +34,10 @@ export class AnalysisProgram {
       const file = pending.pop() as string;
       if (seen.has(file)) continue;
       seen.add(file);
-      const sourceFile = this.#project.addSourceFileAtPath(file).compilerNode;
+      const text = readText?.(file);
+      const sourceFile = (
+        text === undefined ? this.#project.addSourceFileAtPath(file) : this.#project.createSourceFile(file, text, { overwrite: true })
+      ).compilerNode;
       for (const specifier of relativeModuleSpecifiers(sourceFile)) {
         const target = resolveRelativeModule(file, specifier);
         if (target !== null && !seen.has(target)) pending.push(target);

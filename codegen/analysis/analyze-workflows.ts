@@ -20,6 +20,11 @@ export interface AnalyzeOptions {
    * discoverScheduleModules). The schedules of both are read and their `input` checked (`schedules`).
    */
   readonly scheduleModules?: readonly string[];
+  /**
+   * A file's text, before the disk is read (an editor's unsaved buffers: the TypeScript plugin);
+   * undefined for a file it does not hold. Default: every file is read from disk.
+   */
+  readonly readText?: (absoluteFile: string) => string | undefined;
   /** The output directory relative to the root, where the contracts the handler modules import live. Default: `generated`. */
   readonly outDir?: string;
 }
@@ -37,7 +42,7 @@ export function analyzeWorkflows(root: string, files: readonly string[], options
   const absolute = files.map((file) => path.resolve(root, file));
   const handlerModules = options.handlerModules?.map((file) => path.resolve(root, file));
   const scheduleModules = (options.scheduleModules ?? []).map((file) => path.resolve(root, file));
-  const program = new AnalysisProgram(root, [...new Set([...absolute, ...scheduleModules, ...(handlerModules ?? [])])]);
+  const program = new AnalysisProgram(root, [...new Set([...absolute, ...scheduleModules, ...(handlerModules ?? [])])], options.readText);
   const analyzer = new PurityAnalyzer(program);
   const workflows: WorkflowModel[] = [];
   const malformed: MalformedDeclaration[] = [];

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { CONTRACTS_DIR, INDEX_FILE } from '../emit/generated-file.js';
-import { discoverSourceModules, importSpecifiers } from './source-modules.js';
+import { discoverSourceModules, discoverSourceModulesSync, importSpecifiers } from './source-modules.js';
 
 export interface HandlerDiscoveryOptions {
   /** Absolute directory that globs and reported paths are relative to. */
@@ -22,7 +22,15 @@ export interface HandlerDiscoveryOptions {
  * // ['examples/order-payment/handlers.ts', ...] (relative, sorted)
  */
 export async function discoverHandlerModules(options: HandlerDiscoveryOptions): Promise<string[]> {
-  const files = await discoverSourceModules(options.root, options.outDir);
+  return handlerModulesAmong(options, await discoverSourceModules(options.root, options.outDir));
+}
+
+/** `discoverHandlerModules` for callers that cannot wait (the TypeScript language-service plugin). */
+export function discoverHandlerModulesSync(options: HandlerDiscoveryOptions): string[] {
+  return handlerModulesAmong(options, discoverSourceModulesSync(options.root, options.outDir));
+}
+
+function handlerModulesAmong(options: HandlerDiscoveryOptions, files: readonly string[]): string[] {
   const generated = path.resolve(options.root, options.outDir);
   const found: string[] = [];
   // Synchronous reads: for a few hundred small files, several times faster than as many promises.

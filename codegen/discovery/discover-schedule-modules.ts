@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { discoverSourceModules, importSpecifiers } from './source-modules.js';
+import { discoverSourceModules, discoverSourceModulesSync, importSpecifiers } from './source-modules.js';
 
 export interface ScheduleDiscoveryOptions {
   /** Absolute directory that globs and reported paths are relative to. */
@@ -24,9 +24,18 @@ export interface ScheduleDiscoveryOptions {
  * // ['src/schedules.ts'] (relative, sorted)
  */
 export async function discoverScheduleModules(options: ScheduleDiscoveryOptions): Promise<string[]> {
+  return scheduleModulesAmong(options, await discoverSourceModules(options.root, options.outDir));
+}
+
+/** `discoverScheduleModules` for callers that cannot wait (the TypeScript language-service plugin). */
+export function discoverScheduleModulesSync(options: ScheduleDiscoveryOptions): string[] {
+  return scheduleModulesAmong(options, discoverSourceModulesSync(options.root, options.outDir));
+}
+
+function scheduleModulesAmong(options: ScheduleDiscoveryOptions, files: readonly string[]): string[] {
   const workflows = new Set(options.workflowFiles.map((file) => withoutExtension(path.resolve(options.root, file))));
   const found: string[] = [];
-  for (const file of await discoverSourceModules(options.root, options.outDir)) {
+  for (const file of files) {
     const absolute = path.join(options.root, file);
     if (workflows.has(withoutExtension(absolute))) continue;
     const text = readFileSync(absolute, 'utf8');

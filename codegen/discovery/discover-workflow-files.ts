@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { glob } from 'tinyglobby';
+import { glob, globSync, type GlobOptions } from 'tinyglobby';
 
 export const DEFAULT_INCLUDE = ['**/*.workflow.ts'] as const;
 export const DEFAULT_OUT_DIR = 'generated';
@@ -23,14 +23,22 @@ export interface DiscoveryOptions {
  * // ['examples/order-payment/order-payment.workflow.ts', ...] (relative, sorted)
  */
 export async function discoverWorkflowFiles(options: DiscoveryOptions): Promise<string[]> {
-  const files = await glob([...options.include], {
+  return (await glob([...options.include], workflowGlobOptions(options))).map(toPosix).sort();
+}
+
+/** `discoverWorkflowFiles` for callers that cannot wait (the TypeScript language-service plugin). */
+export function discoverWorkflowFilesSync(options: DiscoveryOptions): string[] {
+  return globSync([...options.include], workflowGlobOptions(options)).map(toPosix).sort();
+}
+
+function workflowGlobOptions(options: DiscoveryOptions): GlobOptions {
+  return {
     cwd: options.root,
     ignore: discoveryIgnore(options.root, options.outDir),
     onlyFiles: true,
     followSymbolicLinks: false,
     expandDirectories: false,
-  });
-  return files.map(toPosix).sort();
+  };
 }
 
 /**

@@ -1,4 +1,4 @@
-import { glob } from 'tinyglobby';
+import { glob, globSync, type GlobOptions } from 'tinyglobby';
 import { discoveryIgnore, toPosix } from './discover-workflow-files.js';
 
 /** TypeScript sources a module codegen reads besides the workflow files can be written in. */
@@ -13,14 +13,22 @@ const FROM_SPECIFIER = /\b(?:import|export)\s+(?!type\s)[^;]{0,2000}?\bfrom\s*([
  * relative, forward slashes.
  */
 export async function discoverSourceModules(root: string, outDir: string): Promise<string[]> {
-  const files = await glob(SOURCE_GLOBS, {
+  return (await glob(SOURCE_GLOBS, sourceGlobOptions(root, outDir))).map(toPosix);
+}
+
+/** `discoverSourceModules` for callers that cannot wait (the TypeScript language-service plugin). */
+export function discoverSourceModulesSync(root: string, outDir: string): string[] {
+  return globSync(SOURCE_GLOBS, sourceGlobOptions(root, outDir)).map(toPosix);
+}
+
+function sourceGlobOptions(root: string, outDir: string): GlobOptions {
+  return {
     cwd: root,
     ignore: [...discoveryIgnore(root, outDir), '**/*.d.ts', '**/*.d.mts', '**/*.d.cts'],
     onlyFiles: true,
     followSymbolicLinks: false,
     expandDirectories: false,
-  });
-  return files.map(toPosix);
+  };
 }
 
 /** The specifiers a module's text imports or re-exports values from, in order. */
