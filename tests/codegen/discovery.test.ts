@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { discoverScheduleModules } from '../../codegen/discovery/discover-schedule-modules.js';
-import { discoverWorkflowFiles } from '../../codegen/discovery/discover-workflow-files.js';
+import { discoverScheduleModules, discoverScheduleModulesSync } from '../../codegen/discovery/discover-schedule-modules.js';
+import { discoverWorkflowFiles, discoverWorkflowFilesSync } from '../../codegen/discovery/discover-workflow-files.js';
 import { TempProject } from './support/temp-project.js';
 
 let project: TempProject;
@@ -30,6 +30,7 @@ describe('discoverWorkflowFiles', () => {
     const defaults = await discoverWorkflowFiles({ root: project.root, include: ['**/*.workflow.ts'], outDir: 'generated' });
     expect(defaults).not.toContain('generated/d.workflow.ts');
     expect(defaults).toContain('out/e.workflow.ts');
+    expect(discoverWorkflowFilesSync({ root: project.root, include: ['**/*.workflow.ts'], outDir: 'out' })).toEqual(files);
   });
 
   it('skips the golden-case inputs only inside the ledgerflow repository itself', async () => {
@@ -56,5 +57,6 @@ describe('discoverScheduleModules', () => {
     project.write('a.workflow.ts', declares(''));
     const files = await discoverScheduleModules({ root: project.root, outDir: 'generated', workflowFiles: ['a.workflow.ts', 'src/deep/b.workflow.ts'] });
     expect(files).toEqual(['src/nightly.ts', 'src/schedules.ts']);
+    expect(discoverScheduleModulesSync({ root: project.root, outDir: 'generated', workflowFiles: ['a.workflow.ts', 'src/deep/b.workflow.ts'] })).toEqual(files);
   });
 });

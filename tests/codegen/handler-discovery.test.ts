@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { discoverHandlerModules, generatedModuleOf } from '../../codegen/discovery/discover-handler-modules.js';
+import { discoverHandlerModules, discoverHandlerModulesSync, generatedModuleOf } from '../../codegen/discovery/discover-handler-modules.js';
 import { runCodegen } from '../../codegen/run-codegen.js';
 import { REPO_ROOT, TempProject } from './support/temp-project.js';
 
@@ -32,6 +32,7 @@ describe('discoverHandlerModules', () => {
       'src/orders.handlers.ts',
       'src/via-index.ts',
     ]);
+    expect(discoverHandlerModulesSync({ root: project.root, outDir: 'generated' })).toEqual(await discoverHandlerModules({ root: project.root, outDir: 'generated' }));
   });
 
   it('follows the output directory', async () => {

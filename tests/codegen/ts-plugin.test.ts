@@ -183,17 +183,21 @@ describe('the TypeScript language-service plugin', () => {
     expect(logged[0]).toMatch(/^\[ledgerflow\/ts-plugin\] codegen's analysis failed, so only TypeScript's diagnostics are shown: CodegenOptionsError: outDir must be a directory inside root/);
   });
 
-  it('is what ledgerflow/ts-plugin resolves to, for tsserver (node10, no exports) and for require()', () => {
+  it("loads as the README's tsconfig names it: resolved as tsserver resolves it (node10, no exports) and require()d", () => {
+    const tsconfig = JSON.parse(readFileSync(path.join(REPO_ROOT, 'tests/codegen/fixtures/ts-plugin-tsconfig.json'), 'utf8')) as {
+      compilerOptions: { plugins: { name: string }[] };
+    };
+    const entry = tsconfig.compilerOptions.plugins[0]!;
     const tsserverResolution = ts.resolveModuleName(
-      'ledgerflow/ts-plugin',
+      entry.name,
       path.join(project.root, 'node_modules', 'index.js'),
       { moduleResolution: ts.ModuleResolutionKind.Node10, allowJs: true, noDtsResolution: true },
       ts.sys,
     );
     expect(tsserverResolution.resolvedModule?.resolvedFileName).toBe(path.join(REPO_ROOT, 'ts-plugin/index.js'));
-    const factory: unknown = createRequire(path.join(project.root, 'index.js'))('ledgerflow/ts-plugin');
+    const factory: unknown = createRequire(path.join(project.root, 'index.js'))(entry.name);
     expect(typeof factory).toBe('function');
-    const { info } = createPlugin({}, [refundFile]);
+    const { info } = createPlugin(entry, [refundFile]);
     const plugin = (factory as ts.server.PluginModuleFactory)({ typescript: ts }).create(info);
     expect(ledgerflowOnly(plugin.getSemanticDiagnostics(refundFile)).map((d) => d.code)).toEqual([2, 1]);
   });
