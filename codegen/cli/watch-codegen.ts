@@ -25,8 +25,24 @@ export async function watchCodegen(
   options: CliOptions,
   runOnce: (cache: SourceCache) => Promise<number>,
 ): Promise<number> {
+  // Listening from the start: a Ctrl-C during the first run ends the watch after it, with 0.
+  const signals = ['SIGINT', 'SIGTERM'] as const;
+  let stopRequested = false;
+  let stop = (): void => {};
+  const stopSignal = new Promise<void>((resolve) => {
+    stop = () => {
+      for (const signal of signals) process.off(signal, stop);
+      stopRequested = true;
+      resolve();
+    };
+    for (const signal of signals) process.on(signal, stop);
+  });
   const cache = new SourceCache();
-  if ((await runOnce(cache)) === 2) return 2;
+  const first = await runOnce(cache);
+  if (first === 2 || stopRequested) {
+    stop();
+    return first === 2 ? 2 : 0;
+  }
   const root = path.resolve(options.root ?? process.cwd());
   const outDir = normalizeOutDir(root, options.out ?? DEFAULT_OUT_DIR);
   // Discovery's globs name what is inside an ignored directory; a directory glob must name the directory too.
@@ -89,14 +105,7 @@ export async function watchCodegen(
 
   await watchDirectories();
   process.stderr.write(`ledgerflow codegen: watching ${root} for changes (Ctrl-C stops).\n`);
-  const signals = ['SIGINT', 'SIGTERM'] as const;
-  await new Promise<void>((resolve) => {
-    const stop = (): void => {
-      for (const signal of signals) process.off(signal, stop);
-      resolve();
-    };
-    for (const signal of signals) process.on(signal, stop);
-  });
+  await stopSignal;
   stopped = true;
   clearTimeout(timer);
   for (const watcher of watchers.values()) watcher.close();
