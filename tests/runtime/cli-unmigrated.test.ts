@@ -5,6 +5,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CliIo } from '../../runtime/cli/cli-io.js';
 import { main } from '../../runtime/cli/main.js';
+import { missingLedgerflowObject } from '../../runtime/store/sqlstate.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
 
 const RUN_ID = '00000000-0000-4000-8000-000000000001';
@@ -74,6 +75,20 @@ describe('every command on a database that was never migrated says to run migrat
 
     it.each(COMMANDS)('%s', async (name, args) => {
       expectMigrateAdvice(await run([...args, ...db]), name);
+    });
+
+    it('maps only what is missing in the ledgerflow schema: a missing table of the application stays its own error', async () => {
+      const errorOf = (query: string) => sql.raw(query).execute(store.db).then(() => undefined, (error: unknown) => error);
+      expect(missingLedgerflowObject(await errorOf('SELECT 1 FROM ledgerflow.workflow_run'))).toBe('ledgerflow.workflow_run');
+      expect(missingLedgerflowObject(await errorOf('SELECT ledgerflow.claim_runs(1)'))).toBe('ledgerflow');
+      expect(missingLedgerflowObject(await errorOf('SELECT 1 FROM shop.refund'))).toBeUndefined();
+      expect(missingLedgerflowObject(await errorOf('SELECT 1 FROM ledgerflow_app.refund'))).toBeUndefined();
+      await sql`CREATE SCHEMA ledgerflow`.execute(store.db);
+      try {
+        expect(missingLedgerflowObject(await errorOf('SELECT ledgerflow.claim_runs(1)'))).toBe('ledgerflow.claim_runs');
+      } finally {
+        await sql`DROP SCHEMA ledgerflow CASCADE`.execute(store.db);
+      }
     });
 
     it('a database that misses a core migration gets the same advice, naming what is missing', async () => {
