@@ -1,16 +1,17 @@
 import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
+import { runCodegen, SourceCache, writeGenerated } from '../codegen/index.js';
 
 /**
  * Codegen speed against the type checker: 200 generated workflow files in a temp project,
  * `ledgerflow codegen` (the CLI, in a child process) against `tsc --noEmit` (TypeScript 7,
  * native) on the same files, in the same run. A benchmark, not a test: it asserts nothing.
  *
- * Run: `npx tsx bench/codegen-bench.ts`
+ * Run: `npx tsx bench/codegen-bench.ts` (`--watch`: only runCodegenWatchBench)
  */
 export interface CodegenBenchResult {
   readonly files: number;
@@ -20,6 +21,18 @@ export interface CodegenBenchResult {
   readonly tscMs: number;
   /** codegenMs / tscMs. */
   readonly ratio: number;
+  /** `codegen --watch` on the examples (runCodegenWatchBench), when measured. */
+  readonly watch?: CodegenWatchBenchResult;
+}
+
+export interface CodegenWatchBenchResult {
+  /** The workflow file edited, relative to the copied project. */
+  readonly file: string;
+  readonly edits: number;
+  /** Median ms from an edit to the regenerated files written, with the parsed sources kept (what --watch does). */
+  readonly msPerChange: number;
+  /** Median ms of the same runs with nothing kept (a fresh parse each time, as a new `codegen` process parses). */
+  readonly msPerChangeUncached: number;
 }
 
 const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -113,7 +126,61 @@ export const flow${i} = workflow('flow-${i}', {
 `;
 }
 
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) {
+const WATCHED_EXAMPLE = 'examples/order-payment/order-payment.workflow.ts';
+
+/**
+ * What a change costs under `codegen --watch`: the repository's examples and generated/ copied
+ * to a temp root, one warm-up run, then `edits` edits of the order-payment workflow file (a
+ * comment, so the output stays valid), each followed by the run --watch does: runCodegen with
+ * the kept SourceCache, then writeGenerated. In process, without the file watcher's latency.
+ * The same edits without the cache give the cost of parsing everything again.
+ *
+ * Run just this: `npx tsx bench/codegen-bench.ts --watch`
+ */
+export async function runCodegenWatchBench(edits = 10): Promise<CodegenWatchBenchResult> {
+  const root = mkdtempSync(path.join(tmpdir(), 'ledgerflow-watch-bench-'));
+  try {
+    for (const dir of ['examples', 'generated']) cpSync(path.join(REPO_ROOT, dir), path.join(root, dir), { recursive: true });
+    writeFileSync(path.join(root, 'package.json'), JSON.stringify({ name: 'watch-bench', private: true, type: 'module' }));
+    const file = path.join(root, WATCHED_EXAMPLE);
+    const original = readFileSync(file, 'utf8');
+    const measure = async (cache: SourceCache | undefined): Promise<number> => {
+      const times: number[] = [];
+      await runCodegen({ root, ...(cache ? { cache } : {}) });
+      for (let edit = 0; edit < edits; edit++) {
+        writeFileSync(file, `${original}// edit ${edit}\n`);
+        const started = performance.now();
+        const run = await runCodegen({ root, ...(cache ? { cache } : {}) });
+        if (run.generated === null) throw new Error(`the edited examples do not generate: ${JSON.stringify(run.diagnostics[0])}`);
+        writeGenerated(run.root, run.outDir, run.generated);
+        times.push(performance.now() - started);
+      }
+      return median(times);
+    };
+    const msPerChange = await measure(new SourceCache());
+    const msPerChangeUncached = await measure(undefined);
+    return { file: WATCHED_EXAMPLE, edits, msPerChange: Math.round(msPerChange), msPerChangeUncached: Math.round(msPerChangeUncached) };
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+}
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
+
+export function describeWatchBench(result: CodegenWatchBenchResult): string {
+  return (
+    `codegen watch: ${result.msPerChange} ms per change (median of ${result.edits} edits to ${result.file}; ` +
+    `${result.msPerChangeUncached} ms parsing everything again)`
+  );
+}
+
+if (process.argv[1] !== undefined && process.argv.includes('--watch') && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) {
+  console.log(describeWatchBench(await runCodegenWatchBench()));
+} else if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) {
   const result = await runCodegenBench();
   console.log(
     `codegen on ${result.files} workflow files: ${result.codegenMs} ms; tsc --noEmit on the same files: ${result.tscMs} ms; ` +

@@ -9,7 +9,7 @@ import type { Store } from '../runtime/index.js';
 import { createPgStore } from '../runtime/store/pg/pg-store.js';
 import { createPGliteStore } from '../runtime/store/pglite/pglite-store.js';
 import { migrateForTest } from '../tests/support/migrate-for-test.js';
-import { runCodegenBench } from './codegen-bench.js';
+import { describeWatchBench, runCodegenBench, runCodegenWatchBench } from './codegen-bench.js';
 import { describeEnvironment, openBenchServer, type BenchServer } from './environment.js';
 import { createInstrumentedPgStore, type DriverCounts } from './instrumented-pg-store.js';
 import { renderChartPng, renderChartSvg, type ChartSeries } from './report/chart.js';
@@ -220,8 +220,9 @@ async function main(): Promise<void> {
 
     let codegen: BenchResults['codegen'];
     if (process.env['LEDGERFLOW_BENCH_CODEGEN'] !== '0') {
-      codegen = await runCodegenBench();
+      codegen = { ...(await runCodegenBench()), watch: await runCodegenWatchBench() };
       log(`codegen: ${codegen.files} files in ${codegen.codegenMs} ms (tsc ${codegen.tscMs} ms)`);
+      log(describeWatchBench(codegen.watch!));
     }
 
     writeResults({

@@ -7,6 +7,7 @@ export {
   type CodegenRun,
 } from './run-codegen.js';
 export { main } from './cli/main.js';
+export { SourceCache } from './analysis/analysis-program.js';
 export { analyzeWorkflows } from './analysis/analyze-workflows.js';
 export { validateWorkflows } from './validation/validate-workflows.js';
 export { emitGenerated, type EmitInput } from './emit/emit-generated.js';

@@ -1,4 +1,5 @@
 import type { PrunedRun } from './retention/pruned-run.js';
+import { missingLedgerflowObject } from './store/sqlstate.js';
 
 /**
  * Errors a user can act on. Each carries a stable `code`; the CLI prints `message` without a
@@ -93,6 +94,26 @@ export class WaitTimeoutError extends LedgerflowError {
 export class MigrationError extends LedgerflowError {
   override readonly name = 'MigrationError';
   readonly code = 'migration';
+}
+
+/**
+ * The MigrationError for a query that ran into a database without ledgerflow's tables (never
+ * migrated, or missing a core migration), or `undefined` when `error` is something else. The one
+ * place that turns the driver's "relation/schema/function … does not exist" into what to run.
+ *
+ * @example
+ * try { … } catch (error) { throw notMigratedError(error) ?? error; }
+ */
+export function notMigratedError(error: unknown): MigrationError | undefined {
+  const object = missingLedgerflowObject(error);
+  if (object === undefined) return undefined;
+  return new MigrationError(
+    object === 'ledgerflow'
+      ? 'This database has no ledgerflow tables (there is no ledgerflow schema): run `ledgerflow migrate` first.'
+      : `This database has no ledgerflow tables, or not all of them (${object} does not exist: it was never migrated, ` +
+          'or a core migration is missing): run `ledgerflow migrate` first.',
+    { cause: error },
+  );
 }
 
 /** Throw from a handler to fail the run at once, without further attempts. */

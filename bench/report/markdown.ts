@@ -146,6 +146,7 @@ export function renderMarkdown(results: BenchResults, chartFile: string): string
       '|---:|---:|---:|---:|',
       `| ${c.files} | ${c.codegenMs} | ${c.tscMs} | ${c.ratio.toFixed(2)} |`,
       '',
+      ...(c.watch ? [`\`codegen --watch\`: ${c.watch.msPerChange} ms per change (median of ${c.watch.edits} edits to ${c.watch.file}; ${c.watch.msPerChangeUncached} ms parsing everything again).`, ''] : []),
     );
   }
   lines.push('## Targets', '', ...targetLines(results).map((t) => `- ${t}`), '');

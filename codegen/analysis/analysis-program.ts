@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { Project, ts } from 'ts-morph';
+import { FileSystemRefreshResult, Project, ts } from 'ts-morph';
 import { toPosix } from '../discovery/discover-workflow-files.js';
 import type { SourceLocation } from '../model/source-location.js';
 
@@ -19,15 +19,12 @@ export class AnalysisProgram {
   /**
    * `readText`, given, supplies a file's text before the disk is read (an editor's unsaved
    * buffers); it returns undefined for a file it does not hold.
+   * @param cache the sources of an earlier program (`codegen --watch`): a file whose text did not
+   *   change is not parsed again, and files this program no longer reaches are dropped from it.
    */
-  constructor(root: string, absoluteFiles: readonly string[], readText?: (absoluteFile: string) => string | undefined) {
+  constructor(root: string, absoluteFiles: readonly string[], readText?: (absoluteFile: string) => string | undefined, cache?: SourceCache) {
     this.#root = root;
-    this.#project = new Project({
-      skipAddingFilesFromTsConfig: true,
-      skipFileDependencyResolution: true,
-      skipLoadingLibFiles: true,
-      compilerOptions: { noLib: true, noResolve: true, allowJs: false, target: ts.ScriptTarget.ES2022 },
-    });
+    this.#project = cache?.project ?? createAnalysisProject();
     const pending = [...absoluteFiles];
     const seen = new Set<string>();
     while (pending.length > 0) {
@@ -35,12 +32,17 @@ export class AnalysisProgram {
       if (seen.has(file)) continue;
       seen.add(file);
       const text = readText?.(file);
-      const sourceFile = (
-        text === undefined ? this.#project.addSourceFileAtPath(file) : this.#project.createSourceFile(file, text, { overwrite: true })
-      ).compilerNode;
+      const sourceFile =
+        text === undefined ? addOrRefresh(this.#project, file) : this.#project.createSourceFile(file, text, { overwrite: true }).compilerNode;
+      if (sourceFile === undefined) continue;
       for (const specifier of relativeModuleSpecifiers(sourceFile)) {
         const target = resolveRelativeModule(file, specifier);
         if (target !== null && !seen.has(target)) pending.push(target);
+      }
+    }
+    if (cache !== undefined) {
+      for (const stale of this.#project.getSourceFiles()) {
+        if (!seen.has(stale.getFilePath())) this.#project.removeSourceFile(stale);
       }
     }
     this.checker = this.#project.getTypeChecker().compilerObject;
@@ -67,6 +69,37 @@ export class AnalysisProgram {
       : this.checker.getSymbolAtLocation(identifier);
     return symbol?.declarations?.[0];
   }
+}
+
+/**
+ * The parsed sources one codegen run leaves for the next, for `codegen --watch`: the next run
+ * re-reads every file it reaches but parses only those whose text changed.
+ *
+ * @example
+ * const cache = new SourceCache();
+ * await runCodegen({ root, cache }); // parses everything
+ * await runCodegen({ root, cache }); // parses what changed since
+ */
+export class SourceCache {
+  /** @internal */
+  readonly project: Project = createAnalysisProject();
+}
+
+function createAnalysisProject(): Project {
+  return new Project({
+    skipAddingFilesFromTsConfig: true,
+    skipFileDependencyResolution: true,
+    skipLoadingLibFiles: true,
+    compilerOptions: { noLib: true, noResolve: true, allowJs: false, target: ts.ScriptTarget.ES2022 },
+  });
+}
+
+/** The file parsed, reusing the project's copy when its text is unchanged; undefined if it vanished meanwhile. */
+function addOrRefresh(project: Project, file: string): ts.SourceFile | undefined {
+  const known = project.getSourceFile(file);
+  if (known === undefined) return project.addSourceFileAtPath(file).compilerNode;
+  // Unchanged text keeps the parsed tree; a file deleted since is removed from the project.
+  return known.refreshFromFileSystemSync() === FileSystemRefreshResult.Deleted ? undefined : known.compilerNode;
 }
 
 function relativeModuleSpecifiers(sourceFile: ts.SourceFile): string[] {

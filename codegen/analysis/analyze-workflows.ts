@@ -2,7 +2,7 @@ import path from 'node:path';
 import { DEFAULT_OUT_DIR } from '../discovery/discover-workflow-files.js';
 import { compareLocations } from '../model/source-location.js';
 import type { AnalysisResult, MalformedDeclaration, ScheduleModel, WorkflowModel } from '../model/workflow-model.js';
-import { AnalysisProgram } from './analysis-program.js';
+import { AnalysisProgram, type SourceCache } from './analysis-program.js';
 import { analyzeHandlers } from './handlers/analyze-handlers.js';
 import { PurityAnalyzer } from './purity-analyzer.js';
 import { analyzeScheduleFile } from './schedule-declarations.js';
@@ -27,6 +27,8 @@ export interface AnalyzeOptions {
   readonly readText?: (absoluteFile: string) => string | undefined;
   /** The output directory relative to the root, where the contracts the handler modules import live. Default: `generated`. */
   readonly outDir?: string;
+  /** Sources parsed by an earlier analysis, reused where unchanged (`codegen --watch`). */
+  readonly cache?: SourceCache;
 }
 
 /**
@@ -42,7 +44,12 @@ export function analyzeWorkflows(root: string, files: readonly string[], options
   const absolute = files.map((file) => path.resolve(root, file));
   const handlerModules = options.handlerModules?.map((file) => path.resolve(root, file));
   const scheduleModules = (options.scheduleModules ?? []).map((file) => path.resolve(root, file));
-  const program = new AnalysisProgram(root, [...new Set([...absolute, ...scheduleModules, ...(handlerModules ?? [])])], options.readText);
+  const program = new AnalysisProgram(
+    root,
+    [...new Set([...absolute, ...scheduleModules, ...(handlerModules ?? [])])],
+    options.readText,
+    options.cache,
+  );
   const analyzer = new PurityAnalyzer(program);
   const workflows: WorkflowModel[] = [];
   const malformed: MalformedDeclaration[] = [];

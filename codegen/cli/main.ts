@@ -2,12 +2,15 @@ import { compareGenerated, type FileDifference } from '../output/compare-generat
 import { writeGenerated } from '../output/write-generated.js';
 import { describeDifference, formatGithub, formatJson, formatText } from '../report/format-diagnostics.js';
 import { hasErrors, type Diagnostic } from '../model/diagnostic.js';
+import type { SourceCache } from '../analysis/analysis-program.js';
 import { CodegenOptionsError, describeOptionsError, runCodegen, type CodegenRun } from '../run-codegen.js';
 import { OPTION_FLAGS, parseArgs, USAGE, CodegenUsageError, type CliOptions } from './parse-args.js';
+import { watchCodegen } from './watch-codegen.js';
 
 /**
  * `ledgerflow codegen [options]` (argv without the word `codegen`). Returns the exit code: 0 ok,
  * 1 errors (or warnings with --strict) or out-of-date output with --check, 2 bad command line.
+ * With --watch, runs again on every change until SIGINT/SIGTERM, then returns 0.
  *
  * @example
  * process.exitCode = await main(['--check', '--format', 'github']);
@@ -25,6 +28,15 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(USAGE);
     return 0;
   }
+  if (options.watch) return watchCodegen(options, (cache) => codegenOnce(options, cache));
+  return codegenOnce(options);
+}
+
+/**
+ * One codegen run as the command line reports it: diagnostics and summary on stdout, notes on
+ * stderr. Returns the exit code (2 for options runCodegen refuses).
+ */
+async function codegenOnce(options: CliOptions, cache?: SourceCache): Promise<number> {
   const started = performance.now();
   let run: CodegenRun;
   try {
@@ -33,6 +45,7 @@ export async function main(argv: string[]): Promise<number> {
       ...(options.include === undefined ? {} : { include: options.include }),
       ...(options.out === undefined ? {} : { outDir: options.out }),
       ...(options.retire.length === 0 ? {} : { retire: options.retire }),
+      ...(cache === undefined ? {} : { cache }),
     });
   } catch (error) {
     if (error instanceof CodegenOptionsError) {

@@ -4,6 +4,7 @@ import type { CheckedCodegenOption } from '../run-codegen.js';
 export interface CliOptions {
   readonly help: boolean;
   readonly check: boolean;
+  readonly watch: boolean;
   readonly strict: boolean;
   readonly format: OutputFormat;
   readonly root: string | undefined;
@@ -25,6 +26,10 @@ Options:
   --format <format>  text (default): path:line:col - error LF001: message
                      github: ::error file=...,line=...,col=...:: annotations
                      json: one document {"diagnostics": [...], "errors", "warnings", "outOfDate"}
+                     (outOfDate: the differing files with --check, else null)
+  --watch            run again whenever a workflow, handler or schedule module changes, appears
+                     or disappears, printing the same report each time; until Ctrl-C or SIGTERM
+                     (exit 0). Parsed sources are kept between runs
   --strict           warnings (LF005, LF011 calls, LF012) fail too
   --root <dir>       directory to search; paths are reported relative to it (default: cwd)
   --include <glob>   workflow files, relative to --root; repeatable (default: **/*.workflow.ts)
@@ -57,6 +62,7 @@ export class CodegenUsageError extends Error {
 export function parseArgs(argv: readonly string[]): CliOptions {
   let help = false;
   let check = false;
+  let watch = false;
   let strict = false;
   let format: OutputFormat = 'text';
   let root: string | undefined;
@@ -87,6 +93,10 @@ export function parseArgs(argv: readonly string[]): CliOptions {
       case '--check':
         noValue();
         check = true;
+        break;
+      case '--watch':
+        noValue();
+        watch = true;
         break;
       case '--strict':
         noValue();
@@ -120,5 +130,6 @@ export function parseArgs(argv: readonly string[]): CliOptions {
         );
     }
   }
-  return { help, check, strict, format, root, include: include.length > 0 ? include : undefined, out, retire };
+  if (watch && check) throw new CodegenUsageError('--watch writes as files change; --check compares once. Use one of them.');
+  return { help, check, watch, strict, format, root, include: include.length > 0 ? include : undefined, out, retire };
 }

@@ -21,13 +21,17 @@ export function formatGithub(diagnostics: readonly Diagnostic[], differences: re
   return lines.join('');
 }
 
-/** One JSON document: every diagnostic plus, for --check, the files that differ. */
+/**
+ * One JSON document of a fixed shape: every diagnostic, their counts, and `outOfDate` — for
+ * --check, the files that differ; `null` when nothing was compared (no --check, or errors, from
+ * which nothing is generated), so that a script can tell "not compared" from "up to date" (`[]`).
+ */
 export function formatJson(diagnostics: readonly Diagnostic[], differences: readonly FileDifference[] | null): string {
   const document = {
     diagnostics,
     errors: diagnostics.filter((d) => d.severity === 'error').length,
     warnings: diagnostics.filter((d) => d.severity === 'warning').length,
-    ...(differences === null ? {} : { outOfDate: differences }),
+    outOfDate: differences,
   };
   return `${JSON.stringify(document, null, 2)}\n`;
 }

@@ -1,4 +1,4 @@
-import { LedgerflowError } from '../errors.js';
+import { LedgerflowError, notMigratedError } from '../errors.js';
 import { SQLSTATE, sqlStateOf } from '../store/sqlstate.js';
 import type { CliIo } from './cli-io.js';
 import { UsageError } from './command.js';
@@ -38,6 +38,11 @@ export function reportError(error: unknown, command: string, io: CliIo): number 
       `${prefix}: cannot use the database: ${describe(error)}. ` +
         'Check --database-url / DATABASE_URL and that the PostgreSQL server is running and reachable.\n',
     );
+    return 1;
+  }
+  const notMigrated = notMigratedError(error);
+  if (notMigrated !== undefined) {
+    io.err(`${prefix}: ${notMigrated.message}\n`);
     return 1;
   }
   const stack = error instanceof Error ? (error.stack ?? `${error.name}: ${error.message}`) : String(error);

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { shapeHash } from '../../dsl/workflow-shape.js';
 import type { AnyWorkflow } from '../../dsl/workflow.js';
-import { DuplicateRunError, MigrationError, UnknownWorkflowError, ValidationError } from '../errors.js';
+import { DuplicateRunError, MigrationError, notMigratedError, UnknownWorkflowError, ValidationError } from '../errors.js';
 import { inputHash } from '../retention/prune.js';
 import { toPrunedRun, type PrunedRun } from '../retention/pruned-run.js';
 import { SQLSTATE, sqlStateOf } from '../store/sqlstate.js';
@@ -312,12 +312,7 @@ async function assertMigrated(db: Kysely<LedgerflowDatabase>, workflow: AnyWorkf
       .where('version', '=', workflow.version)
       .executeTakeFirst();
   } catch (error) {
-    if (sqlStateOf(error) === SQLSTATE.UNDEFINED_TABLE || sqlStateOf(error) === SQLSTATE.INVALID_SCHEMA_NAME) {
-      throw new MigrationError('The ledgerflow schema does not exist in this database. Run `ledgerflow migrate` first.', {
-        cause: error,
-      });
-    }
-    throw error;
+    throw notMigratedError(error) ?? error;
   }
   if (row === undefined) {
     throw new UnknownWorkflowError(

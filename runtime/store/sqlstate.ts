@@ -12,6 +12,7 @@ export const SQLSTATE = {
   UNDEFINED_TABLE: '42P01',
   DUPLICATE_DATABASE: '42P04',
   INVALID_SCHEMA_NAME: '3F000',
+  UNDEFINED_FUNCTION: '42883',
   ADMIN_SHUTDOWN: '57P01',
   CANNOT_CONNECT_NOW: '57P03',
   TOO_MANY_CONNECTIONS: '53300',
@@ -35,4 +36,27 @@ export function constraintOf(error: unknown): string | undefined {
   if (typeof error !== 'object' || error === null || !('constraint' in error)) return undefined;
   const constraint = (error as { constraint: unknown }).constraint;
   return typeof constraint === 'string' ? constraint : undefined;
+}
+
+const MISSING_OBJECT_STATES = new Set<string>([SQLSTATE.UNDEFINED_TABLE, SQLSTATE.INVALID_SCHEMA_NAME, SQLSTATE.UNDEFINED_FUNCTION]);
+
+/**
+ * The ledgerflow object a query needed and the database does not have — `ledgerflow.workflow_run`,
+ * `ledgerflow.claim_runs`, or the schema `ledgerflow` itself — when `error` (or its cause) says
+ * so; `undefined` for anything else, including a missing object outside the ledgerflow schema
+ * (a handler's own table is the handler's problem). It means the database was never migrated,
+ * or a core migration is missing: both are fixed by `ledgerflow migrate`.
+ */
+export function missingLedgerflowObject(error: unknown): string | undefined {
+  for (let current = error, depth = 0; current !== undefined && depth < 5; depth++) {
+    const state = sqlStateOf(current);
+    if (state !== undefined && MISSING_OBJECT_STATES.has(state)) {
+      const message = current instanceof Error ? current.message : '';
+      // PostgreSQL's wording: relation "ledgerflow.x" / function ledgerflow.x(…) / schema "ledgerflow" does not exist.
+      const named = /(?:relation|function|schema) "?(ledgerflow(?:\.[a-z_0-9]+)?)\b/.exec(message);
+      if (named !== null) return named[1];
+    }
+    current = typeof current === 'object' && current !== null && 'cause' in current ? (current as { cause: unknown }).cause : undefined;
+  }
+  return undefined;
 }

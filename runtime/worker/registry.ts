@@ -4,7 +4,7 @@ import type { StepDefinition } from '../../dsl/workflow.js';
 import { shapeHash } from '../../dsl/workflow-shape.js';
 import type { ReconcileContext, ReconcileOutcome } from '../contracts/handler-types.js';
 import { StaleContractError, type WorkflowRegistration } from '../contracts/registration.js';
-import { MigrationError } from '../errors.js';
+import { MigrationError, notMigratedError } from '../errors.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import { describeUnfinished, strandedVersions } from '../client/workflow-versions.js';
 
@@ -105,10 +105,7 @@ export async function verifyMigrated(db: Kysely<LedgerflowDatabase>, registry: W
         SELECT workflow_name, version, definition_hash FROM ledgerflow.workflow_version`.execute(db)
     ).rows;
   } catch (error) {
-    if ((error as { code?: unknown }).code === '42P01') {
-      throw new MigrationError('The ledgerflow schema does not exist in this database. Run `ledgerflow migrate` first.');
-    }
-    throw error;
+    throw notMigratedError(error) ?? error;
   }
   const migrated = new Map(rows.map((r) => [id(r.workflow_name, r.version), r.definition_hash]));
   const problems: string[] = [];

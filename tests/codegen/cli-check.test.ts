@@ -175,6 +175,25 @@ describe('ledgerflow codegen --check', () => {
     );
   });
 
+  it('--format json always has outOfDate: the differing files with --check, null when nothing was compared', async () => {
+    const json = async (...args: string[]) => {
+      const result = await codegen('--root', project.root, '--format', 'json', ...args);
+      return { code: result.code, document: JSON.parse(result.stdout) as { errors: number; outOfDate: unknown } };
+    };
+    const missing = await json('--check');
+    expect(missing.code).toBe(1);
+    expect(missing.document.outOfDate).toEqual(expect.arrayContaining([{ file: 'generated/contracts/payout.v1.ts', status: 'missing' }]));
+
+    const written = await json();
+    expect(written).toEqual({ code: 0, document: expect.objectContaining({ errors: 0, outOfDate: null }) });
+    expect(await json('--check')).toEqual({ code: 0, document: expect.objectContaining({ errors: 0, outOfDate: [] }) });
+
+    project.write('src/payout.workflow.ts', WORKFLOW.replace(/ {4}key: .*\n/, ''));
+    const broken = await json('--check');
+    expect(broken).toEqual({ code: 1, document: expect.objectContaining({ errors: 2, outOfDate: null }) }); // LF001 and LF007
+    expect(Object.keys(broken.document)).toEqual(['diagnostics', 'errors', 'warnings', 'outOfDate']);
+  });
+
   it('rejects unknown flags and explains --help', async () => {
     const unknown = await codegen('--chek');
     expect(unknown.code).toBe(2);

@@ -182,12 +182,20 @@ describe('ledgerflow CLI against PostgreSQL', () => {
       .values({ workflow_id: runId, step_name: 'deliver', idempotency_key: 'deliver:intent', effect: {}, status: 'intent', kind: 'external', request_hash: 'h', attempt: 1, fencing_token: 1, reconcile_after: sql<Date>`now() + interval '1 minute'` })
       .execute();
     const pending = await run(['effects', '--pending', ...db]);
-    expect(pending.code).toBe(0);
+    expect(pending.code).toBe(1);
     const lines = pending.stdout.trimEnd().split('\n');
     expect(lines[0]).toMatch(/^RUN {35}STEP {5}KEY {13}KIND {6}STATUS {2}ATTEMPT {2}INTENT {16}RECORDED {2}RESOLUTION$/);
     expect(lines[1]).toContain(`${runId}  deliver  deliver:intent  external  intent        1  `);
     const json = JSON.parse((await run(['effects', '--json', '--run', runId, ...db])).stdout) as Array<{ idempotency_key: string }>;
     expect(json.map((e) => e.idempotency_key)).toEqual(['deliver:intent']);
+    // The exit code is the rule's, not the format's: a listing is 0, open intents are a finding.
+    expect((await run(['effects', '--json', '--run', runId, ...db])).code).toBe(0);
+    expect((await run(['effects', '--pending', '--json', '--run', runId, ...db])).code).toBe(1);
+    expect(await run(['effects', '--pending', '--run', '00000000-0000-4000-8000-000000000000', ...db])).toEqual({
+      code: 0,
+      stdout: 'No open intents.\n',
+      stderr: '',
+    });
   });
 
   it('reconciles: an intent nobody can resolve parks its run and exits 1', async () => {

@@ -76,7 +76,8 @@ describe('PGlite data directory lock', () => {
       expect(error).toBeInstanceOf(StoreLockedError);
       expect((error as Error).message).toBe(
         `The PGlite database at ${dataDir} is in use by process ${process.pid} (this process). PGlite allows one process at a time: ` +
-          'stop that process first, or use PostgreSQL (DATABASE_URL) to run workers and other commands side by side.',
+          "stop that process first, start runs from inside it (createClient on the worker process's own store), " +
+          'or use a PostgreSQL server (DATABASE_URL or --database-url) to run workers and other commands side by side.',
       );
       await first.close();
       expect(existsSync(`${dataDir}.lock`)).toBe(false);

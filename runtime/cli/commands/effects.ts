@@ -9,7 +9,8 @@ export const effectsCommand = defineCommand({
   usage: '[--pending] [--run <id>] [--limit <n>] [options]',
   description:
     'Lists ledger rows, newest first. An open intent (status intent) is an external call that may have\n' +
-    'happened and is not recorded yet: the reconciler resolves it once its lease and perform timeout pass.',
+    'happened and is not recorded yet: the reconciler resolves it once its lease and perform timeout pass.\n' +
+    'With --pending, exits 1 when it lists any open intent (a finding), 0 when there is none.',
   options: {
     pending: { type: 'boolean' },
     run: { type: 'string' },
@@ -20,19 +21,22 @@ export const effectsCommand = defineCommand({
   --limit <n>            at most n rows (default 100)`,
   positionals: { min: 0, max: 0, names: '' },
   async run({ values, json, io, openStore }) {
+    const pending = values.pending === true;
     const limit = integerOption('limit', values.limit);
     const client = createClient({ store: await openStore() });
     const effects = await client.listEffects({
-      ...(values.pending === true ? { pending: true } : {}),
+      ...(pending ? { pending: true } : {}),
       ...(values.run !== undefined ? { runId: values.run } : {}),
       ...(limit !== undefined ? { limit } : {}),
     });
+    // An open intent is a finding (like a parked run for reconcile); a plain listing never is.
+    const exitCode = pending && effects.length > 0 ? 1 : 0;
     if (json) {
       io.out(toJsonDocument(effects));
-      return 0;
+      return exitCode;
     }
     if (effects.length === 0) {
-      io.out(values.pending === true ? 'No open intents.\n' : 'No effects.\n');
+      io.out(pending ? 'No open intents.\n' : 'No effects.\n');
       return 0;
     }
     io.out(
@@ -48,6 +52,6 @@ export const effectsCommand = defineCommand({
         { header: 'RESOLUTION', value: (e) => e.resolution ?? '-' },
       ]),
     );
-    return 0;
+    return exitCode;
   },
 });

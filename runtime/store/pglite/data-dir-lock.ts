@@ -19,8 +19,9 @@ export function lockDataDir(dataDir: string): () => void {
       if (Number.isInteger(owner) && owner > 0 && isAlive(owner)) {
         throw new StoreLockedError(
           `The PGlite database at ${dataDir} is in use by process ${owner}${owner === process.pid ? ' (this process)' : ''}. ` +
-            'PGlite allows one process at a time: stop that process first, or use PostgreSQL (DATABASE_URL) ' +
-            'to run workers and other commands side by side.',
+            'PGlite allows one process at a time: stop that process first, start runs from inside it ' +
+            "(createClient on the worker process's own store), or use a PostgreSQL server (DATABASE_URL or " +
+            '--database-url) to run workers and other commands side by side.',
         );
       }
       rmSync(path, { force: true });
