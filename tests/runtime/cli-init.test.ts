@@ -214,6 +214,42 @@ describe('ledgerflow init', () => {
     expect(check.code, check.stdout).toBe(0);
   });
 
+  it('with --dir, in a CommonJS project: prints what to set in tsconfig.json and package.json, edits neither', async () => {
+    const other = join(project, 'other');
+    mkdirSync(other);
+    const manifest = '{ "name": "legacy" }\n';
+    const tsconfig = '{ "compilerOptions": { "module": "commonjs", "strict": true } }\n';
+    writeFileSync(join(other, 'package.json'), manifest);
+    writeFileSync(join(other, 'tsconfig.json'), tsconfig);
+    const result = await sh('cd other && ../node_modules/.bin/ledgerflow init --dir lib/flows');
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toContain('created  lib/flows/hello.workflow.ts\n');
+    expect(result.stdout).toContain('created  lib/worker.ts\n');
+    expect(readFileSync(join(other, 'lib/worker.ts'), 'utf8')).toContain("from './flows/index.js'");
+    expect(readFileSync(join(other, 'lib/flows/hello.handlers.ts'), 'utf8')).toContain("from '../../generated/contracts/hello.v1.js'");
+    expect(result.stdout).toMatch(/"module": "NodeNext",\s+now "commonjs"/);
+    expect(result.stdout).toMatch(/"target": "ES2022",\s+now not set/);
+    expect(result.stdout).toMatch(/"skipLibCheck": true,\s+now not set/);
+    expect(result.stdout).not.toContain('"strict": true,');
+    expect(result.stdout).toContain('package.json is left as it is. Set:\n  "type": "module"');
+    expect(result.stdout).toContain('  npm install ledgerflow zod\n  npx ledgerflow codegen\n');
+    expect(result.stdout).toContain('  npx ledgerflow worker --workflows lib/flows/index.ts\n');
+    expect(readFileSync(join(other, 'package.json'), 'utf8')).toBe(manifest);
+    expect(readFileSync(join(other, 'tsconfig.json'), 'utf8')).toBe(tsconfig);
+  });
+
+  it('writes a tsconfig.json where there is none', async () => {
+    const fresh = join(project, 'fresh');
+    mkdirSync(fresh);
+    writeFileSync(join(fresh, 'package.json'), '{ "type": "module" }\n');
+    const result = await sh('cd fresh && ../node_modules/.bin/ledgerflow init --json');
+    expect(result.code, result.stderr).toBe(0);
+    expect((JSON.parse(result.stdout) as { created: string[] }).created).toContain('tsconfig.json');
+    expect(JSON.parse(readFileSync(join(fresh, 'tsconfig.json'), 'utf8'))).toMatchObject({
+      compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', strict: true, skipLibCheck: true },
+    });
+  });
+
   it('refuses a --dir outside the project and a directory without package.json', async () => {
     const outside = await sh('npx ledgerflow init --dir ../elsewhere');
     expect(outside.code).toBe(2);
