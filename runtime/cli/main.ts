@@ -5,6 +5,7 @@ import { auditCommand } from './commands/audit.js';
 import { cancelCommand } from './commands/cancel.js';
 import { dashboardCommand } from './commands/dashboard.js';
 import { effectsCommand } from './commands/effects.js';
+import { initCommand } from './commands/init.js';
 import { migrateCommand } from './commands/migrate.js';
 import { pruneCommand } from './commands/prune.js';
 import { queuesCommand } from './commands/queues.js';
@@ -32,6 +33,7 @@ import { openCliStore } from './open-cli-store.js';
 import { reportError } from './report-error.js';
 
 const COMMANDS: readonly Command[] = [
+  initCommand,
   migrateCommand,
   workerCommand,
   startCommand,

@@ -161,6 +161,7 @@ describe('README.md code blocks', () => {
       'codegen',
       'dashboard',
       'effects',
+      'init',
       'migrate',
       'prune',
       'queues',
