@@ -23,12 +23,12 @@ import {
 import { migrate } from '../migrate/migrate.js';
 import { loadMigrations, type MigrationFile, type MigrationSource } from '../migrate/migration-source.js';
 import { runReconcilePass } from '../reconciler/reconciler.js';
-import { createPGliteStore } from '../store/pglite/pglite-store.js';
 import type { Store } from '../store/store.js';
 import type { RunStatus, StepEffectRow } from '../store/tables.js';
 import { createWorker } from '../worker/worker.js';
 import type { WorkerEvent } from '../worker/worker-events.js';
 import { crashableStore, type CrashableStore } from './crashable-store.js';
+import { createCoreMigratedPGlite } from './pglite-template.js';
 import { assertLedger, expectEachKeyOnce, type LedgerExpectation } from './ledger-assertions.js';
 import { advanceTestClock, installTestClock, testClockNow } from './test-clock.js';
 
@@ -163,8 +163,9 @@ const DEFAULT_IDLE_TIMEOUT_MS = 10_000;
 /**
  * Creates an in-process environment for testing your workflows: an in-memory PGlite migrated
  * with ledgerflow's core schema, your `migrations` and the versions of `workflows`, on a clock the
- * test moves. Creating one takes seconds (PGlite boots and migrates): create one per test file
- * and call `reset()` between tests.
+ * test moves. Creating one takes a second or more (PGlite boots; the migrated core schema is
+ * cached as a data directory dump under the OS temp directory): create one per test file and call
+ * `reset()` between tests.
  *
  * @example
  * const env = await createTestEnvironment({ workflows: [refundRegistration(fakePayments)], migrations: ['db/migrations'] });
@@ -184,7 +185,7 @@ export async function createTestEnvironment(options: TestEnvironmentOptions): Pr
   if (problems.length > 0) throw new TypeError(`Invalid test environment options: ${problems.join('; ')}.`);
 
   const sources = options.migrations ?? [];
-  const store = await createPGliteStore();
+  const store = await createCoreMigratedPGlite();
   try {
     await migrate(store, { sources: [...sources, missingVersionMigrations(options.workflows, sources)] });
     await installTestClock(store.db);
