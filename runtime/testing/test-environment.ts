@@ -285,8 +285,10 @@ class InProcessEnvironment implements TestEnvironment {
             );
           }
         } else if (performance.now() - started > timeoutMs) {
+          const inFlight = worker.inFlight;
+          // Stopping aborts the flights and releases their runs: due again for the next call.
           await worker.stop({ timeoutMs: 0 });
-          throw new Error(`runUntilIdle() timed out after ${timeoutMs} ms with ${worker.inFlight} run(s) still in flight (a handler that never returns?).`);
+          throw new Error(`runUntilIdle() timed out after ${timeoutMs} ms with ${inFlight} run(s) still in flight (a handler that never returns?).`);
         }
         await new Promise((resolve) => setTimeout(resolve, 5));
       }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { event, shapeHash, workflow, type AnyWorkflow } from 'ledgerflow/dsl';
+import { event, schedule, shapeHash, workflow, type AnyWorkflow } from 'ledgerflow/dsl';
 import { bindHandlers, found, notFound, type WorkflowHandlers, type WorkflowRegistration } from 'ledgerflow/runtime';
 
 /** Workflows of the testing kit's own tests (tests/testing): names start with `kit-`. */
@@ -77,6 +77,35 @@ export function kitRegistrations(provider: () => FakeProvider, flakyFailures: { 
         },
       },
       note: async (ctx) => ctx.record({ chargeId: ctx.steps.charge.chargeId }),
+    }),
+  ];
+}
+
+/** Started by the daily schedule below; echoes its tick. */
+export const nightly = workflow('kit-nightly', { version: 1, input: z.object({ night: z.string() }) }).step('echo', {
+  output: z.object({ night: z.string() }),
+});
+
+export const nightlySchedule = schedule('kit-nightly', {
+  cron: '0 3 * * *',
+  timezone: 'UTC',
+  workflow: nightly,
+  input: ({ scheduledAt }) => ({ night: scheduledAt }),
+});
+
+/** Its step waits until the test opens the gate. */
+export const stuck = workflow('kit-stuck', { version: 1, input: z.object({ id: z.string() }) }).step('wait', {
+  output: z.object({ ok: z.boolean() }),
+});
+
+export function scheduleRegistrations(gate: Promise<void>): WorkflowRegistration[] {
+  return [
+    bind(nightly, { echo: ({ input }) => ({ night: input.night }) }),
+    bind(stuck, {
+      wait: async () => {
+        await gate;
+        return { ok: true };
+      },
     }),
   ];
 }

@@ -54,8 +54,7 @@ describe('runUntilIdle', () => {
     expect((await env.runUntilIdle()).runs).toEqual([]);
   });
 
-  it('refuses a second call while one runs, and says what is left when it times out', async () => {
-    flakyFailures.remaining = 0;
+  it('refuses overlapping calls, and a clock that goes back', async () => {
     const running = env.runUntilIdle();
     await expect(env.runUntilIdle()).rejects.toThrow(/still running; await it first/);
     await expect(env.advanceTime(1)).rejects.toThrow(/still running/);
@@ -167,6 +166,15 @@ describe('crashAt', () => {
 
   it('refuses an unknown fault point', () => {
     expect(() => env.crashAt('after-lunch' as never)).toThrow(/unknown fault point "after-lunch"/);
+  });
+});
+
+describe('createTestEnvironment', () => {
+  it('refuses bad options before it boots anything', async () => {
+    await expect(createTestEnvironment({ workflows: [], leaseMs: 0, resetSchemas: ['ledgerflow'] })).rejects.toThrow(
+      'Invalid test environment options: workflows is empty: pass the registrations of the workflows under test ' +
+        '(e.g. [refundRegistration(fakePayments)]); leaseMs must be > 0 (got 0); resetSchemas may not name "ledgerflow".',
+    );
   });
 });
 
