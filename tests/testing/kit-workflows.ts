@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { z } from 'zod';
 import { event, schedule, shapeHash, workflow, type AnyWorkflow } from 'ledgerflow/dsl';
 import { bindHandlers, found, notFound, type WorkflowHandlers, type WorkflowRegistration } from 'ledgerflow/runtime';
@@ -29,7 +30,7 @@ export const deadlined = workflow('kit-deadlined', { version: 1, input: z.object
   .waitFor('settled', { event: settled, match: ({ input }) => input.orderId })
   .step('outcome', { output: z.object({ status: z.string() }) });
 
-/** Charges through a provider that does not dedupe: a crash after the call is settled by `reconcile`. */
+/** Charges through a provider that does not dedupe (a crash after the call is settled by `reconcile`), then notes it in app.note. */
 export const charge = workflow('kit-charge', { version: 1, input: z.object({ orderId: z.string(), cents: z.number() }) })
   .external('charge', { output: z.object({ chargeId: z.string() }), key: ({ input }) => `charge:${input.orderId}` })
   .transactional('note', { output: z.object({ chargeId: z.string() }), key: ({ steps }) => `note:${steps.charge.chargeId}` });
@@ -76,7 +77,11 @@ export function kitRegistrations(provider: () => FakeProvider, flakyFailures: { 
           return id === undefined ? notFound() : found({ chargeId: id });
         },
       },
-      note: async (ctx) => ctx.record({ chargeId: ctx.steps.charge.chargeId }),
+      // Writes to the app's table (app.note, created by the test's migration) in the step's transaction.
+      note: async (ctx) => {
+        await sql`INSERT INTO app.note (id) VALUES (${ctx.key})`.execute(ctx.tx);
+        return ctx.record({ chargeId: ctx.steps.charge.chargeId });
+      },
     }),
   ];
 }

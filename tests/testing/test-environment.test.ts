@@ -154,13 +154,16 @@ describe('crashAt', () => {
   });
 
   it('a crash inside a transactional step writes nothing of it; the next worker commits it once', async () => {
+    const notes = async () => (await sql<{ id: string }>`SELECT id FROM app.note ORDER BY id`.execute(env.store.db)).rows.map((r) => r.id);
     const { runId } = await env.client.start(charge, { orderId: 'o-3', cents: 900 });
-    env.crashAt('inside-transactional-handler');
+    env.crashAt('inside-transactional-handler'); // the handler's INSERT is sent, its transaction not committed
     expect((await env.runUntilIdle()).crashedAt).toBe('inside-transactional-handler');
     expect((await env.ledger(runId)).map((r) => `${r.step_name}:${r.status}`)).toEqual(['charge:recorded']);
+    expect(await notes()).toEqual([]);
     await env.advanceTime(env.leaseMs);
     await env.runUntilIdle();
     expect((await env.client.getRun(runId)).status).toBe('completed');
+    expect(await notes()).toEqual(['note:ch_1']);
     await env.assertLedger(runId, { recorded: { charge: ['charge:o-3'], note: ['note:ch_1'] } });
   });
 
