@@ -573,6 +573,23 @@ describe('the tutorial, run as written', () => {
       await store.close();
     }
   }, 60_000);
+  it('the test file of "Testing your workflows" passes under vitest, as a user runs it (crash, take-over, time jump)', async () => {
+    const dir = scratchDir('testing-kit');
+    writeFiles(dir, withDirective('file').map((b) => ({ path: b.directive!.argument, content: b.content })));
+    const codegen = await ledgerflow(['codegen'], { cwd: dir });
+    expect(codegen.code, codegen.stdout + codegen.stderr).toBe(0);
+    writeFileSync(join(dir, 'vitest.config.ts'), "export default { test: { include: ['test/**/*.test.ts'] } };\n");
+    const vitest = join(root, 'node_modules/vitest/vitest.mjs');
+    const { FORCE_COLOR: _color, ...inherited } = process.env;
+    const env = { ...inherited, NO_COLOR: '1' };
+    const result = await run(process.execPath, [vitest, 'run', '--root', dir, '--reporter', 'verbose'], { cwd: dir, env }).then(
+      ({ stdout }) => ({ code: 0, stdout }),
+      (error: { code?: number; stdout?: string; stderr?: string }) => ({ code: error.code ?? 1, stdout: `${error.stdout ?? ''}${error.stderr ?? ''}` }),
+    );
+    expect(result.code, result.stdout).toBe(0);
+    expect(result.stdout).toMatch(/refunds once when the worker dies after Stripe answered/);
+    expect(result.stdout).toMatch(/Tests\s+2 passed/);
+  }, 120_000);
 });
 
 /** The tutorial's PaymentsApi (src/refund.handlers.ts). */

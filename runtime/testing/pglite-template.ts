@@ -1,0 +1,59 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { coreMigrations } from '../migrate/core-migrations.js';
+import { migrate } from '../migrate/migrate.js';
+import { createPGliteStore, type PGliteStore } from '../store/pglite/pglite-store.js';
+
+/**
+ * An in-memory PGlite with ledgerflow's core schema migrated, fast. Booting PGlite and running the
+ * core migrations costs seconds; the migrated data directory is dumped once (under the OS temp
+ * directory, keyed by the core migrations and the PGlite version, written then renamed so that a
+ * concurrent test process sees all of it or none) and every later store loads a copy of it.
+ */
+export async function createCoreMigratedPGlite(): Promise<PGliteStore> {
+  template ??= loadOrBuildTemplate().catch((error: unknown) => {
+    template = undefined;
+    throw error;
+  });
+  return createPGliteStore({ loadDataDir: await template });
+}
+
+let template: Promise<Blob> | undefined;
+
+async function loadOrBuildTemplate(): Promise<Blob> {
+  const key = createHash('sha256')
+    .update([pgliteVersion(), ...coreMigrations().flatMap((m) => [m.name, m.checksum])].join('\n'))
+    .digest('hex')
+    .slice(0, 12);
+  const file = join(tmpdir(), `ledgerflow-testing-${key}.tar`);
+  if (existsSync(file)) return new Blob([readFileSync(file)]);
+  const store = await createPGliteStore();
+  try {
+    await migrate(store, { sources: [] });
+    const bytes = new Uint8Array(await (await store.dumpDataDir()).arrayBuffer());
+    const scratch = `${file}.${process.pid}.${randomBytes(4).toString('hex')}`;
+    writeFileSync(scratch, bytes);
+    renameSync(scratch, file);
+    return new Blob([bytes]);
+  } finally {
+    await store.close();
+  }
+}
+
+/** The installed PGlite's version: a dump is only loadable by the PGlite that wrote it. */
+function pgliteVersion(): string {
+  let dir = dirname(createRequire(import.meta.url).resolve('@electric-sql/pglite'));
+  for (;;) {
+    const manifest = join(dir, 'package.json');
+    if (existsSync(manifest)) {
+      const parsed = JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string; version?: string };
+      if (parsed.name === '@electric-sql/pglite' && parsed.version !== undefined) return parsed.version;
+    }
+    const parent = dirname(dir);
+    if (parent === dir) throw new Error('Cannot find the version of @electric-sql/pglite: is it installed?');
+    dir = parent;
+  }
+}
