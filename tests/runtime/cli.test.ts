@@ -490,7 +490,7 @@ describe('ledgerflow CLI: command line and environment errors', () => {
     expect((await run([])).code).toBe(2);
     expect(await run(['frobnicate'])).toMatchObject({
       code: 2,
-      stderr: expect.stringContaining('Unknown command "frobnicate". Commands: codegen, migrate, worker,'),
+      stderr: expect.stringContaining('Unknown command "frobnicate". Commands: codegen, init, migrate, worker,'),
     });
     const unknownOption = await run(['runs', '--colour']);
     expect(unknownOption.code).toBe(2);

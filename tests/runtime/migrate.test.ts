@@ -207,8 +207,12 @@ describeStores('migrate: ledgerflow core migrations', (getStore) => {
       [1, 2, 3].map(() => migrate(store, { sources: [workflow], onApplied: (m) => progress.push(m.name) })),
     );
     expect(results.flatMap((r) => r.applied).sort()).toEqual([...CORE_NAMES, workflow[0]!.name].sort());
-    // In commit order: all of the core before the first of the sources.
-    expect(progress).toEqual([...CORE_NAMES, workflow[0]!.name]);
+    // In commit order (each file commits on its own, so its applied_at is its transaction's start):
+    // all of the core before the first of the sources. (The three calls' onApplied callbacks may
+    // interleave: a call hears of its commit after another call has taken the lock for the next file.)
+    const { rows: committed } = await sql<{ name: string }>`SELECT name FROM ledgerflow.schema_migration ORDER BY applied_at, name`.execute(store.db);
+    expect(committed.map((r) => r.name)).toEqual([...CORE_NAMES, workflow[0]!.name]);
+    expect([...progress].sort()).toEqual([...CORE_NAMES, workflow[0]!.name].sort());
     expect(await recorded(store)).toEqual([
       { name: workflow[0]!.name, checksum: migrationChecksum(workflow[0]!.sql) },
       ...coreMigrations().map((m) => ({ name: m.name, checksum: migrationChecksum(readFileSync(m.origin, 'utf8')) })),

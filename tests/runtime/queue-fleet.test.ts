@@ -113,12 +113,15 @@ describe('queue limits across worker processes, one of them killed holding a slo
     const exits = await Promise.all([runWorkerProcess(env), runWorkerProcess(env), runWorkerProcess(env)]);
     for (const exit of exits) expect(exit.code, exit.stderr).toBe(0);
     const { rows } = await sql<{ n: number; most: number; span_ms: number }>`
-      SELECT count(*)::int AS n,
-             max((SELECT count(*) FROM qprobe.grant o WHERE o.granted_at >= g.granted_at
-                                                        AND o.granted_at < g.granted_at + interval '500 milliseconds'))::int AS most,
+      WITH g AS (SELECT DISTINCT run_id, granted_at FROM qprobe.grant)
+      SELECT count(DISTINCT run_id)::int AS n,
+             max((SELECT count(*) FROM g o WHERE o.granted_at >= g.granted_at
+                                             AND o.granted_at < g.granted_at + interval '500 milliseconds'))::int AS most,
              (extract(epoch FROM max(granted_at) - min(granted_at)) * 1000)::int AS span_ms
-        FROM qprobe.grant g`.execute(store.db);
-    // 5 per 500 ms, sliding: never a sixth in any window, so 40 grants span at least 3.5 s.
+        FROM g`.execute(store.db);
+    // 5 per 500 ms, sliding: never a sixth in any window, so 40 grants span at least 3.5 s. (A plain
+    // step runs at least once: a worker stalled past its 1 s lease on a loaded machine runs a run's
+    // step again, under a grant of its own that the window counts like any other.)
     expect(rows[0]!.n).toBe(40);
     expect(rows[0]!.most).toBeLessThanOrEqual(5);
     expect(rows[0]!.span_ms).toBeGreaterThanOrEqual(3_500);

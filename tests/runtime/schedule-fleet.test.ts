@@ -96,6 +96,8 @@ describe('schedule ticks across three worker processes and restarts [pg]', () =>
       fleet = [spawnOne('a3'), spawnOne('b3'), spawnOne('c3')];
       await moreTicks(6, 'six ticks after the fleet restarted');
 
+      // A graceful stop of workers that have started (one slow to start is not yet listening for SIGTERM).
+      await waitUntil('every worker of the fleet started', async () => fleet.every((w) => w.events.some((e) => e.type === 'worker-started')), 30_000);
       for (const w of fleet) w.child.kill('SIGTERM');
       const exits = await Promise.all(fleet.map((w) => w.exited));
       for (const exit of exits) expect(exit.code, exit.stderr).toBe(0);
