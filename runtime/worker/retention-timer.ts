@@ -4,7 +4,7 @@
  * `completedOlderThanMs` in batches and keeping their identity in the archive. Any number of
  * workers may do this at once: batches take their runs with SKIP LOCKED, so passes share the work.
  *
- * Timer: stopped ──start()──▶ ticking ──stop()──▶ stopped. A tick while a pass is still running
+ * Timer (a PeriodicPass): stopped ──start()──▶ ticking ──stop()──▶ stopped. A tick while a pass is still running
  * is skipped (one pass at a time). A pass that pruned anything emits `prune-pass`; a pass that
  * throws emits `error` (where 'prune') and the next tick tries again. stop() cancels the ticks and
  * aborts the pass in progress between two batches; `idle()` waits for it to end.
@@ -13,6 +13,7 @@
 import type { Kysely } from 'kysely';
 import { pruneRuns } from '../retention/prune.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
+import { PeriodicPass } from './periodic-pass.js';
 import { serializeError } from './step-errors.js';
 import type { WorkerEvent } from './worker-events.js';
 
@@ -35,49 +36,34 @@ export interface RetentionTimerContext {
 }
 
 export class RetentionTimer {
-  readonly #ctx: RetentionTimerContext;
-  #timer: NodeJS.Timeout | undefined;
-  #pass: Promise<void> | undefined;
-  #abort: AbortController | undefined;
+  readonly #passes: PeriodicPass | undefined;
 
   constructor(ctx: RetentionTimerContext) {
-    this.#ctx = ctx;
+    const { retention, db, emit } = ctx;
+    if (retention === undefined) return;
+    this.#passes = new PeriodicPass(retention.intervalMs ?? DEFAULT_RETENTION_INTERVAL_MS, (signal) =>
+      pruneRuns(db, {
+        olderThanMs: retention.completedOlderThanMs,
+        ...(retention.batchSize !== undefined ? { batchSize: retention.batchSize } : {}),
+        signal,
+      })
+        .then((report) => {
+          if (report.runsPruned > 0) emit({ type: 'prune-pass', report });
+        })
+        .catch((error: unknown) => emit({ type: 'error', where: 'prune', error: serializeError(error) })),
+    );
   }
 
   start(): void {
-    const { retention } = this.#ctx;
-    if (retention === undefined || this.#timer !== undefined) return;
-    this.#timer = setInterval(() => this.#tick(), retention.intervalMs ?? DEFAULT_RETENTION_INTERVAL_MS);
+    this.#passes?.start();
   }
 
   stop(): void {
-    clearInterval(this.#timer);
-    this.#timer = undefined;
-    this.#abort?.abort();
+    this.#passes?.stop();
   }
 
   /** Resolves once no pass is running. */
   async idle(): Promise<void> {
-    await this.#pass;
-  }
-
-  #tick(): void {
-    const { retention, db, emit } = this.#ctx;
-    if (this.#pass !== undefined || this.#timer === undefined || retention === undefined) return;
-    const abort = new AbortController();
-    this.#abort = abort;
-    this.#pass = pruneRuns(db, {
-      olderThanMs: retention.completedOlderThanMs,
-      ...(retention.batchSize !== undefined ? { batchSize: retention.batchSize } : {}),
-      signal: abort.signal,
-    })
-      .then((report) => {
-        if (report.runsPruned > 0) emit({ type: 'prune-pass', report });
-      })
-      .catch((error: unknown) => emit({ type: 'error', where: 'prune', error: serializeError(error) }))
-      .finally(() => {
-        this.#pass = undefined;
-        this.#abort = undefined;
-      });
+    await this.#passes?.idle();
   }
 }

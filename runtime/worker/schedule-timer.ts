@@ -3,7 +3,7 @@
  * `intervalMs` (0 turns it off) it runs `runSchedulePass`, which starts the runs of due ticks.
  * Which ticks are due is decided on database time; the interval only says how often to look.
  *
- * Timer: stopped ──start()──▶ ticking ──stop()──▶ stopped. A tick while a pass is still running
+ * Timer (a PeriodicPass): stopped ──start()──▶ ticking ──stop()──▶ stopped. A tick while a pass is still running
  * is skipped (one pass at a time). A schedule that started runs or skipped missed ticks emits
  * `schedule-ticked`; one whose tick could not start emits `schedule-failed` (it is retried after
  * a backoff); a pass that throws emits `error` (where 'schedule') and the next tick tries again.
@@ -15,6 +15,7 @@ import type { AnySchedule } from '../../dsl/schedule.js';
 import type { MigratedVersions } from '../client/start-run.js';
 import { runSchedulePass } from '../schedules/schedule-pass.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
+import { PeriodicPass } from './periodic-pass.js';
 import { serializeError } from './step-errors.js';
 import type { WorkerEvent } from './worker-events.js';
 
@@ -27,51 +28,42 @@ export interface ScheduleTimerContext {
 
 export class ScheduleTimer {
   readonly #ctx: ScheduleTimerContext;
-  readonly #migrated: MigratedVersions = new Set();
-  #timer: NodeJS.Timeout | undefined;
-  #pass: Promise<void> | undefined;
+  readonly #passes: PeriodicPass;
 
   constructor(ctx: ScheduleTimerContext) {
     this.#ctx = ctx;
+    const { db, schedules, emit } = ctx;
+    const migrated: MigratedVersions = new Set();
+    this.#passes = new PeriodicPass(ctx.intervalMs, () =>
+      runSchedulePass({ db, schedules, migrated })
+        .then(({ ticked, failed }) => {
+          for (const t of ticked) {
+            if (t.ticks.length === 0 && !t.skipped) continue;
+            emit({
+              type: 'schedule-ticked',
+              schedule: t.schedule,
+              ticks: t.ticks.map((tick) => tick.toISOString()),
+              runIds: t.runIds,
+              skipped: t.skipped,
+              nextTickAt: t.nextTickAt,
+            });
+          }
+          for (const f of failed) emit({ type: 'schedule-failed', schedule: f.schedule, tick: f.tick.toISOString(), error: f.error, retryAt: f.retryAt });
+        })
+        .catch((error: unknown) => emit({ type: 'error', where: 'schedule', error: serializeError(error) })),
+    );
   }
 
   start(): void {
-    if (this.#ctx.intervalMs <= 0 || this.#ctx.schedules.length === 0 || this.#timer !== undefined) return;
-    this.#timer = setInterval(() => this.#tick(), this.#ctx.intervalMs);
-    this.#tick();
+    if (this.#ctx.schedules.length > 0) this.#passes.start({ now: true });
   }
 
   stop(): void {
-    clearInterval(this.#timer);
-    this.#timer = undefined;
+    this.#passes.stop();
   }
 
   /** Resolves once no pass is running. */
   async idle(): Promise<void> {
-    await this.#pass;
-  }
-
-  #tick(): void {
-    if (this.#pass !== undefined || this.#timer === undefined) return;
-    const { db, schedules, emit } = this.#ctx;
-    this.#pass = runSchedulePass({ db, schedules, migrated: this.#migrated })
-      .then(({ ticked, failed }) => {
-        for (const t of ticked) {
-          if (t.ticks.length === 0 && !t.skipped) continue;
-          emit({
-            type: 'schedule-ticked',
-            schedule: t.schedule,
-            ticks: t.ticks.map((tick) => tick.toISOString()),
-            runIds: t.runIds,
-            skipped: t.skipped,
-            nextTickAt: t.nextTickAt,
-          });
-        }
-        for (const f of failed) emit({ type: 'schedule-failed', schedule: f.schedule, tick: f.tick.toISOString(), error: f.error, retryAt: f.retryAt });
-      })
-      .catch((error: unknown) => emit({ type: 'error', where: 'schedule', error: serializeError(error) }))
-      .finally(() => {
-        this.#pass = undefined;
-      });
+    await this.#passes.idle();
   }
 }
