@@ -8,17 +8,18 @@ import { migrate } from '../migrate/migrate.js';
 import { createPGliteStore, type PGliteStore } from '../store/pglite/pglite-store.js';
 
 /**
- * An in-memory PGlite with ledgerflow's core schema migrated, fast. Booting PGlite and running the
+ * A PGlite with ledgerflow's core schema migrated, fast: in memory, or in `dataDir` (which a
+ * process can open once this store is closed). Booting PGlite and running the
  * core migrations costs seconds; the migrated data directory is dumped once (under the OS temp
  * directory, keyed by the core migrations and the PGlite version, written then renamed so that a
  * concurrent test process sees all of it or none) and every later store loads a copy of it.
  */
-export async function createCoreMigratedPGlite(): Promise<PGliteStore> {
+export async function createCoreMigratedPGlite(options: { readonly dataDir?: string } = {}): Promise<PGliteStore> {
   template ??= loadOrBuildTemplate().catch((error: unknown) => {
     template = undefined;
     throw error;
   });
-  return createPGliteStore({ loadDataDir: await template });
+  return createPGliteStore({ loadDataDir: await template, ...(options.dataDir !== undefined ? { dataDir: options.dataDir } : {}) });
 }
 
 let template: Promise<Blob> | undefined;

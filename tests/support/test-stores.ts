@@ -1,11 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import pg from 'pg';
 import { inject } from 'vitest';
 import { createPgStore } from '../../runtime/store/pg/pg-store.js';
-import { createPGliteStore } from '../../runtime/store/pglite/pglite-store.js';
+import { createCoreMigratedPGlite } from '../../runtime/testing/pglite-template.js';
 import type { Store } from '../../runtime/store/store.js';
 import { coreMigrations } from '../../runtime/migrate/core-migrations.js';
 import { migrateForTest } from './migrate-for-test.js';
@@ -113,44 +110,13 @@ function databaseUrl(serverUrl: string, database: string): string {
   return url.toString();
 }
 
-// The package does not export its package.json; the installed copy's version keys the cache.
-const pgliteVersion: string = (
-  JSON.parse(
-    readFileSync(new URL('../../node_modules/@electric-sql/pglite/package.json', import.meta.url), 'utf8'),
-  ) as { version: string }
-).version;
-
-let pgliteTemplate: Promise<Blob> | undefined;
-
 /**
  * A PGlite database with the core schema migrated, in memory unless `dataDir` is given (a
- * CLI under test can then open that directory once this store is closed). Booting and migrating PGlite
- * costs seconds, so the migrated data directory is dumped once (cached under the OS temp
- * directory, keyed by schema and PGlite version) and every test store loads a copy of it.
+ * CLI under test can then open that directory once this store is closed): the testing kit's
+ * cached template (runtime/testing/pglite-template.ts), so booting and migrating is paid once.
  */
 export async function createPGliteTestStore(options: { readonly dataDir?: string } = {}): Promise<TestStore> {
-  pgliteTemplate ??= loadOrBuildPGliteTemplate();
-  const store = await createPGliteStore({
-    loadDataDir: await pgliteTemplate,
-    ...(options.dataDir !== undefined ? { dataDir: options.dataDir } : {}),
-  });
+  const store = await createCoreMigratedPGlite(options);
   return { ...store, url: undefined };
 }
 
-async function loadOrBuildPGliteTemplate(): Promise<Blob> {
-  const file = join(tmpdir(), `ledgerflow-pglite-${templateHash}-${pgliteVersion}.tar`);
-  if (existsSync(file)) return new Blob([readFileSync(file)]);
-  const store = await createPGliteStore();
-  try {
-    await migrateForTest(store);
-    const dump = await store.dumpDataDir();
-    const bytes = new Uint8Array(await dump.arrayBuffer());
-    // Write-then-rename: a concurrent test process either sees the whole file or none.
-    const scratch = `${file}.${process.pid}.${randomBytes(4).toString('hex')}`;
-    writeFileSync(scratch, bytes);
-    renameSync(scratch, file);
-    return new Blob([bytes]);
-  } finally {
-    await store.close();
-  }
-}
