@@ -1,7 +1,7 @@
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type Selectable } from 'kysely';
 import type { QueueLimits } from '../../dsl/queue.js';
 import { QueueNotFoundError, ValidationError } from '../errors.js';
-import type { LedgerflowDatabase } from '../store/tables.js';
+import type { LedgerflowDatabase, QueueTable } from '../store/tables.js';
 
 /** A registered queue as `client.listQueues()` and `ledgerflow queues` show it. */
 export interface QueueSummary {
@@ -54,16 +54,8 @@ export interface QueueListOptions {
   readonly partitionLimit?: number;
 }
 
-interface QueueRow {
-  name: string;
-  concurrency: number | null;
-  rate_limit: number | null;
-  rate_period_ms: number | null;
-  partition_concurrency: number | null;
-  partition_rate_limit: number | null;
-  partition_rate_period_ms: number | null;
-  updated_at: Date;
-  paused: boolean;
+/** The queue's row and its counters. */
+interface QueueRow extends Selectable<QueueTable> {
   in_flight: number;
   rate_limited_until: Date | null;
   partitions_waiting: number;
