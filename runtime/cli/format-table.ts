@@ -35,6 +35,11 @@ export function formatTable<Row>(rows: readonly Row[], columns: ReadonlyArray<Co
   );
 }
 
+/** A titled table (`Title:` and its rows), or `Title: none` when there are no rows. */
+export function formatSection<Row>(title: string, rows: readonly Row[], columns: ReadonlyArray<Column<Row>>, none = 'none'): string {
+  return rows.length === 0 ? `${title}: ${none}\n` : `${title}:\n${formatTable(rows, columns)}`;
+}
+
 /** `label  value` lines with the labels aligned, for one record. */
 export function formatFields(fields: ReadonlyArray<readonly [string, string]>): string {
   const width = Math.max(...fields.map(([label]) => label.length));

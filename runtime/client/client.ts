@@ -2,7 +2,7 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import type { AnyEvent, EventSendPayload } from '../../dsl/event.js';
 import type { AnyWorkflow, WorkflowStartInput } from '../../dsl/workflow.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
-import { ConflictError, RunNotFoundError, RunPrunedError, UnknownWorkflowError, ValidationError, WaitTimeoutError } from '../errors.js';
+import { ConflictError, RunNotFoundError, UnknownWorkflowError, ValidationError, WaitTimeoutError } from '../errors.js';
 import { missingRunError } from '../retention/pruned-run.js';
 import type { Store } from '../store/store.js';
 import { loadTelemetry, type Telemetry } from '../telemetry/telemetry.js';

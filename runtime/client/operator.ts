@@ -3,7 +3,7 @@ import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { z } from 'zod';
 import type { AnyWorkflow, StepDefinition } from '../../dsl/workflow.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
-import { ConflictError, QueueNotFoundError, RunNotFoundError, RunPrunedError, UnknownWorkflowError, ValidationError } from '../errors.js';
+import { ConflictError, QueueNotFoundError, RunPrunedError, UnknownWorkflowError, ValidationError } from '../errors.js';
 import { missingRunError } from '../retention/pruned-run.js';
 import {
   afterRelease,

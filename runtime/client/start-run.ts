@@ -5,7 +5,6 @@ import type { AnyWorkflow } from '../../dsl/workflow.js';
 import { DuplicateRunError, MigrationError, notMigratedError, UnknownWorkflowError, ValidationError } from '../errors.js';
 import { inputHash } from '../retention/prune.js';
 import { toPrunedRun, type PrunedRun } from '../retention/pruned-run.js';
-import { SQLSTATE, sqlStateOf } from '../store/sqlstate.js';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
 import { millis } from '../worker/claim.js';
 import { RUNS_CHANNEL } from '../worker/worker.js';

@@ -2,7 +2,7 @@ import { createClient } from '../../client/client.js';
 import { signalKey } from '../../client/send-event.js';
 import { MAX_LISTED_CHILDREN, type RunDetails } from '../../client/run-details.js';
 import { defineCommand } from '../command.js';
-import { formatFields, formatTable } from '../format-table.js';
+import { formatFields, formatSection } from '../format-table.js';
 import { formatJson, formatStoredError, formatTime, toJsonDocument } from '../format-values.js';
 import { formatWaitingFor } from '../format-wait.js';
 
@@ -53,79 +53,64 @@ export function formatRunDetails(run: RunDetails): string {
     ]),
   ];
   sections.push(
-    run.steps.length === 0
-      ? 'Steps: none completed\n'
-      : 'Steps:\n' +
-          formatTable(run.steps, [
-            { header: 'STEP', value: (s) => s.step_name },
-            { header: 'KIND', value: (s) => s.kind },
-            { header: 'ATTEMPT', value: (s) => String(s.attempt), align: 'right' },
-            { header: 'KEY', value: (s) => s.idempotency_key ?? '-' },
-            { header: 'COMMITTED', value: (s) => formatTime(s.created_at) },
-            { header: 'OUTPUT', value: (s) => (s.skipped ? '(skipped: its condition was false)' : formatJson(s.output, 60)) },
-          ]),
+    formatSection('Steps', run.steps, [
+      { header: 'STEP', value: (s) => s.step_name },
+      { header: 'KIND', value: (s) => s.kind },
+      { header: 'ATTEMPT', value: (s) => String(s.attempt), align: 'right' },
+      { header: 'KEY', value: (s) => s.idempotency_key ?? '-' },
+      { header: 'COMMITTED', value: (s) => formatTime(s.created_at) },
+      { header: 'OUTPUT', value: (s) => (s.skipped ? '(skipped: its condition was false)' : formatJson(s.output, 60)) },
+    ], 'none completed'),
   );
   sections.push(
-    run.attempts.length === 0
-      ? 'Attempts: none\n'
-      : 'Attempts:\n' +
-          formatTable(run.attempts, [
-            { header: 'STEP', value: (a) => a.step_name },
-            { header: '#', value: (a) => String(a.attempt), align: 'right' },
-            { header: 'STATUS', value: (a) => a.status },
-            { header: 'TOKEN', value: (a) => String(a.fencing_token), align: 'right' },
-            { header: 'WORKER', value: (a) => a.worker_id },
-            { header: 'STARTED', value: (a) => formatTime(a.started_at) },
-            { header: 'FINISHED', value: (a) => formatTime(a.finished_at) },
-            { header: 'NEXT ELIGIBLE', value: (a) => formatTime(a.next_eligible_at) },
-            { header: 'ERROR', value: (a) => formatStoredError(a.error, 60) },
-          ]),
+    formatSection('Attempts', run.attempts, [
+      { header: 'STEP', value: (a) => a.step_name },
+      { header: '#', value: (a) => String(a.attempt), align: 'right' },
+      { header: 'STATUS', value: (a) => a.status },
+      { header: 'TOKEN', value: (a) => String(a.fencing_token), align: 'right' },
+      { header: 'WORKER', value: (a) => a.worker_id },
+      { header: 'STARTED', value: (a) => formatTime(a.started_at) },
+      { header: 'FINISHED', value: (a) => formatTime(a.finished_at) },
+      { header: 'NEXT ELIGIBLE', value: (a) => formatTime(a.next_eligible_at) },
+      { header: 'ERROR', value: (a) => formatStoredError(a.error, 60) },
+    ]),
   );
   sections.push(
-    run.effects.length === 0
-      ? 'Effects: none\n'
-      : 'Effects:\n' +
-          formatTable(run.effects, [
-            { header: 'STEP', value: (e) => e.step_name },
-            { header: 'KEY', value: (e) => e.idempotency_key },
-            { header: 'KIND', value: (e) => e.kind },
-            { header: 'STATUS', value: (e) => e.status },
-            { header: 'ATTEMPT', value: (e) => String(e.attempt), align: 'right' },
-            { header: 'INTENT', value: (e) => formatTime(e.intent_at) },
-            { header: 'RECORDED', value: (e) => formatTime(e.recorded_at) },
-            { header: 'RESOLUTION', value: (e) => e.resolution ?? '-' },
-          ]),
+    formatSection('Effects', run.effects, [
+      { header: 'STEP', value: (e) => e.step_name },
+      { header: 'KEY', value: (e) => e.idempotency_key },
+      { header: 'KIND', value: (e) => e.kind },
+      { header: 'STATUS', value: (e) => e.status },
+      { header: 'ATTEMPT', value: (e) => String(e.attempt), align: 'right' },
+      { header: 'INTENT', value: (e) => formatTime(e.intent_at) },
+      { header: 'RECORDED', value: (e) => formatTime(e.recorded_at) },
+      { header: 'RESOLUTION', value: (e) => e.resolution ?? '-' },
+    ]),
   );
   sections.push(
-    run.waits.length === 0
-      ? 'Waits: none\n'
-      : 'Waits:\n' +
-          formatTable(run.waits, [
-            { header: 'STEP', value: (w) => w.step_name },
-            { header: 'KIND', value: (w) => (w.kind === 'event' && w.correlation_key === signal ? 'signal' : w.kind) },
-            { header: 'EVENT', value: (w) => w.event_name ?? '-' },
-            { header: 'KEY', value: (w) => (w.correlation_key === null || w.correlation_key === signal ? '-' : w.correlation_key) },
-            { header: 'UNTIL', value: (w) => formatTime(w.until) },
-            { header: 'SINCE', value: (w) => formatTime(w.created_at) },
-            { header: 'RESOLVED', value: (w) => formatTime(w.resolved_at) },
-          ]),
+    formatSection('Waits', run.waits, [
+      { header: 'STEP', value: (w) => w.step_name },
+      { header: 'KIND', value: (w) => (w.kind === 'event' && w.correlation_key === signal ? 'signal' : w.kind) },
+      { header: 'EVENT', value: (w) => w.event_name ?? '-' },
+      { header: 'KEY', value: (w) => (w.correlation_key === null || w.correlation_key === signal ? '-' : w.correlation_key) },
+      { header: 'UNTIL', value: (w) => formatTime(w.until) },
+      { header: 'SINCE', value: (w) => formatTime(w.created_at) },
+      { header: 'RESOLVED', value: (w) => formatTime(w.resolved_at) },
+    ]),
   );
   const capped = run.children.length >= MAX_LISTED_CHILDREN;
   sections.push(
-    run.children.length === 0
-      ? 'Children: none\n'
-      : 'Children:\n' +
-          formatTable(run.children, [
-            { header: 'STEP', value: (c) => c.step },
-            { header: 'ITEM', value: (c) => String(c.index), align: 'right' },
-            { header: 'WORKFLOW', value: (c) => c.workflowName },
-            { header: 'STATUS', value: (c) => c.status },
-            { header: 'RUN', value: (c) => c.id },
-          ]) +
-          (capped
-            ? `Only the first ${MAX_LISTED_CHILDREN} children are listed; there may be more. ` +
-              `List them with \`ledgerflow runs --parent ${run.id} --limit 10000\`.\n`
-            : ''),
+    formatSection('Children', run.children, [
+      { header: 'STEP', value: (c) => c.step },
+      { header: 'ITEM', value: (c) => String(c.index), align: 'right' },
+      { header: 'WORKFLOW', value: (c) => c.workflowName },
+      { header: 'STATUS', value: (c) => c.status },
+      { header: 'RUN', value: (c) => c.id },
+    ]) +
+      (capped
+        ? `Only the first ${MAX_LISTED_CHILDREN} children are listed; there may be more. ` +
+          `List them with \`ledgerflow runs --parent ${run.id} --limit 10000\`.\n`
+        : ''),
   );
   return sections.join('\n');
 }
