@@ -211,7 +211,7 @@ export interface QueueTable {
   partition_rate_limit: number | null;
   partition_rate_period_ms: number | null;
   updated_at: DbNow;
-  /** A paused queue grants no slot until it is resumed (core migration 0007). */
+  /** A paused queue grants no slot until it is resumed (core migration 0004; set by operators, core 0007 audits it). */
   paused: Generated<boolean>;
 }
 

@@ -21,6 +21,9 @@ CREATE TABLE ledgerflow.queue (
     partition_rate_limit     integer     CHECK (partition_rate_limit >= 1),
     partition_rate_period_ms integer     CHECK (partition_rate_period_ms >= 1),
     updated_at               timestamptz NOT NULL DEFAULT statement_timestamp(),
+    -- A paused queue grants no slot: its waiters stay in line, runs holding slots keep them until
+    -- they give them back. Workers registering the queue never touch it (registerQueueStatement).
+    paused                   boolean     NOT NULL DEFAULT false,
     CHECK ((rate_limit IS NULL) = (rate_period_ms IS NULL)),
     CHECK ((partition_rate_limit IS NULL) = (partition_rate_period_ms IS NULL))
 );
@@ -114,6 +117,9 @@ $$;
 -- Grants free slots of queue `q` to its waiters, best first, until a limit stops it; wakes each
 -- waiter it grants. If only a rate limit stops it while waiters remain, the best waiter is woken
 -- when the window next admits a grant (it asks again, which grants). Returns the number of grants.
+-- The queue's row is read after its counter row is locked, so a pause (which takes that lock) is
+-- seen by every grant after it; a paused queue grants nothing and its rate-limit wake-up
+-- (next_token_at) is cleared, so no waiter is woken to ask again while it is paused.
 CREATE FUNCTION ledgerflow.queue_grant(q text) RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     qrow    ledgerflow.queue;
@@ -125,11 +131,15 @@ DECLARE
     granted integer := 0;
     next_token timestamptz;
 BEGIN
+    SELECT * INTO g FROM ledgerflow.queue_partition WHERE queue = q AND partition = '' FOR UPDATE;
     SELECT * INTO qrow FROM ledgerflow.queue WHERE name = q;
     IF NOT FOUND THEN
         RETURN 0;
     END IF;
-    SELECT * INTO g FROM ledgerflow.queue_partition WHERE queue = q AND partition = '' FOR UPDATE;
+    IF qrow.paused THEN
+        UPDATE ledgerflow.queue_partition SET next_token_at = NULL WHERE queue = q AND partition = '' AND next_token_at IS NOT NULL;
+        RETURN 0;
+    END IF;
     DELETE FROM ledgerflow.queue_grant
      WHERE queue = q
        AND granted_at <= at - greatest(coalesce(qrow.rate_period_ms, 0), coalesce(qrow.partition_rate_period_ms, 0)) * interval '1 millisecond';
