@@ -1,22 +1,13 @@
 import { userInfo } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient, createWorker, type Client } from 'ledgerflow/runtime';
-import { main } from '../../runtime/cli/main.js';
-import type { CliIo } from '../../runtime/cli/cli-io.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
 import { runState } from './fixtures/run-helpers.js';
 import { OPERATOR_WORKFLOWS, operatorHandlers, operatorProvider, pay, payOnce, type OperatorProvider } from './fixtures/operator-workflows.js';
+import { runCli as run } from '../support/run-cli.js';
 
 const MODULE = 'tests/runtime/fixtures/operator-module.ts';
-
-async function run(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const io: CliIo = { out: (t) => void (stdout += t), err: (t) => void (stderr += t) };
-  const code = await main(args, io);
-  return { code, stdout, stderr };
-}
 
 /** `ledgerflow retry`, `resolve`, `cancel --reason`, `queues pause|resume`, `runs --dedupe-key` and `audit`. */
 describe('ledgerflow operator commands (PostgreSQL)', () => {

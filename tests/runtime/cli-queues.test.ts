@@ -13,23 +13,14 @@ import {
   type WorkflowHandlers,
   type WorkflowRegistration,
 } from 'ledgerflow/runtime';
-import type { CliIo } from '../../runtime/cli/cli-io.js';
-import { main } from '../../runtime/cli/main.js';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
 import { fair, limited, perCustomer, QUEUE_WORKFLOWS, rated } from './fixtures/queue-workflows.js';
 import { waitUntil } from './fixtures/run-helpers.js';
+import { runCli as run } from '../support/run-cli.js';
 
 const TIME = '\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\dZ';
-
-async function run(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const io: CliIo = { out: (t) => void (stdout += t), err: (t) => void (stderr += t) };
-  const code = await main(args, io);
-  return { code, stdout, stderr };
-}
 
 /**
  * A worker serving the four queued fixture workflows, whose queued steps hold their slots until

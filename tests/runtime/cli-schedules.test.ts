@@ -3,23 +3,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../../runtime/cli/main.js';
-import type { CliIo } from '../../runtime/cli/cli-io.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
 import { waitUntil } from './fixtures/run-helpers.js';
 import { SCHEDULE_WORKFLOWS } from './fixtures/schedule-workflows.js';
+import { runCli as run } from '../support/run-cli.js';
 
 const MODULE = 'tests/runtime/fixtures/schedule-module.ts';
 const TIME = '\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\dZ';
-
-async function run(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const io: CliIo = { out: (t) => void (stdout += t), err: (t) => void (stderr += t) };
-  const code = await main(args, io);
-  return { code, stdout, stderr };
-}
 
 /**
  * `ledgerflow worker` registers and ticks the `schedules` its module exports; `ledgerflow

@@ -3,10 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CliIo } from '../../runtime/cli/cli-io.js';
-import { main } from '../../runtime/cli/main.js';
 import { missingLedgerflowObject } from '../../runtime/store/sqlstate.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
+import { runCli as run } from '../support/run-cli.js';
 
 const RUN_ID = '00000000-0000-4000-8000-000000000001';
 const WORKFLOWS = ['--workflows', 'tests/runtime/cli-fixtures/workflows.ts'];
@@ -41,14 +40,6 @@ const COMMANDS: ReadonlyArray<readonly [name: string, args: readonly string[]]> 
 
 /** The migrate advice without the table name, which depends on the command's first query. */
 const MIGRATE_FIRST = /^ledgerflow [a-z-]+: This database has no ledgerflow(\.schedule)? tables?\b.*[Rr]un `ledgerflow migrate` first\.\n$/;
-
-async function run(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const io: CliIo = { out: (t) => void (stdout += t), err: (t) => void (stderr += t) };
-  const code = await main(args, io);
-  return { code, stdout, stderr };
-}
 
 function expectMigrateAdvice(outcome: { code: number; stdout: string; stderr: string }, command: string): void {
   // The PGlite store says where it is first; that line is not part of the error.

@@ -5,14 +5,13 @@ import { join } from 'node:path';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient, type Client } from '../../runtime/client/client.js';
-import { main } from '../../runtime/cli/main.js';
-import type { CliIo } from '../../runtime/cli/cli-io.js';
 import type { WorkflowRunRow } from '../../runtime/store/tables.js';
 import { createWorker, type Worker } from '../../runtime/worker/worker.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPGliteTestStore, createPgTestStore, type TestStore } from '../support/test-stores.js';
 import { approvals, awaitPayment, CLI_WAIT_WORKFLOWS, workflows as waitRegistrations } from './cli-fixtures/wait-workflows.js';
 import { greet } from './cli-fixtures/workflows.js';
+import { runCli as run } from '../support/run-cli.js';
 
 const FIXTURES = 'tests/runtime/cli-fixtures';
 const ORDER_INPUT = {
@@ -45,14 +44,6 @@ function cli(args: readonly string[], env: Record<string, string> = {}): Promise
   });
 }
 
-/** `main()` in this process with captured output: same code path, without a process start per call. */
-async function run(args: readonly string[]): Promise<Outcome> {
-  let stdout = '';
-  let stderr = '';
-  const io: CliIo = { out: (t) => void (stdout += t), err: (t) => void (stderr += t) };
-  const code = await main(args, io);
-  return { code, stdout, stderr };
-}
 
 const STACK_LINE = /^\s+at /m;
 /** A time as the CLI prints it, for regular expressions. */

@@ -3,8 +3,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { shapeHash } from '../../dsl/workflow-shape.js';
 import { workflow } from '../../dsl/workflow.js';
-import type { CliIo } from '../../runtime/cli/cli-io.js';
-import { main } from '../../runtime/cli/main.js';
 import { createClient, type Client } from '../../runtime/client/client.js';
 import type { StartOptions } from '../../runtime/client/start-run.js';
 import { bindHandlers } from '../../runtime/contracts/registration.js';
@@ -19,6 +17,7 @@ import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
 import { greet } from './cli-fixtures/workflows.js';
 import { waitUntil } from './fixtures/run-helpers.js';
+import { runCli as run } from '../support/run-cli.js';
 
 const input = z.object({ customerId: z.string().min(1), note: z.string() });
 const digest = workflow('db-digest', { version: 1, input }).step('send', { output: z.object({ sent: z.string() }) });
@@ -418,13 +417,6 @@ describe('ledgerflow start --debounce-* [pg]', () => {
     await store?.close();
   });
 
-  async function run(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-    let stdout = '';
-    let stderr = '';
-    const io: CliIo = { out: (t) => void (stdout += t), err: (t) => void (stderr += t) };
-    const code = await main(args, io);
-    return { code, stdout, stderr };
-  }
   const TIME = '\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\dZ';
 
   it('opens a window, joins it, and says which input the run gets', async () => {

@@ -11,9 +11,8 @@ import { pruneBatchStatement, pruneRuns, type PruneBatch } from '../../runtime/r
 import type { Store } from '../../runtime/store/store.js';
 import { createWorker } from '../../runtime/worker/worker.js';
 import type { WorkerEvent } from '../../runtime/worker/worker-events.js';
-import type { CliIo } from '../../runtime/cli/cli-io.js';
-import { main } from '../../runtime/cli/main.js';
 import { describeStores } from '../support/describe-stores.js';
+import { runCli } from '../support/run-cli.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { fanOut, WAIT_WORKFLOWS, waitHandlers } from './fixtures/wait-workflows.js';
 
@@ -355,13 +354,7 @@ describeStores('prune', (getStore, kind) => {
 
   it('ledgerflow prune: durations, a dry run and a pass, as text and JSON', async () => {
     const store = getStore();
-    const run = async (args: readonly string[]) => {
-      let stdout = '';
-      let stderr = '';
-      const io: CliIo = { out: (t) => void (stdout += t), err: (t) => void (stderr += t) };
-      const code = await main(args, io);
-      return { code, stdout, stderr };
-    };
+    const run = runCli;
     const bad = await run(['prune', '--completed-older-than', '30 days']);
     expect(bad).toMatchObject({ code: 2, stdout: '' });
     expect(bad.stderr).toContain('--completed-older-than must be a whole number with a unit: d, h, m, s or ms, like 30d, 12h or 90m (got "30 days")');
