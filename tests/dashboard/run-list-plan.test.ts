@@ -7,6 +7,7 @@ import { RUN_STATUSES } from '../../runtime/store/tables.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
 import { DASHBOARD_WORKFLOWS } from './fixtures/dashboard-workflows.js';
+import { planNodes, type PlanNode } from '../support/plan-nodes.js';
 
 /**
  * The dashboard's lists must cost a page, not the table: over 1 000 000 runs (and 5 000 open
@@ -14,21 +15,6 @@ import { DASHBOARD_WORKFLOWS } from './fixtures/dashboard-workflows.js';
  * EXPLAIN (ANALYZE, FORMAT JSON): index scans only on workflow_run (no Seq Scan, no Bitmap Heap
  * Scan), no Sort over runs, and a bounded number of index entries read. Plans, not timings.
  */
-interface PlanNode {
-  readonly 'Node Type': string;
-  readonly 'Relation Name'?: string;
-  readonly 'Index Name'?: string;
-  readonly 'Actual Rows'?: number;
-  readonly 'Actual Loops'?: number;
-  readonly 'Rows Removed by Filter'?: number;
-  readonly 'Rows Removed by Index Recheck'?: number;
-  readonly Plans?: readonly PlanNode[];
-}
-
-function nodes(plan: PlanNode): PlanNode[] {
-  return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
-}
-
 /** Is there a scan of `relation` under `node` with no Limit between them? */
 function unlimitedScanBelow(node: PlanNode, relation: string): boolean {
   return (node.Plans ?? []).some((child) => child['Node Type'] !== 'Limit' && (child['Relation Name'] === relation || unlimitedScanBelow(child, relation)));
@@ -80,7 +66,7 @@ describe('dashboard list plans over 1 000 000 runs [pg]', () => {
     const { rows } = await store.db.executeQuery<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
       CompiledQuery.raw(`EXPLAIN (ANALYZE, FORMAT JSON, TIMING OFF) ${compiled.sql}`, [...compiled.parameters]),
     );
-    return nodes(rows[0]!['QUERY PLAN'][0].Plan);
+    return planNodes(rows[0]!['QUERY PLAN'][0].Plan);
   };
 
   /** Index entries a plan read from `relation`: rows its scans returned (per loop) plus rows their filters dropped. */

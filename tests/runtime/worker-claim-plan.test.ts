@@ -6,24 +6,13 @@ import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
 import { twoStepsHandlers } from './fixtures/test-handlers.js';
 import { flaky, twoSteps } from './fixtures/test-workflows.js';
+import { planNodes, type PlanNode } from '../support/plan-nodes.js';
 
 /**
  * The claim must not read, let alone sort, every due run: with a deep backlog it takes the
  * first `limit` runs in order from the partial indexes. Asserted on the plan PostgreSQL picks
  * for the real claim statement over 50 000 pending runs — plans are data, not timing.
  */
-interface PlanNode {
-  readonly 'Node Type': string;
-  readonly 'Relation Name'?: string;
-  readonly 'Index Name'?: string;
-  readonly 'Actual Rows'?: number;
-  readonly Plans?: readonly PlanNode[];
-}
-
-function nodes(plan: PlanNode): PlanNode[] {
-  return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
-}
-
 describe('claim plan over a deep backlog [pg]', () => {
   let store: TestStore;
   const registry = buildRegistry([twoStepsHandlers()]);
@@ -63,7 +52,7 @@ describe('claim plan over a deep backlog [pg]', () => {
         const { rows } = await db.executeQuery<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
           CompiledQuery.raw(`EXPLAIN (ANALYZE, FORMAT JSON, TIMING OFF) ${compiled.sql}`, [...compiled.parameters]),
         );
-        return nodes(rows[0]!['QUERY PLAN'][0].Plan);
+        return planNodes(rows[0]!['QUERY PLAN'][0].Plan);
       } finally {
         await sql`ROLLBACK`.execute(db);
       }
@@ -79,7 +68,7 @@ describe('claim plan over a deep backlog [pg]', () => {
     expect(runScans.map((n) => n['Node Type'])).not.toContain('Seq Scan');
     expect(runScans.map((n) => n['Node Type'])).not.toContain('Bitmap Heap Scan');
     // A Sort anywhere above a workflow_run scan would mean reading every due run first.
-    const sortsOverRuns = plan.filter((n) => n['Node Type'] === 'Sort' && nodes(n).some((c) => c['Relation Name'] === 'workflow_run'));
+    const sortsOverRuns = plan.filter((n) => n['Node Type'] === 'Sort' && planNodes(n).some((c) => c['Relation Name'] === 'workflow_run'));
     expect(sortsOverRuns).toEqual([]);
   });
 
