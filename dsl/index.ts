@@ -1,3 +1,4 @@
+import './check-peer-dependencies.js';
 export {
   workflow,
   Workflow,

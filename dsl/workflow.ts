@@ -428,7 +428,7 @@ export class Workflow<
     const wait: WaitDefinition = {
       event,
       timeoutMs: config.timeoutMs,
-      ...(config.match !== undefined ? { match: config.match as WaitDefinition['match'] } : {}),
+      ...(config.match !== undefined ? { match: config.match as NonNullable<WaitDefinition['match']> } : {}),
     };
     return this.add(name, 'waitFor', { output: waitOutputSchema(event), retry: config.retry, when: config.when }, { key: undefined, wait });
   }
@@ -522,7 +522,10 @@ export class Workflow<
   private add<TNext extends AnyWorkflow>(
     name: string,
     kind: StepKind,
-    config: CommonStepConfig<z.ZodType> & {
+    config: {
+      readonly output: z.ZodType;
+      /** Passed on from the step's config as is: absent and undefined both mean the default. */
+      readonly retry?: RetryPolicy | undefined;
       readonly request?: unknown;
       readonly idempotentByKey?: boolean;
       readonly performTimeoutMs?: number;
@@ -569,9 +572,9 @@ export class Workflow<
       idempotentByKey: kind === 'external' && config.idempotentByKey === true,
       performTimeoutMs,
       timeoutMs: kind === 'external' ? performTimeoutMs : handlerTimeoutMs,
-      ...(typeof key === 'function' ? { key: key as StepDefinition['key'] } : {}),
-      ...(typeof config.request === 'function' ? { request: config.request as StepDefinition['request'] } : {}),
-      ...(typeof config.when === 'function' ? { when: config.when as StepDefinition['when'] } : {}),
+      ...(typeof key === 'function' ? { key: key as NonNullable<StepDefinition['key']> } : {}),
+      ...(typeof config.request === 'function' ? { request: config.request as NonNullable<StepDefinition['request']> } : {}),
+      ...(typeof config.when === 'function' ? { when: config.when as NonNullable<StepDefinition['when']> } : {}),
       ...(parts.sleep !== undefined ? { sleep: Object.freeze(parts.sleep) } : {}),
       ...(parts.wait !== undefined ? { wait: Object.freeze(parts.wait) } : {}),
       ...(parts.fanOut !== undefined ? { fanOut: Object.freeze(parts.fanOut) } : {}),

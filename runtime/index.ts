@@ -1,3 +1,4 @@
+import '../dsl/check-peer-dependencies.js';
 export { openStore, DEFAULT_DATA_DIR, type OpenStoreOptions } from './store/open-store.js';
 export type { Store, StoreKind } from './store/store.js';
 export type * from './store/tables.js';

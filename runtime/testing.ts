@@ -9,6 +9,7 @@
  *   LEDGERFLOW_FAULTS environment variable of a worker process), to make a worker throw, hang or
  *   die with SIGKILL exactly where a crash window is.
  */
+import '../dsl/check-peer-dependencies.js';
 export {
   configureFaults,
   faultCounts,

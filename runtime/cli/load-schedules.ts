@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import type { AnySchedule } from '../../dsl/schedule.js';
 import { UsageError } from './command.js';
+import { importUserModule } from './import-user-module.js';
 import { WorkflowModuleError } from './load-workflows.js';
 
 /**
@@ -15,7 +15,7 @@ import { WorkflowModuleError } from './load-workflows.js';
  * export const schedules = [nightlyBackfill];
  */
 export async function loadSchedulesExport(path: string): Promise<AnySchedule[]> {
-  const module = (await import(pathToFileURL(resolve(path)).href)) as Record<string, unknown>;
+  const module = await importUserModule(resolve(path), '--workflows');
   let exported = module['schedules'];
   if (exported === undefined) return [];
   if (typeof exported === 'function') {

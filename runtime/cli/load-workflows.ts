@@ -1,9 +1,9 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import type { AnyWorkflow } from '../../dsl/workflow.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
 import { UsageError } from './command.js';
+import { importUserModule } from './import-user-module.js';
 
 /** Where `start`, `send-event` and `signal` look for workflow definitions when `--workflows` is not given. */
 export const DEFAULT_WORKFLOWS_MODULE = 'generated/index.ts';
@@ -30,8 +30,9 @@ export async function loadWorkflowsModule(path: string): Promise<WorkflowEntry[]
   }
   let module: Record<string, unknown>;
   try {
-    module = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+    module = await importUserModule(file, '--workflows');
   } catch (error) {
+    if (error instanceof UsageError) throw error;
     throw new WorkflowModuleError(`Cannot load --workflows module ${path}: ${messageOf(error)}`, { cause: error });
   }
   let exported = module['workflows'];

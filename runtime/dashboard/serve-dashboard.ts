@@ -38,9 +38,9 @@ export const DEFAULT_DASHBOARD_HOST = '127.0.0.1';
  */
 export async function serveDashboard(options: ServeDashboardOptions): Promise<ServedDashboard> {
   const host = options.host ?? DEFAULT_DASHBOARD_HOST;
-  const { token, tokenActor, host: _host, port: _port, ...rest } = options;
-  assertServable(host, token, options.auth);
-  const auth = token !== undefined ? { token, ...(tokenActor !== undefined ? { actor: tokenActor } : {}) } : options.auth;
+  const { token, tokenActor, host: _host, port: _port, auth: hook, ...rest } = options;
+  assertServable(host, token, hook);
+  const auth = token !== undefined ? { token, ...(tokenActor !== undefined ? { actor: tokenActor } : {}) } : hook;
   const app = createDashboard({ ...rest, ...(auth !== undefined ? { auth } : {}) });
   const port = options.port ?? DEFAULT_DASHBOARD_PORT;
   const server = await new Promise<ReturnType<typeof serve>>((resolve, reject) => {
