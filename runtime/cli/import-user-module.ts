@@ -12,26 +12,26 @@ const runningTypeScript = import.meta.url.endsWith('.ts');
 let tsxRegistered: Promise<void> | undefined;
 
 /**
- * Imports a module the user named on the command line (`--workflows generated/index.ts`). The
- * installed CLI is plain JavaScript; a `.ts` module is loaded through tsx, an optional peer
- * dependency imported only then, with the fix in the error when it is missing.
+ * Imports a module the user named on the command line (`named`, for messages: `--workflows
+ * generated/index.ts`). The installed CLI is plain JavaScript; a `.ts` module is loaded through
+ * tsx, an optional peer dependency imported only then, with the fix in the error when it is missing.
  */
-export async function importUserModule(file: string, option: string): Promise<Record<string, unknown>> {
+export async function importUserModule(file: string, named: string): Promise<Record<string, unknown>> {
   if (TYPESCRIPT_EXTENSIONS.has(extname(file)) && !runningTypeScript) {
-    tsxRegistered ??= registerTsx(file, option);
+    tsxRegistered ??= registerTsx(named);
     await tsxRegistered;
   }
   return (await import(pathToFileURL(file).href)) as Record<string, unknown>;
 }
 
-async function registerTsx(file: string, option: string): Promise<void> {
+async function registerTsx(named: string): Promise<void> {
   let tsx: { register: () => unknown };
   try {
     tsx = (await import('tsx/esm/api')) as { register: () => unknown };
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'ERR_MODULE_NOT_FOUND') throw error;
     throw new UsageError(
-      `${option} ${file} is TypeScript, which ledgerflow loads through tsx (an optional peer dependency), and tsx is not installed. ` +
+      `${named} is TypeScript, which ledgerflow loads through tsx (an optional peer dependency), and tsx is not installed. ` +
         'Run: npm install --save-dev tsx — or compile the module and pass the .js file.',
     );
   }

@@ -15,7 +15,7 @@ import { WorkflowModuleError } from './load-workflows.js';
  * export const schedules = [nightlyBackfill];
  */
 export async function loadSchedulesExport(path: string): Promise<AnySchedule[]> {
-  const module = await importUserModule(resolve(path), '--workflows');
+  const module = await importUserModule(resolve(path), `--workflows ${path}`);
   let exported = module['schedules'];
   if (exported === undefined) return [];
   if (typeof exported === 'function') {

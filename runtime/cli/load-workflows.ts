@@ -30,7 +30,7 @@ export async function loadWorkflowsModule(path: string): Promise<WorkflowEntry[]
   }
   let module: Record<string, unknown>;
   try {
-    module = await importUserModule(file, '--workflows');
+    module = await importUserModule(file, `--workflows ${path}`);
   } catch (error) {
     if (error instanceof UsageError) throw error;
     throw new WorkflowModuleError(`Cannot load --workflows module ${path}: ${messageOf(error)}`, { cause: error });
