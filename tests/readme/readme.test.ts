@@ -578,7 +578,13 @@ describe('the tutorial, run as written', () => {
     writeFiles(dir, withDirective('file').map((b) => ({ path: b.directive!.argument, content: b.content })));
     const codegen = await ledgerflow(['codegen'], { cwd: dir });
     expect(codegen.code, codegen.stdout + codegen.stderr).toBe(0);
-    writeFileSync(join(dir, 'vitest.config.ts'), "export default { test: { include: ['test/**/*.test.ts'] } };\n");
+    // The scratch project's ledgerflow is the repository, which runs from its sources (package.json exports).
+    writeFileSync(
+      join(dir, 'vitest.config.ts'),
+      "import { defaultServerConditions } from 'vite';\n" +
+        "const conditions = ['ledgerflow-source', ...defaultServerConditions];\n" +
+        "export default { resolve: { conditions }, ssr: { resolve: { conditions } }, test: { include: ['test/**/*.test.ts'] } };\n",
+    );
     const vitest = join(root, 'node_modules/vitest/vitest.mjs');
     const { FORCE_COLOR: _color, ...inherited } = process.env;
     const env = { ...inherited, NO_COLOR: '1' };
