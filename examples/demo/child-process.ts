@@ -18,7 +18,8 @@ export function runScript(
   timeoutMs: number,
 ): Promise<ChildResult> {
   const path = fileURLToPath(new URL(script, import.meta.url));
-  const child = spawn(process.execPath, ['--import', 'tsx', path], {
+  // The demo runs from the repository's sources (package.json exports, condition ledgerflow-source).
+  const child = spawn(process.execPath, ['--conditions=ledgerflow-source', '--import', 'tsx', path], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
