@@ -1,8 +1,9 @@
 /**
- * What `ledgerflow init` checks in an existing tsconfig.json. ledgerflow ships TypeScript
- * sources, so the project's compiler checks them too: it must resolve package `exports`
+ * What `ledgerflow init` checks in an existing tsconfig.json: it must resolve package `exports`
  * (`ledgerflow/dsl`, `ledgerflow/runtime`), allow top-level await, and be strict (zod's inferred
- * types need strictNullChecks). The file itself is never edited: it may have comments, an
+ * types and the generated contracts need strictNullChecks). The package ships compiled code and
+ * declarations that compile under `exactOptionalPropertyTypes` and `skipLibCheck: false`
+ * (tests/package/pack-install.test.ts), so neither is asked for. The file itself is never edited: it may have comments, an
  * `extends` chain and the owner's formatting, so init prints the lines to set instead.
  */
 
@@ -14,8 +15,6 @@ export interface TsconfigSettings {
   /** Entries as written, e.g. `es2023`, `dom`; undefined when not set (the target's default). */
   readonly lib: readonly string[] | undefined;
   readonly strict: boolean | undefined;
-  readonly exactOptionalPropertyTypes: boolean | undefined;
-  readonly skipLibCheck: boolean | undefined;
 }
 
 /** One compiler option to set: the line to put under `compilerOptions`, and why. */
@@ -71,23 +70,7 @@ export function checkTsconfig(settings: TsconfigSettings): TsconfigFix[] {
     });
   }
   if (settings.strict !== true) {
-    fixes.push({ option: 'strict', line: '"strict": true', now: now(settings.strict), reason: "zod's inferred types and ledgerflow's sources need strict mode" });
-  }
-  if (settings.exactOptionalPropertyTypes === true) {
-    fixes.push({
-      option: 'exactOptionalPropertyTypes',
-      line: '"exactOptionalPropertyTypes": false',
-      now: 'true',
-      reason: "ledgerflow's sources, which your compiler checks, are written without it",
-    });
-  }
-  if (settings.skipLibCheck !== true) {
-    fixes.push({
-      option: 'skipLibCheck',
-      line: '"skipLibCheck": true',
-      now: now(settings.skipLibCheck),
-      reason: "the declaration files of ledgerflow's dependencies (PGlite's need the DOM library)",
-    });
+    fixes.push({ option: 'strict', line: '"strict": true', now: now(settings.strict), reason: "zod's inferred types and the generated contracts need strict mode" });
   }
   return fixes;
 }
@@ -122,7 +105,5 @@ export async function readTsconfigSettings(file: string): Promise<TsconfigSettin
     // The parser turns "ES2023" into "lib.es2023.d.ts".
     lib: options.lib?.map((lib) => lib.replace(/^lib\./, '').replace(/\.d\.ts$/, '')),
     strict: options.strict,
-    exactOptionalPropertyTypes: options.exactOptionalPropertyTypes,
-    skipLibCheck: options.skipLibCheck,
   };
 }
