@@ -1,18 +1,20 @@
 import { configDefaults, defineConfig } from 'vitest/config';
 
-/**
- * The slow multi-process suites: the chaos run (workers SIGKILLed, backends terminated, the
- * server restarted) and the fleets and volumes that take tens of seconds each. `npm test` runs
- * everything else; `npm run test:chaos` runs these; `.ci/run` runs both on every submission.
- */
 /** Files that replace modules with vi.mock: they need a module registry of their own. */
 const OWN_MODULES = ['tests/runtime/state-machines.test.ts'];
 
+/**
+ * The slow multi-process suites: the chaos run (workers SIGKILLed, backends terminated, the
+ * server restarted), the worker fleets, the crash demo on PostgreSQL and the 100 000-run prune:
+ * tens of seconds each. `npm test` runs
+ * everything else; `npm run test:chaos` runs these; `.ci/run` runs both on every submission.
+ */
 const CHAOS = [
   'tests/chaos/**/*.test.ts',
   'tests/runtime/queue-fleet.test.ts',
   'tests/runtime/schedule-fleet.test.ts',
   'tests/runtime/prune-100k.test.ts',
+  'tests/examples/demo-pg.test.ts',
 ];
 
 export default defineConfig({
