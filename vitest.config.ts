@@ -1,5 +1,5 @@
 import { defaultServerConditions } from 'vite';
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 /**
  * The repository runs from its TypeScript sources: `ledgerflow/*` imports resolve through the
@@ -8,13 +8,30 @@ import { defineConfig } from 'vitest/config';
  */
 const SOURCE_CONDITION = 'ledgerflow-source';
 
+/** Files that replace modules with vi.mock: they need a module registry of their own. */
+const OWN_MODULES = ['tests/runtime/state-machines.test.ts'];
+
+/**
+ * The slow multi-process suites: the chaos run (workers SIGKILLed, backends terminated, the
+ * server restarted), the worker fleets, the crash demo on PostgreSQL and the 100 000-run prune:
+ * tens of seconds each. `npm test` runs everything else; `npm run test:chaos` runs these;
+ * `.ci/run` runs both on every submission.
+ */
+const CHAOS = [
+  'tests/chaos/**/*.test.ts',
+  'tests/runtime/queue-fleet.test.ts',
+  'tests/runtime/schedule-fleet.test.ts',
+  'tests/runtime/prune-100k.test.ts',
+  'tests/examples/demo-pg.test.ts',
+];
+
+/** The packaging test builds, packs and installs the package: `npm run test:package` (vitest.package.config.ts). */
+const PACKAGE = ['tests/package/**'];
+
 export default defineConfig({
   resolve: { conditions: [SOURCE_CONDITION, ...defaultServerConditions] },
   ssr: { resolve: { conditions: [SOURCE_CONDITION, ...defaultServerConditions] } },
   test: {
-    include: ['tests/**/*.test.ts'],
-    // The packaging test builds, packs and installs the package: `npm run test:package`.
-    exclude: ['tests/package/**'],
     globalSetup: ['tests/support/global-setup.ts'],
     env: { NODE_OPTIONS: [process.env['NODE_OPTIONS'], `--conditions=${SOURCE_CONDITION}`].filter(Boolean).join(' ') },
     testTimeout: 60_000,
@@ -22,5 +39,21 @@ export default defineConfig({
     pool: 'forks',
     // Two cores: PGlite initialisation and child-process tests are CPU-heavy.
     maxWorkers: 2,
+    projects: [
+      // Test files share their worker process and its loaded modules (isolate: false): loading
+      // the runtime, ts-morph and the PGlite template once per worker instead of once per file
+      // halves the suite's time. Every file opens and closes its own stores and workers.
+      {
+        extends: true,
+        test: {
+          name: 'main',
+          include: ['tests/**/*.test.ts'],
+          exclude: [...configDefaults.exclude, ...CHAOS, ...OWN_MODULES, ...PACKAGE],
+          isolate: false,
+        },
+      },
+      { extends: true, test: { name: 'own-modules', include: OWN_MODULES } },
+      { extends: true, test: { name: 'chaos', include: CHAOS } },
+    ],
   },
 });

@@ -6,6 +6,7 @@ import type { SourceCache } from '../analysis/analysis-program.js';
 import { CodegenOptionsError, describeOptionsError, runCodegen, type CodegenRun } from '../run-codegen.js';
 import { OPTION_FLAGS, parseArgs, USAGE, CodegenUsageError, type CliOptions } from './parse-args.js';
 import { watchCodegen } from './watch-codegen.js';
+import { processIo, type CliIo } from '../../runtime/cli/cli-io.js';
 
 /**
  * `ledgerflow codegen [options]` (argv without the word `codegen`). Returns the exit code: 0 ok,
@@ -15,28 +16,28 @@ import { watchCodegen } from './watch-codegen.js';
  * @example
  * process.exitCode = await main(['--check', '--format', 'github']);
  */
-export async function main(argv: string[]): Promise<number> {
+export async function main(argv: readonly string[], io: CliIo = processIo): Promise<number> {
   let options: CliOptions;
   try {
     options = parseArgs(argv);
   } catch (error) {
     if (!(error instanceof CodegenUsageError)) throw error;
-    process.stderr.write(`ledgerflow codegen: ${error.message}\nRun \`ledgerflow codegen --help\` for the options.\n`);
+    io.err(`ledgerflow codegen: ${error.message}\nRun \`ledgerflow codegen --help\` for the options.\n`);
     return 2;
   }
   if (options.help) {
-    process.stdout.write(USAGE);
+    io.out(USAGE);
     return 0;
   }
-  if (options.watch) return watchCodegen(options, (cache) => codegenOnce(options, cache));
-  return codegenOnce(options);
+  if (options.watch) return watchCodegen(options, (cache) => codegenOnce(options, io, cache));
+  return codegenOnce(options, io);
 }
 
 /**
  * One codegen run as the command line reports it: diagnostics and summary on stdout, notes on
  * stderr. Returns the exit code (2 for options runCodegen refuses).
  */
-async function codegenOnce(options: CliOptions, cache?: SourceCache): Promise<number> {
+async function codegenOnce(options: CliOptions, io: CliIo, cache?: SourceCache): Promise<number> {
   const started = performance.now();
   let run: CodegenRun;
   try {
@@ -49,15 +50,15 @@ async function codegenOnce(options: CliOptions, cache?: SourceCache): Promise<nu
     });
   } catch (error) {
     if (error instanceof CodegenOptionsError) {
-      process.stderr.write(`ledgerflow codegen: ${describeOptionsError(error, OPTION_FLAGS)}\n`);
+      io.err(`ledgerflow codegen: ${describeOptionsError(error, OPTION_FLAGS)}\n`);
       return 2;
     }
     throw error;
   }
   if (run.analysis.files.length === 0) {
-    process.stderr.write(`ledgerflow codegen: note: no file under ${run.root} matches ${run.include.join(', ')}.\n`);
+    io.err(`ledgerflow codegen: note: no file under ${run.root} matches ${run.include.join(', ')}.\n`);
   }
-  for (const note of run.notes) process.stderr.write(`ledgerflow codegen: note: ${note}\n`);
+  for (const note of run.notes) io.err(`ledgerflow codegen: note: ${note}\n`);
   const failed = hasErrors(run.diagnostics) || (options.strict && run.diagnostics.length > 0);
 
   let differences: FileDifference[] | null = null;
@@ -79,18 +80,18 @@ async function codegenOnce(options: CliOptions, cache?: SourceCache): Promise<nu
 
   switch (options.format) {
     case 'json':
-      process.stdout.write(formatJson(run.diagnostics, differences));
+      io.out(formatJson(run.diagnostics, differences));
       break;
     case 'github':
-      process.stdout.write(formatGithub(run.diagnostics, differences ?? []));
-      process.stdout.write(`ledgerflow codegen: ${counts}, ${tally(run.diagnostics)}; ${summary}\n`);
+      io.out(formatGithub(run.diagnostics, differences ?? []));
+      io.out(`ledgerflow codegen: ${counts}, ${tally(run.diagnostics)}; ${summary}\n`);
       break;
     case 'text':
-      process.stdout.write(formatText(run.diagnostics));
+      io.out(formatText(run.diagnostics));
       for (const difference of differences ?? []) {
-        process.stdout.write(`${difference.file} - ${difference.status}: ${describeDifference(difference)}\n`);
+        io.out(`${difference.file} - ${difference.status}: ${describeDifference(difference)}\n`);
       }
-      process.stdout.write(`ledgerflow codegen: ${counts}, ${tally(run.diagnostics)} (${elapsed} ms); ${summary}\n`);
+      io.out(`ledgerflow codegen: ${counts}, ${tally(run.diagnostics)} (${elapsed} ms); ${summary}\n`);
       break;
   }
   return failed || (differences !== null && differences.length > 0) ? 1 : 0;

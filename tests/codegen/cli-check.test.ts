@@ -3,10 +3,11 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { runCli, type CliOutcome } from '../support/run-cli.js';
 import { REPO_ROOT, TempProject } from './support/temp-project.js';
 
 /** Runs the real CLI as CI does: `node bin/ledgerflow.js codegen ...` in a child process. */
-async function codegen(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+async function codegenProcess(...args: string[]): Promise<CliOutcome> {
   const bin = path.join(REPO_ROOT, 'bin', 'ledgerflow.js');
   try {
     const { stdout, stderr } = await promisify(execFile)(process.execPath, [bin, 'codegen', ...args], { cwd: REPO_ROOT });
@@ -16,6 +17,9 @@ async function codegen(...args: string[]): Promise<{ code: number; stdout: strin
     return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
   }
 }
+
+/** The same command in this process (codegen's own main with captured output): no process start per call. */
+const codegen = (...args: string[]): Promise<CliOutcome> => runCli(['codegen', ...args]);
 
 const WORKFLOW = `import { workflow } from 'ledgerflow/dsl';
 import { z } from 'zod';
@@ -38,20 +42,20 @@ beforeEach(() => {
 afterEach(() => project.remove());
 
 describe('ledgerflow codegen --check', () => {
-  it('fails on a missing generated/ dir, passes after codegen, fails again on a stale file', async () => {
-    const missing = await codegen('--root', project.root, '--check');
+  it('fails on a missing generated/ dir, passes after codegen, fails again on a stale file (node bin/ledgerflow.js, as CI runs it)', async () => {
+    const missing = await codegenProcess('--root', project.root, '--check');
     expect(missing.code).toBe(1);
     expect(missing.stdout).toContain('generated/contracts/payout.v1.ts - missing');
 
-    const generate = await codegen('--root', project.root);
+    const generate = await codegenProcess('--root', project.root);
     expect(generate.code).toBe(0);
     expect(generate.stdout).toContain('wrote 5 file(s) in generated/');
 
-    expect((await codegen('--root', project.root, '--check')).code).toBe(0);
+    expect((await codegenProcess('--root', project.root, '--check')).code).toBe(0);
 
     const index = path.join(project.root, 'generated', 'index.ts');
     writeFileSync(index, `${readFileSync(index, 'utf8')}// edited by hand\n`);
-    const stale = await codegen('--root', project.root, '--check');
+    const stale = await codegenProcess('--root', project.root, '--check');
     expect(stale.code).toBe(1);
     expect(stale.stdout).toContain('generated/index.ts - stale');
     expect(stale.stdout).toContain('out of date; run `npx ledgerflow codegen`');

@@ -1,63 +1,8 @@
-import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { DemoReport } from '../../examples/demo/demo-report.js';
-import { createPgTestStore, type TestStore } from '../support/test-stores.js';
-
-const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
-
-/** Runs `npm start` (the same script) as a child process and parses its `--json` report. */
-async function runDemo(args: readonly string[], env: Readonly<Record<string, string>>): Promise<DemoReport> {
-  const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'examples/demo/main.ts', '--json', ...args], {
-    cwd: repoRoot,
-    env: { ...process.env, LEDGERFLOW_FAULTS: '', DATABASE_URL: '', ...env },
-    timeout: 170_000,
-    maxBuffer: 10 * 1024 * 1024,
-  });
-  return JSON.parse(stdout) as DemoReport;
-}
-
-/** What the issue asks the demo to show, checked from the report's raw counters. */
-function expectTheDemoClaims(report: DemoReport): void {
-  const orders = report.orders;
-  const lf = report.ledgerflow;
-  const killed = lf.workers.filter((w) => w.outcome === 'killed');
-  expect(killed.length).toBeGreaterThan(0);
-  expect(lf.workers.at(-1)).toMatchObject({ outcome: 'finished' });
-  const crashes = killed.map((w) => w.crash);
-  for (const crash of crashes) expect(crash, 'every kill names the call that had just returned').toBeDefined();
-
-  // ledgerflow: every run completed, and the providers' own counters say exactly one effect per order.
-  expect(lf.runsByStatus).toEqual({ completed: orders.length });
-  expect(Object.keys(lf.chargesPerOrder).sort()).toEqual([...orders].sort());
-  expect(Object.values(lf.chargesPerOrder).every((n) => n === 1)).toBe(true);
-  expect(Object.values(lf.receiptsPerOrder).every((n) => n === 1)).toBe(true);
-  expect(lf.payments.rows).toBe(orders.length);
-  expect(lf.attempts.total).toBeGreaterThanOrEqual(4 * orders.length);
-  // A receipt sent just before a kill can only have been recorded once through reconcile.
-  for (const crash of crashes.filter((c) => c?.step === 'sendReceipt')) {
-    expect(lf.reconciliations.map((r) => `${r.orderId}/${r.step}`)).toContain(`${crash?.orderId}/sendReceipt`);
-  }
-  // A charge performed just before a kill was sent again with the same key and deduped.
-  if (crashes.some((c) => c?.step === 'chargeCard')) expect(lf.providerReplays).toBeGreaterThan(0);
-
-  // naive: the same crashes; every crashed order was charged again on redelivery.
-  const byOrder = (list: ReadonlyArray<{ orderId: string; step: string } | undefined>) =>
-    list.map((c) => `${c?.orderId}/${c?.step}`).sort();
-  expect(byOrder(report.naive.crashes)).toEqual(byOrder(crashes));
-  expect(report.naive.acked).toBe(orders.length);
-  for (const crash of crashes) {
-    expect(report.naive.chargesPerOrder[crash!.orderId]).toBeGreaterThan(1);
-    if (crash!.step === 'sendReceipt') expect(report.naive.receiptsPerOrder[crash!.orderId]).toBeGreaterThan(1);
-  }
-  const naiveCharges = Object.values(report.naive.chargesPerOrder).reduce((a, b) => a + b, 0);
-  // At least one extra charge per crash (more if a slow consumer outlived a visibility timeout).
-  expect(naiveCharges).toBeGreaterThanOrEqual(orders.length + crashes.length);
-}
+import { expectTheDemoClaims, runDemo } from './demo-run.js';
 
 describe('npm start (the crash demo)', () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'ledgerflow-demo-'));
@@ -69,19 +14,6 @@ describe('npm start (the crash demo)', () => {
     expect(report.dataLocation).toContain(dataDir);
     expect(report.orders).toHaveLength(20);
     expect(report.ledgerflow.workers.filter((w) => w.outcome === 'killed')).toHaveLength(3);
-    expectTheDemoClaims(report);
-  }, 180_000);
-});
-
-describe('npm start against PostgreSQL (DATABASE_URL)', () => {
-  let store: TestStore | undefined;
-  afterAll(async () => store?.close());
-
-  it('uses the server and shows the same', async () => {
-    store = await createPgTestStore();
-    const report = await runDemo(['--orders', '6', '--kills', '2'], { DATABASE_URL: store.url! });
-    expect(report.store).toBe('pg');
-    expect(report.dataLocation).toMatch(/^PostgreSQL at 127\.0\.0\.1:\d+\/lf_test_/);
     expectTheDemoClaims(report);
   }, 180_000);
 });

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ZOD_PEER_RANGE } from '../../dsl/peer-dependencies.js';
 
 /**
- * The package as npm ships it: `npm run build`, `npm pack`, and a scratch application in a temp
+ * The package as npm ships it: `npm pack` (which builds through the prepack script), and a scratch application in a temp
  * directory that installs the tarball and zod at the lowest version of the peer range, with no
  * tsx and no TypeScript of its own (it borrows the repository's tsc binary to compile). It runs
  * the CLI on plain node, compiles the application under three strict tsconfigs that check
@@ -137,7 +137,7 @@ const CONFIGS = {
 
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'ledgerflow-pack-'));
-  await ok(process.execPath, ['scripts/build.js'], REPO);
+  // `npm pack` builds first (the prepack script), as `npm publish` does.
   const packed = JSON.parse(await ok('npm', ['pack', '--json', '--silent', '--pack-destination', work], REPO)) as [{ filename: string; files: { path: string }[] }];
   const shipped = packed[0].files.map((f) => f.path);
   expect(shipped).toContain('dist/runtime/index.js');

@@ -8,6 +8,7 @@ import { createClient, createWorker, migrate, type Store, type WorkflowRegistrat
 import { afterAll, describe, expect, it } from 'vitest';
 import { DIAGNOSTIC_CODES } from '../../codegen/model/diagnostic.js';
 import { waitUntil } from '../runtime/fixtures/run-helpers.js';
+import { runCli } from '../support/run-cli.js';
 import { createPGliteTestStore, createPgTestStore, type TestStore } from '../support/test-stores.js';
 import { directiveAt, fileRegion, readmeBlocks, type ReadmeBlock } from './readme-blocks.js';
 
@@ -72,7 +73,7 @@ const helps = new Map<string, Promise<string>>();
 function helpOf(command: string): Promise<string> {
   let help = helps.get(command);
   if (help === undefined) {
-    help = ledgerflow(command === '' ? ['--help'] : [command, '--help']).then((r) => (r.code === 0 ? r.stdout : ''));
+    help = runCli(command === '' ? ['--help'] : [command, '--help']).then((r) => (r.code === 0 ? r.stdout : ''));
     helps.set(command, help);
   }
   return help;
@@ -114,10 +115,10 @@ describe('README.md code blocks', () => {
     writeFiles(dir, files);
     writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ extends: '../../tsconfig.json', include: ['**/*.ts'], exclude: [] }));
 
-    const codegen = await ledgerflow(['codegen', '--root', dir]);
+    const codegen = await runCli(['codegen', '--root', dir]);
     expect(codegen.code, codegen.stdout + codegen.stderr).toBe(0);
     expect(existsSync(join(dir, 'generated/contracts/refund.v1.ts'))).toBe(true);
-    expect((await ledgerflow(['codegen', '--root', dir, '--check'])).code).toBe(0);
+    expect((await runCli(['codegen', '--root', dir, '--check'])).code).toBe(0);
 
     const tsc = join(root, 'node_modules/.bin/tsc');
     const typecheck = await run(tsc, ['-p', join(dir, 'tsconfig.json'), '--noEmit'], { cwd: root }).then(
@@ -145,7 +146,7 @@ describe('README.md code blocks', () => {
     expect(outputs).toHaveLength(1);
     const dir = scratchDir('diagnostics');
     writeFiles(dir, [{ path: inputs[0]!.directive!.argument, content: inputs[0]!.content }]);
-    const result = await ledgerflow(['codegen', '--root', dir]);
+    const result = await runCli(['codegen', '--root', dir]);
     expect(result.code).toBe(1);
     const timing = (text: string) => text.trim().replace(/\(\d+ ms\)/g, '(… ms)');
     expect(timing(outputs[0]!.content), `${at(outputs[0]!)}: paste codegen's current output`).toBe(timing(result.stdout));
@@ -323,7 +324,7 @@ describe('the tutorial, run as written', () => {
         content: "INSERT INTO shop.\"order\" (id) VALUES ('o-1'), ('o-2'), ('o-3'), ('o-4'), ('o-5');\nINSERT INTO shop.payment VALUES ('o-1', 'ch_1'), ('o-3', 'ch_3'), ('o-4', 'ch_4');",
       },
     ]);
-    const codegen = await ledgerflow(['codegen'], { cwd: dir });
+    const codegen = await runCli(['codegen', '--root', dir]);
     expect(codegen.code, codegen.stdout + codegen.stderr).toBe(0);
     const store = await createPGliteTestStore();
     try {
@@ -412,7 +413,7 @@ describe('the tutorial, run as written', () => {
   it('the debounced starts and the dedupe policy of section 5 do what the text says (embedded PGlite, in process)', async () => {
     const dir = scratchDir('debounce');
     writeFiles(dir, withDirective('file').map((b) => ({ path: b.directive!.argument, content: b.content })));
-    const codegen = await ledgerflow(['codegen'], { cwd: dir });
+    const codegen = await runCli(['codegen', '--root', dir]);
     expect(codegen.code, codegen.stdout + codegen.stderr).toBe(0);
     const store = await createPGliteTestStore();
     try {
@@ -446,7 +447,7 @@ describe('the tutorial, run as written', () => {
         content: "INSERT INTO shop.\"order\" (id) VALUES ('o-1'), ('o-2');\nINSERT INTO shop.refund VALUES ('o-1', 're_1', 1200), ('o-2', 're_2', 300);",
       },
     ]);
-    const codegen = await ledgerflow(['codegen'], { cwd: dir });
+    const codegen = await runCli(['codegen', '--root', dir]);
     expect(codegen.code, codegen.stdout + codegen.stderr).toBe(0);
     const store = await createPGliteTestStore();
     try {
@@ -501,7 +502,7 @@ describe('the tutorial, run as written', () => {
     writeFiles(dir, [
       { path: 'db/migrations/0002_test_data.sql', content: `INSERT INTO shop."order" (id) VALUES ${orders.map((o) => `('${o.orderId}')`).join(', ')};` },
     ]);
-    const codegen = await ledgerflow(['codegen'], { cwd: dir });
+    const codegen = await runCli(['codegen', '--root', dir]);
     expect(codegen.code, codegen.stdout + codegen.stderr).toBe(0);
     const store = await createPGliteTestStore();
     try {
@@ -576,7 +577,7 @@ describe('the tutorial, run as written', () => {
   it('the test file of "Testing your workflows" passes under vitest, as a user runs it (crash, take-over, time jump)', async () => {
     const dir = scratchDir('testing-kit');
     writeFiles(dir, withDirective('file').map((b) => ({ path: b.directive!.argument, content: b.content })));
-    const codegen = await ledgerflow(['codegen'], { cwd: dir });
+    const codegen = await runCli(['codegen', '--root', dir]);
     expect(codegen.code, codegen.stdout + codegen.stderr).toBe(0);
     // The scratch project's ledgerflow is the repository, which runs from its sources (package.json exports).
     writeFileSync(

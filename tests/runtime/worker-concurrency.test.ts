@@ -290,11 +290,20 @@ describe('worker: transactional zombie [pg]', () => {
       await held.entered;
 
       // The zombie's transaction holds its ledger row; a successor that takes the run over
-      // inserts the same key and waits on it — until the zombie's transaction ends.
-      await expireLease(runId);
+      // inserts the same key and waits on it — until the zombie's transaction ends. The zombie's
+      // heartbeat still renews an expired lease nobody has taken (by its token), so on a loaded
+      // machine it can win the race against one expiry: expire it until the successor holds it.
       const successorLog = eventLog();
       const successor = createWorker({ store, ...FAST, workflows: [gatedWriteHandlers('successor')], leaseMs: 30_000, onEvent: successorLog.onEvent });
       const started = performance.now();
+      await successor.start();
+      const takenOver = successorLog.waitFor('run-claimed', (e) => e.runId === runId);
+      let claimed = false;
+      void takenOver.then(() => (claimed = true));
+      while (!claimed) {
+        await expireLease(runId);
+        await Promise.race([takenOver, new Promise((resolve) => setTimeout(resolve, 50))]);
+      }
       await successor.drain({ timeoutMs: 20_000 });
       const waited = performance.now() - started;
       await zombieLog.waitFor('lease-lost', (e) => e.runId === runId);

@@ -9,19 +9,17 @@ declare module 'vitest' {
   }
 }
 
-let server: PostgresServer | undefined;
-
-/** Uses DATABASE_URL when given; otherwise starts a throwaway server for the whole run. */
-export async function setup(project: TestProject): Promise<void> {
+/**
+ * Uses DATABASE_URL when given; otherwise starts a throwaway server for the project's run and
+ * returns its teardown (each project — `main`, `chaos` — that runs gets its own server).
+ */
+export async function setup(project: TestProject): Promise<(() => Promise<void>) | undefined> {
   const given = process.env['DATABASE_URL'];
   if (given) {
     project.provide('postgresUrl', given);
-    return;
+    return undefined;
   }
-  server = await startPostgres();
+  const server: PostgresServer = await startPostgres();
   project.provide('postgresUrl', server.url);
-}
-
-export async function teardown(): Promise<void> {
-  await server?.destroy();
+  return () => server.destroy();
 }
