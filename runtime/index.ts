@@ -63,6 +63,7 @@ export {
   type EffectFilter,
   type RunFilter,
   type WaitOptions,
+  type StartAndWaitOptions,
 } from './client/client.js';
 export type {
   AuditFilter,
