@@ -12,11 +12,24 @@ import { flaky, twoSteps } from './fixtures/test-workflows.js';
 
 /**
  * `waitForRun` and `startAndWait` sleep until the run's settling transaction NOTIFYs (core 0011).
- * The polls are set to ten minutes, so a wait that returns within the test was woken by the
- * notification: without it, it would end in WaitTimeoutError. Every notification on the channel
- * is recorded by a listener of the test's own, to show that only watched runs notify.
+ * The polls and the timeout are set to ten minutes, so a wait that returns within the test was
+ * woken by the notification (`woken` fails the test after 10 s: a guard, not a latency bound).
+ * Every notification on the channel is recorded by a listener of the test's own, to show that
+ * only watched runs notify.
  */
-const NOTIFIED_ONLY = { timeoutMs: 15_000, pollMs: 600_000, recheckMs: 600_000 } as const;
+const NOTIFIED_ONLY = { timeoutMs: 600_000, pollMs: 600_000, recheckMs: 600_000 } as const;
+
+async function woken<T>(wait: Promise<T>): Promise<T> {
+  let guard: NodeJS.Timeout | undefined;
+  const notWoken = new Promise<never>((_, reject) => {
+    guard = setTimeout(() => reject(new Error('the wait was not woken by a notification within 10 s')), 10_000);
+  });
+  try {
+    return await Promise.race([wait, notWoken]);
+  } finally {
+    clearTimeout(guard);
+  }
+}
 
 describeStores('waitForRun: woken by the settling commit', (getStore) => {
   let client: Client;
@@ -61,7 +74,7 @@ describeStores('waitForRun: woken by the settling commit', (getStore) => {
     const waiting = client.waitForRun(runId, NOTIFIED_ONLY);
     await waitUntil('the run marked as waited for', () => isMarked(runId), 5_000);
     await startWorker();
-    const run = await waiting;
+    const run = await woken(waiting);
     expect(run.status).toBe('completed');
     expect(run.steps.map((s) => s.step_name)).toEqual(['double', 'describe']);
     await waitUntil('the notification seen by the test listener too', () => notified.includes(runId), 5_000);
@@ -69,21 +82,23 @@ describeStores('waitForRun: woken by the settling commit', (getStore) => {
 
   it('startAndWait inserts the run marked and returns it settled', async () => {
     await startWorker();
-    const run = await client.startAndWait(twoSteps, { n: 5 }, { wait: NOTIFIED_ONLY });
+    const run = await woken(client.startAndWait(twoSteps, { n: 5 }, { wait: NOTIFIED_ONLY }));
     expect(run).toMatchObject({ status: 'completed', notify_settled: true, input: { n: 5 } });
     expect(run.output).toEqual({ double: { value: 10 }, describe: { text: 'value is 10' } });
   });
 
   it('startAndWait with a dedupe key of an existing run waits for that run', async () => {
     const { runId } = await client.start(twoSteps, { n: 7 }, { dedupeKey: 'saw-existing' });
+    const waiting = woken(client.startAndWait(twoSteps, { n: 7 }, { dedupeKey: 'saw-existing', wait: NOTIFIED_ONLY }));
+    await waitUntil('the existing run marked as waited for', () => isMarked(runId), 5_000);
     await startWorker();
-    const run = await client.startAndWait(twoSteps, { n: 7 }, { dedupeKey: 'saw-existing', wait: NOTIFIED_ONLY });
+    const run = await waiting;
     expect(run).toMatchObject({ id: runId, status: 'completed' });
   });
 
   it('wakes the waiter of a run that fails', async () => {
     await startWorker();
-    const run = await client.startAndWait(flaky, { failTimes: 1, error: 'non-retryable' }, { wait: NOTIFIED_ONLY });
+    const run = await woken(client.startAndWait(flaky, { failTimes: 1, error: 'non-retryable' }, { wait: NOTIFIED_ONLY }));
     expect(run.status).toBe('failed');
     expect(run.error).toMatchObject({ message: 'refused on call 1' });
   });
@@ -93,13 +108,13 @@ describeStores('waitForRun: woken by the settling commit', (getStore) => {
     const waiting = client.waitForRun(runId, NOTIFIED_ONLY);
     await waitUntil('the run marked as waited for', () => isMarked(runId), 5_000);
     expect(await client.cancel(runId)).toBe(true);
-    expect((await waiting).status).toBe('cancelled');
+    expect((await woken(waiting)).status).toBe('cancelled');
   });
 
   it('returns at once for a run that settled before the wait, without marking it', async () => {
     const { runId } = await client.start(twoSteps, { n: 2 });
     await client.cancel(runId);
-    expect((await client.waitForRun(runId, NOTIFIED_ONLY)).status).toBe('cancelled');
+    expect((await woken(client.waitForRun(runId, NOTIFIED_ONLY))).status).toBe('cancelled');
     expect(await isMarked(runId)).toBe(false);
   });
 
@@ -117,7 +132,7 @@ describeStores('waitForRun: woken by the settling commit', (getStore) => {
       },
       10_000,
     );
-    const watched = await client.startAndWait(twoSteps, { n: 300 }, { wait: NOTIFIED_ONLY });
+    const watched = await woken(client.startAndWait(twoSteps, { n: 300 }, { wait: NOTIFIED_ONLY }));
     // The watched run's notification arrived (it woke the wait); all earlier ones would have arrived before it.
     await waitUntil('the watched run notified', () => notified.includes(watched.id), 5_000);
     expect(notified.filter((id) => unwatched.includes(id))).toEqual([]);
@@ -179,7 +194,7 @@ describe('waitForRun: the listening connection lost [pg]', () => {
     const worker = createWorker({ store, workflows: [twoStepsHandlers()], pollIntervalMs: 20, reconcileIntervalMs: 0 });
     await worker.start();
     try {
-      const run = await client.waitForRun(second.runId, { timeoutMs: 15_000, pollMs: 600_000, recheckMs: 600_000 });
+      const run = await woken(client.waitForRun(second.runId, NOTIFIED_ONLY));
       expect(run.status).toBe('completed');
     } finally {
       await worker.stop();
