@@ -44,6 +44,7 @@ import { measureTelemetryOverhead, type TelemetryOverhead } from './workloads/te
  *   LEDGERFLOW_BENCH_TELEMETRY_ROUNDS  rounds of the telemetry overhead measurement (default 2)
  *   LEDGERFLOW_BENCH_ONLY=telemetry    only the telemetry overhead measurement, logged, no files written
  *   LEDGERFLOW_BENCH_ONLY=fanout       only the fan-out measurement, logged, no files written
+ *   LEDGERFLOW_BENCH_ONLY=latency      only W3 (after a W1 c=16 drain for its peak rate), logged, no files written
  *   DATABASE_URL                  use this server instead of starting one (settings recorded as found)
  */
 const CONCURRENCIES = [1, 4, 16] as const;
@@ -58,7 +59,9 @@ function logFanOut(fanOut: Awaited<ReturnType<typeof measureFanOut>>): void {
 async function main(): Promise<void> {
   const n = positiveInt('LEDGERFLOW_BENCH_N', 2000);
   const only = process.env['LEDGERFLOW_BENCH_ONLY'] ?? '';
-  if (only !== '' && only !== 'telemetry' && only !== 'fanout') throw new Error(`LEDGERFLOW_BENCH_ONLY must be telemetry, fanout or empty (got "${only}").`);
+  if (only !== '' && only !== 'telemetry' && only !== 'fanout' && only !== 'latency') {
+    throw new Error(`LEDGERFLOW_BENCH_ONLY must be telemetry, fanout, latency or empty (got "${only}").`);
+  }
   const w3Seconds = positiveInt('LEDGERFLOW_BENCH_W3_SECONDS', 5);
   const started = performance.now();
   const server = await openBenchServer();
@@ -79,6 +82,12 @@ async function main(): Promise<void> {
         await sql.raw(BENCH_APP_SQL).execute(store.db);
         logFanOut(await measureFanOut(store, { children: positiveInt('LEDGERFLOW_BENCH_FANOUT', 10_000), clientStarts: Math.min(n, 1000), registrations: [...registrations, ...waitBenchRegistrations()] }));
       });
+      return;
+    }
+    if (only === 'latency') {
+      const peak = (await durableDrain(server, { workflow: oneStep, runs: n, stepsPerRun: 1, concurrency: 16, registrations, notes, label: 'W1' })).row;
+      log(`W1 c=16: ${peak.stepsPerSecond.toFixed(0)} steps/s`);
+      await measureW3(server, peak.stepsPerSecond / 2, w3Seconds, registrations);
       return;
     }
 
@@ -152,13 +161,7 @@ async function main(): Promise<void> {
     }
 
     const w1Peak = Math.max(...durable.filter((r) => r.workload.startsWith('W1')).map((r) => r.stepsPerSecond));
-    const latencyDb = await prepareDatabase(server, 'bench_w3');
-    const latency = await withStores(
-      [createPgStore({ connectionString: latencyDb.url, maxConnections: 8 }), createPgStore({ connectionString: latencyDb.url, maxConnections: 18 })],
-      ([clientStore, workerStore]) =>
-        measureLatency({ arrivalsPerSecond: w1Peak / 2, seconds: w3Seconds, concurrency: 16, clientStore, workerStore, registrations }),
-    );
-    log(`W3 at ${(w1Peak / 2).toFixed(0)} runs/s: p50 ${latency.p50Ms.toFixed(1)} ms, p99 ${latency.p99Ms.toFixed(1)} ms`);
+    const latency = await measureW3(server, w1Peak / 2, w3Seconds, registrations);
 
     const pglite: ThroughputRow[] = [];
     const pgliteRuns = Math.min(n, 1000);
@@ -247,6 +250,21 @@ async function main(): Promise<void> {
   } finally {
     await server.close();
   }
+}
+
+/** W3 at `arrivalsPerSecond` (half the W1 peak), logged. */
+async function measureW3(server: BenchServer, arrivalsPerSecond: number, seconds: number, registrations: ReturnType<typeof benchRegistrations>) {
+  const latencyDb = await prepareDatabase(server, 'bench_w3');
+  const latency = await withStores(
+    [createPgStore({ connectionString: latencyDb.url, maxConnections: 8 }), createPgStore({ connectionString: latencyDb.url, maxConnections: 18 })],
+    ([clientStore, workerStore]) => measureLatency({ arrivalsPerSecond, seconds, concurrency: 16, clientStore, workerStore, registrations }),
+  );
+  const r = latency.toResult!;
+  log(
+    `W3 at ${arrivalsPerSecond.toFixed(0)} runs/s: start→first step p50 ${latency.p50Ms.toFixed(1)} ms, p99 ${latency.p99Ms.toFixed(1)} ms; ` +
+      `start→result (startAndWait) p50 ${r.p50Ms.toFixed(1)} ms, p99 ${r.p99Ms.toFixed(1)} ms`,
+  );
+  return latency;
 }
 
 /** A fresh database with the core schema, the bench workflows and the application table. */

@@ -45,15 +45,21 @@ export interface StepCostRow {
   readonly queryMsPerRun: Readonly<Record<QueryClass, number>>;
 }
 
-export interface LatencyResult {
-  readonly arrivalsPerSecond: number;
-  readonly runs: number;
-  readonly seconds: number;
-  readonly concurrency: number;
+export interface LatencyPercentiles {
   readonly p50Ms: number;
   readonly p90Ms: number;
   readonly p99Ms: number;
   readonly maxMs: number;
+}
+
+/** Start to first step (the top-level percentiles) and, when measured, start to result. */
+export interface LatencyResult extends LatencyPercentiles {
+  readonly arrivalsPerSecond: number;
+  readonly runs: number;
+  readonly seconds: number;
+  readonly concurrency: number;
+  /** From the scheduled start to `startAndWait` returning the completed run. */
+  readonly toResult?: LatencyPercentiles;
 }
 
 export interface BenchResults {

@@ -64,6 +64,7 @@ export {
   type EffectFilter,
   type RunFilter,
   type WaitOptions,
+  type StartAndWaitOptions,
 } from './client/client.js';
 export type {
   AuditFilter,

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { createClient } from '../../runtime/client/client.js';
 import { createWorker, type Store, type WorkflowRegistration } from '../../runtime/index.js';
-import type { LatencyResult } from '../results-model.js';
+import type { LatencyPercentiles, LatencyResult } from '../results-model.js';
 import { latencyProbe } from './bench-workflows.js';
 
 export interface LatencyOptions {
@@ -15,16 +15,19 @@ export interface LatencyOptions {
 }
 
 /**
- * W3: start-to-first-step latency under an open-loop arrival rate. Starts are issued on a
- * fixed schedule whether or not earlier ones finished (so a slow system cannot slow the
- * arrivals down and flatter itself), and latency runs from each start's *scheduled* time to
- * the commit of its run's first step, as the worker reports it. The worker is idle between
+ * W3: start-to-first-step and start-to-result latency under an open-loop arrival rate. Starts
+ * are issued on a fixed schedule whether or not earlier ones finished (so a slow system cannot
+ * slow the arrivals down and flatter itself), each with `client.startAndWait` as an API handler
+ * answering with the result would. Latency runs from each start's *scheduled* time to the commit
+ * of its run's (one) step, as the worker reports it, and to `startAndWait` returning the settled
+ * run (woken by the settle's notification, then the run read back). The worker is idle between
  * arrivals, so what is measured includes its LISTEN/NOTIFY wake-up.
  */
 export async function measureLatency(options: LatencyOptions): Promise<LatencyResult> {
   const client = createClient({ store: options.clientStore });
   const scheduledAt = new Map<string, number>();
   const latencies: number[] = [];
+  const resultLatencies: number[] = [];
   const total = Math.max(1, Math.round(options.arrivalsPerSecond * options.seconds));
   let finished!: () => void;
   const allDone = new Promise<void>((resolve) => (finished = resolve));
@@ -56,9 +59,13 @@ export async function measureLatency(options: LatencyOptions): Promise<LatencyRe
     if (wait > 1) await new Promise((resolve) => setTimeout(resolve, wait));
     const runId = randomUUID();
     scheduledAt.set(runId, due);
-    starts.push(client.start(latencyProbe, { i: k + 1 }, { runId }));
+    starts.push(
+      client.startAndWait(latencyProbe, { i: k + 1 }, { runId, wait: { timeoutMs: 60_000 } }).then((run) => {
+        if (run.status !== 'completed') throw new Error(`W3: run ${runId} ended ${run.status}`);
+        resultLatencies.push(performance.now() - due);
+      }),
+    );
   }
-  await Promise.all(starts);
   let timer: NodeJS.Timeout | undefined;
   await Promise.race([
     allDone,
@@ -66,18 +73,21 @@ export async function measureLatency(options: LatencyOptions): Promise<LatencyRe
       timer = setTimeout(() => reject(new Error(`W3: only ${latencies.length} of ${total} first steps committed within 60 s`)), 60_000);
     }),
   ]).finally(() => clearTimeout(timer));
+  await Promise.all(starts);
   const seconds = (performance.now() - t0) / 1000;
   await worker.stop();
-  latencies.sort((a, b) => a - b);
-  const at = (q: number): number => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? NaN;
   return {
     arrivalsPerSecond: options.arrivalsPerSecond,
     runs: total,
     seconds,
     concurrency: options.concurrency,
-    p50Ms: at(0.5),
-    p90Ms: at(0.9),
-    p99Ms: at(0.99),
-    maxMs: latencies[latencies.length - 1] ?? NaN,
+    ...percentiles(latencies),
+    toResult: percentiles(resultLatencies),
   };
+}
+
+function percentiles(latencies: number[]): LatencyPercentiles {
+  latencies.sort((a, b) => a - b);
+  const at = (q: number): number => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? NaN;
+  return { p50Ms: at(0.5), p90Ms: at(0.9), p99Ms: at(0.99), maxMs: latencies[latencies.length - 1] ?? NaN };
 }

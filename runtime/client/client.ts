@@ -1,13 +1,13 @@
+import { randomUUID } from 'node:crypto';
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { AnyEvent, EventSendPayload } from '../../dsl/event.js';
 import type { AnyWorkflow, WorkflowStartInput } from '../../dsl/workflow.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
-import { ConflictError, RunNotFoundError, UnknownWorkflowError, ValidationError, WaitTimeoutError } from '../errors.js';
-import { missingRunError } from '../retention/pruned-run.js';
+import { ConflictError, RunNotFoundError, UnknownWorkflowError, ValidationError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { loadTelemetry, type Telemetry } from '../telemetry/telemetry.js';
 import { RUN_STATUSES, type LedgerflowDatabase, type RunStatus, type StepEffectRow, type WorkflowRunRow } from '../store/tables.js';
-import { loadRunDetails, SETTLED_RUN_STATUSES, type RunDetails } from './run-details.js';
+import { loadRunDetails, type RunDetails } from './run-details.js';
 import { listQueues, type QueueListOptions, type QueueSummary } from './queues.js';
 import { parseEvent, sendEventIn, signalKey, type SendEventOptions, type SentEvent } from './send-event.js';
 import { listSchedules, type ScheduleSummary } from './schedules.js';
@@ -16,6 +16,10 @@ import { cancelRun, listAudit, resolveEffect, retryRun, setQueuePaused, setSched
 import type { AuditFilter, EffectResolution, OperatorActionRow, OperatorNote, ResolvedEffect, RetriedRun } from './operator.js';
 import { assertRunId } from './validate-input.js';
 import { listWorkflowVersions, type WorkflowVersionSummary } from './workflow-versions.js';
+import { SettledRunWaiters } from './settled-run-waiters.js';
+import { parseWaitOptions, waitForRun, type WaitOptions } from './wait-for-run.js';
+
+export type { WaitOptions } from './wait-for-run.js';
 
 export interface ClientOptions {
   readonly store: Store;
@@ -24,13 +28,6 @@ export interface ClientOptions {
    * registrations. Starting with a workflow object works whether or not it is listed here.
    */
   readonly workflows?: ReadonlyArray<AnyWorkflow | WorkflowRegistration>;
-}
-
-export interface WaitOptions {
-  /** Give up (WaitTimeoutError) after this long. Default 30 000. */
-  readonly timeoutMs?: number;
-  /** How often the run's status is read. Default 250. */
-  readonly pollMs?: number;
 }
 
 export interface RunFilter {
@@ -94,14 +91,30 @@ export interface Client {
    */
   getRun(runId: string): Promise<RunDetails>;
   /**
-   * Polls until the run is completed, failed, cancelled or parked in `needs_reconciliation`,
+   * Waits until the run is completed, failed, cancelled or parked in `needs_reconciliation`,
    * then returns it; `WaitTimeoutError` after `timeoutMs`; `RunPrunedError` for a pruned run.
+   * Woken by a notification from the transaction that settles the run (the wait marks the run
+   * so that it notifies; unwatched runs never do), with a status read every `recheckMs` in case
+   * one is lost, and every `pollMs` while the client's listening connection is down.
    *
    * @example
    * const run = await client.waitForRun(runId, { timeoutMs: 10_000 });
    * if (run.status === 'completed') console.log(run.output);
    */
   waitForRun(runId: string, options?: WaitOptions): Promise<RunDetails>;
+  /**
+   * `start`, then `waitForRun` — what an API handler that answers with the result does. The run
+   * is inserted already marked as waited for, so the wait adds no statement before it sleeps
+   * until the run's settling commit notifies. `options.wait` are the wait's options (its
+   * `timeoutMs` bounds the wait; the start's own `timeoutMs` is the run's deadline). A start that
+   * finds an existing run (same `runId`/`dedupeKey`, a debounce window) waits for that run.
+   *
+   * @example
+   * const run = await client.startAndWait(orderPayment, { orderId: 'o-1', amountCents: 1200 }, { dedupeKey: 'o-1', wait: { timeoutMs: 5_000 } });
+   * if (run.status === 'completed') console.log(run.output);
+   */
+  startAndWait<W extends AnyWorkflow>(workflow: W, input: WorkflowStartInput<W>, options?: StartAndWaitOptions): Promise<RunDetails>;
+  startAndWait(workflowName: string, input: unknown, options?: StartAndWaitOptions): Promise<RunDetails>;
   /**
    * Cancels a run that is not final yet: status `cancelled`, lease cleared and the fencing
    * token moved on, so a worker still executing one of its steps cannot commit; its unfinished
@@ -215,6 +228,11 @@ export interface Client {
 
 export { cancelRunStatement } from './cancel-run.js';
 
+/** {@link Client.startAndWait}'s options: the start's, and the wait's under `wait`. */
+export interface StartAndWaitOptions extends StartOptions {
+  readonly wait?: WaitOptions;
+}
+
 /**
  * Creates a client over a store.
  *
@@ -232,6 +250,8 @@ export function createClient(options: ClientOptions): Client {
   // The OpenTelemetry API, loaded at the first start: a run continues the trace it was started in.
   let telemetry: Promise<Telemetry> | undefined;
   const traceContext = async () => (await (telemetry ??= loadTelemetry())).captureContext();
+  // One LISTEN for every wait of this client, opened at the first (settled-run-waiters.ts).
+  const settled = new SettledRunWaiters(store);
 
   const resolveEvent = (event: AnyEvent | string): AnyEvent => {
     if (typeof event !== 'string') return event;
@@ -277,20 +297,16 @@ export function createClient(options: ClientOptions): Client {
       return startRun(trx as unknown as Kysely<LedgerflowDatabase>, resolve(workflow), input, startOptions, migrated, await traceContext());
     },
     getRun: (runId) => loadRunDetails(store.db, runId),
-    async waitForRun(runId, waitOptions = {}) {
-      assertRunId(runId);
-      const timeoutMs = waitOptions.timeoutMs ?? 30_000;
-      const pollMs = waitOptions.pollMs ?? 250;
-      const deadline = Date.now() + timeoutMs;
-      for (;;) {
-        const row = await store.db.selectFrom('ledgerflow.workflow_run').select('status').where('id', '=', runId).executeTakeFirst();
-        if (row === undefined) throw await missingRunError(store.db, runId);
-        if (SETTLED_RUN_STATUSES.includes(row.status)) return loadRunDetails(store.db, runId);
-        if (Date.now() + pollMs > deadline) {
-          throw new WaitTimeoutError(`Run ${runId} is still ${row.status} after ${timeoutMs} ms; it goes on, wait again or inspect it.`);
-        }
-        await new Promise((r) => setTimeout(r, pollMs));
-      }
+    waitForRun: async (runId, waitOptions) => waitForRun(store.db, settled, runId, parseWaitOptions(waitOptions)),
+    async startAndWait(workflow: AnyWorkflow | string, input: unknown, options: StartAndWaitOptions = {}) {
+      const { wait, ...startOptions } = options;
+      const parsedWait = parseWaitOptions(wait);
+      const resolved = resolve(workflow);
+      const context = await traceContext();
+      const runId = startOptions.runId?.toLowerCase() ?? randomUUID();
+      return waitForRun(store.db, settled, runId, parsedWait, () =>
+        startRun(store.db, resolved, input, startOptions, migrated, context, { runId }),
+      );
     },
     cancel: (runId, note) => cancelRun(store.db, runId, note),
     listRuns: async (filter = {}) => listRunsQuery(store.db, filter).execute(),

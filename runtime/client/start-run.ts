@@ -46,6 +46,14 @@ export interface StartOptions {
   readonly priority?: number;
 }
 
+/**
+ * A start by `startAndWait`: a run it creates gets this id and is marked as waited for
+ * (`notify_settled`, core 0011) by the insert itself, so waiting costs no extra statement.
+ */
+export interface WatchedStart {
+  readonly runId: string;
+}
+
 export interface StartedRun {
   readonly runId: string;
   /**
@@ -74,6 +82,7 @@ export const MAX_DEDUPE_KEY_LENGTH = 1_000;
  * they are combined with) is rejected before the first query. A debounced start goes on in
  * debounce.ts, with the same insert. `traceContext` (the caller's OpenTelemetry context as a
  * propagator carrier, or null) is stored with the run for the worker's spans to continue.
+ * `watched`: the id of a run this start creates, inserted marked as waited for (startAndWait).
  */
 export async function startRun(
   db: Kysely<LedgerflowDatabase>,
@@ -82,6 +91,7 @@ export async function startRun(
   options: StartOptions,
   migrated: MigratedVersions,
   traceContext: Json | null = null,
+  watched?: WatchedStart,
 ): Promise<StartedRun> {
   const inputJson = parseStartInput(workflow, input);
   if (options.runId !== undefined) assertRunId(options.runId);
@@ -108,7 +118,7 @@ export async function startRun(
   }
   const debounce = parseDebounce(options.debounce, { runId: options.runId, dedupeKey });
   // PostgreSQL prints uuids in lower case; comparing with what it returns needs the same form.
-  const runId = options.runId?.toLowerCase() ?? randomUUID();
+  const runId = options.runId?.toLowerCase() ?? watched?.runId ?? randomUUID();
 
   await assertMigrated(db, workflow, migrated);
   // A start that names its run (an id of its own or a dedupe key) must not create one whose
@@ -126,6 +136,7 @@ export async function startRun(
         ...(timeoutMs !== undefined ? { deadline_at: sql<Date>`statement_timestamp() + ${millis(timeoutMs)}` } : {}),
         ...(options.priority !== undefined ? { priority: options.priority } : {}),
         ...(traceContext !== null ? { trace_context: JSON.stringify(traceContext) } : {}),
+        ...(watched !== undefined ? { notify_settled: true } : {}),
         ...debounced,
       },
       { guarded, notify: debounced === undefined },
@@ -173,6 +184,7 @@ const RUN_COLUMN_TYPES = {
   created_at: 'timestamptz',
   run_after: 'timestamptz',
   trace_context: 'jsonb',
+  notify_settled: 'boolean',
 } as const;
 
 export type StartedRunColumns = {

@@ -17,7 +17,12 @@ export interface Store {
    * at most once if the subscription's connection breaks (backend terminated, server restarted):
    * no notification arrives after that, and the caller subscribes again.
    */
-  listen(channel: string, onNotify: (payload: string) => void, onLost?: (error: Error) => void): Promise<() => Promise<void>>;
+  listen(
+    channel: string,
+    onNotify: (payload: string) => void,
+    onLost?: (error: Error) => void,
+    options?: ListenOptions,
+  ): Promise<() => Promise<void>>;
   /**
    * Ends another session of this database at once (`pg_terminate_backend`), rolling back its
    * transaction and releasing its locks: how a transactional step whose statement is stuck is
@@ -25,6 +30,15 @@ export interface Store {
    */
   readonly terminateBackend?: (pid: number) => Promise<void>;
   close(): Promise<void>;
+}
+
+export interface ListenOptions {
+  /**
+   * `false`: the subscription alone does not keep the Node.js process alive (its socket is
+   * unref'd), for a subscription kept open between uses, such as the client's for `waitForRun`,
+   * whose waiters hold timers of their own. Default `true`.
+   */
+  readonly keepProcessAlive?: boolean;
 }
 
 /** Postgres type OIDs whose text form both drivers must parse the same way. */

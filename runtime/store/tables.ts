@@ -86,6 +86,11 @@ export interface WorkflowRunTable {
    * (`traceparent`, `tracestate`); the worker's spans for the run continue it (core 0009).
    */
   trace_context: Json | null;
+  /**
+   * Somebody waits for the run's end (`waitForRun`, `startAndWait`): the transaction that settles
+   * it NOTIFYs `ledgerflow_run_settled` with its id (a trigger, core 0011). Unwatched runs never notify.
+   */
+  notify_settled: Generated<boolean>;
 }
 
 /** `workflow_run.waiting_for` of a waiting run. */

@@ -116,6 +116,9 @@ const WRITES: Readonly<Record<string, readonly string[]>> = {
   // A start inserts its run pending (the column default); prune only archives and deletes finished runs.
   'start-run-guarded.sql': [],
   'start-run-debounced.sql': [],
+  // A waiter's mark (core 0011) keeps the status; the settle's trigger only NOTIFYs.
+  'start-run-watched.sql': [],
+  'watch-run.sql': [],
   'prune-batch.sql': [],
   'prune-archive-batch.sql': [],
   'prune-dry-run-page.sql': [],

@@ -1,3 +1,4 @@
+import type { Socket } from 'node:net';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { INT8_OID, parseInt8, type Store } from '../store.js';
@@ -42,7 +43,7 @@ export function createPgStore(options: PgStoreOptions): Store {
     kind: 'pg',
     db,
     location: `PostgreSQL at ${url.hostname}:${url.port || '5432'}${url.pathname}`,
-    async listen(channel, onNotify, onLost) {
+    async listen(channel, onNotify, onLost, listenOptions = {}) {
       const Client = options.clientClass ?? pg.Client;
       const client = new Client({
         connectionString: options.connectionString,
@@ -62,6 +63,7 @@ export function createPgStore(options: PgStoreOptions): Store {
       client.on('end', () => lose(new Error(`the connection listening on "${channel}" ended`)));
       try {
         await client.connect();
+        if (listenOptions.keepProcessAlive === false) (client.connection.stream as Partial<Pick<Socket, 'unref'>>).unref?.();
         client.on('notification', (message) => {
           if (message.channel === channel) onNotify(message.payload ?? '');
         });
