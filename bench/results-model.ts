@@ -26,6 +26,24 @@ export interface ThroughputRow {
 }
 
 /**
+ * One end-to-end measurement (bench/workloads/end-to-end.ts, bench/peers): clients start runs
+ * in a closed loop while the engine executes them, from the first start to the last completion.
+ */
+export interface EndToEndRow {
+  /** `ledgerflow` or the peer's name. */
+  readonly engine: string;
+  readonly workload: string;
+  readonly clients: number;
+  readonly workflows: number;
+  readonly seconds: number;
+  readonly workflowsPerSecond: number;
+  readonly stepsPerSecond: number;
+  /** `xact_commit` delta of the engine's databases per workflow, start-up, warm-up and shutdown included. */
+  readonly commitsPerWorkflow: number;
+  readonly rollbacks: number;
+}
+
+/**
  * What one step of one kind costs, from a single-step workflow of that kind drained at
  * concurrency 1 (so each claim takes exactly one run). Driver-side counts class every
  * transaction the worker sent; the server's `xact_commit` delta is the cross-check.
@@ -66,6 +84,8 @@ export interface BenchResults {
   /** The same writes as four statements in an explicit transaction, for comparison. */
   readonly floorAsTransaction: readonly ThroughputRow[];
   readonly durable: readonly ThroughputRow[];
+  /** Starts included: c clients start and await runs while one worker executes them. */
+  readonly endToEnd?: readonly EndToEndRow[];
   readonly stepCosts: readonly StepCostRow[];
   readonly latency?: LatencyResult;
   readonly pglite: readonly ThroughputRow[];
