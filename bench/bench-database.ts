@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import pg from 'pg';
 import { createPgStore } from '../runtime/store/pg/pg-store.js';
 import { migrateForTest } from '../tests/support/migrate-for-test.js';
 import type { BenchServer } from './environment.js';
@@ -16,4 +17,21 @@ export async function prepareBenchDatabase(server: BenchServer, name: string): P
     await store.close();
   }
   return { url, name };
+}
+
+/** Throws unless the three-step workload wrote exactly one application row per workflow. */
+export async function expectReservations(url: string, workflows: number, engine: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ n: number; runs: number }>(
+      'SELECT count(*)::int AS n, count(DISTINCT run_id)::int AS runs FROM bench_app.reservation',
+    );
+    const { n, runs } = rows[0] ?? { n: 0, runs: 0 };
+    if (n !== workflows || runs !== workflows) {
+      throw new Error(`${engine}: ${workflows} three-step workflows wrote ${n} application rows for ${runs} runs (expected one each)`);
+    }
+  } finally {
+    await client.end();
+  }
 }

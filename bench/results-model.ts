@@ -38,8 +38,10 @@ export interface EndToEndRow {
   readonly seconds: number;
   readonly workflowsPerSecond: number;
   readonly stepsPerSecond: number;
-  /** `xact_commit` delta of the engine's databases per workflow, start-up, warm-up and shutdown included. */
+  /** `xact_commit` delta of the engine's databases per workflow (warm-up runs counted), start-up and shutdown taken off. */
   readonly commitsPerWorkflow: number;
+  /** Commits of one start-up and shutdown with no run in between (the engine's fixed cost, not in the per-workflow figure). */
+  readonly lifecycleCommits: number;
   readonly rollbacks: number;
 }
 
