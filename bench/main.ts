@@ -339,7 +339,7 @@ async function endToEnd(server: BenchServer, registrations: ReturnType<typeof be
   for (const workload of END_TO_END_WORKLOADS) {
     for (const clients of CONCURRENCIES) {
       const row = await ledgerflowEndToEnd(server, { workload, clients, runs, warmUp: 20, registrations });
-      log(`end-to-end ${workload.id} c=${clients}: ${row.workflowsPerSecond.toFixed(0)} workflows/s, ${row.commitsPerWorkflow.toFixed(2)} commits/workflow`);
+      log(`end-to-end ${workload.id} c=${clients}: ${row.workflowsPerSecond.toFixed(0)} workflows/s, ${row.commitsPerWorkflow.toFixed(2)} commits, ${row.walSyncsPerWorkflow.toFixed(2)} WAL syncs per workflow`);
       rows.push(row);
     }
   }

@@ -40,6 +40,8 @@ export interface EndToEndRow {
   readonly stepsPerSecond: number;
   /** `xact_commit` delta of the engine's databases per workflow (warm-up runs counted), start-up and shutdown taken off. */
   readonly commitsPerWorkflow: number;
+  /** WAL syncs to disk per workflow (cluster-wide `pg_stat_wal.wal_sync`, start-up and shutdown taken off): the commits that cost an fsync. */
+  readonly walSyncsPerWorkflow: number;
   /** Commits of one start-up and shutdown with no run in between (the engine's fixed cost, not in the per-workflow figure). */
   readonly lifecycleCommits: number;
   readonly rollbacks: number;

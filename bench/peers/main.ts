@@ -1,6 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
@@ -12,7 +12,7 @@ import { renderChartPng, renderChartSvg, type ChartSeries } from '../report/char
 import { sideBySideTable } from '../report/end-to-end.js';
 import { renderPeersMarkdown } from '../report/peers.js';
 import type { EndToEndRow } from '../results-model.js';
-import { readServerCounters, type ServerCounters } from '../server-stats.js';
+import { readServerCounters, readWalSyncs } from '../server-stats.js';
 import { BENCH_APP_SQL, benchRegistrations } from '../workloads/bench-workflows.js';
 import { END_TO_END_WORKLOADS, endToEndRow, ledgerflowEndToEnd, type EndToEndWorkload } from '../workloads/end-to-end.js';
 
@@ -38,6 +38,7 @@ async function main(): Promise<void> {
   const warmUp = positiveInt('LEDGERFLOW_PEERS_WARMUP', 20);
   ensurePeerInstalled();
   const started = performance.now();
+  const loadAtStart = loadavg()[0] ?? 0;
   const server = await openBenchServer();
   const registrations = benchRegistrations(new FakePaymentProvider());
   try {
@@ -60,6 +61,7 @@ async function main(): Promise<void> {
       peer: PEER,
       peerPackages: peerPackages(),
       totalSeconds: (performance.now() - started) / 1000,
+      loadAverage: [loadAtStart, loadavg()[0] ?? 0] as const,
       sizes: `Each measurement times ${runs} workflows after ${warmUp} untimed ones (LEDGERFLOW_PEERS_N, LEDGERFLOW_PEERS_WARMUP); the clients, the engine and the server share this machine.`,
       rows,
     };
@@ -86,9 +88,9 @@ async function dbosEndToEnd(
   const resultFile = join(scratch, 'result.json');
   const job = { workload: o.workload.id, systemDatabaseUrl, appDatabaseUrl, clients: o.clients, runs: o.runs, warmUp: o.warmUp, resultFile };
   try {
-    const counters = async (): Promise<ServerCounters> => {
+    const counters = async (): Promise<{ commits: number; rollbacks: number; walSyncs: number }> => {
       const [a, s] = [await readServerCounters(server.adminUrl, appDatabase), await readServerCounters(server.adminUrl, systemDatabase)];
-      return { commits: a.commits + s.commits, rollbacks: a.rollbacks + s.rollbacks };
+      return { commits: a.commits + s.commits, rollbacks: a.rollbacks + s.rollbacks, walSyncs: await readWalSyncs(server.adminUrl) };
     };
     await runDbos({ ...job, mode: 'prepare' });
     // A second launch and shutdown with no workflow: what the commit count subtracts.
@@ -108,8 +110,9 @@ async function dbosEndToEnd(
       seconds: result.seconds,
       commits: after.commits - before.commits,
       rollbacks: after.rollbacks - before.rollbacks,
+      walSyncs: after.walSyncs - before.walSyncs,
       countedRuns,
-    }, before.commits - idle.commits);
+    }, { commits: before.commits - idle.commits, walSyncs: before.walSyncs - idle.walSyncs });
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }

@@ -8,6 +8,8 @@ export interface PeersResults {
   /** Versions of the peer's packages, as installed in bench/peers. */
   readonly peerPackages: string;
   readonly totalSeconds: number;
+  /** One-minute load averages when the run started and ended: other work on the machine skews every number. */
+  readonly loadAverage: readonly [number, number];
   readonly sizes: string;
   readonly rows: readonly EndToEndRow[];
 }
@@ -31,6 +33,7 @@ export function renderPeersMarkdown(results: PeersResults, chartFile: string): s
     `| server | ${env.serverVersion} (${env.serverOrigin}) |`,
     `| fsync / synchronous_commit / full_page_writes | ${env.fsync} / ${env.synchronousCommit} / ${env.fullPageWrites} |`,
     `| ${results.peer} | ${results.peerPackages} |`,
+    `| load average (1 min) at start / end | ${results.loadAverage.map((l) => l.toFixed(1)).join(' / ')} |`,
     '',
     END_TO_END_DESCRIPTION,
     '',

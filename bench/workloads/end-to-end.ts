@@ -7,7 +7,7 @@ import { createPgStore } from '../../runtime/store/pg/pg-store.js';
 import { expectReservations, prepareBenchDatabase } from '../bench-database.js';
 import type { BenchServer } from '../environment.js';
 import type { EndToEndRow } from '../results-model.js';
-import { readServerCounters } from '../server-stats.js';
+import { readServerCounters, readWalSyncs } from '../server-stats.js';
 import { plainOnly, threeStep } from './bench-workflows.js';
 
 /**
@@ -46,7 +46,7 @@ export async function ledgerflowEndToEnd(
   const lifecycle = await measureEndToEnd({ ...options, runs: 0, warmUp: 0 });
   const m = await measureEndToEnd({ ...options, runs: o.runs, warmUp: o.warmUp });
   if (o.workload.id === 'three-step') await expectReservations(url, m.countedRuns, 'ledgerflow');
-  return endToEndRow('ledgerflow', o.workload.label, o.clients, o.workload.stepsPerRun, m, lifecycle.commits);
+  return endToEndRow('ledgerflow', o.workload.label, o.clients, o.workload.stepsPerRun, m, lifecycle);
 }
 
 export interface EndToEndOptions {
@@ -70,12 +70,15 @@ export interface EndToEndMeasurement {
   /** `xact_commit` delta of the database over the whole measurement (pools opened to pools closed), warm-up included. */
   readonly commits: number;
   readonly rollbacks: number;
+  /** `pg_stat_wal.wal_sync` delta (cluster-wide) over the same span. */
+  readonly walSyncs: number;
   /** Runs the counters cover: `runs + warmUp`. */
   readonly countedRuns: number;
 }
 
 export async function measureEndToEnd(options: EndToEndOptions): Promise<EndToEndMeasurement> {
   const before = await readServerCounters(options.adminUrl, options.database);
+  const walSyncsBefore = await readWalSyncs(options.adminUrl);
   const clientStore = createPgStore({ connectionString: options.url, maxConnections: options.clients });
   const workerStore = createPgStore({ connectionString: options.url, maxConnections: options.clients + 2 });
   const waiting = new Map<string, { resolve: () => void; reject: (error: Error) => void }>();
@@ -127,11 +130,13 @@ export async function measureEndToEnd(options: EndToEndOptions): Promise<EndToEn
     await clientStore.close();
     await workerStore.close();
     const after = await readServerCounters(options.adminUrl, options.database);
+    const walSyncs = (await readWalSyncs(options.adminUrl)) - walSyncsBefore;
     return {
       runs: options.runs,
       seconds,
       commits: after.commits - before.commits,
       rollbacks: after.rollbacks - before.rollbacks,
+      walSyncs,
       countedRuns: options.runs + options.warmUp,
     };
   } finally {
@@ -144,7 +149,7 @@ export async function measureEndToEnd(options: EndToEndOptions): Promise<EndToEn
 
 /**
  * One table row from a measurement; `stepsPerRun` turns workflows/s into steps/s, and
- * `lifecycleCommits` (a start-up and shutdown with no run) is taken off the commit count.
+ * `lifecycle` (a start-up and shutdown with no run) is taken off the commit and WAL sync counts.
  */
 export function endToEndRow(
   engine: string,
@@ -152,7 +157,7 @@ export function endToEndRow(
   clients: number,
   stepsPerRun: number,
   m: EndToEndMeasurement,
-  lifecycleCommits: number,
+  lifecycle: Pick<EndToEndMeasurement, 'commits' | 'walSyncs'>,
 ): EndToEndRow {
   return {
     engine,
@@ -162,8 +167,9 @@ export function endToEndRow(
     seconds: m.seconds,
     workflowsPerSecond: m.runs / m.seconds,
     stepsPerSecond: (m.runs * stepsPerRun) / m.seconds,
-    commitsPerWorkflow: (m.commits - lifecycleCommits) / m.countedRuns,
-    lifecycleCommits,
+    commitsPerWorkflow: (m.commits - lifecycle.commits) / m.countedRuns,
+    walSyncsPerWorkflow: (m.walSyncs - lifecycle.walSyncs) / m.countedRuns,
+    lifecycleCommits: lifecycle.commits,
     rollbacks: m.rollbacks,
   };
 }
