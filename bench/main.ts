@@ -10,11 +10,12 @@ import { createPgStore } from '../runtime/store/pg/pg-store.js';
 import { createPGliteStore } from '../runtime/store/pglite/pglite-store.js';
 import { migrateForTest } from '../tests/support/migrate-for-test.js';
 import { describeWatchBench, runCodegenBench, runCodegenWatchBench } from './codegen-bench.js';
+import { prepareBenchDatabase as prepareDatabase } from './bench-database.js';
 import { describeEnvironment, openBenchServer, type BenchServer } from './environment.js';
 import { createInstrumentedPgStore, type DriverCounts } from './instrumented-pg-store.js';
 import { renderChartPng, renderChartSvg, type ChartSeries } from './report/chart.js';
 import { renderMarkdown } from './report/markdown.js';
-import type { BenchResults, StepCostRow, ThroughputRow } from './results-model.js';
+import type { BenchResults, EndToEndRow, StepCostRow, ThroughputRow } from './results-model.js';
 import { readServerCounters, type ServerCounters } from './server-stats.js';
 import {
   BENCH_APP_SQL,
@@ -26,6 +27,8 @@ import {
   threeStep,
 } from './workloads/bench-workflows.js';
 import { measureDrain } from './workloads/drain.js';
+import { END_TO_END_WORKLOADS, ledgerflowEndToEnd } from './workloads/end-to-end.js';
+import { endToEndTable } from './report/end-to-end.js';
 import { measureFloor } from './workloads/w0-floor.js';
 import { measureLatency } from './workloads/w3-latency.js';
 import { measureFanOut, measureSleepingClaimCost, WAIT_BENCH_WORKFLOWS, waitBenchRegistrations } from './workloads/waits.js';
@@ -45,6 +48,8 @@ import { measureTelemetryOverhead, type TelemetryOverhead } from './workloads/te
  *   LEDGERFLOW_BENCH_ONLY=telemetry    only the telemetry overhead measurement, logged, no files written
  *   LEDGERFLOW_BENCH_ONLY=fanout       only the fan-out measurement, logged, no files written
  *   LEDGERFLOW_BENCH_ONLY=latency      only W3 (after a W1 c=16 drain for its peak rate), logged, no files written
+ *   LEDGERFLOW_BENCH_ONLY=e2e          only the end-to-end workloads, their table printed, no files written
+ *   LEDGERFLOW_BENCH_E2E_N        timed workflows per end-to-end measurement (default 500)
  *   DATABASE_URL                  use this server instead of starting one (settings recorded as found)
  */
 const CONCURRENCIES = [1, 4, 16] as const;
@@ -59,8 +64,8 @@ function logFanOut(fanOut: Awaited<ReturnType<typeof measureFanOut>>): void {
 async function main(): Promise<void> {
   const n = positiveInt('LEDGERFLOW_BENCH_N', 2000);
   const only = process.env['LEDGERFLOW_BENCH_ONLY'] ?? '';
-  if (only !== '' && only !== 'telemetry' && only !== 'fanout' && only !== 'latency') {
-    throw new Error(`LEDGERFLOW_BENCH_ONLY must be telemetry, fanout, latency or empty (got "${only}").`);
+  if (only !== '' && only !== 'telemetry' && only !== 'fanout' && only !== 'latency' && only !== 'e2e') {
+    throw new Error(`LEDGERFLOW_BENCH_ONLY must be telemetry, fanout, latency, e2e or empty (got "${only}").`);
   }
   const w3Seconds = positiveInt('LEDGERFLOW_BENCH_W3_SECONDS', 5);
   const started = performance.now();
@@ -73,6 +78,10 @@ async function main(): Promise<void> {
     log(`server: ${environment.serverVersion}, fsync=${environment.fsync}, synchronous_commit=${environment.synchronousCommit}`);
     if (only === 'telemetry') {
       await telemetryOverhead(server, registrations, n);
+      return;
+    }
+    if (only === 'e2e') {
+      process.stdout.write(`${endToEndTable(await endToEnd(server, registrations))}\n`);
       return;
     }
     if (only === 'fanout') {
@@ -123,6 +132,8 @@ async function main(): Promise<void> {
     for (const concurrency of CONCURRENCIES) {
       durable.push((await drain('W2 three-step drain', threeStep, Math.ceil(n / 3), 3, concurrency)).row);
     }
+
+    const endToEndRows = await endToEnd(server, registrations);
 
     const telemetry = await telemetryOverhead(server, registrations, n);
 
@@ -238,6 +249,7 @@ async function main(): Promise<void> {
       floor,
       floorAsTransaction,
       durable,
+      endToEnd: endToEndRows,
       stepCosts,
       latency,
       pglite,
@@ -265,16 +277,6 @@ async function measureW3(server: BenchServer, arrivalsPerSecond: number, seconds
       `start→result (startAndWait) p50 ${r.p50Ms.toFixed(1)} ms, p99 ${r.p99Ms.toFixed(1)} ms`,
   );
   return latency;
-}
-
-/** A fresh database with the core schema, the bench workflows and the application table. */
-async function prepareDatabase(server: BenchServer, name: string): Promise<{ url: string; name: string }> {
-  const url = await server.freshDatabase(name);
-  await withStores([createPgStore({ connectionString: url, maxConnections: 1 })], async ([store]) => {
-    await migrateForTest(store, [...BENCH_WORKFLOWS, ...QUEUE_BENCH_WORKFLOWS]);
-    await sql.raw(BENCH_APP_SQL).execute(store.db);
-  });
-  return { url, name };
 }
 
 interface DurableDrain {
@@ -346,6 +348,20 @@ async function durableDrain(
     await workerStore.close().catch(() => {});
     await enqueueStore.close().catch(() => {});
   }
+}
+
+/** The end-to-end workloads (bench/workloads/end-to-end.ts) at every concurrency. */
+async function endToEnd(server: BenchServer, registrations: ReturnType<typeof benchRegistrations>): Promise<EndToEndRow[]> {
+  const runs = positiveInt('LEDGERFLOW_BENCH_E2E_N', 500);
+  const rows: EndToEndRow[] = [];
+  for (const workload of END_TO_END_WORKLOADS) {
+    for (const clients of CONCURRENCIES) {
+      const row = await ledgerflowEndToEnd(server, { workload, clients, runs, warmUp: 20, registrations });
+      log(`end-to-end ${workload.id} c=${clients}: ${row.workflowsPerSecond.toFixed(0)} workflows/s, ${row.commitsPerWorkflow.toFixed(2)} commits, ${row.walSyncsPerWorkflow.toFixed(2)} WAL syncs per workflow`);
+      rows.push(row);
+    }
+  }
+  return rows;
 }
 
 /** W1 plain, with the OpenTelemetry API but no SDK, and with the SDK (bench/workloads/telemetry.ts). */

@@ -26,6 +26,28 @@ export interface ThroughputRow {
 }
 
 /**
+ * One end-to-end measurement (bench/workloads/end-to-end.ts, bench/peers): clients start runs
+ * in a closed loop while the engine executes them, from the first start to the last completion.
+ */
+export interface EndToEndRow {
+  /** `ledgerflow` or the peer's name. */
+  readonly engine: string;
+  readonly workload: string;
+  readonly clients: number;
+  readonly workflows: number;
+  readonly seconds: number;
+  readonly workflowsPerSecond: number;
+  readonly stepsPerSecond: number;
+  /** `xact_commit` delta of the engine's databases per workflow (warm-up runs counted), start-up and shutdown taken off. */
+  readonly commitsPerWorkflow: number;
+  /** WAL syncs to disk per workflow (cluster-wide `pg_stat_wal.wal_sync`, start-up and shutdown taken off): the commits that cost an fsync. */
+  readonly walSyncsPerWorkflow: number;
+  /** Commits of one start-up and shutdown with no run in between (the engine's fixed cost, not in the per-workflow figure). */
+  readonly lifecycleCommits: number;
+  readonly rollbacks: number;
+}
+
+/**
  * What one step of one kind costs, from a single-step workflow of that kind drained at
  * concurrency 1 (so each claim takes exactly one run). Driver-side counts class every
  * transaction the worker sent; the server's `xact_commit` delta is the cross-check.
@@ -72,6 +94,8 @@ export interface BenchResults {
   /** The same writes as four statements in an explicit transaction, for comparison. */
   readonly floorAsTransaction: readonly ThroughputRow[];
   readonly durable: readonly ThroughputRow[];
+  /** Starts included: c clients start and await runs while one worker executes them. */
+  readonly endToEnd?: readonly EndToEndRow[];
   readonly stepCosts: readonly StepCostRow[];
   readonly latency?: LatencyResult;
   readonly pglite: readonly ThroughputRow[];

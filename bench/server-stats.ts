@@ -30,3 +30,21 @@ export async function readServerCounters(adminUrl: string, database: string): Pr
     await client.end();
   }
 }
+
+/**
+ * Times the server synced WAL to disk (`pg_stat_wal.wal_sync`), cluster-wide: the durable
+ * cost of commits that wrote something (read-only transactions count as commits but sync
+ * nothing). Only meaningful around work that runs alone on the server; read it, like
+ * `readServerCounters`, after the work's sessions have ended.
+ */
+export async function readWalSyncs(adminUrl: string): Promise<number> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    await client.query('SELECT pg_stat_clear_snapshot()');
+    const { rows } = await client.query<{ syncs: string }>('SELECT wal_sync::text AS syncs FROM pg_stat_wal');
+    return Number(rows[0]?.syncs ?? 0);
+  } finally {
+    await client.end();
+  }
+}

@@ -11,6 +11,8 @@ export interface ThroughputChart {
   readonly title: string;
   readonly subtitle: string;
   readonly yLabel: string;
+  /** Default: concurrency (connections / in-flight runs). */
+  readonly xLabel?: string;
   readonly series: readonly ChartSeries[];
 }
 
@@ -56,7 +58,7 @@ export function renderChartSvg(chart: ThroughputChart): string {
   parts.push(
     `<line x1="${MARGIN.left}" y1="${MARGIN.top + plotH}" x2="${MARGIN.left + plotW}" y2="${MARGIN.top + plotH}" stroke="#24292f"/>`,
     `<line x1="${MARGIN.left}" y1="${MARGIN.top}" x2="${MARGIN.left}" y2="${MARGIN.top + plotH}" stroke="#24292f"/>`,
-    text(MARGIN.left + plotW / 2, HEIGHT - 16, 'concurrency (connections / in-flight runs)', { size: 13, anchor: 'middle' }),
+    text(MARGIN.left + plotW / 2, HEIGHT - 16, chart.xLabel ?? 'concurrency (connections / in-flight runs)', { size: 13, anchor: 'middle' }),
     text(20, MARGIN.top + plotH / 2, chart.yLabel, { size: 13, anchor: 'middle', rotate: true }),
   );
 

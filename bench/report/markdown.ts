@@ -1,4 +1,5 @@
 import type { BenchResults, ThroughputRow } from '../results-model.js';
+import { END_TO_END_DESCRIPTION, endToEndTable } from './end-to-end.js';
 
 /** The results page: machine and server first, then the tables, then the targets, met or not. */
 export function renderMarkdown(results: BenchResults, chartFile: string): string {
@@ -32,6 +33,9 @@ export function renderMarkdown(results: BenchResults, chartFile: string): string
     `![steps/s against concurrency](${chartFile})`,
     '',
   ];
+  if (results.endToEnd && results.endToEnd.length > 0) {
+    lines.push('## End to end, starts included (bench/workloads/end-to-end.ts)', '', END_TO_END_DESCRIPTION, '', endToEndTable(results.endToEnd), '');
+  }
   if (results.stepCosts.length > 0) {
     lines.push(
       '## Cost of one step, by kind',

@@ -1,0 +1,42 @@
+import type { EndToEndRow } from '../results-model.js';
+
+export const END_TO_END_DESCRIPTION =
+  'Each of c clients starts a run and waits for its completion before starting the next (a closed loop), while one ' +
+  'worker process executes them; timed from the first start to the last completion, so starting is paid inside the ' +
+  'measurement. Commits per workflow are the `pg_stat_database.xact_commit` delta of the engine\'s databases from opening ' +
+  'the pools to closing them, less that of a start-up and shutdown with no run in between (given as start-up commits), ' +
+  'divided by the workflows run (warm-up included); background polling while the runs execute stays in. Read-only ' +
+  'transactions count as commits too; WAL syncs per workflow (`pg_stat_wal.wal_sync`, the same way) count only what ' +
+  'cost an fsync — several commits arriving together share one.';
+
+/** One engine's end-to-end rows. */
+export function endToEndTable(rows: readonly EndToEndRow[]): string {
+  return [
+    '| workload | clients | workflows | seconds | workflows/s | steps/s | commits / workflow | WAL syncs / workflow | start-up commits | rollbacks |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ...rows.map(
+      (r) =>
+        `| ${r.workload} | ${r.clients} | ${r.workflows} | ${r.seconds.toFixed(2)} | ${r.workflowsPerSecond.toFixed(0)} | ` +
+        `${r.stepsPerSecond.toFixed(0)} | ${r.commitsPerWorkflow.toFixed(2)} | ${r.walSyncsPerWorkflow.toFixed(2)} | ${r.lifecycleCommits} | ${r.rollbacks} |`,
+    ),
+  ].join('\n');
+}
+
+/** ledgerflow next to a peer, matched by workload and clients. */
+export function sideBySideTable(rows: readonly EndToEndRow[], peer: string): string {
+  const ours = rows.filter((r) => r.engine === 'ledgerflow');
+  return [
+    `| workload | clients | ledgerflow workflows/s | ${peer} workflows/s | ledgerflow steps/s | ${peer} steps/s | ratio ledgerflow / ${peer} | ledgerflow commits / workflow | ${peer} commits / workflow | ledgerflow WAL syncs / workflow | ${peer} WAL syncs / workflow |`,
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ...ours.flatMap((r) => {
+      const theirs = rows.find((p) => p.engine === peer && p.workload === r.workload && p.clients === r.clients);
+      if (!theirs) return [];
+      return [
+        `| ${r.workload} | ${r.clients} | ${r.workflowsPerSecond.toFixed(0)} | ${theirs.workflowsPerSecond.toFixed(0)} | ` +
+          `${r.stepsPerSecond.toFixed(0)} | ${theirs.stepsPerSecond.toFixed(0)} | ${(r.workflowsPerSecond / theirs.workflowsPerSecond).toFixed(2)} | ` +
+          `${r.commitsPerWorkflow.toFixed(2)} | ${theirs.commitsPerWorkflow.toFixed(2)} | ` +
+          `${r.walSyncsPerWorkflow.toFixed(2)} | ${theirs.walSyncsPerWorkflow.toFixed(2)} |`,
+      ];
+    }),
+  ].join('\n');
+}

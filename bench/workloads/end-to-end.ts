@@ -1,0 +1,175 @@
+import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import type { AnyWorkflow } from '../../dsl/index.js';
+import { createClient } from '../../runtime/client/client.js';
+import { createWorker, type WorkflowRegistration } from '../../runtime/index.js';
+import { createPgStore } from '../../runtime/store/pg/pg-store.js';
+import { expectReservations, prepareBenchDatabase } from '../bench-database.js';
+import type { BenchServer } from '../environment.js';
+import type { EndToEndRow } from '../results-model.js';
+import { readServerCounters, readWalSyncs } from '../server-stats.js';
+import { plainOnly, threeStep } from './bench-workflows.js';
+
+/**
+ * The end-to-end workload: `clients` clients each start a run and wait for its completion, then
+ * start the next (a closed loop, as API handlers do), while one worker with the same
+ * concurrency executes them. Timed from the first start to the last completion, so the cost of
+ * starting (the insert, its NOTIFY, the worker's wake-up and claim) is paid inside the
+ * measurement — unlike the drains, which enqueue everything first.
+ *
+ * A client learns of its run's completion from the worker's `run-completed` event in this
+ * process (the cheapest possible result path: no query), so what is measured is the engine's
+ * start, claim and step path, not `waitForRun`'s polling.
+ */
+/**
+ * The two end-to-end workloads, the same on every engine (bench/peers/dbos/end-to-end.ts
+ * builds their DBOS twins): one step returning a small object; and a step computing, one
+ * application row written exactly once in a transactional step, then an in-process provider
+ * called with an idempotency key.
+ */
+export const END_TO_END_WORKLOADS = [
+  { id: 'one-step', label: 'one step', workflow: plainOnly, stepsPerRun: 1 },
+  { id: 'three-step', label: 'three steps (compute, exactly-once write, keyed provider call)', workflow: threeStep, stepsPerRun: 3 },
+] as const;
+
+export type EndToEndWorkload = (typeof END_TO_END_WORKLOADS)[number];
+
+/** Measures one workload on ledgerflow in a fresh database of `server`. */
+export async function ledgerflowEndToEnd(
+  server: BenchServer,
+  o: { readonly workload: EndToEndWorkload; readonly clients: number; readonly runs: number; readonly warmUp: number; readonly registrations: readonly WorkflowRegistration[] },
+): Promise<EndToEndRow> {
+  const database = `bench_e2e_${o.workload.id.replaceAll('-', '_')}_c${o.clients}`;
+  const { url } = await prepareBenchDatabase(server, database);
+  const options = { workflow: o.workload.workflow, registrations: o.registrations, clients: o.clients, url, database, adminUrl: server.adminUrl };
+  // The same start-up and shutdown with no run in between: what the commit count subtracts.
+  const lifecycle = await measureEndToEnd({ ...options, runs: 0, warmUp: 0 });
+  const m = await measureEndToEnd({ ...options, runs: o.runs, warmUp: o.warmUp });
+  if (o.workload.id === 'three-step') await expectReservations(url, m.countedRuns, 'ledgerflow');
+  return endToEndRow('ledgerflow', o.workload.label, o.clients, o.workload.stepsPerRun, m, lifecycle);
+}
+
+export interface EndToEndOptions {
+  readonly workflow: AnyWorkflow;
+  readonly registrations: readonly WorkflowRegistration[];
+  /** Runs timed (after `warmUp` runs through the same clients and worker, not timed). */
+  readonly runs: number;
+  readonly warmUp: number;
+  readonly clients: number;
+  /** A migrated database with no session open on it (its `xact_commit` is read before and after). */
+  readonly url: string;
+  readonly database: string;
+  readonly adminUrl: string;
+  /** Gives up after this long. Default 300 000. */
+  readonly timeoutMs?: number;
+}
+
+export interface EndToEndMeasurement {
+  readonly runs: number;
+  readonly seconds: number;
+  /** `xact_commit` delta of the database over the whole measurement (pools opened to pools closed), warm-up included. */
+  readonly commits: number;
+  readonly rollbacks: number;
+  /** `pg_stat_wal.wal_sync` delta (cluster-wide) over the same span. */
+  readonly walSyncs: number;
+  /** Runs the counters cover: `runs + warmUp`. */
+  readonly countedRuns: number;
+}
+
+export async function measureEndToEnd(options: EndToEndOptions): Promise<EndToEndMeasurement> {
+  const before = await readServerCounters(options.adminUrl, options.database);
+  const walSyncsBefore = await readWalSyncs(options.adminUrl);
+  const clientStore = createPgStore({ connectionString: options.url, maxConnections: options.clients });
+  const workerStore = createPgStore({ connectionString: options.url, maxConnections: options.clients + 2 });
+  const waiting = new Map<string, { resolve: () => void; reject: (error: Error) => void }>();
+  const errors: string[] = [];
+  const worker = createWorker({
+    store: workerStore,
+    workflows: options.registrations,
+    concurrency: options.clients,
+    leaseMs: 30_000,
+    reconcileIntervalMs: 0,
+    onEvent: (event) => {
+      if (event.type === 'run-completed') waiting.get(event.runId)?.resolve();
+      if (event.type === 'step-failed' && event.outcome.kind !== 'retry') {
+        waiting.get(event.runId)?.reject(new Error(`run ${event.runId} step ${event.step} ${event.outcome.kind}: ${event.error.message}`));
+      }
+      if (event.type === 'error' && errors.length < 5) errors.push(`${event.where}: ${event.error.message}`);
+    },
+  });
+  const client = createClient({ store: clientStore });
+  const startAndAwait = async (i: number): Promise<void> => {
+    const runId = randomUUID();
+    const done = new Promise<void>((resolve, reject) => waiting.set(runId, { resolve, reject }));
+    await client.start(options.workflow, { i }, { runId });
+    await done;
+    waiting.delete(runId);
+  };
+  const closedLoop = async (from: number, to: number): Promise<void> => {
+    let next = from;
+    const loop = async (): Promise<void> => {
+      for (let i = next++; i < to; i = next++) await startAndAwait(i);
+    };
+    await Promise.all(Array.from({ length: options.clients }, loop));
+  };
+  const timeoutMs = options.timeoutMs ?? 300_000;
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`end-to-end ${options.workflow.name} with ${options.clients} clients timed out after ${timeoutMs} ms (${errors.join('; ') || 'no worker errors'})`)),
+      timeoutMs,
+    );
+  });
+  try {
+    await worker.start();
+    await Promise.race([closedLoop(0, options.warmUp), timedOut]);
+    const started = performance.now();
+    await Promise.race([closedLoop(options.warmUp, options.warmUp + options.runs), timedOut]);
+    const seconds = (performance.now() - started) / 1000;
+    await worker.stop();
+    await clientStore.close();
+    await workerStore.close();
+    const after = await readServerCounters(options.adminUrl, options.database);
+    const walSyncs = (await readWalSyncs(options.adminUrl)) - walSyncsBefore;
+    return {
+      runs: options.runs,
+      seconds,
+      commits: after.commits - before.commits,
+      rollbacks: after.rollbacks - before.rollbacks,
+      walSyncs,
+      countedRuns: options.runs + options.warmUp,
+    };
+  } finally {
+    clearTimeout(timer);
+    await worker.stop().catch(() => {});
+    await clientStore.close().catch(() => {});
+    await workerStore.close().catch(() => {});
+  }
+}
+
+/**
+ * One table row from a measurement; `stepsPerRun` turns workflows/s into steps/s, and
+ * `lifecycle` (a start-up and shutdown with no run) is taken off the commit and WAL sync counts.
+ */
+export function endToEndRow(
+  engine: string,
+  workload: string,
+  clients: number,
+  stepsPerRun: number,
+  m: EndToEndMeasurement,
+  lifecycle: Pick<EndToEndMeasurement, 'commits' | 'walSyncs'>,
+): EndToEndRow {
+  return {
+    engine,
+    workload,
+    clients,
+    workflows: m.runs,
+    seconds: m.seconds,
+    workflowsPerSecond: m.runs / m.seconds,
+    stepsPerSecond: (m.runs * stepsPerRun) / m.seconds,
+    commitsPerWorkflow: (m.commits - lifecycle.commits) / m.countedRuns,
+    walSyncsPerWorkflow: (m.walSyncs - lifecycle.walSyncs) / m.countedRuns,
+    lifecycleCommits: lifecycle.commits,
+    rollbacks: m.rollbacks,
+  };
+}
