@@ -1,4 +1,3 @@
-import { defaultServerConditions } from 'vite';
 import { configDefaults, defineConfig } from 'vitest/config';
 
 /**
@@ -29,8 +28,10 @@ const CHAOS = [
 const PACKAGE = ['tests/package/**'];
 
 export default defineConfig({
-  resolve: { conditions: [SOURCE_CONDITION, ...defaultServerConditions] },
-  ssr: { resolve: { conditions: [SOURCE_CONDITION, ...defaultServerConditions] } },
+  // Not vite's 'module' condition: a dependency vitest leaves to Node (externalized) must resolve to
+  // what Node can load (@opentelemetry/api's 'module' build has extensionless imports).
+  resolve: { conditions: [SOURCE_CONDITION, 'node', 'development|production'] },
+  ssr: { resolve: { conditions: [SOURCE_CONDITION, 'node', 'development|production'] } },
   test: {
     globalSetup: ['tests/support/global-setup.ts'],
     env: { NODE_OPTIONS: [process.env['NODE_OPTIONS'], `--conditions=${SOURCE_CONDITION}`].filter(Boolean).join(' ') },

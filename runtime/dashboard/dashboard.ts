@@ -4,6 +4,7 @@ import type { AnyWorkflow } from '../../dsl/workflow.js';
 import { createClient } from '../client/client.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
 import type { Store } from '../store/store.js';
+import { notMigratedError } from '../errors.js';
 import {
   AUTH_COOKIE,
   checkToken,
@@ -115,10 +116,13 @@ export function createDashboard(options: DashboardOptions): Hono<DashboardEnv> {
   actionRoutes(app, shared);
 
   app.notFound((c) => render(c, messageView(c.get('page') ?? { base, home, actor: local, csrf: '' }, 'Not found', `No page at ${new URL(c.req.url).pathname}.`), 404));
-  app.onError((error, c) => {
+  app.onError((thrown, c) => {
     const context = c.get('page') ?? { base, home, actor: local, csrf: '' };
-    const status = statusOf(error);
-    return render(c, messageView(context, status === 500 ? 'Error' : status === 404 ? 'Not found' : 'Bad request', error.message), status);
+    // A database that was never migrated gets the CLI's advice, not the driver's "does not exist".
+    const notMigrated = notMigratedError(thrown);
+    if (notMigrated !== undefined) return render(c, messageView(context, 'Database not migrated', notMigrated.message), 500);
+    const status = statusOf(thrown);
+    return render(c, messageView(context, status === 500 ? 'Error' : status === 404 ? 'Not found' : 'Bad request', thrown.message), status);
   });
   return app;
 }

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDashboard } from '../../runtime/dashboard/dashboard.js';
 import { missingLedgerflowObject } from '../../runtime/store/sqlstate.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
 import { runCli as run } from '../support/run-cli.js';
@@ -79,6 +80,18 @@ describe('every command on a database that was never migrated says to run migrat
         expect(missingLedgerflowObject(await errorOf('SELECT ledgerflow.claim_runs(1)'))).toBe('ledgerflow.claim_runs');
       } finally {
         await sql`DROP SCHEMA ledgerflow CASCADE`.execute(store.db);
+      }
+    });
+
+    it('the dashboard answers every page with the same advice, not the driver error', async () => {
+      const dashboard = createDashboard({ store, workflows: [] });
+      for (const path of ['/', '/?status=failed', `/runs/${RUN_ID}`, '/intents', '/queues', '/audit']) {
+        const response = await dashboard.request(`http://127.0.0.1${path}`);
+        const page = await response.text();
+        expect(page, path).toContain('<h1>Database not migrated</h1>');
+        expect(page, path).toContain('This database has no ledgerflow tables');
+        expect(page, path).toContain('run `ledgerflow migrate` first.');
+        expect(response.status, path).toBe(500);
       }
     });
 

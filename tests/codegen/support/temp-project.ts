@@ -41,6 +41,8 @@ export class TempProject {
             lib: ['ES2023'],
             module: 'NodeNext',
             moduleResolution: 'NodeNext',
+            // ledgerflow/* resolve to the repository's sources, as in its own tsconfig.json.
+            customConditions: ['ledgerflow-source'],
             strict: true,
             noEmit: true,
             skipLibCheck: true,
