@@ -100,6 +100,8 @@ export class ClaimLoop {
   #loopClaim: Promise<unknown> | undefined;
   /** Slots held by start reservations not settled yet. */
   #reserved = 0;
+  /** `released()` calls waiting for the start reservations to be settled. */
+  readonly #unreserved = new Set<() => void>();
   /** A NOTIFY arrived while no slot was free: the next slot that frees up claims. */
   #hintMissed = false;
   /** Releases of runs a fused claim took while the worker was already stopping. */
@@ -122,8 +124,9 @@ export class ClaimLoop {
     await this.#loop;
   }
 
-  /** Resolves once the runs taken while stopping are released. */
+  /** Resolves once every start reservation is settled and the runs taken while stopping are released. */
   async released(): Promise<void> {
+    while (this.#reserved > 0) await new Promise<void>((resolve) => this.#unreserved.add(resolve));
     await Promise.all(this.#releasing);
   }
 
@@ -201,6 +204,10 @@ export class ClaimLoop {
         if (settled) throw new Error('A start reservation was settled twice.');
         settled = true;
         this.#reserved -= 1;
+        if (this.#reserved === 0) {
+          for (const resolve of this.#unreserved) resolve();
+          this.#unreserved.clear();
+        }
         if (runs === undefined) {
           // The start's commit may have happened (the connection broke after it): ask the database.
           void this.#adoptOrphans();
