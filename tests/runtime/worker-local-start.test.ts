@@ -16,20 +16,34 @@ import { poison, poisonHandlers } from './fixtures/poison-workflows.js';
  */
 const NO_POLL = { pollIntervalMs: 600_000, reconcileIntervalMs: 0 } as const;
 
-/** The store, recording every raw statement it runs and every notification its subscriptions receive. */
-function observed(base: Store): { store: Store; statements: string[]; notifications: string[] } {
+/**
+ * The store, recording every statement it runs and every notification its subscriptions receive;
+ * `failNextStartClaim()` makes the next start's claim statement throw after it ran.
+ */
+function observed(base: Store): { store: Store; statements: string[]; notifications: string[]; failNextStartClaim: () => void } {
   const statements: string[] = [];
   const notifications: string[] = [];
+  const failing = new Set<unknown>();
+  let failNext = false;
   const recorder: KyselyPlugin = {
     transformQuery: ({ node, queryId }) => {
-      statements.push(base.db.getExecutor().compileQuery(node, queryId).sql);
+      const text = base.db.getExecutor().compileQuery(node, queryId).sql;
+      statements.push(text);
+      if (failNext && isStartClaim(text)) {
+        failNext = false;
+        failing.add(queryId);
+      }
       return node;
     },
-    transformResult: async ({ result }) => result,
+    transformResult: async ({ result, queryId }) => {
+      if (failing.delete(queryId)) throw new Error('start claim failed (test)');
+      return result;
+    },
   };
   return {
     statements,
     notifications,
+    failNextStartClaim: () => (failNext = true),
     store: {
       ...base,
       db: base.db.withPlugin(recorder),
@@ -136,6 +150,26 @@ describeStores('starts claimed for the worker of their process', (getStore) => {
     await log.waitFor('run-completed', (e) => e.runId === runId);
     const { attempts } = await runState(getStore(), runId);
     expect(attempts.map((a) => a.worker_id)).toEqual([other.id]);
+  });
+
+  it('a start whose transaction fails leaves no run and gives its slot back', async () => {
+    const { store, statements, failNextStartClaim } = observed(getStore());
+    const log = eventLog();
+    const worker = createWorker({ store, workflows: [poisonHandlers('local')], concurrency: 1, ...NO_POLL, onEvent: log.onEvent });
+    workers.push(worker);
+    await worker.start();
+    const client = createClient({ store, worker });
+    const runId = '00000000-0000-4000-8000-0000000000f1';
+    failNextStartClaim();
+    await expect(client.start(poison, { label: 'failing' }, { runId })).rejects.toThrow(/start claim failed/);
+    const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM ledgerflow.workflow_run WHERE id = ${runId}`.execute(getStore().db);
+    expect(rows[0]?.n).toBe(0);
+
+    const before = statements.length;
+    const again = await client.startAndWait(poison, { label: 'failing' }, { runId, wait: { timeoutMs: 10_000 } });
+    expect(again.status).toBe('completed');
+    expect(statements.slice(before).filter(isStartClaim)).toHaveLength(1);
+    expect(log.errors()).toEqual([]);
   });
 
   it('refuses a worker created over another store', () => {
