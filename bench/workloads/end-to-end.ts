@@ -20,6 +20,10 @@ import { plainOnly, threeStep } from './bench-workflows.js';
  * A client learns of its run's completion from the worker's `run-completed` event in this
  * process (the cheapest possible result path: no query), so what is measured is the engine's
  * start, claim and step path, not `waitForRun`'s polling.
+ *
+ * The client is created with the worker (`createClient({ store, worker })`), as an API server
+ * that embeds its worker would be, like DBOS executing in the process that starts: a start
+ * claims its run for the worker in its own transaction while the worker has a slot free.
  */
 /**
  * The two end-to-end workloads, the same on every engine (bench/peers/dbos/end-to-end.ts
@@ -79,12 +83,13 @@ export interface EndToEndMeasurement {
 export async function measureEndToEnd(options: EndToEndOptions): Promise<EndToEndMeasurement> {
   const before = await readServerCounters(options.adminUrl, options.database);
   const walSyncsBefore = await readWalSyncs(options.adminUrl);
-  const clientStore = createPgStore({ connectionString: options.url, maxConnections: options.clients });
-  const workerStore = createPgStore({ connectionString: options.url, maxConnections: options.clients + 2 });
+  // One store for the client and the worker (a start claims for the worker in its transaction):
+  // a connection per client plus the worker's.
+  const store = createPgStore({ connectionString: options.url, maxConnections: 2 * options.clients + 2 });
   const waiting = new Map<string, { resolve: () => void; reject: (error: Error) => void }>();
   const errors: string[] = [];
   const worker = createWorker({
-    store: workerStore,
+    store,
     workflows: options.registrations,
     concurrency: options.clients,
     leaseMs: 30_000,
@@ -97,7 +102,7 @@ export async function measureEndToEnd(options: EndToEndOptions): Promise<EndToEn
       if (event.type === 'error' && errors.length < 5) errors.push(`${event.where}: ${event.error.message}`);
     },
   });
-  const client = createClient({ store: clientStore });
+  const client = createClient({ store, worker });
   const startAndAwait = async (i: number): Promise<void> => {
     const runId = randomUUID();
     const done = new Promise<void>((resolve, reject) => waiting.set(runId, { resolve, reject }));
@@ -127,8 +132,7 @@ export async function measureEndToEnd(options: EndToEndOptions): Promise<EndToEn
     await Promise.race([closedLoop(options.warmUp, options.warmUp + options.runs), timedOut]);
     const seconds = (performance.now() - started) / 1000;
     await worker.stop();
-    await clientStore.close();
-    await workerStore.close();
+    await store.close();
     const after = await readServerCounters(options.adminUrl, options.database);
     const walSyncs = (await readWalSyncs(options.adminUrl)) - walSyncsBefore;
     return {
@@ -142,8 +146,7 @@ export async function measureEndToEnd(options: EndToEndOptions): Promise<EndToEn
   } finally {
     clearTimeout(timer);
     await worker.stop().catch(() => {});
-    await clientStore.close().catch(() => {});
-    await workerStore.close().catch(() => {});
+    await store.close().catch(() => {});
   }
 }
 

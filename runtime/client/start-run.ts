@@ -6,8 +6,9 @@ import { DuplicateRunError, MigrationError, notMigratedError, UnknownWorkflowErr
 import { inputHash } from '../retention/prune.js';
 import { toPrunedRun, type PrunedRun } from '../retention/pruned-run.js';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
-import { millis } from '../worker/claim.js';
-import { RUNS_CHANNEL } from '../worker/worker.js';
+import { millis, toLeasedRun, type LeasedRun } from '../worker/claim.js';
+import type { StartReservation } from '../worker/claim-loop.js';
+import { RUNS_CHANNEL, type LocalStarts } from '../worker/worker.js';
 import { parseDebounce, startDebounced, type DebounceOptions, type DebouncedRunColumns } from './debounce.js';
 import { assertRunId, parseStartInput } from './validate-input.js';
 
@@ -83,6 +84,11 @@ export const MAX_DEDUPE_KEY_LENGTH = 1_000;
  * debounce.ts, with the same insert. `traceContext` (the caller's OpenTelemetry context as a
  * propagator carrier, or null) is stored with the run for the worker's spans to continue.
  * `watched`: the id of a run this start creates, inserted marked as waited for (startAndWait).
+ * `local`: a worker of this process (`createClient({ worker })`); when it serves the workflow
+ * version and has a slot free, a run this start creates is claimed for it by the same
+ * transaction — the claim statement restricted to the run — with no NOTIFY, and handed to it
+ * once committed (one durable commit instead of two; see {@link insertClaimedLocally}).
+ * Only for a start on `db` itself, never inside a caller's transaction.
  */
 export async function startRun(
   db: Kysely<LedgerflowDatabase>,
@@ -92,6 +98,7 @@ export async function startRun(
   migrated: MigratedVersions,
   traceContext: Json | null = null,
   watched?: WatchedStart,
+  local?: LocalStarts,
 ): Promise<StartedRun> {
   const inputJson = parseStartInput(workflow, input);
   if (options.runId !== undefined) assertRunId(options.runId);
@@ -125,8 +132,8 @@ export async function startRun(
   // identity a prune archived: its insert is guarded (ledgerflow.pruned_run, core 0008). A random
   // id names no archived run, so plain and debounced starts skip the archive.
   const guarded = debounce === undefined && (options.runId !== undefined || dedupeKey !== undefined);
-  const insert = async (debounced?: DebouncedRunColumns): Promise<boolean> => {
-    const inserted = await insertRunStatement(
+  const statement = (notify: boolean, debounced?: DebouncedRunColumns): RawBuilder<{ id: string }> =>
+    insertRunStatement(
       {
         id: runId,
         workflow_name: workflow.name,
@@ -139,8 +146,10 @@ export async function startRun(
         ...(watched !== undefined ? { notify_settled: true } : {}),
         ...debounced,
       },
-      { guarded, notify: debounced === undefined },
-    ).execute(db);
+      { guarded, notify },
+    );
+  const insert = async (debounced?: DebouncedRunColumns): Promise<boolean> => {
+    const inserted = await statement(debounced === undefined, debounced).execute(db);
     return inserted.rows.length > 0;
   };
   if (debounce !== undefined) {
@@ -160,14 +169,55 @@ export async function startRun(
       insert,
     );
   }
+  const insertHere = async (): Promise<boolean> => {
+    const reservation = await local?.reserve(workflow.name, workflow.version);
+    if (reservation === undefined) return insert();
+    return insertClaimedLocally(db, reservation, runId, statement(false));
+  };
   // A conflicting row can vanish between the insert and the look-up (the run was deleted);
   // then the insert is simply tried again.
   for (let round = 0; round < 3; round++) {
-    if (await insert()) return { runId, created: true };
+    if (await insertHere()) return { runId, created: true };
     const existing = await findExisting(db, workflow, runId, options.runId !== undefined, dedupeKey, inputJson, onDifferentInput);
     if (existing !== undefined) return existing;
   }
   throw new Error(`Run ${runId} conflicted with an existing run that then disappeared, three times in a row.`);
+}
+
+/**
+ * The start of a run claimed for a worker of this process, in ONE transaction: the insert
+ * (without its NOTIFY: no other worker need wake for a run already taken), then the claim
+ * statement restricted to the new run, which sees it because it follows the insert in the same
+ * transaction. The run and its lease become durable in one commit; fencing is the claim's own
+ * (token 0 → 1 in that commit). Should the claim take nothing (the run is not claimable after
+ * all), the transaction NOTIFYs as a plain start would, so no wake-up is lost. The reservation is
+ * settled after the commit with the runs taken, or with `undefined` if the transaction failed —
+ * its outcome may be unknown, and the worker then looks for runs it holds that nobody drives.
+ * Returns whether the run was created (false: its id or dedupe key names an existing run).
+ */
+async function insertClaimedLocally(
+  db: Kysely<LedgerflowDatabase>,
+  reservation: StartReservation,
+  runId: string,
+  insert: RawBuilder<{ id: string }>,
+): Promise<boolean> {
+  let claimed: LeasedRun[] = [];
+  let created: boolean;
+  try {
+    created = await db.transaction().execute(async (trx) => {
+      const inserted = await insert.execute(trx);
+      if (inserted.rows.length === 0) return false;
+      const { rows } = await reservation.claim(runId).execute(trx);
+      if (rows.length === 0) await sql`SELECT pg_notify(${RUNS_CHANNEL}, ${runId}::text)`.execute(trx);
+      claimed = rows.map(toLeasedRun);
+      return true;
+    });
+  } catch (error) {
+    reservation.settle(undefined);
+    throw error;
+  }
+  reservation.settle(claimed);
+  return created;
 }
 
 /** The columns a start writes, and the SQL type each value is cast to in the insert's SELECT. */

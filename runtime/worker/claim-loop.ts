@@ -6,7 +6,8 @@
  *
  *   polling  The last claim came back short: nothing more is due. The loop sleeps for
  *            `pollIntervalMs` — woken early by a NOTIFY (the runs subscription's hint), by a
- *            run that ends, or by stop() — then claims for every free slot.
+ *            run that ends after a NOTIFY found no slot free, or by stop() — then claims for
+ *            every free slot.
  *   backlog  The last claim took all it asked for, so more runs are probably due: a completing
  *            run's commit also claims the next runs (a fused claim, see `fusedClaim()`), and a
  *            run that ends with other runs in flight leaves its slot to their fused claims
@@ -16,6 +17,21 @@
  *
  * At most one claim is in flight (`#claiming`), the loop's or a fused one: claimers racing
  * over the head of the pending index only skip each other's locked rows.
+ *
+ * Wake-ups: a NOTIFY (`hint()`) wakes the loop only when a slot is free; at capacity it is
+ * remembered (`#hintMissed`) and the next slot to free up wakes the loop. In polling mode a slot
+ * that frees up wakes the loop for nothing else: the last claim came back short, and every run
+ * made due since (a start, a child, an event, a queue grant) came with a NOTIFY — runs due by
+ * time (a retry's backoff, a timeout) are the poll's. A hint that arrives while a claim is in
+ * flight makes the loop claim again afterwards (the claim may have read before the run's commit).
+ *
+ * Start reservations (`reserveStart()`): a start in this process (`createClient({ worker })`)
+ * takes a free slot, inserts its run and claims it for this worker in its own transaction (the
+ * claim statement restricted to that run, `claimStartedRunStatement`), then hands the claimed run
+ * back (`settle`). Reserved slots count as taken for every claim. A reservation asked for while
+ * the loop's claim is in flight waits for it (a claim costs a round trip, a start's commit an
+ * fsync); none is given while a fused claim is in flight or no slot is free — the start then
+ * NOTIFYs as any other.
  *
  * A failed claim: `error` (where 'claim'), the runs subscription is marked stale, and the loop
  * backs off (100 ms, doubling, at most 5 s) before it tries again. A fused claim whose commit
@@ -28,10 +44,10 @@
  * those releases), and so are orphans found then.
  */
 
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import { exponentialBackoffMs } from './backoff.js';
-import { claimRuns, loadLeasedRun, type LeasedRun } from './claim.js';
+import { claimRuns, claimStartedRunStatement, loadLeasedRun, type LeasedRun, type LeasedRunRow } from './claim.js';
 import { flightKey, type Flight } from './flight.js';
 import { releaseLeases } from './lease.js';
 import type { WorkflowRegistry } from './registry.js';
@@ -58,14 +74,36 @@ export interface ClaimLoopContext {
   emit(event: WorkerEvent): void;
 }
 
+/**
+ * A slot of this worker held for a run a start in this process creates (see the module comment).
+ * Every reservation must be answered by exactly one `settle` call.
+ */
+export interface StartReservation {
+  /** The claim, for this worker, of the run the start inserted; to execute in the start's transaction after the insert. */
+  claim(runId: string): RawBuilder<LeasedRunRow>;
+  /**
+   * The start's transaction committed and its claim took `runs` (none: the run was not claimable,
+   * or the insert found an existing run); `undefined`: it failed, or its outcome is unknown.
+   */
+  settle(runs: readonly LeasedRun[] | undefined): void;
+}
+
 export class ClaimLoop {
   readonly #ctx: ClaimLoopContext;
   /** The last claim took all it asked for (see the module comment: backlog mode). */
   #backlog = false;
   /** A claim is in flight — the loop's, or one fused into a completion commit. */
   #claiming = false;
-  /** The limit of the fused claim in flight. */
-  #fusedLimit = 0;
+  /** The limit of the claim in flight (the loop's or a fused one). */
+  #claimLimit = 0;
+  /** The loop's claim in flight, which a start reservation may wait for. */
+  #loopClaim: Promise<unknown> | undefined;
+  /** Slots held by start reservations not settled yet. */
+  #reserved = 0;
+  /** `released()` calls waiting for the start reservations to be settled. */
+  readonly #unreserved = new Set<() => void>();
+  /** A NOTIFY arrived while no slot was free: the next slot that frees up claims. */
+  #hintMissed = false;
   /** Releases of runs a fused claim took while the worker was already stopping. */
   readonly #releasing = new Set<Promise<void>>();
   #loop: Promise<void> | undefined;
@@ -86,8 +124,9 @@ export class ClaimLoop {
     await this.#loop;
   }
 
-  /** Resolves once the runs taken while stopping are released. */
+  /** Resolves once every start reservation is settled and the runs taken while stopping are released. */
   async released(): Promise<void> {
+    while (this.#reserved > 0) await new Promise<void>((resolve) => this.#unreserved.add(resolve));
     await Promise.all(this.#releasing);
   }
 
@@ -113,10 +152,10 @@ export class ClaimLoop {
   fusedClaim(): FusedClaim | undefined {
     const { concurrency, flights } = this.#ctx;
     if (!this.#ctx.isRunning() || !this.#backlog || this.#claiming) return undefined;
-    const limit = concurrency - flights.size + 1;
+    const limit = concurrency - flights.size - this.#reserved + 1;
     if (limit < Math.ceil(concurrency / 4)) return undefined;
     this.#claiming = true;
-    this.#fusedLimit = limit;
+    this.#claimLimit = limit;
     return { registry: this.#ctx.registry, options: { workerId: this.#ctx.workerId, leaseMs: this.#ctx.leaseMs, limit } };
   }
 
@@ -131,13 +170,63 @@ export class ClaimLoop {
       return;
     }
     flight.refilled = true;
-    this.#backlog = runs.length === this.#fusedLimit;
+    this.#backlog = runs.length === this.#claimLimit;
+    this.#take(runs);
+  }
+
+  /** A NOTIFY arrived (or the subscription is back after an outage): claim now if a slot is free. */
+  hint(): void {
+    if (this.#ctx.concurrency - this.#ctx.flights.size - this.#reserved > 0) this.wake();
+    else this.#hintMissed = true;
+  }
+
+  /**
+   * A slot for a start in this process that creates a run of `workflowName@version` and claims it
+   * for this worker in its own transaction; `undefined` when this worker does not serve that
+   * version, is not running, or has no slot free (see the module comment).
+   */
+  async reserveStart(workflowName: string, version: number): Promise<StartReservation | undefined> {
+    const ctx = this.#ctx;
+    if (ctx.registry.get(workflowName, version) === undefined) return undefined;
+    for (;;) {
+      if (!ctx.isRunning()) return undefined;
+      const taken = ctx.flights.size + this.#reserved + (this.#claiming ? this.#claimLimit : 0);
+      if (taken < ctx.concurrency) break;
+      const loopClaim = this.#loopClaim;
+      if (loopClaim === undefined) return undefined;
+      await loopClaim.catch(() => {});
+    }
+    this.#reserved += 1;
+    let settled = false;
+    return {
+      claim: (runId) => claimStartedRunStatement(ctx.registry, { workerId: ctx.workerId, leaseMs: ctx.leaseMs }, runId),
+      settle: (runs) => {
+        if (settled) throw new Error('A start reservation was settled twice.');
+        settled = true;
+        this.#reserved -= 1;
+        if (this.#reserved === 0) {
+          for (const resolve of this.#unreserved) resolve();
+          this.#unreserved.clear();
+        }
+        if (runs === undefined) {
+          // The start's commit may have happened (the connection broke after it): ask the database.
+          void this.#adoptOrphans();
+          this.#slotFreed();
+          return;
+        }
+        this.#take(runs);
+        if (runs.length === 0) this.#slotFreed();
+      },
+    };
+  }
+
+  /** Launches runs this worker just claimed — or, once stop() began, gives them back untouched. */
+  #take(runs: readonly LeasedRun[]): void {
     if (runs.length === 0) return;
     if (this.#ctx.isRunning()) {
       for (const run of runs) this.#ctx.launch(run);
       return;
     }
-    // stop() began while the commit was in flight: give them back untouched.
     const leases = runs.map((run) => ({ runId: run.id, fencingToken: run.fencingToken }));
     const releasing = releaseLeases(this.#ctx.db, leases, `worker ${this.#ctx.workerId} was stopping when it claimed the run`)
       .then(() => {})
@@ -152,20 +241,31 @@ export class ClaimLoop {
    * batch, one commit fewer); the loop's poll bounds how long the slot can wait for one.
    */
   flightEnded(flight: Flight): void {
-    if (!flight.refilled && !(this.#backlog && this.#ctx.flights.size > 0)) this.wake();
+    if (flight.refilled) return;
+    if (this.#backlog ? this.#ctx.flights.size === 0 : this.#hintMissed) this.wake();
+  }
+
+  /** A reserved slot was given back unused: claim if a NOTIFY was missed meanwhile. */
+  #slotFreed(): void {
+    if (this.#hintMissed) this.wake();
   }
 
   async #run(): Promise<void> {
     const ctx = this.#ctx;
     let failures = 0;
     while (ctx.isRunning()) {
-      const free = ctx.concurrency - ctx.flights.size;
+      const free = ctx.concurrency - ctx.flights.size - this.#reserved;
       if (free > 0 && !this.#claiming) {
         this.#claiming = true;
+        this.#claimLimit = free;
+        this.#hintMissed = false;
         try {
-          const claimed = await claimRuns(ctx.db, ctx.registry, { workerId: ctx.workerId, leaseMs: ctx.leaseMs, limit: free }).finally(
-            () => (this.#claiming = false),
-          );
+          const claiming = claimRuns(ctx.db, ctx.registry, { workerId: ctx.workerId, leaseMs: ctx.leaseMs, limit: free });
+          this.#loopClaim = claiming;
+          const claimed = await claiming.finally(() => {
+            this.#claiming = false;
+            this.#loopClaim = undefined;
+          });
           failures = 0;
           this.#backlog = claimed.length === free;
           if (ctx.subscription.stale) await ctx.subscription.subscribe();

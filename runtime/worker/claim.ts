@@ -222,6 +222,22 @@ export function claimStatement(registry: WorkflowRegistry, options: ClaimOptions
 }
 
 /**
+ * The claim a start makes for the run it has just inserted, in the start's own transaction, for
+ * a worker of the same process with a free slot (`createClient({ worker })`): the claim statement
+ * itself ({@link claimParts}), its candidates restricted to that one run and to pending runs (a
+ * new run was never leased). It sees the run because it follows the insert in the same
+ * transaction; the run and its lease commit together (one durable commit instead of two).
+ */
+export function claimStartedRunStatement(
+  registry: WorkflowRegistry,
+  options: Omit<ClaimOptions, 'limit'>,
+  runId: string,
+): RawBuilder<LeasedRunRow> {
+  const { ctes, select } = claimParts(registry, { ...options, limit: 1 }, { prefix: '', guard: sql`r.id = ${runId}::uuid`, takeovers: false });
+  return sql<LeasedRunRow>`WITH ${ctes} ${select}`;
+}
+
+/**
  * Claims up to `limit` runnable runs of the registered workflow versions in ONE statement (one
  * round trip, one commit): runs that are pending and due, or running under an expired lease.
  * `FOR NO KEY UPDATE SKIP LOCKED` lets concurrent workers take disjoint runs without waiting

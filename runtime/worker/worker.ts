@@ -37,7 +37,7 @@ import { assertSchedules, registerSchedules } from '../schedules/register-schedu
 import type { Store } from '../store/store.js';
 import { loadWorkerTelemetry, NO_TELEMETRY, type Telemetry, type TelemetryOptions } from '../telemetry/telemetry.js';
 import { millis, type LeasedRun } from './claim.js';
-import { ClaimLoop } from './claim-loop.js';
+import { ClaimLoop, type StartReservation } from './claim-loop.js';
 import { flightKey, type Flight } from './flight.js';
 import { releaseLeases } from './lease.js';
 import { LeaseKeeper } from './lease-keeper.js';
@@ -147,6 +147,24 @@ export interface Worker {
 type WorkerState = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped';
 
 /**
+ * How a client of the same process starts runs claimed for this worker in the start's own
+ * transaction (`createClient({ worker })`; claim-loop.ts, "Start reservations").
+ */
+export interface LocalStarts {
+  /** The store the worker was created with: the client must use the same one. */
+  readonly store: Store;
+  /** A free slot for a run of `workflowName@version`, or `undefined` (see `ClaimLoop.reserveStart`). */
+  reserve(workflowName: string, version: number): Promise<StartReservation | undefined>;
+}
+
+const localStarts = new WeakMap<Worker, LocalStarts>();
+
+/** The {@link LocalStarts} of a worker made by {@link createWorker}; `undefined` for any other object. */
+export function localStartsOf(worker: Worker): LocalStarts | undefined {
+  return localStarts.get(worker);
+}
+
+/**
  * Creates a worker. Nothing happens until `start()` (or `drain()`).
  *
  * Worker life cycle: idle --start--> starting --verified--> running --stop--> stopping --> stopped.
@@ -224,7 +242,7 @@ class WorkerRuntime implements Worker {
     this.#subscription = new RunsSubscription({
       store: this.#store,
       isWanted: () => this.#state === 'starting' || this.#state === 'running',
-      hint: () => this.#claims.wake(),
+      hint: () => this.#claims.hint(),
       emit,
     });
     this.#claims = new ClaimLoop({
@@ -252,6 +270,7 @@ class WorkerRuntime implements Worker {
     });
     this.#scheduler = new ScheduleTimer({ db, schedules: this.#schedules, intervalMs: scheduleIntervalMs, emit });
     this.#retention = new RetentionTimer({ db, retention: options.retention, emit });
+    localStarts.set(this, { store: this.#store, reserve: (name, version) => this.#claims.reserveStart(name, version) });
   }
 
   get inFlight(): number {

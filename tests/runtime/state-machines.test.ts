@@ -43,6 +43,7 @@ const WRITES: Readonly<Record<string, readonly string[]>> = {
     'run waiting->running',
     'attempt none->running',
   ],
+  'claim-started-run.sql': ['run pending->running', 'run waiting->running', 'attempt none->running'],
   'load-leased-run.sql': [],
   'advance-hold.sql': ['run running->running', 'attempt running->succeeded', 'attempt none->running'],
   'advance-release.sql': ['run running->pending', 'attempt running->succeeded'],
