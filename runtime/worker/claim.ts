@@ -1,5 +1,6 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
+import { prepared } from '../store/prepared.js';
 import type { WorkflowRegistry } from './registry.js';
 import { countsTowardBudget } from './retry.js';
 import { assertAttemptTransition, assertRunTransition } from './state-machines.js';
@@ -218,7 +219,7 @@ export function claimParts(registry: WorkflowRegistry, options: ClaimOptions, pl
 /** The claim statement on its own; exported so that tests can EXPLAIN exactly what runs. */
 export function claimStatement(registry: WorkflowRegistry, options: ClaimOptions): RawBuilder<LeasedRunRow> {
   const { ctes, select } = claimParts(registry, options);
-  return sql<LeasedRunRow>`WITH ${ctes} ${select}`;
+  return prepared(sql<LeasedRunRow>`WITH ${ctes} ${select}`);
 }
 
 /**

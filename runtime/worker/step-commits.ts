@@ -2,6 +2,7 @@ import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { isEffectKind } from '../../dsl/step-kind.js';
 import type { StepDefinition } from '../../dsl/workflow.js';
 import { LeaseLostError } from '../errors.js';
+import { prepared } from '../store/prepared.js';
 import type { Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
 import { claimParts, millis, toLeasedRun, type ClaimOptions, type LeasedRun, type LeasedRunRow } from './claim.js';
 import type { WorkflowRegistry } from './registry.js';
@@ -207,7 +208,7 @@ export function advanceRunStatement(p: AdvanceParams): RawBuilder<AdvanceRow> {
           guard: sql`EXISTS (SELECT 1 FROM fenced)`,
           takeovers: false,
         });
-  return sql<AdvanceRow>`
+  return prepared(sql<AdvanceRow>`
     WITH fenced AS (
       UPDATE ledgerflow.workflow_run
          SET current_step = current_step + 1, updated_at = statement_timestamp(), error = NULL, ${runSet}
@@ -233,7 +234,7 @@ export function advanceRunStatement(p: AdvanceParams): RawBuilder<AdvanceRow> {
            ${fused === undefined ? sql`NULL::jsonb` : sql`(SELECT COALESCE(jsonb_agg(f), '[]'::jsonb) FROM (${fused.select}) f)`} AS claimed,
            ${insert !== undefined ? stepHasEffect : sql`false`} AS effect_exists${
              p.continuation.kind === 'hold' ? sql`, (SELECT overdue FROM fenced) AS overdue` : sql``
-           }`;
+           }`);
 }
 
 /** The ledger CTE of a result commit, per {@link ResultEffect} mode (`reference` writes nothing). */
