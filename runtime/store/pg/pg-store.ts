@@ -3,7 +3,7 @@ import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { INT8_OID, parseInt8, type Store } from '../store.js';
 import type { LedgerflowDatabase } from '../tables.js';
-import { preparedStatementName } from './statement-names.js';
+import { statementNamer } from './statement-names.js';
 
 export interface PgStoreOptions {
   readonly connectionString: string;
@@ -35,6 +35,7 @@ const types = {
  * Everything else passes through unchanged.
  */
 function preparingClient(Base: typeof pg.Client): typeof pg.Client {
+  const preparedStatementName = statementNamer();
   class PreparingClient extends Base {}
   const query = Base.prototype.query as (this: pg.Client, config: unknown, values?: unknown, callback?: unknown) => unknown;
   PreparingClient.prototype.query = function preparedQuery(this: pg.Client, config: unknown, values?: unknown, callback?: unknown) {
