@@ -4,7 +4,7 @@ import type { StepDefinition } from '../../dsl/workflow.js';
 import { LeaseLostError } from '../errors.js';
 import { prepared } from '../store/prepared.js';
 import type { Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
-import { claimParts, millis, toLeasedRun, type ClaimOptions, type LeasedRun, type LeasedRunRow } from './claim.js';
+import { FUSED_CLAIM, millis, reusedClaimParts, toLeasedRun, type ClaimOptions, type LeasedRun, type LeasedRunRow } from './claim.js';
 import type { WorkflowRegistry } from './registry.js';
 import { reconcileBackoffMs } from './retry.js';
 import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from './state-machines.js';
@@ -203,11 +203,7 @@ export function advanceRunStatement(p: AdvanceParams): RawBuilder<AdvanceRow> {
   const fused =
     claimNext === undefined
       ? undefined
-      : claimParts(claimNext.registry, claimNext.options, {
-          prefix: 'fused_',
-          guard: sql`EXISTS (SELECT 1 FROM fenced)`,
-          takeovers: false,
-        });
+      : reusedClaimParts(claimNext.registry, claimNext.options, FUSED_CLAIM);
   return prepared(sql<AdvanceRow>`
     WITH fenced AS (
       UPDATE ledgerflow.workflow_run

@@ -1,4 +1,4 @@
-import { sql, type Kysely } from 'kysely';
+import { DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prepared, PREPARED_MARK } from '../../runtime/store/prepared.js';
 import { createPgStore } from '../../runtime/store/pg/pg-store.js';
@@ -7,6 +7,8 @@ import { SQLSTATE, sqlStateOf } from '../../runtime/store/sqlstate.js';
 import type { Store } from '../../runtime/store/store.js';
 import { describeStores } from '../support/describe-stores.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
+import { buildRegistry } from '../../runtime/worker/registry.js';
+import { claimParts, FUSED_CLAIM, reusedClaimParts } from '../../runtime/worker/claim.js';
 
 const lookup = (db: Kysely<unknown>, id: number) =>
   sql<{ id: number; doc: unknown }>`SELECT id, doc FROM public.prep_t WHERE id = ${id}`.execute(db);
@@ -98,5 +100,30 @@ describe('statementNamer', () => {
     expect(name(`${PREPARED_MARK} SELECT 2`)).toBeDefined();
     expect(name(`${PREPARED_MARK} SELECT 3`)).toBeUndefined();
     expect(name(`${PREPARED_MARK} SELECT 1`)).toBe(first);
+  });
+});
+
+describe('reusedClaimParts', () => {
+  it('builds the claim once per placement, registry and options, and builds what claimParts builds', () => {
+    const registry = buildRegistry([]);
+    const options = { workerId: 'w', leaseMs: 30_000, limit: 4 };
+    const parts = reusedClaimParts(registry, options, FUSED_CLAIM);
+    expect(reusedClaimParts(registry, { ...options }, FUSED_CLAIM)).toBe(parts);
+    expect(reusedClaimParts(registry, { ...options, limit: 5 }, FUSED_CLAIM)).not.toBe(parts);
+    expect(reusedClaimParts(registry, options)).not.toBe(parts);
+    expect(reusedClaimParts(buildRegistry([]), options, FUSED_CLAIM)).not.toBe(parts);
+    const db = new Kysely<unknown>({
+      dialect: {
+        createAdapter: () => new PostgresAdapter(),
+        createDriver: () => new DummyDriver(),
+        createIntrospector: (k) => new PostgresIntrospector(k),
+        createQueryCompiler: () => new PostgresQueryCompiler(),
+      },
+    });
+    const compile = (p: typeof parts) => sql`WITH fenced AS (SELECT 1), ${p.ctes} ${p.select}`.compile(db);
+    const fresh = compile(claimParts(registry, options, FUSED_CLAIM));
+    const reused = compile(parts);
+    expect(reused.sql).toBe(fresh.sql);
+    expect(reused.parameters).toEqual(fresh.parameters);
   });
 });
