@@ -1,6 +1,7 @@
 import { DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prepared, PREPARED_MARK } from '../../runtime/store/prepared.js';
+import { openStore } from '../../runtime/store/open-store.js';
 import { createPgStore } from '../../runtime/store/pg/pg-store.js';
 import { statementNamer } from '../../runtime/store/pg/statement-names.js';
 import { SQLSTATE, sqlStateOf } from '../../runtime/store/sqlstate.js';
@@ -72,8 +73,8 @@ describe('named statements on the pg store', () => {
     }
   });
 
-  it('prepares nothing with preparedStatements: false', async () => {
-    const store = createPgStore({ connectionString: test.url!, maxConnections: 1, preparedStatements: false });
+  it('prepares nothing with openStore({ preparedStatements: false })', async () => {
+    const store = await openStore({ databaseUrl: test.url!, maxConnections: 1, preparedStatements: false });
     try {
       await preparedLookup(store.db as Kysely<unknown>, 1);
       expect(await preparedOn(store)).toEqual([]);
