@@ -34,6 +34,7 @@ import { measureLatency } from './workloads/w3-latency.js';
 import { measureFanOut, measureSleepingClaimCost, WAIT_BENCH_WORKFLOWS, waitBenchRegistrations } from './workloads/waits.js';
 import { measureQueuedBacklog, QUEUE_BENCH_WORKFLOWS, queueBenchRegistrations, queuedOneStep } from './workloads/queues.js';
 import { measureTelemetryOverhead, type TelemetryOverhead } from './workloads/telemetry.js';
+import { measureWorkerCpu, workerCpuTable, type WorkerCpuRow } from './workloads/worker-cpu.js';
 
 /**
  * `npm run bench`: every workload in one run against one durable server, then a Markdown
@@ -49,6 +50,7 @@ import { measureTelemetryOverhead, type TelemetryOverhead } from './workloads/te
  *   LEDGERFLOW_BENCH_ONLY=fanout       only the fan-out measurement, logged, no files written
  *   LEDGERFLOW_BENCH_ONLY=latency      only W3 (after a W1 c=16 drain for its peak rate), logged, no files written
  *   LEDGERFLOW_BENCH_ONLY=e2e          only the end-to-end workloads, their table printed, no files written
+ *   LEDGERFLOW_BENCH_ONLY=cpu          only worker CPU per step (W1, W2 on the plain store), its table printed, no files written
  *   LEDGERFLOW_BENCH_E2E_N        timed workflows per end-to-end measurement (default 500)
  *   DATABASE_URL                  use this server instead of starting one (settings recorded as found)
  */
@@ -64,8 +66,8 @@ function logFanOut(fanOut: Awaited<ReturnType<typeof measureFanOut>>): void {
 async function main(): Promise<void> {
   const n = positiveInt('LEDGERFLOW_BENCH_N', 2000);
   const only = process.env['LEDGERFLOW_BENCH_ONLY'] ?? '';
-  if (only !== '' && only !== 'telemetry' && only !== 'fanout' && only !== 'latency' && only !== 'e2e') {
-    throw new Error(`LEDGERFLOW_BENCH_ONLY must be telemetry, fanout, latency, e2e or empty (got "${only}").`);
+  if (only !== '' && only !== 'telemetry' && only !== 'fanout' && only !== 'latency' && only !== 'e2e' && only !== 'cpu') {
+    throw new Error(`LEDGERFLOW_BENCH_ONLY must be telemetry, fanout, latency, e2e, cpu or empty (got "${only}").`);
   }
   const w3Seconds = positiveInt('LEDGERFLOW_BENCH_W3_SECONDS', 5);
   const started = performance.now();
@@ -78,6 +80,10 @@ async function main(): Promise<void> {
     log(`server: ${environment.serverVersion}, fsync=${environment.fsync}, synchronous_commit=${environment.synchronousCommit}`);
     if (only === 'telemetry') {
       await telemetryOverhead(server, registrations, n);
+      return;
+    }
+    if (only === 'cpu') {
+      process.stdout.write(`${workerCpuTable(await workerCpu(server, registrations, n))}\n`);
       return;
     }
     if (only === 'e2e') {
@@ -132,6 +138,8 @@ async function main(): Promise<void> {
     for (const concurrency of CONCURRENCIES) {
       durable.push((await drain('W2 three-step drain', threeStep, Math.ceil(n / 3), 3, concurrency)).row);
     }
+
+    const workerCpuRows = await workerCpu(server, registrations, n);
 
     const endToEndRows = await endToEnd(server, registrations);
 
@@ -249,6 +257,7 @@ async function main(): Promise<void> {
       floor,
       floorAsTransaction,
       durable,
+      workerCpu: workerCpuRows,
       endToEnd: endToEndRows,
       stepCosts,
       latency,
@@ -348,6 +357,25 @@ async function durableDrain(
     await workerStore.close().catch(() => {});
     await enqueueStore.close().catch(() => {});
   }
+}
+
+/** Worker CPU per step of W1 and W2 at every concurrency, on the plain store (bench/workloads/worker-cpu.ts). */
+async function workerCpu(server: BenchServer, registrations: ReturnType<typeof benchRegistrations>, n: number): Promise<WorkerCpuRow[]> {
+  const rows: WorkerCpuRow[] = [];
+  for (const [workload, workflow, stepsPerRun] of [['W1 one-step drain', oneStep, 1], ['W2 three-step drain', threeStep, 3]] as const) {
+    for (const concurrency of CONCURRENCIES) {
+      const { url } = await prepareDatabase(server, `bench_cpu_${workflow.name.replaceAll('-', '_')}_c${concurrency}`);
+      const runs = Math.ceil(n / stepsPerRun);
+      const row = await withStores(
+        [createPgStore({ connectionString: url, maxConnections: 16 }), createPgStore({ connectionString: url, maxConnections: concurrency + 2 })],
+        ([enqueueStore, workerStore]) =>
+          measureWorkerCpu({ workload, workflow, stepsPerRun, registrations, runs, warmUpRuns: Math.min(200, runs), concurrency, enqueueStore, workerStore }),
+      );
+      log(`worker CPU ${workload} c=${concurrency}: ${row.cpuMsPerStep.toFixed(3)} ms/step`);
+      rows.push(row);
+    }
+  }
+  return rows;
 }
 
 /** The end-to-end workloads (bench/workloads/end-to-end.ts) at every concurrency. */

@@ -4,6 +4,7 @@ import type { QueryClass } from './instrumented-pg-store.js';
 import type { QueuedBacklogCost } from './workloads/queues.js';
 import type { TelemetryOverhead } from './workloads/telemetry.js';
 import type { FanOutResult, SleepingClaimCost } from './workloads/waits.js';
+import type { WorkerCpuRow } from './workloads/worker-cpu.js';
 
 /** One throughput measurement at one concurrency. */
 export interface ThroughputRow {
@@ -94,6 +95,8 @@ export interface BenchResults {
   /** The same writes as four statements in an explicit transaction, for comparison. */
   readonly floorAsTransaction: readonly ThroughputRow[];
   readonly durable: readonly ThroughputRow[];
+  /** Worker CPU per step of W1 and W2 on the plain store, harness cost excluded (bench/workloads/worker-cpu.ts). */
+  readonly workerCpu?: readonly WorkerCpuRow[];
   /** Starts included: c clients start and await runs while one worker executes them. */
   readonly endToEnd?: readonly EndToEndRow[];
   readonly stepCosts: readonly StepCostRow[];

@@ -1,5 +1,6 @@
 import type { BenchResults, ThroughputRow } from '../results-model.js';
 import { END_TO_END_DESCRIPTION, endToEndTable } from './end-to-end.js';
+import { workerCpuTable } from '../workloads/worker-cpu.js';
 
 /** The results page: machine and server first, then the tables, then the targets, met or not. */
 export function renderMarkdown(results: BenchResults, chartFile: string): string {
@@ -33,6 +34,17 @@ export function renderMarkdown(results: BenchResults, chartFile: string): string
     `![steps/s against concurrency](${chartFile})`,
     '',
   ];
+  if (results.workerCpu && results.workerCpu.length > 0) {
+    lines.push(
+      '## Worker CPU per step (bench/workloads/worker-cpu.ts)',
+      '',
+      'The worker\'s process CPU (user + system, `process.cpuUsage()`) over a drain divided by its steps, on the runtime\'s ' +
+        'plain `pg` store after a warm-up drain: the column above includes the bench\'s query instrumentation, this one does not.',
+      '',
+      workerCpuTable(results.workerCpu),
+      '',
+    );
+  }
   if (results.endToEnd && results.endToEnd.length > 0) {
     lines.push('## End to end, starts included (bench/workloads/end-to-end.ts)', '', END_TO_END_DESCRIPTION, '', endToEndTable(results.endToEnd), '');
   }
@@ -212,6 +224,12 @@ function targetLines(results: BenchResults): string[] {
         ` (plus ${cost.claimCommitsPerRun.toFixed(2)} separate claim commits per run; fused claims ride on the previous run's completion commit)`,
     );
   }
+  const cpuTop = results.workerCpu?.find((r) => r.workload.startsWith('W1') && r.concurrency === top);
+  out.push(
+    cpuTop
+      ? `worker CPU ≤ 0.1 ms per step (W1) at concurrency ${top}: ${cpuTop.cpuMsPerStep.toFixed(3)} ms — ${cpuTop.cpuMsPerStep <= 0.1 ? 'met' : 'NOT met'}`
+      : `worker CPU ≤ 0.1 ms per step at concurrency ${top}: not measured`,
+  );
   if (results.latency) {
     const p50 = results.latency.p50Ms;
     out.push(`W3 p50 < 10 ms: ${p50.toFixed(1)} ms — ${p50 < 10 ? 'met' : 'NOT met'}`);

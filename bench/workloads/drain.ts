@@ -25,6 +25,8 @@ export interface DrainMeasurement {
   readonly seconds: number;
   /** CPU time this process (the worker, and nothing else while draining) spent, in ms. */
   readonly cpuMs: number;
+  /** The system (kernel) part of {@link DrainMeasurement.cpuMs}: socket reads and writes, mostly. */
+  readonly systemCpuMs: number;
   /** Steps that failed (should be 0; a benchmark with failures is reported, not hidden). */
   readonly failedSteps: number;
   readonly errors: readonly string[];
@@ -81,5 +83,5 @@ export async function measureDrain(options: DrainOptions): Promise<DrainMeasurem
   const seconds = (performance.now() - started) / 1000;
   const cpu = process.cpuUsage(cpuBefore);
   await worker.stop();
-  return { runs: options.runs, seconds, cpuMs: (cpu.user + cpu.system) / 1000, failedSteps, errors };
+  return { runs: options.runs, seconds, cpuMs: (cpu.user + cpu.system) / 1000, systemCpuMs: cpu.system / 1000, failedSteps, errors };
 }

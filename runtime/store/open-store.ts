@@ -10,6 +10,12 @@ export interface OpenStoreOptions {
   /** PGlite data directory used when there is no database URL. */
   readonly dataDir?: string;
   readonly maxConnections?: number;
+  /**
+   * PostgreSQL only: run the worker's hot statements as named prepared statements (default
+   * `true`). Set `false` behind a connection pooler that cannot keep them per client session
+   * (PgBouncer in transaction mode before 1.21).
+   */
+  readonly preparedStatements?: boolean;
 }
 
 /**
@@ -22,6 +28,7 @@ export async function openStore(options: OpenStoreOptions = {}): Promise<Store> 
     return createPgStore({
       connectionString: databaseUrl,
       ...(options.maxConnections !== undefined ? { maxConnections: options.maxConnections } : {}),
+      ...(options.preparedStatements !== undefined ? { preparedStatements: options.preparedStatements } : {}),
     });
   }
   return createPGliteStore({ dataDir: options.dataDir ?? DEFAULT_DATA_DIR });

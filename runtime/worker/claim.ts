@@ -1,5 +1,6 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
+import { prepared } from '../store/prepared.js';
 import type { WorkflowRegistry } from './registry.js';
 import { countsTowardBudget } from './retry.js';
 import { assertAttemptTransition, assertRunTransition } from './state-machines.js';
@@ -215,10 +216,32 @@ export function claimParts(registry: WorkflowRegistry, options: ClaimOptions, pl
   return { ctes, select };
 }
 
+/** A claim fused into a step's completion commit: pending runs only, and only if that commit is fenced in. */
+export const FUSED_CLAIM: ClaimPlacement = { prefix: 'fused_', guard: sql`EXISTS (SELECT 1 FROM fenced)`, takeovers: false };
+
+const builtParts = new WeakMap<ClaimPlacement, WeakMap<WorkflowRegistry, Map<string, ClaimParts>>>();
+
+/**
+ * {@link claimParts}, built once per placement, registry and options and reused: a fused claim
+ * rides on every completion commit, and its builders (values included: registry, limit, worker,
+ * lease) are the same from one commit to the next. Kysely's builders are immutable, so sharing
+ * them is safe. Keyed by the placement object: pass a constant (`FUSED_CLAIM`), not a fresh one.
+ */
+export function reusedClaimParts(registry: WorkflowRegistry, options: ClaimOptions, placement: ClaimPlacement = STANDALONE): ClaimParts {
+  let byRegistry = builtParts.get(placement);
+  if (byRegistry === undefined) builtParts.set(placement, (byRegistry = new WeakMap()));
+  let byOptions = byRegistry.get(registry);
+  if (byOptions === undefined) byRegistry.set(registry, (byOptions = new Map()));
+  const key = `${options.limit}|${options.leaseMs}|${options.workerId}`;
+  let parts = byOptions.get(key);
+  if (parts === undefined) byOptions.set(key, (parts = claimParts(registry, options, placement)));
+  return parts;
+}
+
 /** The claim statement on its own; exported so that tests can EXPLAIN exactly what runs. */
 export function claimStatement(registry: WorkflowRegistry, options: ClaimOptions): RawBuilder<LeasedRunRow> {
-  const { ctes, select } = claimParts(registry, options);
-  return sql<LeasedRunRow>`WITH ${ctes} ${select}`;
+  const { ctes, select } = reusedClaimParts(registry, options);
+  return prepared(sql<LeasedRunRow>`WITH ${ctes} ${select}`);
 }
 
 /**

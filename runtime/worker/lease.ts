@@ -1,4 +1,5 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
+import { prepared } from '../store/prepared.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import { millis } from './claim.js';
 import { assertAttemptTransition, assertRunTransition } from './state-machines.js';
@@ -34,7 +35,7 @@ export function renewLeasesStatement(
   leaseMs: number,
 ): RawBuilder<{ id: string; fencing_token: number; lost: boolean }> {
   assertRunTransition('running', 'running');
-  return sql<{ id: string; fencing_token: number; lost: boolean }>`
+  return prepared(sql<{ id: string; fencing_token: number; lost: boolean }>`
     WITH mine AS (
       SELECT * FROM unnest(${leases.map((l) => l.runId)}::uuid[], ${leases.map((l) => l.fencingToken)}::bigint[])
         AS m(id, fencing_token)
@@ -50,7 +51,7 @@ export function renewLeasesStatement(
       RETURNING r.id
     )
     SELECT m.id, m.fencing_token, (r.id IS NULL OR r.fencing_token <> m.fencing_token OR r.status <> 'running') AS lost
-      FROM mine m LEFT JOIN ledgerflow.workflow_run r ON r.id = m.id`;
+      FROM mine m LEFT JOIN ledgerflow.workflow_run r ON r.id = m.id`);
 }
 
 /**

@@ -1,6 +1,7 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { StepDefinition } from '../../dsl/workflow.js';
 import { ConflictError } from '../errors.js';
+import { prepared } from '../store/prepared.js';
 import type { EffectStatus, Json, LedgerflowDatabase } from '../store/tables.js';
 import { millis } from './claim.js';
 import type { Lease } from './step-commits.js';
@@ -99,7 +100,7 @@ export function openTransactionalEffectStatement(
   claim: EffectClaim,
 ): RawBuilder<{ fenced: boolean; inserted: boolean; existing: EffectRow[] | null; pid: number }> {
   assertEffectTransition('none', 'recorded');
-  return sql<{ fenced: boolean; inserted: boolean; existing: EffectRow[] | null; pid: number }>`
+  return prepared(sql<{ fenced: boolean; inserted: boolean; existing: EffectRow[] | null; pid: number }>`
     WITH fence AS (
       SELECT id FROM ledgerflow.workflow_run
        WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
@@ -121,7 +122,7 @@ export function openTransactionalEffectStatement(
     SELECT EXISTS (SELECT 1 FROM fence) AS fenced,
            EXISTS (SELECT 1 FROM inserted) AS inserted,
            (SELECT json_agg(e) FROM existing e) AS existing,
-           pg_backend_pid() AS pid`;
+           pg_backend_pid() AS pid`);
 }
 
 /** A fresh read of a step's ledger rows (a new statement sees rows committed meanwhile). */
@@ -198,7 +199,7 @@ export function openIntentStatement(lease: Lease, step: StepDefinition, claim: E
   assertEffectTransition('released', 'intent');
   if (step.idempotentByKey) assertEffectTransition('intent', 'intent');
   const horizon = intentHorizon(lease, step);
-  return sql<OpenIntentRow>`
+  return prepared(sql<OpenIntentRow>`
     WITH fenced AS (
       UPDATE ledgerflow.workflow_run SET lease_expires_at = statement_timestamp() + ${millis(lease.leaseMs)}, updated_at = statement_timestamp()
        WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
@@ -240,7 +241,7 @@ export function openIntentStatement(lease: Lease, step: StepDefinition, claim: E
            EXISTS (SELECT 1 FROM retaken) AS retaken,
            (SELECT json_agg(e) FROM existing e) AS existing,
            (SELECT m.reconcile_after <= statement_timestamp() FROM mine m) AS due,
-           (SELECT m.reconcile_after FROM mine m) AS due_at`;
+           (SELECT m.reconcile_after FROM mine m) AS due_at`);
 }
 
 /**

@@ -2,8 +2,9 @@ import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { isEffectKind } from '../../dsl/step-kind.js';
 import type { StepDefinition } from '../../dsl/workflow.js';
 import { LeaseLostError } from '../errors.js';
+import { prepared } from '../store/prepared.js';
 import type { Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
-import { claimParts, millis, toLeasedRun, type ClaimOptions, type LeasedRun, type LeasedRunRow } from './claim.js';
+import { FUSED_CLAIM, millis, reusedClaimParts, toLeasedRun, type ClaimOptions, type LeasedRun, type LeasedRunRow } from './claim.js';
 import type { WorkflowRegistry } from './registry.js';
 import { reconcileBackoffMs } from './retry.js';
 import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from './state-machines.js';
@@ -202,12 +203,8 @@ export function advanceRunStatement(p: AdvanceParams): RawBuilder<AdvanceRow> {
   const fused =
     claimNext === undefined
       ? undefined
-      : claimParts(claimNext.registry, claimNext.options, {
-          prefix: 'fused_',
-          guard: sql`EXISTS (SELECT 1 FROM fenced)`,
-          takeovers: false,
-        });
-  return sql<AdvanceRow>`
+      : reusedClaimParts(claimNext.registry, claimNext.options, FUSED_CLAIM);
+  return prepared(sql<AdvanceRow>`
     WITH fenced AS (
       UPDATE ledgerflow.workflow_run
          SET current_step = current_step + 1, updated_at = statement_timestamp(), error = NULL, ${runSet}
@@ -233,7 +230,7 @@ export function advanceRunStatement(p: AdvanceParams): RawBuilder<AdvanceRow> {
            ${fused === undefined ? sql`NULL::jsonb` : sql`(SELECT COALESCE(jsonb_agg(f), '[]'::jsonb) FROM (${fused.select}) f)`} AS claimed,
            ${insert !== undefined ? stepHasEffect : sql`false`} AS effect_exists${
              p.continuation.kind === 'hold' ? sql`, (SELECT overdue FROM fenced) AS overdue` : sql``
-           }`;
+           }`);
 }
 
 /** The ledger CTE of a result commit, per {@link ResultEffect} mode (`reference` writes nothing). */

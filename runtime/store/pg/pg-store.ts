@@ -3,6 +3,7 @@ import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { INT8_OID, parseInt8, type Store } from '../store.js';
 import type { LedgerflowDatabase } from '../tables.js';
+import { statementNamer } from './statement-names.js';
 
 export interface PgStoreOptions {
   readonly connectionString: string;
@@ -14,6 +15,12 @@ export interface PgStoreOptions {
    * benchmarks that count or cut a store's connections; production code leaves it unset.
    */
   readonly clientClass?: typeof pg.Client;
+  /**
+   * Run the worker's hot statements as named prepared statements (see `runtime/store/prepared.ts`).
+   * Default `true`; `false` behind a pooler that cannot keep them (PgBouncer in transaction mode
+   * before 1.21).
+   */
+  readonly preparedStatements?: boolean;
 }
 
 const types = {
@@ -21,14 +28,35 @@ const types = {
     oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
 
+/**
+ * `Base` whose `query(text, values)` runs a text marked by `prepared()` as a named statement
+ * (`{ name, text, values }`): node-postgres sends Parse only the first time a connection sees
+ * the name, and the server keeps the parsed statement and its plan cache for the session.
+ * Everything else passes through unchanged.
+ */
+function preparingClient(Base: typeof pg.Client): typeof pg.Client {
+  const preparedStatementName = statementNamer();
+  class PreparingClient extends Base {}
+  const query = Base.prototype.query as (this: pg.Client, config: unknown, values?: unknown, callback?: unknown) => unknown;
+  PreparingClient.prototype.query = function preparedQuery(this: pg.Client, config: unknown, values?: unknown, callback?: unknown) {
+    if (typeof config === 'string' && Array.isArray(values)) {
+      const name = preparedStatementName(config);
+      if (name !== undefined) return query.call(this, { name, text: config, values }, undefined, callback);
+    }
+    return query.call(this, config, values, callback);
+  } as typeof Base.prototype.query;
+  return PreparingClient;
+}
+
 /** A `pg` pool: the durable production store. */
 export function createPgStore(options: PgStoreOptions): Store {
+  const Client = options.preparedStatements === false ? options.clientClass : preparingClient(options.clientClass ?? pg.Client);
   const pool = new pg.Pool({
     connectionString: options.connectionString,
     max: options.maxConnections ?? 10,
     application_name: options.applicationName ?? 'ledgerflow',
     types,
-    ...(options.clientClass !== undefined ? { Client: options.clientClass } : {}),
+    ...(Client !== undefined ? { Client } : {}),
   });
   // A client that loses its server (restart, pg_terminate_backend) must not crash the process.
   // The pool listens on idle clients only; a checked-out client between two queries of a

@@ -16,6 +16,7 @@
 -- $14 = "notify"
 -- $15 = 2
 
+/* ledgerflow:prepared */ 
     WITH fenced AS (
       UPDATE ledgerflow.workflow_run
          SET current_step = current_step + 1, updated_at = statement_timestamp(), error = NULL, status = 'completed', lease_owner = NULL, lease_expires_at = NULL, finished_at = statement_timestamp(),

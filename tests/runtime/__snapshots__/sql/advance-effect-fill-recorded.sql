@@ -26,6 +26,7 @@
 -- $24 = 7
 -- $25 = "worker-a"
 
+/* ledgerflow:prepared */ 
     WITH fenced AS (
       UPDATE ledgerflow.workflow_run
          SET current_step = current_step + 1, updated_at = statement_timestamp(), error = NULL, status = 'running', lease_expires_at = statement_timestamp() + ($1::double precision * interval '1 millisecond')

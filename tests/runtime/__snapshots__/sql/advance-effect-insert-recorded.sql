@@ -30,6 +30,7 @@
 -- $28 = "00000000-0000-4000-8000-000000000001"
 -- $29 = "debit"
 
+/* ledgerflow:prepared */ 
     WITH fenced AS (
       UPDATE ledgerflow.workflow_run
          SET current_step = current_step + 1, updated_at = statement_timestamp(), error = NULL, status = 'running', lease_expires_at = statement_timestamp() + ($1::double precision * interval '1 millisecond')

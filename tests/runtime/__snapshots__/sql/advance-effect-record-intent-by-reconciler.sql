@@ -18,6 +18,7 @@
 -- $16 = "order-42-charge"
 -- $17 = 1
 
+/* ledgerflow:prepared */ 
     WITH fenced AS (
       UPDATE ledgerflow.workflow_run
          SET current_step = current_step + 1, updated_at = statement_timestamp(), error = NULL, status = 'pending', lease_owner = NULL, lease_expires_at = NULL, run_after = statement_timestamp()

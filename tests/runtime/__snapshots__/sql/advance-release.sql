@@ -15,6 +15,7 @@
 -- $13 = "reserve"
 -- $14 = 2
 
+/* ledgerflow:prepared */ 
     WITH fenced AS (
       UPDATE ledgerflow.workflow_run
          SET current_step = current_step + 1, updated_at = statement_timestamp(), error = NULL, status = 'pending', lease_owner = NULL, lease_expires_at = NULL, run_after = statement_timestamp()

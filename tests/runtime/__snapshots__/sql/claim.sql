@@ -13,7 +13,7 @@
 -- $11 = "LeaseExpired"
 -- $12 = "worker-a"
 
-WITH 
+/* ledgerflow:prepared */ WITH 
     expired AS (
       SELECT r.id
         FROM ledgerflow.workflow_run r

@@ -23,6 +23,7 @@
 -- $21 = false
 -- $22 = "order-42-charge"
 
+/* ledgerflow:prepared */ 
     WITH fenced AS (
       UPDATE ledgerflow.workflow_run SET lease_expires_at = statement_timestamp() + ($1::double precision * interval '1 millisecond'), updated_at = statement_timestamp()
        WHERE id = $2 AND fencing_token = $3 AND status = 'running'

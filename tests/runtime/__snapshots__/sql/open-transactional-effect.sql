@@ -10,6 +10,7 @@
 -- $8 = 2
 -- $9 = 7
 
+/* ledgerflow:prepared */ 
     WITH fence AS (
       SELECT id FROM ledgerflow.workflow_run
        WHERE id = $1 AND fencing_token = $2 AND status = 'running'

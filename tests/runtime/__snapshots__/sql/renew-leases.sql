@@ -4,6 +4,7 @@
 -- $2 = [7,3]
 -- $3 = 30000
 
+/* ledgerflow:prepared */ 
     WITH mine AS (
       SELECT * FROM unnest($1::uuid[], $2::bigint[])
         AS m(id, fencing_token)
