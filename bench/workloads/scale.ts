@@ -11,6 +11,7 @@ import { fillScaleBacklog } from '../../tests/support/scale-backlog.js';
 import { migrateForTest } from '../../tests/support/migrate-for-test.js';
 import type { BenchServer } from '../environment.js';
 import { prepareBenchDatabase } from '../bench-database.js';
+import { readServerCounters } from '../server-stats.js';
 import { BENCH_WORKFLOWS, latencyProbe, oneStep, plainOnly } from './bench-workflows.js';
 
 /**
@@ -78,6 +79,8 @@ export interface FleetThroughput {
   readonly runs: number;
   readonly seconds: number;
   readonly workflowsPerSecond: number;
+  /** Server commits per workflow (`pg_stat_database`), the workers' start-up and stop included, the bench's own reads taken off. */
+  readonly commitsPerWorkflow: number;
 }
 
 const WORKER_ENTRY = fileURLToPath(new URL('./scale-worker.ts', import.meta.url));
@@ -93,17 +96,31 @@ export async function measureFleetThroughput(
   server: BenchServer,
   o: { readonly processes: number; readonly concurrencyEach: number; readonly runs: number },
 ): Promise<FleetThroughput> {
-  const { url } = await prepareBenchDatabase(server, `bench_scale_fleet_p${o.processes}_c${o.concurrencyEach}`);
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  const children: ChildProcess[] = [];
+  const { url, name } = await prepareBenchDatabase(server, `bench_scale_fleet_p${o.processes}_c${o.concurrencyEach}`);
+  const setup = new pg.Client({ connectionString: url });
+  await setup.connect();
   try {
-    await client.query(
+    await setup.query(
       `INSERT INTO ledgerflow.workflow_run (id, workflow_name, workflow_version, input, run_after)
        SELECT gen_random_uuid(), $1, $2, jsonb_build_object('i', g), 'infinity' FROM generate_series(1, $3::int) AS g`,
       [oneStep.name, oneStep.version, o.runs],
     );
-    await client.query('VACUUM ANALYZE ledgerflow.workflow_run');
+    await setup.query('VACUUM ANALYZE ledgerflow.workflow_run');
+  } finally {
+    await setup.end();
+  }
+  const before = await readServerCounters(server.adminUrl, name);
+  // Every statement this client sends is a commit of its own, counted here and taken off.
+  let ownCommits = 0;
+  const client = new pg.Client({ connectionString: url });
+  const query = <R extends pg.QueryResultRow>(text: string, values: unknown[]) => {
+    ownCommits += 1;
+    return client.query<R>(text, values);
+  };
+  const children: ChildProcess[] = [];
+  let seconds: number;
+  try {
+    await client.connect();
     const ready: Promise<void>[] = [];
     for (let p = 0; p < o.processes; p++) {
       const child = spawn(process.execPath, ['--conditions=ledgerflow-source', '--import', 'tsx', WORKER_ENTRY], {
@@ -124,7 +141,7 @@ export async function measureFleetThroughput(
       );
     }
     await Promise.all(ready);
-    const { rows } = await client.query<{ released: Date; n: number }>(
+    const { rows } = await query<{ released: Date; n: number }>(
       `WITH released AS (
          UPDATE ledgerflow.workflow_run SET run_after = statement_timestamp() WHERE status = 'pending' AND workflow_name = $1 RETURNING 1
        )
@@ -132,11 +149,11 @@ export async function measureFleetThroughput(
       [oneStep.name],
     );
     if (rows[0]!.n !== o.runs) throw new Error(`scale: released ${rows[0]!.n} runs, not ${o.runs}`);
-    await client.query(`SELECT pg_notify($1, '')`, [RUNS_CHANNEL]);
+    await query(`SELECT pg_notify($1, '')`, [RUNS_CHANNEL]);
     const released = rows[0]!.released;
     const deadline = performance.now() + 300_000;
     for (;;) {
-      const { rows: done } = await client.query<{ completed: number; failed: number }>(
+      const { rows: done } = await query<{ completed: number; failed: number }>(
         `SELECT count(*) FILTER (WHERE status = 'completed')::int AS completed,
                 count(*) FILTER (WHERE status IN ('failed', 'cancelled'))::int AS failed
            FROM ledgerflow.workflow_run WHERE workflow_name = $1`,
@@ -148,12 +165,11 @@ export async function measureFleetThroughput(
       if (performance.now() > deadline) throw new Error(`scale: fleet drain timed out with ${completed}/${o.runs} completed`);
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
-    const { rows: span } = await client.query<{ seconds: number }>(
+    const { rows: span } = await query<{ seconds: number }>(
       `SELECT extract(epoch FROM max(finished_at) - $1::timestamptz)::float8 AS seconds FROM ledgerflow.workflow_run WHERE workflow_name = $2`,
       [released, oneStep.name],
     );
-    const seconds = span[0]!.seconds;
-    return { processes: o.processes, concurrencyEach: o.concurrencyEach, runs: o.runs, seconds, workflowsPerSecond: o.runs / seconds };
+    seconds = span[0]!.seconds;
   } finally {
     await Promise.all(
       children.map(
@@ -171,6 +187,15 @@ export async function measureFleetThroughput(
     );
     await client.end().catch(() => {});
   }
+  const after = await readServerCounters(server.adminUrl, name);
+  return {
+    processes: o.processes,
+    concurrencyEach: o.concurrencyEach,
+    runs: o.runs,
+    seconds,
+    workflowsPerSecond: o.runs / seconds,
+    commitsPerWorkflow: (after.commits - before.commits - ownCommits) / o.runs,
+  };
 }
 
 export interface ScaleResults {
@@ -197,7 +222,8 @@ export async function measureScale(
     const f = await measureFleetThroughput(server, { processes, concurrencyEach, runs: o.runs });
     fleets.push(f);
     o.log(
-      `scale: W1 drain of ${f.runs} runs by ${processes} worker process(es) × concurrency ${concurrencyEach}: ${f.workflowsPerSecond.toFixed(0)} workflows/s` +
+      `scale: W1 drain of ${f.runs} runs by ${processes} worker process(es) × concurrency ${concurrencyEach}: ${f.workflowsPerSecond.toFixed(0)} workflows/s, ` +
+        `${f.commitsPerWorkflow.toFixed(2)} commits/workflow` +
         (fleets.length > 1 ? ` (${(f.workflowsPerSecond / fleets[0]!.workflowsPerSecond).toFixed(2)} × 1 process)` : ''),
     );
   }
