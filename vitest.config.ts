@@ -12,7 +12,8 @@ const OWN_MODULES = ['tests/runtime/state-machines.test.ts'];
 
 /**
  * The slow multi-process suites: the chaos run (workers SIGKILLed, backends terminated, the
- * server restarted), the worker fleets, the crash demo on PostgreSQL and the 100 000-run prune:
+ * server restarted), the worker fleets, the crash demo on PostgreSQL, the 100 000-run prune and
+ * the claim plans over 1 000 000 runs:
  * tens of seconds each. `npm test` runs everything else; `npm run test:chaos` runs these;
  * `.ci/run` runs both on every submission.
  */
@@ -22,6 +23,7 @@ const CHAOS = [
   'tests/runtime/schedule-fleet.test.ts',
   'tests/runtime/prune-100k.test.ts',
   'tests/examples/demo-pg.test.ts',
+  'tests/runtime/claim-scale-plan.test.ts',
 ];
 
 /** The packaging test builds, packs and installs the package: `npm run test:package` (vitest.package.config.ts). */

@@ -35,6 +35,7 @@ import { measureFanOut, measureSleepingClaimCost, WAIT_BENCH_WORKFLOWS, waitBenc
 import { measureQueuedBacklog, QUEUE_BENCH_WORKFLOWS, queueBenchRegistrations, queuedOneStep } from './workloads/queues.js';
 import { measureTelemetryOverhead, type TelemetryOverhead } from './workloads/telemetry.js';
 import { measureWorkerCpu, workerCpuTable, type WorkerCpuRow } from './workloads/worker-cpu.js';
+import { measureScale } from './workloads/scale.js';
 
 /**
  * `npm run bench`: every workload in one run against one durable server, then a Markdown
@@ -52,6 +53,8 @@ import { measureWorkerCpu, workerCpuTable, type WorkerCpuRow } from './workloads
  *   LEDGERFLOW_BENCH_ONLY=e2e          only the end-to-end workloads, their table printed, no files written
  *   LEDGERFLOW_BENCH_ONLY=cpu          only worker CPU per step (W1, W2 on the plain store), its table printed, no files written
  *   LEDGERFLOW_BENCH_E2E_N        timed workflows per end-to-end measurement (default 500)
+ *   LEDGERFLOW_BENCH_ONLY=scale        only the scale lines (claim latency over 1 000 … 1 000 000 runs, 1 vs 4 worker processes), logged
+ *   LEDGERFLOW_BENCH_SCALE_MAX    largest backlog of the claim-latency line (default 1000000)
  *   DATABASE_URL                  use this server instead of starting one (settings recorded as found)
  */
 const CONCURRENCIES = [1, 4, 16] as const;
@@ -66,8 +69,8 @@ function logFanOut(fanOut: Awaited<ReturnType<typeof measureFanOut>>): void {
 async function main(): Promise<void> {
   const n = positiveInt('LEDGERFLOW_BENCH_N', 2000);
   const only = process.env['LEDGERFLOW_BENCH_ONLY'] ?? '';
-  if (only !== '' && only !== 'telemetry' && only !== 'fanout' && only !== 'latency' && only !== 'e2e' && only !== 'cpu') {
-    throw new Error(`LEDGERFLOW_BENCH_ONLY must be telemetry, fanout, latency, e2e, cpu or empty (got "${only}").`);
+  if (only !== '' && only !== 'telemetry' && only !== 'fanout' && only !== 'latency' && only !== 'e2e' && only !== 'cpu' && only !== 'scale') {
+    throw new Error(`LEDGERFLOW_BENCH_ONLY must be telemetry, fanout, latency, e2e, cpu, scale or empty (got "${only}").`);
   }
   const w3Seconds = positiveInt('LEDGERFLOW_BENCH_W3_SECONDS', 5);
   const started = performance.now();
@@ -88,6 +91,10 @@ async function main(): Promise<void> {
     }
     if (only === 'e2e') {
       process.stdout.write(`${endToEndTable(await endToEnd(server, registrations))}\n`);
+      return;
+    }
+    if (only === 'scale') {
+      await measureScale(server, { runs: n, maxBacklog: positiveInt('LEDGERFLOW_BENCH_SCALE_MAX', 1_000_000), registrations, log });
       return;
     }
     if (only === 'fanout') {

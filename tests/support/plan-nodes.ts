@@ -7,6 +7,11 @@ export interface PlanNode {
   readonly 'Actual Loops'?: number;
   readonly 'Rows Removed by Filter'?: number;
   readonly 'Rows Removed by Index Recheck'?: number;
+  /** `Insert`, `Update`, `Delete` (ModifyTable nodes). */
+  readonly Operation?: string;
+  /** With `BUFFERS`: shared blocks found in / read into the buffer cache (this node and those under it). */
+  readonly 'Shared Hit Blocks'?: number;
+  readonly 'Shared Read Blocks'?: number;
   readonly Plans?: readonly PlanNode[];
 }
 
