@@ -340,7 +340,8 @@ export function advanceRunsStatement(ps: readonly AdvanceParams[]): RawBuilder<A
     ),
     fenced AS (
       UPDATE ledgerflow.workflow_run r
-         SET current_step = r.current_step + 1, updated_at = statement_timestamp(), error = NULL, status = i.target,
+         SET current_step = r.current_step + 1, updated_at = statement_timestamp(), error = NULL,
+             status = CASE i.target WHEN 'running' THEN 'running' WHEN 'pending' THEN 'pending' WHEN 'completed' THEN 'completed' END,
              lease_owner = CASE WHEN i.target = 'running' THEN r.lease_owner END,
              lease_expires_at = CASE WHEN i.target = 'running' THEN statement_timestamp() + i.lease_ms * interval '1 millisecond' END,
              run_after = CASE WHEN i.target = 'pending' THEN statement_timestamp() ELSE r.run_after END,
