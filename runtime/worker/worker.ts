@@ -203,7 +203,12 @@ class WorkerRuntime implements Worker {
     const concurrency = options.concurrency ?? 4;
     this.#leaseMs = options.leaseMs ?? 30_000;
     this.#childrenPerCommit = options.childrenPerCommit ?? DEFAULT_CHILDREN_PER_COMMIT;
-    this.#commits = new CommitQueue(options.store.db, options.groupCommit === false ? { maxGroup: 1 } : {});
+    this.#commits = new CommitQueue(
+      options.store.db,
+      options.groupCommit === false
+        ? { maxGroup: 1 }
+        : { claims: { fusedClaim: (freeing) => this.#claims.fusedClaim(freeing), adopt: (runs) => this.#claims.adopt(undefined, runs) } },
+    );
     const heartbeatMs = options.heartbeatMs ?? Math.floor(this.#leaseMs / 3);
     this.#pollIntervalMs = options.pollIntervalMs ?? 1_000;
     const reconcileIntervalMs = options.reconcileIntervalMs ?? 10_000;
