@@ -146,6 +146,35 @@ describeStores('group commit', (getStore) => {
     await expectUntouched(broken!);
   });
 
+  it('fuses one claim into a group for every slot its completions free, and hands the runs to the worker, not the drivers', async () => {
+    const store = getStore();
+    const runs = await claimed(3);
+    const waiting = [await startTestRun(store, grouped, { i: 500 }), await startTestRun(store, grouped, { i: 501 })];
+    const asked: number[] = [];
+    const adopted: (readonly LeasedRun[] | undefined)[] = [];
+    const queue = new CommitQueue(store.db, {
+      claims: {
+        fusedClaim: (freeing) => {
+          asked.push(freeing);
+          return { registry, options: { workerId: WORKER, leaseMs: 30_000, limit: freeing } };
+        },
+        adopt: (taken) => adopted.push(taken),
+      },
+    });
+    const complete = (run: LeasedRun): AdvanceParams => ({ ...debitCommit(run), continuation: { kind: 'complete', runOutput: { done: true } } });
+    const results = await Promise.all([queue.advance(debitCommit(runs[0]!)), queue.advance(complete(runs[1]!)), queue.advance(complete(runs[2]!))]);
+    // The lone first commit asks for nothing; the group of two completions claims for both slots.
+    expect(asked).toEqual([2]);
+    expect(adopted.map((taken) => taken?.map((r) => r.id).sort())).toEqual([[...waiting].sort()]);
+    expect(results.map((r) => [r.fenced, r.claimed])).toEqual([
+      [true, undefined],
+      [true, undefined],
+      [true, undefined],
+    ]);
+    for (const run of runs.slice(1)) expect((await runState(store, run.id)).run).toMatchObject({ status: 'completed', output: { done: true } });
+    for (const id of waiting) expect((await runState(store, id)).run).toMatchObject({ status: 'running', lease_owner: WORKER, fencing_token: 1 });
+  });
+
   it('never puts two commits of one run, or two fused claims, in one statement', async () => {
     const [a, b] = await claimed(2);
     const claimNext = { registry, options: { workerId: WORKER, leaseMs: 30_000, limit: 1 } };
