@@ -18,6 +18,8 @@ export interface DrainOptions {
   readonly timeoutMs?: number;
   /** The worker's `telemetry` option (default: the global providers, if any). */
   readonly telemetry?: TelemetryOptions;
+  /** The worker's `groupCommit` option (default: the worker's default). */
+  readonly groupCommit?: boolean;
 }
 
 export interface DrainMeasurement {
@@ -58,6 +60,7 @@ export async function measureDrain(options: DrainOptions): Promise<DrainMeasurem
     leaseMs: 30_000,
     reconcileIntervalMs: 0,
     ...(options.telemetry !== undefined ? { telemetry: options.telemetry } : {}),
+    ...(options.groupCommit !== undefined ? { groupCommit: options.groupCommit } : {}),
     onEvent: (event) => {
       if (event.type === 'run-completed' && ++completed === options.runs) finished();
       if (event.type === 'step-failed') failedSteps += 1;

@@ -146,21 +146,25 @@ export class ClaimLoop {
    * claims for the slot the run frees and every other free one (the limit counts the completing
    * run, still in flight until it returns) — once at least a quarter of the slots are free: a
    * claim costs its planning, so at high concurrency slots are gathered into batches (mostly by
-   * later completions) rather than refilled one claim per run. Every claim returned here must
-   * be answered by exactly one {@link ClaimLoop.adopt} call.
+   * later completions) rather than refilled one claim per run. `freeing` is how many runs in
+   * flight the commit completes (more than one for a group commit's claim). Every claim returned
+   * here must be answered by exactly one {@link ClaimLoop.adopt} call.
    */
-  fusedClaim(): FusedClaim | undefined {
+  fusedClaim(freeing = 1): FusedClaim | undefined {
     const { concurrency, flights } = this.#ctx;
     if (!this.#ctx.isRunning() || !this.#backlog || this.#claiming) return undefined;
-    const limit = concurrency - flights.size - this.#reserved + 1;
+    const limit = concurrency - flights.size - this.#reserved + freeing;
     if (limit < Math.ceil(concurrency / 4)) return undefined;
     this.#claiming = true;
     this.#claimLimit = limit;
     return { registry: this.#ctx.registry, options: { workerId: this.#ctx.workerId, leaseMs: this.#ctx.leaseMs, limit } };
   }
 
-  /** The answer to a {@link ClaimLoop.fusedClaim} made for `flight`: the runs it took; `undefined` if its commit failed. */
-  adopt(flight: Flight, runs: readonly LeasedRun[] | undefined): void {
+  /**
+   * The answer to a {@link ClaimLoop.fusedClaim} made for `flight` (none for a group commit's
+   * claim): the runs it took; `undefined` if its commit failed.
+   */
+  adopt(flight: Flight | undefined, runs: readonly LeasedRun[] | undefined): void {
     this.#claiming = false;
     if (runs === undefined) {
       // The commit failed — or its outcome is unknown (the connection broke after it committed),
@@ -169,7 +173,7 @@ export class ClaimLoop {
       this.wake();
       return;
     }
-    flight.refilled = true;
+    if (flight !== undefined) flight.refilled = true;
     this.#backlog = runs.length === this.#claimLimit;
     this.#take(runs);
   }

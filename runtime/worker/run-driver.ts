@@ -14,6 +14,7 @@ import {
   type StepExecution,
   type StepOutcome,
 } from './executors/step-execution.js';
+import type { CommitQueue } from './commit-queue.js';
 import { awaitQueueSlots } from './queue-slots.js';
 import { cancelOverdue } from './wait-commits.js';
 import type { RegisteredWorkflow, WorkflowRegistry } from './registry.js';
@@ -32,6 +33,8 @@ export interface DriverContext {
   readonly leaseMs: number;
   /** How many children a `child`/`forEach` step starts per commit. */
   readonly childrenPerCommit: number;
+  /** The worker's result commits, grouped across its flights (group commit). */
+  readonly commits: CommitQueue;
   /** While stopping, a step's commit gives the run back instead of holding it for the next step. */
   isStopping(): boolean;
   /**
@@ -132,6 +135,7 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: AbortS
       attempt,
       signal,
       childrenPerCommit: ctx.childrenPerCommit,
+      commits: ctx.commits,
       trace,
       continuation: (output: Json | undefined): Continuation => {
         const next = workflow.steps[step.position + 1];

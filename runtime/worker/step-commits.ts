@@ -4,7 +4,7 @@ import type { StepDefinition } from '../../dsl/workflow.js';
 import { LeaseLostError } from '../errors.js';
 import { prepared } from '../store/prepared.js';
 import type { Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
-import { FUSED_CLAIM, millis, reusedClaimParts, toLeasedRun, type ClaimOptions, type LeasedRun, type LeasedRunRow } from './claim.js';
+import { claimParts, FUSED_CLAIM, millis, reusedClaimParts, toLeasedRun, type ClaimOptions, type LeasedRun, type LeasedRunRow } from './claim.js';
 import type { WorkflowRegistry } from './registry.js';
 import { reconcileBackoffMs } from './retry.js';
 import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from './state-machines.js';
@@ -132,7 +132,10 @@ const lit = (value: string): RawBuilder<unknown> => sql.lit(value);
  */
 export async function advanceRun(db: Kysely<LedgerflowDatabase>, p: AdvanceParams): Promise<AdvanceResult> {
   const { rows } = await advanceRunStatement(p).execute(db);
-  const row = rows[0];
+  return toAdvanceResult(p, rows[0]);
+}
+
+function toAdvanceResult(p: AdvanceParams, row: AdvanceRow | undefined): AdvanceResult {
   const fused = p.continuation.kind === 'complete' && p.continuation.claimNext !== undefined;
   return {
     fenced: row?.fenced === true,
@@ -154,19 +157,8 @@ export interface AdvanceRow {
 
 /** The statement of {@link advanceRun}; checks the transitions it makes before building it. */
 export function advanceRunStatement(p: AdvanceParams): RawBuilder<AdvanceRow> {
-  const target: RunStatus = p.continuation.kind === 'hold' ? 'running' : p.continuation.kind === 'release' ? 'pending' : 'completed';
-  assertRunTransition('running', target);
-  if (p.attempt !== undefined) assertAttemptTransition('running', 'succeeded');
-  if (p.continuation.kind === 'hold') assertAttemptTransition('none', 'running');
+  checkAdvance(p);
   const effect = p.effect;
-  if (effect?.mode === 'record-intent') assertEffectTransition('intent', 'recorded');
-  // fill-recorded completes the row this same transaction inserted (openTransactionalEffect):
-  // seen from outside, the commit takes the step's ledger row from none to recorded.
-  if (effect?.mode === 'insert-recorded' || effect?.mode === 'fill-recorded') assertEffectTransition('none', 'recorded');
-  const needsEffect = isEffectKind(p.step.kind) && p.skipped !== true;
-  if ((effect !== undefined) !== needsEffect || (effect?.mode === 'insert-recorded' && p.step.kind !== 'transactional')) {
-    throw new TypeError(`advanceRun: ledger effect ${effect?.mode ?? 'none'} does not fit ${p.step.kind} step "${p.step.name}".`);
-  }
   const insert = effect?.mode === 'insert-recorded' ? effect : undefined;
   const { lease, step } = p;
   const outputJson = p.skipped === true ? null : JSON.stringify(p.output);
@@ -231,6 +223,204 @@ export function advanceRunStatement(p: AdvanceParams): RawBuilder<AdvanceRow> {
            ${insert !== undefined ? stepHasEffect : sql`false`} AS effect_exists${
              p.continuation.kind === 'hold' ? sql`, (SELECT overdue FROM fenced) AS overdue` : sql``
            }`);
+}
+
+/**
+ * Several runs' result commits in ONE statement (group commit, see `commit-queue.ts`): the
+ * same writes as {@link advanceRunStatement}, one row of input per run, each row's writes
+ * joined to ITS run's fenced UPDATE — a run whose token moved on (a zombie) or whose step
+ * already has a ledger row (`insert-recorded`) changes nothing, and the others commit. Returns
+ * one row per commit, in the order given. At most one commit may carry a fused claim; it is
+ * guarded by that commit's own run being fenced in. Kinds it takes: {@link isBatchable}.
+ */
+export async function advanceRuns(db: Kysely<LedgerflowDatabase>, ps: readonly AdvanceParams[]): Promise<AdvanceResult[]> {
+  const { rows } = await advanceRunsStatement(ps).execute(db);
+  return ps.map((p, i) => toAdvanceResult(p, rows[i]));
+}
+
+/**
+ * Whether a result commit can go in a group ({@link advanceRunsStatement}): it closes a worker's
+ * attempt and needs no statement of its own transaction (`fill-recorded` commits inside the
+ * step's transaction, after the handler's writes).
+ */
+export function isBatchable(p: AdvanceParams): boolean {
+  return p.attempt !== undefined && p.effect?.mode !== 'fill-recorded';
+}
+
+/** One row of {@link advanceRunsStatement}'s input (`jsonb_to_recordset`). */
+interface GroupedCommitRow {
+  readonly ord: number;
+  readonly run_id: string;
+  readonly fencing_token: number;
+  readonly worker_id: string;
+  readonly lease_ms: number;
+  readonly position: number;
+  readonly workflow_name: string;
+  readonly workflow_version: number;
+  readonly step_name: string;
+  readonly step_kind: string;
+  /** JSON text (NULL when skipped), so that a JSON `null` output stays a jsonb null. */
+  readonly output: string | null;
+  readonly skipped: boolean;
+  readonly attempt: number;
+  readonly result_attempt: number;
+  readonly target: RunStatus;
+  readonly next_step: string | null;
+  readonly run_output: string | null;
+  readonly effect_mode: ResultEffect['mode'] | null;
+  readonly effect_key: string | null;
+  readonly effect_attempt: number | null;
+  readonly request_hash: string | null;
+  readonly resolution: string | null;
+}
+
+/** The statement of {@link advanceRuns}; checks every commit's transitions before building it. */
+export function advanceRunsStatement(ps: readonly AdvanceParams[]): RawBuilder<AdvanceRow> {
+  let fusedOrd: number | undefined;
+  let claimNext: FusedClaim | undefined;
+  const seen = new Set<string>();
+  const input = ps.map((p, ord): GroupedCommitRow => {
+    const target = checkAdvance(p);
+    if (!isBatchable(p)) throw new TypeError(`advanceRuns: the ${p.effect?.mode ?? 'worker-less'} commit of step "${p.step.name}" cannot be grouped.`);
+    if (seen.has(p.lease.runId)) throw new TypeError(`advanceRuns: run ${p.lease.runId} has two commits in one group.`);
+    seen.add(p.lease.runId);
+    const c = p.continuation;
+    if (c.kind === 'complete' && c.claimNext !== undefined) {
+      if (claimNext !== undefined) throw new TypeError('advanceRuns: at most one commit of a group may carry a fused claim.');
+      claimNext = c.claimNext;
+      fusedOrd = ord;
+    }
+    const e = p.effect;
+    return {
+      ord,
+      run_id: p.lease.runId,
+      fencing_token: p.lease.fencingToken,
+      worker_id: p.lease.workerId,
+      lease_ms: p.lease.leaseMs,
+      position: p.step.position,
+      workflow_name: p.workflowName,
+      workflow_version: p.workflowVersion,
+      step_name: p.step.name,
+      step_kind: p.step.kind,
+      output: p.skipped === true ? null : JSON.stringify(p.output),
+      skipped: p.skipped === true,
+      attempt: p.attempt!,
+      result_attempt: p.resultAttempt,
+      target,
+      next_step: c.kind === 'hold' ? c.nextStep : null,
+      run_output: c.kind === 'complete' ? JSON.stringify(c.runOutput) : null,
+      effect_mode: e?.mode ?? null,
+      effect_key: e?.key ?? null,
+      effect_attempt: e === undefined || e.mode === 'reference' ? null : e.attempt,
+      request_hash: e?.mode === 'insert-recorded' ? e.requestHash : null,
+      resolution: e?.mode === 'record-intent' ? (e.resolution ?? null) : null,
+    };
+  });
+  const fused =
+    claimNext === undefined
+      ? undefined
+      : claimParts(claimNext.registry, claimNext.options, {
+          prefix: 'fused_',
+          guard: sql`EXISTS (SELECT 1 FROM fenced WHERE ord = ${fusedOrd})`,
+          takeovers: false,
+        });
+  const fenced = sql`fenced f JOIN input i ON i.ord = f.ord`;
+  // The ledger row of an insert-recorded commit, seen in the statement's snapshot (never the row it inserts).
+  const stepHasEffect = sql`EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = i.run_id AND e.step_name = i.step_name)`;
+  // Fixed text per shape (the rows are one jsonb parameter): prepared like the one-run commit.
+  return prepared(sql<AdvanceRow>`
+    WITH input AS (
+      SELECT * FROM jsonb_to_recordset(${JSON.stringify(input)}::jsonb) AS i(
+        ord int, run_id uuid, fencing_token bigint, worker_id text, lease_ms double precision, position int,
+        workflow_name text, workflow_version int, step_name text, step_kind text, output text, skipped boolean,
+        attempt int, result_attempt int, target text, next_step text, run_output text,
+        effect_mode text, effect_key text, effect_attempt int, request_hash text, resolution text)
+    ),
+    fenced AS (
+      UPDATE ledgerflow.workflow_run r
+         SET current_step = r.current_step + 1, updated_at = statement_timestamp(), error = NULL,
+             status = CASE i.target WHEN 'running' THEN 'running' WHEN 'pending' THEN 'pending' WHEN 'completed' THEN 'completed' END,
+             lease_owner = CASE WHEN i.target = 'running' THEN r.lease_owner END,
+             lease_expires_at = CASE WHEN i.target = 'running' THEN statement_timestamp() + i.lease_ms * interval '1 millisecond' END,
+             run_after = CASE WHEN i.target = 'pending' THEN statement_timestamp() ELSE r.run_after END,
+             finished_at = CASE WHEN i.target = 'completed' THEN statement_timestamp() ELSE r.finished_at END,
+             output = CASE WHEN i.target = 'completed' THEN i.run_output::jsonb ELSE r.output END
+        FROM input i
+       WHERE r.id = i.run_id AND r.fencing_token = i.fencing_token AND r.status = 'running' AND r.current_step = i.position
+         AND (i.effect_mode IS DISTINCT FROM 'insert-recorded' OR NOT ${stepHasEffect})
+      RETURNING i.ord, CASE WHEN i.target = 'running' THEN r.deadline_at <= statement_timestamp() END AS overdue
+    ),
+    result AS (
+      INSERT INTO ledgerflow.step_result
+             (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, idempotency_key, effect_status, skipped)
+      SELECT i.run_id, i.workflow_name, i.workflow_version, i.step_name, i.step_kind, i.output::jsonb,
+             i.result_attempt, i.effect_key, CASE WHEN i.effect_mode IS NOT NULL THEN 'recorded' END, i.skipped
+        FROM ${fenced}
+      RETURNING 1
+    ),
+    inserted_effect AS (
+      INSERT INTO ledgerflow.step_effect
+             (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token, recorded_at)
+      SELECT i.run_id, i.step_name, i.effect_key, i.output::jsonb, 'recorded', 'transactional', i.request_hash,
+             i.effect_attempt, i.fencing_token, statement_timestamp()
+        FROM ${fenced}
+       WHERE i.effect_mode = 'insert-recorded'
+      RETURNING 1
+    ),
+    recorded_intent AS (
+      UPDATE ledgerflow.step_effect e
+         SET status = 'recorded', effect = i.output::jsonb, recorded_at = COALESCE(e.recorded_at, statement_timestamp()),
+             resolution = COALESCE(i.resolution, e.resolution)
+        FROM ${fenced}
+       WHERE i.effect_mode = 'record-intent' AND e.workflow_id = i.run_id AND e.step_name = i.step_name
+         AND e.idempotency_key = i.effect_key AND e.status = 'intent' AND e.attempt = i.effect_attempt
+      RETURNING 1
+    ),
+    finished AS (
+      UPDATE ledgerflow.step_attempt a SET status = 'succeeded', finished_at = statement_timestamp()
+        FROM ${fenced}
+       WHERE a.run_id = i.run_id AND a.step_name = i.step_name AND a.attempt = i.attempt AND a.status = 'running'
+      RETURNING 1
+    ),
+    next AS (
+      INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at)
+      SELECT i.run_id, i.next_step,
+             1 + COALESCE((SELECT max(a.attempt) FROM ledgerflow.step_attempt a
+                            WHERE a.run_id = i.run_id AND a.step_name = i.next_step), 0),
+             'running', i.fencing_token, i.worker_id, statement_timestamp()
+        FROM ${fenced}
+       WHERE i.target = 'running'
+      RETURNING run_id, attempt
+    ) ${fused === undefined ? sql`` : sql`, ${fused.ctes}`}
+    SELECT f.ord IS NOT NULL AS fenced, n.attempt AS next_attempt, f.overdue,
+           i.effect_mode = 'insert-recorded' AND ${stepHasEffect} AS effect_exists,
+           ${
+             fused === undefined
+               ? sql`NULL::jsonb`
+               : sql`CASE WHEN i.ord = ${fusedOrd} THEN (SELECT COALESCE(jsonb_agg(c), '[]'::jsonb) FROM (${fused.select}) c) END`
+           } AS claimed
+      FROM input i
+      LEFT JOIN fenced f ON f.ord = i.ord
+      LEFT JOIN next n ON n.run_id = i.run_id
+     ORDER BY i.ord`);
+}
+
+/** Checks the transitions a result commit makes and that its ledger effect fits the step; returns the run's new status. */
+function checkAdvance(p: AdvanceParams): RunStatus {
+  const target: RunStatus = p.continuation.kind === 'hold' ? 'running' : p.continuation.kind === 'release' ? 'pending' : 'completed';
+  assertRunTransition('running', target);
+  if (p.attempt !== undefined) assertAttemptTransition('running', 'succeeded');
+  if (p.continuation.kind === 'hold') assertAttemptTransition('none', 'running');
+  const effect = p.effect;
+  if (effect?.mode === 'record-intent') assertEffectTransition('intent', 'recorded');
+  // fill-recorded completes the row this same transaction inserted (openTransactionalEffect):
+  // seen from outside, the commit takes the step's ledger row from none to recorded.
+  if (effect?.mode === 'insert-recorded' || effect?.mode === 'fill-recorded') assertEffectTransition('none', 'recorded');
+  const needsEffect = isEffectKind(p.step.kind) && p.skipped !== true;
+  if ((effect !== undefined) !== needsEffect || (effect?.mode === 'insert-recorded' && p.step.kind !== 'transactional')) {
+    throw new TypeError(`advanceRun: ledger effect ${effect?.mode ?? 'none'} does not fit ${p.step.kind} step "${p.step.name}".`);
+  }
+  return target;
 }
 
 /** The ledger CTE of a result commit, per {@link ResultEffect} mode (`reference` writes nothing). */

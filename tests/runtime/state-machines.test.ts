@@ -36,6 +36,19 @@ type Machine = 'run' | 'effect' | 'attempt';
  */
 const WRITES: Readonly<Record<string, readonly string[]>> = {
   'claim.sql': ['run pending->running', 'run waiting->running', 'run running->running', 'attempt running->abandoned', 'attempt none->running'],
+  // Three runs' result commits in one statement: a transactional step (hold), a recorded intent
+  // (released: the worker is stopping), and a last step whose completion carries the fused claim.
+  'advance-group.sql': [
+    'run running->running',
+    'run running->pending',
+    'run running->completed',
+    'attempt running->succeeded',
+    'attempt none->running',
+    'effect none->recorded',
+    'effect intent->recorded',
+    'run pending->running',
+    'run waiting->running',
+  ],
   'claim-fused-in-completion.sql': [
     'run running->completed',
     'attempt running->succeeded',
@@ -196,7 +209,10 @@ function writtenStatuses(compiled: CompiledQuery): Set<string> {
       ? [expr.slice(1, -1)]
       : expr.startsWith('$')
         ? [String(param(expr.slice(1)))]
-        : [...expr.matchAll(/WHEN\s+\$(\d+)::boolean\s+THEN\s+'(\w+)'/gi)].filter((m) => param(m[1]!) === true).map((m) => m[2]!);
+        : /^CASE\s+\w+\.\w+\s+WHEN\b/i.test(expr)
+          ? // A status per row of the statement's input (a group commit): every branch may be written.
+            [...expr.matchAll(/WHEN\s+'\w+'\s+THEN\s+'(\w+)'/gi)].map((m) => m[1]!)
+          : [...expr.matchAll(/WHEN\s+\$(\d+)::boolean\s+THEN\s+'(\w+)'/gi)].filter((m) => param(m[1]!) === true).map((m) => m[2]!);
     for (const target of targets) written.add(`${machine} ${target}`);
   });
   return written;

@@ -2,7 +2,7 @@ import type { PerformContext, ReconcileContext, ReconcileOutcome } from '../../c
 import { faultPoint } from '../../faults/fault-points.js';
 import type { Json } from '../../store/tables.js';
 import { matchExisting, openIntent, retakeIntent, type EffectClaim, type EffectRow, type OpenedIntent } from '../ledger.js';
-import { advanceRun, commitYield, leaseLost, resultCommit, type ResultEffect } from '../step-commits.js';
+import { commitYield, leaseLost, resultCommit, type ResultEffect } from '../step-commits.js';
 import { isConnectionError, PerformTimeoutError, ResyncNeeded, StepFailure, userCode } from '../step-errors.js';
 import {
   bounded,
@@ -147,7 +147,7 @@ async function performAndRecord(s: StepExecution, handler: ExternalHandler, clai
 /** Step 3: the result commit. */
 async function recordResult(s: StepExecution, claim: EffectClaim, output: Json, effect: ResultEffect, reused = false): Promise<StepOutcome> {
   const commit = resultCommit(s, output, effect);
-  const result = await commitKnowingOutcome(s, () => advanceRun(s.db, commit), { retry: true });
+  const result = await commitKnowingOutcome(s, () => s.commits.advance(commit), { retry: true });
   if (!result.fenced) throw leaseLost(s.lease, 'the result commit');
   return { kind: 'advanced', output, continuation: commit.continuation.kind, nextAttempt: result.nextAttempt, reused, claimed: result.claimed };
 }

@@ -13,6 +13,7 @@ import { LeaseLostError } from '../../errors.js';
 import { isConnectionError, ResyncNeeded, StepFailure, userCode, type FailurePhase } from '../step-errors.js';
 import type { EffectClaim } from '../ledger.js';
 import type { StepTrace } from '../../telemetry/telemetry.js';
+import type { CommitQueue } from '../commit-queue.js';
 
 /** Everything one attempt of one step needs; built by the run driver. */
 export interface StepExecution {
@@ -30,6 +31,8 @@ export interface StepExecution {
   readonly trace: StepTrace;
   /** What the step's commit does with the run, given the step's output (`undefined`: the step was skipped). */
   continuation(output: Json | undefined): Continuation;
+  /** The worker's result commits, grouped across runs (group commit); see `CommitQueue`. */
+  readonly commits: CommitQueue;
   /** Reports a commit whose outcome became unknown (for the worker's event stream). */
   onUnknownOutcome(error: unknown): void;
   /**
@@ -139,11 +142,12 @@ export async function bounded<T>(
 /**
  * The one-statement result commit of a step whose output needs no ledger row (`step` and the
  * built-in kinds): result + attempt succeeded + transition, on `db` (the caller's transaction,
- * if the commit must go with other statements). `output` comes from {@link validateOutput}.
+ * if the commit must go with other statements), else through the worker's commit queue (grouped
+ * with other runs' commits). `output` comes from {@link validateOutput}.
  */
-export async function commitOutput(s: StepExecution, output: Json, db: Kysely<LedgerflowDatabase> = s.db): Promise<StepOutcome> {
+export async function commitOutput(s: StepExecution, output: Json, db?: Kysely<LedgerflowDatabase>): Promise<StepOutcome> {
   const commit = resultCommit(s, output);
-  const result = await advanceRun(db, commit);
+  const result = await (db === undefined ? s.commits.advance(commit) : advanceRun(db, commit));
   if (!result.fenced) throw leaseLost(s.lease, 'the step result');
   return {
     kind: 'advanced',
@@ -170,7 +174,7 @@ export async function skipUnlessWanted(s: StepExecution): Promise<StepOutcome | 
   }
   if (wanted) return undefined;
   const commit = { ...resultCommit({ ...s, continuation: () => s.continuation(undefined) }, null), skipped: true };
-  const result = await commitKnowingOutcome(s, () => advanceRun(s.db, commit), { retry: true });
+  const result = await commitKnowingOutcome(s, () => s.commits.advance(commit), { retry: true });
   if (!result.fenced) throw leaseLost(s.lease, 'the skipped step');
   return {
     kind: 'advanced',

@@ -5,7 +5,7 @@ import type { TransactionalHandler } from '../../contracts/handler-types.js';
 import { faultPoint } from '../../faults/fault-points.js';
 import type { Json, LedgerflowDatabase } from '../../store/tables.js';
 import { matchExisting, readEffects, type EffectClaim } from '../ledger.js';
-import { advanceRun, leaseLost, resultCommit } from '../step-commits.js';
+import { leaseLost, resultCommit } from '../step-commits.js';
 import { HandlerTimeoutError, StepFailure, userCode } from '../step-errors.js';
 import {
   bounded,
@@ -72,7 +72,7 @@ export const executeTransactional: StepExecutor = async (s) => {
       ? { key: claim.key, mode: 'fill-recorded', attempt: s.attempt }
       : { key: claim.key, mode: 'insert-recorded', attempt: claim.attempt, requestHash: claim.requestHash },
   );
-  const result = await commitKnowingOutcome(s, () => (tx.began ? tx.commit(commit) : advanceRun(s.db, commit)), { retry: false });
+  const result = await commitKnowingOutcome(s, () => (tx.began ? tx.commit(commit) : s.commits.advance(commit)), { retry: false });
   if (result.effectExists === true) return reuseRecorded(s, claim);
   if (!result.fenced) throw leaseLost(s.lease, tx.began ? 'the transactional step (handler writes included)' : 'the transactional step');
   return { kind: 'advanced', output, continuation: commit.continuation.kind, nextAttempt: result.nextAttempt, reused: false, claimed: result.claimed };
@@ -113,7 +113,7 @@ async function reuseRecorded(s: StepExecution, claim: EffectClaim): Promise<Step
   }
   const output = row.effect;
   const commit = resultCommit(s, output, { key: claim.key, mode: 'reference' });
-  const result = await commitKnowingOutcome(s, () => advanceRun(s.db, commit), { retry: true });
+  const result = await commitKnowingOutcome(s, () => s.commits.advance(commit), { retry: true });
   if (!result.fenced) throw leaseLost(s.lease, 'the transactional step (reusing its ledger row)');
   return { kind: 'advanced', output, continuation: commit.continuation.kind, nextAttempt: result.nextAttempt, reused: true, claimed: result.claimed };
 }
