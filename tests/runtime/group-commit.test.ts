@@ -1,4 +1,4 @@
-import { sql, type KyselyPlugin, type RootOperationNode } from 'kysely';
+import { sql, type KyselyPlugin, type OperationNode, type RawNode } from 'kysely';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { shapeHash, workflow } from 'ledgerflow/dsl';
@@ -228,8 +228,10 @@ describeStores('group commit', (getStore) => {
 
 /** Counts the group-commit statements a Kysely instance sends. */
 function countGroups(counter: { n: number }): KyselyPlugin {
-  const isGroup = (node: RootOperationNode): boolean =>
-    node.kind === 'RawNode' && node.sqlFragments.some((fragment) => fragment.includes('jsonb_to_recordset'));
+  // The statement may be wrapped (prepared() puts its mark in front): look into nested raw nodes.
+  const isGroup = (node: OperationNode): boolean =>
+    node.kind === 'RawNode' &&
+    ((node as RawNode).sqlFragments.some((fragment) => fragment.includes('jsonb_to_recordset')) || (node as RawNode).parameters.some(isGroup));
   return {
     transformQuery({ node }) {
       if (isGroup(node)) counter.n += 1;

@@ -196,10 +196,11 @@ describeStores('starts claimed for the worker of their process', (getStore) => {
     }
     expect(performance.now() - started).toBeLessThan(5_000);
     const claims = fleet.map((f, i) => f.statements.slice(before[i]).filter(isLoopClaim).length);
-    // Every idle worker claims once per notification (the herd that remains for starts without a
-    // local worker), and no more: before, each run that ended also woke its worker to claim again.
-    for (const count of claims) expect(count).toBeGreaterThanOrEqual(starts);
+    // At most one claim per idle worker and notification (the herd that remains for starts without
+    // a local worker): before, each run that ended also woke its worker to claim again. (Fewer
+    // when a worker's completion commit carried a fused claim that the notification found in flight.)
     expect(claims.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(fleet.length * starts + 2);
+    expect(claims.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(starts);
     expect(log.errors()).toEqual([]);
   });
 });
