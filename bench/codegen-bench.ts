@@ -76,6 +76,8 @@ function writeProject(root: string, files: number): void {
         lib: ['ES2023'],
         module: 'NodeNext',
         moduleResolution: 'NodeNext',
+        // node_modules/ledgerflow is the repository: resolve it to the sources, as the repository does.
+        customConditions: ['ledgerflow-source'],
         strict: true,
         noEmit: true,
         skipLibCheck: true,

@@ -50,6 +50,7 @@ import { measureScale } from './workloads/scale.js';
  *   LEDGERFLOW_BENCH_ONLY=telemetry    only the telemetry overhead measurement, logged, no files written
  *   LEDGERFLOW_BENCH_ONLY=fanout       only the fan-out measurement, logged, no files written
  *   LEDGERFLOW_BENCH_ONLY=latency      only W3 (after a W1 c=16 drain for its peak rate), logged, no files written
+ *   LEDGERFLOW_BENCH_W3_RATE      with =latency: arrivals per second instead of half the W1 c=16 peak
  *   LEDGERFLOW_BENCH_ONLY=e2e          only the end-to-end workloads, their table printed, no files written
  *   LEDGERFLOW_BENCH_ONLY=cpu          only worker CPU per step (W1, W2 on the plain store), its table printed, no files written
  *   LEDGERFLOW_BENCH_E2E_N        timed workflows per end-to-end measurement (default 500)
@@ -109,7 +110,8 @@ async function main(): Promise<void> {
     if (only === 'latency') {
       const peak = (await durableDrain(server, { workflow: oneStep, runs: n, stepsPerRun: 1, concurrency: 16, registrations, notes, label: 'W1' })).row;
       log(`W1 c=16: ${peak.stepsPerSecond.toFixed(0)} steps/s`);
-      await measureW3(server, peak.stepsPerSecond / 2, w3Seconds, registrations);
+      const rate = process.env['LEDGERFLOW_BENCH_W3_RATE'] === undefined ? peak.stepsPerSecond / 2 : positiveInt('LEDGERFLOW_BENCH_W3_RATE', 1);
+      await measureW3(server, rate, w3Seconds, registrations);
       return;
     }
 
