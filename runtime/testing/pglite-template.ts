@@ -1,8 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
+import { installedVersion } from '../../dsl/peer-dependencies.js';
 import { coreMigrations } from '../migrate/core-migrations.js';
 import { migrate } from '../migrate/migrate.js';
 import { createPGliteStore, type PGliteStore } from '../store/pglite/pglite-store.js';
@@ -26,7 +26,8 @@ let template: Promise<Blob> | undefined;
 
 async function loadOrBuildTemplate(): Promise<Blob> {
   const key = createHash('sha256')
-    .update([pgliteVersion(), ...coreMigrations().flatMap((m) => [m.name, m.checksum])].join('\n'))
+    // The installed PGlite's version: a dump is only loadable by the PGlite that wrote it.
+    .update([installedVersion('@electric-sql/pglite'), ...coreMigrations().flatMap((m) => [m.name, m.checksum])].join('\n'))
     .digest('hex')
     .slice(0, 12);
   const file = join(tmpdir(), `ledgerflow-testing-${key}.tar`);
@@ -41,20 +42,5 @@ async function loadOrBuildTemplate(): Promise<Blob> {
     return new Blob([bytes]);
   } finally {
     await store.close();
-  }
-}
-
-/** The installed PGlite's version: a dump is only loadable by the PGlite that wrote it. */
-function pgliteVersion(): string {
-  let dir = dirname(createRequire(import.meta.url).resolve('@electric-sql/pglite'));
-  for (;;) {
-    const manifest = join(dir, 'package.json');
-    if (existsSync(manifest)) {
-      const parsed = JSON.parse(readFileSync(manifest, 'utf8')) as { name?: string; version?: string };
-      if (parsed.name === '@electric-sql/pglite' && parsed.version !== undefined) return parsed.version;
-    }
-    const parent = dirname(dir);
-    if (parent === dir) throw new Error('Cannot find the version of @electric-sql/pglite: is it installed?');
-    dir = parent;
   }
 }
