@@ -1,6 +1,25 @@
+import type { BenchEnvironment } from '../environment.js';
 import type { BenchResults, ThroughputRow } from '../results-model.js';
 import { END_TO_END_DESCRIPTION, endToEndTable } from './end-to-end.js';
 import { workerCpuTable } from '../workloads/worker-cpu.js';
+
+/**
+ * The head of a results page's machine table: where and on what it ran, and the server's
+ * durability settings (a page adds its own rows after these).
+ */
+export function machineRows(env: BenchEnvironment): string[] {
+  return [
+    '| machine | |',
+    '|---|---|',
+    `| date | ${env.date} |`,
+    `| CPU | ${env.cpuCount} × ${env.cpu} |`,
+    `| memory | ${env.memoryGiB} GiB |`,
+    `| OS | ${env.os} |`,
+    `| Node.js | ${env.node} |`,
+    `| server | ${env.serverVersion} (${env.serverOrigin}) |`,
+    `| fsync / synchronous_commit / full_page_writes | ${env.fsync} / ${env.synchronousCommit} / ${env.fullPageWrites} |`,
+  ];
+}
 
 /** The results page: machine and server first, then the tables, then the targets, met or not. */
 export function renderMarkdown(results: BenchResults, chartFile: string): string {
@@ -11,15 +30,7 @@ export function renderMarkdown(results: BenchResults, chartFile: string): string
     `Produced by \`npm run bench\` (\`bench/main.ts\`) in ${results.totalSeconds.toFixed(0)} s. ` +
       `${results.stepsPerMeasurement}`,
     '',
-    '| machine | |',
-    '|---|---|',
-    `| date | ${env.date} |`,
-    `| CPU | ${env.cpuCount} × ${env.cpu} |`,
-    `| memory | ${env.memoryGiB} GiB |`,
-    `| OS | ${env.os} |`,
-    `| Node.js | ${env.node} |`,
-    `| server | ${env.serverVersion} (${env.serverOrigin}) |`,
-    `| fsync / synchronous_commit / full_page_writes | ${env.fsync} / ${env.synchronousCommit} / ${env.fullPageWrites} |`,
+    ...machineRows(env),
     `| wal_sync_method / shared_buffers | ${env.walSyncMethod} / ${env.sharedBuffers} |`,
     '',
     '## Throughput on durable PostgreSQL',

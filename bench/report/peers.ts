@@ -1,6 +1,7 @@
 import type { BenchEnvironment } from '../environment.js';
 import type { EndToEndRow } from '../results-model.js';
 import { END_TO_END_DESCRIPTION, sideBySideTable } from './end-to-end.js';
+import { machineRows } from './markdown.js';
 
 export interface PeersResults {
   readonly environment: BenchEnvironment;
@@ -23,15 +24,7 @@ export function renderPeersMarkdown(results: PeersResults, chartFile: string): s
     `Produced by \`npm run bench:peers\` (\`bench/peers/main.ts\`) in ${results.totalSeconds.toFixed(0)} s, both engines on the same ` +
       `server in the same run, each in databases of its own. ${results.sizes}`,
     '',
-    '| machine | |',
-    '|---|---|',
-    `| date | ${env.date} |`,
-    `| CPU | ${env.cpuCount} × ${env.cpu} |`,
-    `| memory | ${env.memoryGiB} GiB |`,
-    `| OS | ${env.os} |`,
-    `| Node.js | ${env.node} |`,
-    `| server | ${env.serverVersion} (${env.serverOrigin}) |`,
-    `| fsync / synchronous_commit / full_page_writes | ${env.fsync} / ${env.synchronousCommit} / ${env.fullPageWrites} |`,
+    ...machineRows(env),
     `| ${results.peer} | ${results.peerPackages} |`,
     `| load average (1 min) at start / end | ${results.loadAverage.map((l) => l.toFixed(1)).join(' / ')} |`,
     '',
