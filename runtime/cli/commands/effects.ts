@@ -1,6 +1,7 @@
 import { createClient } from '../../client/client.js';
 import { defineCommand, integerOption } from '../command.js';
-import { formatTable } from '../format-table.js';
+import type { StepEffectRow } from '../../store/tables.js';
+import { formatTable, type Column } from '../format-table.js';
 import { formatTime, toJsonDocument } from '../format-values.js';
 
 export const effectsCommand = defineCommand({
@@ -40,18 +41,20 @@ export const effectsCommand = defineCommand({
       return 0;
     }
     io.out(
-      formatTable(effects, [
-        { header: 'RUN', value: (e) => e.workflow_id },
-        { header: 'STEP', value: (e) => e.step_name },
-        { header: 'KEY', value: (e) => e.idempotency_key },
-        { header: 'KIND', value: (e) => e.kind },
-        { header: 'STATUS', value: (e) => e.status },
-        { header: 'ATTEMPT', value: (e) => String(e.attempt), align: 'right' },
-        { header: 'INTENT', value: (e) => formatTime(e.intent_at) },
-        { header: 'RECORDED', value: (e) => formatTime(e.recorded_at) },
-        { header: 'RESOLUTION', value: (e) => e.resolution ?? '-' },
-      ]),
+      formatTable(effects, [{ header: 'RUN', value: (e) => e.workflow_id }, ...EFFECT_COLUMNS]),
     );
     return exitCode;
   },
 });
+
+/** A ledger row's columns, as `effects` lists them after the run id and `run` shows them for its run. */
+export const EFFECT_COLUMNS: ReadonlyArray<Column<StepEffectRow>> = [
+  { header: 'STEP', value: (e) => e.step_name },
+  { header: 'KEY', value: (e) => e.idempotency_key },
+  { header: 'KIND', value: (e) => e.kind },
+  { header: 'STATUS', value: (e) => e.status },
+  { header: 'ATTEMPT', value: (e) => String(e.attempt), align: 'right' },
+  { header: 'INTENT', value: (e) => formatTime(e.intent_at) },
+  { header: 'RECORDED', value: (e) => formatTime(e.recorded_at) },
+  { header: 'RESOLUTION', value: (e) => e.resolution ?? '-' },
+];

@@ -2,6 +2,7 @@ import { createClient } from '../../client/client.js';
 import { signalKey } from '../../client/send-event.js';
 import { MAX_LISTED_CHILDREN, type RunDetails } from '../../client/run-details.js';
 import { defineCommand } from '../command.js';
+import { EFFECT_COLUMNS } from './effects.js';
 import { formatFields, formatSection } from '../format-table.js';
 import { formatJson, formatStoredError, formatTime, toJsonDocument } from '../format-values.js';
 import { formatWaitingFor } from '../format-wait.js';
@@ -76,16 +77,7 @@ export function formatRunDetails(run: RunDetails): string {
     ]),
   );
   sections.push(
-    formatSection('Effects', run.effects, [
-      { header: 'STEP', value: (e) => e.step_name },
-      { header: 'KEY', value: (e) => e.idempotency_key },
-      { header: 'KIND', value: (e) => e.kind },
-      { header: 'STATUS', value: (e) => e.status },
-      { header: 'ATTEMPT', value: (e) => String(e.attempt), align: 'right' },
-      { header: 'INTENT', value: (e) => formatTime(e.intent_at) },
-      { header: 'RECORDED', value: (e) => formatTime(e.recorded_at) },
-      { header: 'RESOLUTION', value: (e) => e.resolution ?? '-' },
-    ]),
+    formatSection('Effects', run.effects, EFFECT_COLUMNS),
   );
   sections.push(
     formatSection('Waits', run.waits, [
