@@ -4,7 +4,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { runCli, type CliOutcome } from '../support/run-cli.js';
-import { REPO_ROOT, TempProject } from './support/temp-project.js';
+import { PAYOUT_WORKFLOW as WORKFLOW, REPO_ROOT, TempProject } from './support/temp-project.js';
 
 /** Runs the real CLI as CI does: `node bin/ledgerflow.js codegen ...` in a child process. */
 async function codegenProcess(...args: string[]): Promise<CliOutcome> {
@@ -21,16 +21,6 @@ async function codegenProcess(...args: string[]): Promise<CliOutcome> {
 /** The same command in this process (codegen's own main with captured output): no process start per call. */
 const codegen = (...args: string[]): Promise<CliOutcome> => runCli(['codegen', ...args]);
 
-const WORKFLOW = `import { workflow } from 'ledgerflow/dsl';
-import { z } from 'zod';
-
-export const payout = workflow('payout', { version: 1, input: z.object({ payoutId: z.string() }) })
-  .external('transfer', {
-    output: z.object({ transferId: z.string() }),
-    key: ({ input }) => \`transfer:\${input.payoutId}\`,
-    idempotentByKey: true,
-  });
-`;
 
 let project: TempProject;
 

@@ -2,18 +2,8 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { REPO_ROOT, TempProject } from './support/temp-project.js';
+import { PAYOUT_WORKFLOW as WORKFLOW, REPO_ROOT, TempProject } from './support/temp-project.js';
 
-const WORKFLOW = `import { workflow } from 'ledgerflow/dsl';
-import { z } from 'zod';
-
-export const payout = workflow('payout', { version: 1, input: z.object({ payoutId: z.string() }) })
-  .external('transfer', {
-    output: z.object({ transferId: z.string() }),
-    key: ({ input }) => \`transfer:\${input.payoutId}\`,
-    idempotentByKey: true,
-  });
-`;
 const UNSTABLE = WORKFLOW.replace('`transfer:${input.payoutId}`', '`transfer:${input.payoutId}:${Date.now()}`');
 const SECOND = WORKFLOW.replaceAll('payout', 'refund').replace("'transfer'", "'send'").replace('transfer:', 'send:');
 

@@ -5,6 +5,18 @@ import { fileURLToPath } from 'node:url';
 
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 
+/** One workflow with one keyed external step: the codegen CLI tests edit it to provoke each finding. */
+export const PAYOUT_WORKFLOW = `import { workflow } from 'ledgerflow/dsl';
+import { z } from 'zod';
+
+export const payout = workflow('payout', { version: 1, input: z.object({ payoutId: z.string() }) })
+  .external('transfer', {
+    output: z.object({ transferId: z.string() }),
+    key: ({ input }) => \`transfer:\${input.payoutId}\`,
+    idempotentByKey: true,
+  });
+`;
+
 /**
  * A throwaway project outside the repository that installs ledgerflow the way a user's project
  * would (node_modules/ledgerflow → this repository), so generated code and handlers compile
