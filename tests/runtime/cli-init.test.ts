@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkTsconfig, type TsconfigSettings } from '../../runtime/cli/init-tsconfig.js';
+import { outcomeOf } from '../support/run-cli.js';
 
 /**
  * `ledgerflow init` in a fresh project, then the next steps it prints, run as printed.
@@ -36,15 +37,7 @@ let project: string;
  * command on two cores) and letting SIGTERM reach the worker rather than npx.
  */
 function sh(line: string, { viaNpx = false } = {}): Promise<Outcome> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('sh', ['-c', viaNpx ? line : withoutNpx(line)], { cwd: project, env: { ...process.env, DATABASE_URL: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on('error', reject);
-    child.on('exit', (code) => resolve({ code: code ?? -1, stdout, stderr }));
-  });
+  return outcomeOf(spawn('sh', ['-c', viaNpx ? line : withoutNpx(line)], { cwd: project, env: { ...process.env, DATABASE_URL: '' }, stdio: ['ignore', 'pipe', 'pipe'] }));
 }
 
 /**

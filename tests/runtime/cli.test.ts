@@ -11,7 +11,7 @@ import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPGliteTestStore, createPgTestStore, type TestStore } from '../support/test-stores.js';
 import { approvals, awaitPayment, CLI_WAIT_WORKFLOWS, workflows as waitRegistrations } from './cli-fixtures/wait-workflows.js';
 import { greet } from './cli-fixtures/workflows.js';
-import { runCli as run } from '../support/run-cli.js';
+import { outcomeOf, runCli as run } from '../support/run-cli.js';
 
 const FIXTURES = 'tests/runtime/cli-fixtures';
 const ORDER_INPUT = {
@@ -30,18 +30,7 @@ interface Outcome {
 
 /** The real thing: `node bin/ledgerflow.js …` as a user runs it. */
 function cli(args: readonly string[], env: Record<string, string> = {}): Promise<Outcome> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['bin/ledgerflow.js', ...args], {
-      env: { ...process.env, DATABASE_URL: '', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on('error', reject);
-    child.on('exit', (code) => resolve({ code: code ?? -1, stdout, stderr }));
-  });
+  return outcomeOf(spawn(process.execPath, ['bin/ledgerflow.js', ...args], { env: { ...process.env, DATABASE_URL: '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] }));
 }
 
 
