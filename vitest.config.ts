@@ -7,6 +7,13 @@ import { configDefaults, defineConfig } from 'vitest/config';
  */
 const SOURCE_CONDITION = 'ledgerflow-source';
 
+/**
+ * What test files resolve with, in vite's client and server resolution alike. Not vite's 'module'
+ * condition: a dependency vitest leaves to Node (externalized) must resolve to what Node can load
+ * (@opentelemetry/api's 'module' build has extensionless imports).
+ */
+const RESOLVE_CONDITIONS = [SOURCE_CONDITION, 'node', 'development|production'];
+
 /** Files that replace modules with vi.mock: they need a module registry of their own. */
 const OWN_MODULES = ['tests/runtime/state-machines.test.ts'];
 
@@ -30,10 +37,8 @@ const CHAOS = [
 const PACKAGE = ['tests/package/**'];
 
 export default defineConfig({
-  // Not vite's 'module' condition: a dependency vitest leaves to Node (externalized) must resolve to
-  // what Node can load (@opentelemetry/api's 'module' build has extensionless imports).
-  resolve: { conditions: [SOURCE_CONDITION, 'node', 'development|production'] },
-  ssr: { resolve: { conditions: [SOURCE_CONDITION, 'node', 'development|production'] } },
+  resolve: { conditions: RESOLVE_CONDITIONS },
+  ssr: { resolve: { conditions: RESOLVE_CONDITIONS } },
   test: {
     globalSetup: ['tests/support/global-setup.ts'],
     env: { NODE_OPTIONS: [process.env['NODE_OPTIONS'], `--conditions=${SOURCE_CONDITION}`].filter(Boolean).join(' ') },
