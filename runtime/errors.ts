@@ -1,5 +1,5 @@
 import type { PrunedRun } from './retention/pruned-run.js';
-import { missingLedgerflowObject } from './store/sqlstate.js';
+import { findSqlState, missingLedgerflowObject, SQLSTATE } from './store/sqlstate.js';
 
 /**
  * Errors a user can act on. Each carries a stable `code`; the CLI prints `message` without a
@@ -114,6 +114,28 @@ export function notMigratedError(error: unknown): MigrationError | undefined {
           'or a core migration is missing): run `ledgerflow migrate` first.',
     { cause: error },
   );
+}
+
+/**
+ * The database refused to rewrite recorded history (core 0012, SQLSTATE LF001): an UPDATE of a
+ * recorded ledger row, a step result, a finished attempt or the archive, or a DELETE of one by a
+ * role that is not the retention role. The message is the database's: table, row and rule.
+ */
+export class RecordImmutableError extends LedgerflowError {
+  override readonly name = 'RecordImmutableError';
+  readonly code = 'record_immutable';
+}
+
+/**
+ * The RecordImmutableError for a database error raised by core 0012's immutability triggers
+ * (on `error` or its cause chain), or `undefined` when `error` is something else.
+ *
+ * @example
+ * try { … } catch (error) { throw recordImmutableError(error) ?? error; }
+ */
+export function recordImmutableError(error: unknown): RecordImmutableError | undefined {
+  const refused = findSqlState(error, SQLSTATE.RECORD_IMMUTABLE);
+  return refused === undefined ? undefined : new RecordImmutableError(refused.message, { cause: error });
 }
 
 /** Throw from a handler to fail the run at once, without further attempts. */

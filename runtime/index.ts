@@ -38,6 +38,7 @@ export {
   NonRetryableError,
   NotAppliedError,
   QueueNotFoundError,
+  RecordImmutableError,
   RunNotFoundError,
   RunPrunedError,
   ScheduleNotFoundError,

@@ -5,6 +5,7 @@ import { auditCommand } from './commands/audit.js';
 import { cancelCommand } from './commands/cancel.js';
 import { dashboardCommand } from './commands/dashboard.js';
 import { effectsCommand } from './commands/effects.js';
+import { grantsCommand } from './commands/grants.js';
 import { initCommand } from './commands/init.js';
 import { migrateCommand } from './commands/migrate.js';
 import { pruneCommand } from './commands/prune.js';
@@ -52,6 +53,7 @@ const COMMANDS: readonly Command[] = [
   auditCommand,
   pruneCommand,
   dashboardCommand,
+  grantsCommand,
 ];
 
 function globalHelp(): string {

@@ -1,5 +1,5 @@
-import { LedgerflowError, notMigratedError } from '../errors.js';
-import { SQLSTATE, sqlStateOf } from '../store/sqlstate.js';
+import { LedgerflowError, notMigratedError, recordImmutableError } from '../errors.js';
+import { findSqlState, SQLSTATE, sqlStateOf } from '../store/sqlstate.js';
 import type { CliIo } from './cli-io.js';
 import { UsageError } from './command.js';
 import { WorkflowModuleError } from './load-workflows.js';
@@ -43,6 +43,19 @@ export function reportError(error: unknown, command: string, io: CliIo): number 
   const notMigrated = notMigratedError(error);
   if (notMigrated !== undefined) {
     io.err(`${prefix}: ${notMigrated.message}\n`);
+    return 1;
+  }
+  const immutable = recordImmutableError(error);
+  if (immutable !== undefined) {
+    io.err(`${prefix}: ${immutable.message}\n`);
+    return 1;
+  }
+  const denied = findSqlState(error, SQLSTATE.INSUFFICIENT_PRIVILEGE);
+  if (denied !== undefined) {
+    io.err(
+      `${prefix}: the database refused: ${denied.message}. The role this command connects as lacks a privilege it needs; ` +
+        'see README "Roles and privileges" (`ledgerflow grants` prints the GRANTs).\n',
+    );
     return 1;
   }
   const stack = error instanceof Error ? (error.stack ?? `${error.name}: ${error.message}`) : String(error);

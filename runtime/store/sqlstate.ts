@@ -20,6 +20,9 @@ export const SQLSTATE = {
   INVALID_AUTHORIZATION: '28000',
   UNKNOWN_DATABASE: '3D000',
   READ_ONLY_SQL_TRANSACTION: '25006',
+  INSUFFICIENT_PRIVILEGE: '42501',
+  /** ledgerflow's own (core 0012): an UPDATE/DELETE/TRUNCATE of recorded history was refused. */
+  RECORD_IMMUTABLE: 'LF001',
 } as const;
 
 export type SqlState = (typeof SQLSTATE)[keyof typeof SQLSTATE];
@@ -56,6 +59,17 @@ export function missingLedgerflowObject(error: unknown): string | undefined {
       const named = /(?:relation|function|schema) "?(ledgerflow(?:\.[a-z_0-9]+)?)\b/.exec(message);
       if (named !== null) return named[1];
     }
+    current = typeof current === 'object' && current !== null && 'cause' in current ? (current as { cause: unknown }).cause : undefined;
+  }
+  return undefined;
+}
+
+/**
+ * The database error (on `error` or its cause chain) whose SQLSTATE is `state`, or `undefined`.
+ */
+export function findSqlState(error: unknown, state: SqlState): Error | undefined {
+  for (let current = error, depth = 0; current !== undefined && depth < 5; depth++) {
+    if (sqlStateOf(current) === state && current instanceof Error) return current;
     current = typeof current === 'object' && current !== null && 'cause' in current ? (current as { cause: unknown }).cause : undefined;
   }
   return undefined;

@@ -307,6 +307,15 @@ export interface EffectArchiveTable {
   recorded_at: Date;
 }
 
+/**
+ * A role whose members may delete recorded history — the retention path (core 0012). Written by
+ * the schema's owner only (`ledgerflow grants --retention`); read by the immutability triggers.
+ */
+export interface RetentionRoleTable {
+  role_name: string;
+  added_at: DbNow;
+}
+
 export interface LedgerflowDatabase {
   'ledgerflow.workflow_version': WorkflowVersionTable;
   'ledgerflow.workflow_step_def': WorkflowStepDefTable;
@@ -326,6 +335,7 @@ export interface LedgerflowDatabase {
   'ledgerflow.operator_action': OperatorActionTable;
   'ledgerflow.run_archive': RunArchiveTable;
   'ledgerflow.effect_archive': EffectArchiveTable;
+  'ledgerflow.retention_role': RetentionRoleTable;
 }
 
 export type WorkflowRunRow = Selectable<WorkflowRunTable>;

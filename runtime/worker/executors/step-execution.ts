@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import type { z } from 'zod';
 import type { StepDefinition } from '../../../dsl/workflow.js';
 import type { StepContext } from '../../contracts/handler-types.js';
-import { ValidationError } from '../../errors.js';
+import { recordImmutableError, ValidationError } from '../../errors.js';
 import type { Json, LedgerflowDatabase, WaitingFor } from '../../store/tables.js';
 import type { LeasedRun } from '../claim.js';
 import { exponentialBackoffMs, sleep } from '../backoff.js';
@@ -226,7 +226,7 @@ export async function commitKnowingOutcome<T>(
     try {
       return await commit();
     } catch (error) {
-      if (!isConnectionError(error)) throw error;
+      if (!isConnectionError(error)) throw recordImmutableError(error) ?? error;
       s.onUnknownOutcome(error);
       const state = await untilReachable(s, () => attemptCommitState(s.db, s.lease, s.step.name, s.attempt));
       if (state === 'lost') throw leaseLost(s.lease, 'the step commit');
