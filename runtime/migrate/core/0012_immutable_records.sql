@@ -13,6 +13,9 @@
 --   run_archive,
 --   effect_archive  append-only: never updated; deleted only by the retention path
 --                   (`prune --archive-older-than`).
+--   workflow_run    deleted only by the retention path (checked once per statement): deleting a
+--                   run cascades to its history, and a cascade runs as the tables' owner, so the
+--                   role that asked is judged here, where it is still the current user.
 --   TRUNCATE of any of them: the retention path only.
 --
 -- One exception to "never updated": a transactional step whose handler wrote through ctx.tx
@@ -34,7 +37,7 @@
 -- role owns the table, because PostgreSQL runs the ON DELETE CASCADE of a pruned run as the
 -- owner of the child table. Checking both means neither a worker whose DELETE on workflow_run
 -- cascades (session_user is the worker) nor a retention login that did SET ROLE to another role
--- (current_user) gets through. This migration lists the role that runs it — the schema's owner —
+-- (current_user; for a cascade, the statement trigger on workflow_run judges it) gets through. This migration lists the role that runs it — the schema's owner —
 -- so that a deployment with one role keeps pruning; `ledgerflow grants --retention <role>` adds
 -- others, and only the owner can write the list. A superuser is a member of every role.
 --
@@ -149,3 +152,12 @@ CREATE TRIGGER effect_archive_truncate
     BEFORE TRUNCATE ON ledgerflow.effect_archive
     FOR EACH STATEMENT
     EXECUTE FUNCTION ledgerflow.refuse_rewrite('the effect archive is append-only');
+
+CREATE TRIGGER workflow_run_delete
+    BEFORE DELETE ON ledgerflow.workflow_run
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION ledgerflow.refuse_rewrite('runs are deleted only by pruning, with their recorded history');
+CREATE TRIGGER workflow_run_truncate
+    BEFORE TRUNCATE ON ledgerflow.workflow_run
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION ledgerflow.refuse_rewrite('runs are deleted only by pruning, with their recorded history');
