@@ -162,6 +162,7 @@ describe('README.md code blocks', () => {
       'codegen',
       'dashboard',
       'effects',
+      'grants',
       'init',
       'migrate',
       'prune',

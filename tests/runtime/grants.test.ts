@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { grantRoleProblems, grantStatements } from '../../runtime/roles/grants.js';
 import { runCli } from '../support/run-cli.js';
@@ -18,6 +19,11 @@ describe('ledgerflow grants', () => {
     expect(text).not.toMatch(/DELETE ON ledgerflow\.(workflow_run|step_effect|step_result|step_attempt|run_archive|effect_archive) TO "app_worker"/);
     expect(text).not.toMatch(/ON ledgerflow\.(run_archive|effect_archive|retention_role|schema_migration|workflow_version) TO "app_worker"/);
     expect(text.trimEnd().endsWith('COMMIT;')).toBe(true);
+  });
+
+  it('prints tests/runtime/fixtures/grants.sql for the README\'s roles (the README quotes it)', () => {
+    const golden = readFileSync(new URL('./fixtures/grants.sql', import.meta.url), 'utf8');
+    expect(grantStatements(ROLES), 'regenerate: npx ledgerflow grants --owner app_owner --worker app_worker --reader app_reader --retention app_pruner > tests/runtime/fixtures/grants.sql').toBe(golden);
   });
 
   it('quotes role names exactly as given and leaves out the retention part without --retention', () => {
