@@ -8,6 +8,7 @@ import { createClient } from '../../runtime/client/client.js';
 import { createDashboard } from '../../runtime/dashboard/dashboard.js';
 import { grantStatements } from '../../runtime/roles/grants.js';
 import { createPgStore } from '../../runtime/store/pg/pg-store.js';
+import { createPGliteTestStore, type TestStore } from '../support/test-stores.js';
 import { SQLSTATE, sqlStateOf } from '../../runtime/store/sqlstate.js';
 import type { Store } from '../../runtime/store/store.js';
 import { createWorker } from '../../runtime/worker/worker.js';
@@ -26,8 +27,8 @@ const WORKFLOWS = [mixed, ...WAIT_WORKFLOWS, ...QUEUE_WORKFLOWS, ...SCHEDULE_WOR
  * database owned by `owner`, migrated by it, with `ledgerflow grants` applied by it; then the
  * worker runs every kind of step that touches the database with nothing but its grants (no
  * superuser at run time), the reader reads what the CLI and the dashboard show, and only the
- * retention role prunes. PostgreSQL only: PGlite has one session whose user is a superuser; the
- * immutability suite (immutable-records.test.ts) covers its `SET ROLE`.
+ * retention role prunes. The PGlite suite below takes the roles with `SET ROLE` (its one session's
+ * user is a superuser, and it has no logins).
  */
 describe('least-privilege roles [pg]', () => {
   const suffix = randomBytes(4).toString('hex');
@@ -223,5 +224,84 @@ describe('least-privilege roles [pg]', () => {
     const expire = await runCli(['prune', '--completed-older-than', '1d', '--archive-older-than', '1d', '--json', '--database-url', urlOf(roles.retention)]);
     expect(expire).toMatchObject({ code: 0, stderr: '' });
     expect(JSON.parse(expire.stdout)).toMatchObject({ archiveDeleted: finished.length });
+  });
+});
+
+/**
+ * PGlite has one session, whose user is the superuser `postgres`, and no logins: the roles are
+ * taken with `SET ROLE` on that session. The worker role runs workflows with nothing but its grants;
+ * the reader reads and cannot write.
+ */
+describe('least-privilege roles [pglite]', () => {
+  const roles = { owner: 'postgres', worker: 'lf_worker', reader: 'lf_reader', retention: 'lf_pruner' };
+  let store: TestStore;
+
+  beforeAll(async () => {
+    store = await createPGliteTestStore();
+    await migrateForTest(store, [mixed, ...WAIT_WORKFLOWS]);
+    await sql.raw(`${Object.values(roles).slice(1).map((role) => `CREATE ROLE ${role} NOLOGIN;`).join('\n')}
+      ${APP_SCHEMA_SQL}
+      GRANT USAGE ON SCHEMA wt_app TO ${roles.worker};
+      GRANT SELECT, INSERT ON wt_app.reservation TO ${roles.worker};
+      GRANT USAGE ON SEQUENCE wt_app.reservation_id_seq TO ${roles.worker};`).execute(store.db);
+    await sql.raw(grantStatements(roles)).execute(store.db);
+  });
+
+  afterAll(async () => {
+    await store.close();
+  });
+
+  async function refusal(statement: string): Promise<unknown> {
+    try {
+      await sql.raw(statement).execute(store.db);
+      return undefined;
+    } catch (error) {
+      return error;
+    }
+  }
+
+  it('runs workflows as the worker role and refuses it DDL and any rewrite of the ledger', async () => {
+    await sql.raw(`SET ROLE ${roles.worker}`).execute(store.db);
+    try {
+      const client = createClient({ store, workflows: [mixed, ...WAIT_WORKFLOWS] });
+      const runs = [
+        (await client.start(mixed, { orderId: 'pgl-1', quantity: 1, email: 'a@example.com' })).runId,
+        (await client.start(withChild, { id: 'pgl-child', n: 2, fail: false })).runId,
+        (await client.start(napper, { ms: 20 })).runId,
+      ];
+      const w = createWorker({
+        store,
+        workflows: [mixedHandlers(new FakePaymentProvider(), new FakeEmailProvider()), ...waitHandlers()],
+        pollIntervalMs: 20,
+        reconcileIntervalMs: 0,
+      });
+      try {
+        await w.drain({ timeoutMs: 20_000 });
+      } finally {
+        await w.stop();
+      }
+      const statuses = await store.db.selectFrom('ledgerflow.workflow_run').select('status').where('id', 'in', runs).execute();
+      expect(statuses.map((r) => r.status)).toEqual(['completed', 'completed', 'completed']);
+      expect((await sql<{ current_user: string }>`SELECT current_user`.execute(store.db)).rows[0]!.current_user).toBe(roles.worker);
+
+      expect(sqlStateOf(await refusal('CREATE TABLE ledgerflow.intruder (id int)'))).toBe(SQLSTATE.INSUFFICIENT_PRIVILEGE);
+      const where = `WHERE workflow_id = '${runs[0]}' AND step_name = 'charge'`;
+      expect(sqlStateOf(await refusal(`UPDATE ledgerflow.step_effect SET effect = 'null' ${where}`))).toBe(SQLSTATE.RECORD_IMMUTABLE);
+      expect(sqlStateOf(await refusal(`DELETE FROM ledgerflow.step_effect ${where}`))).toBe(SQLSTATE.INSUFFICIENT_PRIVILEGE);
+    } finally {
+      await sql`RESET ROLE`.execute(store.db);
+    }
+  });
+
+  it('lets the reader read and nothing else', async () => {
+    await sql.raw(`SET ROLE ${roles.reader}`).execute(store.db);
+    try {
+      const runs = await store.db.selectFrom('ledgerflow.workflow_run').select('id').execute();
+      expect(runs.length).toBeGreaterThan(0);
+      expect(sqlStateOf(await refusal(`UPDATE ledgerflow.workflow_run SET run_after = now()`))).toBe(SQLSTATE.INSUFFICIENT_PRIVILEGE);
+      expect(sqlStateOf(await refusal(`INSERT INTO ledgerflow.retention_role (role_name) VALUES ('${roles.reader}')`))).toBe(SQLSTATE.INSUFFICIENT_PRIVILEGE);
+    } finally {
+      await sql`RESET ROLE`.execute(store.db);
+    }
   });
 });
