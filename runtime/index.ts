@@ -116,6 +116,7 @@ export {
 } from './retention/prune.js';
 export type { PrunedRun } from './retention/pruned-run.js';
 export type { RetentionOptions } from './worker/retention-timer.js';
+export { grantRoleProblems, grantStatements, type GrantRoles } from './roles/grants.js';
 export {
   ATTR as TELEMETRY_ATTRIBUTES,
   INSTRUMENTATION_SCOPE,
