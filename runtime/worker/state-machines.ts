@@ -55,6 +55,9 @@ import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js'
  * recorded is final: referenced by step_result, never rewritten. (A transactional step's row is
  * inserted `recorded` and filled with its output by the same transaction's last statement —
  * `fill-recorded` — before anyone can see it: for everyone else that commit is `(none) -> recorded`.)
+ * The database holds this too (core 0012): a trigger refuses any update of a recorded row whose
+ * version another transaction wrote, and its deletion by any role but the retention role; a
+ * finished attempt (any status but running) is likewise never updated.
  *
  * Attempt (step_attempt.status):
  *   (none)   --claim, or the previous step's commit under a held lease-->  running
