@@ -163,13 +163,21 @@ describe('least-privilege roles [pg]', () => {
     expect(sqlStateOf(await refusal(worker, `UPDATE ledgerflow.step_result SET output = 'null' WHERE run_id = '${completedRun}'`))).toBe(
       SQLSTATE.INSUFFICIENT_PRIVILEGE,
     );
-    // Even granted DELETE on runs, a role that is not listed cannot take recorded history with them.
-    await sql.raw(`GRANT DELETE ON ledgerflow.workflow_run TO ${roles.worker}`).execute(owner.db);
+    // Even granted every privilege prune needs, a role that is not listed cannot take recorded history with the runs.
+    const pruneGrants = (verb: 'GRANT' | 'REVOKE', to: 'TO' | 'FROM') =>
+      `${verb} DELETE ON ledgerflow.workflow_run ${to} ${roles.worker}; ` +
+      `${verb} INSERT, DELETE ON ledgerflow.run_archive, ledgerflow.effect_archive ${to} ${roles.worker};`;
+    await sql.raw(pruneGrants('GRANT', 'TO')).execute(owner.db);
     try {
       const cascade = await refusal(worker, `DELETE FROM ledgerflow.workflow_run WHERE id = '${completedRun}'`);
       expect(sqlStateOf(cascade)).toBe(SQLSTATE.RECORD_IMMUTABLE);
+      const unlisted = await runCli(['prune', '--completed-older-than', '0s', '--database-url', urlOf(roles.worker)]);
+      expect(unlisted).toMatchObject({ code: 1, stdout: '' });
+      expect(unlisted.stderr).toMatch(
+        /^ledgerflow prune: ledgerflow: runs are deleted only by pruning, with their recorded history: workflow_run cannot be deleted; only the retention role may delete it/,
+      );
     } finally {
-      await sql.raw(`REVOKE DELETE ON ledgerflow.workflow_run FROM ${roles.worker}`).execute(owner.db);
+      await sql.raw(pruneGrants('REVOKE', 'FROM')).execute(owner.db);
     }
     const prune = await runCli(['prune', '--completed-older-than', '0s', '--database-url', urlOf(roles.worker)]);
     expect(prune.code).toBe(1);
