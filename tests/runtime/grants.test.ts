@@ -37,6 +37,9 @@ describe('ledgerflow grants', () => {
     expect(grantRoleProblems({ owner: 'a', worker: 'a', reader: 'r' })).toEqual([
       '--owner must differ from --worker and --reader: the owner can change any table (and drop the triggers).',
     ]);
+    expect(grantRoleProblems({ owner: 'o', worker: 'w', reader: 'r', retention: 'o' })).toEqual([
+      '--retention must differ from --owner: the owner is listed already (core 0012), and these statements revoke first.',
+    ]);
     expect(grantRoleProblems({ owner: 'o', worker: 'w', reader: 'w' })).toEqual([
       '--reader must differ from --worker and --retention: the reader is read-only.',
     ]);
