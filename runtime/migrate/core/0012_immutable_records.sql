@@ -2,7 +2,7 @@
 --
 -- Until 0012 the database refused a completed effect step without a recorded ledger row, but any
 -- session with the worker's privileges could UPDATE or DELETE that row afterwards. Now triggers
--- hold every role to the design's history rules (DESIGN.md "Immutable records"):
+-- hold every role to the design's history rules (DESIGN.md "Immutable records and roles"):
 --
 --   step_effect     a RECORDED row cannot be updated, at all, by anyone (superusers included), and
 --                   is deleted only by the retention path. Rows in other statuses (intent,
@@ -37,9 +37,10 @@
 -- role owns the table, because PostgreSQL runs the ON DELETE CASCADE of a pruned run as the
 -- owner of the child table. Checking both means neither a worker whose DELETE on workflow_run
 -- cascades (session_user is the worker) nor a retention login that did SET ROLE to another role
--- (current_user; for a cascade, the statement trigger on workflow_run judges it) gets through. This migration lists the role that runs it — the schema's owner —
--- so that a deployment with one role keeps pruning; `ledgerflow grants --retention <role>` adds
--- others, and only the owner can write the list. A superuser is a member of every role.
+-- (current_user; for a cascade, the statement trigger on workflow_run judges it) gets through.
+-- This migration lists the role that runs it — the schema's owner — so that a deployment with one
+-- role keeps pruning; `ledgerflow grants --retention <role>` adds others, and only the owner can
+-- write the list. A superuser is a member of every role.
 --
 -- Refusals raise SQLSTATE LF001 with a message naming the table, the row and the rule.
 
@@ -80,7 +81,7 @@ BEGIN
         TG_ARGV[0], TG_TABLE_NAME || names,
         CASE TG_OP WHEN 'UPDATE' THEN 'updated' WHEN 'DELETE' THEN 'deleted' ELSE 'truncated' END
         USING ERRCODE = 'LF001', SCHEMA = TG_TABLE_SCHEMA, TABLE = TG_TABLE_NAME,
-              HINT = 'Recorded history is kept as it happened; see DESIGN.md "Immutable records".';
+              HINT = 'Recorded history is kept as it happened; see DESIGN.md "Immutable records and roles".';
 END
 $$;
 
