@@ -233,6 +233,34 @@ describe('least-privilege roles [pg]', () => {
     expect(expire).toMatchObject({ code: 0, stderr: '' });
     expect(JSON.parse(expire.stdout)).toMatchObject({ archiveDeleted: finished.length });
   });
+
+  it('lets a worker prune in its retention timer once its role is the retention role too (grants --retention <worker>)', async () => {
+    await sql.raw(grantStatements({ ...roles, retention: roles.worker })).execute(owner.db);
+    const { runId } = await createClient({ store: worker, workflows: WORKFLOWS }).start(napper, { ms: 1 });
+    const events: string[] = [];
+    const w = createWorker({
+      store: worker,
+      workflows: waitHandlers(),
+      pollIntervalMs: 20,
+      reconcileIntervalMs: 0,
+      retention: { completedOlderThanMs: 0, intervalMs: 50 },
+      onEvent: (event) => {
+        if (event.type === 'prune-pass' || event.type === 'error') events.push(event.type);
+      },
+    });
+    await w.start();
+    try {
+      const deadline = Date.now() + 20_000;
+      while ((await worker.db.selectFrom('ledgerflow.run_archive').select('id').where('id', '=', runId).execute()).length === 0) {
+        if (Date.now() > deadline) throw new Error(`the worker's retention timer did not prune ${runId}: ${events.join(', ')}`);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    } finally {
+      await w.stop();
+    }
+    expect(events).toContain('prune-pass');
+    expect(events).not.toContain('error');
+  });
 });
 
 /**
