@@ -1,6 +1,6 @@
 import { sql, type RawBuilder } from 'kysely';
 import type { ResolvedRetryPolicy } from '../../dsl/retry-policy.js';
-import { ConflictError, NonRetryableError, NotAppliedError } from '../errors.js';
+import { ConflictError, NonRetryableError, NotAppliedError, recordImmutableError } from '../errors.js';
 import { exponentialBackoffMs } from './backoff.js';
 
 /**
@@ -9,6 +9,8 @@ import { exponentialBackoffMs } from './backoff.js';
  */
 export function isNonRetryable(error: unknown, policy: ResolvedRetryPolicy): boolean {
   if (error instanceof NonRetryableError || error instanceof ConflictError) return true;
+  // The database refused to rewrite recorded history (core 0012): another attempt is refused alike.
+  if (recordImmutableError(error) !== undefined) return true;
   if (error instanceof NotAppliedError) return !error.retryable;
   return policy.nonRetryable.some((errorClass) => error instanceof errorClass);
 }

@@ -1,6 +1,10 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { z } from 'zod';
+import { shapeHash } from '../../dsl/workflow-shape.js';
+import { workflow } from '../../dsl/workflow.js';
+import { bindHandlers } from '../../runtime/contracts/registration.js';
 import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
 import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
 import { createClient } from '../../runtime/client/client.js';
@@ -13,6 +17,19 @@ import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { mixedHandlers } from './fixtures/test-handlers.js';
 import { APP_SCHEMA_SQL, mixed } from './fixtures/test-workflows.js';
+
+const once = { maxAttempts: 3, initialDelayMs: 20, maxDelayMs: 20, backoffFactor: 1, jitter: 0 } as const;
+
+/** A transactional handler that tries to rewrite the charge it recorded one step earlier, through ctx.tx. */
+const tamper = workflow('imm-tamper', { version: 1, input: z.object({ id: z.string() }) })
+  .transactional('charge', { output: z.object({ cents: z.number() }), key: ({ input }) => `charge:${input.id}`, retry: once })
+  .transactional('rewrite', { output: z.object({ ok: z.boolean() }), key: ({ input }) => `rewrite:${input.id}`, retry: once });
+
+/** A plain step whose result commit the test makes the database refuse (LF001), as it would a rewrite. */
+const refusedCommit = workflow('imm-refused-commit', { version: 1, input: z.object({}) }).step('only', {
+  output: z.object({ ok: z.boolean() }),
+  retry: once,
+});
 
 /**
  * Core 0012 on both stores: the runtime's own transitions still go through (a run with a plain, a
@@ -174,5 +191,66 @@ describeStores('recorded history is immutable (core 0012)', (getStore) => {
     const archive = await pruneRuns(db, { olderThanMs: 86_400_000, archiveOlderThanMs: 86_400_000 });
     expect(archive.archiveDeleted).toBe(1);
     expect(await db.selectFrom('ledgerflow.effect_archive').select('step_name').where('run_id', '=', runId).execute()).toEqual([]);
+  });
+});
+
+describeStores('a refusal the worker meets (core 0012)', (getStore) => {
+  beforeAll(async () => {
+    await migrateForTest(getStore(), [tamper, refusedCommit]);
+  });
+
+  async function drain(registrations: Parameters<typeof createWorker>[0]['workflows']): Promise<void> {
+    const worker = createWorker({ store: getStore(), workflows: registrations, pollIntervalMs: 20, reconcileIntervalMs: 0 });
+    try {
+      await worker.drain({ timeoutMs: 20_000 });
+    } finally {
+      await worker.stop();
+    }
+  }
+
+  const attemptsOf = (runId: string, step: string) =>
+    getStore().db.selectFrom('ledgerflow.step_attempt').select(['status', 'error']).where('run_id', '=', runId).where('step_name', '=', step).execute();
+
+  it('fails the step at once (not retryable) when its handler tries to rewrite a recorded effect through ctx.tx', async () => {
+    const store = getStore();
+    const { runId } = await createClient({ store }).start(tamper, { id: 't-1' });
+    await drain([
+      bindHandlers(
+        tamper,
+        {
+          charge: async ({ record }) => record({ cents: 100 }),
+          rewrite: async ({ tx, runId: run, record }) => {
+            await sql`UPDATE ledgerflow.step_effect SET effect = '{"cents": 1}' WHERE workflow_id = ${run} AND step_name = 'charge'`.execute(tx);
+            return record({ ok: true });
+          },
+        },
+        shapeHash(tamper),
+      ),
+    ]);
+    const run = await store.db.selectFrom('ledgerflow.workflow_run').select(['status']).where('id', '=', runId).executeTakeFirstOrThrow();
+    expect(run.status).toBe('failed');
+    const attempts = await attemptsOf(runId, 'rewrite');
+    expect(attempts).toHaveLength(1);
+    expect(attempts[0]!.status).toBe('failed');
+    expect((attempts[0]!.error as { message: string }).message).toContain('recorded ledger rows are immutable: step_effect (workflow_id');
+    const charge = await store.db.selectFrom('ledgerflow.step_effect').select('effect').where('workflow_id', '=', runId).where('step_name', '=', 'charge').executeTakeFirstOrThrow();
+    expect(charge.effect).toEqual({ cents: 100 });
+  });
+
+  it('surfaces a refused result commit as RecordImmutableError, and does not retry it', async () => {
+    const store = getStore();
+    await sql.raw(`CREATE FUNCTION imm_test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'ledgerflow: a test refusal of this commit' USING ERRCODE = 'LF001'; END $$;
+      CREATE TRIGGER imm_test_refuse BEFORE INSERT ON ledgerflow.step_result FOR EACH ROW
+        WHEN (NEW.workflow_name = 'imm-refused-commit') EXECUTE FUNCTION imm_test_refuse();`).execute(store.db);
+    try {
+      const { runId } = await createClient({ store }).start(refusedCommit, {});
+      await drain([bindHandlers(refusedCommit, { only: () => ({ ok: true }) }, shapeHash(refusedCommit))]);
+      const attempts = await attemptsOf(runId, 'only');
+      expect(attempts).toHaveLength(1);
+      expect(attempts[0]!.error).toMatchObject({ name: 'RecordImmutableError', code: 'record_immutable', message: 'ledgerflow: a test refusal of this commit' });
+    } finally {
+      await sql.raw('DROP TRIGGER imm_test_refuse ON ledgerflow.step_result; DROP FUNCTION imm_test_refuse()').execute(store.db);
+    }
   });
 });
