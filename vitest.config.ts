@@ -25,6 +25,7 @@ const OWN_MODULES = ['tests/runtime/state-machines.test.ts'];
  */
 const CHAOS = [
   'tests/chaos/**/*.test.ts',
+  'tests/failover/**/*.test.ts',
   'tests/runtime/queue-fleet.test.ts',
   'tests/runtime/schedule-fleet.test.ts',
   'tests/runtime/prune-100k.test.ts',
