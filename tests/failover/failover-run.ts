@@ -8,9 +8,10 @@ import pg from 'pg';
 import { FakeEmailProvider, type EmailMessage, type SendOptions, type SentEmail } from '../../examples/fakes/email-provider.js';
 import { startFakeServer } from '../../examples/fakes/fake-server.js';
 import { FakePaymentProvider, type Charge, type ChargeOptions, type ChargeRequest } from '../../examples/fakes/payment-provider.js';
-import { createClient } from '../../runtime/client/client.js';
+import { createClient, type Client } from '../../runtime/client/client.js';
 import { createPgStore } from '../../runtime/store/pg/pg-store.js';
 import type { Store } from '../../runtime/store/store.js';
+import { isConnectionError } from '../../runtime/worker/step-errors.js';
 import { APP_SCHEMA_SQL, chaosOrder, type ChaosOrderInput } from '../chaos/fixtures/chaos-workflow.js';
 import { checkInvariants, type InvariantReport } from '../chaos/invariants.js';
 import { seededRandom } from '../chaos/seeded-random.js';
@@ -26,6 +27,8 @@ const LEASE_MS = 1_500;
 const PROVIDER_LATENCY_MS = 60;
 /** The ledger steps of `chaos-order`: their `step_effect` rows are what a failover must keep. */
 const LEDGER_STEPS = new Set(['reserve', 'charge', 'receipt']);
+/** Runs a client waits for across the failover. */
+const WAITS = 6;
 
 export interface FailoverOptions {
   /** A synchronous standby (`synchronous_standby_names`, `synchronous_commit = on`), or an asynchronous one. */
@@ -68,6 +71,15 @@ export interface FailoverOutcome {
   readonly secondCallsAfterLostIntent: number;
   /** Worker commits acknowledged while the standby was cut off (a synchronous standby allows none). */
   readonly acksDuringPartition: number;
+  /**
+   * How long after the cut the last of those was stamped: a worker stamps an acknowledgement
+   * when its commit has returned, so a commit confirmed just before the cut can be stamped just after.
+   */
+  readonly latestAckWhileCutMs: number;
+  /** `waitForRun` calls in progress when the standby was cut off that returned a completed run. */
+  readonly waitsCompleted: number;
+  /** How each of those waits ended: the run's status, or the error that ended it. */
+  readonly waits: readonly string[];
   /** Worker commits acknowledged in the second before the cut: the failover happened under load. */
   readonly acksBeforeCut: number;
   /** Worker processes started beyond the fleet's size: they must follow the failover without a restart. */
@@ -183,6 +195,11 @@ export async function runFailover(options: FailoverOptions): Promise<FailoverOut
     }, 100);
 
     await sleep(options.loadMs);
+    // Clients waiting for runs when the database fails over: their waits (and the client's
+    // LISTEN connection) must carry on on the new primary. A wait that meets the outage throws
+    // a connection error, and is repeated, as an application would.
+    const waitedRuns = [...acknowledgedStarts.values()].slice(-WAITS).map((s) => s.runId);
+    const waits = waitedRuns.map((runId) => waitAcrossFailover(client, runId, options.settleTimeoutMs));
     const cutAt = Date.now();
     link.cut();
     options.log(`${mode}: standby cut off at ${((performance.now() - started) / 1000).toFixed(1)} s; the primary serves on for ${options.partitionMs} ms`);
@@ -201,6 +218,11 @@ export async function runFailover(options: FailoverOptions): Promise<FailoverOut
     clearInterval(feeder);
     for (const input of pending.splice(0)) await startRun(input);
     const unsettled = await waitUntilSettled(store, options.settleTimeoutMs);
+    const waitOutcomes = await Promise.all(waits);
+    // A worker re-subscribes with a backoff of up to 5 s; give the last one time to come back.
+    for (const deadline = Date.now() + 15_000; Date.now() < deadline; await sleep(200)) {
+      if (readAcks(ackDir).filter((a) => a.type === 'listener-restored' && a.at > promoteAt).length >= options.workers) break;
+    }
     await fleet.stop();
 
     const acks = readAcks(ackDir);
@@ -219,6 +241,8 @@ export async function runFailover(options: FailoverOptions): Promise<FailoverOut
     const secondCallsAfterLostIntent = lostIntentKeys.filter((key) => (sentByReference[key] ?? 0) > 1).length;
     const firstNewAck = stepAcks.filter((a) => a.at > promoteAt).reduce((min, a) => Math.min(min, a.at), Infinity);
 
+    const acksWhileCut = stepAcks.filter((a) => a.at >= cutAt && a.at < killAt);
+
     const report = await checkInvariants(standby.urlFor('failover'), chaosOrder.name, { payments, email });
     const outcome = {
       startsAcked: startsBefore.length,
@@ -231,7 +255,10 @@ export async function runFailover(options: FailoverOptions): Promise<FailoverOut
       duplicateCharges,
       chargeReplays: payments.stats().replays,
       secondCallsAfterLostIntent,
-      acksDuringPartition: stepAcks.filter((a) => a.at >= cutAt && a.at < killAt).length,
+      acksDuringPartition: acksWhileCut.length,
+      latestAckWhileCutMs: acksWhileCut.reduce((max, a) => Math.max(max, a.at - cutAt), 0),
+      waitsCompleted: waitOutcomes.filter((o) => o === 'completed').length,
+      waits: waitOutcomes,
       acksBeforeCut: stepAcks.filter((a) => a.at >= cutAt - 1_000 && a.at < cutAt).length,
       workerRestarts: fleet.counters.spawned - options.workers,
       unexpectedExits: fleet.unexpected,
@@ -247,7 +274,9 @@ export async function runFailover(options: FailoverOptions): Promise<FailoverOut
       `acked-recorded=${outcome.recordedAcked} lost-recorded=${outcome.lostRecorded} ` +
       `duplicate-emails=${outcome.duplicateEmails} (after a lost intent: ${outcome.secondCallsAfterLostIntent}) ` +
       `duplicate-charges=${outcome.duplicateCharges} charge-replays=${outcome.chargeReplays} ` +
-      `acks-in-last-second-before-cut=${outcome.acksBeforeCut} acks-while-standby-cut-off=${outcome.acksDuringPartition} ` +
+      `acks-in-last-second-before-cut=${outcome.acksBeforeCut} ` +
+      `acks-while-standby-cut-off=${outcome.acksDuringPartition} (latest ${outcome.latestAckWhileCutMs} ms after the cut) ` +
+      `waits-across-failover-completed=${outcome.waitsCompleted}/${waitOutcomes.length} ` +
       `partition=${options.partitionMs}ms kill-to-first-commit=${outcome.failoverSeconds.toFixed(1)}s ` +
       `worker-restarts=${outcome.workerRestarts} listeners-restored=${outcome.listenersRestored}/${options.workers} ` +
       `violations=${report.violations.length} in ${((performance.now() - started) / 1000).toFixed(0)} s`;
@@ -316,6 +345,22 @@ async function readStandby(standby: PostgresServer): Promise<StandbySnapshot> {
     effectKeys: new Set(effects.map((e) => e.idempotency_key)),
     recorded: new Set(effects.filter((e) => e.status === 'recorded').map((e) => `${e.workflow_id}/${e.step_name}`)),
   };
+}
+
+/**
+ * `waitForRun` until it returns, repeated after the errors a failover causes (connection lost,
+ * no writable host yet); any other error ends it. Returns the run's status or the error's name.
+ */
+async function waitAcrossFailover(client: Client, runId: string, timeoutMs: number): Promise<string> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return (await client.waitForRun(runId, { timeoutMs: Math.max(1, deadline - Date.now()) })).status;
+    } catch (error) {
+      if (!isConnectionError(error) || Date.now() > deadline) return error instanceof Error ? error.name : String(error);
+      await sleep(100);
+    }
+  }
 }
 
 /** Until every worker process has started its worker (tsx takes seconds on a busy machine). */
