@@ -81,9 +81,7 @@ describe('a PostgreSQL store on a multi-host URL', () => {
     await setReadOnly(true);
     try {
       await sql`SET default_transaction_read_only = on`.execute(store.db);
-      // Its replacement connects to the remembered host, finds it read-only and forgets it …
-      expect(await sql`SELECT 1`.execute(store.db).catch((e: unknown) => e)).toMatchObject({ name: 'ReadOnlyHostError' });
-      // … so the next connection probes every host, and none accepts writes.
+      // The host is forgotten with it: the next connection probes every host, and none accepts writes.
       expect(await sql`SELECT 1`.execute(store.db).catch((e: unknown) => e)).toMatchObject({ name: 'NoWritableHostError' });
     } finally {
       await setReadOnly(false);
@@ -91,6 +89,25 @@ describe('a PostgreSQL store on a multi-host URL', () => {
     const second = await pid(store);
     expect(second).not.toBe(first);
     await sql`INSERT INTO public.mh_t VALUES (2)`.execute(store.db);
+  });
+
+  it('does not keep a remembered host that became read-only while no connection was open to hear it', async () => {
+    const store = open('', 1);
+    await pid(store);
+    // Closes the pooled connection (the pool opens a new one on the next query).
+    await store.db.connection().execute(async (conn) => {
+      await sql`SELECT pg_terminate_backend(pg_backend_pid())`.execute(conn).catch(() => {});
+    });
+    await setReadOnly(true);
+    try {
+      // The new connection goes to the remembered host, finds it read-only and forgets it …
+      expect(await sql`SELECT 1`.execute(store.db).catch((e: unknown) => e)).toMatchObject({ name: 'ReadOnlyHostError' });
+      // … so the next one probes every host.
+      expect(await sql`SELECT 1`.execute(store.db).catch((e: unknown) => e)).toMatchObject({ name: 'NoWritableHostError' });
+    } finally {
+      await setReadOnly(false);
+    }
+    await sql`SELECT 1`.execute(store.db);
   });
 
   it('drops a connection on which a write was refused as read-only (SQLSTATE 25006)', async () => {

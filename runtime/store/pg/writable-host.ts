@@ -20,8 +20,9 @@ import type { PostgresHost, PostgresTarget } from './postgres-url.js';
  *
  * Read-only is judged at connect from what the server reports with the session (PostgreSQL 14+:
  * `in_hot_standby`, `default_transaction_read_only`; older servers are asked). A host that turns
- * read-only later is found out by its connections: the server reports the change, or a write
- * fails with SQLSTATE 25006 — and that connection is dropped when released ({@link mustDrop}).
+ * read-only later is found out by its connections: the server reports the change (the
+ * connection then emits `error`, as a broken one does, and is forgotten with its host), or a
+ * write fails with SQLSTATE 25006 — and that connection is dropped when released ({@link mustDrop}).
  */
 
 /** No host of the URL accepted a read-write session; `attempts` says what each one answered. */
@@ -148,10 +149,18 @@ async function connectWritable(
   settable.host = settable.connectionParameters.host = host.host;
   settable.port = settable.connectionParameters.port = host.port;
   const reported = new Map<string, string>();
+  let established = false;
   const connection = (client as unknown as { connection: NodeJS.EventEmitter }).connection;
   connection.on('parameterStatus', (message: { parameterName: string; parameterValue: string }) => {
     reported.set(message.parameterName, message.parameterValue);
-    if (attrs === 'read-write' && isReadOnlyReport(message)) dropped.add(client);
+    if (attrs !== 'read-write' || !isReadOnlyReport(message)) return;
+    dropped.add(client);
+    // Once connected, as a lost connection is reported: the pool closes an idle client that
+    // errs, and a LISTEN connection ends its subscription (which is then opened elsewhere).
+    if (established) {
+      locator.forget(host);
+      client.emit('error', new ReadOnlyHostError(`${host.host}:${host.port} turned read-only (${message.parameterName} = on)`));
+    }
   });
   connection.on('errorMessage', (message: { code?: string }) => {
     if (message.code === SQLSTATE.READ_ONLY_SQL_TRANSACTION) dropped.add(client);
@@ -163,18 +172,21 @@ async function connectWritable(
     throw error;
   }
   if (attrs === 'any') return client;
-  // PostgreSQL 14+ reports both at startup; an older server is asked.
-  const readOnly = reported.has('in_hot_standby')
-    ? reported.get('in_hot_standby') === 'on'
-      ? 'a standby in recovery'
-      : reported.get('default_transaction_read_only') === 'on'
-        ? 'default_transaction_read_only is on'
-        : undefined
-    : await askReadOnly(client);
-  if (readOnly === undefined) return client;
+  // PostgreSQL 14+ reports both settings at startup; an older server is asked.
+  const readOnly = reported.has('in_hot_standby') ? readOnlyReported(reported) : await askReadOnly(client);
+  if (readOnly === undefined) {
+    established = true;
+    return client;
+  }
   locator.forget(host);
   await client.end().catch(() => {});
   throw new ReadOnlyHostError(`${host.host}:${host.port} is read-only (${readOnly}); the next connection looks for the writable host`);
+}
+
+function readOnlyReported(reported: ReadonlyMap<string, string>): string | undefined {
+  if (reported.get('in_hot_standby') === 'on') return 'a standby in recovery';
+  if (reported.get('default_transaction_read_only') === 'on') return 'default_transaction_read_only is on';
+  return undefined;
 }
 
 function isReadOnlyReport(message: { parameterName: string; parameterValue: string }): boolean {
