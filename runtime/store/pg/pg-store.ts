@@ -86,13 +86,7 @@ export function createPgStore(options: PgStoreOptions): Store {
   pool.on('error', () => {});
   pool.on('connect', (client) => client.on('error', () => {}));
   const db = new Kysely<LedgerflowDatabase>({ dialect: new PostgresDialect({ pool: target === undefined ? pool : droppingReadOnly(pool) }) });
-  const location =
-    target === undefined
-      ? (() => {
-          const url = new URL(options.connectionString);
-          return `PostgreSQL at ${url.hostname}:${url.port || '5432'}${url.pathname}`;
-        })()
-      : `PostgreSQL at ${target.description} (${target.targetSessionAttrs})`;
+  const location = `PostgreSQL at ${target === undefined ? hostAndDatabase(options.connectionString) : `${target.description} (${target.targetSessionAttrs})`}`;
 
   return {
     kind: 'pg',
@@ -137,6 +131,11 @@ export function createPgStore(options: PgStoreOptions): Store {
       await db.destroy();
     },
   };
+}
+
+function hostAndDatabase(connectionString: string): string {
+  const url = new URL(connectionString);
+  return `${url.hostname}:${url.port || '5432'}${url.pathname}`;
 }
 
 /**
