@@ -94,10 +94,12 @@ describe('a PostgreSQL store on a multi-host URL', () => {
   it('does not keep a remembered host that became read-only while no connection was open to hear it', async () => {
     const store = open('', 1);
     await pid(store);
-    // Closes the pooled connection (the pool opens a new one on the next query).
-    await store.db.connection().execute(async (conn) => {
-      await sql`SELECT pg_terminate_backend(pg_backend_pid())`.execute(conn).catch(() => {});
-    });
+    // Gets the pooled connection closed (a write refused as read-only, below) without the host being forgotten.
+    await store.db
+      .transaction()
+      .setAccessMode('read only')
+      .execute((trx) => sql`INSERT INTO public.mh_t VALUES (4)`.execute(trx))
+      .catch(() => {});
     await setReadOnly(true);
     try {
       // The new connection goes to the remembered host, finds it read-only and forgets it …
