@@ -19,12 +19,13 @@ const OWN_MODULES = ['tests/runtime/state-machines.test.ts'];
 
 /**
  * The slow multi-process suites: the chaos run (workers SIGKILLed, backends terminated, the
- * server restarted), the worker fleets, the crash demo on PostgreSQL, the 100 000-run prune and
+ * server restarted), the database failover (a standby promoted under load), the worker fleets, the crash demo on PostgreSQL, the 100 000-run prune and
  * the claim and dashboard-list plans over 1 000 000 runs: tens of seconds each. `npm test` runs everything else; `npm run test:chaos` runs these;
  * `.ci/run` runs both on every submission.
  */
 const CHAOS = [
   'tests/chaos/**/*.test.ts',
+  'tests/failover/**/*.test.ts',
   'tests/runtime/queue-fleet.test.ts',
   'tests/runtime/schedule-fleet.test.ts',
   'tests/runtime/prune-100k.test.ts',

@@ -1,4 +1,5 @@
 import { DEFAULT_DATA_DIR, openStore } from '../store/open-store.js';
+import { isMultiHostUrl, parsePostgresUrl, PostgresUrlError } from '../store/pg/postgres-url.js';
 import { createPGliteStore } from '../store/pglite/pglite-store.js';
 import type { Store } from '../store/store.js';
 import type { CliIo } from './cli-io.js';
@@ -23,12 +24,21 @@ export async function openCliStore(flags: StoreFlags, io: CliIo): Promise<Store>
   if (databaseUrl !== undefined) {
     let protocol: string;
     try {
-      protocol = new URL(databaseUrl).protocol;
+      // A host list (db1:5432,db2:5432) is not a WHATWG URL: its scheme is read here, its hosts checked below.
+      protocol = isMultiHostUrl(databaseUrl) ? `${databaseUrl.slice(0, databaseUrl.indexOf(':'))}:` : new URL(databaseUrl).protocol;
     } catch {
       throw new UsageError(`The database URL is not a URL; expected postgres://user:password@host:5432/database.`);
     }
     if (protocol !== 'postgres:' && protocol !== 'postgresql:') {
       throw new UsageError(`The database URL must start with postgres:// or postgresql:// (got ${protocol}//…).`);
+    }
+    if (isMultiHostUrl(databaseUrl)) {
+      try {
+        parsePostgresUrl(databaseUrl);
+      } catch (error) {
+        if (error instanceof PostgresUrlError) throw new UsageError(error.message);
+        throw error;
+      }
     }
     return openStore({ databaseUrl });
   }

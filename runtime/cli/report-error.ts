@@ -4,7 +4,7 @@ import type { CliIo } from './cli-io.js';
 import { UsageError } from './command.js';
 import { WorkflowModuleError } from './load-workflows.js';
 
-const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ETIMEDOUT', 'ECONNRESET', 'EAI_AGAIN']);
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ETIMEDOUT', 'ECONNRESET', 'EAI_AGAIN', 'ENOWRITABLEHOST', 'EREADONLYHOST']);
 const CONNECTION_STATES = new Set<string>([
   SQLSTATE.INVALID_PASSWORD,
   SQLSTATE.INVALID_AUTHORIZATION,

@@ -5,7 +5,11 @@ import type { Store } from './store.js';
 export const DEFAULT_DATA_DIR = '.ledgerflow/db';
 
 export interface OpenStoreOptions {
-  /** PostgreSQL connection string; defaults to `process.env.DATABASE_URL`. */
+  /**
+   * PostgreSQL connection string; defaults to `process.env.DATABASE_URL`. May list several hosts,
+   * libpq style: `postgres://app@db1:5432,db2:5432/shop?target_session_attrs=read-write` —
+   * connections go to the one that accepts writes, and find it again after a failover.
+   */
   readonly databaseUrl?: string | undefined;
   /** PGlite data directory used when there is no database URL. */
   readonly dataDir?: string;

@@ -1,5 +1,5 @@
 import { LedgerflowError, ValidationError } from '../errors.js';
-import { sqlStateOf } from '../store/sqlstate.js';
+import { SQLSTATE, sqlStateOf } from '../store/sqlstate.js';
 import type { Json } from '../store/tables.js';
 
 /**
@@ -97,12 +97,16 @@ export async function userCode<T>(fn: () => T | Promise<T>, phase: FailurePhase 
 /**
  * True when an error from the database layer leaves a commit's outcome unknown: the connection
  * broke (class 08), the server shut down or restarted (57P0x), or the socket died before any
- * SQLSTATE arrived. A statement that failed with another SQLSTATE definitely did not commit.
+ * SQLSTATE arrived; or the host was not writable (25006), which a failover fixes. A statement
+ * that failed with another SQLSTATE definitely did not commit.
  */
 export function isConnectionError(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
   const sqlState = sqlStateOf(error);
-  if (sqlState !== undefined) return sqlState.startsWith('08') || sqlState.startsWith('57P');
+  // 25006: the host took the statement but cannot write (a standby, or a primary demoted under
+  // us). The commit did not happen; like a broken connection it is retried once the store has
+  // found the writable host (writable-host.ts drops such a connection).
+  if (sqlState !== undefined) return sqlState.startsWith('08') || sqlState.startsWith('57P') || sqlState === SQLSTATE.READ_ONLY_SQL_TRANSACTION;
   const code = (error as { code?: unknown }).code;
   if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return true; // ECONNRESET, ECONNREFUSED, EPIPE …
   return /connection|terminat|socket|not queryable/i.test(error.message);

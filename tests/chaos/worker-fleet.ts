@@ -30,6 +30,8 @@ export interface FleetOptions {
   readonly log: (line: string) => void;
   /** Hears every fault a worker reports; return `true` to SIGKILL that worker right there. */
   readonly killAtFault?: (firing: FaultFiring) => boolean;
+  /** The worker script each child runs (default: fixtures/chaos-worker.ts). */
+  readonly entry?: string;
 }
 
 interface Slot {
@@ -127,7 +129,7 @@ export class WorkerFleet {
 
   #spawn(slot: Slot): void {
     const spawnIndex = this.counters.spawned++;
-    const child = spawn(process.execPath, ['--import', 'tsx', WORKER_ENTRY], {
+    const child = spawn(process.execPath, ['--import', 'tsx', this.#options.entry ?? WORKER_ENTRY], {
       cwd: REPO_ROOT,
       env: { ...process.env, ...this.#env(spawnIndex), CHAOS_WORKER_NAME: `w${slot.index}-${spawnIndex}` },
       stdio: ['ignore', 'ignore', 'pipe'],

@@ -1,5 +1,5 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync, chownSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, chownSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -25,11 +25,25 @@ export interface PostgresServer {
   restart(mode?: 'fast' | 'immediate'): Promise<void>;
   /** Stops and deletes the data directory. */
   destroy(): Promise<void>;
+  /**
+   * SIGKILLs the postmaster and every process it started, in one go: the machine died. No
+   * shutdown checkpoint, no WAL sent to standbys after this instant. `start()` recovers.
+   */
+  kill(): Promise<void>;
+  /** `pg_ctl promote` on a standby (see `standbyOf`), waiting until it accepts writes. */
+  promote(): Promise<void>;
 }
 
 export interface StartPostgresOptions {
   /** Extra `-c name=value` settings. */
   readonly settings?: Readonly<Record<string, string>>;
+  /**
+   * Start a streaming-replication standby of the server at this port instead of a new cluster:
+   * the data directory is a `pg_basebackup` of it, with `standby.signal`, and `primary_conninfo`
+   * points at `connectPort` (default: the primary's port; a proxy in between can delay the
+   * stream) under `applicationName` (what `synchronous_standby_names` names).
+   */
+  readonly standbyOf?: { readonly port: number; readonly connectPort?: number; readonly applicationName: string };
 }
 
 export function findPostgresBin(): string {
@@ -65,11 +79,22 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
         };
   if (identity.uid !== undefined) chownSync(dataDir, identity.uid, identity.gid);
 
-  execFileSync(join(bin, 'initdb'), ['-D', dataDir, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync'], {
-    stdio: 'pipe',
-    cwd: dataDir,
-    ...identity,
-  });
+  const standbyOf = options.standbyOf;
+  if (standbyOf === undefined) {
+    execFileSync(join(bin, 'initdb'), ['-D', dataDir, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync'], {
+      stdio: 'pipe',
+      cwd: dataDir,
+      ...identity,
+    });
+  } else {
+    // initdb's pg_hba.conf lets local replication connections in (trust), so the copy needs no setup.
+    execFileSync(
+      join(bin, 'pg_basebackup'),
+      ['-D', dataDir, '-h', '127.0.0.1', '-p', String(standbyOf.port), '-U', 'postgres', '-X', 'stream', '-c', 'fast', '--no-sync'],
+      { stdio: 'pipe', cwd: dataDir, ...identity },
+    );
+    writeFileSync(join(dataDir, 'standby.signal'), '');
+  }
   const port = await freePort();
   const settings: Record<string, string> = {
     listen_addresses: '127.0.0.1',
@@ -77,6 +102,11 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
     unix_socket_directories: dataDir,
     max_connections: '300',
     shared_buffers: '128MB',
+    ...(standbyOf === undefined
+      ? {}
+      : {
+          primary_conninfo: `host=127.0.0.1 port=${standbyOf.connectPort ?? standbyOf.port} user=postgres application_name=${standbyOf.applicationName}`,
+        }),
     ...options.settings,
   };
   writeFileSync(
@@ -139,7 +169,41 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
       await stop('fast');
       rmSync(dataDir, { recursive: true, force: true });
     },
+    async kill() {
+      const proc = child;
+      if (proc === undefined || proc.exitCode !== null || proc.pid === undefined) return;
+      const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+      for (const pid of [proc.pid, ...childrenOf(proc.pid)]) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // Gone already.
+        }
+      }
+      await exited;
+      child = undefined;
+    },
+    async promote() {
+      execFileSync(join(bin, 'pg_ctl'), ['promote', '-w', '-t', '60', '-D', dataDir], { stdio: 'pipe', cwd: dataDir, ...identity });
+    },
   };
+}
+
+/** The processes whose parent is `pid` (Linux: /proc/<pid>/stat). */
+function childrenOf(pid: number): number[] {
+  if (!existsSync('/proc')) return [];
+  return readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((entry) => {
+      try {
+        // pid (comm) state ppid …: comm may hold spaces and parentheses, so read after the last ')'.
+        const stat = readFileSync(join('/proc', entry, 'stat'), 'utf8');
+        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid;
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
 }
 
 function freePort(): Promise<number> {

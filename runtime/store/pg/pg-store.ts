@@ -1,9 +1,11 @@
 import type { Socket } from 'node:net';
-import { Kysely, PostgresDialect, sql } from 'kysely';
+import { Kysely, PostgresDialect, sql, type PostgresPool } from 'kysely';
 import pg from 'pg';
 import { INT8_OID, parseInt8, type Store } from '../store.js';
 import type { LedgerflowDatabase } from '../tables.js';
+import { isMultiHostUrl, parsePostgresUrl } from './postgres-url.js';
 import { statementNamer } from './statement-names.js';
+import { failoverClient, mustDrop, WritableHostLocator } from './writable-host.js';
 
 export interface PgStoreOptions {
   readonly connectionString: string;
@@ -48,15 +50,34 @@ function preparingClient(Base: typeof pg.Client): typeof pg.Client {
   return PreparingClient;
 }
 
-/** A `pg` pool: the durable production store. */
+/**
+ * A `pg` pool: the durable production store. `connectionString` may list several hosts
+ * (`postgres://db1:5432,db2:5432/app?target_session_attrs=read-write`, see postgres-url.ts):
+ * every connection then goes to the host that accepts writes, found again after a failover
+ * (writable-host.ts).
+ */
 export function createPgStore(options: PgStoreOptions): Store {
-  const Client = options.preparedStatements === false ? options.clientClass : preparingClient(options.clientClass ?? pg.Client);
+  const applicationName = options.applicationName ?? 'ledgerflow';
+  const BaseClient = options.clientClass ?? pg.Client;
+  const target = isMultiHostUrl(options.connectionString) ? parsePostgresUrl(options.connectionString) : undefined;
+  // One host as before: node-postgres parses the string. Several (or read-write asked for): each
+  // connection picks its host, and starts from the first host's URL for everything else.
+  const connectionString = target === undefined ? options.connectionString : target.urlFor(target.hosts[0]!);
+  const ConnectingClient =
+    target === undefined
+      ? BaseClient
+      : failoverClient(
+          BaseClient,
+          new WritableHostLocator({ target, Client: BaseClient, clientConfig: { application_name: applicationName, types } }),
+          target.targetSessionAttrs,
+        );
+  const Client = options.preparedStatements === false ? ConnectingClient : preparingClient(ConnectingClient);
   const pool = new pg.Pool({
-    connectionString: options.connectionString,
+    connectionString,
     max: options.maxConnections ?? 10,
-    application_name: options.applicationName ?? 'ledgerflow',
+    application_name: applicationName,
     types,
-    ...(Client !== undefined ? { Client } : {}),
+    ...(Client !== pg.Client ? { Client } : {}),
   });
   // A client that loses its server (restart, pg_terminate_backend) must not crash the process.
   // The pool listens on idle clients only; a checked-out client between two queries of a
@@ -64,20 +85,15 @@ export function createPgStore(options: PgStoreOptions): Store {
   // on it fails with a connection error, and the pool discards it on release.
   pool.on('error', () => {});
   pool.on('connect', (client) => client.on('error', () => {}));
-  const db = new Kysely<LedgerflowDatabase>({ dialect: new PostgresDialect({ pool }) });
-  const url = new URL(options.connectionString);
+  const db = new Kysely<LedgerflowDatabase>({ dialect: new PostgresDialect({ pool: target === undefined ? pool : droppingReadOnly(pool) }) });
+  const location = `PostgreSQL at ${target === undefined ? hostAndDatabase(options.connectionString) : `${target.description} (${target.targetSessionAttrs})`}`;
 
   return {
     kind: 'pg',
     db,
-    location: `PostgreSQL at ${url.hostname}:${url.port || '5432'}${url.pathname}`,
+    location,
     async listen(channel, onNotify, onLost, listenOptions = {}) {
-      const Client = options.clientClass ?? pg.Client;
-      const client = new Client({
-        connectionString: options.connectionString,
-        application_name: options.applicationName ?? 'ledgerflow',
-        types,
-      });
+      const client = new ConnectingClient({ connectionString, application_name: applicationName, types });
       // A dedicated connection: losing it (pg_terminate_backend, server restart, network) ends
       // the subscription silently unless reported — 'error' and/or 'end' fire, once reported.
       let state: 'subscribing' | 'subscribed' | 'lost' | 'closed' = 'subscribing';
@@ -114,5 +130,29 @@ export function createPgStore(options: PgStoreOptions): Store {
     async close() {
       await db.destroy();
     },
+  };
+}
+
+function hostAndDatabase(connectionString: string): string {
+  const url = new URL(connectionString);
+  return `${url.hostname}:${url.port || '5432'}${url.pathname}`;
+}
+
+/**
+ * The pool as Kysely sees it, except that a connection whose host turned read-only (a demoted
+ * primary still up) is released with an error, which makes `pg.Pool` close it instead of
+ * handing it out again: its replacement connects to the writable host.
+ */
+function droppingReadOnly(pool: pg.Pool): PostgresPool {
+  return {
+    async connect() {
+      const client = await pool.connect();
+      const release = client.release;
+      client.release = (error?: Error | boolean) =>
+        // Kysely passes `false` for a healthy connection.
+        release(error || (mustDrop(client) ? new Error('the connection\'s host no longer accepts writes') : undefined));
+      return client;
+    },
+    end: () => pool.end(),
   };
 }
