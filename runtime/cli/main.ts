@@ -6,6 +6,7 @@ import { cancelCommand } from './commands/cancel.js';
 import { dashboardCommand } from './commands/dashboard.js';
 import { effectsCommand } from './commands/effects.js';
 import { initCommand } from './commands/init.js';
+import { limitsCommand } from './commands/limits.js';
 import { migrateCommand } from './commands/migrate.js';
 import { pruneCommand } from './commands/prune.js';
 import { queuesCommand } from './commands/queues.js';
@@ -52,6 +53,7 @@ const COMMANDS: readonly Command[] = [
   auditCommand,
   pruneCommand,
   dashboardCommand,
+  limitsCommand,
 ];
 
 function globalHelp(): string {

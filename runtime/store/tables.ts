@@ -307,6 +307,19 @@ export interface EffectArchiveTable {
   recorded_at: Date;
 }
 
+/**
+ * The one row of size limits (core 0014; `ledgerflow limits`): bytes of JSON text a run input,
+ * step output, event payload may have (refused above), and an error record (truncated above).
+ */
+export interface PayloadLimitsTable {
+  id: Generated<boolean>;
+  max_input_bytes: Generated<number>;
+  max_output_bytes: Generated<number>;
+  max_event_payload_bytes: Generated<number>;
+  max_error_bytes: Generated<number>;
+  updated_at: DbNow;
+}
+
 export interface LedgerflowDatabase {
   'ledgerflow.workflow_version': WorkflowVersionTable;
   'ledgerflow.workflow_step_def': WorkflowStepDefTable;
@@ -326,6 +339,7 @@ export interface LedgerflowDatabase {
   'ledgerflow.operator_action': OperatorActionTable;
   'ledgerflow.run_archive': RunArchiveTable;
   'ledgerflow.effect_archive': EffectArchiveTable;
+  'ledgerflow.payload_limits': PayloadLimitsTable;
 }
 
 export type WorkflowRunRow = Selectable<WorkflowRunTable>;

@@ -1,3 +1,4 @@
+import type { PayloadLimitsCache } from '../limits/limits-cache.js';
 import type { Kysely } from 'kysely';
 import type { StepDefinition } from '../../dsl/workflow.js';
 import { LeaseLostError } from '../errors.js';
@@ -47,6 +48,8 @@ export interface DriverContext {
   emit(event: WorkerEvent): void;
   /** Spans and metrics (`NO_TELEMETRY` when OpenTelemetry is not available). */
   readonly telemetry: Telemetry;
+  /** The database's payload limits (`ledgerflow limits`), primed when the worker started. */
+  readonly limits: PayloadLimitsCache;
 }
 
 /**
@@ -123,6 +126,8 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: AbortS
     }
     const lease: Lease = { runId: current.id, fencingToken: current.fencingToken, workerId: ctx.workerId, leaseMs: ctx.leaseMs };
     const attempt = current.attempt;
+    // Cached; once primed it never throws (a failed re-read keeps the last limits read).
+    const limits = await ctx.limits.current();
     const trace = runTrace.stepStarted(step, attempt);
     // A fused claim asked for by this step's completion; answered with adopt() exactly once.
     let fused: FusedClaim | undefined;
@@ -135,6 +140,7 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: AbortS
       attempt,
       signal,
       childrenPerCommit: ctx.childrenPerCommit,
+      limits,
       commits: ctx.commits,
       trace,
       continuation: (output: Json | undefined): Continuation => {
@@ -271,7 +277,15 @@ async function recover(ctx: DriverContext, s: StepExecution, error: unknown): Pr
     const workflow = s.workflow;
     const outcome = await commitKnowingOutcome(
       s,
-      () => commitFailure(ctx.db, { lease, step, attempt: s.attempt, failure, canReconcile: workflow.reconciler(step.name) !== undefined }),
+      () =>
+        commitFailure(ctx.db, {
+          lease,
+          step,
+          attempt: s.attempt,
+          failure,
+          canReconcile: workflow.reconciler(step.name) !== undefined,
+          maxErrorBytes: s.limits.maxErrorBytes,
+        }),
       { retry: true },
     );
     ctx.emit({
@@ -301,7 +315,14 @@ async function recover(ctx: DriverContext, s: StepExecution, error: unknown): Pr
       failure.phase,
     );
     try {
-      await commitFailure(ctx.db, { lease, step, attempt: s.attempt, failure: standIn, canReconcile: s.workflow.reconciler(step.name) !== undefined });
+      await commitFailure(ctx.db, {
+        lease,
+        step,
+        attempt: s.attempt,
+        failure: standIn,
+        canReconcile: s.workflow.reconciler(step.name) !== undefined,
+        maxErrorBytes: s.limits.maxErrorBytes,
+      });
     } catch {
       await releaseLeases(ctx.db, [lease], `the failure of attempt ${s.attempt} could not be recorded`).catch(() => {});
     }

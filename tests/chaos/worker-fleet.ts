@@ -90,11 +90,17 @@ export class WorkerFleet {
     return true;
   }
 
-  /** SIGKILLs every worker and waits for them to be gone; the fleet stays stopped. */
+  /**
+   * SIGKILLs every worker and waits for them to be gone; the fleet stays stopped. The end of the
+   * chaos, not part of it: these kills are not counted.
+   */
   async killAll(): Promise<void> {
     this.#running = false;
     const exits = this.#slots.map((slot) => this.#whenExited(slot));
-    for (const slot of this.#slots) if (slot.child !== undefined) this.#kill(slot);
+    for (const slot of this.#slots) {
+      slot.killedByUs = true;
+      slot.child?.kill('SIGKILL');
+    }
     await Promise.all(exits);
   }
 
