@@ -98,11 +98,17 @@ export async function userCode<T>(fn: () => T | Promise<T>, phase: FailurePhase 
  * True when an error from the database layer leaves a commit's outcome unknown: the connection
  * broke (class 08), the server shut down or restarted (57P0x), or the socket died before any
  * SQLSTATE arrived. A statement that failed with another SQLSTATE definitely did not commit.
+ *
+ * Also true when the server had no resources for the statement (class 53: out of connections
+ * — 53300, at a reconnect — disk full, out of memory): the statement did not run, so the
+ * outcome is known, but what it needs is the same — wait with backoff, re-read, commit again —
+ * and never to be recorded as the step's own failure (that failure commit would meet the same
+ * refusal, and the attempt would wait out its lease as a crash).
  */
 export function isConnectionError(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
   const sqlState = sqlStateOf(error);
-  if (sqlState !== undefined) return sqlState.startsWith('08') || sqlState.startsWith('57P');
+  if (sqlState !== undefined) return sqlState.startsWith('08') || sqlState.startsWith('57P') || sqlState.startsWith('53');
   const code = (error as { code?: unknown }).code;
   if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return true; // ECONNRESET, ECONNREFUSED, EPIPE …
   return /connection|terminat|socket|not queryable/i.test(error.message);

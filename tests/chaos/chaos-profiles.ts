@@ -49,3 +49,6 @@ export const SOAK_CHAOS: ChaosProfile = {
   tickMs: { min: 100, max: 400 },
   settleTimeoutMs: 900_000,
 };
+
+/** What a full soak must have done (bench/soak/main.ts checks it). */
+export const SOAK_CHAOS_MINIMUMS = { runs: 10_000, kills: 900, backendTerminations: 400, serverRestarts: 10 } as const;
