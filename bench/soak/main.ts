@@ -19,6 +19,12 @@ import { runChaos, type ChaosOutcome } from '../../tests/chaos/chaos-run.js';
 import { findPostgresBin } from '../../tests/support/postgres-server.js';
 
 const RESULTS_DIR = fileURLToPath(new URL('../results/', import.meta.url));
+// The worker processes the chaos fleet starts (`node --import tsx …`, inheriting this env) must
+// resolve `ledgerflow/*` to the source as this process does (as vitest.config.ts does for tests).
+const SOURCE_CONDITION = '--conditions=ledgerflow-source';
+if (!(process.env['NODE_OPTIONS'] ?? '').includes(SOURCE_CONDITION)) {
+  process.env['NODE_OPTIONS'] = [process.env['NODE_OPTIONS'], SOURCE_CONDITION].filter(Boolean).join(' ');
+}
 
 const seed = Number(process.env['LEDGERFLOW_CHAOS_SEED'] ?? randomInt(1, 1_000_000));
 const runsOverride = process.env['LEDGERFLOW_SOAK_RUNS'];

@@ -44,11 +44,14 @@ export const SOAK_CHAOS: ChaosProfile = {
   concurrency: 4,
   chaosMs: 900_000,
   serverRestarts: 10,
-  kills: 1_000,
-  backendTerminations: 500,
+  kills: 1_100,
+  backendTerminations: 800,
   tickMs: { min: 100, max: 400 },
   settleTimeoutMs: 900_000,
 };
 
-/** What a full soak must have done (bench/soak/main.ts checks it). */
-export const SOAK_CHAOS_MINIMUMS = { runs: 10_000, kills: 900, backendTerminations: 400, serverRestarts: 10 } as const;
+/**
+ * What a full soak must have done (bench/soak/main.ts checks it): ten times the CI minimums. Its
+ * targets are higher because on a loaded machine many tries find every worker restarting.
+ */
+export const SOAK_CHAOS_MINIMUMS = { runs: 10_000, kills: 1_000, backendTerminations: 500, serverRestarts: 10 } as const;

@@ -163,6 +163,7 @@ describe('README.md code blocks', () => {
       'dashboard',
       'effects',
       'init',
+      'limits',
       'migrate',
       'prune',
       'queues',
