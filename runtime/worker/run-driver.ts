@@ -1,3 +1,4 @@
+import { exponentialBackoffMs, sleep } from './backoff.js';
 import type { PayloadLimitsCache } from '../limits/limits-cache.js';
 import type { Kysely } from 'kysely';
 import type { StepDefinition } from '../../dsl/workflow.js';
@@ -22,7 +23,7 @@ import type { RegisteredWorkflow, WorkflowRegistry } from './registry.js';
 import { releaseLeases } from './lease.js';
 import { commitCrash, commitFailure } from './failure-commits.js';
 import { leaseLost, type Continuation, type FusedClaim, type Lease } from './step-commits.js';
-import { isConnectionError, ResyncNeeded, serializeError, StepFailure } from './step-errors.js';
+import { isConnectionError, isResourceRefusal, ResyncNeeded, serializeError, StepFailure } from './step-errors.js';
 import type { WorkerEvent } from './worker-events.js';
 
 export interface DriverContext {
@@ -214,13 +215,15 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: AbortS
           break;
       }
     } catch (error) {
-      run = await recover(ctx, execution, error);
+      run = await recover(ctx, execution, error, resyncs);
       resyncs += 1;
     }
   }
 }
 
 const MAX_RESYNCS_WITHOUT_PROGRESS = 5;
+/** The pause before re-running a step whose commit the database refused for want of resources (doubling per re-run). */
+const REFUSAL_BACKOFF = { firstMs: 200, maxMs: 5_000 } as const;
 
 /**
  * The run's deadline passed (database time, as the claim or the last step's commit read it):
@@ -256,13 +259,16 @@ async function settleCrash(ctx: DriverContext, run: LeasedRun, workflow: Registe
 }
 
 /** Decides what an error during a step means; returns the run to continue with, if any. */
-async function recover(ctx: DriverContext, s: StepExecution, error: unknown): Promise<LeasedRun | undefined> {
+async function recover(ctx: DriverContext, s: StepExecution, error: unknown, resyncs: number): Promise<LeasedRun | undefined> {
   const { lease, step } = s;
   if (error instanceof LeaseLostError) {
     ctx.emit({ type: 'lease-lost', runId: lease.runId, fencingToken: lease.fencingToken, step: step.name });
     return undefined;
   }
   if (error instanceof ResyncNeeded || isConnectionError(error)) {
+    // A database out of resources is waited out with a growing pause between the re-runs of the
+    // step, not retried at the pace of the handler.
+    if (isResourceRefusal(error) || isResourceRefusal((error as Error).cause)) await sleep(exponentialBackoffMs(resyncs + 1, REFUSAL_BACKOFF));
     try {
       const fresh = await untilReachable(s, () => loadLeasedRun(ctx.db, lease.runId, lease.fencingToken));
       if (fresh === undefined) ctx.emit({ type: 'lease-lost', runId: lease.runId, fencingToken: lease.fencingToken, step: step.name });

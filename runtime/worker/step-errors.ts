@@ -39,6 +39,15 @@ export class ResyncNeeded extends Error {
   override readonly name = 'ResyncNeeded';
 }
 
+/**
+ * True when PostgreSQL refused a statement for want of resources (SQLSTATE class 53: too many
+ * connections, disk full, out of memory): it did not run. Also {@link isConnectionError}; the
+ * difference is that the outcome is known, so the same commit can simply be tried again later.
+ */
+export function isResourceRefusal(error: unknown): boolean {
+  return sqlStateOf(error)?.startsWith('53') === true;
+}
+
 /** `perform` did not settle within the step's `performTimeoutMs`; its outcome is unknown. */
 export class PerformTimeoutError extends Error {
   override readonly name = 'PerformTimeoutError';

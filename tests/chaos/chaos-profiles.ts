@@ -18,7 +18,7 @@ export const CI_CHAOS: ChaosProfile = {
   kills: 110,
   backendTerminations: 80,
   tickMs: { min: 100, max: 400 },
-  settleTimeoutMs: 180_000,
+  settleTimeoutMs: 300_000,
 };
 
 /** What every CI chaos run must have done, whatever the seed and the machine's load. */

@@ -11,7 +11,7 @@ import type { RegisteredWorkflow } from '../registry.js';
 import { requestHash } from '../request-hash.js';
 import { advanceRun, attemptCommitState, leaseLost, resultCommit, type Continuation, type Lease } from '../step-commits.js';
 import { LeaseLostError } from '../../errors.js';
-import { isConnectionError, ResyncNeeded, StepFailure, userCode, type FailurePhase } from '../step-errors.js';
+import { isConnectionError, isResourceRefusal, ResyncNeeded, StepFailure, userCode, type FailurePhase } from '../step-errors.js';
 import type { EffectClaim } from '../ledger.js';
 import type { StepTrace } from '../../telemetry/telemetry.js';
 import type { CommitQueue } from '../commit-queue.js';
@@ -239,12 +239,22 @@ export async function commitKnowingOutcome<T>(
   commit: () => Promise<T>,
   options: { readonly retry: boolean },
 ): Promise<T> {
-  for (;;) {
+  let refusedSince: number | undefined;
+  for (let refusals = 1; ; refusals++) {
     try {
       return await commit();
     } catch (error) {
       if (!isConnectionError(error)) throw error;
       s.onUnknownOutcome(error);
+      // Refused for want of resources: nothing ran. Wait (doubling) and try the same commit again,
+      // for up to one lease; a commit that must not be repeated as is resyncs, after the wait.
+      if (isResourceRefusal(error)) {
+        refusedSince ??= performance.now();
+        await sleep(exponentialBackoffMs(refusals, RESYNC_BACKOFF));
+        if (!options.retry) throw new ResyncNeeded('the database refused the commit for want of resources', { cause: error });
+        if (performance.now() - refusedSince <= s.lease.leaseMs) continue;
+        throw error;
+      }
       const state = await untilReachable(s, () => attemptCommitState(s.db, s.lease, s.step.name, s.attempt));
       if (state === 'lost') throw leaseLost(s.lease, 'the step commit');
       if (state === 'committed' || !options.retry) throw new ResyncNeeded();
