@@ -281,7 +281,7 @@ export function createClient(options: ClientOptions): Client {
     return found;
   };
   const send = async (trx: Kysely<LedgerflowDatabase> | undefined, event: AnyEvent, key: string, payload: unknown, sendOptions: SendEventOptions) => {
-    const json = await parseEvent(event, key, payload, sendOptions, limits);
+    const json = await parseEvent(event, key, payload, sendOptions, limits, trx);
     if (trx !== undefined) return sendEventIn(trx, event, key, json, sendOptions);
     return store.db.transaction().execute((own) => sendEventIn(own, event, key, json, sendOptions));
   };

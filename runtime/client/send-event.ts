@@ -39,9 +39,16 @@ export const MAX_CORRELATION_KEY_LENGTH = 1_000;
 /**
  * Validates an event's payload and key, then the payload's size against `limits` (read from the
  * database, cached); returns the payload as JSON text. Nothing is written, and the payload is not
- * sent, when this throws.
+ * sent, when this throws. `trx`: the caller's transaction, which reads the limits when they are not cached.
  */
-export async function parseEvent(event: AnyEvent, key: string, payload: unknown, options: SendEventOptions, limits: PayloadLimitsCache): Promise<string> {
+export async function parseEvent(
+  event: AnyEvent,
+  key: string,
+  payload: unknown,
+  options: SendEventOptions,
+  limits: PayloadLimitsCache,
+  trx?: Kysely<LedgerflowDatabase>,
+): Promise<string> {
   if (typeof key !== 'string' || key.length === 0 || key.length > MAX_CORRELATION_KEY_LENGTH) {
     throw new ValidationError(`The correlation key of event "${event.name}" must be 1 to ${MAX_CORRELATION_KEY_LENGTH} characters long.`, [
       `key: ${JSON.stringify(key)}`,
@@ -63,7 +70,7 @@ export async function parseEvent(event: AnyEvent, key: string, payload: unknown,
   }
   let json: string | undefined;
   try {
-    json = payloadJson('event payload', `event "${event.name}"`, parsed.data, await limits.current());
+    json = payloadJson('event payload', `event "${event.name}"`, parsed.data, await limits.current(trx));
   } catch (error) {
     if (error instanceof LedgerflowError) throw error;
     const reason = error instanceof Error ? error.message : String(error);

@@ -128,7 +128,7 @@ export async function startRun(
   }
   const debounce = parseDebounce(options.debounce, { runId: options.runId, dedupeKey });
   // The one read before the input is refused or not: the limits (cached), never the input itself.
-  const inputJson = buildInputJson(workflow, data, await limits.current());
+  const inputJson = buildInputJson(workflow, data, await limits.current(db));
   // PostgreSQL prints uuids in lower case; comparing with what it returns needs the same form.
   const runId = options.runId?.toLowerCase() ?? watched?.runId ?? randomUUID();
 

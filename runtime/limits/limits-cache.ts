@@ -23,24 +23,30 @@ export class PayloadLimitsCache {
     this.#ttlMs = ttlMs;
   }
 
-  /** The limits, from the cache when they were read less than the cache time ago. */
-  current(): Promise<PayloadLimits> {
+  /**
+   * The limits, from the cache when they were read less than the cache time ago. `via`: the
+   * executor to read them with when they are not — a caller's transaction, which must not wait
+   * for another connection (PGlite has one: a read on the store's own `db` would wait for the
+   * transaction to end, and the transaction for the read).
+   */
+  current(via: Kysely<LedgerflowDatabase> = this.#db): Promise<PayloadLimits> {
     if (this.#limits !== undefined && performance.now() - this.#readAt < this.#ttlMs) return Promise.resolve(this.#limits);
-    this.#reading ??= readPayloadLimits(this.#db)
-      .then(
-        (limits) => {
-          this.#limits = limits;
-          this.#readAt = performance.now();
-          return limits;
-        },
-        (error: unknown) => {
-          if (this.#limits === undefined) throw error;
-          return this.#limits;
-        },
-      )
-      .finally(() => {
-        this.#reading = undefined;
-      });
+    if (via !== this.#db) return this.#read(via);
+    this.#reading ??= this.#read(via).finally(() => {
+      this.#reading = undefined;
+    });
     return this.#reading;
+  }
+
+  async #read(via: Kysely<LedgerflowDatabase>): Promise<PayloadLimits> {
+    try {
+      const limits = await readPayloadLimits(via);
+      this.#limits = limits;
+      this.#readAt = performance.now();
+      return limits;
+    } catch (error) {
+      if (this.#limits === undefined) throw error;
+      return this.#limits;
+    }
   }
 }

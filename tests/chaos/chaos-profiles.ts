@@ -11,9 +11,9 @@ export type ChaosProfile = Omit<ChaosOptions, 'seed' | 'log'>;
  */
 export const CI_CHAOS: ChaosProfile = {
   runs: 1_000,
-  workers: 5,
+  workers: 6,
   concurrency: 4,
-  chaosMs: 90_000,
+  chaosMs: 120_000,
   serverRestarts: 1,
   kills: 110,
   backendTerminations: 80,
