@@ -90,6 +90,33 @@ export class WaitTimeoutError extends LedgerflowError {
   readonly code = 'wait_timeout';
 }
 
+/** What a size limit applies to (`ledgerflow limits`); error records are truncated instead. */
+export type PayloadKind = 'run input' | 'step output' | 'event payload';
+
+/**
+ * A run input, step output or event payload is larger than its limit (`ledgerflow limits`,
+ * stored in the database). Refused before anything was sent to the database; a step whose
+ * output is too large fails without further attempts.
+ *
+ * @example
+ * // The run input of workflow "import" v1 is 104857602 bytes of JSON; the limit is 1048576
+ * // (ledgerflow limits set --max-input-bytes <bytes>, or keep large data elsewhere and pass a reference).
+ */
+export class PayloadTooLargeError extends LedgerflowError {
+  override readonly name = 'PayloadTooLargeError';
+  readonly code = 'payload_too_large';
+  readonly kind: PayloadKind;
+  /** The size of the payload's JSON text in UTF-8 bytes. */
+  readonly bytes: number;
+  readonly limit: number;
+  constructor(message: string, details: { readonly kind: PayloadKind; readonly bytes: number; readonly limit: number }) {
+    super(message);
+    this.kind = details.kind;
+    this.bytes = details.bytes;
+    this.limit = details.limit;
+  }
+}
+
 /** A migration file changed after it was applied, or the database is behind the code. */
 export class MigrationError extends LedgerflowError {
   override readonly name = 'MigrationError';

@@ -37,6 +37,8 @@ export {
   MigrationError,
   NonRetryableError,
   NotAppliedError,
+  PayloadTooLargeError,
+  type PayloadKind,
   QueueNotFoundError,
   RecordImmutableError,
   RunNotFoundError,
@@ -48,6 +50,15 @@ export {
   WaitTimeoutError,
 } from './errors.js';
 export { migrate, type MigrateOptions, type MigrateResult } from './migrate/migrate.js';
+export {
+  DEFAULT_PAYLOAD_LIMITS,
+  MAX_JSON_DEPTH,
+  readPayloadLimits,
+  setPayloadLimits,
+  type PayloadLimits,
+  type StoredPayloadLimits,
+} from './limits/payload-limits.js';
+export { LIMITS_CACHE_MS } from './limits/limits-cache.js';
 export { CORE_MIGRATIONS_DIR, coreMigrations, type CoreMigration } from './migrate/core-migrations.js';
 export {
   DEFAULT_MIGRATIONS_DIR,

@@ -7,6 +7,7 @@ import { dashboardCommand } from './commands/dashboard.js';
 import { effectsCommand } from './commands/effects.js';
 import { grantsCommand } from './commands/grants.js';
 import { initCommand } from './commands/init.js';
+import { limitsCommand } from './commands/limits.js';
 import { migrateCommand } from './commands/migrate.js';
 import { pruneCommand } from './commands/prune.js';
 import { queuesCommand } from './commands/queues.js';
@@ -54,6 +55,7 @@ const COMMANDS: readonly Command[] = [
   pruneCommand,
   dashboardCommand,
   grantsCommand,
+  limitsCommand,
 ];
 
 function globalHelp(): string {

@@ -9,6 +9,7 @@ import { loadTelemetry, type Telemetry } from '../telemetry/telemetry.js';
 import { RUN_STATUSES, type LedgerflowDatabase, type RunStatus, type StepEffectRow, type WorkflowRunRow } from '../store/tables.js';
 import { loadRunDetails, type RunDetails } from './run-details.js';
 import { listQueues, type QueueListOptions, type QueueSummary } from './queues.js';
+import { PayloadLimitsCache } from '../limits/limits-cache.js';
 import { parseEvent, sendEventIn, signalKey, type SendEventOptions, type SentEvent } from './send-event.js';
 import { listSchedules, type ScheduleSummary } from './schedules.js';
 import { startRun, type MigratedVersions, type StartedRun, type StartOptions } from './start-run.js';
@@ -259,6 +260,7 @@ export function createClient(options: ClientOptions): Client {
   const byName = registerWorkflows(options.workflows ?? []);
   const events = registerEvents(byName);
   const migrated: MigratedVersions = new Set();
+  const limits = new PayloadLimitsCache(store.db);
   const versions = workflowVersions(options.workflows ?? []);
   // The OpenTelemetry API, loaded at the first start: a run continues the trace it was started in.
   let telemetry: Promise<Telemetry> | undefined;
@@ -279,7 +281,7 @@ export function createClient(options: ClientOptions): Client {
     return found;
   };
   const send = async (trx: Kysely<LedgerflowDatabase> | undefined, event: AnyEvent, key: string, payload: unknown, sendOptions: SendEventOptions) => {
-    const json = parseEvent(event, key, payload, sendOptions);
+    const json = await parseEvent(event, key, payload, sendOptions, limits, trx);
     if (trx !== undefined) return sendEventIn(trx, event, key, json, sendOptions);
     return store.db.transaction().execute((own) => sendEventIn(own, event, key, json, sendOptions));
   };
@@ -299,7 +301,7 @@ export function createClient(options: ClientOptions): Client {
   return {
     store,
     async start(workflow: AnyWorkflow | string, input: unknown, startOptions: StartOptions = {}) {
-      return startRun(store.db, resolve(workflow), input, startOptions, migrated, await traceContext(), undefined, local);
+      return startRun(store.db, resolve(workflow), input, startOptions, migrated, limits, await traceContext(), undefined, local);
     },
     async startInTransaction<DB>(trx: Transaction<DB>, workflow: AnyWorkflow | string, input: unknown, startOptions: StartOptions = {}) {
       if (!trx.isTransaction) {
@@ -308,7 +310,7 @@ export function createClient(options: ClientOptions): Client {
         );
       }
       // The caller's database type includes ours only in the tables the run writes; the queries name their schema.
-      return startRun(trx as unknown as Kysely<LedgerflowDatabase>, resolve(workflow), input, startOptions, migrated, await traceContext());
+      return startRun(trx as unknown as Kysely<LedgerflowDatabase>, resolve(workflow), input, startOptions, migrated, limits, await traceContext());
     },
     getRun: (runId) => loadRunDetails(store.db, runId),
     waitForRun: async (runId, waitOptions) => waitForRun(store.db, settled, runId, parseWaitOptions(waitOptions)),
@@ -319,7 +321,7 @@ export function createClient(options: ClientOptions): Client {
       const context = await traceContext();
       const runId = startOptions.runId?.toLowerCase() ?? randomUUID();
       return waitForRun(store.db, settled, runId, parsedWait, () =>
-        startRun(store.db, resolved, input, startOptions, migrated, context, { runId }, local),
+        startRun(store.db, resolved, input, startOptions, migrated, limits, context, { runId }, local),
       );
     },
     cancel: (runId, note) => cancelRun(store.db, runId, note),
@@ -347,7 +349,7 @@ export function createClient(options: ClientOptions): Client {
     async signal(runId: string, event: AnyEvent | string, payload: unknown, sendOptions: SendEventOptions = {}) {
       assertRunId(runId);
       const resolved = resolveEvent(event);
-      const json = parseEvent(resolved, signalKey(runId), payload, sendOptions);
+      const json = await parseEvent(resolved, signalKey(runId), payload, sendOptions, limits);
       return store.db.transaction().execute(async (trx) => {
         // Not locked: a row lock here would deadlock with a waiting step's commit (it holds the
         // event lock and updates the run). A run that settles right after this check leaves the

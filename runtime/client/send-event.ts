@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { AnyEvent } from '../../dsl/event.js';
-import { DuplicateEventError, ValidationError } from '../errors.js';
+import { DuplicateEventError, LedgerflowError, ValidationError } from '../errors.js';
+import type { PayloadLimitsCache } from '../limits/limits-cache.js';
+import { payloadJson } from '../limits/payload-limits.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import { RUNS_CHANNEL } from '../worker/runs-subscription.js';
 import { assertRunTransition } from '../worker/state-machines.js';
@@ -35,10 +37,18 @@ export interface EventSender {
 export const MAX_CORRELATION_KEY_LENGTH = 1_000;
 
 /**
- * Validates an event's payload and key; returns the payload as JSON text. Nothing is written
- * when this throws.
+ * Validates an event's payload and key, then the payload's size against `limits` (read from the
+ * database, cached); returns the payload as JSON text. Nothing is written, and the payload is not
+ * sent, when this throws. `trx`: the caller's transaction, which reads the limits when they are not cached.
  */
-export function parseEvent(event: AnyEvent, key: string, payload: unknown, options: SendEventOptions): string {
+export async function parseEvent(
+  event: AnyEvent,
+  key: string,
+  payload: unknown,
+  options: SendEventOptions,
+  limits: PayloadLimitsCache,
+  trx?: Kysely<LedgerflowDatabase>,
+): Promise<string> {
   if (typeof key !== 'string' || key.length === 0 || key.length > MAX_CORRELATION_KEY_LENGTH) {
     throw new ValidationError(`The correlation key of event "${event.name}" must be 1 to ${MAX_CORRELATION_KEY_LENGTH} characters long.`, [
       `key: ${JSON.stringify(key)}`,
@@ -58,7 +68,14 @@ export function parseEvent(event: AnyEvent, key: string, payload: unknown, optio
       issues,
     );
   }
-  const json = JSON.stringify(parsed.data);
+  let json: string | undefined;
+  try {
+    json = payloadJson('event payload', `event "${event.name}"`, parsed.data, await limits.current(trx));
+  } catch (error) {
+    if (error instanceof LedgerflowError) throw error;
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new ValidationError(`The payload of event "${event.name}" cannot be stored as JSON: ${reason}.`, [`(payload): ${reason}`]);
+  }
   if (json === undefined) throw new ValidationError(`The payload of event "${event.name}" has no JSON form.`, ['(payload)']);
   return json;
 }

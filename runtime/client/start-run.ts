@@ -10,7 +10,8 @@ import { millis, toLeasedRun, type LeasedRun } from '../worker/claim.js';
 import type { StartReservation } from '../worker/claim-loop.js';
 import { RUNS_CHANNEL, type LocalStarts } from '../worker/worker.js';
 import { parseDebounce, startDebounced, type DebounceOptions, type DebouncedRunColumns } from './debounce.js';
-import { assertRunId, parseStartInput } from './validate-input.js';
+import type { PayloadLimitsCache } from '../limits/limits-cache.js';
+import { assertRunId, inputJson as buildInputJson, parseInputSchema } from './validate-input.js';
 
 export interface StartOptions {
   /** Your own id for the run (a UUID); starting again with it returns the same run. */
@@ -80,7 +81,8 @@ export const MAX_DEDUPE_KEY_LENGTH = 1_000;
 /**
  * Validates and writes a new run, on `db` or inside the caller's transaction. Everything that
  * can be rejected without the database (input, run id, dedupe key, debounce options and what
- * they are combined with) is rejected before the first query. A debounced start goes on in
+ * they are combined with) is rejected before the first query; then the input's size against
+ * `limits` (read from the database, cached), before anything is written or the input sent. A debounced start goes on in
  * debounce.ts, with the same insert. `traceContext` (the caller's OpenTelemetry context as a
  * propagator carrier, or null) is stored with the run for the worker's spans to continue.
  * `watched`: the id of a run this start creates, inserted marked as waited for (startAndWait).
@@ -96,11 +98,12 @@ export async function startRun(
   input: unknown,
   options: StartOptions,
   migrated: MigratedVersions,
+  limits: PayloadLimitsCache,
   traceContext: Json | null = null,
   watched?: WatchedStart,
   local?: LocalStarts,
 ): Promise<StartedRun> {
-  const inputJson = parseStartInput(workflow, input);
+  const data = parseInputSchema(workflow, input);
   if (options.runId !== undefined) assertRunId(options.runId);
   const { dedupeKey } = options;
   if (dedupeKey !== undefined && (dedupeKey.length === 0 || dedupeKey.length > MAX_DEDUPE_KEY_LENGTH)) {
@@ -124,6 +127,8 @@ export async function startRun(
     ]);
   }
   const debounce = parseDebounce(options.debounce, { runId: options.runId, dedupeKey });
+  // The one read before the input is refused or not: the limits (cached), never the input itself.
+  const inputJson = buildInputJson(workflow, data, await limits.current(db));
   // PostgreSQL prints uuids in lower case; comparing with what it returns needs the same form.
   const runId = options.runId?.toLowerCase() ?? watched?.runId ?? randomUUID();
 

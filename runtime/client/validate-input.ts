@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import type { AnyWorkflow } from '../../dsl/workflow.js';
-import { ValidationError } from '../errors.js';
+import { LedgerflowError, ValidationError } from '../errors.js';
+import { payloadJson, type PayloadLimits } from '../limits/payload-limits.js';
 
 /**
  * One line per problem, `path: message`, with array indices in brackets
@@ -20,23 +21,40 @@ function formatPath(path: readonly PropertyKey[]): string {
 }
 
 /**
- * Parses a start input with the workflow's schema and returns the JSON text to store. Nothing
- * touches the database before this succeeds.
+ * Parses a start input with the workflow's schema and returns the JSON text to store, refused
+ * over `limits.maxInputBytes` or nested too deep. Nothing touches the database before this
+ * succeeds. {@link parseInputSchema} and {@link inputJson} are its two halves, for a caller that
+ * reads the limits in between.
  */
-export function parseStartInput(workflow: AnyWorkflow, input: unknown): string {
+export function parseStartInput(workflow: AnyWorkflow, input: unknown, limits: PayloadLimits): string {
+  return inputJson(workflow, parseInputSchema(workflow, input), limits);
+}
+
+/** The input as the workflow's schema parses it; a ValidationError listing every problem otherwise. */
+export function parseInputSchema(workflow: AnyWorkflow, input: unknown): unknown {
   const parsed = workflow.input.safeParse(input);
-  const where = `workflow "${workflow.name}" v${workflow.version}`;
   if (!parsed.success) {
     const issues = describeIssues(parsed.error.issues);
     throw new ValidationError(
-      `Invalid input for ${where}:\n${issues.map((i) => `  - ${i}`).join('\n')}\nNothing was written.`,
+      `Invalid input for ${describeWorkflow(workflow)}:\n${issues.map((i) => `  - ${i}`).join('\n')}\nNothing was written.`,
       issues,
     );
   }
+  return parsed.data;
+}
+
+/**
+ * The JSON text of a parsed input: its size and depth checked first (without building the text,
+ * so a 100 MB input costs no second copy and a 100 000-deep one no stack overflow), then the
+ * characters jsonb cannot store.
+ */
+export function inputJson(workflow: AnyWorkflow, data: unknown, limits: PayloadLimits): string {
+  const where = describeWorkflow(workflow);
   let json: string | undefined;
   try {
-    json = JSON.stringify(parsed.data);
+    json = payloadJson('run input', where, data, limits);
   } catch (error) {
+    if (error instanceof LedgerflowError) throw error;
     const reason = error instanceof Error ? error.message : String(error);
     throw new ValidationError(`The input for ${where} cannot be stored as JSON: ${reason}.`, [`(input): ${reason}`]);
   }
@@ -45,7 +63,7 @@ export function parseStartInput(workflow: AnyWorkflow, input: unknown): string {
       '(input): parsed to undefined',
     ]);
   }
-  const unstorable = unstorableStrings(parsed.data, []);
+  const unstorable = unstorableStrings(data, []);
   if (unstorable.length > 0) {
     throw new ValidationError(
       `Invalid input for ${where}:\n${unstorable.map((i) => `  - ${i}`).join('\n')}\n` +
@@ -54,6 +72,10 @@ export function parseStartInput(workflow: AnyWorkflow, input: unknown): string {
     );
   }
   return json;
+}
+
+function describeWorkflow(workflow: AnyWorkflow): string {
+  return `workflow "${workflow.name}" v${workflow.version}`;
 }
 
 /** U+0000, and UTF-16 surrogates without their pair: valid in a JS string, refused by jsonb. */

@@ -53,6 +53,8 @@ export const TABLE_PRIVILEGES: Readonly<Record<keyof LedgerflowDatabase, TableGr
   'ledgerflow.run_archive': { worker: [], retention: ['INSERT', 'UPDATE', 'DELETE'] },
   'ledgerflow.effect_archive': { worker: [], retention: ['INSERT'] },
   'ledgerflow.retention_role': { worker: [], retention: [] },
+  // Set by the owner (`ledgerflow limits set`); everyone reads it.
+  'ledgerflow.payload_limits': { worker: [], retention: [] },
 };
 
 export interface GrantRoles {

@@ -1,3 +1,4 @@
+import { PayloadLimitsCache } from '../limits/limits-cache.js';
 import { sql, type Kysely } from 'kysely';
 import { parseCron } from '../../dsl/cron.js';
 import type { AnySchedule, CatchUpPolicy } from '../../dsl/schedule.js';
@@ -22,6 +23,8 @@ export interface SchedulePassOptions {
   readonly schedules: readonly AnySchedule[];
   /** Workflow versions known to be migrated, shared across passes (see `startRun`). */
   readonly migrated: MigratedVersions;
+  /** The payload limits, shared across passes (default: read by each pass). */
+  readonly limits?: PayloadLimitsCache;
 }
 
 export interface ScheduleTicked {
@@ -70,7 +73,7 @@ interface ClaimedSchedule {
  * pass, keeps the schedule where it was and records the error; it is tried again after a
  * backoff (5 s, doubling, at most 10 min), while the other schedules go on.
  */
-export async function runSchedulePass({ db, schedules, migrated }: SchedulePassOptions): Promise<SchedulePassReport> {
+export async function runSchedulePass({ db, schedules, migrated, limits = new PayloadLimitsCache(db) }: SchedulePassOptions): Promise<SchedulePassReport> {
   const ticked: ScheduleTicked[] = [];
   const failed: ScheduleFailed[] = [];
   if (schedules.length === 0) return { ticked, failed };
@@ -96,7 +99,7 @@ export async function runSchedulePass({ db, schedules, migrated }: SchedulePassO
              FOR UPDATE SKIP LOCKED`.execute(trx);
         claimed = rows[0];
         if (claimed === undefined) return undefined;
-        return tickSchedule(trx, claimed, byName.get(claimed.name)!, migrated);
+        return tickSchedule(trx, claimed, byName.get(claimed.name)!, migrated, limits);
       });
       if (outcome === undefined) break; // due rows exist, but other workers hold them
       ticked.push(outcome);
@@ -120,6 +123,7 @@ async function tickSchedule(
   row: ClaimedSchedule,
   schedule: AnySchedule,
   migrated: MigratedVersions,
+  limits: PayloadLimitsCache,
 ): Promise<ScheduleTicked> {
   const policy: CatchUpPolicy = row.catch_up === 'all' ? { all: { max: row.catch_up_max ?? 1 } } : row.catch_up;
   const { start, skipped, next } = dueTicks(parseCron(row.cron, row.timezone), row.next_tick_at, row.now, policy);
@@ -147,7 +151,7 @@ async function tickSchedule(
       const message = error instanceof Error ? error.message : String(error);
       throw new ScheduleInputError(`The input function of schedule "${row.name}" threw for the tick ${tick.toISOString()}: ${message}`, { cause: error });
     }
-    const { runId } = await startRun(trx, schedule.workflow, input, { dedupeKey: keys[i]! }, migrated);
+    const { runId } = await startRun(trx, schedule.workflow, input, { dedupeKey: keys[i]! }, migrated, limits);
     runIds.push(runId);
   }
   const nextTickAt = next ?? NO_MORE_TICKS;

@@ -316,6 +316,19 @@ export interface RetentionRoleTable {
   added_at: DbNow;
 }
 
+/**
+ * The one row of size limits (core 0014; `ledgerflow limits`): bytes of JSON text a run input,
+ * step output, event payload may have (refused above), and an error record (truncated above).
+ */
+export interface PayloadLimitsTable {
+  id: Generated<boolean>;
+  max_input_bytes: Generated<number>;
+  max_output_bytes: Generated<number>;
+  max_event_payload_bytes: Generated<number>;
+  max_error_bytes: Generated<number>;
+  updated_at: DbNow;
+}
+
 export interface LedgerflowDatabase {
   'ledgerflow.workflow_version': WorkflowVersionTable;
   'ledgerflow.workflow_step_def': WorkflowStepDefTable;
@@ -336,6 +349,7 @@ export interface LedgerflowDatabase {
   'ledgerflow.run_archive': RunArchiveTable;
   'ledgerflow.effect_archive': EffectArchiveTable;
   'ledgerflow.retention_role': RetentionRoleTable;
+  'ledgerflow.payload_limits': PayloadLimitsTable;
 }
 
 export type WorkflowRunRow = Selectable<WorkflowRunTable>;

@@ -1,3 +1,4 @@
+import { DEFAULT_PAYLOAD_LIMITS, fitErrorRecord } from '../limits/payload-limits.js';
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { StepDefinition } from '../../dsl/workflow.js';
 import { LeaseLostError, NotAppliedError } from '../errors.js';
@@ -30,6 +31,8 @@ export interface FailureParams {
   /** True when the step's external handler has `reconcile` (decides park vs release at exhaustion). */
   readonly canReconcile: boolean;
   readonly random?: () => number;
+  /** The error record's limit (`ledgerflow limits`): a longer record is truncated, never refused. */
+  readonly maxErrorBytes?: number;
 }
 
 /**
@@ -49,7 +52,10 @@ export interface FailureParams {
 export async function commitFailure(db: Kysely<LedgerflowDatabase>, p: FailureParams): Promise<FailureOutcome> {
   const { lease, step, failure } = p;
   const cause = failure.cause;
-  const error: SerializedError = { ...serializeError(cause), step: step.name, attempt: p.attempt };
+  const error = fitErrorRecord<SerializedError>(
+    { ...serializeError(cause), step: step.name, attempt: p.attempt },
+    p.maxErrorBytes ?? DEFAULT_PAYLOAD_LIMITS.maxErrorBytes,
+  );
   return db.transaction().execute(async (trx) => {
     const run = await lockFencedRun(trx, lease, step.name, 'its failure');
     const intent = await settleOwnIntent(trx, lease, step, p.attempt, failure);

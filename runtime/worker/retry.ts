@@ -1,6 +1,6 @@
 import { sql, type RawBuilder } from 'kysely';
 import type { ResolvedRetryPolicy } from '../../dsl/retry-policy.js';
-import { ConflictError, NonRetryableError, NotAppliedError, recordImmutableError } from '../errors.js';
+import { ConflictError, NonRetryableError, NotAppliedError, PayloadTooLargeError, recordImmutableError } from '../errors.js';
 import { exponentialBackoffMs } from './backoff.js';
 
 /**
@@ -8,7 +8,7 @@ import { exponentialBackoffMs } from './backoff.js';
  * (`statement_timestamp() + delay`), so a skewed worker clock cannot make a run eligible early or late.
  */
 export function isNonRetryable(error: unknown, policy: ResolvedRetryPolicy): boolean {
-  if (error instanceof NonRetryableError || error instanceof ConflictError) return true;
+  if (error instanceof NonRetryableError || error instanceof ConflictError || error instanceof PayloadTooLargeError) return true;
   // The database refused to rewrite recorded history (core 0012): another attempt is refused alike.
   if (recordImmutableError(error) !== undefined) return true;
   if (error instanceof NotAppliedError) return !error.retryable;

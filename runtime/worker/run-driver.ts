@@ -1,3 +1,5 @@
+import { exponentialBackoffMs, sleep } from './backoff.js';
+import type { PayloadLimitsCache } from '../limits/limits-cache.js';
 import type { Kysely } from 'kysely';
 import type { StepDefinition } from '../../dsl/workflow.js';
 import { LeaseLostError } from '../errors.js';
@@ -21,7 +23,7 @@ import type { RegisteredWorkflow, WorkflowRegistry } from './registry.js';
 import { releaseLeases } from './lease.js';
 import { commitCrash, commitFailure } from './failure-commits.js';
 import { leaseLost, type Continuation, type FusedClaim, type Lease } from './step-commits.js';
-import { isConnectionError, ResyncNeeded, serializeError, StepFailure } from './step-errors.js';
+import { isConnectionError, isResourceRefusal, ResyncNeeded, serializeError, StepFailure } from './step-errors.js';
 import type { WorkerEvent } from './worker-events.js';
 
 export interface DriverContext {
@@ -47,6 +49,8 @@ export interface DriverContext {
   emit(event: WorkerEvent): void;
   /** Spans and metrics (`NO_TELEMETRY` when OpenTelemetry is not available). */
   readonly telemetry: Telemetry;
+  /** The database's payload limits (`ledgerflow limits`), primed when the worker started. */
+  readonly limits: PayloadLimitsCache;
 }
 
 /**
@@ -123,6 +127,8 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: AbortS
     }
     const lease: Lease = { runId: current.id, fencingToken: current.fencingToken, workerId: ctx.workerId, leaseMs: ctx.leaseMs };
     const attempt = current.attempt;
+    // Cached; once primed it never throws (a failed re-read keeps the last limits read).
+    const limits = await ctx.limits.current();
     const trace = runTrace.stepStarted(step, attempt);
     // A fused claim asked for by this step's completion; answered with adopt() exactly once.
     let fused: FusedClaim | undefined;
@@ -135,6 +141,7 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: AbortS
       attempt,
       signal,
       childrenPerCommit: ctx.childrenPerCommit,
+      limits,
       commits: ctx.commits,
       trace,
       continuation: (output: Json | undefined): Continuation => {
@@ -208,13 +215,15 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: AbortS
           break;
       }
     } catch (error) {
-      run = await recover(ctx, execution, error);
+      run = await recover(ctx, execution, error, resyncs);
       resyncs += 1;
     }
   }
 }
 
 const MAX_RESYNCS_WITHOUT_PROGRESS = 5;
+/** The pause before re-running a step whose commit the database refused for want of resources (doubling per re-run). */
+const REFUSAL_BACKOFF = { firstMs: 200, maxMs: 5_000 } as const;
 
 /**
  * The run's deadline passed (database time, as the claim or the last step's commit read it):
@@ -250,13 +259,16 @@ async function settleCrash(ctx: DriverContext, run: LeasedRun, workflow: Registe
 }
 
 /** Decides what an error during a step means; returns the run to continue with, if any. */
-async function recover(ctx: DriverContext, s: StepExecution, error: unknown): Promise<LeasedRun | undefined> {
+async function recover(ctx: DriverContext, s: StepExecution, error: unknown, resyncs: number): Promise<LeasedRun | undefined> {
   const { lease, step } = s;
   if (error instanceof LeaseLostError) {
     ctx.emit({ type: 'lease-lost', runId: lease.runId, fencingToken: lease.fencingToken, step: step.name });
     return undefined;
   }
   if (error instanceof ResyncNeeded || isConnectionError(error)) {
+    // A database out of resources is waited out with a growing pause between the re-runs of the
+    // step, not retried at the pace of the handler.
+    if (isResourceRefusal(error) || isResourceRefusal((error as Error).cause)) await sleep(exponentialBackoffMs(resyncs + 1, REFUSAL_BACKOFF));
     try {
       const fresh = await untilReachable(s, () => loadLeasedRun(ctx.db, lease.runId, lease.fencingToken));
       if (fresh === undefined) ctx.emit({ type: 'lease-lost', runId: lease.runId, fencingToken: lease.fencingToken, step: step.name });
@@ -271,7 +283,15 @@ async function recover(ctx: DriverContext, s: StepExecution, error: unknown): Pr
     const workflow = s.workflow;
     const outcome = await commitKnowingOutcome(
       s,
-      () => commitFailure(ctx.db, { lease, step, attempt: s.attempt, failure, canReconcile: workflow.reconciler(step.name) !== undefined }),
+      () =>
+        commitFailure(ctx.db, {
+          lease,
+          step,
+          attempt: s.attempt,
+          failure,
+          canReconcile: workflow.reconciler(step.name) !== undefined,
+          maxErrorBytes: s.limits.maxErrorBytes,
+        }),
       { retry: true },
     );
     ctx.emit({
@@ -301,7 +321,14 @@ async function recover(ctx: DriverContext, s: StepExecution, error: unknown): Pr
       failure.phase,
     );
     try {
-      await commitFailure(ctx.db, { lease, step, attempt: s.attempt, failure: standIn, canReconcile: s.workflow.reconciler(step.name) !== undefined });
+      await commitFailure(ctx.db, {
+        lease,
+        step,
+        attempt: s.attempt,
+        failure: standIn,
+        canReconcile: s.workflow.reconciler(step.name) !== undefined,
+        maxErrorBytes: s.limits.maxErrorBytes,
+      });
     } catch {
       await releaseLeases(ctx.db, [lease], `the failure of attempt ${s.attempt} could not be recorded`).catch(() => {});
     }

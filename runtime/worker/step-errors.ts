@@ -39,6 +39,15 @@ export class ResyncNeeded extends Error {
   override readonly name = 'ResyncNeeded';
 }
 
+/**
+ * True when PostgreSQL refused a statement for want of resources (SQLSTATE class 53: too many
+ * connections, disk full, out of memory): it did not run. Also {@link isConnectionError}; the
+ * difference is that the outcome is known, so the same commit can simply be tried again later.
+ */
+export function isResourceRefusal(error: unknown): boolean {
+  return sqlStateOf(error)?.startsWith('53') === true;
+}
+
 /** `perform` did not settle within the step's `performTimeoutMs`; its outcome is unknown. */
 export class PerformTimeoutError extends Error {
   override readonly name = 'PerformTimeoutError';
@@ -99,6 +108,12 @@ export async function userCode<T>(fn: () => T | Promise<T>, phase: FailurePhase 
  * broke (class 08), the server shut down or restarted (57P0x), or the socket died before any
  * SQLSTATE arrived; or the host was not writable (25006), which a failover fixes. A statement
  * that failed with another SQLSTATE definitely did not commit.
+ *
+ * Also true when the server had no resources for the statement (class 53: out of connections
+ * — 53300, at a reconnect — disk full, out of memory): the statement did not run, so the
+ * outcome is known, but what it needs is the same — wait with backoff, re-read, commit again —
+ * and never to be recorded as the step's own failure (that failure commit would meet the same
+ * refusal, and the attempt would wait out its lease as a crash).
  */
 export function isConnectionError(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
@@ -106,7 +121,9 @@ export function isConnectionError(error: unknown): boolean {
   // 25006: the host took the statement but cannot write (a standby, or a primary demoted under
   // us). The commit did not happen; like a broken connection it is retried once the store has
   // found the writable host (writable-host.ts drops such a connection).
-  if (sqlState !== undefined) return sqlState.startsWith('08') || sqlState.startsWith('57P') || sqlState === SQLSTATE.READ_ONLY_SQL_TRANSACTION;
+  if (sqlState !== undefined) {
+    return sqlState.startsWith('08') || sqlState.startsWith('57P') || sqlState.startsWith('53') || sqlState === SQLSTATE.READ_ONLY_SQL_TRANSACTION;
+  }
   const code = (error as { code?: unknown }).code;
   if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return true; // ECONNRESET, ECONNREFUSED, EPIPE …
   return /connection|terminat|socket|not queryable/i.test(error.message);

@@ -27,6 +27,7 @@
  *   run-driver.ts         one flight: a run driven step by step under its lease
  */
 
+import { PayloadLimitsCache } from '../limits/limits-cache.js';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { sql } from 'kysely';
@@ -192,6 +193,7 @@ class WorkerRuntime implements Worker {
   readonly #registry: WorkflowRegistry;
   readonly #leaseMs: number;
   readonly #childrenPerCommit: number;
+  readonly #limits: PayloadLimitsCache;
   readonly #commits: CommitQueue;
   readonly #pollIntervalMs: number;
   readonly #onEvent: (event: WorkerEvent) => void;
@@ -221,6 +223,7 @@ class WorkerRuntime implements Worker {
     const concurrency = options.concurrency ?? 4;
     this.#leaseMs = options.leaseMs ?? 30_000;
     this.#childrenPerCommit = options.childrenPerCommit ?? DEFAULT_CHILDREN_PER_COMMIT;
+    this.#limits = new PayloadLimitsCache(options.store.db);
     this.#commits = new CommitQueue(
       options.store.db,
       options.groupCommit === false
@@ -305,6 +308,7 @@ class WorkerRuntime implements Worker {
     let unserved: readonly string[];
     try {
       await verifyMigrated(this.#store.db, this.#registry);
+      await this.#limits.current();
       await registerQueues(this.#store.db, this.#registry);
       unserved = await verifyServed(this.#store.db, this.#registry, this.#allowMissingVersions);
       await registerSchedules(this.#store.db, this.#schedules);
@@ -456,6 +460,7 @@ class WorkerRuntime implements Worker {
       claimNext: () => this.#claims.fusedClaim(),
       adopt: (runs) => this.#claims.adopt(flight, runs),
       telemetry: this.#telemetry,
+      limits: this.#limits,
     };
     flight.done = driveRun(driver, run, flight.controller.signal)
       .catch((error: unknown) => this.#emit({ type: 'error', where: 'run', runId: run.id, error: serializeError(error) }))

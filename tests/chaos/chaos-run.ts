@@ -35,9 +35,18 @@ export interface ChaosOptions {
   readonly workers: number;
   /** Runs each worker drives at once. */
   readonly concurrency: number;
-  /** How long workers are killed, backends terminated and faults fire. */
+  /** How long workers are killed, backends terminated and faults fire (up to twice as long while kills or terminations are short of their targets). */
   readonly chaosMs: number;
   readonly serverRestarts: number;
+  /**
+   * Workers the controller SIGKILLs at random moments during `chaosMs`, paced evenly (the
+   * fault points kill more); the outcome counts those that found a live worker to kill.
+   */
+  readonly kills: number;
+  /** Worker backends the controller ends with `pg_terminate_backend`, paced evenly. */
+  readonly backendTerminations: number;
+  /** The controller's pause between two ticks (starts, events, kills, terminations), drawn uniformly. */
+  readonly tickMs: { readonly min: number; readonly max: number };
   /** After the chaos, how long fault-free workers get to finish everything. */
   readonly settleTimeoutMs: number;
   readonly log: (line: string) => void;
@@ -52,6 +61,8 @@ export interface ChaosOutcome {
   /** The most `chaos-picking` slots held at once, sampled from the database during the run. */
   readonly maxPickingSlots: number;
   readonly fleet: FleetCounters;
+  /** Worker SIGKILLs, by whom: `total` is their sum. */
+  readonly kills: { readonly total: number; readonly atRandom: number; readonly atFaultPoint: number; readonly self: number };
   readonly unexpectedExits: readonly string[];
   readonly backendTerminations: number;
   readonly serverRestarts: number;
@@ -61,6 +72,8 @@ export interface ChaosOutcome {
 }
 
 const LEASE_MS = 1_500;
+/** Kills (and, apart, backend terminations) the controller tries per tick at most, catching up with its pace. */
+const PACING_TRIES_PER_TICK = 3;
 const PROVIDER_LATENCY_MS = 60;
 /**
  * Late applications at the email provider: this share of receipt requests is applied (and
@@ -231,12 +244,26 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     const restartAt = Array.from({ length: options.serverRestarts }, (_, i) =>
       ((i + 0.3 + random.next() * 0.4) / options.serverRestarts) * options.chaosMs,
     );
-    const ticks = options.chaosMs / 400;
+    const ticks = options.chaosMs / ((options.tickMs.min + options.tickMs.max) / 2);
     const perTick = Math.max(1, Math.ceil(later.length / ticks));
     const fulfilPerTick = Math.max(1, Math.ceil(fulfilLater.length / ticks));
     const eventsPerTick = Math.max(1, Math.ceil(eventsToSend.length / ticks));
-    while (performance.now() - chaosStart < options.chaosMs) {
-      await sleep(random.int(150, 650));
+    // Kills and terminations are paced to their targets: by any moment, the share of the target
+    // that the elapsed share of chaosMs calls for (which worker, which backend: seeded). Only
+    // hits count: a try that finds no live worker or no backend (all restarting, the server
+    // down) is made again at the next tick, at most PACING_TRIES_PER_TICK of each per tick.
+    let randomKills = 0;
+    const due = (target: number, elapsed: number): number => Math.ceil((target * Math.min(elapsed, options.chaosMs)) / options.chaosMs);
+    // Past chaosMs the chaos goes on while the kills or terminations are short of their targets
+    // (a loaded machine starts workers slowly, and only started workers are killed), for at most
+    // as long again.
+    const chaosGoesOn = (): boolean => {
+      const elapsed = performance.now() - chaosStart;
+      if (elapsed < options.chaosMs) return true;
+      return elapsed < 2 * options.chaosMs && (randomKills < options.kills || backendTerminations < options.backendTerminations);
+    };
+    while (chaosGoesOn()) {
+      await sleep(random.int(options.tickMs.min, options.tickMs.max));
       const elapsed = performance.now() - chaosStart;
       await Promise.all([
         ...later.splice(0, perTick).map(startRun),
@@ -250,10 +277,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
         serverRestarts += 1;
         continue;
       }
-      const dice = random.next();
-      if (dice < 0.35) {
-        fleet.killRandom();
-      } else if (dice < 0.75) {
+      for (let tries = 0; tries < PACING_TRIES_PER_TICK && randomKills < due(options.kills, elapsed); tries++) {
+        if (fleet.killRandom()) randomKills += 1;
+      }
+      for (let tries = 0; tries < PACING_TRIES_PER_TICK && backendTerminations < due(options.backendTerminations, elapsed); tries++) {
         backendTerminations += await terminateRandomBackend(admin, random.next()).catch(() => 0);
       }
     }
@@ -280,11 +307,17 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     const fulfil = await checkFulfilInvariants(databaseUrl, fulfilments);
     const seconds = (performance.now() - started) / 1000;
     const c = fleet.counters;
+    const kills = {
+      total: c.killedByController + c.killedByControllerAtFaultPoint + c.killedAtFaultPoint,
+      atRandom: c.killedByController,
+      atFaultPoint: c.killedByControllerAtFaultPoint,
+      self: c.killedAtFaultPoint,
+    };
     const summary =
       `chaos seed=${options.seed}: runs=${report.runs} completed=${report.completed} ` +
-      `kills=${c.killedByController + c.killedByControllerAtFaultPoint + c.killedAtFaultPoint} ` +
-      `(at random ${c.killedByController}, by the controller at fault points ${c.killedByControllerAtFaultPoint}, ` +
-      `self at fault points ${c.killedAtFaultPoint}) ` +
+      `kills=${kills.total} ` +
+      `(at random ${kills.atRandom}, by the controller at fault points ${kills.atFaultPoint}, ` +
+      `self at fault points ${kills.self}) ` +
       `faults thrown=${c.faultsFired.throw} hung=${c.faultsFired.hang} ` +
       `backend-terminations=${backendTerminations} server-restarts=${serverRestarts} ` +
       `charges=${payments.totalCharges()} emails=${email.totalSent()} ` +
@@ -302,6 +335,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       eventsSent,
       maxPickingSlots,
       fleet: c,
+      kills,
       unexpectedExits: fleet.unexpected,
       backendTerminations,
       serverRestarts,

@@ -9,6 +9,9 @@ const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 /** Prefix of every chaos worker's `application_name`, so the controller can find their backends. */
 export const CHAOS_APPLICATION_PREFIX = 'ledgerflow-chaos-';
 
+/** The line a chaos worker prints on stderr once its worker started (is claiming runs). */
+export const CHAOS_READY_LINE = 'chaos-worker-ready';
+
 export interface FleetCounters {
   spawned: number;
   /** SIGKILLs the controller sent at random moments. */
@@ -39,6 +42,8 @@ interface Slot {
   child: ChildProcess | undefined;
   spawnIndex: number;
   killedByUs: boolean;
+  /** The worker printed {@link CHAOS_READY_LINE}: it is claiming runs. */
+  ready: boolean;
   stderr: string;
   partialLine: string;
 }
@@ -71,6 +76,7 @@ export class WorkerFleet {
       child: undefined,
       spawnIndex: -1,
       killedByUs: false,
+      ready: false,
       stderr: '',
       partialLine: '',
     }));
@@ -83,20 +89,30 @@ export class WorkerFleet {
     for (const slot of this.#slots) if (slot.child === undefined) this.#spawn(slot);
   }
 
-  /** SIGKILLs one live worker chosen by the seeded generator; it is replaced at once. */
+  /**
+   * SIGKILLs one live worker that is claiming runs, chosen by the seeded generator; it is
+   * replaced at once. `false` when none is (all of them still starting): a kill of a worker that
+   * never started would test nothing, and on a loaded machine kills would outpace starts.
+   */
   killRandom(): boolean {
-    const live = this.#slots.filter((s) => s.child !== undefined && s.child.exitCode === null && !s.killedByUs);
+    const live = this.#slots.filter((s) => s.child !== undefined && s.child.exitCode === null && !s.killedByUs && s.ready);
     const slot = this.#options.random.pick(live);
     if (slot === undefined) return false;
     this.#kill(slot);
     return true;
   }
 
-  /** SIGKILLs every worker and waits for them to be gone; the fleet stays stopped. */
+  /**
+   * SIGKILLs every worker and waits for them to be gone; the fleet stays stopped. The end of the
+   * chaos, not part of it: these kills are not counted.
+   */
   async killAll(): Promise<void> {
     this.#running = false;
     const exits = this.#slots.map((slot) => this.#whenExited(slot));
-    for (const slot of this.#slots) if (slot.child !== undefined) this.#kill(slot);
+    for (const slot of this.#slots) {
+      slot.killedByUs = true;
+      slot.child?.kill('SIGKILL');
+    }
     await Promise.all(exits);
   }
 
@@ -137,6 +153,7 @@ export class WorkerFleet {
     slot.child = child;
     slot.spawnIndex = spawnIndex;
     slot.killedByUs = false;
+    slot.ready = false;
     slot.stderr = '';
     slot.partialLine = '';
     child.stderr?.on('data', (chunk: Buffer) => {
@@ -145,6 +162,7 @@ export class WorkerFleet {
       const lines = (slot.partialLine + text).split('\n');
       slot.partialLine = lines.pop() ?? '';
       for (const line of lines) {
+        if (line === CHAOS_READY_LINE && slot.child === child) slot.ready = true;
         const firing = parseFaultLogLine(line);
         if (firing === undefined) continue;
         this.counters.faultsFired[firing.action] += 1;

@@ -164,6 +164,7 @@ describe('README.md code blocks', () => {
       'effects',
       'grants',
       'init',
+      'limits',
       'migrate',
       'prune',
       'queues',

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { MAX_DEDUPE_KEY_LENGTH } from '../../client/start-run.js';
 import { parseStartInput } from '../../client/validate-input.js';
-import { ConflictError, NonRetryableError, ValidationError } from '../../errors.js';
+import { ConflictError, NonRetryableError, PayloadTooLargeError, ValidationError } from '../../errors.js';
 import { faultPoint } from '../../faults/fault-points.js';
 import { SQLSTATE, sqlStateOf } from '../../store/sqlstate.js';
 import type { WaitingFor } from '../../store/tables.js';
@@ -146,8 +146,9 @@ async function plannedChildren(s: StepExecution): Promise<ChildToStart[]> {
     const input = await userCode(() => fanOut.input(itemContext));
     let json: string;
     try {
-      json = parseStartInput(fanOut.workflow, input);
+      json = parseStartInput(fanOut.workflow, input, s.limits);
     } catch (error) {
+      if (error instanceof PayloadTooLargeError) throw new StepFailure(error);
       if (!(error instanceof ValidationError)) throw error;
       throw new StepFailure(
         new NonRetryableError(`The input of step "${s.step.name}" for item ${index} does not fit workflow "${fanOut.workflow.name}": ${error.message}`),

@@ -2,7 +2,8 @@ import type { Kysely } from 'kysely';
 import type { z } from 'zod';
 import type { StepDefinition } from '../../../dsl/workflow.js';
 import type { StepContext } from '../../contracts/handler-types.js';
-import { recordImmutableError, ValidationError } from '../../errors.js';
+import { NonRetryableError, PayloadTooLargeError, recordImmutableError, ValidationError } from '../../errors.js';
+import { payloadJson, type PayloadLimits } from '../../limits/payload-limits.js';
 import type { Json, LedgerflowDatabase, WaitingFor } from '../../store/tables.js';
 import type { LeasedRun } from '../claim.js';
 import { exponentialBackoffMs, sleep } from '../backoff.js';
@@ -10,7 +11,7 @@ import type { RegisteredWorkflow } from '../registry.js';
 import { requestHash } from '../request-hash.js';
 import { advanceRun, attemptCommitState, leaseLost, resultCommit, type Continuation, type Lease } from '../step-commits.js';
 import { LeaseLostError } from '../../errors.js';
-import { isConnectionError, ResyncNeeded, StepFailure, userCode, type FailurePhase } from '../step-errors.js';
+import { isConnectionError, isResourceRefusal, ResyncNeeded, StepFailure, userCode, type FailurePhase } from '../step-errors.js';
 import type { EffectClaim } from '../ledger.js';
 import type { StepTrace } from '../../telemetry/telemetry.js';
 import type { CommitQueue } from '../commit-queue.js';
@@ -27,6 +28,8 @@ export interface StepExecution {
   readonly signal: AbortSignal;
   /** How many children a `child`/`forEach` step starts per commit (`WorkerOptions.childrenPerCommit`). */
   readonly childrenPerCommit: number;
+  /** The database's payload limits as this worker last read them: outputs, children's inputs, error records. */
+  readonly limits: PayloadLimits;
   /** The attempt's span (a no-op without telemetry): executors add the key, perform and reconcile spans. */
   readonly trace: StepTrace;
   /** What the step's commit does with the run, given the step's output (`undefined`: the step was skipped). */
@@ -83,7 +86,7 @@ export function handlerContext(s: StepExecution, signal: AbortSignal = s.signal)
  * Validates a handler's output with the step's schema and returns the parsed value as JSON.
  * Invalid output is a failed attempt whose error names the workflow, the step and each field.
  */
-export function validateOutput(s: Pick<StepExecution, 'step' | 'run'>, value: unknown): Json {
+export function validateOutput(s: Pick<StepExecution, 'step' | 'run' | 'limits'>, value: unknown): Json {
   const parsed = (s.step.output as z.ZodType).safeParse(value);
   if (!parsed.success) {
     const issues = parsed.error.issues.map((issue) => `${issue.path.map(String).join('.') || '(root)'}: ${issue.message}`);
@@ -94,11 +97,25 @@ export function validateOutput(s: Pick<StepExecution, 'step' | 'run'>, value: un
       ),
     );
   }
-  const json = JSON.stringify(parsed.data);
+  const json = outputJson(s, parsed.data);
   if (json === undefined) {
     throw new StepFailure(new TypeError(`Step "${s.step.name}" returned a value that has no JSON form; return JSON data.`));
   }
   return JSON.parse(json) as Json;
+}
+
+/**
+ * The output's JSON text, refused over `limits.maxOutputBytes` or nested too deep: a failed
+ * attempt that is not retried (the same handler would return the same output again).
+ */
+function outputJson(s: Pick<StepExecution, 'step' | 'run' | 'limits'>, output: unknown): string | undefined {
+  try {
+    return payloadJson('step output', `step "${s.step.name}" of workflow "${s.run.workflowName}"`, output, s.limits);
+  } catch (error) {
+    if (error instanceof PayloadTooLargeError) throw new StepFailure(error);
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new StepFailure(new NonRetryableError(`Step "${s.step.name}" returned output that cannot be stored as JSON: ${reason}`));
+  }
 }
 
 /**
@@ -222,12 +239,22 @@ export async function commitKnowingOutcome<T>(
   commit: () => Promise<T>,
   options: { readonly retry: boolean },
 ): Promise<T> {
-  for (;;) {
+  let refusedSince: number | undefined;
+  for (let refusals = 1; ; refusals++) {
     try {
       return await commit();
     } catch (error) {
       if (!isConnectionError(error)) throw recordImmutableError(error) ?? error;
       s.onUnknownOutcome(error);
+      // Refused for want of resources: nothing ran. Wait (doubling) and try the same commit again,
+      // for up to one lease; a commit that must not be repeated as is resyncs, after the wait.
+      if (isResourceRefusal(error)) {
+        refusedSince ??= performance.now();
+        await sleep(exponentialBackoffMs(refusals, RESYNC_BACKOFF));
+        if (!options.retry) throw new ResyncNeeded('the database refused the commit for want of resources', { cause: error });
+        if (performance.now() - refusedSince <= s.lease.leaseMs) continue;
+        throw error;
+      }
       const state = await untilReachable(s, () => attemptCommitState(s.db, s.lease, s.step.name, s.attempt));
       if (state === 'lost') throw leaseLost(s.lease, 'the step commit');
       if (state === 'committed' || !options.retry) throw new ResyncNeeded();
