@@ -96,7 +96,7 @@ export function readCompensation(
   for (const part of COMPENSATION_PARTS) {
     const declared = properties.get(part);
     if (declared === undefined || (part === 'key' && key === null)) continue;
-    const pinned = pinPart(program, declared, part, name, `${describePart({ kind: part, step: name })} (compensation of "${step.name}")`, malformed);
+    const pinned = pinPart(program, declared, part, name, describePart({ kind: part, step: name }, step.name), malformed);
     if (pinned === null) return null;
     parts.push(pinned);
   }

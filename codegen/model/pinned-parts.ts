@@ -209,8 +209,12 @@ export function isWorkflowPartKind(kind: string): kind is WorkflowPartKind {
   return (WORKFLOW_PART_KINDS as readonly string[]).includes(kind);
 }
 
-/** `the input schema`, `the output schema of step "charge"`, `the key of step "charge"`. */
-export function describePart(part: Pick<PinnedPart, 'kind' | 'step'>): string {
+/**
+ * `the input schema`, `the output schema of step "charge"`, `the key of step "charge"`; with
+ * `compensates`, the part is of a compensation: `the key of compensation "refund" (of step "charge")`.
+ */
+export function describePart(part: Pick<PinnedPart, 'kind' | 'step'>, compensates?: string): string {
+  if (part.step !== null && compensates !== undefined) return `${PART_NAMES[part.kind]} of compensation "${part.step}" (of step "${compensates}")`;
   if (part.step !== null) return `${PART_NAMES[part.kind]} of step "${part.step}"`;
   return isWorkflowPartKind(part.kind) ? WORKFLOW_PART_NAMES[part.kind] : PART_NAMES[part.kind];
 }

@@ -3,9 +3,9 @@ import { partId } from '../../model/pinned-parts.js';
 import type { Rule } from '../rule.js';
 
 /**
- * LF014: a compensation's key must differ from the key of the step it undoes. Both are ledger
- * rows of the same run; under one key the undo would read as a replay of the effect — and a
- * provider that dedupes by key would hand back the charge instead of making the refund. Keys are
+ * LF014: a compensation's key must differ from the key of the step it undoes: a provider that
+ * dedupes by key would take the undo for a replay and hand back the charge instead of making
+ * the refund, and anything keyed by it could not tell the write from its undo. Keys are
  * compared by their pinned source (comments, formatting and the declarations they use
  * included), so two spellings of one key are not caught: make the difference a prefix.
  */
@@ -15,7 +15,7 @@ export const compensationKey: Rule = ({ analysis }) => {
     const hashes = new Map(workflow.parts.map((part) => [partId(part), part.hash]));
     for (const step of workflow.steps) {
       const compensation = step.compensation;
-      if (compensation?.key == null || step.key === null) continue;
+      if (compensation === undefined || compensation.key === null || step.key === null || (step.kind !== 'transactional' && step.kind !== 'external')) continue;
       const stepKey = hashes.get(partId({ kind: 'key', step: step.name }));
       const undoKey = hashes.get(partId({ kind: 'key', step: compensation.name }));
       const same = stepKey !== undefined && undoKey !== undefined ? stepKey === undoKey : normalized(step.key.text) === normalized(compensation.key.text);
@@ -25,13 +25,18 @@ export const compensationKey: Rule = ({ analysis }) => {
         severity: 'error',
         ...compensation.key.location,
         message:
-          `the key of compensation "${compensation.name}" is the key of step "${step.name}" (${step.key.text}); under one key the ` +
-          `undo would count as a replay of the effect (a provider that dedupes by key returns the first ${step.kind === 'external' ? 'call' : 'write'} instead of undoing it) — ` +
+          `the key of compensation "${compensation.name}" is the key of step "${step.name}" (${step.key.text}); ${SHARED_KEY[step.kind]} — ` +
           `give it its own, e.g. \`${compensation.name}:\${input.<id>}\`.`,
       });
     }
   }
   return diagnostics;
+};
+
+/** What goes wrong when an undo shares its step's key. */
+const SHARED_KEY: Readonly<Record<'transactional' | 'external', string>> = {
+  external: "a provider that dedupes by key would take the undo for a replay of the call and return the first call's result instead of undoing it",
+  transactional: 'the write and its undo would share one idempotency key, so nothing keyed by it (a unique index, an audit row) could tell them apart',
 };
 
 function normalized(text: string): string {

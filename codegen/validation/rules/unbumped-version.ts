@@ -134,7 +134,7 @@ function partChanges(committed: ManifestWorkflow, workflow: WorkflowModel): stri
     // use, and with it its partition key.
     if (part.kind === 'when' && (old === undefined || current === undefined)) continue;
     if ((QUEUE_PARTS as readonly string[]).includes(part.kind) && queueUseAddedOrRemoved(committed, workflow, part.step)) continue;
-    const what = describePart(part);
+    const what = describePart(part, workflow.steps.find((s) => s.compensation?.name === part.step)?.name);
     changes.push(old === undefined ? `${what} was added` : current === undefined ? `${what} was removed` : `${what} changed`);
   }
   return changes;
