@@ -291,6 +291,9 @@ function reconciliation(step: StepModel, kind: EffectStepKind): string {
 /** Item 5 of an effect step in a workflow with compensations: what undoes it, under which key, who reconciles the undo. */
 function compensationReview(workflow: WorkflowModel, step: StepModel): string {
   const undo = step.compensation;
+  if (undo === undefined && workflow.steps.at(-1) === step) {
+    return '5. **Compensation.** _None needed_: recording this last step\'s effect completes the run, so nothing after it can fail and start compensating.';
+  }
   if (undo === undefined) {
     return (
       '5. **Compensation.** _None (LF015)_: when a run fails for good or is cancelled with `compensate`, the effects of ' +

@@ -5,14 +5,16 @@ import type { Rule } from '../rule.js';
  * LF015 (warning): in a workflow that declares at least one compensation, a `transactional` or
  * `external` step declares none. When the run fails for good or is cancelled with `compensate`,
  * the effects that have compensations are undone and this one stays — usually an oversight; an
- * effect that is right to keep (a receipt, an audit row) can say so by leaving the warning.
+ * effect that is right to keep (a receipt, an audit row) can say so by leaving the warning. The
+ * workflow's last step is exempt: recording its effect completes the run, so nothing after it can
+ * fail and its compensation could never run.
  */
 export const missingCompensation: Rule = ({ analysis }) => {
   const diagnostics: Diagnostic[] = [];
   for (const workflow of analysis.workflows) {
     const compensated = workflow.steps.filter((s) => s.compensation !== undefined);
     if (compensated.length === 0) continue;
-    for (const step of workflow.steps) {
+    for (const step of workflow.steps.slice(0, -1)) {
       if ((step.kind !== 'transactional' && step.kind !== 'external') || step.compensation !== undefined) continue;
       diagnostics.push({
         code: 'LF015',
