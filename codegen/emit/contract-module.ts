@@ -117,7 +117,10 @@ export function emitContractModule(workflow: WorkflowModel, contractPath: string
     `export interface ${names.handlers}<DB = {}> {`,
   );
   for (const { step, shape, output } of handled) {
-    const earlier = visibleSteps(workflow, step).map((s) => `readonly ${s.name}: ${names.outputs[s.position]}`);
+    // A compensation runs only once its step's effect is recorded: it sees that step's output even when the step is conditional.
+    const seen = (s: StepModel): string =>
+      'compensates' in step && s.name === step.compensates && s.conditional ? `WorkflowStepSpec<typeof ${wf}, '${s.name}'>['output']` : names.outputs[s.position]!;
+    const earlier = visibleSteps(workflow, step).map((s) => `readonly ${s.name}: ${seen(s)}`);
     const priorInline = earlier.length === 0 ? '{}' : `{ ${earlier.join('; ')} }`;
     const result = step.conditional ? `WorkflowStepSpec<typeof ${wf}, '${step.name}'>['output']` : output;
     const args = [names.input, priorInline, result, ...(shape.usesDatabase ? ['DB'] : [])];

@@ -13,7 +13,8 @@ import { REPO_ROOT, TempProject } from './support/temp-project.js';
 /**
  * Compensations end to end: the shape codegen reads statically (compensations, compensateOnCancel)
  * hashes as the runtime hashes the loaded definition, and the generated contract demands a handler
- * per compensation, of its kind, seeing the outputs up to the step it undoes.
+ * per compensation, of its kind, seeing the outputs up to the step it undoes (that step's output
+ * even when the step is conditional).
  */
 const CASE_INPUT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'cases', 'valid-compensations', 'input');
 
@@ -23,7 +24,8 @@ export const handlers: BookingHandlers = {
   holdSeats: async (ctx) => ctx.record({ holdId: ctx.key }),
   charge: { perform: async ({ key }) => ({ chargeId: key }) },
   notify: { perform: async ({ key }) => ({ messageId: key }), reconcile: async () => ({ status: 'not_found' }) },
-  sendApology: { perform: async ({ key }) => ({ messageId: key }), reconcile: async () => ({ status: 'not_found' }) },
+  // "notify" is conditional, but its compensation runs only once its effect is recorded: its output is there.
+  sendApology: { perform: async ({ steps }) => ({ messageId: steps.notify.messageId }), reconcile: async () => ({ status: 'not_found' }) },
   refund: { perform: async ({ key, steps }) => ({ refundId: \`\${key}:\${steps.charge.chargeId}\` }) },
   releaseSeats: async (ctx) => ctx.record({ released: ctx.input.seats + ctx.steps.holdSeats.holdId.length }),
 };

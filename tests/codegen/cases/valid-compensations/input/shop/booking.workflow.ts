@@ -31,6 +31,7 @@ export const booking = workflow('booking', {
   .external('notify', {
     output: z.object({ messageId: z.string() }),
     key: ({ input }) => `notify:${input.bookingId}`,
+    when: ({ input }) => input.seats > 1,
     compensate: {
       name: 'sendApology',
       output: z.object({ messageId: z.string() }),

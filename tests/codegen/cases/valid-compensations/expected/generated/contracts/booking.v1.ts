@@ -22,7 +22,7 @@ export type BookingHoldSeatsOutput = WorkflowOutput<typeof booking>['holdSeats']
 /** Output of "charge", step 2 of 3 (external). */
 export type BookingChargeOutput = WorkflowOutput<typeof booking>['charge'];
 
-/** Output of "notify", step 3 of 3 (external). */
+/** Output of "notify", step 3 of 3 (external; undefined when its condition skipped it). */
 export type BookingNotifyOutput = WorkflowOutput<typeof booking>['notify'];
 
 /** Output of "sendApology", the compensation of "notify" (external). */
@@ -59,6 +59,7 @@ export interface BookingHandlers<DB = {}> {
   /**
    * external: `perform` calls the provider with `ctx.key`; `reconcile` looks the effect up by key after a crash.
    * Key: `` ({ input }) => `notify:${input.bookingId}` ``
+   * Runs only when `` ({ input }) => input.seats > 1 `` returns true.
    */
   readonly notify: ReconcilingExternalHandler<
     BookingInput,
@@ -66,7 +67,7 @@ export interface BookingHandlers<DB = {}> {
       readonly holdSeats: BookingHoldSeatsOutput;
       readonly charge: BookingChargeOutput;
     },
-    BookingNotifyOutput
+    WorkflowStepSpec<typeof booking, 'notify'>['output']
   >;
   /**
    * external compensation of "notify": `perform` calls the provider with `ctx.key`; `reconcile` looks the effect up by key after a crash.
@@ -77,7 +78,7 @@ export interface BookingHandlers<DB = {}> {
     {
       readonly holdSeats: BookingHoldSeatsOutput;
       readonly charge: BookingChargeOutput;
-      readonly notify: BookingNotifyOutput;
+      readonly notify: WorkflowStepSpec<typeof booking, 'notify'>['output'];
     },
     BookingSendApologyOutput
   >;
@@ -108,7 +109,7 @@ export interface BookingHandlers<DB = {}> {
 }
 
 /** Shape hash of workflow "booking" v1 when this file was generated; `bindHandlers` rejects a definition that drifted. */
-export const bookingDefinitionHash = '85055393fc041aae';
+export const bookingDefinitionHash = '4b51898b10384edf';
 
 /**
  * Binds handlers to workflow "booking" v1, for a worker.

@@ -3,7 +3,7 @@
 
 -- booking v1: 3 step(s)
 INSERT INTO ledgerflow.workflow_version (workflow_name, version, definition_hash)
-VALUES ('booking', 1, '85055393fc041aae');
+VALUES ('booking', 1, '4b51898b10384edf');
 UPDATE ledgerflow.workflow_version SET compensate_on_cancel = true WHERE workflow_name = 'booking' AND version = 1;
 
 INSERT INTO ledgerflow.workflow_step_def (workflow_name, version, step_name, position, kind, idempotent_by_key)
