@@ -8,6 +8,11 @@
 // - the parts below, each pinned by the hash of its source text (comments and formatting aside,
 //   together with every declaration it uses; codegen/analysis/pinned-source.ts).
 //
+// A step's compensation (`compensate`) is pinned both ways too: its name and `idempotentByKey`
+// (and the workflow's `compensateOnCancel`) are in the shape; its output schema, key and request
+// are parts under its own name (`steps.refundCharge.key`), which is unique among steps and
+// compensations (LF006).
+//
 // LF007 fails on any change to either: no change counts as compatible, because codegen compares
 // source, not meaning (it cannot prove two zod schemas or two functions equivalent). What is not
 // pinned on purpose: `retry`, the handler time limits (`timeoutMs` of `step` and `transactional`,
