@@ -14,6 +14,8 @@ export interface WorkflowShape {
   readonly steps: ReadonlyArray<StepShape>;
   /** The queue each run holds a slot of, if any. */
   readonly queue?: string;
+  /** `cancel(runId)` compensates unless it says otherwise (`compensateOnCancel: true`). */
+  readonly compensateOnCancel?: true;
 }
 
 export interface StepShape {
@@ -28,6 +30,14 @@ export interface StepShape {
   readonly child?: string;
   /** The queue each attempt of the step holds a slot of. */
   readonly queue?: string;
+  /** `transactional` / `external`: the compensation that undoes the step (pinned: a row of its own in workflow_step_def). */
+  readonly compensation?: CompensationShape;
+}
+
+/** A step's compensation, as pinned: its name (its handler and ledger rows) and whether its provider dedupes. */
+export interface CompensationShape {
+  readonly name: string;
+  readonly idempotentByKey: boolean;
 }
 
 /** What {@link shapeOf} reads from a loaded step (a `StepDefinition` has all of it). */
@@ -42,6 +52,7 @@ interface LoadedStep {
   readonly when?: unknown;
   readonly wait?: { readonly event: { readonly name: string } };
   readonly fanOut?: { readonly workflow: { readonly name: string; readonly version: number } };
+  readonly compensation?: CompensationShape;
 }
 
 /** What {@link shapeOf} reads from a loaded workflow (a `Workflow` has all of it). */
@@ -50,6 +61,7 @@ interface LoadedWorkflow {
   readonly version: number;
   readonly steps: ReadonlyArray<LoadedStep>;
   readonly queue?: string | { readonly queue: { readonly name: string } } | undefined;
+  readonly compensateOnCancel?: boolean | undefined;
 }
 
 const queueName = (use: string | { readonly queue: { readonly name: string } } | undefined): string | undefined =>
@@ -61,6 +73,7 @@ export function shapeOf(workflow: LoadedWorkflow): WorkflowShape {
     name: workflow.name,
     version: workflow.version,
     ...(queue !== undefined ? { queue } : {}),
+    ...(workflow.compensateOnCancel === true ? { compensateOnCancel: true as const } : {}),
     steps: workflow.steps.map((s) => {
       const event = s.event ?? s.wait?.event.name;
       const child = s.child ?? (s.fanOut !== undefined ? `${s.fanOut.workflow.name}@${s.fanOut.workflow.version}` : undefined);
@@ -73,6 +86,9 @@ export function shapeOf(workflow: LoadedWorkflow): WorkflowShape {
         ...(event !== undefined ? { event } : {}),
         ...(child !== undefined ? { child } : {}),
         ...(stepQueue !== undefined ? { queue: stepQueue } : {}),
+        ...(s.compensation !== undefined
+          ? { compensation: { name: s.compensation.name, idempotentByKey: s.compensation.idempotentByKey } }
+          : {}),
       };
     }),
   };
@@ -91,11 +107,37 @@ export function shapeHash(workflow: LoadedWorkflow): string {
       (s.conditional === true ? ':when' : '') +
       (s.event !== undefined ? `:event=${s.event}` : '') +
       (s.child !== undefined ? `:child=${s.child}` : '') +
-      (s.queue !== undefined ? `:queue=${s.queue}` : ''),
+      (s.queue !== undefined ? `:queue=${s.queue}` : '') +
+      (s.compensation !== undefined ? `:compensate=${s.compensation.name}${s.compensation.idempotentByKey ? ':1' : ':0'}` : ''),
   );
-  const header = `${workflow.name}@${workflow.version}${shape.queue !== undefined ? ` queue=${shape.queue}` : ''}`;
+  const header =
+    `${workflow.name}@${workflow.version}${shape.queue !== undefined ? ` queue=${shape.queue}` : ''}` +
+    (shape.compensateOnCancel === true ? ' compensateOnCancel' : '');
   return createHash('sha256')
     .update(`${header}\n${canonical.join('\n')}`)
     .digest('hex')
     .slice(0, 16);
+}
+
+/**
+ * The compensations of a shape in the order they run (the last declared step's first), each with
+ * the position its `workflow_step_def` row takes after the steps and the step it undoes.
+ */
+export function compensationsOf(shape: Pick<WorkflowShape, 'steps'>): Array<{
+  readonly name: string;
+  readonly kind: StepKind;
+  readonly idempotentByKey: boolean;
+  readonly position: number;
+  readonly compensates: string;
+}> {
+  return shape.steps
+    .filter((s) => s.compensation !== undefined)
+    .reverse()
+    .map((s, i) => ({
+      name: s.compensation!.name,
+      kind: s.kind,
+      idempotentByKey: s.compensation!.idempotentByKey,
+      position: shape.steps.length + i,
+      compensates: s.name,
+    }));
 }

@@ -183,6 +183,36 @@ interface KeyedStepConfig<TInput, TPrior, TOutput extends z.ZodType> extends Com
   readonly request?: (ctx: KeyContext<TInput, TPrior>) => unknown;
 }
 
+/**
+ * What undoes a step's effect when its run fails for good or is cancelled with `compensate`: an
+ * effect of the same kind with its own key (checked by codegen like any key, and different from
+ * the step's) and its own handler, named `name` in the generated contract. It runs only if the
+ * step's effect is recorded, after the compensations of later steps, exactly once. Its `steps`
+ * include the compensated step's own output.
+ */
+interface CompensationConfig<TCompName extends string, TInput, TPrior, TOutput extends z.ZodType> {
+  /** Names the compensation's handler and its ledger rows; unique among the workflow's steps and compensations. */
+  readonly name: TCompName;
+  readonly key: KeyFn<TInput, TPrior>;
+  /** Schema of the compensation's output; the worker validates the handler's result against it. */
+  readonly output: TOutput;
+  /** What the ledger hashes to detect a changed request under the same key. Defaults to the key context. */
+  readonly request?: (ctx: KeyContext<TInput, TPrior>) => unknown;
+  /** Its own retry policy; exhausted, the run ends `compensation_failed` (parked for an operator). */
+  readonly retry?: RetryPolicy;
+}
+
+export interface TransactionalCompensationConfig<TCompName extends string, TInput, TPrior, TOutput extends z.ZodType>
+  extends CompensationConfig<TCompName, TInput, TPrior, TOutput>,
+    HandlerTimeoutConfig {}
+
+export interface ExternalCompensationConfig<TCompName extends string, TInput, TPrior, TOutput extends z.ZodType, TIdempotent extends boolean>
+  extends CompensationConfig<TCompName, TInput, TPrior, TOutput> {
+  /** As for external steps: `true` when the provider dedupes by key; otherwise the handler needs `reconcile`. */
+  readonly idempotentByKey?: TIdempotent;
+  readonly performTimeoutMs?: number;
+}
+
 export interface TransactionalStepConfig<TInput, TPrior, TOutput extends z.ZodType>
   extends KeyedStepConfig<TInput, TPrior, TOutput>,
     HandlerTimeoutConfig {}
@@ -227,6 +257,10 @@ export interface StepDefinition {
   readonly fanOut?: FanOutDefinition;
   /** `step`, `transactional` and `external` only: each attempt holds a slot of this queue. */
   readonly queue?: QueueUseDefinition;
+  /** `transactional` and `external` only: the compensation that undoes this step (see {@link Workflow.compensations}). */
+  readonly compensation?: StepDefinition;
+  /** A compensation only: the name of the step whose effect it undoes. */
+  readonly compensates?: string;
 }
 
 export const DEFAULT_PERFORM_TIMEOUT_MS = 30_000;
@@ -249,6 +283,9 @@ type WithStep<TSteps, TName extends string, TOutput> = Simplify<TSteps & { reado
 type LastOutput<W extends AnyWorkflow> = NonNullable<W['~types']>['last'];
 
 type WithSpec<TSpecs, TName extends string, TSpec> = TSpecs & { readonly [P in TName]: TSpec };
+
+/** A step's compensation is a handler of the contract like a step's: a spec under its own name (none without one). */
+type WithCompensationSpec<TSpecs, TCompName extends string, TSpec> = [TCompName] extends [never] ? TSpecs : WithSpec<TSpecs, TCompName, TSpec>;
 
 /** Phantom types carried by a workflow; read them with the `Workflow*` helper types. */
 export interface WorkflowTypes<TInputSchema extends z.ZodType, TSteps, TSpecs, TLast = undefined> {
@@ -291,6 +328,13 @@ export class Workflow<
   readonly timeoutMs: number | undefined;
   /** Each run holds a slot of this queue from its first step until it finishes. */
   readonly queue: QueueUseDefinition | undefined;
+  /**
+   * The steps' compensations in the order they run — the last declared step's first — at
+   * positions after the steps (`steps.length`, …), each with `compensates` naming its step.
+   */
+  readonly compensations: readonly StepDefinition[];
+  /** Whether `cancel(runId)` compensates when it does not say (`compensateOnCancel`; default false). */
+  readonly compensateOnCancel: boolean;
 
   /** @internal use {@link workflow}. */
   constructor(
@@ -298,7 +342,11 @@ export class Workflow<
     version: number,
     input: TInputSchema,
     steps: readonly StepDefinition[],
-    options: { readonly timeoutMs?: number | undefined; readonly queue?: QueueUseDefinition | undefined } = {},
+    options: {
+      readonly timeoutMs?: number | undefined;
+      readonly queue?: QueueUseDefinition | undefined;
+      readonly compensateOnCancel?: boolean | undefined;
+    } = {},
   ) {
     this.name = name;
     this.version = version;
@@ -306,6 +354,11 @@ export class Workflow<
     this.steps = steps;
     this.timeoutMs = options.timeoutMs;
     this.queue = options.queue;
+    this.compensateOnCancel = options.compensateOnCancel === true;
+    this.compensations = steps
+      .filter((step) => step.compensation !== undefined)
+      .reverse()
+      .map((step, i) => Object.freeze({ ...step.compensation!, position: steps.length + i, compensates: step.name }));
     Object.freeze(this);
   }
 
@@ -328,14 +381,24 @@ export class Workflow<
     TName2 extends string,
     TOutput extends z.ZodType,
     TWhen extends boolean = never,
+    TCompName extends string = never,
+    TCompOutput extends z.ZodType = z.ZodNever,
   >(
     name: NewStepName<TName2, TSteps>,
-    config: TransactionalStepConfig<z.output<TInputSchema>, TSteps, TOutput> & ConditionConfig<z.output<TInputSchema>, TSteps, TWhen>,
+    config: TransactionalStepConfig<z.output<TInputSchema>, TSteps, TOutput> &
+      ConditionConfig<z.output<TInputSchema>, TSteps, TWhen> & {
+        /** Undoes this step's writes (a `ctx.tx` write) when the run fails for good or is cancelled with `compensate`. */
+        readonly compensate?: TransactionalCompensationConfig<TCompName, z.output<TInputSchema>, WithStep<TSteps, TName2, z.output<TOutput>>, TCompOutput>;
+      },
   ): Workflow<
     TName,
     TInputSchema,
     WithStep<TSteps, TName2, MaybeSkipped<z.output<TOutput>, TWhen>>,
-    WithSpec<TSpecs, TName2, StepSpec<'transactional', z.output<TOutput>, TSteps, false>>,
+    WithCompensationSpec<
+      WithSpec<TSpecs, TName2, StepSpec<'transactional', z.output<TOutput>, TSteps, false>>,
+      TCompName,
+      StepSpec<'transactional', z.output<TCompOutput>, WithStep<TSteps, TName2, z.output<TOutput>>, false>
+    >,
     MaybeSkipped<z.output<TOutput>, TWhen>
   > {
     return this.add(name, 'transactional', config, { key: config.key });
@@ -347,14 +410,38 @@ export class Workflow<
     TOutput extends z.ZodType,
     TIdempotent extends boolean = false,
     TWhen extends boolean = never,
+    TCompName extends string = never,
+    TCompOutput extends z.ZodType = z.ZodNever,
+    TCompIdempotent extends boolean = false,
   >(
     name: NewStepName<TName2, TSteps>,
-    config: ExternalStepConfig<z.output<TInputSchema>, TSteps, TOutput, TIdempotent> & ConditionConfig<z.output<TInputSchema>, TSteps, TWhen>,
+    config: ExternalStepConfig<z.output<TInputSchema>, TSteps, TOutput, TIdempotent> &
+      ConditionConfig<z.output<TInputSchema>, TSteps, TWhen> & {
+        /**
+         * Undoes this step's effect (e.g. refunds a charge) when the run fails for good or is
+         * cancelled with `compensate`: its own key and handler (`perform` / `reconcile`).
+         *
+         * @example
+         * compensate: { name: 'refundCharge', key: ({ input }) => `refund:${input.orderId}`,
+         *   output: z.object({ refundId: z.string() }), idempotentByKey: true }
+         */
+        readonly compensate?: ExternalCompensationConfig<
+          TCompName,
+          z.output<TInputSchema>,
+          WithStep<TSteps, TName2, z.output<TOutput>>,
+          TCompOutput,
+          TCompIdempotent
+        >;
+      },
   ): Workflow<
     TName,
     TInputSchema,
     WithStep<TSteps, TName2, MaybeSkipped<z.output<TOutput>, TWhen>>,
-    WithSpec<TSpecs, TName2, StepSpec<'external', z.output<TOutput>, TSteps, TIdempotent>>,
+    WithCompensationSpec<
+      WithSpec<TSpecs, TName2, StepSpec<'external', z.output<TOutput>, TSteps, TIdempotent>>,
+      TCompName,
+      StepSpec<'external', z.output<TCompOutput>, WithStep<TSteps, TName2, z.output<TOutput>>, TCompIdempotent>
+    >,
     MaybeSkipped<z.output<TOutput>, TWhen>
   > {
     return this.add(name, 'external', config, { key: config.key });
@@ -532,6 +619,7 @@ export class Workflow<
       readonly timeoutMs?: number;
       readonly when?: unknown;
       readonly queue?: QueueUse<never>;
+      readonly compensate?: unknown;
     },
     parts: { readonly key: unknown; readonly sleep?: SleepDefinition; readonly wait?: WaitDefinition; readonly fanOut?: FanOutDefinition },
   ): TNext {
@@ -542,6 +630,9 @@ export class Workflow<
     }
     if (this.steps.some((s) => s.name === name)) {
       throw new TypeError(`Duplicate step name in ${where}: step names must be unique within a workflow.`);
+    }
+    if (this.steps.some((s) => s.compensation?.name === name)) {
+      throw new TypeError(`Duplicate step name in ${where}: a compensation is already named "${name}"; names must be unique among steps and compensations.`);
     }
     if ((kind === 'transactional' || kind === 'external' || kind === 'child') && typeof key !== 'function') {
       throw new TypeError(
@@ -580,10 +671,57 @@ export class Workflow<
       ...(parts.fanOut !== undefined ? { fanOut: Object.freeze(parts.fanOut) } : {}),
       ...(queue !== undefined ? { queue } : {}),
     };
-    return new Workflow(this.name, this.version, this.input, [...this.steps, Object.freeze(definition)], {
+    const compensation = config.compensate === undefined ? undefined : this.compensation(name, kind, config.compensate);
+    const step = compensation === undefined ? definition : { ...definition, compensation };
+    return new Workflow(this.name, this.version, this.input, [...this.steps, Object.freeze(step)], {
       timeoutMs: this.timeoutMs,
       queue: this.queue,
+      compensateOnCancel: this.compensateOnCancel,
     }) as unknown as TNext;
+  }
+
+  /** Checks a step's `compensate` and returns its definition (its position is set by the constructor). */
+  private compensation(stepName: string, kind: StepKind, config: unknown): StepDefinition {
+    const where = `${this.where(stepName)}, compensate`;
+    if (kind !== 'transactional' && kind !== 'external') {
+      throw new TypeError(`Invalid compensate in ${where}: only transactional and external steps have compensations.`);
+    }
+    const c = config as Partial<CompensationConfig<string, unknown, unknown, z.ZodType>> & {
+      readonly idempotentByKey?: boolean;
+      readonly performTimeoutMs?: number;
+      readonly timeoutMs?: number;
+    };
+    if (typeof c !== 'object' || c === null) throw new TypeError(`Invalid compensate in ${where}: give { name, key, output }.`);
+    const name = c.name;
+    if (typeof name !== 'string' || !STEP_NAME.test(name)) {
+      throw new TypeError(`Invalid compensation name in ${where}: use letters, digits and _ (max 63), starting with a letter.`);
+    }
+    if (name === stepName || this.steps.some((s) => s.name === name || s.compensation?.name === name)) {
+      throw new TypeError(`Duplicate compensation name "${name}" in ${where}: names must be unique among steps and compensations.`);
+    }
+    if (typeof c.key !== 'function') {
+      throw new TypeError(`Missing key in ${where}: a compensation needs key: ({ input, steps }) => string, different from the step's.`);
+    }
+    if (typeof c.output?.safeParse !== 'function') throw new TypeError(`Invalid output in ${where}: give a zod schema.`);
+    if (c.request !== undefined && typeof c.request !== 'function') {
+      throw new TypeError(`Invalid request in ${where}: must be a function ({ input, steps }) => value.`);
+    }
+    const performTimeoutMs = c.performTimeoutMs ?? DEFAULT_PERFORM_TIMEOUT_MS;
+    if (!(performTimeoutMs > 0)) throw new TypeError(`Invalid performTimeoutMs in ${where}: must be > 0 (got ${performTimeoutMs}).`);
+    const handlerTimeoutMs = c.timeoutMs ?? DEFAULT_TRANSACTIONAL_TIMEOUT_MS;
+    if (!(handlerTimeoutMs > 0)) throw new TypeError(`Invalid timeoutMs in ${where}: must be > 0 (got ${handlerTimeoutMs}).`);
+    return {
+      name,
+      kind,
+      position: -1,
+      output: c.output,
+      retry: resolveRetryPolicy(`${this.where(name)} (compensation of "${stepName}")`, c.retry),
+      idempotentByKey: kind === 'external' && c.idempotentByKey === true,
+      performTimeoutMs,
+      timeoutMs: kind === 'external' ? performTimeoutMs : handlerTimeoutMs,
+      key: c.key as NonNullable<StepDefinition['key']>,
+      ...(typeof c.request === 'function' ? { request: c.request as NonNullable<StepDefinition['request']> } : {}),
+    };
   }
 }
 
@@ -626,6 +764,11 @@ export interface WorkflowOptions<TInputSchema extends z.ZodType> {
    * one workflow per customer at a time.
    */
   readonly queue?: QueueUse<{ readonly input: z.output<TInputSchema> }>;
+  /**
+   * Whether `cancel(runId)` undoes the run's recorded effects (runs its steps' compensations)
+   * when the cancel does not say; default false. A run that fails for good always compensates.
+   */
+  readonly compensateOnCancel?: boolean;
 }
 
 /**
@@ -658,6 +801,7 @@ export function workflow<TName extends string, TInputSchema extends z.ZodType>(
   return new Workflow(name, options.version, options.input, [], {
     timeoutMs: options.timeoutMs,
     queue: options.queue === undefined ? undefined : queueUse(where, options.queue as QueueUse<never>),
+    compensateOnCancel: options.compensateOnCancel,
   });
 }
 

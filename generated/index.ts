@@ -4,6 +4,7 @@
 import { backfillBatch } from '../examples/data-backfill/backfill-batch.workflow.js';
 import { dataBackfill } from '../examples/data-backfill/data-backfill.workflow.js';
 import { orderPaymentV1 } from '../examples/order-payment/order-payment.v1.workflow.js';
+import { orderPaymentV2 } from '../examples/order-payment/order-payment.v2.workflow.js';
 import { orderPayment } from '../examples/order-payment/order-payment.workflow.js';
 import { orderWebhook } from '../examples/order-webhook/order-webhook.workflow.js';
 import { revenueReport } from '../examples/revenue-report/revenue-report.workflow.js';
@@ -14,6 +15,7 @@ export * from './contracts/backfill-batch.v1.js';
 export * from './contracts/data-backfill.v1.js';
 export * from './contracts/order-payment.v1.js';
 export * from './contracts/order-payment.v2.js';
+export * from './contracts/order-payment.v3.js';
 export * from './contracts/order-webhook.v1.js';
 export * from './contracts/revenue-report.v1.js';
 export * from './contracts/subscription-renewal.v1.js';
@@ -25,6 +27,7 @@ export const workflows = [
   backfillBatch,
   dataBackfill,
   orderPaymentV1,
+  orderPaymentV2,
   orderPayment,
   orderWebhook,
   revenueReport,

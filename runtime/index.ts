@@ -82,6 +82,7 @@ export type {
   AuditFilter,
   EffectResolution,
   OperatorNote,
+  CancelOptions,
   ResolvedEffect,
   RetriedRun,
 } from './client/operator.js';

@@ -13,6 +13,7 @@ import {
   type QueuePart,
 } from '../model/pinned-parts.js';
 import type {
+  CompensationModel,
   FanOutModel,
   FunctionModel,
   MalformedDeclaration,
@@ -22,6 +23,7 @@ import type {
   WaitModel,
 } from '../model/workflow-model.js';
 import type { AnalysisProgram } from './analysis-program.js';
+import { readCompensation } from './compensation-declarations.js';
 import { readEventReference, readWorkflowReference } from './dsl-declarations.js';
 import { functionContext, functionModel } from './function-model.js';
 import { initializerText, pinPart, resolveFunction, valueOf } from './property-values.js';
@@ -209,6 +211,16 @@ export function readStep(
     parts.push(...read.parts);
   }
 
+  // What undoes the step's effect: its own key (over the outputs up to this step's) and parts.
+  let compensation: CompensationModel | undefined;
+  const compensateProperty = properties.get('compensate');
+  if (compensateProperty !== undefined) {
+    const read = readCompensation(program, analyzer, { name, kind, visible: [...earlierNames, name] }, compensateProperty, malformed);
+    if (read === null) return null;
+    compensation = read.model;
+    parts.push(...read.parts);
+  }
+
   const others: StepFunctionModel[] = [];
   for (const [part, fn] of functions) if (part !== 'key') others.push({ part, ...fn });
   const model: StepModel = {
@@ -226,6 +238,7 @@ export function readStep(
     hasRequest: properties.has('request'),
     hasRetry: properties.has('retry'),
     performTimeoutText: initializerText(properties.get('performTimeoutMs')),
+    ...(compensation === undefined ? {} : { compensation }),
   };
   return { model, parts };
 }

@@ -161,6 +161,13 @@ function readDeclaration(
     }
   }
   if (!ok) return identify();
+  const compensateOnCancel = readCompensateOnCancel(options);
+  if (compensateOnCancel === null) {
+    return report(
+      options.properties.find((p) => propertyName(p) === 'compensateOnCancel')!,
+      `compensateOnCancel of workflow "${name}" must be the literal true or false; it is part of the version's shape.`,
+    );
+  }
   return {
     name,
     version,
@@ -168,8 +175,31 @@ function readDeclaration(
     file: program.relativePath(call.getSourceFile().fileName),
     location: program.location(call),
     versionLocation: program.location(versionProperty),
-    steps,
+    steps: withCompensationPositions(steps),
     ...(queue === undefined ? {} : { queue }),
+    ...(compensateOnCancel ? { compensateOnCancel: true as const } : {}),
     parts,
   };
+}
+
+/** `compensateOnCancel` of the workflow options: its literal value, false when absent, null when not a literal. */
+function readCompensateOnCancel(options: ts.ObjectLiteralExpression): boolean | null {
+  const property = options.properties.find((p) => propertyName(p) === 'compensateOnCancel');
+  if (property === undefined) return false;
+  const value = ts.isPropertyAssignment(property) ? skipWrappers(property.initializer) : undefined;
+  if (value?.kind === ts.SyntaxKind.TrueKeyword) return true;
+  return value?.kind === ts.SyntaxKind.FalseKeyword ? false : null;
+}
+
+/**
+ * The steps with their compensations' positions: after the steps, in the order compensations run
+ * (the last declared step's first), as the runtime numbers them (dsl `Workflow.compensations`).
+ */
+function withCompensationPositions(steps: readonly StepModel[]): StepModel[] {
+  let next = steps.length;
+  const positions = new Map<string, number>();
+  for (const step of [...steps].reverse()) if (step.compensation !== undefined) positions.set(step.name, next++);
+  return steps.map((step) =>
+    step.compensation === undefined ? step : { ...step, compensation: { ...step.compensation, position: positions.get(step.name)! } },
+  );
 }

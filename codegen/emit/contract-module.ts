@@ -1,6 +1,13 @@
 import type { StepKind } from '../../dsl/step-kind.js';
 import { shapeHash } from '../../dsl/workflow-shape.js';
-import type { StepModel, WorkflowModel } from '../model/workflow-model.js';
+import {
+  compensationsOf,
+  stepsAndCompensations,
+  visibleSteps,
+  type CompensationModel,
+  type StepModel,
+  type WorkflowModel,
+} from '../model/workflow-model.js';
 import { inComment, tsHeader } from './generated-file.js';
 import { contractNames, importSpecifier } from './naming.js';
 
@@ -18,7 +25,7 @@ interface HandlerShape {
  * The handler contract each kind demands (see runtime/contracts/handler-types.ts); null for the
  * built-in kinds, which take no handler: the runtime carries them out.
  */
-const HANDLER_SHAPES: Record<StepKind, (step: StepModel) => HandlerShape | null> = {
+const HANDLER_SHAPES: Record<StepKind, (step: StepModel | CompensationModel) => HandlerShape | null> = {
   step: () => ({
     type: 'StepHandler',
     usesDatabase: true,
@@ -49,8 +56,8 @@ const HANDLER_SHAPES: Record<StepKind, (step: StepModel) => HandlerShape | null>
 
 /**
  * The per-version contract module (`contracts/<name>.v<version>.ts`): input and output types
- * (every step's), an explicit handler interface whose members are the kind-specific handler
- * types of the steps that take one, the definition hash and a `bindHandlers` wrapper. Pure: plain
+ * (every step's and compensation's), an explicit handler interface whose members are the
+ * kind-specific handler types of the steps that take one and of the compensations, the definition hash and a `bindHandlers` wrapper. Pure: plain
  * data in, text out.
  *
  * @param contractPath where the module goes, relative to the codegen root (for its imports).
@@ -58,15 +65,16 @@ const HANDLER_SHAPES: Record<StepKind, (step: StepModel) => HandlerShape | null>
 export function emitContractModule(workflow: WorkflowModel, contractPath: string): string {
   const names = contractNames(workflow);
   const wf = workflow.exportName;
-  const shapes = workflow.steps.map((step) => HANDLER_SHAPES[step.kind](step));
-  const handled = workflow.steps.flatMap((step, i) => {
-    const shape = shapes[i];
-    return shape === null || shape === undefined ? [] : [{ step, shape, output: names.outputs[i]! }];
+  const compensations = compensationsOf(workflow);
+  const handled = stepsAndCompensations(workflow).flatMap((step) => {
+    const shape = HANDLER_SHAPES[step.kind](step);
+    return shape === null ? [] : [{ step, shape, output: names.outputs[step.position]! }];
   });
-  const builtIn = workflow.steps.filter((_, i) => shapes[i] === null);
+  const builtIn = workflow.steps.filter((step) => HANDLER_SHAPES[step.kind](step) === null);
   // A conditional step's handler returns its output; later steps see it as possibly undefined.
-  const conditionalHandler = handled.some(({ step }) => step.conditional);
-  const dslImports = ['WorkflowInput', 'WorkflowOutput', ...(conditionalHandler ? ['WorkflowStepSpec'] : [])];
+  // A compensation's output is not a step output: the contract reads it from its spec.
+  const stepSpecs = handled.some(({ step }) => step.conditional) || compensations.length > 0;
+  const dslImports = ['WorkflowInput', 'WorkflowOutput', ...(stepSpecs ? ['WorkflowStepSpec'] : [])];
   const handlerTypes = [...new Set(handled.map((h) => h.shape.type))].sort();
   const runtimeImports = ['bindHandlers', ...[...handlerTypes, 'WorkflowHandlers', 'WorkflowRegistration'].map((t) => `type ${t}`)];
   const hash = shapeHash(workflow);
@@ -89,11 +97,15 @@ export function emitContractModule(workflow: WorkflowModel, contractPath: string
     out.push('', `/** Output of "${step.name}", step ${step.position + 1} of ${workflow.steps.length} (${kind}). */`);
     out.push(`export type ${names.outputs[i]} = WorkflowOutput<typeof ${wf}>['${step.name}'];`);
   });
+  for (const compensation of compensations) {
+    out.push('', `/** Output of "${compensation.name}", the compensation of "${compensation.compensates}" (${compensation.kind}). */`);
+    out.push(`export type ${names.outputs[compensation.position]} = WorkflowStepSpec<typeof ${wf}, '${compensation.name}'>['output'];`);
+  }
 
   out.push(
     '',
     '/**',
-    ` * Handlers for ${title}: one per step, each of the shape its kind demands, so an`,
+    ` * Handlers for ${title}: one per step${compensations.length === 0 ? '' : ' and compensation'}, each of the shape its kind demands, so an`,
     ' * effect cannot bypass the ledger. `DB` is your Kysely database type: `ctx.tx` of `transactional` steps,',
     ' * read-only `ctx.db` of `step` steps.',
     ...wrap(
@@ -105,11 +117,15 @@ export function emitContractModule(workflow: WorkflowModel, contractPath: string
     `export interface ${names.handlers}<DB = {}> {`,
   );
   for (const { step, shape, output } of handled) {
-    const earlier = workflow.steps.slice(0, step.position).map((s, j) => `readonly ${s.name}: ${names.outputs[j]}`);
+    // A compensation runs only once its step's effect is recorded: it sees that step's output even when the step is conditional.
+    const seen = (s: StepModel): string =>
+      'compensates' in step && s.name === step.compensates && s.conditional ? `WorkflowStepSpec<typeof ${wf}, '${s.name}'>['output']` : names.outputs[s.position]!;
+    const earlier = visibleSteps(workflow, step).map((s) => `readonly ${s.name}: ${seen(s)}`);
     const priorInline = earlier.length === 0 ? '{}' : `{ ${earlier.join('; ')} }`;
     const result = step.conditional ? `WorkflowStepSpec<typeof ${wf}, '${step.name}'>['output']` : output;
     const args = [names.input, priorInline, result, ...(shape.usesDatabase ? ['DB'] : [])];
-    const summary = `${step.kind}${step.idempotentByKey ? ' (idempotentByKey)' : ''}: ${shape.doc}`;
+    const undoes = 'compensates' in step ? ` compensation of "${step.compensates}"` : '';
+    const summary = `${step.kind}${undoes}${step.idempotentByKey ? ' (idempotentByKey)' : ''}: ${shape.doc}`;
     const condition = step.functions.find((f) => f.part === 'when');
     const doc = [
       summary,

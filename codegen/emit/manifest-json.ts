@@ -9,7 +9,7 @@ import { stableJson } from './stable-json.js';
 
 /**
  * `ledgerflow.manifest.json`: per workflow version its definition hash (the shape: step names,
- * kinds, order, `idempotentByKey`, conditions, events, child versions, queues), the part kinds it
+ * kinds, order, `idempotentByKey`, conditions, events, child versions, queues, compensations), the part kinds it
  * pins and a hash per part (codegen/model/pinned-parts.ts), its source, migration, queue, and
  * steps with their keys (and, where they have them, their condition, event, child workflow and
  * queue). Committed; LF007 and LF009 compare the next run against it. Stable JSON: equal models,
@@ -28,6 +28,7 @@ export function emitManifest(workflows: readonly WorkflowModel[], migrations: Re
       source: workflow.file,
       migration: migrations.get(workflowId(workflow)) ?? '',
       ...(workflow.queue === undefined ? {} : { queue: workflow.queue.queue.name }),
+      ...(workflow.compensateOnCancel === true ? { compensateOnCancel: true as const } : {}),
       steps: workflow.steps.map((step) => ({
         name: step.name,
         kind: step.kind,
@@ -38,6 +39,15 @@ export function emitManifest(workflows: readonly WorkflowModel[], migrations: Re
         ...(step.wait === undefined ? {} : { event: step.wait.event.name }),
         ...(step.fanOut === undefined ? {} : { child: `${step.fanOut.workflow.name}@${step.fanOut.workflow.version}` }),
         ...(step.queue === undefined ? {} : { queue: step.queue.queue.name }),
+        ...(step.compensation === undefined
+          ? {}
+          : {
+              compensation: {
+                name: step.compensation.name,
+                idempotentByKey: step.compensation.idempotentByKey,
+                key: step.compensation.key?.text ?? null,
+              },
+            }),
       })),
     })),
   };

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import type { WorkflowModel } from '../model/workflow-model.js';
+import { stepsAndCompensations, type WorkflowModel } from '../model/workflow-model.js';
 import { CONTRACTS_DIR } from './generated-file.js';
 
 /** `charge_card` → `ChargeCard`, `orderPayment` → `OrderPayment`, `payment.settled` → `PaymentSettled`. */
@@ -23,7 +23,7 @@ export interface ContractNames {
   readonly handlers: string;
   readonly bind: string;
   readonly definitionHash: string;
-  /** Output type per step, in step order. */
+  /** Output type per step, in step order, then per compensation, in the order they run: by position. */
   readonly outputs: readonly string[];
 }
 
@@ -31,7 +31,7 @@ export function contractNames(workflow: WorkflowModel): ContractNames {
   const base = pascalCase(workflow.exportName);
   const camel = camelCase(workflow.exportName);
   const used = new Set<string>();
-  const outputs = workflow.steps.map((step) => {
+  const outputs = stepsAndCompensations(workflow).map((step) => {
     let name = `${base}${pascalCase(step.name)}Output`;
     if (used.has(name)) name = `${base}${pascalCase(step.name)}${step.position + 1}Output`;
     used.add(name);

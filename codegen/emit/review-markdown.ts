@@ -11,7 +11,8 @@ import { compareWorkflows } from './naming.js';
  * the effect with the transition, what a crash between the call and the ledger write does,
  * and who reconciles. Per workflow also, where it has them: the conditions of its conditional
  * steps, the events it waits for, the child workflows it starts and the queues its runs or steps
- * hold slots of.
+ * hold slots of. In a workflow with compensations, each effect step says what undoes it, under
+ * which key, and who reconciles the undo.
  */
 export function emitReview(workflows: readonly WorkflowModel[]): string {
   const out: string[] = [
@@ -38,7 +39,10 @@ export function emitReview(workflows: readonly WorkflowModel[]): string {
     out.push(...conditions(workflow), ...waits(workflow), ...children(workflow), ...queues(workflow));
     const effects = workflow.steps.filter((s) => isEffectKind(s.kind));
     if (effects.length === 0) out.push('', 'No effect steps: nothing here writes outside the run\'s own state.');
-    for (const step of effects) out.push('', ...reviewStep(workflow, step, step.kind as EffectStepKind));
+    const compensates = effects.some((s) => s.compensation !== undefined);
+    for (const step of effects) {
+      out.push('', ...reviewStep(workflow, step, step.kind as EffectStepKind), ...(compensates ? [compensationReview(workflow, step)] : []));
+    }
   }
   return `${out.join('\n')}\n`;
 }
@@ -282,6 +286,32 @@ function reconciliation(step: StepModel, kind: EffectStepKind): string {
     );
   }
   return `${scan} and calls the handler's \`reconcile\`: ${outcomes}`;
+}
+
+/** Item 5 of an effect step in a workflow with compensations: what undoes it, under which key, who reconciles the undo. */
+function compensationReview(workflow: WorkflowModel, step: StepModel): string {
+  const undo = step.compensation;
+  if (undo === undefined && workflow.steps.at(-1) === step) {
+    return '5. **Compensation.** _None needed_: recording this last step\'s effect completes the run, so nothing after it can fail and start compensating.';
+  }
+  if (undo === undefined) {
+    return (
+      '5. **Compensation.** _None (LF015)_: when a run fails for good or is cancelled with `compensate`, the effects of ' +
+      `${workflow.steps.filter((s) => s.compensation !== undefined).map((s) => `\`${s.name}\``).join(', ')} are undone and this one stays.`
+    );
+  }
+  const key = undo.key === null ? '_no key (LF001)_' : `${code(undo.key.text)} (${derivation(undo.key)})`;
+  const who =
+    undo.kind === 'transactional'
+      ? 'nobody needs to: a transactional compensation writes through `ctx.tx` in one commit with its ledger row, so it leaves no intent behind'
+      : undo.idempotentByKey
+        ? 'the provider dedupes by its key (`idempotentByKey: true`): an intent left by a crash is performed again under the same key (a `reconcile`, if the handler has one, is asked first)'
+        : "the handler's `reconcile`, asked by the reconciler after the intent's horizon, looks the undo up at the provider by its key";
+  return (
+    `5. **Compensation.** Undone by \`${undo.name}\` (${describeKind(undo)}) under key ${key}, once, only if this step's effect is ` +
+    'recorded, when the run fails for good or is cancelled with `compensate` — after the compensations of later steps. ' +
+    `Who reconciles it: ${who}.`
+  );
 }
 
 function plural(count: number, one: string, many: string): string {

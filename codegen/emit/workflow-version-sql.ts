@@ -1,4 +1,4 @@
-import { shapeHash, type WorkflowShape } from '../../dsl/workflow-shape.js';
+import { compensationsOf, shapeHash, type WorkflowShape } from '../../dsl/workflow-shape.js';
 
 /**
  * One migration per workflow version: registers the version and its step definitions. The core
@@ -13,6 +13,9 @@ export function workflowVersionSql(shape: WorkflowShape): string {
     `INSERT INTO ledgerflow.workflow_version (workflow_name, version, definition_hash)`,
     `VALUES (${name}, ${shape.version}, ${literal(shapeHash(shape))});`,
   ];
+  if (shape.compensateOnCancel === true) {
+    lines.push(`UPDATE ledgerflow.workflow_version SET compensate_on_cancel = true WHERE workflow_name = ${name} AND version = ${shape.version};`);
+  }
   if (shape.steps.length > 0) {
     lines.push(
       '',
@@ -22,6 +25,21 @@ export function workflowVersionSql(shape: WorkflowShape): string {
         .map(
           (step, position) =>
             `    (${name}, ${shape.version}, ${literal(step.name)}, ${position}, ${literal(step.kind)}, ${step.idempotentByKey})`,
+        )
+        .join(',\n') + ';',
+    );
+  }
+  const compensations = compensationsOf(shape);
+  if (compensations.length > 0) {
+    lines.push(
+      '',
+      '-- compensations, in the order they run (core 0013)',
+      `INSERT INTO ledgerflow.workflow_step_def (workflow_name, version, step_name, position, kind, idempotent_by_key, compensates)`,
+      'VALUES',
+      compensations
+        .map(
+          (c) =>
+            `    (${name}, ${shape.version}, ${literal(c.name)}, ${c.position}, ${literal(c.kind)}, ${c.idempotentByKey}, ${literal(c.compensates)})`,
         )
         .join(',\n') + ';',
     );

@@ -9,8 +9,8 @@ export const DIAGNOSTIC_CODES = {
   LF003: 'a key or another step function reads a step that does not come before it',
   LF004: "a key or another step function reads something that is neither input nor an earlier step output (a schedule's input: anything but its scheduledAt and constants)",
   LF005: 'a key depends on neither input nor step outputs',
-  LF006: 'duplicate workflow, step or event names',
-  LF007: 'a workflow version changed without a version bump (steps, schemas, keys, requests, conditions, waits, children, queue names and partition keys)',
+  LF006: 'duplicate workflow, step, compensation or event names',
+  LF007: 'a workflow version changed without a version bump (steps, schemas, keys, requests, conditions, waits, children, queue names, partition keys and compensations)',
   LF008: 'a workflow declaration codegen cannot read statically',
   LF009: 'a workflow version in the manifest is no longer declared (and was not retired)',
   // The handler rules: what the handlers bound through the generated contracts do (codegen/analysis/handlers/).
@@ -18,6 +18,9 @@ export const DIAGNOSTIC_CODES = {
   LF011: 'a step handler writes to the database or calls an external system',
   LF012: "an external handler's perform never reads ctx.key",
   LF013: 'a forEach key does not read its item',
+  // Compensations (a step's `compensate`).
+  LF014: "a compensation's key is the same as the key of the step it undoes",
+  LF015: 'an effect step declares no compensation in a workflow that has compensations',
 } as const;
 
 export type DiagnosticCode = keyof typeof DIAGNOSTIC_CODES;

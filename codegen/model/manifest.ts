@@ -20,6 +20,8 @@ export interface ManifestWorkflow {
   readonly migration: string;
   /** The queue each run holds a slot of; absent when it holds none (and in entries written before queues existed). */
   readonly queue?: string;
+  /** `compensateOnCancel: true`; absent when false (and in entries written before compensations existed). */
+  readonly compensateOnCancel?: true;
   readonly steps: readonly ManifestStep[];
   /**
    * The part kinds this entry pins (codegen/model/pinned-parts.ts `pinnedPartKinds`: the queue
@@ -46,6 +48,15 @@ export interface ManifestStep {
   readonly child?: string;
   /** The queue each attempt holds a slot of; absent when it holds none. */
   readonly queue?: string;
+  /** `transactional` and `external`: what undoes the step (`compensate`); absent when nothing does. */
+  readonly compensation?: ManifestCompensation;
+}
+
+/** A step's compensation: its name (its parts are pinned as `steps.<name>.<kind>`), whether its provider dedupes, its key. */
+export interface ManifestCompensation {
+  readonly name: string;
+  readonly idempotentByKey: boolean;
+  readonly key: string | null;
 }
 
 export const MANIFEST_FILE_NAME = 'ledgerflow.manifest.json';

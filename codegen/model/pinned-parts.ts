@@ -8,6 +8,11 @@
 // - the parts below, each pinned by the hash of its source text (comments and formatting aside,
 //   together with every declaration it uses; codegen/analysis/pinned-source.ts).
 //
+// A step's compensation (`compensate`) is pinned both ways too: its name and `idempotentByKey`
+// (and the workflow's `compensateOnCancel`) are in the shape; its output schema, key and request
+// are parts under its own name (`steps.refundCharge.key`), which is unique among steps and
+// compensations (LF006).
+//
 // LF007 fails on any change to either: no change counts as compatible, because codegen compares
 // source, not meaning (it cannot prove two zod schemas or two functions equivalent). What is not
 // pinned on purpose: `retry`, the handler time limits (`timeoutMs` of `step` and `transactional`,
@@ -209,8 +214,12 @@ export function isWorkflowPartKind(kind: string): kind is WorkflowPartKind {
   return (WORKFLOW_PART_KINDS as readonly string[]).includes(kind);
 }
 
-/** `the input schema`, `the output schema of step "charge"`, `the key of step "charge"`. */
-export function describePart(part: Pick<PinnedPart, 'kind' | 'step'>): string {
+/**
+ * `the input schema`, `the output schema of step "charge"`, `the key of step "charge"`; with
+ * `compensates`, the part is of a compensation: `the key of compensation "refund" (of step "charge")`.
+ */
+export function describePart(part: Pick<PinnedPart, 'kind' | 'step'>, compensates?: string): string {
+  if (part.step !== null && compensates !== undefined) return `${PART_NAMES[part.kind]} of compensation "${part.step}" (of step "${compensates}")`;
   if (part.step !== null) return `${PART_NAMES[part.kind]} of step "${part.step}"`;
   return isWorkflowPartKind(part.kind) ? WORKFLOW_PART_NAMES[part.kind] : PART_NAMES[part.kind];
 }

@@ -24,6 +24,8 @@ export interface WorkflowModel {
   readonly steps: readonly StepModel[];
   /** The queue each run holds a slot of from its first step until it finishes (its name is part of the shape). */
   readonly queue?: QueueUseModel;
+  /** `compensateOnCancel: true`: a cancel that does not say compensates (part of the shape). */
+  readonly compensateOnCancel?: true;
   /**
    * What runs in flight depend on besides the shape (codegen/model/pinned-parts.ts): the input
    * schema, the partition key of the workflow's queue, each step's output schema, the functions
@@ -64,6 +66,38 @@ export interface StepModel {
   readonly hasRetry: boolean;
   /** Source text of `performTimeoutMs`, when declared. */
   readonly performTimeoutText: string | null;
+  /** `transactional` and `external` only: the effect that undoes this step's (`compensate`); its name and `idempotentByKey` are part of the shape. */
+  readonly compensation?: CompensationModel;
+}
+
+/**
+ * A step's `compensate`: an effect of the step's kind with its own name (its handler in the
+ * contract, its ledger rows), key and output. Its functions see the outputs of the steps up to and
+ * including the one it compensates. Its `position` is the one its `workflow_step_def` row takes:
+ * after the steps, in the order compensations run (the last declared step's first).
+ */
+export interface CompensationModel extends Omit<StepModel, 'compensation'> {
+  /** The step whose effect it undoes. */
+  readonly compensates: string;
+}
+
+/** The compensations of a workflow, in the order they run (dsl `Workflow.compensations`). */
+export function compensationsOf(workflow: Pick<WorkflowModel, 'steps'>): CompensationModel[] {
+  return workflow.steps.flatMap((step) => (step.compensation === undefined ? [] : [step.compensation])).sort((a, b) => a.position - b.position);
+}
+
+/** Every step and compensation that takes a handler of its own or is checked like one: the steps, then the compensations. */
+export function stepsAndCompensations(workflow: Pick<WorkflowModel, 'steps'>): Array<StepModel | CompensationModel> {
+  return [...workflow.steps, ...compensationsOf(workflow)];
+}
+
+/** The steps whose outputs a step's functions and handler see: those before it; for a compensation, up to and including the step it undoes. */
+export function visibleSteps(workflow: Pick<WorkflowModel, 'steps'>, step: StepModel | CompensationModel): StepModel[] {
+  if ('compensates' in step) {
+    const undone = workflow.steps.findIndex((s) => s.name === step.compensates);
+    return workflow.steps.slice(0, undone + 1);
+  }
+  return workflow.steps.filter((s) => s.position < step.position);
 }
 
 /** What analysis found out about one function the runtime evaluates for a step: a key, a condition, ... */

@@ -1,6 +1,6 @@
 import type { Diagnostic } from '../model/diagnostic.js';
 import type { CommittedManifest } from '../model/manifest.js';
-import type { AnalysisResult, KeyModel, StepModel, WorkflowModel } from '../model/workflow-model.js';
+import { stepsAndCompensations, type AnalysisResult, type CompensationModel, type KeyModel, type StepModel, type WorkflowModel } from '../model/workflow-model.js';
 
 export interface ValidationInput {
   readonly analysis: AnalysisResult;
@@ -10,12 +10,12 @@ export interface ValidationInput {
 /** One rule (an LFnnn code of the README's table): reads the model, returns its diagnostics. */
 export type Rule = (input: ValidationInput) => Diagnostic[];
 
-/** Every keyed step, with its workflow: what the key rules iterate over. */
+/** Every keyed step and compensation, with its workflow: what the key rules iterate over. */
 export function* keyedSteps(
   input: ValidationInput,
-): Generator<{ workflow: WorkflowModel; step: StepModel; key: KeyModel }> {
+): Generator<{ workflow: WorkflowModel; step: StepModel | CompensationModel; key: KeyModel }> {
   for (const workflow of input.analysis.workflows) {
-    for (const step of workflow.steps) {
+    for (const step of stepsAndCompensations(workflow)) {
       if (step.key !== null) yield { workflow, step, key: step.key };
     }
   }

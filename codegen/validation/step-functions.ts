@@ -1,5 +1,5 @@
 import { describePart, describePartitionKey, type CheckedFunctionPart } from '../model/pinned-parts.js';
-import type { FunctionModel, ScheduleModel, StepModel, WorkflowModel } from '../model/workflow-model.js';
+import type { CompensationModel, FunctionModel, ScheduleModel, StepModel, WorkflowModel } from '../model/workflow-model.js';
 import type { ValidationInput } from './rule.js';
 
 /** What a checked function is: a part of a step or a run, or the input a schedule builds for each tick. */
@@ -14,7 +14,8 @@ export type CheckedPart = CheckedFunctionPart | 'scheduleInput';
 export type CheckedFunction =
   | {
       readonly workflow: WorkflowModel;
-      readonly step: StepModel;
+      /** A step, or a step's compensation (whose only checked function is its key). */
+      readonly step: StepModel | CompensationModel;
       readonly part: Exclude<CheckedFunctionPart, 'partitionKey'>;
       readonly fn: FunctionModel;
     }
@@ -35,7 +36,8 @@ export type CheckedFunction =
 
 /**
  * Every checked function (per workflow, its partition key first; then per step: the key, the
- * others in order, its partition key; then each schedule's input): what LF002–LF004 iterate over.
+ * others in order, its partition key, its compensation's key; then each schedule's input): what
+ * LF002–LF004 iterate over.
  */
 export function* checkedFunctions(input: ValidationInput): Generator<CheckedFunction> {
   for (const workflow of input.analysis.workflows) {
@@ -46,6 +48,8 @@ export function* checkedFunctions(input: ValidationInput): Generator<CheckedFunc
       for (const fn of step.functions) yield { workflow, step, part: fn.part, fn };
       const use = step.queue;
       if (use !== undefined && use.partitionKey !== null) yield { workflow, step, part: 'partitionKey', fn: use.partitionKey, queue: use.queue.name };
+      const compensation = step.compensation;
+      if (compensation?.key !== undefined && compensation.key !== null) yield { workflow, step: compensation, part: 'key', fn: compensation.key };
     }
   }
   for (const schedule of input.analysis.schedules) {
@@ -108,7 +112,7 @@ export function wordingOf(checked: CheckedFunction): FunctionWording {
       checked.part === 'partitionKey'
         ? describePartitionKey(checked.queue, { workflow: workflow.name, step: step?.name ?? null })
         : isKey
-          ? `key of step "${checked.step.name}"`
+          ? keySubject(checked.step)
           : describePart({ kind: checked.part, step: checked.step.name }),
     it: isKey ? 'the key' : 'it',
     noun: isKey ? 'the key' : 'the function',
@@ -119,4 +123,9 @@ export function wordingOf(checked: CheckedFunction): FunctionWording {
     supply: 'pass the value in the workflow input',
     readable: 'neither input nor an earlier step',
   };
+}
+
+/** `key of step "charge"`, `key of compensation "refund" (of step "charge")`. */
+export function keySubject(step: StepModel | CompensationModel): string {
+  return 'compensates' in step ? `key of compensation "${step.name}" (of step "${step.compensates}")` : `key of step "${step.name}"`;
 }

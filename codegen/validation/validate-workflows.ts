@@ -1,9 +1,11 @@
 import { compareDiagnostics, type Diagnostic, type DiagnosticCode } from '../model/diagnostic.js';
 import type { Rule, ValidationInput } from './rule.js';
+import { compensationKey } from './rules/compensation-key.js';
 import { constantKey } from './rules/constant-key.js';
 import { duplicateNames } from './rules/duplicate-names.js';
 import { forEachKeyIgnoresItem } from './rules/for-each-key-ignores-item.js';
 import { malformedDeclaration } from './rules/malformed-declaration.js';
+import { missingCompensation } from './rules/missing-compensation.js';
 import { missingKey } from './rules/missing-key.js';
 import { mutableKeyRead } from './rules/mutable-key-read.js';
 import { nondeterministicKey } from './rules/nondeterministic-key.js';
@@ -29,6 +31,8 @@ const RULES: Record<DiagnosticCode, Rule> = {
   LF011: stepEffect,
   LF012: performIgnoresKey,
   LF013: forEachKeyIgnoresItem,
+  LF014: compensationKey,
+  LF015: missingCompensation,
 };
 
 /**

@@ -61,6 +61,8 @@ export function formatReport(report: DemoReport): string {
     `  reconciliations    ${lf.reconciliations.length}   [ledgerflow.step_effect]`,
     ...lf.reconciliations.map((r) => `    ${r.orderId} ${r.step}: ${r.resolution}`),
     `  payments recorded  ${lf.payments.rows} rows, ${(lf.payments.revenueCents / 100).toFixed(2)} EUR   [shop.payment]`,
+    `  compensated        order ${lf.compensation.orderId}, cancelled before its payment was recorded: run ${lf.compensation.status}, ` +
+      `${lf.compensation.charges} charge(s), ${lf.compensation.refunds} refund(s) of ${(lf.compensation.refundedCents / 100).toFixed(2)} EUR   [payment provider]`,
     '',
     `naive queue retry: the same orders and crashes, handled by a consumer with no ledger — it charges`,
     `without an idempotency key and emails without a lookup, and the queue redelivers what was not acked:`,

@@ -38,12 +38,19 @@ export interface LedgerflowResult {
   readonly reconciliations: ReadonlyArray<{ readonly orderId: string; readonly step: string; readonly resolution: string }>;
   /** From the shop's own tables, written by the transactional step. */
   readonly payments: { readonly rows: number; readonly revenueCents: number };
+  /** The extra order the shop cancelled before its payment was recorded: its run's status and what the payment provider counted for it. */
+  readonly compensation: { readonly orderId: string; readonly status: RunStatus; readonly charges: number; readonly refunds: number; readonly refundedCents: number };
 }
 
 export interface LedgerflowScenarioOptions {
   /** PGlite data directory (ignored when DATABASE_URL is set). */
   readonly dataDir: string;
   readonly orders: readonly DemoOrder[];
+  /**
+   * One more order, started once the others are done, that the shop cancels before its payment is
+   * recorded: `recordPayment` refuses it and the run's compensation refunds the charge.
+   */
+  readonly cancelledOrder: DemoOrder;
   /** How many workers to SIGKILL before one runs without faults. */
   readonly kills: number;
   readonly seed: number;
@@ -53,7 +60,8 @@ export interface LedgerflowScenarioOptions {
 /**
  * Migrates, starts one `order-payment` run per order, then runs worker child processes: the
  * first `kills` with the `after-perform` fault point set to SIGKILL (concurrency 1, so each
- * death has one known crash point), then one without faults until nothing is left. PGlite is
+ * death has one known crash point), then one without faults until nothing is left; then one more
+ * for an order the shop cancelled, whose run is compensated (its charge refunded). PGlite is
  * single-process, so this process closes its store before a worker opens the data directory.
  */
 export async function runLedgerflowScenario(options: LedgerflowScenarioOptions): Promise<LedgerflowResult> {
@@ -77,6 +85,7 @@ export async function runLedgerflowScenario(options: LedgerflowScenarioOptions):
     }
 
     const workers = await runWorkers(options, server.url);
+    const cancelledRunId = await runCancelledOrder(options, server.url);
 
     const reopened = await openStore({ dataDir: options.dataDir });
     try {
@@ -106,6 +115,9 @@ export async function runLedgerflowScenario(options: LedgerflowScenarioOptions):
         .where('order_id', 'in', orderIds)
         .executeTakeFirstOrThrow();
 
+      const cancelled = await db.selectFrom('ledgerflow.workflow_run').select('status').where('id', '=', cancelledRunId).executeTakeFirstOrThrow();
+      const refunds = payments.refundsForReference(options.cancelledOrder.orderId);
+
       const runsByStatus: Partial<Record<RunStatus, number>> = {};
       for (const run of runs) runsByStatus[run.status] = (runsByStatus[run.status] ?? 0) + 1;
       const byStep: Record<string, number> = {};
@@ -124,6 +136,13 @@ export async function runLedgerflowScenario(options: LedgerflowScenarioOptions):
           resolution: e.resolution ?? '',
         })),
         payments: { rows: Number(paid.rows), revenueCents: Number(paid.cents) },
+        compensation: {
+          orderId: options.cancelledOrder.orderId,
+          status: cancelled.status,
+          charges: payments.chargesForReference(options.cancelledOrder.orderId),
+          refunds: refunds.length,
+          refundedCents: refunds.reduce((sum, r) => sum + r.amountCents, 0),
+        },
       };
     } finally {
       await reopened.close();
@@ -131,6 +150,35 @@ export async function runLedgerflowScenario(options: LedgerflowScenarioOptions):
   } finally {
     await server.close();
   }
+}
+
+/**
+ * Cancels `cancelledOrder` in the shop's tables, starts its run and lets one worker process (no
+ * faults) take it through: charged, refused by `recordPayment`, refunded by `refundCharge`.
+ */
+async function runCancelledOrder(options: LedgerflowScenarioOptions, servicesUrl: string): Promise<string> {
+  const order = options.cancelledOrder;
+  const store = await openStore({ dataDir: options.dataDir });
+  let runId: string;
+  try {
+    await store.db
+      .withTables<AppDatabase>()
+      .insertInto('shop.order_cancellation')
+      .values({ order_id: order.orderId, reason: 'withdrawn by the customer' })
+      .execute();
+    runId = (await createClient({ store }).start(orderPayment, order, { dedupeKey: `order:${order.orderId}` })).runId;
+  } finally {
+    await store.close();
+  }
+  const workerId = 'demo-worker-compensation';
+  const result = await runScript(
+    './worker-process.ts',
+    { DEMO_SERVICES_URL: servicesUrl, DEMO_WORKER_ID: workerId, DEMO_DATA_DIR: options.dataDir, DEMO_CONCURRENCY: '1', LEDGERFLOW_FAULTS: '' },
+    60_000,
+  );
+  if (result.code !== 0) throw new Error(`${workerId} exited with ${result.code ?? result.signal}:\n${result.stderr.slice(-4000)}`);
+  options.log(`order ${order.orderId}, cancelled before its payment was recorded: ${workerId} charged it, recordPayment refused it, and its compensation refunded the charge`);
+  return runId;
 }
 
 async function runWorkers(options: LedgerflowScenarioOptions, servicesUrl: string): Promise<WorkerRound[]> {

@@ -102,7 +102,15 @@ async function main(argv: readonly string[]): Promise<number> {
   const batch = `demo-${randomBytes(2).toString('hex')}`;
   const orders = demoOrders(batch, options.orders);
 
-  const ledgerflow = await runLedgerflowScenario({ dataDir: options.dataDir, orders, kills: options.kills, seed: options.seed, log });
+  const [cancelledOrder] = demoOrders(`${batch}-cancelled`, 1);
+  const ledgerflow = await runLedgerflowScenario({
+    dataDir: options.dataDir,
+    orders,
+    cancelledOrder: cancelledOrder!,
+    kills: options.kills,
+    seed: options.seed,
+    log,
+  });
   const crashes = ledgerflow.workers.flatMap((w) => (w.crash !== undefined ? [w.crash] : []));
   const naive = await runNaiveScenario({ orders, crashes, log });
 

@@ -10,7 +10,7 @@ import { writeSync } from 'node:fs';
 import { createWorker, openStore } from 'ledgerflow/runtime';
 import type { EmailGateway } from '../fakes/email-provider.js';
 import { HttpEmailGateway, HttpPaymentGateway } from '../fakes/fake-server.js';
-import type { PaymentGateway } from '../fakes/payment-provider.js';
+import type { PaymentGateway, RefundGateway } from '../fakes/payment-provider.js';
 import { orderPaymentRegistrations } from '../order-payment/handlers.js';
 import { DEMO_WORKER_SETTINGS } from './demo-settings.js';
 
@@ -28,13 +28,14 @@ function announce(step: 'chargeCard' | 'sendReceipt', orderId: string): void {
 }
 
 const remotePayments = new HttpPaymentGateway(servicesUrl);
-const payments: PaymentGateway = {
+const payments: PaymentGateway & RefundGateway = {
   async charge(request, options) {
     const charge = await remotePayments.charge(request, options);
     announce('chargeCard', request.reference);
     return charge;
   },
   findCharge: (key) => remotePayments.findCharge(key),
+  refund: (reference, options) => remotePayments.refund(reference, options),
 };
 const remoteEmail = new HttpEmailGateway(servicesUrl);
 const email: EmailGateway = {

@@ -16,6 +16,8 @@ import {
   type FakePaymentProvider,
   type PaymentGateway,
   type PaymentProviderStats,
+  type Refund,
+  type RefundGateway,
 } from './payment-provider.js';
 
 /**
@@ -58,6 +60,17 @@ function paymentRoutes(payments: FakePaymentProvider): JsonHandler {
       if (key === null) throw new TypeError('GET /payments/charges needs ?idempotencyKey=');
       return { status: 200, body: { charge: (await payments.findCharge(key)) ?? null } };
     }
+    if (request.method === 'POST' && request.path === '/payments/refunds') {
+      const header = request.headers['idempotency-key'];
+      const idempotencyKey = typeof header === 'string' ? header : undefined;
+      const { reference } = request.body as { reference: string };
+      try {
+        return { status: 200, body: await payments.refund(reference, idempotencyKey === undefined ? {} : { idempotencyKey }) };
+      } catch (error) {
+        if (error instanceof IdempotencyConflictError) throw new HttpError(409, error.name, error.message);
+        throw error;
+      }
+    }
     if (request.method === 'GET' && request.path === '/payments/stats') return { status: 200, body: payments.stats() };
     return undefined;
   };
@@ -87,8 +100,8 @@ function paymentError(status: number, body: ErrorBody): Error | undefined {
   return undefined;
 }
 
-/** {@link PaymentGateway} over HTTP, talking to a {@link startFakeServer} in another process. */
-export class HttpPaymentGateway implements PaymentGateway {
+/** {@link PaymentGateway} and {@link RefundGateway} over HTTP, talking to a {@link startFakeServer} in another process. */
+export class HttpPaymentGateway implements PaymentGateway, RefundGateway {
   constructor(private readonly baseUrl: string) {}
 
   charge(request: ChargeRequest, options: ChargeOptions = {}): Promise<Charge> {
@@ -107,6 +120,18 @@ export class HttpPaymentGateway implements PaymentGateway {
     const url = `${this.baseUrl}/payments/charges?idempotencyKey=${encodeURIComponent(idempotencyKey)}`;
     const { charge } = await requestJson<{ charge: Charge | null }>(url, {}, paymentError);
     return charge ?? undefined;
+  }
+
+  refund(reference: string, options: ChargeOptions = {}): Promise<Refund> {
+    return requestJson<Refund>(
+      `${this.baseUrl}/payments/refunds`,
+      {
+        method: 'POST',
+        body: { reference },
+        ...(options.idempotencyKey !== undefined ? { headers: { 'idempotency-key': options.idempotencyKey } } : {}),
+      },
+      paymentError,
+    );
   }
 
   stats(): Promise<PaymentProviderStats> {

@@ -1,7 +1,8 @@
 import type { ColumnType, Generated } from 'kysely';
 
 /**
- * Kysely types of the example application's own tables (`0001_shop.sql`, `0002_backfill.sql`).
+ * Kysely types of the example application's own tables (`0001_shop.sql`, `0002_backfill.sql`,
+ * `0003_order_cancellation.sql`).
  * Handlers receive `ctx.tx` as `Transaction<AppDatabase>`: the same transaction ledgerflow
  * commits its ledger row in, seen through the application's table types.
  */
@@ -19,6 +20,11 @@ export type AppDatabase = {
     currency: string;
     total_cents: number;
     payments: number;
+  };
+  'shop.order_cancellation': {
+    order_id: string;
+    reason: string;
+    cancelled_at: Generated<Date>;
   };
   'shop.customer': {
     id: string;

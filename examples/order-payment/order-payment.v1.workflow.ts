@@ -2,7 +2,7 @@ import { workflow } from 'ledgerflow/dsl';
 import { z } from 'zod';
 
 /**
- * order-payment v1: v2's steps (order-payment.workflow.ts), without the email queue in front of
+ * order-payment v1: v2's steps (order-payment.v2.workflow.ts), without the email queue in front of
  * the receipt. It stays declared, unchanged, while runs started on it may still be in flight (see
  * `ledgerflow versions`); once none is unfinished, delete this file and run
  * `npx ledgerflow codegen --retire order-payment@1`.

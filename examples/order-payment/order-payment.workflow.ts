@@ -8,15 +8,18 @@ import { emailQueue } from './email-queue.js';
  *
  * - `priceOrder` only computes (a `step` may run more than once, so it must not write).
  * - `chargeCard` calls a Stripe-like provider that dedupes by idempotency key, so a crashed
- *   attempt is simply retried with the same key: the provider returns the first charge.
- * - `recordPayment` writes the shop's own tables in the same commit as the ledger row.
+ *   attempt is simply retried with the same key: the provider returns the first charge. If the
+ *   run cannot finish (the shop cancelled the order meanwhile, so `recordPayment` refuses it), its
+ *   compensation `refundCharge` gives the money back — once, under its own key — new in v3.
+ * - `recordPayment` writes the shop's own tables in the same commit as the ledger row; its
+ *   compensation `voidPayment` takes the payment back out of them the same way.
  * - `sendReceipt` calls an email API that does not dedupe: its handler must `reconcile`
  *   (look the receipt up by key) before the runtime will send again. Each attempt waits for a
- *   grant of the email queue (50 a second across all workers) — new in v2; v1 stays declared
- *   beside it (order-payment.v1.workflow.ts) for runs started before.
+ *   grant of the email queue (50 a second across all workers). v2 (without compensations) and v1
+ *   (without the queue) stay declared beside it for runs started before.
  */
 export const orderPayment = workflow('order-payment', {
-  version: 2,
+  version: 3,
   input: z.object({
     orderId: z.string().min(1),
     customerId: z.string().min(1),
@@ -37,10 +40,26 @@ export const orderPayment = workflow('order-payment', {
     idempotentByKey: true,
     performTimeoutMs: 2_000,
     retry: { maxAttempts: 5, initialDelayMs: 100, maxDelayMs: 2_000 },
+    // #region refund-charge
+    compensate: {
+      name: 'refundCharge',
+      // Its own key (never the charge's): the provider dedupes refunds by it as well.
+      key: ({ steps }) => `refund:${steps.chargeCard.chargeId}`,
+      output: z.object({ refundId: z.string(), amountCents: z.number().int() }),
+      idempotentByKey: true,
+      performTimeoutMs: 2_000,
+      retry: { maxAttempts: 10, initialDelayMs: 100, maxDelayMs: 5_000 },
+    },
+    // #endregion refund-charge
   })
   .transactional('recordPayment', {
     output: z.object({ paymentId: z.string() }),
     key: ({ input }) => `payment:${input.orderId}`,
+    compensate: {
+      name: 'voidPayment',
+      key: ({ steps }) => `void:${steps.recordPayment.paymentId}`,
+      output: z.object({ voided: z.boolean() }),
+    },
   })
   .external('sendReceipt', {
     output: z.object({ messageId: z.string() }),

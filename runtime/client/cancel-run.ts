@@ -1,14 +1,15 @@
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { LedgerflowDatabase, RunStatus } from '../store/tables.js';
-import { assertRunTransition } from '../worker/state-machines.js';
+import { assertAttemptTransition, assertRunTransition } from '../worker/state-machines.js';
 
 /** The statuses `cancel` takes a run from: every one with a transition into `cancelled` (state-machines.ts). */
 const CANCELLABLE: readonly RunStatus[] = ['pending', 'running', 'waiting', 'needs_reconciliation'];
 
 /**
- * The statement of {@link Client.cancel}: the run `cancelled` if it is not final yet, its lease
- * cleared, its wait ended and its fencing token moved on. The `run_settled` trigger (core 0003)
- * closes its running attempt as `abandoned` and cancels its unfinished children.
+ * The statement of {@link Client.cancel}: the run `cancelled` if it is not final yet (and not
+ * being compensated), its lease cleared, its wait ended and its fencing token moved on. The
+ * `run_settled` trigger (core 0003) closes its running attempt as `abandoned` and cancels its
+ * unfinished children.
  */
 export function cancelRunStatement(db: Kysely<LedgerflowDatabase>, runId: string) {
   for (const from of CANCELLABLE) assertRunTransition(from, 'cancelled');
@@ -25,5 +26,50 @@ export function cancelRunStatement(db: Kysely<LedgerflowDatabase>, runId: string
     })
     .where('id', '=', runId)
     .where('status', 'in', CANCELLABLE)
+    .where('compensation', 'is', null)
     .returning('id');
+}
+
+/**
+ * A cancel that compensates (core 0013), when `compensate` says so — or, left undefined, when the
+ * run's workflow version defaults to it (`workflow_version.compensate_on_cancel`) — and the version
+ * declares compensations: the run, not final and not being compensated yet, goes `pending` at its
+ * first compensation, due now, with `compensation = 'cancel'`, its lease and wait cleared and its
+ * fencing token moved on; its running attempt is closed as `abandoned` here (the run does not
+ * settle, so no trigger does it). No row when the cancel is not one that compensates: the caller
+ * then cancels plainly ({@link cancelRunStatement}).
+ */
+export function compensatingCancelStatement(runId: string, compensate: boolean | undefined): RawBuilder<{ id: string }> {
+  for (const from of CANCELLABLE) assertRunTransition(from, 'pending');
+  assertAttemptTransition('running', 'abandoned');
+  return sql<{ id: string }>`
+    WITH target AS (
+      SELECT r.id,
+             (SELECT min(d.position) FROM ledgerflow.workflow_step_def d
+               WHERE d.workflow_name = r.workflow_name AND d.version = r.workflow_version AND d.compensates IS NOT NULL) AS compensate_from
+        FROM ledgerflow.workflow_run r
+        JOIN ledgerflow.workflow_version v ON v.workflow_name = r.workflow_name AND v.version = r.workflow_version
+       WHERE r.id = ${runId} AND r.status IN (${sql.join(CANCELLABLE)}) AND r.compensation IS NULL
+         AND COALESCE(${compensate ?? null}::boolean, v.compensate_on_cancel)
+         FOR NO KEY UPDATE OF r
+    ),
+    moved AS (
+      UPDATE ledgerflow.workflow_run r
+         SET status = 'pending', compensation = 'cancel', current_step = t.compensate_from,
+             run_after = statement_timestamp(), updated_at = statement_timestamp(),
+             lease_owner = NULL, lease_expires_at = NULL, waiting_for = NULL, fencing_token = r.fencing_token + 1,
+             error = jsonb_build_object('name', 'Cancelled', 'message', 'the run was cancelled; compensating its recorded effects')
+        FROM target t
+       WHERE r.id = t.id AND t.compensate_from IS NOT NULL
+      RETURNING r.id
+    ),
+    closed AS (
+      UPDATE ledgerflow.step_attempt a
+         SET status = 'abandoned', finished_at = statement_timestamp(),
+             error = jsonb_build_object('name', 'Cancelled', 'message', 'the run was cancelled')
+        FROM moved m
+       WHERE a.run_id = m.id AND a.status = 'running'
+      RETURNING 1
+    )
+    SELECT id FROM moved`;
 }

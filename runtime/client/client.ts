@@ -14,7 +14,7 @@ import { parseEvent, sendEventIn, signalKey, type SendEventOptions, type SentEve
 import { listSchedules, type ScheduleSummary } from './schedules.js';
 import { startRun, type MigratedVersions, type StartedRun, type StartOptions } from './start-run.js';
 import { cancelRun, listAudit, resolveEffect, retryRun, setQueuePaused, setSchedulePaused, workflowVersions } from './operator.js';
-import type { AuditFilter, EffectResolution, OperatorActionRow, OperatorNote, ResolvedEffect, RetriedRun } from './operator.js';
+import type { AuditFilter, CancelOptions, EffectResolution, OperatorActionRow, OperatorNote, ResolvedEffect, RetriedRun } from './operator.js';
 import { assertRunId } from './validate-input.js';
 import { listWorkflowVersions, type WorkflowVersionSummary } from './workflow-versions.js';
 import { SettledRunWaiters } from './settled-run-waiters.js';
@@ -134,10 +134,18 @@ export interface Client {
    * token moved on, so a worker still executing one of its steps cannot commit; its unfinished
    * children are cancelled with it, and so on down, and its waits end. Returns `false` when the
    * run was already final. An open ledger intent is settled by the reconciler once its horizon
-   * has passed (recorded if the provider applied it, released if not). With a `note`, the cancel
-   * and its audit row (`listAudit`) commit together.
+   * has passed (recorded if the provider applied it, released if not). With a note (`actor` and
+   * `reason`), the cancel and its audit row (`listAudit`) commit together.
+   *
+   * With `compensate: true` (default: the workflow's `compensateOnCancel`), a run whose workflow
+   * declares compensations undoes its recorded effects instead: it is compensating, then
+   * `compensated` (or `compensation_failed`). A run already being compensated is not cancelled
+   * (`false`).
+   *
+   * @example
+   * await client.cancel(runId, { compensate: true, actor: 'ops@example.com', reason: 'customer withdrew' });
    */
-  cancel(runId: string, note?: OperatorNote): Promise<boolean>;
+  cancel(runId: string, options?: CancelOptions): Promise<boolean>;
   /** Runs, newest first. */
   listRuns(filter?: RunFilter): Promise<WorkflowRunRow[]>;
   /** Ledger rows, newest first. */

@@ -43,7 +43,9 @@ export function bindHandlers<W extends AnyWorkflow, TDatabase>(
         `(generated for ${definitionHash}, definition is ${actual}). Run \`npx ledgerflow codegen\`.`,
     );
   }
-  const missing = workflow.steps.filter((s) => !isBuiltInKind(s.kind) && !(s.name in handlers)).map((s) => s.name);
+  const missing = [...workflow.steps, ...workflow.compensations]
+    .filter((s) => !isBuiltInKind(s.kind) && !(s.name in handlers))
+    .map((s) => s.name);
   if (missing.length > 0) {
     throw new TypeError(`Workflow "${workflow.name}" has no handler for step(s): ${missing.join(', ')}.`);
   }

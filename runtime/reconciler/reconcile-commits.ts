@@ -1,5 +1,5 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
-import type { Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
+import type { CompensationReason, Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
 import { millis } from '../worker/claim.js';
 import type { WorkflowRegistry } from '../worker/registry.js';
 import { countsTowardBudget, reconcileBackoffMs } from '../worker/retry.js';
@@ -23,6 +23,8 @@ export interface DueIntent {
   readonly workflow_version: number;
   readonly run_status: RunStatus;
   readonly current_step: number;
+  /** Why the run is being compensated (core 0013); NULL while it is not. */
+  readonly compensation: CompensationReason | null;
   readonly input: Json;
   /** The trace the run was started in (`workflow_run.trace_context`): the lookup's span continues it. */
   readonly trace_context: Json | null;
@@ -69,7 +71,12 @@ export function claimDueIntentsStatement(
        WHERE e.status = 'intent' AND e.kind = 'external' AND e.reconcile_after <= ${at}
          AND (r.workflow_name, r.workflow_version) IN (SELECT * FROM unnest(${registry.names}::text[], ${registry.versions}::int[]))
          AND (
-           r.status IN ('cancelled', 'failed')
+           r.status IN ('cancelled', 'failed', 'compensated', 'compensation_failed')
+           -- A run being compensated: its steps' intents are settled in the ledger only (compensation.ts).
+           OR (r.compensation IS NOT NULL AND EXISTS (
+                 SELECT 1 FROM ledgerflow.workflow_step_def d
+                  WHERE d.workflow_name = r.workflow_name AND d.version = r.workflow_version
+                    AND d.step_name = e.step_name AND d.compensates IS NULL))
            OR ((r.status IN ('pending', 'needs_reconciliation') OR (r.status = 'running' AND r.lease_expires_at <= ${at}))
                AND (r.workflow_name, r.workflow_version, e.step_name) IN (
                  SELECT * FROM unnest(${reconcilable.map((s) => s.name)}::text[], ${reconcilable.map((s) => s.version)}::int[],
@@ -88,7 +95,7 @@ export function claimDueIntentsStatement(
     )
     SELECT c.workflow_id AS run_id, c.step_name, c.idempotency_key, c.request_hash, c.attempt, c.intent_at, c.reconcile_attempts,
            r.workflow_name, r.workflow_version, r.status AS run_status, r.current_step, r.input,
-           r.trace_context
+           r.trace_context, r.compensation
       FROM claimed c JOIN ledgerflow.workflow_run r ON r.id = c.workflow_id
      ORDER BY c.intent_at`;
 }
@@ -137,7 +144,8 @@ export function settleFinishedRunIntentStatement(
            recorded_at = CASE WHEN ${recording}::boolean THEN statement_timestamp() ELSE recorded_at END
      WHERE workflow_id = ${intent.run_id} AND step_name = ${intent.step_name} AND idempotency_key = ${intent.idempotency_key}
        AND status = 'intent' AND attempt = ${intent.attempt}
-       AND EXISTS (SELECT 1 FROM ledgerflow.workflow_run r WHERE r.id = ${intent.run_id} AND r.status IN ('cancelled', 'failed'))
+       AND EXISTS (SELECT 1 FROM ledgerflow.workflow_run r WHERE r.id = ${intent.run_id}
+                    AND (r.status IN ('cancelled', 'failed', 'compensated', 'compensation_failed') OR r.compensation IS NOT NULL))
     RETURNING true AS settled`;
 }
 
@@ -272,15 +280,43 @@ export function releaseIntentStatement(
   resolution: string = RELEASED_NOT_FOUND,
 ): RawBuilder<{ released: boolean }> {
   assertEffectTransition('intent', 'released');
-  assertRunTransition('running', 'failWith' in then ? 'failed' : 'pending');
+  if ('failWith' in then) {
+    // Exhausted, and now known not to have happened: the step is over. A workflow with
+    // compensations undoes what was recorded instead of failing (core 0013); a compensation that
+    // is over ends the run compensation_failed. Decided from workflow_step_def, so the
+    // reconciler and an operator's resolve agree without the workflow's code.
+    for (const to of ['failed', 'pending', 'compensation_failed'] as const) assertRunTransition('running', to);
+  } else {
+    assertRunTransition('running', 'pending');
+  }
   const { lease } = claim;
-  const runSet =
+  const ends = sql`
+    ends AS (
+      SELECT min(d.position) FILTER (WHERE d.compensates IS NOT NULL) AS compensate_from,
+             COALESCE(bool_or(d.step_name = ${intent.step_name} AND d.compensates IS NOT NULL), false) AS compensation_over
+        FROM ledgerflow.workflow_run r
+        JOIN ledgerflow.workflow_step_def d ON d.workflow_name = r.workflow_name AND d.version = r.workflow_version
+       WHERE r.id = ${lease.runId}
+    ),`;
+  const fenced =
     'failWith' in then
-      ? sql`status = 'failed', finished_at = statement_timestamp(), error = ${JSON.stringify(then.failWith)}::jsonb`
-      : sql`status = 'pending', run_after = statement_timestamp() + ${millis(then.retryAfterMs)}, error = NULL`;
+      ? sql`
+      UPDATE ledgerflow.workflow_run
+         SET lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp(),
+             error = ${JSON.stringify(then.failWith)}::jsonb,
+             status = CASE WHEN e.compensation_over THEN 'compensation_failed'
+                           WHEN e.compensate_from IS NOT NULL THEN 'pending' ELSE 'failed' END,
+             finished_at = CASE WHEN e.compensation_over OR e.compensate_from IS NULL THEN statement_timestamp() END,
+             compensation = CASE WHEN NOT e.compensation_over AND e.compensate_from IS NOT NULL THEN 'failure' ELSE compensation END,
+             current_step = CASE WHEN NOT e.compensation_over AND e.compensate_from IS NOT NULL THEN e.compensate_from ELSE current_step END,
+             run_after = CASE WHEN NOT e.compensation_over AND e.compensate_from IS NOT NULL THEN statement_timestamp() ELSE run_after END
+        FROM ends e`
+      : sql`
+      UPDATE ledgerflow.workflow_run
+         SET lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp(),
+             status = 'pending', run_after = statement_timestamp() + ${millis(then.retryAfterMs)}, error = NULL`;
   return sql<{ released: boolean }>`
-    WITH fenced AS (
-      UPDATE ledgerflow.workflow_run SET lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp(), ${runSet}
+    WITH ${'failWith' in then ? ends : sql``} fenced AS (${fenced}
        WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
       RETURNING id
     ),

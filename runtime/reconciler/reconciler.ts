@@ -5,9 +5,9 @@ import type { ReconcileOutcome } from '../contracts/handler-types.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
 import type { Store } from '../store/store.js';
 import type { StepDefinition } from '../../dsl/workflow.js';
-import type { Json, LedgerflowDatabase } from '../store/tables.js';
+import type { Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
 import { loadWorkerTelemetry, type Telemetry, type TelemetryOptions } from '../telemetry/telemetry.js';
-import { buildRegistry, type RegisteredWorkflow } from '../worker/registry.js';
+import { buildRegistry, nextStepOf, type RegisteredWorkflow } from '../worker/registry.js';
 import { backoffDelayMs } from '../worker/retry.js';
 import { advanceRun } from '../worker/step-commits.js';
 import { serializeError } from '../worker/step-errors.js';
@@ -157,7 +157,10 @@ async function reconcileOne(
   try {
     const step = workflow.steps.find((s) => s.name === intent.step_name);
     if (step === undefined) return item('skipped', 'the step is not part of this workflow version');
-    const finished = intent.run_status === 'cancelled' || intent.run_status === 'failed';
+    // A run being compensated settles its steps' intents in the ledger only, like a finished run:
+    // its compensations decide on what the ledger then says (worker/compensation.ts).
+    const finished =
+      FINISHED.includes(intent.run_status) || (intent.compensation !== null && step.compensates === undefined);
     const lookup: Lookup = (outputs) => ask(telemetry, workflow, step, intent, outputs, leaseMs);
     if (finished) return await settleFinishedRun(db, workflow, step, intent, lookup, item);
     if (intent.current_step !== step.position) {
@@ -177,6 +180,9 @@ async function reconcileOne(
     return item('error', `could not be settled: ${serializeError(error).message}; it is due again after ${leaseMs} ms`);
   }
 }
+
+/** Runs whose open intents are settled in the ledger only: nobody advances them. */
+const FINISHED: readonly RunStatus[] = ['cancelled', 'failed', 'compensated', 'compensation_failed'];
 
 type ItemOf = (outcome: ReconcileItemOutcome, detail: string) => ReconcileItem;
 
@@ -288,7 +294,7 @@ async function settleLiveRun(
   const answer = await lookup(claim.outputs);
   switch (answer.status) {
     case 'found': {
-      const next = workflow.steps[step.position + 1];
+      const next = nextStepOf(workflow, step);
       const result = await advanceRun(db, {
         lease: claim.lease,
         workflowName: intent.workflow_name,
@@ -299,7 +305,13 @@ async function settleLiveRun(
         output: answer.output,
         effect: { key: intent.idempotency_key, mode: 'record-intent', attempt: intent.attempt, resolution: 'found by the reconciler' },
         continuation:
-          next === undefined ? { kind: 'complete', runOutput: { ...claim.outputs, [step.name]: answer.output } } : { kind: 'release' },
+          next === undefined
+            ? {
+                kind: 'complete',
+                runOutput: { ...claim.outputs, [step.name]: answer.output },
+                ...(step.compensates !== undefined ? { compensated: true } : {}),
+              }
+            : { kind: 'release' },
       });
       return result.fenced
         ? item('recorded', next === undefined ? 'found at the provider; run completed' : 'found at the provider; run continues')

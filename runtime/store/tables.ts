@@ -7,9 +7,30 @@ import type { StepKind } from '../../dsl/step-kind.js';
  * (tests/runtime/schema.test.ts compares them with the migrated database). Keys are
  * schema-qualified so every query names its schema.
  */
-export type RunStatus = 'pending' | 'running' | 'waiting' | 'completed' | 'failed' | 'cancelled' | 'needs_reconciliation';
+export type RunStatus =
+  | 'pending'
+  | 'running'
+  | 'waiting'
+  | 'completed'
+  | 'failed'
+  | 'cancelled'
+  | 'needs_reconciliation'
+  | 'compensated'
+  | 'compensation_failed';
 /** Every run status, in life-cycle order (for validating filters and listing choices). */
-export const RUN_STATUSES: readonly RunStatus[] = ['pending', 'running', 'waiting', 'completed', 'failed', 'cancelled', 'needs_reconciliation'];
+export const RUN_STATUSES: readonly RunStatus[] = [
+  'pending',
+  'running',
+  'waiting',
+  'completed',
+  'failed',
+  'cancelled',
+  'needs_reconciliation',
+  'compensated',
+  'compensation_failed',
+];
+/** Why a run is being (or was) compensated (core 0013): it failed for good, or a cancel asked for it. */
+export type CompensationReason = 'failure' | 'cancel';
 export type AttemptStatus = 'running' | 'succeeded' | 'failed' | 'abandoned' | 'suspended';
 export type EffectStatus = 'intent' | 'recorded' | 'released';
 export type EffectKind = Exclude<StepKind, 'step'>;
@@ -25,6 +46,8 @@ export interface WorkflowVersionTable {
   version: number;
   definition_hash: string;
   created_at: DbNow;
+  /** `cancel(runId)` without `compensate` compensates runs of this version (core 0013). */
+  compensate_on_cancel: Generated<boolean>;
 }
 
 export interface WorkflowStepDefTable {
@@ -34,6 +57,8 @@ export interface WorkflowStepDefTable {
   position: number;
   kind: StepKind;
   idempotent_by_key: Generated<boolean>;
+  /** A compensation (core 0013): the step whose effect it undoes; NULL for the workflow's own steps. */
+  compensates: string | null;
 }
 
 export interface WorkflowRunTable {
@@ -91,6 +116,12 @@ export interface WorkflowRunTable {
    * it NOTIFYs `ledgerflow_run_settled` with its id (a trigger, core 0011). Unwatched runs never notify.
    */
   notify_settled: Generated<boolean>;
+  /**
+   * Why the run is undoing its recorded effects (core 0013): `failure` or `cancel`; NULL while it
+   * is not. A run being compensated is pending/running/… positioned at a compensation, and ends
+   * `compensated` or `compensation_failed`.
+   */
+  compensation: CompensationReason | null;
 }
 
 /** `workflow_run.waiting_for` of a waiting run. */

@@ -29,6 +29,8 @@ const DESCRIBE: { readonly [T in WorkerEvent['type']]: readonly [LogLevel, (even
   'step-crashed': ['warn', (e) => `step ${e.step} crashed its worker ${e.crashes} time(s); ${e.outcome.kind}`],
   'run-adopted': ['info', (e) => `adopted run ${e.runId} (a claim whose commit outcome was unknown took it)`],
   'run-completed': ['info', (e) => `run ${e.runId} of ${e.workflow} completed`],
+  'run-compensating': ['warn', (e) => `run ${e.runId} failed for good at step ${e.step}; compensating its recorded effects`],
+  'run-compensated': ['info', (e) => `run ${e.runId} of ${e.workflow} compensated`],
   'run-released': ['info', (e) => `run ${e.runId} released before step ${e.step}`],
   'run-parked': ['warn', (e) => `run ${e.runId} parked at step ${e.step}: ${e.reason}`],
   'step-skipped': ['info', (e) => `step ${e.step} skipped (its condition said no)`],

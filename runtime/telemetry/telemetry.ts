@@ -279,6 +279,8 @@ const STEP_ENDS: Partial<Record<WorkerEvent['type'], string>> = {
 /** How a flight ended, from its last telling event. */
 const RUN_ENDS: Partial<Record<WorkerEvent['type'], string>> = {
   'run-completed': 'completed',
+  'run-compensating': 'compensating',
+  'run-compensated': 'compensated',
   'run-released': 'released',
   'run-parked': 'parked',
   'run-waiting': 'waiting',

@@ -21,7 +21,11 @@ const lit = (value: string): RawBuilder<unknown> => sql.lit(value);
 export type FailureOutcome =
   | { readonly kind: 'retry'; readonly retryAt: Date; readonly failures: number }
   | { readonly kind: 'failed'; readonly failures: number }
-  | { readonly kind: 'parked'; readonly reason: string; readonly failures: number };
+  | { readonly kind: 'parked'; readonly reason: string; readonly failures: number }
+  /** The step is over and the workflow declares compensations: the run undoes its recorded effects. */
+  | { readonly kind: 'compensating'; readonly failures: number }
+  /** A compensation is over: the run ends `compensation_failed`, parked for an operator. */
+  | { readonly kind: 'compensation_failed'; readonly failures: number };
 
 export interface FailureParams {
   readonly lease: Lease;
@@ -30,6 +34,8 @@ export interface FailureParams {
   readonly failure: StepFailure;
   /** True when the step's external handler has `reconcile` (decides park vs release at exhaustion). */
   readonly canReconcile: boolean;
+  /** The position of the workflow's first compensation, when a run that fails for good here compensates. */
+  readonly compensateFrom?: number | undefined;
   readonly random?: () => number;
   /** The error record's limit (`ledgerflow limits`): a longer record is truncated, never refused. */
   readonly maxErrorBytes?: number;
@@ -89,8 +95,9 @@ export async function commitFailure(db: Kysely<LedgerflowDatabase>, p: FailurePa
       // A conflict never touches the existing ledger row: nothing is overwritten.
       conflict: cause instanceof Error && cause.name === 'ConflictError',
       canReconcile: p.canReconcile,
+      compensateFrom: p.compensateFrom,
     });
-    return end.kind === 'parked' ? { ...end, failures } : { kind: 'failed', failures };
+    return { ...end, failures };
   });
 }
 
@@ -205,9 +212,15 @@ export interface ExhaustedParams {
   readonly openIntent: string | null;
   readonly conflict: boolean;
   readonly canReconcile: boolean;
+  /** The position of the workflow's first compensation, when a run that fails here compensates instead. */
+  readonly compensateFrom?: number | undefined;
 }
 
-export type ExhaustedOutcome = { readonly kind: 'failed' } | { readonly kind: 'parked'; readonly reason: string };
+export type ExhaustedOutcome =
+  | { readonly kind: 'failed' }
+  | { readonly kind: 'parked'; readonly reason: string }
+  | { readonly kind: 'compensating' }
+  | { readonly kind: 'compensation_failed' };
 
 /** What {@link finishExhausted} decides, and its statement. */
 export function finishExhaustedStatement(p: ExhaustedParams): { readonly outcome: ExhaustedOutcome; readonly statement: RawBuilder<unknown> } {
@@ -228,7 +241,9 @@ export function finishExhaustedStatement(p: ExhaustedParams): { readonly outcome
   }
   if (p.attempt !== undefined) assertAttemptTransition('running', 'failed');
   if (release !== undefined) assertEffectTransition('intent', 'released');
-  const status: RunStatus = outcome.kind === 'parked' ? 'needs_reconciliation' : 'failed';
+  if (outcome.kind === 'failed' && step.compensates !== undefined) outcome = { kind: 'compensation_failed' };
+  else if (outcome.kind === 'failed' && p.compensateFrom !== undefined) outcome = { kind: 'compensating' };
+  const status: RunStatus = EXHAUSTED_STATUS[outcome.kind];
   assertRunTransition('running', status);
   const runError =
     outcome.kind === 'parked'
@@ -249,10 +264,23 @@ export function finishExhaustedStatement(p: ExhaustedParams): { readonly outcome
     UPDATE ledgerflow.workflow_run
        SET status = ${lit(status)}, lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp(),
            error = ${JSON.stringify(runError)}::jsonb,
-           finished_at = ${status === 'failed' ? sql`statement_timestamp()` : sql`NULL`}
+           finished_at = ${status === 'failed' || status === 'compensation_failed' ? sql`statement_timestamp()` : sql`NULL`}${
+             outcome.kind === 'compensating'
+               ? sql`,
+           compensation = 'failure', current_step = ${p.compensateFrom!}::int, run_after = statement_timestamp()`
+               : sql``
+           }
      WHERE id = ${lease.runId}`;
   return { outcome, statement };
 }
+
+/** The run's status at the end of a step that may not be tried again (`compensating`: pending at the first compensation). */
+const EXHAUSTED_STATUS: Readonly<Record<ExhaustedOutcome['kind'], RunStatus>> = {
+  failed: 'failed',
+  parked: 'needs_reconciliation',
+  compensating: 'pending',
+  compensation_failed: 'compensation_failed',
+};
 
 /**
  * Locks the run row inside `trx` and checks the lease is still ours: the first statement of
@@ -291,8 +319,7 @@ export function lockFencedRunStatement(
 
 export type CrashOutcome =
   | { readonly kind: 'retry'; readonly retryAt: Date; readonly crashes: number }
-  | { readonly kind: 'failed'; readonly crashes: number }
-  | { readonly kind: 'parked'; readonly reason: string; readonly crashes: number };
+  | (ExhaustedOutcome & { readonly crashes: number });
 
 export interface CrashParams {
   readonly lease: Lease;
@@ -300,6 +327,8 @@ export interface CrashParams {
   /** `LeaseExpired` attempts of the step, the one the claim just closed included. */
   readonly crashes: number;
   readonly canReconcile: boolean;
+  /** As for {@link FailureParams.compensateFrom}. */
+  readonly compensateFrom?: number | undefined;
   readonly random?: () => number;
 }
 
@@ -339,6 +368,7 @@ export async function commitCrash(db: Kysely<LedgerflowDatabase>, p: CrashParams
       openIntent: run.open_intent,
       conflict: false,
       canReconcile: p.canReconcile,
+      compensateFrom: p.compensateFrom,
     });
     return { ...end, crashes };
   });

@@ -13,7 +13,13 @@ export interface RegisteredWorkflow {
   readonly registration: WorkflowRegistration;
   readonly name: string;
   readonly version: number;
+  /**
+   * Every step a run of this version can be at, by position: the workflow's steps, then its
+   * compensations in the order they run (`Workflow.compensations`, positions after the steps).
+   */
   readonly steps: readonly StepDefinition[];
+  /** How many of {@link RegisteredWorkflow.steps} are the workflow's own steps; at or past it a run is compensating. */
+  readonly stepCount: number;
   handler(stepName: string): unknown;
   /** `reconcile` of an external step, when its handler has one. */
   reconciler(stepName: string): ((ctx: ReconcileContext<unknown, unknown>) => Promise<ReconcileOutcome<unknown>>) | undefined;
@@ -28,6 +34,23 @@ export interface WorkflowRegistry {
 }
 
 const id = (name: string, version: number): string => `${name}@${version}`;
+
+/**
+ * The step a run goes on to after `step`, in the same phase: the workflow's next step, or the
+ * next compensation; `undefined` after the last of either (the run completes, or is compensated).
+ */
+export function nextStepOf(workflow: Pick<RegisteredWorkflow, 'steps' | 'stepCount'>, step: StepDefinition): StepDefinition | undefined {
+  const end = step.compensates === undefined ? workflow.stepCount : workflow.steps.length;
+  return step.position + 1 < end ? workflow.steps[step.position + 1] : undefined;
+}
+
+/**
+ * Where a run that fails for good at `step` compensates from: the position of the workflow's first
+ * compensation — `undefined` when it declares none, or when `step` is itself a compensation.
+ */
+export function compensationStart(workflow: Pick<RegisteredWorkflow, 'steps' | 'stepCount'>, step: StepDefinition): number | undefined {
+  return step.compensates === undefined && workflow.steps.length > workflow.stepCount ? workflow.stepCount : undefined;
+}
 
 /**
  * Indexes registrations and checks, without touching the database, that each is usable: the
@@ -49,14 +72,16 @@ export function buildRegistry(registrations: readonly WorkflowRegistration[]): W
       );
     }
     if (workflow.steps.length === 0) throw new TypeError(`${where} has no steps; declare at least one before registering it.`);
-    for (const step of workflow.steps) {
+    const steps = [...workflow.steps, ...workflow.compensations];
+    for (const step of steps) {
       if (!isBuiltInKind(step.kind)) checkHandler(where, step, handlers[step.name]);
     }
     byId.set(id(workflow.name, workflow.version), {
       registration,
       name: workflow.name,
       version: workflow.version,
-      steps: workflow.steps,
+      steps,
+      stepCount: workflow.steps.length,
       handler: (stepName) => handlers[stepName],
       reconciler: (stepName) => {
         const handler = handlers[stepName] as { reconcile?: unknown } | undefined;
@@ -76,7 +101,10 @@ export function buildRegistry(registrations: readonly WorkflowRegistration[]): W
 }
 
 function checkHandler(where: string, step: StepDefinition, handler: unknown): void {
-  const at = `${where}, step "${step.name}" (${step.kind})`;
+  const at =
+    step.compensates === undefined
+      ? `${where}, step "${step.name}" (${step.kind})`
+      : `${where}, compensation "${step.name}" of step "${step.compensates}" (${step.kind})`;
   if (step.kind !== 'external') {
     if (typeof handler !== 'function') throw new TypeError(`The handler for ${at} must be a function.`);
     return;

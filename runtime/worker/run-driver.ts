@@ -19,7 +19,8 @@ import {
 import type { CommitQueue } from './commit-queue.js';
 import { awaitQueueSlots } from './queue-slots.js';
 import { cancelOverdue } from './wait-commits.js';
-import type { RegisteredWorkflow, WorkflowRegistry } from './registry.js';
+import { compensationStart, nextStepOf, type RegisteredWorkflow, type WorkflowRegistry } from './registry.js';
+import { compensateOverdue, executeCompensation } from './compensation.js';
 import { releaseLeases } from './lease.js';
 import { commitCrash, commitFailure } from './failure-commits.js';
 import { leaseLost, type Continuation, type FusedClaim, type Lease } from './step-commits.js';
@@ -145,11 +146,16 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: AbortS
       commits: ctx.commits,
       trace,
       continuation: (output: Json | undefined): Continuation => {
-        const next = workflow.steps[step.position + 1];
+        const next = nextStepOf(workflow, step);
         if (next === undefined) {
           fused ??= ctx.claimNext();
           const runOutput = output === undefined ? current.outputs : { ...current.outputs, [step.name]: output };
-          return { kind: 'complete', runOutput, ...(fused ? { claimNext: fused } : {}) };
+          return {
+            kind: 'complete',
+            runOutput,
+            ...(fused ? { claimNext: fused } : {}),
+            ...(step.compensates !== undefined ? { compensated: true } : {}),
+          };
         }
         return ctx.isStopping() ? { kind: 'release' } : { kind: 'hold', nextStep: next.name };
       },
@@ -164,18 +170,24 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: AbortS
         first = false;
         await faultPoint('after-claim');
       }
-      if (current.overdue) {
+      // A run being compensated may be past its deadline (that may be why): it compensates regardless.
+      if (current.overdue && step.compensates === undefined) {
         await cancelAtDeadline(ctx, execution);
         return;
       }
       let result: StepOutcome | undefined;
       try {
-        result = await skipUnlessWanted(execution);
-        if (result === undefined) {
-          result = await awaitQueueSlots(execution, runSlotHeld);
-          runSlotHeld ||= result === undefined && workflow.registration.workflow.queue !== undefined;
+        if (step.compensates !== undefined) {
+          // Compensations hold no queue slot: undoing must not wait behind new work.
+          result = await trace.within(executeCompensation, execution);
+        } else {
+          result = await skipUnlessWanted(execution);
+          if (result === undefined) {
+            result = await awaitQueueSlots(execution, runSlotHeld);
+            runSlotHeld ||= result === undefined && workflow.registration.workflow.queue !== undefined;
+          }
+          result ??= await trace.within(STEP_EXECUTORS[step.kind], execution);
         }
-        result ??= await trace.within(STEP_EXECUTORS[step.kind], execution);
       } finally {
         // The worker holds its claim open until it hears back, whatever became of the commit.
         if (fused !== undefined) ctx.adopt(result?.kind === 'advanced' ? result.claimed : undefined);
@@ -186,7 +198,9 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: AbortS
         case 'advanced':
           if (outcome.skipped === true) ctx.emit({ type: 'step-skipped', runId: current.id, step: step.name });
           else ctx.emit({ type: 'step-succeeded', runId: current.id, step: step.name, kind: step.kind, attempt, reused: outcome.reused === true });
-          if (outcome.continuation === 'complete') {
+          if (outcome.continuation === 'complete' && step.compensates !== undefined) {
+            ctx.emit({ type: 'run-compensated', runId: current.id, workflow: current.workflowName });
+          } else if (outcome.continuation === 'complete') {
             ctx.emit({ type: 'run-completed', runId: current.id, workflow: current.workflowName });
           } else if (outcome.continuation === 'release') {
             ctx.emit({ type: 'run-released', runId: current.id, step: step.name });
@@ -200,7 +214,7 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: AbortS
               repeatedCrash: false,
               tookOver: false,
               outputs: outcome.skipped === true ? current.outputs : { ...current.outputs, [step.name]: outcome.output },
-              overdue: outcome.overdue === true,
+              overdue: outcome.overdue === true && step.compensates === undefined,
             };
           }
           break;
@@ -232,9 +246,15 @@ const REFUSAL_BACKOFF = { firstMs: 200, maxMs: 5_000 } as const;
  * reconciler like those of any cancelled run.
  */
 async function cancelAtDeadline(ctx: DriverContext, s: StepExecution): Promise<void> {
-  const cancelled = await commitKnowingOutcome(s, () => cancelOverdue(ctx.db, s.lease), { retry: true });
+  const compensateFrom = compensationStart(s.workflow, s.step);
+  const cancelled = await commitKnowingOutcome(
+    s,
+    () => (compensateFrom === undefined ? cancelOverdue(ctx.db, s.lease) : compensateOverdue(ctx.db, s.lease, compensateFrom)),
+    { retry: true },
+  );
   if (!cancelled) throw leaseLost(s.lease, 'the deadline cancel');
   ctx.emit({ type: 'run-deadline-exceeded', runId: s.lease.runId, step: s.step.name });
+  if (compensateFrom !== undefined) ctx.emit({ type: 'run-compensating', runId: s.lease.runId, step: s.step.name, reason: 'failure' });
 }
 
 /**
@@ -246,9 +266,16 @@ async function cancelAtDeadline(ctx: DriverContext, s: StepExecution): Promise<v
 async function settleCrash(ctx: DriverContext, run: LeasedRun, workflow: RegisteredWorkflow, step: StepDefinition): Promise<void> {
   const lease: Lease = { runId: run.id, fencingToken: run.fencingToken, workerId: ctx.workerId, leaseMs: ctx.leaseMs };
   try {
-    const outcome = await commitCrash(ctx.db, { lease, step, crashes: run.crashes, canReconcile: workflow.reconciler(step.name) !== undefined });
+    const outcome = await commitCrash(ctx.db, {
+      lease,
+      step,
+      crashes: run.crashes,
+      canReconcile: workflow.reconciler(step.name) !== undefined,
+      compensateFrom: compensationStart(workflow, step),
+    });
     ctx.emit({ type: 'step-crashed', runId: run.id, step: step.name, crashes: run.crashes, outcome });
     if (outcome.kind === 'parked') ctx.emit({ type: 'run-parked', runId: run.id, step: step.name, reason: outcome.reason });
+    if (outcome.kind === 'compensating') ctx.emit({ type: 'run-compensating', runId: run.id, step: step.name, reason: 'failure' });
   } catch (error) {
     if (error instanceof LeaseLostError) {
       ctx.emit({ type: 'lease-lost', runId: run.id, fencingToken: run.fencingToken, step: step.name });
@@ -291,6 +318,7 @@ async function recover(ctx: DriverContext, s: StepExecution, error: unknown, res
           failure,
           canReconcile: workflow.reconciler(step.name) !== undefined,
           maxErrorBytes: s.limits.maxErrorBytes,
+          compensateFrom: compensationStart(workflow, step),
         }),
       { retry: true },
     );
@@ -304,6 +332,7 @@ async function recover(ctx: DriverContext, s: StepExecution, error: unknown, res
       outcome,
     });
     if (outcome.kind === 'parked') ctx.emit({ type: 'run-parked', runId: lease.runId, step: step.name, reason: outcome.reason });
+    if (outcome.kind === 'compensating') ctx.emit({ type: 'run-compensating', runId: lease.runId, step: step.name, reason: 'failure' });
     return undefined;
   } catch (commitError) {
     if (commitError instanceof LeaseLostError) {
@@ -328,6 +357,7 @@ async function recover(ctx: DriverContext, s: StepExecution, error: unknown, res
         failure: standIn,
         canReconcile: s.workflow.reconciler(step.name) !== undefined,
         maxErrorBytes: s.limits.maxErrorBytes,
+        compensateFrom: compensationStart(s.workflow, step),
       });
     } catch {
       await releaseLeases(ctx.db, [lease], `the failure of attempt ${s.attempt} could not be recorded`).catch(() => {});

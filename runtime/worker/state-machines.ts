@@ -31,8 +31,18 @@ import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js'
  *            cancelled (trigger ledgerflow.run_settled), fencing_token + 1-->  cancelled
  *   failed / cancelled  --an operator's retry (client.retryRun: due now, fencing_token + 1, a fresh
  *            attempt budget for the step it stopped at; client/operator.ts)-->  pending
- * completed is final; failed and cancelled are final for the runtime (workers, reconciler,
- * triggers) and left only by an operator's retry.
+ *
+ * Compensation (core 0013): a run whose steps declare compensations undoes its recorded effects
+ * instead of failing. It is not a status of its own: the run is positioned at its first
+ * compensation (after the steps) with `compensation` = why, and goes through pending and running
+ * like any run — one claim path, the same fencing, retries, stop and crash take-over.
+ *   running  --exhausted / non-retryable / crash limit (worker), not found after exhaustion (reconciler),
+ *            or its deadline passed (the worker's deadline commit), with compensations declared-->  pending  (compensation = 'failure')
+ *   pending / running / waiting / needs_reconciliation  --client cancel with compensate, fencing_token + 1-->  pending  (compensation = 'cancel')
+ *   running  --last compensation committed (or skipped: its step's effect was not recorded)-->  compensated
+ *   running  --a compensation exhausted, non-retryable, crash limit; reconciler: not found after exhaustion-->  compensation_failed
+ * completed, compensated and compensation_failed are final (an operator's retry of a
+ * compensation_failed run is not built yet: `resolveEffect` and a new run are the ways out).
  *
  * The header of core migration 0001_core.sql (applied and checksummed: it stays as it is) draws
  * the same run machine, cancel transitions included, with one transition missing and two
@@ -73,12 +83,14 @@ import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js'
 /** Run transitions: from each status, the statuses a write may move it to. */
 export const RUN_TRANSITIONS: Readonly<Record<RunStatus, readonly RunStatus[]>> = {
   pending: ['running', 'pending', 'cancelled'],
-  running: ['running', 'pending', 'waiting', 'completed', 'failed', 'needs_reconciliation', 'cancelled'],
-  waiting: ['running', 'waiting', 'cancelled'],
-  needs_reconciliation: ['running', 'cancelled'],
+  running: ['running', 'pending', 'waiting', 'completed', 'failed', 'needs_reconciliation', 'cancelled', 'compensated', 'compensation_failed'],
+  waiting: ['running', 'waiting', 'cancelled', 'pending'],
+  needs_reconciliation: ['running', 'cancelled', 'pending'],
   completed: [],
   failed: ['pending'],
   cancelled: ['pending'],
+  compensated: [],
+  compensation_failed: [],
 };
 
 export const EFFECT_TRANSITIONS: Readonly<Record<EffectStatus | 'none', readonly EffectStatus[]>> = {

@@ -37,7 +37,13 @@ export type Continuation =
    * With `claimNext`, the same commit also claims pending runs for the slot it frees (fused
    * claim: one commit instead of two per run while there is a backlog).
    */
-  | { readonly kind: 'complete'; readonly runOutput: Json; readonly claimNext?: FusedClaim };
+  | {
+      readonly kind: 'complete';
+      readonly runOutput: Json;
+      readonly claimNext?: FusedClaim;
+      /** The last compensation of a run being compensated: the run ends `compensated` instead. */
+      readonly compensated?: true;
+    };
 
 /** A claim that rides on a step's completion commit; see {@link advanceRun}. */
 export interface FusedClaim {
@@ -167,7 +173,7 @@ export function advanceRunStatement(p: AdvanceParams): RawBuilder<AdvanceRow> {
       ? sql`status = 'running', lease_expires_at = statement_timestamp() + ${millis(lease.leaseMs)}`
       : p.continuation.kind === 'release'
         ? sql`status = 'pending', lease_owner = NULL, lease_expires_at = NULL, run_after = statement_timestamp()`
-        : sql`status = 'completed', lease_owner = NULL, lease_expires_at = NULL, finished_at = statement_timestamp(),
+        : sql`status = ${lit(p.continuation.compensated === true ? 'compensated' : 'completed')}, lease_owner = NULL, lease_expires_at = NULL, finished_at = statement_timestamp(),
               output = ${JSON.stringify(p.continuation.runOutput)}::jsonb`;
   // Seen in the statement's snapshot, so it never sees the row this statement inserts.
   const stepHasEffect = sql`EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = ${lease.runId} AND e.step_name = ${step.name})`;
@@ -199,7 +205,10 @@ export function advanceRunStatement(p: AdvanceParams): RawBuilder<AdvanceRow> {
   return prepared(sql<AdvanceRow>`
     WITH fenced AS (
       UPDATE ledgerflow.workflow_run
-         SET current_step = current_step + 1, updated_at = statement_timestamp(), error = NULL, ${runSet}
+         SET current_step = current_step + 1, updated_at = statement_timestamp(), ${
+           // A compensation keeps the error that made the run compensate.
+           p.step.compensates === undefined ? sql`error = NULL, ` : sql``
+         }${runSet}
        WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
          AND current_step = ${step.position} ${insert !== undefined ? sql`AND NOT ${stepHasEffect}` : sql``}
       RETURNING id${p.continuation.kind === 'hold' ? sql`, deadline_at <= statement_timestamp() AS overdue` : sql``}
@@ -244,7 +253,8 @@ export async function advanceRuns(db: Kysely<LedgerflowDatabase>, ps: readonly A
  * step's transaction, after the handler's writes).
  */
 export function isBatchable(p: AdvanceParams): boolean {
-  return p.attempt !== undefined && p.effect?.mode !== 'fill-recorded';
+  // A compensation's commit keeps the run's error and may end it `compensated`: one statement of its own.
+  return p.attempt !== undefined && p.effect?.mode !== 'fill-recorded' && p.step.compensates === undefined;
 }
 
 /** One row of {@link advanceRunsStatement}'s input (`jsonb_to_recordset`). */
@@ -407,7 +417,12 @@ export function advanceRunsStatement(ps: readonly AdvanceParams[]): RawBuilder<A
 
 /** Checks the transitions a result commit makes and that its ledger effect fits the step; returns the run's new status. */
 function checkAdvance(p: AdvanceParams): RunStatus {
-  const target: RunStatus = p.continuation.kind === 'hold' ? 'running' : p.continuation.kind === 'release' ? 'pending' : 'completed';
+  const c = p.continuation;
+  const target: RunStatus =
+    c.kind === 'hold' ? 'running' : c.kind === 'release' ? 'pending' : c.compensated === true ? 'compensated' : 'completed';
+  if ((c.kind === 'complete' && c.compensated === true) !== (c.kind === 'complete' && p.step.compensates !== undefined)) {
+    throw new TypeError(`advanceRun: only the last compensation ends a run compensated (step "${p.step.name}").`);
+  }
   assertRunTransition('running', target);
   if (p.attempt !== undefined) assertAttemptTransition('running', 'succeeded');
   if (p.continuation.kind === 'hold') assertAttemptTransition('none', 'running');

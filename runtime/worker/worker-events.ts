@@ -65,6 +65,10 @@ export type WorkerEvent =
    */
   | { readonly type: 'run-adopted'; readonly runId: string; readonly fencingToken: number }
   | { readonly type: 'run-completed'; readonly runId: string; readonly workflow: string }
+  /** The run failed for good (or passed its deadline) and undoes its recorded effects: positioned at its first compensation. */
+  | { readonly type: 'run-compensating'; readonly runId: string; readonly step: string; readonly reason: 'failure' | 'cancel' }
+  /** The run's last compensation committed: it is `compensated`. */
+  | { readonly type: 'run-compensated'; readonly runId: string; readonly workflow: string }
   | { readonly type: 'run-released'; readonly runId: string; readonly step: string }
   | { readonly type: 'run-parked'; readonly runId: string; readonly step: string; readonly reason: string }
   /** A condition (`when`) said no: the step is recorded as skipped. */

@@ -79,7 +79,9 @@ describe('the repository itself', () => {
     expect(run.analysis.handlers?.bindings.map((b) => `${b.workflow}@${b.version}: ${b.handlers.map((h) => h.step).join(', ')}`)).toEqual([
       'data-backfill@1: planBatches, total',
       'backfill-batch@1: copyBatch',
-      // One handlers object bound to both versions: the analysis follows the const to its literal.
+      // One handlers object bound to three versions: the analysis follows the const to its literal;
+      // v3's compensations (refundCharge, voidPayment) are analysed like its steps.
+      'order-payment@3: priceOrder, chargeCard, refundCharge, recordPayment, voidPayment, sendReceipt',
       'order-payment@2: priceOrder, chargeCard, recordPayment, sendReceipt',
       'order-payment@1: priceOrder, chargeCard, recordPayment, sendReceipt',
       'order-webhook@1: recordPayment, refundPayment',

@@ -33,6 +33,9 @@ export function expectTheDemoClaims(report: DemoReport): void {
   expect(Object.values(lf.chargesPerOrder).every((n) => n === 1)).toBe(true);
   expect(Object.values(lf.receiptsPerOrder).every((n) => n === 1)).toBe(true);
   expect(lf.payments.rows).toBe(orders.length);
+  // The order cancelled before its payment was recorded: charged once, refunded once, by its run's compensation.
+  expect(lf.compensation).toMatchObject({ status: 'compensated', charges: 1, refunds: 1 });
+  expect(lf.compensation.refundedCents).toBeGreaterThan(0);
   expect(lf.attempts.total).toBeGreaterThanOrEqual(4 * orders.length);
   // A receipt sent just before a kill can only have been recorded once through reconcile.
   for (const crash of crashes.filter((c) => c?.step === 'sendReceipt')) {

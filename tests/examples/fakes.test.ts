@@ -150,6 +150,12 @@ describe('fake server over HTTP', () => {
     expect(await gateway.findCharge('nope')).toBeUndefined();
     expect(payments.chargesForKey('charge:order-1')).toBe(1);
     expect((await gateway.stats()).totalCharges).toBe(1);
+    // Refunds over HTTP: deduped by key like charges; a key reused for another reference is refused.
+    const refund = await gateway.refund(order1.reference, { idempotencyKey: 'refund:order-1' });
+    expect(refund).toMatchObject({ reference: order1.reference, amountCents: first.amountCents, chargeIds: [first.id] });
+    expect(await gateway.refund(order1.reference, { idempotencyKey: 'refund:order-1' })).toEqual(refund);
+    await expect(gateway.refund('order-2', { idempotencyKey: 'refund:order-1' })).rejects.toThrow(IdempotencyConflictError);
+    expect(payments.refundsForReference(order1.reference)).toEqual([refund]);
 
     const mail = new HttpEmailGateway(server.url);
     await mail.send({ to: 'ada@example.com', subject: 'Receipt', body: 'x', reference: 'r1' });

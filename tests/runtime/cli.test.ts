@@ -94,7 +94,7 @@ describe('ledgerflow CLI against PostgreSQL', () => {
     const outcome = await cli(['start', 'order-payment', '--input', JSON.stringify({ ...ORDER_INPUT, email: 'nope', lines: [] }), ...db]);
     expect(outcome.code).toBe(1);
     expect(outcome.stdout).toBe('');
-    expect(outcome.stderr).toMatch(/^ledgerflow start: Invalid input for workflow "order-payment" v2:\n {2}- email: /);
+    expect(outcome.stderr).toMatch(/^ledgerflow start: Invalid input for workflow "order-payment" v3:\n {2}- email: /);
     expect(outcome.stderr).toContain('  - lines: ');
     expect(outcome.stderr).toContain('Nothing was written.');
     expect(outcome.stderr).not.toMatch(STACK_LINE);
@@ -111,12 +111,12 @@ describe('ledgerflow CLI against PostgreSQL', () => {
     const input = JSON.stringify(ORDER_INPUT);
     const first = await run(['start', 'order-payment', '--input', input, '--dedupe-key', 'o-1', ...db]);
     expect(first.code).toBe(0);
-    const runId = /^Started run ([0-9a-f-]{36}) \(order-payment v2\)\.\n$/.exec(first.stdout)?.[1];
+    const runId = /^Started run ([0-9a-f-]{36}) \(order-payment v3\)\.\n$/.exec(first.stdout)?.[1];
     expect(runId).toBeDefined();
 
     const again = await run(['start', 'order-payment', '--input', input, '--dedupe-key', 'o-1', '--json', ...db]);
     expect(again.code).toBe(0);
-    expect(JSON.parse(again.stdout)).toEqual({ runId, created: false, workflow: 'order-payment', version: 2, status: 'pending', deadlineAt: null });
+    expect(JSON.parse(again.stdout)).toEqual({ runId, created: false, workflow: 'order-payment', version: 3, status: 'pending', deadlineAt: null });
 
     const conflict = await run(['start', 'order-payment', '--input', JSON.stringify({ ...ORDER_INPUT, currency: 'usd' }), '--dedupe-key', 'o-1', ...db]);
     expect(conflict.code).toBe(1);
@@ -129,7 +129,7 @@ describe('ledgerflow CLI against PostgreSQL', () => {
     expect(table.code).toBe(0);
     const lines = table.stdout.trimEnd().split('\n');
     expect(lines[0]).toMatch(/^RUN {35}WORKFLOW {10}STATUS {3}STEP {2}WAITING FOR {2}CREATED {15}FINISHED {2}PARENT {2}ERROR$/);
-    expect(lines[1]).toMatch(/^[0-9a-f-]{36} {2}order-payment v2 {2}pending {5}0 {2}- {12}\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ {2}- {9}- {7}-$/);
+    expect(lines[1]).toMatch(/^[0-9a-f-]{36} {2}order-payment v3 {2}pending {5}0 {2}- {12}\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ {2}- {9}- {7}-$/);
 
     const json = await run(['runs', '--json', '--status', 'pending', ...db]);
     const runs = JSON.parse(json.stdout) as WorkflowRunRow[];
@@ -138,14 +138,14 @@ describe('ledgerflow CLI against PostgreSQL', () => {
 
     const bad = await run(['runs', '--status', 'done', ...db]);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toContain('Unknown --status done. Use one of: pending, running, waiting, completed, failed, cancelled, needs_reconciliation.');
+    expect(bad.stderr).toContain('Unknown --status done. Use one of: pending, running, waiting, completed, failed, cancelled, needs_reconciliation, compensated, compensation_failed.');
   });
 
   it('shows one run with its records, and reports unknown ids without a stack', async () => {
     const [listed] = await client.listRuns({ workflow: 'order-payment' });
     const shown = await run(['run', listed!.id, ...db]);
     expect(shown.code).toBe(0);
-    expect(shown.stdout).toContain(`run            ${listed!.id}\nworkflow       order-payment v2\nstatus         pending\n`);
+    expect(shown.stdout).toContain(`run            ${listed!.id}\nworkflow       order-payment v3\nstatus         pending\n`);
     expect(shown.stdout).toContain('\nSteps: none completed\n');
     const json = JSON.parse((await run(['run', listed!.id, '--json', ...db])).stdout) as { id: string; steps: unknown[]; effects: unknown[] };
     expect(json).toMatchObject({ id: listed!.id, steps: [], attempts: [], effects: [] });

@@ -82,6 +82,19 @@ const WRITES: Readonly<Record<string, readonly string[]>> = {
   'failure-retry-after-intent.sql': ['attempt running->failed', 'run running->pending'],
   'failure-finish-failed.sql': ['attempt running->failed', 'run running->failed'],
   'failure-finish-parked.sql': ['attempt running->failed', 'run running->needs_reconciliation'],
+  // Compensations (core 0013): the run goes pending at its first compensation, or a compensation is over.
+  'failure-finish-compensating.sql': ['attempt running->failed', 'run running->pending'],
+  'failure-finish-compensation-failed.sql': ['attempt running->failed', 'run running->compensation_failed'],
+  'compensate-overdue.sql': ['run running->pending', 'attempt running->abandoned'],
+  'compensated-effect.sql': [],
+  'advance-complete-compensated.sql': ['attempt running->succeeded', 'run running->compensated'],
+  'cancel-run-compensating.sql': [
+    'run pending->pending',
+    'run running->pending',
+    'run waiting->pending',
+    'run needs_reconciliation->pending',
+    'attempt running->abandoned',
+  ],
   'failure-finish-released.sql': ['attempt running->failed', 'effect intent->released', 'run running->failed'],
   'crash-retry.sql': ['run running->pending'],
   'crash-finish-failed.sql': ['run running->failed'],
@@ -99,7 +112,12 @@ const WRITES: Readonly<Record<string, readonly string[]>> = {
     'attempt running->abandoned',
   ],
   'release-intent-retry.sql': ['run running->pending', 'effect intent->released'],
-  'release-intent-fail.sql': ['run running->failed', 'effect intent->released'],
+  'release-intent-fail.sql': [
+    'run running->failed',
+    'run running->pending',
+    'run running->compensation_failed',
+    'effect intent->released',
+  ],
   'park-run.sql': ['run running->needs_reconciliation'],
   'return-run.sql': ['run running->needs_reconciliation'],
   // The run_settled trigger then closes the run's running attempt and cancels its children (core 0003).
@@ -212,7 +230,10 @@ function writtenStatuses(compiled: CompiledQuery): Set<string> {
         : /^CASE\s+\w+\.\w+\s+WHEN\b/i.test(expr)
           ? // A status per row of the statement's input (a group commit): every branch may be written.
             [...expr.matchAll(/WHEN\s+'\w+'\s+THEN\s+'(\w+)'/gi)].map((m) => m[1]!)
-          : [...expr.matchAll(/WHEN\s+\$(\d+)::boolean\s+THEN\s+'(\w+)'/gi)].filter((m) => param(m[1]!) === true).map((m) => m[2]!);
+          : /^CASE\s+WHEN\s+(?!\$)/i.test(expr)
+            ? // Decided by the database from what it reads (e.g. the version's compensations): every branch may be written.
+              [...expr.matchAll(/(?:THEN|ELSE)\s+'(\w+)'/gi)].map((m) => m[1]!)
+            : [...expr.matchAll(/WHEN\s+\$(\d+)::boolean\s+THEN\s+'(\w+)'/gi)].filter((m) => param(m[1]!) === true).map((m) => m[2]!);
     for (const target of targets) written.add(`${machine} ${target}`);
   });
   return written;
@@ -278,6 +299,10 @@ describe('state machine tables', () => {
         'run pending->running',
         'run pending->pending',
         'run pending->cancelled',
+        'run running->compensated',
+        'run running->compensation_failed',
+        'run waiting->pending',
+        'run needs_reconciliation->pending',
         'run running->running',
         'run running->pending',
         'run running->completed',
@@ -319,7 +344,7 @@ describe('state machine tables', () => {
     ),
     ['run cancelled->running (a cancelled run is never claimed)', () => assertRunTransition('cancelled', 'running')],
     ['run pending->completed (only a running run completes)', () => assertRunTransition('pending', 'completed')],
-    ['run needs_reconciliation->pending (the reconciler claims it first)', () => assertRunTransition('needs_reconciliation', 'pending')],
+    ['run needs_reconciliation->running except by a claim: compensated->pending (final)', () => assertRunTransition('compensated', 'pending')],
     ['effect none->released', () => assertEffectTransition('none', 'released')],
     ['effect released->recorded (a released key is re-taken as an intent first)', () => assertEffectTransition('released', 'recorded')],
     ['attempt none->succeeded', () => assertAttemptTransition('none', 'succeeded')],

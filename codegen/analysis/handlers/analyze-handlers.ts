@@ -8,7 +8,7 @@ import { generatedModuleOf } from '../../discovery/discover-handler-modules.js';
 import { contractNames } from '../../emit/naming.js';
 import type { HandlerAnalysis, HandlerBindingModel, HandlerModel } from '../../model/handler-model.js';
 import { compareLocations } from '../../model/source-location.js';
-import type { WorkflowModel } from '../../model/workflow-model.js';
+import { stepsAndCompensations, type WorkflowModel } from '../../model/workflow-model.js';
 import type { AnalysisProgram } from '../analysis-program.js';
 import { importBindingOf, resolveImportedDeclaration } from '../module-exports.js';
 import { isFunctionLike, propertyName, skipWrappers, variableKeyword, type FunctionLike } from '../syntax.js';
@@ -122,7 +122,7 @@ function calledBinder(
 }
 
 /**
- * One binder call: the handler of every step whose property codegen can read. Steps of the
+ * One binder call: the handler of every step and compensation whose property codegen can read. Steps of the
  * built-in kinds (sleep, waitFor, child, forEach) take no handler: a property named after one is
  * not looked at.
  */
@@ -137,7 +137,7 @@ function readBinding(
   const object = argument === undefined ? null : objectLiteralOf(program, argument, new Set());
   for (const property of object?.properties ?? []) {
     const name = propertyName(property);
-    const step = name === null ? undefined : workflow.steps.find((s) => s.name === name);
+    const step = name === null ? undefined : stepsAndCompensations(workflow).find((s) => s.name === name);
     if (step === undefined) continue;
     const kind = step.kind;
     if (isBuiltInKind(kind)) continue;

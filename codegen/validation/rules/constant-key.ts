@@ -1,5 +1,6 @@
 import type { Diagnostic } from '../../model/diagnostic.js';
 import { keyedSteps, type Rule } from '../rule.js';
+import { keySubject } from '../step-functions.js';
 
 /**
  * LF005 (warning): a key that reads neither input nor steps is the same for every run. A forEach
@@ -15,7 +16,7 @@ export const constantKey: Rule = (input) => {
       severity: 'warning',
       ...key.location,
       message:
-        `key of step "${step.name}" is constant: it reads neither the input nor earlier steps, so every run shares one key ` +
+        `${keySubject(step)} is constant: it reads neither the input nor earlier steps, so every run shares one key ` +
         `and only the first run's ${what}; include a business identifier, e.g. \`${step.name}:\${input.<id>}\`.`,
     });
   }

@@ -2,11 +2,11 @@ import type { Diagnostic } from '../../model/diagnostic.js';
 import { describeLocation } from '../../model/source-location.js';
 import { eventSenderName } from '../../emit/naming.js';
 import { waitedEvents } from '../../model/waited-events.js';
-import type { EventReference, WorkflowModel } from '../../model/workflow-model.js';
+import type { CompensationModel, EventReference, StepModel, WorkflowModel } from '../../model/workflow-model.js';
 import type { Rule } from '../rule.js';
 
 /**
- * LF006: a workflow name+version is declared once, a step name once per workflow, a workflow
+ * LF006: a workflow name+version is declared once, a step or compensation name once per workflow, a workflow
  * const name once (the generated registry exports contracts under it), and an event that
  * workflows wait for once (it has one payload schema and one generated sender).
  */
@@ -43,20 +43,25 @@ export const duplicateNames: Rule = ({ analysis }) => {
           `("${sameExport.name}" v${sameExport.version}); generated contracts are named after it, so rename one of the consts.`,
       });
     }
-    const steps = new Map<string, WorkflowModel['steps'][number]>();
-    for (const step of workflow.steps) {
-      const earlier = steps.get(step.name);
+    // Steps and compensations share one namespace: each names a handler of the contract and ledger rows.
+    const named = new Map<string, StepModel | CompensationModel>();
+    for (const step of workflow.steps.flatMap((s) => (s.compensation === undefined ? [s] : [s, s.compensation]))) {
+      const earlier = named.get(step.name);
       if (earlier === undefined) {
-        steps.set(step.name, step);
+        named.set(step.name, step);
         continue;
       }
+      const first = describeLocation(earlier.location, step.location);
       diagnostics.push({
         code: 'LF006',
         severity: 'error',
         ...step.location,
         message:
-          `step "${step.name}" is declared twice in workflow "${workflow.name}" v${workflow.version} ` +
-          `(first at ${describeLocation(earlier.location, step.location)}); step names must be unique within a workflow — rename one.`,
+          !('compensates' in step) && !('compensates' in earlier)
+            ? `step "${step.name}" is declared twice in workflow "${workflow.name}" v${workflow.version} ` +
+              `(first at ${first}); step names must be unique within a workflow — rename one.`
+            : `${describeNamed(step)} is named like ${describeNamed(earlier)} (at ${first}) in workflow "${workflow.name}" v${workflow.version}; ` +
+              'steps and compensations share one namespace (each names a handler of the contract) — rename one.',
       });
     }
   }
@@ -88,6 +93,11 @@ function duplicateEvents(workflows: readonly WorkflowModel[]): Diagnostic[] {
     });
   }
   return diagnostics;
+}
+
+/** `step "charge"`, `compensation "refund" of step "charge"`. */
+function describeNamed(step: StepModel | CompensationModel): string {
+  return 'compensates' in step ? `compensation "${step.name}" of step "${step.compensates}"` : `step "${step.name}"`;
 }
 
 function where(first: WorkflowModel['location'], here: WorkflowModel['location']): string {

@@ -1,11 +1,13 @@
 import type { Diagnostic } from '../../model/diagnostic.js';
 import { describeHops } from '../describe-via.js';
+import { visibleSteps } from '../../model/workflow-model.js';
 import type { Rule } from '../rule.js';
 import { checkedFunctions, wordingOf } from '../step-functions.js';
 
 /**
  * LF003: a key — and every other function the runtime evaluates for a step — may read only steps
- * declared before its own (their outputs exist when it runs).
+ * declared before its own (their outputs exist when it runs). A compensation's key may read the
+ * step it undoes too: it runs only once that step's effect is recorded.
  */
 export const stepOrder: Rule = (input) => {
   const diagnostics: Diagnostic[] = [];
@@ -13,7 +15,9 @@ export const stepOrder: Rule = (input) => {
     if (checked.step === null) continue; // a workflow's partition key and a schedule's input see no steps
     const { workflow, step, fn } = checked;
     const { subject, it } = wordingOf(checked);
-    const earlier = workflow.steps.filter((s) => s.position < step.position).map((s) => s.name);
+    const visible = visibleSteps(workflow, step);
+    const earlier = visible.map((s) => s.name);
+    const horizon = visible.at(-1)?.position ?? -1;
     const earlierText = earlier.length === 0 ? `it has no earlier steps, so derive ${it} from the input` : `earlier steps are: ${earlier.join(', ')}`;
     const evaluated = it === 'it' ? 'it is evaluated' : `${it} is computed`;
     for (const finding of fn.findings) {
@@ -23,6 +27,11 @@ export const stepOrder: Rule = (input) => {
         const target = workflow.steps.find((s) => s.name === finding.step);
         if (target === undefined) {
           message = `${subject} reads steps.${finding.step}${via}, but workflow "${workflow.name}" has no step "${finding.step}"; ${earlierText}.`;
+        } else if ('compensates' in step) {
+          message =
+            `${subject} reads steps.${finding.step}${via}, but step "${finding.step}" comes after "${step.compensates}" ` +
+            `(position ${target.position + 1}, "${step.compensates}" is ${horizon + 1}), and a compensation runs whether or not later steps ran; ` +
+            `derive the key from the input, "${step.compensates}" or the steps before it.`;
         } else if (target.position === step.position) {
           message = `${subject} reads its own output (steps.${finding.step})${via}; ${evaluated} before the step runs — derive it from the input or earlier steps.`;
         } else {

@@ -1,6 +1,6 @@
 import { shapeHash } from '../../../dsl/workflow-shape.js';
 import type { Diagnostic } from '../../model/diagnostic.js';
-import type { CommittedManifest, ManifestWorkflow } from '../../model/manifest.js';
+import type { CommittedManifest, ManifestCompensation, ManifestWorkflow } from '../../model/manifest.js';
 import {
   describePart,
   describePartKinds,
@@ -12,14 +12,15 @@ import {
   WORKFLOW_PART_KINDS,
   type PinnedPart,
 } from '../../model/pinned-parts.js';
-import type { WorkflowModel } from '../../model/workflow-model.js';
+import type { CompensationModel, WorkflowModel } from '../../model/workflow-model.js';
 import type { Rule } from '../rule.js';
 
 /**
  * LF007: a workflow version that the committed manifest already knows must stay as it was
  * generated — everything a run in flight depends on (codegen/model/pinned-parts.ts): its shape
  * (step names, kinds, order, `idempotentByKey`, conditions, the events waited for, the child
- * workflow versions started, the queues its runs and steps hold slots of) and its pinned parts
+ * workflow versions started, the queues its runs and steps hold slots of, the steps'
+ * compensations and `compensateOnCancel`) and its pinned parts (a compensation's under its name)
  * (input schema, output schemas, keys, requests, conditions, sleep times, correlation keys, item
  * lists, child inputs, events, wait timeouts, concurrency, partition keys — not a queue's limits).
  * Runs are pinned to a version; changing any of it under them would resume a run with an input it
@@ -108,9 +109,16 @@ function partChanges(committed: ManifestWorkflow, workflow: WorkflowModel): stri
     if (pinned.has(kind)) candidates.push({ kind, step: null });
   }
   for (const step of workflow.steps) {
-    if (!committed.steps.some((s) => s.name === step.name)) continue; // an added step is a shape change
+    const old = committed.steps.find((s) => s.name === step.name);
+    if (old === undefined) continue; // an added step is a shape change
     for (const kind of STEP_PART_KINDS) {
       if (pinned.has(kind)) candidates.push({ kind, step: step.name });
+    }
+    // A compensation added, removed or renamed is a shape change; one kept has its parts compared.
+    const compensation = step.compensation?.name;
+    if (compensation === undefined || old.compensation?.name !== compensation) continue;
+    for (const kind of STEP_PART_KINDS) {
+      if (pinned.has(kind)) candidates.push({ kind, step: compensation });
     }
   }
   const hashBefore = (part: Pick<PinnedPart, 'kind' | 'step'>): string | undefined => {
@@ -126,7 +134,7 @@ function partChanges(committed: ManifestWorkflow, workflow: WorkflowModel): stri
     // use, and with it its partition key.
     if (part.kind === 'when' && (old === undefined || current === undefined)) continue;
     if ((QUEUE_PARTS as readonly string[]).includes(part.kind) && queueUseAddedOrRemoved(committed, workflow, part.step)) continue;
-    const what = describePart(part);
+    const what = describePart(part, workflow.steps.find((s) => s.compensation?.name === part.step)?.name);
     changes.push(old === undefined ? `${what} was added` : current === undefined ? `${what} was removed` : `${what} changed`);
   }
   return changes;
@@ -165,6 +173,11 @@ function shapeChanges(committed: ManifestWorkflow, workflow: WorkflowModel): str
     if (now.kind === old.kind && child !== old.child) changes.push(`step "${old.name}" starts another child workflow (${old.child} → ${child})`);
     const stepQueue = queueChange(old.queue, now.queue?.queue.name);
     if (stepQueue !== null) changes.push(`the attempts of step "${old.name}" ${stepQueue}`);
+    const undo = compensationChange(old.compensation, now.compensation);
+    if (undo !== null) changes.push(`step "${old.name}" ${undo}`);
+  }
+  if ((committed.compensateOnCancel === true) !== (workflow.compensateOnCancel === true)) {
+    changes.push(`compensateOnCancel changed (${committed.compensateOnCancel === true} → ${workflow.compensateOnCancel === true})`);
   }
   for (const now of after) {
     if (!before.some((s) => s.name === now.name)) changes.push(`${now.kind} step "${now.name}" was added`);
@@ -177,6 +190,18 @@ function shapeChanges(committed: ManifestWorkflow, workflow: WorkflowModel): str
     changes.push(`the steps were reordered (${before.map((s) => s.name).join(' → ')} is now ${after.map((s) => s.name).join(' → ')})`);
   }
   return changes.length > 0 ? changes : ['the shape of its steps changed (its definition hash differs)'];
+}
+
+/** `got a compensation ("refund")`, `lost …`, `is compensated by another (a → b)`, idempotentByKey; null when unchanged. */
+function compensationChange(before: ManifestCompensation | undefined, after: CompensationModel | undefined): string | null {
+  if (before === undefined && after === undefined) return null;
+  if (before === undefined) return `got a compensation ("${after!.name}")`;
+  if (after === undefined) return `no longer has its compensation ("${before.name}")`;
+  if (before.name !== after.name) return `is compensated by another (${before.name} → ${after.name})`;
+  if (before.idempotentByKey !== after.idempotentByKey) {
+    return `changed idempotentByKey of its compensation "${after.name}" (${before.idempotentByKey} → ${after.idempotentByKey})`;
+  }
+  return null;
 }
 
 /** `now hold a slot of queue "email"`, `no longer …`, `hold a slot of another queue (a → b)`; null when unchanged. */

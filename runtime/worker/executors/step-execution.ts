@@ -190,6 +190,14 @@ export async function skipUnlessWanted(s: StepExecution): Promise<StepOutcome | 
     throw new StepFailure(new TypeError(`The condition (when) of step "${s.step.name}" must return a boolean (got ${JSON.stringify(wanted)}).`));
   }
   if (wanted) return undefined;
+  return commitSkipped(s);
+}
+
+/**
+ * Records the step as skipped — no handler, no ledger row, output NULL — in one fenced commit
+ * that moves the run on: a condition that said no, or a compensation whose step's effect did not happen.
+ */
+export async function commitSkipped(s: StepExecution): Promise<StepOutcome> {
   const commit = { ...resultCommit({ ...s, continuation: () => s.continuation(undefined) }, null), skipped: true };
   const result = await commitKnowingOutcome(s, () => s.commits.advance(commit), { retry: true });
   if (!result.fenced) throw leaseLost(s.lease, 'the skipped step');

@@ -17,7 +17,12 @@
        WHERE e.status = 'intent' AND e.kind = 'external' AND e.reconcile_after <= COALESCE($1::timestamptz, statement_timestamp())
          AND (r.workflow_name, r.workflow_version) IN (SELECT * FROM unnest($2::text[], $3::int[]))
          AND (
-           r.status IN ('cancelled', 'failed')
+           r.status IN ('cancelled', 'failed', 'compensated', 'compensation_failed')
+           -- A run being compensated: its steps' intents are settled in the ledger only (compensation.ts).
+           OR (r.compensation IS NOT NULL AND EXISTS (
+                 SELECT 1 FROM ledgerflow.workflow_step_def d
+                  WHERE d.workflow_name = r.workflow_name AND d.version = r.workflow_version
+                    AND d.step_name = e.step_name AND d.compensates IS NULL))
            OR ((r.status IN ('pending', 'needs_reconciliation') OR (r.status = 'running' AND r.lease_expires_at <= COALESCE($4::timestamptz, statement_timestamp())))
                AND (r.workflow_name, r.workflow_version, e.step_name) IN (
                  SELECT * FROM unnest($5::text[], $6::int[],
@@ -36,6 +41,6 @@
     )
     SELECT c.workflow_id AS run_id, c.step_name, c.idempotency_key, c.request_hash, c.attempt, c.intent_at, c.reconcile_attempts,
            r.workflow_name, r.workflow_version, r.status AS run_status, r.current_step, r.input,
-           r.trace_context
+           r.trace_context, r.compensation
       FROM claimed c JOIN ledgerflow.workflow_run r ON r.id = c.workflow_id
      ORDER BY c.intent_at;

@@ -9,8 +9,10 @@
 -- $7 = "order-42-charge"
 -- $8 = 1
 
-    WITH fenced AS (
-      UPDATE ledgerflow.workflow_run SET lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp(), status = 'pending', run_after = statement_timestamp() + ($1::double precision * interval '1 millisecond'), error = NULL
+    WITH  fenced AS (
+      UPDATE ledgerflow.workflow_run
+         SET lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp(),
+             status = 'pending', run_after = statement_timestamp() + ($1::double precision * interval '1 millisecond'), error = NULL
        WHERE id = $2 AND fencing_token = $3 AND status = 'running'
       RETURNING id
     ),

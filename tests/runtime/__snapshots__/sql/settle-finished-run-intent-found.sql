@@ -16,5 +16,6 @@
            recorded_at = CASE WHEN $4::boolean THEN statement_timestamp() ELSE recorded_at END
      WHERE workflow_id = $5 AND step_name = $6 AND idempotency_key = $7
        AND status = 'intent' AND attempt = $8
-       AND EXISTS (SELECT 1 FROM ledgerflow.workflow_run r WHERE r.id = $9 AND r.status IN ('cancelled', 'failed'))
+       AND EXISTS (SELECT 1 FROM ledgerflow.workflow_run r WHERE r.id = $9
+                    AND (r.status IN ('cancelled', 'failed', 'compensated', 'compensation_failed') OR r.compensation IS NOT NULL))
     RETURNING true AS settled;

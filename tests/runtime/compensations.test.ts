@@ -1,0 +1,238 @@
+import { sql } from 'kysely';
+import { z } from 'zod';
+import { afterEach, beforeAll, expect, it } from 'vitest';
+import { event, workflow } from 'ledgerflow/dsl';
+import { bindHandlers, createClient, createWorker, found, notFound, runReconcilePass, type Worker, type WorkerOptions } from 'ledgerflow/runtime';
+import { shapeHash } from '../../dsl/workflow-shape.js';
+import { describeStores } from '../support/describe-stores.js';
+import { migrateForTest } from '../support/migrate-for-test.js';
+import { runState, startTestRun, waitUntil } from './fixtures/run-helpers.js';
+
+/*
+ * Compensations (issue 17): a run that fails for good, passes its deadline or is cancelled with
+ * `compensate` undoes the effects that are recorded — in reverse order, each exactly once — and
+ * ends `compensated` (or `compensation_failed`). Counters are a fake provider's, which dedupes
+ * by key like Stripe, and the ledger's rows.
+ */
+
+class Provider {
+  /** Every request that reached the provider, in order (repeats of a key included). */
+  readonly requests: string[] = [];
+  readonly applied = new Map<string, string>();
+  /** Keys whose next request is applied and then answered with an error (an unknown outcome). */
+  readonly lose = new Set<string>();
+  /** Keys whose requests are refused (before anything is applied). */
+  readonly refuse = new Set<string>();
+
+  async call(key: string): Promise<{ id: string }> {
+    this.requests.push(key);
+    if (this.refuse.has(key)) throw new Error(`provider refused ${key}`);
+    const id = this.applied.get(key) ?? `fx_${this.applied.size + 1}`;
+    this.applied.set(key, id);
+    if (this.lose.delete(key)) throw new Error(`provider answered 502 after applying ${key}`);
+    return { id };
+  }
+
+  count(prefix: string): number {
+    return [...this.applied.keys()].filter((k) => k.startsWith(prefix)).length;
+  }
+}
+
+const Input = z.object({ orderId: z.string() });
+const Id = z.object({ id: z.string() });
+
+/** Four effects, three of them compensated; `ship` gives up after one attempt. */
+const fourEffects = workflow('comp-four', { version: 1, input: Input })
+  .transactional('reserve', {
+    output: z.object({ reserved: z.string() }),
+    key: ({ input }) => `reserve:${input.orderId}`,
+    compensate: { name: 'unreserve', key: ({ input }) => `unreserve:${input.orderId}`, output: z.object({ released: z.string() }) },
+  })
+  .external('charge', {
+    output: Id,
+    key: ({ input }) => `charge:${input.orderId}`,
+    retry: { maxAttempts: 1 },
+    compensate: {
+      name: 'refund',
+      key: ({ steps }) => `refund:${steps.charge.id}`,
+      output: Id,
+      idempotentByKey: true,
+      retry: { maxAttempts: 2, initialDelayMs: 10 },
+    },
+  })
+  .external('ship', {
+    output: Id,
+    key: ({ input }) => `ship:${input.orderId}`,
+    idempotentByKey: true,
+    retry: { maxAttempts: 1 },
+    compensate: { name: 'unship', key: ({ input }) => `unship:${input.orderId}`, output: Id, idempotentByKey: true },
+  })
+  .external('email', { output: Id, key: ({ input }) => `email:${input.orderId}`, idempotentByKey: true });
+
+const go = event('comp-go', z.object({}));
+
+/** Charges, then waits for a signal: a run to cancel after its effect is recorded. */
+const chargeThenWait = (compensateOnCancel: boolean, version: number) =>
+  workflow('comp-wait', { version, input: Input, compensateOnCancel })
+    .external('charge', {
+      output: Id,
+      key: ({ input }) => `charge:${input.orderId}`,
+      idempotentByKey: true,
+      compensate: { name: 'refund', key: ({ input }) => `refund:${input.orderId}`, output: Id, idempotentByKey: true },
+    })
+    .waitFor('go', { event: go })
+    .external('ship', { output: Id, key: ({ input }) => `ship:${input.orderId}`, idempotentByKey: true });
+const waitV1 = chargeThenWait(false, 1);
+const waitV2 = chargeThenWait(true, 2);
+
+const log: string[] = [];
+let provider = new Provider();
+const perform = (prefix: string) => ({ perform: ({ key }: { key: string }) => (log.push(`${prefix}`), provider.call(key)) });
+const lookup = async ({ key }: { key: string }) => {
+  const id = provider.applied.get(key);
+  return id === undefined ? notFound() : found({ id });
+};
+
+const fourHandlers = () =>
+  bindHandlers(
+    fourEffects,
+    {
+      reserve: async (ctx) => (log.push('reserve'), ctx.record({ reserved: ctx.input.orderId })),
+      unreserve: async (ctx) => (log.push('unreserve'), ctx.record({ released: ctx.steps.reserve.reserved })),
+      charge: { ...perform('charge'), reconcile: lookup },
+      refund: perform('refund'),
+      ship: perform('ship'),
+      unship: perform('unship'),
+      email: perform('email'),
+    },
+    shapeHash(fourEffects),
+  );
+const waitHandlers = (w: typeof waitV1) =>
+  bindHandlers(w, { charge: perform('charge'), refund: perform('refund'), ship: perform('ship') }, shapeHash(w));
+
+const FAST: Partial<WorkerOptions> = { pollIntervalMs: 20, leaseMs: 5_000, reconcileIntervalMs: 0 };
+const LATER = (): Date => new Date(Date.now() + 3_600_000);
+
+describeStores('compensations', (getStore) => {
+  const workers: Worker[] = [];
+  const drain = async (): Promise<void> => {
+    const w = createWorker({ store: getStore(), ...FAST, workflows: [fourHandlers(), waitHandlers(waitV1), waitHandlers(waitV2)] });
+    workers.push(w);
+    await w.drain();
+  };
+  const client = () => createClient({ store: getStore() });
+  const results = async (runId: string) =>
+    (await runState(getStore(), runId)).results.map((r) => `${r.step_name}${r.skipped ? ' (skipped)' : ''}`);
+
+  beforeAll(() => migrateForTest(getStore(), [fourEffects, waitV1, waitV2]).then(() => undefined));
+  afterEach(async () => {
+    log.length = 0;
+    provider = new Provider();
+    await Promise.all(workers.splice(0).map((w) => w.stop({ timeoutMs: 200 })));
+  });
+
+  it('a failure after 2 of 4 effects compensates exactly those 2, in reverse order, and keeps the error', async () => {
+    provider.refuse.add('ship:o-1');
+    const runId = await startTestRun(getStore(), fourEffects, { orderId: 'o-1' });
+    await drain();
+
+    const { run, effects } = await runState(getStore(), runId);
+    expect(run.status).toBe('compensated');
+    expect(run.compensation).toBe('failure');
+    expect(run.finished_at).not.toBeNull();
+    expect(run.error).toMatchObject({ step: 'ship', message: 'provider refused ship:o-1' });
+    expect(log).toEqual(['reserve', 'charge', 'ship', 'refund', 'unreserve']);
+    expect(provider.count('charge:')).toBe(1);
+    expect(provider.requests.filter((k) => k.startsWith('refund:'))).toEqual([`refund:${provider.applied.get('charge:o-1')}`]);
+    expect(provider.count('unship:')).toBe(0);
+    expect(await results(runId)).toEqual(['reserve', 'charge', 'unship (skipped)', 'refund', 'unreserve']);
+    expect(effects.filter((e) => e.status === 'recorded').map((e) => e.step_name).sort()).toEqual(['charge', 'refund', 'reserve', 'unreserve']);
+  });
+
+  it('a compensation that fails for good ends the run compensation_failed, parked for an operator, before the next one', async () => {
+    provider.refuse.add('ship:o-2');
+    const runId = await startTestRun(getStore(), fourEffects, { orderId: 'o-2' });
+    // The charge is the provider's first effect (fx_1): refuse its refund.
+    provider.refuse.add('refund:fx_1');
+    await drain();
+
+    const { run, attempts } = await runState(getStore(), runId);
+    expect(run.status).toBe('compensation_failed');
+    expect(run.finished_at).not.toBeNull();
+    expect(run.error).toMatchObject({ step: 'refund', message: 'provider refused refund:fx_1' });
+    expect(attempts.filter((a) => a.step_name === 'refund').map((a) => a.status)).toEqual(['failed', 'failed']);
+    expect(log).toEqual(['reserve', 'charge', 'ship', 'refund', 'refund']);
+    expect(await client().listRuns({ status: 'compensation_failed' })).toEqual([expect.objectContaining({ id: runId })]);
+  });
+
+  it('an open intent at failure is reconciled first: not found, the charge is not refunded', async () => {
+    // The charge fails with an unknown outcome on its only attempt, before anything reached the provider.
+    provider.refuse.add('charge:o-3');
+    const runId = await startTestRun(getStore(), fourEffects, { orderId: 'o-3' });
+    await drain();
+    expect((await runState(getStore(), runId)).run.status).toBe('needs_reconciliation');
+
+    await runReconcilePass({ store: getStore(), workflows: [fourHandlers()], now: LATER() });
+    await drain();
+    const { run } = await runState(getStore(), runId);
+    expect(run.status).toBe('compensated');
+    expect(log).toEqual(['reserve', 'charge', 'unreserve']);
+    expect(provider.count('refund:')).toBe(0);
+    expect(await results(runId)).toEqual(['reserve', 'unship (skipped)', 'refund (skipped)', 'unreserve']);
+  });
+
+  it('an open intent at failure is reconciled first: found, the run goes on, and fails later with the charge refunded once', async () => {
+    provider.lose.add('charge:o-4');
+    provider.refuse.add('ship:o-4');
+    const runId = await startTestRun(getStore(), fourEffects, { orderId: 'o-4' });
+    await drain();
+    expect((await runState(getStore(), runId)).run.status).toBe('needs_reconciliation');
+
+    await runReconcilePass({ store: getStore(), workflows: [fourHandlers()], now: LATER() });
+    await drain();
+    const { run } = await runState(getStore(), runId);
+    expect(run.status).toBe('compensated');
+    expect(provider.count('charge:')).toBe(1);
+    expect(provider.count('refund:')).toBe(1);
+    expect(log).toEqual(['reserve', 'charge', 'ship', 'refund', 'unreserve']);
+  });
+
+  it('cancel with compensate undoes the recorded charge; without it the run is just cancelled', async () => {
+    const compensated = await startTestRun(getStore(), waitV1, { orderId: 'c-1' });
+    const plain = await startTestRun(getStore(), waitV1, { orderId: 'c-2' });
+    await drain();
+    await waitUntil('both waiting', async () => (await client().getRun(plain)).status === 'waiting' && (await client().getRun(compensated)).status === 'waiting');
+
+    expect(await client().cancel(compensated, { compensate: true })).toBe(true);
+    expect((await client().getRun(compensated)).compensation).toBe('cancel');
+    expect(await client().cancel(plain)).toBe(true);
+    // A run being compensated is not cancelled again.
+    expect(await client().cancel(compensated)).toBe(false);
+    await drain();
+
+    expect((await client().getRun(compensated)).status).toBe('compensated');
+    expect((await client().getRun(plain)).status).toBe('cancelled');
+    expect(provider.requests).toEqual(expect.arrayContaining(['charge:c-1', 'charge:c-2', 'refund:c-1']));
+    expect(provider.count('refund:')).toBe(1);
+  });
+
+  it("cancel follows the workflow's compensateOnCancel unless it says otherwise", async () => {
+    const byDefault = await startTestRun(getStore(), waitV2, { orderId: 'd-1' });
+    const optedOut = await startTestRun(getStore(), waitV2, { orderId: 'd-2' });
+    await drain();
+    expect(await client().cancel(byDefault)).toBe(true);
+    expect(await client().cancel(optedOut, { compensate: false, actor: 'ops', reason: 'test' })).toBe(true);
+    await drain();
+
+    expect((await client().getRun(byDefault)).status).toBe('compensated');
+    expect((await client().getRun(optedOut)).status).toBe('cancelled');
+    expect(provider.requests.filter((k) => k.startsWith('refund:'))).toEqual(['refund:d-1']);
+  });
+
+  it('the database refuses a compensation row that names itself or a non-effect kind', async () => {
+    await expect(
+      sql`INSERT INTO ledgerflow.workflow_step_def (workflow_name, version, step_name, position, kind, compensates)
+          VALUES ('comp-four', 1, 'x', 99, 'step', 'reserve')`.execute(getStore().db),
+    ).rejects.toThrow(/workflow_step_def_compensates_check/);
+  });
+});
