@@ -165,6 +165,33 @@ describeStores('compensations', (getStore) => {
     expect(await client().listRuns({ status: 'compensation_failed' })).toEqual([expect.objectContaining({ id: runId })]);
   });
 
+  it('an operator retry of a compensation_failed run resumes at the failed compensation, then the rest, audited', async () => {
+    provider.refuse.add('ship:o-5');
+    const runId = await startTestRun(getStore(), fourEffects, { orderId: 'o-5' });
+    provider.refuse.add('refund:fx_1');
+    await drain();
+    expect((await runState(getStore(), runId)).run.status).toBe('compensation_failed');
+
+    // No worker left that could take the retried run before it is looked at.
+    await Promise.all(workers.splice(0).map((w) => w.stop()));
+    provider.refuse.delete('refund:fx_1');
+    const note = { actor: 'ops', reason: 'refund desk back up' };
+    expect(await client().retryRun(runId, note)).toEqual({ runId, fromStep: 'refund', previousStatus: 'compensation_failed' });
+    expect(await client().getRun(runId)).toMatchObject({ status: 'pending', compensation: 'failure', error: null, finished_at: null });
+    await drain();
+
+    const { run } = await runState(getStore(), runId);
+    expect(run).toMatchObject({ status: 'compensated', compensation: 'failure' });
+    expect(log).toEqual(['reserve', 'charge', 'ship', 'refund', 'refund', 'refund', 'unreserve']);
+    expect(provider.count('refund:')).toBe(1);
+    expect(await results(runId)).toEqual(['reserve', 'charge', 'unship (skipped)', 'refund', 'unreserve']);
+    expect(await client().listAudit({ runId })).toEqual([
+      expect.objectContaining({ action: 'retry', actor: 'ops', target: 'refund', detail: expect.objectContaining({ previousStatus: 'compensation_failed', fromStep: 'refund' }) }),
+    ]);
+    // A compensated run is over: no retry.
+    await expect(client().retryRun(runId, note)).rejects.toThrow(/is compensated: only a failed, cancelled or compensation_failed run can be retried/);
+  });
+
   it('an open intent at failure is reconciled first: not found, the charge is not refunded', async () => {
     // The charge fails with an unknown outcome on its only attempt, before anything reached the provider.
     provider.refuse.add('charge:o-3');
