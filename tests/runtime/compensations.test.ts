@@ -149,6 +149,14 @@ describeStores('compensations', (getStore) => {
     expect(effects.filter((e) => e.status === 'recorded').map((e) => e.step_name).sort()).toEqual(['charge', 'refund', 'reserve', 'unreserve']);
   });
 
+  it('waitForRun returns a run once it is compensated, not while it compensates', async () => {
+    provider.refuse.add('ship:o-6');
+    const runId = await startTestRun(getStore(), fourEffects, { orderId: 'o-6' });
+    const waited = client().waitForRun(runId, { timeoutMs: 20_000 });
+    await drain();
+    expect(await waited).toMatchObject({ id: runId, status: 'compensated', compensation: 'failure' });
+  });
+
   it('a compensation that fails for good ends the run compensation_failed, parked for an operator, before the next one', async () => {
     provider.refuse.add('ship:o-2');
     const runId = await startTestRun(getStore(), fourEffects, { orderId: 'o-2' });
