@@ -334,8 +334,8 @@ describe('state machine tables', () => {
   });
 
   const finals: ReadonlyArray<readonly [string, () => void]> = [
-    ...(['completed', 'failed', 'cancelled'] as const).flatMap((from) =>
-      RUN_STATUSES.filter((to) => from === 'completed' || to !== 'pending').map(
+    ...(['completed', 'failed', 'cancelled', 'compensated', 'compensation_failed'] as const).flatMap((from) =>
+      RUN_STATUSES.filter((to) => from === 'completed' || from === 'compensated' || to !== 'pending').map(
         (to) => [`run ${from}->${to}`, () => assertRunTransition(from, to)] as const,
       ),
     ),
