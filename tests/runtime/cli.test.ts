@@ -138,7 +138,7 @@ describe('ledgerflow CLI against PostgreSQL', () => {
 
     const bad = await run(['runs', '--status', 'done', ...db]);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toContain('Unknown --status done. Use one of: pending, running, waiting, completed, failed, cancelled, needs_reconciliation.');
+    expect(bad.stderr).toContain('Unknown --status done. Use one of: pending, running, waiting, completed, failed, cancelled, needs_reconciliation, compensated, compensation_failed.');
   });
 
   it('shows one run with its records, and reports unknown ids without a stack', async () => {
