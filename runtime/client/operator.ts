@@ -80,6 +80,8 @@ const OPERATOR_LEASE_MS = 30_000;
 const FINAL: readonly RunStatus[] = ['completed', 'failed', 'cancelled', 'compensated', 'compensation_failed'];
 /** The statuses a retry takes a run from. */
 const RETRYABLE = ['failed', 'cancelled', 'compensation_failed'] as const;
+/** Runs whose open intents are settled in the ledger only (the run does not move): the reconciler's rule. */
+const SETTLED_IN_LEDGER: readonly RunStatus[] = ['failed', 'cancelled', 'compensated', 'compensation_failed'];
 /** {@link RETRYABLE} as a literal SQL list. */
 const RETRYABLE_SQL = sql.raw(RETRYABLE.map((s) => `'${s}'`).join(', '));
 /** Final statuses, and those of them the parent counts as failed children (core 0003, 0013). */
@@ -374,8 +376,9 @@ async function settle(
   resolution: string,
 ): Promise<RunStatus> {
   const where = `run ${run.id}`;
-  // A run that is over, or compensating (it does not go back to the step: core 0013), settles in the ledger only.
-  if (FINAL.includes(run.status) || run.compensation !== null) {
+  // A run that is over, or compensating (it does not go back to the step: core 0013), settles in
+  // the ledger only — as the reconciler does.
+  if (SETTLED_IN_LEDGER.includes(run.status) || (run.compensation !== null && step.compensates === undefined)) {
     const settled = await settleFinishedRunIntent(trx, intent, output === undefined ? { resolution } : { output, resolution });
     if (!settled) throw new ConflictError(`The intent of step "${step.name}" of ${where} changed meanwhile. Nothing was done.`);
     return run.status;

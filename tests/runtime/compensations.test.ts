@@ -216,6 +216,24 @@ describeStores('compensations', (getStore) => {
     expect(await results(runId)).toEqual(['reserve', 'unship (skipped)', 'refund (skipped)', 'unreserve']);
   });
 
+  it("an operator's resolve of a compensating run's open intent settles it in the ledger only; the compensation then skips it", async () => {
+    provider.refuse.add('charge:o-7');
+    const runId = await startTestRun(getStore(), fourEffects, { orderId: 'o-7' });
+    await drain();
+    expect((await runState(getStore(), runId)).run.status).toBe('needs_reconciliation');
+    expect(await client().cancel(runId, { compensate: true })).toBe(true);
+
+    const note = { actor: 'ops', reason: 'no charge at the provider' };
+    const resolved = await createClient({ store: getStore(), workflows: [fourEffects] }).resolveEffect(runId, 'charge', { notFound: true }, note);
+    expect(resolved).toMatchObject({ status: 'released', runStatus: 'pending' });
+    expect((await runState(getStore(), runId)).run).toMatchObject({ status: 'pending', compensation: 'cancel' });
+    await drain();
+
+    expect((await runState(getStore(), runId)).run.status).toBe('compensated');
+    expect(provider.count('refund:')).toBe(0);
+    expect(await results(runId)).toEqual(['reserve', 'unship (skipped)', 'refund (skipped)', 'unreserve']);
+  });
+
   it('an open intent at failure is reconciled first: found, the run goes on, and fails later with the charge refunded once', async () => {
     provider.lose.add('charge:o-4');
     provider.refuse.add('ship:o-4');
