@@ -268,14 +268,18 @@ export async function retryRun(db: Kysely<LedgerflowDatabase>, runId: string, no
         );
       }
     }
-    const stopped = await trx
-      .selectFrom('ledgerflow.workflow_run')
-      .select(['id', 'status'])
-      .where('parent_run_id', '=', runId)
-      .where('status', 'in', ['failed', 'cancelled'])
-      .orderBy('parent_index')
-      .limit(6)
-      .execute();
+    // A compensation reads no children: a compensation_failed run resumes whatever became of them.
+    const stopped =
+      run.status === 'compensation_failed'
+        ? []
+        : await trx
+            .selectFrom('ledgerflow.workflow_run')
+            .select(['id', 'status'])
+            .where('parent_run_id', '=', runId)
+            .where('status', 'in', ['failed', 'cancelled'])
+            .orderBy('parent_index')
+            .limit(6)
+            .execute();
     if (stopped.length > 0) {
       const listed = stopped.slice(0, 5).map((c) => `${c.id} (${c.status})`);
       throw new ConflictError(
