@@ -105,8 +105,8 @@ export interface Client {
    */
   getRun(runId: string): Promise<RunDetails>;
   /**
-   * Waits until the run is completed, failed, cancelled or parked in `needs_reconciliation`,
-   * then returns it; `WaitTimeoutError` after `timeoutMs`; `RunPrunedError` for a pruned run.
+   * Waits until the run is completed, failed, cancelled, compensated, compensation_failed or
+   * parked in `needs_reconciliation`, then returns it; `WaitTimeoutError` after `timeoutMs`; `RunPrunedError` for a pruned run.
    * Woken by a notification from the transaction that settles the run (the wait marks the run
    * so that it notifies; unwatched runs never do), with a status read every `recheckMs` in case
    * one is lost, and every `pollMs` while the client's listening connection is down.

@@ -12,7 +12,7 @@ import {
   settleFinishedRunIntent,
   type IntentRef,
 } from '../reconciler/reconcile-commits.js';
-import type { Json, LedgerflowDatabase, OperatorActionKind, OperatorActionRow, RunStatus } from '../store/tables.js';
+import type { CompensationReason, Json, LedgerflowDatabase, OperatorActionKind, OperatorActionRow, RunStatus } from '../store/tables.js';
 import { RUNS_CHANNEL } from '../worker/runs-subscription.js';
 import { assertRunTransition } from '../worker/state-machines.js';
 import { advanceRun } from '../worker/step-commits.js';
@@ -43,7 +43,11 @@ export interface RetriedRun {
   readonly runId: string;
   /** The step the run resumes at, with a fresh attempt budget. */
   readonly fromStep: string;
-  readonly previousStatus: 'failed' | 'cancelled';
+  /**
+   * `compensation_failed`: the run resumes its compensation at the one that failed, with the
+   * remaining ones after it (core 0013; `compensation` stays as it was).
+   */
+  readonly previousStatus: 'failed' | 'cancelled' | 'compensation_failed';
 }
 
 /** What the operator found at the provider for an open intent. */
@@ -73,9 +77,16 @@ const MAX_ACTOR_LENGTH = 200;
 const MAX_REASON_LENGTH = 2_000;
 /** How long an operator's claim of a run lasts; the claim is released by the same transaction. */
 const OPERATOR_LEASE_MS = 30_000;
-const FINAL: readonly RunStatus[] = ['completed', 'failed', 'cancelled'];
+const FINAL: readonly RunStatus[] = ['completed', 'failed', 'cancelled', 'compensated', 'compensation_failed'];
 /** The statuses a retry takes a run from. */
-const RETRYABLE = ['failed', 'cancelled'] as const;
+const RETRYABLE = ['failed', 'cancelled', 'compensation_failed'] as const;
+/** Runs whose open intents are settled in the ledger only (the run does not move): the reconciler's rule. */
+const SETTLED_IN_LEDGER: readonly RunStatus[] = ['failed', 'cancelled', 'compensated', 'compensation_failed'];
+/** {@link RETRYABLE} as a literal SQL list. */
+const RETRYABLE_SQL = sql.raw(RETRYABLE.map((s) => `'${s}'`).join(', '));
+/** Final statuses, and those of them the parent counts as failed children (core 0003, 0013). */
+const FINAL_SQL = sql.raw(FINAL.map((s) => `'${s}'`).join(', '));
+const CHILD_FAILED_SQL = sql.raw("'failed', 'cancelled', 'compensated', 'compensation_failed'");
 
 /** Checks a note (ValidationError, nothing written); `undefined` passes when the action may go unaudited. */
 export function checkNote(note: OperatorNote | undefined, required: boolean): OperatorNote | undefined {
@@ -186,13 +197,14 @@ interface LockedRun {
   leased: boolean;
   deadline_at: Date | null;
   step_name: string | null;
+  compensation: CompensationReason | null;
 }
 
 async function lockRun(trx: Kysely<LedgerflowDatabase>, runId: string): Promise<LockedRun> {
   const { rows } = await sql<LockedRun>`
     SELECT r.id, r.workflow_name, r.workflow_version, r.status, r.current_step, r.parent_run_id,
            COALESCE(r.status = 'running' AND r.lease_expires_at > statement_timestamp(), false) AS leased,
-           r.deadline_at, d.step_name
+           r.deadline_at, d.step_name, r.compensation
       FROM ledgerflow.workflow_run r
       LEFT JOIN ledgerflow.workflow_step_def d
         ON d.workflow_name = r.workflow_name AND d.version = r.workflow_version AND d.position = r.current_step
@@ -209,6 +221,9 @@ async function lockRun(trx: Kysely<LedgerflowDatabase>, runId: string): Promise<
  * attempts so far put behind its budget (`budget_step`, `budget_base` = the step's last attempt).
  * Its children counters are recounted from the children themselves: a child retried on its own
  * while this run was over settled without moving them. Notifies the workers at commit.
+ *
+ * A `compensation_failed` run keeps `compensation`: it is pending at the compensation that failed
+ * (its `current_step`), and goes on with the remaining compensations, to `compensated`.
  */
 export function retryRunStatement(runId: string, stepName: string): RawBuilder<{ deadline_at: Date | null }> {
   for (const from of RETRYABLE) assertRunTransition(from, 'pending');
@@ -223,10 +238,10 @@ export function retryRunStatement(runId: string, stepName: string): RawBuilder<{
              budget_base = (SELECT COALESCE(max(a.attempt), 0) FROM ledgerflow.step_attempt a
                              WHERE a.run_id = r.id AND a.step_name = ${stepName}),
              children_open = (SELECT count(*) FROM ledgerflow.workflow_run c
-                               WHERE c.parent_run_id = r.id AND c.status NOT IN ('completed', 'failed', 'cancelled')),
+                               WHERE c.parent_run_id = r.id AND c.status NOT IN (${FINAL_SQL})),
              children_failed = (SELECT count(*) FROM ledgerflow.workflow_run c
-                                 WHERE c.parent_run_id = r.id AND c.status IN ('failed', 'cancelled'))
-       WHERE r.id = ${runId} AND r.status IN ('failed', 'cancelled')
+                                 WHERE c.parent_run_id = r.id AND c.status IN (${CHILD_FAILED_SQL}))
+       WHERE r.id = ${runId} AND r.status IN (${RETRYABLE_SQL})
       RETURNING r.id, r.deadline_at
     )
     SELECT deadline_at, pg_notify(${RUNS_CHANNEL}, id::text) AS notified FROM retried`;
@@ -238,8 +253,8 @@ export async function retryRun(db: Kysely<LedgerflowDatabase>, runId: string, no
   const checked = checkNote(note, true)!;
   return db.transaction().execute(async (trx) => {
     const run = await lockRun(trx, runId);
-    if (run.status !== 'failed' && run.status !== 'cancelled') {
-      throw new ConflictError(`Run ${runId} is ${run.status}: only a failed or cancelled run can be retried. Nothing was done.`);
+    if (!isRetryable(run.status)) {
+      throw new ConflictError(`Run ${runId} is ${run.status}: only a failed, cancelled or compensation_failed run can be retried. Nothing was done.`);
     }
     if (run.step_name === null) {
       throw new ConflictError(`Run ${runId} stopped after its last step (step ${run.current_step}): there is no step to retry. Nothing was done.`);
@@ -253,14 +268,18 @@ export async function retryRun(db: Kysely<LedgerflowDatabase>, runId: string, no
         );
       }
     }
-    const stopped = await trx
-      .selectFrom('ledgerflow.workflow_run')
-      .select(['id', 'status'])
-      .where('parent_run_id', '=', runId)
-      .where('status', 'in', ['failed', 'cancelled'])
-      .orderBy('parent_index')
-      .limit(6)
-      .execute();
+    // A compensation reads no children: a compensation_failed run resumes whatever became of them.
+    const stopped =
+      run.status === 'compensation_failed'
+        ? []
+        : await trx
+            .selectFrom('ledgerflow.workflow_run')
+            .select(['id', 'status'])
+            .where('parent_run_id', '=', runId)
+            .where('status', 'in', ['failed', 'cancelled'])
+            .orderBy('parent_index')
+            .limit(6)
+            .execute();
     if (stopped.length > 0) {
       const listed = stopped.slice(0, 5).map((c) => `${c.id} (${c.status})`);
       throw new ConflictError(
@@ -270,7 +289,7 @@ export async function retryRun(db: Kysely<LedgerflowDatabase>, runId: string, no
     }
     const { rows } = await retryRunStatement(runId, run.step_name).execute(trx);
     if (rows.length !== 1) throw new ConflictError(`Run ${runId} changed while it was being retried. Nothing was done.`);
-    const previousStatus = run.status;
+    const previousStatus: RetriedRun['previousStatus'] = run.status;
     await audit(trx, checked, {
       action: 'retry',
       runId,
@@ -279,6 +298,10 @@ export async function retryRun(db: Kysely<LedgerflowDatabase>, runId: string, no
     });
     return { runId, fromStep: run.step_name, previousStatus };
   });
+}
+
+function isRetryable(status: RunStatus): status is (typeof RETRYABLE)[number] {
+  return (RETRYABLE as readonly RunStatus[]).includes(status);
 }
 
 /** Every workflow version a client knows, child workflows included, by `name@version`. */
@@ -357,7 +380,9 @@ async function settle(
   resolution: string,
 ): Promise<RunStatus> {
   const where = `run ${run.id}`;
-  if (run.status === 'failed' || run.status === 'cancelled') {
+  // A run that is over, or compensating (it does not go back to the step: core 0013), settles in
+  // the ledger only — as the reconciler does.
+  if (SETTLED_IN_LEDGER.includes(run.status) || (run.compensation !== null && step.compensates === undefined)) {
     const settled = await settleFinishedRunIntent(trx, intent, output === undefined ? { resolution } : { output, resolution });
     if (!settled) throw new ConflictError(`The intent of step "${step.name}" of ${where} changed meanwhile. Nothing was done.`);
     return run.status;

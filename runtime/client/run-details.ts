@@ -38,9 +38,18 @@ export const MAX_LISTED_CHILDREN = 1_000;
 
 /**
  * Statuses in which a run waits for nobody but a person or the reconciler, so `waitForRun`
- * returns: the three final ones plus `needs_reconciliation` (parked, visible, not retried).
+ * returns: the final ones plus `needs_reconciliation` (parked, visible, not retried). A run that
+ * compensates is not settled until it is `compensated` or `compensation_failed` (core 0013, whose
+ * trigger notifies for both).
  */
-export const SETTLED_RUN_STATUSES: readonly RunStatus[] = ['completed', 'failed', 'cancelled', 'needs_reconciliation'];
+export const SETTLED_RUN_STATUSES: readonly RunStatus[] = [
+  'completed',
+  'failed',
+  'cancelled',
+  'needs_reconciliation',
+  'compensated',
+  'compensation_failed',
+];
 
 /**
  * Reads the run and its records in one repeatable-read snapshot, so they agree with each other.

@@ -1,5 +1,5 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
-import { RUN_STATUSES, type Json, type LedgerflowDatabase, type RunStatus } from '../store/tables.js';
+import { RUN_STATUSES, type CompensationReason, type Json, type LedgerflowDatabase, type RunStatus } from '../store/tables.js';
 
 /**
  * The runs list's queries. Every page is keyset-paged — never OFFSET — and reads index ranges in
@@ -35,6 +35,8 @@ export interface RunListRow {
   readonly workflow_name: string;
   readonly workflow_version: number;
   readonly status: RunStatus;
+  /** Why the run compensates (or did), core 0013; NULL for a run that never did. */
+  readonly compensation: CompensationReason | null;
   readonly dedupe_key: string | null;
   readonly current_step: number;
   readonly parent_run_id: string | null;
@@ -54,7 +56,7 @@ export interface RunPage {
 /** Counts per status stop here: "10 000+" costs 10 001 index entries per status, never the table. */
 export const STATUS_COUNT_CAP = 10_000;
 
-const COLUMNS = sql`id, workflow_name, workflow_version, status, dedupe_key, current_step, parent_run_id, error, created_at, finished_at,
+const COLUMNS = sql`id, workflow_name, workflow_version, status, compensation, dedupe_key, current_step, parent_run_id, error, created_at, finished_at,
   to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_key`;
 
 /** The versions of a workflow that have runs to list (migrated versions); a run's version always has a row. */

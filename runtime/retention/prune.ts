@@ -14,7 +14,8 @@ import { millis } from '../worker/claim.js';
  *   2. write each run's tombstone into run_archive and its recorded ledger rows into
  *      effect_archive;
  *   3. delete the runs: attempts, results, waits and ledger rows go with them (ON DELETE CASCADE).
- * A run may go when it is completed, failed or cancelled (those of `statuses`), finished before
+ * A run may go when it is final — completed, failed, cancelled, compensated or compensation_failed
+ * (those of `statuses`) — finished before
  * the cut-off (database time), has no open intent, has no child left (children go first: a parent
  * whose children are pruned in one batch goes in a later one) and is not the child of an
  * unfinished run. Nothing else is ever deleted: an unfinished run never matches.
@@ -27,15 +28,18 @@ import { millis } from '../worker/claim.js';
  * same index), counting a parent when none of its children must stay (one level of children).
  */
 
-export type FinalRunStatus = Extract<RunStatus, 'completed' | 'failed' | 'cancelled'>;
-export const FINAL_RUN_STATUSES: readonly FinalRunStatus[] = ['completed', 'failed', 'cancelled'];
+export type FinalRunStatus = Extract<RunStatus, 'completed' | 'failed' | 'cancelled' | 'compensated' | 'compensation_failed'>;
+/** The statuses a run ends in, so may be pruned in (compensated and compensation_failed: core 0013, pruned since 0015). */
+export const FINAL_RUN_STATUSES: readonly FinalRunStatus[] = ['completed', 'failed', 'cancelled', 'compensated', 'compensation_failed'];
+/** {@link FINAL_RUN_STATUSES} as a literal SQL list: the planner matches it to the partial index workflow_run_finished_idx. */
+const FINAL_SQL = sql.raw(FINAL_RUN_STATUSES.map((s) => `'${s}'`).join(', '));
 
 export interface PruneOptions {
   /** Prune runs that finished at least this long ago (database time). */
   readonly olderThanMs: number;
   /** Runs deleted per batch, each batch one short transaction. Default 1 000, at most 10 000. */
   readonly batchSize?: number;
-  /** Which finished runs to prune. Default all three final statuses. */
+  /** Which finished runs to prune. Default every final status ({@link FINAL_RUN_STATUSES}). */
   readonly statuses?: readonly FinalRunStatus[];
   /** Count what a pass would prune; delete nothing. */
   readonly dryRun?: boolean;
@@ -204,11 +208,11 @@ function isDuration(ms: unknown): ms is number {
  * literal status list lets the planner use the partial index workflow_run_finished_idx.
  */
 function prunableByItself(r: RawBuilder<unknown>, selection: PruneSelection): RawBuilder<unknown> {
-  return sql`${r}.status IN ('completed', 'failed', 'cancelled') AND ${r}.status = ANY(${[...selection.statuses]}::text[])
+  return sql`${r}.status IN (${FINAL_SQL}) AND ${r}.status = ANY(${[...selection.statuses]}::text[])
          AND ${r}.finished_at < statement_timestamp() - ${millis(selection.olderThanMs)}
          AND NOT EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = ${r}.id AND e.status = 'intent')
          AND NOT EXISTS (SELECT 1 FROM ledgerflow.workflow_run p
-                          WHERE p.id = ${r}.parent_run_id AND p.status NOT IN ('completed', 'failed', 'cancelled'))`;
+                          WHERE p.id = ${r}.parent_run_id AND p.status NOT IN (${FINAL_SQL}))`;
 }
 
 /**

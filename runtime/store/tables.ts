@@ -319,7 +319,8 @@ export interface RunArchiveTable {
   dedupe_key: string | null;
   /** sha256 (hex) of the input's jsonb text: a start with another input is refused as before. */
   input_hash: string;
-  status: 'completed' | 'failed' | 'cancelled';
+  /** Compensated and compensation_failed since core 0015. */
+  status: 'completed' | 'failed' | 'cancelled' | 'compensated' | 'compensation_failed';
   parent_run_id: string | null;
   created_at: Date;
   finished_at: Date;

@@ -41,8 +41,10 @@ import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js'
  *   pending / running / waiting / needs_reconciliation  --client cancel with compensate, fencing_token + 1-->  pending  (compensation = 'cancel')
  *   running  --last compensation committed (or skipped: its step's effect was not recorded)-->  compensated
  *   running  --a compensation exhausted, non-retryable, crash limit; reconciler: not found after exhaustion-->  compensation_failed
- * completed, compensated and compensation_failed are final (an operator's retry of a
- * compensation_failed run is not built yet: `resolveEffect` and a new run are the ways out).
+ *   compensation_failed  --an operator's retry (client.retryRun; `compensation` kept: the failed
+ *            compensation again with a fresh budget, then the remaining ones)-->  pending
+ * completed and compensated are final; compensation_failed is final for the runtime and left
+ * only by an operator's retry.
  *
  * The header of core migration 0001_core.sql (applied and checksummed: it stays as it is) draws
  * the same run machine, cancel transitions included, with one transition missing and two
@@ -90,7 +92,7 @@ export const RUN_TRANSITIONS: Readonly<Record<RunStatus, readonly RunStatus[]>> 
   failed: ['pending'],
   cancelled: ['pending'],
   compensated: [],
-  compensation_failed: [],
+  compensation_failed: ['pending'],
 };
 
 export const EFFECT_TRANSITIONS: Readonly<Record<EffectStatus | 'none', readonly EffectStatus[]>> = {

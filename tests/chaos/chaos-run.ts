@@ -26,6 +26,9 @@ import {
   type ChaosFulfilInput,
 } from './fixtures/chaos-fulfil-workflow.js';
 import { checkFulfilInvariants, checkInvariants, type FulfilReport, type InvariantReport } from './invariants.js';
+import { chaosRefundInputs, checkCompensationInvariants, type CompensationReport } from './compensation-invariants.js';
+import { chaosRefund } from './fixtures/chaos-refund-workflow.js';
+import { FakeRefundDesk, refundDeskRoutes } from '../support/refund-desk.js';
 import { seededRandom } from './seeded-random.js';
 import { CHAOS_APPLICATION_PREFIX, WorkerFleet, type FleetCounters } from './worker-fleet.js';
 
@@ -56,6 +59,8 @@ export interface ChaosOutcome {
   readonly options: ChaosOptions;
   readonly report: InvariantReport;
   readonly fulfil: FulfilReport;
+  /** The compensating `chaos-refund` runs (issue 17). */
+  readonly compensation: CompensationReport;
   /** Events the controller sent, resends with the same dedupe key included. */
   readonly eventsSent: number;
   /** The most `chaos-picking` slots held at once, sampled from the database during the run. */
@@ -134,7 +139,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     applyDelayMs: () =>
       applyRandom.next() < SLOW_APPLY_SHARE ? applyRandom.int(SLOW_APPLY_MS.min, SLOW_APPLY_MS.max) - PROVIDER_LATENCY_MS : 0,
   });
-  const fakes = await startFakeServer({ payments, email });
+  const refunds = new FakeRefundDesk();
+  const fakes = await startFakeServer({ payments, email }, [refundDeskRoutes(refunds)]);
   const databaseUrl = server.urlFor('chaos');
   const admin = async <T>(use: (client: pg.Client) => Promise<T>): Promise<T> => {
     const client = new pg.Client({ connectionString: server.url });
@@ -165,7 +171,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
   let backendTerminations = 0;
   let serverRestarts = 0;
   try {
-    await migrateForTest(store, [chaosOrder, chaosPick, chaosFulfil]);
+    await migrateForTest(store, [chaosOrder, chaosPick, chaosFulfil, chaosRefund]);
     await sql.raw(APP_SCHEMA_SQL).execute(store.db);
     await sql.raw(FULFIL_SCHEMA_SQL).execute(store.db);
     const client = createClient({ store });
@@ -219,6 +225,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     };
     const upfront = Math.floor(options.runs * 0.4);
     for (const input of inputs.slice(0, upfront)) await startRun(input);
+    const refundOrders = chaosRefundInputs(options.seed, Math.max(1, Math.floor(options.runs / 8)));
+    for (const input of refundOrders) await retrying(() => client.start(chaosRefund, input, { dedupeKey: input.orderId }));
     const later = inputs.slice(upfront);
     const fulfilUpfront = Math.floor(fulfilments.length / 2);
     for (const input of fulfilments.slice(0, fulfilUpfront)) await startFulfil(input);
@@ -305,6 +313,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
 
     const report = await checkInvariants(databaseUrl, chaosOrder.name, { payments, email });
     const fulfil = await checkFulfilInvariants(databaseUrl, fulfilments);
+    const compensation = await checkCompensationInvariants(databaseUrl, refundOrders, { payments, refunds });
     const seconds = (performance.now() - started) / 1000;
     const c = fleet.counters;
     const kills = {
@@ -324,14 +333,16 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       `late-applied=${report.lateApplied} client-timeouts=${report.clientTimeouts} ` +
       `fulfil-runs=${fulfil.runs} fulfil-completed=${fulfil.completed} children=${fulfil.children} skipped=${fulfil.skipped} ` +
       `max-picking-slots=${maxPickingSlots}/${PICKING_CONCURRENCY} ` +
+      `refund-runs=${compensation.runs} compensated=${compensation.compensated} compensation-failed=${compensation.compensationFailed} refunds=${compensation.refunds} ` +
       `events-sent=${eventsSent} events-stored=${fulfil.events} events-taken=${fulfil.consumed} ` +
-      `unexpected-exits=${c.unexpectedExits} duplicates found=${report.duplicates + fulfil.duplicates} ` +
-      `violations=${report.violations.length + fulfil.violations.length} ` +
+      `unexpected-exits=${c.unexpectedExits} duplicates found=${report.duplicates + fulfil.duplicates + compensation.duplicates} ` +
+      `violations=${report.violations.length + fulfil.violations.length + compensation.violations.length} ` +
       `in ${seconds.toFixed(0)} s`;
     return {
       options,
       report,
       fulfil,
+      compensation,
       eventsSent,
       maxPickingSlots,
       fleet: c,

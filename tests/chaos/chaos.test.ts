@@ -21,8 +21,13 @@ it(
     const replay = `replay with LEDGERFLOW_CHAOS_SEED=${seed}`;
     expect(outcome.report.violations, `${outcome.summary}\n${replay}`).toEqual([]);
     expect(outcome.fulfil.violations, `${outcome.summary}\n${replay}`).toEqual([]);
+    expect(outcome.compensation.violations, `${outcome.summary}\n${replay}`).toEqual([]);
     expect(outcome.report.duplicates, replay).toBe(0);
     expect(outcome.fulfil.duplicates, replay).toBe(0);
+    // Runs that failed after charging compensated (refunds = their charges, exactly once each).
+    expect(outcome.compensation.duplicates, replay).toBe(0);
+    expect(outcome.compensation.compensated, replay).toBeGreaterThan(0);
+    expect(outcome.compensation.refunds, replay).toBe(outcome.compensation.compensated);
     // Waiting, branching and fanned-out runs took part: all finished, every event taken once.
     expect(outcome.fulfil.completed, replay).toBe(outcome.fulfil.runs);
     expect(outcome.fulfil.runs, replay).toBe(Math.floor(profile.runs / 4));

@@ -127,9 +127,11 @@ export async function checkInvariants(url: string, workflowName: string, provide
       }
     }
 
-    // Nothing left half-done in the ledger.
+    // Nothing left half-done in the ledger (a compensation refused for good leaves its intent
+    // released: checked by checkCompensationInvariants).
     const open = await q<{ workflow_id: string; step_name: string; status: string }>(
-      `SELECT workflow_id, step_name, status FROM ledgerflow.step_effect WHERE status <> 'recorded'`,
+      `SELECT e.workflow_id, e.step_name, e.status FROM ledgerflow.step_effect e JOIN ledgerflow.workflow_run r ON r.id = e.workflow_id
+        WHERE e.status <> 'recorded' AND NOT (e.status = 'released' AND r.status = 'compensation_failed')`,
     );
     for (const row of open) violations.push(`ledger row ${row.workflow_id}/${row.step_name} left in status ${row.status}`);
 

@@ -42,7 +42,7 @@ describe('ledgerflow operator commands (PostgreSQL)', () => {
     expect(retried).toEqual({ code: 0, stdout: `Retried run ${runId} (was failed) from step "ship": pending, due now.\n`, stderr: '' });
     const again = await run(['retry', runId, '--reason', 'twice', '--json', ...db]);
     expect(again.code).toBe(1);
-    expect(again.stderr).toBe(`ledgerflow retry: Run ${runId} is pending: only a failed or cancelled run can be retried. Nothing was done.\n`);
+    expect(again.stderr).toBe(`ledgerflow retry: Run ${runId} is pending: only a failed, cancelled or compensation_failed run can be retried. Nothing was done.\n`);
     await drain(provider);
     expect((await runState(store, runId)).run.status).toBe('completed');
   });

@@ -345,7 +345,7 @@ describeStores('client', (getStore, kind) => {
       const times = pending.map((r) => r.created_at.getTime());
       expect([...times].sort((a, b) => b - a)).toEqual(times);
       const error = await rejection(client.listRuns({ status: 'done' as never }));
-      expect(error.message).toBe('Unknown run status "done". Use one of: pending, running, waiting, completed, failed, cancelled, needs_reconciliation.');
+      expect(error.message).toBe('Unknown run status "done". Use one of: pending, running, waiting, completed, failed, cancelled, needs_reconciliation, compensated, compensation_failed.');
     });
 
     it('reports unknown and malformed run ids clearly', async () => {

@@ -2,11 +2,22 @@ import { sql } from 'kysely';
 import { z } from 'zod';
 import { afterEach, beforeAll, expect, it } from 'vitest';
 import { event, workflow } from 'ledgerflow/dsl';
-import { bindHandlers, createClient, createWorker, found, notFound, runReconcilePass, type Worker, type WorkerOptions } from 'ledgerflow/runtime';
+import {
+  bindHandlers,
+  createClient,
+  createWorker,
+  found,
+  NonRetryableError,
+  notFound,
+  runReconcilePass,
+  type Worker,
+  type WorkerOptions,
+} from 'ledgerflow/runtime';
 import { shapeHash } from '../../dsl/workflow-shape.js';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { runState, startTestRun, waitUntil } from './fixtures/run-helpers.js';
+import { doubler, waitHandlers } from './fixtures/wait-workflows.js';
 
 /*
  * Compensations (issue 17): a run that fails for good, passes its deadline or is cancelled with
@@ -71,6 +82,17 @@ const fourEffects = workflow('comp-four', { version: 1, input: Input })
 
 const go = event('comp-go', z.object({}));
 
+/** Reserves, then starts a child that fails: the run compensates with its failed child left behind. */
+const withFailingChild = workflow('comp-child', { version: 1, input: Input })
+  .transactional('reserve', {
+    output: z.object({ reserved: z.string() }),
+    key: ({ input }) => `reserve:${input.orderId}`,
+    compensate: { name: 'unreserve', key: ({ input }) => `unreserve:${input.orderId}`, output: z.object({ released: z.string() }), retry: { maxAttempts: 1 } },
+  })
+  .child('doubled', doubler, { key: ({ input }) => `comp-child:${input.orderId}`, input: () => ({ n: 1, fail: true }), retry: { maxAttempts: 1 } });
+/** Whether comp-child's `unreserve` refuses (a compensation that fails for good). */
+let unreserveRefused = false;
+
 /** Charges, then waits for a signal: a run to cancel after its effect is recorded. */
 const chargeThenWait = (compensateOnCancel: boolean, version: number) =>
   workflow('comp-wait', { version, input: Input, compensateOnCancel })
@@ -107,7 +129,22 @@ const fourHandlers = () =>
     },
     shapeHash(fourEffects),
   );
-const waitHandlers = (w: typeof waitV1) =>
+const childHandlers = () => [
+  bindHandlers(
+    withFailingChild,
+    {
+      reserve: async (ctx) => ctx.record({ reserved: ctx.input.orderId }),
+      unreserve: async (ctx) => {
+        if (unreserveRefused) throw new NonRetryableError('the stock service refuses');
+        log.push('unreserve');
+        return ctx.record({ released: ctx.steps.reserve.reserved });
+      },
+    },
+    shapeHash(withFailingChild),
+  ),
+  ...waitHandlers().filter((r) => r.workflow === doubler),
+];
+const chargeWaitHandlers = (w: typeof waitV1) =>
   bindHandlers(w, { charge: perform('charge'), refund: perform('refund'), ship: perform('ship') }, shapeHash(w));
 
 const FAST: Partial<WorkerOptions> = { pollIntervalMs: 20, leaseMs: 5_000, reconcileIntervalMs: 0 };
@@ -116,7 +153,7 @@ const LATER = (): Date => new Date(Date.now() + 3_600_000);
 describeStores('compensations', (getStore) => {
   const workers: Worker[] = [];
   const drain = async (): Promise<void> => {
-    const w = createWorker({ store: getStore(), ...FAST, workflows: [fourHandlers(), waitHandlers(waitV1), waitHandlers(waitV2)] });
+    const w = createWorker({ store: getStore(), ...FAST, workflows: [fourHandlers(), chargeWaitHandlers(waitV1), chargeWaitHandlers(waitV2), ...childHandlers()] });
     workers.push(w);
     await w.drain();
   };
@@ -124,7 +161,7 @@ describeStores('compensations', (getStore) => {
   const results = async (runId: string) =>
     (await runState(getStore(), runId)).results.map((r) => `${r.step_name}${r.skipped ? ' (skipped)' : ''}`);
 
-  beforeAll(() => migrateForTest(getStore(), [fourEffects, waitV1, waitV2]).then(() => undefined));
+  beforeAll(() => migrateForTest(getStore(), [fourEffects, waitV1, waitV2, withFailingChild, doubler]).then(() => undefined));
   afterEach(async () => {
     log.length = 0;
     provider = new Provider();
@@ -149,6 +186,14 @@ describeStores('compensations', (getStore) => {
     expect(effects.filter((e) => e.status === 'recorded').map((e) => e.step_name).sort()).toEqual(['charge', 'refund', 'reserve', 'unreserve']);
   });
 
+  it('waitForRun returns a run once it is compensated, not while it compensates', async () => {
+    provider.refuse.add('ship:o-6');
+    const runId = await startTestRun(getStore(), fourEffects, { orderId: 'o-6' });
+    const waited = client().waitForRun(runId, { timeoutMs: 20_000 });
+    await drain();
+    expect(await waited).toMatchObject({ id: runId, status: 'compensated', compensation: 'failure' });
+  });
+
   it('a compensation that fails for good ends the run compensation_failed, parked for an operator, before the next one', async () => {
     provider.refuse.add('ship:o-2');
     const runId = await startTestRun(getStore(), fourEffects, { orderId: 'o-2' });
@@ -165,6 +210,48 @@ describeStores('compensations', (getStore) => {
     expect(await client().listRuns({ status: 'compensation_failed' })).toEqual([expect.objectContaining({ id: runId })]);
   });
 
+  it('an operator retry of a compensation_failed run resumes at the failed compensation, then the rest, audited', async () => {
+    provider.refuse.add('ship:o-5');
+    const runId = await startTestRun(getStore(), fourEffects, { orderId: 'o-5' });
+    provider.refuse.add('refund:fx_1');
+    await drain();
+    expect((await runState(getStore(), runId)).run.status).toBe('compensation_failed');
+
+    // No worker left that could take the retried run before it is looked at.
+    await Promise.all(workers.splice(0).map((w) => w.stop()));
+    provider.refuse.delete('refund:fx_1');
+    const note = { actor: 'ops', reason: 'refund desk back up' };
+    expect(await client().retryRun(runId, note)).toEqual({ runId, fromStep: 'refund', previousStatus: 'compensation_failed' });
+    expect(await client().getRun(runId)).toMatchObject({ status: 'pending', compensation: 'failure', error: null, finished_at: null });
+    await drain();
+
+    const { run } = await runState(getStore(), runId);
+    expect(run).toMatchObject({ status: 'compensated', compensation: 'failure' });
+    expect(log).toEqual(['reserve', 'charge', 'ship', 'refund', 'refund', 'refund', 'unreserve']);
+    expect(provider.count('refund:')).toBe(1);
+    expect(await results(runId)).toEqual(['reserve', 'charge', 'unship (skipped)', 'refund', 'unreserve']);
+    expect(await client().listAudit({ runId })).toEqual([
+      expect.objectContaining({ action: 'retry', actor: 'ops', target: 'refund', detail: expect.objectContaining({ previousStatus: 'compensation_failed', fromStep: 'refund' }) }),
+    ]);
+    // A compensated run is over: no retry.
+    await expect(client().retryRun(runId, note)).rejects.toThrow(/is compensated: only a failed, cancelled or compensation_failed run can be retried/);
+  });
+
+  it('a compensation_failed run with a failed child is retried all the same: its compensation reads no children', async () => {
+    unreserveRefused = true;
+    const runId = await startTestRun(getStore(), withFailingChild, { orderId: 'k-1' });
+    await drain();
+    expect((await runState(getStore(), runId)).run).toMatchObject({ status: 'compensation_failed', compensation: 'failure' });
+    expect((await client().listRuns({ parentRunId: runId })).map((c) => c.status)).toEqual(['failed']);
+
+    await Promise.all(workers.splice(0).map((w) => w.stop()));
+    unreserveRefused = false;
+    expect(await client().retryRun(runId, { actor: 'ops', reason: 'stock service fixed' })).toMatchObject({ fromStep: 'unreserve' });
+    await drain();
+    expect((await runState(getStore(), runId)).run.status).toBe('compensated');
+    expect(log).toEqual(['unreserve']);
+  });
+
   it('an open intent at failure is reconciled first: not found, the charge is not refunded', async () => {
     // The charge fails with an unknown outcome on its only attempt, before anything reached the provider.
     provider.refuse.add('charge:o-3');
@@ -177,6 +264,24 @@ describeStores('compensations', (getStore) => {
     const { run } = await runState(getStore(), runId);
     expect(run.status).toBe('compensated');
     expect(log).toEqual(['reserve', 'charge', 'unreserve']);
+    expect(provider.count('refund:')).toBe(0);
+    expect(await results(runId)).toEqual(['reserve', 'unship (skipped)', 'refund (skipped)', 'unreserve']);
+  });
+
+  it("an operator's resolve of a compensating run's open intent settles it in the ledger only; the compensation then skips it", async () => {
+    provider.refuse.add('charge:o-7');
+    const runId = await startTestRun(getStore(), fourEffects, { orderId: 'o-7' });
+    await drain();
+    expect((await runState(getStore(), runId)).run.status).toBe('needs_reconciliation');
+    expect(await client().cancel(runId, { compensate: true })).toBe(true);
+
+    const note = { actor: 'ops', reason: 'no charge at the provider' };
+    const resolved = await createClient({ store: getStore(), workflows: [fourEffects] }).resolveEffect(runId, 'charge', { notFound: true }, note);
+    expect(resolved).toMatchObject({ status: 'released', runStatus: 'pending' });
+    expect((await runState(getStore(), runId)).run).toMatchObject({ status: 'pending', compensation: 'cancel' });
+    await drain();
+
+    expect((await runState(getStore(), runId)).run.status).toBe('compensated');
     expect(provider.count('refund:')).toBe(0);
     expect(await results(runId)).toEqual(['reserve', 'unship (skipped)', 'refund (skipped)', 'unreserve']);
   });

@@ -1,5 +1,3 @@
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FAULTS_ENV, parseFaultLogLine, type FaultSpec } from 'ledgerflow/testing';
 import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
@@ -8,36 +6,11 @@ import type { RunningServer } from '../../examples/fakes/json-http.js';
 import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
+import { runCrashWorker as runWorkerProcess } from './fixtures/crash-worker-process.js';
 import { startTestRun, runState } from './fixtures/run-helpers.js';
 import { ALL_TEST_WORKFLOWS, charge, receipt } from './fixtures/test-workflows.js';
 
-const WORKER_ENTRY = fileURLToPath(new URL('./fixtures/crash-worker.ts', import.meta.url));
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const LEASE_MS = 1_000;
-
-interface Exit {
-  readonly code: number | null;
-  readonly signal: NodeJS.Signals | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-/** Runs tests/runtime/fixtures/crash-worker.ts as a real process and waits for it to end. */
-function runWorkerProcess(env: Record<string, string>): Promise<Exit> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', WORKER_ENTRY], {
-      cwd: ROOT,
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.once('error', reject);
-    child.once('exit', (code, signal) => resolve({ code, signal, stdout, stderr }));
-  });
-}
 
 describe('external step crash window: worker process SIGKILLed after perform [pg]', () => {
   let store: TestStore;

@@ -89,7 +89,7 @@ describeStores('operator actions', (getStore) => {
     const { runId } = await client.start(pay, { id: 'retry-refused' });
     const before = await auditCount();
     await expect(client.retryRun(runId, NOTE)).rejects.toThrow(ConflictError);
-    await expect(client.retryRun(runId, NOTE)).rejects.toThrow(/is pending: only a failed or cancelled run can be retried/);
+    await expect(client.retryRun(runId, NOTE)).rejects.toThrow(/is pending: only a failed, cancelled or compensation_failed run can be retried/);
     await drain(operatorProvider());
     await expect(client.retryRun(runId, NOTE)).rejects.toThrow(/is completed/);
     await expect(client.retryRun('00000000-0000-4000-8000-00000000beef', NOTE)).rejects.toThrow(RunNotFoundError);

@@ -7,8 +7,9 @@ import { createClient, type Client } from '../../runtime/client/client.js';
 import { bindHandlers } from '../../runtime/contracts/registration.js';
 import { DuplicateRunError, RunPrunedError, ValidationError } from '../../runtime/errors.js';
 import { notFound } from '../../runtime/contracts/handler-types.js';
-import { pruneBatchStatement, pruneRuns, type PruneBatch } from '../../runtime/retention/prune.js';
+import { FINAL_RUN_STATUSES, pruneBatchStatement, pruneRuns, type PruneBatch } from '../../runtime/retention/prune.js';
 import type { Store } from '../../runtime/store/store.js';
+import type { RunStatus } from '../../runtime/store/tables.js';
 import { createWorker } from '../../runtime/worker/worker.js';
 import type { WorkerEvent } from '../../runtime/worker/worker-events.js';
 import { describeStores } from '../support/describe-stores.js';
@@ -74,7 +75,9 @@ async function age(store: Store, ids: readonly string[], days: number): Promise<
 }
 
 interface Seed {
-  readonly status: 'pending' | 'running' | 'waiting' | 'completed' | 'failed' | 'cancelled' | 'needs_reconciliation';
+  readonly status: RunStatus;
+  /** Why the run compensates (or did): required for compensated and compensation_failed (core 0013). */
+  readonly compensation?: 'failure' | 'cancel';
   /** How long ago it finished (final statuses only). */
   readonly finishedDaysAgo?: number;
   readonly parent?: string;
@@ -87,18 +90,19 @@ interface Seed {
 
 /** Writes a run in any status directly (the states a worker would leave), returning its id. */
 async function seed(store: Store, s: Seed): Promise<string> {
-  const final = s.status === 'completed' || s.status === 'failed' || s.status === 'cancelled';
+  const final = (FINAL_RUN_STATUSES as readonly RunStatus[]).includes(s.status);
   const { rows } = await sql<{ id: string }>`
     INSERT INTO ledgerflow.workflow_run
            (id, workflow_name, workflow_version, status, input, dedupe_key, finished_at, lease_owner, lease_expires_at,
-            waiting_for, parent_run_id, parent_step, parent_index)
+            waiting_for, parent_run_id, parent_step, parent_index, compensation)
     SELECT gen_random_uuid(), ${s.workflow ?? 'pr-seed'}, 1, ${s.status}, ${JSON.stringify(s.input ?? {})}::jsonb, ${s.dedupeKey ?? null}::text,
            CASE WHEN ${final} THEN statement_timestamp() - ${(s.finishedDaysAgo ?? 0) * DAY}::double precision * interval '1 millisecond' END,
            CASE WHEN ${s.status} = 'running' THEN 'seed-worker' END,
            CASE WHEN ${s.status} = 'running' THEN statement_timestamp() + interval '1 hour' END,
            CASE WHEN ${s.status} = 'waiting' THEN '{"kind":"sleep","step":"charge","until":"2100-01-01T00:00:00Z"}'::jsonb END,
            ${s.parent ?? null}::uuid, CASE WHEN ${s.parent ?? null}::uuid IS NOT NULL THEN 'charge' END,
-           CASE WHEN ${s.parent ?? null}::uuid IS NOT NULL THEN (SELECT count(*) FROM ledgerflow.workflow_run WHERE parent_run_id = ${s.parent ?? null}::uuid)::int END
+           CASE WHEN ${s.parent ?? null}::uuid IS NOT NULL THEN (SELECT count(*) FROM ledgerflow.workflow_run WHERE parent_run_id = ${s.parent ?? null}::uuid)::int END,
+           ${s.compensation ?? null}::text
     RETURNING id`.execute(store.db);
   const id = rows[0]!.id;
   if (s.openIntent === true) {
@@ -315,7 +319,7 @@ describeStores('prune', (getStore, kind) => {
     expect(await problems({ olderThanMs: -1 })).toEqual(['olderThanMs: must be a number of milliseconds >= 0 (got -1)']);
     expect(await problems({ olderThanMs: DAY, batchSize: 0 })).toEqual(['batchSize: must be an integer from 1 to 10000 (got 0)']);
     expect(await problems({ olderThanMs: DAY, statuses: ['running' as 'failed'] })).toEqual([
-      'statuses: "running" is not a final status; only completed, failed, cancelled runs are ever pruned',
+      'statuses: "running" is not a final status; only completed, failed, cancelled, compensated, compensation_failed runs are ever pruned',
     ]);
     expect(await problems({ olderThanMs: 30 * DAY, archiveOlderThanMs: DAY })).toEqual([
       'archiveOlderThanMs: must be at least olderThanMs (2592000000); got 86400000. The archive is what protects the keys of pruned runs: it must outlive them',
@@ -373,6 +377,34 @@ describeStores('prune', (getStore, kind) => {
     expect(done.code).toBe(0);
     expect(JSON.parse(done.stdout)).toMatchObject({ dryRun: false, runsPruned: 2, batches: 2, stopped: false });
     expect(await liveIds(store, ids)).toEqual([]);
+  });
+
+  it('prunes compensated and compensation_failed runs like other finished runs; one with an open intent, or still compensating, stays', async () => {
+    const store = getStore();
+    const compensated = await seed(store, { status: 'compensated', compensation: 'failure', finishedDaysAgo: 400 });
+    const compensationFailed = await seed(store, { status: 'compensation_failed', compensation: 'cancel', finishedDaysAgo: 400 });
+    const stays = [
+      await seed(store, { status: 'compensation_failed', compensation: 'failure', finishedDaysAgo: 400, openIntent: true }),
+      await seed(store, { status: 'compensated', compensation: 'failure', finishedDaysAgo: 300 }),
+      await seed(store, { status: 'pending', compensation: 'failure' }),
+      await seed(store, { status: 'running', compensation: 'cancel' }),
+    ];
+    const report = await pruneRuns(store.db, { olderThanMs: 350 * DAY });
+    expect(report.runsPruned).toBe(2);
+    expect(await liveIds(store, [compensated, compensationFailed])).toEqual([]);
+    expect(await liveIds(store, stays)).toEqual([...stays].sort());
+    const archived = await store.db.selectFrom('ledgerflow.run_archive').select(['id', 'status']).where('id', 'in', [compensated, compensationFailed]).execute();
+    expect(new Map(archived.map((r) => [r.id, r.status]))).toEqual(
+      new Map([
+        [compensated, 'compensated'],
+        [compensationFailed, 'compensation_failed'],
+      ]),
+    );
+    // `statuses` narrows to one of them.
+    const narrowed = await seed(store, { status: 'compensation_failed', compensation: 'failure', finishedDaysAgo: 400 });
+    const other = await seed(store, { status: 'compensated', compensation: 'failure', finishedDaysAgo: 400 });
+    expect((await pruneRuns(store.db, { olderThanMs: 350 * DAY, statuses: ['compensation_failed'] })).runsPruned).toBe(1);
+    expect(await liveIds(store, [narrowed, other])).toEqual([other]);
   });
 
   if (kind === 'pg') {

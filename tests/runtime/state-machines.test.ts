@@ -143,7 +143,7 @@ const WRITES: Readonly<Record<string, readonly string[]>> = {
   'debounce-replace-in-window.sql': ['run pending->pending'],
   'debounce-close-window.sql': ['run pending->pending'],
   // An operator's retry (client/operator.ts); the audit row is written by the same transaction.
-  'retry-run.sql': ['run failed->pending', 'run cancelled->pending'],
+  'retry-run.sql': ['run failed->pending', 'run cancelled->pending', 'run compensation_failed->pending'],
   'operator-audit.sql': [],
   // A start inserts its run pending (the column default); prune only archives and deletes finished runs.
   'start-run-guarded.sql': [],
@@ -317,6 +317,7 @@ describe('state machine tables', () => {
         'run needs_reconciliation->cancelled',
         'run failed->pending',
         'run cancelled->pending',
+        'run compensation_failed->pending',
         'effect none->intent',
         'effect none->recorded',
         'effect intent->recorded',
@@ -333,8 +334,8 @@ describe('state machine tables', () => {
   });
 
   const finals: ReadonlyArray<readonly [string, () => void]> = [
-    ...(['completed', 'failed', 'cancelled'] as const).flatMap((from) =>
-      RUN_STATUSES.filter((to) => from === 'completed' || to !== 'pending').map(
+    ...(['completed', 'failed', 'cancelled', 'compensated', 'compensation_failed'] as const).flatMap((from) =>
+      RUN_STATUSES.filter((to) => from === 'completed' || from === 'compensated' || to !== 'pending').map(
         (to) => [`run ${from}->${to}`, () => assertRunTransition(from, to)] as const,
       ),
     ),
@@ -353,9 +354,10 @@ describe('state machine tables', () => {
     expect(attempt).toThrow(IllegalTransitionError);
   });
 
-  it('lets an operator retry a failed or cancelled run (back to pending), never a completed one', () => {
-    const retryable = RUN_STATUSES.filter((s) => (s === 'failed' || s === 'cancelled' || s === 'completed') && RUN_TRANSITIONS[s].length > 0);
-    expect(retryable).toEqual(['failed', 'cancelled']);
+  it('lets an operator retry a failed, cancelled or compensation_failed run (back to pending), never a completed or compensated one', () => {
+    const final = ['failed', 'cancelled', 'completed', 'compensated', 'compensation_failed'];
+    const retryable = RUN_STATUSES.filter((s) => final.includes(s) && RUN_TRANSITIONS[s].length > 0);
+    expect(retryable).toEqual(['failed', 'cancelled', 'compensation_failed']);
     for (const from of retryable) expect(RUN_TRANSITIONS[from]).toEqual(['pending']);
   });
 

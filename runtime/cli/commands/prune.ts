@@ -8,12 +8,13 @@ export const pruneCommand = defineCommand({
   summary: 'delete finished runs older than a duration, keeping their identity in the archive',
   usage: '--completed-older-than <duration> [--batch-size <n>] [--dry-run] [--archive-older-than <duration>] [options]',
   description:
-    'Deletes completed, failed and cancelled runs that finished longer ago than --completed-older-than, with\n' +
-    'their results, attempts, waits and ledger rows, in batches of --batch-size runs (one short transaction\n' +
-    'each, SKIP LOCKED: concurrent prunes and workers never wait for each other). Each pruned run leaves a\n' +
-    'tombstone (id, workflow, dedupe key, input hash, final status) and its recorded effects in the archive,\n' +
-    'so a start with its id or dedupe key returns it instead of running it again. Never deleted: unfinished\n' +
-    'runs, runs with an open intent, runs whose children are not pruned yet, children of unfinished runs.\n' +
+    'Deletes completed, failed, cancelled, compensated and compensation_failed runs that finished longer ago\n' +
+    'than --completed-older-than, with their results, attempts, waits and ledger rows, in batches of\n' +
+    '--batch-size runs (one short transaction each, SKIP LOCKED: concurrent prunes and workers never wait for\n' +
+    'each other). Each pruned run leaves a tombstone (id, workflow, dedupe key, input hash, final status) and\n' +
+    'its recorded effects in the archive, so a start with its id or dedupe key returns it instead of running\n' +
+    'it again. Never deleted: unfinished runs, runs with an open intent, runs whose children are not pruned\n' +
+    'yet, children of unfinished runs.\n' +
     'Durations: a whole number and d, h, m, s or ms (30d, 12h, 90m).',
   options: {
     'completed-older-than': { type: 'string' },

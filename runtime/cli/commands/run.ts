@@ -1,4 +1,5 @@
 import { createClient } from '../../client/client.js';
+import { runStatusLabel } from '../../client/run-status-label.js';
 import { signalKey } from '../../client/send-event.js';
 import { MAX_LISTED_CHILDREN, type RunDetails } from '../../client/run-details.js';
 import { defineCommand } from '../command.js';
@@ -35,7 +36,9 @@ export function formatRunDetails(run: RunDetails): string {
     formatFields([
       ['run', run.id],
       ['workflow', `${run.workflow_name} v${run.workflow_version}`],
-      ['status', run.status],
+      ['status', runStatusLabel(run)],
+      // Why the run undoes (or undid) its recorded effects (core 0013).
+      ...(run.compensation === null ? [] : [['compensation', run.compensation] as const]),
       ['waiting for', formatWaitingFor(run, { step: true })],
       ['dedupe key', run.dedupe_key ?? '-'],
       ...(run.debounce_key === null ? [] : [['debounce key', run.debounce_key] as const]),

@@ -1,4 +1,5 @@
 import { createClient } from '../../client/client.js';
+import { runStatusLabel } from '../../client/run-status-label.js';
 import { RUN_STATUSES, type RunStatus, type WorkflowRunRow } from '../../store/tables.js';
 import { defineCommand, integerOption, UsageError } from '../command.js';
 import { formatTable } from '../format-table.js';
@@ -12,7 +13,7 @@ export const runsCommand = defineCommand({
   description:
     'Lists workflow runs, newest first. WAITING FOR says what a waiting run waits for and until when (an event\n' +
     'and its key, a signal, a sleep, its children); PARENT names the run, step and item that started a child\n' +
-    'run.',
+    'run. A run undoing its recorded effects shows as e.g. "running, compensating (failure)".',
   options: {
     status: { type: 'string', multiple: true },
     workflow: { type: 'string' },
@@ -20,8 +21,9 @@ export const runsCommand = defineCommand({
     'dedupe-key': { type: 'string' },
     limit: { type: 'string' },
   },
-  optionsHelp: `  --status <status>      pending, running, waiting, completed, failed, cancelled or
-                         needs_reconciliation; repeatable
+  optionsHelp: `  --status <status>      pending, running, waiting, completed, failed, cancelled,
+                         needs_reconciliation, compensated or compensation_failed (a
+                         compensation failed for good: retry it); repeatable
   --workflow <name>      only runs of this workflow
   --parent <run-id>      only the children of this run
   --dedupe-key <key>     only the run(s) started with this dedupe key (one per workflow)
@@ -53,7 +55,7 @@ export const runsCommand = defineCommand({
       formatTable(runs, [
         { header: 'RUN', value: (r) => r.id },
         { header: 'WORKFLOW', value: (r) => `${r.workflow_name} v${r.workflow_version}` },
-        { header: 'STATUS', value: (r) => r.status },
+        { header: 'STATUS', value: (r) => runStatusLabel(r) },
         { header: 'STEP', value: (r) => String(r.current_step), align: 'right' },
         { header: 'WAITING FOR', value: (r) => formatWaitingFor(r) },
         { header: 'CREATED', value: (r) => formatTime(r.created_at) },

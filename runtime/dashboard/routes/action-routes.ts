@@ -82,8 +82,12 @@ export function actionRoutes(app: Hono<DashboardEnv>, shared: DashboardContext):
       return {
         section: 'runs',
         title: `Retry run ${run.id}`,
-        explain: html`<p>${run.workflow_name} v${run.workflow_version}, now <b>${run.status}</b>. Retrying puts it back to pending from the step that failed
-${failed === undefined ? '' : html`(<b>${failed.step_name}</b>, attempt ${failed.attempt}: ${formatStoredError(failed.error, 300)})`}; the steps it completed
+        explain: html`<p>${run.workflow_name} v${run.workflow_version}, now <b>${run.status}</b>. Retrying puts it back to pending from the ${
+          run.status === 'compensation_failed' ? 'compensation' : 'step'
+        } that failed
+${failed === undefined ? '' : html`(<b>${failed.step_name}</b>, attempt ${failed.attempt}: ${formatStoredError(failed.error, 300)})`}${
+          run.status === 'compensation_failed' ? ', then the compensations after it' : ''
+        }; the steps it completed
 keep their checkpointed outputs and their ledger rows, so no effect is repeated.</p>`,
         submit: 'Retry from the failed step',
         back: `${c.get('page').base}/runs/${run.id}`,

@@ -1,3 +1,5 @@
+import { compensatingReason } from '../../client/run-status-label.js';
+import type { CompensationReason, RunStatus } from '../../store/tables.js';
 import { Html, html, type HtmlValue } from '../html.js';
 
 /** Where the dashboard is mounted ('' at the root) and how a page links within it. */
@@ -32,6 +34,7 @@ pre{background:#fff;border:1px solid #e3e6ea;padding:8px;overflow:auto;max-heigh
 .st-completed,.st-succeeded,.st-recorded{background:#d3f0dc}.st-failed{background:#f8d4d4}.st-abandoned{background:#fde3c4}
 .st-running,.st-intent{background:#d6e6fb}.st-waiting,.st-suspended,.st-pending{background:#ece7f9}.st-needs_reconciliation{background:#fbe8a6}
 .st-cancelled,.st-released{background:#e3e6ea}
+.st-compensated{background:#d4ecec}.st-compensation_failed{background:#f8d4d4}.st-compensating{background:#fde3c4}
 form.filters{display:flex;flex-wrap:wrap;gap:8px;align-items:end;margin-bottom:12px}form.filters label{display:flex;flex-direction:column;font-size:12px}
 input,select,textarea,button{font:inherit}textarea{width:100%;min-height:90px;font:12px ui-monospace,monospace}
 .counts a{margin-right:10px}.error{background:#f8d4d4;border:1px solid #e09a9a;padding:8px;margin:8px 0;white-space:pre-wrap}
@@ -58,4 +61,12 @@ export function page(context: PageContext, section: Section | undefined, title: 
 /** A status as a coloured label. */
 export function statusBadge(status: string): Html {
   return html`<span class="st st-${status}">${status}</span>`;
+}
+
+/** A run's status label, with a second one while it compensates: `running` `compensating (failure)` (core 0013). */
+export function runStatusBadge(run: { readonly status: RunStatus; readonly compensation: CompensationReason | null }): Html {
+  const reason = compensatingReason(run);
+  return reason === undefined
+    ? statusBadge(run.status)
+    : html`${statusBadge(run.status)} <span class="st st-compensating" title="undoing its recorded effects">compensating (${reason})</span>`;
 }

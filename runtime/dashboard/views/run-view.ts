@@ -5,7 +5,7 @@ import type { OperatorActionRow, StepAttemptRow } from '../../store/tables.js';
 import { html, type Html } from '../html.js';
 import { auditTable } from './audit-view.js';
 import { formatStoredError, formatTime, horizonText, jsonBlock, shortId } from './format.js';
-import { page, statusBadge, type PageContext } from './layout.js';
+import { page, runStatusBadge, statusBadge, type PageContext } from './layout.js';
 
 export interface RunViewData {
   readonly run: RunDetails;
@@ -16,16 +16,23 @@ export interface RunViewData {
   readonly notice?: string;
 }
 
-const FINAL = ['completed', 'failed', 'cancelled'];
+const FINAL = ['completed', 'failed', 'cancelled', 'compensated', 'compensation_failed'];
 
 export function runView(context: PageContext, data: RunViewData): Html {
   const { run, now } = data;
   const { base } = context;
   const signal = signalKey(run.id);
   const actions = html`<p class="actions">${
-    FINAL.includes(run.status) ? '' : html`<a href="${base}/runs/${run.id}/cancel"><button class="danger" type="button">Cancel run…</button></a> `
-  }${run.status === 'failed' ? html`<a href="${base}/runs/${run.id}/retry"><button class="go" type="button">Retry from the failed step…</button></a>` : ''}</p>`;
-  const body = html`<h1>Run <code>${run.id}</code> ${statusBadge(run.status)}</h1>
+    // A run that is compensating is not cancelled (it is undoing what it did).
+    FINAL.includes(run.status) || run.compensation !== null
+      ? ''
+      : html`<a href="${base}/runs/${run.id}/cancel"><button class="danger" type="button">Cancel run…</button></a> `
+  }${run.status === 'failed' ? html`<a href="${base}/runs/${run.id}/retry"><button class="go" type="button">Retry from the failed step…</button></a>` : ''}${
+    run.status === 'compensation_failed'
+      ? html`<a href="${base}/runs/${run.id}/retry"><button class="go" type="button">Retry the failed compensation…</button></a>`
+      : ''
+  }</p>`;
+  const body = html`<h1>Run <code>${run.id}</code> ${runStatusBadge(run)}</h1>
 ${data.notice === undefined ? '' : html`<div class="ok" id="notice">${data.notice}</div>`}
 ${actions}
 <dl>
@@ -34,6 +41,7 @@ ${actions}
 <dt>dedupe key</dt><dd>${run.dedupe_key ?? '-'}</dd>
 <dt>parent</dt><dd>${run.parent_run_id === null ? '-' : html`<a href="${base}/runs/${run.parent_run_id}">${run.parent_run_id}</a>, step ${run.parent_step ?? '?'}, item ${run.parent_index ?? 0}`}</dd>
 <dt>current step</dt><dd>${run.current_step}</dd>
+${run.compensation === null ? '' : html`<dt>compensation</dt><dd>${run.compensation}</dd>`}
 <dt>lease</dt><dd>${run.lease_owner === null ? '-' : `${run.lease_owner} until ${formatTime(run.lease_expires_at)}`}</dd>
 <dt>deadline</dt><dd>${formatTime(run.deadline_at)}</dd>
 <dt>created</dt><dd>${formatTime(run.created_at)}</dd><dt>updated</dt><dd>${formatTime(run.updated_at)}</dd><dt>finished</dt><dd>${formatTime(run.finished_at)}</dd>

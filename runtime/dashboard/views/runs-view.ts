@@ -3,7 +3,7 @@ import { html, type Html } from '../html.js';
 import { encodeRunCursor, type RunListParams } from '../list-params.js';
 import { STATUS_COUNT_CAP, type RunPage } from '../run-list.js';
 import { formatStoredError, formatTime, shortId } from './format.js';
-import { page, statusBadge, type PageContext } from './layout.js';
+import { page, runStatusBadge, statusBadge, type PageContext } from './layout.js';
 
 export interface RunsViewData {
   readonly params: RunListParams;
@@ -63,7 +63,7 @@ ${data.page.rows.length === 0
 ${data.page.rows.map(
   (r) => html`<tr>
 <td><a href="${base}/runs/${r.id}" title="${r.id}"><code>${shortId(r.id)}</code></a>${r.parent_run_id === null ? '' : html` <span class="muted" title="child of ${r.parent_run_id}">child</span>`}</td>
-<td>${r.workflow_name} <span class="muted">v${r.workflow_version}</span></td><td>${statusBadge(r.status)}</td>
+<td>${r.workflow_name} <span class="muted">v${r.workflow_version}</span></td><td>${runStatusBadge(r)}</td>
 <td>${r.dedupe_key ?? ''}</td><td class="num">${r.current_step}</td><td>${formatTime(r.created_at)}</td><td>${formatTime(r.finished_at)}</td>
 <td>${r.error === null ? '' : formatStoredError(r.error, 80)}</td></tr>`,
 )}</tbody></table>`}

@@ -6,11 +6,11 @@
 
     WITH victims AS (
       SELECT r.id FROM ledgerflow.workflow_run r
-       WHERE r.status IN ('completed', 'failed', 'cancelled') AND r.status = ANY($1::text[])
+       WHERE r.status IN ('completed', 'failed', 'cancelled', 'compensated', 'compensation_failed') AND r.status = ANY($1::text[])
          AND r.finished_at < statement_timestamp() - ($2::double precision * interval '1 millisecond')
          AND NOT EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = r.id AND e.status = 'intent')
          AND NOT EXISTS (SELECT 1 FROM ledgerflow.workflow_run p
-                          WHERE p.id = r.parent_run_id AND p.status NOT IN ('completed', 'failed', 'cancelled'))
+                          WHERE p.id = r.parent_run_id AND p.status NOT IN ('completed', 'failed', 'cancelled', 'compensated', 'compensation_failed'))
          AND NOT EXISTS (SELECT 1 FROM ledgerflow.workflow_run c WHERE c.parent_run_id = r.id)
        ORDER BY r.finished_at, r.id
        LIMIT $3

@@ -1,4 +1,4 @@
--- retryRunStatement: a failed or cancelled run pending again at its step, with a fresh attempt budget
+-- retryRunStatement: a failed, cancelled or compensation_failed run pending again at its step, with a fresh attempt budget
 --
 -- $1 = "charge"
 -- $2 = "charge"
@@ -15,10 +15,10 @@
              budget_base = (SELECT COALESCE(max(a.attempt), 0) FROM ledgerflow.step_attempt a
                              WHERE a.run_id = r.id AND a.step_name = $2),
              children_open = (SELECT count(*) FROM ledgerflow.workflow_run c
-                               WHERE c.parent_run_id = r.id AND c.status NOT IN ('completed', 'failed', 'cancelled')),
+                               WHERE c.parent_run_id = r.id AND c.status NOT IN ('completed', 'failed', 'cancelled', 'compensated', 'compensation_failed')),
              children_failed = (SELECT count(*) FROM ledgerflow.workflow_run c
-                                 WHERE c.parent_run_id = r.id AND c.status IN ('failed', 'cancelled'))
-       WHERE r.id = $3 AND r.status IN ('failed', 'cancelled')
+                                 WHERE c.parent_run_id = r.id AND c.status IN ('failed', 'cancelled', 'compensated', 'compensation_failed'))
+       WHERE r.id = $3 AND r.status IN ('failed', 'cancelled', 'compensation_failed')
       RETURNING r.id, r.deadline_at
     )
     SELECT deadline_at, pg_notify($4, id::text) AS notified FROM retried;

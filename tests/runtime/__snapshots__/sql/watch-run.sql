@@ -6,6 +6,8 @@
 -- $4 = "failed"
 -- $5 = "cancelled"
 -- $6 = "needs_reconciliation"
--- $7 = false
+-- $7 = "compensated"
+-- $8 = "compensation_failed"
+-- $9 = false
 
-update "ledgerflow"."workflow_run" set "notify_settled" = $1 where "id" = $2 and "status" not in ($3, $4, $5, $6) and "notify_settled" = $7 returning "status";
+update "ledgerflow"."workflow_run" set "notify_settled" = $1 where "id" = $2 and "status" not in ($3, $4, $5, $6, $7, $8) and "notify_settled" = $9 returning "status";
