@@ -20,8 +20,8 @@
 -- Both are final like completed/failed/cancelled for the triggers of 0003 (the parent's counters,
 -- counted as a failed child; unfinished children cancelled), 0004 (queue slots given back) and
 -- 0011 (a waiter is notified). A run that is still compensating is not final, so retention never
--- prunes it; compensated and compensation_failed runs are not pruned either (the archive keeps
--- completed, failed and cancelled runs only).
+-- prunes it; compensated and compensation_failed runs are pruned like other finished runs once
+-- core 0015 lets the archive keep them.
 
 ALTER TABLE ledgerflow.workflow_step_def ADD COLUMN compensates text;
 ALTER TABLE ledgerflow.workflow_step_def
