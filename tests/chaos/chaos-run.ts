@@ -38,7 +38,7 @@ export interface ChaosOptions {
   readonly workers: number;
   /** Runs each worker drives at once. */
   readonly concurrency: number;
-  /** How long workers are killed, backends terminated and faults fire (up to twice as long while kills or terminations are short of their targets). */
+  /** How long workers are killed, backends terminated and faults fire (up to three times as long while kills or terminations are short of their targets). */
   readonly chaosMs: number;
   readonly serverRestarts: number;
   /**
@@ -264,11 +264,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     const due = (target: number, elapsed: number): number => Math.ceil((target * Math.min(elapsed, options.chaosMs)) / options.chaosMs);
     // Past chaosMs the chaos goes on while the kills or terminations are short of their targets
     // (a loaded machine starts workers slowly, and only started workers are killed), for at most
-    // as long again.
+    // twice as long again.
     const chaosGoesOn = (): boolean => {
       const elapsed = performance.now() - chaosStart;
       if (elapsed < options.chaosMs) return true;
-      return elapsed < 2 * options.chaosMs && (randomKills < options.kills || backendTerminations < options.backendTerminations);
+      return elapsed < 3 * options.chaosMs && (randomKills < options.kills || backendTerminations < options.backendTerminations);
     };
     while (chaosGoesOn()) {
       await sleep(random.int(options.tickMs.min, options.tickMs.max));

@@ -51,5 +51,5 @@ it(
     expect(outcome.report.clientTimeouts, replay).toBeGreaterThan(0);
     expect(outcome.report.lateApplied, replay).toBeGreaterThan(0);
   },
-  soak ? 1_200_000 : 600_000,
+  soak ? 1_800_000 : 900_000,
 );

@@ -117,8 +117,9 @@ describeStores('payload limits', (getStore) => {
       code: 'payload_too_large',
     });
     expect(await rowCounts(getStore())).toEqual(before);
-    // Its JSON text would be another 100 MB; measuring it costs next to nothing.
-    expect(rssGrowth).toBeLessThan(32 * 1024 * 1024);
+    // Its JSON text would be another 100 MB; measuring it costs next to nothing. The bound leaves
+    // room for what else this process allocates meanwhile (files share worker processes).
+    expect(rssGrowth, `rss grew by ${rssGrowth} bytes`).toBeLessThan(64 * 1024 * 1024);
   });
 
   it('refuses an event payload over its limit, naming the limit, and stores nothing', async () => {
