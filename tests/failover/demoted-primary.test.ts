@@ -25,6 +25,21 @@ async function admin(server: PostgresServer, text: string): Promise<void> {
   }
 }
 
+async function waitForReadOnly(server: PostgresServer): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const client = new pg.Client({ connectionString: server.url });
+    await client.connect();
+    try {
+      const { rows } = await client.query<{ default_transaction_read_only: string }>('SHOW default_transaction_read_only');
+      if (rows[0]?.default_transaction_read_only === 'on') return;
+    } finally {
+      await client.end();
+    }
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  throw new Error(`server on port ${server.port} did not turn read-only within 5 s of the reload`);
+}
+
 beforeAll(async () => {
   [a, b] = await Promise.all([startPostgres(), startPostgres()]);
   for (const server of [a, b]) await admin(server, 'CREATE TABLE public.demo (port int NOT NULL)');
@@ -48,6 +63,10 @@ it('leaves a primary that turned read-only while up, and writes to the host that
 
   await admin(a, 'ALTER SYSTEM SET default_transaction_read_only = on');
   await admin(a, 'SELECT pg_reload_conf()');
+  // pg_reload_conf() only signals the postmaster, which re-reads the file and then signals its
+  // sessions; on a busy machine that can take a while. Once a new session sees the setting, the
+  // postmaster has signalled every existing one too (it forks new sessions with what it read).
+  await waitForReadOnly(a);
   // A session applies a reload between two statements, so a statement or two may still meet
   // the old primary (refused with 25006, or reported read-only); after that, all go to b.
   const outcomes: Array<number | string> = [];
