@@ -90,6 +90,9 @@ export async function watchCodegen(
         const names = [...changed].sort();
         changed.clear();
         process.stderr.write(`ledgerflow codegen: changed: ${names.join(', ')}; running again.\n`);
+        // Watch new directories before the run reads them, so that a change made in one right
+        // after the run reported (a file removed from a directory created just before) is seen.
+        await watchDirectories();
         try {
           await runOnce(cache);
         } catch (error) {
