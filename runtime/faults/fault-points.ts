@@ -22,6 +22,7 @@ export const FAULT_POINTS = [
   'before-lease-renewal',
   'before-step-commit',
   'inside-transactional-handler',
+  'opening-step-transaction',
   'after-intent-commit',
   'after-perform',
   'before-result-commit',

@@ -1,5 +1,6 @@
 import { sql, type CompiledQuery, type Kysely, type QueryResult } from 'kysely';
 import type { LedgerflowDatabase } from '../../store/tables.js';
+import { faultPoint } from '../../faults/fault-points.js';
 import { openTransactionalEffect, type EffectClaim } from '../ledger.js';
 import { advanceRun, leaseLost, type AdvanceParams, type AdvanceResult } from '../step-commits.js';
 import type { StepExecution } from './step-execution.js';
@@ -9,14 +10,24 @@ import { statementHandle } from './statement-dialect.js';
  * The transaction of one `transactional` step attempt, opened lazily.
  *
  * States:
- *   idle     --first statement through ctx.tx-->  opening   (a connection is taken from the store)
- *   opening  --BEGIN + timeouts, ledger row inserted, fence ok-->  open
- *   opening  --the step already has a ledger row, or the fence failed-->  failed (rolled back)
- *   open     --commit(): fenced transition, COMMIT-->  closed
- *   any      --abandon(): lease lost, time up, handler threw-->  closed (rolled back; a stuck
- *                statement's session terminated on PostgreSQL)
+ *   idle        --first statement through ctx.tx-->  opening   (a connection is taken from the store)
+ *   opening     --BEGIN + timeouts, ledger row inserted, fence ok-->  open
+ *   opening     --the step already has a ledger row, the fence failed, an error-->  closed (rolled back)
+ *   open        --commit(): fenced transition-->  committing  --COMMIT-->  closed
+ *   committing  --the transition or COMMIT failed-->  open, then abandoned
+ *   idle/opening/open  --abandon(): lease lost, time up, handler threw-->  closed (rolled back; a
+ *                stuck handler statement's session terminated on PostgreSQL)
  * A statement sent through ctx.tx once the transaction is closed (a zombie handler that kept
  * going) is refused; it can never run outside the step's transaction.
+ *
+ * One rule keeps every statement inside the transaction: only the code that owns the connection
+ * at the moment sends on it, and the connection goes back to the pool only after the ROLLBACK
+ * (or COMMIT) that ends the transaction. Abandoning while the transaction is still opening
+ * therefore does not roll back beside the opening: opening checks the state before each of its
+ * statements and stops, and abandon() waits for it, then rolls back. (It once did roll back at
+ * once: the opening's ledger INSERT, sent after that ROLLBACK, committed on its own and left a
+ * recorded row with no handler write — seen only when a failover made a worker give up a lease
+ * the database still held, so that the INSERT passed the fence.)
  *
  * The connection is held only from the first statement to the end, so a handler that sends
  * nothing through `ctx.tx` pins none — on PGlite, whose single connection heartbeats, claims
@@ -32,8 +43,10 @@ export class StepTransaction {
   /** Why opening failed (a lost fence, a database error), to report instead of what the handler made of it. */
   openError: unknown;
 
-  #state: 'idle' | 'opening' | 'open' | 'closed' = 'idle';
+  #state: 'idle' | 'opening' | 'open' | 'committing' | 'closed' = 'idle';
   #opening: Promise<void> | undefined;
+  /** The rollback that ends the transaction, once one is under way (by abandon() or a failed opening). */
+  #ending: Promise<void> | undefined;
   #conn: Kysely<LedgerflowDatabase> | undefined;
   #release: (() => void) | undefined;
   #pid: number | undefined;
@@ -48,7 +61,7 @@ export class StepTransaction {
 
   /** Whether the handler sent anything, i.e. whether a transaction was (or is being) opened. */
   get began(): boolean {
-    return this.#state !== 'idle';
+    return this.#opening !== undefined;
   }
 
   /** Resolves once opening has finished (successfully or not); never rejects. */
@@ -60,10 +73,11 @@ export class StepTransaction {
   async commit(params: AdvanceParams): Promise<AdvanceResult> {
     const conn = this.#conn;
     if (this.#state !== 'open' || conn === undefined) throw new Error(`internal: commit of a ${this.#state} step transaction`);
-    this.#state = 'closed';
+    this.#state = 'committing';
     try {
       const result = await advanceRun(conn, params);
       await sql`${sql.raw(result.fenced ? 'COMMIT' : 'ROLLBACK')}`.execute(conn);
+      this.#state = 'closed';
       this.#finish();
       return result;
     } catch (error) {
@@ -73,20 +87,36 @@ export class StepTransaction {
     }
   }
 
-  /** Ends the transaction without committing anything, at once. Idempotent. */
-  async abandon(): Promise<void> {
-    const wasOpen = this.#state === 'opening' || this.#state === 'open';
+  /**
+   * Ends the transaction without committing anything. Idempotent; resolves once the connection
+   * has been rolled back and given back (at once while no connection is held yet: opening gives
+   * it back when it comes). A commit under way is left to finish or fail on its own.
+   */
+  abandon(): Promise<void> {
+    const state = this.#state;
+    if (state === 'idle') this.#state = 'closed';
+    if (state !== 'opening' && state !== 'open') return this.#ending ?? Promise.resolve();
     this.#state = 'closed';
-    if (!wasOpen) return;
-    const conn = this.#conn;
-    if (conn === undefined) {
-      // Still waiting for a connection: once it comes, #open sees the state and gives it back.
-      return;
-    }
-    if (this.#statementsInFlight > 0 && this.#pid !== undefined && this.s.terminateBackend !== undefined) {
-      // A statement is stuck (e.g. waiting on a lock): ROLLBACK would queue behind it.
+    this.#ending = this.#end(state);
+    return this.#ending;
+  }
+
+  async #end(was: 'opening' | 'open'): Promise<void> {
+    if (this.#conn === undefined) return; // still waiting for a connection: #open gives it back
+    if (was === 'opening') {
+      // Opening sends nothing more once it sees 'closed'; its statement in flight (a ledger
+      // INSERT waiting on another transaction's row, at most lock_timeout) ends first.
+      await this.#opening?.catch(() => {});
+    } else if (this.#statementsInFlight > 0 && this.#pid !== undefined && this.s.terminateBackend !== undefined) {
+      // A handler statement is stuck (e.g. waiting on a lock): ROLLBACK would queue behind it.
       await this.s.terminateBackend(this.#pid).catch(() => {});
     }
+    await this.#rollback();
+  }
+
+  async #rollback(): Promise<void> {
+    const conn = this.#conn;
+    if (conn === undefined) return;
     await sql`ROLLBACK`.execute(conn).catch(() => {});
     this.#finish();
   }
@@ -119,37 +149,48 @@ export class StepTransaction {
   }
 
   async #open(): Promise<void> {
-    try {
-      const held = await holdConnection(this.s.db);
-      if (this.#state === 'closed') {
-        held.release();
-        throw leaseLost(this.s.lease, 'the transactional step (ended before its transaction opened)');
-      }
-      this.#conn = held.conn;
-      this.#release = held.release;
-      const leaseMs = Math.ceil(this.s.lease.leaseMs);
-      const idleMs = Math.ceil(this.s.step.timeoutMs + this.s.lease.leaseMs);
-      this.#statementsInFlight += 1;
-      try {
-        await sql
-          .raw(`BEGIN; SET LOCAL lock_timeout = '${leaseMs}ms'; SET LOCAL idle_in_transaction_session_timeout = '${idleMs}ms'`)
-          .execute(held.conn);
-        const opened = await openTransactionalEffect(held.conn, this.s.lease, this.s.step, this.claim);
-        this.#pid = opened.pid;
-        if (!opened.fenced) throw leaseLost(this.s.lease, 'the transactional step');
-        if (!opened.inserted) {
-          this.effectExists = true;
-          throw new Error(`Step "${this.s.step.name}" of run ${this.s.run.id} already has a ledger row; its recorded output is reused.`);
-        }
-      } finally {
-        this.#statementsInFlight -= 1;
-      }
-      if (this.#state === 'opening') this.#state = 'open';
-    } catch (error) {
-      this.openError ??= error;
-      await this.abandon();
-      throw error;
+    const held = await holdConnection(this.s.db);
+    if (this.#state !== 'opening') {
+      held.release();
+      throw this.#endedWhileOpening();
     }
+    this.#conn = held.conn;
+    this.#release = held.release;
+    const leaseMs = Math.ceil(this.s.lease.leaseMs);
+    const idleMs = Math.ceil(this.s.step.timeoutMs + this.s.lease.leaseMs);
+    this.#statementsInFlight += 1;
+    try {
+      await sql
+        .raw(`BEGIN; SET LOCAL lock_timeout = '${leaseMs}ms'; SET LOCAL idle_in_transaction_session_timeout = '${idleMs}ms'`)
+        .execute(held.conn);
+      await faultPoint('opening-step-transaction');
+      if (this.#state !== 'opening') throw this.#endedWhileOpening();
+      const opened = await openTransactionalEffect(held.conn, this.s.lease, this.s.step, this.claim);
+      this.#pid = opened.pid;
+      if (!opened.fenced) throw leaseLost(this.s.lease, 'the transactional step');
+      if (!opened.inserted) {
+        this.effectExists = true;
+        throw new Error(`Step "${this.s.step.name}" of run ${this.s.run.id} already has a ledger row; its recorded output is reused.`);
+      }
+      if (this.#state !== 'opening') throw this.#endedWhileOpening();
+      this.#state = 'open';
+    } catch (error) {
+      if (this.#state === 'opening') {
+        // Opening failed on its own: it ends the transaction. (When abandon() closed it, abandon
+        // rolls back once this has returned, and its reason, not this error, is the step's.)
+        this.openError ??= error;
+        this.#state = 'closed';
+        this.#ending = this.#rollback();
+        await this.#ending;
+      }
+      throw error;
+    } finally {
+      this.#statementsInFlight -= 1;
+    }
+  }
+
+  #endedWhileOpening(): Error {
+    return leaseLost(this.s.lease, 'the transactional step (ended before its transaction opened)');
   }
 }
 
