@@ -107,6 +107,7 @@ function faultSpec(seed: number): FaultSpec {
     points: {
       'after-claim': point(0.02),
       'inside-transactional-handler': point(0.04),
+      'opening-step-transaction': point(0.03),
       'before-step-commit': point(0.03),
       'after-intent-commit': point(0.04),
       'after-perform': point(0.05),

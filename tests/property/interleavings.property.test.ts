@@ -28,6 +28,7 @@ const LEASE_MS = 400;
 const OP_MS = 600;
 const CRASH_POINTS: readonly FaultPointName[] = [
   'after-claim',
+  'opening-step-transaction',
   'inside-transactional-handler',
   'before-step-commit',
   'after-intent-commit',
