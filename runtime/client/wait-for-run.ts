@@ -6,6 +6,7 @@ import { loadRunDetails, type RunDetails } from './run-details.js';
 import { isSettled, watchRunStatement, type SettledRunWaiters } from './settled-run-waiters.js';
 import type { StartedRun } from './start-run.js';
 import { assertRunId } from './validate-input.js';
+import { isConnectionError } from '../worker/step-errors.js';
 
 export interface WaitOptions {
   /** Give up (WaitTimeoutError) after this long. Default 30 000. */
@@ -55,6 +56,13 @@ export function parseWaitOptions(options: WaitOptions = {}): Wait {
  * one statement; whatever settles it after that read sees the mark and notifies this
  * subscription. With `start` (startAndWait), the run is inserted already marked instead, when the
  * start creates it under `runId`; a start that finds another run waits for that one.
+ *
+ * A read that meets a lost connection (a server restart, a failover: {@link isConnectionError})
+ * does not end the wait: it reads again every `pollMs` until the deadline, marking the run again
+ * first (a failover to an asynchronous standby can lose the mark), and a wait that reaches its
+ * deadline without an answer throws `WaitTimeoutError` saying the database did not answer, with
+ * the last connection error as its `cause`. The start of `startAndWait` is not retried: it throws
+ * the connection error as `start` does (call it again; with a `dedupeKey` that is safe).
  */
 export async function waitForRun(
   db: Kysely<LedgerflowDatabase>,
@@ -68,24 +76,50 @@ export async function waitForRun(
   try {
     await watch.ready;
     let status: RunStatus | undefined;
+    let marked = false;
     if (start !== undefined) {
       const started = await start();
       if (started.runId !== runId) return await waitForRun(db, waiters, started.runId, wait);
-      if (started.created) status = 'pending';
-    }
-    status ??= await markAndRead(db, runId);
-    for (;;) {
-      if (isSettled(status)) return await loadRunDetails(db, runId);
-      const remaining = wait.deadline - Date.now();
-      if (remaining <= 0) {
-        throw new WaitTimeoutError(`Run ${runId} is still ${status} after ${wait.timeoutMs} ms; it goes on, wait again or inspect it.`);
+      if (started.created) {
+        status = 'pending';
+        marked = true;
       }
-      await watch.next(Math.min(remaining, watch.subscribed() ? wait.recheckMs : wait.pollMs));
-      status = await readStatus(db, runId);
+    }
+    let unreachable: Error | undefined;
+    for (;;) {
+      try {
+        if (!marked) {
+          status = await markAndRead(db, runId);
+          marked = true;
+        }
+        const now = status ?? (await readStatus(db, runId));
+        status = now;
+        if (isSettled(now)) return await loadRunDetails(db, runId);
+        unreachable = undefined;
+      } catch (error) {
+        if (!isConnectionError(error)) throw error;
+        unreachable = error as Error;
+        marked = false;
+      }
+      const remaining = wait.deadline - Date.now();
+      if (remaining <= 0) throw timedOut(runId, wait, status, unreachable);
+      await watch.next(Math.min(remaining, unreachable !== undefined || !watch.subscribed() ? wait.pollMs : wait.recheckMs));
+      status = undefined;
     }
   } finally {
     watch.release();
   }
+}
+
+function timedOut(runId: string, wait: Wait, status: RunStatus | undefined, unreachable: Error | undefined): WaitTimeoutError {
+  if (unreachable === undefined) {
+    return new WaitTimeoutError(`Run ${runId} is still ${status} after ${wait.timeoutMs} ms; it goes on, wait again or inspect it.`);
+  }
+  return new WaitTimeoutError(
+    `Run ${runId}: the database did not answer before the wait's ${wait.timeoutMs} ms ran out (${unreachable.message}); ` +
+      'the run goes on where the database has it: wait again once it answers.',
+    { cause: unreachable },
+  );
 }
 
 async function markAndRead(db: Kysely<LedgerflowDatabase>, runId: string): Promise<RunStatus> {

@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createClient, createWorker, WaitTimeoutError, type Client, type Worker } from 'ledgerflow/runtime';
+import { createPgStore } from '../../runtime/store/pg/pg-store.js';
+import type { Store } from '../../runtime/store/store.js';
 import { RUN_SETTLED_CHANNEL } from '../../runtime/client/settled-run-waiters.js';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
@@ -200,4 +202,83 @@ describe('waitForRun: the listening connection lost [pg]', () => {
       await worker.stop();
     }
   });
+
+  it('a wait whose connections are lost reads again every pollMs and returns the run once the database answers', async () => {
+    const cut = cuttableStore(store.url!);
+    const client = createClient({ store: cut.store });
+    try {
+      const { runId } = await client.start(twoSteps, { n: 3 });
+      const waiting = client.waitForRun(runId, { timeoutMs: 30_000, pollMs: 50, recheckMs: 600_000 });
+      await waitUntil('the wait marked the run', async () => {
+        const { rows } = await admin.query<{ notify_settled: boolean }>('SELECT notify_settled FROM ledgerflow.workflow_run WHERE id = $1', [runId]);
+        return rows[0]?.notify_settled === true;
+      }, 5_000);
+      await cut.down(admin);
+      // Completed while the waiter can reach nothing: no notification reaches it, its reads fail.
+      const worker = createWorker({ store, workflows: [twoStepsHandlers()], pollIntervalMs: 20, reconcileIntervalMs: 0 });
+      await worker.drain();
+      await worker.stop();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(cut.refused()).toBeGreaterThan(0);
+      cut.up();
+      expect((await waiting).status).toBe('completed');
+    } finally {
+      cut.up();
+      await cut.store.close();
+    }
+  });
+
+  it('a wait that never reaches the database again times out saying so, with the connection error as its cause', async () => {
+    const cut = cuttableStore(store.url!);
+    const client = createClient({ store: cut.store });
+    try {
+      const { runId } = await client.start(twoSteps, { n: 4 });
+      const waiting = client.waitForRun(runId, { timeoutMs: 1_000, pollMs: 50 });
+      await cut.down(admin);
+      const error = await waiting.then(() => undefined, (e: unknown) => e);
+      expect(error).toBeInstanceOf(WaitTimeoutError);
+      expect((error as Error).message).toMatch(new RegExp(`^Run ${runId}: the database did not answer before the wait's 1000 ms ran out \\(connection cut by the test\\)`));
+      expect((error as Error).cause).toBeInstanceOf(Error);
+    } finally {
+      cut.up();
+      await cut.store.close();
+    }
+  });
 });
+
+/** A pg store the test can cut off: its sessions are ended and every connect and query fails until `up()`. */
+function cuttableStore(url: string): { store: Store; down(admin: pg.Client): Promise<void>; up(): void; refused(): number } {
+  let isDown = false;
+  let refused = 0;
+  const applicationName = `lf-cut-${randomUUID().slice(0, 8)}`;
+  const cutError = (): Error => {
+    refused += 1;
+    return Object.assign(new Error('connection cut by the test'), { code: 'ECONNREFUSED' });
+  };
+  class CuttableClient extends pg.Client {}
+  const connect = pg.Client.prototype.connect as (this: pg.Client, ...args: unknown[]) => unknown;
+  const query = pg.Client.prototype.query as (this: pg.Client, ...args: unknown[]) => unknown;
+  CuttableClient.prototype.connect = function (this: pg.Client, ...args: unknown[]) {
+    if (!isDown) return connect.apply(this, args);
+    const callback = args[0];
+    if (typeof callback === 'function') {
+      const error = cutError();
+      queueMicrotask(() => (callback as (e: Error) => void)(error));
+      return undefined;
+    }
+    return Promise.reject(cutError());
+  } as typeof pg.Client.prototype.connect;
+  CuttableClient.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    return isDown ? Promise.reject(cutError()) : query.apply(this, args);
+  } as typeof pg.Client.prototype.query;
+  const store = createPgStore({ connectionString: url, applicationName, clientClass: CuttableClient, maxConnections: 4 });
+  return {
+    store,
+    async down(admin) {
+      isDown = true;
+      await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [applicationName]);
+    },
+    up: () => void (isDown = false),
+    refused: () => refused,
+  };
+}
