@@ -7,7 +7,7 @@ import type { Store } from '../store/store.js';
 import type { StepDefinition } from '../../dsl/workflow.js';
 import type { Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
 import { loadWorkerTelemetry, type Telemetry, type TelemetryOptions } from '../telemetry/telemetry.js';
-import { buildRegistry, nextStepOf, type RegisteredWorkflow } from '../worker/registry.js';
+import { buildRegistry, compensationOf, nextStepOf, settledByKey, type RegisteredWorkflow } from '../worker/registry.js';
 import { backoffDelayMs } from '../worker/retry.js';
 import { advanceRun } from '../worker/step-commits.js';
 import { serializeError } from '../worker/step-errors.js';
@@ -162,6 +162,14 @@ async function reconcileOne(
     const finished =
       FINISHED.includes(intent.run_status) || (intent.compensation !== null && step.compensates === undefined);
     const lookup: Lookup = (outputs) => ask(telemetry, workflow, step, intent, outputs, leaseMs);
+    const compensation = intent.compensation !== null ? compensationOf(workflow, step.name) : undefined;
+    if (compensation !== undefined && settledByKey(workflow, step)) {
+      // Nothing can look it up, and releasing it would make its compensation skip an effect that
+      // may have happened: the compensation takes it over by key (worker/compensation.ts).
+      const note = `left open for compensation "${compensation.name}": the step has no reconcile and its provider dedupes by key, so the compensation sends the key again to learn whether the effect happened`;
+      await deferIntent(db, intent, note);
+      return item('deferred', note);
+    }
     if (finished) return await settleFinishedRun(db, workflow, step, intent, lookup, item);
     if (intent.current_step !== step.position) {
       await deferIntent(db, intent, `not reconciled: the run is at step ${intent.current_step}, not at this intent's step`);

@@ -1,9 +1,17 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
+import type { StepDefinition } from '../../dsl/workflow.js';
+import type { PerformContext } from '../contracts/handler-types.js';
+import { NotAppliedError } from '../errors.js';
+import { faultPoint } from '../faults/fault-points.js';
 import type { EffectStatus, Json, LedgerflowDatabase } from '../store/tables.js';
 import { STEP_EXECUTORS } from './executors/executors.js';
-import { commitKnowingOutcome, commitSkipped, type StepExecution, type StepOutcome } from './executors/step-execution.js';
-import { assertAttemptTransition, assertRunTransition } from './state-machines.js';
+import { bounded, commitKnowingOutcome, commitSkipped, handlerContext, validateOutput, type StepExecution, type StepOutcome } from './executors/step-execution.js';
+import { millis } from './claim.js';
+import { intentHorizon } from './ledger.js';
+import { settledByKey } from './registry.js';
+import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from './state-machines.js';
 import { commitYield, leaseLost, type Lease } from './step-commits.js';
+import { PerformTimeoutError, recordableText, ResyncNeeded, StepFailure, userCode } from './step-errors.js';
 
 /*
  * Compensations: what a run whose steps declare `compensate` does once it failed for good, its
@@ -19,7 +27,12 @@ import { commitYield, leaseLost, type Lease } from './step-commits.js';
  *   none, released     →  skipped (the effect did not happen): recorded as skipped, no ledger row
  *   intent (open)      →  not decided yet: the run waits (rescheduled) until the reconciler has
  *                         settled that intent — in the ledger only, as for a finished run — then
- *                         decides on what it found
+ *                         decides on what it found; or, for a step whose provider dedupes by key
+ *                         and that has no reconcile ({@link settledByKey}), the compensation takes
+ *                         the intent over and performs the step again with the same key: the
+ *                         provider answers with the effect if it happened, or applies it now, and
+ *                         either way it is recorded and then undone. Nothing else can tell, and a
+ *                         compensation that skipped it could leave a charge without its refund.
  * After the last compensation the run is `compensated`; a compensation that fails for good ends
  * it `compensation_failed` (failure-commits.ts).
  */
@@ -55,6 +68,8 @@ export async function executeCompensation(s: StepExecution): Promise<StepOutcome
   const effect = rows[0];
   if (effect === undefined || effect.status === 'released') return commitSkipped(s);
   if (effect.status === 'intent') {
+    const undone = s.workflow.steps.find((d) => d.name === compensates);
+    if (undone !== undefined && settledByKey(s.workflow, undone)) return takeOverByKey(s, undone);
     const earliest = new Date(Date.now() + RECHECK_INTENT_MS);
     const until = effect.reconcile_after !== null && effect.reconcile_after > earliest ? effect.reconcile_after : earliest;
     const reason =
@@ -70,6 +85,120 @@ export async function executeCompensation(s: StepExecution): Promise<StepOutcome
   }
   const outputs = { ...s.run.outputs, [compensates]: effect.effect ?? s.run.outputs[compensates] ?? null };
   return STEP_EXECUTORS[s.step.kind]({ ...s, run: { ...s.run, outputs } });
+}
+
+/** The handler shape of the `external` step a compensation takes over. */
+interface Performer {
+  perform(ctx: PerformContext<unknown, unknown>): Promise<unknown>;
+}
+
+/**
+ * The compensated step (`undone`: external, idempotentByKey, no reconcile) left an open intent:
+ * take it over under this compensation's lease (fenced, its horizon renewed), perform `undone`
+ * again with the intent's own key — the provider dedupes, so this returns the effect if it
+ * happened and applies it otherwise — record it in the ledger, then run the compensation on it.
+ *
+ * Fails like a perform of the compensation's own: the intent stays open and the next attempt
+ * takes it over again (the same key, so never a second effect), except that a `NotAppliedError`
+ * (the provider refused the key: nothing happened) releases it and the compensation is skipped.
+ */
+async function takeOverByKey(s: StepExecution, undone: StepDefinition): Promise<StepOutcome> {
+  const takingAt = performance.now();
+  const { rows } = await takeOverIntentStatement(s.lease, s.step, undone).execute(s.db);
+  const taken = rows[0];
+  if (taken === undefined || !taken.fenced) throw leaseLost(s.lease, `the take-over of step "${undone.name}"'s intent`);
+  // Settled meanwhile (an operator's resolve): decide again on what the ledger says now.
+  if (taken.key === null) throw new ResyncNeeded();
+  await userCode(() => faultPoint('after-intent-commit'), 'before-perform');
+  if (s.signal.aborted || performance.now() - takingAt >= s.lease.leaseMs) {
+    throw leaseLost(s.lease, `perform of step "${undone.name}" by its compensation (not started: the lease may have passed to another worker)`);
+  }
+  const key = taken.key;
+  const as = { ...s, step: undone };
+  const handler = s.workflow.handler(undone.name) as Performer;
+  const perform = handler.perform.bind(handler);
+  let output: Json;
+  try {
+    const value = await s.trace.perform(key, () =>
+      bounded(
+        s,
+        undone.performTimeoutMs,
+        () =>
+          new PerformTimeoutError(
+            `perform of step "${undone.name}" (key "${key}"), taken over by compensation "${s.step.name}", did not finish within ${undone.performTimeoutMs} ms; its outcome is unknown`,
+          ),
+        'perform',
+        (signal) => perform({ ...handlerContext(as, signal), key }),
+      ),
+    );
+    await userCode(() => faultPoint('after-perform'));
+    output = validateOutput(as, value);
+  } catch (error) {
+    if (error instanceof StepFailure && error.cause instanceof NotAppliedError) {
+      await settleTakenOver(s, undone, key, { resolution: `released: the provider refused key "${key}" when compensation "${s.step.name}" (attempt ${s.attempt}) sent it again (${error.cause.message})` });
+      throw new ResyncNeeded();
+    }
+    throw error;
+  }
+  const recorded = await settleTakenOver(s, undone, key, {
+    output,
+    resolution: `recorded by compensation "${s.step.name}" (attempt ${s.attempt}), which sent key "${key}" again: the provider dedupes by key, so this is the step's one effect`,
+  });
+  if (!recorded) throw leaseLost(s.lease, `the record of step "${undone.name}"'s taken-over intent`);
+  const outputs = { ...s.run.outputs, [undone.name]: output };
+  return STEP_EXECUTORS[s.step.kind]({ ...s, run: { ...s.run, outputs } });
+}
+
+/** Records (with `output`) or releases the intent {@link takeOverByKey} holds, fenced by the run's lease. */
+async function settleTakenOver(
+  s: StepExecution,
+  undone: StepDefinition,
+  key: string,
+  settlement: { readonly output?: Json; readonly resolution: string },
+): Promise<boolean> {
+  const { rows } = await settleTakenOverStatement(s.lease, s.step, undone, key, settlement).execute(s.db);
+  return rows.length === 1;
+}
+
+/** The statement of {@link takeOverByKey}'s take-over: fence (and extend the lease), then stamp the open intent as this lease's. */
+export function takeOverIntentStatement(lease: Lease, compensation: StepDefinition, undone: StepDefinition): RawBuilder<{ fenced: boolean; key: string | null }> {
+  assertEffectTransition('intent', 'intent');
+  return sql<{ fenced: boolean; key: string | null }>`
+    WITH fenced AS (
+      UPDATE ledgerflow.workflow_run SET lease_expires_at = statement_timestamp() + ${millis(lease.leaseMs)}, updated_at = statement_timestamp()
+       WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
+         AND current_step = ${compensation.position}
+      RETURNING id
+    ),
+    taken AS (
+      UPDATE ledgerflow.step_effect
+         SET fencing_token = ${lease.fencingToken}, intent_at = statement_timestamp(), reconcile_after = ${intentHorizon(lease, undone)}
+       WHERE workflow_id = ${lease.runId} AND step_name = ${undone.name} AND status = 'intent' AND EXISTS (SELECT 1 FROM fenced)
+      RETURNING idempotency_key
+    )
+    SELECT EXISTS (SELECT 1 FROM fenced) AS fenced, (SELECT idempotency_key FROM taken LIMIT 1) AS key`;
+}
+
+/** The statement of {@link settleTakenOver}. */
+export function settleTakenOverStatement(
+  lease: Lease,
+  compensation: StepDefinition,
+  undone: StepDefinition,
+  key: string,
+  settlement: { readonly output?: Json; readonly resolution: string },
+): RawBuilder<{ workflow_id: string }> {
+  const recording = settlement.output !== undefined;
+  assertEffectTransition('intent', recording ? 'recorded' : 'released');
+  return sql<{ workflow_id: string }>`
+    UPDATE ledgerflow.step_effect e
+       SET status = ${recording ? 'recorded' : 'released'}, reconcile_after = NULL, resolution = ${recordableText(settlement.resolution)},
+           effect = COALESCE(${recording ? JSON.stringify(settlement.output) : null}::jsonb, e.effect),
+           recorded_at = CASE WHEN ${recording}::boolean THEN statement_timestamp() ELSE e.recorded_at END
+      FROM ledgerflow.workflow_run r
+     WHERE e.workflow_id = ${lease.runId} AND e.step_name = ${undone.name} AND e.idempotency_key = ${key} AND e.status = 'intent'
+       AND e.fencing_token = ${lease.fencingToken}
+       AND r.id = e.workflow_id AND r.fencing_token = ${lease.fencingToken} AND r.status = 'running' AND r.current_step = ${compensation.position}
+    RETURNING e.workflow_id`;
 }
 
 /**

@@ -36,6 +36,8 @@ export interface FailureParams {
   readonly canReconcile: boolean;
   /** The position of the workflow's first compensation, when a run that fails for good here compensates. */
   readonly compensateFrom?: number | undefined;
+  /** The step has a compensation: when the run compensates, that compensation settles the step's open intent (see {@link ExhaustedParams.stepCompensated}). */
+  readonly stepCompensated?: boolean;
   readonly random?: () => number;
   /** The error record's limit (`ledgerflow limits`): a longer record is truncated, never refused. */
   readonly maxErrorBytes?: number;
@@ -96,6 +98,7 @@ export async function commitFailure(db: Kysely<LedgerflowDatabase>, p: FailurePa
       conflict: cause instanceof Error && cause.name === 'ConflictError',
       canReconcile: p.canReconcile,
       compensateFrom: p.compensateFrom,
+      stepCompensated: p.stepCompensated,
     });
     return { ...end, failures };
   });
@@ -214,6 +217,12 @@ export interface ExhaustedParams {
   readonly canReconcile: boolean;
   /** The position of the workflow's first compensation, when a run that fails here compensates instead. */
   readonly compensateFrom?: number | undefined;
+  /**
+   * The step has a compensation. An open intent of an `idempotentByKey` step without reconcile is
+   * then NOT released when the run compensates: its compensation takes it over by key (it may have
+   * happened, and only a second call with the same key can tell — compensation.ts).
+   */
+  readonly stepCompensated?: boolean | undefined;
 }
 
 export type ExhaustedOutcome =
@@ -229,7 +238,9 @@ export function finishExhaustedStatement(p: ExhaustedParams): { readonly outcome
   let release: string | undefined;
   if (p.openIntent !== null && !p.conflict) {
     if (step.idempotentByKey && !p.canReconcile) {
-      release = `released: ${p.why}; the provider dedupes by key, so a later run may reuse it`;
+      if (p.compensateFrom === undefined || p.stepCompensated !== true) {
+        release = `released: ${p.why}; the provider dedupes by key, so a later run may reuse it`;
+      }
     } else {
       outcome = {
         kind: 'parked',
@@ -329,6 +340,8 @@ export interface CrashParams {
   readonly canReconcile: boolean;
   /** As for {@link FailureParams.compensateFrom}. */
   readonly compensateFrom?: number | undefined;
+  /** As for {@link FailureParams.stepCompensated}. */
+  readonly stepCompensated?: boolean;
   readonly random?: () => number;
 }
 
@@ -369,6 +382,7 @@ export async function commitCrash(db: Kysely<LedgerflowDatabase>, p: CrashParams
       conflict: false,
       canReconcile: p.canReconcile,
       compensateFrom: p.compensateFrom,
+      stepCompensated: p.stepCompensated,
     });
     return { ...end, crashes };
   });

@@ -53,6 +53,20 @@ export function compensationStart(workflow: Pick<RegisteredWorkflow, 'steps' | '
 }
 
 /**
+ * Whether an open intent of `step` is settled by performing it again with the same key rather
+ * than by a lookup: an `external` step whose provider dedupes by key (`idempotentByKey`) and that
+ * has no `reconcile`. Nothing else can tell whether its effect happened.
+ */
+export function settledByKey(workflow: Pick<RegisteredWorkflow, 'reconciler'>, step: StepDefinition): boolean {
+  return step.kind === 'external' && step.idempotentByKey === true && workflow.reconciler(step.name) === undefined;
+}
+
+/** The compensation that undoes `stepName`, if the workflow declares one. */
+export function compensationOf(workflow: Pick<RegisteredWorkflow, 'steps'>, stepName: string): StepDefinition | undefined {
+  return workflow.steps.find((s) => s.compensates === stepName);
+}
+
+/**
  * Indexes registrations and checks, without touching the database, that each is usable: the
  * contract is current and every step has a handler of the shape its kind demands.
  */

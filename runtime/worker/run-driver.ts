@@ -19,7 +19,7 @@ import {
 import type { CommitQueue } from './commit-queue.js';
 import { awaitQueueSlots } from './queue-slots.js';
 import { cancelOverdue } from './wait-commits.js';
-import { compensationStart, nextStepOf, type RegisteredWorkflow, type WorkflowRegistry } from './registry.js';
+import { compensationOf, compensationStart, nextStepOf, type RegisteredWorkflow, type WorkflowRegistry } from './registry.js';
 import { compensateOverdue, executeCompensation } from './compensation.js';
 import { releaseLeases } from './lease.js';
 import { commitCrash, commitFailure } from './failure-commits.js';
@@ -272,6 +272,7 @@ async function settleCrash(ctx: DriverContext, run: LeasedRun, workflow: Registe
       crashes: run.crashes,
       canReconcile: workflow.reconciler(step.name) !== undefined,
       compensateFrom: compensationStart(workflow, step),
+          stepCompensated: compensationOf(workflow, step.name) !== undefined,
     });
     ctx.emit({ type: 'step-crashed', runId: run.id, step: step.name, crashes: run.crashes, outcome });
     if (outcome.kind === 'parked') ctx.emit({ type: 'run-parked', runId: run.id, step: step.name, reason: outcome.reason });
@@ -319,6 +320,7 @@ async function recover(ctx: DriverContext, s: StepExecution, error: unknown, res
           canReconcile: workflow.reconciler(step.name) !== undefined,
           maxErrorBytes: s.limits.maxErrorBytes,
           compensateFrom: compensationStart(workflow, step),
+          stepCompensated: compensationOf(workflow, step.name) !== undefined,
         }),
       { retry: true },
     );

@@ -8,6 +8,7 @@ import {
   createWorker,
   found,
   NonRetryableError,
+  NotAppliedError,
   notFound,
   runReconcilePass,
   type Worker,
@@ -32,12 +33,17 @@ class Provider {
   readonly applied = new Map<string, string>();
   /** Keys whose next request is applied and then answered with an error (an unknown outcome). */
   readonly lose = new Set<string>();
-  /** Keys whose requests are refused (before anything is applied). */
+  /** Keys whose requests fail before anything is applied, with an error that does not say so (an unknown outcome). */
   readonly refuse = new Set<string>();
+  /** Keys whose next request fails like `refuse`, once. */
+  readonly refuseOnce = new Set<string>();
+  /** Keys the provider declines, saying nothing was applied (`NotAppliedError`). */
+  readonly decline = new Set<string>();
 
   async call(key: string): Promise<{ id: string }> {
     this.requests.push(key);
-    if (this.refuse.has(key)) throw new Error(`provider refused ${key}`);
+    if (this.refuseOnce.delete(key) || this.refuse.has(key)) throw new Error(`provider refused ${key}`);
+    if (this.decline.has(key)) throw new NotAppliedError(`provider declined ${key}`);
     const id = this.applied.get(key) ?? `fx_${this.applied.size + 1}`;
     this.applied.set(key, id);
     if (this.lose.delete(key)) throw new Error(`provider answered 502 after applying ${key}`);
@@ -169,7 +175,7 @@ describeStores('compensations', (getStore) => {
   });
 
   it('a failure after 2 of 4 effects compensates exactly those 2, in reverse order, and keeps the error', async () => {
-    provider.refuse.add('ship:o-1');
+    provider.decline.add('ship:o-1');
     const runId = await startTestRun(getStore(), fourEffects, { orderId: 'o-1' });
     await drain();
 
@@ -177,7 +183,7 @@ describeStores('compensations', (getStore) => {
     expect(run.status).toBe('compensated');
     expect(run.compensation).toBe('failure');
     expect(run.finished_at).not.toBeNull();
-    expect(run.error).toMatchObject({ step: 'ship', message: 'provider refused ship:o-1' });
+    expect(run.error).toMatchObject({ step: 'ship', message: 'provider declined ship:o-1' });
     expect(log).toEqual(['reserve', 'charge', 'ship', 'refund', 'unreserve']);
     expect(provider.count('charge:')).toBe(1);
     expect(provider.requests.filter((k) => k.startsWith('refund:'))).toEqual([`refund:${provider.applied.get('charge:o-1')}`]);
@@ -187,7 +193,7 @@ describeStores('compensations', (getStore) => {
   });
 
   it('waitForRun returns a run once it is compensated, not while it compensates', async () => {
-    provider.refuse.add('ship:o-6');
+    provider.decline.add('ship:o-6');
     const runId = await startTestRun(getStore(), fourEffects, { orderId: 'o-6' });
     const waited = client().waitForRun(runId, { timeoutMs: 20_000 });
     await drain();
@@ -195,7 +201,7 @@ describeStores('compensations', (getStore) => {
   });
 
   it('a compensation that fails for good ends the run compensation_failed, parked for an operator, before the next one', async () => {
-    provider.refuse.add('ship:o-2');
+    provider.decline.add('ship:o-2');
     const runId = await startTestRun(getStore(), fourEffects, { orderId: 'o-2' });
     // The charge is the provider's first effect (fx_1): refuse its refund.
     provider.refuse.add('refund:fx_1');
@@ -211,7 +217,7 @@ describeStores('compensations', (getStore) => {
   });
 
   it('an operator retry of a compensation_failed run resumes at the failed compensation, then the rest, audited', async () => {
-    provider.refuse.add('ship:o-5');
+    provider.decline.add('ship:o-5');
     const runId = await startTestRun(getStore(), fourEffects, { orderId: 'o-5' });
     provider.refuse.add('refund:fx_1');
     await drain();
@@ -273,6 +279,8 @@ describeStores('compensations', (getStore) => {
     const runId = await startTestRun(getStore(), fourEffects, { orderId: 'o-7' });
     await drain();
     expect((await runState(getStore(), runId)).run.status).toBe('needs_reconciliation');
+    // No worker left that could take the compensating run before the operator settles the intent.
+    await Promise.all(workers.splice(0).map((w) => w.stop()));
     expect(await client().cancel(runId, { compensate: true })).toBe(true);
 
     const note = { actor: 'ops', reason: 'no charge at the provider' };
@@ -288,7 +296,7 @@ describeStores('compensations', (getStore) => {
 
   it('an open intent at failure is reconciled first: found, the run goes on, and fails later with the charge refunded once', async () => {
     provider.lose.add('charge:o-4');
-    provider.refuse.add('ship:o-4');
+    provider.decline.add('ship:o-4');
     const runId = await startTestRun(getStore(), fourEffects, { orderId: 'o-4' });
     await drain();
     expect((await runState(getStore(), runId)).run.status).toBe('needs_reconciliation');
@@ -300,6 +308,72 @@ describeStores('compensations', (getStore) => {
     expect(provider.count('charge:')).toBe(1);
     expect(provider.count('refund:')).toBe(1);
     expect(log).toEqual(['reserve', 'charge', 'ship', 'refund', 'unreserve']);
+  });
+
+  it('a step whose provider dedupes by key, without reconcile, failing for good with an unknown outcome is taken over by its compensation: the effect it had is undone once', async () => {
+    // ship is applied, but its answer is lost (502): the only way to know is to send its key again.
+    provider.lose.add('ship:o-8');
+    const runId = await startTestRun(getStore(), fourEffects, { orderId: 'o-8' });
+    await drain();
+
+    const { run, effects } = await runState(getStore(), runId);
+    expect(run.status).toBe('compensated');
+    expect(provider.requests.filter((k) => k.startsWith('ship:'))).toEqual(['ship:o-8', 'ship:o-8']);
+    expect(provider.count('ship:')).toBe(1);
+    expect(provider.count('unship:')).toBe(1);
+    expect(log).toEqual(['reserve', 'charge', 'ship', 'ship', 'unship', 'refund', 'unreserve']);
+    expect(await results(runId)).toEqual(['reserve', 'charge', 'unship', 'refund', 'unreserve']);
+    const ship = effects.find((e) => e.step_name === 'ship')!;
+    expect(ship).toMatchObject({ status: 'recorded', effect: { id: provider.applied.get('ship:o-8') } });
+    expect(ship.resolution).toMatch(/^recorded by compensation "unship" \(attempt 1\), which sent key "ship:o-8" again/);
+  });
+
+  it('… and when its call never reached the provider, the take-over applies it and the compensation undoes it: never an effect left standing', async () => {
+    provider.refuseOnce.add('ship:o-9');
+    const runId = await startTestRun(getStore(), fourEffects, { orderId: 'o-9' });
+    await drain();
+
+    expect((await runState(getStore(), runId)).run.status).toBe('compensated');
+    expect(provider.count('ship:')).toBe(1);
+    expect(provider.count('unship:')).toBe(1);
+    expect(await results(runId)).toEqual(['reserve', 'charge', 'unship', 'refund', 'unreserve']);
+  });
+
+  it('… and when the provider declines the key sent again (NotAppliedError), the intent is released and the compensation skipped', async () => {
+    provider.refuseOnce.add('ship:o-10');
+    provider.decline.add('ship:o-10');
+    const runId = await startTestRun(getStore(), fourEffects, { orderId: 'o-10' });
+    await drain();
+
+    const { run, effects } = await runState(getStore(), runId);
+    expect(run.status).toBe('compensated');
+    expect(provider.count('ship:')).toBe(0);
+    expect(provider.requests.filter((k) => k.startsWith('unship:'))).toEqual([]);
+    expect(await results(runId)).toEqual(['reserve', 'charge', 'unship (skipped)', 'refund', 'unreserve']);
+    expect(effects.find((e) => e.step_name === 'ship')).toMatchObject({ status: 'released', resolution: expect.stringMatching(/^released: the provider refused key "ship:o-10" when compensation "unship"/) });
+  });
+
+  it('cancel with compensate while such a step has an open intent: the reconciler leaves it open, the compensation takes it over and refunds the charge it finds', async () => {
+    provider.lose.add('charge:c-3');
+    const runId = await startTestRun(getStore(), waitV1, { orderId: 'c-3' });
+    const w = createWorker({ store: getStore(), ...FAST, workflows: [chargeWaitHandlers(waitV1)] });
+    workers.push(w);
+    await w.start();
+    await waitUntil('the charge failed with its intent open', async () => {
+      const { attempts, effects } = await runState(getStore(), runId);
+      return attempts.some((a) => a.step_name === 'charge' && a.status === 'failed') && effects.some((e) => e.step_name === 'charge' && e.status === 'intent');
+    });
+    await w.stop();
+    expect(await client().cancel(runId, { compensate: true })).toBe(true);
+
+    const pass = await runReconcilePass({ store: getStore(), workflows: [chargeWaitHandlers(waitV1)], now: LATER() });
+    expect(pass.items).toEqual([expect.objectContaining({ runId, step: 'charge', outcome: 'deferred', detail: expect.stringMatching(/^left open for compensation "refund"/) })]);
+    expect((await runState(getStore(), runId)).effects.find((e) => e.step_name === 'charge')!.status).toBe('intent');
+
+    await drain();
+    expect((await runState(getStore(), runId)).run).toMatchObject({ status: 'compensated', compensation: 'cancel' });
+    expect(provider.count('charge:')).toBe(1);
+    expect(provider.requests.filter((k) => k.startsWith('refund:'))).toEqual(['refund:c-3']);
   });
 
   it('cancel with compensate undoes the recorded charge; without it the run is just cancelled', async () => {
