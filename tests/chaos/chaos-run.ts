@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
 import { startFakeServer } from '../../examples/fakes/fake-server.js';
-import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
+import { FakePaymentProvider, type Charge, type ChargeOptions, type ChargeRequest } from '../../examples/fakes/payment-provider.js';
 import { createClient } from '../../runtime/client/client.js';
 import type { FaultSpec } from '../../runtime/faults/fault-points.js';
 import { createPgStore } from '../../runtime/store/pg/pg-store.js';
@@ -95,6 +95,25 @@ if (!(SLOW_APPLY_MS.min > RECEIPT_CLIENT_TIMEOUT_MS && SLOW_APPLY_MS.max < RECEI
   throw new RangeError('chaos: slow applications must outlast the receipt client timeout and stay under its performTimeoutMs');
 }
 
+/** The chaos run's payment provider, which can tell the controller when a key's first charge request arrives. */
+class ChargeWatchingProvider extends FakePaymentProvider {
+  readonly #watchers = new Map<string, () => void>();
+
+  /** Calls `then` (once) when the provider first receives a charge under `idempotencyKey`. */
+  onFirstCharge(idempotencyKey: string, then: () => void): void {
+    this.#watchers.set(idempotencyKey, then);
+  }
+
+  override charge(request: ChargeRequest, options: ChargeOptions = {}): Promise<Charge> {
+    const watcher = options.idempotencyKey === undefined ? undefined : this.#watchers.get(options.idempotencyKey);
+    if (watcher !== undefined) {
+      this.#watchers.delete(options.idempotencyKey!);
+      watcher();
+    }
+    return super.charge(request, options);
+  }
+}
+
 /**
  * Fault points armed in chaos workers. `kill` is rarer than `throw` and `hang` because each
  * kill costs a process start; `hang` outlasts the lease, making the worker a zombie whose
@@ -131,7 +150,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
   const started = performance.now();
   const random = seededRandom(options.seed);
   const server = await startPostgres();
-  const payments = new FakePaymentProvider({ latencyMs: PROVIDER_LATENCY_MS });
+  const payments = new ChargeWatchingProvider({ latencyMs: PROVIDER_LATENCY_MS });
   // Its own stream, so that the controller's decisions replay from the seed whatever the
   // (timing-dependent) order in which receipt requests arrive.
   const applyRandom = seededRandom((options.seed ^ 0x5eed_a991) >>> 0);
@@ -227,7 +246,21 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     const upfront = Math.floor(options.runs * 0.4);
     for (const input of inputs.slice(0, upfront)) await startRun(input);
     const refundOrders = chaosRefundInputs(options.seed, Math.max(1, Math.floor(options.runs / 8)));
-    for (const input of refundOrders) await retrying(() => client.start(chaosRefund, input, { dedupeKey: input.orderId }));
+    const refundRunIds = new Map<string, string>();
+    for (const input of refundOrders) {
+      await retrying(async () => refundRunIds.set(input.orderId, (await client.start(chaosRefund, input, { dedupeKey: input.orderId })).runId));
+    }
+    // `cancel` orders are cancelled with compensate: half the moment the provider receives their
+    // charge (its answer still on the way: the compensation meets an open intent it can settle only
+    // by sending the key again), half at a random time in the first seconds of the chaos.
+    const cancels: Array<Promise<void>> = [];
+    const cancelOrder = (orderId: string): void => {
+      cancels.push(retrying(() => client.cancel(refundRunIds.get(orderId)!, { compensate: true, actor: 'chaos', reason: 'the customer cancelled' })));
+    };
+    for (const input of refundOrders.filter((o) => o.outcome === 'cancel')) {
+      if (random.next() < 0.5) payments.onFirstCharge(`charge:${input.orderId}`, () => cancelOrder(input.orderId));
+      else setTimeout(() => cancelOrder(input.orderId), random.int(0, 3_000));
+    }
     const later = inputs.slice(upfront);
     const fulfilUpfront = Math.floor(fulfilments.length / 2);
     for (const input of fulfilments.slice(0, fulfilUpfront)) await startFulfil(input);
@@ -307,6 +340,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       CHAOS_CONCURRENCY: String(options.concurrency),
       CHAOS_SPAWN: String(spawnIndex),
     }));
+    await Promise.all(cancels);
     await waitUntilSettled(store.db, options.settleTimeoutMs);
     await fleet.stop();
     sampling = false;
@@ -335,6 +369,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       `fulfil-runs=${fulfil.runs} fulfil-completed=${fulfil.completed} children=${fulfil.children} skipped=${fulfil.skipped} ` +
       `max-picking-slots=${maxPickingSlots}/${PICKING_CONCURRENCY} ` +
       `refund-runs=${compensation.runs} compensated=${compensation.compensated} compensation-failed=${compensation.compensationFailed} refunds=${compensation.refunds} ` +
+      `cancelled=${compensation.cancelled} charges-taken-over=${compensation.takenOver} ` +
       `events-sent=${eventsSent} events-stored=${fulfil.events} events-taken=${fulfil.consumed} ` +
       `unexpected-exits=${c.unexpectedExits} duplicates found=${report.duplicates + fulfil.duplicates + compensation.duplicates} ` +
       `violations=${report.violations.length + fulfil.violations.length + compensation.violations.length} ` +

@@ -27,7 +27,8 @@ it(
     // Runs that failed after charging compensated (refunds = their charges, exactly once each).
     expect(outcome.compensation.duplicates, replay).toBe(0);
     expect(outcome.compensation.compensated, replay).toBeGreaterThan(0);
-    expect(outcome.compensation.refunds, replay).toBe(outcome.compensation.compensated);
+    expect(outcome.compensation.refunds, replay).toBe(outcome.compensation.chargedAndCompensated);
+    expect(outcome.compensation.cancelled, replay).toBeGreaterThan(0);
     // Waiting, branching and fanned-out runs took part: all finished, every event taken once.
     expect(outcome.fulfil.completed, replay).toBe(outcome.fulfil.runs);
     expect(outcome.fulfil.runs, replay).toBe(Math.floor(profile.runs / 4));

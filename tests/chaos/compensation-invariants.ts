@@ -13,6 +13,12 @@ export interface CompensationReport {
   readonly compensationFailed: number;
   /** Refunds the desk applied. */
   readonly refunds: number;
+  /** Runs that ended compensated with a charge at the provider (each must have exactly one refund). */
+  readonly chargedAndCompensated: number;
+  /** Runs compensated after a cancel (`cancel` orders whose cancel came before the run failed on its own). */
+  readonly cancelled: number;
+  /** Charge intents a compensation settled by sending the key again (recorded or released by it). */
+  readonly takenOver: number;
   /** Refunds beyond one per charge. */
   readonly duplicates: number;
   readonly violations: readonly string[];
@@ -27,7 +33,7 @@ export function chaosRefundInputs(seed: number, count: number): ChaosRefundInput
   const random = seededRandom((seed ^ 0x2ef0_4d17) >>> 0);
   return Array.from({ length: count }, (_, i) => {
     const dice = random.next();
-    const outcome: ChaosRefundOutcome = dice < 0.5 ? 'compensate' : dice < 0.6 ? 'refund-refused' : 'complete';
+    const outcome: ChaosRefundOutcome = dice < 0.4 ? 'compensate' : dice < 0.5 ? 'refund-refused' : dice < 0.7 ? 'cancel' : 'complete';
     return { orderId: `refund-${seed}-${i}`, amountCents: 100 * random.int(1, 50), outcome };
   });
 }
@@ -36,11 +42,12 @@ const STATUS_BY_OUTCOME: Readonly<Record<ChaosRefundOutcome, string>> = {
   complete: 'completed',
   compensate: 'compensated',
   'refund-refused': 'compensation_failed',
+  cancel: 'compensated',
 };
 
 /**
  * Checks, from the providers' own counters and the database: every run ended as its outcome
- * says; every order was charged exactly once; refunds = charges of the runs that ended
+ * says; every order was charged exactly once (a cancelled one at most once); refunds = charges of the runs that ended
  * compensated — exactly one per such charge, none for any other, never more than one for any
  * charge; no run is `compensation_failed` unless its refund was designed to be refused (and then
  * nothing was refunded and its refund is released, not left open); the ledger's recorded refunds
@@ -74,15 +81,21 @@ export async function checkCompensationInvariants(
       }
       const status = STATUS_BY_OUTCOME[order.outcome];
       if (run.status !== status) violations.push(`${where}: run ${run.id} ended ${run.status}, expected ${status}: ${JSON.stringify(run.error)}`);
-      if (order.outcome !== 'complete' && (run.compensation !== 'failure' || run.error?.step !== (order.outcome === 'compensate' ? 'confirm' : 'refund'))) {
+      if (order.outcome === 'cancel') {
+        // Cancelled, or — had the cancel come after confirm gave up — failed and compensated.
+        if (run.compensation !== 'cancel' && !(run.compensation === 'failure' && run.error?.step === 'confirm')) {
+          violations.push(`${where}: run ${run.id} compensation ${run.compensation}, error ${JSON.stringify(run.error)}`);
+        }
+      } else if (order.outcome !== 'complete' && (run.compensation !== 'failure' || run.error?.step !== (order.outcome === 'compensate' ? 'confirm' : 'refund'))) {
         violations.push(`${where}: run ${run.id} compensation ${run.compensation}, error ${JSON.stringify(run.error)}`);
       }
       const chargeKey = `charge:${order.orderId}`;
       const charges = providers.payments.chargesForKey(chargeKey);
-      if (charges !== 1) violations.push(`${where}: charged ${charges} times`);
+      // A cancel may come before the charge was ever sent: then nothing is charged, nothing refunded.
+      if (order.outcome === 'cancel' ? charges > 1 : charges !== 1) violations.push(`${where}: charged ${charges} times`);
       const chargeId = chargeIds.get(chargeKey);
       const refunds = chargeId === undefined ? 0 : (refundsByCharge.get(chargeId) ?? 0);
-      const wanted = order.outcome === 'compensate' ? 1 : 0;
+      const wanted = order.outcome === 'compensate' || order.outcome === 'cancel' ? charges : 0;
       if (refunds !== wanted) violations.push(`${where}: charge ${chargeId} refunded ${refunds} times, expected ${wanted}`);
       if (run.status === 'compensated' && chargeId !== undefined) compensatedCharges.add(chargeId);
     }
@@ -113,6 +126,13 @@ export async function checkCompensationInvariants(
       }
     }
     for (const key of deskByKey.keys()) if (!recordedKeys.has(key)) violations.push(`desk refunded under ${key}, missing from the ledger`);
+    // A charge intent a compensation settled: it says so in the ledger row's resolution.
+    const takenOver = await q<{ n: number }>(
+      `SELECT count(*)::int AS n FROM ledgerflow.step_effect e JOIN ledgerflow.workflow_run r ON r.id = e.workflow_id
+        WHERE r.workflow_name = $1 AND e.step_name = 'charge'
+          AND (e.resolution LIKE 'recorded by compensation %' OR e.resolution LIKE 'released: the provider refused key % when compensation %')`,
+      [chaosRefund.name],
+    );
     const count = (status: string) => runs.filter((r) => r.status === status).length;
     return {
       runs: runs.length,
@@ -120,6 +140,9 @@ export async function checkCompensationInvariants(
       compensated: count('compensated'),
       compensationFailed: count('compensation_failed'),
       refunds: providers.refunds.refunds().length,
+      chargedAndCompensated: compensatedCharges.size,
+      cancelled: runs.filter((r) => r.status === 'compensated' && r.compensation === 'cancel').length,
+      takenOver: takenOver[0]!.n,
       duplicates,
       violations,
     };
