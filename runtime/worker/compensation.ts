@@ -6,8 +6,7 @@ import { faultPoint } from '../faults/fault-points.js';
 import type { EffectStatus, Json, LedgerflowDatabase } from '../store/tables.js';
 import { STEP_EXECUTORS } from './executors/executors.js';
 import { bounded, commitKnowingOutcome, commitSkipped, handlerContext, validateOutput, type StepExecution, type StepOutcome } from './executors/step-execution.js';
-import { millis } from './claim.js';
-import { intentHorizon } from './ledger.js';
+import { fenceAtStep, intentHorizon } from './ledger.js';
 import { settledByKey } from './registry.js';
 import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from './state-machines.js';
 import { commitYield, leaseLost, type Lease } from './step-commits.js';
@@ -165,10 +164,7 @@ export function takeOverIntentStatement(lease: Lease, compensation: StepDefiniti
   assertEffectTransition('intent', 'intent');
   return sql<{ fenced: boolean; key: string | null }>`
     WITH fenced AS (
-      UPDATE ledgerflow.workflow_run SET lease_expires_at = statement_timestamp() + ${millis(lease.leaseMs)}, updated_at = statement_timestamp()
-       WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
-         AND current_step = ${compensation.position}
-      RETURNING id
+      ${fenceAtStep(lease, compensation.position)}
     ),
     taken AS (
       UPDATE ledgerflow.step_effect

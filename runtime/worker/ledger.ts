@@ -159,6 +159,17 @@ export function intentHorizon(lease: Lease, step: StepDefinition): RawBuilder<un
 }
 
 /**
+ * The fence of a statement that writes the ledger for the run `lease` holds at `position`: it
+ * extends the lease and returns the run's id only while the token still holds it there.
+ */
+export function fenceAtStep(lease: Lease, position: number): RawBuilder<unknown> {
+  return sql`UPDATE ledgerflow.workflow_run SET lease_expires_at = statement_timestamp() + ${millis(lease.leaseMs)}, updated_at = statement_timestamp()
+       WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
+         AND current_step = ${position}
+      RETURNING id`;
+}
+
+/**
  * The intent commit of an external step, ONE statement: fence (and extend the lease), then
  * `INSERT … status 'intent' … ON CONFLICT DO NOTHING`, with its horizon. In the same statement a
  * `released` row with this key and request is re-taken, and for an `idempotentByKey` step an open
@@ -201,10 +212,7 @@ export function openIntentStatement(lease: Lease, step: StepDefinition, claim: E
   const horizon = intentHorizon(lease, step);
   return prepared(sql<OpenIntentRow>`
     WITH fenced AS (
-      UPDATE ledgerflow.workflow_run SET lease_expires_at = statement_timestamp() + ${millis(lease.leaseMs)}, updated_at = statement_timestamp()
-       WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
-         AND current_step = ${step.position}
-      RETURNING id
+      ${fenceAtStep(lease, step.position)}
     ),
     existing AS (
       SELECT idempotency_key, status, kind, request_hash, effect, attempt, fencing_token, intent_at, reconcile_after, reconcile_attempts
