@@ -412,7 +412,9 @@ async function settle(
       resultAttempt: intent.attempt,
       output,
       effect: { key: intent.idempotency_key, mode: 'record-intent', attempt: intent.attempt, resolution },
-      continuation: step.last ? { kind: 'complete', runOutput: { ...claim.outputs, [step.name]: output } } : { kind: 'release' },
+      continuation: step.last
+        ? { kind: 'complete', runOutput: { ...claim.outputs, [step.name]: output }, ...(step.compensates !== undefined ? { compensated: true as const } : {}) }
+        : { kind: 'release' },
     });
     if (!advanced.fenced) throw new ConflictError(`Lost ${where} while recording the effect. Nothing was done.`);
   } else {
@@ -438,7 +440,7 @@ function checkResolution(resolution: EffectResolution): { readonly value: unknow
 }
 
 interface ResolvedStep extends StepDefinition {
-  /** The workflow's last step: recording it completes the run. */
+  /** The last step of its phase: recording it completes the run (a step) or compensates it (a compensation). */
   readonly last: boolean;
 }
 
@@ -452,14 +454,18 @@ function findStep(workflows: ReadonlyMap<string, AnyWorkflow>, run: LockedRun, s
         'Pass that version in createClient({ workflows }) (the CLI: --workflows <module>). Nothing was done.',
     );
   }
-  const step = workflow.steps.find((s) => s.name === stepName);
+  // A compensation's own intent (a refund whose outcome is unknown) is resolved like a step's.
+  const step = workflow.steps.find((s) => s.name === stepName) ?? workflow.compensations.find((s) => s.name === stepName);
   if (step === undefined) {
+    const compensations = workflow.compensations.length > 0 ? `; its compensations: ${workflow.compensations.map((s) => s.name).join(', ')}` : '';
     throw new ValidationError(
-      `Workflow ${workflow.name} v${workflow.version} has no step "${stepName}"; its steps: ${workflow.steps.map((s) => s.name).join(', ')}. Nothing was done.`,
+      `Workflow ${workflow.name} v${workflow.version} has no step "${stepName}"; its steps: ${workflow.steps.map((s) => s.name).join(', ')}${compensations}. Nothing was done.`,
       [`step: unknown ${stepName}`],
     );
   }
-  return { ...step, last: step.position === workflow.steps.length - 1 };
+  // The last of its phase: recording the last step completes the run, the last compensation compensates it.
+  const end = step.compensates === undefined ? workflow.steps.length : workflow.steps.length + workflow.compensations.length;
+  return { ...step, last: step.position === end - 1 };
 }
 
 function parseOutput(run: LockedRun, step: StepDefinition, value: unknown): Json {

@@ -11,6 +11,7 @@ import {
   NotAppliedError,
   notFound,
   runReconcilePass,
+  unknownOutcome,
   type Worker,
   type WorkerOptions,
 } from 'ledgerflow/runtime';
@@ -113,6 +114,16 @@ const chargeThenWait = (compensateOnCancel: boolean, version: number) =>
 const waitV1 = chargeThenWait(false, 1);
 const waitV2 = chargeThenWait(true, 2);
 
+/** A charge whose refund can be left with an unknown outcome that reconcile cannot settle: parked at the compensation. */
+const parkedRefund = workflow('comp-parked-refund', { version: 1, input: Input })
+  .external('charge', {
+    output: Id,
+    key: ({ input }) => `charge:${input.orderId}`,
+    idempotentByKey: true,
+    compensate: { name: 'refund', key: ({ input }) => `refund:${input.orderId}`, output: Id, retry: { maxAttempts: 1 } },
+  })
+  .step('confirm', { output: z.object({}), retry: { maxAttempts: 1 } });
+
 const log: string[] = [];
 let provider = new Provider();
 const perform = (prefix: string) => ({ perform: ({ key }: { key: string }) => (log.push(`${prefix}`), provider.call(key)) });
@@ -153,13 +164,26 @@ const childHandlers = () => [
 const chargeWaitHandlers = (w: typeof waitV1) =>
   bindHandlers(w, { charge: perform('charge'), refund: perform('refund'), ship: perform('ship') }, shapeHash(w));
 
+const parkedRefundHandlers = () =>
+  bindHandlers(
+    parkedRefund,
+    {
+      charge: perform('charge'),
+      refund: { ...perform('refund'), reconcile: async () => unknownOutcome('the refund desk cannot tell') },
+      confirm: () => {
+        throw new NonRetryableError('the order cannot be confirmed');
+      },
+    },
+    shapeHash(parkedRefund),
+  );
+
 const FAST: Partial<WorkerOptions> = { pollIntervalMs: 20, leaseMs: 5_000, reconcileIntervalMs: 0 };
 const LATER = (): Date => new Date(Date.now() + 3_600_000);
 
 describeStores('compensations', (getStore) => {
   const workers: Worker[] = [];
   const drain = async (): Promise<void> => {
-    const w = createWorker({ store: getStore(), ...FAST, workflows: [fourHandlers(), chargeWaitHandlers(waitV1), chargeWaitHandlers(waitV2), ...childHandlers()] });
+    const w = createWorker({ store: getStore(), ...FAST, workflows: [fourHandlers(), chargeWaitHandlers(waitV1), chargeWaitHandlers(waitV2), parkedRefundHandlers(), ...childHandlers()] });
     workers.push(w);
     await w.drain();
   };
@@ -167,7 +191,7 @@ describeStores('compensations', (getStore) => {
   const results = async (runId: string) =>
     (await runState(getStore(), runId)).results.map((r) => `${r.step_name}${r.skipped ? ' (skipped)' : ''}`);
 
-  beforeAll(() => migrateForTest(getStore(), [fourEffects, waitV1, waitV2, withFailingChild, doubler]).then(() => undefined));
+  beforeAll(() => migrateForTest(getStore(), [fourEffects, waitV1, waitV2, withFailingChild, doubler, parkedRefund]).then(() => undefined));
   afterEach(async () => {
     log.length = 0;
     provider = new Provider();
@@ -374,6 +398,30 @@ describeStores('compensations', (getStore) => {
     expect((await runState(getStore(), runId)).run).toMatchObject({ status: 'compensated', compensation: 'cancel' });
     expect(provider.count('charge:')).toBe(1);
     expect(provider.requests.filter((k) => k.startsWith('refund:'))).toEqual(['refund:c-3']);
+  });
+
+  it("an operator resolves a compensation's own open intent: found, the run ends compensated with that refund", async () => {
+    // The refund is applied but its answer lost; reconcile cannot tell: parked at the compensation.
+    provider.lose.add('refund:p-1');
+    const runId = await startTestRun(getStore(), parkedRefund, { orderId: 'p-1' });
+    await drain();
+    await runReconcilePass({ store: getStore(), workflows: [parkedRefundHandlers()], now: LATER() });
+    expect((await runState(getStore(), runId)).run).toMatchObject({ status: 'needs_reconciliation', compensation: 'failure' });
+
+    const operator = createClient({ store: getStore(), workflows: [parkedRefund] });
+    const note = { actor: 'ops', reason: 'refund seen at the desk' };
+    const refundId = provider.applied.get('refund:p-1')!;
+    await expect(operator.resolveEffect(runId, 'nope', { notFound: true }, note)).rejects.toThrow(
+      'has no step "nope"; its steps: charge, confirm; its compensations: refund. Nothing was done.',
+    );
+    expect(await operator.resolveEffect(runId, 'refund', { found: { id: refundId } }, note)).toMatchObject({ status: 'recorded', runStatus: 'compensated' });
+
+    const { run, effects } = await runState(getStore(), runId);
+    expect(run).toMatchObject({ status: 'compensated', compensation: 'failure' });
+    expect(run.finished_at).not.toBeNull();
+    expect(effects.find((e) => e.step_name === 'refund')).toMatchObject({ status: 'recorded', effect: { id: refundId }, resolution: 'operator:found' });
+    expect(provider.count('refund:')).toBe(1);
+    expect(await results(runId)).toEqual(['charge', 'refund']);
   });
 
   it('cancel with compensate undoes the recorded charge; without it the run is just cancelled', async () => {
