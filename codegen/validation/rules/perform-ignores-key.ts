@@ -1,13 +1,14 @@
 import type { Diagnostic } from '../../model/diagnostic.js';
 import { stepsAndCompensations } from '../../model/workflow-model.js';
-import type { Rule } from '../rule.js';
+import { handlerSubject, type Rule } from '../rule.js';
 
 /**
  * LF012 (warning): an `external` handler's `perform` never reads `ctx.key` — neither as
  * `ctx.key` nor destructured — and hands its context to nothing that could. The key is what
  * makes a retry the same request to the provider (or findable by `reconcile`).
  */
-export const performIgnoresKey: Rule = ({ analysis }) => {
+export const performIgnoresKey: Rule = (input) => {
+  const { analysis } = input;
   const diagnostics: Diagnostic[] = [];
   for (const binding of analysis.handlers?.bindings ?? []) {
     const workflow = analysis.workflows.find((w) => w.name === binding.workflow && w.version === binding.version);
@@ -21,7 +22,7 @@ export const performIgnoresKey: Rule = ({ analysis }) => {
         code: 'LF012',
         severity: 'warning',
         ...handler.location,
-        message: `perform of external step "${handler.step}" never reads ctx.key; ${fix}.`,
+        message: `perform of ${handlerSubject(input, binding, handler)} never reads ctx.key; ${fix}.`,
       });
     }
   }

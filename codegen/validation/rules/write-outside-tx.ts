@@ -1,6 +1,6 @@
 import type { Diagnostic } from '../../model/diagnostic.js';
 import { describeOrigin } from '../describe-via.js';
-import type { Rule } from '../rule.js';
+import { handlerSubject, type Rule } from '../rule.js';
 
 /**
  * LF010: a `transactional` handler writes through something that provably is not `ctx.tx` — a
@@ -8,7 +8,8 @@ import type { Rule } from '../rule.js';
  * Writes through a handle the analysis cannot trace (a callback's parameter, what a call that was
  * given the context returned) are left alone.
  */
-export const writeOutsideTx: Rule = ({ analysis }) => {
+export const writeOutsideTx: Rule = (input) => {
+  const { analysis } = input;
   const diagnostics: Diagnostic[] = [];
   for (const binding of analysis.handlers?.bindings ?? []) {
     for (const handler of binding.handlers) {
@@ -25,7 +26,7 @@ export const writeOutsideTx: Rule = ({ analysis }) => {
           severity: 'error',
           ...write.at,
           message:
-            `transactional step "${handler.step}" ${what}; write through ctx.tx so the write commits with the ledger row — ` +
+            `${handlerSubject(input, binding, handler)} ${what}; write through ctx.tx so the write commits with the ledger row — ` +
             'a write through another connection commits on its own, stays when the step fails and is repeated when it is retried.',
         });
       }
