@@ -1,7 +1,8 @@
 import { sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPgStore } from '../../runtime/store/pg/pg-store.js';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
+import { ConnectTimeoutError, createPgStore } from '../../runtime/store/pg/pg-store.js';
 import { SQLSTATE, sqlStateOf } from '../../runtime/store/sqlstate.js';
 import type { Store } from '../../runtime/store/store.js';
 import { isConnectionError } from '../../runtime/worker/step-errors.js';
@@ -134,4 +135,94 @@ describe('a PostgreSQL store on a multi-host URL', () => {
     await client.end();
     expect((await sql<{ n: number }>`SELECT 1 AS n`.execute(store.db)).rows[0]!.n).toBe(1);
   });
+
+  it('gives up on a host that accepts TCP and then says nothing after connect_timeout, with a connection error', async () => {
+    const silent = await startSilentHost();
+    try {
+      const store = createPgStore({ connectionString: `postgres://postgres@127.0.0.1:${silent.port}/${database}?connect_timeout=2`, maxConnections: 1 });
+      stores.push(store);
+      const started = Date.now();
+      const error = await sql`SELECT 1`.execute(store.db).then(() => undefined, (e: unknown) => e);
+      expect(error).toBeInstanceOf(ConnectTimeoutError);
+      expect(isConnectionError(error)).toBe(true);
+      expect((error as Error).message).toBe(`connecting to 127.0.0.1:${silent.port} took longer than 2000 ms (connect_timeout); the host is treated as unreachable`);
+      // Gave up at the limit, not at the operating system's TCP timeout (minutes).
+      expect(Date.now() - started).toBeLessThan(15_000);
+    } finally {
+      await silent.close();
+    }
+  });
+
+  it('moves on when the remembered writable host goes silent: its connection times out, the next host takes the writes', async () => {
+    // Two ways to the one server: through a relay the test can freeze, then directly.
+    const relay = await startSilentHost(Number(url.port));
+    try {
+      const store = createPgStore({
+        connectionString: `postgres://postgres@127.0.0.1:${relay.port},${url.host}/${database}?target_session_attrs=read-write&connect_timeout=2`,
+        maxConnections: 1,
+      });
+      stores.push(store);
+      const viaRelay = await pid(store);
+      const { rows } = await sql<{ port: number }>`SELECT inet_client_port() AS port`.execute(store.db);
+      expect(relay.forwarded()).toContain(rows[0]!.port);
+      // The host freezes: its open connection is cut, new ones are accepted and never answered.
+      relay.freeze();
+      await sql`SELECT pg_terminate_backend(${viaRelay})`.execute(base.db);
+      const started = Date.now();
+      let moved: number | undefined;
+      for (let attempt = 0; attempt < 5 && moved === undefined; attempt++) {
+        moved = await pid(store).catch((error: unknown) => {
+          expect(isConnectionError(error)).toBe(true);
+          return undefined;
+        });
+      }
+      expect(moved).toBeDefined();
+      expect(moved).not.toBe(viaRelay);
+      expect(Date.now() - started).toBeLessThan(20_000);
+      await sql`INSERT INTO public.mh_t VALUES (7)`.execute(store.db);
+    } finally {
+      await relay.close();
+    }
+  });
 });
+
+/**
+ * A TCP host for connect timeouts: with `upstreamPort`, a relay to it until `freeze()`; after
+ * that (or without one), it accepts connections and never sends a byte — a frozen machine, not a
+ * closed port. `forwarded()` lists the relay's own ports towards the server (what the server sees
+ * as the client port), to tell which connections went through it.
+ */
+async function startSilentHost(upstreamPort?: number): Promise<{ port: number; freeze(): void; forwarded(): number[]; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const forwarded: number[] = [];
+  let frozen = upstreamPort === undefined;
+  const server = createServer((downstream) => {
+    sockets.add(downstream);
+    downstream.on('error', () => {});
+    downstream.on('close', () => sockets.delete(downstream));
+    if (frozen) return;
+    const upstream = connect(upstreamPort!, '127.0.0.1', () => forwarded.push(upstream.localPort!));
+    sockets.add(upstream);
+    upstream.on('error', () => downstream.destroy());
+    upstream.on('close', () => {
+      sockets.delete(upstream);
+      downstream.destroy();
+    });
+    downstream.on('close', () => upstream.destroy());
+    downstream.pipe(upstream);
+    upstream.pipe(downstream);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  return {
+    port: (server.address() as AddressInfo).port,
+    freeze() {
+      frozen = true;
+      for (const socket of sockets) socket.destroy();
+    },
+    forwarded: () => forwarded,
+    close() {
+      for (const socket of sockets) socket.destroy();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
+  };
+}

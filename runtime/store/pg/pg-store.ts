@@ -23,6 +23,76 @@ export interface PgStoreOptions {
    * before 1.21).
    */
   readonly preparedStatements?: boolean;
+  /**
+   * How long a new connection may take to connect and authenticate before it fails like a lost
+   * one (a host that accepts TCP and then says nothing: a frozen VM, a black-holed network), so
+   * that the store moves on — to the next host of a multi-host URL — instead of waiting for the
+   * operating system's TCP timeout. Default: the URL's `connect_timeout` (seconds, as libpq reads
+   * it; 0 = wait as long as the system does), else {@link DEFAULT_CONNECT_TIMEOUT_MS}.
+   */
+  readonly connectTimeoutMs?: number;
+}
+
+/** A connection's connect-and-authenticate limit when neither the URL nor the options give one. */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+
+/** The limit {@link PgStoreOptions.connectTimeoutMs} describes: options, else the URL's `connect_timeout`, else the default. */
+export function connectTimeoutOf(options: Pick<PgStoreOptions, 'connectionString' | 'connectTimeoutMs'>): number {
+  if (options.connectTimeoutMs !== undefined) {
+    if (!(Number.isInteger(options.connectTimeoutMs) && options.connectTimeoutMs >= 0)) {
+      throw new TypeError(`connectTimeoutMs must be a whole number of milliseconds >= 0 (got ${String(options.connectTimeoutMs)}).`);
+    }
+    return options.connectTimeoutMs;
+  }
+  const match = /[?&]connect_timeout=([^&#]*)/.exec(options.connectionString);
+  if (match === null) return DEFAULT_CONNECT_TIMEOUT_MS;
+  const seconds = Number(decodeURIComponent(match[1]!));
+  if (!(Number.isInteger(seconds) && seconds >= 0)) {
+    throw new TypeError(`connect_timeout=${match[1]} in the database URL must be a whole number of seconds >= 0 (0: no limit).`);
+  }
+  // libpq: a value of 1 means 2 seconds (anything under 2 is raised to 2); 0 waits indefinitely.
+  return seconds === 0 ? 0 : Math.max(seconds, 2) * 1_000;
+}
+
+/** A connect that took longer than the store's connect timeout: reported as a lost connection (`ETIMEDOUT`). */
+export class ConnectTimeoutError extends Error {
+  override readonly name = 'ConnectTimeoutError';
+  readonly code = 'ETIMEDOUT';
+}
+
+/**
+ * `Base` whose connections give up connecting after `timeoutMs` (node-postgres destroys the
+ * socket) and fail with a {@link ConnectTimeoutError}, a connection error every caller already
+ * retries — a multi-host store then forgets the host and looks for the writable one again.
+ */
+function timedClient(Base: typeof pg.Client, timeoutMs: number): typeof pg.Client {
+  if (timeoutMs === 0) return Base;
+  const baseConnect = Base.prototype.connect as unknown as (this: pg.Client) => Promise<unknown>;
+  class TimedClient extends Base {
+    constructor(config?: string | pg.ClientConfig) {
+      const given = typeof config === 'string' ? { connectionString: config } : (config ?? {});
+      super({ ...given, connectionTimeoutMillis: given.connectionTimeoutMillis ?? timeoutMs });
+    }
+  }
+  TimedClient.prototype.connect = function connectInTime(this: pg.Client, callback?: (error: Error | null, client?: pg.Client) => void) {
+    const params = this as unknown as { host: string; port: number };
+    const connecting = baseConnect.call(this).then(
+      () => this,
+      (error: unknown) => {
+        if (error instanceof Error && /timeout expired|connection timeout/i.test(error.message)) {
+          throw new ConnectTimeoutError(`connecting to ${params.host}:${params.port} took longer than ${timeoutMs} ms (connect_timeout); the host is treated as unreachable`, { cause: error });
+        }
+        throw error;
+      },
+    );
+    if (callback === undefined) return connecting;
+    connecting.then(
+      (client) => callback(null, client),
+      (error: Error) => callback(error),
+    );
+    return undefined;
+  } as typeof Base.prototype.connect;
+  return TimedClient;
 }
 
 const types = {
@@ -58,7 +128,8 @@ function preparingClient(Base: typeof pg.Client): typeof pg.Client {
  */
 export function createPgStore(options: PgStoreOptions): Store {
   const applicationName = options.applicationName ?? 'ledgerflow';
-  const BaseClient = options.clientClass ?? pg.Client;
+  const connectTimeoutMs = connectTimeoutOf(options);
+  const BaseClient = timedClient(options.clientClass ?? pg.Client, connectTimeoutMs);
   const target = isMultiHostUrl(options.connectionString) ? parsePostgresUrl(options.connectionString) : undefined;
   // One host as before: node-postgres parses the string. Several (or read-write asked for): each
   // connection picks its host, and starts from the first host's URL for everything else.
@@ -68,7 +139,7 @@ export function createPgStore(options: PgStoreOptions): Store {
       ? BaseClient
       : failoverClient(
           BaseClient,
-          new WritableHostLocator({ target, Client: BaseClient, clientConfig: { application_name: applicationName, types } }),
+          new WritableHostLocator({ target, Client: BaseClient, clientConfig: { application_name: applicationName, types }, connectTimeoutMs }),
           target.targetSessionAttrs,
         );
   const Client = options.preparedStatements === false ? ConnectingClient : preparingClient(ConnectingClient);

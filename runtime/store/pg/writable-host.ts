@@ -41,7 +41,7 @@ export class ReadOnlyHostError extends Error {
   readonly code = 'EREADONLYHOST';
 }
 
-/** How long a probe waits for a host to answer before trying the next one. */
+/** How long a probe waits for a host to answer before trying the next one, unless the store's connect timeout is shorter. */
 const PROBE_TIMEOUT_MS = 5_000;
 
 export interface WritableHostLocatorOptions {
@@ -50,6 +50,8 @@ export interface WritableHostLocatorOptions {
   readonly Client: typeof pg.Client;
   /** Settings every probe shares with real connections (types, application_name). */
   readonly clientConfig: pg.ClientConfig;
+  /** The store's connect timeout (0: none); a probe waits at most this, and at most {@link PROBE_TIMEOUT_MS}. */
+  readonly connectTimeoutMs?: number;
 }
 
 export class WritableHostLocator {
@@ -77,7 +79,9 @@ export class WritableHostLocator {
     const { target, Client, clientConfig } = this.#options;
     const attempts: Array<{ host: string; reason: string }> = [];
     for (const host of target.hosts) {
-      const client = new Client({ ...clientConfig, connectionString: target.urlFor(host), connectionTimeoutMillis: PROBE_TIMEOUT_MS });
+      const limit = this.#options.connectTimeoutMs;
+      const probeTimeoutMs = limit === undefined || limit === 0 ? PROBE_TIMEOUT_MS : Math.min(limit, PROBE_TIMEOUT_MS);
+      const client = new Client({ ...clientConfig, connectionString: target.urlFor(host), connectionTimeoutMillis: probeTimeoutMs });
       client.on('error', () => {});
       try {
         await client.connect();
