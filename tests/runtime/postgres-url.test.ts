@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { isMultiHostUrl, parsePostgresUrl, PostgresUrlError } from '../../runtime/store/pg/postgres-url.js';
+import { connectTimeoutOf, DEFAULT_CONNECT_TIMEOUT_MS } from '../../runtime/store/pg/pg-store.js';
 
 describe('parsePostgresUrl', () => {
   it('reads a host list in order, each with its port or the default, and defaults to read-write', () => {
@@ -70,5 +71,22 @@ describe('isMultiHostUrl', () => {
     expect(isMultiHostUrl('postgres://u:p@db:5432/app')).toBe(false);
     // A comma in the password or the query is not a host list.
     expect(isMultiHostUrl('postgres://u:a,b@db:5432/app?options=-c%20x=1,2')).toBe(false);
+  });
+});
+
+describe('connect timeout of a PostgreSQL store', () => {
+  const base = 'postgres://u@db1:5432,db2:5432/app';
+  it('reads connect_timeout as libpq does: seconds, at least 2, 0 for no limit; options win; 10 s by default', () => {
+    expect(connectTimeoutOf({ connectionString: base })).toBe(DEFAULT_CONNECT_TIMEOUT_MS);
+    expect(connectTimeoutOf({ connectionString: `${base}?connect_timeout=5` })).toBe(5_000);
+    expect(connectTimeoutOf({ connectionString: `${base}?target_session_attrs=read-write&connect_timeout=1` })).toBe(2_000);
+    expect(connectTimeoutOf({ connectionString: `${base}?connect_timeout=0` })).toBe(0);
+    expect(connectTimeoutOf({ connectionString: `${base}?connect_timeout=5`, connectTimeoutMs: 750 })).toBe(750);
+  });
+  it('refuses a connect_timeout or connectTimeoutMs that is not a whole number, saying what to write', () => {
+    expect(() => connectTimeoutOf({ connectionString: `${base}?connect_timeout=1.5` })).toThrow(
+      'connect_timeout=1.5 in the database URL must be a whole number of seconds >= 0 (0: no limit).',
+    );
+    expect(() => connectTimeoutOf({ connectionString: base, connectTimeoutMs: -1 })).toThrow('connectTimeoutMs must be a whole number of milliseconds >= 0 (got -1).');
   });
 });
