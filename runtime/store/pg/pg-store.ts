@@ -5,7 +5,7 @@ import { INT8_OID, parseInt8, type Store } from '../store.js';
 import type { LedgerflowDatabase } from '../tables.js';
 import { isMultiHostUrl, parsePostgresUrl } from './postgres-url.js';
 import { statementNamer } from './statement-names.js';
-import { failoverClient, mustDrop, WritableHostLocator } from './writable-host.js';
+import { defineConnect, failoverClient, mustDrop, WritableHostLocator } from './writable-host.js';
 
 export interface PgStoreOptions {
   readonly connectionString: string;
@@ -74,10 +74,10 @@ function timedClient(Base: typeof pg.Client, timeoutMs: number): typeof pg.Clien
       super({ ...given, connectionTimeoutMillis: given.connectionTimeoutMillis ?? timeoutMs });
     }
   }
-  TimedClient.prototype.connect = function connectInTime(this: pg.Client, callback?: (error: Error | null, client?: pg.Client) => void) {
-    const params = this as unknown as { host: string; port: number };
-    const connecting = baseConnect.call(this).then(
-      () => this,
+  defineConnect(TimedClient, (client) => {
+    const params = client as unknown as { host: string; port: number };
+    return baseConnect.call(client).then(
+      () => client,
       (error: unknown) => {
         if (error instanceof Error && /timeout expired|connection timeout/i.test(error.message)) {
           throw new ConnectTimeoutError(`connecting to ${params.host}:${params.port} took longer than ${timeoutMs} ms (connect_timeout); the host is treated as unreachable`, { cause: error });
@@ -85,13 +85,7 @@ function timedClient(Base: typeof pg.Client, timeoutMs: number): typeof pg.Clien
         throw error;
       },
     );
-    if (callback === undefined) return connecting;
-    connecting.then(
-      (client) => callback(null, client),
-      (error: Error) => callback(error),
-    );
-    return undefined;
-  } as typeof Base.prototype.connect;
+  });
   return TimedClient;
 }
 

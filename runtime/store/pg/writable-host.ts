@@ -130,16 +130,21 @@ type ConnectCallback = (error: Error | null, client?: pg.Client) => void;
 export function failoverClient(Base: typeof pg.Client, locator: WritableHostLocator, attrs: PostgresTarget['targetSessionAttrs']): typeof pg.Client {
   const baseConnect = Base.prototype.connect as (this: pg.Client) => Promise<pg.Client>;
   class FailoverClient extends Base {}
-  FailoverClient.prototype.connect = function connectToWritable(this: pg.Client, callback?: ConnectCallback) {
-    const connecting = connectWritable(this, baseConnect, locator, attrs);
+  defineConnect(FailoverClient, (client) => connectWritable(client, baseConnect, locator, attrs));
+  return FailoverClient;
+}
+
+/** Makes `connect(client)` the class's `connect()`, in both of `pg.Client`'s calling styles (a promise, or a callback). */
+export function defineConnect(Cls: typeof pg.Client, connect: (client: pg.Client) => Promise<pg.Client>): void {
+  Cls.prototype.connect = function connectVia(this: pg.Client, callback?: ConnectCallback) {
+    const connecting = connect(this);
     if (callback === undefined) return connecting;
     connecting.then(
       (client) => callback(null, client),
       (error: Error) => callback(error),
     );
     return undefined;
-  } as typeof Base.prototype.connect;
-  return FailoverClient;
+  } as typeof Cls.prototype.connect;
 }
 
 async function connectWritable(
