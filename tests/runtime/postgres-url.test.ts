@@ -1,6 +1,9 @@
+import { EventEmitter } from 'node:events';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { isMultiHostUrl, parsePostgresUrl, PostgresUrlError } from '../../runtime/store/pg/postgres-url.js';
 import { connectTimeoutOf, DEFAULT_CONNECT_TIMEOUT_MS } from '../../runtime/store/pg/pg-store.js';
+import { defineConnect } from '../../runtime/store/pg/writable-host.js';
 
 describe('parsePostgresUrl', () => {
   it('reads a host list in order, each with its port or the default, and defaults to read-write', () => {
@@ -88,5 +91,33 @@ describe('connect timeout of a PostgreSQL store', () => {
       'connect_timeout=1.5 in the database URL must be a whole number of seconds >= 0 (0: no limit).',
     );
     expect(() => connectTimeoutOf({ connectionString: base, connectTimeoutMs: -1 })).toThrow('connectTimeoutMs must be a whole number of milliseconds >= 0 (got -1).');
+  });
+});
+
+describe('a client whose connect picks its host first (defineConnect)', () => {
+  it('keeps an error listener on the client until the pool has had its callback, so an error in between cannot crash the process', async () => {
+    class Fake extends EventEmitter {}
+    let threw: unknown;
+    defineConnect(Fake as unknown as typeof pg.Client, (client) =>
+      new Promise((resolve) => {
+        resolve(client);
+        // A server error parsed in the same packet as ReadyForQuery: before the caller's callback.
+        queueMicrotask(() => {
+          try {
+            client.emit('error', new Error('terminating connection due to administrator command'));
+          } catch (error) {
+            threw = error;
+          }
+        });
+      }),
+    );
+    const client = new Fake() as unknown as pg.Client;
+    const connected = await new Promise<pg.Client | undefined>((resolve, reject) =>
+      client.connect(((error: Error | null, c?: pg.Client) => (error ? reject(error) : resolve(c))) as never),
+    );
+    expect(connected).toBe(client);
+    expect(threw).toBeUndefined();
+    // The caller's own listeners are what remain.
+    expect(client.listenerCount('error')).toBe(0);
   });
 });

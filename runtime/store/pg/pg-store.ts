@@ -5,7 +5,7 @@ import { INT8_OID, parseInt8, type Store } from '../store.js';
 import type { LedgerflowDatabase } from '../tables.js';
 import { isMultiHostUrl, parsePostgresUrl } from './postgres-url.js';
 import { statementNamer } from './statement-names.js';
-import { defineConnect, failoverClient, mustDrop, WritableHostLocator } from './writable-host.js';
+import { failoverClient, mustDrop, WritableHostLocator } from './writable-host.js';
 
 export interface PgStoreOptions {
   readonly connectionString: string;
@@ -67,25 +67,29 @@ export class ConnectTimeoutError extends Error {
  */
 function timedClient(Base: typeof pg.Client, timeoutMs: number): typeof pg.Client {
   if (timeoutMs === 0) return Base;
-  const baseConnect = Base.prototype.connect as unknown as (this: pg.Client) => Promise<unknown>;
+  const baseConnect = Base.prototype.connect as unknown as (this: pg.Client, callback?: (error: Error | null) => void) => Promise<void> | undefined;
   class TimedClient extends Base {
     constructor(config?: string | pg.ClientConfig) {
       const given = typeof config === 'string' ? { connectionString: config } : (config ?? {});
       super({ ...given, connectionTimeoutMillis: given.connectionTimeoutMillis ?? timeoutMs });
     }
   }
-  defineConnect(TimedClient, (client) => {
-    const params = client as unknown as { host: string; port: number };
-    return baseConnect.call(client).then(
-      () => client,
-      (error: unknown) => {
-        if (error instanceof Error && /timeout expired|connection timeout/i.test(error.message)) {
-          throw new ConnectTimeoutError(`connecting to ${params.host}:${params.port} took longer than ${timeoutMs} ms (connect_timeout); the host is treated as unreachable`, { cause: error });
-        }
-        throw error;
-      },
-    );
-  });
+  const explained = (client: pg.Client, error: Error): Error => {
+    if (!/timeout expired|connection timeout/i.test(error.message)) return error;
+    const { host, port } = client as unknown as { host: string; port: number };
+    return new ConnectTimeoutError(`connecting to ${host}:${port} took longer than ${timeoutMs} ms (connect_timeout); the host is treated as unreachable`, { cause: error });
+  };
+  // node-postgres's own calling styles, unchanged: with a callback (pg.Pool), it is called in the
+  // tick that completed the connection, so the pool's error listener is on before the next message.
+  TimedClient.prototype.connect = function connectInTime(this: pg.Client, callback?: (error: Error | null, client?: pg.Client) => void) {
+    if (callback !== undefined) {
+      baseConnect.call(this, (error) => (error ? callback(explained(this, error)) : callback(null, this)));
+      return undefined;
+    }
+    return baseConnect.call(this)!.catch((error: Error) => {
+      throw explained(this, error);
+    });
+  } as typeof Base.prototype.connect;
   return TimedClient;
 }
 

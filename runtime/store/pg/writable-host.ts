@@ -134,14 +134,34 @@ export function failoverClient(Base: typeof pg.Client, locator: WritableHostLoca
   return FailoverClient;
 }
 
-/** Makes `connect(client)` the class's `connect()`, in both of `pg.Client`'s calling styles (a promise, or a callback). */
+/**
+ * Makes `connect(client)` the class's `connect()`, in both of `pg.Client`'s calling styles (a
+ * promise, or a callback as `pg.Pool` uses). `pg.Pool` adds its `error` listener in its callback;
+ * node-postgres calls that callback in the same tick as the server's ReadyForQuery, but an
+ * asynchronous `connect` calls it a microtask later — and a server error that arrived in the same
+ * packet (a backend terminated just as it became ready) would meanwhile be emitted with no
+ * listener, crashing the process. So the client carries a listener of its own until the caller's
+ * callback has run; the error it swallows leaves the client unqueryable, which the caller's first
+ * query reports as a lost connection.
+ */
 export function defineConnect(Cls: typeof pg.Client, connect: (client: pg.Client) => Promise<pg.Client>): void {
   Cls.prototype.connect = function connectVia(this: pg.Client, callback?: ConnectCallback) {
     const connecting = connect(this);
     if (callback === undefined) return connecting;
+    const bridge = (): void => {};
+    this.on('error', bridge);
     connecting.then(
-      (client) => callback(null, client),
-      (error: Error) => callback(error),
+      (client) => {
+        try {
+          callback(null, client);
+        } finally {
+          this.removeListener('error', bridge);
+        }
+      },
+      (error: Error) => {
+        this.removeListener('error', bridge);
+        callback(error);
+      },
     );
     return undefined;
   } as typeof Cls.prototype.connect;
