@@ -16,8 +16,9 @@ export const resolveCommand = defineCommand({
     "step's output schema) and the run goes on without calling the provider; --not-found releases the key, so\n" +
     'the step performs again with the same key when the run goes on (a run parked after its attempts ran out\n' +
     'fails instead: retry it). A failed or cancelled run stays so: only the ledger is settled. Refused (exit\n' +
-    "1, nothing written) when the step has no open intent or a worker holds the run right now. Written to the\n" +
-    'audit trail.',
+    "1, nothing written) when the step has no open intent or a worker holds the run right now. <step> may be a\n" +
+    "compensation (a refund parked with an unknown outcome); --found on the last one ends the run compensated.\n" +
+    'Written to the audit trail.',
   options: {
     found: { type: 'string' },
     'not-found': { type: 'boolean' },
