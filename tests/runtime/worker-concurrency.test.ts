@@ -266,9 +266,15 @@ describe('worker: transactional zombie [pg]', () => {
     await store.close();
   });
 
-  /** Expires the run's lease in the database, as a worker that stopped renewing would leave it. */
-  const expireLease = (runId: string) =>
-    sql`UPDATE ledgerflow.workflow_run SET lease_expires_at = now() - interval '1 second' WHERE id = ${runId}`.execute(store.db);
+  /**
+   * Expires the run's lease in the database, as a worker that stopped renewing would leave it —
+   * only while `owner` holds it: an expiry that lands just after the successor's claim would
+   * otherwise hand the run back to the zombie's worker (its slot is free once its flight was
+   * abandoned), which then sits in the gate holding a lease it renews.
+   */
+  const expireLease = (runId: string, owner: string) =>
+    sql`UPDATE ledgerflow.workflow_run SET lease_expires_at = now() - interval '1 second'
+         WHERE id = ${runId} AND lease_owner = ${owner}`.execute(store.db);
 
   for (const stuck of ['in its handler', 'in a statement'] as const) {
     it(`a zombie stuck ${stuck} after writing is ended when its lease is lost: the successor is not blocked and writes once`, async () => {
@@ -282,6 +288,7 @@ describe('worker: transactional zombie [pg]', () => {
         concurrency: 1,
         leaseMs: 3_000,
         heartbeatMs: 100,
+        workerId: `zombie-${stuck.replace(/ /g, '-')}`,
         onEvent: zombieLog.onEvent,
       });
       const orderId = `tx-zombie-${stuck.replace(/ /g, '-')}`;
@@ -301,7 +308,7 @@ describe('worker: transactional zombie [pg]', () => {
       let claimed = false;
       void takenOver.then(() => (claimed = true));
       while (!claimed) {
-        await expireLease(runId);
+        await expireLease(runId, `zombie-${stuck.replace(/ /g, '-')}`);
         await Promise.race([takenOver, new Promise((resolve) => setTimeout(resolve, 50))]);
       }
       await successor.drain({ timeoutMs: 20_000 });
