@@ -5,7 +5,9 @@ import { INT8_OID, parseInt8, type Store } from '../store.js';
 import type { LedgerflowDatabase } from '../tables.js';
 import { isMultiHostUrl, parsePostgresUrl } from './postgres-url.js';
 import { statementNamer } from './statement-names.js';
+import { StallWatch, type WatchedHost } from './stall-watch.js';
 import { failoverClient, mustDrop, WritableHostLocator } from './writable-host.js';
+import { sqlStateOf } from '../sqlstate.js';
 
 export interface PgStoreOptions {
   readonly connectionString: string;
@@ -31,7 +33,17 @@ export interface PgStoreOptions {
    * it; 0 = wait as long as the system does), else {@link DEFAULT_CONNECT_TIMEOUT_MS}.
    */
   readonly connectTimeoutMs?: number;
+  /**
+   * How long a statement may run before the store asks its host, over a fresh connection, whether
+   * the backend serving it still exists; a connection whose host cannot be reached or no longer
+   * has its backend is ended, and the statement fails as a lost connection (see stall-watch.ts).
+   * Default {@link DEFAULT_STALLED_STATEMENT_CHECK_MS}; 0 turns the watch off.
+   */
+  readonly stalledStatementCheckMs?: number;
 }
+
+/** A statement running this long gets its host asked whether its backend still exists. */
+export const DEFAULT_STALLED_STATEMENT_CHECK_MS = 15_000;
 
 /** A connection's connect-and-authenticate limit when neither the URL nor the options give one. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
@@ -153,7 +165,19 @@ export function createPgStore(options: PgStoreOptions): Store {
   // transaction emits 'error' with no listener, so every client gets its own. The next query
   // on it fails with a connection error, and the pool discards it on release.
   pool.on('error', () => {});
-  pool.on('connect', (client) => client.on('error', () => {}));
+  const watch = stallWatch(options, (host) =>
+    new BaseClient({
+      connectionString: target === undefined ? options.connectionString : target.urlFor(host),
+      application_name: applicationName,
+      types,
+      connectionTimeoutMillis: connectTimeoutMs === 0 ? PROBE_CONNECT_TIMEOUT_MS : Math.min(connectTimeoutMs, PROBE_CONNECT_TIMEOUT_MS),
+    }),
+  );
+  pool.on('connect', (client) => {
+    client.on('error', () => {});
+    watch?.add(client);
+  });
+  pool.on('remove', (client) => watch?.remove(client));
   const db = new Kysely<LedgerflowDatabase>({ dialect: new PostgresDialect({ pool: target === undefined ? pool : droppingReadOnly(pool) }) });
   const location = `PostgreSQL at ${target === undefined ? hostAndDatabase(options.connectionString) : `${target.description} (${target.targetSessionAttrs})`}`;
 
@@ -197,9 +221,48 @@ export function createPgStore(options: PgStoreOptions): Store {
       await sql`SELECT pg_terminate_backend(${pid})`.execute(db);
     },
     async close() {
+      watch?.stop();
       await db.destroy();
     },
   };
+}
+
+/** How long a probe of a stalled statement's host waits to connect, at most. */
+const PROBE_CONNECT_TIMEOUT_MS = 5_000;
+
+/** The store's {@link StallWatch}, probing with clients made by `probeClient`; undefined when turned off. */
+function stallWatch(options: Pick<PgStoreOptions, 'stalledStatementCheckMs'>, probeClient: (host: WatchedHost) => pg.Client): StallWatch | undefined {
+  const checkAfterMs = options.stalledStatementCheckMs ?? DEFAULT_STALLED_STATEMENT_CHECK_MS;
+  if (!(Number.isInteger(checkAfterMs) && checkAfterMs >= 0)) {
+    throw new TypeError(`stalledStatementCheckMs must be a whole number of milliseconds >= 0 (got ${String(checkAfterMs)}).`);
+  }
+  if (checkAfterMs === 0) return undefined;
+  return new StallWatch({
+    checkAfterMs,
+    async probe(host, pids) {
+      const client = probeClient(host);
+      client.on('error', () => {});
+      try {
+        await client.connect();
+      } catch (error) {
+        // The server answered (e.g. too many connections): it is there; ask again later.
+        if (sqlStateOf(error) !== undefined) throw error;
+        return 'unreachable';
+      }
+      try {
+        const { rows } = await client.query<{ me: number; alive: number[] }>(
+          'SELECT pg_backend_pid() AS me, ARRAY(SELECT pid FROM pg_stat_activity WHERE pid = ANY($1::int[])) AS alive',
+          [pids],
+        );
+        // Behind a pooler or proxy (PgBouncer, RDS Proxy) the pid a connection was given at startup
+        // is the proxy's, not a backend's: only an unreachable host can be told apart there.
+        if (rows[0]!.me !== (client as unknown as { processID: number | null }).processID) return new Set(pids);
+        return new Set(rows[0]!.alive);
+      } finally {
+        await client.end().catch(() => {});
+      }
+    },
+  });
 }
 
 function hostAndDatabase(connectionString: string): string {
