@@ -1,16 +1,16 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { StepDefinition } from '../../dsl/workflow.js';
-import type { PerformContext } from '../contracts/handler-types.js';
 import { NotAppliedError } from '../errors.js';
 import { faultPoint } from '../faults/fault-points.js';
 import type { EffectStatus, Json, LedgerflowDatabase } from '../store/tables.js';
 import { STEP_EXECUTORS } from './executors/executors.js';
-import { bounded, commitKnowingOutcome, commitSkipped, handlerContext, validateOutput, type StepExecution, type StepOutcome } from './executors/step-execution.js';
+import { performWithinLease, type ExternalHandler } from './executors/external-executor.js';
+import { commitKnowingOutcome, commitSkipped, validateOutput, type StepExecution, type StepOutcome } from './executors/step-execution.js';
 import { fenceAtStep, intentHorizon } from './ledger.js';
 import { settledByKey } from './registry.js';
 import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from './state-machines.js';
 import { commitYield, leaseLost, type Lease } from './step-commits.js';
-import { PerformTimeoutError, recordableText, ResyncNeeded, StepFailure, userCode } from './step-errors.js';
+import { recordableText, ResyncNeeded, StepFailure, userCode } from './step-errors.js';
 
 /*
  * Compensations: what a run whose steps declare `compensate` does once it failed for good, its
@@ -86,11 +86,6 @@ export async function executeCompensation(s: StepExecution): Promise<StepOutcome
   return STEP_EXECUTORS[s.step.kind]({ ...s, run: { ...s.run, outputs } });
 }
 
-/** The handler shape of the `external` step a compensation takes over. */
-interface Performer {
-  perform(ctx: PerformContext<unknown, unknown>): Promise<unknown>;
-}
-
 /**
  * The compensated step (`undone`: external, idempotentByKey, no reconcile) left an open intent:
  * take it over under this compensation's lease (fenced, its horizon renewed), perform `undone`
@@ -108,28 +103,11 @@ async function takeOverByKey(s: StepExecution, undone: StepDefinition): Promise<
   if (taken === undefined || !taken.fenced) throw leaseLost(s.lease, `the take-over of step "${undone.name}"'s intent`);
   // Settled meanwhile (an operator's resolve): decide again on what the ledger says now.
   if (taken.key === null) throw new ResyncNeeded();
-  await userCode(() => faultPoint('after-intent-commit'), 'before-perform');
-  if (s.signal.aborted || performance.now() - takingAt >= s.lease.leaseMs) {
-    throw leaseLost(s.lease, `perform of step "${undone.name}" by its compensation (not started: the lease may have passed to another worker)`);
-  }
   const key = taken.key;
   const as = { ...s, step: undone };
-  const handler = s.workflow.handler(undone.name) as Performer;
-  const perform = handler.perform.bind(handler);
   let output: Json;
   try {
-    const value = await s.trace.perform(key, () =>
-      bounded(
-        s,
-        undone.performTimeoutMs,
-        () =>
-          new PerformTimeoutError(
-            `perform of step "${undone.name}" (key "${key}"), taken over by compensation "${s.step.name}", did not finish within ${undone.performTimeoutMs} ms; its outcome is unknown`,
-          ),
-        'perform',
-        (signal) => perform({ ...handlerContext(as, signal), key }),
-      ),
-    );
+    const value = await performWithinLease(as, s.workflow.handler(undone.name) as ExternalHandler, key, takingAt, `compensation "${s.step.name}"`);
     await userCode(() => faultPoint('after-perform'));
     output = validateOutput(as, value);
   } catch (error) {

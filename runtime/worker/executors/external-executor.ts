@@ -15,7 +15,8 @@ import {
   type StepOutcome,
 } from './step-execution.js';
 
-interface ExternalHandler {
+/** The handler of an `external` step (or compensation). */
+export interface ExternalHandler {
   perform(ctx: PerformContext<unknown, unknown>): Promise<unknown>;
   reconcile?(ctx: ReconcileContext<unknown, unknown>): Promise<ReconcileOutcome<unknown>>;
 }
@@ -115,23 +116,7 @@ async function reconcileIntent(s: StepExecution, handler: ExternalHandler, claim
  * fence for the call itself: a database read would only move the question to after the read.
  */
 async function performAndRecord(s: StepExecution, handler: ExternalHandler, claim: EffectClaim, committingAt: number): Promise<StepOutcome> {
-  await userCode(() => faultPoint('after-intent-commit'), 'before-perform');
-  if (s.signal.aborted || performance.now() - committingAt >= s.lease.leaseMs) {
-    throw leaseLost(s.lease, 'perform (not started: the lease may have passed to another worker)');
-  }
-  const perform = handler.perform.bind(handler);
-  const value = await s.trace.perform(claim.key, () =>
-    bounded(
-      s,
-      s.step.performTimeoutMs,
-      () =>
-        new PerformTimeoutError(
-          `perform of step "${s.step.name}" (key "${claim.key}") did not finish within ${s.step.performTimeoutMs} ms; its outcome is unknown`,
-        ),
-      'perform',
-      (signal) => perform({ ...handlerContext(s, signal), key: claim.key }),
-    ),
-  );
+  const value = await performWithinLease(s, handler, claim.key, committingAt);
   let output: Json;
   try {
     await userCode(() => faultPoint('after-perform'));
@@ -142,6 +127,32 @@ async function performAndRecord(s: StepExecution, handler: ExternalHandler, clai
     throw error instanceof StepFailure ? new StepFailure(error.cause, 'after-perform') : error;
   }
   return recordResult(s, claim, output, { key: claim.key, mode: 'record-intent', attempt: s.attempt });
+}
+
+/**
+ * Step 2 alone: `s.step`'s `perform` under `key`, started only within one lease of `committingAt`
+ * (see {@link performAndRecord}) and bounded by its `performTimeoutMs`. `by` names who calls it
+ * when that is not the step's own attempt (a compensation taking its intent over).
+ */
+export async function performWithinLease(s: StepExecution, handler: ExternalHandler, key: string, committingAt: number, by?: string): Promise<unknown> {
+  await userCode(() => faultPoint('after-intent-commit'), 'before-perform');
+  if (s.signal.aborted || performance.now() - committingAt >= s.lease.leaseMs) {
+    const what = by === undefined ? 'perform' : `perform of step "${s.step.name}" by ${by}`;
+    throw leaseLost(s.lease, `${what} (not started: the lease may have passed to another worker)`);
+  }
+  const perform = handler.perform.bind(handler);
+  return s.trace.perform(key, () =>
+    bounded(
+      s,
+      s.step.performTimeoutMs,
+      () =>
+        new PerformTimeoutError(
+          `perform of step "${s.step.name}" (key "${key}")${by === undefined ? '' : `, taken over by ${by},`} did not finish within ${s.step.performTimeoutMs} ms; its outcome is unknown`,
+        ),
+      'perform',
+      (signal) => perform({ ...handlerContext(s, signal), key }),
+    ),
+  );
 }
 
 /** Step 3: the result commit. */
