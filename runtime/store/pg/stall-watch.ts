@@ -60,7 +60,8 @@ export class StallWatch {
 
   add(client: pg.Client): void {
     this.#clients.add(client);
-    this.#timer ??= setInterval(() => void this.check(), Math.max(100, Math.min(1_000, this.#options.checkAfterMs / 2)));
+    if (this.#timer !== undefined) return;
+    this.#timer = setInterval(() => void this.check(), Math.max(100, Math.min(1_000, this.#options.checkAfterMs / 2)));
     this.#timer.unref();
   }
 
