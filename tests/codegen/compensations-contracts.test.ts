@@ -1,14 +1,11 @@
-import { execFile } from 'node:child_process';
-import { cpSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { shapeHash } from '../../dsl/workflow-shape.js';
 import type { AnyWorkflow } from '../../dsl/workflow.js';
-import { writeGenerated } from '../../codegen/output/write-generated.js';
-import { runCodegen, type CodegenRun } from '../../codegen/run-codegen.js';
-import { REPO_ROOT, TempProject } from './support/temp-project.js';
+import type { CodegenRun } from '../../codegen/run-codegen.js';
+import { compileAgainstContracts, expectMarkedTypeErrors } from './support/contract-project.js';
+import type { TempProject } from './support/temp-project.js';
 
 /**
  * Compensations end to end: the shape codegen reads statically (compensations, compensateOnCancel)
@@ -50,19 +47,7 @@ let project: TempProject;
 let output: string;
 
 beforeAll(async () => {
-  run = await runCodegen({ root: CASE_INPUT });
-  project = new TempProject('ledgerflow-compensations');
-  cpSync(path.join(CASE_INPUT, 'shop'), path.join(project.root, 'shop'), { recursive: true });
-  const copied = await runCodegen({ root: project.root });
-  writeGenerated(copied.root, copied.outDir, copied.generated!);
-  project.write('handlers.ts', HANDLERS);
-  project.write('wrong-handlers.ts', WRONG);
-  project.writeTsconfig(['shop', 'handlers.ts', 'wrong-handlers.ts']);
-  const tsc = path.join(REPO_ROOT, 'node_modules', '.bin', 'tsc');
-  output = await promisify(execFile)(tsc, ['-p', 'tsconfig.json', '--pretty', 'false'], { cwd: project.root }).then(
-    (result) => result.stdout,
-    (error: { stdout?: string }) => error.stdout ?? '',
-  );
+  ({ run, project, output } = await compileAgainstContracts(CASE_INPUT, 'ledgerflow-compensations', HANDLERS, WRONG));
 });
 
 afterAll(() => project?.remove());
@@ -92,13 +77,6 @@ describe('workflows with compensations', () => {
   });
 
   it('compile: a handler per compensation, of its kind, seeing the outputs up to the step it undoes', () => {
-    const errors = output.split('\n').filter((line) => / error TS\d+/.test(line));
-    expect(errors.filter((line) => !line.startsWith('wrong-handlers.ts'))).toEqual([]);
-    const expected = WRONG.split('\n').flatMap((text, index) => {
-      const match = /\/\/ expect-error (TS\d+)/.exec(text);
-      return match ? [`${index + 1}:${match[1]}`] : [];
-    });
-    const actual = [...new Set(errors.map((line) => /^wrong-handlers\.ts\((\d+),\d+\): error (TS\d+)/.exec(line)).filter((m) => m !== null).map((m) => `${m[1]}:${m[2]}`))];
-    expect(actual).toEqual(expected);
+    expectMarkedTypeErrors(output, WRONG);
   });
 });
