@@ -78,6 +78,33 @@ describe('statements on a connection whose host went silent [pg]', () => {
     expect(await pid(store)).not.toBe(backend);
   });
 
+  it('ends a statement whose answer was lost on a silent connection, its backend alive and idle', async () => {
+    const r = await relay();
+    const store = await openVia(r, 1_000);
+    const backend = await pid(store);
+    const sleeping = settled(within(15_000, sql`SELECT pg_sleep(0.5)`.execute(store.db)));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Only this connection is black-holed: the backend finishes the statement and its answer is lost.
+    r.stall({ newConnections: 'forwarded' });
+    const { error, ms } = await sleeping;
+    expect(isConnectionError(error)).toBe(true);
+    // A check after 1 s of statement, then 1 s of backend idleness at most; far from the 15 s cap.
+    expect(ms).toBeLessThan(8_000);
+    expect(String((error as Error).message)).toMatch(/has been idle for over 1000 ms/);
+    // The backend was there all along (the relay still holds its socket), and the store goes on.
+    expect(await pid(store)).not.toBe(backend);
+  });
+
+  it('ends a statement that never reached its backend over a silent connection', async () => {
+    const r = await relay();
+    const store = await openVia(r, 1_000);
+    await pid(store);
+    r.stall({ newConnections: 'forwarded' });
+    const { error, ms } = await settled(within(15_000, sql`SELECT 1`.execute(store.db)));
+    expect(isConnectionError(error)).toBe(true);
+    expect(ms).toBeLessThan(8_000);
+  });
+
   it('leaves a long statement alone while its backend is there', async () => {
     const r = await relay();
     const store = await openVia(r, 300);
@@ -92,6 +119,11 @@ describe('statements on a connection whose host went silent [pg]', () => {
     );
   });
 });
+
+/** `promise`, or a plain (not connection) error after `ms`: an old watch that never ends the statement fails the test, not its timeout. */
+function within<T>(ms: number, promise: Promise<T>): Promise<T> {
+  return Promise.race([promise, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`still waiting after ${ms} ms`)), ms).unref())]);
+}
 
 interface Relay {
   readonly port: number;

@@ -239,7 +239,7 @@ function stallWatch(options: Pick<PgStoreOptions, 'stalledStatementCheckMs'>, pr
   if (checkAfterMs === 0) return undefined;
   return new StallWatch({
     checkAfterMs,
-    async probe(host, pids) {
+    async probe(host, pids, idleForMs) {
       const client = probeClient(host);
       client.on('error', () => {});
       try {
@@ -250,14 +250,21 @@ function stallWatch(options: Pick<PgStoreOptions, 'stalledStatementCheckMs'>, pr
         return 'unreachable';
       }
       try {
-        const { rows } = await client.query<{ me: number; alive: number[] }>(
-          'SELECT pg_backend_pid() AS me, ARRAY(SELECT pid FROM pg_stat_activity WHERE pid = ANY($1::int[])) AS alive',
-          [pids],
+        // Idle: in one of the states of a backend waiting for its client's next message. Another
+        // role's backend shows a NULL state (and 'disabled' without track_activities): not idle.
+        const { rows } = await client.query<{ me: number; alive: number[]; idle: number[] }>(
+          `SELECT pg_backend_pid() AS me,
+                  ARRAY(SELECT pid FROM pg_stat_activity WHERE pid = ANY($1::int[])) AS alive,
+                  ARRAY(SELECT pid FROM pg_stat_activity
+                         WHERE pid = ANY($1::int[])
+                           AND state IN ('idle', 'idle in transaction', 'idle in transaction (aborted)')
+                           AND state_change <= clock_timestamp() - make_interval(secs => $2::float8 / 1000)) AS idle`,
+          [pids, idleForMs],
         );
         // Behind a pooler or proxy (PgBouncer, RDS Proxy) the pid a connection was given at startup
         // is the proxy's, not a backend's: only an unreachable host can be told apart there.
-        if (rows[0]!.me !== (client as unknown as { processID: number | null }).processID) return new Set(pids);
-        return new Set(rows[0]!.alive);
+        if (rows[0]!.me !== (client as unknown as { processID: number | null }).processID) return { alive: new Set(pids), idle: new Set() };
+        return { alive: new Set(rows[0]!.alive), idle: new Set(rows[0]!.idle) };
       } finally {
         await client.end().catch(() => {});
       }

@@ -15,7 +15,12 @@ import type pg from 'pg';
  * cannot be reached, or that does not know the pid, means the connection is dead: its socket is
  * destroyed, and the statement fails at once as a lost connection — which every caller already
  * retries (a worker re-reads the run, a multi-host store finds the writable host). A backend that
- * is still there is a long statement: it is left alone and asked about again `checkAfterMs` later.
+ * is still there and running a statement is a long statement: it is left alone and asked about
+ * again `checkAfterMs` later. A backend that is there but has been idle for {@link idleMarginMs}
+ * while the client still waits on its statement means the connection itself went silent (only it
+ * was black-holed, say by a middlebox that dropped its state): the statement never arrived or its
+ * answer never came back. That connection is ended as well; whatever the statement did, if
+ * anything, its caller settles as after any lost connection (an unknown commit is re-read).
  * One probe per host per check, only while some statement has run that long; nothing on the hot path.
  * Behind a pooler or proxy the pid a connection got at startup is not a backend's (the probe sees
  * its own differ from `pg_backend_pid()`), and only an unreachable host ends a connection.
@@ -24,12 +29,29 @@ export interface StallWatchOptions {
   /** How long a statement runs before its host is asked about it. */
   readonly checkAfterMs: number;
   /**
-   * Which of `pids` the host still has as backends, over a fresh connection; `'unreachable'` when
-   * no connection could be made (the host is down or silent).
+   * Which of `pids` the host still has as backends, and which of those have run nothing for at
+   * least `idleForMs` (by the host's clock), over a fresh connection; `'unreachable'` when no
+   * connection could be made (the host is down or silent).
    */
-  readonly probe: (host: WatchedHost, pids: readonly number[]) => Promise<ReadonlySet<number> | 'unreachable'>;
+  readonly probe: (host: WatchedHost, pids: readonly number[], idleForMs: number) => Promise<ProbeAnswer | 'unreachable'>;
   /** Told about each connection it ended (for tests and logs). */
   readonly onEnded?: (host: WatchedHost, pid: number) => void;
+}
+
+/** What a host says of the backends asked about. */
+export interface ProbeAnswer {
+  readonly alive: ReadonlySet<number>;
+  /** Alive, running no statement, and for at least the margin asked for. */
+  readonly idle: ReadonlySet<number>;
+}
+
+/**
+ * How long a backend must have been idle, while its client still waits on a statement that has
+ * run `checkAfterMs`, before the connection counts as silent: an answer the backend has just sent
+ * is in flight for far less.
+ */
+export function idleMarginMs(checkAfterMs: number): number {
+  return Math.min(checkAfterMs, 2_000);
 }
 
 export interface WatchedHost {
@@ -104,13 +126,24 @@ export class StallWatch {
   }
 
   async #settle(host: WatchedHost, clients: readonly pg.Client[]): Promise<void> {
+    const statements = new Map(clients.map((c) => [c, (c as unknown as ClientInternals)._activeQuery]));
     const pids = clients.map((c) => (c as unknown as ClientInternals).processID!);
-    const alive = await this.#options.probe(host, pids).catch(() => undefined);
-    if (alive === undefined) return; // the probe itself failed for another reason: ask again next time
+    const answer = await this.#options.probe(host, pids, idleMarginMs(this.#options.checkAfterMs)).catch(() => undefined);
+    if (answer === undefined) return; // the probe itself failed for another reason: ask again next time
     for (const client of clients) {
       const internals = client as unknown as ClientInternals;
+      // Finished while the host was asked: whatever it runs now has not been watched long enough.
+      if (internals._activeQuery !== statements.get(client)) continue;
       const pid = internals.processID!;
-      if (alive !== 'unreachable' && alive.has(pid)) {
+      const why =
+        answer === 'unreachable'
+          ? 'the host could not be reached'
+          : !answer.alive.has(pid)
+            ? `the host no longer has its backend (pid ${pid})`
+            : answer.idle.has(pid)
+              ? `its backend (pid ${pid}) has been idle for over ${idleMarginMs(this.#options.checkAfterMs)} ms: the statement or its answer was lost on the way`
+              : undefined;
+      if (why === undefined) {
         // A long statement: ask again after another checkAfterMs.
         this.#seen.set(client, { statement: internals._activeQuery, since: performance.now() });
         continue;
@@ -118,10 +151,7 @@ export class StallWatch {
       this.#seen.delete(client);
       this.#options.onEnded?.(host, pid);
       internals.connection.stream.destroy(
-        new Error(
-          `connection to ${host.host}:${host.port} ended by ledgerflow: its statement ran ${this.#options.checkAfterMs} ms and ` +
-            (alive === 'unreachable' ? 'the host could not be reached' : `the host no longer has its backend (pid ${pid})`),
-        ),
+        new Error(`connection to ${host.host}:${host.port} ended by ledgerflow: its statement ran ${this.#options.checkAfterMs} ms and ${why}`),
       );
     }
   }
