@@ -30,7 +30,7 @@ Options:
   --watch            run again whenever a workflow, handler or schedule module changes, appears
                      or disappears, printing the same report each time; until Ctrl-C or SIGTERM
                      (exit 0). Parsed sources are kept between runs
-  --strict           warnings (LF005, LF011 calls, LF012) fail too
+  --strict           warnings (LF005, LF011 calls, LF012, LF015) fail too
   --root <dir>       directory to search; paths are reported relative to it (default: cwd)
   --include <glob>   workflow files, relative to --root; repeatable (default: **/*.workflow.ts)
   --out <dir>        output directory inside --root (default: generated)

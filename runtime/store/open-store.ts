@@ -20,6 +20,19 @@ export interface OpenStoreOptions {
    * (PgBouncer in transaction mode before 1.21).
    */
   readonly preparedStatements?: boolean;
+  /**
+   * PostgreSQL only: how long a new connection may take to connect and authenticate before it
+   * fails like a lost one, so that the store moves on (to the next host of a multi-host URL)
+   * instead of waiting for TCP. Default: the URL's `connect_timeout` (seconds, as libpq reads it),
+   * else 10 s; 0 = no limit.
+   */
+  readonly connectTimeoutMs?: number;
+  /**
+   * PostgreSQL only: how long a statement may run before the store asks its host, over a fresh
+   * connection, whether the backend serving it is still there and busy with it; a connection that
+   * went silent is ended and its statement fails as a lost connection. Default 15 s; 0 = off.
+   */
+  readonly stalledStatementCheckMs?: number;
 }
 
 /**
@@ -33,6 +46,8 @@ export async function openStore(options: OpenStoreOptions = {}): Promise<Store> 
       connectionString: databaseUrl,
       ...(options.maxConnections !== undefined ? { maxConnections: options.maxConnections } : {}),
       ...(options.preparedStatements !== undefined ? { preparedStatements: options.preparedStatements } : {}),
+      ...(options.connectTimeoutMs !== undefined ? { connectTimeoutMs: options.connectTimeoutMs } : {}),
+      ...(options.stalledStatementCheckMs !== undefined ? { stalledStatementCheckMs: options.stalledStatementCheckMs } : {}),
     });
   }
   return createPGliteStore({ dataDir: options.dataDir ?? DEFAULT_DATA_DIR });

@@ -1,6 +1,7 @@
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openStore } from '../../runtime/store/open-store.js';
 import { createPgStore } from '../../runtime/store/pg/pg-store.js';
 import type { Store } from '../../runtime/store/store.js';
 import { isConnectionError } from '../../runtime/worker/step-errors.js';
@@ -18,8 +19,9 @@ describe('statements on a connection whose host went silent [pg]', () => {
   const stores: Store[] = [];
   const relays: Relay[] = [];
   const openVia = async (relay: Relay, stalledStatementCheckMs: number): Promise<Store> => {
-    const store = createPgStore({
-      connectionString: `postgres://postgres@127.0.0.1:${relay.port}${server.pathname}?connect_timeout=2`,
+    // Through openStore, the public entry: its options must reach the PostgreSQL store.
+    const store = await openStore({
+      databaseUrl: `postgres://postgres@127.0.0.1:${relay.port}${server.pathname}?connect_timeout=2`,
       maxConnections: 2,
       stalledStatementCheckMs,
     });
@@ -111,6 +113,17 @@ describe('statements on a connection whose host went silent [pg]', () => {
     const { error, ms } = await settled(sql`SELECT pg_sleep(2)`.execute(store.db));
     expect(error).toBeUndefined();
     expect(ms).toBeGreaterThanOrEqual(1_900);
+  });
+
+  it('gives up connecting to a silent host after openStore({ connectTimeoutMs })', async () => {
+    const r = await relay();
+    r.stall({ newConnections: 'held' });
+    const store = await openStore({ databaseUrl: `postgres://postgres@127.0.0.1:${r.port}${server.pathname}`, connectTimeoutMs: 1_000 });
+    stores.push(store);
+    const { error, ms } = await settled(within(15_000, pid(store)));
+    expect(isConnectionError(error)).toBe(true);
+    expect((error as { code?: string }).code).toBe('ETIMEDOUT');
+    expect(ms).toBeLessThan(5_000);
   });
 
   it('refuses a stalledStatementCheckMs that is not a whole number of milliseconds', () => {

@@ -35,8 +35,9 @@ export interface PgStoreOptions {
   readonly connectTimeoutMs?: number;
   /**
    * How long a statement may run before the store asks its host, over a fresh connection, whether
-   * the backend serving it still exists; a connection whose host cannot be reached or no longer
-   * has its backend is ended, and the statement fails as a lost connection (see stall-watch.ts).
+   * the backend serving it still exists; a connection whose host cannot be reached, no longer has
+   * its backend, or has it idle while the statement waits is ended, and the statement fails as a
+   * lost connection (see stall-watch.ts).
    * Default {@link DEFAULT_STALLED_STATEMENT_CHECK_MS}; 0 turns the watch off.
    */
   readonly stalledStatementCheckMs?: number;
