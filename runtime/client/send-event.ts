@@ -7,6 +7,7 @@ import { payloadJson } from '../limits/payload-limits.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import { RUNS_CHANNEL } from '../worker/runs-subscription.js';
 import { assertRunTransition } from '../worker/state-machines.js';
+import { inputHash } from '../retention/prune.js';
 import { lockEventKeyStatement } from '../worker/wait-commits.js';
 import { describeIssues } from './validate-input.js';
 
@@ -109,7 +110,12 @@ export async function sendEventIn(
   return { eventId: row.id, created: row.created, woke: Number(row.woke) };
 }
 
-/** The statement of {@link sendEventIn} after its lock: the insert, the wake-up, or the event the dedupe key already names. */
+/**
+ * The statement of {@link sendEventIn} after its lock: the insert, the wake-up, or the event the
+ * dedupe key already names — live, or pruned and kept as a tombstone (core 0016: read through
+ * `ledgerflow.pruned_event`, which waits for a prune holding the live event and then reads the
+ * archive afresh, so the event is found in one place or the other).
+ */
 export function sendEventStatement(
   id: string,
   event: string,
@@ -118,14 +124,42 @@ export function sendEventStatement(
   dedupeKey: string | undefined,
 ): RawBuilder<{ id: string; created: boolean; same: boolean; woke: number | string }> {
   assertRunTransition('waiting', 'waiting');
+  if (dedupeKey === undefined) {
+    return sql<{ id: string; created: boolean; same: boolean; woke: number | string }>`
+      WITH inserted AS (
+        INSERT INTO ledgerflow.event (id, name, correlation_key, payload, dedupe_key, created_at)
+        VALUES (${id}, ${event}, ${key}, ${payloadJson}::jsonb, NULL, statement_timestamp())
+        RETURNING id
+      ),
+      ${wakeWaiters(event, key)}
+      SELECT i.id, true AS created, true AS same, (SELECT count(*) FROM woken) AS woke FROM inserted i`;
+  }
   return sql<{ id: string; created: boolean; same: boolean; woke: number | string }>`
-    WITH inserted AS (
+    WITH pruned AS (
+      SELECT p.id, p.correlation_key, p.payload_hash FROM ledgerflow.pruned_event(${event}, ${dedupeKey}::text) p
+    ),
+    inserted AS (
       INSERT INTO ledgerflow.event (id, name, correlation_key, payload, dedupe_key, created_at)
-      VALUES (${id}, ${event}, ${key}, ${payloadJson}::jsonb, ${dedupeKey ?? null}::text, statement_timestamp())
+      SELECT ${id}, ${event}, ${key}, ${payloadJson}::jsonb, ${dedupeKey}::text, statement_timestamp()
+       WHERE NOT EXISTS (SELECT 1 FROM pruned)
       ON CONFLICT (name, dedupe_key) DO NOTHING
       RETURNING id
     ),
-    woken AS (
+    ${wakeWaiters(event, key)}
+    SELECT i.id, true AS created, true AS same, (SELECT count(*) FROM woken) AS woke FROM inserted i
+    UNION ALL
+    SELECT e.id, false, e.correlation_key = ${key} AND e.payload = ${payloadJson}::jsonb, 0
+      FROM ledgerflow.event e
+     WHERE NOT EXISTS (SELECT 1 FROM inserted) AND NOT EXISTS (SELECT 1 FROM pruned) AND e.name = ${event} AND e.dedupe_key = ${dedupeKey}::text
+    UNION ALL
+    SELECT p.id, false, p.correlation_key = ${key} AND p.payload_hash = ${inputHash(sql`${payloadJson}::jsonb`)}, 0
+      FROM pruned p`;
+}
+
+/** The `woken` CTE of a send: the runs parked waiting for this event's name and key, if one was inserted. */
+function wakeWaiters(event: string, key: string): RawBuilder<unknown> {
+  return sql`
+woken AS (
       UPDATE ledgerflow.workflow_run r
          SET run_after = statement_timestamp(), updated_at = statement_timestamp()
         FROM ledgerflow.step_wait w
@@ -133,12 +167,7 @@ export function sendEventStatement(
          AND w.kind = 'event' AND w.event_name = ${event} AND w.correlation_key = ${key} AND w.resolved_at IS NULL
          AND r.id = w.run_id AND r.status = 'waiting'
       RETURNING r.id, pg_notify(${RUNS_CHANNEL}, r.id::text)
-    )
-    SELECT i.id, true AS created, true AS same, (SELECT count(*) FROM woken) AS woke FROM inserted i
-    UNION ALL
-    SELECT e.id, false, e.correlation_key = ${key} AND e.payload = ${payloadJson}::jsonb, 0
-      FROM ledgerflow.event e
-     WHERE NOT EXISTS (SELECT 1 FROM inserted) AND e.name = ${event} AND e.dedupe_key = ${dedupeKey ?? null}::text`;
+    )`;
 }
 
 /** A run's signal: an event whose correlation key is the run id (`waitFor` without `match`). */

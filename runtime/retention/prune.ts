@@ -24,8 +24,16 @@ import { millis } from '../worker/claim.js';
  * it), or when `signal` aborts — between batches, never inside one. With `archiveOlderThanMs` it
  * then deletes tombstones of runs finished longer ago than that, in batches the same way.
  *
+ * Events (core 0016), when asked: `eventsOlderThanMs` deletes events consumed longer ago than that
+ * (the step that took one keeps its payload in its result), `unconsumedEventsOlderThanMs` events no
+ * step took in that long — each batch one statement, oldest first, SKIP LOCKED (a step taking an
+ * event that a batch holds takes the next one). An event with a dedupe key leaves a tombstone in event_archive, so a
+ * send with that key stores nothing (ledgerflow.pruned_event). `archiveOlderThanMs` also deletes
+ * event tombstones of events sent longer ago than that.
+ *
  * A dry run deletes nothing: it reads the runs a pass would prune, page by page (keyset on the
- * same index), counting a parent when none of its children must stay (one level of children).
+ * same index), counting a parent when none of its children must stay (one level of children), and
+ * counts the events and tombstones that would go.
  */
 
 export type FinalRunStatus = Extract<RunStatus, 'completed' | 'failed' | 'cancelled' | 'compensated' | 'compensation_failed'>;
@@ -49,6 +57,16 @@ export interface PruneOptions {
    * least `olderThanMs`. Default: the archive is kept forever.
    */
   readonly archiveOlderThanMs?: number;
+  /**
+   * Also delete events consumed at least this long ago (database time); one with a dedupe key
+   * leaves a tombstone (event_archive), so sending it again stores nothing. Default: events stay.
+   */
+  readonly eventsOlderThanMs?: number;
+  /**
+   * Also delete events that no step has taken and that were sent at least this long ago: a run
+   * that waits for one later will not find it. Default: unconsumed events stay.
+   */
+  readonly unconsumedEventsOlderThanMs?: number;
   /** Stops the pass between batches (the report says `stopped`). */
   readonly signal?: AbortSignal;
   /** Called after each batch. */
@@ -56,10 +74,14 @@ export interface PruneOptions {
 }
 
 export interface PruneBatch {
-  /** `runs`: finished runs pruned (or counted, in a dry run); `archive`: tombstones deleted. */
-  readonly table: 'runs' | 'archive';
+  /**
+   * `runs`: finished runs pruned (or counted, in a dry run); `archive`: run tombstones deleted;
+   * `events`: events pruned; `event-archive`: event tombstones deleted.
+   */
+  readonly table: 'runs' | 'archive' | 'events' | 'event-archive';
   /** 1-based, per table. */
   readonly index: number;
+  /** Rows of `table` this batch deleted (or counted). */
   readonly runs: number;
   /** Recorded ledger rows archived with the runs (`runs` batches). */
   readonly effects: number;
@@ -74,6 +96,12 @@ export interface PruneReport {
   readonly effectsArchived: number;
   /** Tombstones deleted by `archiveOlderThanMs` (dry run: that would be). */
   readonly archiveDeleted: number;
+  /** Events deleted by `eventsOlderThanMs` and `unconsumedEventsOlderThanMs` (dry run: that would be). */
+  readonly eventsPruned: number;
+  /** Of those, the ones with a dedupe key, kept as tombstones in event_archive. */
+  readonly eventsArchived: number;
+  /** Event tombstones deleted by `archiveOlderThanMs` (dry run: that would be). */
+  readonly eventArchiveDeleted: number;
   readonly batches: number;
   readonly ms: number;
   /** The signal stopped the pass before it was done. */
@@ -88,6 +116,8 @@ export interface PruneSelection {
   readonly olderThanMs: number;
   readonly batchSize: number;
   readonly statuses: readonly FinalRunStatus[];
+  readonly eventsOlderThanMs?: number | undefined;
+  readonly unconsumedEventsOlderThanMs?: number | undefined;
 }
 
 /**
@@ -105,6 +135,9 @@ export async function pruneRuns(db: Kysely<LedgerflowDatabase>, options: PruneOp
   let runsPruned = 0;
   let effectsArchived = 0;
   let archiveDeleted = 0;
+  let eventsPruned = 0;
+  let eventsArchived = 0;
+  let eventArchiveDeleted = 0;
   let batches = 0;
   const stopped = () => signal?.aborted === true;
   const report = (): PruneReport => ({
@@ -112,6 +145,9 @@ export async function pruneRuns(db: Kysely<LedgerflowDatabase>, options: PruneOp
     runsPruned,
     effectsArchived,
     archiveDeleted,
+    eventsPruned,
+    eventsArchived,
+    eventArchiveDeleted,
     batches,
     ms: Math.round(performance.now() - started),
     stopped: stopped(),
@@ -140,6 +176,20 @@ export async function pruneRuns(db: Kysely<LedgerflowDatabase>, options: PruneOp
       archiveDeleted = row.runs;
       batch('archive', 1, row.runs, 0, at);
     }
+    for (const which of eventSelections(selection)) {
+      if (stopped()) break;
+      const at = performance.now();
+      const row = (await countEventsStatement(which).execute(db)).rows[0]!;
+      eventsPruned += row.events;
+      eventsArchived += row.archived;
+      batch('events', 1, row.events, 0, at);
+    }
+    if (options.archiveOlderThanMs !== undefined && !stopped()) {
+      const at = performance.now();
+      const row = (await countEventArchiveStatement(options.archiveOlderThanMs).execute(db)).rows[0]!;
+      eventArchiveDeleted = row.events;
+      batch('event-archive', 1, row.events, 0, at);
+    }
     return report();
   }
 
@@ -160,13 +210,33 @@ export async function pruneRuns(db: Kysely<LedgerflowDatabase>, options: PruneOp
       batch('archive', index, row.runs, 0, at);
     }
   }
+  let eventBatch = 0;
+  for (const which of eventSelections(selection)) {
+    while (!stopped()) {
+      const at = performance.now();
+      const row = (await pruneEventsBatchStatement(which, selection.batchSize).execute(db)).rows[0]!;
+      if (row.events === 0) break;
+      eventsPruned += row.events;
+      eventsArchived += row.archived;
+      batch('events', ++eventBatch, row.events, 0, at);
+    }
+  }
+  if (options.archiveOlderThanMs !== undefined) {
+    for (let index = 1; !stopped(); index++) {
+      const at = performance.now();
+      const row = (await pruneEventArchiveBatchStatement(options.archiveOlderThanMs, selection.batchSize).execute(db)).rows[0]!;
+      if (row.events === 0) break;
+      eventArchiveDeleted += row.events;
+      batch('event-archive', index, row.events, 0, at);
+    }
+  }
   return report();
 }
 
 /** Checks the options before anything is read or deleted. */
 export function parsePruneOptions(options: PruneOptions): PruneSelection {
   const problems: string[] = [];
-  const { olderThanMs, archiveOlderThanMs } = options;
+  const { olderThanMs, archiveOlderThanMs, eventsOlderThanMs, unconsumedEventsOlderThanMs } = options;
   const batchSize = options.batchSize ?? DEFAULT_PRUNE_BATCH_SIZE;
   const statuses = options.statuses ?? FINAL_RUN_STATUSES;
   if (!isDuration(olderThanMs)) problems.push(`olderThanMs: must be a number of milliseconds >= 0 (got ${String(olderThanMs)})`);
@@ -182,6 +252,17 @@ export function parsePruneOptions(options: PruneOptions): PruneSelection {
       }
     }
   }
+  for (const [name, ms] of [['eventsOlderThanMs', eventsOlderThanMs], ['unconsumedEventsOlderThanMs', unconsumedEventsOlderThanMs]] as const) {
+    if (ms === undefined) continue;
+    if (!isDuration(ms)) {
+      problems.push(`${name}: must be a number of milliseconds >= 0 (got ${String(ms)})`);
+    } else if (archiveOlderThanMs !== undefined && isDuration(archiveOlderThanMs) && archiveOlderThanMs < ms) {
+      problems.push(
+        `archiveOlderThanMs: must be at least ${name} (${ms}); got ${archiveOlderThanMs}. ` +
+          'The archive is what protects the dedupe keys of pruned events: it must outlive them',
+      );
+    }
+  }
   if (archiveOlderThanMs !== undefined) {
     if (!isDuration(archiveOlderThanMs)) {
       problems.push(`archiveOlderThanMs: must be a number of milliseconds >= 0 (got ${String(archiveOlderThanMs)})`);
@@ -195,7 +276,7 @@ export function parsePruneOptions(options: PruneOptions): PruneSelection {
   if (problems.length > 0) {
     throw new ValidationError(`Invalid prune options:\n${problems.map((p) => `  - ${p}`).join('\n')}\nNothing was pruned.`, problems);
   }
-  return { olderThanMs, batchSize, statuses: [...new Set(statuses)] };
+  return { olderThanMs, batchSize, statuses: [...new Set(statuses)], eventsOlderThanMs, unconsumedEventsOlderThanMs };
 }
 
 function isDuration(ms: unknown): ms is number {
@@ -305,4 +386,88 @@ export function countArchiveStatement(db: Kysely<LedgerflowDatabase>, olderThanM
 /** The hash run_archive.input_hash holds: sha256 (hex) of the input's jsonb text. */
 export function inputHash(input: RawBuilder<unknown>): RawBuilder<string> {
   return sql<string>`encode(sha256(convert_to(${input}::text, 'UTF8')), 'hex')`;
+}
+
+/** Which events a pass prunes: consumed ones before one cut-off, unconsumed ones before another. */
+export interface EventSelection {
+  readonly consumed: boolean;
+  readonly olderThanMs: number;
+}
+
+function eventSelections(selection: PruneSelection): EventSelection[] {
+  return [
+    ...(selection.eventsOlderThanMs !== undefined ? [{ consumed: true, olderThanMs: selection.eventsOlderThanMs }] : []),
+    ...(selection.unconsumedEventsOlderThanMs !== undefined ? [{ consumed: false, olderThanMs: selection.unconsumedEventsOlderThanMs }] : []),
+  ];
+}
+
+/**
+ * What makes event `e` prunable: consumed before the cut-off (index event_consumed_idx), or
+ * unconsumed and sent before it. A batch skips an event a step is taking (SKIP LOCKED); a step
+ * that meets one a batch holds waits for it and, finding it deleted, goes on to the next (its
+ * `LIMIT 1 FOR UPDATE` counts only rows it locked).
+ */
+function prunableEvent(which: EventSelection): RawBuilder<unknown> {
+  const cutOff = sql`statement_timestamp() - ${millis(which.olderThanMs)}`;
+  return which.consumed ? sql`e.consumed_at < ${cutOff}` : sql`e.consumed_at IS NULL AND e.created_at < ${cutOff}`;
+}
+
+/**
+ * One batch of event retention: at most `batchSize` prunable events, oldest first, locked with
+ * SKIP LOCKED; those with a dedupe key archived as tombstones (a tombstone already there for the
+ * key is kept); the events deleted.
+ */
+export function pruneEventsBatchStatement(which: EventSelection, batchSize: number): RawBuilder<{ events: number; archived: number }> {
+  return sql<{ events: number; archived: number }>`
+    WITH victims AS (
+      SELECT e.id FROM ledgerflow.event e
+       WHERE ${prunableEvent(which)}
+       ORDER BY ${which.consumed ? sql`e.consumed_at` : sql`e.created_at`}, e.id
+       LIMIT ${batchSize}
+         FOR UPDATE OF e SKIP LOCKED
+    ),
+    archived AS (
+      INSERT INTO ledgerflow.event_archive
+             (name, dedupe_key, id, correlation_key, payload_hash, created_at, consumed_by_run, consumed_by_step, consumed_at)
+      SELECT e.name, e.dedupe_key, e.id, e.correlation_key, ${inputHash(sql`e.payload`)}, e.created_at,
+             e.consumed_by_run, e.consumed_by_step, e.consumed_at
+        FROM ledgerflow.event e JOIN victims v ON v.id = e.id
+       WHERE e.dedupe_key IS NOT NULL
+      ON CONFLICT DO NOTHING
+      RETURNING 1
+    ),
+    deleted AS (
+      DELETE FROM ledgerflow.event e USING victims v WHERE e.id = v.id
+      RETURNING 1
+    )
+    SELECT (SELECT count(*) FROM deleted)::int AS events, (SELECT count(*) FROM archived)::int AS archived`;
+}
+
+/** One batch of event-archive retention: tombstones of events sent before the cut-off, oldest first. */
+export function pruneEventArchiveBatchStatement(olderThanMs: number, batchSize: number): RawBuilder<{ events: number }> {
+  return sql<{ events: number }>`
+    WITH expired AS (
+      SELECT a.name, a.dedupe_key FROM ledgerflow.event_archive a
+       WHERE a.created_at < statement_timestamp() - ${millis(olderThanMs)}
+       ORDER BY a.created_at, a.name, a.dedupe_key
+       LIMIT ${batchSize}
+         FOR UPDATE OF a SKIP LOCKED
+    ),
+    deleted AS (
+      DELETE FROM ledgerflow.event_archive a USING expired x WHERE a.name = x.name AND a.dedupe_key = x.dedupe_key
+      RETURNING 1
+    )
+    SELECT count(*)::int AS events FROM deleted`;
+}
+
+/** A dry run of event retention: how many events a pass would delete now, and how many of them it would archive. */
+export function countEventsStatement(which: EventSelection): RawBuilder<{ events: number; archived: number }> {
+  return sql<{ events: number; archived: number }>`
+    SELECT count(*)::int AS events, count(e.dedupe_key)::int AS archived FROM ledgerflow.event e WHERE ${prunableEvent(which)}`;
+}
+
+/** A dry run of event-archive retention: how many tombstones are past the cut-off. */
+export function countEventArchiveStatement(olderThanMs: number): RawBuilder<{ events: number }> {
+  return sql<{ events: number }>`
+    SELECT count(*)::int AS events FROM ledgerflow.event_archive a WHERE a.created_at < statement_timestamp() - ${millis(olderThanMs)}`;
 }

@@ -7,8 +7,8 @@
  *              runtime issues, per table, and nothing else — no DDL, no DELETE of run state, no
  *              write to the archive or to the list of retention roles.
  *   reader     `runs`, `run`, `effects`, `versions`, `audit`, the dashboard's pages: SELECT only.
- *   retention  `ledgerflow prune` (or a worker given `retention`): deletes finished runs and
- *              archive tombstones; listed in ledgerflow.retention_role, which is what lets the
+ *   retention  `ledgerflow prune` (or a worker given `retention`): deletes finished runs, old
+ *              events and archive tombstones; listed in ledgerflow.retention_role, which is what lets the
  *              immutability triggers of core 0012 pass its deletes of recorded history.
  *
  * The statements are generated here from {@link TABLE_PRIVILEGES}, one entry per table of
@@ -42,7 +42,8 @@ export const TABLE_PRIVILEGES: Readonly<Record<keyof LedgerflowDatabase, TableGr
   'ledgerflow.step_effect': { worker: ['INSERT', 'UPDATE'], retention: [] },
   'ledgerflow.step_result': { worker: ['INSERT'], retention: [] },
   'ledgerflow.step_wait': { worker: ['INSERT', 'UPDATE'], retention: [] },
-  'ledgerflow.event': { worker: ['INSERT', 'UPDATE'], retention: [] },
+  // Events are deleted only by pruning (core 0016), which locks them FOR UPDATE first.
+  'ledgerflow.event': { worker: ['INSERT', 'UPDATE'], retention: ['UPDATE', 'DELETE'] },
   'ledgerflow.schedule': { worker: ['INSERT', 'UPDATE'], retention: [] },
   'ledgerflow.queue': { worker: ['INSERT', 'UPDATE'], retention: [] },
   'ledgerflow.queue_partition': { worker: ['INSERT', 'UPDATE'], retention: [] },
@@ -52,6 +53,7 @@ export const TABLE_PRIVILEGES: Readonly<Record<keyof LedgerflowDatabase, TableGr
   'ledgerflow.operator_action': { worker: ['INSERT'], retention: [] },
   'ledgerflow.run_archive': { worker: [], retention: ['INSERT', 'UPDATE', 'DELETE'] },
   'ledgerflow.effect_archive': { worker: [], retention: ['INSERT'] },
+  'ledgerflow.event_archive': { worker: [], retention: ['INSERT', 'UPDATE', 'DELETE'] },
   'ledgerflow.retention_role': { worker: [], retention: [] },
   // Set by the owner (`ledgerflow limits set`); everyone reads it.
   'ledgerflow.payload_limits': { worker: [], retention: [] },

@@ -327,6 +327,21 @@ export interface RunArchiveTable {
   pruned_at: DbNow;
 }
 
+/** A pruned event's tombstone (core 0016), kept when it had a dedupe key: a send with that key stores nothing. */
+export interface EventArchiveTable {
+  name: string;
+  dedupe_key: string;
+  id: string;
+  correlation_key: string;
+  /** sha256 (hex) of the payload's jsonb text: a send with another payload is refused as before. */
+  payload_hash: string;
+  created_at: Date;
+  consumed_by_run: string | null;
+  consumed_by_step: string | null;
+  consumed_at: Date | null;
+  pruned_at: DbNow;
+}
+
 /** A pruned run's recorded ledger row (core 0008): which effect happened under which key. */
 export interface EffectArchiveTable {
   run_id: string;
@@ -380,6 +395,7 @@ export interface LedgerflowDatabase {
   'ledgerflow.operator_action': OperatorActionTable;
   'ledgerflow.run_archive': RunArchiveTable;
   'ledgerflow.effect_archive': EffectArchiveTable;
+  'ledgerflow.event_archive': EventArchiveTable;
   'ledgerflow.retention_role': RetentionRoleTable;
   'ledgerflow.payload_limits': PayloadLimitsTable;
 }

@@ -40,7 +40,13 @@ const DESCRIBE: { readonly [T in WorkerEvent['type']]: readonly [LogLevel, (even
   'lease-lost': ['warn', (e) => `lost the lease of run ${e.runId} (fencing token ${e.fencingToken})`],
   'commit-outcome-unknown': ['warn', (e) => `the commit of step ${e.step} may or may not have happened: ${e.error.message}`],
   'reconcile-pass': ['info', (e) => `reconcile pass: ${e.report.recorded} recorded, ${e.report.released} released, ${e.report.parked} parked`],
-  'prune-pass': ['info', (e) => `prune pass: ${e.report.runsPruned} run(s) pruned, ${e.report.effectsArchived} effect(s) archived in ${e.report.batches} batch(es)`],
+  'prune-pass': [
+    'info',
+    (e) =>
+      `prune pass: ${e.report.runsPruned} run(s) pruned, ${e.report.effectsArchived} effect(s) archived` +
+      (e.report.eventsPruned > 0 ? `, ${e.report.eventsPruned} event(s) pruned` : '') +
+      ` in ${e.report.batches} batch(es)`,
+  ],
   'listener-lost': ['warn', (e) => `LISTEN subscription lost: ${e.error.message}`],
   'listener-restored': ['info', (e) => `LISTEN subscription restored after ${e.failedAttempts} failed attempt(s)`],
   'schedule-ticked': ['info', (e) => `schedule ${e.schedule} started ${e.runIds.length} run(s)`],

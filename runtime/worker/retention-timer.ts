@@ -1,7 +1,8 @@
 /**
  * The worker's retention passes (`WorkerOptions.retention`): every `intervalMs` it runs
  * `pruneRuns` (runtime/retention/prune.ts), deleting finished runs older than
- * `completedOlderThanMs` in batches and keeping their identity in the archive. Any number of
+ * `completedOlderThanMs` in batches and keeping their identity in the archive (and, with
+ * `eventsOlderThanMs`, events consumed that long ago). Any number of
  * workers may do this at once: batches take their runs with SKIP LOCKED, so passes share the work.
  *
  * Timer (a PeriodicPass): stopped ──start()──▶ ticking ──stop()──▶ stopped. A tick while a pass is still running
@@ -25,6 +26,11 @@ export interface RetentionOptions {
   readonly intervalMs?: number;
   /** Runs deleted per batch (one short transaction each). Default 1 000. */
   readonly batchSize?: number;
+  /**
+   * Also delete events consumed at least this long ago (a dedupe key stays in the archive, so the
+   * same send stores nothing). Default: events are kept.
+   */
+  readonly eventsOlderThanMs?: number;
 }
 
 export const DEFAULT_RETENTION_INTERVAL_MS = 600_000;
@@ -45,10 +51,11 @@ export class RetentionTimer {
       pruneRuns(db, {
         olderThanMs: retention.completedOlderThanMs,
         ...(retention.batchSize !== undefined ? { batchSize: retention.batchSize } : {}),
+        ...(retention.eventsOlderThanMs !== undefined ? { eventsOlderThanMs: retention.eventsOlderThanMs } : {}),
         signal,
       })
         .then((report) => {
-          if (report.runsPruned > 0) emit({ type: 'prune-pass', report });
+          if (report.runsPruned > 0 || report.eventsPruned > 0) emit({ type: 'prune-pass', report });
         })
         .catch((error: unknown) => emit({ type: 'error', where: 'prune', error: serializeError(error) })),
     );

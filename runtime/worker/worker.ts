@@ -493,9 +493,12 @@ function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> 
 
 function retentionProblems(retention: RetentionOptions): string[] {
   const problems: string[] = [];
-  const { completedOlderThanMs, intervalMs, batchSize } = retention;
+  const { completedOlderThanMs, intervalMs, batchSize, eventsOlderThanMs } = retention;
   if (!(typeof completedOlderThanMs === 'number' && Number.isFinite(completedOlderThanMs) && completedOlderThanMs >= 0)) {
     problems.push(`retention.completedOlderThanMs must be a number of milliseconds >= 0 (got ${String(completedOlderThanMs)})`);
+  }
+  if (eventsOlderThanMs !== undefined && !(typeof eventsOlderThanMs === 'number' && Number.isFinite(eventsOlderThanMs) && eventsOlderThanMs >= 0)) {
+    problems.push(`retention.eventsOlderThanMs must be a number of milliseconds >= 0 (got ${String(eventsOlderThanMs)})`);
   }
   if (intervalMs !== undefined && !(Number.isFinite(intervalMs) && intervalMs > 0)) {
     problems.push(`retention.intervalMs must be > 0 (got ${String(intervalMs)})`);

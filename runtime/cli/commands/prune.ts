@@ -6,7 +6,9 @@ import { toJsonDocument } from '../format-values.js';
 export const pruneCommand = defineCommand({
   name: 'prune',
   summary: 'delete finished runs older than a duration, keeping their identity in the archive',
-  usage: '--completed-older-than <duration> [--batch-size <n>] [--dry-run] [--archive-older-than <duration>] [options]',
+  usage:
+    '--completed-older-than <duration> [--events-older-than <duration>] [--unconsumed-events-older-than <duration>] ' +
+    '[--batch-size <n>] [--dry-run] [--archive-older-than <duration>] [options]',
   description:
     'Deletes completed, failed, cancelled, compensated and compensation_failed runs that finished longer ago\n' +
     'than --completed-older-than, with their results, attempts, waits and ledger rows, in batches of\n' +
@@ -15,21 +17,31 @@ export const pruneCommand = defineCommand({
     'its recorded effects in the archive, so a start with its id or dedupe key returns it instead of running\n' +
     'it again. Never deleted: unfinished runs, runs with an open intent, runs whose children are not pruned\n' +
     'yet, children of unfinished runs.\n' +
+    'Events are kept unless asked: --events-older-than deletes events consumed that long ago (the step that\n' +
+    'took one keeps its payload), --unconsumed-events-older-than events no step took in that long; an event\n' +
+    'with a dedupe key leaves a tombstone, so sending it again stores nothing.\n' +
     'Durations: a whole number and d, h, m, s or ms (30d, 12h, 90m).',
   options: {
     'completed-older-than': { type: 'string' },
     'batch-size': { type: 'string' },
     'dry-run': { type: 'boolean' },
     'archive-older-than': { type: 'string' },
+    'events-older-than': { type: 'string' },
+    'unconsumed-events-older-than': { type: 'string' },
   },
   optionsHelp: `  --completed-older-than <duration>
                          prune runs that finished at least this long ago (required)
-  --batch-size <n>       runs deleted per transaction (default 1000, at most 10000)
+  --events-older-than <duration>
+                         also prune events consumed at least this long ago
+  --unconsumed-events-older-than <duration>
+                         also prune events that no step took and that were sent at least this long
+                         ago (a run that waits for one later will not find it)
+  --batch-size <n>       runs (or events) deleted per transaction (default 1000, at most 10000)
   --dry-run              count what would be pruned; delete nothing
   --archive-older-than <duration>
-                         also delete the archived identities of runs finished this long ago (at
-                         least --completed-older-than); a start with their key then runs again.
-                         Default: the archive is kept forever`,
+                         also delete the archived identities of runs finished, and of events sent,
+                         this long ago (at least each other --…-older-than); a start or a send with
+                         their key then happens again. Default: the archive is kept forever`,
   positionals: { min: 0, max: 0, names: '' },
   async run({ values, json, io, openStore }) {
     const olderThanMs = durationOption('completed-older-than', values['completed-older-than']);
@@ -43,9 +55,21 @@ export const pruneCommand = defineCommand({
           'the archive protects the keys of pruned runs, so it must outlive them.',
       );
     }
+    const eventsOlderThanMs = durationOption('events-older-than', values['events-older-than']);
+    const unconsumedEventsOlderThanMs = durationOption('unconsumed-events-older-than', values['unconsumed-events-older-than']);
+    for (const [flag, ms] of [['events-older-than', eventsOlderThanMs], ['unconsumed-events-older-than', unconsumedEventsOlderThanMs]] as const) {
+      if (archiveOlderThanMs !== undefined && ms !== undefined && archiveOlderThanMs < ms) {
+        throw new UsageError(
+          `--archive-older-than (${values['archive-older-than']}) must be at least --${flag} (${values[flag]}): ` +
+            'the archive protects the dedupe keys of pruned events, so it must outlive them.',
+        );
+      }
+    }
     const batchSize = integerOption('batch-size', values['batch-size']);
     const report = await pruneRuns((await openStore()).db, {
       olderThanMs,
+      ...(eventsOlderThanMs !== undefined ? { eventsOlderThanMs } : {}),
+      ...(unconsumedEventsOlderThanMs !== undefined ? { unconsumedEventsOlderThanMs } : {}),
       ...(batchSize !== undefined ? { batchSize } : {}),
       ...(archiveOlderThanMs !== undefined ? { archiveOlderThanMs } : {}),
       dryRun: values['dry-run'] === true,
@@ -57,6 +81,12 @@ export const pruneCommand = defineCommand({
       io.out(
         `${report.runsPruned} run(s) ${verb}, ${report.effectsArchived} recorded effect(s) ${report.dryRun ? 'to archive' : 'archived'}` +
           (archiveOlderThanMs !== undefined ? `, ${report.archiveDeleted} archived run(s) ${report.dryRun ? 'to delete' : 'deleted'}` : '') +
+          (eventsOlderThanMs !== undefined || unconsumedEventsOlderThanMs !== undefined
+            ? `, ${report.eventsPruned} event(s) ${verb} (${report.eventsArchived} kept as tombstones)`
+            : '') +
+          (archiveOlderThanMs !== undefined && (eventsOlderThanMs !== undefined || unconsumedEventsOlderThanMs !== undefined || report.eventArchiveDeleted > 0)
+            ? `, ${report.eventArchiveDeleted} event tombstone(s) ${report.dryRun ? 'to delete' : 'deleted'}`
+            : '') +
           ` — ${report.batches} batch(es), ${report.ms} ms.\n`,
       );
     }

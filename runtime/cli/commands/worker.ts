@@ -38,6 +38,7 @@ export const workerCommand = defineCommand({
     'reconcile-ms': { type: 'string' },
     'schedule-ms': { type: 'string' },
     'prune-older-than': { type: 'string' },
+    'prune-events-older-than': { type: 'string' },
     quiet: { type: 'boolean', short: 'q' },
     'log-format': { type: 'string' },
     'allow-missing-versions': { type: 'boolean' },
@@ -53,6 +54,9 @@ export const workerCommand = defineCommand({
   --prune-older-than <duration>
                          every 10 minutes, prune runs finished this long ago (30d, 12h, 90m),
                          keeping their identity in the archive, as \`ledgerflow prune\` does
+  --prune-events-older-than <duration>
+                         with --prune-older-than: also prune events consumed this long ago
+                         (their dedupe keys stay in the archive)
   --allow-missing-versions
                          start even if an older version of a workflow has unfinished runs and no
                          handlers here (another worker serves it during a rolling deploy)
@@ -74,6 +78,10 @@ export const workerCommand = defineCommand({
     const reconcileIntervalMs = integerOption('reconcile-ms', values['reconcile-ms'], 0);
     const scheduleIntervalMs = integerOption('schedule-ms', values['schedule-ms'], 0);
     const pruneOlderThanMs = durationOption('prune-older-than', values['prune-older-than']);
+    const pruneEventsOlderThanMs = durationOption('prune-events-older-than', values['prune-events-older-than']);
+    if (pruneEventsOlderThanMs !== undefined && pruneOlderThanMs === undefined) {
+      throw new UsageError('--prune-events-older-than needs --prune-older-than (the worker prunes runs and events in one pass).');
+    }
     const workflows = requireRegistrations(await loadWorkflowsModule(values.workflows), values.workflows);
     const schedules = await loadSchedulesExport(values.workflows);
     const store = await openStore();
@@ -92,7 +100,14 @@ export const workerCommand = defineCommand({
       ...(reconcileIntervalMs !== undefined ? { reconcileIntervalMs } : {}),
       ...(schedules.length > 0 ? { schedules } : {}),
       ...(scheduleIntervalMs !== undefined ? { scheduleIntervalMs } : {}),
-      ...(pruneOlderThanMs !== undefined ? { retention: { completedOlderThanMs: pruneOlderThanMs } } : {}),
+      ...(pruneOlderThanMs !== undefined
+        ? {
+            retention: {
+              completedOlderThanMs: pruneOlderThanMs,
+              ...(pruneEventsOlderThanMs !== undefined ? { eventsOlderThanMs: pruneEventsOlderThanMs } : {}),
+            },
+          }
+        : {}),
       onEvent(event) {
         if (quiet && !QUIET_EVENTS.has(event.type)) return;
         io.out(`${line(event)}\n`);
