@@ -140,7 +140,7 @@ export function grantStatements(roles: GrantRoles): string {
   }
   lines.push(`GRANT USAGE ON ALL SEQUENCES IN SCHEMA ledgerflow TO ${worker};`);
   if (retention !== undefined && roles.retention !== undefined) {
-    lines.push('', '-- The retention role: prune finished runs and expired tombstones.');
+    lines.push('', '-- The retention role: prune finished runs, old events and expired tombstones.');
     for (const table of tables) {
       const privileges = TABLE_PRIVILEGES[table].retention;
       if (privileges.length > 0) lines.push(`GRANT ${privileges.join(', ')} ON ${table} TO ${retention};`);

@@ -5,6 +5,7 @@ import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
 import { startFakeServer } from '../../examples/fakes/fake-server.js';
 import { FakePaymentProvider, type Charge, type ChargeOptions, type ChargeRequest } from '../../examples/fakes/payment-provider.js';
 import { createClient } from '../../runtime/client/client.js';
+import { pruneRuns } from '../../runtime/retention/prune.js';
 import type { FaultSpec } from '../../runtime/faults/fault-points.js';
 import { createPgStore } from '../../runtime/store/pg/pg-store.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
@@ -281,6 +282,18 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
         await sleep(20);
       }
     })();
+    // Consumed events are pruned as soon as they are consumed, throughout (runs are not: they are
+    // checked afterwards). A resend of a pruned event must find its tombstone and store nothing.
+    const pruner = (async () => {
+      while (sampling) {
+        try {
+          await pruneRuns(store.db, { olderThanMs: 365 * 86_400_000, eventsOlderThanMs: 0, batchSize: 50 });
+        } catch {
+          // The server restarts once; the pool reconnects.
+        }
+        await sleep(250);
+      }
+    })();
     fleet.start();
     const chaosStart = performance.now();
     const restartAt = Array.from({ length: options.serverRestarts }, (_, i) =>
@@ -345,6 +358,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     await fleet.stop();
     sampling = false;
     await sampler;
+    await pruner;
 
     const report = await checkInvariants(databaseUrl, chaosOrder.name, { payments, email });
     const fulfil = await checkFulfilInvariants(databaseUrl, fulfilments);
@@ -370,7 +384,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       `max-picking-slots=${maxPickingSlots}/${PICKING_CONCURRENCY} ` +
       `refund-runs=${compensation.runs} compensated=${compensation.compensated} compensation-failed=${compensation.compensationFailed} refunds=${compensation.refunds} ` +
       `cancelled=${compensation.cancelled} charges-taken-over=${compensation.takenOver} ` +
-      `events-sent=${eventsSent} events-stored=${fulfil.events} events-taken=${fulfil.consumed} ` +
+      `events-sent=${eventsSent} events-stored=${fulfil.events} events-taken=${fulfil.consumed} events-pruned=${fulfil.pruned} ` +
       `unexpected-exits=${c.unexpectedExits} duplicates found=${report.duplicates + fulfil.duplicates + compensation.duplicates} ` +
       `violations=${report.violations.length + fulfil.violations.length + compensation.violations.length} ` +
       `in ${seconds.toFixed(0)} s`;

@@ -34,6 +34,8 @@ it(
     expect(outcome.fulfil.runs, replay).toBe(Math.floor(profile.runs / 4));
     expect(outcome.fulfil.consumed, replay).toBe(outcome.fulfil.runs);
     expect(outcome.eventsSent, replay).toBeGreaterThan(outcome.fulfil.events);
+    // Consumed events were pruned while resends of them still arrived (each stored once, live or as its tombstone).
+    expect(outcome.fulfil.pruned, replay).toBeGreaterThan(0);
     // The picking queue's limit held across all workers, through the kills and the restart.
     expect(outcome.maxPickingSlots, replay).toBeLessThanOrEqual(2);
     expect(outcome.maxPickingSlots, replay).toBeGreaterThan(0);

@@ -231,8 +231,10 @@ export interface FulfilReport {
   readonly runs: number;
   readonly completed: number;
   readonly children: number;
-  /** Events stored (one per order: resends with the same dedupe key store nothing). */
+  /** Events stored (one per order: resends with the same dedupe key store nothing), pruned ones included. */
   readonly events: number;
+  /** Of those, the ones pruned during the chaos (tombstones in event_archive). */
+  readonly pruned: number;
   /** Events taken by a waiting step. */
   readonly consumed: number;
   /** `expressLabel` steps skipped by their condition. */
@@ -315,8 +317,12 @@ export async function checkFulfilInvariants(
     );
     const standard = expected.filter((o) => !o.express).length;
     if (skipped?.n !== standard) violations.push(`${skipped?.n ?? 0} expressLabel steps skipped, expected ${standard}`);
-    const events = await q<{ correlation_key: string; consumed_by_run: string | null }>(
-      `SELECT correlation_key, consumed_by_run FROM ledgerflow.event WHERE name = 'chaos.shipped'`,
+    // Consumed events are pruned during the chaos (core 0016): each survives as a live row or as
+    // its tombstone, never both, never neither, and a resend after the prune stored nothing.
+    const events = await q<{ correlation_key: string; consumed_by_run: string | null; pruned: boolean }>(
+      `SELECT correlation_key, consumed_by_run, false AS pruned FROM ledgerflow.event WHERE name = 'chaos.shipped'
+       UNION ALL
+       SELECT correlation_key, consumed_by_run, true FROM ledgerflow.event_archive WHERE name = 'chaos.shipped'`,
     );
     const eventsByOrder = new Map<string, number>();
     for (const e of events) eventsByOrder.set(e.correlation_key, (eventsByOrder.get(e.correlation_key) ?? 0) + 1);
@@ -353,6 +359,7 @@ export async function checkFulfilInvariants(
       completed: parents.filter((p) => p.status === 'completed').length,
       children: childCount,
       events: events.length,
+      pruned: events.filter((e) => e.pruned).length,
       consumed: events.filter((e) => e.consumed_by_run !== null).length,
       skipped: skipped?.n ?? 0,
       duplicates,

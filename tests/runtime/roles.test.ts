@@ -219,7 +219,7 @@ describe('least-privilege roles [pg]', () => {
     );
   });
 
-  it('lets the retention role prune finished runs and expired tombstones', async () => {
+  it('lets the retention role prune finished runs, old events and expired tombstones', async () => {
     await sql`UPDATE ledgerflow.workflow_run SET finished_at = finished_at - interval '2 days' WHERE finished_at IS NOT NULL`.execute(owner.db);
     const finished = await owner.db.selectFrom('ledgerflow.workflow_run').select('id').where('finished_at', 'is not', null).execute();
     const prune = await runCli(['prune', '--completed-older-than', '1d', '--json', '--database-url', urlOf(roles.retention)]);
@@ -229,9 +229,26 @@ describe('least-privilege roles [pg]', () => {
     const archived = await reader.db.selectFrom('ledgerflow.effect_archive').select('step_name').where('run_id', '=', completedRun).execute();
     expect(archived).toHaveLength(3);
 
+    // Events (core 0016): the worker sends one with a dedupe key that nobody takes; the retention
+    // role prunes it, the worker's resend finds its tombstone, and the tombstone expires.
+    const client = createClient({ store: worker, workflows: WORKFLOWS });
+    const sent = await client.sendEvent(paymentSettled, 'roles-unclaimed', { orderId: 'roles-unclaimed', paid: true }, { dedupeKey: 'psp-roles' });
+    await sql`UPDATE ledgerflow.event SET created_at = created_at - interval '2 days' WHERE id = ${sent.eventId}`.execute(owner.db);
+    const events = await runCli(['prune', '--completed-older-than', '1d', '--unconsumed-events-older-than', '1d', '--json', '--database-url', urlOf(roles.retention)]);
+    expect(events).toMatchObject({ code: 0, stderr: '' });
+    expect(JSON.parse(events.stdout)).toMatchObject({ eventsPruned: 1, eventsArchived: 1 });
+    expect(await client.sendEvent(paymentSettled, 'roles-unclaimed', { orderId: 'roles-unclaimed', paid: true }, { dedupeKey: 'psp-roles' })).toEqual({
+      eventId: sent.eventId,
+      created: false,
+      woke: 0,
+    });
+    // The worker may not delete events or rewrite the event archive itself.
+    expect(sqlStateOf(await refusal(worker, `DELETE FROM ledgerflow.event WHERE dedupe_key = 'psp-roles'`))).toBe(SQLSTATE.INSUFFICIENT_PRIVILEGE);
+    expect(sqlStateOf(await refusal(worker, `DELETE FROM ledgerflow.event_archive`))).toBe(SQLSTATE.INSUFFICIENT_PRIVILEGE);
+
     const expire = await runCli(['prune', '--completed-older-than', '1d', '--archive-older-than', '1d', '--json', '--database-url', urlOf(roles.retention)]);
     expect(expire).toMatchObject({ code: 0, stderr: '' });
-    expect(JSON.parse(expire.stdout)).toMatchObject({ archiveDeleted: finished.length });
+    expect(JSON.parse(expire.stdout)).toMatchObject({ archiveDeleted: finished.length, eventArchiveDeleted: 1 });
   });
 
   it('lets a worker prune in its retention timer once its role is the retention role too (grants --retention <worker>)', async () => {
