@@ -154,6 +154,10 @@ const WRITES: Readonly<Record<string, readonly string[]>> = {
   'prune-batch.sql': [],
   'prune-archive-batch.sql': [],
   'prune-dry-run-page.sql': [],
+  // Events and their tombstones have no status: pruning deletes and archives them (core 0016).
+  'prune-events-consumed-batch.sql': [],
+  'prune-events-unconsumed-batch.sql': [],
+  'prune-event-archive-batch.sql': [],
   'telemetry-database-gauges.sql': [],
 };
 
