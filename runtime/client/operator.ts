@@ -276,15 +276,19 @@ export async function retryRun(db: Kysely<LedgerflowDatabase>, runId: string, no
             .selectFrom('ledgerflow.workflow_run')
             .select(['id', 'status'])
             .where('parent_run_id', '=', runId)
-            .where('status', 'in', ['failed', 'cancelled'])
+            // Every status the parent counts as a failed child (CHILD_FAILED_SQL): its step fails on any of them.
+            .where('status', 'in', ['failed', 'cancelled', 'compensated', 'compensation_failed'])
             .orderBy('parent_index')
             .limit(6)
             .execute();
     if (stopped.length > 0) {
       const listed = stopped.slice(0, 5).map((c) => `${c.id} (${c.status})`);
+      const compensated = stopped.some((c) => c.status === 'compensated');
       throw new ConflictError(
-        `Run ${runId} has children that failed or were cancelled: ${listed.join(', ')}${stopped.length > 5 ? ', …' : ''}. ` +
-          'Its step would find them again and fail: retry them first (`ledgerflow retry <child-id>`), then this run. Nothing was done.',
+        `Run ${runId} has children that did not complete: ${listed.join(', ')}${stopped.length > 5 ? ', …' : ''}. ` +
+          'Its step would find them again and fail: retry them first (`ledgerflow retry <child-id>`), then this run' +
+          (compensated ? '; a compensated child has undone its effects and cannot be retried, so this run cannot go on from that step' : '') +
+          '. Nothing was done.',
       );
     }
     const { rows } = await retryRunStatement(runId, run.step_name).execute(trx);

@@ -119,7 +119,7 @@ describeStores('operator actions', (getStore) => {
     const [child] = await client.listRuns({ parentRunId: runId });
     expect(child).toMatchObject({ status: 'failed', dedupe_key: 'op-pack:parent-1' });
 
-    await expect(client.retryRun(runId, NOTE)).rejects.toThrow(new RegExp(`children that failed or were cancelled: ${child!.id} \\(failed\\)`));
+    await expect(client.retryRun(runId, NOTE)).rejects.toThrow(new RegExp(`children that did not complete: ${child!.id} \\(failed\\)`));
     provider.packBroken = false;
     await client.retryRun(child!.id, NOTE);
     await drain(provider);
@@ -132,6 +132,22 @@ describeStores('operator actions', (getStore) => {
     await drain(provider);
     const { run } = await runState(getStore(), runId);
     expect(run).toMatchObject({ status: 'completed', output: { packed: { packed: 'parent-1' }, report: { packed: 'parent-1' } } });
+  });
+
+  it('refuses to retry a parent whose child compensated: the child cannot be retried, and the step would fail on it again', async () => {
+    const provider = operatorProvider();
+    provider.packBroken = true;
+    const { runId } = await client.start(packOrder, { id: 'parent-2' });
+    await drain(provider);
+    const [child] = await client.listRuns({ parentRunId: runId });
+    // As if the child had compensated its effects after failing (what a child with compensations does).
+    await sql`UPDATE ledgerflow.workflow_run SET status = 'compensated', compensation = 'failure' WHERE id = ${child!.id}`.execute(getStore().db);
+    const before = await auditCount();
+    await expect(client.retryRun(runId, NOTE)).rejects.toThrow(
+      new RegExp(`children that did not complete: ${child!.id} \\(compensated\\).*a compensated child has undone its effects and cannot be retried`),
+    );
+    expect((await runState(getStore(), runId)).run.status).toBe('failed');
+    expect(await auditCount()).toBe(before);
   });
 
   /** A payOnce run parked in needs_reconciliation: its charge threw ECONNRESET, its intent is open. */
