@@ -1,5 +1,6 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { LedgerflowDatabase, RunStatus } from '../store/tables.js';
+import { RUNS_CHANNEL } from '../worker/runs-subscription.js';
 import { assertAttemptTransition, assertRunTransition } from '../worker/state-machines.js';
 
 /** The statuses `cancel` takes a run from: every one with a transition into `cancelled` (state-machines.ts). */
@@ -71,5 +72,6 @@ export function compensatingCancelStatement(runId: string, compensate: boolean |
        WHERE a.run_id = m.id AND a.status = 'running'
       RETURNING 1
     )
-    SELECT id FROM moved`;
+    -- Due now for its first compensation: announced like every run made due.
+    SELECT id, pg_notify(${RUNS_CHANNEL}, id::text) AS notified FROM moved`;
 }

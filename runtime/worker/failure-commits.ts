@@ -6,6 +6,7 @@ import type { EffectStatus, LedgerflowDatabase, RunStatus } from '../store/table
 import { millis } from './claim.js';
 import { backoffDelayMs, countsTowardBudget, crashLimit, isNonRetryable } from './retry.js';
 import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from './state-machines.js';
+import { RUNS_CHANNEL } from './runs-subscription.js';
 import type { Lease } from './step-commits.js';
 import { recordableText, serializeError, StepFailure, type SerializedError } from './step-errors.js';
 
@@ -281,7 +282,11 @@ export function finishExhaustedStatement(p: ExhaustedParams): { readonly outcome
            compensation = 'failure', current_step = ${p.compensateFrom!}::int, run_after = statement_timestamp()`
                : sql``
            }
-     WHERE id = ${lease.runId}`;
+     WHERE id = ${lease.runId}${
+       // Due now for its first compensation: announced like every run made due (DESIGN.md "NOTIFY").
+       outcome.kind === 'compensating' ? sql`
+    RETURNING pg_notify(${RUNS_CHANNEL}, id::text)` : sql``
+     }`;
   return { outcome, statement };
 }
 

@@ -443,6 +443,29 @@ describeStores('compensations', (getStore) => {
     expect(provider.count('refund:')).toBe(1);
   });
 
+  it('a run that starts compensating is announced: a polling worker starts its compensations at once, not at its next poll', async () => {
+    // A poll far longer than the test waits: only a NOTIFY can wake the worker in time.
+    const w = createWorker({
+      store: getStore(),
+      pollIntervalMs: 120_000,
+      leaseMs: 5_000,
+      reconcileIntervalMs: 0,
+      workflows: [fourHandlers(), chargeWaitHandlers(waitV1)],
+    });
+    workers.push(w);
+    await w.start();
+    // A failure commit that turns the run to its compensations.
+    provider.decline.add('ship:n-1');
+    const failing = await client().start(fourEffects, { orderId: 'n-1' });
+    await waitUntil('the failed run compensated', async () => (await client().getRun(failing.runId)).status === 'compensated', 20_000);
+    // A cancel with compensate, from a client.
+    const waiting = await client().start(waitV1, { orderId: 'n-2' });
+    await waitUntil('the run waiting', async () => (await client().getRun(waiting.runId)).status === 'waiting', 20_000);
+    expect(await client().cancel(waiting.runId, { compensate: true })).toBe(true);
+    await waitUntil('the cancelled run compensated', async () => (await client().getRun(waiting.runId)).status === 'compensated', 20_000);
+    expect(provider.count('refund:')).toBe(2);
+  });
+
   it("cancel follows the workflow's compensateOnCancel unless it says otherwise", async () => {
     const byDefault = await startTestRun(getStore(), waitV2, { orderId: 'd-1' });
     const optedOut = await startTestRun(getStore(), waitV2, { orderId: 'd-2' });

@@ -6,6 +6,7 @@
 -- $4 = "waiting"
 -- $5 = "needs_reconciliation"
 -- $6 = null
+-- $7 = "ledgerflow_runs"
 
     WITH target AS (
       SELECT r.id,
@@ -35,4 +36,5 @@
        WHERE a.run_id = m.id AND a.status = 'running'
       RETURNING 1
     )
-    SELECT id FROM moved;
+    -- Due now for its first compensation: announced like every run made due.
+    SELECT id, pg_notify($7, id::text) AS notified FROM moved;

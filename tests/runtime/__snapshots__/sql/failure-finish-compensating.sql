@@ -11,6 +11,7 @@
 -- $9 = "{\"name\":\"Error\",\"message\":\"card processor unavailable\",\"step\":\"reserve\",\"attempt\":3}"
 -- $10 = 4
 -- $11 = "00000000-0000-4000-8000-000000000001"
+-- $12 = "ledgerflow_runs"
 
     WITH attempt AS (
       UPDATE ledgerflow.step_attempt
@@ -28,4 +29,5 @@
            error = $9::jsonb,
            finished_at = NULL,
            compensation = 'failure', current_step = $10::int, run_after = statement_timestamp()
-     WHERE id = $11;
+     WHERE id = $11
+    RETURNING pg_notify($12, id::text);
