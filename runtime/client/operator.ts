@@ -86,7 +86,9 @@ const SETTLED_IN_LEDGER: readonly RunStatus[] = ['failed', 'cancelled', 'compens
 const RETRYABLE_SQL = sql.raw(RETRYABLE.map((s) => `'${s}'`).join(', '));
 /** Final statuses, and those of them the parent counts as failed children (core 0003, 0013). */
 const FINAL_SQL = sql.raw(FINAL.map((s) => `'${s}'`).join(', '));
-const CHILD_FAILED_SQL = sql.raw("'failed', 'cancelled', 'compensated', 'compensation_failed'");
+/** The statuses a parent counts as failed children (core 0003, 0013): its child step fails on any of them. */
+const CHILD_FAILED: readonly RunStatus[] = ['failed', 'cancelled', 'compensated', 'compensation_failed'];
+const CHILD_FAILED_SQL = sql.raw(CHILD_FAILED.map((s) => `'${s}'`).join(', '));
 
 /** Checks a note (ValidationError, nothing written); `undefined` passes when the action may go unaudited. */
 export function checkNote(note: OperatorNote | undefined, required: boolean): OperatorNote | undefined {
@@ -276,8 +278,7 @@ export async function retryRun(db: Kysely<LedgerflowDatabase>, runId: string, no
             .selectFrom('ledgerflow.workflow_run')
             .select(['id', 'status'])
             .where('parent_run_id', '=', runId)
-            // Every status the parent counts as a failed child (CHILD_FAILED_SQL): its step fails on any of them.
-            .where('status', 'in', ['failed', 'cancelled', 'compensated', 'compensation_failed'])
+            .where('status', 'in', CHILD_FAILED)
             .orderBy('parent_index')
             .limit(6)
             .execute();

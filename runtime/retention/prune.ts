@@ -279,7 +279,8 @@ export function parsePruneOptions(options: PruneOptions): PruneSelection {
   return { olderThanMs, batchSize, statuses: [...new Set(statuses)], eventsOlderThanMs, unconsumedEventsOlderThanMs };
 }
 
-function isDuration(ms: unknown): ms is number {
+/** A number of milliseconds a retention option may hold: finite and >= 0. */
+export function isDuration(ms: unknown): ms is number {
   return typeof ms === 'number' && Number.isFinite(ms) && ms >= 0;
 }
 

@@ -45,6 +45,7 @@ import { releaseLeases } from './lease.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { ReconcileTimer } from './reconcile-timer.js';
 import { ScheduleTimer } from './schedule-timer.js';
+import { isDuration } from '../retention/prune.js';
 import { RetentionTimer, type RetentionOptions } from './retention-timer.js';
 import { registerQueues } from './queue-slots.js';
 import { buildRegistry, verifyMigrated, verifyServed, type WorkflowRegistry } from './registry.js';
@@ -494,10 +495,10 @@ function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> 
 function retentionProblems(retention: RetentionOptions): string[] {
   const problems: string[] = [];
   const { completedOlderThanMs, intervalMs, batchSize, eventsOlderThanMs } = retention;
-  if (!(typeof completedOlderThanMs === 'number' && Number.isFinite(completedOlderThanMs) && completedOlderThanMs >= 0)) {
+  if (!isDuration(completedOlderThanMs)) {
     problems.push(`retention.completedOlderThanMs must be a number of milliseconds >= 0 (got ${String(completedOlderThanMs)})`);
   }
-  if (eventsOlderThanMs !== undefined && !(typeof eventsOlderThanMs === 'number' && Number.isFinite(eventsOlderThanMs) && eventsOlderThanMs >= 0)) {
+  if (eventsOlderThanMs !== undefined && !isDuration(eventsOlderThanMs)) {
     problems.push(`retention.eventsOlderThanMs must be a number of milliseconds >= 0 (got ${String(eventsOlderThanMs)})`);
   }
   if (intervalMs !== undefined && !(Number.isFinite(intervalMs) && intervalMs > 0)) {

@@ -335,6 +335,9 @@ describeStores('prune', (getStore, kind) => {
     expect(() => createWorker({ store, workflows: [registration], retention: { completedOlderThanMs: -1 } })).toThrow(
       /retention.completedOlderThanMs must be a number of milliseconds >= 0 \(got -1\)/,
     );
+    expect(() => createWorker({ store, workflows: [registration], retention: { completedOlderThanMs: DAY, eventsOlderThanMs: Number.NaN } })).toThrow(
+      /retention.eventsOlderThanMs must be a number of milliseconds >= 0 \(got NaN\)/,
+    );
     const worker = createWorker({
       store,
       workflows: [registration],
