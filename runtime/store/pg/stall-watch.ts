@@ -128,7 +128,8 @@ export class StallWatch {
   async #settle(host: WatchedHost, clients: readonly pg.Client[]): Promise<void> {
     const statements = new Map(clients.map((c) => [c, (c as unknown as ClientInternals)._activeQuery]));
     const pids = clients.map((c) => (c as unknown as ClientInternals).processID!);
-    const answer = await this.#options.probe(host, pids, idleMarginMs(this.#options.checkAfterMs)).catch(() => undefined);
+    const margin = idleMarginMs(this.#options.checkAfterMs);
+    const answer = await this.#options.probe(host, pids, margin).catch(() => undefined);
     if (answer === undefined) return; // the probe itself failed for another reason: ask again next time
     for (const client of clients) {
       const internals = client as unknown as ClientInternals;
@@ -141,7 +142,7 @@ export class StallWatch {
           : !answer.alive.has(pid)
             ? `the host no longer has its backend (pid ${pid})`
             : answer.idle.has(pid)
-              ? `its backend (pid ${pid}) has been idle for over ${idleMarginMs(this.#options.checkAfterMs)} ms: the statement or its answer was lost on the way`
+              ? `its backend (pid ${pid}) has been idle for over ${margin} ms: the statement or its answer was lost on the way`
               : undefined;
       if (why === undefined) {
         // A long statement: ask again after another checkAfterMs.
