@@ -1,11 +1,15 @@
+import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { z } from 'zod';
 import { afterEach, beforeAll, expect, it } from 'vitest';
-import { workflow } from 'ledgerflow/dsl';
+import { workflow, type AnyWorkflow } from 'ledgerflow/dsl';
 import { bindHandlers, createClient, createWorker, NonRetryableError, type Worker, type WorkerOptions } from 'ledgerflow/runtime';
 import { shapeHash } from '../../dsl/workflow-shape.js';
+import { coreMigrations } from '../../runtime/migrate/core-migrations.js';
+import { loadMigrations } from '../../runtime/migrate/migration-source.js';
 import { describeStores } from '../support/describe-stores.js';
-import { migrateForTest } from '../support/migrate-for-test.js';
+import { migrateForTest, workflowMigrations } from '../support/migrate-for-test.js';
+import type { TestStore } from '../support/test-stores.js';
 import { runState, waitUntil } from './fixtures/run-helpers.js';
 
 /*
@@ -26,7 +30,7 @@ const order = workflow('cc-order', { version: 1, input: Order })
     output: Id,
     key: ({ input }) => `charge:${input.orderId}`,
     idempotentByKey: true,
-    compensate: { name: 'refund', key: ({ input }) => `refund:${input.orderId}`, output: Id, idempotentByKey: true },
+    compensate: { name: 'refund', key: ({ input }) => `refund:${input.orderId}`, output: Id, idempotentByKey: true, retry: { maxAttempts: 3, initialDelayMs: 20 } },
   })
   .step('confirm', { output: z.object({}), retry: { maxAttempts: 1 } });
 
@@ -55,19 +59,33 @@ const apply = (key: string): { id: string } => {
   return { id: `fx:${key}` };
 };
 
-/** A handler point held until the test releases it; `reached` resolves once a handler waits there. */
+/**
+ * A handler point held until the test releases it; `reached` resolves once a handler waits there.
+ * Released with an error, the handler throws it (once: the next pass goes through).
+ */
 interface Hold {
   readonly reached: Promise<void>;
-  readonly release: () => void;
+  readonly release: (error?: Error) => void;
   readonly pass: () => Promise<void>;
 }
 const holds = new Map<string, Hold>();
 function hold(name: string): Hold {
   let reach!: () => void;
   let release!: () => void;
+  let failure: Error | undefined;
   const reached = new Promise<void>((resolve) => (reach = resolve));
   const released = new Promise<void>((resolve) => (release = resolve));
-  const h: Hold = { reached, release, pass: () => (reach(), released) };
+  const h: Hold = {
+    reached,
+    release: (error) => ((failure = error), release()),
+    pass: async () => {
+      reach();
+      await released;
+      const thrown = failure;
+      failure = undefined;
+      if (thrown !== undefined) throw thrown;
+    },
+  };
   holds.set(name, h);
   return h;
 }
@@ -213,6 +231,22 @@ describeStores('a compensating child outlives its parent', (getStore) => {
     await expectChildCompensated(await childOf(runId, 'd-1'), 'd-1', refund);
   });
 
+  it('a compensating run past its own deadline is not cancelled: it finishes compensating', async () => {
+    const refund = hold('refund:f-1');
+    const { runId } = await client().start(order, { orderId: 'f-1', failAt: 'confirm' }, { timeoutMs: 3_600_000 });
+    await startWorker();
+    await refund.reached;
+
+    await sql`UPDATE ledgerflow.workflow_run SET deadline_at = statement_timestamp() WHERE id = ${runId}`.execute(getStore().db);
+    // The refund fails once: its next attempt is claimed past the deadline, and runs all the same.
+    refund.release(new Error('the refund desk timed out'));
+    await settled(runId, 'compensated');
+    const { run, attempts } = await runState(getStore(), runId);
+    expect(run).toMatchObject({ compensation: 'failure', error: { message: 'order f-1 cannot be confirmed' } });
+    expect(attempts.filter((a) => a.step_name === 'refund').map((a) => a.status)).toEqual(['failed', 'succeeded']);
+    expect(applied.get('refund:f-1')).toBe(1);
+  });
+
   it('an operator cannot cancel a compensating run, and the database refuses a cancelled run that compensates', async () => {
     const refund = hold('refund:e-1');
     const { runId } = await client().start(parent, { ref: 'e', orders: [{ orderId: 'e-1', failAt: 'confirm' }] });
@@ -230,5 +264,76 @@ describeStores('a compensating child outlives its parent', (getStore) => {
 
     await expectChildCompensated(childId, 'e-1', refund);
     await settled(runId, 'failed');
+  });
+});
+
+/** Core migrations before 0017, and the workflows', applied and recorded as `migrate` would have. */
+async function migrateBefore0017(store: TestStore, workflows: readonly AnyWorkflow[]): Promise<void> {
+  await sql`DROP SCHEMA ledgerflow CASCADE`.execute(store.db);
+  await sql`CREATE SCHEMA ledgerflow`.execute(store.db);
+  await sql`CREATE TABLE ledgerflow.schema_migration (
+    name text PRIMARY KEY, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`.execute(store.db);
+  const before = coreMigrations().filter((m) => m.number < 17);
+  const own = loadMigrations([workflowMigrations(workflows)]);
+  for (const migration of [...before, ...own]) {
+    await store.db.transaction().execute(async (trx) => {
+      await sql.raw(migration.sql).execute(trx);
+      await trx.insertInto('ledgerflow.schema_migration').values({ name: migration.name, checksum: migration.checksum }).execute();
+    });
+  }
+}
+
+describeStores('core 0017: upgrading a database the old cascade reached', (getStore) => {
+  afterEach(async () => {
+    for (const h of holds.values()) h.release();
+    holds.clear();
+    applied.clear();
+  });
+
+  it('a child it cancelled mid-compensation becomes compensation_failed; a retry finishes its refund, once', async () => {
+    const store = getStore();
+    await migrateBefore0017(store, [order, parent]);
+    // What the old cascade left: the parent cancelled; its child, which had recorded its charge,
+    // failed at confirm and was about to refund it, cancelled with `compensation` still set.
+    const [parentId, childId] = [randomUUID(), randomUUID()];
+    const cancelledBy = { name: 'Cancelled', message: `its parent run ${parentId} cancelled` };
+    await sql`INSERT INTO ledgerflow.workflow_run (id, workflow_name, workflow_version, input, status, finished_at, error)
+              VALUES (${parentId}, ${parent.name}, ${parent.version}, '{"ref":"u","orders":[{"orderId":"u-1","failAt":"confirm"}]}'::jsonb,
+                      'cancelled', now(), '{"name":"Cancelled","message":"the run was cancelled"}'::jsonb)`.execute(store.db);
+    await sql`INSERT INTO ledgerflow.workflow_run (id, workflow_name, workflow_version, input, status, finished_at, error, compensation,
+                                                   current_step, fencing_token, parent_run_id, parent_step, parent_index, dedupe_key)
+              VALUES (${childId}, ${order.name}, ${order.version}, '{"orderId":"u-1","failAt":"confirm"}'::jsonb, 'cancelled', now(),
+                      ${JSON.stringify(cancelledBy)}::jsonb, 'failure', ${order.steps.length}, 4, ${parentId}, 'orders', 0, 'cc:u-1')`.execute(store.db);
+    await sql`INSERT INTO ledgerflow.step_effect (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token, recorded_at)
+              VALUES (${childId}, 'charge', 'charge:u-1', '{"id":"fx:charge:u-1"}'::jsonb, 'recorded', 'external', 'h', 1, 1, now())`.execute(store.db);
+    await sql`INSERT INTO ledgerflow.step_result (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, idempotency_key, effect_status)
+              VALUES (${childId}, ${order.name}, ${order.version}, 'check', 'step', '{}'::jsonb, 1, NULL, NULL),
+                     (${childId}, ${order.name}, ${order.version}, 'charge', 'external', '{"id":"fx:charge:u-1"}'::jsonb, 1, 'charge:u-1', 'recorded')`.execute(
+      store.db,
+    );
+    applied.set('charge:u-1', 1);
+
+    const { applied: ran } = await migrateForTest(store, [order, parent]);
+    expect(ran).toContain('core/0017_compensating_children.sql');
+    const { run } = await runState(store, childId);
+    expect(run).toMatchObject({
+      status: 'compensation_failed',
+      compensation: 'failure',
+      current_step: order.steps.length,
+      error: { name: 'CompensationInterrupted', message: expect.stringContaining(cancelledBy.message) },
+    });
+    expect(run.finished_at).not.toBeNull();
+    expect((await runState(store, parentId)).run.status).toBe('cancelled');
+
+    const client = createClient({ store });
+    expect(await client.retryRun(childId, { actor: 'ops', reason: 'finish the refund' })).toMatchObject({ fromStep: 'refund' });
+    const w = createWorker({ store, ...FAST, workflows: [orderHandlers(), parentHandlers()] });
+    try {
+      await w.drain({ timeoutMs: 30_000 });
+    } finally {
+      await w.stop();
+    }
+    expect((await runState(store, childId)).run.status).toBe('compensated');
+    expect(applied.get('refund:u-1')).toBe(1);
   });
 });
