@@ -10,7 +10,8 @@ const CANCELLABLE: readonly RunStatus[] = ['pending', 'running', 'waiting', 'nee
  * The statement of {@link Client.cancel}: the run `cancelled` if it is not final yet (and not
  * being compensated), its lease cleared, its wait ended and its fencing token moved on. The
  * `run_settled` trigger (core 0003) closes its running attempt as `abandoned` and cancels its
- * unfinished children.
+ * unfinished children, except those that are compensating (core 0017): they finish undoing their
+ * effects.
  */
 export function cancelRunStatement(db: Kysely<LedgerflowDatabase>, runId: string) {
   for (const from of CANCELLABLE) assertRunTransition(from, 'cancelled');

@@ -132,15 +132,17 @@ export interface Client {
   /**
    * Cancels a run that is not final yet: status `cancelled`, lease cleared and the fencing
    * token moved on, so a worker still executing one of its steps cannot commit; its unfinished
-   * children are cancelled with it, and so on down, and its waits end. Returns `false` when the
-   * run was already final. An open ledger intent is settled by the reconciler once its horizon
+   * children are cancelled with it, and so on down (a child that is compensating is left to finish
+   * its compensation), and its waits end. Returns `false` when the run was already final. An open ledger intent is settled by the reconciler once its horizon
    * has passed (recorded if the provider applied it, released if not). With a note (`actor` and
    * `reason`), the cancel and its audit row (`listAudit`) commit together.
    *
    * With `compensate: true` (default: the workflow's `compensateOnCancel`), a run whose workflow
    * declares compensations undoes its recorded effects instead: it is compensating, then
-   * `compensated` (or `compensation_failed`). A run already being compensated is not cancelled
-   * (`false`).
+   * `compensated` (or `compensation_failed`). A run already being compensated is not cancelled,
+   * with or without `compensate`: nothing is written, not even the audit row, and the result is
+   * `false` (read the run to tell it from a final one: `compensation` set, status not final); it
+   * goes on undoing its effects to `compensated` or `compensation_failed`.
    *
    * @example
    * await client.cancel(runId, { compensate: true, actor: 'ops@example.com', reason: 'customer withdrew' });

@@ -27,8 +27,9 @@ import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js'
  *   waiting  --claim, once due (woken by an event or a settled child, timed out, or past its deadline)-->  running
  *   waiting  --woken: an event it waits for was sent, or one of its children settled (trigger)-->  waiting  (due now)
  *   running  --its deadline passed (the worker's deadline commit)-->  cancelled
- *   pending / running / waiting / needs_reconciliation  --client cancel, or the parent failed or was
- *            cancelled (trigger ledgerflow.run_settled), fencing_token + 1-->  cancelled
+ *   pending / running / waiting / needs_reconciliation  --client cancel, or the parent failed, was
+ *            cancelled or compensated (trigger ledgerflow.run_settled), fencing_token + 1-->  cancelled
+ *            (never a run that is compensating: see below)
  *   failed / cancelled  --an operator's retry (client.retryRun: due now, fencing_token + 1, a fresh
  *            attempt budget for the step it stopped at; client/operator.ts)-->  pending
  *
@@ -44,7 +45,12 @@ import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js'
  *   compensation_failed  --an operator's retry (client.retryRun; `compensation` kept: the failed
  *            compensation again with a fresh budget, then the remaining ones)-->  pending
  * completed and compensated are final; compensation_failed is final for the runtime and left
- * only by an operator's retry.
+ * only by an operator's retry. A run that is compensating (`compensation` set, not final) leaves
+ * compensation only by those two: nothing cancels it — the client's cancel and the deadline commit
+ * skip it, so does the cascade of its parent's settling (core 0017), and the database refuses
+ * `cancelled` with `compensation` set (`workflow_run_cancelled_compensation_check`). Runs an older
+ * cascade had cancelled mid-compensation were set to compensation_failed by that migration, once:
+ * a repair of data, not a transition of this machine.
  *
  * The header of core migration 0001_core.sql (applied and checksummed: it stays as it is) draws
  * the same run machine, cancel transitions included, with one transition missing and two

@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient, createDashboard, createWorker, NotAppliedError, type Client } from 'ledgerflow/runtime';
 import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
-import { ORIGIN } from '../dashboard/support/browserless-session.js';
+import { ORIGIN, session } from '../dashboard/support/browserless-session.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { FakeRefundDesk } from '../support/refund-desk.js';
 import { runCli } from '../support/run-cli.js';
@@ -77,6 +77,30 @@ describe('compensating runs in the CLI and the dashboard [pg]', () => {
     const compensatingPage = await (await app.fetch(new Request(`${ORIGIN}/runs/${compensating}`))).text();
     expect(compensatingPage).toContain('compensating (cancel)');
     expect(compensatingPage).not.toContain('Cancel run…');
+  });
+
+  it('a cancel of a compensating run is refused and says why: ledgerflow cancel exits 1, the dashboard shows a notice', async () => {
+    const cli = await runCli(['cancel', compensating, '--reason', 'stop it', ...db]);
+    expect(cli).toEqual({
+      code: 1,
+      stdout:
+        `Run ${compensating} was not cancelled: it is pending, compensating (cancel). A compensating run is not cancelled: it goes on\n` +
+        'undoing its recorded effects until it is compensated or compensation_failed.\n',
+      stderr: '',
+    });
+    const json = await runCli(['cancel', compensating, '--json', ...db]);
+    expect(JSON.parse(json.stdout)).toEqual({ runId: compensating, cancelled: false, status: 'pending', compensation: 'cancel' });
+
+    const app = createDashboard({ store, workflows: [chargeThenRefund] });
+    const browser = session(app.fetch);
+    const form = await (await browser.get(`/runs/${compensating}/cancel`)).text();
+    expect(form).toContain('A run that is compensating is not\ncancelled');
+    const csrf = await browser.csrfFrom(`/runs/${compensating}/cancel`);
+    const done = await browser.post(`/runs/${compensating}/cancel`, { reason: 'stop it', csrf });
+    expect(done.headers.get('location')).toBe(`/runs/${compensating}?done=compensating`);
+    expect(await (await browser.get(done.headers.get('location')!)).text()).toContain('The run is compensating: it is not cancelled');
+    expect(await client.getRun(compensating)).toMatchObject({ status: 'pending', compensation: 'cancel' });
+    expect(await client.listAudit({ runId: compensating })).toEqual([]);
   });
 
   it('ledgerflow retry resumes the failed compensation, audited; the run ends compensated with one refund', async () => {

@@ -1,4 +1,5 @@
 import { createClient } from '../../client/client.js';
+import { compensatingReason, runStatusLabel } from '../../client/run-status-label.js';
 import { defineCommand } from '../command.js';
 import { toJsonDocument } from '../format-values.js';
 import { NOTE_OPTIONS, NOTE_OPTIONS_HELP, noteOption } from '../operator-note.js';
@@ -8,11 +9,13 @@ export const cancelCommand = defineCommand({
   summary: 'cancel a run that has not finished',
   usage: '<run-id> [--reason <text> [--actor <name>]] [options]',
   description:
-    'Cancels a pending, running, waiting or parked run, and its unfinished children with it. A worker still\n' +
-    'executing one of its steps is fenced out and cannot commit. An open ledger intent (an external call that\n' +
-    'may have happened) is settled by the reconciler once its horizon passes: recorded if the provider applied\n' +
-    'it, released if not (or settle it yourself: ledgerflow resolve). With --reason, the cancel is written to\n' +
-    'the audit trail. Exits 1 if the run had already finished.',
+    'Cancels a pending, running, waiting or parked run, and its unfinished children with it (a child that is\n' +
+    'compensating finishes its compensation). A worker still executing one of its steps is fenced out and\n' +
+    'cannot commit. An open ledger intent (an external call that may have happened) is settled by the\n' +
+    'reconciler once its horizon passes: recorded if the provider applied it, released if not (or settle it\n' +
+    'yourself: ledgerflow resolve). With --reason, the cancel is written to the audit trail. Exits 1 if the run\n' +
+    'had already finished, or is compensating: a compensating run is not cancelled, it finishes undoing its\n' +
+    'effects.',
   options: NOTE_OPTIONS,
   optionsHelp: NOTE_OPTIONS_HELP,
   positionals: { min: 1, max: 1, names: 'one run id' },
@@ -21,9 +24,17 @@ export const cancelCommand = defineCommand({
     const client = createClient({ store: await openStore() });
     const runId = positionals[0]!;
     const cancelled = await client.cancel(runId, note);
-    const { status } = await client.getRun(runId);
-    if (json) io.out(toJsonDocument({ runId, cancelled, status }));
-    else io.out(cancelled ? `Cancelled run ${runId}.\n` : `Run ${runId} was not cancelled: it is already ${status}.\n`);
+    const run = await client.getRun(runId);
+    const { status } = run;
+    const compensating = compensatingReason(run) !== undefined;
+    if (json) io.out(toJsonDocument({ runId, cancelled, status, ...(compensating ? { compensation: run.compensation } : {}) }));
+    else if (cancelled) io.out(`Cancelled run ${runId}.\n`);
+    else if (compensating) {
+      io.out(
+        `Run ${runId} was not cancelled: it is ${runStatusLabel(run)}. A compensating run is not cancelled: it goes on\n` +
+          'undoing its recorded effects until it is compensated or compensation_failed.\n',
+      );
+    } else io.out(`Run ${runId} was not cancelled: it is already ${status}.\n`);
     return cancelled ? 0 : 1;
   },
 });

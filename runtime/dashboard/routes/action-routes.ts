@@ -1,5 +1,6 @@
 import type { Context, Hono } from 'hono';
 import { loadRunDetails, type RunDetails } from '../../client/run-details.js';
+import { compensatingReason, runStatusLabel } from '../../client/run-status-label.js';
 import { describeIssues } from '../../client/validate-input.js';
 import { formatStoredError } from '../../cli/format-values.js';
 import { render, statusOf, type DashboardContext, type DashboardEnv } from '../dashboard-context.js';
@@ -61,8 +62,12 @@ export function actionRoutes(app: Hono<DashboardEnv>, shared: DashboardContext):
       return {
         section: 'runs',
         title: `Cancel run ${run.id}`,
-        explain: html`<p>${run.workflow_name} v${run.workflow_version}, now <b>${run.status}</b>. Cancelling fences out any worker holding it
-(its commit will be refused), starts no new effect, and cancels its unfinished children. An open intent is still reconciled.</p>`,
+        explain:
+          compensatingReason(run) === undefined
+            ? html`<p>${run.workflow_name} v${run.workflow_version}, now <b>${run.status}</b>. Cancelling fences out any worker holding it
+(its commit will be refused), starts no new effect, and cancels its unfinished children. An open intent is still reconciled.</p>`
+            : html`<p>${run.workflow_name} v${run.workflow_version}, now <b>${runStatusLabel(run)}</b>. A run that is compensating is not
+cancelled: it goes on undoing its recorded effects until it is compensated or compensation_failed.</p>`,
         submit: 'Cancel the run',
         danger: true,
         back: `${c.get('page').base}/runs/${run.id}`,
@@ -70,7 +75,8 @@ export function actionRoutes(app: Hono<DashboardEnv>, shared: DashboardContext):
     },
     async (c, note) => {
       const id = param(c, 'id');
-      return runUrl(c, id, (await operations.cancel(id, note)) ? 'cancelled' : 'already-final');
+      if (await operations.cancel(id, note)) return runUrl(c, id, 'cancelled');
+      return runUrl(c, id, compensatingReason(await loadRunDetails(store.db, id)) === undefined ? 'already-final' : 'compensating');
     },
   );
 

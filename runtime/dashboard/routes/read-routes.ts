@@ -15,6 +15,7 @@ import { runsView } from '../views/runs-view.js';
 export const NOTICES = {
   cancelled: 'The run was cancelled.',
   'already-final': 'The run had already finished: nothing was cancelled.',
+  compensating: 'The run is compensating: it is not cancelled, it goes on undoing its effects until it is compensated or compensation_failed.',
   retried: 'The run was put back to pending from its failed step: a worker will pick it up.',
   'resolved-found': 'The intent was recorded as found with the output you entered; the run goes on.',
   'resolved-not-found': 'The intent was released as not found: the step will call the provider again with the same key.',
