@@ -4,6 +4,7 @@ import type { z } from 'zod';
 import type { AnyWorkflow, StepDefinition } from '../../dsl/workflow.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
 import { ConflictError, QueueNotFoundError, RunPrunedError, UnknownWorkflowError, ValidationError } from '../errors.js';
+import { CHILDREN_READ_ON_RETRY } from '../retention/prune.js';
 import { missingRunError } from '../retention/pruned-run.js';
 import {
   afterRelease,
@@ -267,6 +268,20 @@ export async function retryRun(db: Kysely<LedgerflowDatabase>, runId: string, no
         throw new ConflictError(
           `Run ${runId} is a child of run ${run.parent_run_id}, which is still ${parent.status} and will fail or be cancelled ` +
             'because this child did: retry this child once its parent is over, then the parent. Nothing was done.',
+        );
+      }
+    }
+    // Its step reads its children again: one that was pruned would be missing from its output.
+    // Prune keeps them while this run stays; a pass stopped between a child and this run (or one
+    // before that rule) leaves them archived (core 0019 indexes them by parent).
+    if (CHILDREN_READ_ON_RETRY.includes(run.status)) {
+      const pruned = await trx.selectFrom('ledgerflow.run_archive').select('id').where('parent_run_id', '=', runId).limit(6).execute();
+      if (pruned.length > 0) {
+        const listed = pruned.slice(0, 5).map((c) => c.id);
+        throw new ConflictError(
+          `Run ${runId} cannot be retried: its children were pruned (${listed.join(', ')}${pruned.length > 5 ? ', …' : ''}). ` +
+            `Its step "${run.step_name}" would read them again and find them gone; the run's outcome stands — start a new run ` +
+            'if the work must be done. Nothing was done.',
         );
       }
     }
