@@ -342,7 +342,7 @@ export function createClient(options: ClientOptions): Client {
     pauseSchedule: (name, note) => setSchedulePaused(store.db, name, true, note),
     resumeSchedule: (name, note) => setSchedulePaused(store.db, name, false, note),
     retryRun: (runId, note) => retryRun(store.db, runId, note),
-    resolveEffect: (runId, stepName, resolution, note) => resolveEffect(store.db, versions, runId, stepName, resolution, note),
+    resolveEffect: (runId, stepName, resolution, note) => resolveEffect(store.db, versions, limits, runId, stepName, resolution, note),
     pauseQueue: (name, note) => setQueuePaused(store.db, name, true, note),
     resumeQueue: (name, note) => setQueuePaused(store.db, name, false, note),
     listAudit: async (filter = {}) => listAudit(store.db, filter, checkLimit(filter.limit, 50)),

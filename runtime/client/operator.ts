@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { sql, type Kysely, type RawBuilder } from 'kysely';
-import type { z } from 'zod';
 import type { AnyWorkflow, StepDefinition } from '../../dsl/workflow.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
 import { ConflictError, QueueNotFoundError, RunPrunedError, UnknownWorkflowError, ValidationError } from '../errors.js';
+import type { PayloadLimitsCache } from '../limits/limits-cache.js';
+import { checkRecordedOutput } from '../limits/recorded-output.js';
+import { CHILDREN_READ_ON_RETRY } from '../retention/prune.js';
 import { missingRunError } from '../retention/pruned-run.js';
 import {
   afterRelease,
@@ -17,6 +19,7 @@ import { RUNS_CHANNEL } from '../worker/runs-subscription.js';
 import { assertRunTransition } from '../worker/state-machines.js';
 import { advanceRun } from '../worker/step-commits.js';
 import { cancelRunStatement, compensatingCancelStatement } from './cancel-run.js';
+import type { PayloadLimits } from '../limits/payload-limits.js';
 import { pauseSchedule, resumeScheduleIn } from './schedules.js';
 import { assertRunId, describeIssues } from './validate-input.js';
 
@@ -270,6 +273,20 @@ export async function retryRun(db: Kysely<LedgerflowDatabase>, runId: string, no
         );
       }
     }
+    // Its step reads its children again: one that was pruned would be missing from its output.
+    // Prune keeps them while this run stays; a pass stopped between a child and this run (or one
+    // before that rule) leaves them archived (core 0019 indexes them by parent).
+    if (CHILDREN_READ_ON_RETRY.includes(run.status)) {
+      const pruned = await trx.selectFrom('ledgerflow.run_archive').select('id').where('parent_run_id', '=', runId).limit(6).execute();
+      if (pruned.length > 0) {
+        const listed = pruned.slice(0, 5).map((c) => c.id);
+        throw new ConflictError(
+          `Run ${runId} cannot be retried: its children were pruned (${listed.join(', ')}${pruned.length > 5 ? ', …' : ''}). ` +
+            `Its step "${run.step_name}" would read them again and find them gone; the run's outcome stands — start a new run ` +
+            'if the work must be done. Nothing was done.',
+        );
+      }
+    }
     // A compensation reads no children: a compensation_failed run resumes whatever became of them.
     const stopped =
       run.status === 'compensation_failed'
@@ -326,6 +343,7 @@ export function workflowVersions(entries: ReadonlyArray<AnyWorkflow | WorkflowRe
 export async function resolveEffect(
   db: Kysely<LedgerflowDatabase>,
   workflows: ReadonlyMap<string, AnyWorkflow>,
+  limits: PayloadLimitsCache,
   runId: string,
   stepName: string,
   resolution: EffectResolution,
@@ -337,7 +355,7 @@ export async function resolveEffect(
   return db.transaction().execute(async (trx) => {
     const run = await lockRun(trx, runId);
     const step = findStep(workflows, run, stepName);
-    const output = found === undefined ? undefined : parseOutput(run, step, found.value);
+    const output = found === undefined ? undefined : parseOutput(run, step, found.value, await limits.current(trx));
     const effect = await trx
       .selectFrom('ledgerflow.step_effect')
       .select(['idempotency_key', 'attempt'])
@@ -473,23 +491,29 @@ function findStep(workflows: ReadonlyMap<string, AnyWorkflow>, run: LockedRun, s
   return { ...step, last: step.position === end - 1 };
 }
 
-function parseOutput(run: LockedRun, step: StepDefinition, value: unknown): Json {
-  const parsed = (step.output as z.ZodType).safeParse(value);
-  if (!parsed.success) {
-    const issues = describeIssues(parsed.error.issues);
-    throw new ValidationError(
-      `Invalid output for step "${step.name}" of ${run.workflow_name} v${run.workflow_version}:\n${issues.map((i) => `  - ${i}`).join('\n')}\n` +
-        'Nothing was done.',
-      issues,
-    );
+/**
+ * The operator's output, held to what the worker and the reconciler hold one to
+ * ({@link checkRecordedOutput}: schema, size limit, JSON): refused with the reason, nothing written.
+ */
+function parseOutput(run: LockedRun, step: StepDefinition, value: unknown, limits: PayloadLimits): Json {
+  const checked = checkRecordedOutput(step, run.workflow_name, value, limits);
+  if (checked.ok) return checked.output;
+  switch (checked.problem) {
+    case 'schema': {
+      const issues = describeIssues(checked.issues);
+      throw new ValidationError(
+        `Invalid output for step "${step.name}" of ${run.workflow_name} v${run.workflow_version}:\n${issues.map((i) => `  - ${i}`).join('\n')}\n` +
+          'Nothing was done.',
+        issues,
+      );
+    }
+    case 'too-large':
+      throw checked.error;
+    case 'unstorable':
+      throw new ValidationError(`The output for step "${step.name}" cannot be recorded: ${checked.reason}. Nothing was done.`, [
+        `(output): ${checked.reason}`,
+      ]);
   }
-  const json = JSON.stringify(parsed.data);
-  if (json === undefined) {
-    throw new ValidationError(`The output for step "${step.name}" parsed to undefined, which cannot be recorded. Nothing was done.`, [
-      '(output): parsed to undefined',
-    ]);
-  }
-  return JSON.parse(json) as Json;
 }
 
 /**

@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import type { z } from 'zod';
 import type { ReconcileOutcome } from '../contracts/handler-types.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
 import type { Store } from '../store/store.js';
 import type { StepDefinition } from '../../dsl/workflow.js';
 import type { Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
+import { describeIssues } from '../client/validate-input.js';
+import { PayloadLimitsCache } from '../limits/limits-cache.js';
+import { checkRecordedOutput } from '../limits/recorded-output.js';
 import { loadWorkerTelemetry, type Telemetry, type TelemetryOptions } from '../telemetry/telemetry.js';
 import { buildRegistry, compensationOf, nextStepOf, settledByKey, type RegisteredWorkflow } from '../worker/registry.js';
 import { backoffDelayMs } from '../worker/retry.js';
@@ -45,9 +47,11 @@ import {
  *   unknown    → run parked in `needs_reconciliation` with the reason;
  * for a run that is over (cancelled, failed), in the ledger only:
  *   found → `recorded` (the effect happened: shown, never silently open); not_found → `released`.
- * An inconclusive lookup (unknown, a reconcile that throws or returns an invalid output) is asked
- * again after a backoff stored on the intent (5 s, doubling, at most 10 min). One item's error
- * never stops the pass.
+ * An inconclusive lookup (unknown, a reconcile that throws, or a found output that cannot be
+ * recorded — refused by the step's schema, over the output size limit or not JSON: the check
+ * every path applies, limits/recorded-output.ts) is asked again after a backoff stored on the
+ * intent (5 s, doubling, at most 10 min); a live run parks meanwhile, as the worker's own lookup
+ * leaves it. One item's error never stops the pass.
  */
 
 /** What one reconcile pass works on, and how. */
@@ -123,13 +127,15 @@ export async function runReconcilePass(options: ReconcilePassOptions, loaded?: T
   if (registry.all.length === 0) return summarize(items);
   // A worker's pass uses the telemetry the worker loaded (`loaded`).
   const telemetry = loaded ?? (await loadWorkerTelemetry(options.telemetry));
+  // Read once, and only when a lookup finds an output to check.
+  const limits = new PayloadLimitsCache(store.db);
   for (;;) {
     const limit = Math.min(pageSize, maxItems - items.length);
     if (limit <= 0) break;
     const due = await claimDueIntents(store.db, registry, { limit, holdMs: leaseMs, now: options.now });
     for (const intent of due) {
       const workflow = registry.get(intent.workflow_name, intent.workflow_version)!;
-      items.push(await reconcileOne(options, telemetry, workflow, intent, leaseMs, reconcilerId));
+      items.push(await reconcileOne(options, telemetry, limits, workflow, intent, leaseMs, reconcilerId));
     }
     if (due.length < limit) break;
   }
@@ -139,6 +145,7 @@ export async function runReconcilePass(options: ReconcilePassOptions, loaded?: T
 async function reconcileOne(
   options: ReconcilePassOptions,
   telemetry: Telemetry,
+  limits: PayloadLimitsCache,
   workflow: RegisteredWorkflow,
   intent: DueIntent,
   leaseMs: number,
@@ -161,7 +168,7 @@ async function reconcileOne(
     // its compensations decide on what the ledger then says (worker/compensation.ts).
     const finished =
       FINISHED.includes(intent.run_status) || (intent.compensation !== null && step.compensates === undefined);
-    const lookup: Lookup = (outputs) => ask(telemetry, workflow, step, intent, outputs, leaseMs);
+    const lookup: Lookup = (outputs) => ask(telemetry, limits, workflow, step, intent, outputs, leaseMs);
     const compensation = intent.compensation !== null ? compensationOf(workflow, step.name) : undefined;
     if (compensation !== undefined && settledByKey(workflow, step)) {
       // Nothing can look it up, and releasing it would make its compensation skip an effect that
@@ -202,6 +209,7 @@ type Lookup = (outputs: Readonly<Record<string, Json>>) => Promise<Answer>;
 /** Asks the step's `reconcile`, bounded by the lease: the outcome, or why there is none. */
 async function ask(
   telemetry: Telemetry,
+  limits: PayloadLimitsCache,
   workflow: RegisteredWorkflow,
   step: StepDefinition,
   intent: DueIntent,
@@ -244,9 +252,16 @@ async function ask(
   }
   switch (outcome?.status) {
     case 'found': {
-      const parsed = (step.output as z.ZodType).safeParse(outcome.output);
-      if (!parsed.success) return { status: 'inconclusive', reason: `reconcile found the effect but its output is invalid: ${parsed.error.message}` };
-      return { status: 'found', output: JSON.parse(JSON.stringify(parsed.data)) as Json };
+      // Held to what the worker holds it to: an output that cannot be recorded is not recorded.
+      const checked = checkRecordedOutput(step, intent.workflow_name, outcome.output, await limits.current());
+      if (checked.ok) return { status: 'found', output: checked.output };
+      const why =
+        checked.problem === 'schema'
+          ? `is invalid: ${describeIssues(checked.issues).join('; ')}`
+          : checked.problem === 'too-large'
+            ? `cannot be recorded: ${checked.error.message}`
+            : `cannot be stored as JSON: ${checked.reason}`;
+      return { status: 'inconclusive', reason: `reconcile found the effect but its output ${why}` };
     }
     case 'not_found':
       return { status: 'not_found' };

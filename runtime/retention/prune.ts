@@ -18,7 +18,10 @@ import { millis } from '../worker/claim.js';
  * (those of `statuses`) — finished before
  * the cut-off (database time), has no open intent, has no child left (children go first: a parent
  * whose children are pruned in one batch goes in a later one) and is not the child of an
- * unfinished run. Nothing else is ever deleted: an unfinished run never matches.
+ * unfinished run. Nor is it the child of a `failed` or `cancelled` run that must stay: a retry
+ * resumes such a run at its step, which reads its children again, so they go only when their
+ * parent may go in the same pass (checked up to {@link RETRY_READ_DEPTH} such parents up; a
+ * deeper chain stays). Nothing else is ever deleted: an unfinished run never matches.
  *
  * The pass stops when a batch deletes nothing (what remains is not prunable, or another pass holds
  * it), or when `signal` aborts — between batches, never inside one. With `archiveOlderThanMs` it
@@ -41,6 +44,19 @@ export type FinalRunStatus = Extract<RunStatus, 'completed' | 'failed' | 'cancel
 export const FINAL_RUN_STATUSES: readonly FinalRunStatus[] = ['completed', 'failed', 'cancelled', 'compensated', 'compensation_failed'];
 /** {@link FINAL_RUN_STATUSES} as a literal SQL list: the planner matches it to the partial index workflow_run_finished_idx. */
 const FINAL_SQL = sql.raw(FINAL_RUN_STATUSES.map((s) => `'${s}'`).join(', '));
+/**
+ * The final statuses a retry takes a run from back to the step it stopped at, where a `child` or
+ * `forEach` step reads its children again (client/operator.ts; a `compensation_failed` run
+ * resumes its compensations, which read no children). Children of such a run stay while it does.
+ */
+export const CHILDREN_READ_ON_RETRY: readonly FinalRunStatus[] = ['failed', 'cancelled'];
+const CHILDREN_READ_ON_RETRY_SQL = sql.raw(CHILDREN_READ_ON_RETRY.map((s) => `'${s}'`).join(', '));
+/**
+ * How many `failed`/`cancelled` ancestors up a child's prune looks to see whether they all go in
+ * the pass too; a child with more of them in a row stays (a bound on the statement, not a rule
+ * anyone relies on: such chains are kept, never pruned wrongly).
+ */
+export const RETRY_READ_DEPTH = 3;
 
 export interface PruneOptions {
   /** Prune runs that finished at least this long ago (database time). */
@@ -286,15 +302,36 @@ export function isDuration(ms: unknown): ms is number {
 
 /**
  * What makes run `r` prunable by itself: finished (one of `statuses`) before the cut-off, no open
- * intent, and not the child of an unfinished run (that parent still reads its children). The
- * literal status list lets the planner use the partial index workflow_run_finished_idx.
+ * intent, and its parent lets it go ({@link parentLetsGo}). The literal status list lets the
+ * planner use the partial index workflow_run_finished_idx.
  */
 function prunableByItself(r: RawBuilder<unknown>, selection: PruneSelection): RawBuilder<unknown> {
+  return sql`${finishedBeforeCutOff(r, selection)}
+         AND ${parentLetsGo(r, selection, RETRY_READ_DEPTH)}`;
+}
+
+/** Run `r` is final (one of `statuses`), finished before the cut-off, and has no open intent. */
+function finishedBeforeCutOff(r: RawBuilder<unknown>, selection: PruneSelection): RawBuilder<unknown> {
   return sql`${r}.status IN (${FINAL_SQL}) AND ${r}.status = ANY(${[...selection.statuses]}::text[])
          AND ${r}.finished_at < statement_timestamp() - ${millis(selection.olderThanMs)}
-         AND NOT EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = ${r}.id AND e.status = 'intent')
-         AND NOT EXISTS (SELECT 1 FROM ledgerflow.workflow_run p
-                          WHERE p.id = ${r}.parent_run_id AND p.status NOT IN (${FINAL_SQL}))`;
+         AND NOT EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = ${r}.id AND e.status = 'intent')`;
+}
+
+/**
+ * Run `r`'s parent, if any, no longer reads it: the parent is final, and — when a retry would
+ * resume it at a step that reads its children again ({@link CHILDREN_READ_ON_RETRY}) — is itself
+ * prunable in this pass (so the child goes first, then the parent, and a retry in between is
+ * refused: client/operator.ts). `levels` bounds how many such parents up this looks.
+ */
+function parentLetsGo(r: RawBuilder<unknown>, selection: PruneSelection, levels: number): RawBuilder<unknown> {
+  const p = sql.raw(`p${levels}`);
+  const parentGoesToo =
+    levels === 0 ? sql`false` : sql`${finishedBeforeCutOff(p, selection)}
+         AND ${parentLetsGo(p, selection, levels - 1)}`;
+  return sql`NOT EXISTS (SELECT 1 FROM ledgerflow.workflow_run ${p}
+          WHERE ${p}.id = ${r}.parent_run_id
+            AND (${p}.status NOT IN (${FINAL_SQL})
+                 OR (${p}.status IN (${CHILDREN_READ_ON_RETRY_SQL}) AND (${parentGoesToo}) IS NOT TRUE)))`;
 }
 
 /**

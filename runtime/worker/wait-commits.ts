@@ -338,11 +338,36 @@ export async function firstFailedChild(
   return row === undefined ? undefined : { id: row.id, index: row.parent_index, status: row.status, error: row.error };
 }
 
-/** The children's results in item order: each child's output of its last step (`lastStep`). */
-export async function childResults(db: Kysely<LedgerflowDatabase>, runId: string, stepName: string, lastStep: string): Promise<Json[]> {
-  const { rows } = await sql<{ status: string; result: Json | null }>`
-    SELECT status, output -> ${lastStep} AS result FROM ledgerflow.workflow_run
+/**
+ * The step's children in item order, each with its index and its output of its last step
+ * (`lastStep`). A pruned child has no row here: the caller compares the indexes with the items.
+ */
+export async function childResults(
+  db: Kysely<LedgerflowDatabase>,
+  runId: string,
+  stepName: string,
+  lastStep: string,
+): Promise<Array<{ readonly index: number; readonly result: Json }>> {
+  const { rows } = await sql<{ parent_index: number; result: Json | null }>`
+    SELECT parent_index, output -> ${lastStep} AS result FROM ledgerflow.workflow_run
      WHERE parent_run_id = ${runId} AND parent_step = ${stepName}
      ORDER BY parent_index`.execute(db);
-  return rows.map((r) => r.result ?? null);
+  return rows.map((r) => ({ index: r.parent_index, result: r.result ?? null }));
+}
+
+/** Children of `runId` that were pruned (run_archive, core 0019), of `workflowName` and with one of `keys`, by key. */
+export async function prunedChildren(
+  db: Kysely<LedgerflowDatabase>,
+  runId: string,
+  workflowName: string,
+  keys: readonly string[],
+): Promise<Array<{ readonly id: string; readonly key: string }>> {
+  const rows = await db
+    .selectFrom('ledgerflow.run_archive')
+    .select(['id', 'dedupe_key'])
+    .where('parent_run_id', '=', runId)
+    .where('workflow_name', '=', workflowName)
+    .where('dedupe_key', 'in', [...keys])
+    .execute();
+  return rows.map((r) => ({ id: r.id, key: r.dedupe_key! }));
 }

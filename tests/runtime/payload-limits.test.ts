@@ -7,20 +7,25 @@ import {
   createClient,
   createWorker,
   DEFAULT_PAYLOAD_LIMITS,
+  found,
   MAX_JSON_DEPTH,
   NonRetryableError,
   PayloadTooLargeError,
   readPayloadLimits,
+  runReconcilePass,
   setPayloadLimits,
+  unknownOutcome,
   ValidationError,
   type Client,
   type WorkflowHandlers,
   type WorkflowRegistration,
   type Worker,
 } from 'ledgerflow/runtime';
+import { configureFaults } from 'ledgerflow/testing';
 import type { TestStore } from '../support/test-stores.js';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
+import { runState, waitUntil } from './fixtures/run-helpers.js';
 
 /**
  * Size limits (core 0014, `ledgerflow limits`) on both stores: inputs and event payloads over
@@ -42,8 +47,18 @@ const loudError = workflow('lim-loud-error', { version: 1, input: z.object({ cha
   output: z.object({}),
   retry: noRetry,
 });
+/** An external step whose provider, asked about an intent, answers what `lookup.answer` says. */
+const bigFound = workflow('lim-big-found', { version: 1, input: z.object({ id: z.string() }) }).external('fetch', {
+  output: z.object({ blob: z.string() }),
+  key: ({ input }) => `fetch:${input.id}`,
+  performTimeoutMs: 1_000,
+  retry: noRetry,
+});
+const lookup: { answer: 'oversize' | 'unknown' } = { answer: 'oversize' };
+/** Over the default 1 MiB output limit. */
+const OVERSIZE = { blob: 'y'.repeat(1_100_000) };
 const note = event('lim.note', z.object({ text: z.string() }));
-const WORKFLOWS = [blob, tree, bigOutput, loudError];
+const WORKFLOWS = [blob, tree, bigOutput, loudError, bigFound];
 
 function bind<W extends AnyWorkflow>(w: W, handlers: WorkflowHandlers<W>): WorkflowRegistration {
   return bindHandlers(w, handlers, shapeHash(w));
@@ -52,6 +67,12 @@ const handlers = (): WorkflowRegistration[] => [
   bind(blob, { measure: ({ input }) => ({ length: input.blob.length }) }),
   bind(tree, { noop: () => ({}) }),
   bind(bigOutput, { make: ({ input }) => ({ blob: 'y'.repeat(input.bytes) }) }),
+  bind(bigFound, {
+    fetch: {
+      perform: async () => ({ blob: 'sent' }),
+      reconcile: async () => (lookup.answer === 'oversize' ? found(OVERSIZE) : unknownOutcome('the lookup is down')),
+    },
+  }),
   bind(loudError, {
     fail: ({ input }) => {
       throw new NonRetryableError(`boom ${'e'.repeat(input.chars)}`);
@@ -169,6 +190,73 @@ describeStores('payload limits', (getStore) => {
     expect(run.steps).toEqual([]);
     const small = await client.start(bigOutput, { bytes: 1_000 });
     expect((await client.waitForRun(small.runId, { timeoutMs: 20_000, pollMs: 20 })).status).toBe('completed');
+  });
+
+  it('an output found by a lookup is held to the size limit on every path: worker, reconciler and operator park or refuse it, never record it', async () => {
+    const store = getStore();
+    const NOTE = { actor: 'ana', reason: 'checked at the provider' };
+    lookup.answer = 'oversize';
+    // The attempt fails right after perform: its intent is due at once, and the next attempt asks the provider.
+    configureFaults({ seed: 3, points: { 'after-perform': { probability: 1, actions: ['throw'], times: 1 } } });
+    try {
+      const { runId } = await client.start(bigFound, { id: 'f-1' });
+      // The worker's own lookup: the output is over the limit, so the step fails while its intent is open, and the run parks.
+      const parked = await waitUntil('the run parks', async () => {
+        const state = await runState(store, runId);
+        return state.run.status === 'needs_reconciliation' ? state : undefined;
+      });
+      expect(JSON.stringify(parked.run.error)).toContain('the limit is 1048576');
+      expect(parked.effects.map((e) => e.status)).toEqual(['intent']);
+
+      // The reconciler asks again and gets the same answer: parked as the worker left it, nothing recorded.
+      const report = await runReconcilePass({ store, workflows: handlers(), now: new Date(Date.now() + 3_600_000), leaseMs: 5_000 });
+      expect(report).toMatchObject({ examined: 1, recorded: 0, parked: 1 });
+      expect(report.items[0]!.detail).toContain('is 1100011 bytes of JSON; the limit is 1048576');
+      const after = await runState(store, runId);
+      expect(after.run.status).toBe('needs_reconciliation');
+      expect(after.run.error).toMatchObject({ name: 'NeedsReconciliation', message: expect.stringContaining('the limit is 1048576') });
+      expect(after.effects.map((e) => e.status)).toEqual(['intent']);
+      expect(after.results).toEqual([]);
+
+      // The operator's answer is held to the same limit: refused, nothing written, no audit row.
+      const audits = (await client.listAudit({ runId })).length;
+      const refused = await client.resolveEffect(runId, 'fetch', { found: OVERSIZE }, NOTE).catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(PayloadTooLargeError);
+      expect((refused as Error).message).toBe(
+        'The step output of step "fetch" of workflow "lim-big-found" is 1100011 bytes of JSON; the limit is 1048576 ' +
+          '(ledgerflow limits set --max-output-bytes <bytes>, or keep large data elsewhere and pass a reference). Nothing was written.',
+      );
+      expect((await client.listAudit({ runId })).length).toBe(audits);
+      expect((await runState(store, runId)).effects.map((e) => e.status)).toEqual(['intent']);
+      await expect(client.resolveEffect(runId, 'fetch', { found: { blob: 42 } }, NOTE)).rejects.toThrow(ValidationError);
+
+      await client.resolveEffect(runId, 'fetch', { found: { blob: 'sent' } }, NOTE);
+      const done = await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 });
+      expect(done).toMatchObject({ status: 'completed', output: { fetch: { blob: 'sent' } } });
+    } finally {
+      configureFaults(undefined);
+    }
+  });
+
+  it('the intent of a run that is over, found with an oversize output, stays open (deferred), not recorded', async () => {
+    const store = getStore();
+    lookup.answer = 'unknown';
+    configureFaults({ seed: 4, points: { 'after-perform': { probability: 1, actions: ['throw'], times: 1 } } });
+    let runId: string;
+    try {
+      runId = (await client.start(bigFound, { id: 'f-2' })).runId;
+      await waitUntil('the run parks', async () => (await runState(store, runId)).run.status === 'needs_reconciliation');
+    } finally {
+      configureFaults(undefined);
+    }
+    expect(await client.cancel(runId)).toBe(true);
+    lookup.answer = 'oversize';
+    const report = await runReconcilePass({ store, workflows: handlers(), now: new Date(Date.now() + 3_600_000), leaseMs: 5_000 });
+    expect(report).toMatchObject({ examined: 1, recorded: 0, deferred: 1 });
+    expect(report.items[0]!.detail).toContain('the limit is 1048576');
+    const state = await runState(store, runId);
+    expect(state.run.status).toBe('cancelled');
+    expect(state.effects.map((e) => e.status)).toEqual(['intent']);
   });
 
   it('truncates an error record over its limit, with a marker, instead of refusing it', async () => {

@@ -5,7 +5,8 @@ import { shapeHash } from '../../dsl/workflow-shape.js';
 import { workflow, type AnyWorkflow } from '../../dsl/workflow.js';
 import { createClient, type Client } from '../../runtime/client/client.js';
 import { bindHandlers } from '../../runtime/contracts/registration.js';
-import { DuplicateRunError, RunPrunedError, ValidationError } from '../../runtime/errors.js';
+import { ConflictError, DuplicateRunError, NonRetryableError, RunPrunedError, ValidationError } from '../../runtime/errors.js';
+import { retryRunStatement } from '../../runtime/client/operator.js';
 import { notFound } from '../../runtime/contracts/handler-types.js';
 import { FINAL_RUN_STATUSES, pruneBatchStatement, pruneRuns, type PruneBatch } from '../../runtime/retention/prune.js';
 import type { Store } from '../../runtime/store/store.js';
@@ -15,7 +16,7 @@ import type { WorkerEvent } from '../../runtime/worker/worker-events.js';
 import { describeStores } from '../support/describe-stores.js';
 import { runCli } from '../support/run-cli.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
-import { fanOut, WAIT_WORKFLOWS, waitHandlers } from './fixtures/wait-workflows.js';
+import { doubler, fanOut, WAIT_WORKFLOWS, waitHandlers } from './fixtures/wait-workflows.js';
 
 const DAY = 86_400_000;
 const fast = { initialDelayMs: 20, maxDelayMs: 200, backoffFactor: 2, jitter: 0 } as const;
@@ -123,6 +124,34 @@ async function liveIds(store: Store, ids: readonly string[]): Promise<string[]> 
 async function count(store: Store, table: string, where = sql`true`): Promise<number> {
   const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM ${sql.table(table)} WHERE ${where}`.execute(store.db);
   return rows[0]!.n;
+}
+
+const NOTE = { actor: 'ana', reason: 'provider fixed (INC-24)' } as const;
+
+/** The wait fixtures' handlers, with a doubler that refuses its `fail` items only while `flaky.broken`. */
+function flakyChildren(): { flaky: { broken: boolean }; registrations: Parameters<typeof createWorker>[0]['workflows'] } {
+  const flaky = { broken: true };
+  const child = bindHandlers(
+    doubler,
+    {
+      double: ({ input }) => {
+        if (input.fail && flaky.broken) throw new NonRetryableError(`refusing ${input.n}`);
+        return { value: input.n * 2 };
+      },
+    },
+    shapeHash(doubler),
+  );
+  return { flaky, registrations: [...waitHandlers().filter((r) => r.workflow !== doubler), child] };
+}
+
+/** A fan-out over [1, 2] whose second child failed, so the parent failed: ids by parent_index. */
+async function failedFanOut(store: Store, client: Client, id: string, registrations: Parameters<typeof createWorker>[0]['workflows']) {
+  const { runId } = await client.start(fanOut, { id, count: 2, failAt: 2 });
+  await drain(store, registrations);
+  const children = (await client.listRuns({ parentRunId: runId })).sort((a, b) => a.parent_index! - b.parent_index!);
+  expect(children.map((c) => c.status)).toEqual(['completed', 'failed']);
+  expect((await client.getRun(runId)).status).toBe('failed');
+  return { parent: runId, done: children[0]!.id, failed: children[1]!.id };
 }
 
 describeStores('prune', (getStore, kind) => {
@@ -243,6 +272,79 @@ describeStores('prune', (getStore, kind) => {
     expect((error as Error).message).toMatch(/completed at .* and was pruned at/);
     await expect(client.waitForRun(byKey.runId, { timeoutMs: 100 })).rejects.toThrow(RunPrunedError);
     await expect(client.cancel(byKey.runId)).resolves.toBe(false);
+  });
+
+  it('keeps the children a failed parent reads again on retry: the retried parent completes with every child\'s result', async () => {
+    const store = getStore();
+    const { flaky, registrations } = flakyChildren();
+    const tree = await failedFanOut(store, client, 'pr-retry-1', registrations);
+    await age(store, [tree.parent, tree.done, tree.failed], 40);
+
+    // `--statuses completed` keeps failed runs, so the failed parent stays retryable: its completed child stays with it.
+    expect((await pruneRuns(store.db, { olderThanMs: 30 * DAY, statuses: ['completed'], dryRun: true })).runsPruned).toBe(0);
+    expect((await pruneRuns(store.db, { olderThanMs: 30 * DAY, statuses: ['completed'] })).runsPruned).toBe(0);
+    expect(await liveIds(store, [tree.done])).toEqual([tree.done]);
+
+    flaky.broken = false;
+    await client.retryRun(tree.failed, NOTE);
+    await drain(store, registrations);
+    await client.retryRun(tree.parent, NOTE);
+    await drain(store, registrations);
+    const parent = await client.getRun(tree.parent);
+    expect(parent).toMatchObject({ status: 'completed', output: { double: [{ value: 2 }, { value: 4 }], sum: { total: 6 } } });
+
+    // Completed, the parent is retried no more: the whole tree goes, children first.
+    await age(store, [tree.parent, tree.failed], 40);
+    expect((await pruneRuns(store.db, { olderThanMs: 30 * DAY, statuses: ['completed'] })).runsPruned).toBe(3);
+    expect(await liveIds(store, [tree.parent, tree.done, tree.failed])).toEqual([]);
+  });
+
+  it('a failed parent whose children were pruned is not retried; a retry that gets through anyway fails loudly, never completing with fewer results', async () => {
+    const store = getStore();
+    const { flaky, registrations } = flakyChildren();
+    const tree = await failedFanOut(store, client, 'pr-retry-2', registrations);
+    await age(store, [tree.parent, tree.failed], 40);
+    await age(store, [tree.done], 41);
+    // Every status: the parent may go too, so its children go first — and the pass stops after one batch.
+    const stop = new AbortController();
+    const report = await pruneRuns(store.db, { olderThanMs: 30 * DAY, batchSize: 1, signal: stop.signal, onBatch: () => stop.abort() });
+    expect(report).toMatchObject({ runsPruned: 1, stopped: true });
+    expect(await liveIds(store, [tree.parent, tree.done, tree.failed])).toEqual([tree.parent, tree.failed].sort());
+
+    flaky.broken = false;
+    await client.retryRun(tree.failed, NOTE);
+    await drain(store, registrations);
+    const refused = await client.retryRun(tree.parent, NOTE).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(ConflictError);
+    expect((refused as Error).message).toContain(`its children were pruned (${tree.done})`);
+    expect((await client.getRun(tree.parent)).status).toBe('failed');
+
+    // The statement alone, as a retry racing the prune would leave it: the step sees a child missing and fails.
+    await retryRunStatement(tree.parent, 'double').execute(store.db);
+    await drain(store, registrations);
+    const parent = await client.getRun(tree.parent);
+    expect(parent.status).toBe('failed');
+    expect(parent.output).toBeNull();
+    expect(JSON.stringify(parent.error)).toContain('child 0 of step \\"double\\" was pruned: its output is gone');
+  });
+
+  it('a retried parent whose last child was pruned fails naming it, rather than starting it again', async () => {
+    const store = getStore();
+    const { registrations } = flakyChildren();
+    const tree = await failedFanOut(store, client, 'pr-retry-3', registrations);
+    await age(store, [tree.parent, tree.done], 40);
+    await age(store, [tree.failed], 41);
+    const stop = new AbortController();
+    await pruneRuns(store.db, { olderThanMs: 30 * DAY, batchSize: 1, signal: stop.signal, onBatch: () => stop.abort() });
+    expect(await liveIds(store, [tree.parent, tree.done, tree.failed])).toEqual([tree.parent, tree.done].sort());
+    await expect(client.retryRun(tree.parent, NOTE)).rejects.toThrow(`its children were pruned (${tree.failed})`);
+
+    await retryRunStatement(tree.parent, 'double').execute(store.db);
+    await drain(store, registrations);
+    const parent = await client.getRun(tree.parent);
+    expect(parent.status).toBe('failed');
+    expect(parent.error).toMatchObject({ name: 'ChildPrunedError' });
+    expect(JSON.stringify(parent.error)).toContain(`child 1 (run ${tree.failed}) of step \\"double\\" was pruned`);
   });
 
   it('a child step whose key names a pruned run of the child workflow is a conflict, as it was before the prune', async () => {

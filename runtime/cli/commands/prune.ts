@@ -16,7 +16,7 @@ export const pruneCommand = defineCommand({
     'each other). Each pruned run leaves a tombstone (id, workflow, dedupe key, input hash, final status) and\n' +
     'its recorded effects in the archive, so a start with its id or dedupe key returns it instead of running\n' +
     'it again. Never deleted: unfinished runs, runs with an open intent, runs whose children are not pruned\n' +
-    'yet, children of unfinished runs.\n' +
+    'yet, children of unfinished runs, children of failed or cancelled runs that stay (a retry reads them).\n' +
     'Events are kept unless asked: --events-older-than deletes events consumed that long ago (the step that\n' +
     'took one keeps its payload), --unconsumed-events-older-than events no step took in that long; an event\n' +
     'with a dedupe key leaves a tombstone, so sending it again stores nothing.\n' +

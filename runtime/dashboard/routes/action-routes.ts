@@ -122,7 +122,7 @@ keep their checkpointed outputs and their ledger rows, so no effect is repeated.
             : html`<p>Run <a href="${c.get('page').base}/runs/${run.id}">${run.id}</a> (${run.workflow_name} v${run.workflow_version}, ${run.status}):
 the call with key <code>${intent.idempotency_key}</code> (attempt ${intent.attempt}, intent at ${formatTime(intent.intent_at)}, horizon
 ${horizonText(intent.reconcile_after, now)}) has an unknown outcome. Look it up at the provider, then say what you found.</p>
-<p><b>Found</b> records the provider's result as the step's output (checked against the step's output schema) and the run goes on.
+<p><b>Found</b> records the provider's result as the step's output (checked against the step's output schema and the output size limit) and the run goes on.
 <b>Not found</b> releases the intent: the step calls the provider again with the same key.</p>`,
         fields: html`<p><label><input type="radio" name="outcome" value="found" ${outcome === 'found' ? 'checked' : ''}> Found — the step's output (JSON):</label><br>
 <textarea name="output" id="output">${body['output'] ?? ''}</textarea></p>

@@ -7,7 +7,7 @@ import { SQLSTATE, sqlStateOf } from '../../store/sqlstate.js';
 import type { WaitingFor } from '../../store/tables.js';
 import { leaseLost } from '../step-commits.js';
 import { StepFailure, userCode } from '../step-errors.js';
-import { childrenState, childResults, firstFailedChild, startChildren, suspendRun, type ChildToStart } from '../wait-commits.js';
+import { childrenState, childResults, firstFailedChild, prunedChildren, startChildren, suspendRun, type ChildToStart } from '../wait-commits.js';
 import { commitKnowingOutcome, commitOutput, keyContext, validateOutput, type StepExecution, type StepExecutor } from './step-execution.js';
 
 /** Children started per commit unless `WorkerOptions.childrenPerCommit` says otherwise; each such commit also renews the parent's lease. */
@@ -19,6 +19,15 @@ export class ChildFailedError extends NonRetryableError {
 }
 
 /**
+ * A child this step started was pruned, so its output is gone: the step fails rather than complete
+ * with fewer results than items (retryRun refuses a run whose children were pruned; this is the
+ * run that got past it, racing the prune).
+ */
+export class ChildPrunedError extends NonRetryableError {
+  override readonly name = 'ChildPrunedError';
+}
+
+/**
  * `child` and `forEach` (a `child` step is a list of one). Each attempt recomputes the item list,
  * keys and inputs (pure functions of the checkpointed context), then looks at what the database
  * says — how many children this step started, how many are unfinished, whether one failed — and
@@ -27,7 +36,9 @@ export class ChildFailedError extends NonRetryableError {
  *   no more than `concurrency` unfinished at once). A child already started by a crashed attempt
  *   is skipped by its (parent, step, index), so none is started twice;
  * - fails the step if a child failed or was cancelled ({@link ChildFailedError});
- * - completes the step with the children's outputs in item order when all are done;
+ * - completes the step with the children's outputs in item order when all are done — every
+ *   item's child, or the step fails ({@link ChildPrunedError}): a child started and then pruned is
+ *   never taken for "no child";
  * - otherwise parks the run `waiting` until the `run_settled` trigger wakes it: when all are
  *   done, when a slot frees up (`concurrency`), or when one fails.
  */
@@ -62,7 +73,10 @@ export const executeChildren: StepExecutor = async (s) => {
     }
     if (state.started >= children.length && state.open === 0) {
       const results = await childResults(s.db, s.run.id, s.step.name, lastStep);
-      const output = validateOutput(s, s.step.kind === 'child' ? (results[0] ?? null) : results);
+      const missing = children.findIndex((c, i) => results[i]?.index !== c.index);
+      if (missing !== -1) throw new StepFailure(new ChildPrunedError(prunedMessage(s, `child ${missing}`)));
+      const outputs = results.map((r) => r.result);
+      const output = validateOutput(s, s.step.kind === 'child' ? (outputs[0] ?? null) : outputs);
       await faultPoint('before-wait-commit');
       return commitKnowingOutcome(s, () => commitOutput(s, output), { retry: true });
     }
@@ -105,6 +119,12 @@ async function startBatch(s: StepExecution, batch: readonly ChildToStart[]): Pro
       );
     }
     if (sqlStateOf(error) === SQLSTATE.UNIQUE_VIOLATION) {
+      // The key may name this step's own child, started by an earlier attempt and pruned since.
+      const pruned = await prunedChildren(s.db, s.run.id, child.name, batch.map((c) => c.key));
+      if (pruned.length > 0) {
+        const index = batch.find((c) => c.key === pruned[0]!.key)!.index;
+        throw new StepFailure(new ChildPrunedError(prunedMessage(s, `child ${index} (run ${pruned[0]!.id})`)));
+      }
       throw new StepFailure(
         new ConflictError(
           `A dedupe key of step "${s.step.name}" already names a run of workflow "${child.name}" that this step did not start ` +
@@ -114,6 +134,14 @@ async function startBatch(s: StepExecution, batch: readonly ChildToStart[]): Pro
     }
     throw error;
   }
+}
+
+function prunedMessage(s: StepExecution, which: string): string {
+  return (
+    `${which} of step "${s.step.name}" was pruned: its output is gone, so the step cannot complete (it never completes with ` +
+    'fewer results than items). Prune keeps the children of a failed or cancelled run while the run stays; this run was retried ' +
+    'while a prune removed them. Start a new run if the work must be done.'
+  );
 }
 
 /** The step's children, computed from the checkpointed context: item list, keys (unique) and validated inputs. */

@@ -1,9 +1,9 @@
 import type { Kysely } from 'kysely';
-import type { z } from 'zod';
 import type { StepDefinition } from '../../../dsl/workflow.js';
 import type { StepContext } from '../../contracts/handler-types.js';
-import { NonRetryableError, PayloadTooLargeError, recordImmutableError, ValidationError } from '../../errors.js';
-import { payloadJson, type PayloadLimits } from '../../limits/payload-limits.js';
+import { NonRetryableError, recordImmutableError, ValidationError } from '../../errors.js';
+import type { PayloadLimits } from '../../limits/payload-limits.js';
+import { checkRecordedOutput } from '../../limits/recorded-output.js';
 import type { Json, LedgerflowDatabase, WaitingFor } from '../../store/tables.js';
 import type { LeasedRun } from '../claim.js';
 import { exponentialBackoffMs, sleep } from '../backoff.js';
@@ -83,38 +83,26 @@ export function handlerContext(s: StepExecution, signal: AbortSignal = s.signal)
 }
 
 /**
- * Validates a handler's output with the step's schema and returns the parsed value as JSON.
- * Invalid output is a failed attempt whose error names the workflow, the step and each field.
+ * Checks a handler's output (or a provider's answer to the worker's own lookup) as every path
+ * that records one does ({@link checkRecordedOutput}) and returns it as it is recorded. Invalid
+ * output is a failed attempt whose error names the workflow, the step and each field; output over
+ * `limits.maxOutputBytes` or that cannot be stored as JSON is a failed attempt that is not
+ * retried (the same handler would return the same output again).
  */
 export function validateOutput(s: Pick<StepExecution, 'step' | 'run' | 'limits'>, value: unknown): Json {
-  const parsed = (s.step.output as z.ZodType).safeParse(value);
-  if (!parsed.success) {
-    const issues = parsed.error.issues.map((issue) => `${issue.path.map(String).join('.') || '(root)'}: ${issue.message}`);
-    throw new StepFailure(
-      new ValidationError(
-        `Step "${s.step.name}" of workflow "${s.run.workflowName}" returned invalid output: ${issues.join('; ')}`,
-        issues,
-      ),
-    );
-  }
-  const json = outputJson(s, parsed.data);
-  if (json === undefined) {
-    throw new StepFailure(new TypeError(`Step "${s.step.name}" returned a value that has no JSON form; return JSON data.`));
-  }
-  return JSON.parse(json) as Json;
-}
-
-/**
- * The output's JSON text, refused over `limits.maxOutputBytes` or nested too deep: a failed
- * attempt that is not retried (the same handler would return the same output again).
- */
-function outputJson(s: Pick<StepExecution, 'step' | 'run' | 'limits'>, output: unknown): string | undefined {
-  try {
-    return payloadJson('step output', `step "${s.step.name}" of workflow "${s.run.workflowName}"`, output, s.limits);
-  } catch (error) {
-    if (error instanceof PayloadTooLargeError) throw new StepFailure(error);
-    const reason = error instanceof Error ? error.message : String(error);
-    throw new StepFailure(new NonRetryableError(`Step "${s.step.name}" returned output that cannot be stored as JSON: ${reason}`));
+  const checked = checkRecordedOutput(s.step, s.run.workflowName, value, s.limits);
+  if (checked.ok) return checked.output;
+  switch (checked.problem) {
+    case 'schema': {
+      const issues = checked.issues.map((issue) => `${issue.path.map(String).join('.') || '(root)'}: ${issue.message}`);
+      throw new StepFailure(
+        new ValidationError(`Step "${s.step.name}" of workflow "${s.run.workflowName}" returned invalid output: ${issues.join('; ')}`, issues),
+      );
+    }
+    case 'too-large':
+      throw new StepFailure(checked.error);
+    case 'unstorable':
+      throw new StepFailure(new NonRetryableError(`Step "${s.step.name}" returned output that cannot be stored as JSON: ${checked.reason}`));
   }
 }
 
