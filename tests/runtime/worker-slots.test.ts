@@ -1,9 +1,12 @@
-import { sql, type KyselyPlugin } from 'kysely';
+import { Kysely, PostgresDialect, sql, type KyselyPlugin } from 'kysely';
+import pg from 'pg';
 import { shapeHash } from 'ledgerflow/dsl';
-import { afterEach, beforeAll, expect, it } from 'vitest';
-import { bindHandlers, createClient, createWorker, type Store, type Worker, type WorkerOptions } from 'ledgerflow/runtime';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { bindHandlers, createClient, createWorker, type LedgerflowDatabase, type Store, type Worker, type WorkerOptions } from 'ledgerflow/runtime';
+import { INT8_OID, parseInt8 } from '../../runtime/store/store.js';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
+import { createPgTestStore, type TestStore } from '../support/test-stores.js';
 import { eventLog, runState, waitUntil } from './fixtures/run-helpers.js';
 import { poison } from './fixtures/poison-workflows.js';
 
@@ -227,5 +230,95 @@ describeStores('one slot accounting for every run a worker claims', (getStore) =
     for (const id of [held, ...later]) await log.waitFor('run-completed', (e) => e.runId === id);
     expect(h.counts.max).toBeLessThanOrEqual(2);
     expect(launches(log).every((n) => n === 1)).toBe(true);
+  });
+});
+
+describe('the slots of a fused claim whose answer is lost [pg]', () => {
+  let base: TestStore;
+  let store: Store;
+  let loseFusedAnswer = true;
+  let loopClaimsSinceLoss = 0;
+
+  beforeAll(async () => {
+    base = await createPgTestStore();
+    await migrateForTest(base, [poison]);
+    /**
+     * Runs the first statement that carries a fused claim, then reports the connection as lost;
+     * holds the adoption's look-up until a loop claim ran after that, or 300 ms passed — the time
+     * a claim taking the adoption's slots would need.
+     */
+    class LosesFusedAnswer extends pg.Client {
+      override query(...args: unknown[]): never {
+        const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string } | undefined)?.text;
+        const run = (): unknown => (pg.Client.prototype.query as (...a: unknown[]) => unknown).apply(this, args);
+        if (typeof text === 'string' && !loseFusedAnswer && isLoopClaim(text)) loopClaimsSinceLoss += 1;
+        if (typeof text === 'string' && !loseFusedAnswer && /^\s*SELECT id, fencing_token FROM ledgerflow\.workflow_run WHERE status = 'running' AND lease_owner/.test(text)) {
+          return waitUntil('a loop claim', () => loopClaimsSinceLoss > 0, 300)
+            .catch(() => undefined)
+            .then(run) as never;
+        }
+        const result = run();
+        if (loseFusedAnswer && typeof text === 'string' && text.includes('fused_claimed AS') && result instanceof Promise) {
+          loseFusedAnswer = false;
+          return result.then(() => {
+            throw new Error('Connection terminated unexpectedly');
+          }) as never;
+        }
+        return result as never;
+      }
+    }
+    const pool = new pg.Pool({
+      connectionString: base.url!,
+      max: 4,
+      Client: LosesFusedAnswer,
+      types: {
+        getTypeParser: ((oid: number, format?: string) =>
+          oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+      },
+    });
+    pool.on('error', () => {});
+    pool.on('connect', (client) => client.on('error', () => {}));
+    const db = new Kysely<LedgerflowDatabase>({ dialect: new PostgresDialect({ pool }) });
+    store = { kind: 'pg', db, location: 'answer-losing pool', listen: async () => async () => {}, close: () => db.destroy() };
+  });
+  afterAll(async () => {
+    await store.close();
+    await base.close();
+  });
+
+  it('hold them until the adoption is over: concurrency 1 runs one handler at a time, the orphan included', async () => {
+    const h = heldHandlers();
+    h.open('first');
+    const plain = createClient({ store: base });
+    const ids: string[] = [];
+    for (const label of ['first', 'orphan', 'next']) ids.push((await plain.start(poison, { label })).runId);
+    const log = eventLog();
+    const w = createWorker({
+      store,
+      workflows: [h.registration],
+      concurrency: 1,
+      pollIntervalMs: 20,
+      leaseMs: 60_000,
+      reconcileIntervalMs: 0,
+      onEvent: log.onEvent,
+    });
+    await w.start();
+    try {
+      const adopted = await log.waitFor('run-adopted');
+      expect(adopted.runId).toBe(ids[1]);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      h.openAll();
+      // (The first run's driver hears its lost answer as a lost lease: read the outcome from the database.)
+      await waitUntil('every run to complete', async () => {
+        const states = await Promise.all(ids.map((id) => runState(base, id)));
+        return states.every((s) => s.run.status === 'completed') || undefined;
+      });
+    } finally {
+      h.openAll();
+      await w.stop({ timeoutMs: 200 });
+    }
+    expect(loseFusedAnswer).toBe(false);
+    expect(h.counts.max).toBe(1);
+    expect([...h.calls.values()]).toEqual([1, 1, 1]);
   });
 });
