@@ -191,9 +191,9 @@ export class ClaimLoop {
     this.#claiming = false;
     if (runs === undefined) {
       // The commit failed — or its outcome is unknown (the connection broke after it committed),
-      // and then its claim took runs nobody here drives: ask the database which runs are ours.
-      void this.#adoptOrphans(this.#claimLimit, this.#claimFreeing);
-      this.wake();
+      // and then its claim took runs nobody here drives: ask the database which runs are ours,
+      // then claim for whatever slots the claim held and no orphan took.
+      void this.#adoptOrphans(this.#claimLimit, this.#claimFreeing).then(() => this.wake());
       return;
     }
     if (flight !== undefined) flight.refilled = true;
@@ -238,7 +238,7 @@ export class ClaimLoop {
         }
         if (runs === undefined) {
           // The start's commit may have happened (the connection broke after it): ask the database.
-          void this.#adoptOrphans(1);
+          void this.#adoptOrphans(1).then(() => this.#slotFreed());
           return;
         }
         this.#take(runs);
@@ -316,10 +316,10 @@ export class ClaimLoop {
             this.#claiming = false;
             this.#loopClaim = undefined;
           }
-          // In the same turn as the answer: the runs hold their slots (and are renewed) from here on.
-          this.#take(claimed);
           failures = 0;
           this.#backlog = claimed.length === free;
+          // In the same turn as the answer: the runs hold their slots (and are renewed) from here on.
+          this.#take(claimed);
           if (ctx.subscription.stale) await ctx.subscription.subscribe();
           if (claimed.length === free) continue;
         } catch (error) {
@@ -338,7 +338,8 @@ export class ClaimLoop {
    * Launches every run the database says this worker holds and no flight drives: what a claim
    * whose commit outcome was unknown took. Otherwise they would wait out their lease and count
    * as a crash. That claim's `limit` slots stay held until this is over; it starts once the runs
-   * whose commit carried the claim (`after`) have ended, since it claimed for their slots.
+   * whose commit carried the claim (`after`) have ended, since it claimed for their slots. Never
+   * rejects.
    */
   async #adoptOrphans(limit: number, after: readonly HeldLease[] = []): Promise<void> {
     const ctx = this.#ctx;
@@ -371,7 +372,6 @@ export class ClaimLoop {
       ctx.emit({ type: 'error', where: 'claim', error: serializeError(error) });
     } finally {
       this.#adoptionHolds -= held;
-      if (held > 0) this.#slotFreed();
     }
   }
 
