@@ -18,6 +18,19 @@
  * At most one claim is in flight (`#claiming`), the loop's or a fused one: claimers racing
  * over the head of the pending index only skip each other's locked rows.
  *
+ * Slots — one count for every path (`#free()`): a slot is taken by
+ *   - a flight, from the moment its claim's answer arrives (the loop's, a fused one, a start's,
+ *     or an adoption's) until its drive ends: runs are launched in the same turn as the answer,
+ *     so the lease keeper renews them from then on;
+ *   - the claim in flight, for its whole limit, until its answer arrives;
+ *   - a start reservation, until it is settled;
+ *   - a claim whose outcome is unknown, for its whole limit, until the adoption that looks for
+ *     its runs is over (`#adoptionHolds`).
+ * A fused claim also counts the slots of the runs its commit completes (`freeing`): their
+ * handlers are done, and their flights end right after. A lease is launched at most once
+ * (`#launch` skips an `(id, token)` a flight already drives: an adoption may find the runs of a
+ * claim whose answer is still on its way).
+ *
  * Wake-ups: a NOTIFY (`hint()`) wakes the loop only when a slot is free; at capacity it is
  * remembered (`#hintMissed`) and the next slot to free up wakes the loop. In polling mode a slot
  * that frees up wakes the loop for nothing else: the last claim came back short, and every run
@@ -34,10 +47,14 @@
  * NOTIFYs as any other.
  *
  * A failed claim: `error` (where 'claim'), the runs subscription is marked stale, and the loop
- * backs off (100 ms, doubling, at most 5 s) before it tries again. A fused claim whose commit
+ * backs off (100 ms, doubling, at most 5 s) before it tries again; after its next successful
+ * claim it launches the runs taken, then subscribes again. A fused claim whose commit
  * failed — or whose outcome is unknown, in which case it may have taken runs nobody here
  * drives — makes the loop ask the database which runs this worker holds and adopt the orphans
- * (`run-adopted`), so they do not wait out their lease and count as crashes.
+ * (`run-adopted`), so they do not wait out their lease and count as crashes. The claim's slots
+ * stay held until then; the adoption starts once the runs its commit completed have ended (their
+ * slots are among those it claimed for), launches up to the claim's limit plus any slot free,
+ * and leaves the rest alone (a claim whose answer is on its way launches it, or its lease expires).
  *
  * The loop runs while the worker is running; stop() wakes it and waits for it to end. Runs a
  * fused claim took once the worker was stopping are released untouched (`released()` waits for
@@ -49,7 +66,7 @@ import type { LedgerflowDatabase } from '../store/tables.js';
 import { exponentialBackoffMs } from './backoff.js';
 import { claimRuns, claimStartedRunStatement, loadLeasedRun, type LeasedRun, type LeasedRunRow } from './claim.js';
 import { flightKey, type Flight } from './flight.js';
-import { releaseLeases } from './lease.js';
+import { releaseLeases, type HeldLease } from './lease.js';
 import type { WorkflowRegistry } from './registry.js';
 import type { RunsSubscription } from './runs-subscription.js';
 import type { FusedClaim } from './step-commits.js';
@@ -96,6 +113,10 @@ export class ClaimLoop {
   #claiming = false;
   /** The limit of the claim in flight (the loop's or a fused one). */
   #claimLimit = 0;
+  /** The runs whose completion commit carries the fused claim in flight (none for the loop's claim). */
+  #claimFreeing: readonly HeldLease[] = [];
+  /** Slots held for claims whose outcome is unknown, until their adoption is over. */
+  #adoptionHolds = 0;
   /** The loop's claim in flight, which a start reservation may wait for. */
   #loopClaim: Promise<unknown> | undefined;
   /** Slots held by start reservations not settled yet. */
@@ -146,17 +167,19 @@ export class ClaimLoop {
    * claims for the slot the run frees and every other free one (the limit counts the completing
    * run, still in flight until it returns) — once at least a quarter of the slots are free: a
    * claim costs its planning, so at high concurrency slots are gathered into batches (mostly by
-   * later completions) rather than refilled one claim per run. `freeing` is how many runs in
-   * flight the commit completes (more than one for a group commit's claim). Every claim returned
+   * later completions) rather than refilled one claim per run. `freeing` are the leases of the
+   * runs in flight the commit completes (more than one for a group commit's claim); should its
+   * outcome be unknown, the adoption waits for their flights to end. Every claim returned
    * here must be answered by exactly one {@link ClaimLoop.adopt} call.
    */
-  fusedClaim(freeing = 1): FusedClaim | undefined {
-    const { concurrency, flights } = this.#ctx;
+  fusedClaim(freeing: readonly HeldLease[]): FusedClaim | undefined {
+    const { concurrency } = this.#ctx;
     if (!this.#ctx.isRunning() || !this.#backlog || this.#claiming) return undefined;
-    const limit = concurrency - flights.size - this.#reserved + freeing;
+    const limit = this.#free() + freeing.length;
     if (limit < Math.ceil(concurrency / 4)) return undefined;
     this.#claiming = true;
     this.#claimLimit = limit;
+    this.#claimFreeing = freeing;
     return { registry: this.#ctx.registry, options: { workerId: this.#ctx.workerId, leaseMs: this.#ctx.leaseMs, limit } };
   }
 
@@ -168,9 +191,9 @@ export class ClaimLoop {
     this.#claiming = false;
     if (runs === undefined) {
       // The commit failed — or its outcome is unknown (the connection broke after it committed),
-      // and then its claim took runs nobody here drives: ask the database which runs are ours.
-      void this.#adoptOrphans();
-      this.wake();
+      // and then its claim took runs nobody here drives: ask the database which runs are ours,
+      // then claim for whatever slots the claim held and no orphan took.
+      void this.#adoptOrphans(this.#claimLimit, this.#claimFreeing).then(() => this.wake());
       return;
     }
     if (flight !== undefined) flight.refilled = true;
@@ -180,7 +203,9 @@ export class ClaimLoop {
 
   /** A NOTIFY arrived (or the subscription is back after an outage): claim now if a slot is free. */
   hint(): void {
-    if (this.#ctx.concurrency - this.#ctx.flights.size - this.#reserved > 0) this.wake();
+    // A claim in flight does not count: it may have read before the run's commit, so the loop
+    // claims again once it is answered.
+    if (this.#free() + (this.#claiming ? this.#claimLimit : 0) > 0) this.wake();
     else this.#hintMissed = true;
   }
 
@@ -194,8 +219,7 @@ export class ClaimLoop {
     if (ctx.registry.get(workflowName, version) === undefined) return undefined;
     for (;;) {
       if (!ctx.isRunning()) return undefined;
-      const taken = ctx.flights.size + this.#reserved + (this.#claiming ? this.#claimLimit : 0);
-      if (taken < ctx.concurrency) break;
+      if (this.#free() > 0) break;
       const loopClaim = this.#loopClaim;
       if (loopClaim === undefined) return undefined;
       await loopClaim.catch(() => {});
@@ -214,8 +238,7 @@ export class ClaimLoop {
         }
         if (runs === undefined) {
           // The start's commit may have happened (the connection broke after it): ask the database.
-          void this.#adoptOrphans();
-          this.#slotFreed();
+          void this.#adoptOrphans(1).then(() => this.#slotFreed());
           return;
         }
         this.#take(runs);
@@ -224,11 +247,15 @@ export class ClaimLoop {
     };
   }
 
-  /** Launches runs this worker just claimed — or, once stop() began, gives them back untouched. */
+  /**
+   * Launches runs this worker just claimed — or, once stop() began, gives them back untouched.
+   * Called in the same turn as the claim's answer arrives: from then on the runs count as
+   * flights and their leases are renewed.
+   */
   #take(runs: readonly LeasedRun[]): void {
     if (runs.length === 0) return;
     if (this.#ctx.isRunning()) {
-      for (const run of runs) this.#ctx.launch(run);
+      for (const run of runs) this.#launch(run);
       return;
     }
     const leases = runs.map((run) => ({ runId: run.id, fencingToken: run.fencingToken }));
@@ -254,26 +281,46 @@ export class ClaimLoop {
     if (this.#hintMissed) this.wake();
   }
 
+  /**
+   * Slots no run, reservation or claim holds (see the module comment: the one count every
+   * claimer, start and adoption asks).
+   */
+  #free(): number {
+    const taken = this.#ctx.flights.size + this.#reserved + (this.#claiming ? this.#claimLimit : 0) + this.#adoptionHolds;
+    return this.#ctx.concurrency - taken;
+  }
+
+  /** Drives a run this worker holds, unless a flight already drives that lease. */
+  #launch(run: LeasedRun): void {
+    if (this.#ctx.flights.has(flightKey(run.id, run.fencingToken))) return;
+    this.#ctx.launch(run);
+  }
+
   async #run(): Promise<void> {
     const ctx = this.#ctx;
     let failures = 0;
     while (ctx.isRunning()) {
-      const free = ctx.concurrency - ctx.flights.size - this.#reserved;
+      const free = this.#free();
       if (free > 0 && !this.#claiming) {
         this.#claiming = true;
         this.#claimLimit = free;
+        this.#claimFreeing = [];
         this.#hintMissed = false;
         try {
           const claiming = claimRuns(ctx.db, ctx.registry, { workerId: ctx.workerId, leaseMs: ctx.leaseMs, limit: free });
           this.#loopClaim = claiming;
-          const claimed = await claiming.finally(() => {
+          let claimed: LeasedRun[];
+          try {
+            claimed = await claiming;
+          } finally {
             this.#claiming = false;
             this.#loopClaim = undefined;
-          });
+          }
           failures = 0;
           this.#backlog = claimed.length === free;
+          // In the same turn as the answer: the runs hold their slots (and are renewed) from here on.
+          this.#take(claimed);
           if (ctx.subscription.stale) await ctx.subscription.subscribe();
-          for (const run of claimed) ctx.launch(run);
           if (claimed.length === free) continue;
         } catch (error) {
           failures += 1;
@@ -290,26 +337,41 @@ export class ClaimLoop {
   /**
    * Launches every run the database says this worker holds and no flight drives: what a claim
    * whose commit outcome was unknown took. Otherwise they would wait out their lease and count
-   * as a crash.
+   * as a crash. That claim's `limit` slots stay held until this is over; it starts once the runs
+   * whose commit carried the claim (`after`) have ended, since it claimed for their slots. Never
+   * rejects.
    */
-  async #adoptOrphans(): Promise<void> {
+  async #adoptOrphans(limit: number, after: readonly HeldLease[] = []): Promise<void> {
     const ctx = this.#ctx;
+    let held = limit;
+    this.#adoptionHolds += held;
     try {
+      await Promise.all(after.map((lease) => ctx.flights.get(flightKey(lease.runId, lease.fencingToken))?.done));
       const { rows } = await sql<{ id: string; fencing_token: number }>`
         SELECT id, fencing_token FROM ledgerflow.workflow_run WHERE status = 'running' AND lease_owner = ${ctx.workerId}`.execute(ctx.db);
       for (const row of rows) {
         if (ctx.flights.has(flightKey(row.id, row.fencing_token))) continue;
         const run = await loadLeasedRun(ctx.db, row.id, row.fencing_token);
         if (run === undefined || ctx.flights.has(flightKey(run.id, run.fencingToken))) continue;
-        if (ctx.isRunning()) {
-          ctx.emit({ type: 'run-adopted', runId: run.id, fencingToken: run.fencingToken });
-          ctx.launch(run);
-        } else {
+        if (!ctx.isRunning()) {
           await releaseLeases(ctx.db, [{ runId: run.id, fencingToken: run.fencingToken }], `worker ${ctx.workerId} was stopping when it found the run`);
+          continue;
         }
+        // Its slot: one the unknown claim held, else a free one. Without either it is left alone:
+        // a claim whose answer is on its way launches it, or its lease expires.
+        if (held > 0) {
+          held -= 1;
+          this.#adoptionHolds -= 1;
+        } else if (this.#free() <= 0) {
+          continue;
+        }
+        ctx.emit({ type: 'run-adopted', runId: run.id, fencingToken: run.fencingToken });
+        this.#launch(run);
       }
     } catch (error) {
       ctx.emit({ type: 'error', where: 'claim', error: serializeError(error) });
+    } finally {
+      this.#adoptionHolds -= held;
     }
   }
 

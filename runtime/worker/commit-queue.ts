@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import type { LeasedRun } from './claim.js';
+import type { HeldLease } from './lease.js';
 import { advanceRun, advanceRuns, isBatchable, type AdvanceParams, type AdvanceResult, type FusedClaim } from './step-commits.js';
 import { isConnectionError } from './step-errors.js';
 
@@ -141,12 +142,12 @@ export class CommitQueue {
   #groupClaim(params: readonly AdvanceParams[]): { at: number; complete: Extract<AdvanceParams['continuation'], { kind: 'complete' }>; fused: FusedClaim } | undefined {
     if (this.#claims === undefined) return undefined;
     let at: number | undefined;
-    let completing = 0;
+    const completing: HeldLease[] = [];
     for (const [i, p] of params.entries()) {
       if (p.continuation.kind !== 'complete') continue;
       if (p.continuation.claimNext !== undefined) return undefined;
       at ??= i;
-      completing += 1;
+      completing.push(p.lease);
     }
     if (at === undefined) return undefined;
     const fused = this.#claims.fusedClaim(completing);
@@ -162,8 +163,8 @@ export class CommitQueue {
 
 /** The worker's claims, for a group whose completions free slots (see `ClaimLoop.fusedClaim`). */
 export interface GroupClaims {
-  /** A claim for the free slots plus the `freeing` the group's completions free; answered by exactly one `adopt`. */
-  fusedClaim(freeing: number): FusedClaim | undefined;
+  /** A claim for the free slots plus those of `freeing`, the runs the group completes; answered by exactly one `adopt`. */
+  fusedClaim(freeing: readonly HeldLease[]): FusedClaim | undefined;
   adopt(runs: readonly LeasedRun[] | undefined): void;
 }
 

@@ -2,10 +2,13 @@
 // map of flights (keyed by `flightKey`); the claim loop reads how many there are and which
 // leases they hold, the lease keeper renews them and aborts the ones it cannot renew.
 //
-// A flight's life: launched (claim, fused claim or adoption) → driving → done (removed from
-// the map). Its controller aborts when its lease is lost, not renewed in time, or the worker
-// gives up waiting for it on stop; `refilled` is set once its completion commit claimed the
-// next runs itself (a fused claim), so that its end need not wake the claim loop.
+// A flight's life: launched (claim, fused claim, local start or adoption — in the same turn as
+// the claim's answer, so that it holds its slot and its lease is renewed from the claim on) →
+// driving → done (removed from the map). A lease is launched at most once: the claim loop skips
+// a run whose (id, token) already has a flight. Its controller aborts when its lease is lost, not
+// renewed in time, or the worker gives up waiting for it on stop; `refilled` is set once its
+// completion commit claimed the next runs itself (a fused claim), so that its end need not wake
+// the claim loop.
 
 export interface Flight {
   readonly runId: string;

@@ -20,7 +20,8 @@
  *
  * Stale: a failed claim means the database was unreachable, and a subscription's connection may
  * then be dead without having said so (half-open). The claim loop marks the subscription stale
- * and, after its next successful claim, subscribes again (replacing it) before it launches runs.
+ * and, after its next successful claim, subscribes again (replacing it) once it has launched the
+ * runs that claim took (they hold their slots, and their leases are renewed, meanwhile).
  *
  * A loss is reported by the subscription it belongs to: a report from a subscription already
  * replaced or closed is ignored, and one that arrives before `store.listen` even returned is

@@ -458,7 +458,7 @@ class WorkerRuntime implements Worker {
       commits: this.#commits,
       isStopping: () => this.#state !== 'running',
       emit: (event) => this.#emit(event),
-      claimNext: () => this.#claims.fusedClaim(),
+      claimNext: () => this.#claims.fusedClaim([flight]),
       adopt: (runs) => this.#claims.adopt(flight, runs),
       telemetry: this.#telemetry,
       limits: this.#limits,

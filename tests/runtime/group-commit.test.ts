@@ -155,8 +155,8 @@ describeStores('group commit', (getStore) => {
     const queue = new CommitQueue(store.db, {
       claims: {
         fusedClaim: (freeing) => {
-          asked.push(freeing);
-          return { registry, options: { workerId: WORKER, leaseMs: 30_000, limit: freeing } };
+          asked.push(freeing.length);
+          return { registry, options: { workerId: WORKER, leaseMs: 30_000, limit: freeing.length } };
         },
         adopt: (taken) => adopted.push(taken),
       },
