@@ -4,6 +4,7 @@ import type { StepDefinition } from '../../../dsl/workflow.js';
 import type { StepContext } from '../../contracts/handler-types.js';
 import { NonRetryableError, PayloadTooLargeError, recordImmutableError, ValidationError } from '../../errors.js';
 import { payloadJson, type PayloadLimits } from '../../limits/payload-limits.js';
+import { toStoredJson } from '../../store/stored-json.js';
 import type { Json, LedgerflowDatabase, WaitingFor } from '../../store/tables.js';
 import type { LeasedRun } from '../claim.js';
 import { exponentialBackoffMs, sleep } from '../backoff.js';
@@ -83,7 +84,9 @@ export function handlerContext(s: StepExecution, signal: AbortSignal = s.signal)
 }
 
 /**
- * Validates a handler's output with the step's schema and returns the parsed value as JSON.
+ * Validates a handler's output with the step's schema and returns the parsed value as JSON, in
+ * its stored form ({@link toStoredJson}): what every later claim reads back from jsonb, so that
+ * the run goes on with the same value whether or not it is reloaded in between.
  * Invalid output is a failed attempt whose error names the workflow, the step and each field.
  */
 export function validateOutput(s: Pick<StepExecution, 'step' | 'run' | 'limits'>, value: unknown): Json {
@@ -97,11 +100,12 @@ export function validateOutput(s: Pick<StepExecution, 'step' | 'run' | 'limits'>
       ),
     );
   }
-  const json = outputJson(s, parsed.data);
-  if (json === undefined) {
+  // The JSON text is for the size and depth checks; the value kept is built from the data itself.
+  const stored = outputJson(s, parsed.data) === undefined ? undefined : toStoredJson(parsed.data);
+  if (stored === undefined) {
     throw new StepFailure(new TypeError(`Step "${s.step.name}" returned a value that has no JSON form; return JSON data.`));
   }
-  return JSON.parse(json) as Json;
+  return stored;
 }
 
 /**
