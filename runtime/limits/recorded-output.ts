@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import type { StepDefinition } from '../../dsl/workflow.js';
 import { PayloadTooLargeError } from '../errors.js';
+import { toStoredJson } from '../store/stored-json.js';
 import type { Json } from '../store/tables.js';
 import { payloadJson, type PayloadLimits } from './payload-limits.js';
 
@@ -15,7 +16,7 @@ import { payloadJson, type PayloadLimits } from './payload-limits.js';
 
 /** What {@link checkRecordedOutput} found. */
 export type RecordedOutputCheck =
-  /** The output as it is recorded: parsed by the schema, through JSON. */
+  /** The output as it is recorded: parsed by the schema, in its stored (jsonb) form. */
   | { readonly ok: true; readonly output: Json }
   /** The step's schema refuses it. */
   | { readonly ok: false; readonly problem: 'schema'; readonly issues: readonly z.core.$ZodIssue[] }
@@ -47,7 +48,10 @@ export function checkRecordedOutput(
     if (error instanceof PayloadTooLargeError) return { ok: false, problem: 'too-large', error };
     return { ok: false, problem: 'unstorable', reason: error instanceof Error ? error.message : String(error) };
   }
-  // JSON.stringify gives undefined for undefined, a function or a symbol.
-  if (json === undefined) return { ok: false, problem: 'unstorable', reason: 'it has no JSON form' };
-  return { ok: true, output: JSON.parse(json) as Json };
+  // The value kept is built from the data itself, in its stored (jsonb) form: the run goes on with
+  // what every later claim reads back, whichever path recorded it. Both give undefined for
+  // undefined, a function or a symbol.
+  const output = json === undefined ? undefined : toStoredJson(parsed.data);
+  if (output === undefined) return { ok: false, problem: 'unstorable', reason: 'it has no JSON form' };
+  return { ok: true, output };
 }

@@ -2,6 +2,7 @@ import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { StepDefinition } from '../../dsl/workflow.js';
 import { NotAppliedError } from '../errors.js';
 import { faultPoint } from '../faults/fault-points.js';
+import { withStoredOutput } from '../store/stored-json.js';
 import type { EffectStatus, Json, LedgerflowDatabase } from '../store/tables.js';
 import { STEP_EXECUTORS } from './executors/executors.js';
 import { performWithinLease, type ExternalHandler } from './executors/external-executor.js';
@@ -82,7 +83,7 @@ export async function executeCompensation(s: StepExecution): Promise<StepOutcome
     if (!fenced) throw leaseLost(s.lease, 'the compensation reschedule');
     return { kind: 'rescheduled', until, reason };
   }
-  const outputs = { ...s.run.outputs, [compensates]: effect.effect ?? s.run.outputs[compensates] ?? null };
+  const outputs = withStoredOutput(s.run.outputs, compensates, effect.effect ?? s.run.outputs[compensates] ?? null);
   return STEP_EXECUTORS[s.step.kind]({ ...s, run: { ...s.run, outputs } });
 }
 
@@ -122,7 +123,7 @@ async function takeOverByKey(s: StepExecution, undone: StepDefinition): Promise<
     resolution: `recorded by compensation "${s.step.name}" (attempt ${s.attempt}), which sent key "${key}" again: the provider dedupes by key, so this is the step's one effect`,
   });
   if (!recorded) throw leaseLost(s.lease, `the record of step "${undone.name}"'s taken-over intent`);
-  const outputs = { ...s.run.outputs, [undone.name]: output };
+  const outputs = withStoredOutput(s.run.outputs, undone.name, output);
   return STEP_EXECUTORS[s.step.kind]({ ...s, run: { ...s.run, outputs } });
 }
 

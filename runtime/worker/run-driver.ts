@@ -4,6 +4,7 @@ import type { Kysely } from 'kysely';
 import type { StepDefinition } from '../../dsl/workflow.js';
 import { LeaseLostError } from '../errors.js';
 import { faultPoint } from '../faults/fault-points.js';
+import { withStoredOutput } from '../store/stored-json.js';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
 import { NO_RUN_TRACE, type RunTrace, type Telemetry } from '../telemetry/telemetry.js';
 import { loadLeasedRun, type LeasedRun } from './claim.js';
@@ -149,7 +150,7 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: AbortS
         const next = nextStepOf(workflow, step);
         if (next === undefined) {
           fused ??= ctx.claimNext();
-          const runOutput = output === undefined ? current.outputs : { ...current.outputs, [step.name]: output };
+          const runOutput = output === undefined ? current.outputs : withStoredOutput(current.outputs, step.name, output);
           return {
             kind: 'complete',
             runOutput,
@@ -213,7 +214,8 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: AbortS
               crashes: 0,
               repeatedCrash: false,
               tookOver: false,
-              outputs: outcome.skipped === true ? current.outputs : { ...current.outputs, [step.name]: outcome.output },
+              // In the order a claim reads them back (jsonb_object_agg), as the output itself is.
+              outputs: outcome.skipped === true ? current.outputs : withStoredOutput(current.outputs, step.name, outcome.output),
               overdue: outcome.overdue === true && step.compensates === undefined,
             };
           }

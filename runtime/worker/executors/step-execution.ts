@@ -87,7 +87,8 @@ export function handlerContext(s: StepExecution, signal: AbortSignal = s.signal)
  * that records one does ({@link checkRecordedOutput}) and returns it as it is recorded. Invalid
  * output is a failed attempt whose error names the workflow, the step and each field; output over
  * `limits.maxOutputBytes` or that cannot be stored as JSON is a failed attempt that is not
- * retried (the same handler would return the same output again).
+ * retried (the same handler would return the same output again). The value returned is in its
+ * stored form (`toStoredJson`): what every later claim reads back from jsonb.
  */
 export function validateOutput(s: Pick<StepExecution, 'step' | 'run' | 'limits'>, value: unknown): Json {
   const checked = checkRecordedOutput(s.step, s.run.workflowName, value, s.limits);
