@@ -47,6 +47,8 @@ export interface RunFacts {
   readonly finishedAt: Date | null;
   readonly leaseOwner: string | null;
   readonly error: unknown;
+  /** Where an unfinished run stands: its current step, when it is due, what it waits for. */
+  readonly standing: unknown;
   readonly parentRunId: string | null;
   readonly output: Readonly<Record<string, unknown>> | null;
   readonly results: ReadonlyMap<string, { readonly output: unknown; readonly skipped: boolean; readonly bytes: number }>;
@@ -64,12 +66,16 @@ export async function readRunFacts(db: Kysely<LedgerflowDatabase>): Promise<RunF
     finished_at: Date | null;
     lease_owner: string | null;
     error: unknown;
+    standing: unknown;
     parent_run_id: string | null;
     output: Record<string, unknown> | null;
     results: Array<{ step: string; output: unknown; skipped: boolean; bytes: number }> | null;
     attempts: Array<{ step: string; attempt: number; status: string; error: unknown }> | null;
   }>`
     SELECT r.id, r.workflow_name, r.input->>'tag' AS tag, r.input, r.status, r.compensation, r.finished_at, r.lease_owner, r.error,
+           jsonb_build_object('step', r.current_step, 'dueInMs', CASE WHEN isfinite(r.run_after) THEN round(extract(epoch FROM r.run_after - statement_timestamp()) * 1000) END,
+                              'waits', (SELECT jsonb_agg(to_jsonb(w) - 'run_id') FROM ledgerflow.step_wait w WHERE w.run_id = r.id),
+                              'queue', (SELECT jsonb_agg(jsonb_build_object('slot', false, 'queue', q.queue)) FROM ledgerflow.queue_waiter q WHERE q.run_id = r.id)) AS standing,
            r.parent_run_id, r.output,
            (SELECT jsonb_agg(jsonb_build_object('step', s.step_name, 'output', s.output, 'skipped', s.skipped,
                                                 'bytes', octet_length(s.output::text)))
@@ -87,6 +93,7 @@ export async function readRunFacts(db: Kysely<LedgerflowDatabase>): Promise<RunF
     finishedAt: r.finished_at,
     leaseOwner: r.lease_owner,
     error: r.error,
+    standing: r.standing,
     parentRunId: r.parent_run_id,
     output: r.output,
     results: new Map((r.results ?? []).map((s) => [s.step, { output: s.output, skipped: s.skipped, bytes: s.bytes }])),
@@ -219,7 +226,7 @@ export async function checkBatch(input: CheckInput): Promise<Violation[]> {
     }
     tick('nothing unfinished after the settle');
     if (!FINAL.includes(run.status)) {
-      violate(run.tag, 'unfinished after the settle', `${run.workflow} is ${run.status}${run.compensation ? ` (compensating: ${run.compensation})` : ''}; error ${JSON.stringify(run.error)}`);
+      violate(run.tag, 'unfinished after the settle', `${run.workflow} is ${run.status}${run.compensation ? ` (compensating: ${run.compensation})` : ''}; error ${JSON.stringify(run.error)}; ${JSON.stringify(run.standing)}`);
       continue;
     }
     const isRoot = run.workflow === composition.root.name;
