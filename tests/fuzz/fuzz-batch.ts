@@ -28,7 +28,7 @@ export interface BatchOptions {
   readonly concurrency: number;
   /** How long actions and faults go on. */
   readonly activeMs: number;
-  /** After the faults stop, how long runs get to become final (or parked) before it counts as waiting forever. */
+  /** After the faults stop, how long runs may make no progress at all before it counts as waiting forever. */
   readonly settleMs: number;
   readonly log: (line: string) => void;
 }
@@ -183,9 +183,14 @@ export async function runBatch(options: BatchOptions): Promise<BatchOutcome> {
     const booting = performance.now();
     while (fleet.readyCount < options.workers && performance.now() - booting < 60_000) await sleep(100);
     const started = performance.now();
+    let stopSampling = false;
+    const seen = new Set<string>();
     const sampling = (async () => {
-      while (performance.now() - started < options.activeMs + options.settleMs) {
-        violations.push(...(await sampleQueueRows(store.db, compositions).catch(() => [])));
+      while (!stopSampling) {
+        for (const v of await sampleQueueRows(store.db, compositions).catch(() => [])) {
+          if (!seen.has(v.message)) violations.push(v);
+          seen.add(v.message);
+        }
         count(counts.checks, 'queue-row-samples');
         await sleep(150);
       }
@@ -198,12 +203,14 @@ export async function runBatch(options: BatchOptions): Promise<BatchOutcome> {
 
     // Settle: faults stop; queues resume; an operator resolves parked intents, prunes and retries once.
     for (const c of compositions) if (c.queue !== undefined) await client.resumeQueue(c.queue.definition.name, NOTE).catch(() => false);
-    await waitFinal(store, compositions, options.settleMs / 2, () => resolveParked(client, store, desk, counts));
+    const settle = (): Promise<void> => waitFinal(store, fleet!, options.workers, options.settleMs, 240_000, () => resolveParked(client, store, desk, counts));
+    await settle();
     if (random.next() < 0.7) await prune();
     for (const log of logs.values()) {
       if (random.next() < 0.5 && (await retryIfStopped(client, store, log.composition, log.tag, log))) count(counts.actions, 'retry');
     }
-    await waitFinal(store, compositions, options.settleMs / 2, () => resolveParked(client, store, desk, counts));
+    await settle();
+    stopSampling = true;
     await sampling.catch(() => undefined);
 
     await fleet.stop(5_000);
@@ -275,19 +282,31 @@ async function terminateBackend(store: TestStore, random: SeededRandom): Promise
   return done[0]?.ok ? 1 : 0;
 }
 
-/** Waits until every run of the batch is final (or `ms` passed), resolving parked runs on the way. */
-async function waitFinal(store: TestStore, compositions: readonly Composition[], ms: number, each: () => Promise<unknown>): Promise<void> {
-  const names = compositions.flatMap((c) => [c.root.name, c.kid.name]);
-  const until = performance.now() + ms;
-  while (performance.now() < until) {
+/**
+ * Waits until every run of the batch is final, resolving parked runs on the way. Gives up when
+ * nothing moved (no run changed status or recorded a step) for `stallMs` while the fleet was up,
+ * or after `capMs`: on a loaded machine workers boot and work slowly, and only a run that stopped
+ * moving is waiting forever.
+ */
+async function waitFinal(store: TestStore, fleet: WorkerFleet, workers: number, stallMs: number, capMs: number, each: () => Promise<unknown>): Promise<void> {
+  const started = performance.now();
+  let signature = '';
+  let movedAt = performance.now();
+  while (performance.now() - started < capMs) {
     await each().catch(() => undefined);
-    const row = await store.db
-      .selectFrom('ledgerflow.workflow_run')
-      .select((eb) => eb.fn.countAll<string>().as('n'))
-      .where('workflow_name', 'in', names)
-      .where('status', 'not in', [...FINAL_RUN_STATUSES])
-      .executeTakeFirstOrThrow();
-    if (Number(row.n) === 0) return;
-    await sleep(200);
+    const { rows } = await sql<{ unfinished: number; moves: string }>`
+      SELECT count(*) FILTER (WHERE status <> ALL(${[...FINAL_RUN_STATUSES]}::text[]))::int AS unfinished,
+             (SELECT count(*) FROM ledgerflow.step_result)::text || ':' || (SELECT count(*) FROM ledgerflow.step_attempt)::text || ':' ||
+             string_agg(status, ',' ORDER BY id) AS moves
+        FROM ledgerflow.workflow_run`.execute(store.db);
+    const row = rows[0]!;
+    if (row.unfinished === 0) return;
+    if (row.moves !== signature || fleet.readyCount < workers) {
+      signature = row.moves;
+      movedAt = performance.now();
+    } else if (performance.now() - movedAt > stallMs) {
+      return;
+    }
+    await sleep(250);
   }
 }

@@ -43,7 +43,7 @@ describe('composition fuzzer', () => {
     const total: BatchCounts = { compositions: 0, runs: 0, actions: {}, faults: {}, checks: {} };
     const violations: Violation[] = [];
     for (const seeds of batches()) {
-      const outcome = await runBatch({ seeds, workers: 2, concurrency: 2, activeMs: 3_500, settleMs: 40_000, log: (line) => console.log(line) });
+      const outcome = await runBatch({ seeds, workers: 2, concurrency: 2, activeMs: 3_500, settleMs: 15_000, log: (line) => console.log(line) });
       add(total, outcome.counts);
       violations.push(...outcome.violations);
       for (const v of outcome.violations) console.log(`[fuzz] seed ${v.seed}: ${v.check}: ${v.message}`);
