@@ -73,7 +73,7 @@ export async function readRunFacts(db: Kysely<LedgerflowDatabase>): Promise<RunF
     attempts: Array<{ step: string; attempt: number; status: string; error: unknown }> | null;
   }>`
     SELECT r.id, r.workflow_name, r.input->>'tag' AS tag, r.input, r.status, r.compensation, r.finished_at, r.lease_owner, r.error,
-           jsonb_build_object('step', r.current_step, 'dueInMs', CASE WHEN isfinite(r.run_after) THEN round(extract(epoch FROM r.run_after - statement_timestamp()) * 1000) END,
+           jsonb_build_object('step', r.current_step, 'fencing', r.fencing_token, 'updatedAgoMs', round(extract(epoch FROM statement_timestamp() - r.updated_at) * 1000), 'dueInMs', CASE WHEN isfinite(r.run_after) THEN round(extract(epoch FROM r.run_after - statement_timestamp()) * 1000) END,
                               'waits', (SELECT jsonb_agg(to_jsonb(w) - 'run_id') FROM ledgerflow.step_wait w WHERE w.run_id = r.id),
                               'queue', (SELECT jsonb_agg(jsonb_build_object('slot', false, 'queue', q.queue)) FROM ledgerflow.queue_waiter q WHERE q.run_id = r.id)) AS standing,
            r.parent_run_id, r.output,
