@@ -284,8 +284,8 @@ async function terminateBackend(store: TestStore, random: SeededRandom): Promise
 
 /**
  * Waits until every run of the batch is final, resolving parked runs on the way. Gives up when
- * nothing moved (no run changed status or recorded a step) for `stallMs` while the fleet was up,
- * or after `capMs`: on a loaded machine workers boot and work slowly, and only a run that stopped
+ * nothing moved (no run changed status or recorded a step, none is due later) for `stallMs` while
+ * the fleet was up, or after `capMs`: on a loaded machine workers boot and work slowly, and only a run that stopped
  * moving is waiting forever.
  */
 async function waitFinal(store: TestStore, fleet: WorkerFleet, workers: number, stallMs: number, capMs: number, each: () => Promise<unknown>): Promise<void> {
@@ -294,14 +294,16 @@ async function waitFinal(store: TestStore, fleet: WorkerFleet, workers: number, 
   let movedAt = performance.now();
   while (performance.now() - started < capMs) {
     await each().catch(() => undefined);
-    const { rows } = await sql<{ unfinished: number; moves: string }>`
+    const { rows } = await sql<{ unfinished: number; scheduled: number; moves: string }>`
       SELECT count(*) FILTER (WHERE status <> ALL(${[...FINAL_RUN_STATUSES]}::text[]))::int AS unfinished,
+             count(*) FILTER (WHERE status IN ('pending', 'waiting') AND run_after > statement_timestamp() AND isfinite(run_after))::int AS scheduled,
              (SELECT count(*) FROM ledgerflow.step_result)::text || ':' || (SELECT count(*) FROM ledgerflow.step_attempt)::text || ':' ||
              string_agg(status, ',' ORDER BY id) AS moves
         FROM ledgerflow.workflow_run`.execute(store.db);
     const row = rows[0]!;
     if (row.unfinished === 0) return;
-    if (row.moves !== signature || fleet.readyCount < workers) {
+    // A run due later (a backoff, a sleep, a timeout) will move: not a stall.
+    if (row.moves !== signature || fleet.readyCount < workers || row.scheduled > 0) {
       signature = row.moves;
       movedAt = performance.now();
     } else if (performance.now() - movedAt > stallMs) {
