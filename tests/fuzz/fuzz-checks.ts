@@ -286,6 +286,8 @@ function explain(run: RunFacts, composition: Composition, plan: RunPlan | undefi
   } else {
     designedFailure = (run.input as { fail?: boolean }).fail === true;
   }
+  const oversizedRan =
+    isRoot && plan !== undefined && composition.steps.some((s) => stepRuns(s, plan.flags) && (s.kind === 'external' || s.kind === 'transactional') && s.oversized);
   const deadline = isRoot && composition.deadlineMs !== undefined;
   const cancelled = log?.cancelled === true || (log?.retried ?? 0) > 0;
   const parentStopped = parent !== undefined && parent.status !== 'completed';
@@ -304,6 +306,9 @@ function explain(run: RunFacts, composition: Composition, plan: RunPlan | undefi
       if (designedFailure || cancelled || deadline || crashed || parentStopped) return undefined;
       return `compensated with no designed failure and no cancel: error ${JSON.stringify(run.error)}`;
     case 'compensation_failed':
+      // An applied effect whose answer exceeds max_output_bytes cannot be recorded, so nothing can
+      // undo it: parking the run for an operator is the truthful end. No other compensation fails.
+      if (oversizedRan) return undefined;
       return `compensation_failed: no compensation of the model fails; error ${JSON.stringify(run.error)}`;
     default:
       return undefined;

@@ -14,11 +14,11 @@ import type { Violation } from './fuzz-checks.js';
  * process timing is not replayed, so a violation that needs a race shows up most, not all, times.
  *
  * Env: LEDGERFLOW_FUZZ_COMPOSITIONS (default 200), LEDGERFLOW_FUZZ_BATCH (compositions per batch,
- * default 25), LEDGERFLOW_FUZZ_FIRST_SEED (default: from the date, printed).
+ * default 40), LEDGERFLOW_FUZZ_FIRST_SEED (default: from the date, printed).
  */
 const replaySeed = process.env['LEDGERFLOW_FUZZ_SEED'];
 const compositions = Number(process.env['LEDGERFLOW_FUZZ_COMPOSITIONS'] ?? 200);
-const batchSize = Number(process.env['LEDGERFLOW_FUZZ_BATCH'] ?? 25);
+const batchSize = Number(process.env['LEDGERFLOW_FUZZ_BATCH'] ?? 40);
 const firstSeed = Number(process.env['LEDGERFLOW_FUZZ_FIRST_SEED'] ?? Math.floor(Date.now() / 86_400_000) * 1_000);
 
 function batches(): number[][] {
@@ -43,7 +43,7 @@ describe('composition fuzzer', () => {
     const total: BatchCounts = { compositions: 0, runs: 0, actions: {}, faults: {}, checks: {} };
     const violations: Violation[] = [];
     for (const seeds of batches()) {
-      const outcome = await runBatch({ seeds, workers: 2, concurrency: 2, activeMs: 3_500, settleMs: 15_000, log: (line) => console.log(line) });
+      const outcome = await runBatch({ seeds, workers: 2, concurrency: 2, activeMs: 3_500, settleMs: 10_000, log: (line) => console.log(line) });
       add(total, outcome.counts);
       violations.push(...outcome.violations);
       for (const v of outcome.violations) console.log(`[fuzz] seed ${v.seed}: ${v.check}: ${v.message}`);
