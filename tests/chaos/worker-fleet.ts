@@ -190,7 +190,6 @@ export class WorkerFleet {
       const lines = (slot.partialLine + text).split('\n');
       slot.partialLine = lines.pop() ?? '';
       for (const line of lines) {
-        if (process.env['FUZZ_DEBUG']) this.#options.log(`[w${slot.index}-${spawnIndex}] ${line}`);
         if (line === CHAOS_READY_LINE && slot.child === child) slot.ready = true;
         const firing = parseFaultLogLine(line);
         if (firing === undefined) continue;
