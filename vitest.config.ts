@@ -26,6 +26,7 @@ const OWN_MODULES = ['tests/runtime/state-machines.test.ts'];
  */
 const CHAOS = [
   'tests/chaos/**/*.test.ts',
+  'tests/fuzz/**/*.test.ts',
   'tests/failover/*.test.ts',
   'tests/runtime/queue-fleet.test.ts',
   'tests/runtime/schedule-fleet.test.ts',

@@ -35,6 +35,8 @@ export interface FleetOptions {
   readonly killAtFault?: (firing: FaultFiring) => boolean;
   /** The worker script each child runs (default: fixtures/chaos-worker.ts). */
   readonly entry?: string;
+  /** Hears every worker's exit, by its CHAOS_WORKER_NAME (the composition fuzzer closes its handler spans). */
+  readonly onExit?: (name: string) => void;
 }
 
 interface Slot {
@@ -99,6 +101,32 @@ export class WorkerFleet {
     const slot = this.#options.random.pick(live);
     if (slot === undefined) return false;
     this.#kill(slot);
+    return true;
+  }
+
+  /** Workers that printed {@link CHAOS_READY_LINE} and still run. */
+  get readyCount(): number {
+    return this.#slots.filter((s) => s.child !== undefined && s.child.exitCode === null && s.ready).length;
+  }
+
+  /** SIGKILLs the live worker named `name` (its CHAOS_WORKER_NAME), if it still runs; it is replaced. */
+  killNamed(name: string): boolean {
+    const slot = this.#slots.find((s) => s.child !== undefined && s.child.exitCode === null && !s.killedByUs && workerName(s) === name);
+    if (slot === undefined) return false;
+    this.#kill(slot);
+    return true;
+  }
+
+  /**
+   * Freezes one ready worker (SIGSTOP) for `ms`, then lets it go on (SIGCONT): a worker that
+   * stalls past its lease and comes back as a zombie. `false` when none is ready.
+   */
+  freezeRandom(ms: number): boolean {
+    const live = this.#slots.filter((s) => s.child !== undefined && s.child.exitCode === null && !s.killedByUs && s.ready);
+    const child = this.#options.random.pick(live)?.child;
+    if (child === undefined) return false;
+    child.kill('SIGSTOP');
+    setTimeout(() => child.kill('SIGCONT'), ms);
     return true;
   }
 
@@ -174,6 +202,7 @@ export class WorkerFleet {
       }
     });
     child.once('exit', (code, signal) => {
+      this.#options.onExit?.(`w${slot.index}-${spawnIndex}`);
       if (slot.child !== child) return;
       slot.child = undefined;
       if (slot.killedByUs) {
@@ -188,4 +217,8 @@ export class WorkerFleet {
       if (this.#running) this.#spawn(slot);
     });
   }
+}
+
+function workerName(slot: Slot): string {
+  return `w${slot.index}-${slot.spawnIndex}`;
 }
