@@ -6,7 +6,7 @@ import { bindHandlers, createClient, createWorker, NonRetryableError, unknownOut
 import { shapeHash } from '../../dsl/workflow-shape.js';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
-import { startTestRun } from './fixtures/run-helpers.js';
+import { startTestRun, waitUntil } from './fixtures/run-helpers.js';
 
 /*
  * Where queues meet compensations (issue 24, item 4): a run that starts compensating — a cancel
@@ -21,13 +21,13 @@ const go = event('wt-qc-go', z.object({}));
 const Input = z.object({ orderId: z.string() });
 const Id = z.object({ id: z.string() });
 
-/** Charges, then waits for `go` holding the line's slot: a run that keeps the slot until told. */
+/** Charges, then waits for `go` holding the line's slot: a run that keeps the slot until told. Its refund parks for orders named `park-…`. */
 const holder = workflow('wt-qc-holder', { version: 1, input: Input, queue: { queue: line } })
   .external('charge', {
     output: Id,
     key: ({ input }) => `charge:${input.orderId}`,
     idempotentByKey: true,
-    compensate: { name: 'refund', key: ({ input }) => `refund:${input.orderId}`, output: Id, idempotentByKey: true },
+    compensate: { name: 'refund', key: ({ input }) => `refund:${input.orderId}`, output: Id, retry: { maxAttempts: 1 } },
   })
   .waitFor('go', { event: go });
 
@@ -46,7 +46,13 @@ const handlers = () => [
     holder,
     {
       charge: { perform: async ({ key }) => ({ id: key }) },
-      refund: { perform: async ({ key }) => ({ id: key }) },
+      refund: {
+        perform: async ({ key }) => {
+          if (key.startsWith('refund:park-')) throw new Error('the refund desk answered 502');
+          return { id: key };
+        },
+        reconcile: async () => unknownOutcome('the refund desk cannot tell'),
+      },
     },
     shapeHash(holder),
   ),
@@ -83,6 +89,7 @@ describeStores('queues meet compensations', (getStore) => {
              (SELECT count(*)::int FROM ledgerflow.queue_waiter WHERE run_id = ${runId}) AS waiters`.execute(getStore().db);
     return rows[0]!;
   };
+  const waitsFor = async (runId: string) => ((await client().getRun(runId)).waiting_for as { kind?: string } | null)?.kind;
   const holders = async () =>
     (await sql<{ run_id: string }>`SELECT run_id FROM ledgerflow.queue_slot WHERE queue = ${line.name}`.execute(getStore().db)).rows.map((r) => r.run_id);
   const counters = async () =>
@@ -144,5 +151,24 @@ describeStores('queues meet compensations', (getStore) => {
     expect((await client().getRun(d)).waiting_for).toMatchObject({ kind: 'event' });
     expect(await client().cancel(d)).toBe(true);
     expect(await counters()).toEqual({ in_flight: 0, waiting: 0 });
+  });
+
+  it('a deadline that starts compensation gives the slot back to the next in line, even when the compensation parks', async () => {
+    const w = createWorker({ store: getStore(), workflows: handlers(), concurrency: 1, pollIntervalMs: 20, leaseMs: 5_000, reconcileIntervalMs: 0 });
+    workers.push(w);
+    await w.start();
+    // A holds the slot waiting for `go`, with a deadline; B waits in line behind it.
+    const a = (await client().start(holder, { orderId: 'park-deadline-a' }, { timeoutMs: 5_000 })).runId;
+    await waitUntil('A waiting for go', async () => (await waitsFor(a)) === 'event');
+    const b = await startTestRun(getStore(), holder, { orderId: 'deadline-b' });
+    await waitUntil('B in line', async () => (await held(b)).waiters === 1);
+    expect(await holders()).toEqual([a]);
+
+    // A's deadline passes while it waits: the worker turns it to its compensations, whose refund parks.
+    await waitUntil('A parked at its refund', async () => (await client().getRun(a)).status === 'needs_reconciliation', 20_000);
+    expect(await client().getRun(a)).toMatchObject({ compensation: 'failure' });
+    expect(await held(a)).toEqual({ slots: 0, waiters: 0 });
+    await waitUntil('B waiting for go', async () => (await waitsFor(b)) === 'event');
+    expect(await holders()).toEqual([b]);
   });
 });
