@@ -22,6 +22,15 @@
 --    later than any instant read inside a transaction it can see. The testing kit's clock
 --    (runtime/testing/test-clock.ts) moves clock_timestamp() as well. The whole body of 0004's
 --    function follows, with that change only.
+--
+-- 3. queue_acquire looks for the run's slot again once it holds the queue's lock. It looked only
+--    before taking the lock; a grant holding the lock meanwhile could give the run its slot and
+--    delete its place in line, and the ask then put it in line again: a run holding a slot and a
+--    place in line for the same step, whose next grant failed on queue_slot's key — inside
+--    whatever transaction released a slot (a step's commit), again at every retry. Grants dated
+--    after the lock (2) made the window longer in real time and the race easy to hit (the queue
+--    fleet test's three workers stopped for good). The whole body of 0004's function follows, with
+--    that check added.
 
 CREATE TRIGGER workflow_run_compensating_queues
     AFTER UPDATE OF compensation ON ledgerflow.workflow_run
@@ -123,5 +132,51 @@ BEGIN
          WHERE r.id = ledgerflow.queue_first_in_line(q) AND r.status = 'waiting';
     END IF;
     RETURN granted;
+END
+$$;
+
+-- Asks for a slot of queue `q`, partition `part`, for `run` (`step` = '' for the whole run): NULL
+-- when the run holds one (already, or granted now), otherwise when to look again — 'infinity'
+-- (a grant wakes it) or when the rate limit's window next admits a grant, if this run is first in line.
+CREATE OR REPLACE FUNCTION ledgerflow.queue_acquire(q text, part text, run uuid, step text, prio integer)
+RETURNS timestamptz LANGUAGE plpgsql AS $$
+DECLARE
+    qrow ledgerflow.queue;
+    at   timestamptz := statement_timestamp();
+BEGIN
+    IF EXISTS (SELECT 1 FROM ledgerflow.queue_slot WHERE run_id = run AND step_name = step AND queue = q) THEN
+        RETURN NULL;
+    END IF;
+    SELECT * INTO qrow FROM ledgerflow.queue WHERE name = q;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'queue "%" is not registered; start a worker that serves it', q USING ERRCODE = 'undefined_object';
+    END IF;
+    -- The queue's row first (the lock order of queue_grant), then the partition's.
+    PERFORM 1 FROM ledgerflow.queue_partition WHERE queue = q AND partition = '' FOR UPDATE;
+    -- Asked again under the lock: a grant that held it while this call waited may have given this
+    -- run the slot (and deleted its place in line); a new place in line now would be granted a
+    -- second slot for the same step (a duplicate key in queue_grant) or linger beside the slot.
+    IF EXISTS (SELECT 1 FROM ledgerflow.queue_slot WHERE run_id = run AND step_name = step AND queue = q) THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO ledgerflow.queue_partition (queue, partition) VALUES (q, part) ON CONFLICT DO NOTHING;
+    IF NOT EXISTS (SELECT 1 FROM ledgerflow.queue_waiter WHERE run_id = run AND step_name = step AND queue = q) THEN
+        INSERT INTO ledgerflow.queue_waiter (queue, partition, run_id, step_name, priority, enqueued_at)
+        VALUES (q, part, run, step, prio, at);
+        UPDATE ledgerflow.queue_partition
+           SET waiting = waiting + 1, top_priority = greatest(coalesce(top_priority, prio), prio)
+         WHERE queue = q AND partition = part;
+    END IF;
+    PERFORM ledgerflow.queue_grant(q);
+    IF EXISTS (SELECT 1 FROM ledgerflow.queue_slot WHERE run_id = run AND step_name = step AND queue = q) THEN
+        RETURN NULL;
+    END IF;
+    -- Stopped by a rate limit with this run first in line: it looks again when the window opens
+    -- (the grant could not wake it: it is running). Everyone else waits to be woken by a grant.
+    IF EXISTS (SELECT 1 FROM ledgerflow.queue_partition WHERE queue = q AND partition = '' AND next_token_at IS NOT NULL)
+       AND ledgerflow.queue_first_in_line(q) = run THEN
+        RETURN (SELECT next_token_at FROM ledgerflow.queue_partition WHERE queue = q AND partition = '');
+    END IF;
+    RETURN 'infinity'::timestamptz;
 END
 $$;
