@@ -7,7 +7,7 @@ import type { LedgerflowDatabase } from '../store/tables.js';
  * The runtime reads time only from the database (`statement_timestamp()`, and `now()` in a few
  * column defaults; DESIGN.md "Leases, fencing and time"), and workers only contribute durations.
  * So the kit moves the database's clock instead of rewriting stored instants: it creates
- * `statement_timestamp()`, `now()` and `transaction_timestamp()` in the schema {@link CLOCK_SCHEMA},
+ * `statement_timestamp()`, `now()`, `transaction_timestamp()` and `clock_timestamp()` in the schema {@link CLOCK_SCHEMA},
  * each the real function plus an offset kept in one row, and puts that schema before
  * `pg_catalog` in the session's `search_path` (PostgreSQL searches `pg_catalog` first only when
  * it is not listed). Every unqualified call — in the runtime's statements and in the PL/pgSQL of
@@ -23,8 +23,14 @@ import type { LedgerflowDatabase } from '../store/tables.js';
  */
 export const CLOCK_SCHEMA = 'ledgerflow_test_clock';
 
-/** The time functions the runtime calls unqualified; each is the real one plus the offset. */
-const CLOCK_FUNCTIONS = ['statement_timestamp', 'now', 'transaction_timestamp'] as const;
+/**
+ * The time functions the runtime calls unqualified, with their volatility; each is the real one
+ * plus the offset. `clock_timestamp()` is read by `queue_grant` (core 0018) once it holds the
+ * queue's lock: left unmoved, a grant would be dated before the moved clock and rate windows
+ * would never open under `advanceTime`. It stays volatile (a new instant at every call).
+ */
+const CLOCK_FUNCTIONS = { statement_timestamp: 'STABLE', now: 'STABLE', transaction_timestamp: 'STABLE', clock_timestamp: 'VOLATILE' } as const;
+const CLOCK_FUNCTION_NAMES = Object.keys(CLOCK_FUNCTIONS) as ReadonlyArray<keyof typeof CLOCK_FUNCTIONS>;
 
 /** Creates the clock (offset 0), routes the session's time functions and the defaults through it. */
 export async function installTestClock(db: Kysely<LedgerflowDatabase>): Promise<void> {
@@ -34,9 +40,9 @@ export async function installTestClock(db: Kysely<LedgerflowDatabase>): Promise<
         `CREATE SCHEMA IF NOT EXISTS ${CLOCK_SCHEMA}`,
         `CREATE TABLE IF NOT EXISTS ${CLOCK_SCHEMA}.clock (one boolean PRIMARY KEY DEFAULT true CHECK (one), offset_ms double precision NOT NULL)`,
         `INSERT INTO ${CLOCK_SCHEMA}.clock (offset_ms) VALUES (0) ON CONFLICT (one) DO UPDATE SET offset_ms = 0`,
-        ...CLOCK_FUNCTIONS.map(
+        ...CLOCK_FUNCTION_NAMES.map(
           (fn) =>
-            `CREATE OR REPLACE FUNCTION ${CLOCK_SCHEMA}.${fn}() RETURNS timestamptz LANGUAGE sql STABLE AS ` +
+            `CREATE OR REPLACE FUNCTION ${CLOCK_SCHEMA}.${fn}() RETURNS timestamptz LANGUAGE sql ${CLOCK_FUNCTIONS[fn]} AS ` +
             `$$ SELECT pg_catalog.${fn}() + (SELECT offset_ms FROM ${CLOCK_SCHEMA}.clock) * interval '1 millisecond' $$`,
         ),
         `SET search_path = ${CLOCK_SCHEMA}, "$user", public, pg_catalog`,
@@ -52,7 +58,7 @@ export async function installTestClock(db: Kysely<LedgerflowDatabase>): Promise<
       JOIN pg_namespace n ON n.oid = c.relnamespace
       JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum
      WHERE n.nspname = 'ledgerflow'
-       AND pg_get_expr(d.adbin, d.adrelid) = ANY(${CLOCK_FUNCTIONS.flatMap((fn) => [`${fn}()`, `pg_catalog.${fn}()`])}::text[])`.execute(db);
+       AND pg_get_expr(d.adbin, d.adrelid) = ANY(${CLOCK_FUNCTION_NAMES.flatMap((fn) => [`${fn}()`, `pg_catalog.${fn}()`])}::text[])`.execute(db);
   for (const row of rows) {
     const fn = row.expression.replace(/^pg_catalog\./, '');
     await sql
