@@ -225,6 +225,13 @@ export async function checkBatch(input: CheckInput): Promise<Violation[]> {
       }
     }
     tick('nothing unfinished after the settle');
+    if (run.status === 'needs_reconciliation' && parkedOnOversizedAnswer(run, composition)) {
+      // The provider applied an effect whose answer is over max_output_bytes: no path may record it
+      // (worker, reconciler and resolve all refuse), so the run waits, visibly, for an operator to
+      // raise the limit. That is the promised end, not a run waiting forever.
+      tick('parked on an answer over max_output_bytes');
+      continue;
+    }
     if (!FINAL.includes(run.status)) {
       violate(run.tag, 'unfinished after the settle', `${run.workflow} is ${run.status}${run.compensation ? ` (compensating: ${run.compensation})` : ''}; error ${JSON.stringify(run.error)}; ${JSON.stringify(run.standing)}`);
       continue;
@@ -243,7 +250,8 @@ export async function checkBatch(input: CheckInput): Promise<Violation[]> {
     }
   }
 
-  // Limits, from the handler spans the desk saw.
+  // Limits: rates from the database's own grants, and from the handler spans the desk saw.
+  violations.push(...(await grantViolations(input.db, compositions, tick)));
   violations.push(...spanViolations(input, facts, tick));
   return violations;
 }
@@ -265,6 +273,13 @@ function hasCompensation(key: string, composition: Composition | undefined): boo
 
 function declaresCompensations(composition: Composition, isRoot: boolean): boolean {
   return isRoot ? composition.steps.some((s) => (s.kind === 'transactional' || s.kind === 'external') && s.compensate) : composition.kidPlan.effect;
+}
+
+/** Is this parked run stopped at an external step whose provider answers over max_output_bytes? */
+function parkedOnOversizedAnswer(run: RunFacts, composition: Composition): boolean {
+  if (run.workflow !== composition.root.name) return false;
+  const step = (run.error as { step?: unknown } | null)?.step;
+  return composition.steps.some((s) => s.name === step && s.kind === 'external' && s.oversized);
 }
 
 /** Why a final status is not what this run could reach, or undefined when it is explained. */
@@ -383,6 +398,42 @@ function kidOutputProblem(run: RunFacts, composition: Composition): string | und
   return undefined;
 }
 
+/**
+ * Rate limits on the database clock: no `limit + 1` grants of a queue (or of one partition) within
+ * one period, read from every grant the window counted (fuzz_app.grant_log, filled by a trigger on
+ * ledgerflow.queue_grant).
+ */
+export async function grantViolations(db: Kysely<LedgerflowDatabase>, compositions: readonly Composition[], tick: (check: string) => void): Promise<Violation[]> {
+  const violations: Violation[] = [];
+  const { rows } = await sql<{ queue: string; partition: string; at_ms: number }>`
+    SELECT queue, partition, extract(epoch FROM granted_at) * 1000 AS at_ms FROM fuzz_app.grant_log ORDER BY queue, partition, granted_at`.execute(db);
+  const byQueue = groupBy(rows, (r) => `${r.queue}\u0000${r.partition}`);
+  for (const composition of compositions) {
+    const q = composition.queue;
+    if (q === undefined) continue;
+    const { rateLimit, partition } = q.definition.limits;
+    for (const [key, grants] of byQueue) {
+      const [name, part] = key.split('\u0000');
+      if (name !== q.definition.name) continue;
+      const limit = part === '' ? rateLimit : partition?.rateLimit;
+      if (limit === undefined) continue;
+      tick('queue rate on the database clock');
+      for (let i = 0; i + limit.limit < grants.length; i++) {
+        const spread = Number(grants[i + limit.limit]!.at_ms) - Number(grants[i]!.at_ms);
+        if (spread < limit.periodMs) {
+          violations.push({
+            seed: composition.seed,
+            check: 'queue rate exceeded on the database clock',
+            message: `${limit.limit + 1} grants of ${name}${part === '' ? '' : `/${part}`} within ${spread.toFixed(1)} ms (limit ${limit.limit} per ${limit.periodMs} ms)`,
+          });
+          break;
+        }
+      }
+    }
+  }
+  return violations;
+}
+
 /** Queue concurrency and rate, and worker concurrency, from the handler spans. */
 function spanViolations(input: CheckInput, facts: ReadonlyMap<string, RunFacts>, tick: (check: string) => void): Violation[] {
   const violations: Violation[] = [];
@@ -436,14 +487,17 @@ function spanViolations(input: CheckInput, facts: ReadonlyMap<string, RunFacts>,
     if (limits.rateLimit !== undefined && !q.wholeRun) {
       tick('queue rate');
       // Each handler start follows a grant of its own; HTTP latency moves a start by far less than half a period.
-      const starts = mine.map((s) => s.startedAt).sort((a, b) => a - b);
+      const starts = [...mine].sort((a, b) => a.startedAt - b.startedAt);
       const { limit, periodMs } = limits.rateLimit;
       for (let i = 0; i + limit < starts.length; i++) {
-        if (starts[i + limit]! - starts[i]! < periodMs / 2) {
+        if (starts[i + limit]!.startedAt - starts[i]!.startedAt < periodMs / 2) {
+          const close = starts.slice(i, i + limit + 1);
           violations.push({
             seed: composition.seed,
             check: 'queue rate exceeded',
-            message: `${limit + 1} handlers of ${q.definition.name} started within ${Math.round(starts[i + limit]! - starts[i]!)} ms (limit ${limit} per ${periodMs} ms)`,
+            message:
+              `${limit + 1} handlers of ${q.definition.name} started within ${Math.round(starts[i + limit]!.startedAt - starts[i]!.startedAt)} ms ` +
+              `(limit ${limit} per ${periodMs} ms): ${close.map((s) => `${describeSpan(s)} at +${Math.round(s.startedAt - close[0]!.startedAt)} ms (${attemptStatus(s) ?? 'no attempt row'})`).join('; ')}`,
           });
           break;
         }

@@ -13,6 +13,16 @@ import type { HttpFuzzDesk } from './fuzz-desk.js';
 export const FUZZ_APP_SQL = `
 CREATE SCHEMA IF NOT EXISTS fuzz_app;
 CREATE TABLE IF NOT EXISTS fuzz_app.applied (id bigserial PRIMARY KEY, run_id uuid NOT NULL, key text NOT NULL, kind text NOT NULL);
+-- Every grant a rate window counts, kept after the window drops it: the rate check reads the
+-- database's own clock (granted_at), not the handlers' start times.
+CREATE TABLE IF NOT EXISTS fuzz_app.grant_log (id bigserial PRIMARY KEY, queue text NOT NULL, partition text NOT NULL, granted_at timestamptz NOT NULL);
+CREATE OR REPLACE FUNCTION fuzz_app.log_grant() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO fuzz_app.grant_log (queue, partition, granted_at) VALUES (NEW.queue, NEW.partition, NEW.granted_at);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER fuzz_log_grant AFTER INSERT ON ledgerflow.queue_grant FOR EACH ROW EXECUTE FUNCTION fuzz_app.log_grant();
 `;
 
 interface AppDatabase {
