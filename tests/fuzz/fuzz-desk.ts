@@ -16,7 +16,8 @@ export interface HandlerSpan {
   readonly workflow: string;
   readonly step: string;
   readonly attempt: number;
-  readonly startedAt: number;
+  /** Wall-clock milliseconds (Date.now()) of this host. */
+  startedAt: number;
   endedAt: number | undefined;
 }
 
@@ -65,18 +66,26 @@ export class FuzzDesk {
 
   enter(span: Omit<HandlerSpan, 'id' | 'startedAt' | 'endedAt'>): number {
     const id = this.#nextSpan++;
-    this.spans.push({ ...span, id, startedAt: performance.now(), endedAt: undefined });
+    // Provisional: the worker's own start and end arrive with `leave` (a killed worker's never do).
+    this.spans.push({ ...span, id, startedAt: Date.now(), endedAt: undefined });
     return id;
   }
 
-  leave(id: number): void {
+  /**
+   * The handler ended: its start and end as the worker's clock read them around the body (all
+   * processes share this host's clock), so a test process busy elsewhere does not bunch up starts.
+   */
+  leave(id: number, startedAt: number, endedAt: number): void {
     const span = this.spans.find((s) => s.id === id);
-    if (span !== undefined && span.endedAt === undefined) span.endedAt = performance.now();
+    if (span !== undefined && span.endedAt === undefined) {
+      span.startedAt = startedAt;
+      span.endedAt = endedAt;
+    }
   }
 
   /** A worker died (SIGKILL): its handlers ended then. */
   workerDied(worker: string): void {
-    const now = performance.now();
+    const now = Date.now();
     for (const span of this.spans) if (span.worker === worker && span.endedAt === undefined) span.endedAt = now;
   }
 }
@@ -93,7 +102,7 @@ export function fuzzDeskRoutes(desk: FuzzDesk): JsonHandler {
       return { status: 200, body: { id: desk.enter(body as unknown as Omit<HandlerSpan, 'id' | 'startedAt' | 'endedAt'>) } };
     }
     if (request.method === 'POST' && request.path === '/fz/leave') {
-      desk.leave(Number(body['id']));
+      desk.leave(Number(body['id']), Number(body['startedAt']), Number(body['endedAt']));
       return { status: 200, body: {} };
     }
     return undefined;
@@ -126,10 +135,11 @@ export class HttpFuzzDesk {
       method: 'POST',
       body: { worker: this.worker, runId: ctx.runId, workflow: ctx.workflowName, step: ctx.stepName, attempt: ctx.attempt },
     });
+    const startedAt = Date.now();
     try {
       return await body();
     } finally {
-      await requestJson(`${this.baseUrl}/fz/leave`, { method: 'POST', body: { id } });
+      await requestJson(`${this.baseUrl}/fz/leave`, { method: 'POST', body: { id, startedAt, endedAt: Date.now() } });
     }
   }
 }
