@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { runBatch, type BatchCounts } from './fuzz-batch.js';
 import type { Violation } from './fuzz-checks.js';
+import { REGRESSION_SEEDS } from './regression-seeds.js';
 
 /**
  * The composition fuzzer (issue 24): random workflows composed from every construct, driven by
@@ -12,6 +13,8 @@ import type { Violation } from './fuzz-checks.js';
  *   LEDGERFLOW_FUZZ_SEED=123 npx vitest run --project chaos tests/fuzz/fuzz.test.ts
  * A seed given this way runs alone in its batch, several times (LEDGERFLOW_FUZZ_REPEAT, default 3):
  * process timing is not replayed, so a violation that needs a race shows up most, not all, times.
+ *
+ * Every run first replays the seeds that found defects (regression-seeds.ts) as one batch.
  *
  * Env: LEDGERFLOW_FUZZ_COMPOSITIONS (default 200), LEDGERFLOW_FUZZ_BATCH (compositions per batch,
  * default 40), LEDGERFLOW_FUZZ_FIRST_SEED (default: from the date, printed).
@@ -27,7 +30,9 @@ function batches(): number[][] {
     return Array.from({ length: repeat }, () => replaySeed.split(',').map(Number));
   }
   const seeds = Array.from({ length: compositions }, (_, i) => firstSeed + i);
-  return Array.from({ length: Math.ceil(seeds.length / batchSize) }, (_, i) => seeds.slice(i * batchSize, (i + 1) * batchSize));
+  // The seeds that found defects first, as a batch of their own (tests/fuzz/regression-seeds.ts).
+  const regressions = REGRESSION_SEEDS.map((r) => r.seed);
+  return [regressions, ...Array.from({ length: Math.ceil(seeds.length / batchSize) }, (_, i) => seeds.slice(i * batchSize, (i + 1) * batchSize))];
 }
 
 function add(total: BatchCounts, counts: BatchCounts): void {
