@@ -1,8 +1,10 @@
 /**
  * Seeds with which the composition fuzzer found a defect, each replayed on every run of
  * tests/fuzz/fuzz.test.ts (as one batch, before the random compositions). A seed fixes the
- * composition and the batch's actions and faults, not the timing of processes: each of these hit
- * its defect most times it ran on the code before the fix (issue 24).
+ * composition and its actions, not the timing of processes. One replay of this batch on the code
+ * before issue 24's fixes hit items 3 and 4 and the failure path (20789007, 20789014, 20789029,
+ * 20789054); items 2 and 7 needed the timing of their original batch, and have deterministic tests
+ * of their own (tests/runtime/prune.test.ts, tests/property/stored-outputs.property.test.ts).
  */
 export interface RegressionSeed {
   readonly seed: number;
