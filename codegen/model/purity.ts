@@ -63,8 +63,12 @@ export interface ViaHop {
   readonly declaredAt: SourceLocation;
 }
 
-/** The clock, randomness, a random UUID, the process environment, `await`, I/O. */
-export type NondeterministicSource = 'clock' | 'random' | 'uuid' | 'env' | 'await' | 'io';
+/**
+ * The clock, randomness, a random UUID, the process environment, `await`, I/O, the process's
+ * locale or time zone (local-time Date methods, toLocaleString and Intl without an explicit
+ * locale and time zone), and garbage collection (WeakRef, FinalizationRegistry, WeakMap, WeakSet).
+ */
+export type NondeterministicSource = 'clock' | 'random' | 'uuid' | 'env' | 'await' | 'io' | 'locale' | 'gc';
 
 /** Why a read is of state that can change between evaluations (or that codegen cannot see). */
 export type MutableReadReason =
@@ -74,6 +78,8 @@ export type MutableReadReason =
   | 'global'
   | 'this'
   | 'mutable-object'
+  /** A module-level instance (`new Map()`, a class's) or a regular expression with the g or y flag. */
+  | 'mutable-instance'
   | 'outer-variable';
 
 interface FindingBase {
