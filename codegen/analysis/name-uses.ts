@@ -83,6 +83,7 @@ export function outerDeclarationUse(identifier: ts.Identifier, declaration: ts.D
   }
   const use = declaredValueUse(name, declaration, called, null);
   if (use !== null) return use;
+  if (ts.isClassDeclaration(declaration) && !called) return { kind: 'mutable-read', reason: 'class', binding: name, module: null, declaration };
   return called
     ? { kind: 'impure-call', callee: `${name}()` }
     : { kind: 'mutable-read', reason: 'outer-variable', binding: name, module: null, declaration };

@@ -272,7 +272,7 @@ export class PurityAnalyzer {
     if (isGlobal(callee)) {
       const name = callee.text;
       const forbidden = name === 'Date' ? dateConstructorSource(args.length) : name === 'Function' ? 'io' : nondeterministicMember(name, null);
-      if (forbidden !== undefined) this.#record.nondeterministic(frame, node, forbidden, `new ${name}(${args.length === 0 ? '' : '…'})`);
+      if (forbidden !== undefined) this.#record.nondeterministic(frame, node, forbidden, shortText(node));
       else if (PURE_GLOBAL_FUNCTIONS.has(name)) frame.summary.calls.add(`new ${name}()`);
       else this.#record.impureCall(frame, node, `new ${name}()`);
     } else if (ts.isPropertyAccessExpression(callee) && isGlobal(callee.expression) && callee.expression.text === 'Intl') {

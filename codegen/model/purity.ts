@@ -78,6 +78,8 @@ export type MutableReadReason =
   | 'global'
   | 'this'
   | 'mutable-object'
+  /** A class's static members, which any code can assign. */
+  | 'class'
   /** A module-level instance (`new Map()`, a class's) or a regular expression with the g or y flag. */
   | 'mutable-instance'
   | 'outer-variable';
