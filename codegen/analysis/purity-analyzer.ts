@@ -188,10 +188,7 @@ export class PurityAnalyzer {
         const member = destructuredMember(declaration);
         if (initializer !== undefined && ts.isIdentifier(initializer) && this.#program.declarationOf(initializer) === undefined && member !== null) {
           this.#globalMemberCall(frame, call, initializer.text, member, `${initializer.text}.${member} through the alias ${callee.text}()`);
-        } else if (!ts.isVariableDeclaration(owner) || owner.initializer === undefined || rootOf(this.#program, owner.initializer, frame) === null) {
-          this.#record.impureCall(frame, call, `${callee.text}()`);
         } else {
-          // A function taken from the context (JSON has none): not known pure.
           this.#record.impureCall(frame, call, `${callee.text}()`);
         }
       }
@@ -257,11 +254,6 @@ export class PurityAnalyzer {
     } else {
       this.#record.impureCall(frame, call, text);
     }
-  }
-
-  #isLocalOrParameter(identifier: ts.Identifier, frame: Frame): boolean {
-    const declaration = this.#program.declarationOf(identifier);
-    return declaration !== undefined && isWithin(declaration, frame.scope);
   }
 
   #visitNew(node: ts.NewExpression, frame: Frame): void {

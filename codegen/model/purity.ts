@@ -29,7 +29,7 @@ export interface PurityReport {
   readonly readsAllSteps: boolean;
   /** Every `steps.<name>` read, visible or not, in source order. */
   readonly stepReads: readonly StepRead[];
-  /** Functions it calls that are known pure: allow-listed ones and the helpers it followed; sorted. */
+  /** Functions it calls that are known pure: of the standard library, and the helpers it followed; sorted. */
   readonly calls: readonly string[];
   /**
    * Everything that keeps it from being pure over its context, in the order found. A problem
