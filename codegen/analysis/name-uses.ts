@@ -141,7 +141,7 @@ function variableUse(shown: string, declaration: ts.VariableDeclaration, called:
     const atModuleLevel = ts.isSourceFile(declaration.parent.parent.parent);
     return {
       kind: 'mutable-read',
-      reason: atModuleLevel ? 'module-let' : 'outer-variable',
+      reason: atModuleLevel ? 'module-let' : 'closure',
       binding: `${keyword} ${shown}`,
       module: null,
       declaration,

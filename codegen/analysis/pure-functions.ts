@@ -164,9 +164,16 @@ function givesTimeZone(argument: ts.Expression | undefined): boolean {
 }
 
 /** Functions imported from these modules are pure. */
+const PATH_FUNCTIONS = ['join', 'basename', 'dirname', 'extname', 'normalize', 'parse', 'format', 'isAbsolute'];
+const QUERYSTRING_FUNCTIONS = ['stringify', 'parse', 'escape', 'unescape', 'encode', 'decode'];
 export const PURE_MODULE_FUNCTIONS: ReadonlyMap<string, ReadonlySet<string>> = new Map([
   ['node:crypto', new Set(['createHash', 'createHmac'])],
   ['crypto', new Set(['createHash', 'createHmac'])],
+  // Not resolve, relative or toNamespacedPath: they read the working directory.
+  ['node:path', new Set(PATH_FUNCTIONS)],
+  ['path', new Set(PATH_FUNCTIONS)],
+  ['node:querystring', new Set(QUERYSTRING_FUNCTIONS)],
+  ['querystring', new Set(QUERYSTRING_FUNCTIONS)],
 ]);
 
 /** Imports from these modules are non-deterministic whatever they are; value = the source reported. */

@@ -53,6 +53,8 @@ export class PurityAnalyzer {
   readonly #helperMemo = new Map<ts.Node, Map<string, Summary>>();
   readonly #constMemo = new Map<ts.Node, Summary>();
   readonly #active = new Set<ts.Node>();
+  /** The functions analysed for a caller, whose parameters are their contexts. */
+  readonly #roots = new Set<ts.Node>();
   /**
    * Counts recursion cut-offs. A summary computed while a cut happened lacks what the cut-off
    * function contributes further up the cycle, so it must not be memoised for other callers.
@@ -70,6 +72,7 @@ export class PurityAnalyzer {
     const parameter = fn.parameters[0];
     if (parameter !== undefined) bindings.set(parameter, contextRoot(context));
     this.#active.add(fn);
+    this.#roots.add(fn);
     try {
       return toReport(this.#analyzeScope(fn, bindings), context);
     } finally {
@@ -180,7 +183,10 @@ export class PurityAnalyzer {
     if (isWithin(declaration, frame.scope)) {
       // A function declared inside the function is walked as part of it; a parameter is an unknown function.
       if (ts.isParameter(declaration)) {
-        this.#record.impureCall(frame, call, `${callee.text}()`);
+        // The context holds JSON, no function; a helper's or a local callback's parameter is
+        // called with what its caller passed, which the caller's own walk has checked.
+        if (this.#roots.has(declaration.parent)) this.#record.impureCall(frame, call, `${callee.text}()`);
+        else frame.summary.calls.add(`${callee.text}()`);
       } else if (ts.isBindingElement(declaration)) {
         // `const { now } = Date; now()`: a global's member through an alias; anything else destructured is unknown.
         const owner = declaration.parent.parent;
@@ -284,8 +290,17 @@ export class PurityAnalyzer {
       tag.expression.text === 'String' &&
       tag.name.text === 'raw' &&
       this.#program.declarationOf(tag.expression) === undefined;
-    if (isStringRaw) frame.summary.calls.add('String.raw``');
-    else this.#record.impureCall(frame, node, `${shortText(tag)}\`\``);
+    const declaration = ts.isIdentifier(tag) ? this.#program.declarationOf(tag) : undefined;
+    if (isStringRaw) {
+      frame.summary.calls.add('String.raw``');
+    } else if (ts.isIdentifier(tag) && declaration !== undefined && !isWithin(declaration, frame.scope)) {
+      // A tag declared in this project is a helper like any other (called with the template's parts).
+      const binding = importBindingOf(declaration);
+      const use = binding !== null ? importUse(this.#program, tag, binding, binding.importedName, true) : outerDeclarationUse(tag, declaration, true);
+      this.#use(frame, node, tag, use, null);
+    } else {
+      this.#record.impureCall(frame, node, `${shortText(tag)}\`\``);
+    }
     this.#walk(node.template, frame);
   }
 
@@ -463,6 +478,9 @@ export class PurityAnalyzer {
       this.#globalMemberCall(frame, site, global, member, `${global}.${member} through the alias ${use.name}()`);
     } else if (global !== null && member === null && PURE_GLOBAL_FUNCTIONS.has(global) && global !== 'Date') {
       frame.summary.calls.add(`${global}()`);
+    } else if (initializer !== undefined && ts.isCallExpression(initializer)) {
+      // `const next = makeCounter()`: a function a call made, which may keep state in its closure.
+      this.#record.mutableRead(frame, identifier, 'closure', `${use.name} = ${shortText(initializer)}`, use.module ?? null, use.declaration);
     } else {
       this.#record.impureCall(frame, site, `${use.name}()`, use.module);
     }

@@ -78,6 +78,11 @@ export type MutableReadReason =
   | 'global'
   | 'this'
   | 'mutable-object'
+  /**
+   * Closure state: a `let` of an enclosing function, or a function made by a call
+   * (`const next = makeCounter()`) that may keep state in its closure.
+   */
+  | 'closure'
   /** A class's static members, which any code can assign. */
   | 'class'
   /** A module-level instance (`new Map()`, a class's) or a regular expression with the g or y flag. */

@@ -47,6 +47,8 @@ function describe(finding: MutableRead, wording: FunctionWording): string {
       return `reads the global \`${finding.binding}\`${via}, which is ${wording.readable}; ${wording.supply}.`;
     case 'this':
       return `reads \`this\`${via}; ${wording.isKey ? 'a key' : 'it'} may only read its ${wording.argument} argument.`;
+    case 'closure':
+      return `uses \`${finding.binding}\` (declared at ${declared}), closure state that can change from one call to the next; ${wording.supply}, or compute it from ${wording.argument} alone.`;
     case 'class':
       return `reads class \`${finding.binding}\` (declared at ${declared}), whose static state any code can change; use a const declared \`as const\`, or ${wording.supply}.`;
     case 'mutable-instance':

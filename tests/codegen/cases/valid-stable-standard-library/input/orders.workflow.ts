@@ -1,7 +1,16 @@
 import { workflow } from 'ledgerflow/dsl';
 import { z } from 'zod';
+import path from 'node:path';
 const NON_ALNUM = /[^a-z0-9]/i;
 const FORMAT = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
+
+function joinWith(values: readonly string[], format: (value: string) => string): string {
+  return values.map((value) => format(value)).join(',');
+}
+
+function id(strings: TemplateStringsArray, ...values: unknown[]): string {
+  return String.raw({ raw: strings }, ...values);
+}
 
 function sortedSkus(items: readonly { sku: string; n: number }[]): string {
   return [...items].sort((a, b) => a.n - b.n || (a.sku < b.sku ? -1 : 1)).map((i) => i.sku).join(',');
@@ -57,4 +66,7 @@ export const orders = workflow('orders', { version: 1, input: z.object({ orderId
   .external('s33', { output: z.object({ id: z.string() }), key: ({ input }) => `${input.orderId.toLocaleLowerCase('en-US')}:${input.tags.length}` })
   .external('s34', { output: z.object({ id: z.string() }), key: ({ input }) => { const d = new Date(input.at); d.setUTCHours(0, 0, 0, 0); return `${input.orderId}:${d.toISOString()}`; } })
   .external('s35', { output: z.object({ id: z.string() }), key: ({ input }) => `${input.orderId}:${FORMAT.format(input.amountCents)}` })
-  .external('s36', { output: z.object({ id: z.string() }), key: ({ input }) => `${input.orderId}:${[3, 1, 2].sort().join()}:${Array.of(input.amountCents).flat().length}` });
+  .external('s36', { output: z.object({ id: z.string() }), key: ({ input }) => `${input.orderId}:${[3, 1, 2].sort().join()}:${Array.of(input.amountCents).flat().length}` })
+  .external('s37', { output: z.object({ id: z.string() }), key: ({ input }) => joinWith(input.tags, (tag) => tag.trim().toLowerCase()) })
+  .external('s38', { output: z.object({ id: z.string() }), key: ({ input }) => path.join('orders', input.orderId) })
+  .external('s39', { output: z.object({ id: z.string() }), key: ({ input }) => id`order:${input.orderId}` });
