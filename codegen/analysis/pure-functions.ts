@@ -108,6 +108,15 @@ const IMPURE_METHODS: ReadonlyMap<string, NondeterministicSource> = new Map<stri
     'setMilliseconds', 'toDateString', 'toTimeString'].map((name): [string, NondeterministicSource] => [name, 'locale']),
 ]);
 
+/**
+ * Methods that read or move the state of the object they are called on (an iterator, a Map, a
+ * Set, an array, a /g regular expression): on a module-level value a call made, that is state.
+ */
+export const STATEFUL_METHODS: ReadonlySet<string> = new Set([
+  'next', 'return', 'throw', 'get', 'has', 'set', 'add', 'delete', 'clear', 'push', 'pop', 'shift', 'unshift',
+  'splice', 'sort', 'reverse', 'fill', 'copyWithin', 'exec', 'test', 'forEach', 'entries', 'keys', 'values',
+]);
+
 /** Intl constructors whose result depends on the time zone unless one is given (besides the locale). */
 const INTL_NEEDS_TIME_ZONE: ReadonlySet<string> = new Set(['DateTimeFormat']);
 /** Intl members that take no locale. */

@@ -16,6 +16,7 @@ import {
   nondeterministicMember,
   PURE_GLOBAL_FUNCTIONS,
   PURE_NAMESPACES,
+  STATEFUL_METHODS,
 } from './pure-functions.js';
 import { contextRoot, rootOf, rootOfDeclaration, type Root } from './purity-roots.js';
 import { emptySummary, SummaryRecorder, toReport, type Frame, type Summary } from './purity-summary.js';
@@ -231,6 +232,17 @@ export class PurityAnalyzer {
         }
         return;
       }
+      if (
+        !isWithin(declaration, frame.scope) &&
+        ts.isVariableDeclaration(declaration) &&
+        declaration.initializer !== undefined &&
+        ts.isCallExpression(skipWrappers(declaration.initializer)) &&
+        STATEFUL_METHODS.has(member)
+      ) {
+        // `const ids = makeIds(); ids.next()`: a value a call made, used through a method that reads or moves its state.
+        this.#record.mutableRead(frame, receiver, 'mutable-instance', receiver.text, null, declaration);
+        return;
+      }
       if (!isWithin(declaration, frame.scope) && (ts.isClassDeclaration(declaration) || ts.isFunctionDeclaration(declaration))) {
         // A class's static method may read its static state; a function's own members are not its body.
         this.#record.impureCall(frame, call, `${shortText(callee)}()`);
@@ -325,6 +337,9 @@ export class PurityAnalyzer {
     }
     const root = rootOf(this.#program, node, frame);
     if (root !== null) this.#record.read(frame, node, root);
+    // `Date.prototype.getHours`, `clock.now` taken as a value (to be called later): not a field of the context.
+    const taken = root === null && member !== null ? impureMethod(member, [], false) : undefined;
+    if (taken !== undefined) this.#record.nondeterministic(frame, node, taken, shortText(node));
     this.#walk(node.expression, frame);
     if (ts.isElementAccessExpression(node)) this.#walk(node.argumentExpression, frame);
   }

@@ -20,4 +20,5 @@ export const orders = workflow('orders', { version: 1, input: z.object({ orderId
   .external('s16', { output: z.object({ id: z.string() }), key: ({ input }) => `${input.orderId.toLocaleUpperCase()}` })
   .external('s17', { output: z.object({ id: z.string() }), key: ({ input }) => `${input.orderId}:${new Date(2024, 0, 1).toISOString()}` })
   .external('s18', { output: z.object({ id: z.string() }), key: ({ input }) => { const d = new Date(input.at); d.setHours(0, 0, 0, 0); return `${input.orderId}:${d.toISOString()}`; } })
-  .external('s19', { output: z.object({ id: z.string() }), key: ({ input }) => `${input.orderId}:${new Date(input.at).getTimezoneOffset()}` });
+  .external('s19', { output: z.object({ id: z.string() }), key: ({ input }) => `${input.orderId}:${new Date(input.at).getTimezoneOffset()}` })
+  .external('s20', { output: z.object({ id: z.string() }), key: ({ input }) => `${input.orderId}:${Date.prototype.getHours.call(new Date(input.at))}` });
