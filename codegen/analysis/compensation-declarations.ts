@@ -2,7 +2,7 @@ import { ts } from 'ts-morph';
 import { STEP_NAME } from '../../dsl/names.js';
 import type { StepKind } from '../../dsl/step-kind.js';
 import { describePart, type PinnedPart } from '../model/pinned-parts.js';
-import type { CompensationModel, FunctionModel, MalformedDeclaration } from '../model/workflow-model.js';
+import type { CompensationModel, FunctionModel, MalformedDeclaration, StepFunctionModel } from '../model/workflow-model.js';
 import type { AnalysisProgram } from './analysis-program.js';
 import { functionContext, functionModel } from './function-model.js';
 import { initializerText, pinPart, resolveFunction } from './property-values.js';
@@ -92,6 +92,20 @@ export function readCompensation(
     if (fn !== 'absent') key = functionModel(program, keyProperty, analyzer.analyze(fn, functionContext(step.visible)));
   }
 
+  // Its request, whose hash its ledger row keeps like a step's: checked like its key.
+  const functions: StepFunctionModel[] = [];
+  const requestProperty = properties.get('request');
+  if (requestProperty !== undefined) {
+    const fn = resolveFunction(program, requestProperty);
+    if (fn === null) {
+      return report(
+        requestProperty,
+        `the request of compensation "${name}" must be a function — inline (({ input, steps }) => ({ ... })) or the name of a function declared in this file or exported by a relative module — so codegen can check that it is pure.`,
+      );
+    }
+    if (fn !== 'absent') functions.push({ part: 'request', ...functionModel(program, requestProperty, analyzer.analyze(fn, functionContext(step.visible))) });
+  }
+
   const parts: PinnedPart[] = [];
   for (const part of COMPENSATION_PARTS) {
     const declared = properties.get(part);
@@ -108,7 +122,7 @@ export function readCompensation(
     idempotentByKey,
     location: program.location(nameNode),
     key,
-    functions: [],
+    functions,
     conditional: false,
     hasRequest: properties.has('request'),
     hasRetry: properties.has('retry'),

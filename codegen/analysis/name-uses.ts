@@ -16,7 +16,7 @@ import {
   PURE_GLOBAL_FUNCTIONS,
   PURE_GLOBAL_VALUES,
   PURE_MODULE_FUNCTIONS,
-  PURE_NAMESPACE_MEMBERS,
+  PURE_NAMESPACES,
 } from './pure-functions.js';
 import { bindingOwner, constFunction, variableKeyword, type FunctionLike } from './syntax.js';
 
@@ -24,6 +24,12 @@ import { bindingOwner, constFunction, variableKeyword, type FunctionLike } from 
 export type NameUse =
   | { readonly kind: 'helper'; readonly name: string; readonly helper: FunctionLike }
   | { readonly kind: 'const'; readonly name: string; readonly declaration: ts.VariableDeclaration }
+  /**
+   * A const that is called but is not a function codegen can follow (`const now = Date.now`,
+   * `const { random } = Math`): what its initializer reads, plus what the aliased global member
+   * (`member` of the destructured global, when destructured) is.
+   */
+  | { readonly kind: 'called-const'; readonly name: string; readonly declaration: ts.VariableDeclaration; readonly member: string | null; readonly module?: string | undefined }
   | { readonly kind: 'pure-call'; readonly call: string }
   | { readonly kind: 'nondeterministic'; readonly source: NondeterministicSource; readonly text: string }
   | { readonly kind: 'impure-call'; readonly callee: string; readonly module?: string | undefined }
@@ -42,6 +48,8 @@ const HARMLESS: NameUse = { kind: 'harmless' };
 /** A global (a name with no declaration in the analysed sources), read or called. */
 export function globalUse(name: string, called: boolean): NameUse {
   if (called) {
+    // `Date()` without new is the current time as a string.
+    if (name === 'Date') return { kind: 'nondeterministic', source: 'clock', text: 'Date()' };
     if (PURE_GLOBAL_FUNCTIONS.has(name)) return { kind: 'pure-call', call: `${name}()` };
     if (IO_GLOBAL_FUNCTIONS.has(name)) return { kind: 'nondeterministic', source: 'io', text: `${name}()` };
     const source = NONDETERMINISTIC_GLOBALS.get(name);
@@ -51,9 +59,7 @@ export function globalUse(name: string, called: boolean): NameUse {
   if (
     PURE_GLOBAL_VALUES.has(name) ||
     PURE_GLOBAL_FUNCTIONS.has(name) ||
-    PURE_NAMESPACE_MEMBERS.has(name) ||
-    name === 'Date' ||
-    name === 'arguments'
+    PURE_NAMESPACES.has(name)
   ) {
     return HARMLESS;
   }
@@ -68,15 +74,16 @@ export function outerDeclarationUse(identifier: ts.Identifier, declaration: ts.D
   if (ts.isBindingElement(declaration)) {
     // `const { PREFIX } = config`: as constant as the declaration it destructures.
     const owner = bindingOwner(declaration);
-    return owner !== null && ts.isVariableDeclaration(owner)
-      ? outerDeclarationUse(identifier, owner, called)
-      : { kind: 'mutable-read', reason: 'outer-variable', binding: name, module: null };
+    if (owner === null || !ts.isVariableDeclaration(owner)) return { kind: 'mutable-read', reason: 'outer-variable', binding: name, module: null };
+    const use = outerDeclarationUse(identifier, owner, called);
+    return use.kind === 'called-const' ? { ...use, member: destructuredMember(declaration) } : use;
   }
   if (ts.isParameter(declaration)) {
     return { kind: 'mutable-read', reason: 'outer-variable', binding: name, module: null, declaration };
   }
   const use = declaredValueUse(name, declaration, called, null);
   if (use !== null) return use;
+  if (ts.isClassDeclaration(declaration) && !called) return { kind: 'mutable-read', reason: 'class', binding: name, module: null, declaration };
   return called
     ? { kind: 'impure-call', callee: `${name}()` }
     : { kind: 'mutable-read', reason: 'outer-variable', binding: name, module: null, declaration };
@@ -134,7 +141,7 @@ function variableUse(shown: string, declaration: ts.VariableDeclaration, called:
     const atModuleLevel = ts.isSourceFile(declaration.parent.parent.parent);
     return {
       kind: 'mutable-read',
-      reason: atModuleLevel ? 'module-let' : 'outer-variable',
+      reason: atModuleLevel ? 'module-let' : 'closure',
       binding: `${keyword} ${shown}`,
       module: null,
       declaration,
@@ -142,6 +149,13 @@ function variableUse(shown: string, declaration: ts.VariableDeclaration, called:
   }
   const helper = constFunction(declaration);
   if (helper !== null) return { kind: 'helper', name: shown, helper };
-  if (called) return { kind: 'impure-call', callee: `${shown}()`, module: specifier ?? undefined };
+  if (called) return { kind: 'called-const', name: shown, declaration, member: null, module: specifier ?? undefined };
   return { kind: 'const', name: shown, declaration };
+}
+
+/** The property a destructured binding takes (`now` of `const { now } = Date`); null when computed or nested. */
+export function destructuredMember(element: ts.BindingElement): string | null {
+  if (!ts.isObjectBindingPattern(element.parent) || !ts.isVariableDeclaration(element.parent.parent)) return null;
+  const property = element.propertyName ?? element.name;
+  return ts.isIdentifier(property) || ts.isStringLiteral(property) ? property.text : null;
 }

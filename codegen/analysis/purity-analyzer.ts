@@ -7,8 +7,17 @@ import { ts } from 'ts-morph';
 import type { ContextDescription, PurityReport } from '../model/purity.js';
 import type { AnalysisProgram } from './analysis-program.js';
 import { importBindingOf, namespaceImportOf } from './module-exports.js';
-import { globalUse, importUse, outerDeclarationUse, type NameUse } from './name-uses.js';
-import { nondeterministicMember, PURE_METHODS, PURE_NAMESPACE_MEMBERS } from './pure-functions.js';
+import { destructuredMember, globalUse, importUse, outerDeclarationUse, type NameUse } from './name-uses.js';
+import {
+  dateConstructorSource,
+  impureMethod,
+  intlDependsOnLocale,
+  mutableInitializer,
+  nondeterministicMember,
+  PURE_GLOBAL_FUNCTIONS,
+  PURE_NAMESPACES,
+  STATEFUL_METHODS,
+} from './pure-functions.js';
 import { contextRoot, rootOf, rootOfDeclaration, type Root } from './purity-roots.js';
 import { emptySummary, SummaryRecorder, toReport, type Frame, type Summary } from './purity-summary.js';
 import {
@@ -45,6 +54,8 @@ export class PurityAnalyzer {
   readonly #helperMemo = new Map<ts.Node, Map<string, Summary>>();
   readonly #constMemo = new Map<ts.Node, Summary>();
   readonly #active = new Set<ts.Node>();
+  /** The functions analysed for a caller, whose parameters are their contexts. */
+  readonly #roots = new Set<ts.Node>();
   /**
    * Counts recursion cut-offs. A summary computed while a cut happened lacks what the cut-off
    * function contributes further up the cycle, so it must not be memoised for other callers.
@@ -62,6 +73,7 @@ export class PurityAnalyzer {
     const parameter = fn.parameters[0];
     if (parameter !== undefined) bindings.set(parameter, contextRoot(context));
     this.#active.add(fn);
+    this.#roots.add(fn);
     try {
       return toReport(this.#analyzeScope(fn, bindings), context);
     } finally {
@@ -106,8 +118,29 @@ export class PurityAnalyzer {
     } else if (ts.isMetaProperty(node)) {
       this.#record.nondeterministic(frame, node, 'env', node.getText());
       return;
+    } else if (ts.isTemplateSpan(node) && this.#isDate(node.expression, frame)) {
+      // `${date}` is the Date's toString: local time.
+      this.#record.nondeterministic(frame, node.expression, 'locale', `\`\${${shortText(node.expression)}}\``);
     }
     ts.forEachChild(node, (child) => this.#walk(child, frame));
+  }
+
+  /** Whether `expression` is known to be a Date: `new Date(...)`, or a local variable holding one. */
+  #isDate(expression: ts.Expression, frame: Frame, depth = 0): boolean {
+    const node = skipWrappers(expression);
+    if (ts.isNewExpression(node)) {
+      const callee = skipWrappers(node.expression);
+      return ts.isIdentifier(callee) && callee.text === 'Date' && this.#program.declarationOf(callee) === undefined;
+    }
+    if (!ts.isIdentifier(node) || depth > 8) return false;
+    const declaration = this.#program.declarationOf(node);
+    return (
+      declaration !== undefined &&
+      ts.isVariableDeclaration(declaration) &&
+      isWithin(declaration, frame.scope) &&
+      declaration.initializer !== undefined &&
+      this.#isDate(declaration.initializer, frame, depth + 1)
+    );
   }
 
   #visitCall(call: ts.CallExpression, frame: Frame): void {
@@ -143,12 +176,29 @@ export class PurityAnalyzer {
   #visitFunctionCall(call: ts.CallExpression, callee: ts.Identifier, frame: Frame): void {
     const declaration = this.#program.declarationOf(callee);
     if (declaration === undefined) {
-      this.#use(frame, call, callee, globalUse(callee.text, true), call);
+      const date = callee.text === 'String' && call.arguments[0] !== undefined && this.#isDate(call.arguments[0], frame);
+      if (date) this.#record.nondeterministic(frame, call, 'locale', shortText(call));
+      else this.#use(frame, call, callee, globalUse(callee.text, true), call);
       return;
     }
     if (isWithin(declaration, frame.scope)) {
       // A function declared inside the function is walked as part of it; a parameter is an unknown function.
-      if (ts.isParameter(declaration) || ts.isBindingElement(declaration)) this.#record.impureCall(frame, call, `${callee.text}()`);
+      if (ts.isParameter(declaration)) {
+        // The context holds JSON, no function; a helper's or a local callback's parameter is
+        // called with what its caller passed, which the caller's own walk has checked.
+        if (this.#roots.has(declaration.parent)) this.#record.impureCall(frame, call, `${callee.text}()`);
+        else frame.summary.calls.add(`${callee.text}()`);
+      } else if (ts.isBindingElement(declaration)) {
+        // `const { now } = Date; now()`: a global's member through an alias; anything else destructured is unknown.
+        const owner = declaration.parent.parent;
+        const initializer = ts.isVariableDeclaration(owner) && owner.initializer !== undefined ? skipWrappers(owner.initializer) : undefined;
+        const member = destructuredMember(declaration);
+        if (initializer !== undefined && ts.isIdentifier(initializer) && this.#program.declarationOf(initializer) === undefined && member !== null) {
+          this.#globalMemberCall(frame, call, initializer.text, member, `${initializer.text}.${member} through the alias ${callee.text}()`);
+        } else {
+          this.#record.impureCall(frame, call, `${callee.text}()`);
+        }
+      }
       return;
     }
     const binding = importBindingOf(declaration);
@@ -169,47 +219,75 @@ export class PurityAnalyzer {
     if (ts.isIdentifier(receiver)) {
       const declaration = this.#program.declarationOf(receiver);
       if (declaration === undefined) {
-        const forbidden = nondeterministicMember(receiver.text, member);
-        if (forbidden !== undefined) {
-          this.#record.nondeterministic(frame, call, forbidden, `${receiver.text}.${member}()`);
-          return;
-        }
-        const namespace = PURE_NAMESPACE_MEMBERS.get(receiver.text);
-        if (namespace !== undefined) {
-          if (namespace.has(member)) frame.summary.calls.add(`${receiver.text}.${member}()`);
-          else this.#record.impureCall(frame, call, `${receiver.text}.${member}()`);
-          return;
-        }
-      } else {
-        const binding = namespaceImportOf(declaration);
-        if (binding !== null) {
+        this.#globalMemberCall(frame, call, receiver.text, member, `${receiver.text}.${member}()`);
+        return;
+      }
+      const binding = importBindingOf(declaration);
+      if (binding !== null && (namespaceImportOf(declaration) !== null || !binding.specifier.startsWith('.'))) {
+        if (namespaceImportOf(declaration) !== null) {
           this.#use(frame, call, receiver, importUse(this.#program, receiver, binding, member, true), call);
-          return;
+        } else {
+          // A package's value: its methods are its code, which codegen does not analyse.
+          this.#record.impureCall(frame, call, `${shortText(callee)}()`, binding.specifier);
         }
+        return;
+      }
+      if (
+        !isWithin(declaration, frame.scope) &&
+        ts.isVariableDeclaration(declaration) &&
+        declaration.initializer !== undefined &&
+        ts.isCallExpression(skipWrappers(declaration.initializer)) &&
+        STATEFUL_METHODS.has(member)
+      ) {
+        // `const ids = makeIds(); ids.next()`: a value a call made, used through a method that reads or moves its state.
+        this.#record.mutableRead(frame, receiver, 'mutable-instance', receiver.text, null, declaration);
+        return;
+      }
+      if (!isWithin(declaration, frame.scope) && (ts.isClassDeclaration(declaration) || ts.isFunctionDeclaration(declaration))) {
+        // A class's static method may read its static state; a function's own members are not its body.
+        this.#record.impureCall(frame, call, `${shortText(callee)}()`);
+        return;
       }
     }
-    if (PURE_METHODS.has(member)) {
-      frame.summary.calls.add(`.${member}()`);
-    } else {
-      this.#record.impureCall(frame, call, `${shortText(callee)}()`);
-      // `Reflect.get()`, `lib.format()`: the unknown call is the finding; its receiver is part of it.
-      if (ts.isIdentifier(receiver) && !this.#isLocalOrParameter(receiver, frame)) return;
-    }
+    const source = impureMethod(member, call.arguments, this.#isDate(callee.expression, frame));
+    if (source !== undefined) this.#record.nondeterministic(frame, call, source, `${shortText(callee)}()`);
+    else frame.summary.calls.add(`.${member}()`);
     this.#walk(callee.expression, frame);
     if (ts.isElementAccessExpression(callee)) this.#walk(callee.argumentExpression, frame);
   }
 
-  #isLocalOrParameter(identifier: ts.Identifier, frame: Frame): boolean {
-    const declaration = this.#program.declarationOf(identifier);
-    return declaration !== undefined && isWithin(declaration, frame.scope);
+  /**
+   * `G.member(...)` on a global `G` (`text` is how a finding shows it): the clock, randomness or
+   * the environment if NONDETERMINISTIC_MEMBERS says so, the locale for Intl without one, pure for
+   * the rest of the standard library's namespaces; a global that is not part of it is unknown.
+   */
+  #globalMemberCall(frame: Frame, call: ts.CallExpression, global: string, member: string, text: string): void {
+    const forbidden = nondeterministicMember(global, member);
+    if (forbidden !== undefined) {
+      this.#record.nondeterministic(frame, call, forbidden, text);
+    } else if (global === 'Intl' && intlDependsOnLocale(member, call.arguments)) {
+      this.#record.nondeterministic(frame, call, 'locale', text);
+    } else if (PURE_NAMESPACES.has(global)) {
+      frame.summary.calls.add(`${global}.${member}()`);
+    } else {
+      this.#record.impureCall(frame, call, text);
+    }
   }
 
   #visitNew(node: ts.NewExpression, frame: Frame): void {
     const callee = skipWrappers(node.expression);
     const args = node.arguments ?? [];
-    if (ts.isIdentifier(callee) && callee.text === 'Date' && this.#program.declarationOf(callee) === undefined) {
-      if (args.length === 0) this.#record.nondeterministic(frame, node, 'clock', 'new Date()');
-      else frame.summary.calls.add('new Date()');
+    const isGlobal = (identifier: ts.Expression): identifier is ts.Identifier =>
+      ts.isIdentifier(identifier) && this.#program.declarationOf(identifier) === undefined;
+    if (isGlobal(callee)) {
+      const name = callee.text;
+      const forbidden = name === 'Date' ? dateConstructorSource(args.length) : name === 'Function' ? 'io' : nondeterministicMember(name, null);
+      if (forbidden !== undefined) this.#record.nondeterministic(frame, node, forbidden, shortText(node));
+      else if (PURE_GLOBAL_FUNCTIONS.has(name)) frame.summary.calls.add(`new ${name}()`);
+      else this.#record.impureCall(frame, node, `new ${name}()`);
+    } else if (ts.isPropertyAccessExpression(callee) && isGlobal(callee.expression) && callee.expression.text === 'Intl') {
+      if (intlDependsOnLocale(callee.name.text, args)) this.#record.nondeterministic(frame, node, 'locale', `new ${shortText(callee)}()`);
+      else frame.summary.calls.add(`new ${shortText(callee)}()`);
     } else {
       this.#record.impureCall(frame, node, `new ${shortText(callee)}()`);
     }
@@ -224,8 +302,17 @@ export class PurityAnalyzer {
       tag.expression.text === 'String' &&
       tag.name.text === 'raw' &&
       this.#program.declarationOf(tag.expression) === undefined;
-    if (isStringRaw) frame.summary.calls.add('String.raw``');
-    else this.#record.impureCall(frame, node, `${shortText(tag)}\`\``);
+    const declaration = ts.isIdentifier(tag) ? this.#program.declarationOf(tag) : undefined;
+    if (isStringRaw) {
+      frame.summary.calls.add('String.raw``');
+    } else if (ts.isIdentifier(tag) && declaration !== undefined && !isWithin(declaration, frame.scope)) {
+      // A tag declared in this project is a helper like any other (called with the template's parts).
+      const binding = importBindingOf(declaration);
+      const use = binding !== null ? importUse(this.#program, tag, binding, binding.importedName, true) : outerDeclarationUse(tag, declaration, true);
+      this.#use(frame, node, tag, use, null);
+    } else {
+      this.#record.impureCall(frame, node, `${shortText(tag)}\`\``);
+    }
     this.#walk(node.template, frame);
   }
 
@@ -250,6 +337,9 @@ export class PurityAnalyzer {
     }
     const root = rootOf(this.#program, node, frame);
     if (root !== null) this.#record.read(frame, node, root);
+    // `Date.prototype.getHours`, `clock.now` taken as a value (to be called later): not a field of the context.
+    const taken = root === null && member !== null ? impureMethod(member, [], false) : undefined;
+    if (taken !== undefined) this.#record.nondeterministic(frame, node, taken, shortText(node));
     this.#walk(node.expression, frame);
     if (ts.isElementAccessExpression(node)) this.#walk(node.argumentExpression, frame);
   }
@@ -284,6 +374,9 @@ export class PurityAnalyzer {
         return;
       case 'const':
         this.#followConst(frame, identifier, use.name, use.declaration);
+        return;
+      case 'called-const':
+        this.#callConst(frame, site, identifier, use);
         return;
       case 'pure-call':
         frame.summary.calls.add(use.call);
@@ -354,8 +447,9 @@ export class PurityAnalyzer {
   #followConst(frame: Frame, identifier: ts.Identifier, name: string, declaration: ts.VariableDeclaration): void {
     const initializer = declaration.initializer;
     if (initializer === undefined) return;
-    if (isMutableLiteral(initializer)) {
-      this.#record.mutableRead(frame, identifier, 'mutable-object', name, null, declaration);
+    const mutable = mutableInitializer(initializer, isMutableLiteral);
+    if (mutable !== null) {
+      this.#record.mutableRead(frame, identifier, mutable, name, null, declaration);
       return;
     }
     if (this.#active.has(declaration)) {
@@ -374,5 +468,36 @@ export class PurityAnalyzer {
       if (cuts === this.#cuts) this.#constMemo.set(declaration, summary);
     }
     this.#record.merge(frame, identifier, { kind: 'const', name, declaredAt: this.#program.location(declaration.name) }, summary);
+  }
+
+  /**
+   * A call of a const that is not a function codegen follows: an alias (`const now = Date.now`,
+   * `const { random } = Math`). Its initializer is followed like any const read; what it aliases
+   * decides the call. Anything else is a function codegen cannot see.
+   */
+  #callConst(frame: Frame, site: ts.Node, identifier: ts.Identifier, use: Extract<NameUse, { kind: 'called-const' }>): void {
+    const before = frame.summary.findings.length;
+    this.#followConst(frame, identifier, use.name, use.declaration);
+    if (frame.summary.findings.length > before) return;
+    const initializer = use.declaration.initializer === undefined ? undefined : skipWrappers(use.declaration.initializer);
+    const isGlobal = (node: ts.Expression): node is ts.Identifier => ts.isIdentifier(node) && this.#program.declarationOf(node) === undefined;
+    let global: string | null = null;
+    let member = use.member;
+    if (initializer !== undefined && isGlobal(initializer)) {
+      global = initializer.text;
+    } else if (initializer !== undefined && member === null && ts.isPropertyAccessExpression(initializer) && isGlobal(initializer.expression)) {
+      global = initializer.expression.text;
+      member = initializer.name.text;
+    }
+    if (global !== null && member !== null && ts.isCallExpression(site)) {
+      this.#globalMemberCall(frame, site, global, member, `${global}.${member} through the alias ${use.name}()`);
+    } else if (global !== null && member === null && PURE_GLOBAL_FUNCTIONS.has(global) && global !== 'Date') {
+      frame.summary.calls.add(`${global}()`);
+    } else if (initializer !== undefined && ts.isCallExpression(initializer)) {
+      // `const next = makeCounter()`: a function a call made, which may keep state in its closure.
+      this.#record.mutableRead(frame, identifier, 'closure', `${use.name} = ${shortText(initializer)}`, use.module ?? null, use.declaration);
+    } else {
+      this.#record.impureCall(frame, site, `${use.name}()`, use.module);
+    }
   }
 }

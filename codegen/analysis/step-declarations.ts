@@ -65,6 +65,7 @@ type ConfigFunctionPart = Exclude<CheckedFunctionPart, QueuePart>;
 /** An inline function of each checked part, for messages; a `forEach` step's per-item functions see `item`. */
 const FUNCTION_EXAMPLES: Readonly<Record<ConfigFunctionPart, string>> = {
   key: '({ input, steps }) => `...`',
+  request: '({ input, steps }) => ({ ... })',
   when: '({ input, steps }) => boolean',
   for: '({ input, steps }) => milliseconds',
   until: '({ input, steps }) => Date',

@@ -5,7 +5,7 @@
  */
 export const DIAGNOSTIC_CODES = {
   LF001: 'an external, transactional, child or forEach step has no key',
-  LF002: "a key or another step function (when, sleep, match, items, child input, partition key) or a schedule's input reads a non-deterministic source",
+  LF002: "a key or another step function (request, when, sleep, match, items, child input, partition key) or a schedule's input reads a non-deterministic source",
   LF003: 'a key or another step function reads a step that does not come before it',
   LF004: "a key or another step function reads something that is neither input nor an earlier step output (a schedule's input: anything but its scheduledAt and constants)",
   LF005: 'a key depends on neither input nor step outputs',

@@ -31,21 +31,22 @@ import type { SourceLocation } from './source-location.js';
 /**
  * Functions the runtime evaluates for a step, by part kind. A new construct the runtime evaluates
  * is added here, with its property, the step kinds that have it and its description below:
- * analysis then reads it (and, unless it is `request`, checks it like a key), the manifest pins
+ * analysis then reads it (and checks it like a key), the manifest pins
  * it and LF007 names it. `childInput` is the `input` of a `child` or `forEach` step.
  */
 export const STEP_FUNCTION_PARTS = ['key', 'request', 'when', 'for', 'until', 'match', 'items', 'childInput'] as const;
 export type StepFunctionPart = (typeof STEP_FUNCTION_PARTS)[number];
 
 /**
- * The functions codegen proves pure over their context, as it does keys (LF002–LF004): all but
- * `request`, whose hash only tells a changed request under the same key (a conflict, never an
- * overwrite) — and a queue use's partition key (QUEUE_PARTS).
+ * The functions codegen proves pure over their context, as it does keys (LF002–LF004): every
+ * function the runtime evaluates for a step — `request` too, whose hash the ledger compares on
+ * every attempt (a request that read the clock would meet its own ledger row as a conflict) —
+ * and a queue use's partition key (QUEUE_PARTS).
  */
-export type CheckedFunctionPart = Exclude<StepFunctionPart, 'request'> | 'partitionKey';
+export type CheckedFunctionPart = StepFunctionPart | 'partitionKey';
 
 export function isCheckedFunctionPart(part: PartKind): part is CheckedFunctionPart {
-  return part === 'partitionKey' || (part !== 'request' && (STEP_FUNCTION_PARTS as readonly string[]).includes(part));
+  return part === 'partitionKey' || (STEP_FUNCTION_PARTS as readonly string[]).includes(part);
 }
 
 /**

@@ -29,7 +29,7 @@ export interface PurityReport {
   readonly readsAllSteps: boolean;
   /** Every `steps.<name>` read, visible or not, in source order. */
   readonly stepReads: readonly StepRead[];
-  /** Functions it calls that are known pure: allow-listed ones and the helpers it followed; sorted. */
+  /** Functions it calls that are known pure: of the standard library, and the helpers it followed; sorted. */
   readonly calls: readonly string[];
   /**
    * Everything that keeps it from being pure over its context, in the order found. A problem
@@ -63,8 +63,12 @@ export interface ViaHop {
   readonly declaredAt: SourceLocation;
 }
 
-/** The clock, randomness, a random UUID, the process environment, `await`, I/O. */
-export type NondeterministicSource = 'clock' | 'random' | 'uuid' | 'env' | 'await' | 'io';
+/**
+ * The clock, randomness, a random UUID, the process environment, `await`, I/O, the process's
+ * locale or time zone (local-time Date methods, toLocaleString and Intl without an explicit
+ * locale and time zone), and garbage collection (WeakRef, FinalizationRegistry, WeakMap, WeakSet).
+ */
+export type NondeterministicSource = 'clock' | 'random' | 'uuid' | 'env' | 'await' | 'io' | 'locale' | 'gc';
 
 /** Why a read is of state that can change between evaluations (or that codegen cannot see). */
 export type MutableReadReason =
@@ -74,6 +78,15 @@ export type MutableReadReason =
   | 'global'
   | 'this'
   | 'mutable-object'
+  /**
+   * Closure state: a `let` of an enclosing function, or a function made by a call
+   * (`const next = makeCounter()`) that may keep state in its closure.
+   */
+  | 'closure'
+  /** A class's static members, which any code can assign. */
+  | 'class'
+  /** A module-level instance (`new Map()`, a class's) or a regular expression with the g or y flag. */
+  | 'mutable-instance'
   | 'outer-variable';
 
 interface FindingBase {

@@ -116,7 +116,7 @@ export interface FunctionModel {
   readonly stepReads: readonly StepRead[];
   /** It reads `item` (or the whole context); only a `forEach` step's key and input have one. */
   readonly readsItem: boolean;
-  /** Functions it calls (allow-listed ones and same-project helpers it followed), sorted. */
+  /** Functions it calls that are known pure (of the standard library, and same-project helpers it followed), sorted. */
   readonly calls: readonly string[];
   /** It reads its context at all; a key that does not is the same for every run (LF005). */
   readonly dependsOnContext: boolean;

@@ -14,7 +14,7 @@ export type CheckedPart = CheckedFunctionPart | 'scheduleInput';
 export type CheckedFunction =
   | {
       readonly workflow: WorkflowModel;
-      /** A step, or a step's compensation (whose only checked function is its key). */
+      /** A step, or a step's compensation (whose checked functions are its key and request). */
       readonly step: StepModel | CompensationModel;
       readonly part: Exclude<CheckedFunctionPart, 'partitionKey'>;
       readonly fn: FunctionModel;
@@ -36,8 +36,8 @@ export type CheckedFunction =
 
 /**
  * Every checked function (per workflow, its partition key first; then per step: the key, the
- * others in order, its partition key, its compensation's key; then each schedule's input): what
- * LF002–LF004 iterate over.
+ * others in order — its request among them —, its partition key, its compensation's key and
+ * request; then each schedule's input): what LF002–LF004 iterate over.
  */
 export function* checkedFunctions(input: ValidationInput): Generator<CheckedFunction> {
   for (const workflow of input.analysis.workflows) {
@@ -50,6 +50,7 @@ export function* checkedFunctions(input: ValidationInput): Generator<CheckedFunc
       if (use !== undefined && use.partitionKey !== null) yield { workflow, step, part: 'partitionKey', fn: use.partitionKey, queue: use.queue.name };
       const compensation = step.compensation;
       if (compensation?.key !== undefined && compensation.key !== null) yield { workflow, step: compensation, part: 'key', fn: compensation.key };
+      for (const fn of compensation?.functions ?? []) yield { workflow, step: compensation!, part: fn.part, fn };
     }
   }
   for (const schedule of input.analysis.schedules) {
@@ -80,6 +81,7 @@ export interface FunctionWording {
 
 const CONSEQUENCES: Readonly<Record<CheckedPart, string>> = {
   key: 'a retry could compute another key and repeat the effect',
+  request: 'a retry could hash another request under the same key and fail as a conflict',
   when: 'a retry could decide differently whether the step runs',
   for: 'a retry could compute another wake-up time',
   until: 'a retry could compute another wake-up time',
@@ -113,7 +115,7 @@ export function wordingOf(checked: CheckedFunction): FunctionWording {
         ? describePartitionKey(checked.queue, { workflow: workflow.name, step: step?.name ?? null })
         : isKey
           ? keySubject(checked.step)
-          : describePart({ kind: checked.part, step: checked.step.name }),
+          : describePart({ kind: checked.part, step: checked.step.name }, 'compensates' in checked.step ? checked.step.compensates : undefined),
     it: isKey ? 'the key' : 'it',
     noun: isKey ? 'the key' : 'the function',
     consequence: CONSEQUENCES[part],

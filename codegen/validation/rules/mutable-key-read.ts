@@ -47,6 +47,12 @@ function describe(finding: MutableRead, wording: FunctionWording): string {
       return `reads the global \`${finding.binding}\`${via}, which is ${wording.readable}; ${wording.supply}.`;
     case 'this':
       return `reads \`this\`${via}; ${wording.isKey ? 'a key' : 'it'} may only read its ${wording.argument} argument.`;
+    case 'closure':
+      return `uses \`${finding.binding}\` (declared at ${declared}), closure state that can change from one call to the next; ${wording.supply}, or compute it from ${wording.argument} alone.`;
+    case 'class':
+      return `reads class \`${finding.binding}\` (declared at ${declared}), whose static state any code can change; use a const declared \`as const\`, or ${wording.supply}.`;
+    case 'mutable-instance':
+      return `reads \`${finding.binding}\`, a module-level instance (declared at ${declared}) whose state changes as code uses it (a Map, a Set, a class instance, a /g or /y regular expression's lastIndex); build it inside ${wording.noun}, or ${wording.supply}.`;
     case 'mutable-object':
       return `reads \`${finding.binding}\`, a module-level object or array (declared at ${declared}) that any code can mutate; declare it \`as const\`, or ${wording.supply}.`;
   }

@@ -9,6 +9,8 @@ const FROM_IDENTIFIERS =
 const FROM_INPUT = 'derive it from the input (e.g. input.orderId), or create the value in an earlier step and read it from steps';
 const FROM_EARLIER_STEP = 'keys are synchronous and pure: load what you need in an earlier step and read its output from steps';
 const SYNC_FROM_EARLIER_STEP = 'it must be synchronous and pure: load what you need in an earlier step and read its output from steps';
+const LOCALE =
+  "use the UTC methods (getUTCFullYear(), toISOString()), or pass an explicit locale and timeZone (toLocaleString('en-US', { timeZone: 'UTC' }), new Intl.DateTimeFormat('en-US', { timeZone: 'UTC' }))";
 const CLOCK = "pass the time in the workflow input or take it from an earlier step's output";
 /** For a workflow's partition key, which sees the input alone. */
 const RUN_FROM_INPUT = 'derive it from the input (e.g. input.customerId): it is computed for the whole run, which has no earlier steps';
@@ -44,6 +46,20 @@ const SOURCES: Record<
   },
   await: { what: 'awaits', keyFix: FROM_EARLIER_STEP, fix: SYNC_FROM_EARLIER_STEP, runFix: RUN_SYNC_FROM_INPUT, tickFix: TICK_SYNC },
   io: { what: 'does I/O', keyFix: FROM_EARLIER_STEP, fix: SYNC_FROM_EARLIER_STEP, runFix: RUN_SYNC_FROM_INPUT, tickFix: TICK_SYNC },
+  locale: {
+    what: "depends on the process's locale or time zone, which differ between workers",
+    keyFix: LOCALE,
+    fix: LOCALE,
+    runFix: LOCALE,
+    tickFix: LOCALE,
+  },
+  gc: {
+    what: 'depends on garbage collection',
+    keyFix: `use a Map or an object built inside the function, or ${FROM_INPUT}`,
+    fix: `use a Map or an object built inside the function, or ${FROM_INPUT}`,
+    runFix: 'use a Map or an object built inside the function',
+    tickFix: 'use a Map or an object built inside the function',
+  },
 };
 
 /** A sleep that reads the clock usually means a duration: the runtime fixes the wake-up time itself. */
@@ -80,15 +96,15 @@ export const nondeterministicKey: Rule = (input) => {
       } else if (finding.kind === 'impure-call') {
         const callee = describeOrigin(finding.callee, finding.at, finding.origin, finding.via);
         const fix = wording.isKey
-          ? 'build the key with template literals, String(), Number(), JSON.stringify(), Math.floor() and string/number methods'
-          : 'write it with template literals, String(), Number(), JSON.stringify(), Math.floor() and string, number and array methods';
+          ? 'build the key with the standard library (template literals, String(), JSON.stringify(), string, number and array methods…) and helper functions declared in this project'
+          : 'write it with the standard library (template literals, String(), JSON.stringify(), string, number and array methods…) and helper functions declared in this project';
         diagnostics.push({
           code: 'LF002',
           severity: 'error',
           ...finding.at,
           message:
-            `${wording.subject} calls ${callee}, which is not on codegen's allow-list of pure functions; ` +
-            `${fix}, or a helper function declared in this file that uses only those.`,
+            `${wording.subject} calls ${callee}, whose code codegen does not analyse (a package's, a class's, or a function it cannot see), so it cannot prove it pure; ` +
+            `${fix}, or compute the value in an earlier step and read it from steps.`,
         });
       }
     }
