@@ -9,7 +9,7 @@ import type { AnalysisProgram } from './analysis-program.js';
 import { importBindingOf, namespaceImportOf } from './module-exports.js';
 import { globalUse, importUse, outerDeclarationUse, type NameUse } from './name-uses.js';
 import { nondeterministicMember, PURE_METHODS, PURE_NAMESPACE_MEMBERS } from './pure-functions.js';
-import { contextRoot, rootOf, rootOfDeclaration, type Root } from './purity-roots.js';
+import { parameterRoot, rootOf, rootOfDeclaration, type Root } from './purity-roots.js';
 import { emptySummary, SummaryRecorder, toReport, type Frame, type Summary } from './purity-summary.js';
 import {
   declarationNameNode,
@@ -60,7 +60,7 @@ export class PurityAnalyzer {
   analyze(fn: FunctionLike, context: ContextDescription): PurityReport {
     const bindings = new Map<ts.ParameterDeclaration, Root>();
     const parameter = fn.parameters[0];
-    if (parameter !== undefined) bindings.set(parameter, contextRoot(context));
+    if (parameter !== undefined) bindings.set(parameter, parameterRoot(parameter, context));
     this.#active.add(fn);
     try {
       return toReport(this.#analyzeScope(fn, bindings), context);
