@@ -63,7 +63,13 @@ export class PurityAnalyzer {
     if (parameter !== undefined) bindings.set(parameter, parameterRoot(parameter, context));
     this.#active.add(fn);
     try {
-      return toReport(this.#analyzeScope(fn, bindings), context);
+      const summary = this.#analyzeScope(fn, bindings);
+      const asyncModifier = ts.canHaveModifiers(fn) ? ts.getModifiers(fn)?.find((m) => m.kind === ts.SyntaxKind.AsyncKeyword) : undefined;
+      if (asyncModifier !== undefined) {
+        // The function the runtime calls returns a Promise: refused (the worker fails such an attempt for good).
+        this.#record.nondeterministic({ scope: fn, bindings, summary, boundArguments: new Set() }, asyncModifier, 'async', 'async');
+      }
+      return toReport(summary, context);
     } finally {
       this.#active.delete(fn);
     }

@@ -63,8 +63,12 @@ export interface ViaHop {
   readonly declaredAt: SourceLocation;
 }
 
-/** The clock, randomness, a random UUID, the process environment, `await`, I/O. */
-export type NondeterministicSource = 'clock' | 'random' | 'uuid' | 'env' | 'await' | 'io';
+/**
+ * The clock, randomness, a random UUID, the process environment, `await`, I/O; `async`: the
+ * function itself is async, so it returns a Promise (the worker refuses one, and awaiting it
+ * would let it read what changes between retries).
+ */
+export type NondeterministicSource = 'clock' | 'random' | 'uuid' | 'env' | 'await' | 'async' | 'io';
 
 /** Why a read is of state that can change between evaluations (or that codegen cannot see). */
 export type MutableReadReason =
