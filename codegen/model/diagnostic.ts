@@ -21,6 +21,9 @@ export const DIAGNOSTIC_CODES = {
   // Compensations (a step's `compensate`).
   LF014: "a compensation's key is the same as the key of the step it undoes",
   LF015: 'an effect step declares no compensation in a workflow that has compensations',
+  // What a key's value is (codegen/analysis/key-values.ts).
+  LF016: 'a key or another step function turns into text a value that is not a primitive (an object, a Date, a Promise)',
+  LF017: 'a key reads the output of a conditional step without saying what to use when the step was skipped',
 } as const;
 
 export type DiagnosticCode = keyof typeof DIAGNOSTIC_CODES;
