@@ -446,6 +446,18 @@ function normalize(text: string): string {
   return text.replace(/\s+/g, '');
 }
 
+/** Whether an `if` in `block` (not in a nested function) tests something that mentions the step. */
+function testsStep(block: ts.Block, mentions: (node: ts.Node) => boolean): boolean {
+  let found = false;
+  const visit = (node: ts.Node): void => {
+    if (found || ts.isFunctionLike(node)) return;
+    if (ts.isIfStatement(node) && mentions(node.expression)) found = true;
+    else ts.forEachChild(node, visit);
+  };
+  ts.forEachChild(block, visit);
+  return found;
+}
+
 /** The outermost member access, call or optional chain that `node` starts (`steps.x` → `steps.x?.id`). */
 function chainTop(node: ts.Node): ts.Node {
   let current = node;
@@ -471,6 +483,8 @@ function chainTop(node: ts.Node): ts.Node {
  */
 function isGuarded(read: ts.Node, step: string, fn: FunctionLike): boolean {
   const mentions = (node: ts.Node): boolean => new RegExp(`\\b${step}\\b`).test(node.getText());
+  // `if (!steps.x) return 'none';` before the read: an `if` that tests the step guards the whole body.
+  if (fn.body !== undefined && ts.isBlock(fn.body) && testsStep(fn.body, mentions)) return true;
   let child: ts.Node = chainTop(read);
   for (let node = child.parent; node !== undefined && node !== fn; child = node, node = node.parent) {
     if (ts.isBinaryExpression(node)) {

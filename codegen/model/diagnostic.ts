@@ -8,7 +8,7 @@ export const DIAGNOSTIC_CODES = {
   LF002: "a key or another step function (when, sleep, match, items, child input, partition key) or a schedule's input reads a non-deterministic source",
   LF003: 'a key or another step function reads a step that does not come before it',
   LF004: "a key or another step function reads something that is neither input nor an earlier step output (a schedule's input: anything but its scheduledAt and constants)",
-  LF005: 'a key depends on neither input nor step outputs',
+  LF005: "a key depends on neither input nor step outputs (an error for an external step's key and its compensation's: the provider sees it)",
   LF006: 'duplicate workflow, step, compensation or event names',
   LF007: 'a workflow version changed without a version bump (steps, schemas, keys, requests, conditions, waits, children, queue names, partition keys and compensations)',
   LF008: 'a workflow declaration codegen cannot read statically',

@@ -26,6 +26,18 @@ export const orders = workflow('orders', {
     key: ({ steps }) => `thank:${steps.upgrade?.upgradeId ?? 'none'}`,
     idempotentByKey: true,
   })
+  .external('wrap', {
+    output: z.object({ wrapId: z.string() }),
+    key: ({ input, steps }) => {
+      if (steps.upgrade === undefined) return `wrap:${input.orderId}`;
+      return `wrap:${steps.upgrade.upgradeId}`;
+    },
+    idempotentByKey: true,
+  })
+  .transactional('record', {
+    output: z.object({ ok: z.boolean() }),
+    key: ({ input, steps }) => ['record', input.orderId, steps.upgrade?.upgradeId].join(':'),
+  })
   .external('gift', {
     output: z.object({ giftId: z.string() }),
     when: ({ input }) => input.vip,
