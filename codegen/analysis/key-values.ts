@@ -211,6 +211,8 @@ class ShapeReader {
     readonly program: AnalysisProgram,
     readonly scope: BoundScope,
     readonly context: ValueContext,
+    /** A followed helper's parameters, with the shapes of the arguments it was called with. */
+    readonly parameters: ReadonlyMap<ts.ParameterDeclaration, ValueShape> = new Map(),
   ) {}
 
   shapeOf(expression: ts.Expression): ValueShape {
@@ -249,7 +251,15 @@ class ShapeReader {
       return PRIMITIVE;
     }
     if (ts.isConditionalExpression(node)) return union([this.shapeOf(node.whenTrue), this.shapeOf(node.whenFalse)]);
-    if (ts.isObjectLiteralExpression(node)) return { kind: 'object', fields: null };
+    if (ts.isObjectLiteralExpression(node)) {
+      const fields: Record<string, ValueShape> = {};
+      for (const property of node.properties) {
+        if (ts.isPropertyAssignment(property) && ts.isIdentifier(property.name)) fields[property.name.text] = this.shapeOf(property.initializer);
+        else if (ts.isShorthandPropertyAssignment(property)) fields[property.name.text] = this.shapeOf(property.name);
+        else return { kind: 'object', fields: null };
+      }
+      return { kind: 'object', fields };
+    }
     if (ts.isArrayLiteralExpression(node)) {
       return { kind: 'array', element: node.elements.length === 0 ? UNKNOWN : union(node.elements.map((e) => (ts.isSpreadElement(e) ? UNKNOWN : this.shapeOf(e)))) };
     }
@@ -269,6 +279,8 @@ class ShapeReader {
       if (root !== null) return this.#rootShape(root);
       if (ts.isIdentifier(node)) {
         const declaration = this.program.declarationOf(node);
+        const parameter = declaration === undefined ? undefined : this.#parameterShape(declaration);
+        if (parameter !== undefined) return parameter;
         if (declaration !== undefined && ts.isVariableDeclaration(declaration) && declaration.initializer !== undefined && isWithin(declaration, this.scope.scope)) {
           return this.shapeOf(declaration.initializer);
         }
@@ -277,6 +289,18 @@ class ShapeReader {
       }
     }
     return UNKNOWN;
+  }
+
+  /** The shape a followed helper's parameter (or a field destructured from it) holds; undefined when not one. */
+  #parameterShape(declaration: ts.Declaration): ValueShape | undefined {
+    if (ts.isParameter(declaration)) return this.parameters.get(declaration);
+    if (ts.isBindingElement(declaration) && ts.isObjectBindingPattern(declaration.parent) && ts.isParameter(declaration.parent.parent)) {
+      const whole = this.parameters.get(declaration.parent.parent);
+      const name = declaration.propertyName ?? declaration.name;
+      if (whole === undefined || declaration.dotDotDotToken !== undefined || !ts.isIdentifier(name)) return undefined;
+      return shapeAt(whole, name.text);
+    }
+    return undefined;
   }
 
   #callShape(call: ts.CallExpression): ValueShape {
@@ -302,7 +326,14 @@ class ShapeReader {
     const of = this.shapeOf(receiver);
     if (SAME_LIST_METHODS.has(method)) return of.kind === 'array' ? of : of.kind === 'primitive' ? PRIMITIVE : UNKNOWN;
     if (ELEMENT_METHODS.has(method) && of.kind === 'array') return of.element;
-    if (method === 'map' || method === 'flatMap') return { kind: 'array', element: UNKNOWN };
+    if (method === 'map') {
+      // `.map((l) => ({ ... }))` makes a list of objects; what else a callback returns is not followed.
+      const callback = call.arguments[0] === undefined ? undefined : skipWrappers(call.arguments[0]);
+      const returned = callback !== undefined && (ts.isArrowFunction(callback) || ts.isFunctionExpression(callback)) ? returnedExpression(callback) : null;
+      const element = returned !== null && ts.isObjectLiteralExpression(skipWrappers(returned)) ? { kind: 'object' as const, fields: null } : UNKNOWN;
+      return { kind: 'array', element };
+    }
+    if (method === 'flatMap') return { kind: 'array', element: UNKNOWN };
     return UNKNOWN;
   }
 
@@ -373,8 +404,30 @@ function returnedExpression(fn: FunctionLike): ts.Expression | null {
 export function analyzeKeyValues(program: AnalysisProgram, fn: FunctionLike, context: ValueContext): KeyValueFindings {
   const scope = boundScope(fn, context.context);
   const reader = new ShapeReader(program, scope, context);
-  const conversions: StringConversion[] = [];
+  const conversions = conversionsIn(program, fn, reader, 0);
   const conditionalReads: ConditionalStepRead[] = [];
+  const visit = (node: ts.Node): void => {
+    if ((ts.isPropertyAccessExpression(node) || ts.isElementAccessExpression(node) || (ts.isIdentifier(node) && isReference(node))) && ts.isExpression(node)) {
+      const read = conditionalRead(program, node, scope, context, fn);
+      if (read !== null) conditionalReads.push(read);
+    }
+    ts.forEachChild(node, visit);
+  };
+  if (fn.body !== undefined) visit(fn.body);
+  for (const parameter of fn.parameters) if (parameter.initializer !== undefined) visit(parameter.initializer);
+  return { conversions, conditionalReads };
+}
+
+/** How deep helpers are followed for what they turn into text (a key's helper's helper is enough in practice). */
+const MAX_HELPER_DEPTH = 2;
+
+/**
+ * The values `fn` turns into text that are not primitives, read with `reader`. A helper of the
+ * project it calls with a value that is not a primitive is followed (its parameters hold the
+ * arguments' shapes), and what it turns into text is reported at the call.
+ */
+function conversionsIn(program: AnalysisProgram, fn: FunctionLike, reader: ShapeReader, depth: number): StringConversion[] {
+  const conversions: StringConversion[] = [];
   const check = (expression: ts.Expression, via: string): void => {
     const becomes = unstableText(reader.shapeOf(expression));
     if (becomes !== null) conversions.push({ at: program.location(expression), text: shortText(expression), via, becomes });
@@ -400,17 +453,40 @@ export function analyzeKeyValues(program: AnalysisProgram, fn: FunctionLike, con
           const becomes = shape.kind === 'array' ? unstableText(shape.element) : null;
           if (becomes !== null) conversions.push({ at: program.location(receiver), text: shortText(receiver), via: '.join()', becomes: becomes === 'object' ? 'array-of-objects' : becomes });
         }
+      } else if (ts.isIdentifier(callee) && depth < MAX_HELPER_DEPTH) {
+        conversions.push(...helperConversions(program, node, callee, fn, reader, depth));
       }
-    }
-    if ((ts.isPropertyAccessExpression(node) || ts.isElementAccessExpression(node) || (ts.isIdentifier(node) && isReference(node))) && ts.isExpression(node)) {
-      const read = conditionalRead(program, node, scope, context, fn);
-      if (read !== null) conditionalReads.push(read);
     }
     ts.forEachChild(node, visit);
   };
   if (fn.body !== undefined) visit(fn.body);
   for (const parameter of fn.parameters) if (parameter.initializer !== undefined) visit(parameter.initializer);
-  return { conversions, conditionalReads };
+  return conversions;
+}
+
+/** What a helper called with values that are not primitives turns into text, reported at the call. */
+function helperConversions(
+  program: AnalysisProgram,
+  call: ts.CallExpression,
+  callee: ts.Identifier,
+  caller: FunctionLike,
+  reader: ShapeReader,
+  depth: number,
+): StringConversion[] {
+  const declaration = program.declarationOf(callee);
+  const helper = declaration === undefined ? null : functionOf(declaration);
+  if (helper === null || helper === caller || helper.body === undefined) return [];
+  const parameters = new Map<ts.ParameterDeclaration, ValueShape>();
+  helper.parameters.forEach((parameter, index) => {
+    const argument = call.arguments[index];
+    if (argument === undefined || parameter.dotDotDotToken !== undefined || ts.isSpreadElement(argument)) return;
+    const shape = reader.shapeOf(argument);
+    if (unstableText(shape) !== null || shape.kind === 'object') parameters.set(parameter, shape);
+  });
+  if (parameters.size === 0) return [];
+  const inner = new ShapeReader(program, { scope: helper, bindings: new Map() }, reader.context, parameters);
+  const at = program.location(call);
+  return conversionsIn(program, helper, inner, depth + 1).map((c) => ({ ...c, at, via: `${c.via} in ${callee.text}()` }));
 }
 
 /** Whether an operand of `+` is text, so that the other operand is turned into text. */
