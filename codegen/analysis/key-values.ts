@@ -399,7 +399,8 @@ function returnedExpression(fn: FunctionLike): ts.Expression | null {
 /**
  * The value findings of one function the runtime evaluates for a step: every value it turns into
  * text that is not a primitive, and every read of a conditional step's output it does not guard.
- * Looks at the function's own body (what a helper does with its arguments is not followed).
+ * Conversions are also looked for in the same-file helpers it calls with objects (conversionsIn);
+ * conditional reads only in its own body.
  */
 export function analyzeKeyValues(program: AnalysisProgram, fn: FunctionLike, context: ValueContext): KeyValueFindings {
   const scope = boundScope(fn, context.context);
