@@ -6,6 +6,7 @@ import type { CompensationModel, FunctionModel, MalformedDeclaration, StepFuncti
 import type { AnalysisProgram } from './analysis-program.js';
 import { functionContext, functionModel } from './function-model.js';
 import { initializerText, pinPart, resolveFunction } from './property-values.js';
+import { analyzeKeyValues, type ValueContext } from './key-values.js';
 import type { PurityAnalyzer } from './purity-analyzer.js';
 import { propertyName, skipWrappers } from './syntax.js';
 
@@ -33,6 +34,7 @@ export function readCompensation(
   step: CompensatedStep,
   property: ts.ObjectLiteralElementLike,
   malformed: MalformedDeclaration[],
+  values?: ValueContext,
 ): { model: CompensationModel; parts: PinnedPart[] } | null {
   const report = (node: ts.Node, message: string): null => {
     malformed.push({ location: program.location(node), message });
@@ -89,7 +91,10 @@ export function readCompensation(
         `the key of compensation "${name}" must be a function — inline (({ input, steps }) => \`...\`) or the name of a function declared in this file or exported by a relative module — so codegen can check that it is pure.`,
       );
     }
-    if (fn !== 'absent') key = functionModel(program, keyProperty, analyzer.analyze(fn, functionContext(step.visible)));
+    if (fn !== 'absent') {
+      const model = functionModel(program, keyProperty, analyzer.analyze(fn, functionContext(step.visible)));
+      key = values === undefined ? model : { ...model, values: analyzeKeyValues(program, fn, values) };
+    }
   }
 
   // Its request, whose hash its ledger row keeps like a step's: checked like its key.

@@ -18,7 +18,7 @@ import {
   PURE_NAMESPACES,
   STATEFUL_METHODS,
 } from './pure-functions.js';
-import { contextRoot, rootOf, rootOfDeclaration, type Root } from './purity-roots.js';
+import { contextRoot, parameterRoot, rootOf, rootOfDeclaration, type Root } from './purity-roots.js';
 import { emptySummary, SummaryRecorder, toReport, type Frame, type Summary } from './purity-summary.js';
 import {
   declarationNameNode,
@@ -71,11 +71,17 @@ export class PurityAnalyzer {
   analyze(fn: FunctionLike, context: ContextDescription): PurityReport {
     const bindings = new Map<ts.ParameterDeclaration, Root>();
     const parameter = fn.parameters[0];
-    if (parameter !== undefined) bindings.set(parameter, contextRoot(context));
+    if (parameter !== undefined) bindings.set(parameter, parameterRoot(parameter, context));
     this.#active.add(fn);
     this.#roots.add(fn);
     try {
-      return toReport(this.#analyzeScope(fn, bindings), context);
+      const summary = this.#analyzeScope(fn, bindings);
+      const asyncModifier = ts.canHaveModifiers(fn) ? ts.getModifiers(fn)?.find((m) => m.kind === ts.SyntaxKind.AsyncKeyword) : undefined;
+      if (asyncModifier !== undefined) {
+        // The function the runtime calls returns a Promise: refused (the worker fails such an attempt for good).
+        this.#record.nondeterministic({ scope: fn, bindings, summary, boundArguments: new Set() }, asyncModifier, 'async', 'async');
+      }
+      return toReport(summary, context);
     } finally {
       this.#active.delete(fn);
     }

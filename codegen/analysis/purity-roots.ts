@@ -16,7 +16,9 @@ export type Root =
   | { readonly kind: 'data'; readonly property: string; readonly path: string }
   | { readonly kind: 'steps' }
   | { readonly kind: 'step'; readonly step: string; readonly path: string }
-  | { readonly kind: 'steps-dynamic' };
+  | { readonly kind: 'steps-dynamic' }
+  /** A rest parameter (`(...args) => args[0].input.id`): its first element is the context. */
+  | { readonly kind: 'rest'; readonly first: Root };
 
 /** A function (or module-const initializer) being analysed, with the roots its parameters are bound to. */
 export interface BoundScope {
@@ -27,6 +29,12 @@ export interface BoundScope {
 /** The root of a context parameter that offers what `context` describes. */
 export function contextRoot(context: ContextDescription): Root {
   return { kind: 'ctx', data: [...context.data], steps: context.steps !== null };
+}
+
+/** The root the analysed function's first parameter holds: the context, or for a rest parameter the list it is the first of. */
+export function parameterRoot(parameter: ts.ParameterDeclaration, context: ContextDescription): Root {
+  const root = contextRoot(context);
+  return parameter.dotDotDotToken === undefined ? root : { kind: 'rest', first: root };
 }
 
 /** The root of `expression` inside `frame`, or null when it is not derived from the context. */
@@ -90,6 +98,8 @@ function childRoot(parent: Root, member: string | null): Root | null {
       return { kind: 'step', step: parent.step, path: joinPath(parent.path, member) };
     case 'steps-dynamic':
       return parent;
+    case 'rest':
+      return member === '[0]' ? parent.first : null;
   }
 }
 

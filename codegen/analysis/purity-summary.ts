@@ -112,6 +112,7 @@ export class SummaryRecorder {
     const summary = frame.summary;
     switch (root.kind) {
       case 'ctx':
+      case 'rest':
         summary.readsWholeContext = true;
         return;
       case 'data':

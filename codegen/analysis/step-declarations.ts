@@ -29,6 +29,8 @@ import { functionContext, functionModel } from './function-model.js';
 import { initializerText, pinPart, resolveFunction, valueOf } from './property-values.js';
 import type { PurityAnalyzer } from './purity-analyzer.js';
 import { readQueueUse } from './queue-uses.js';
+import { analyzeKeyValues, itemShape, schemaShape, type ValueContext, type VisibleStepShape } from './key-values.js';
+import type { ValueShape } from '../model/key-values.js';
 import { propertyName, skipWrappers } from './syntax.js';
 
 /** One call of a step method in a workflow chain. */
@@ -44,6 +46,8 @@ export interface StepCall {
  */
 export interface StepScope {
   readonly workflow: string;
+  /** The shape of the workflow's input, from its schema. */
+  readonly inputShape: ValueShape;
   readonly workflowFiles: ReadonlySet<string>;
   readonly queue: string | null;
 }
@@ -135,6 +139,21 @@ export function readStep(
   // Every function the runtime evaluates for the step, checked like a key over its own context.
   const earlierNames = earlier.map((step) => step.name);
   const functions = new Map<ConfigFunctionPart, FunctionModel>();
+  // What the value analysis knows of the context: the input's and earlier outputs' shapes, the item's.
+  const visibleShapes = new Map<string, VisibleStepShape>(earlier.map((s) => [s.name, visibleShape(s)]));
+  const whenProperty = properties.get('when');
+  const ownWhen = whenProperty === undefined ? null : initializerText(whenProperty) ?? whenProperty.getText();
+  const valueContext = (perItem: boolean, item: ValueShape = { kind: 'unknown' }): ValueContext => ({
+    context: functionContext(earlierNames, perItem),
+    input: scope.inputShape,
+    steps: visibleShapes,
+    item,
+    ownWhen,
+    ownStep: null,
+  });
+  const itemsProperty = kind === 'forEach' ? properties.get('items') : undefined;
+  const itemsFn = itemsProperty === undefined ? null : resolveFunction(program, itemsProperty);
+  const item: ValueShape = itemsFn === null || itemsFn === 'absent' ? { kind: 'unknown' } : itemShape(program, itemsFn, valueContext(false));
   for (const part of STEP_PARTS_BY_KIND[kind]) {
     if (!isCheckedFunctionPart(part)) continue;
     const property = properties.get(STEP_PART_PROPERTIES[part]);
@@ -149,7 +168,8 @@ export function readStep(
         `${describePart({ kind: part, step: name })} must be a function — inline (${example}) or the name of a function declared in this file or exported by a relative module — so codegen can check that it is pure.`,
       );
     }
-    functions.set(part, functionModel(program, property, analyzer.analyze(fn, functionContext(earlierNames, perItem))));
+    const values = analyzeKeyValues(program, fn, valueContext(perItem, item));
+    functions.set(part, { ...functionModel(program, property, analyzer.analyze(fn, functionContext(earlierNames, perItem))), values });
   }
   const missing = missingFunction(kind, name, functions);
   if (missing !== null) return report(method, missing);
@@ -212,11 +232,22 @@ export function readStep(
     parts.push(...read.parts);
   }
 
+  const outputProperty = properties.get('output');
+  const outputShape = schemaShape(program, outputProperty === undefined ? null : valueOf(outputProperty));
+
   // What undoes the step's effect: its own key (over the outputs up to this step's) and parts.
   let compensation: CompensationModel | undefined;
   const compensateProperty = properties.get('compensate');
   if (compensateProperty !== undefined) {
-    const read = readCompensation(program, analyzer, { name, kind, visible: [...earlierNames, name] }, compensateProperty, malformed);
+    const ownShape: VisibleStepShape = { shape: outputShape, when: ownWhen };
+    const compensationValues: ValueContext = {
+      ...valueContext(false),
+      context: functionContext([...earlierNames, name]),
+      steps: new Map([...visibleShapes, [name, ownShape]]),
+      ownWhen: null,
+      ownStep: name,
+    };
+    const read = readCompensation(program, analyzer, { name, kind, visible: [...earlierNames, name] }, compensateProperty, malformed, compensationValues);
     if (read === null) return null;
     compensation = read.model;
     parts.push(...read.parts);
@@ -240,8 +271,14 @@ export function readStep(
     hasRetry: properties.has('retry'),
     performTimeoutText: initializerText(properties.get('performTimeoutMs')),
     ...(compensation === undefined ? {} : { compensation }),
+    ...(outputShape.kind === 'unknown' ? {} : { outputShape }),
   };
   return { model, parts };
+}
+
+/** An earlier step as the value analysis of a later function sees it. */
+function visibleShape(step: StepModel): VisibleStepShape {
+  return { shape: step.outputShape ?? { kind: 'unknown' }, when: step.functions.find((f) => f.part === 'when')?.text ?? null };
 }
 
 /** What a step of `kind` must declare besides its key (LF001 asks for that): null when nothing is missing. */

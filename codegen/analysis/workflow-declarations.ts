@@ -6,7 +6,8 @@ import type { MalformedDeclaration, QueueUseModel, StepModel, WorkflowModel } fr
 import type { AnalysisProgram } from './analysis-program.js';
 import { dslImports, isDslCall, workflowIdentity } from './dsl-declarations.js';
 import { runContext } from './function-model.js';
-import { pinPart } from './property-values.js';
+import { schemaShape } from './key-values.js';
+import { pinPart, valueOf } from './property-values.js';
 import type { PurityAnalyzer } from './purity-analyzer.js';
 import { readQueueUse } from './queue-uses.js';
 import { readStep, type StepCall } from './step-declarations.js';
@@ -150,7 +151,8 @@ function readDeclaration(
     }
   }
   const steps: StepModel[] = [];
-  const scope = { workflow: name, workflowFiles, queue: queue?.queue.name ?? null };
+  const inputShape = schemaShape(program, input === undefined ? null : valueOf(input));
+  const scope = { workflow: name, inputShape, workflowFiles, queue: queue?.queue.name ?? null };
   for (const stepCall of stepCalls) {
     const step = readStep(program, analyzer, scope, stepCall, steps, malformed);
     if (step === null) {

@@ -16,7 +16,7 @@ export interface CliOptions {
 
 export const USAGE = `Usage: ledgerflow codegen [options]
 
-Finds workflow declarations and the handler modules bound to them, checks them (LF001-LF015) and
+Finds workflow declarations and the handler modules bound to them, checks them (LF001-LF017) and
 generates handler contracts, typed event senders, migrations, ledgerflow.manifest.json and
 REVIEW.md.
 
@@ -30,7 +30,8 @@ Options:
   --watch            run again whenever a workflow, handler or schedule module changes, appears
                      or disappears, printing the same report each time; until Ctrl-C or SIGTERM
                      (exit 0). Parsed sources are kept between runs
-  --strict           warnings (LF005, LF011 calls, LF012, LF015) fail too
+  --strict           warnings (LF005 on transactional and child keys, LF011 calls, LF012, LF015)
+                     fail too
   --root <dir>       directory to search; paths are reported relative to it (default: cwd)
   --include <glob>   workflow files, relative to --root; repeatable (default: **/*.workflow.ts)
   --out <dir>        output directory inside --root (default: generated)

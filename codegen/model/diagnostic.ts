@@ -8,7 +8,7 @@ export const DIAGNOSTIC_CODES = {
   LF002: "a key or another step function (request, when, sleep, match, items, child input, partition key) or a schedule's input reads a non-deterministic source",
   LF003: 'a key or another step function reads a step that does not come before it',
   LF004: "a key or another step function reads something that is neither input nor an earlier step output (a schedule's input: anything but its scheduledAt and constants)",
-  LF005: 'a key depends on neither input nor step outputs',
+  LF005: "a key depends on neither input nor step outputs (an error for an external step's key and its compensation's: the provider sees it)",
   LF006: 'duplicate workflow, step, compensation or event names',
   LF007: 'a workflow version changed without a version bump (steps, schemas, keys, requests, conditions, waits, children, queue names, partition keys and compensations)',
   LF008: 'a workflow declaration codegen cannot read statically',
@@ -21,6 +21,9 @@ export const DIAGNOSTIC_CODES = {
   // Compensations (a step's `compensate`).
   LF014: "a compensation's key is the same as the key of the step it undoes",
   LF015: 'an effect step declares no compensation in a workflow that has compensations',
+  // What a key's value is (codegen/analysis/key-values.ts).
+  LF016: 'a key or another step function turns into text a value that is not a primitive (an object, a Date, a Promise)',
+  LF017: 'a key reads the output of a conditional step without saying what to use when the step was skipped',
 } as const;
 
 export type DiagnosticCode = keyof typeof DIAGNOSTIC_CODES;

@@ -66,9 +66,11 @@ export interface ViaHop {
 /**
  * The clock, randomness, a random UUID, the process environment, `await`, I/O, the process's
  * locale or time zone (local-time Date methods, toLocaleString and Intl without an explicit
- * locale and time zone), and garbage collection (WeakRef, FinalizationRegistry, WeakMap, WeakSet).
+ * locale and time zone), and garbage collection (WeakRef, FinalizationRegistry, WeakMap, WeakSet);
+ * `async`: the function itself is async, so it returns a Promise (the worker refuses one, and
+ * awaiting it would let it read what changes between retries).
  */
-export type NondeterministicSource = 'clock' | 'random' | 'uuid' | 'env' | 'await' | 'io' | 'locale' | 'gc';
+export type NondeterministicSource = 'clock' | 'random' | 'uuid' | 'env' | 'await' | 'async' | 'io' | 'locale' | 'gc';
 
 /** Why a read is of state that can change between evaluations (or that codegen cannot see). */
 export type MutableReadReason =

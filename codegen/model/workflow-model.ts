@@ -3,6 +3,7 @@
 
 import type { StepKind } from '../../dsl/step-kind.js';
 import type { HandlerAnalysis } from './handler-model.js';
+import type { KeyValueFindings, ValueShape } from './key-values.js';
 import type { CheckedFunctionPart, PinnedPart } from './pinned-parts.js';
 import type { PurityFinding, StepRead } from './purity.js';
 import type { SourceLocation } from './source-location.js';
@@ -68,6 +69,8 @@ export interface StepModel {
   readonly performTimeoutText: string | null;
   /** `transactional` and `external` only: the effect that undoes this step's (`compensate`); its name and `idempotentByKey` are part of the shape. */
   readonly compensation?: CompensationModel;
+  /** The shape of its output as its schema declares it (the value analysis reads later steps' keys with it); absent: unknown. */
+  readonly outputShape?: ValueShape;
 }
 
 /**
@@ -122,6 +125,8 @@ export interface FunctionModel {
   readonly dependsOnContext: boolean;
   /** Everything that makes it impure or unanalysable; validation turns these into diagnostics. */
   readonly findings: readonly KeyFinding[];
+  /** What it turns into text and which conditional steps it reads (LF016, LF017); absent where not analysed. */
+  readonly values?: KeyValueFindings;
 }
 
 /** What analysis found out about one key function. */

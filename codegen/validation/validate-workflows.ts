@@ -1,6 +1,7 @@
 import { compareDiagnostics, type Diagnostic, type DiagnosticCode } from '../model/diagnostic.js';
 import type { Rule, ValidationInput } from './rule.js';
 import { compensationKey } from './rules/compensation-key.js';
+import { conditionalStepRead } from './rules/conditional-step-read.js';
 import { constantKey } from './rules/constant-key.js';
 import { duplicateNames } from './rules/duplicate-names.js';
 import { forEachKeyIgnoresItem } from './rules/for-each-key-ignores-item.js';
@@ -9,6 +10,7 @@ import { missingCompensation } from './rules/missing-compensation.js';
 import { missingKey } from './rules/missing-key.js';
 import { mutableKeyRead } from './rules/mutable-key-read.js';
 import { nondeterministicKey } from './rules/nondeterministic-key.js';
+import { objectInKey } from './rules/object-in-key.js';
 import { performIgnoresKey } from './rules/perform-ignores-key.js';
 import { stepEffect } from './rules/step-effect.js';
 import { stepOrder } from './rules/step-order.js';
@@ -33,6 +35,8 @@ const RULES: Record<DiagnosticCode, Rule> = {
   LF013: forEachKeyIgnoresItem,
   LF014: compensationKey,
   LF015: missingCompensation,
+  LF016: objectInKey,
+  LF017: conditionalStepRead,
 };
 
 /**

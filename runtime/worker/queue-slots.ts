@@ -7,7 +7,7 @@ import type { StepExecution, StepOutcome } from './executors/step-execution.js';
 import { commitKnowingOutcome, keyContext } from './executors/step-execution.js';
 import type { WorkflowRegistry } from './registry.js';
 import { leaseLost, type Lease } from './step-commits.js';
-import { StepFailure, userCode } from './step-errors.js';
+import { evaluateStepFunction, StepFailure } from './step-errors.js';
 import { suspendRun } from './wait-commits.js';
 
 /*
@@ -145,7 +145,7 @@ export function acquireSlotStatement(queue: string, partition: string, lease: Pi
 async function partitionOf(s: StepExecution, use: QueueUseDefinition): Promise<string> {
   if (use.partitionKey === undefined) return QUEUE_NO_PARTITION;
   const context = keyContext(s);
-  const key = await userCode(() => use.partitionKey!(context));
+  const key = evaluateStepFunction(() => use.partitionKey!(context), `The partitionKey of queue "${use.queue.name}" (step "${s.step.name}")`);
   if (typeof key !== 'string' || key === '' || key === QUEUE_NO_PARTITION || key.length > MAX_PARTITION_KEY_LENGTH) {
     throw new StepFailure(
       new TypeError(

@@ -1,4 +1,4 @@
-import { LedgerflowError, ValidationError } from '../errors.js';
+import { LedgerflowError, NonRetryableError, ValidationError } from '../errors.js';
 import { SQLSTATE, sqlStateOf } from '../store/sqlstate.js';
 import type { Json } from '../store/tables.js';
 
@@ -92,6 +92,39 @@ const UNRECORDABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDB
 /** Text with U+0000 and lone surrogates written as `\\u0000`-style escapes (jsonb accepts the rest). */
 export function recordableText(text: string): string {
   return text.replace(UNRECORDABLE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/**
+ * Runs a function the runtime evaluates for a step — a key, a condition, a match, a partition key,
+ * a sleep's time, a fan-out's items and child input — which must be synchronous: codegen checks
+ * it as a pure function of the input and earlier outputs (LF002), and the DSL types its result
+ * as a plain value. One that returns a Promise (an `async` function) fails the attempt with a
+ * non-retryable error: awaiting it would let it read what changes between retries, and every
+ * retry would return a Promise again. `subject` names it: `The key function of step "charge"`.
+ * Anything it throws becomes a {@link StepFailure}, as with {@link userCode}.
+ */
+export function evaluateStepFunction<T>(fn: () => T, subject: string): T {
+  let value: T;
+  try {
+    value = fn();
+  } catch (error) {
+    throw error instanceof StepFailure ? error : new StepFailure(error);
+  }
+  if (isThenable(value)) {
+    // Its eventual rejection is not this attempt's concern any more; keep it from going unhandled.
+    Promise.resolve(value).catch(() => undefined);
+    throw new StepFailure(
+      new NonRetryableError(
+        `${subject} returned a Promise (is it async?): it must compute its value synchronously from the input and earlier steps' outputs; ` +
+          'load what it needs in an earlier step and read that output from steps.',
+      ),
+    );
+  }
+  return value;
+}
+
+function isThenable(value: unknown): boolean {
+  return (typeof value === 'object' || typeof value === 'function') && value !== null && typeof (value as { then?: unknown }).then === 'function';
 }
 
 /** Runs user code; anything it throws becomes a {@link StepFailure}. */

@@ -84,18 +84,23 @@ describe('ledgerflow codegen --check', () => {
     const github = await codegen('--root', project.root, '--format', 'github');
     expect(github.code).toBe(1);
     expect(github.stdout).toMatch(/^::error file=src\/payout\.workflow\.ts,line=7,col=37::LF002: key of step "transfer" reads the clock/m);
-    expect(github.stdout).toMatch(/^::warning file=src\/payout\.workflow\.ts,line=7,col=5::LF005: /m);
+    // An external key that reads no input is the same for every run: an error (LF005).
+    expect(github.stdout).toMatch(/^::error file=src\/payout\.workflow\.ts,line=7,col=5::LF005: /m);
 
     const json = await codegen('--root', project.root, '--format=json', '--check');
     expect(json.code).toBe(1);
     const document = JSON.parse(json.stdout) as { diagnostics: { code: string; line: number }[]; errors: number; warnings: number };
-    expect(document.errors).toBe(1);
-    expect(document.warnings).toBe(1);
+    expect(document.errors).toBe(2);
+    expect(document.warnings).toBe(0);
     expect(document.diagnostics.map((d) => d.code)).toEqual(['LF005', 'LF002']);
   });
 
   it('passes with a warning, and fails on it with --strict', async () => {
-    project.write('src/payout.workflow.ts', WORKFLOW.replace('`transfer:${input.payoutId}`', "'transfer'"));
+    // A transactional key is scoped to its run: a constant one is a warning (LF005).
+    project.write(
+      'src/payout.workflow.ts',
+      WORKFLOW.replace('`transfer:${input.payoutId}`', "'transfer'").replace(".external('transfer'", ".transactional('transfer'").replace('    idempotentByKey: true,\n', ''),
+    );
     expect((await codegen('--root', project.root)).code).toBe(0);
     const strict = await codegen('--root', project.root, '--check', '--strict');
     expect(strict.code).toBe(1);

@@ -1,5 +1,6 @@
 import type { Diagnostic } from '../../model/diagnostic.js';
 import type { NondeterministicSource } from '../../model/workflow-model.js';
+import { describeLocation } from '../../model/source-location.js';
 import { describeOrigin } from '../describe-via.js';
 import type { Rule } from '../rule.js';
 import { checkedFunctions, wordingOf, type CheckedPart } from '../step-functions.js';
@@ -45,6 +46,13 @@ const SOURCES: Record<
     tickFix: "write the value in the schedule's declaration, or read configuration in the workflow's handlers",
   },
   await: { what: 'awaits', keyFix: FROM_EARLIER_STEP, fix: SYNC_FROM_EARLIER_STEP, runFix: RUN_SYNC_FROM_INPUT, tickFix: TICK_SYNC },
+  async: {
+    what: 'is declared async',
+    keyFix: `remove async: ${FROM_EARLIER_STEP}`,
+    fix: `remove async: ${SYNC_FROM_EARLIER_STEP}`,
+    runFix: `remove async: ${RUN_SYNC_FROM_INPUT}`,
+    tickFix: `remove async: ${TICK_SYNC}`,
+  },
   io: { what: 'does I/O', keyFix: FROM_EARLIER_STEP, fix: SYNC_FROM_EARLIER_STEP, runFix: RUN_SYNC_FROM_INPUT, tickFix: TICK_SYNC },
   locale: {
     what: "depends on the process's locale or time zone, which differ between workers",
@@ -84,7 +92,19 @@ export const nondeterministicKey: Rule = (input) => {
     const wording = wordingOf(checked);
     for (const finding of checked.fn.findings) {
       const origin = describeOrigin(finding.text, finding.at, finding.origin, finding.via);
-      if (finding.kind === 'nondeterministic') {
+      if (finding.kind === 'nondeterministic' && finding.source === 'async') {
+        // Reported on the property that declares the function, where a function declared elsewhere is named.
+        const at = checked.fn.location;
+        const declared = finding.origin.line === at.line && finding.origin.file === at.file ? '' : ` (at ${describeLocation(finding.origin, at)})`;
+        diagnostics.push({
+          code: 'LF002',
+          severity: 'error',
+          ...at,
+          message:
+            `${wording.subject} is declared async${declared}: it returns a Promise, not its value, and the worker fails such an attempt ` +
+            `for good (a non-retryable error) rather than await it; ${fixFor(checked.part, finding.source, wording.seesSteps)}.`,
+        });
+      } else if (finding.kind === 'nondeterministic') {
         diagnostics.push({
           code: 'LF002',
           severity: 'error',

@@ -6,7 +6,7 @@ import { faultPoint } from '../../faults/fault-points.js';
 import { SQLSTATE, sqlStateOf } from '../../store/sqlstate.js';
 import type { WaitingFor } from '../../store/tables.js';
 import { leaseLost } from '../step-commits.js';
-import { StepFailure, userCode } from '../step-errors.js';
+import { evaluateStepFunction, StepFailure } from '../step-errors.js';
 import { childrenState, childResults, firstFailedChild, prunedChildren, startChildren, suspendRun, type ChildToStart } from '../wait-commits.js';
 import { commitKnowingOutcome, commitOutput, keyContext, validateOutput, type StepExecution, type StepExecutor } from './step-execution.js';
 
@@ -148,7 +148,7 @@ function prunedMessage(s: StepExecution, which: string): string {
 async function plannedChildren(s: StepExecution): Promise<ChildToStart[]> {
   const fanOut = s.step.fanOut!;
   const context = keyContext(s);
-  const items = fanOut.items === undefined ? [null] : await userCode(() => fanOut.items!(context));
+  const items = fanOut.items === undefined ? [null] : evaluateStepFunction(() => fanOut.items!(context), `The items of step "${s.step.name}"`);
   if (!Array.isArray(items)) {
     throw new StepFailure(new NonRetryableError(`The items of step "${s.step.name}" must be an array (got ${typeof items}).`));
   }
@@ -156,7 +156,7 @@ async function plannedChildren(s: StepExecution): Promise<ChildToStart[]> {
   const planned: ChildToStart[] = [];
   for (let index = 0; index < items.length; index += 1) {
     const itemContext = { ...context, item: items[index] as unknown, index };
-    const key = await userCode(() => fanOut.key(itemContext));
+    const key = evaluateStepFunction(() => fanOut.key(itemContext), `The key of step "${s.step.name}" (item ${index})`);
     if (typeof key !== 'string' || key === '' || key.length > MAX_DEDUPE_KEY_LENGTH) {
       throw new StepFailure(
         new NonRetryableError(
@@ -171,7 +171,7 @@ async function plannedChildren(s: StepExecution): Promise<ChildToStart[]> {
       );
     }
     seen.set(key, index);
-    const input = await userCode(() => fanOut.input(itemContext));
+    const input = evaluateStepFunction(() => fanOut.input(itemContext), `The input of step "${s.step.name}" (item ${index})`);
     let json: string;
     try {
       json = parseStartInput(fanOut.workflow, input, s.limits);

@@ -1,6 +1,6 @@
 import { faultPoint } from '../../faults/fault-points.js';
 import { leaseLost } from '../step-commits.js';
-import { StepFailure, userCode } from '../step-errors.js';
+import { evaluateStepFunction, StepFailure } from '../step-errors.js';
 import { openWait, suspendRun, type WaitSpec } from '../wait-commits.js';
 import { commitKnowingOutcome, commitOutput, keyContext, validateOutput, type StepExecution, type StepExecutor } from './step-execution.js';
 
@@ -34,13 +34,13 @@ async function sleepSpec(s: StepExecution): Promise<WaitSpec> {
   const sleep = s.step.sleep!;
   const context = keyContext(s);
   if ('for' in sleep) {
-    const ms = await userCode(() => sleep.for(context));
+    const ms = evaluateStepFunction(() => sleep.for(context), `The "for" of sleep step "${s.step.name}"`);
     if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
       throw new StepFailure(new TypeError(`The "for" of sleep step "${s.step.name}" must return a number of milliseconds >= 0 (got ${String(ms)}).`));
     }
     return { kind: 'sleep', until: { afterMs: ms } };
   }
-  const value = await userCode(() => sleep.until(context));
+  const value = evaluateStepFunction(() => sleep.until(context), `The "until" of sleep step "${s.step.name}"`);
   const at = value instanceof Date ? value : typeof value === 'string' ? new Date(value) : undefined;
   if (at === undefined || Number.isNaN(at.getTime())) {
     throw new StepFailure(

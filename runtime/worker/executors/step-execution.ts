@@ -11,7 +11,7 @@ import type { RegisteredWorkflow } from '../registry.js';
 import { requestHash } from '../request-hash.js';
 import { advanceRun, attemptCommitState, leaseLost, resultCommit, type Continuation, type Lease } from '../step-commits.js';
 import { LeaseLostError } from '../../errors.js';
-import { isConnectionError, isResourceRefusal, ResyncNeeded, StepFailure, userCode, type FailurePhase } from '../step-errors.js';
+import { evaluateStepFunction, isConnectionError, isResourceRefusal, ResyncNeeded, StepFailure, userCode, type FailurePhase } from '../step-errors.js';
 import type { EffectClaim } from '../ledger.js';
 import type { StepTrace } from '../../telemetry/telemetry.js';
 import type { CommitQueue } from '../commit-queue.js';
@@ -174,7 +174,7 @@ export async function skipUnlessWanted(s: StepExecution): Promise<StepOutcome | 
   const when = s.step.when;
   if (when === undefined) return undefined;
   const context = keyContext(s);
-  const wanted = await userCode(() => when(context));
+  const wanted = evaluateStepFunction(() => when(context), `The condition (when) of step "${s.step.name}"`);
   if (typeof wanted !== 'boolean') {
     throw new StepFailure(new TypeError(`The condition (when) of step "${s.step.name}" must return a boolean (got ${JSON.stringify(wanted)}).`));
   }
@@ -214,7 +214,7 @@ export function lostLease(signal: AbortSignal): LeaseLostError {
 /** The step's key and request hash, computed from the persisted input and earlier outputs. */
 export async function effectClaim(s: StepExecution): Promise<EffectClaim> {
   const context = keyContext(s);
-  const key = await userCode(() => s.step.key!(context));
+  const key = evaluateStepFunction(() => s.step.key!(context), `The key function of step "${s.step.name}"`);
   if (typeof key !== 'string' || key === '') {
     throw new StepFailure(new TypeError(`The key function of step "${s.step.name}" must return a non-empty string (got ${JSON.stringify(key)}).`));
   }

@@ -2,7 +2,7 @@ import { MAX_CORRELATION_KEY_LENGTH } from '../../client/send-event.js';
 import { faultPoint } from '../../faults/fault-points.js';
 import type { WaitingFor } from '../../store/tables.js';
 import { leaseLost } from '../step-commits.js';
-import { StepFailure, userCode } from '../step-errors.js';
+import { evaluateStepFunction, StepFailure } from '../step-errors.js';
 import { lockEventKeyStatement, openWait, resolveWaitStatement, suspendRun, takeEvent } from '../wait-commits.js';
 import { commitKnowingOutcome, commitOutput, keyContext, validateOutput, type StepExecution, type StepExecutor } from './step-execution.js';
 
@@ -56,7 +56,7 @@ async function correlationKey(s: StepExecution): Promise<string> {
   const match = s.step.wait!.match;
   if (match === undefined) return s.run.id;
   const context = keyContext(s);
-  const key = await userCode(() => match(context));
+  const key = evaluateStepFunction(() => match(context), `The match function of step "${s.step.name}"`);
   if (typeof key !== 'string' || key === '' || key.length > MAX_CORRELATION_KEY_LENGTH) {
     throw new StepFailure(
       new TypeError(`The match function of step "${s.step.name}" must return a non-empty string of at most ${MAX_CORRELATION_KEY_LENGTH} characters (got ${JSON.stringify(key)}).`),

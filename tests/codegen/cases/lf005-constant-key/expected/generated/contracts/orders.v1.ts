@@ -5,7 +5,7 @@
 import type { WorkflowInput, WorkflowOutput } from 'ledgerflow/dsl';
 import {
   bindHandlers,
-  type ReconcilingExternalHandler,
+  type TransactionalHandler,
   type WorkflowHandlers,
   type WorkflowRegistration,
 } from 'ledgerflow/runtime';
@@ -14,8 +14,8 @@ import { orders } from '../../orders.workflow.js';
 /** Validated input of workflow "orders" v1, as handlers and keys see it. */
 export type OrdersInput = WorkflowInput<typeof orders>;
 
-/** Output of "sendDigest", step 1 of 1 (external). */
-export type OrdersSendDigestOutput = WorkflowOutput<typeof orders>['sendDigest'];
+/** Output of "recordDigest", step 1 of 1 (transactional). */
+export type OrdersRecordDigestOutput = WorkflowOutput<typeof orders>['recordDigest'];
 
 /**
  * Handlers for workflow "orders" v1: one per step, each of the shape its kind demands, so an
@@ -24,20 +24,20 @@ export type OrdersSendDigestOutput = WorkflowOutput<typeof orders>['sendDigest']
  */
 export interface OrdersHandlers<DB = {}> {
   /**
-   * external: `perform` calls the provider with `ctx.key`; `reconcile` looks the effect up by key after a crash.
+   * transactional: write through `ctx.tx` only and `return ctx.record(output)`; both commit with the ledger row.
    * Key: `` () => 'daily-digest' ``
    */
-  readonly sendDigest: ReconcilingExternalHandler<OrdersInput, {}, OrdersSendDigestOutput>;
+  readonly recordDigest: TransactionalHandler<OrdersInput, {}, OrdersRecordDigestOutput, DB>;
 }
 
 /** Shape hash of workflow "orders" v1 when this file was generated; `bindHandlers` rejects a definition that drifted. */
-export const ordersDefinitionHash = '533c3686fff415df';
+export const ordersDefinitionHash = '1c48119f640d7ccb';
 
 /**
  * Binds handlers to workflow "orders" v1, for a worker.
  *
  * @example
- * const registration = ordersHandlers<AppDatabase>({ sendDigest: ... });
+ * const registration = ordersHandlers<AppDatabase>({ recordDigest: ... });
  */
 export function ordersHandlers<DB = {}>(handlers: OrdersHandlers<DB>): WorkflowRegistration<typeof orders> {
   return bindHandlers<typeof orders, DB>(orders, handlers, ordersDefinitionHash);

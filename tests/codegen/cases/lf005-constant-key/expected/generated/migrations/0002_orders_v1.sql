@@ -3,8 +3,8 @@
 
 -- orders v1: 1 step(s)
 INSERT INTO ledgerflow.workflow_version (workflow_name, version, definition_hash)
-VALUES ('orders', 1, '533c3686fff415df');
+VALUES ('orders', 1, '1c48119f640d7ccb');
 
 INSERT INTO ledgerflow.workflow_step_def (workflow_name, version, step_name, position, kind, idempotent_by_key)
 VALUES
-    ('orders', 1, 'sendDigest', 0, 'external', false);
+    ('orders', 1, 'recordDigest', 0, 'transactional', false);
