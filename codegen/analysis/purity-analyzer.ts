@@ -18,7 +18,7 @@ import {
   PURE_NAMESPACES,
   STATEFUL_METHODS,
 } from './pure-functions.js';
-import { contextRoot, parameterRoot, rootOf, rootOfDeclaration, type Root } from './purity-roots.js';
+import { parameterRoot, rootOf, rootOfDeclaration, type Root } from './purity-roots.js';
 import { emptySummary, SummaryRecorder, toReport, type Frame, type Summary } from './purity-summary.js';
 import {
   declarationNameNode,
