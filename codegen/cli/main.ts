@@ -80,7 +80,7 @@ async function codegenOnce(options: CliOptions, io: CliIo, cache?: SourceCache):
 
   switch (options.format) {
     case 'json':
-      io.out(formatJson(run.diagnostics, differences));
+      io.out(formatJson(run.diagnostics, differences, run.suppressions));
       break;
     case 'github':
       io.out(formatGithub(run.diagnostics, differences ?? []));

@@ -21,6 +21,8 @@ export const DIAGNOSTIC_CODES = {
   // Compensations (a step's `compensate`).
   LF014: "a compensation's key is the same as the key of the step it undoes",
   LF015: 'an effect step declares no compensation in a workflow that has compensations',
+  // The escape hatch (codegen/validation/apply-suppressions.ts): not a rule over the model, a check of the comments.
+  LF018: 'a `// ledgerflow-ignore` comment is malformed, has no reason, names a code that does not exist or cannot be suppressed, or suppresses nothing',
 } as const;
 
 export type DiagnosticCode = keyof typeof DIAGNOSTIC_CODES;

@@ -6,6 +6,7 @@ import type { HandlerAnalysis } from './handler-model.js';
 import type { CheckedFunctionPart, PinnedPart } from './pinned-parts.js';
 import type { PurityFinding, StepRead } from './purity.js';
 import type { SourceLocation } from './source-location.js';
+import type { SuppressionComment } from './suppression.js';
 
 export type { MutableReadReason, NondeterministicSource, StepRead, ViaHop } from './purity.js';
 
@@ -226,6 +227,11 @@ export interface AnalysisResult {
   /** The schedules declared in the workflow files and the schedule modules, in source order. */
   readonly schedules: readonly ScheduleModel[];
   readonly malformed: readonly MalformedDeclaration[];
+  /**
+   * The `// ledgerflow-ignore LFnnn: reason` comments in the files analysed (workflow files and
+   * the modules they import), sorted; absent in a model built without sources (tests).
+   */
+  readonly suppressionComments?: readonly SuppressionComment[];
   /**
    * The handler modules bound through generated contracts and what their handlers do (the
    * handler rules LF010–LF012 read it); absent when the analysis was not given handler modules

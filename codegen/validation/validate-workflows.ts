@@ -1,4 +1,6 @@
 import { compareDiagnostics, type Diagnostic, type DiagnosticCode } from '../model/diagnostic.js';
+import type { Suppression } from '../model/suppression.js';
+import { applySuppressions, SUPPRESSION_CODE } from './apply-suppressions.js';
 import type { Rule, ValidationInput } from './rule.js';
 import { compensationKey } from './rules/compensation-key.js';
 import { constantKey } from './rules/constant-key.js';
@@ -16,8 +18,8 @@ import { unbumpedVersion } from './rules/unbumped-version.js';
 import { undeclaredVersion } from './rules/undeclared-version.js';
 import { writeOutsideTx } from './rules/write-outside-tx.js';
 
-/** One rule per code: adding a code without its rule does not compile. */
-const RULES: Record<DiagnosticCode, Rule> = {
+/** One rule per code (but the suppression comments' own): adding a code without its rule does not compile. */
+const RULES: Record<Exclude<DiagnosticCode, typeof SUPPRESSION_CODE>, Rule> = {
   LF001: missingKey,
   LF002: nondeterministicKey,
   LF003: stepOrder,
@@ -36,11 +38,15 @@ const RULES: Record<DiagnosticCode, Rule> = {
 };
 
 /**
- * The validation stage: runs every rule over the model and returns all diagnostics, sorted by
- * file and position. Never throws for a problem in the user's code.
+ * The validation stage: runs every rule over the model, then takes out what the
+ * `// ledgerflow-ignore` comments suppress (applySuppressions), and returns the diagnostics left,
+ * sorted by file and position, with the suppressions in effect. Never throws for a problem in the
+ * user's code.
  */
-export function validateWorkflows(input: ValidationInput): Diagnostic[] {
-  return Object.values(RULES)
+export function validateWorkflows(input: ValidationInput): { diagnostics: Diagnostic[]; suppressions: Suppression[] } {
+  const collected = Object.values(RULES)
     .flatMap((rule) => rule(input))
     .sort(compareDiagnostics);
+  const { diagnostics, suppressions } = applySuppressions(collected, input.analysis);
+  return { diagnostics: diagnostics.sort(compareDiagnostics), suppressions };
 }

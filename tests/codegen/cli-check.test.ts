@@ -185,7 +185,30 @@ describe('ledgerflow codegen --check', () => {
     project.write('src/payout.workflow.ts', WORKFLOW.replace(/ {4}key: .*\n/, ''));
     const broken = await json('--check');
     expect(broken).toEqual({ code: 1, document: expect.objectContaining({ errors: 2, outOfDate: null }) }); // LF001 and LF007
-    expect(Object.keys(broken.document)).toEqual(['diagnostics', 'errors', 'warnings', 'outOfDate']);
+    expect(Object.keys(broken.document)).toEqual(['diagnostics', 'errors', 'warnings', 'outOfDate', 'suppressions']);
+  });
+
+  it('--format json lists every suppression in effect, with what it suppressed', async () => {
+    project.write(
+      'src/payout.workflow.ts',
+      WORKFLOW.replace(/ {4}key: .*\n/, "    // ledgerflow-ignore LF005: one payout account, deduped by the bank on purpose\n    key: () => 'payout',\n"),
+    );
+    const result = await codegen('--root', project.root, '--format', 'json');
+    const document = JSON.parse(result.stdout) as { diagnostics: unknown[]; suppressions: unknown[] };
+    expect(result.code).toBe(0);
+    expect(document.diagnostics).toEqual([]);
+    expect(document.suppressions).toEqual([
+      {
+        file: 'src/payout.workflow.ts',
+        line: 7,
+        col: 5,
+        code: 'LF005',
+        reason: 'one payout account, deduped by the bank on purpose',
+        target: 8,
+        step: 'workflow "payout" v1, step "transfer"',
+        suppressed: [expect.objectContaining({ code: 'LF005', severity: 'warning', file: 'src/payout.workflow.ts', line: 8 })],
+      },
+    ]);
   });
 
   it('rejects unknown flags and explains --help', async () => {
