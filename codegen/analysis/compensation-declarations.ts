@@ -2,9 +2,10 @@ import { ts } from 'ts-morph';
 import { STEP_NAME } from '../../dsl/names.js';
 import type { StepKind } from '../../dsl/step-kind.js';
 import { describePart, type PinnedPart } from '../model/pinned-parts.js';
-import type { CompensationModel, FunctionModel, MalformedDeclaration } from '../model/workflow-model.js';
+import type { CompensationModel, KeyModel, MalformedDeclaration } from '../model/workflow-model.js';
 import type { AnalysisProgram } from './analysis-program.js';
 import { functionContext, functionModel } from './function-model.js';
+import { keyValue } from './key-value.js';
 import { initializerText, pinPart, resolveFunction } from './property-values.js';
 import type { PurityAnalyzer } from './purity-analyzer.js';
 import { propertyName, skipWrappers } from './syntax.js';
@@ -79,7 +80,7 @@ export function readCompensation(
     idempotentByKey = step.kind === 'external' && value.kind === ts.SyntaxKind.TrueKeyword;
   }
 
-  let key: FunctionModel | null = null;
+  let key: KeyModel | null = null;
   const keyProperty = properties.get('key');
   if (keyProperty !== undefined) {
     const fn = resolveFunction(program, keyProperty);
@@ -89,7 +90,7 @@ export function readCompensation(
         `the key of compensation "${name}" must be a function — inline (({ input, steps }) => \`...\`) or the name of a function declared in this file or exported by a relative module — so codegen can check that it is pure.`,
       );
     }
-    if (fn !== 'absent') key = functionModel(program, keyProperty, analyzer.analyze(fn, functionContext(step.visible)));
+    if (fn !== 'absent') key = { ...functionModel(program, keyProperty, analyzer.analyze(fn, functionContext(step.visible))), value: keyValue(program, fn) };
   }
 
   const parts: PinnedPart[] = [];

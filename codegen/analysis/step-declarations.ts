@@ -16,6 +16,7 @@ import type {
   CompensationModel,
   FanOutModel,
   FunctionModel,
+  KeyModel,
   MalformedDeclaration,
   QueueUseModel,
   StepFunctionModel,
@@ -26,6 +27,7 @@ import type { AnalysisProgram } from './analysis-program.js';
 import { readCompensation } from './compensation-declarations.js';
 import { readEventReference, readWorkflowReference } from './dsl-declarations.js';
 import { functionContext, functionModel } from './function-model.js';
+import { keyValue } from './key-value.js';
 import { initializerText, pinPart, resolveFunction, valueOf } from './property-values.js';
 import type { PurityAnalyzer } from './purity-analyzer.js';
 import { readQueueUse } from './queue-uses.js';
@@ -148,7 +150,9 @@ export function readStep(
         `${describePart({ kind: part, step: name })} must be a function — inline (${example}) or the name of a function declared in this file or exported by a relative module — so codegen can check that it is pure.`,
       );
     }
-    functions.set(part, functionModel(program, property, analyzer.analyze(fn, functionContext(earlierNames, perItem))));
+    const model = functionModel(program, property, analyzer.analyze(fn, functionContext(earlierNames, perItem)));
+    const key: KeyModel | null = part === 'key' ? { ...model, value: keyValue(program, fn) } : null;
+    functions.set(part, key ?? model);
   }
   const missing = missingFunction(kind, name, functions);
   if (missing !== null) return report(method, missing);

@@ -126,7 +126,17 @@ export interface FunctionModel {
 }
 
 /** What analysis found out about one key function. */
-export type KeyModel = FunctionModel;
+export interface KeyModel extends FunctionModel {
+  /**
+   * The key's value as literal text and context paths, adjacent literals merged (analysis/key-value.ts):
+   * how LF014 tells two spellings of one key. null when the key is built of anything else
+   * (a call other than `String` or `join`, a conditional, a local); absent in hand-built models.
+   */
+  readonly value?: readonly KeySegment[] | null;
+}
+
+/** A piece of a key's value: literal text, or a path into the context (`input.orderId`, `steps.load.id`). */
+export type KeySegment = { readonly literal: string } | { readonly path: string };
 
 /** A function besides the key (and a queue use's partition key) that the runtime evaluates for a step, and which one it is. */
 export interface StepFunctionModel extends FunctionModel {
