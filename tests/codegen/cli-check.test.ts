@@ -117,7 +117,7 @@ describe('ledgerflow codegen --check', () => {
     project.write('src/payout.workflow.ts', WORKFLOW.replace('`transfer:${input.payoutId}`', '`payout:${input.payoutId}`'));
     const generate = await codegen('--root', project.root);
     expect(generate.code).toBe(1);
-    expect(generate.stdout).toMatch(/^src\/payout\.workflow\.ts:4:44 - error LF007: workflow "payout" v1 changed since it was generated: the key of step "transfer" changed\. /m);
+    expect(generate.stdout).toMatch(/^src\/payout\.workflow\.ts:7:5 - error LF007: workflow "payout" v1 changed since it was generated: the key of step "transfer" changed\. /m);
     expect(generate.stdout).toContain('nothing written');
     expect((await codegen('--root', project.root, '--check')).code).toBe(1);
   });
