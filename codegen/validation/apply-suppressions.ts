@@ -17,7 +17,8 @@ export const SUPPRESSION_CODE = 'LF018';
  * Per code, null when it may be suppressed, else why not (the end of LF018's message). Only
  * judgement calls may be: what a static analysis of a function's body concludes, which a human
  * can know better (a key the analysis thinks reads the clock, a key deliberately the same for
- * every run). A structural fact — a missing key, duplicate names, an unbumped version, a
+ * every run), and an effect deliberately left without a compensation (LF015: a receipt, an audit
+ * row that should stay). A structural fact — a missing key, duplicate names, an unbumped version, a
  * declaration codegen cannot read — is true whatever anyone knows, and a run would go wrong on
  * it: those are fixed, never suppressed. Exhaustive: a new code does not compile without a decision.
  */
@@ -36,7 +37,7 @@ export const SUPPRESSIBLE: Readonly<Record<DiagnosticCode, string | null>> = {
   LF012: null,
   LF013: null,
   LF014: "the undo would share its step's key on every run — give the compensation a key of its own",
-  LF015: 'a workflow with compensations undoes every effect step or says nothing of any — declare a compensation',
+  LF015: null,
   LF018: 'a suppression comment is checked, not suppressed — fix or remove it',
 };
 
