@@ -188,7 +188,7 @@ describe('ledgerflow codegen --check', () => {
     expect(Object.keys(broken.document)).toEqual(['diagnostics', 'errors', 'warnings', 'outOfDate', 'suppressions']);
   });
 
-  it('--format json lists every suppression in effect, with what it suppressed', async () => {
+  it('--format json lists every suppression in effect, with what it suppressed; the text summary counts them and REVIEW.md lists them', async () => {
     project.write(
       'src/payout.workflow.ts',
       WORKFLOW.replace(/ {4}key: .*\n/, "    // ledgerflow-ignore LF005: one payout account, deduped by the bank on purpose\n    key: () => 'payout',\n"),
@@ -209,6 +209,10 @@ describe('ledgerflow codegen --check', () => {
         suppressed: [expect.objectContaining({ code: 'LF005', severity: 'warning', file: 'src/payout.workflow.ts', line: 8 })],
       },
     ]);
+    expect((await codegen('--root', project.root)).stdout).toContain('0 error(s), 0 warning(s), 1 suppressed (listed in REVIEW.md)');
+    expect(readFileSync(path.join(project.root, 'generated', 'REVIEW.md'), 'utf8')).toContain(
+      '| `src/payout.workflow.ts:7` | LF005 | workflow "payout" v1, step "transfer" | one payout account, deduped by the bank on purpose |',
+    );
   });
 
   it('rejects unknown flags and explains --help', async () => {
