@@ -34,7 +34,8 @@ export const compensationKey: Rule = ({ analysis }) => {
         severity: 'error',
         ...compensation.key.location,
         message:
-          `the key of compensation "${compensation.name}" is the key of step "${step.name}" (${step.key.text}); ${SHARED_KEY[step.kind]} — ` +
+          `the key of compensation "${compensation.name}" is the key of step "${step.name}" (${step.key.text})` +
+          `${normalized(step.key.text) === normalized(compensation.key.text) ? '' : `, spelled differently (${compensation.key.text.replace(/\s+/g, ' ')}) with the same value`}; ${SHARED_KEY[step.kind]} — ` +
           `give it its own, e.g. \`${compensation.name}:\${input.<id>}\`.`,
       });
     }
