@@ -15,7 +15,7 @@ import { compareLocations } from './model/source-location.js';
 import type { Suppression } from './model/suppression.js';
 import type { AnalysisResult } from './model/workflow-model.js';
 import { unpinnedPartNotes } from './validation/rules/unbumped-version.js';
-import { validateWorkflows } from './validation/validate-workflows.js';
+import { validateWorkflowsWithSuppressions } from './validation/validate-workflows.js';
 
 export interface CodegenOptions {
   /** Directory to search and to resolve `outDir` against. Default: the current directory. */
@@ -139,7 +139,7 @@ export async function runCodegen(options: CodegenOptions = {}): Promise<CodegenR
   });
   const retirement = retireVersions(root, readCommittedManifest(root, outDir), analysis, retire);
   const committedManifest = retirement.manifest;
-  const { diagnostics, suppressions } = validateWorkflows({ analysis, committedManifest });
+  const { diagnostics, suppressions } = validateWorkflowsWithSuppressions({ analysis, committedManifest });
   const generated = hasErrors(diagnostics)
     ? null
     : emitGenerated({ workflows: analysis.workflows, outDir, existingMigrations: readExistingMigrations(root, outDir), suppressions });

@@ -66,5 +66,5 @@ export function checkProjectModules(
     scheduleModules: modules.scheduleModules,
     ...(readText === undefined ? {} : { readText }),
   });
-  return validateWorkflows({ analysis, committedManifest: readCommittedManifest(modules.root, modules.outDir) }).diagnostics;
+  return validateWorkflows({ analysis, committedManifest: readCommittedManifest(modules.root, modules.outDir) });
 }

@@ -37,16 +37,26 @@ const RULES: Record<Exclude<DiagnosticCode, typeof SUPPRESSION_CODE>, Rule> = {
   LF015: missingCompensation,
 };
 
+/** What validation found: the diagnostics to report and the suppression comments in effect. */
+export interface ValidationResult {
+  /** Sorted by file and position; without those a `// ledgerflow-ignore` comment suppressed. */
+  readonly diagnostics: Diagnostic[];
+  /** Sorted by location, each with what it suppressed. */
+  readonly suppressions: Suppression[];
+}
+
 /**
  * The validation stage: runs every rule over the model, then takes out what the
- * `// ledgerflow-ignore` comments suppress (applySuppressions), and returns the diagnostics left,
- * sorted by file and position, with the suppressions in effect. Never throws for a problem in the
- * user's code.
+ * `// ledgerflow-ignore` comments suppress (applySuppressions). Never throws for a problem in
+ * the user's code.
  */
-export function validateWorkflows(input: ValidationInput): { diagnostics: Diagnostic[]; suppressions: Suppression[] } {
-  const collected = Object.values(RULES)
-    .flatMap((rule) => rule(input))
-    .sort(compareDiagnostics);
+export function validateWorkflowsWithSuppressions(input: ValidationInput): ValidationResult {
+  const collected = Object.values(RULES).flatMap((rule) => rule(input));
   const { diagnostics, suppressions } = applySuppressions(collected, input.analysis);
   return { diagnostics: diagnostics.sort(compareDiagnostics), suppressions };
+}
+
+/** The diagnostics of validateWorkflowsWithSuppressions alone, sorted by file and position. */
+export function validateWorkflows(input: ValidationInput): Diagnostic[] {
+  return validateWorkflowsWithSuppressions(input).diagnostics;
 }
