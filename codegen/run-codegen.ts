@@ -12,9 +12,10 @@ import { contractFileName } from './emit/naming.js';
 import { hasErrors, type Diagnostic } from './model/diagnostic.js';
 import { MANIFEST_FILE_NAME, parseManifest, type CommittedManifest } from './model/manifest.js';
 import { compareLocations } from './model/source-location.js';
+import type { Suppression } from './model/suppression.js';
 import type { AnalysisResult } from './model/workflow-model.js';
 import { unpinnedPartNotes } from './validation/rules/unbumped-version.js';
-import { validateWorkflows } from './validation/validate-workflows.js';
+import { validateWorkflowsWithSuppressions } from './validation/validate-workflows.js';
 
 export interface CodegenOptions {
   /** Directory to search and to resolve `outDir` against. Default: the current directory. */
@@ -96,8 +97,10 @@ export interface CodegenRun {
   /** Output directory relative to the root, forward slashes. */
   readonly outDir: string;
   readonly analysis: AnalysisResult;
-  /** Every diagnostic, sorted. */
+  /** Every diagnostic, sorted (but those a `// ledgerflow-ignore` comment suppresses). */
   readonly diagnostics: readonly Diagnostic[];
+  /** The `// ledgerflow-ignore` comments in effect, with what each suppressed, sorted by location. */
+  readonly suppressions: readonly Suppression[];
   /** What codegen would write; null when there are errors (nothing is generated from an invalid model). */
   readonly generated: readonly GeneratedFile[] | null;
   /**
@@ -136,10 +139,10 @@ export async function runCodegen(options: CodegenOptions = {}): Promise<CodegenR
   });
   const retirement = retireVersions(root, readCommittedManifest(root, outDir), analysis, retire);
   const committedManifest = retirement.manifest;
-  const diagnostics = validateWorkflows({ analysis, committedManifest });
+  const { diagnostics, suppressions } = validateWorkflowsWithSuppressions({ analysis, committedManifest });
   const generated = hasErrors(diagnostics)
     ? null
-    : emitGenerated({ workflows: analysis.workflows, outDir, existingMigrations: readExistingMigrations(root, outDir) });
+    : emitGenerated({ workflows: analysis.workflows, outDir, existingMigrations: readExistingMigrations(root, outDir), suppressions });
   const notes =
     generated === null
       ? []
@@ -151,7 +154,7 @@ export async function runCodegen(options: CodegenOptions = {}): Promise<CodegenR
           ),
           ...unpinnedPartNotes(analysis.workflows, committedManifest),
         ];
-  return { root, include, outDir, analysis, diagnostics, generated, notes };
+  return { root, include, outDir, analysis, diagnostics, suppressions, generated, notes };
 }
 
 interface VersionToRetire {

@@ -52,6 +52,11 @@ export class AnalysisProgram {
     return this.#project.getSourceFile(absoluteFile)?.compilerNode;
   }
 
+  /** Every file the program parsed: the files it was given and the relative imports they reach. */
+  sourceFiles(): ts.SourceFile[] {
+    return this.#project.getSourceFiles().map((file) => file.compilerNode);
+  }
+
   relativePath(absoluteFile: string): string {
     return toPosix(path.relative(this.#root, absoluteFile));
   }

@@ -6,6 +6,7 @@ import { AnalysisProgram, type SourceCache } from './analysis-program.js';
 import { analyzeHandlers } from './handlers/analyze-handlers.js';
 import { PurityAnalyzer } from './purity-analyzer.js';
 import { analyzeScheduleFile } from './schedule-declarations.js';
+import { readSuppressionComments } from './suppression-comments.js';
 import { analyzeWorkflowFile } from './workflow-declarations.js';
 
 /** What else the analysis stage looks at besides the workflow files. */
@@ -81,6 +82,7 @@ export function analyzeWorkflows(root: string, files: readonly string[], options
     workflows,
     schedules,
     malformed,
+    suppressionComments: readSuppressionComments(program),
     ...(handlers === undefined ? {} : { handlers }),
   };
 }

@@ -2,9 +2,10 @@ import { ts } from 'ts-morph';
 import { STEP_NAME } from '../../dsl/names.js';
 import type { StepKind } from '../../dsl/step-kind.js';
 import { describePart, type PinnedPart } from '../model/pinned-parts.js';
-import type { CompensationModel, FunctionModel, MalformedDeclaration, StepFunctionModel } from '../model/workflow-model.js';
+import type { CompensationModel, KeyModel, MalformedDeclaration, StepFunctionModel } from '../model/workflow-model.js';
 import type { AnalysisProgram } from './analysis-program.js';
 import { functionContext, functionModel } from './function-model.js';
+import { keyValue } from './key-value.js';
 import { initializerText, pinPart, resolveFunction } from './property-values.js';
 import { analyzeKeyValues, type ValueContext } from './key-values.js';
 import type { PurityAnalyzer } from './purity-analyzer.js';
@@ -81,7 +82,7 @@ export function readCompensation(
     idempotentByKey = step.kind === 'external' && value.kind === ts.SyntaxKind.TrueKeyword;
   }
 
-  let key: FunctionModel | null = null;
+  let key: KeyModel | null = null;
   const keyProperty = properties.get('key');
   if (keyProperty !== undefined) {
     const fn = resolveFunction(program, keyProperty);
@@ -92,7 +93,7 @@ export function readCompensation(
       );
     }
     if (fn !== 'absent') {
-      const model = functionModel(program, keyProperty, analyzer.analyze(fn, functionContext(step.visible)));
+      const model: KeyModel = { ...functionModel(program, keyProperty, analyzer.analyze(fn, functionContext(step.visible))), value: keyValue(program, fn) };
       key = values === undefined ? model : { ...model, values: analyzeKeyValues(program, fn, values) };
     }
   }

@@ -7,6 +7,7 @@
 
 import { createHash } from 'node:crypto';
 import { ts } from 'ts-morph';
+import { compareLocations, type SourceLocation } from '../model/source-location.js';
 import { resolveRelativeModule, type AnalysisProgram } from './analysis-program.js';
 import { importBindingOf, resolveImportedDeclaration } from './module-exports.js';
 import { bindingOwner, isReference, isTypeOnly, isWithin, skipWrappers, variableKeyword } from './syntax.js';
@@ -167,7 +168,13 @@ export interface PinProblem {
   readonly message: string;
 }
 
-export type Pin = { readonly hash: string; readonly problem?: undefined } | { readonly hash?: undefined; readonly problem: PinProblem };
+/**
+ * A pinned part: its hash and where each declaration pinned with it (transitively) is declared,
+ * sorted — how LF007 points at a helper when a part's own text did not change.
+ */
+export type Pin =
+  | { readonly hash: string; readonly uses: readonly SourceLocation[]; readonly problem?: undefined }
+  | { readonly hash?: undefined; readonly problem: PinProblem };
 
 /** What a part or a declaration it uses depends on: another declaration, an import from a package, or something unreadable. */
 type Dependency =
@@ -235,7 +242,10 @@ export class PinnedSources {
       pending.push(...unit.dependencies);
     }
     const canonical = [read.text, ...[...texts].sort()].join('\n');
-    return { hash: createHash('sha256').update(canonical).digest('hex').slice(0, 16) };
+    const uses = [...seen]
+      .map((unit) => (ts.isSourceFile(unit) ? { file: this.#program.relativePath(unit.fileName), line: 1, col: 1 } : this.#program.location(unit)))
+      .sort(compareLocations);
+    return { hash: createHash('sha256').update(canonical).digest('hex').slice(0, 16), uses };
   }
 
   /** A value that is only a name (`OrderInput`, `schemas.order`) must name something codegen can read, and a const. */

@@ -28,7 +28,7 @@ export function pinPart(
     malformed.push({ location: program.location(pin.problem.node), message: pin.problem.message });
     return null;
   }
-  return { kind, step, hash: pin.hash, location: program.location(property.name ?? property) };
+  return { kind, step, hash: pin.hash, location: program.location(property.name ?? property), uses: pin.uses };
 }
 
 /** The value a property assigns (`name` itself for a shorthand `{ name }`); null for methods, accessors and spreads. */

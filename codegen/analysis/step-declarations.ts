@@ -16,6 +16,7 @@ import type {
   CompensationModel,
   FanOutModel,
   FunctionModel,
+  KeyModel,
   MalformedDeclaration,
   QueueUseModel,
   StepFunctionModel,
@@ -26,6 +27,7 @@ import type { AnalysisProgram } from './analysis-program.js';
 import { readCompensation } from './compensation-declarations.js';
 import { readEventReference, readWorkflowReference } from './dsl-declarations.js';
 import { functionContext, functionModel } from './function-model.js';
+import { keyValue } from './key-value.js';
 import { initializerText, pinPart, resolveFunction, valueOf } from './property-values.js';
 import type { PurityAnalyzer } from './purity-analyzer.js';
 import { readQueueUse } from './queue-uses.js';
@@ -169,7 +171,9 @@ export function readStep(
       );
     }
     const values = analyzeKeyValues(program, fn, valueContext(perItem, item));
-    functions.set(part, { ...functionModel(program, property, analyzer.analyze(fn, functionContext(earlierNames, perItem))), values });
+    const model = { ...functionModel(program, property, analyzer.analyze(fn, functionContext(earlierNames, perItem))), values };
+    const key: KeyModel | null = part === 'key' ? { ...model, value: keyValue(program, fn) } : null;
+    functions.set(part, key ?? model);
   }
   const missing = missingFunction(kind, name, functions);
   if (missing !== null) return report(method, missing);

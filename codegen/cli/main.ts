@@ -77,21 +77,22 @@ async function codegenOnce(options: CliOptions, io: CliIo, cache?: SourceCache):
   }
   const elapsed = Math.round(performance.now() - started);
   const counts = `${run.analysis.workflows.length} workflow version(s) in ${run.analysis.files.length} file(s)`;
+  const tallied = `${tally(run.diagnostics)}${run.suppressions.length === 0 ? '' : `, ${run.suppressions.length} suppressed (listed in REVIEW.md)`}`;
 
   switch (options.format) {
     case 'json':
-      io.out(formatJson(run.diagnostics, differences));
+      io.out(formatJson(run.diagnostics, differences, run.suppressions));
       break;
     case 'github':
       io.out(formatGithub(run.diagnostics, differences ?? []));
-      io.out(`ledgerflow codegen: ${counts}, ${tally(run.diagnostics)}; ${summary}\n`);
+      io.out(`ledgerflow codegen: ${counts}, ${tallied}; ${summary}\n`);
       break;
     case 'text':
       io.out(formatText(run.diagnostics));
       for (const difference of differences ?? []) {
         io.out(`${difference.file} - ${difference.status}: ${describeDifference(difference)}\n`);
       }
-      io.out(`ledgerflow codegen: ${counts}, ${tally(run.diagnostics)} (${elapsed} ms); ${summary}\n`);
+      io.out(`ledgerflow codegen: ${counts}, ${tallied} (${elapsed} ms); ${summary}\n`);
       break;
   }
   return failed || (differences !== null && differences.length > 0) ? 1 : 0;

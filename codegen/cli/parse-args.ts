@@ -16,7 +16,7 @@ export interface CliOptions {
 
 export const USAGE = `Usage: ledgerflow codegen [options]
 
-Finds workflow declarations and the handler modules bound to them, checks them (LF001-LF017) and
+Finds workflow declarations and the handler modules bound to them, checks them (LF001-LF018) and
 generates handler contracts, typed event senders, migrations, ledgerflow.manifest.json and
 REVIEW.md.
 

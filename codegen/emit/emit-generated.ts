@@ -1,3 +1,4 @@
+import type { Suppression } from '../model/suppression.js';
 import type { WorkflowModel } from '../model/workflow-model.js';
 import { emitContractModule } from './contract-module.js';
 import { emitEventsModule } from './events-module.js';
@@ -16,6 +17,8 @@ export interface EmitInput {
   readonly outDir: string;
   /** Names of the files already in `<outDir>/migrations` (they are kept, never rewritten). */
   readonly existingMigrations: readonly string[];
+  /** The `// ledgerflow-ignore` comments in effect, which REVIEW.md lists. Default: none. */
+  readonly suppressions?: readonly Suppression[];
 }
 
 /**
@@ -27,7 +30,7 @@ export interface EmitInput {
  * const files = emitGenerated({ workflows: analysis.workflows, outDir: 'generated', existingMigrations: [] });
  * files.map((f) => f.path); // ['REVIEW.md', 'contracts/refund.v1.ts', 'index.ts', 'ledgerflow.manifest.json', 'migrations/0002_refund_v1.sql']
  */
-export function emitGenerated({ workflows, outDir, existingMigrations }: EmitInput): GeneratedFile[] {
+export function emitGenerated({ workflows, outDir, existingMigrations, suppressions = [] }: EmitInput): GeneratedFile[] {
   const migrations = planMigrations(workflows, existingMigrations);
   const events = waitedEvents(workflows);
   const files: GeneratedFile[] = [
@@ -38,7 +41,7 @@ export function emitGenerated({ workflows, outDir, existingMigrations }: EmitInp
     ...(events.length === 0 ? [] : [{ path: EVENTS_FILE, content: emitEventsModule(events, `${outDir}/${EVENTS_FILE}`) }]),
     { path: INDEX_FILE, content: emitIndexModule(workflows, outDir, events.length > 0) },
     { path: MANIFEST_FILE_NAME, content: emitManifest(workflows, migrations.byWorkflow) },
-    { path: REVIEW_FILE, content: emitReview(workflows) },
+    { path: REVIEW_FILE, content: emitReview(workflows, suppressions) },
     ...migrations.files,
   ];
   return files.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));

@@ -2,6 +2,7 @@ import { isEffectKind, type EffectStepKind } from '../../dsl/step-kind.js';
 import { DEFAULT_PERFORM_TIMEOUT_MS } from '../../dsl/workflow.js';
 import { shapeHash } from '../../dsl/workflow-shape.js';
 import type { FunctionModel, KeyModel, QueueUseModel, StepModel, WorkflowModel } from '../model/workflow-model.js';
+import type { Suppression } from '../model/suppression.js';
 import { DO_NOT_EDIT } from './generated-file.js';
 import { compareWorkflows } from './naming.js';
 
@@ -14,7 +15,7 @@ import { compareWorkflows } from './naming.js';
  * hold slots of. In a workflow with compensations, each effect step says what undoes it, under
  * which key, and who reconciles the undo.
  */
-export function emitReview(workflows: readonly WorkflowModel[]): string {
+export function emitReview(workflows: readonly WorkflowModel[], suppressions: readonly Suppression[] = []): string {
   const out: string[] = [
     '# Effect review',
     '',
@@ -44,7 +45,33 @@ export function emitReview(workflows: readonly WorkflowModel[]): string {
       out.push('', ...reviewStep(workflow, step, step.kind as EffectStepKind), ...(compensates ? [compensationReview(workflow, step)] : []));
     }
   }
+  out.push(...suppressionSection(suppressions));
   return `${out.join('\n')}\n`;
+}
+
+/**
+ * Every `// ledgerflow-ignore` comment in effect, so that an escape hatch is reviewed like a key:
+ * where it is, what it suppresses, in which step, and why. Absent when there is none.
+ */
+function suppressionSection(suppressions: readonly Suppression[]): string[] {
+  if (suppressions.length === 0) return [];
+  return [
+    '',
+    '## Suppressed diagnostics',
+    '',
+    'Each `// ledgerflow-ignore` comment below took a diagnostic out of the report: check that its reason holds.',
+    '',
+    '| where | code | step | reason |',
+    '|---|---|---|---|',
+    ...suppressions.map(
+      (s) => `| \`${s.location.file}:${s.location.line}\` | ${s.code} | ${cell(s.step ?? '—')} | ${cell(s.reason)} |`,
+    ),
+  ];
+}
+
+/** Text in a table cell: a pipe would end the cell. */
+function cell(text: string): string {
+  return text.replaceAll('|', '\\|');
 }
 
 function describeKind(step: StepModel): string {

@@ -24,6 +24,8 @@ export const DIAGNOSTIC_CODES = {
   // What a key's value is (codegen/analysis/key-values.ts).
   LF016: 'a key or another step function turns into text a value that is not a primitive (an object, a Date, a Promise)',
   LF017: 'a key reads the output of a conditional step without saying what to use when the step was skipped',
+  // The escape hatch (codegen/validation/apply-suppressions.ts): not a rule over the model, a check of the comments.
+  LF018: 'a `// ledgerflow-ignore` comment is malformed, has no reason, names a code that does not exist or cannot be suppressed, or suppresses nothing',
 } as const;
 
 export type DiagnosticCode = keyof typeof DIAGNOSTIC_CODES;

@@ -195,6 +195,11 @@ export interface PinnedPart {
   readonly hash: string;
   /** The property that declares it. */
   readonly location: SourceLocation;
+  /**
+   * Where the declarations pinned with it are (the helpers and constants it uses, transitively),
+   * sorted: where LF007 points when the part's own text is unchanged. Absent in hand-built models.
+   */
+  readonly uses?: readonly SourceLocation[];
 }
 
 /** The part's key in the manifest: `input` (or another workflow part kind), `steps.<step>.<kind>` (`steps.charge.key`). */

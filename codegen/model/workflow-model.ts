@@ -7,6 +7,7 @@ import type { KeyValueFindings, ValueShape } from './key-values.js';
 import type { CheckedFunctionPart, PinnedPart } from './pinned-parts.js';
 import type { PurityFinding, StepRead } from './purity.js';
 import type { SourceLocation } from './source-location.js';
+import type { SuppressionComment } from './suppression.js';
 
 export type { MutableReadReason, NondeterministicSource, StepRead, ViaHop } from './purity.js';
 
@@ -130,7 +131,17 @@ export interface FunctionModel {
 }
 
 /** What analysis found out about one key function. */
-export type KeyModel = FunctionModel;
+export interface KeyModel extends FunctionModel {
+  /**
+   * The key's value as literal text and context paths, adjacent literals merged (analysis/key-value.ts):
+   * how LF014 tells two spellings of one key. null when the key is built of anything else
+   * (a call other than `String` or `join`, a conditional, a local); absent in hand-built models.
+   */
+  readonly value?: readonly KeySegment[] | null;
+}
+
+/** A piece of a key's value: literal text, or a path into the context (`input.orderId`, `steps.load.id`). */
+export type KeySegment = { readonly literal: string } | { readonly path: string };
 
 /** A function besides the key (and a queue use's partition key) that the runtime evaluates for a step, and which one it is. */
 export interface StepFunctionModel extends FunctionModel {
@@ -231,6 +242,11 @@ export interface AnalysisResult {
   /** The schedules declared in the workflow files and the schedule modules, in source order. */
   readonly schedules: readonly ScheduleModel[];
   readonly malformed: readonly MalformedDeclaration[];
+  /**
+   * The `// ledgerflow-ignore LFnnn: reason` comments in the files analysed (workflow files and
+   * the modules they import), sorted; absent in a model built without sources (tests).
+   */
+  readonly suppressionComments?: readonly SuppressionComment[];
   /**
    * The handler modules bound through generated contracts and what their handlers do (the
    * handler rules LF010–LF012 read it); absent when the analysis was not given handler modules

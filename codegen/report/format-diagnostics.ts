@@ -1,4 +1,5 @@
 import type { Diagnostic } from '../model/diagnostic.js';
+import type { Suppression } from '../model/suppression.js';
 import type { FileDifference } from '../output/compare-generated.js';
 
 export const OUTPUT_FORMATS = ['text', 'github', 'json'] as const;
@@ -22,16 +23,23 @@ export function formatGithub(diagnostics: readonly Diagnostic[], differences: re
 }
 
 /**
- * One JSON document of a fixed shape: every diagnostic, their counts, and `outOfDate` — for
+ * One JSON document of a fixed shape: every diagnostic, their counts, `outOfDate` — for
  * --check, the files that differ; `null` when nothing was compared (no --check, or errors, from
- * which nothing is generated), so that a script can tell "not compared" from "up to date" (`[]`).
+ * which nothing is generated), so that a script can tell "not compared" from "up to date" (`[]`)
+ * — and `suppressions`: every `// ledgerflow-ignore` comment in effect (where it is, the code,
+ * the reason, the line and step it applies to, and the diagnostics it took out of the report).
  */
-export function formatJson(diagnostics: readonly Diagnostic[], differences: readonly FileDifference[] | null): string {
+export function formatJson(
+  diagnostics: readonly Diagnostic[],
+  differences: readonly FileDifference[] | null,
+  suppressions: readonly Suppression[] = [],
+): string {
   const document = {
     diagnostics,
     errors: diagnostics.filter((d) => d.severity === 'error').length,
     warnings: diagnostics.filter((d) => d.severity === 'warning').length,
     outOfDate: differences,
+    suppressions: suppressions.map(({ location, code, reason, target, step, suppressed }) => ({ ...location, code, reason, target, step, suppressed })),
   };
   return `${JSON.stringify(document, null, 2)}\n`;
 }

@@ -1,4 +1,6 @@
 import { compareDiagnostics, type Diagnostic, type DiagnosticCode } from '../model/diagnostic.js';
+import type { Suppression } from '../model/suppression.js';
+import { applySuppressions, SUPPRESSION_CODE } from './apply-suppressions.js';
 import type { Rule, ValidationInput } from './rule.js';
 import { compensationKey } from './rules/compensation-key.js';
 import { conditionalStepRead } from './rules/conditional-step-read.js';
@@ -18,8 +20,8 @@ import { unbumpedVersion } from './rules/unbumped-version.js';
 import { undeclaredVersion } from './rules/undeclared-version.js';
 import { writeOutsideTx } from './rules/write-outside-tx.js';
 
-/** One rule per code: adding a code without its rule does not compile. */
-const RULES: Record<DiagnosticCode, Rule> = {
+/** One rule per code (but the suppression comments' own): adding a code without its rule does not compile. */
+const RULES: Record<Exclude<DiagnosticCode, typeof SUPPRESSION_CODE>, Rule> = {
   LF001: missingKey,
   LF002: nondeterministicKey,
   LF003: stepOrder,
@@ -39,12 +41,26 @@ const RULES: Record<DiagnosticCode, Rule> = {
   LF017: conditionalStepRead,
 };
 
+/** What validation found: the diagnostics to report and the suppression comments in effect. */
+export interface ValidationResult {
+  /** Sorted by file and position; without those a `// ledgerflow-ignore` comment suppressed. */
+  readonly diagnostics: Diagnostic[];
+  /** Sorted by location, each with what it suppressed. */
+  readonly suppressions: Suppression[];
+}
+
 /**
- * The validation stage: runs every rule over the model and returns all diagnostics, sorted by
- * file and position. Never throws for a problem in the user's code.
+ * The validation stage: runs every rule over the model, then takes out what the
+ * `// ledgerflow-ignore` comments suppress (applySuppressions). Never throws for a problem in
+ * the user's code.
  */
+export function validateWorkflowsWithSuppressions(input: ValidationInput): ValidationResult {
+  const collected = Object.values(RULES).flatMap((rule) => rule(input));
+  const { diagnostics, suppressions } = applySuppressions(collected, input.analysis);
+  return { diagnostics: diagnostics.sort(compareDiagnostics), suppressions };
+}
+
+/** The diagnostics of validateWorkflowsWithSuppressions alone, sorted by file and position. */
 export function validateWorkflows(input: ValidationInput): Diagnostic[] {
-  return Object.values(RULES)
-    .flatMap((rule) => rule(input))
-    .sort(compareDiagnostics);
+  return validateWorkflowsWithSuppressions(input).diagnostics;
 }

@@ -122,7 +122,7 @@ describe('ledgerflow codegen --check', () => {
     project.write('src/payout.workflow.ts', WORKFLOW.replace('`transfer:${input.payoutId}`', '`payout:${input.payoutId}`'));
     const generate = await codegen('--root', project.root);
     expect(generate.code).toBe(1);
-    expect(generate.stdout).toMatch(/^src\/payout\.workflow\.ts:4:44 - error LF007: workflow "payout" v1 changed since it was generated: the key of step "transfer" changed\. /m);
+    expect(generate.stdout).toMatch(/^src\/payout\.workflow\.ts:7:5 - error LF007: workflow "payout" v1 changed since it was generated: the key of step "transfer" changed\. /m);
     expect(generate.stdout).toContain('nothing written');
     expect((await codegen('--root', project.root, '--check')).code).toBe(1);
   });
@@ -190,7 +190,34 @@ describe('ledgerflow codegen --check', () => {
     project.write('src/payout.workflow.ts', WORKFLOW.replace(/ {4}key: .*\n/, ''));
     const broken = await json('--check');
     expect(broken).toEqual({ code: 1, document: expect.objectContaining({ errors: 2, outOfDate: null }) }); // LF001 and LF007
-    expect(Object.keys(broken.document)).toEqual(['diagnostics', 'errors', 'warnings', 'outOfDate']);
+    expect(Object.keys(broken.document)).toEqual(['diagnostics', 'errors', 'warnings', 'outOfDate', 'suppressions']);
+  });
+
+  it('--format json lists every suppression in effect, with what it suppressed; the text summary counts them and REVIEW.md lists them', async () => {
+    project.write(
+      'src/payout.workflow.ts',
+      WORKFLOW.replace(/ {4}key: .*\n/, "    // ledgerflow-ignore LF005: one payout account, deduped by the bank on purpose\n    key: () => 'payout',\n"),
+    );
+    const result = await codegen('--root', project.root, '--format', 'json');
+    const document = JSON.parse(result.stdout) as { diagnostics: unknown[]; suppressions: unknown[] };
+    expect(result.code).toBe(0);
+    expect(document.diagnostics).toEqual([]);
+    expect(document.suppressions).toEqual([
+      {
+        file: 'src/payout.workflow.ts',
+        line: 7,
+        col: 5,
+        code: 'LF005',
+        reason: 'one payout account, deduped by the bank on purpose',
+        target: 8,
+        step: 'workflow "payout" v1, step "transfer"',
+        suppressed: [expect.objectContaining({ code: 'LF005', severity: 'warning', file: 'src/payout.workflow.ts', line: 8 })],
+      },
+    ]);
+    expect((await codegen('--root', project.root)).stdout).toContain('0 error(s), 0 warning(s), 1 suppressed (listed in REVIEW.md)');
+    expect(readFileSync(path.join(project.root, 'generated', 'REVIEW.md'), 'utf8')).toContain(
+      '| `src/payout.workflow.ts:7` | LF005 | workflow "payout" v1, step "transfer" | one payout account, deduped by the bank on purpose |',
+    );
   });
 
   it('rejects unknown flags and explains --help', async () => {

@@ -6,8 +6,10 @@ import type { Rule } from '../rule.js';
  * LF014: a compensation's key must differ from the key of the step it undoes: a provider that
  * dedupes by key would take the undo for a replay and hand back the charge instead of making
  * the refund, and anything keyed by it could not tell the write from its undo. Keys are
- * compared by their pinned source (comments, formatting and the declarations they use
- * included), so two spellings of one key are not caught: make the difference a prefix.
+ * compared by value where analysis could fold both into literal text and context paths
+ * (KeyModel.value: templates, `+`, `String()`, `[...].join()`, named constants, destructured
+ * parameters — so `'charge:' + input.orderId` is `` `charge:${input.orderId}` ``); otherwise by
+ * their pinned source (comments, formatting and the declarations they use aside).
  */
 export const compensationKey: Rule = ({ analysis }) => {
   const diagnostics: Diagnostic[] = [];
@@ -18,14 +20,22 @@ export const compensationKey: Rule = ({ analysis }) => {
       if (compensation === undefined || compensation.key === null || step.key === null || (step.kind !== 'transactional' && step.kind !== 'external')) continue;
       const stepKey = hashes.get(partId({ kind: 'key', step: step.name }));
       const undoKey = hashes.get(partId({ kind: 'key', step: compensation.name }));
-      const same = stepKey !== undefined && undoKey !== undefined ? stepKey === undoKey : normalized(step.key.text) === normalized(compensation.key.text);
+      const stepValue = step.key.value;
+      const undoValue = compensation.key.value;
+      const same =
+        stepValue != null && undoValue != null
+          ? JSON.stringify(stepValue) === JSON.stringify(undoValue)
+          : stepKey !== undefined && undoKey !== undefined
+            ? stepKey === undoKey
+            : normalized(step.key.text) === normalized(compensation.key.text);
       if (!same) continue;
       diagnostics.push({
         code: 'LF014',
         severity: 'error',
         ...compensation.key.location,
         message:
-          `the key of compensation "${compensation.name}" is the key of step "${step.name}" (${step.key.text}); ${SHARED_KEY[step.kind]} — ` +
+          `the key of compensation "${compensation.name}" is the key of step "${step.name}" (${step.key.text})` +
+          `${normalized(step.key.text) === normalized(compensation.key.text) ? '' : `, spelled differently (${compensation.key.text.replace(/\s+/g, ' ')}) with the same value`}; ${SHARED_KEY[step.kind]} — ` +
           `give it its own, e.g. \`${compensation.name}:\${input.<id>}\`.`,
       });
     }

@@ -12,7 +12,8 @@ import {
   WORKFLOW_PART_KINDS,
   type PinnedPart,
 } from '../../model/pinned-parts.js';
-import type { CompensationModel, WorkflowModel } from '../../model/workflow-model.js';
+import { describeLocation, type SourceLocation } from '../../model/source-location.js';
+import { stepsAndCompensations, type CompensationModel, type WorkflowModel } from '../../model/workflow-model.js';
 import type { Rule } from '../rule.js';
 
 /**
@@ -30,6 +31,12 @@ import type { Rule } from '../rule.js';
  * aside, with the declarations they use), and codegen cannot prove two different texts mean the
  * same. A part kind the manifest entry does not pin yet (a manifest from an earlier release) is
  * not compared; `unpinnedPartNotes` says so.
+ *
+ * One diagnostic per version, at what changed: the first changed declaration (the key, request,
+ * condition or schema property; the step for a change of kind, queue or compensation), or, for a
+ * key whose own text is as the manifest recorded it, the declaration it uses (a helper, here or in
+ * another file); at `version` only when nothing is left to point at (a removed step, a reorder).
+ * The other changes in the message each say where they are.
  */
 export const unbumpedVersion: Rule = ({ analysis, committedManifest }) => {
   if (committedManifest.status === 'absent') return [];
@@ -55,6 +62,9 @@ export const unbumpedVersion: Rule = ({ analysis, committedManifest }) => {
       ...partChanges(committed, workflow),
     ];
     if (changes.length === 0) continue;
+    // Point at the first change that has a place of its own (the changed declaration), else at `version`.
+    const at = changes.find((c) => c.at !== null)?.at ?? workflow.versionLocation;
+    const listed = changes.map((c) => (c.at === null || c.at === at ? c.text : `${c.text} (${describeLocation(c.at, at)})`));
     const highest = Math.max(
       workflow.version,
       ...entries.filter((e) => e.name === workflow.name).map((e) => e.version),
@@ -64,9 +74,9 @@ export const unbumpedVersion: Rule = ({ analysis, committedManifest }) => {
     diagnostics.push({
       code: 'LF007',
       severity: 'error',
-      ...workflow.versionLocation,
+      ...at,
       message:
-        `workflow "${workflow.name}" v${v} changed since it was generated: ${changes.join('; ')}. ` +
+        `workflow "${workflow.name}" v${v} changed since it was generated: ${listed.join('; ')}. ` +
         `Runs of v${v} in flight depend on it as generated, and codegen counts no change as compatible ` +
         '(it compares source text, comments and formatting aside, with the declarations it uses): ' +
         `set version: ${highest + 1} and keep v${v} declared until its runs finish (see LF009), or revert the change.`,
@@ -99,8 +109,18 @@ export function unpinnedPartNotes(workflows: readonly WorkflowModel[], committed
   );
 }
 
-/** The pinned parts whose hash differs from the manifest's: the workflow's own, then per step (in step order) its output, functions and queue use. */
-function partChanges(committed: ManifestWorkflow, workflow: WorkflowModel): string[] {
+/** What changed, and the declaration that changed (null: none left to point at, e.g. a removed step). */
+interface Change {
+  readonly text: string;
+  readonly at: SourceLocation | null;
+}
+
+/**
+ * The pinned parts whose hash differs from the manifest's: the workflow's own, then per step (in
+ * step order) its output, functions and queue use — each at its declaration, or, for a key whose
+ * own text the manifest shows unchanged, at the declaration it uses that changed (helperChange).
+ */
+function partChanges(committed: ManifestWorkflow, workflow: WorkflowModel): Change[] {
   const pinned = new Set(committed.partKinds ?? []);
   const before = committed.parts ?? {};
   const now = new Map(workflow.parts.map((part) => [partId(part), part]));
@@ -125,19 +145,53 @@ function partChanges(committed: ManifestWorkflow, workflow: WorkflowModel): stri
     const id = partId(part);
     return Object.hasOwn(before, id) ? before[id] : undefined;
   };
-  const changes: string[] = [];
+  const changes: Change[] = [];
   for (const part of candidates) {
     const old = hashBefore(part);
-    const current = now.get(partId(part))?.hash;
+    const declared = now.get(partId(part));
+    const current = declared?.hash;
     if (old === current) continue;
     // A condition added or removed changes the shape, which says so (shapeChanges); so does a queue
     // use, and with it its partition key.
     if (part.kind === 'when' && (old === undefined || current === undefined)) continue;
     if ((QUEUE_PARTS as readonly string[]).includes(part.kind) && queueUseAddedOrRemoved(committed, workflow, part.step)) continue;
     const what = describePart(part, workflow.steps.find((s) => s.compensation?.name === part.step)?.name);
-    changes.push(old === undefined ? `${what} was added` : current === undefined ? `${what} was removed` : `${what} changed`);
+    if (declared === undefined) {
+      changes.push({ text: `${what} was removed`, at: stepsAndCompensations(workflow).find((s) => s.name === part.step)?.location ?? null });
+    } else if (old === undefined) {
+      changes.push({ text: `${what} was added`, at: declared.location });
+    } else {
+      changes.push(helperChange(committed, workflow, declared, what) ?? { text: `${what} changed`, at: declared.location });
+    }
   }
   return changes;
+}
+
+/**
+ * A key whose text is as the manifest recorded it but whose pin differs changed in a declaration
+ * it uses (a helper, a constant, here or in another file): point there. The manifest records a
+ * key's text, not the texts of what it uses, so with several such declarations the change is in
+ * one of them — the message names them all, the diagnostic points at the first in another file
+ * (or the first). Null when this cannot be told (not a key, its text changed, nothing used).
+ */
+function helperChange(committed: ManifestWorkflow, workflow: WorkflowModel, part: PinnedPart, what: string): Change | null {
+  if (part.kind !== 'key' || part.step === null || part.uses === undefined || part.uses.length === 0) return null;
+  const name = part.step;
+  const step = stepsAndCompensations(workflow).find((s) => s.name === name);
+  const recorded = committed.steps.find((s) => s.name === name)?.key ?? committed.steps.find((s) => s.compensation?.name === name)?.compensation?.key;
+  if (step?.key == null || typeof recorded !== 'string' || squeezed(recorded) !== squeezed(step.key.text)) return null;
+  const at = part.uses.find((use) => use.file !== part.location.file) ?? part.uses[0]!;
+  const places = part.uses.map((use) => describeLocation(use, at));
+  return {
+    text:
+      `${what} changed in ${part.uses.length === 1 ? 'a declaration it uses' : 'one of the declarations it uses'} (${places.join(', ')}), ` +
+      `not in its own text (${describeLocation(part.location, at)})`,
+    at,
+  };
+}
+
+function squeezed(text: string): string {
+  return text.replace(/\s+/g, '');
 }
 
 /** Whether the workflow's runs (step null) or a step's attempts hold a queue's slot now but did not, or the reverse. */
@@ -147,49 +201,54 @@ function queueUseAddedOrRemoved(committed: ManifestWorkflow, workflow: WorkflowM
   return (before === undefined) !== (after === undefined);
 }
 
-/** What differs in the shape: the workflow's queue, then removed and added steps, kinds, `idempotentByKey`, conditions, events, children, queues, order. */
-function shapeChanges(committed: ManifestWorkflow, workflow: WorkflowModel): string[] {
+/**
+ * What differs in the shape: the workflow's queue, then removed and added steps, kinds,
+ * `idempotentByKey`, conditions, events, children, queues, order — each at the step it is about
+ * (null for a step that is gone or a change of the whole list).
+ */
+function shapeChanges(committed: ManifestWorkflow, workflow: WorkflowModel): Change[] {
   const before = committed.steps;
   const after = workflow.steps;
-  const changes: string[] = [];
+  const changes: Change[] = [];
   const runQueue = queueChange(committed.queue, workflow.queue?.queue.name);
-  if (runQueue !== null) changes.push(`the workflow's runs ${runQueue}`);
+  if (runQueue !== null) changes.push({ text: `the workflow's runs ${runQueue}`, at: workflow.queue?.location ?? null });
   for (const old of before) {
     const now = after.find((s) => s.name === old.name);
     if (now === undefined) {
-      changes.push(`step "${old.name}" was removed`);
+      changes.push({ text: `step "${old.name}" was removed`, at: null });
       continue;
     }
-    if (now.kind !== old.kind) changes.push(`the kind of step "${old.name}" changed (${old.kind} → ${now.kind})`);
+    const add = (text: string, at: SourceLocation | null = now.location): void => void changes.push({ text, at });
+    if (now.kind !== old.kind) add(`the kind of step "${old.name}" changed (${old.kind} → ${now.kind})`);
     if (now.idempotentByKey !== old.idempotentByKey) {
-      changes.push(`idempotentByKey of step "${old.name}" changed (${old.idempotentByKey} → ${now.idempotentByKey})`);
+      add(`idempotentByKey of step "${old.name}" changed (${old.idempotentByKey} → ${now.idempotentByKey})`);
     }
     if (now.conditional !== (old.conditional === true)) {
-      changes.push(now.conditional ? `step "${old.name}" got a condition (when)` : `the condition (when) of step "${old.name}" was removed`);
+      add(now.conditional ? `step "${old.name}" got a condition (when)` : `the condition (when) of step "${old.name}" was removed`);
     }
     const event = now.wait?.event.name;
-    if (now.kind === old.kind && event !== old.event) changes.push(`step "${old.name}" waits for another event (${old.event} → ${event})`);
+    if (now.kind === old.kind && event !== old.event) add(`step "${old.name}" waits for another event (${old.event} → ${event})`, now.wait?.event.location ?? now.location);
     const child = now.fanOut === undefined ? undefined : `${now.fanOut.workflow.name}@${now.fanOut.workflow.version}`;
-    if (now.kind === old.kind && child !== old.child) changes.push(`step "${old.name}" starts another child workflow (${old.child} → ${child})`);
+    if (now.kind === old.kind && child !== old.child) add(`step "${old.name}" starts another child workflow (${old.child} → ${child})`);
     const stepQueue = queueChange(old.queue, now.queue?.queue.name);
-    if (stepQueue !== null) changes.push(`the attempts of step "${old.name}" ${stepQueue}`);
+    if (stepQueue !== null) add(`the attempts of step "${old.name}" ${stepQueue}`, now.queue?.location ?? now.location);
     const undo = compensationChange(old.compensation, now.compensation);
-    if (undo !== null) changes.push(`step "${old.name}" ${undo}`);
+    if (undo !== null) add(`step "${old.name}" ${undo}`, now.compensation?.location ?? now.location);
   }
   if ((committed.compensateOnCancel === true) !== (workflow.compensateOnCancel === true)) {
-    changes.push(`compensateOnCancel changed (${committed.compensateOnCancel === true} → ${workflow.compensateOnCancel === true})`);
+    changes.push({ text: `compensateOnCancel changed (${committed.compensateOnCancel === true} → ${workflow.compensateOnCancel === true})`, at: null });
   }
   for (const now of after) {
-    if (!before.some((s) => s.name === now.name)) changes.push(`${now.kind} step "${now.name}" was added`);
+    if (!before.some((s) => s.name === now.name)) changes.push({ text: `${now.kind} step "${now.name}" was added`, at: now.location });
   }
   const order = (steps: readonly { name: string }[]): string => steps.map((s) => s.name).join(',');
   const common = new Set(after.map((s) => s.name));
   const oldOrder = order(before.filter((s) => common.has(s.name)));
   const newOrder = order(after.filter((s) => before.some((o) => o.name === s.name)));
   if (oldOrder !== newOrder) {
-    changes.push(`the steps were reordered (${before.map((s) => s.name).join(' → ')} is now ${after.map((s) => s.name).join(' → ')})`);
+    changes.push({ text: `the steps were reordered (${before.map((s) => s.name).join(' → ')} is now ${after.map((s) => s.name).join(' → ')})`, at: null });
   }
-  return changes.length > 0 ? changes : ['the shape of its steps changed (its definition hash differs)'];
+  return changes.length > 0 ? changes : [{ text: 'the shape of its steps changed (its definition hash differs)', at: null }];
 }
 
 /** `got a compensation ("refund")`, `lost …`, `is compensated by another (a → b)`, idempotentByKey; null when unchanged. */

@@ -1,0 +1,2 @@
+export const SHIP = 'ship';
+export const SEPARATOR = ':';
