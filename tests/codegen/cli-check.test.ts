@@ -211,7 +211,7 @@ describe('ledgerflow codegen --check', () => {
         reason: 'one payout account, deduped by the bank on purpose',
         target: 8,
         step: 'workflow "payout" v1, step "transfer"',
-        suppressed: [expect.objectContaining({ code: 'LF005', severity: 'warning', file: 'src/payout.workflow.ts', line: 8 })],
+        suppressed: [expect.objectContaining({ code: 'LF005', severity: 'error', file: 'src/payout.workflow.ts', line: 8 })],
       },
     ]);
     expect((await codegen('--root', project.root)).stdout).toContain('0 error(s), 0 warning(s), 1 suppressed (listed in REVIEW.md)');
