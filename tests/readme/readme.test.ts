@@ -315,6 +315,9 @@ describe('the tutorial, run as written', () => {
       const calls = readFileSync(stripeLog, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { key: string; body: string });
       expect(calls).toEqual([{ url: 'https://api.stripe.com/v1/refunds', key: 'refund:o-1', body: 'charge=ch_1&amount=1200' }]);
     },
+    // Six CLI processes, each loading the CLI and (on PGlite) opening and migrating the embedded
+    // database: 20–40 s on a quiet 2-core machine, past 60 s beside two other test forks.
+    180_000,
   );
 
   it('the workflows of section 7 wait, branch and compose as written (embedded PGlite, in process)', async () => {

@@ -1,4 +1,4 @@
-import { Kysely, PostgresDialect, sql } from 'kysely';
+import { sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -9,19 +9,18 @@ import {
   createWorker,
   found,
   runReconcilePass,
-  type LedgerflowDatabase,
   type Store,
   type Worker,
   type WorkerOptions,
 } from 'ledgerflow/runtime';
 import { configureFaults } from 'ledgerflow/testing';
 import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
-import { INT8_OID, parseInt8 } from '../../runtime/store/store.js';
 import { claimRuns } from '../../runtime/worker/claim.js';
 import { renewLeases } from '../../runtime/worker/lease.js';
 import { buildRegistry } from '../../runtime/worker/registry.js';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
+import { storeWithClient } from '../support/store-with-client.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
 import { eventLog, runState, startTestRun, waitUntil } from './fixtures/run-helpers.js';
 import { gate, receiptControl, receiptHandlers } from './fixtures/test-handlers.js';
@@ -298,19 +297,7 @@ describe('review defect 7: a completion commit whose answer is lost after it com
         return result as never;
       }
     }
-    const pool = new pg.Pool({
-      connectionString: base.url!,
-      max: 4,
-      Client: LosesFusedAnswer,
-      types: {
-        getTypeParser: ((oid: number, format?: string) =>
-          oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
-      },
-    });
-    pool.on('error', () => {});
-    pool.on('connect', (client) => client.on('error', () => {}));
-    const db = new Kysely<LedgerflowDatabase>({ dialect: new PostgresDialect({ pool }) });
-    store = { kind: 'pg', db, location: 'answer-losing pool', listen: async () => async () => {}, close: () => db.destroy() };
+    store = storeWithClient(base.url!, LosesFusedAnswer, 'answer-losing pool');
   });
   afterAll(async () => {
     await store.close();

@@ -1,11 +1,11 @@
-import { Kysely, PostgresDialect, sql, type KyselyPlugin } from 'kysely';
+import { sql, type KyselyPlugin } from 'kysely';
 import pg from 'pg';
 import { shapeHash } from 'ledgerflow/dsl';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { bindHandlers, createClient, createWorker, type LedgerflowDatabase, type Store, type Worker, type WorkerOptions } from 'ledgerflow/runtime';
-import { INT8_OID, parseInt8 } from '../../runtime/store/store.js';
+import { bindHandlers, createClient, createWorker, type Store, type Worker, type WorkerOptions } from 'ledgerflow/runtime';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
+import { storeWithClient } from '../support/store-with-client.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
 import { eventLog, runState, waitUntil } from './fixtures/run-helpers.js';
 import { poison } from './fixtures/poison-workflows.js';
@@ -267,19 +267,7 @@ describe('the slots of a fused claim whose answer is lost [pg]', () => {
         return result as never;
       }
     }
-    const pool = new pg.Pool({
-      connectionString: base.url!,
-      max: 4,
-      Client: LosesFusedAnswer,
-      types: {
-        getTypeParser: ((oid: number, format?: string) =>
-          oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
-      },
-    });
-    pool.on('error', () => {});
-    pool.on('connect', (client) => client.on('error', () => {}));
-    const db = new Kysely<LedgerflowDatabase>({ dialect: new PostgresDialect({ pool }) });
-    store = { kind: 'pg', db, location: 'answer-losing pool', listen: async () => async () => {}, close: () => db.destroy() };
+    store = storeWithClient(base.url!, LosesFusedAnswer, 'answer-losing pool');
   });
   afterAll(async () => {
     await store.close();
