@@ -1,5 +1,5 @@
 /**
- * Diagnostic codes. LF001–LF007 are the key and version rules (DESIGN.md "Codegen", README table);
+ * Diagnostic codes. LF001–LF007 are the key and version rules (DESIGN.md "Codegen", the table of docs/reference/diagnostics.md);
  * LF002–LF004 check every function the runtime evaluates for a step, and a schedule's input, as
  * they check keys. LF008 reports a declaration that codegen cannot read statically (it must never guess about a key).
  */

@@ -8,7 +8,7 @@ export interface ValidationInput {
   readonly committedManifest: CommittedManifest;
 }
 
-/** One rule (an LFnnn code of the README's table): reads the model, returns its diagnostics. */
+/** One rule (an LFnnn code of the table in docs/reference/diagnostics.md): reads the model, returns its diagnostics. */
 export type Rule = (input: ValidationInput) => Diagnostic[];
 
 /** Every keyed step and compensation, with its workflow: what the key rules iterate over. */

@@ -54,7 +54,7 @@ export function reportError(error: unknown, command: string, io: CliIo): number 
   if (denied !== undefined) {
     io.err(
       `${prefix}: the database refused: ${denied.message}. The role this command connects as lacks a privilege it needs; ` +
-        'see README "Roles and privileges" (`ledgerflow grants` prints the GRANTs).\n',
+        'see docs/operations/roles.md (`ledgerflow grants` prints the GRANTs).\n',
     );
     return 1;
   }

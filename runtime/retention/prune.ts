@@ -138,7 +138,7 @@ export interface PruneSelection {
 
 /**
  * Prunes finished runs in bounded batches, keeping their identity and recorded effects in the
- * archive (see the header of this file, and the README's "Retention").
+ * archive (see the header of this file, and docs/operations/retention.md).
  *
  * @example
  * const report = await pruneRuns(store.db, { olderThanMs: 30 * 86_400_000, batchSize: 1_000 });

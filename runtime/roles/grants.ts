@@ -1,6 +1,6 @@
 /**
- * The least-privilege roles of a ledgerflow database and the GRANTs that make them (README "Roles
- * and privileges", DESIGN.md "Roles"):
+ * The least-privilege roles of a ledgerflow database and the GRANTs that make them
+ * (docs/operations/roles.md, DESIGN.md "Immutable records and roles"):
  *
  *   owner      runs `ledgerflow migrate`: owns the ledgerflow schema and every table in it (DDL).
  *   worker     workers, clients (start, send-event, cancel) and operator actions: the DML the

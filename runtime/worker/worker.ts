@@ -88,7 +88,7 @@ export interface WorkerOptions {
   /**
    * Prune finished runs periodically (`ledgerflow prune` in the worker): every `intervalMs`
    * (default 10 minutes) runs finished at least `completedOlderThanMs` ago are deleted in batches
-   * of `batchSize`, their identity and recorded effects kept in the archive (README "Retention").
+   * of `batchSize`, their identity and recorded effects kept in the archive (docs/operations/retention.md).
    * Default: no pruning.
    *
    * @example
@@ -111,7 +111,7 @@ export interface WorkerOptions {
   /**
    * Where spans and metrics go when `@opentelemetry/api` is installed: default the globally
    * registered tracer and meter providers. Loaded at `start()`; without the package, nothing is
-   * recorded and nothing costs anything. See the README's "Observability" section.
+   * recorded and nothing costs anything. See docs/operations/observability.md.
    */
   readonly telemetry?: TelemetryOptions;
   /**

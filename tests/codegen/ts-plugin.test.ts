@@ -7,7 +7,7 @@ import { runCodegen } from '../../codegen/run-codegen.js';
 import { tsPluginFactory } from '../../codegen/ts-plugin/language-service-plugin.js';
 import { REPO_ROOT, TempProject } from './support/temp-project.js';
 
-// The README's refund workflow with its two mistakes (LF002 at 14:27, LF001 at 19:4), plus a
+// The refund workflow of docs/reference/diagnostics.md with its two mistakes (LF002 at 14:27, LF001 at 19:4), plus a
 // TypeScript error of its own that the plugin must leave in place.
 const REFUND = `import { workflow } from 'ledgerflow/dsl';
 import { z } from 'zod';
@@ -183,7 +183,7 @@ describe('the TypeScript language-service plugin', () => {
     expect(logged[0]).toMatch(/^\[ledgerflow\/ts-plugin\] codegen's analysis failed, so only TypeScript's diagnostics are shown: CodegenOptionsError: outDir must be a directory inside root/);
   });
 
-  it("loads as the README's tsconfig names it: resolved as tsserver resolves it (node10, no exports) and require()d", () => {
+  it("loads as the tsconfig of docs/tutorial/03-diagnostics.md names it: resolved as tsserver resolves it (node10, no exports) and require()d", () => {
     const tsconfig = JSON.parse(readFileSync(path.join(REPO_ROOT, 'tests/codegen/fixtures/ts-plugin-tsconfig.json'), 'utf8')) as {
       compilerOptions: { plugins: { name: string }[] };
     };

@@ -20,7 +20,7 @@ import { batch, DASHBOARD_WORKFLOWS, dashboardHandlers, flaky, fulfil, ordersV1,
  * the failed run, cancels the waiting one, and finds the three in the audit trail.
  *
  * Screenshots go to tests/dashboard/screenshots/ (not committed); with
- * LEDGERFLOW_UPDATE_SCREENSHOT=1 the run page's is also copied to docs/dashboard.png for the README.
+ * LEDGERFLOW_UPDATE_SCREENSHOT=1 the run page's is also copied to docs/operations/dashboard.png for docs/operations/dashboard.md.
  */
 const CHROMIUM = '/usr/bin/chromium';
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -153,7 +153,7 @@ describe('dashboard in a browser [pg]', () => {
     await shot('run-detail');
     if (process.env['LEDGERFLOW_UPDATE_SCREENSHOT'] === '1') {
       await page.screenshot({ path: `${SHOTS}readme.png`, clip: { x: 0, y: 0, width: 1200, height: 900 } });
-      copyFileSync(`${SHOTS}readme.png`, `${ROOT}docs/dashboard.png`);
+      copyFileSync(`${SHOTS}readme.png`, `${ROOT}docs/operations/dashboard.png`);
     }
 
     await open(`/runs/${runs.parent}`);

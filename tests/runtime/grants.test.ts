@@ -21,7 +21,7 @@ describe('ledgerflow grants', () => {
     expect(text.trimEnd().endsWith('COMMIT;')).toBe(true);
   });
 
-  it('prints tests/runtime/fixtures/grants.sql for the README\'s roles (the README quotes it)', () => {
+  it('prints tests/runtime/fixtures/grants.sql for the documented roles (docs/operations/roles.md quotes it)', () => {
     const golden = readFileSync(new URL('./fixtures/grants.sql', import.meta.url), 'utf8');
     expect(grantStatements(ROLES), 'regenerate: npx ledgerflow grants --owner app_owner --worker app_worker --reader app_reader --retention app_pruner > tests/runtime/fixtures/grants.sql').toBe(golden);
   });

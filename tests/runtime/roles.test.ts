@@ -23,7 +23,7 @@ import { WAIT_WORKFLOWS, awaitPayment, fanOut, napper, paymentSettled, waitHandl
 const WORKFLOWS = [mixed, ...WAIT_WORKFLOWS, ...QUEUE_WORKFLOWS, ...SCHEDULE_WORKFLOWS];
 
 /**
- * The least-privilege roles on a real PostgreSQL server (README "Roles and privileges"): a
+ * The least-privilege roles on a real PostgreSQL server (docs/operations/roles.md): a
  * database owned by `owner`, migrated by it, with `ledgerflow grants` applied by it; then the
  * worker runs every kind of step that touches the database with nothing but its grants (no
  * superuser at run time), the reader reads what the CLI and the dashboard show, and only the
@@ -182,7 +182,7 @@ describe('least-privilege roles [pg]', () => {
     const prune = await runCli(['prune', '--completed-older-than', '0s', '--database-url', urlOf(roles.worker)]);
     expect(prune.code).toBe(1);
     expect(prune.stderr).toContain('ledgerflow prune: the database refused: permission denied');
-    expect(prune.stderr).toContain('see README "Roles and privileges"');
+    expect(prune.stderr).toContain('see docs/operations/roles.md');
   });
 
   it('lets the worker role take operator actions: a cancel with a reason is done and audited', async () => {
