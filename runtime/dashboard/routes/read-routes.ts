@@ -1,6 +1,7 @@
 import type { Hono } from 'hono';
 import { sql } from 'kysely';
 import { loadRunDetails } from '../../client/run-details.js';
+import { loadStepDefs } from '../../client/run-step-label.js';
 import { render, type DashboardContext, type DashboardEnv } from '../dashboard-context.js';
 import { BadRequestError, parseIntentParams, parseRunListParams } from '../list-params.js';
 import { loadOpenIntents } from '../open-intents.js';
@@ -39,7 +40,8 @@ export function readRoutes(app: Hono<DashboardEnv>, shared: DashboardContext): v
       loadRunPage(store.db, params.filter, params.cursor, params.limit),
       store.db.selectFrom('ledgerflow.workflow_version').select('workflow_name').distinct().orderBy('workflow_name').execute(),
     ]);
-    return render(c, runsView(c.get('page'), { params, page, counts, workflows: names.map((n) => n.workflow_name) }));
+    const defs = await loadStepDefs(store.db, page.rows);
+    return render(c, runsView(c.get('page'), { params, page, counts, defs, workflows: names.map((n) => n.workflow_name) }));
   });
 
   app.get('/runs/:id', async (c) => {
@@ -49,8 +51,9 @@ export function readRoutes(app: Hono<DashboardEnv>, shared: DashboardContext): v
       operations.listAudit({ runId: id, limit: 100 }),
       databaseNow(shared),
     ]);
+    const defs = await loadStepDefs(store.db, [run]);
     const done = notice(c.req.query('done'));
-    return render(c, runView(c.get('page'), { run, audit, now, ...(done !== undefined ? { notice: done } : {}) }));
+    return render(c, runView(c.get('page'), { run, audit, now, defs, ...(done !== undefined ? { notice: done } : {}) }));
   });
 
   app.get('/intents', async (c) => {
