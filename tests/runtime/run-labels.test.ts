@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { event, shapeHash, workflow, type AnyWorkflow } from 'ledgerflow/dsl';
 import { bindHandlers, createClient, createDashboard, createWorker, NonRetryableError, type Client, type WorkflowRegistration } from 'ledgerflow/runtime';
-import { ORIGIN } from '../dashboard/support/browserless-session.js';
+import { ORIGIN, session } from '../dashboard/support/browserless-session.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { runCli } from '../support/run-cli.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
@@ -73,7 +73,7 @@ describe('run labels in the CLI and the dashboard [pg]', () => {
   let store: TestStore;
   let client: Client;
   let db: string[];
-  const runs = { completed: '', compensated: '', held: '' };
+  const runs = { completed: '', compensated: '', held: '', heldToo: '' };
   const drain = async (): Promise<void> => {
     const worker = createWorker({ store, workflows: REGISTRATIONS, pollIntervalMs: 20, reconcileIntervalMs: 0 });
     try {
@@ -93,6 +93,7 @@ describe('run labels in the CLI and the dashboard [pg]', () => {
     runs.completed = (await client.start(shop, { orderId: 'l-1', fail: false })).runId;
     runs.compensated = (await client.start(shop, { orderId: 'l-2', fail: true })).runId;
     runs.held = (await client.start(hold, { orderId: 'l-3', fail: false })).runId;
+    runs.heldToo = (await client.start(hold, { orderId: 'l-4', fail: false })).runId;
     await drain();
     expect((await client.getRun(runs.completed)).status).toBe('completed');
     expect((await client.getRun(runs.compensated)).status).toBe('compensated');
@@ -149,5 +150,15 @@ describe('run labels in the CLI and the dashboard [pg]', () => {
     await drain();
     expect(await client.getRun(runs.held)).toMatchObject({ status: 'compensated', compensation: 'cancel' });
     expect((await runCli(['run', runs.held, ...db])).stdout).toMatch(/\ncompensation +undone: the run was cancelled, so its recorded effects were undone\n/);
+  });
+
+  it('the dashboard says the same after its cancel', async () => {
+    const browser = session(createDashboard({ store, workflows: WORKFLOWS }).fetch);
+    const csrf = await browser.csrfFrom(`/runs/${runs.heldToo}/cancel`);
+    const done = await browser.post(`/runs/${runs.heldToo}/cancel`, { reason: 'customer withdrew', csrf });
+    expect(done.headers.get('location')).toBe(`/runs/${runs.heldToo}?done=cancel-compensating`);
+    const shown = await (await browser.get(done.headers.get('location')!)).text();
+    expect(shown).toContain('The run is compensating, not cancelled: its recorded effects are being undone.');
+    expect(shown).not.toContain('The run was cancelled.');
   });
 });

@@ -15,6 +15,8 @@ import { runsView } from '../views/runs-view.js';
 /** Fixed messages an action's redirect may ask a page to show (never text from the query string). */
 export const NOTICES = {
   cancelled: 'The run was cancelled.',
+  'cancel-compensating':
+    'The run is compensating, not cancelled: its recorded effects are being undone. It ends compensated, or compensation_failed if an undo fails.',
   'already-final': 'The run had already finished: nothing was cancelled.',
   compensating: 'The run is compensating: it is not cancelled, it goes on undoing its effects until it is compensated or compensation_failed.',
   retried: 'The run was put back to pending from its failed step: a worker will pick it up.',
