@@ -97,7 +97,7 @@ ${run.children.map(
 )}</tbody></table>${run.children.length >= MAX_LISTED_CHILDREN ? html`<p class="muted">Only the first ${MAX_LISTED_CHILDREN} are listed; <code>ledgerflow runs --parent ${run.id}</code> lists them all.</p>` : ''}`}
 <h2>Input</h2>${jsonBlock(run.input)}
 <h2>Output</h2>${jsonBlock(run.output)}
-<h2>Error</h2>${errorBlock(run.error)}
+<h2>Error</h2><div id="error">${errorBlock(run.error)}</div>
 <h2>Operator actions on this run</h2>${auditTable(context, data.audit)}`;
   return page(context, 'runs', `Run ${shortId(run.id)}`, body);
 }
