@@ -67,7 +67,8 @@ export interface IdleReport {
   readonly crashedAt: FaultPointName | undefined;
   /**
    * Runs still `running` under the lease of a crashed worker: nobody may take them over until the
-   * lease expires — `advanceTime(env.leaseMs)`, then `runUntilIdle()` again.
+   * lease expires — `advancePastHorizons()` (which also passes the horizons of the intents it left
+   * open), then `runUntilIdle()` again.
    */
   readonly heldByCrashedWorker: readonly string[];
   /** Everything the worker reported (claims, steps, failures, errors), in order. */
@@ -134,7 +135,7 @@ export interface TestEnvironment {
    * @example
    * env.crashAt('after-perform'); // the provider applied the charge; the worker dies before recording it
    * await env.runUntilIdle();
-   * await env.advanceTime(env.leaseMs); // its lease expires
+   * await env.advancePastHorizons(); // its lease expires and its intent's horizon passes
    * await env.runUntilIdle(); // a new worker takes the run over
    */
   crashAt(point: FaultPointName, options?: { readonly times?: number }): void;
