@@ -4,7 +4,7 @@
  * - A kit for testing your own workflows fast and deterministically, in process:
  *   `createTestEnvironment` (embedded PGlite, a worker that runs until idle, a clock the test
  *   moves, in-process crashes at fault points) and ledger assertions (`assertLedger`,
- *   `expectEachKeyOnce`). See docs/testing.md.
+ *   `expectEachKeyOnce`). See docs/testing.md and docs/crash-recipes.md.
  * - The named fault points the runtime passes through (inert unless configured here or through the
  *   LEDGERFLOW_FAULTS environment variable of a worker process), to make a worker throw, hang or
  *   die with SIGKILL exactly where a crash window is.

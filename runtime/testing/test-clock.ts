@@ -77,6 +77,22 @@ export async function advanceTestClock(db: Kysely<LedgerflowDatabase>, ms: numbe
   return Number(rows[0]!.offset_ms);
 }
 
+/**
+ * Moves the clock to the moment nothing a dead or timed-out attempt left behind can still be in
+ * flight: past every lease still held (`workflow_run.lease_expires_at` of a `running` run) and every
+ * open intent's horizon (`step_effect.reconcile_after`, which is also where an inconclusive
+ * lookup's backoff is stored). Nothing else is moved past: retry backoffs, sleeps and timeouts are
+ * the test's to move with {@link advanceTestClock}. Never moves back; resolves to the new offset.
+ */
+export async function advanceTestClockPastHorizons(db: Kysely<LedgerflowDatabase>): Promise<number> {
+  const { rows } = await sql<{ ms: number | null }>`
+    SELECT ceil(extract(epoch FROM (GREATEST(
+             (SELECT max(lease_expires_at) FROM ledgerflow.workflow_run WHERE status = 'running'),
+             (SELECT max(reconcile_after) FROM ledgerflow.step_effect WHERE status = 'intent')
+           ) - statement_timestamp())) * 1000)::double precision AS ms`.execute(db);
+  return advanceTestClock(db, Math.max(0, Number(rows[0]?.ms ?? 0)));
+}
+
 /** The moved clock's current time, as the runtime sees it. */
 export async function testClockNow(db: Kysely<LedgerflowDatabase>): Promise<Date> {
   const { rows } = await sql<{ now: Date }>`SELECT statement_timestamp() AS now`.execute(db);

@@ -30,7 +30,7 @@ import type { WorkerEvent } from '../worker/worker-events.js';
 import { crashableStore, type CrashableStore } from './crashable-store.js';
 import { createCoreMigratedPGlite } from './pglite-template.js';
 import { assertLedger, expectEachKeyOnce, type LedgerExpectation } from './ledger-assertions.js';
-import { advanceTestClock, installTestClock, testClockNow } from './test-clock.js';
+import { advanceTestClock, advanceTestClockPastHorizons, installTestClock, testClockNow } from './test-clock.js';
 
 export interface TestEnvironmentOptions {
   /** The workflow versions under test, with their handlers (fakes of your providers, usually). */
@@ -67,7 +67,8 @@ export interface IdleReport {
   readonly crashedAt: FaultPointName | undefined;
   /**
    * Runs still `running` under the lease of a crashed worker: nobody may take them over until the
-   * lease expires — `advanceTime(env.leaseMs)`, then `runUntilIdle()` again.
+   * lease expires — `advancePastHorizons()` (which also passes the horizons of the intents it left
+   * open), then `runUntilIdle()` again.
    */
   readonly heldByCrashedWorker: readonly string[];
   /** Everything the worker reported (claims, steps, failures, errors), in order. */
@@ -106,6 +107,22 @@ export interface TestEnvironment {
    * await env.runUntilIdle();
    */
   advanceTime(ms: number): Promise<Date>;
+  /**
+   * Moves database time just far enough that whatever a crashed (or timed-out) attempt left
+   * behind may be taken up again: every lease still held has expired and every open intent's
+   * horizon has passed (intent time + lease + the step's `performTimeoutMs`, or the backoff of an
+   * inconclusive `reconcile`). The next `runUntilIdle()` then takes the run over and settles the
+   * intent the way the step's flavour does: an `idempotentByKey` step calls again with the same
+   * key, a step with `reconcile` looks it up. Retry backoffs, sleeps and timeouts are not moved
+   * past (`advanceTime` is for those). Resolves to the new time; does nothing if nothing is open.
+   *
+   * @example
+   * env.crashAt('after-perform'); // the provider applied it; the worker dies before recording it
+   * await env.runUntilIdle();
+   * await env.advancePastHorizons(); // the dead worker's lease and its intent's horizon are over
+   * await env.runUntilIdle(); // a new worker takes the run over and settles the intent
+   */
+  advancePastHorizons(): Promise<Date>;
   /** The test clock's current time (database time, as the runtime sees it). */
   now(): Promise<Date>;
   /**
@@ -118,7 +135,7 @@ export interface TestEnvironment {
    * @example
    * env.crashAt('after-perform'); // the provider applied the charge; the worker dies before recording it
    * await env.runUntilIdle();
-   * await env.advanceTime(env.leaseMs); // its lease expires
+   * await env.advancePastHorizons(); // its lease expires and its intent's horizon passes
    * await env.runUntilIdle(); // a new worker takes the run over
    */
   crashAt(point: FaultPointName, options?: { readonly times?: number }): void;
@@ -311,6 +328,16 @@ class InProcessEnvironment implements TestEnvironment {
     }
   }
 
+  async advancePastHorizons(): Promise<Date> {
+    this.#enter('advancePastHorizons');
+    try {
+      await advanceTestClockPastHorizons(this.store.db);
+      return await testClockNow(this.store.db);
+    } finally {
+      this.#busy = false;
+    }
+  }
+
   now(): Promise<Date> {
     return testClockNow(this.store.db);
   }
@@ -362,7 +389,7 @@ class InProcessEnvironment implements TestEnvironment {
   #enter(what: string): void {
     if (this.#closed) throw new Error(`${what}(): this test environment is closed.`);
     if (this.#busy) {
-      throw new Error(`${what}(): a runUntilIdle(), advanceTime() or reset() of this environment is still running; await it first.`);
+      throw new Error(`${what}(): a runUntilIdle(), advanceTime(), advancePastHorizons() or reset() of this environment is still running; await it first.`);
     }
     this.#busy = true;
   }

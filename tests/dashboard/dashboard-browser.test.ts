@@ -140,7 +140,18 @@ describe('dashboard in a browser [pg]', () => {
     const bars = await page.locator('#timeline rect.bar').evaluateAll((rects) =>
       rects.map((r) => `${r.getAttribute('data-step')}#${r.getAttribute('data-attempt')} ${r.getAttribute('data-status')}`),
     );
-    expect(bars).toEqual(['price#1 succeeded', 'reserve#1 abandoned', 'reserve#2 succeeded', 'charge#1 failed', 'charge#2 succeeded', 'ship#1 succeeded']);
+    expect(bars).toEqual([
+      'price#1 succeeded',
+      'reserve#1 abandoned',
+      'reserve#2 succeeded',
+      'charge#1 failed',
+      'charge#2 succeeded',
+      'giftWrap#1 skipped',
+      'ship#1 succeeded',
+    ]);
+    expect(await page.locator('#timeline rect[data-status=skipped] title').textContent()).toContain('skipped (its condition was false)');
+    expect(await page.locator('#attempts tbody tr:has-text("giftWrap")').textContent()).toContain('skipped');
+    expect(await page.locator('dl').textContent()).toContain('done (5 of 5)');
     expect(await page.locator('#timeline rect[data-status=abandoned]').getAttribute('fill')).toBe('url(#crash)');
     expect(await page.locator('#timeline rect[data-status=failed] title').textContent()).toContain('503 Service Unavailable');
     const ledger = await page.locator('#ledger tbody tr').allTextContents();
@@ -149,7 +160,7 @@ describe('dashboard in a browser [pg]', () => {
     expect(ledger[1]).toContain('charge:ful-1');
     expect(ledger.every((row) => row.includes('recorded'))).toBe(true);
     expect(await page.locator('#attempts').textContent()).toContain('LeaseExpired');
-    await expect(page.locator('#steps tbody tr').count()).resolves.toBe(4);
+    await expect(page.locator('#steps tbody tr').count()).resolves.toBe(5);
     await shot('run-detail');
     if (process.env['LEDGERFLOW_UPDATE_SCREENSHOT'] === '1') {
       await page.screenshot({ path: `${SHOTS}readme.png`, clip: { x: 0, y: 0, width: 1200, height: 900 } });
@@ -197,6 +208,12 @@ describe('dashboard in a browser [pg]', () => {
   it('retries the failed run from its failed step, and it completes', async () => {
     await open(`/runs/${runs.failed}`);
     await expect(page.locator('#timeline rect[data-status=failed]').count()).resolves.toBe(3);
+    // The error in words; its stack only after a click.
+    expect(await page.locator('#error .error-text').textContent()).toBe('Error: upstream 503 on call 3');
+    expect(await page.locator('#error details pre').isVisible()).toBe(false);
+    await page.click('#error details summary');
+    expect(await page.locator('#error details pre').textContent()).toMatch(/^step: work\nattempt: 3\n\nError: upstream 503 on call 3\n +at /);
+    await shot('run-error');
     await page.click('text=Retry from the failed step…');
     await page.fill('input[name=reason]', 'upstream is back');
     await page.click('#confirm button[type=submit]');

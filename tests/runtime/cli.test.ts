@@ -128,8 +128,8 @@ describe('ledgerflow CLI against PostgreSQL', () => {
     const table = await run(['runs', ...db]);
     expect(table.code).toBe(0);
     const lines = table.stdout.trimEnd().split('\n');
-    expect(lines[0]).toMatch(/^RUN {35}WORKFLOW {10}STATUS {3}STEP {2}WAITING FOR {2}CREATED {15}FINISHED {2}PARENT {2}ERROR$/);
-    expect(lines[1]).toMatch(/^[0-9a-f-]{36} {2}order-payment v3 {2}pending {5}0 {2}- {12}\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ {2}- {9}- {7}-$/);
+    expect(lines[0]).toMatch(/^RUN {35}WORKFLOW {10}STATUS {3}STEP {16}WAITING FOR {2}CREATED {15}FINISHED {2}PARENT {2}ERROR$/);
+    expect(lines[1]).toMatch(/^[0-9a-f-]{36} {2}order-payment v3 {2}pending {2}1 of 4: priceOrder {2}- {12}\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ {2}- {9}- {7}-$/);
 
     const json = await run(['runs', '--json', '--status', 'pending', ...db]);
     const runs = JSON.parse(json.stdout) as WorkflowRunRow[];
@@ -330,8 +330,8 @@ describe('ledgerflow CLI: events, signals, waits and children (PostgreSQL)', () 
     const lines = listed.stdout.trimEnd().split('\n');
     expect(lines[0]).toMatch(/^RUN +WORKFLOW +STATUS +STEP +WAITING FOR +CREATED +FINISHED +PARENT +ERROR$/);
     expect(lines).toHaveLength(3);
-    expect(listed.stdout).toMatch(new RegExp(`^${runId} {2}cli-await-payment v1 {2}waiting +1 {2}event cli\\.payment\\.settled key o-1 until ${TIME} +${TIME} {2}- +- +-$`, 'm'));
-    expect(listed.stdout).toMatch(new RegExp(`^${napId} {2}cli-napper v1 +waiting +0 {2}sleep until ${TIME} +${TIME} {2}- +- +-$`, 'm'));
+    expect(listed.stdout).toMatch(new RegExp(`^${runId} {2}cli-await-payment v1 {2}waiting {2}2 of 3: settled {2}event cli\\.payment\\.settled key o-1 until ${TIME} +${TIME} {2}- +- +-$`, 'm'));
+    expect(listed.stdout).toMatch(new RegExp(`^${napId} {2}cli-napper v1 +waiting {2}1 of 2: nap {6}sleep until ${TIME} +${TIME} {2}- +- +-$`, 'm'));
 
     const shown = await run(['run', runId, ...db]);
     expect(shown.code).toBe(0);
@@ -407,9 +407,9 @@ describe('ledgerflow CLI: events, signals, waits and children (PostgreSQL)', () 
     const [ann, bob] = children;
 
     const listed = await run(['runs', '--status', 'waiting', '--workflow', approvals.name, ...db]);
-    expect(listed.stdout).toMatch(new RegExp(`^${parent.runId} {2}cli-approvals v1 {2}waiting +0 {2}2 of 2 children open +${TIME} {2}- +- +-$`, 'm'));
+    expect(listed.stdout).toMatch(new RegExp(`^${parent.runId} {2}cli-approvals v1 {2}waiting {2}1 of 2: approvals {2}2 of 2 children open +${TIME} {2}- +- +-$`, 'm'));
     const kids = await run(['runs', '--workflow', 'cli-await-approval', ...db]);
-    expect(kids.stdout).toMatch(new RegExp(`^${ann!.id} {2}cli-await-approval v1 {2}waiting +0 {2}signal cli\\.approval +${TIME} {2}- {9}${parent.runId} approvals\\[0\\] {2}-$`, 'm'));
+    expect(kids.stdout).toMatch(new RegExp(`^${ann!.id} {2}cli-await-approval v1 {2}waiting {2}1 of 2: approved {2}signal cli\\.approval +${TIME} {2}- {9}${parent.runId} approvals\\[0\\] {2}-$`, 'm'));
     expect(kids.stdout).toContain(`${parent.runId} approvals[1]`);
 
     const shownParent = await run(['run', parent.runId, ...db]);

@@ -63,7 +63,8 @@ describe('compensating runs in the CLI and the dashboard [pg]', () => {
     expect(parked.stdout).not.toContain(compensating);
     const one = await runCli(['run', compensating, ...db]);
     expect(one.stdout).toMatch(/status +pending, compensating \(cancel\)\n/);
-    expect(one.stdout).toMatch(/compensation +cancel\n/);
+    expect(one.stdout).toMatch(/compensation +in progress: the run was cancelled, so its recorded effects are being undone\n/);
+    expect(one.stdout).toMatch(/current step +undoing charge: refund\n/);
   });
 
   it('the dashboard labels it, counts compensation_failed runs and offers to retry the failed compensation', async () => {

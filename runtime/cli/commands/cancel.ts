@@ -28,7 +28,13 @@ export const cancelCommand = defineCommand({
     const { status } = run;
     const compensating = compensatingReason(run) !== undefined;
     if (json) io.out(toJsonDocument({ runId, cancelled, status, ...(compensating ? { compensation: run.compensation } : {}) }));
-    else if (cancelled) io.out(`Cancelled run ${runId}.\n`);
+    else if (cancelled && compensating) {
+      // The cancel started the compensation (`compensate`, or the workflow's compensateOnCancel): not cancelled yet, nor ever.
+      io.out(
+        `Run ${runId} is compensating (not cancelled): its recorded effects are being undone. ` +
+          'It ends compensated, or compensation_failed if an undo fails.\n',
+      );
+    } else if (cancelled) io.out(`Cancelled run ${runId}.\n`);
     else if (compensating) {
       io.out(
         `Run ${runId} was not cancelled: it is ${runStatusLabel(run)}. A compensating run is not cancelled: it goes on\n` +

@@ -1,5 +1,6 @@
 import { createClient } from '../../client/client.js';
-import { runStatusLabel } from '../../client/run-status-label.js';
+import { compensationText, runStatusLabel, shownAttemptStatus, skippedSteps } from '../../client/run-status-label.js';
+import { loadStepDefs, runStepLabel, type StepDefsByVersion } from '../../client/run-step-label.js';
 import { signalKey } from '../../client/send-event.js';
 import { MAX_LISTED_CHILDREN, type RunDetails } from '../../client/run-details.js';
 import { defineCommand } from '../command.js';
@@ -20,15 +21,17 @@ export const runCommand = defineCommand({
   optionsHelp: '',
   positionals: { min: 1, max: 1, names: 'one run id' },
   async run({ positionals, json, io, openStore }) {
-    const client = createClient({ store: await openStore() });
-    const run = await client.getRun(positionals[0]!);
-    io.out(json ? toJsonDocument(run) : formatRunDetails(run));
+    const store = await openStore();
+    const run = await createClient({ store }).getRun(positionals[0]!);
+    io.out(json ? toJsonDocument(run) : formatRunDetails(run, await loadStepDefs(store.db, [run])));
     return 0;
   },
 });
 
-/** The human-readable view of a run, shared with `start --wait`. */
-export function formatRunDetails(run: RunDetails): string {
+/** The human-readable view of a run, shared with `start --wait`; `defs` holds its version's step definitions. */
+export function formatRunDetails(run: RunDetails, defs: StepDefsByVersion): string {
+  const skipped = skippedSteps(run);
+  const compensation = compensationText(run);
   const runAfter = formatTime(run.run_after);
   // A waitFor without match waits for a signal: an event whose correlation key is the run id.
   const signal = signalKey(run.id);
@@ -37,13 +40,13 @@ export function formatRunDetails(run: RunDetails): string {
       ['run', run.id],
       ['workflow', `${run.workflow_name} v${run.workflow_version}`],
       ['status', runStatusLabel(run)],
-      // Why the run undoes (or undid) its recorded effects (core 0013).
-      ...(run.compensation === null ? [] : [['compensation', run.compensation] as const]),
+      // Why the run undoes (or undid) its recorded effects (core 0013), and how that went.
+      ...(compensation === undefined ? [] : [['compensation', compensation] as const]),
       ['waiting for', formatWaitingFor(run, { step: true })],
       ['dedupe key', run.dedupe_key ?? '-'],
       ...(run.debounce_key === null ? [] : [['debounce key', run.debounce_key] as const]),
       ['parent', run.parent_run_id === null ? '-' : `${run.parent_run_id}, step ${run.parent_step ?? '?'}, item ${run.parent_index ?? 0}`],
-      ['current step', String(run.current_step)],
+      ['current step', runStepLabel(run, defs)],
       ['input', formatJson(run.input)],
       ['output', formatJson(run.output)],
       ['error', formatStoredError(run.error)],
@@ -70,7 +73,7 @@ export function formatRunDetails(run: RunDetails): string {
     formatSection('Attempts', run.attempts, [
       { header: 'STEP', value: (a) => a.step_name },
       { header: '#', value: (a) => String(a.attempt), align: 'right' },
-      { header: 'STATUS', value: (a) => a.status },
+      { header: 'STATUS', value: (a) => (shownAttemptStatus(a, skipped) === 'skipped' ? 'skipped (its condition was false)' : a.status) },
       { header: 'TOKEN', value: (a) => String(a.fencing_token), align: 'right' },
       { header: 'WORKER', value: (a) => a.worker_id },
       { header: 'STARTED', value: (a) => formatTime(a.started_at) },

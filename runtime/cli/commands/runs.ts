@@ -1,5 +1,6 @@
 import { createClient } from '../../client/client.js';
 import { runStatusLabel } from '../../client/run-status-label.js';
+import { loadStepDefs, runStepLabel } from '../../client/run-step-label.js';
 import { RUN_STATUSES, type RunStatus, type WorkflowRunRow } from '../../store/tables.js';
 import { defineCommand, integerOption, UsageError } from '../command.js';
 import { formatTable } from '../format-table.js';
@@ -51,12 +52,13 @@ export const runsCommand = defineCommand({
       io.out('No runs.\n');
       return 0;
     }
+    const defs = await loadStepDefs(client.store.db, runs);
     io.out(
       formatTable(runs, [
         { header: 'RUN', value: (r) => r.id },
         { header: 'WORKFLOW', value: (r) => `${r.workflow_name} v${r.workflow_version}` },
         { header: 'STATUS', value: (r) => runStatusLabel(r) },
-        { header: 'STEP', value: (r) => String(r.current_step), align: 'right' },
+        { header: 'STEP', value: (r) => runStepLabel(r, defs) },
         { header: 'WAITING FOR', value: (r) => formatWaitingFor(r) },
         { header: 'CREATED', value: (r) => formatTime(r.created_at) },
         { header: 'FINISHED', value: (r) => formatTime(r.finished_at) },

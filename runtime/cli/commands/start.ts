@@ -5,6 +5,7 @@ import { formatTime, toJsonDocument } from '../format-values.js';
 import { parseJsonOption } from '../json-option.js';
 import { DEFAULT_WORKFLOWS_MODULE, loadWorkflowsOption } from '../load-workflows.js';
 import { formatRunDetails } from './run.js';
+import { loadStepDefs } from '../../client/run-step-label.js';
 
 const startOptions = {
   input: { type: 'string' },
@@ -68,7 +69,8 @@ export const startCommand = defineCommand({
     const timeoutMs = integerOption('timeout', values.timeout) ?? 60_000;
     const onDifferentInput = choiceOption('on-different-input', values['on-different-input'], ['refuse', 'return-existing']);
     const debounce = debounceOptions(values);
-    const client = createClient({ store: await openStore(), workflows: await loadWorkflowsOption(values.workflows) });
+    const store = await openStore();
+    const client = createClient({ store, workflows: await loadWorkflowsOption(values.workflows) });
     const { runId, created } = await client.start(positionals[0]!, input, {
       ...(values['run-id'] !== undefined ? { runId: values['run-id'] } : {}),
       ...(values['dedupe-key'] !== undefined ? { dedupeKey: values['dedupe-key'] } : {}),
@@ -107,7 +109,7 @@ export const startCommand = defineCommand({
     }
     if (!json) io.err(`${created ? 'Started' : 'Found existing'} run ${runId}; waiting up to ${timeoutMs} ms…\n`);
     const run = await client.waitForRun(runId, { timeoutMs });
-    io.out(json ? toJsonDocument({ runId, created, run }) : formatRunDetails(run));
+    io.out(json ? toJsonDocument({ runId, created, run }) : formatRunDetails(run, await loadStepDefs(store.db, [run])));
     return run.status === 'completed' ? 0 : 1;
   },
 });

@@ -75,8 +75,11 @@ cancelled: it goes on undoing its recorded effects until it is compensated or co
     },
     async (c, note) => {
       const id = param(c, 'id');
-      if (await operations.cancel(id, note)) return runUrl(c, id, 'cancelled');
-      return runUrl(c, id, compensatingReason(await loadRunDetails(store.db, id)) === undefined ? 'already-final' : 'compensating');
+      const cancelled = await operations.cancel(id, note);
+      const compensating = compensatingReason(await loadRunDetails(store.db, id)) !== undefined;
+      // A cancel that compensates (`compensateOnCancel`) leaves the run undoing its effects, not cancelled.
+      if (cancelled) return runUrl(c, id, compensating ? 'cancel-compensating' : 'cancelled');
+      return runUrl(c, id, compensating ? 'compensating' : 'already-final');
     },
   );
 

@@ -1,6 +1,7 @@
 import type { Hono } from 'hono';
 import { sql } from 'kysely';
 import { loadRunDetails } from '../../client/run-details.js';
+import { loadStepDefs } from '../../client/run-step-label.js';
 import { render, type DashboardContext, type DashboardEnv } from '../dashboard-context.js';
 import { BadRequestError, parseIntentParams, parseRunListParams } from '../list-params.js';
 import { loadOpenIntents } from '../open-intents.js';
@@ -14,6 +15,8 @@ import { runsView } from '../views/runs-view.js';
 /** Fixed messages an action's redirect may ask a page to show (never text from the query string). */
 export const NOTICES = {
   cancelled: 'The run was cancelled.',
+  'cancel-compensating':
+    'The run is compensating, not cancelled: its recorded effects are being undone. It ends compensated, or compensation_failed if an undo fails.',
   'already-final': 'The run had already finished: nothing was cancelled.',
   compensating: 'The run is compensating: it is not cancelled, it goes on undoing its effects until it is compensated or compensation_failed.',
   retried: 'The run was put back to pending from its failed step: a worker will pick it up.',
@@ -39,7 +42,8 @@ export function readRoutes(app: Hono<DashboardEnv>, shared: DashboardContext): v
       loadRunPage(store.db, params.filter, params.cursor, params.limit),
       store.db.selectFrom('ledgerflow.workflow_version').select('workflow_name').distinct().orderBy('workflow_name').execute(),
     ]);
-    return render(c, runsView(c.get('page'), { params, page, counts, workflows: names.map((n) => n.workflow_name) }));
+    const defs = await loadStepDefs(store.db, page.rows);
+    return render(c, runsView(c.get('page'), { params, page, counts, defs, workflows: names.map((n) => n.workflow_name) }));
   });
 
   app.get('/runs/:id', async (c) => {
@@ -49,8 +53,9 @@ export function readRoutes(app: Hono<DashboardEnv>, shared: DashboardContext): v
       operations.listAudit({ runId: id, limit: 100 }),
       databaseNow(shared),
     ]);
+    const defs = await loadStepDefs(store.db, [run]);
     const done = notice(c.req.query('done'));
-    return render(c, runView(c.get('page'), { run, audit, now, ...(done !== undefined ? { notice: done } : {}) }));
+    return render(c, runView(c.get('page'), { run, audit, now, defs, ...(done !== undefined ? { notice: done } : {}) }));
   });
 
   app.get('/intents', async (c) => {

@@ -33,11 +33,13 @@ pre{background:#fff;border:1px solid #e3e6ea;padding:8px;overflow:auto;max-heigh
 .st{display:inline-block;padding:0 6px;border-radius:8px;font-size:12px;background:#e3e6ea}
 .st-completed,.st-succeeded,.st-recorded{background:#d3f0dc}.st-failed{background:#f8d4d4}.st-abandoned{background:#fde3c4}
 .st-running,.st-intent{background:#d6e6fb}.st-waiting,.st-suspended,.st-pending{background:#ece7f9}.st-needs_reconciliation{background:#fbe8a6}
-.st-cancelled,.st-released{background:#e3e6ea}
+.st-cancelled,.st-released{background:#e3e6ea}.st-skipped{background:#eef0f3;color:#6b7682}
 .st-compensated{background:#d4ecec}.st-compensation_failed{background:#f8d4d4}.st-compensating{background:#fde3c4}
 form.filters{display:flex;flex-wrap:wrap;gap:8px;align-items:end;margin-bottom:12px}form.filters label{display:flex;flex-direction:column;font-size:12px}
 input,select,textarea,button{font:inherit}textarea{width:100%;min-height:90px;font:12px ui-monospace,monospace}
 .counts a{margin-right:10px}.error{background:#f8d4d4;border:1px solid #e09a9a;padding:8px;margin:8px 0;white-space:pre-wrap}
+.error-text{background:#fff;border:1px solid #e09a9a;border-left:4px solid #d0453a;padding:8px;margin:0 0 6px;white-space:pre-wrap}
+details summary{cursor:pointer;color:#1f5fbf;font-size:12px}details pre{margin-top:6px}
 .ok{background:#d3f0dc;border:1px solid #8fc9a2;padding:8px;margin:8px 0}.muted{color:#6b7682}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:0}dt{color:#6b7682}dd{margin:0}
 .actions form{display:inline}button.danger{background:#b42318;color:#fff;border:0;padding:4px 10px;border-radius:4px}

@@ -1,10 +1,12 @@
+import { compensationText, shownAttemptStatus, skippedSteps, type ShownAttemptStatus } from '../../client/run-status-label.js';
+import { runStepLabel, type StepDefsByVersion } from '../../client/run-step-label.js';
 import { signalKey } from '../../client/send-event.js';
 import { MAX_LISTED_CHILDREN, type RunDetails } from '../../client/run-details.js';
 import { formatWaitingFor } from '../../cli/format-wait.js';
 import type { OperatorActionRow, StepAttemptRow } from '../../store/tables.js';
 import { html, type Html } from '../html.js';
 import { auditTable } from './audit-view.js';
-import { formatStoredError, formatTime, horizonText, jsonBlock, shortId } from './format.js';
+import { errorBlock, formatStoredError, formatTime, horizonText, jsonBlock, shortId } from './format.js';
 import { page, runStatusBadge, statusBadge, type PageContext } from './layout.js';
 
 export interface RunViewData {
@@ -12,6 +14,8 @@ export interface RunViewData {
   /** The time the page was read (the timeline's right edge for attempts still running). */
   readonly now: Date;
   readonly audit: readonly OperatorActionRow[];
+  /** Its version's step definitions, to name the step it is at. */
+  readonly defs: StepDefsByVersion;
   /** A line to show above the run, e.g. after an action. */
   readonly notice?: string;
 }
@@ -21,6 +25,8 @@ const FINAL = ['completed', 'failed', 'cancelled', 'compensated', 'compensation_
 export function runView(context: PageContext, data: RunViewData): Html {
   const { run, now } = data;
   const { base } = context;
+  const skipped = skippedSteps(run);
+  const compensation = compensationText(run);
   const signal = signalKey(run.id);
   const actions = html`<p class="actions">${
     // A run that is compensating is not cancelled (it is undoing what it did).
@@ -40,14 +46,14 @@ ${actions}
 <dt>waiting for</dt><dd>${formatWaitingFor(run, { step: true })}</dd>
 <dt>dedupe key</dt><dd>${run.dedupe_key ?? '-'}</dd>
 <dt>parent</dt><dd>${run.parent_run_id === null ? '-' : html`<a href="${base}/runs/${run.parent_run_id}">${run.parent_run_id}</a>, step ${run.parent_step ?? '?'}, item ${run.parent_index ?? 0}`}</dd>
-<dt>current step</dt><dd>${run.current_step}</dd>
-${run.compensation === null ? '' : html`<dt>compensation</dt><dd>${run.compensation}</dd>`}
+<dt>current step</dt><dd>${runStepLabel(run, data.defs)}</dd>
+${compensation === undefined ? '' : html`<dt>compensation</dt><dd>${compensation}</dd>`}
 <dt>lease</dt><dd>${run.lease_owner === null ? '-' : `${run.lease_owner} until ${formatTime(run.lease_expires_at)}`}</dd>
 <dt>deadline</dt><dd>${formatTime(run.deadline_at)}</dd>
 <dt>created</dt><dd>${formatTime(run.created_at)}</dd><dt>updated</dt><dd>${formatTime(run.updated_at)}</dd><dt>finished</dt><dd>${formatTime(run.finished_at)}</dd>
 </dl>
 <h2>Timeline</h2>
-${timeline(run.attempts, now)}
+${timeline(run.attempts, now, skipped)}
 <h2>Effect ledger</h2>
 ${run.effects.length === 0
   ? html`<p class="muted">No ledger rows: no transactional or external step has run.</p>`
@@ -63,7 +69,7 @@ ${run.attempts.length === 0
   ? html`<p class="muted">No attempts yet.</p>`
   : html`<table id="attempts"><thead><tr><th>Step</th><th>#</th><th>Status</th><th>Worker</th><th>Started</th><th>Finished</th><th>Next eligible</th><th>Error</th></tr></thead><tbody>
 ${run.attempts.map(
-  (a) => html`<tr><td>${a.step_name}</td><td class="num">${a.attempt}</td><td>${statusBadge(a.status)}</td><td>${a.worker_id}</td>
+  (a) => html`<tr><td>${a.step_name}</td><td class="num">${a.attempt}</td><td>${attemptBadge(shownAttemptStatus(a, skipped))}</td><td>${a.worker_id}</td>
 <td>${formatTime(a.started_at)}</td><td>${formatTime(a.finished_at)}</td><td>${formatTime(a.next_eligible_at)}</td><td>${formatStoredError(a.error)}</td></tr>`,
 )}</tbody></table>`}
 <h2>Step results</h2>
@@ -91,7 +97,7 @@ ${run.children.map(
 )}</tbody></table>${run.children.length >= MAX_LISTED_CHILDREN ? html`<p class="muted">Only the first ${MAX_LISTED_CHILDREN} are listed; <code>ledgerflow runs --parent ${run.id}</code> lists them all.</p>` : ''}`}
 <h2>Input</h2>${jsonBlock(run.input)}
 <h2>Output</h2>${jsonBlock(run.output)}
-<h2>Error</h2>${jsonBlock(run.error)}
+<h2>Error</h2><div id="error">${errorBlock(run.error)}</div>
 <h2>Operator actions on this run</h2>${auditTable(context, data.audit)}`;
   return page(context, 'runs', `Run ${shortId(run.id)}`, body);
 }
@@ -99,21 +105,28 @@ ${run.children.map(
 const ROW = 22;
 const LABEL = 180;
 const WIDTH = 980;
-const ATTEMPT_FILL: Readonly<Record<StepAttemptRow['status'], string>> = {
+const ATTEMPT_FILL: Readonly<Record<ShownAttemptStatus, string>> = {
   succeeded: '#3a9d5d',
+  skipped: '#c4cad1',
   failed: '#d0453a',
   abandoned: 'url(#crash)',
   suspended: '#9b8fd6',
   running: '#3b7dd8',
 };
 
+/** An attempt's status label; a skipped step's says why. */
+function attemptBadge(status: ShownAttemptStatus): Html {
+  return status === 'skipped' ? html`<span class="st st-skipped" title="its condition was false: it did not run">skipped</span>` : statusBadge(status);
+}
+
 /**
  * The attempts on one time axis, a row per step (in the order the steps first ran), a bar per
  * attempt from its start to its end (now, while running). A retry is a second bar on its step's
  * row; a failure is red; an attempt abandoned because its worker's lease ran out (a crash) is
- * hatched orange; a parked attempt (the run waited) is violet.
+ * hatched orange; a parked attempt (the run waited) is violet; a step its condition skipped (in
+ * `skipped`) is grey.
  */
-export function timeline(attempts: readonly StepAttemptRow[], now: Date): Html {
+export function timeline(attempts: readonly StepAttemptRow[], now: Date, skipped: ReadonlySet<string>): Html {
   if (attempts.length === 0) return html`<p class="muted">No attempts yet.</p>`;
   const steps = [...new Set(attempts.map((a) => a.step_name))];
   const start = Math.min(...attempts.map((a) => a.started_at.getTime()));
@@ -125,12 +138,13 @@ export function timeline(attempts: readonly StepAttemptRow[], now: Date): Html {
   const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) => ({ at: LABEL + f * chart, label: `+${formatDuration(f * span)}` }));
   const bars = attempts.map((a) => {
     const row = steps.indexOf(a.step_name);
+    const status = shownAttemptStatus(a, skipped);
     const from = x(a.started_at.getTime());
     const to = x((a.finished_at ?? now).getTime());
-    const detail = `${a.step_name} attempt ${a.attempt}: ${a.status}, ${formatDuration((a.finished_at ?? now).getTime() - a.started_at.getTime())}${
+    const detail = `${a.step_name} attempt ${a.attempt}: ${status === 'skipped' ? 'skipped (its condition was false)' : status}, ${formatDuration((a.finished_at ?? now).getTime() - a.started_at.getTime())}${
       a.error === null ? '' : ` — ${formatStoredError(a.error, 300)}`
     }`;
-    return html`<rect class="bar" data-step="${a.step_name}" data-attempt="${a.attempt}" data-status="${a.status}" x="${from.toFixed(1)}" y="${row * ROW + 4}" width="${Math.max(3, to - from).toFixed(1)}" height="${ROW - 8}" rx="2" fill="${ATTEMPT_FILL[a.status]}" stroke="${a.status === 'abandoned' ? '#c26a00' : 'none'}"><title>${detail}</title></rect>`;
+    return html`<rect class="bar" data-step="${a.step_name}" data-attempt="${a.attempt}" data-status="${status}" x="${from.toFixed(1)}" y="${row * ROW + 4}" width="${Math.max(3, to - from).toFixed(1)}" height="${ROW - 8}" rx="2" fill="${ATTEMPT_FILL[status]}" stroke="${a.status === 'abandoned' ? '#c26a00' : 'none'}"><title>${detail}</title></rect>`;
   });
   return html`<svg id="timeline" role="img" aria-label="Attempts on a time axis" width="${WIDTH}" height="${height}" viewBox="0 0 ${WIDTH} ${height}" style="background:#fff;border:1px solid #e3e6ea">
 <defs><pattern id="crash" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#fde3c4"/><rect width="3" height="6" fill="#f08c00"/></pattern></defs>
@@ -138,7 +152,7 @@ ${steps.map((step, i) => html`<text x="6" y="${i * ROW + 15}">${step}</text><lin
 ${ticks.map((t) => html`<line x1="${t.at.toFixed(1)}" x2="${t.at.toFixed(1)}" y1="0" y2="${steps.length * ROW}" stroke="#e3e6ea"/><text x="${(t.at - 12).toFixed(1)}" y="${steps.length * ROW + 16}" fill="#6b7682">${t.label}</text>`)}
 ${bars}
 </svg>
-<p class="muted">Bars: ${statusBadge('succeeded')} ${statusBadge('failed')} (retried) ${statusBadge('abandoned')} (crashed: lease lost) ${statusBadge('suspended')} (parked: the run waited) ${statusBadge('running')}. Hover a bar for its error.</p>`;
+<p class="muted">Bars: ${statusBadge('succeeded')} ${statusBadge('failed')} (retried) ${statusBadge('abandoned')} (crashed: lease lost) ${statusBadge('suspended')} (parked: the run waited) ${statusBadge('running')} ${attemptBadge('skipped')} (its condition was false). Hover a bar for its error.</p>`;
 }
 
 function formatDuration(ms: number): string {

@@ -1,3 +1,4 @@
+import { runStepLabel, type StepDefsByVersion } from '../../client/run-step-label.js';
 import { RUN_STATUSES, type RunStatus } from '../../store/tables.js';
 import { html, type Html } from '../html.js';
 import { encodeRunCursor, type RunListParams } from '../list-params.js';
@@ -9,6 +10,8 @@ export interface RunsViewData {
   readonly params: RunListParams;
   readonly page: RunPage;
   readonly counts: ReadonlyMap<RunStatus, number>;
+  /** The step definitions of the listed runs' versions, to name the step each is at. */
+  readonly defs: StepDefsByVersion;
   /** Workflow names to offer in the filter. */
   readonly workflows: readonly string[];
 }
@@ -64,7 +67,7 @@ ${data.page.rows.map(
   (r) => html`<tr>
 <td><a href="${base}/runs/${r.id}" title="${r.id}"><code>${shortId(r.id)}</code></a>${r.parent_run_id === null ? '' : html` <span class="muted" title="child of ${r.parent_run_id}">child</span>`}</td>
 <td>${r.workflow_name} <span class="muted">v${r.workflow_version}</span></td><td>${runStatusBadge(r)}</td>
-<td>${r.dedupe_key ?? ''}</td><td class="num">${r.current_step}</td><td>${formatTime(r.created_at)}</td><td>${formatTime(r.finished_at)}</td>
+<td>${r.dedupe_key ?? ''}</td><td>${runStepLabel(r, data.defs)}</td><td>${formatTime(r.created_at)}</td><td>${formatTime(r.finished_at)}</td>
 <td>${r.error === null ? '' : formatStoredError(r.error, 80)}</td></tr>`,
 )}</tbody></table>`}
 <p class="pager">${data.params.cursor !== undefined ? html`<a href="${query({ after: undefined })}">« first page</a> ` : ''}${
