@@ -106,7 +106,7 @@ beforeAll(() => {
   project = mkdtempSync(join(tmpdir(), 'ledgerflow-init-'));
   writeFileSync(
     join(project, 'package.json'),
-    `${JSON.stringify({ name: 'shop', private: true, type: 'module', dependencies: { ledgerflow: '0.1.0', zod: '^4.0.0' } }, null, 2)}\n`,
+    `${JSON.stringify({ name: 'shop', private: true, type: 'module', dependencies: { ledgerflow: '0.1.0', zod: '^4.0.0', tsx: '^4.0.0' } }, null, 2)}\n`,
   );
   writeFileSync(join(project, 'tsconfig.json'), USER_TSCONFIG);
   writeFileSync(join(project, 'tsconfig.base.json'), JSON.stringify({ compilerOptions: { target: 'ES2022', module: 'NodeNext' } }));
@@ -187,7 +187,8 @@ describe('ledgerflow init', () => {
     const shown = await sh(`npx ledgerflow run ${runId} --json`);
     const run = JSON.parse(shown.stdout) as { status: string; output: unknown };
     expect(run.status).toBe('completed');
-  });
+    // Five CLI processes and a worker, each a few seconds on a loaded two-core machine.
+  }, 180_000);
 
   it('the worker module runs a second run to completion, and the scaffold type-checks', async () => {
     const started = await sh(`npx ledgerflow start hello --input '{"name":"ada"}' --json`);
@@ -209,13 +210,14 @@ describe('ledgerflow init', () => {
     expect(check.code, check.stdout).toBe(0);
   });
 
-  it('with --dir, in a CommonJS project: prints what to set in tsconfig.json and package.json, edits neither', async () => {
+  it('with --dir, in a CommonJS project with code of its own: prints what to set in tsconfig.json and package.json, edits neither', async () => {
     const other = join(project, 'other');
-    mkdirSync(other);
+    mkdirSync(join(other, 'lib'), { recursive: true });
     const manifest = '{ "name": "legacy" }\n';
     const tsconfig = '{ "compilerOptions": { "module": "commonjs", "strict": true } }\n';
     writeFileSync(join(other, 'package.json'), manifest);
     writeFileSync(join(other, 'tsconfig.json'), tsconfig);
+    writeFileSync(join(other, 'lib/legacy.js'), 'module.exports = { legacy: true };\n');
     const result = await sh('cd other && ../node_modules/.bin/ledgerflow init --dir lib/flows');
     expect(result.code, result.stderr).toBe(0);
     expect(result.stdout).toContain('created  lib/flows/hello.workflow.ts\n');
@@ -226,11 +228,42 @@ describe('ledgerflow init', () => {
     expect(result.stdout).toMatch(/"target": "ES2022",\s+now not set/);
     expect(result.stdout).not.toContain('skipLibCheck');
     expect(result.stdout).not.toContain('"strict": true,');
-    expect(result.stdout).toContain('package.json is left as it is. Set:\n  "type": "module"');
-    expect(result.stdout).toContain('  npm install ledgerflow zod\n  npx ledgerflow codegen\n');
+    expect(result.stdout).toContain(
+      'package.json is left as it is: its "type" is not set (CommonJS), and node loads lib/legacy.js as CommonJS under it.\n',
+    );
+    // Setting the type is the first step; ledgerflow comes from a tarball, not the registry.
+    expect(result.stdout).toContain('  npm pkg set type=module\n  npm install <path to the ledgerflow .tgz> zod tsx\n  npx ledgerflow codegen\n');
     expect(result.stdout).toContain('  npx ledgerflow worker --workflows lib/flows/index.ts\n');
     expect(readFileSync(join(other, 'package.json'), 'utf8')).toBe(manifest);
     expect(readFileSync(join(other, 'tsconfig.json'), 'utf8')).toBe(tsconfig);
+  });
+
+  it('in a package as `npm init -y` writes it: sets "type": "module", changing nothing else in package.json', async () => {
+    const fresh = join(project, 'from-npm-init');
+    mkdirSync(fresh);
+    // npm init -y's package.json (npm 11): "main" names a file that does not exist.
+    const manifest = {
+      name: 'from-npm-init',
+      version: '1.0.0',
+      description: '',
+      main: 'index.js',
+      scripts: { test: 'echo "Error: no test specified" && exit 1' },
+      keywords: [],
+      author: '',
+      license: 'ISC',
+      type: 'commonjs',
+    };
+    const before = `${JSON.stringify(manifest, null, 2)}\n`;
+    writeFileSync(join(fresh, 'package.json'), before);
+    const result = await sh('cd from-npm-init && ../node_modules/.bin/ledgerflow init');
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toContain('edited   package.json: "type": "module" (was "commonjs"; nothing else here relied on CommonJS)\n');
+    expect(readFileSync(join(fresh, 'package.json'), 'utf8')).toBe(before.replace('"type": "commonjs"', '"type": "module"'));
+    expect(result.stdout).not.toContain('npm pkg set');
+
+    // Run again, init's own files (unchanged) are no reason to keep CommonJS either: nothing left to do.
+    const again = await sh('cd from-npm-init && ../node_modules/.bin/ledgerflow init --json');
+    expect(JSON.parse(again.stdout)).toMatchObject({ packageJson: { type: 'module', edited: false, commonJsFiles: [] } });
   });
 
   it('writes a tsconfig.json where there is none', async () => {
