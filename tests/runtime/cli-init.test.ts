@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkTsconfig, type TsconfigSettings } from '../../runtime/cli/init-tsconfig.js';
-import { outcomeOf } from '../support/run-cli.js';
+import { outcomeOf, runUntil as runUntilMatch } from '../support/run-cli.js';
 
 /**
  * `ledgerflow init` in a fresh project, then the next steps it prints, run as printed.
@@ -40,39 +40,9 @@ function sh(line: string, { viaNpx = false } = {}): Promise<Outcome> {
   return outcomeOf(spawn('sh', ['-c', viaNpx ? line : withoutNpx(line)], { cwd: project, env: { ...process.env, DATABASE_URL: '' }, stdio: ['ignore', 'pipe', 'pipe'] }));
 }
 
-/**
- * Starts a long-running command line in its own process group, waits until its stdout matches
- * `until`, then sends SIGTERM to the group (npx and the node process it started) and returns
- * how it exited.
- */
+/** A long-running command line as a user types it, stopped with SIGTERM once its stdout matches `until`. */
 function runUntil(line: string, until: RegExp, timeoutMs = 30_000): Promise<Outcome> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('sh', ['-c', `exec ${withoutNpx(line)}`], {
-      cwd: project,
-      env: { ...process.env, DATABASE_URL: '' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-      detached: true,
-    });
-    let stdout = '';
-    let stderr = '';
-    let signalled = false;
-    const stop = (): void => {
-      if (signalled) return;
-      signalled = true;
-      process.kill(-child.pid!, 'SIGTERM');
-    };
-    const timer = setTimeout(stop, timeoutMs);
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-      if (until.test(stdout)) stop();
-    });
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on('error', reject);
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code: code ?? -1, stdout, stderr });
-    });
-  });
+  return runUntilMatch(withoutNpx(line), { cwd: project, env: { ...process.env, DATABASE_URL: '' }, until, timeoutMs });
 }
 
 function withoutNpx(line: string): string {
