@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { preparePackageJson } from '../../runtime/cli/init-package-json.js';
 import { checkTsconfig, type TsconfigSettings } from '../../runtime/cli/init-tsconfig.js';
 import { outcomeOf, runUntil as runUntilMatch } from '../support/run-cli.js';
 
@@ -287,5 +288,44 @@ describe('checkTsconfig', () => {
       ['"lib": ["es2017","dom","ES2022"]', '["es2017","dom"]'],
       ['"strict": true', 'false'],
     ]);
+  });
+});
+
+describe('preparePackageJson', () => {
+  const dirs: string[] = [];
+  afterAll(() => {
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  });
+  function packageWith(manifest: string, files: Record<string, string> = {}): string {
+    const dir = mkdtempSync(join(tmpdir(), 'ledgerflow-package-json-'));
+    dirs.push(dir);
+    writeFileSync(join(dir, 'package.json'), manifest);
+    for (const [file, content] of Object.entries(files)) {
+      mkdirSync(join(dir, file, '..'), { recursive: true });
+      writeFileSync(join(dir, file), content);
+    }
+    return dir;
+  }
+
+  it('changes only the top-level "type", in the file\'s own layout, past a nested "type"', () => {
+    const manifest = '{\r\n\t"name": "x",\r\n\t"repository": { "type": "git", "url": "u" },\r\n\t"type": "commonjs"\r\n}\r\n';
+    const dir = packageWith(manifest, { 'lib/tool.cjs': 'module.exports = 1;\n', '.git/hooks/x.js': '', 'node_modules/a/index.js': '' });
+    expect(preparePackageJson(dir, new Map())).toMatchObject({ edited: true, isModule: true, typeWas: 'commonjs' });
+    expect(readFileSync(join(dir, 'package.json'), 'utf8')).toBe(manifest.replace('"type": "commonjs"', '"type": "module"'));
+  });
+
+  it('adds the key last when there is none', () => {
+    const dir = packageWith('{\n    "name": "x",\n    "private": true\n}\n');
+    expect(preparePackageJson(dir, new Map()).edited).toBe(true);
+    expect(readFileSync(join(dir, 'package.json'), 'utf8')).toBe('{\n    "name": "x",\n    "private": true,\n    "type": "module"\n}\n');
+  });
+
+  it('leaves it when a file of the project may rely on CommonJS (a dot file too), naming the first three; init\'s own files do not count', () => {
+    const manifest = '{ "name": "x" }\n';
+    const own = 'export const workflows = [];\n';
+    const dir = packageWith(manifest, { '.eslintrc.js': '', 'src/a.ts': '', 'src/b.tsx': '', 'src/c.jsx': '', 'src/workflows/index.ts': own });
+    const report = preparePackageJson(dir, new Map([['src/workflows/index.ts', own]]));
+    expect(report).toMatchObject({ edited: false, isModule: false, commonJsFiles: ['.eslintrc.js', 'src/a.ts', 'src/b.tsx'] });
+    expect(readFileSync(join(dir, 'package.json'), 'utf8')).toBe(manifest);
   });
 });
