@@ -34,6 +34,8 @@ export interface PackageJsonReport {
   readonly edited: boolean;
   /** When init left it: the first files whose module format it decides (at most three). */
   readonly commonJsFiles: readonly string[];
+  /** Whether there are more such files than those named. */
+  readonly moreCommonJsFiles: boolean;
   /** `npm install …` for what package.json declares of neither dependencies nor devDependencies; undefined when all are. */
   readonly installStep: string | undefined;
 }
@@ -65,21 +67,24 @@ export function preparePackageJson(root: string, ownFiles: ReadonlyMap<string, s
   const missing = NEEDED_PACKAGES.filter((name) => !(name in declared));
   const installStep = missing.length > 0 ? `npm install ${missing.map((name) => (name === 'ledgerflow' ? LEDGERFLOW_SOURCE : name)).join(' ')}` : undefined;
   const base = { typeWas: manifest.type, installStep };
-  if (manifest.type === 'module') return { ...base, isModule: true, edited: false, commonJsFiles: [] };
+  const none = { commonJsFiles: [], moreCommonJsFiles: false };
+  if (manifest.type === 'module') return { ...base, ...none, isModule: true, edited: false };
 
-  const commonJsFiles = filesTypeDecides(root, ownFiles);
-  if (commonJsFiles.length > 0) return { ...base, isModule: false, edited: false, commonJsFiles };
+  const found = filesTypeDecides(root, ownFiles);
+  if (found.length > 0) {
+    return { ...base, isModule: false, edited: false, commonJsFiles: found.slice(0, NAMED_FILES), moreCommonJsFiles: found.length > NAMED_FILES };
+  }
   writeFileSync(file, withModuleType(text, manifest));
-  return { ...base, isModule: true, edited: true, commonJsFiles: [] };
+  return { ...base, ...none, isModule: true, edited: true };
 }
 
-/** The project's files (relative, forward slashes) whose module format "type" decides, init's own left out; the first few, sorted. */
+/** The project's files (relative, forward slashes) whose module format "type" decides, init's own left out: the first few, sorted, and one more if there is one. */
 function filesTypeDecides(root: string, ownFiles: ReadonlyMap<string, string>): string[] {
   const found: string[] = [];
   const visit = (dir: string): void => {
     const entries = readdirSync(path.join(root, dir), { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : 1));
     for (const entry of entries) {
-      if (found.length >= NAMED_FILES) return;
+      if (found.length > NAMED_FILES) return;
       const relative = dir === '' ? entry.name : `${dir}/${entry.name}`;
       // Dot directories (.git, .github, .ledgerflow) hold no modules node loads; a dot file such as .eslintrc.js is one.
       if (entry.isDirectory() && entry.name !== 'node_modules' && !entry.name.startsWith('.')) visit(relative);

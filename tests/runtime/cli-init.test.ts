@@ -325,7 +325,7 @@ describe('preparePackageJson', () => {
     const own = 'export const workflows = [];\n';
     const dir = packageWith(manifest, { '.eslintrc.js': '', 'src/a.ts': '', 'src/b.tsx': '', 'src/c.jsx': '', 'src/workflows/index.ts': own });
     const report = preparePackageJson(dir, new Map([['src/workflows/index.ts', own]]));
-    expect(report).toMatchObject({ edited: false, isModule: false, commonJsFiles: ['.eslintrc.js', 'src/a.ts', 'src/b.tsx'] });
+    expect(report).toMatchObject({ edited: false, isModule: false, commonJsFiles: ['.eslintrc.js', 'src/a.ts', 'src/b.tsx'], moreCommonJsFiles: true });
     expect(readFileSync(join(dir, 'package.json'), 'utf8')).toBe(manifest);
   });
 });

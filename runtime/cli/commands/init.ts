@@ -132,7 +132,7 @@ export const initCommand = defineCommand({
       io.out('\ntsconfig.json has the settings ledgerflow needs.\n');
     }
     if (!packageJson.isModule) {
-      const files = `${packageJson.commonJsFiles.join(', ')}${packageJson.commonJsFiles.length === 3 ? ', …' : ''}`;
+      const files = `${packageJson.commonJsFiles.join(', ')}${packageJson.moreCommonJsFiles ? ' and more' : ''}`;
       io.out(
         `\npackage.json is left as it is: its "type" is ${typeShown(packageJson)}, and node loads ${files} as CommonJS under it.\n` +
           'ledgerflow and the files init writes are ES modules: set "type": "module" (the first step below), and make those\n' +
