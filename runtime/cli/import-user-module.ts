@@ -1,6 +1,7 @@
 import { extname } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { UsageError } from './command.js';
+import { explainImportFailure } from './user-module-error.js';
 
 const TYPESCRIPT_EXTENSIONS = new Set(['.ts', '.mts', '.cts', '.tsx']);
 
@@ -15,13 +16,19 @@ let tsxRegistered: Promise<void> | undefined;
  * Imports a module the user named on the command line (`named`, for messages: `--workflows
  * generated/index.ts`). The installed CLI is plain JavaScript; a `.ts` module is loaded through
  * tsx, an optional peer dependency imported only then, with the fix in the error when it is missing.
+ * A module that cannot load as it stands (a syntax error; an ES module in a CommonJS package)
+ * becomes a {@link UserModuleError} naming the fix; any other failure is thrown as it is.
  */
 export async function importUserModule(file: string, named: string): Promise<Record<string, unknown>> {
   if (TYPESCRIPT_EXTENSIONS.has(extname(file)) && !runningTypeScript) {
     tsxRegistered ??= registerTsx(named);
     await tsxRegistered;
   }
-  return (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+  try {
+    return (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+  } catch (error) {
+    throw explainImportFailure(error, file, named) ?? error;
+  }
 }
 
 async function registerTsx(named: string): Promise<void> {

@@ -4,6 +4,7 @@ import type { AnyWorkflow } from '../../dsl/workflow.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
 import { UsageError } from './command.js';
 import { importUserModule } from './import-user-module.js';
+import { UserModuleError } from './user-module-error.js';
 
 /** Where `start`, `send-event` and `signal` look for workflow definitions when `--workflows` is not given. */
 export const DEFAULT_WORKFLOWS_MODULE = 'generated/index.ts';
@@ -32,7 +33,7 @@ export async function loadWorkflowsModule(path: string): Promise<WorkflowEntry[]
   try {
     module = await importUserModule(file, `--workflows ${path}`);
   } catch (error) {
-    if (error instanceof UsageError) throw error;
+    if (error instanceof UsageError || error instanceof UserModuleError) throw error;
     throw new WorkflowModuleError(`Cannot load --workflows module ${path}: ${messageOf(error)}`, { cause: error });
   }
   let exported = module['workflows'];

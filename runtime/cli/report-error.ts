@@ -3,6 +3,7 @@ import { findSqlState, SQLSTATE, sqlStateOf } from '../store/sqlstate.js';
 import type { CliIo } from './cli-io.js';
 import { UsageError } from './command.js';
 import { WorkflowModuleError } from './load-workflows.js';
+import { UserModuleError } from './user-module-error.js';
 
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ETIMEDOUT', 'ECONNRESET', 'EAI_AGAIN', 'ENOWRITABLEHOST', 'EREADONLYHOST']);
 const CONNECTION_STATES = new Set<string>([
@@ -15,13 +16,18 @@ const CONNECTION_STATES = new Set<string>([
 
 /**
  * Prints an error the way its cause deserves and returns the exit code: user mistakes and
- * refusals get one clear message and no stack (2 for the command line, 1 otherwise); an
- * unreachable database gets what to check; only a real bug gets a stack trace.
+ * refusals get one clear message and no stack (2 for the command line and for a module it names
+ * that cannot load as it stands, 1 otherwise); an unreachable database gets what to check; only
+ * a real bug gets a stack trace.
  */
 export function reportError(error: unknown, command: string, io: CliIo): number {
   const prefix = command ? `ledgerflow ${command}` : 'ledgerflow';
   if (error instanceof UsageError) {
     io.err(`${prefix}: ${error.message}\nRun \`ledgerflow ${command ? `${command} ` : ''}--help\` for usage.\n`);
+    return 2;
+  }
+  if (error instanceof UserModuleError) {
+    io.err(`${prefix}: ${error.message}\n`);
     return 2;
   }
   if (error instanceof LedgerflowError) {

@@ -1,10 +1,10 @@
-import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ZOD_PEER_RANGE } from '../../dsl/peer-dependencies.js';
+import { ok, run } from './app-process.js';
 
 /**
  * The package as npm ships it: `npm pack` (which builds through the prepack script), and a scratch application in a temp
@@ -20,35 +20,6 @@ const ZOD_FLOOR = ZOD_PEER_RANGE.atLeast;
 
 let work: string;
 let app: string;
-
-interface Result {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-/** The application's processes see neither the repository's source condition nor a DATABASE_URL. */
-function appEnv(): NodeJS.ProcessEnv {
-  const env = { ...process.env };
-  delete env['NODE_OPTIONS'];
-  delete env['DATABASE_URL'];
-  return env;
-}
-
-function run(file: string, args: readonly string[], cwd: string): Promise<Result> {
-  return new Promise((resolve) => {
-    execFile(file, args, { cwd, env: appEnv(), maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
-      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : 1;
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
-
-async function ok(file: string, args: readonly string[], cwd: string): Promise<string> {
-  const result = await run(file, args, cwd);
-  expect(result.code, `${file} ${args.join(' ')}\n${result.stdout}\n${result.stderr}`).toBe(0);
-  return result.stdout;
-}
 
 function write(path: string, content: string): void {
   mkdirSync(dirname(join(app, path)), { recursive: true });

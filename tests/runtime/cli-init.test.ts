@@ -4,8 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { preparePackageJson } from '../../runtime/cli/init-package-json.js';
 import { checkTsconfig, type TsconfigSettings } from '../../runtime/cli/init-tsconfig.js';
-import { outcomeOf } from '../support/run-cli.js';
+import { outcomeOf, runUntil as runUntilMatch } from '../support/run-cli.js';
 
 /**
  * `ledgerflow init` in a fresh project, then the next steps it prints, run as printed.
@@ -40,39 +41,9 @@ function sh(line: string, { viaNpx = false } = {}): Promise<Outcome> {
   return outcomeOf(spawn('sh', ['-c', viaNpx ? line : withoutNpx(line)], { cwd: project, env: { ...process.env, DATABASE_URL: '' }, stdio: ['ignore', 'pipe', 'pipe'] }));
 }
 
-/**
- * Starts a long-running command line in its own process group, waits until its stdout matches
- * `until`, then sends SIGTERM to the group (npx and the node process it started) and returns
- * how it exited.
- */
+/** A long-running command line as a user types it, stopped with SIGTERM once its stdout matches `until`. */
 function runUntil(line: string, until: RegExp, timeoutMs = 30_000): Promise<Outcome> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('sh', ['-c', `exec ${withoutNpx(line)}`], {
-      cwd: project,
-      env: { ...process.env, DATABASE_URL: '' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-      detached: true,
-    });
-    let stdout = '';
-    let stderr = '';
-    let signalled = false;
-    const stop = (): void => {
-      if (signalled) return;
-      signalled = true;
-      process.kill(-child.pid!, 'SIGTERM');
-    };
-    const timer = setTimeout(stop, timeoutMs);
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-      if (until.test(stdout)) stop();
-    });
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on('error', reject);
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code: code ?? -1, stdout, stderr });
-    });
-  });
+  return runUntilMatch(withoutNpx(line), { cwd: project, env: { ...process.env, DATABASE_URL: '' }, until, timeoutMs });
 }
 
 function withoutNpx(line: string): string {
@@ -106,7 +77,7 @@ beforeAll(() => {
   project = mkdtempSync(join(tmpdir(), 'ledgerflow-init-'));
   writeFileSync(
     join(project, 'package.json'),
-    `${JSON.stringify({ name: 'shop', private: true, type: 'module', dependencies: { ledgerflow: '0.1.0', zod: '^4.0.0' } }, null, 2)}\n`,
+    `${JSON.stringify({ name: 'shop', private: true, type: 'module', dependencies: { ledgerflow: '0.1.0', zod: '^4.0.0', tsx: '^4.0.0' } }, null, 2)}\n`,
   );
   writeFileSync(join(project, 'tsconfig.json'), USER_TSCONFIG);
   writeFileSync(join(project, 'tsconfig.base.json'), JSON.stringify({ compilerOptions: { target: 'ES2022', module: 'NodeNext' } }));
@@ -187,7 +158,8 @@ describe('ledgerflow init', () => {
     const shown = await sh(`npx ledgerflow run ${runId} --json`);
     const run = JSON.parse(shown.stdout) as { status: string; output: unknown };
     expect(run.status).toBe('completed');
-  });
+    // Five CLI processes and a worker, each a few seconds on a loaded two-core machine.
+  }, 180_000);
 
   it('the worker module runs a second run to completion, and the scaffold type-checks', async () => {
     const started = await sh(`npx ledgerflow start hello --input '{"name":"ada"}' --json`);
@@ -209,13 +181,14 @@ describe('ledgerflow init', () => {
     expect(check.code, check.stdout).toBe(0);
   });
 
-  it('with --dir, in a CommonJS project: prints what to set in tsconfig.json and package.json, edits neither', async () => {
+  it('with --dir, in a CommonJS project with code of its own: prints what to set in tsconfig.json and package.json, edits neither', async () => {
     const other = join(project, 'other');
-    mkdirSync(other);
+    mkdirSync(join(other, 'lib'), { recursive: true });
     const manifest = '{ "name": "legacy" }\n';
     const tsconfig = '{ "compilerOptions": { "module": "commonjs", "strict": true } }\n';
     writeFileSync(join(other, 'package.json'), manifest);
     writeFileSync(join(other, 'tsconfig.json'), tsconfig);
+    writeFileSync(join(other, 'lib/legacy.js'), 'module.exports = { legacy: true };\n');
     const result = await sh('cd other && ../node_modules/.bin/ledgerflow init --dir lib/flows');
     expect(result.code, result.stderr).toBe(0);
     expect(result.stdout).toContain('created  lib/flows/hello.workflow.ts\n');
@@ -226,11 +199,42 @@ describe('ledgerflow init', () => {
     expect(result.stdout).toMatch(/"target": "ES2022",\s+now not set/);
     expect(result.stdout).not.toContain('skipLibCheck');
     expect(result.stdout).not.toContain('"strict": true,');
-    expect(result.stdout).toContain('package.json is left as it is. Set:\n  "type": "module"');
-    expect(result.stdout).toContain('  npm install ledgerflow zod\n  npx ledgerflow codegen\n');
+    expect(result.stdout).toContain(
+      'package.json is left as it is: its "type" is not set (CommonJS), and node loads lib/legacy.js as CommonJS under it.\n',
+    );
+    // Setting the type is the first step; ledgerflow comes from a tarball, not the registry.
+    expect(result.stdout).toContain('  npm pkg set type=module\n  npm install <path to the ledgerflow .tgz> zod tsx\n  npx ledgerflow codegen\n');
     expect(result.stdout).toContain('  npx ledgerflow worker --workflows lib/flows/index.ts\n');
     expect(readFileSync(join(other, 'package.json'), 'utf8')).toBe(manifest);
     expect(readFileSync(join(other, 'tsconfig.json'), 'utf8')).toBe(tsconfig);
+  });
+
+  it('in a package as `npm init -y` writes it: sets "type": "module", changing nothing else in package.json', async () => {
+    const fresh = join(project, 'from-npm-init');
+    mkdirSync(fresh);
+    // npm init -y's package.json (npm 11): "main" names a file that does not exist.
+    const manifest = {
+      name: 'from-npm-init',
+      version: '1.0.0',
+      description: '',
+      main: 'index.js',
+      scripts: { test: 'echo "Error: no test specified" && exit 1' },
+      keywords: [],
+      author: '',
+      license: 'ISC',
+      type: 'commonjs',
+    };
+    const before = `${JSON.stringify(manifest, null, 2)}\n`;
+    writeFileSync(join(fresh, 'package.json'), before);
+    const result = await sh('cd from-npm-init && ../node_modules/.bin/ledgerflow init');
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toContain('edited   package.json: "type": "module" (was "commonjs"; nothing else here relied on CommonJS)\n');
+    expect(readFileSync(join(fresh, 'package.json'), 'utf8')).toBe(before.replace('"type": "commonjs"', '"type": "module"'));
+    expect(result.stdout).not.toContain('npm pkg set');
+
+    // Run again, init's own files (unchanged) are no reason to keep CommonJS either: nothing left to do.
+    const again = await sh('cd from-npm-init && ../node_modules/.bin/ledgerflow init --json');
+    expect(JSON.parse(again.stdout)).toMatchObject({ packageJson: { type: 'module', edited: false, commonJsFiles: [] } });
   });
 
   it('writes a tsconfig.json where there is none', async () => {
@@ -284,5 +288,44 @@ describe('checkTsconfig', () => {
       ['"lib": ["es2017","dom","ES2022"]', '["es2017","dom"]'],
       ['"strict": true', 'false'],
     ]);
+  });
+});
+
+describe('preparePackageJson', () => {
+  const dirs: string[] = [];
+  afterAll(() => {
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  });
+  function packageWith(manifest: string, files: Record<string, string> = {}): string {
+    const dir = mkdtempSync(join(tmpdir(), 'ledgerflow-package-json-'));
+    dirs.push(dir);
+    writeFileSync(join(dir, 'package.json'), manifest);
+    for (const [file, content] of Object.entries(files)) {
+      mkdirSync(join(dir, file, '..'), { recursive: true });
+      writeFileSync(join(dir, file), content);
+    }
+    return dir;
+  }
+
+  it('changes only the top-level "type", in the file\'s own layout, past a nested "type"', () => {
+    const manifest = '{\r\n\t"name": "x",\r\n\t"repository": { "type": "git", "url": "u" },\r\n\t"type": "commonjs"\r\n}\r\n';
+    const dir = packageWith(manifest, { 'lib/tool.cjs': 'module.exports = 1;\n', '.git/hooks/x.js': '', 'node_modules/a/index.js': '' });
+    expect(preparePackageJson(dir, new Map())).toMatchObject({ edited: true, isModule: true, typeWas: 'commonjs' });
+    expect(readFileSync(join(dir, 'package.json'), 'utf8')).toBe(manifest.replace('"type": "commonjs"', '"type": "module"'));
+  });
+
+  it('adds the key last when there is none', () => {
+    const dir = packageWith('{\n    "name": "x",\n    "private": true\n}\n');
+    expect(preparePackageJson(dir, new Map()).edited).toBe(true);
+    expect(readFileSync(join(dir, 'package.json'), 'utf8')).toBe('{\n    "name": "x",\n    "private": true,\n    "type": "module"\n}\n');
+  });
+
+  it('leaves it when a file of the project may rely on CommonJS (a dot file too), naming the first three; init\'s own files do not count', () => {
+    const manifest = '{ "name": "x" }\n';
+    const own = 'export const workflows = [];\n';
+    const dir = packageWith(manifest, { '.eslintrc.js': '', 'src/a.ts': '', 'src/b.tsx': '', 'src/c.jsx': '', 'src/workflows/index.ts': own });
+    const report = preparePackageJson(dir, new Map([['src/workflows/index.ts', own]]));
+    expect(report).toMatchObject({ edited: false, isModule: false, commonJsFiles: ['.eslintrc.js', 'src/a.ts', 'src/b.tsx'], moreCommonJsFiles: true });
+    expect(readFileSync(join(dir, 'package.json'), 'utf8')).toBe(manifest);
   });
 });

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { DEFAULT_MIGRATIONS_DIR } from '../../migrate/migration-source.js';
 import { DEFAULT_DATA_DIR } from '../../store/open-store.js';
@@ -14,6 +14,7 @@ import {
   workerTemplate,
   workflowsIndexTemplate,
 } from '../init-templates.js';
+import { preparePackageJson, SET_MODULE_TYPE_STEP, type PackageJsonReport } from '../init-package-json.js';
 import { checkTsconfig, readTsconfigSettings, TsconfigReadError, type TsconfigFix } from '../init-tsconfig.js';
 
 const DEFAULT_WORKFLOWS_DIR = 'src/workflows';
@@ -35,8 +36,10 @@ export const initCommand = defineCommand({
     'handlers, the `workflows` module a worker loads, a worker to embed in your process (worker.ts beside the\n' +
     `workflows directory), ${MIGRATIONS_DIR}/ for your own tables and .github/workflows/ledgerflow.yml (the\n` +
     'codegen --check gate), and tsconfig.json if there is none. A file that exists is never overwritten (there\n' +
-    'is no --force): it is listed as skipped. An existing tsconfig.json and package.json are checked, not\n' +
-    'edited: init prints the settings ledgerflow needs that they lack. Then it prints the commands to run next.',
+    'is no --force): it is listed as skipped. An existing tsconfig.json is checked, not edited: init prints the\n' +
+    'settings ledgerflow needs that it lacks. package.json gets "type": "module" (ledgerflow and these files are\n' +
+    'ES modules) when no .js, .jsx, .ts or .tsx file of the project but init\'s could rely on CommonJS; otherwise\n' +
+    'init names those files and setting the type is the first next step. Then it prints the commands to run next.',
   options: { dir: { type: 'string' } },
   optionsHelp: `  --dir <directory>      where the workflow files go, inside the project (default: ${DEFAULT_WORKFLOWS_DIR})`,
   positionals: { min: 0, max: 0, names: '' },
@@ -89,9 +92,10 @@ export const initCommand = defineCommand({
         tsconfigError = error.message;
       }
     }
-    const packageNotes = checkPackageJson(root);
+    const packageJson = preparePackageJson(root, new Map(planned.map((file) => [file.path, file.content])));
     const steps = [
-      ...packageNotes.install,
+      ...(packageJson.isModule ? [] : [SET_MODULE_TYPE_STEP]),
+      ...(packageJson.installStep !== undefined ? [packageJson.installStep] : []),
       'npx ledgerflow codegen',
       `npx ledgerflow migrate --dir ${DEFAULT_MIGRATIONS_DIR} --dir ${MIGRATIONS_DIR}`,
       `npx ledgerflow start hello --input '{"name":"world"}'`,
@@ -104,7 +108,12 @@ export const initCommand = defineCommand({
           created,
           skipped,
           tsconfig: tsconfigExisted ? { checked: 'tsconfig.json', error: tsconfigError ?? null, set: tsconfigFixes } : { created: 'tsconfig.json' },
-          packageJson: packageNotes.fixes,
+          packageJson: {
+            type: packageJson.isModule ? 'module' : (packageJson.typeWas ?? null),
+            typeWas: packageJson.typeWas ?? null,
+            edited: packageJson.edited,
+            commonJsFiles: packageJson.commonJsFiles,
+          },
           nextSteps: steps,
         }),
       );
@@ -112,6 +121,7 @@ export const initCommand = defineCommand({
     }
     for (const file of created) io.out(`created  ${file}\n`);
     for (const file of skipped) io.out(`skipped  ${file} (exists; left as it is)\n`);
+    if (packageJson.edited) io.out(`edited   package.json: "type": "module" (was ${typeShown(packageJson)}; nothing else here relied on CommonJS)\n`);
     if (tsconfigError !== undefined) {
       io.out(`\ntsconfig.json could not be read (${tsconfigError}); left as it is. ledgerflow needs these compilerOptions:\n`);
       io.out(`${tsconfigTemplate()}`);
@@ -121,9 +131,13 @@ export const initCommand = defineCommand({
     } else if (tsconfigExisted) {
       io.out('\ntsconfig.json has the settings ledgerflow needs.\n');
     }
-    if (packageNotes.fixes.length > 0) {
-      io.out('\npackage.json is left as it is. Set:\n');
-      for (const fix of packageNotes.fixes) io.out(`  ${fix}\n`);
+    if (!packageJson.isModule) {
+      const files = `${packageJson.commonJsFiles.join(', ')}${packageJson.moreCommonJsFiles ? ' and more' : ''}`;
+      io.out(
+        `\npackage.json is left as it is: its "type" is ${typeShown(packageJson)}, and node loads ${files} as CommonJS under it.\n` +
+          'ledgerflow and the files init writes are ES modules: set "type": "module" (the first step below), and make those\n' +
+          'files ES modules too (or rename them to .cjs).\n',
+      );
     }
     io.out(
       `\nNext steps (the database is PostgreSQL when DATABASE_URL is set, otherwise the embedded PGlite under ${DEFAULT_DATA_DIR}):\n` +
@@ -150,16 +164,7 @@ function importSpecifier(from: string, to: string): string {
   return relative.startsWith('.') ? relative : `./${relative}`;
 }
 
-/** What package.json lacks: `"type": "module"` (told, not edited), and the packages to install. */
-function checkPackageJson(root: string): { fixes: string[]; install: string[] } {
-  let manifest: { type?: unknown; dependencies?: Record<string, unknown>; devDependencies?: Record<string, unknown> };
-  try {
-    manifest = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as typeof manifest;
-  } catch (error) {
-    throw new UsageError(`package.json is not valid JSON (${(error as Error).message}); fix it and run init again.`);
-  }
-  const fixes = manifest.type === 'module' ? [] : ['"type": "module"    (ledgerflow and the files init writes are ES modules)'];
-  const declared = { ...manifest.devDependencies, ...manifest.dependencies };
-  const missing = ['ledgerflow', 'zod'].filter((name) => !(name in declared));
-  return { fixes, install: missing.length > 0 ? [`npm install ${missing.join(' ')}`] : [] };
+/** The "type" init found, for a message: `"commonjs"`, or `not set (CommonJS)`. */
+function typeShown(packageJson: PackageJsonReport): string {
+  return packageJson.typeWas === undefined ? 'not set (CommonJS)' : JSON.stringify(packageJson.typeWas);
 }
