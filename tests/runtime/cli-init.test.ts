@@ -164,6 +164,7 @@ describe('ledgerflow init', () => {
     expect(snapshot()).toEqual(before);
   });
 
+  // Four CLI processes, the worker's among them running codegen in memory to compare with the contract.
   it('the printed steps work as printed: codegen, migrate, start, worker; the run completes', async () => {
     const [codegen, migrate, start, worker] = steps as [string, string, string, string];
     const generated = await sh(codegen);
@@ -187,7 +188,7 @@ describe('ledgerflow init', () => {
     const shown = await sh(`npx ledgerflow run ${runId} --json`);
     const run = JSON.parse(shown.stdout) as { status: string; output: unknown };
     expect(run.status).toBe('completed');
-  });
+  }, 120_000);
 
   it('the worker module runs a second run to completion, and the scaffold type-checks', async () => {
     const started = await sh(`npx ledgerflow start hello --input '{"name":"ada"}' --json`);
