@@ -90,9 +90,18 @@ function schemaHash(schema: z.ZodType): string {
   const options = { unrepresentable: 'any', cycles: 'ref', reused: 'inline' } as const;
   return hash(
     stableJson({
-      input: z.toJSONSchema(schema, { ...options, io: 'input' }),
-      output: z.toJSONSchema(schema, { ...options, io: 'output' }),
+      input: sortRequired(z.toJSONSchema(schema, { ...options, io: 'input' })),
+      output: sortRequired(z.toJSONSchema(schema, { ...options, io: 'output' })),
     }),
+  );
+}
+
+/** `required` lists follow declaration order, which validation does not depend on: sorted, as stableJson sorts keys. */
+function sortRequired(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(sortRequired);
+  if (value === null || typeof value !== 'object') return value;
+  return Object.fromEntries(
+    Object.entries(value).map(([key, v]) => [key, key === 'required' && Array.isArray(v) ? [...(v as string[])].sort() : sortRequired(v)]),
   );
 }
 
