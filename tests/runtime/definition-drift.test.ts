@@ -74,6 +74,10 @@ describeStores('a worker refuses a definition that drifted from the registered o
     const state = await runState(store, pending);
     expect(state.run.status).toBe('pending');
     expect(state.attempts).toEqual([]);
+    // A client holding the drifted definition cannot start a run of the version either.
+    await expect(startTestRun(store, drifted('drift-released'), { orderId: 'o-3' })).rejects.toThrow(
+      /Workflow "drift-released" v1 changed since a worker registered it: the output schema of step "charge"/,
+    );
   });
 
   it('the first worker to serve a version registers it; a registration of a released version never changes', async () => {
