@@ -53,7 +53,10 @@ export async function contractDrift(root: string, served: readonly ServedVersion
   }
   if (run.generated === null && problems.length === 0) {
     const errors = run.diagnostics.filter((d) => d.severity === 'error').length;
-    problems.push(`  codegen reports ${errors} error(s), so it cannot tell whether the contracts are current; run \`ledgerflow codegen --check\`.`);
+    problems.push(
+      `  codegen reports ${errors} error(s), so it cannot tell whether the contracts are current: fix them (\`ledgerflow codegen --check\` ` +
+        'lists them), or start with --skip-contract-check.',
+    );
   }
   return problems;
 }
