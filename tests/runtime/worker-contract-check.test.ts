@@ -65,3 +65,11 @@ it('a draft version that changed without codegen: refused with "run ledgerflow c
   expect(accepted.stderr).not.toContain('differs from the generated contract');
   expect(accepted.stderr).toContain('cannot use the database');
 });
+
+it('when codegen has errors it cannot tell whether the contract is current: refused, saying how to go on', async () => {
+  project.write('src/broken.workflow.ts', PAYOUT_WORKFLOW.replace("'payout'", "'broken'").replace('export const payout', 'export const broken').replace(/ {4}key: .*\n/, ''));
+  const refused = await workerProcess(project.root);
+  expect(refused.code).toBe(1);
+  expect(refused.stderr).toContain('codegen reports 1 error(s), so it cannot tell whether the contracts are current');
+  expect(refused.stderr).toContain('--skip-contract-check');
+});
