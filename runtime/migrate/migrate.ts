@@ -2,6 +2,7 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import { MigrationError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { sqlStateOf } from '../store/sqlstate.js';
+import { versionHasRuns } from '../store/version-has-runs.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import { CORE_PREFIX, coreMigrations, isLegacyCoreMigration, LEGACY_CORE_MIGRATION } from './core-migrations.js';
 import { releasedDefinitionHash } from '../../codegen/emit/workflow-version-sql.js';
@@ -177,9 +178,7 @@ async function draftsRegisteredBy(
   );
 }
 
-/** Whether workflow version `v` has runs, finished and pruned ones included. */
-const hasRuns = sql<boolean>`(EXISTS (SELECT 1 FROM ledgerflow.workflow_run r WHERE r.workflow_name = v.workflow_name AND r.workflow_version = v.version)
-     OR EXISTS (SELECT 1 FROM ledgerflow.run_archive a WHERE a.workflow_name = v.workflow_name AND a.workflow_version = v.version))`;
+const hasRuns = versionHasRuns('v');
 
 /**
  * Runs a draft's changed migration in place of what its earlier text registered: in one

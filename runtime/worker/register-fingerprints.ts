@@ -1,6 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import { MigrationError } from '../errors.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
+import { versionHasRuns } from '../store/version-has-runs.js';
 import type { WorkflowRegistry } from './registry.js';
 import { changedParts, describeFingerprintPart, fingerprintOf } from './workflow-fingerprint.js';
 
@@ -39,9 +40,7 @@ export async function registerFingerprints(db: Kysely<LedgerflowDatabase>, regis
   const rows = (
     await sql<RegisteredRow>`
       SELECT f.workflow_name, f.version, f.fingerprint, f.parts, f.registered_by, f.registered_at,
-             v.draft_migration IS NOT NULL AS draft,
-             (EXISTS (SELECT 1 FROM ledgerflow.workflow_run r WHERE r.workflow_name = f.workflow_name AND r.workflow_version = f.version)
-              OR EXISTS (SELECT 1 FROM ledgerflow.run_archive a WHERE a.workflow_name = f.workflow_name AND a.workflow_version = f.version)) AS has_runs
+             v.draft_migration IS NOT NULL AS draft, ${versionHasRuns('v')} AS has_runs
         FROM ledgerflow.workflow_fingerprint f
         JOIN ledgerflow.workflow_version v ON v.workflow_name = f.workflow_name AND v.version = f.version
        WHERE (f.workflow_name, f.version) IN (SELECT * FROM unnest(${names}::text[], ${versions}::int[]))`.execute(db)
