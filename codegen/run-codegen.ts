@@ -6,6 +6,7 @@ import { discoverHandlerModules } from './discovery/discover-handler-modules.js'
 import { discoverScheduleModules } from './discovery/discover-schedule-modules.js';
 import { DEFAULT_INCLUDE, DEFAULT_OUT_DIR, discoverWorkflowFiles, toPosix } from './discovery/discover-workflow-files.js';
 import { emitGenerated } from './emit/emit-generated.js';
+import type { DraftVersions } from './emit/migrations.js';
 import { MIGRATIONS_DIR, type GeneratedFile } from './emit/generated-file.js';
 import { WORKFLOW_NAME } from '../dsl/names.js';
 import { contractFileName } from './emit/naming.js';
@@ -31,6 +32,12 @@ export interface CodegenOptions {
    */
   readonly retire?: readonly string[];
   /**
+   * Workflow versions to release, as `name@version`: each loses `draft` in the manifest and its
+   * migration its draft form, and from then on LF007 pins it. Each must be declared. A version new to
+   * the manifest starts as a draft; entries without `draft` are released. Default: none.
+   */
+  readonly release?: readonly string[];
+  /**
    * Sources parsed by an earlier run with the same cache, reused where their text is unchanged:
    * what keeps `codegen --watch` fast. Default: none (everything is parsed).
    */
@@ -38,7 +45,7 @@ export interface CodegenOptions {
 }
 
 /** The options of `runCodegen` that it checks, named as `CodegenOptions` spells them. */
-export type CheckedCodegenOption = 'root' | 'outDir' | 'retire';
+export type CheckedCodegenOption = 'root' | 'outDir' | 'retire' | 'release';
 
 /**
  * `runCodegen` cannot use the options it was given. The message names options as the API
@@ -58,7 +65,7 @@ export class CodegenOptionsError extends RangeError {
   readonly reason: string | null;
 
   constructor(option: CheckedCodegenOption, root: string, value: string, reason: string | null = null) {
-    super(describeOptionsProblem(option, root, value, reason, { root: 'root', outDir: 'outDir', retire: 'retire' }));
+    super(describeOptionsProblem(option, root, value, reason, { root: 'root', outDir: 'outDir', retire: 'retire', release: 'release' }));
     this.option = option;
     this.root = root;
     this.value = value;
@@ -84,9 +91,10 @@ function describeOptionsProblem(
     case 'outDir':
       return `${names.outDir} must be a directory inside ${names.root} (${root}); got "${value}".`;
     case 'retire':
+    case 'release':
       return reason === null
-        ? `${names.retire} takes a workflow version as <name>@<version> (e.g. orders@1); got "${value}".`
-        : `${names.retire} ${value}: ${reason}`;
+        ? `${names[option]} takes a workflow version as <name>@<version> (e.g. orders@1); got "${value}".`
+        : `${names[option]} ${value}: ${reason}`;
   }
 }
 
@@ -128,7 +136,8 @@ export async function runCodegen(options: CodegenOptions = {}): Promise<CodegenR
     throw new CodegenOptionsError('root', root, root);
   }
   const outDir = normalizeOutDir(root, options.outDir ?? DEFAULT_OUT_DIR);
-  const retire = (options.retire ?? []).map((value) => parseRetire(root, value));
+  const retire = (options.retire ?? []).map((value) => parseVersionOption('retire', root, value));
+  const release = (options.release ?? []).map((value) => parseVersionOption('release', root, value));
   const include = options.include ?? DEFAULT_INCLUDE;
   const files = await discoverWorkflowFiles({ root, include, outDir });
   const analysis = analyzeWorkflows(root, files, {
@@ -139,10 +148,17 @@ export async function runCodegen(options: CodegenOptions = {}): Promise<CodegenR
   });
   const retirement = retireVersions(root, readCommittedManifest(root, outDir), analysis, retire);
   const committedManifest = retirement.manifest;
+  const versions = draftVersions(root, committedManifest, analysis, release);
   const { diagnostics, suppressions } = validateWorkflowsWithSuppressions({ analysis, committedManifest });
   const generated = hasErrors(diagnostics)
     ? null
-    : emitGenerated({ workflows: analysis.workflows, outDir, existingMigrations: readExistingMigrations(root, outDir), suppressions });
+    : emitGenerated({
+        workflows: analysis.workflows,
+        outDir,
+        existingMigrations: readExistingMigrations(root, outDir),
+        suppressions,
+        versions,
+      });
   const notes =
     generated === null
       ? []
@@ -153,6 +169,12 @@ export async function runCodegen(options: CodegenOptions = {}): Promise<CodegenR
               `${entry.migration === '' ? '' : `; its migration ${outDir}/${MIGRATIONS_DIR}/${entry.migration} stays (migrations are append-only)`}.`,
           ),
           ...unpinnedPartNotes(analysis.workflows, committedManifest),
+          ...versions.released.map(
+            ({ name, version, before }) =>
+              before === 'released'
+                ? `workflow "${name}" v${version} was already released; nothing changed.`
+                : `released workflow "${name}" v${version}: from now on a change to it needs a new version (LF007); commit the manifest and its migration.`,
+          ),
         ];
   return { root, include, outDir, analysis, diagnostics, suppressions, generated, notes };
 }
@@ -163,10 +185,39 @@ interface VersionToRetire {
   readonly version: number;
 }
 
-function parseRetire(root: string, value: string): VersionToRetire {
+function parseVersionOption(option: 'retire' | 'release', root: string, value: string): VersionToRetire {
   const match = /^(.+)@([1-9]\d*)$/.exec(value);
-  if (match === null || !WORKFLOW_NAME.test(match[1]!)) throw new CodegenOptionsError('retire', root, value);
+  if (match === null || !WORKFLOW_NAME.test(match[1]!)) throw new CodegenOptionsError(option, root, value);
   return { value, name: match[1]!, version: Number(match[2]) };
+}
+
+/**
+ * Which declared versions are drafts: those new to the manifest and those it lists as drafts, but
+ * the versions to release (each must be declared). Entries without `draft` stay released.
+ */
+function draftVersions(
+  root: string,
+  committed: CommittedManifest,
+  analysis: AnalysisResult,
+  release: readonly VersionToRetire[],
+): DraftVersions & { released: { name: string; version: number; before: 'draft' | 'new' | 'released' }[] } {
+  const entries = committed.status === 'present' ? committed.manifest.workflows : [];
+  const entryOf = (w: { name: string; version: number }) => entries.find((e) => e.name === w.name && e.version === w.version);
+  const released = release.map(({ value, name, version }) => {
+    if (!analysis.workflows.some((w) => w.name === name && w.version === version)) {
+      throw new CodegenOptionsError('release', root, value, `workflow "${name}" v${version} is not declared; declare it, then release it.`);
+    }
+    const entry = entryOf({ name, version });
+    return { name, version, before: entry === undefined ? ('new' as const) : entry.draft === true ? ('draft' as const) : ('released' as const) };
+  });
+  const releasing = new Set(released.map((r) => `${r.name}@${r.version}`));
+  const drafts = new Set(
+    analysis.workflows
+      .filter((w) => !releasing.has(`${w.name}@${w.version}`) && (entryOf(w) === undefined || entryOf(w)!.draft === true))
+      .map((w) => `${w.name}@${w.version}`),
+  );
+  const draftedBefore = new Set(entries.filter((e) => e.draft === true).map((e) => `${e.name}@${e.version}`));
+  return { drafts, draftedBefore, released };
 }
 
 /**

@@ -40,7 +40,7 @@ function commentsOf(sourceFile: ts.SourceFile, file: string): SuppressionComment
 }
 
 /**
- * The file's `//` comments, in order: the comment ranges around every token of the tree (what
+ * The file's `//` comments, in order: the comment ranges around every node of the tree (what
  * the compiler attaches comments to), so that text inside a string or a template never counts.
  */
 function lineComments(sourceFile: ts.SourceFile): ts.CommentRange[] {
@@ -52,6 +52,9 @@ function lineComments(sourceFile: ts.SourceFile): ts.CommentRange[] {
   const visit = (node: ts.Node): void => {
     add(ts.getLeadingCommentRanges(text, node.pos));
     add(ts.getTrailingCommentRanges(text, node.end));
+    // Also the lines after a node: a comment before the next `.step(...)` of a chain precedes the
+    // dot, a token no node starts at, so only the end of the call before it reaches it.
+    add(ts.getLeadingCommentRanges(text, node.end));
     ts.forEachChild(node, visit);
   };
   visit(sourceFile);

@@ -46,6 +46,7 @@ async function codegenOnce(options: CliOptions, io: CliIo, cache?: SourceCache):
       ...(options.include === undefined ? {} : { include: options.include }),
       ...(options.out === undefined ? {} : { outDir: options.out }),
       ...(options.retire.length === 0 ? {} : { retire: options.retire }),
+      ...(options.release.length === 0 ? {} : { release: options.release }),
       ...(cache === undefined ? {} : { cache }),
     });
   } catch (error) {

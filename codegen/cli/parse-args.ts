@@ -12,6 +12,8 @@ export interface CliOptions {
   readonly out: string | undefined;
   /** `--retire name@version`, in the order given (runCodegen checks them). */
   readonly retire: readonly string[];
+  /** `--release name@version`, in the order given (runCodegen checks them). */
+  readonly release: readonly string[];
 }
 
 export const USAGE = `Usage: ledgerflow codegen [options]
@@ -40,13 +42,17 @@ Options:
                      and delete its contract, once no run of it is unfinished (see
                      \`ledgerflow versions\`); repeatable. Without it, a version in the manifest
                      that is not declared is an error (LF009)
+  --release <name@version>
+                     make a draft version final: from then on any change to it needs a new
+                     version (LF007); repeatable. A version new to the manifest is a draft,
+                     free to change until it is released (docs/versions.md)
   -h, --help         show this help
 
 Exit codes: 0 ok, 1 errors or out-of-date output, 2 bad command line.
 `;
 
 /** The flag that sets each option runCodegen checks, for wording its errors on the command line. */
-export const OPTION_FLAGS: Readonly<Record<CheckedCodegenOption, string>> = { root: '--root', outDir: '--out', retire: '--retire' };
+export const OPTION_FLAGS: Readonly<Record<CheckedCodegenOption, string>> = { root: '--root', outDir: '--out', retire: '--retire', release: '--release' };
 
 /**
  * A bad `ledgerflow codegen` command line (exit 2). Its own class, not the runtime CLI's
@@ -70,6 +76,7 @@ export function parseArgs(argv: readonly string[]): CliOptions {
   let out: string | undefined;
   const include: string[] = [];
   const retire: string[] = [];
+  const release: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const argument = argv[i]!;
     const equals = argument.startsWith('--') ? argument.indexOf('=') : -1;
@@ -123,6 +130,9 @@ export function parseArgs(argv: readonly string[]): CliOptions {
       case '--retire':
         retire.push(value());
         break;
+      case '--release':
+        release.push(value());
+        break;
       default:
         throw new CodegenUsageError(
           argument.startsWith('-')
@@ -132,5 +142,5 @@ export function parseArgs(argv: readonly string[]): CliOptions {
     }
   }
   if (watch && check) throw new CodegenUsageError('--watch writes as files change; --check compares once. Use one of them.');
-  return { help, check, watch, strict, format, root, include: include.length > 0 ? include : undefined, out, retire };
+  return { help, check, watch, strict, format, root, include: include.length > 0 ? include : undefined, out, retire, release };
 }

@@ -7,7 +7,7 @@ import { emitIndexModule } from './index-module.js';
 import { emitManifest } from './manifest-json.js';
 import { MANIFEST_FILE_NAME } from '../model/manifest.js';
 import { waitedEvents } from '../model/waited-events.js';
-import { planMigrations } from './migrations.js';
+import { planMigrations, type DraftVersions } from './migrations.js';
 import { contractFileName } from './naming.js';
 import { emitReview } from './review-markdown.js';
 
@@ -19,6 +19,8 @@ export interface EmitInput {
   readonly existingMigrations: readonly string[];
   /** The `// ledgerflow-ignore` comments in effect, which REVIEW.md lists. Default: none. */
   readonly suppressions?: readonly Suppression[];
+  /** Draft versions (manifest `draft`, draft migrations, REVIEW.md). Default: none, every version released. */
+  readonly versions?: DraftVersions;
 }
 
 /**
@@ -30,8 +32,9 @@ export interface EmitInput {
  * const files = emitGenerated({ workflows: analysis.workflows, outDir: 'generated', existingMigrations: [] });
  * files.map((f) => f.path); // ['REVIEW.md', 'contracts/refund.v1.ts', 'index.ts', 'ledgerflow.manifest.json', 'migrations/0002_refund_v1.sql']
  */
-export function emitGenerated({ workflows, outDir, existingMigrations, suppressions = [] }: EmitInput): GeneratedFile[] {
-  const migrations = planMigrations(workflows, existingMigrations);
+export function emitGenerated({ workflows, outDir, existingMigrations, suppressions = [], versions }: EmitInput): GeneratedFile[] {
+  const migrations = planMigrations(workflows, existingMigrations, versions);
+  const drafts = versions?.drafts ?? new Set<string>();
   const events = waitedEvents(workflows);
   const files: GeneratedFile[] = [
     ...workflows.map((workflow) => {
@@ -40,8 +43,8 @@ export function emitGenerated({ workflows, outDir, existingMigrations, suppressi
     }),
     ...(events.length === 0 ? [] : [{ path: EVENTS_FILE, content: emitEventsModule(events, `${outDir}/${EVENTS_FILE}`) }]),
     { path: INDEX_FILE, content: emitIndexModule(workflows, outDir, events.length > 0) },
-    { path: MANIFEST_FILE_NAME, content: emitManifest(workflows, migrations.byWorkflow) },
-    { path: REVIEW_FILE, content: emitReview(workflows, suppressions) },
+    { path: MANIFEST_FILE_NAME, content: emitManifest(workflows, migrations.byWorkflow, drafts) },
+    { path: REVIEW_FILE, content: emitReview(workflows, suppressions, drafts) },
     ...migrations.files,
   ];
   return files.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));

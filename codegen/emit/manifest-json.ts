@@ -12,10 +12,14 @@ import { stableJson } from './stable-json.js';
  * kinds, order, `idempotentByKey`, conditions, events, child versions, queues, compensations), the part kinds it
  * pins and a hash per part (codegen/model/pinned-parts.ts), its source, migration, queue, and
  * steps with their keys (and, where they have them, their condition, event, child workflow and
- * queue). Committed; LF007 and LF009 compare the next run against it. Stable JSON: equal models,
+ * queue), and `draft: true` for a version not yet released. Committed; LF007 and LF009 compare the next run against it. Stable JSON: equal models,
  * equal bytes.
  */
-export function emitManifest(workflows: readonly WorkflowModel[], migrations: ReadonlyMap<string, string>): string {
+export function emitManifest(
+  workflows: readonly WorkflowModel[],
+  migrations: ReadonlyMap<string, string>,
+  drafts: ReadonlySet<string> = new Set(),
+): string {
   const manifest: ManifestFile = {
     '//': `${DO_NOT_EDIT} Regenerate with \`npx ledgerflow codegen\`.`,
     workflows: [...workflows].sort(compareWorkflows).map((workflow) => ({
@@ -27,6 +31,7 @@ export function emitManifest(workflows: readonly WorkflowModel[], migrations: Re
       exportName: workflow.exportName,
       source: workflow.file,
       migration: migrations.get(workflowId(workflow)) ?? '',
+      ...(drafts.has(workflowId(workflow)) ? { draft: true as const } : {}),
       ...(workflow.queue === undefined ? {} : { queue: workflow.queue.queue.name }),
       ...(workflow.compensateOnCancel === true ? { compensateOnCancel: true as const } : {}),
       steps: workflow.steps.map((step) => ({

@@ -17,9 +17,23 @@ export function workflowId(workflow: Pick<WorkflowModel, 'name' | 'version'>): s
   return `${workflow.name}@${workflow.version}`;
 }
 
+/** Which versions are drafts, and which had a draft migration written by an earlier run. */
+export interface DraftVersions {
+  /** `name@version` of every draft version (its migration is written in the draft form). */
+  readonly drafts: ReadonlySet<string>;
+  /**
+   * `name@version` of the versions the committed manifest lists as drafts: their existing migration
+   * was written as a draft, so it is rewritten — as a draft again, or, once released, for good.
+   */
+  readonly draftedBefore: ReadonlySet<string>;
+}
+
+const NO_DRAFTS: DraftVersions = { drafts: new Set(), draftedBefore: new Set() };
+
 /**
- * Plans the migrations directory append-only: an existing file is never rewritten or renamed;
- * a workflow version without a migration gets the next number after the highest existing one,
+ * Plans the migrations directory append-only: an existing file is never rewritten or renamed —
+ * but a draft's, which is rewritten under the same name until the version is released (and once
+ * more then, without the draft marker); a workflow version without a migration gets the next number after the highest existing one,
  * new versions in name/version order so that the plan is deterministic. Numbers start at 0002:
  * 0001 was `0001_core.sql`, the core schema that codegen wrote before ledgerflow's core
  * migrations shipped with the package (`runtime/migrate/core`); older projects still have it.
@@ -29,7 +43,7 @@ export function workflowId(workflow: Pick<WorkflowModel, 'name' | 'version'>): s
  * planMigrations([orderPaymentV2], ['0001_core.sql', '0002_order-payment_v1.sql']).files[0]?.path
  * // 'migrations/0003_order-payment_v2.sql'
  */
-export function planMigrations(workflows: readonly WorkflowModel[], existing: readonly string[]): MigrationPlan {
+export function planMigrations(workflows: readonly WorkflowModel[], existing: readonly string[], versions: DraftVersions = NO_DRAFTS): MigrationPlan {
   const files: GeneratedFile[] = [];
   const byWorkflow = new Map<string, string>();
   // Never below 1: an old checkout's 0001_core.sql must not share its number with a new file.
@@ -37,16 +51,22 @@ export function planMigrations(workflows: readonly WorkflowModel[], existing: re
   for (const workflow of [...workflows].sort(compareWorkflows)) {
     const suffix = `_${workflowVersionMigrationSuffix(workflow)}`;
     const present = existing.filter((file) => MIGRATION_FILE.test(file) && file.endsWith(suffix) && /^\d+$/.test(file.slice(0, -suffix.length))).sort()[0];
-    if (present !== undefined) {
-      byWorkflow.set(workflowId(workflow), present);
+    const id = workflowId(workflow);
+    if (present !== undefined && !versions.draftedBefore.has(id)) {
+      byWorkflow.set(id, present);
       continue;
     }
-    highest += 1;
-    const name = `${String(highest).padStart(4, '0')}${suffix}`;
-    byWorkflow.set(workflowId(workflow), name);
+    let name = present;
+    if (name === undefined) {
+      highest += 1;
+      name = `${String(highest).padStart(4, '0')}${suffix}`;
+    }
+    byWorkflow.set(id, name);
+    const draft = versions.drafts.has(id);
+    const what = `workflow "${workflow.name}" v${workflow.version} (${workflow.file})`;
     files.push({
       path: `${MIGRATIONS_DIR}/${name}`,
-      content: sqlFile(`workflow "${workflow.name}" v${workflow.version} (${workflow.file})`, workflowVersionSql(shapeOf(workflow))),
+      content: draft ? draftSqlFile(what, workflow, name) : sqlFile(what, workflowVersionSql(shapeOf(workflow))),
     });
   }
   return { files, byWorkflow };
@@ -54,4 +74,13 @@ export function planMigrations(workflows: readonly WorkflowModel[], existing: re
 
 function sqlFile(what: string, body: string): string {
   return `-- ${DO_NOT_EDIT}\n-- Migration for ${what}. Append-only: never edit an applied migration; add a new one.\n\n${body}`;
+}
+
+function draftSqlFile(what: string, workflow: WorkflowModel, name: string): string {
+  return (
+    `-- ${DO_NOT_EDIT}\n-- Migration for ${what}, a DRAFT: codegen rewrites it while the version changes, and \`ledgerflow migrate\`\n` +
+    `-- replaces what an earlier draft registered as long as the version has no runs. Release it before it runs\n` +
+    `-- anywhere that matters: \`ledgerflow codegen --release ${workflowId(workflow)}\`.\n\n` +
+    workflowVersionSql(shapeOf(workflow), { draftMigration: name })
+  );
 }

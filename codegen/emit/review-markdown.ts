@@ -15,7 +15,7 @@ import { compareWorkflows } from './naming.js';
  * hold slots of. In a workflow with compensations, each effect step says what undoes it, under
  * which key, and who reconciles the undo.
  */
-export function emitReview(workflows: readonly WorkflowModel[], suppressions: readonly Suppression[] = []): string {
+export function emitReview(workflows: readonly WorkflowModel[], suppressions: readonly Suppression[] = [], drafts: ReadonlySet<string> = new Set()): string {
   const out: string[] = [
     '# Effect review',
     '',
@@ -36,6 +36,9 @@ export function emitReview(workflows: readonly WorkflowModel[], suppressions: re
       '',
       `Source: \`${workflow.file}\` (\`${workflow.exportName}\`), definition hash \`${shapeHash(workflow)}\`.`,
       `Steps: ${workflow.steps.map((s) => `\`${s.name}\` (${describeKind(s)})`).join(' → ') || '_none_'}.`,
+      drafts.has(`${workflow.name}@${workflow.version}`)
+        ? `Status: **draft** — it may still change without a version bump; release it (\`ledgerflow codegen --release ${workflow.name}@${workflow.version}\`) before it runs anywhere that matters.`
+        : 'Status: released — any change to it needs a new version (LF007).',
     );
     out.push(...conditions(workflow), ...waits(workflow), ...children(workflow), ...queues(workflow));
     const effects = workflow.steps.filter((s) => isEffectKind(s.kind));

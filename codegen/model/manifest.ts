@@ -18,6 +18,13 @@ export interface ManifestWorkflow {
   readonly exportName: string;
   readonly source: string;
   readonly migration: string;
+  /**
+   * A draft version (`true`): codegen may change it freely (no LF007) and rewrites its migration;
+   * `ledgerflow codegen --release name@version` removes the flag, after which it is pinned. A
+   * version new to the manifest starts as a draft; an entry without the flag is released (so every
+   * entry written before drafts existed stays as strict as it was).
+   */
+  readonly draft?: true;
   /** The queue each run holds a slot of; absent when it holds none (and in entries written before queues existed). */
   readonly queue?: string;
   /** `compensateOnCancel: true`; absent when false (and in entries written before compensations existed). */
@@ -92,6 +99,9 @@ export function parseManifest(file: string, text: string): CommittedManifest {
       !Array.isArray(e.steps)
     ) {
       return { status: 'invalid', file, error: `workflows[${index}] lacks name, version, definitionHash or steps` };
+    }
+    if (e.draft !== undefined && e.draft !== true) {
+      return { status: 'invalid', file, error: `workflows[${index}] has "draft": ${JSON.stringify(e.draft)}; a draft has "draft": true, a released version no "draft"` };
     }
     const kinds = e.partKinds;
     const parts = e.parts;

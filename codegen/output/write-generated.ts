@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { DO_NOT_EDIT, MIGRATIONS_DIR, type GeneratedFile } from '../emit/generated-file.js';
+import { isDraftMigration } from '../emit/workflow-version-sql.js';
 import { extraContracts } from './compare-generated.js';
 
 export interface WriteResult {
@@ -21,8 +22,8 @@ export function writeGenerated(root: string, outDir: string, files: readonly Gen
     const absolute = path.join(root, relative);
     const exists = existsSync(absolute);
     if (exists && readFileSync(absolute, 'utf8') === file.content) continue;
-    if (exists && file.path.startsWith(`${MIGRATIONS_DIR}/`)) {
-      // The migration planner never schedules an existing file; reaching this is a codegen bug.
+    if (exists && file.path.startsWith(`${MIGRATIONS_DIR}/`) && !isDraftMigration(readFileSync(absolute, 'utf8'))) {
+      // The migration planner schedules no existing file but a draft's; reaching this is a codegen bug.
       throw new Error(`Refusing to rewrite existing migration ${relative}: migrations are append-only.`);
     }
     mkdirSync(path.dirname(absolute), { recursive: true });

@@ -9,6 +9,7 @@ import type { Json, LedgerflowDatabase } from '../store/tables.js';
 import { millis, toLeasedRun, type LeasedRun } from '../worker/claim.js';
 import type { StartReservation } from '../worker/claim-loop.js';
 import { RUNS_CHANNEL, type LocalStarts } from '../worker/worker.js';
+import { changedParts, describeFingerprintPart, fingerprintOf } from '../worker/workflow-fingerprint.js';
 import { parseDebounce, startDebounced, type DebounceOptions, type DebouncedRunColumns } from './debounce.js';
 import type { PayloadLimitsCache } from '../limits/limits-cache.js';
 import { assertRunId, inputJson as buildInputJson, parseInputSchema } from './validate-input.js';
@@ -369,13 +370,14 @@ async function assertMigrated(db: Kysely<LedgerflowDatabase>, workflow: AnyWorkf
   const hash = shapeHash(workflow);
   const id = `${workflow.name}@${workflow.version}:${hash}`;
   if (migrated.has(id)) return;
-  let row: { definition_hash: string } | undefined;
+  let row: { definition_hash: string; draft_migration: string | null; fingerprint: string | null; parts: Record<string, string> | null } | undefined;
   try {
     row = await db
-      .selectFrom('ledgerflow.workflow_version')
-      .select('definition_hash')
-      .where('workflow_name', '=', workflow.name)
-      .where('version', '=', workflow.version)
+      .selectFrom('ledgerflow.workflow_version as v')
+      .leftJoin('ledgerflow.workflow_fingerprint as f', (join) => join.onRef('f.workflow_name', '=', 'v.workflow_name').onRef('f.version', '=', 'v.version'))
+      .select(['v.definition_hash', 'v.draft_migration', 'f.fingerprint', 'f.parts'])
+      .where('v.workflow_name', '=', workflow.name)
+      .where('v.version', '=', workflow.version)
       .executeTakeFirst();
   } catch (error) {
     throw notMigratedError(error) ?? error;
@@ -390,6 +392,15 @@ async function assertMigrated(db: Kysely<LedgerflowDatabase>, workflow: AnyWorkf
     throw new MigrationError(
       `Workflow "${workflow.name}" v${workflow.version} was migrated with definition ${row.definition_hash}, but the code ` +
         `has ${hash}: its steps changed without a version bump. Bump the version, run \`ledgerflow codegen\` and \`ledgerflow migrate\`.`,
+    );
+  }
+  // Registered by the first worker that served it (core 0020); a draft's may still change (its worker re-registers it).
+  const live = fingerprintOf(workflow);
+  if (row.fingerprint !== null && row.parts !== null && row.fingerprint !== live.hash && row.draft_migration === null) {
+    const parts = [...new Set(changedParts(row.parts, live.parts).map((part) => describeFingerprintPart(part, row.parts!, live.parts)))];
+    throw new MigrationError(
+      `Workflow "${workflow.name}" v${workflow.version} changed since a worker registered it: ${parts.join('; ')}. ` +
+        'A released version never changes: declare the change as a new version (bump `version`, run `ledgerflow codegen` and `ledgerflow migrate`).',
     );
   }
   migrated.add(id);

@@ -2,8 +2,10 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import { MigrationError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import { sqlStateOf } from '../store/sqlstate.js';
+import { versionHasRuns } from '../store/version-has-runs.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import { CORE_PREFIX, coreMigrations, isLegacyCoreMigration, LEGACY_CORE_MIGRATION } from './core-migrations.js';
+import { releasedDefinitionHash } from '../../codegen/emit/workflow-version-sql.js';
 import { DEFAULT_MIGRATIONS_DIR, loadMigrations, type Migration, type MigrationSource } from './migration-source.js';
 
 export interface MigrateOptions {
@@ -38,6 +40,12 @@ export interface MigrateResult {
   readonly superseded: readonly string[];
   /** Recorded in the database but in none of the sources, e.g. applied from a newer checkout. */
   readonly unknown: readonly string[];
+  /**
+   * Migrations of draft workflow versions that changed since they were applied, run again by this
+   * call in place of what they registered (the version had no runs; core 0020) — or, for a draft
+   * that ran here and is now released with the shape it ran with, recorded as released in place.
+   */
+  readonly replaced: readonly string[];
 }
 
 /**
@@ -86,10 +94,18 @@ export async function migrate(store: Store, options: MigrateOptions = {}): Promi
   });
 
   const known = new Map<string, Migration>([...core, ...fromSources].map((m) => [m.name, m]));
-  const changed = recorded.flatMap((row) => {
+  const edited = recorded.flatMap((row) => {
     const migration = known.get(row.name);
     return migration !== undefined && migration.checksum !== row.checksum ? [{ migration, applied: row.checksum }] : [];
   });
+  // A changed migration that registered a draft version is not an edit of history: it is replaced (below).
+  const drafts = await draftsRegisteredBy(db, recorded, edited);
+  const ranDrafts = edited.flatMap(({ migration }) => {
+    const draft = drafts.get(migration.name);
+    return draft?.hasRuns === true && !releasesAsRan(migration, draft) ? [{ migration, ...draft }] : [];
+  });
+  if (ranDrafts.length > 0) throw ranDraftError(ranDrafts);
+  const changed = edited.filter(({ migration }) => !drafts.has(migration.name));
   if (changed.length > 0) throw changedError(changed);
 
   const recordedNames = new Set(recorded.map((r) => r.name));
@@ -97,10 +113,13 @@ export async function migrate(store: Store, options: MigrateOptions = {}): Promi
   const skipped: string[] = [];
   const adopted: string[] = [];
   const superseded: string[] = [];
-  const outcomes = { applied, skipped, adopted };
+  const replaced: string[] = [];
+  const outcomes = { applied, skipped, adopted, replaced };
   const run = async (migrations: readonly Migration[]): Promise<void> => {
     for (const migration of migrations) {
-      const outcome = recordedNames.has(migration.name) ? 'skipped' : await applyOne(db, migration);
+      const draft = drafts.get(migration.name);
+      const outcome =
+        draft !== undefined ? await replaceDraft(db, migration, draft) : recordedNames.has(migration.name) ? 'skipped' : await applyOne(db, migration);
       outcomes[outcome].push(migration.name);
       if (outcome === 'applied') options.onApplied?.(migration);
     }
@@ -118,7 +137,98 @@ export async function migrate(store: Store, options: MigrateOptions = {}): Promi
     adopted,
     superseded,
     unknown: recorded.filter((row) => !known.has(row.name) && !isLegacyCoreMigration(row)).map((row) => row.name),
+    replaced,
   };
+}
+
+/** The core migration that added drafts: before it, no migration can have registered one. */
+const DRAFTS_CORE_MIGRATION = `${CORE_PREFIX}0020_workflow_fingerprints.sql`;
+
+interface DraftRegistration {
+  readonly workflowName: string;
+  readonly version: number;
+  readonly definitionHash: string;
+  readonly hasRuns: boolean;
+}
+
+/**
+ * A draft's migration, now released, that registers the shape its runs here ran with: the release
+ * of what ran, recorded in place (`draft_migration` cleared) rather than replaced. The rest of what
+ * runs depend on (schemas) the workers compare at start (workflow_fingerprint).
+ */
+function releasesAsRan(migration: Migration, draft: DraftRegistration): boolean {
+  const released = releasedDefinitionHash(migration.sql);
+  return released !== null && released.version === draft.version && released.hash === draft.definitionHash;
+}
+
+/** Per changed migration that registered a draft workflow version (`workflow_version.draft_migration`), that version. */
+async function draftsRegisteredBy(
+  db: Kysely<LedgerflowDatabase>,
+  recorded: readonly { name: string }[],
+  changed: ReadonlyArray<{ migration: Migration }>,
+): Promise<Map<string, DraftRegistration>> {
+  const names = changed.filter(({ migration }) => !isCore(migration)).map(({ migration }) => migration.name);
+  if (names.length === 0 || !recorded.some((r) => r.name === DRAFTS_CORE_MIGRATION)) return new Map();
+  const { rows } = await sql<{ draft_migration: string; workflow_name: string; version: number; definition_hash: string; has_runs: boolean }>`
+    SELECT v.draft_migration, v.workflow_name, v.version, v.definition_hash, ${hasRuns} AS has_runs
+      FROM ledgerflow.workflow_version v
+     WHERE v.draft_migration = ANY(${names}::text[])`.execute(db);
+  return new Map(
+    rows.map((r) => [r.draft_migration, { workflowName: r.workflow_name, version: r.version, definitionHash: r.definition_hash, hasRuns: r.has_runs }]),
+  );
+}
+
+const hasRuns = versionHasRuns('v');
+
+/**
+ * Runs a draft's changed migration in place of what its earlier text registered: in one
+ * transaction, under the lock, the version's rows go (its step definitions, its fingerprint, the
+ * schedules that start it — workers register those again) and the new text runs and is recorded.
+ * Refused if the version got a run meanwhile.
+ */
+async function replaceDraft(db: Kysely<LedgerflowDatabase>, migration: Migration, draft: DraftRegistration): Promise<'replaced'> {
+  return db.transaction().execute(async (trx) => {
+    await lock(trx);
+    const { rows } = await sql<{ has_runs: boolean }>`
+      SELECT ${hasRuns} AS has_runs FROM ledgerflow.workflow_version v
+       WHERE v.workflow_name = ${draft.workflowName} AND v.version = ${draft.version} FOR UPDATE`.execute(trx);
+    if (rows[0]?.has_runs === true) {
+      if (!releasesAsRan(migration, draft)) throw ranDraftError([{ migration, ...draft, hasRuns: true }]);
+      await trx
+        .updateTable('ledgerflow.workflow_version')
+        .set({ draft_migration: null })
+        .where('workflow_name', '=', draft.workflowName)
+        .where('version', '=', draft.version)
+        .execute();
+      await trx.updateTable('ledgerflow.schema_migration').set({ checksum: migration.checksum }).where('name', '=', migration.name).execute();
+      return 'replaced' as const;
+    }
+    const version = (table: 'ledgerflow.schedule' | 'ledgerflow.workflow_step_def') =>
+      trx.deleteFrom(table).where('workflow_name', '=', draft.workflowName);
+    await version('ledgerflow.schedule').where('workflow_version', '=', draft.version).execute();
+    await version('ledgerflow.workflow_step_def').where('version', '=', draft.version).execute();
+    await trx.deleteFrom('ledgerflow.workflow_version').where('workflow_name', '=', draft.workflowName).where('version', '=', draft.version).execute();
+    try {
+      await sql.raw(migration.sql).execute(trx);
+    } catch (error) {
+      throw failedError(migration, error);
+    }
+    await trx.updateTable('ledgerflow.schema_migration').set({ checksum: migration.checksum }).where('name', '=', migration.name).execute();
+    return 'replaced' as const;
+  });
+}
+
+function ranDraftError(drafts: ReadonlyArray<{ migration: Migration } & DraftRegistration>): MigrationError {
+  const lines = drafts.map(
+    ({ migration, workflowName, version }) =>
+      `  ${migration.origin}: draft workflow "${workflowName}" v${version} changed, but it has runs in this database`,
+  );
+  return new MigrationError(
+    `${drafts.length === 1 ? 'A draft workflow version that has' : 'Draft workflow versions that have'} runs changed:\n${lines.join('\n')}\n` +
+      'A draft is free to change only until it runs somewhere: declare the change as a new version (bump `version`, keep ' +
+      'this one declared as it ran, `ledgerflow codegen`, then `ledgerflow migrate`), or restore the definition that ran. ' +
+      'Nothing was applied.',
+  );
 }
 
 /**

@@ -36,6 +36,8 @@ export const TABLE_PRIVILEGES: Readonly<Record<keyof LedgerflowDatabase, TableGr
   'ledgerflow.schema_migration': { worker: [], retention: [] },
   'ledgerflow.workflow_version': { worker: [], retention: [] },
   'ledgerflow.workflow_step_def': { worker: [], retention: [] },
+  // A worker registers the definition it serves (first wins) and re-registers a draft's (core 0020).
+  'ledgerflow.workflow_fingerprint': { worker: ['INSERT', 'UPDATE'], retention: [] },
   // FOR KEY SHARE / FOR NO KEY UPDATE locks need UPDATE too; runs are deleted only by pruning.
   'ledgerflow.workflow_run': { worker: ['INSERT', 'UPDATE'], retention: ['UPDATE', 'DELETE'] },
   'ledgerflow.step_attempt': { worker: ['INSERT', 'UPDATE'], retention: [] },

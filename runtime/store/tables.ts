@@ -48,6 +48,18 @@ export interface WorkflowVersionTable {
   created_at: DbNow;
   /** `cancel(runId)` without `compensate` compensates runs of this version (core 0013). */
   compensate_on_cancel: Generated<boolean>;
+  /** A draft version (core 0020): the name of the migration that registered it, which `migrate` may replace while it has no runs; NULL once released. */
+  draft_migration: string | null;
+}
+
+/** The definition a workflow version was first served with (core 0020): its fingerprint, per part. */
+export interface WorkflowFingerprintTable {
+  workflow_name: string;
+  version: number;
+  fingerprint: string;
+  parts: ColumnType<Record<string, string>, string, string>;
+  registered_by: string;
+  registered_at: DbNow;
 }
 
 export interface WorkflowStepDefTable {
@@ -378,6 +390,7 @@ export interface PayloadLimitsTable {
 
 export interface LedgerflowDatabase {
   'ledgerflow.workflow_version': WorkflowVersionTable;
+  'ledgerflow.workflow_fingerprint': WorkflowFingerprintTable;
   'ledgerflow.workflow_step_def': WorkflowStepDefTable;
   'ledgerflow.workflow_run': WorkflowRunTable;
   'ledgerflow.step_attempt': StepAttemptTable;

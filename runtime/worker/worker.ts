@@ -48,6 +48,7 @@ import { ScheduleTimer } from './schedule-timer.js';
 import { isDuration } from '../retention/prune.js';
 import { RetentionTimer, type RetentionOptions } from './retention-timer.js';
 import { registerQueues } from './queue-slots.js';
+import { registerFingerprints } from './register-fingerprints.js';
 import { buildRegistry, verifyMigrated, verifyServed, type WorkflowRegistry } from './registry.js';
 import { DEFAULT_CHILDREN_PER_COMMIT } from './executors/children-executor.js';
 import { driveRun, type DriverContext } from './run-driver.js';
@@ -309,6 +310,7 @@ class WorkerRuntime implements Worker {
     let unserved: readonly string[];
     try {
       await verifyMigrated(this.#store.db, this.#registry);
+      await registerFingerprints(this.#store.db, this.#registry, this.id);
       await this.#limits.current();
       await registerQueues(this.#store.db, this.#registry);
       unserved = await verifyServed(this.#store.db, this.#registry, this.#allowMissingVersions);

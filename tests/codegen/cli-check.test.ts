@@ -117,8 +117,8 @@ describe('ledgerflow codegen --check', () => {
     expect(out.stderr).toBe(`ledgerflow codegen: --out must be a directory inside --root (${project.root}); got "..".\n`);
   });
 
-  it('fails on a key changed without a version bump, before and after regenerating (nothing is written)', async () => {
-    expect((await codegen('--root', project.root)).code).toBe(0);
+  it('fails on a key of a released version changed without a version bump, before and after regenerating (nothing is written)', async () => {
+    expect((await codegen('--root', project.root, '--release', 'payout@1')).code).toBe(0);
     project.write('src/payout.workflow.ts', WORKFLOW.replace('`transfer:${input.payoutId}`', '`payout:${input.payoutId}`'));
     const generate = await codegen('--root', project.root);
     expect(generate.code).toBe(1);
@@ -183,7 +183,7 @@ describe('ledgerflow codegen --check', () => {
     expect(missing.code).toBe(1);
     expect(missing.document.outOfDate).toEqual(expect.arrayContaining([{ file: 'generated/contracts/payout.v1.ts', status: 'missing' }]));
 
-    const written = await json();
+    const written = await json('--release', 'payout@1');
     expect(written).toEqual({ code: 0, document: expect.objectContaining({ errors: 0, outOfDate: null }) });
     expect(await json('--check')).toEqual({ code: 0, document: expect.objectContaining({ errors: 0, outOfDate: [] }) });
 

@@ -135,6 +135,7 @@ describe('ledgerflow init', () => {
     expect(snapshot()).toEqual(before);
   });
 
+  // Four CLI processes, the worker's among them running codegen in memory to compare with the contract.
   it('the printed steps work as printed: codegen, migrate, start, worker; the run completes', async () => {
     const [codegen, migrate, start, worker] = steps as [string, string, string, string];
     const generated = await sh(codegen);

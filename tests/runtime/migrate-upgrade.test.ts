@@ -107,6 +107,7 @@ describeStores('migrate: upgrading a database of the previous release', (getStor
       adopted: ['core/0001_core.sql'],
       superseded: ['0001_core.sql'],
       unknown: [],
+      replaced: [],
     });
     expect(await recorded(store)).toEqual([
       { name: '0001_core.sql', checksum: legacyChecksum },
@@ -120,6 +121,7 @@ describeStores('migrate: upgrading a database of the previous release', (getStor
       adopted: [],
       superseded: ['0001_core.sql'],
       unknown: [],
+      replaced: [],
     });
 
     // A worker of the new release finishes what the old one left.

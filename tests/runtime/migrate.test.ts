@@ -57,6 +57,7 @@ describeStores('migrate', (getStore) => {
       adopted: [],
       superseded: [],
       unknown: [],
+      replaced: [],
     });
     const { rows } = await sql<{ n: number }>`SELECT n FROM public.order_log ORDER BY n`.execute(store.db);
     expect(rows.map((r) => r.n)).toEqual([1, 2]);
@@ -220,7 +221,7 @@ describeStores('migrate: ledgerflow core migrations', (getStore) => {
     expect(await schemaDrift(store)).toEqual([]);
 
     const again = await migrate(store, { sources: [workflow] });
-    expect(again).toEqual({ applied: [], skipped: [...CORE_NAMES, workflow[0]!.name], adopted: [], superseded: [], unknown: [] });
+    expect(again).toEqual({ applied: [], skipped: [...CORE_NAMES, workflow[0]!.name], adopted: [], superseded: [], unknown: [], replaced: [] });
   });
 
   it("recognises the previous release's 0001_core.sql in a source: recorded, never run, never unknown", async () => {
@@ -232,13 +233,13 @@ describeStores('migrate: ledgerflow core migrations', (getStore) => {
       for (const m of workflow) writeFileSync(join(dir, m.name), m.sql);
       // Run on top of the core it would fail (its CREATE TABLEs exist): success shows it was not run.
       const first = await migrate(store, { sources: [dir] });
-      expect(first).toEqual({ applied: [...CORE_NAMES, workflow[0]!.name], skipped: [], adopted: [], superseded: ['0001_core.sql'], unknown: [] });
+      expect(first).toEqual({ applied: [...CORE_NAMES, workflow[0]!.name], skipped: [], adopted: [], superseded: ['0001_core.sql'], unknown: [], replaced: [] });
       expect((await recorded(store)).find((r) => r.name === '0001_core.sql')).toEqual({
         name: '0001_core.sql',
         checksum: migrationChecksum(legacyCore().sql),
       });
       const second = await migrate(store, { sources: [dir] });
-      expect(second).toEqual({ applied: [], skipped: [...CORE_NAMES, workflow[0]!.name], adopted: [], superseded: ['0001_core.sql'], unknown: [] });
+      expect(second).toEqual({ applied: [], skipped: [...CORE_NAMES, workflow[0]!.name], adopted: [], superseded: ['0001_core.sql'], unknown: [], replaced: [] });
       // Deleting the old file is fine too: its row is known, not reported as unknown.
       rmSync(join(dir, '0001_core.sql'));
       expect((await migrate(store, { sources: [dir] })).unknown).toEqual([]);

@@ -17,8 +17,8 @@ import { stepsAndCompensations, type CompensationModel, type WorkflowModel } fro
 import type { Rule } from '../rule.js';
 
 /**
- * LF007: a workflow version that the committed manifest already knows must stay as it was
- * generated — everything a run in flight depends on (codegen/model/pinned-parts.ts): its shape
+ * LF007: a released workflow version that the committed manifest already knows must stay as it was
+ * generated (a draft, `"draft": true` in its entry, may change until `codegen --release`) — everything a run in flight depends on (codegen/model/pinned-parts.ts): its shape
  * (step names, kinds, order, `idempotentByKey`, conditions, the events waited for, the child
  * workflow versions started, the queues its runs and steps hold slots of, the steps'
  * compensations and `compensateOnCancel`) and its pinned parts (a compensation's under its name)
@@ -56,7 +56,8 @@ export const unbumpedVersion: Rule = ({ analysis, committedManifest }) => {
   const entries = committedManifest.manifest.workflows;
   for (const workflow of analysis.workflows) {
     const committed = entries.find((e) => e.name === workflow.name && e.version === workflow.version);
-    if (committed === undefined) continue;
+    // A draft changes freely until it is released (`codegen --release`): nothing is pinned yet.
+    if (committed === undefined || committed.draft === true) continue;
     const changes = [
       ...(committed.definitionHash === shapeHash(workflow) ? [] : shapeChanges(committed, workflow)),
       ...partChanges(committed, workflow),

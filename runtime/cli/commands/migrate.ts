@@ -12,7 +12,9 @@ export const migrateCommand = defineCommand({
     "Applies ledgerflow's core migrations (they ship with the package, recorded as core/NNNN_name.sql), then\n" +
     'the numbered SQL migrations of the directories, those not yet recorded in ledgerflow.schema_migration,\n' +
     'in order, each in its own transaction. Safe to run concurrently. Refuses to run if an applied file\n' +
-    'changed since (migrations are append-only). A 0001_core.sql written by an earlier ledgerflow codegen\n' +
+    'changed since (migrations are append-only) — but the migration of a draft workflow version, which it\n' +
+    'runs again in place of what it registered, as long as that version has no runs (docs/versions.md).\n' +
+    'A 0001_core.sql written by an earlier ledgerflow codegen\n' +
     'is recognised as superseded by the core migrations: it may stay, and is never run.',
   options: { dir: { type: 'string', multiple: true } },
   optionsHelp: `  --dir <directory>      migrations directory; repeatable, names must be unique across them
@@ -31,6 +33,9 @@ export const migrateCommand = defineCommand({
     }
     for (const name of result.adopted) {
       io.out(`adopted  ${name} (its schema was created by the 0001_core.sql of an earlier ledgerflow)\n`);
+    }
+    for (const name of result.replaced) {
+      io.out(`replaced  ${name} (a changed draft workflow version without runs: registered again as it is now)\n`);
     }
     for (const name of result.superseded) {
       io.out(`superseded  ${name} (an earlier ledgerflow's core schema, replaced by the core migrations; not run)\n`);

@@ -1,7 +1,9 @@
+import { MigrationError } from '../../errors.js';
 import { formatEventJson } from '../../telemetry/event-log.js';
 import { createWorker } from '../../worker/worker.js';
 import type { WorkerEvent } from '../../worker/worker-events.js';
 import { defineCommand, integerOption, UsageError } from '../command.js';
+import { contractDrift } from '../contract-check.js';
 import { durationOption } from '../duration-option.js';
 import { formatTime } from '../format-values.js';
 import { loadSchedulesExport } from '../load-schedules.js';
@@ -42,6 +44,7 @@ export const workerCommand = defineCommand({
     quiet: { type: 'boolean', short: 'q' },
     'log-format': { type: 'string' },
     'allow-missing-versions': { type: 'boolean' },
+    'skip-contract-check': { type: 'boolean' },
   },
   optionsHelp: `  --workflows <module>   module exporting \`workflows\`: registrations with handlers (required),
                          and optionally \`schedules\`: schedule(...) declarations to register and tick
@@ -60,6 +63,8 @@ export const workerCommand = defineCommand({
   --allow-missing-versions
                          start even if an older version of a workflow has unfinished runs and no
                          handlers here (another worker serves it during a rolling deploy)
+  --skip-contract-check  do not run codegen in memory at start to compare the served versions with
+                         generated/ (the database's registered definitions are still compared)
   --log-format <format>  text (default): one line per event; json: one JSON object per line with
                          time, level, event, message and the event's OpenTelemetry attributes
   -q, --quiet            print only lifecycle, errors and parked runs`,
@@ -84,6 +89,13 @@ export const workerCommand = defineCommand({
     }
     const workflows = requireRegistrations(await loadWorkflowsModule(values.workflows), values.workflows);
     const schedules = await loadSchedulesExport(values.workflows);
+    if (values['skip-contract-check'] !== true) {
+      const served = workflows.map((r) => ({ name: r.workflow.name, version: r.workflow.version }));
+      const problems = await contractDrift(process.cwd(), served);
+      if (problems !== null && problems.length > 0) {
+        throw new MigrationError(`Cannot start the worker: what it serves differs from the generated contract.\n${problems.join('\n')}`);
+      }
+    }
     const store = await openStore();
     const quiet = values.quiet === true;
     const line = (event: WorkerEvent): string =>
