@@ -2,6 +2,14 @@ import type { PGlite } from '@electric-sql/pglite';
 
 type Listener = (payload: string) => void;
 
+interface Channel {
+  readonly listeners: Set<Listener>;
+  /** Settles once the session listens: to PGlite's unlisten function, or undefined if LISTEN failed. */
+  readonly listening: Promise<(() => Promise<void>) | undefined>;
+  /** The same function once `listening` settled, so that UNLISTEN is queued at once, in order. */
+  unlisten?: () => Promise<void>;
+}
+
 /**
  * Who hears a NOTIFY on the embedded database. PGlite is one session: every LISTEN is that
  * session's, and a notification comes out in the answer of whatever ran the committing statement.
@@ -13,7 +21,7 @@ type Listener = (payload: string) => void;
  * client's UNLISTEN never silences another's subscription.
  */
 export class NotificationHub {
-  readonly #channels = new Map<string, { readonly listeners: Set<Listener>; readonly unlisten: Promise<(() => Promise<void>) | undefined> }>();
+  readonly #channels = new Map<string, Channel>();
 
   /**
    * @param betweenTransactions runs LISTEN and UNLISTEN when the session is not inside anybody's
@@ -29,19 +37,19 @@ export class NotificationHub {
     let entry = this.#channels.get(channel);
     if (entry === undefined) {
       const quoted = `"${channel.replaceAll('"', '""')}"`;
-      const unlisten = this.betweenTransactions(() => this.pglite.listen(quoted, (payload) => this.dispatch(channel, payload)));
-      entry = { listeners: new Set(), unlisten: unlisten.catch(() => undefined) };
-      this.#channels.set(channel, entry);
-      entry.listeners.add(listener);
+      const listening = this.betweenTransactions(() => this.pglite.listen(quoted, (payload) => this.dispatch(channel, payload)));
+      const created: Channel = { listeners: new Set([listener]), listening: listening.catch(() => undefined) };
+      entry = created;
+      this.#channels.set(channel, created);
       try {
-        await unlisten;
+        created.unlisten = await listening;
       } catch (error) {
         this.#channels.delete(channel);
         throw error;
       }
     } else {
       entry.listeners.add(listener);
-      await entry.unlisten;
+      await entry.listening;
     }
     const subscribed = entry;
     return () => {
@@ -49,7 +57,9 @@ export class NotificationHub {
       if (this.#channels.get(channel) === subscribed) this.#channels.delete(channel);
       // Queued behind whoever holds the session rather than awaited, as a stopping worker must not
       // wait for a transaction it may be about to abort; closing the store drains the queue.
-      void subscribed.unlisten.then((unlisten) => unlisten && this.betweenTransactions(unlisten)).catch(() => {});
+      const unlisten = subscribed.unlisten;
+      if (unlisten !== undefined) this.betweenTransactions(() => unlisten()).catch(() => {});
+      else void subscribed.listening.then((pending) => pending && this.betweenTransactions(() => pending())).catch(() => {});
     };
   }
 
