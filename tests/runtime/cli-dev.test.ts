@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT, TempProject } from '../codegen/support/temp-project.js';
 import { outcomeOf, runCli, type CliOutcome } from '../support/run-cli.js';
+import { waitUntil } from './fixtures/run-helpers.js';
 
 /**
  * `ledgerflow dev` as a user runs it, in a project of its own; the other commands are second
@@ -66,12 +67,17 @@ beforeAll(async () => {
   });
   dev.stdout!.on('data', (chunk: Buffer) => (devOutput += chunk.toString()));
   dev.stderr!.on('data', (chunk: Buffer) => (devOutput += chunk.toString()));
+  devServers.push(dev);
   devExit = new Promise((resolve) => dev.on('exit', (code) => resolve(code)));
   await devPrinted(WORKER_RUNNING);
 }, 120_000);
 
+const devServers: ChildProcess[] = [];
+
 afterAll(async () => {
-  if (dev.exitCode === null) dev.kill('SIGKILL');
+  // SIGTERM: a dev server stops its worker and codegen too (a test filtered out may have left one).
+  for (const server of devServers) if (server.exitCode === null && server.signalCode === null) server.kill('SIGTERM');
+  await Promise.all(devServers.map((server) => (server.exitCode === null && server.signalCode === null ? new Promise((r) => server.on('exit', r)) : undefined)));
   project.remove();
 });
 
@@ -125,6 +131,26 @@ describe('ledgerflow dev', () => {
     expect(await devExit).toBe(0);
     expect(existsSync(path.join(project.root, '.ledgerflow/dev.json'))).toBe(false);
   }, 60_000);
+});
+
+describe('a dev server killed with SIGKILL', () => {
+  it('takes its worker and codegen with it; its dev.json is then ignored and removed', async () => {
+    devOutput = '';
+    dev = spawn(process.execPath, [BIN, 'dev', '--workflows', 'src/workflows.ts', '--port', '0'], { cwd: project.root, env: ENV, stdio: ['ignore', 'pipe', 'pipe'] });
+    devServers.push(dev);
+    dev.stdout!.on('data', (chunk: Buffer) => (devOutput += chunk.toString()));
+    dev.stderr!.on('data', (chunk: Buffer) => (devOutput += chunk.toString()));
+    await devPrinted(WORKER_RUNNING);
+    const children = readFileSync(`/proc/${dev.pid}/task/${dev.pid}/children`, 'utf8').trim().split(/\s+/).map(Number);
+    expect(children).toHaveLength(2);
+    dev.kill('SIGKILL');
+    await waitUntil('the worker and codegen to stop', () => children.every((pid) => !existsSync(`/proc/${pid}`)), 60_000);
+
+    const runs = await cli('runs');
+    expect(runs.code, runs.stderr).toBe(0);
+    expect(runs.stderr).toContain('Using PGlite (embedded, fsync off) at .ledgerflow/db');
+    expect(existsSync(path.join(project.root, '.ledgerflow/dev.json'))).toBe(false);
+  }, 180_000);
 });
 
 describe('.ledgerflow/dev.json', () => {
