@@ -24,6 +24,11 @@ try {
   process.stderr.write(`${error.message}\n`);
   process.exit(1);
 }
+// Started by `ledgerflow dev` (over an IPC channel): stop as on SIGTERM once it is gone, even SIGKILLed.
+if (process.channel) {
+  process.channel.unref();
+  process.on('disconnect', () => process.kill(process.pid, 'SIGTERM'));
+}
 const command = process.argv[2];
 const { main } = await import(lib(command === 'codegen' ? 'codegen/cli/main' : 'runtime/cli/main'));
 process.exitCode = await main(process.argv.slice(command === 'codegen' ? 3 : 2));

@@ -4,6 +4,7 @@ import { processIo, type CliIo } from './cli-io.js';
 import { auditCommand } from './commands/audit.js';
 import { cancelCommand } from './commands/cancel.js';
 import { dashboardCommand } from './commands/dashboard.js';
+import { devCommand } from './commands/dev.js';
 import { effectsCommand } from './commands/effects.js';
 import { grantsCommand } from './commands/grants.js';
 import { initCommand } from './commands/init.js';
@@ -54,6 +55,7 @@ const COMMANDS: readonly Command[] = [
   auditCommand,
   pruneCommand,
   dashboardCommand,
+  devCommand,
   grantsCommand,
   limitsCommand,
 ];
@@ -68,7 +70,8 @@ function globalHelp(): string {
     COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`).join('\n') +
     `\n\n${GLOBAL_OPTIONS_HELP}\n\n` +
     'The database is PostgreSQL when --database-url or DATABASE_URL is given, otherwise an embedded\n' +
-    'PGlite (one process at a time, fsync off) under .ledgerflow/db.\n\n' +
+    'PGlite (one process at a time, fsync off) under .ledgerflow/db — served to the other commands by\n' +
+    '`ledgerflow dev` while it runs.\n\n' +
     `${EXIT_CODES_HELP}\nRun \`ledgerflow <command> --help\` for a command's options.\n`
   );
 }

@@ -1,3 +1,4 @@
+import { findDevServer } from '../dev/dev-server-file.js';
 import { DEFAULT_DATA_DIR, openStore } from '../store/open-store.js';
 import { isMultiHostUrl, parsePostgresUrl, PostgresUrlError } from '../store/pg/postgres-url.js';
 import { createPGliteStore } from '../store/pglite/pglite-store.js';
@@ -13,8 +14,9 @@ export interface StoreFlags {
 /**
  * `--database-url`, else `--data-dir` (PGlite), else `$DATABASE_URL`, else PGlite at
  * `.ledgerflow/db`. An explicit `--data-dir` wins over the environment so a local embedded
- * run does not need DATABASE_URL unset. PGlite's location goes to stderr, where it does not
- * disturb `--json`.
+ * run does not need DATABASE_URL unset. PGlite while `ledgerflow dev` serves that directory
+ * (its `dev.json` beside it) is the dev server, over the PostgreSQL protocol: PGlite itself
+ * allows one process. The location goes to stderr, where it does not disturb `--json`.
  */
 export async function openCliStore(flags: StoreFlags, io: CliIo): Promise<Store> {
   if (flags.databaseUrl !== undefined && flags.dataDir !== undefined) {
@@ -43,6 +45,11 @@ export async function openCliStore(flags: StoreFlags, io: CliIo): Promise<Store>
     return openStore({ databaseUrl });
   }
   const dataDir = flags.dataDir ?? DEFAULT_DATA_DIR;
+  const devServer = findDevServer(dataDir);
+  if (devServer !== undefined) {
+    io.err(`Using the dev server at ${devServer.url} (ledgerflow dev, pid ${devServer.pid}) for PGlite at ${dataDir}.\n`);
+    return openStore({ databaseUrl: devServer.url });
+  }
   const store = await createPGliteStore({ dataDir });
   io.err(`Using ${store.location}. Set DATABASE_URL or pass --database-url to use PostgreSQL.\n`);
   return store;

@@ -165,6 +165,7 @@ describe('the code blocks of README.md and docs/', () => {
       'cancel',
       'codegen',
       'dashboard',
+      'dev',
       'effects',
       'grants',
       'init',

@@ -75,9 +75,10 @@ describe('PGlite data directory lock', () => {
       const error = await createPGliteStore({ dataDir }).catch((e: unknown) => e as Error);
       expect(error).toBeInstanceOf(StoreLockedError);
       expect((error as Error).message).toBe(
-        `The PGlite database at ${dataDir} is in use by process ${process.pid} (this process). PGlite allows one process at a time: ` +
-          "stop that process first, start runs from inside it (createClient on the worker process's own store), " +
-          'or use a PostgreSQL server (DATABASE_URL or --database-url) to run workers and other commands side by side.',
+        `The PGlite database at ${dataDir} is in use by process ${process.pid} (this process). PGlite allows one process at a time. ` +
+          'Run `ledgerflow dev --workflows <module>` instead of that process: it runs the worker and the dashboard and serves ' +
+          'this database to every other ledgerflow command. Or stop that process first, or use a PostgreSQL server ' +
+          '(DATABASE_URL or --database-url).',
       );
       await first.close();
       expect(existsSync(`${dataDir}.lock`)).toBe(false);

@@ -1,5 +1,6 @@
 import { closeSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
 import { StoreLockedError } from '../../errors.js';
+import { isProcessAlive } from './process-alive.js';
 
 /**
  * PGlite is one process on one data directory; a second opener (a `ledgerflow start` next to a
@@ -16,12 +17,12 @@ export function lockDataDir(dataDir: string): () => void {
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
       const owner = Number(readFileSync(path, 'utf8').trim());
-      if (Number.isInteger(owner) && owner > 0 && isAlive(owner)) {
+      if (Number.isInteger(owner) && owner > 0 && isProcessAlive(owner)) {
         throw new StoreLockedError(
           `The PGlite database at ${dataDir} is in use by process ${owner}${owner === process.pid ? ' (this process)' : ''}. ` +
-            'PGlite allows one process at a time: stop that process first, start runs from inside it ' +
-            "(createClient on the worker process's own store), or use a PostgreSQL server (DATABASE_URL or " +
-            '--database-url) to run workers and other commands side by side.',
+            'PGlite allows one process at a time. Run `ledgerflow dev --workflows <module>` instead of that process: ' +
+            'it runs the worker and the dashboard and serves this database to every other ledgerflow command. ' +
+            'Or stop that process first, or use a PostgreSQL server (DATABASE_URL or --database-url).',
         );
       }
       rmSync(path, { force: true });
@@ -40,14 +41,4 @@ export function lockDataDir(dataDir: string): () => void {
     return release;
   }
   throw new Error(`Could not take the lock ${path}: it keeps reappearing. Is another process starting on ${dataDir}?`);
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    // EPERM: the process exists but belongs to someone else.
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }

@@ -4,6 +4,7 @@ import { Kysely } from 'kysely';
 import { INT8_OID, parseInt8, type Store } from '../store.js';
 import type { LedgerflowDatabase } from '../tables.js';
 import { lockDataDir } from './data-dir-lock.js';
+import { NotificationHub } from './notification-hub.js';
 import { PGliteDialect } from './pglite-driver.js';
 
 export interface PGliteStoreOptions {
@@ -18,6 +19,21 @@ export interface PGliteStore extends Store {
   readonly kind: 'pglite';
   /** Tarball of the data directory, loadable with `createPGliteStore({ loadDataDir })`. */
   dumpDataDir(): Promise<Blob | File>;
+  /** Every LISTEN of the session, in-process and the dev server's clients' (see {@link NotificationHub}). */
+  readonly notifications: NotificationHub;
+  /**
+   * Takes the one session for a wire-protocol client of the dev server: waits until no in-process
+   * caller holds it (between their transactions, as Kysely's own connections take turns) and keeps
+   * it until `release()`. Messages run through `exec` meanwhile.
+   */
+  acquireSession(): Promise<ExclusiveSession>;
+}
+
+/** The embedded session held by one wire-protocol client; see {@link PGliteStore.acquireSession}. */
+export interface ExclusiveSession {
+  /** Runs raw frontend protocol `message`; the backend's answer arrives through `onData`. */
+  exec(message: Uint8Array, onData: (data: Uint8Array) => void): Promise<void>;
+  release(): void;
 }
 
 /** The embedded default: PGlite (WASM PostgreSQL, fsync off), one process at a time. */
@@ -43,6 +59,7 @@ export async function createPGliteStore(options: PGliteStoreOptions = {}): Promi
   // take their turn like any query: run straight on `pglite`, they could land inside another
   // caller's open transaction, and its rollback would undo them silently.
   const betweenTransactions = <T>(run: () => Promise<T>): Promise<T> => db.connection().execute(run);
+  const notifications = new NotificationHub(pglite, betweenTransactions);
   return {
     kind: 'pglite',
     db,
@@ -50,20 +67,33 @@ export async function createPGliteStore(options: PGliteStoreOptions = {}): Promi
     // The subscription lives as long as the embedded session, so `onLost` never fires.
     async listen(channel, onNotify) {
       let subscribed = true;
-      const unlisten = await betweenTransactions(() =>
-        pglite.listen(channel, (payload) => {
-          if (subscribed) onNotify(payload);
-        }),
-      );
+      const unsubscribe = await notifications.subscribe(channel, (payload) => {
+        if (subscribed) onNotify(payload);
+      });
       return async () => {
         if (!subscribed) return;
-        // Delivery stops now. The UNLISTEN is queued behind whoever holds the session rather than
-        // awaited: a caller stopping (a worker, before it aborts its in-flight steps) must not
-        // wait for a transaction it may be about to abort. `close()` drains the queue, so the
-        // UNLISTEN still runs before PGlite closes, or is refused once the store is closed.
+        // Delivery stops now; the UNLISTEN (when nobody else listens) is queued, not awaited.
         subscribed = false;
-        betweenTransactions(() => unlisten()).catch(() => {});
+        unsubscribe();
       };
+    },
+    notifications,
+    acquireSession() {
+      return new Promise<ExclusiveSession>((resolve, reject) => {
+        // Holding a Kysely connection is holding the driver's turn: no in-process statement runs
+        // until release. PGlite's own mutex is taken per message too, for anyone using PGlite itself.
+        db.connection()
+          .execute(
+            () =>
+              new Promise<void>((release) =>
+                resolve({
+                  exec: (message, onData) => pglite.runExclusive(() => pglite.execProtocolRawStream(message, { onRawData: onData })),
+                  release: () => release(),
+                }),
+              ),
+          )
+          .catch(reject);
+      });
     },
     dumpDataDir: () => pglite.dumpDataDir('none'),
     async close() {
