@@ -1,12 +1,8 @@
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { event, shapeHash, workflow, type AnyWorkflow } from 'ledgerflow/dsl';
 import { bindHandlers, found, notFound, unknownOutcome, type WorkflowHandlers, type WorkflowRegistration } from 'ledgerflow/runtime';
 import { createTestEnvironment, type FaultPointName, type TestEnvironment } from 'ledgerflow/testing';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { fileRegion, readmeBlocks } from '../readme/readme-blocks.js';
 
 /**
  * The crash recipe of docs/crash-recipes.md, proven for every flavour of `external` step: a
@@ -274,19 +270,5 @@ describe('when the lease alone is not enough', () => {
     expect(await env.client.getRun(runId)).toMatchObject({ status: 'completed', output: { charge: { chargeId: 'ch_1' } } });
     expect(lookup.applied).toHaveLength(1);
     // #endregion answer-lost
-  });
-});
-
-describe('docs/crash-recipes.md', () => {
-  it('shows the regions of this file as they are', () => {
-    const root = fileURLToPath(new URL('../..', import.meta.url));
-    const blocks = readmeBlocks(readFileSync(join(root, 'docs/crash-recipes.md'), 'utf8'));
-    expect(blocks.length).toBeGreaterThan(5);
-    for (const block of blocks) {
-      expect(block.directive?.kind, `docs/crash-recipes.md:${block.line}`).toBe('include');
-      const [path, region] = block.directive!.argument.split('#') as [string, string | undefined];
-      const where = `docs/crash-recipes.md:${block.line}`;
-      expect(block.content, `${where}: copy ${path}#${region} again`).toBe(fileRegion(readFileSync(join(root, path), 'utf8'), region, where));
-    }
   });
 });
