@@ -9,7 +9,7 @@ import type { Json, LedgerflowDatabase } from '../store/tables.js';
 import { millis, toLeasedRun, type LeasedRun } from '../worker/claim.js';
 import type { StartReservation } from '../worker/claim-loop.js';
 import { RUNS_CHANNEL, type LocalStarts } from '../worker/worker.js';
-import { changedParts, describeFingerprintPart, fingerprintOf } from '../worker/workflow-fingerprint.js';
+import { describeChanges, fingerprintOf } from '../worker/workflow-fingerprint.js';
 import { parseDebounce, startDebounced, type DebounceOptions, type DebouncedRunColumns } from './debounce.js';
 import type { PayloadLimitsCache } from '../limits/limits-cache.js';
 import { assertRunId, inputJson as buildInputJson, parseInputSchema } from './validate-input.js';
@@ -397,7 +397,7 @@ async function assertMigrated(db: Kysely<LedgerflowDatabase>, workflow: AnyWorkf
   // Registered by the first worker that served it (core 0020); a draft's may still change (its worker re-registers it).
   const live = fingerprintOf(workflow);
   if (row.fingerprint !== null && row.parts !== null && row.fingerprint !== live.hash && row.draft_migration === null) {
-    const parts = [...new Set(changedParts(row.parts, live.parts).map((part) => describeFingerprintPart(part, row.parts!, live.parts)))];
+    const parts = describeChanges(row.parts, live.parts);
     throw new MigrationError(
       `Workflow "${workflow.name}" v${workflow.version} changed since a worker registered it: ${parts.join('; ')}. ` +
         'A released version never changes: declare the change as a new version (bump `version`, run `ledgerflow codegen` and `ledgerflow migrate`).',

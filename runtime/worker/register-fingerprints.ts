@@ -3,7 +3,7 @@ import { MigrationError } from '../errors.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import { versionHasRuns } from '../store/version-has-runs.js';
 import type { WorkflowRegistry } from './registry.js';
-import { changedParts, describeFingerprintPart, fingerprintOf } from './workflow-fingerprint.js';
+import { describeChanges, fingerprintOf } from './workflow-fingerprint.js';
 
 interface RegisteredRow {
   workflow_name: string;
@@ -72,8 +72,7 @@ export async function registerFingerprints(db: Kysely<LedgerflowDatabase>, regis
 
 function describeDrift(row: RegisteredRow, live: Readonly<Record<string, string>>): string {
   const registered = typeof row.parts === 'string' ? (JSON.parse(row.parts) as Record<string, string>) : row.parts;
-  // A new or removed step changes several of its parts; it is named once.
-  const parts = [...new Set(changedParts(registered, live).map((id) => describeFingerprintPart(id, registered, live)))];
+  const parts = describeChanges(registered, live);
   const at = row.registered_at instanceof Date ? row.registered_at.toISOString() : String(row.registered_at);
   const fix = row.draft
     ? 'It is a draft, but it has runs in this database, so it can no longer change: declare the change as a new version ' +

@@ -68,6 +68,11 @@ export function changedParts(registered: Readonly<Record<string, string>>, live:
   return [...new Set([...Object.keys(registered), ...Object.keys(live)])].filter((id) => registered[id] !== live[id]).sort();
 }
 
+/** What changed between a registered fingerprint's parts and the live ones, in words; a new or removed step (several parts) is named once. */
+export function describeChanges(registered: Readonly<Record<string, string>>, live: Readonly<Record<string, string>>): string[] {
+  return [...new Set(changedParts(registered, live).map((id) => describeFingerprintPart(id, registered, live)))];
+}
+
 /** `the output schema of step "charge"`, `the input schema`, `step "refund" (added or removed)`. */
 export function describeFingerprintPart(id: string, registered: Readonly<Record<string, string>>, live: Readonly<Record<string, string>>): string {
   const what = id === 'workflow' ? 'the step list (names, order), queue or compensateOnCancel' : id === 'input' ? 'the input schema' : undefined;
