@@ -80,7 +80,11 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
         await previous.stop();
       }
       if (closing) return;
-      const started = new ChildCommand(['worker', '--workflows', options.workflowsModule, ...options.workerArgs], workerEnv, (stream, line) =>
+      // Started only after a codegen run without errors wrote generated/: the worker's own in-memory
+      // codegen run at start would repeat that run, so it is skipped (the database's registered
+      // definitions are still compared).
+      const workerCommand = ['worker', '--workflows', options.workflowsModule, '--skip-contract-check', ...options.workerArgs];
+      const started = new ChildCommand(workerCommand, workerEnv, (stream, line) =>
         log(stream, `[worker] ${line}`),
       );
       worker = started;
