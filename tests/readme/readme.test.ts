@@ -401,7 +401,7 @@ describe('the tutorial, run as written', () => {
       const worker = createWorker({ store, workflows: [refundRegistration(payments), ...waitingWorkflows], pollIntervalMs: 20, reconcileIntervalMs: 0 });
       await worker.start();
       const client = createClient({ store });
-      const settled = (runId: string) => client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 });
+      const settled = async (runId: string) => client.getRun((await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 })).id);
       const waiting = (runId: string) =>
         waitUntil(`run ${runId} to wait`, async () => {
           const run = await client.getRun(runId);
