@@ -40,6 +40,24 @@ const shapedHandlers = (gate: Promise<void> = Promise.resolve()) =>
     shapeHash(shaped),
   );
 
+/** Fails its first attempt (a plain error: retried after a short backoff), then succeeds. */
+const retried = workflow('wt-lw-retried', { version: 1, input: z.object({ label: z.string() }) }).step('once', {
+  output: z.object({ attempt: z.number() }),
+  retry: { maxAttempts: 3, initialDelayMs: 20, maxDelayMs: 20, backoffFactor: 1, jitter: 0 },
+});
+
+const retriedHandlers = () =>
+  bindHandlers(
+    retried,
+    {
+      once: ({ attempt }) => {
+        if (attempt === 1) throw new Error('first attempt fails');
+        return { attempt };
+      },
+    },
+    shapeHash(retried),
+  );
+
 class RefusedError extends NonRetryableError {
   override readonly name = 'RefusedError';
 }
@@ -74,7 +92,7 @@ const isStepCommit = (s: string): boolean => /WITH fenced AS/.test(s);
 
 describeStores('a wait answered by the worker of its process', (getStore) => {
   const workers: Worker[] = [];
-  beforeAll(() => migrateForTest(getStore(), [shaped, failing]));
+  beforeAll(() => migrateForTest(getStore(), [shaped, failing, retried]));
   afterEach(async () => {
     await Promise.all(workers.splice(0).map((w) => w.stop()));
   });
@@ -132,6 +150,16 @@ describeStores('a wait answered by the worker of its process', (getStore) => {
     expect(failed.output).toBeNull();
     expect(JSON.stringify(failed)).toBe(JSON.stringify(failedReread));
     expect(failed.error).toMatchObject({ name: 'RefusedError', message: 'refused: no', step: 'refuse', attempt: 1 });
+  });
+
+  it('a run its flight leaves unsettled (a retry after a backoff) is answered once it settles', async () => {
+    const store = getStore();
+    const worker = createWorker({ store, workflows: [retriedHandlers()], concurrency: 2, pollIntervalMs: 20, reconcileIntervalMs: 0, scheduleIntervalMs: 0 });
+    workers.push(worker);
+    await worker.start();
+    const client = createClient({ store, worker });
+    const run = await client.startAndWait(retried, { label: 'r-1' }, { wait: NO_POLL });
+    expect(run).toMatchObject({ status: 'completed', output: { once: { attempt: 2 } }, error: null });
   });
 
   it('a wait of another client, without the worker, is still woken by the settling commit', async () => {
