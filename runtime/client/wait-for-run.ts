@@ -4,7 +4,7 @@ import { missingRunError } from '../retention/pruned-run.js';
 import type { LedgerflowDatabase, RunStatus } from '../store/tables.js';
 import type { SettledRun } from './run-details.js';
 import { isSettled, watchRunStatement, type SettledRunWaiters } from './settled-run-waiters.js';
-import type { StartedRun } from './start-run.js';
+import type { WatchedStartedRun } from './start-run.js';
 import { assertRunId } from './validate-input.js';
 import { isConnectionError } from '../worker/step-errors.js';
 import type { LocalWaiters } from '../worker/local-waiters.js';
@@ -78,7 +78,7 @@ export async function waitForRun(
   runId: string,
   wait: Wait,
   local: LocalWaiters | undefined,
-  start?: () => Promise<StartedRun>,
+  start?: () => Promise<WatchedStartedRun>,
 ): Promise<SettledRun> {
   assertRunId(runId);
   const watch = waiters.watch(runId);
@@ -88,7 +88,9 @@ export async function waitForRun(
     // The status as of the last read, and whether it is still current (not slept on since).
     let status: RunStatus | undefined;
     let current = false;
+    // The run is marked — or needs no mark yet: `unmarked`, held by a flight here that answers.
     let marked = false;
+    let unmarked = false;
     if (start !== undefined) {
       const started = await start();
       if (started.runId !== runId) return await waitForRun(db, waiters, started.runId, wait, local);
@@ -96,6 +98,7 @@ export async function waitForRun(
         status = 'pending';
         current = true;
         marked = true;
+        unmarked = started.unmarked === true;
       }
     }
     let unreachable: Error | undefined;
@@ -103,9 +106,13 @@ export async function waitForRun(
     for (;;) {
       const answered = here?.answer();
       if (answered !== undefined) return answered;
+      const driven = here?.driven() === true;
+      // Inserted unmarked and no flight here drives it any more (released, rescheduled, suspended,
+      // aborted, never launched): mark it now, before reading — a later settle then notifies.
+      if (unmarked && !driven) [unmarked, marked, current] = [false, false, false];
       // Woken while a flight of this process drives the run (its own settling commit's
       // notification, heard first): that flight answers, or its end wakes this wait. Timers read.
-      const flightAnswers = woken === 'woken' && marked && here?.driven() === true;
+      const flightAnswers = woken === 'woken' && marked && driven;
       if (!flightAnswers) {
         try {
           if (!marked) {

@@ -97,6 +97,11 @@ describeStores('a wait answered by the worker of its process', (getStore) => {
     await Promise.all(workers.splice(0).map((w) => w.stop()));
   });
 
+  const isMarked = async (runId: string): Promise<boolean> => {
+    const row = await getStore().db.selectFrom('ledgerflow.workflow_run').select('notify_settled').where('id', '=', runId).executeTakeFirst();
+    return row?.notify_settled === true;
+  };
+
   const localClient = async (store: Store, gate?: Promise<void>) => {
     const worker = createWorker({ store, workflows: [shapedHandlers(gate), failingHandlers()], concurrency: 2, ...WORKER_QUIET });
     workers.push(worker);
@@ -152,6 +157,36 @@ describeStores('a wait answered by the worker of its process', (getStore) => {
     expect(failed.error).toMatchObject({ name: 'RefusedError', message: 'refused: no', step: 'refuse', attempt: 1 });
   });
 
+  it('a run claimed and settled by the worker of its process sends no notification', async () => {
+    const store = getStore();
+    const client = await localClient(store);
+    const notified: string[] = [];
+    const unlisten = await store.listen(RUN_SETTLED_CHANNEL, (payload) => notified.push(payload));
+    try {
+      const run = await client.startAndWait(shaped, { n: 11 }, { wait: NO_POLL });
+      expect(run.status).toBe('completed');
+      expect(await isMarked(run.id)).toBe(false);
+      // A marked run settled after it: its notification arrives, and none came before it for ours.
+      const marker = await createClient({ store }).startAndWait(shaped, { n: 12 }, { wait: NO_POLL });
+      await waitUntil('the marked run notified', () => notified.includes(marker.id), 5_000);
+      expect(notified).not.toContain(run.id);
+    } finally {
+      await unlisten();
+    }
+  });
+
+  it('a cancel from another client of a run its flight is driving ends the wait once that flight is fenced out', async () => {
+    const store = getStore();
+    let release!: () => void;
+    const client = await localClient(store, new Promise<void>((resolve) => (release = resolve)));
+    const runId = randomUUID();
+    const waiting = client.startAndWait(shaped, { n: 13 }, { runId, wait: NO_POLL });
+    await waitUntil('the run started', async () => (await store.db.selectFrom('ledgerflow.workflow_run').select('id').where('id', '=', runId).executeTakeFirst()) !== undefined);
+    expect(await createClient({ store }).cancel(runId)).toBe(true);
+    release();
+    expect(await waiting).toMatchObject({ id: runId, status: 'cancelled', output: null, error: null });
+  });
+
   it('a run its flight leaves unsettled (a retry after a backoff) is answered once it settles', async () => {
     const store = getStore();
     const worker = createWorker({ store, workflows: [retriedHandlers()], concurrency: 2, pollIntervalMs: 20, reconcileIntervalMs: 0, scheduleIntervalMs: 0 });
@@ -175,9 +210,8 @@ describeStores('a wait answered by the worker of its process', (getStore) => {
       const here = client.startAndWait(shaped, { n: 3 }, { runId, wait: NO_POLL });
       await waitUntil('the run started', async () => (await store.db.selectFrom('ledgerflow.workflow_run').select('id').where('id', '=', runId).executeTakeFirst()) !== undefined);
       const there = elsewhere.waitForRun(runId, NO_POLL);
-      // Give the other wait time to subscribe and read before the step finishes (were it later, it
-      // would find the run settled and return at once: the assertions hold either way).
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      // The local start inserted it unmarked; the other wait marks it itself, so its settle notifies.
+      await waitUntil('the other client marked the run', () => isMarked(runId), 5_000);
       release();
       const [a, b] = await Promise.all([here, there]);
       expect(a).toEqual(b);
