@@ -124,8 +124,10 @@ export interface Client {
    * `start`, then `waitForRun` — what an API handler that answers with the result does. The run
    * is inserted already marked as waited for, so the wait adds no statement before it sleeps
    * until the run's settling commit notifies. With the worker of this process
-   * (`createClient({ store, worker })`), the run that worker completes or fails is answered
-   * in-process: a start claimed locally costs its one commit and the run's own, nothing more. `options.wait` are the wait's options (its
+   * (`createClient({ store, worker })`), a run the start claims for that worker is inserted
+   * unmarked (its settle notifies nobody) and the wait is answered in-process when that worker
+   * completes or fails it: the start's commit and the run's own, nothing more. Should the run
+   * leave that worker unsettled, the wait marks it then and goes on as above. `options.wait` are the wait's options (its
    * `timeoutMs` bounds the wait; the start's own `timeoutMs` is the run's deadline). A start that
    * finds an existing run (same `runId`/`dedupeKey`, a debounce window) waits for that run.
    *

@@ -61,9 +61,10 @@ export function parseWaitOptions(options: WaitOptions = {}): Wait {
  * With `local` (the worker of this process, `createClient({ store, worker })`), the wait is also
  * watched in-process before the start: when a flight of that worker settles the run, the wait
  * returns what the settling commit wrote, as soon as it is committed, with no statement — not the
- * re-read, and no notification needed (local-waiters.ts). The mark stays, so nothing else changes:
- * should the run be settled anywhere else, the notification wakes the wait as before. Each wake-up
- * otherwise costs one statement: the run's status, output and error in one read.
+ * re-read, and no notification needed (local-waiters.ts). A run the start claimed for that worker
+ * is even inserted unmarked (`unmarked`): the wait marks it the moment no flight of the worker
+ * drives it any more without having answered, so that whoever settles it then notifies. Each
+ * wake-up otherwise costs one statement: the run's status, output and error in one read.
  *
  * A read that meets a lost connection (a server restart, a failover: {@link isConnectionError})
  * does not end the wait: it reads again every `pollMs` until the deadline, marking the run again
