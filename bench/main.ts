@@ -52,6 +52,9 @@ import { measureScale } from './workloads/scale.js';
  *   LEDGERFLOW_BENCH_ONLY=latency      only W3 (after a W1 c=16 drain for its peak rate), logged, no files written
  *   LEDGERFLOW_BENCH_W3_RATE      with =latency: arrivals per second instead of half the W1 c=16 peak
  *   LEDGERFLOW_BENCH_ONLY=e2e          only the end-to-end workloads, their table printed, no files written
+ *   LEDGERFLOW_BENCH_ONLY=wait         only the wait's cost: one step, closed loop with startAndWait vs the worker's
+ *                                      run-completed event, c = 1, 4, 16, rounds alternated in one run, table printed
+ *   LEDGERFLOW_BENCH_WAIT_ROUNDS  rounds per mode and concurrency of =wait (default 3)
  *   LEDGERFLOW_BENCH_ONLY=cpu          only worker CPU per step (W1, W2 on the plain store), its table printed, no files written
  *   LEDGERFLOW_BENCH_E2E_N        timed workflows per end-to-end measurement (default 500)
  *   LEDGERFLOW_BENCH_ONLY=scale        only the scale lines (claim latency over 1 000 … 1 000 000 runs, 1 vs 4 worker processes), logged
@@ -70,8 +73,8 @@ function logFanOut(fanOut: Awaited<ReturnType<typeof measureFanOut>>): void {
 async function main(): Promise<void> {
   const n = positiveInt('LEDGERFLOW_BENCH_N', 2000);
   const only = process.env['LEDGERFLOW_BENCH_ONLY'] ?? '';
-  if (only !== '' && only !== 'telemetry' && only !== 'fanout' && only !== 'latency' && only !== 'e2e' && only !== 'cpu' && only !== 'scale') {
-    throw new Error(`LEDGERFLOW_BENCH_ONLY must be telemetry, fanout, latency, e2e, cpu, scale or empty (got "${only}").`);
+  if (!['', 'telemetry', 'fanout', 'latency', 'e2e', 'wait', 'cpu', 'scale'].includes(only)) {
+    throw new Error(`LEDGERFLOW_BENCH_ONLY must be telemetry, fanout, latency, e2e, wait, cpu, scale or empty (got "${only}").`);
   }
   const w3Seconds = positiveInt('LEDGERFLOW_BENCH_W3_SECONDS', 5);
   const started = performance.now();
@@ -92,6 +95,10 @@ async function main(): Promise<void> {
     }
     if (only === 'e2e') {
       process.stdout.write(`${endToEndTable(await endToEnd(server, registrations))}\n`);
+      return;
+    }
+    if (only === 'wait') {
+      process.stdout.write(`${await waitVersusEvent(server, registrations)}\n`);
       return;
     }
     if (only === 'scale') {
@@ -402,6 +409,42 @@ async function endToEnd(server: BenchServer, registrations: ReturnType<typeof be
     }
   }
   return rows;
+}
+
+/**
+ * What waiting costs: the one-step end-to-end workload with each client waiting through
+ * `startAndWait` (closed loop, as applications wait) and through the worker's `run-completed`
+ * event (no wait of the client's own), in alternating rounds of the same run at c = 1, 4, 16.
+ * Each mode's rate is its runs over its seconds summed over the rounds.
+ */
+async function waitVersusEvent(server: BenchServer, registrations: ReturnType<typeof benchRegistrations>): Promise<string> {
+  const runs = positiveInt('LEDGERFLOW_BENCH_E2E_N', 500);
+  const rounds = positiveInt('LEDGERFLOW_BENCH_WAIT_ROUNDS', 3);
+  const workload = END_TO_END_WORKLOADS.find((w) => w.id === 'one-step')!;
+  const lines = [
+    '| clients | event: workflows/s (run-completed in-process) | startAndWait: workflows/s | startAndWait / event | commits / workflow event, startAndWait |',
+    '|---:|---:|---:|---:|---:|',
+  ];
+  for (const clients of CONCURRENCIES) {
+    const total = { event: { runs: 0, seconds: 0, commits: 0 }, startAndWait: { runs: 0, seconds: 0, commits: 0 } };
+    for (let round = 0; round < rounds; round++) {
+      const order = round % 2 === 0 ? (['event', 'startAndWait'] as const) : (['startAndWait', 'event'] as const);
+      for (const completion of order) {
+        const row = await ledgerflowEndToEnd(server, { workload, clients, runs, warmUp: 20, registrations, completion });
+        total[completion].runs += row.workflows;
+        total[completion].seconds += row.seconds;
+        total[completion].commits += row.commitsPerWorkflow / rounds;
+        log(`wait c=${clients} round ${round + 1} ${completion}: ${row.workflowsPerSecond.toFixed(0)} workflows/s`);
+      }
+    }
+    const event = total.event.runs / total.event.seconds;
+    const waited = total.startAndWait.runs / total.startAndWait.seconds;
+    lines.push(
+      `| ${clients} | ${event.toFixed(0)} | ${waited.toFixed(0)} | ${(waited / event).toFixed(2)} | ` +
+        `${total.event.commits.toFixed(2)}, ${total.startAndWait.commits.toFixed(2)} |`,
+    );
+  }
+  return lines.join('\n');
 }
 
 /** W1 plain, with the OpenTelemetry API but no SDK, and with the SDK (bench/workloads/telemetry.ts). */

@@ -86,7 +86,7 @@ export type {
   ResolvedEffect,
   RetriedRun,
 } from './client/operator.js';
-export { SETTLED_RUN_STATUSES, MAX_LISTED_CHILDREN, type ChildRunSummary, type RunDetails } from './client/run-details.js';
+export { SETTLED_RUN_STATUSES, MAX_LISTED_CHILDREN, type ChildRunSummary, type RunDetails, type SettledRun, type SettledRunStatus } from './client/run-details.js';
 export type { EventSender, SendEventOptions, SentEvent } from './client/send-event.js';
 export { ChildFailedError, DEFAULT_CHILDREN_PER_COMMIT } from './worker/executors/children-executor.js';
 export type { WorkflowVersionSummary } from './client/workflow-versions.js';

@@ -1,8 +1,9 @@
 import type { EndToEndRow } from '../results-model.js';
 
 export const END_TO_END_DESCRIPTION =
-  'Each of c clients starts a run and waits for its completion before starting the next (a closed loop), while one ' +
-  'worker process executes them; timed from the first start to the last completion, so starting is paid inside the ' +
+  'Each of c clients starts a run and waits for its result before starting the next (a closed loop: ledgerflow\'s ' +
+  'clients call `client.startAndWait`, in the process that runs the worker), while one ' +
+  'worker process executes them; timed from the first start to the last result, so starting and waiting are paid inside the ' +
   'measurement. Commits per workflow are the `pg_stat_database.xact_commit` delta of the engine\'s databases from opening ' +
   'the pools to closing them, less that of a start-up and shutdown with no run in between (given as start-up commits), ' +
   'divided by the workflows run (warm-up included); background polling while the runs execute stays in. Read-only ' +

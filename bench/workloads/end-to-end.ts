@@ -11,19 +11,21 @@ import { readServerCounters, readWalSyncs } from '../server-stats.js';
 import { plainOnly, threeStep } from './bench-workflows.js';
 
 /**
- * The end-to-end workload: `clients` clients each start a run and wait for its completion, then
+ * The end-to-end workload: `clients` clients each start a run and wait for its result, then
  * start the next (a closed loop, as API handlers do), while one worker with the same
  * concurrency executes them. Timed from the first start to the last completion, so the cost of
- * starting (the insert, its NOTIFY, the worker's wake-up and claim) is paid inside the
- * measurement — unlike the drains, which enqueue everything first.
+ * starting (the insert, the claim) and of waiting is paid inside the measurement — unlike the
+ * drains, which enqueue everything first.
  *
- * A client learns of its run's completion from the worker's `run-completed` event in this
- * process (the cheapest possible result path: no query), so what is measured is the engine's
- * start, claim and step path, not `waitForRun`'s polling.
+ * A client waits the way an application does: `client.startAndWait` (completion: 'startAndWait',
+ * the default). `completion: 'event'` instead learns of the completion from the worker's
+ * `run-completed` event in this process (no query, no wait of the client's own): the floor the
+ * wait is measured against (`LEDGERFLOW_BENCH_ONLY=wait`, bench/main.ts).
  *
  * The client is created with the worker (`createClient({ store, worker })`), as an API server
  * that embeds its worker would be, like DBOS executing in the process that starts: a start
- * claims its run for the worker in its own transaction while the worker has a slot free.
+ * claims its run for the worker in its own transaction while the worker has a slot free, and the
+ * wait of a run that worker settles is answered in-process.
  */
 /**
  * The two end-to-end workloads, the same on every engine (bench/peers/dbos/end-to-end.ts
@@ -41,11 +43,26 @@ export type EndToEndWorkload = (typeof END_TO_END_WORKLOADS)[number];
 /** Measures one workload on ledgerflow in a fresh database of `server`. */
 export async function ledgerflowEndToEnd(
   server: BenchServer,
-  o: { readonly workload: EndToEndWorkload; readonly clients: number; readonly runs: number; readonly warmUp: number; readonly registrations: readonly WorkflowRegistration[] },
+  o: {
+    readonly workload: EndToEndWorkload;
+    readonly clients: number;
+    readonly runs: number;
+    readonly warmUp: number;
+    readonly registrations: readonly WorkflowRegistration[];
+    readonly completion?: 'startAndWait' | 'event';
+  },
 ): Promise<EndToEndRow> {
   const database = `bench_e2e_${o.workload.id.replaceAll('-', '_')}_c${o.clients}`;
   const { url } = await prepareBenchDatabase(server, database);
-  const options = { workflow: o.workload.workflow, registrations: o.registrations, clients: o.clients, url, database, adminUrl: server.adminUrl };
+  const options = {
+    workflow: o.workload.workflow,
+    registrations: o.registrations,
+    clients: o.clients,
+    url,
+    database,
+    adminUrl: server.adminUrl,
+    ...(o.completion !== undefined ? { completion: o.completion } : {}),
+  };
   // The same start-up and shutdown with no run in between: what the commit count subtracts.
   const lifecycle = await measureEndToEnd({ ...options, runs: 0, warmUp: 0 });
   const m = await measureEndToEnd({ ...options, runs: o.runs, warmUp: o.warmUp });
@@ -66,6 +83,8 @@ export interface EndToEndOptions {
   readonly adminUrl: string;
   /** Gives up after this long. Default 300 000. */
   readonly timeoutMs?: number;
+  /** How a client learns its run is done: `startAndWait` (default), or the worker's `run-completed` event. */
+  readonly completion?: 'startAndWait' | 'event';
 }
 
 export interface EndToEndMeasurement {
@@ -103,13 +122,19 @@ export async function measureEndToEnd(options: EndToEndOptions): Promise<EndToEn
     },
   });
   const client = createClient({ store, worker });
-  const startAndAwait = async (i: number): Promise<void> => {
-    const runId = randomUUID();
-    const done = new Promise<void>((resolve, reject) => waiting.set(runId, { resolve, reject }));
-    await client.start(options.workflow, { i }, { runId });
-    await done;
-    waiting.delete(runId);
-  };
+  const startAndAwait =
+    options.completion === 'event'
+      ? async (i: number): Promise<void> => {
+          const runId = randomUUID();
+          const done = new Promise<void>((resolve, reject) => waiting.set(runId, { resolve, reject }));
+          await client.start(options.workflow, { i }, { runId });
+          await done;
+          waiting.delete(runId);
+        }
+      : async (i: number): Promise<void> => {
+          const run = await client.startAndWait(options.workflow, { i }, { wait: { timeoutMs: 60_000 } });
+          if (run.status !== 'completed') throw new Error(`run ${run.id} ended ${run.status}: ${JSON.stringify(run.error)}`);
+        };
   const closedLoop = async (from: number, to: number): Promise<void> => {
     let next = from;
     const loop = async (): Promise<void> => {

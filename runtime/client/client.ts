@@ -7,7 +7,7 @@ import { ConflictError, RunNotFoundError, UnknownWorkflowError, ValidationError 
 import type { Store } from '../store/store.js';
 import { loadTelemetry, type Telemetry } from '../telemetry/telemetry.js';
 import { RUN_STATUSES, type LedgerflowDatabase, type RunStatus, type StepEffectRow, type WorkflowRunRow } from '../store/tables.js';
-import { loadRunDetails, type RunDetails } from './run-details.js';
+import { loadRunDetails, type RunDetails, type SettledRun } from './run-details.js';
 import { listQueues, type QueueListOptions, type QueueSummary } from './queues.js';
 import { PayloadLimitsCache } from '../limits/limits-cache.js';
 import { parseEvent, sendEventIn, signalKey, type SendEventOptions, type SentEvent } from './send-event.js';
@@ -106,20 +106,28 @@ export interface Client {
   getRun(runId: string): Promise<RunDetails>;
   /**
    * Waits until the run is completed, failed, cancelled, compensated, compensation_failed or
-   * parked in `needs_reconciliation`, then returns it; `WaitTimeoutError` after `timeoutMs`; `RunPrunedError` for a pruned run.
-   * Woken by a notification from the transaction that settles the run (the wait marks the run
-   * so that it notifies; unwatched runs never do), with a status read every `recheckMs` in case
-   * one is lost, and every `pollMs` while the client's listening connection is down.
+   * parked in `needs_reconciliation`, then returns how it ended (`SettledRun`: id, workflow,
+   * status, output, error; `getRun` has its steps, attempts and ledger rows); `WaitTimeoutError`
+   * after `timeoutMs`; `RunPrunedError` for a pruned run. Woken by a notification from the
+   * transaction that settles the run (the wait marks the run so that it notifies; unwatched runs
+   * never do), with a status read every `recheckMs` in case one is lost, and every `pollMs` while
+   * the client's listening connection is down. A run completed or failed by the client's own
+   * worker (`createClient({ store, worker })`) is answered in-process, from what its settling
+   * commit wrote, without a statement.
    *
    * @example
    * const run = await client.waitForRun(runId, { timeoutMs: 10_000 });
    * if (run.status === 'completed') console.log(run.output);
    */
-  waitForRun(runId: string, options?: WaitOptions): Promise<RunDetails>;
+  waitForRun(runId: string, options?: WaitOptions): Promise<SettledRun>;
   /**
    * `start`, then `waitForRun` — what an API handler that answers with the result does. The run
    * is inserted already marked as waited for, so the wait adds no statement before it sleeps
-   * until the run's settling commit notifies. `options.wait` are the wait's options (its
+   * until the run's settling commit notifies. With the worker of this process
+   * (`createClient({ store, worker })`), a run the start claims for that worker is inserted
+   * unmarked (its settle notifies nobody) and the wait is answered in-process when that worker
+   * completes or fails it: the start's commit and the run's own, nothing more. Should the run
+   * leave that worker unsettled, the wait marks it then and goes on as above. `options.wait` are the wait's options (its
    * `timeoutMs` bounds the wait; the start's own `timeoutMs` is the run's deadline). A start that
    * finds an existing run (same `runId`/`dedupeKey`, a debounce window) waits for that run.
    *
@@ -127,8 +135,8 @@ export interface Client {
    * const run = await client.startAndWait(orderPayment, { orderId: 'o-1', amountCents: 1200 }, { dedupeKey: 'o-1', wait: { timeoutMs: 5_000 } });
    * if (run.status === 'completed') console.log(run.output);
    */
-  startAndWait<W extends AnyWorkflow>(workflow: W, input: WorkflowStartInput<W>, options?: StartAndWaitOptions): Promise<RunDetails>;
-  startAndWait(workflowName: string, input: unknown, options?: StartAndWaitOptions): Promise<RunDetails>;
+  startAndWait<W extends AnyWorkflow>(workflow: W, input: WorkflowStartInput<W>, options?: StartAndWaitOptions): Promise<SettledRun>;
+  startAndWait(workflowName: string, input: unknown, options?: StartAndWaitOptions): Promise<SettledRun>;
   /**
    * Cancels a run that is not final yet: status `cancelled`, lease cleared and the fencing
    * token moved on, so a worker still executing one of its steps cannot commit; its unfinished
@@ -323,14 +331,14 @@ export function createClient(options: ClientOptions): Client {
       return startRun(trx as unknown as Kysely<LedgerflowDatabase>, resolve(workflow), input, startOptions, migrated, limits, await traceContext());
     },
     getRun: (runId) => loadRunDetails(store.db, runId),
-    waitForRun: async (runId, waitOptions) => waitForRun(store.db, settled, runId, parseWaitOptions(waitOptions)),
+    waitForRun: async (runId, waitOptions) => waitForRun(store.db, settled, runId, parseWaitOptions(waitOptions), local?.waiters),
     async startAndWait(workflow: AnyWorkflow | string, input: unknown, options: StartAndWaitOptions = {}) {
       const { wait, ...startOptions } = options;
       const parsedWait = parseWaitOptions(wait);
       const resolved = resolve(workflow);
       const context = await traceContext();
       const runId = startOptions.runId?.toLowerCase() ?? randomUUID();
-      return waitForRun(store.db, settled, runId, parsedWait, () =>
+      return waitForRun(store.db, settled, runId, parsedWait, local?.waiters, () =>
         startRun(store.db, resolved, input, startOptions, migrated, limits, context, { runId }, local),
       );
     },

@@ -42,14 +42,27 @@ export const MAX_LISTED_CHILDREN = 1_000;
  * compensates is not settled until it is `compensated` or `compensation_failed` (core 0013, whose
  * trigger notifies for both).
  */
-export const SETTLED_RUN_STATUSES: readonly RunStatus[] = [
+export const SETTLED_RUN_STATUSES = [
   'completed',
   'failed',
   'cancelled',
   'needs_reconciliation',
   'compensated',
   'compensation_failed',
-];
+] as const satisfies readonly RunStatus[];
+
+/** A status in which `waitForRun` returns ({@link SETTLED_RUN_STATUSES}). */
+export type SettledRunStatus = (typeof SETTLED_RUN_STATUSES)[number];
+
+/**
+ * How a run ended, as `waitForRun` and `startAndWait` return it: its identity, its settled status,
+ * its output and its error, as stored (the `workflow_run` columns of the same names). Its steps,
+ * attempts and ledger rows are `getRun(run.id)`'s: a wait answered by the worker of its own
+ * process reads nothing at all (wait-for-run.ts), so it returns only what that worker holds.
+ */
+export type SettledRun = Pick<WorkflowRunRow, 'id' | 'workflow_name' | 'workflow_version' | 'output' | 'error'> & {
+  readonly status: SettledRunStatus;
+};
 
 /**
  * Reads the run and its records in one repeatable-read snapshot, so they agree with each other.

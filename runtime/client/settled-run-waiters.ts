@@ -30,7 +30,7 @@ import type { Kysely } from 'kysely';
 import type { Store } from '../store/store.js';
 import type { LedgerflowDatabase, RunStatus } from '../store/tables.js';
 import { exponentialBackoffMs } from '../worker/backoff.js';
-import { SETTLED_RUN_STATUSES } from './run-details.js';
+import { SETTLED_RUN_STATUSES, type SettledRunStatus } from './run-details.js';
 
 /** The channel a watched run's settling transaction NOTIFYs, with the run id as payload (core 0011). */
 export const RUN_SETTLED_CHANNEL = 'ledgerflow_run_settled';
@@ -62,10 +62,13 @@ export interface RunWatch {
   /** Whether notifications arrive now (the wait then polls only every `recheckMs`). */
   subscribed(): boolean;
   /**
-   * Resolves after `ms`, or sooner: a notification for the run (also one that arrived since the
-   * last call), or the subscription went down or came back. Then re-read the status.
+   * Resolves after `ms` (`'timer'`), or sooner (`'woken'`): a notification for the run (also one
+   * that arrived since the last call), the subscription went down or came back, or {@link wake}.
+   * Then re-read the status.
    */
-  next(ms: number): Promise<void>;
+  next(ms: number): Promise<'woken' | 'timer'>;
+  /** Wakes this wait as its run's notification would (the worker of this process settled the run). */
+  readonly wake: () => void;
   /** The wait is over; the last release starts the linger. */
   release(): void;
 }
@@ -105,21 +108,22 @@ export class SettledRunWaiters {
       ready,
       subscribed: () => this.#state === 'up',
       next: (ms) =>
-        new Promise<void>((resolve) => {
+        new Promise<'woken' | 'timer'>((resolve) => {
           if (watcher.notified) {
             watcher.notified = false;
-            resolve();
+            resolve('woken');
             return;
           }
-          const timer = setTimeout(done, ms);
-          function done(): void {
+          const timer = setTimeout(() => done('timer'), ms);
+          function done(why: 'woken' | 'timer'): void {
             clearTimeout(timer);
             watcher.wake = undefined;
             watcher.notified = false;
-            resolve();
+            resolve(why);
           }
-          watcher.wake = done;
+          watcher.wake = () => done('woken');
         }),
+      wake: () => this.#wake(watcher),
       release: () => {
         if (released) return;
         released = true;
@@ -215,6 +219,6 @@ export class SettledRunWaiters {
 }
 
 /** A status in which `waitForRun` returns. */
-export function isSettled(status: RunStatus): boolean {
-  return SETTLED_RUN_STATUSES.includes(status);
+export function isSettled(status: RunStatus): status is SettledRunStatus {
+  return (SETTLED_RUN_STATUSES as readonly RunStatus[]).includes(status);
 }

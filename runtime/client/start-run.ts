@@ -51,10 +51,18 @@ export interface StartOptions {
 
 /**
  * A start by `startAndWait`: a run it creates gets this id and is marked as waited for
- * (`notify_settled`, core 0011) by the insert itself, so waiting costs no extra statement.
+ * (`notify_settled`, core 0011) by the insert itself, so waiting costs no extra statement —
+ * unless the start claims it for the worker of this process, which answers the wait in-process:
+ * then it is inserted unmarked (no NOTIFY at its settle) and the wait marks it should the run
+ * leave that worker unsettled (wait-for-run.ts).
  */
 export interface WatchedStart {
   readonly runId: string;
+}
+
+/** What a watched start returns: `unmarked` when it claimed its new run for the worker of this process without marking it. */
+export interface WatchedStartedRun extends StartedRun {
+  readonly unmarked?: true;
 }
 
 export interface StartedRun {
@@ -103,7 +111,7 @@ export async function startRun(
   traceContext: Json | null = null,
   watched?: WatchedStart,
   local?: LocalStarts,
-): Promise<StartedRun> {
+): Promise<WatchedStartedRun> {
   const data = parseInputSchema(workflow, input);
   if (options.runId !== undefined) assertRunId(options.runId);
   const { dedupeKey } = options;
@@ -138,7 +146,7 @@ export async function startRun(
   // identity a prune archived: its insert is guarded (ledgerflow.pruned_run, core 0008). A random
   // id names no archived run, so plain and debounced starts skip the archive.
   const guarded = debounce === undefined && (options.runId !== undefined || dedupeKey !== undefined);
-  const statement = (notify: boolean, debounced?: DebouncedRunColumns): RawBuilder<{ id: string }> =>
+  const statement = (notify: boolean, debounced?: DebouncedRunColumns, marked = watched !== undefined): RawBuilder<{ id: string }> =>
     insertRunStatement(
       {
         id: runId,
@@ -149,7 +157,7 @@ export async function startRun(
         ...(timeoutMs !== undefined ? { deadline_at: sql<Date>`statement_timestamp() + ${millis(timeoutMs)}` } : {}),
         ...(options.priority !== undefined ? { priority: options.priority } : {}),
         ...(traceContext !== null ? { trace_context: JSON.stringify(traceContext) } : {}),
-        ...(watched !== undefined ? { notify_settled: true } : {}),
+        ...(marked ? { notify_settled: true } : {}),
         ...debounced,
       },
       { guarded, notify },
@@ -175,15 +183,19 @@ export async function startRun(
       insert,
     );
   }
+  // A watched run claimed for the worker of this process goes in unmarked (see WatchedStart).
+  let unmarked = false;
   const insertHere = async (): Promise<boolean> => {
     const reservation = await local?.reserve(workflow.name, workflow.version);
     if (reservation === undefined) return insert();
-    return insertClaimedLocally(db, reservation, runId, statement(false));
+    const claimed = await insertClaimedLocally(db, reservation, runId, statement(false, undefined, false), watched !== undefined);
+    unmarked = watched !== undefined && claimed === 'claimed';
+    return claimed !== 'exists';
   };
   // A conflicting row can vanish between the insert and the look-up (the run was deleted);
   // then the insert is simply tried again.
   for (let round = 0; round < 3; round++) {
-    if (await insertHere()) return { runId, created: true };
+    if (await insertHere()) return unmarked ? { runId, created: true, unmarked } : { runId, created: true };
     const existing = await findExisting(db, workflow, runId, options.runId !== undefined, dedupeKey, inputJson, onDifferentInput);
     if (existing !== undefined) return existing;
   }
@@ -199,24 +211,30 @@ export async function startRun(
  * all), the transaction NOTIFYs as a plain start would, so no wake-up is lost. The reservation is
  * settled after the commit with the runs taken, or with `undefined` if the transaction failed —
  * its outcome may be unknown, and the worker then looks for runs it holds that nobody drives.
- * Returns whether the run was created (false: its id or dedupe key names an existing run).
+ * `watched`: the insert left the run unmarked for its wait; should the claim take nothing, the
+ * transaction marks it too. Returns whether the run was created and claimed, created only (not
+ * claimable), or not created (its id or dedupe key names an existing run).
  */
 async function insertClaimedLocally(
   db: Kysely<LedgerflowDatabase>,
   reservation: StartReservation,
   runId: string,
   insert: RawBuilder<{ id: string }>,
-): Promise<boolean> {
+  watched: boolean,
+): Promise<'claimed' | 'created' | 'exists'> {
   let claimed: LeasedRun[] = [];
-  let created: boolean;
+  let created: 'claimed' | 'created' | 'exists';
   try {
     created = await db.transaction().execute(async (trx) => {
       const inserted = await insert.execute(trx);
-      if (inserted.rows.length === 0) return false;
+      if (inserted.rows.length === 0) return 'exists';
       const { rows } = await reservation.claim(runId).execute(trx);
-      if (rows.length === 0) await sql`SELECT pg_notify(${RUNS_CHANNEL}, ${runId}::text)`.execute(trx);
+      if (rows.length === 0) {
+        if (watched) await trx.updateTable('ledgerflow.workflow_run').set({ notify_settled: true }).where('id', '=', runId).execute();
+        await sql`SELECT pg_notify(${RUNS_CHANNEL}, ${runId}::text)`.execute(trx);
+      }
       claimed = rows.map(toLeasedRun);
-      return true;
+      return rows.length === 0 ? 'created' : 'claimed';
     });
   } catch (error) {
     reservation.settle(undefined);

@@ -2,11 +2,12 @@ import type { Kysely } from 'kysely';
 import { ValidationError, WaitTimeoutError } from '../errors.js';
 import { missingRunError } from '../retention/pruned-run.js';
 import type { LedgerflowDatabase, RunStatus } from '../store/tables.js';
-import { loadRunDetails, type RunDetails } from './run-details.js';
+import type { SettledRun } from './run-details.js';
 import { isSettled, watchRunStatement, type SettledRunWaiters } from './settled-run-waiters.js';
-import type { StartedRun } from './start-run.js';
+import type { WatchedStartedRun } from './start-run.js';
 import { assertRunId } from './validate-input.js';
 import { isConnectionError } from '../worker/step-errors.js';
+import type { LocalWaiters } from '../worker/local-waiters.js';
 
 export interface WaitOptions {
   /** Give up (WaitTimeoutError) after this long. Default 30 000. */
@@ -50,12 +51,20 @@ export function parseWaitOptions(options: WaitOptions = {}): Wait {
 }
 
 /**
- * Waits until the run is settled (`SETTLED_RUN_STATUSES`) and returns it, woken by the
+ * Waits until the run is settled (`SETTLED_RUN_STATUSES`) and returns how it ended, woken by the
  * notification its settling transaction sends (core 0011) rather than by polling. The order
  * makes a lost wake-up impossible: subscribed first, then the run marked and its status read in
  * one statement; whatever settles it after that read sees the mark and notifies this
  * subscription. With `start` (startAndWait), the run is inserted already marked instead, when the
  * start creates it under `runId`; a start that finds another run waits for that one.
+ *
+ * With `local` (the worker of this process, `createClient({ store, worker })`), the wait is also
+ * watched in-process before the start: when a flight of that worker settles the run, the wait
+ * returns what the settling commit wrote, as soon as it is committed, with no statement — not the
+ * re-read, and no notification needed (local-waiters.ts). A run the start claimed for that worker
+ * is even inserted unmarked (`unmarked`): the wait marks it the moment no flight of the worker
+ * drives it any more without having answered, so that whoever settles it then notifies. Each
+ * wake-up otherwise costs one statement: the run's status, output and error in one read.
  *
  * A read that meets a lost connection (a server restart, a failover: {@link isConnectionError})
  * does not end the wait: it reads again every `pollMs` until the deadline, marking the run again
@@ -69,44 +78,68 @@ export async function waitForRun(
   waiters: SettledRunWaiters,
   runId: string,
   wait: Wait,
-  start?: () => Promise<StartedRun>,
-): Promise<RunDetails> {
+  local: LocalWaiters | undefined,
+  start?: () => Promise<WatchedStartedRun>,
+): Promise<SettledRun> {
   assertRunId(runId);
   const watch = waiters.watch(runId);
+  const here = local?.watch(runId, watch.wake);
   try {
     await watch.ready;
+    // The status as of the last read, and whether it is still current (not slept on since).
     let status: RunStatus | undefined;
+    let current = false;
+    // The run is marked — or needs no mark yet: `unmarked`, held by a flight here that answers.
     let marked = false;
+    let unmarked = false;
     if (start !== undefined) {
       const started = await start();
-      if (started.runId !== runId) return await waitForRun(db, waiters, started.runId, wait);
+      if (started.runId !== runId) return await waitForRun(db, waiters, started.runId, wait, local);
       if (started.created) {
         status = 'pending';
+        current = true;
         marked = true;
+        unmarked = started.unmarked === true;
       }
     }
     let unreachable: Error | undefined;
+    let woken: 'woken' | 'timer' | undefined;
     for (;;) {
-      try {
-        if (!marked) {
-          status = await markAndRead(db, runId);
-          marked = true;
+      const answered = here?.answer();
+      if (answered !== undefined) return answered;
+      const driven = here?.driven() === true;
+      // Inserted unmarked and no flight here drives it any more (released, rescheduled, suspended,
+      // aborted, never launched): mark it now, before reading — a later settle then notifies.
+      if (unmarked && !driven) [unmarked, marked, current] = [false, false, false];
+      // Woken while a flight of this process drives the run (its own settling commit's
+      // notification, heard first): that flight answers, or its end wakes this wait. Timers read.
+      const flightAnswers = woken === 'woken' && marked && driven;
+      if (!flightAnswers) {
+        try {
+          if (!marked) {
+            const seen = await markAndRead(db, runId);
+            marked = true;
+            if (seen !== undefined) [status, current] = [seen, true];
+          }
+          if (!current) {
+            const run = await readRun(db, runId);
+            if (isSettledRun(run)) return run;
+            [status, current] = [run.status, true];
+          }
+          unreachable = undefined;
+        } catch (error) {
+          if (!isConnectionError(error)) throw error;
+          unreachable = error as Error;
+          marked = false;
         }
-        const now = status ?? (await readStatus(db, runId));
-        status = now;
-        if (isSettled(now)) return await loadRunDetails(db, runId);
-        unreachable = undefined;
-      } catch (error) {
-        if (!isConnectionError(error)) throw error;
-        unreachable = error as Error;
-        marked = false;
       }
       const remaining = wait.deadline - Date.now();
       if (remaining <= 0) throw timedOut(runId, wait, status, unreachable);
-      await watch.next(Math.min(remaining, unreachable !== undefined || !watch.subscribed() ? wait.pollMs : wait.recheckMs));
-      status = undefined;
+      woken = await watch.next(Math.min(remaining, unreachable !== undefined || !watch.subscribed() ? wait.pollMs : wait.recheckMs));
+      current = false;
     }
   } finally {
+    here?.unwatch();
     watch.release();
   }
 }
@@ -122,13 +155,23 @@ function timedOut(runId: string, wait: Wait, status: RunStatus | undefined, unre
   );
 }
 
-async function markAndRead(db: Kysely<LedgerflowDatabase>, runId: string): Promise<RunStatus> {
+/** The run's status as of its mark; `undefined` when the mark found nothing to mark (settled, marked before, or missing). */
+async function markAndRead(db: Kysely<LedgerflowDatabase>, runId: string): Promise<RunStatus | undefined> {
   const marked = await watchRunStatement(db, runId).executeTakeFirst();
-  return marked?.status ?? readStatus(db, runId);
+  return marked?.status;
 }
 
-async function readStatus(db: Kysely<LedgerflowDatabase>, runId: string): Promise<RunStatus> {
-  const row = await db.selectFrom('ledgerflow.workflow_run').select('status').where('id', '=', runId).executeTakeFirst();
+/** How the run is now: one read of the columns a wait returns. `RunPrunedError` / `RunNotFoundError` when it is gone. */
+async function readRun(db: Kysely<LedgerflowDatabase>, runId: string): Promise<Omit<SettledRun, 'status'> & { readonly status: RunStatus }> {
+  const row = await db
+    .selectFrom('ledgerflow.workflow_run')
+    .select(['id', 'workflow_name', 'workflow_version', 'status', 'output', 'error'])
+    .where('id', '=', runId)
+    .executeTakeFirst();
   if (row === undefined) throw await missingRunError(db, runId);
-  return row.status;
+  return row;
+}
+
+function isSettledRun(run: Omit<SettledRun, 'status'> & { readonly status: RunStatus }): run is SettledRun {
+  return isSettled(run.status);
 }

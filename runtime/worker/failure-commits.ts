@@ -61,10 +61,7 @@ export interface FailureParams {
 export async function commitFailure(db: Kysely<LedgerflowDatabase>, p: FailureParams): Promise<FailureOutcome> {
   const { lease, step, failure } = p;
   const cause = failure.cause;
-  const error = fitErrorRecord<SerializedError>(
-    { ...serializeError(cause), step: step.name, attempt: p.attempt },
-    p.maxErrorBytes ?? DEFAULT_PAYLOAD_LIMITS.maxErrorBytes,
-  );
+  const error = failureRecord(p);
   return db.transaction().execute(async (trx) => {
     const run = await lockFencedRun(trx, lease, step.name, 'its failure');
     const intent = await settleOwnIntent(trx, lease, step, p.attempt, failure);
@@ -103,6 +100,18 @@ export async function commitFailure(db: Kysely<LedgerflowDatabase>, p: FailurePa
     });
     return { ...end, failures };
   });
+}
+
+/**
+ * The error record {@link commitFailure} writes for the attempt — and for the run, when it fails
+ * for good: the serialized cause with the step and the attempt, cut to `maxErrorBytes`. The same
+ * for the same params (a local wait's answer is built again from it, run-driver.ts).
+ */
+export function failureRecord(p: Pick<FailureParams, 'step' | 'attempt' | 'failure' | 'maxErrorBytes'>): SerializedError {
+  return fitErrorRecord<SerializedError>(
+    { ...serializeError(p.failure.cause), step: p.step.name, attempt: p.attempt },
+    p.maxErrorBytes ?? DEFAULT_PAYLOAD_LIMITS.maxErrorBytes,
+  );
 }
 
 /**

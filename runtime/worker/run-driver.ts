@@ -4,7 +4,7 @@ import type { Kysely } from 'kysely';
 import type { StepDefinition } from '../../dsl/workflow.js';
 import { LeaseLostError } from '../errors.js';
 import { faultPoint } from '../faults/fault-points.js';
-import { withStoredOutput } from '../store/stored-json.js';
+import { toStoredJson, withStoredOutput } from '../store/stored-json.js';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
 import { NO_RUN_TRACE, type RunTrace, type Telemetry } from '../telemetry/telemetry.js';
 import { loadLeasedRun, type LeasedRun } from './claim.js';
@@ -23,10 +23,12 @@ import { cancelOverdue } from './wait-commits.js';
 import { compensationOf, compensationStart, nextStepOf, type RegisteredWorkflow, type WorkflowRegistry } from './registry.js';
 import { compensateOverdue, executeCompensation } from './compensation.js';
 import { releaseLeases } from './lease.js';
-import { commitCrash, commitFailure } from './failure-commits.js';
+import { commitCrash, commitFailure, failureRecord, type FailureParams } from './failure-commits.js';
+import type { LocalWaiters } from './local-waiters.js';
 import { leaseLost, type Continuation, type FusedClaim, type Lease } from './step-commits.js';
 import { isConnectionError, isResourceRefusal, ResyncNeeded, serializeError, StepFailure } from './step-errors.js';
 import type { WorkerEvent } from './worker-events.js';
+import type { SettledRun } from '../client/run-details.js';
 
 export interface DriverContext {
   readonly db: Kysely<LedgerflowDatabase>;
@@ -53,6 +55,8 @@ export interface DriverContext {
   readonly telemetry: Telemetry;
   /** The database's payload limits (`ledgerflow limits`), primed when the worker started. */
   readonly limits: PayloadLimitsCache;
+  /** Waits of this process for the runs it settles, answered from what the settling commit wrote. */
+  readonly waiters: LocalWaiters;
 }
 
 /**
@@ -134,6 +138,8 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: AbortS
     const trace = runTrace.stepStarted(step, attempt);
     // A fused claim asked for by this step's completion; answered with adopt() exactly once.
     let fused: FusedClaim | undefined;
+    // The run's output as the completion commit writes it (stored form): a local wait's answer.
+    let runOutput: Json | undefined;
     const execution: StepExecution = {
       db: ctx.db,
       lease,
@@ -150,7 +156,7 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: AbortS
         const next = nextStepOf(workflow, step);
         if (next === undefined) {
           fused ??= ctx.claimNext();
-          const runOutput = output === undefined ? current.outputs : withStoredOutput(current.outputs, step.name, output);
+          runOutput = output === undefined ? current.outputs : withStoredOutput(current.outputs, step.name, output);
           return {
             kind: 'complete',
             runOutput,
@@ -202,6 +208,8 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: AbortS
           if (outcome.continuation === 'complete' && step.compensates !== undefined) {
             ctx.emit({ type: 'run-compensated', runId: current.id, workflow: current.workflowName });
           } else if (outcome.continuation === 'complete') {
+            // The completion commit cleared the error and wrote this output (step-commits.ts).
+            if (ctx.waiters.watches(current.id)) ctx.waiters.settled(settledRun(current, 'completed', runOutput ?? current.outputs, null));
             ctx.emit({ type: 'run-completed', runId: current.id, workflow: current.workflowName });
           } else if (outcome.continuation === 'release') {
             ctx.emit({ type: 'run-released', runId: current.id, step: step.name });
@@ -238,6 +246,11 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: AbortS
 }
 
 const MAX_RESYNCS_WITHOUT_PROGRESS = 5;
+
+/** A local wait's answer: what the run's settling commit wrote, as a re-read would return it. */
+function settledRun(run: LeasedRun, status: 'completed' | 'failed', output: Json | null, error: Json | null): SettledRun {
+  return { id: run.id, workflow_name: run.workflowName, workflow_version: run.workflowVersion, status, output, error };
+}
 /** The pause before re-running a step whose commit the database refused for want of resources (doubling per re-run). */
 const REFUSAL_BACKOFF = { firstMs: 200, maxMs: 5_000 } as const;
 
@@ -311,21 +324,21 @@ async function recover(ctx: DriverContext, s: StepExecution, error: unknown, res
   const failure = error instanceof StepFailure ? error : new StepFailure(error);
   try {
     const workflow = s.workflow;
-    const outcome = await commitKnowingOutcome(
-      s,
-      () =>
-        commitFailure(ctx.db, {
-          lease,
-          step,
-          attempt: s.attempt,
-          failure,
-          canReconcile: workflow.reconciler(step.name) !== undefined,
-          maxErrorBytes: s.limits.maxErrorBytes,
-          compensateFrom: compensationStart(workflow, step),
-          stepCompensated: compensationOf(workflow, step.name) !== undefined,
-        }),
-      { retry: true },
-    );
+    const params: FailureParams = {
+      lease,
+      step,
+      attempt: s.attempt,
+      failure,
+      canReconcile: workflow.reconciler(step.name) !== undefined,
+      maxErrorBytes: s.limits.maxErrorBytes,
+      compensateFrom: compensationStart(workflow, step),
+      stepCompensated: compensationOf(workflow, step.name) !== undefined,
+    };
+    const outcome = await commitKnowingOutcome(s, () => commitFailure(ctx.db, params), { retry: true });
+    // A run that failed for good has this record as its error, and no output (only a completion writes one).
+    if (outcome.kind === 'failed' && ctx.waiters.watches(lease.runId)) {
+      ctx.waiters.settled(settledRun(s.run, 'failed', null, toStoredJson(failureRecord(params)) ?? null));
+    }
     ctx.emit({
       type: 'step-failed',
       runId: lease.runId,

@@ -25,6 +25,7 @@
  *   schedule-timer.ts     this worker's tick loop: runs of due schedule ticks (runtime/schedules/)
  *   retention-timer.ts    this worker's periodic prune passes (`retention`; runtime/retention/)
  *   run-driver.ts         one flight: a run driven step by step under its lease
+ *   local-waiters.ts      the waits of this process answered in-process when a flight settles their run
  */
 
 import { PayloadLimitsCache } from '../limits/limits-cache.js';
@@ -43,6 +44,7 @@ import { CommitQueue } from './commit-queue.js';
 import { flightKey, type Flight } from './flight.js';
 import { releaseLeases } from './lease.js';
 import { LeaseKeeper } from './lease-keeper.js';
+import { LocalWaiters } from './local-waiters.js';
 import { ReconcileTimer } from './reconcile-timer.js';
 import { ScheduleTimer } from './schedule-timer.js';
 import { isDuration } from '../retention/prune.js';
@@ -166,6 +168,8 @@ export interface LocalStarts {
   readonly store: Store;
   /** A free slot for a run of `workflowName@version`, or `undefined` (see `ClaimLoop.reserveStart`). */
   reserve(workflowName: string, version: number): Promise<StartReservation | undefined>;
+  /** The client's waits for runs this worker may settle, answered in-process (local-waiters.ts). */
+  readonly waiters: LocalWaiters;
 }
 
 const localStarts = new WeakMap<Worker, LocalStarts>();
@@ -215,6 +219,10 @@ class WorkerRuntime implements Worker {
   readonly #schedules: readonly AnySchedule[];
   readonly #scheduler: ScheduleTimer;
   readonly #retention: RetentionTimer;
+  readonly #waiters = new LocalWaiters((runId) => {
+    for (const flight of this.#flights.values()) if (flight.runId === runId && !flight.controller.signal.aborted) return true;
+    return false;
+  });
   #starting: Promise<void> | undefined;
   #stopping: Promise<void> | undefined;
 
@@ -290,7 +298,7 @@ class WorkerRuntime implements Worker {
     });
     this.#scheduler = new ScheduleTimer({ db, schedules: this.#schedules, intervalMs: scheduleIntervalMs, emit });
     this.#retention = new RetentionTimer({ db, retention: options.retention, emit });
-    localStarts.set(this, { store: this.#store, reserve: (name, version) => this.#claims.reserveStart(name, version) });
+    localStarts.set(this, { store: this.#store, reserve: (name, version) => this.#claims.reserveStart(name, version), waiters: this.#waiters });
   }
 
   get inFlight(): number {
@@ -450,6 +458,7 @@ class WorkerRuntime implements Worker {
     };
     const key = flightKey(run.id, run.fencingToken);
     this.#flights.set(key, flight);
+    flight.controller.signal.addEventListener('abort', () => this.#waiters.flightOver(run.id), { once: true });
     const driver: DriverContext = {
       db: this.#store.db,
       terminateBackend: this.#store.terminateBackend,
@@ -464,11 +473,13 @@ class WorkerRuntime implements Worker {
       adopt: (runs) => this.#claims.adopt(flight, runs),
       telemetry: this.#telemetry,
       limits: this.#limits,
+      waiters: this.#waiters,
     };
     flight.done = driveRun(driver, run, flight.controller.signal)
       .catch((error: unknown) => this.#emit({ type: 'error', where: 'run', runId: run.id, error: serializeError(error) }))
       .finally(() => {
         this.#flights.delete(key);
+        this.#waiters.flightOver(run.id);
         this.#claims.flightEnded(flight);
         for (const waiter of this.#idleWaiters) waiter();
         this.#idleWaiters.clear();

@@ -199,7 +199,7 @@ describe('dashboard in a browser [pg]', () => {
     await page.fill('#output', '{"messageId": "msg_42"}');
     await page.click('#confirm button[type=submit]');
     expect(await page.locator('#notice').textContent()).toContain('recorded as found');
-    const run = await client.waitForRun(runs.parked, { timeoutMs: 10_000 });
+    const run = await client.getRun((await client.waitForRun(runs.parked, { timeoutMs: 10_000 })).id);
     expect(run.status).toBe('completed');
     expect(run.output).toMatchObject({ done: { messageId: 'msg_42' } });
     expect(run.effects.map((e) => e.status)).toEqual(['recorded']);
@@ -218,7 +218,7 @@ describe('dashboard in a browser [pg]', () => {
     await page.fill('input[name=reason]', 'upstream is back');
     await page.click('#confirm button[type=submit]');
     expect(await page.locator('#notice').textContent()).toContain('put back to pending');
-    const run = await client.waitForRun(runs.failed, { timeoutMs: 10_000 });
+    const run = await client.getRun((await client.waitForRun(runs.failed, { timeoutMs: 10_000 })).id);
     expect(run.status).toBe('completed');
     expect(run.attempts.map((a) => a.status)).toEqual(['failed', 'failed', 'failed', 'succeeded']);
   });

@@ -56,7 +56,7 @@ describeStores('nightly revenue report (examples/revenue-report)', (getStore) =>
       // No worker was up for two nights: the latest one is reported, once.
       await store.db.updateTable('ledgerflow.schedule').set({ next_tick_at: new Date(next.getTime() - 2 * DAY - 3_600_000) }).execute();
       const runId = await waitUntil('the report of the missed night', async () => (await client.listSchedules())[0]!.lastRunId ?? undefined);
-      const run = await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 });
+      const run = await client.getRun((await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 })).id);
       expect((await client.listSchedules())[0]!.lastTickAt).toEqual(night);
       expect(run).toMatchObject({ status: 'completed', dedupe_key: `schedule:nightly-revenue-report:${night.toISOString()}`, input: { until: night.toISOString() } });
       expect(run.output).toEqual({

@@ -65,7 +65,7 @@ describeStores('example workflows that wait', (getStore) => {
     expect(await receivePaymentWebhook(client, late)).toEqual({ eventId: delivered!.eventId, created: false, woke: 0 });
 
     for (const [runId, body] of [[a.runId, early], [b.runId, late]] as const) {
-      const run = await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 });
+      const run = await client.getRun((await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 })).id);
       expect(run.status).toBe('completed');
       expect(run.output).toEqual({
         settled: expect.objectContaining({ status: 'received', payload: { orderId: body.data.reference, chargeId: body.data.chargeId, amountCents: body.data.amountCents } }),
@@ -99,7 +99,7 @@ describeStores('example workflows that wait', (getStore) => {
     const lost = await customerPays('ow-lost', 900);
     await elapseWindow(getStore(), runId, 'settled');
 
-    const run = await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 });
+    const run = await client.getRun((await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 })).id);
     expect(run.status).toBe('completed');
     const refunds = payments.refundsForReference('ow-lost');
     expect(refunds).toHaveLength(1);
@@ -136,7 +136,7 @@ describeStores('example workflows that wait', (getStore) => {
     // Starting the same period again is the same run.
     expect(await client.start(subscriptionRenewal, input, { dedupeKey: `renewal:sub-1:${renewsAt}` })).toEqual({ runId, created: false });
 
-    const run = await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 });
+    const run = await client.getRun((await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 })).id);
     expect(run.status).toBe('completed');
     expect(run.finished_at!.getTime()).toBeGreaterThanOrEqual(Date.parse(renewsAt));
     const [charge] = payments.charges().filter((c) => c.reference === 'sub-1');

@@ -401,7 +401,7 @@ describe('the tutorial, run as written', () => {
       const worker = createWorker({ store, workflows: [refundRegistration(payments), ...waitingWorkflows], pollIntervalMs: 20, reconcileIntervalMs: 0 });
       await worker.start();
       const client = createClient({ store });
-      const settled = (runId: string) => client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 });
+      const settled = async (runId: string) => client.getRun((await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 })).id);
       const waiting = (runId: string) =>
         waitUntil(`run ${runId} to wait`, async () => {
           const run = await client.getRun(runId);
@@ -511,7 +511,7 @@ describe('the tutorial, run as written', () => {
         // No worker ran for three nights: 'latest' starts the last of them, once.
         await store.db.updateTable('ledgerflow.schedule').set({ next_tick_at: new Date(next.getTime() - 3 * 24 * 3_600_000) }).execute();
         const runId = await waitUntil('the run of the latest missed night', async () => (await client.listSchedules())[0]!.lastRunId ?? undefined);
-        const run = await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 });
+        const run = await client.getRun((await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 })).id);
         const [after] = await client.listSchedules();
         const night = after!.lastTickAt!;
         expect(berlin.format(night)).toBe('02:00');

@@ -364,7 +364,7 @@ describeStores('client', (getStore, kind) => {
       const worker = createWorker({ store: getStore(), workflows: [twoStepsHandlers()], pollIntervalMs: 20, reconcileIntervalMs: 0 });
       await worker.start();
       try {
-        const run = await client.waitForRun(runId, { timeoutMs: 30_000, pollMs: 20 });
+        const run = await client.getRun((await client.waitForRun(runId, { timeoutMs: 30_000, pollMs: 20 })).id);
         expect(run.status).toBe('completed');
         expect(run.steps.map((s) => s.step_name)).toEqual(['double', 'describe']);
         expect(run.attempts.every((a) => a.status === 'succeeded')).toBe(true);

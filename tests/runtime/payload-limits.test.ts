@@ -169,7 +169,7 @@ describeStores('payload limits', (getStore) => {
     // The input object is one level, so the tree may be MAX_JSON_DEPTH - 1 deep; both stores keep it whole.
     const deepest = nested(MAX_JSON_DEPTH - 1);
     const { runId } = await client.start(tree, { tree: deepest });
-    const run = await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 });
+    const run = await client.getRun((await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 })).id);
     expect(run.status).toBe('completed');
     expect(run.input).toEqual({ tree: deepest });
     await expect(client.start(tree, { tree: nested(MAX_JSON_DEPTH) })).rejects.toThrow(ValidationError);
@@ -177,7 +177,7 @@ describeStores('payload limits', (getStore) => {
 
   it('fails a step whose output is over the limit at once (not retried), with the error naming the limit', async () => {
     const { runId } = await client.start(bigOutput, { bytes: 1_100_000 });
-    const run = await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 });
+    const run = await client.getRun((await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 })).id);
     expect(run.status).toBe('failed');
     expect(run.attempts).toHaveLength(1);
     expect(run.error).toMatchObject({
@@ -231,7 +231,7 @@ describeStores('payload limits', (getStore) => {
       await expect(client.resolveEffect(runId, 'fetch', { found: { blob: 42 } }, NOTE)).rejects.toThrow(ValidationError);
 
       await client.resolveEffect(runId, 'fetch', { found: { blob: 'sent' } }, NOTE);
-      const done = await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 });
+      const done = await client.getRun((await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 })).id);
       expect(done).toMatchObject({ status: 'completed', output: { fetch: { blob: 'sent' } } });
     } finally {
       configureFaults(undefined);
@@ -261,7 +261,7 @@ describeStores('payload limits', (getStore) => {
 
   it('truncates an error record over its limit, with a marker, instead of refusing it', async () => {
     const { runId } = await client.start(loudError, { chars: 500_000 });
-    const run = await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 });
+    const run = await client.getRun((await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 })).id);
     expect(run.status).toBe('failed');
     const stored = await getStore()
       .db.selectFrom('ledgerflow.step_attempt')

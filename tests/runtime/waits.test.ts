@@ -40,8 +40,8 @@ describeStores('waits, conditions and children', (getStore) => {
   it('skips a step whose condition says no: recorded as skipped, no ledger row, later steps see undefined', async () => {
     const standard = await client.start(conditional, { express: false });
     const express = await client.start(conditional, { express: true });
-    const a = await client.waitForRun(standard.runId, { timeoutMs: 20_000, pollMs: 20 });
-    const b = await client.waitForRun(express.runId, { timeoutMs: 20_000, pollMs: 20 });
+    const a = await client.getRun((await client.waitForRun(standard.runId, { timeoutMs: 20_000, pollMs: 20 })).id);
+    const b = await client.getRun((await client.waitForRun(express.runId, { timeoutMs: 20_000, pollMs: 20 })).id);
     expect(a.status).toBe('completed');
     expect(a.steps.map((s) => [s.step_name, s.skipped, s.output])).toEqual([
       ['expressFee', true, null],
@@ -63,7 +63,7 @@ describeStores('waits, conditions and children', (getStore) => {
     expect(waiting.waiting_for).toMatchObject({ kind: 'sleep', step: 'nap' });
     const fixed = waiting.waits[0]!.until!;
     expect(waiting.attempts.map((a) => a.status)).toEqual(['suspended']);
-    const done = await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 });
+    const done = await client.getRun((await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 })).id);
     expect(done.status).toBe('completed');
     expect(done.waits[0]!.until!.getTime()).toBe(fixed.getTime());
     expect((done.output as { nap: { until: string } }).nap.until).toBe(fixed.toISOString());
@@ -83,8 +83,8 @@ describeStores('waits, conditions and children', (getStore) => {
     await expect(client.sendEvent(paymentSettled, 'late-1', { orderId: 'late-1', paid: true }, { dedupeKey: 'psp-1' })).rejects.toThrow(
       DuplicateEventError,
     );
-    const a = await client.waitForRun(early.runId, { timeoutMs: 20_000, pollMs: 20 });
-    const b = await client.waitForRun(late.runId, { timeoutMs: 20_000, pollMs: 20 });
+    const a = await client.getRun((await client.waitForRun(early.runId, { timeoutMs: 20_000, pollMs: 20 })).id);
+    const b = await client.getRun((await client.waitForRun(late.runId, { timeoutMs: 20_000, pollMs: 20 })).id);
     expect(a.output).toMatchObject({ outcome: { status: 'paid=true' } });
     expect(b.output).toMatchObject({ outcome: { status: 'paid=false' }, settled: { status: 'received', eventId: sent.eventId } });
     const { rows } = await sql<{ consumed_by_run: string; n: number }>`
@@ -101,7 +101,7 @@ describeStores('waits, conditions and children', (getStore) => {
 
   it('times out into a typed output instead of throwing', async () => {
     const { runId } = await client.start(shortWait, { orderId: 'never-1' });
-    const run = await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 });
+    const run = await client.getRun((await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 })).id);
     expect(run.status).toBe('completed');
     expect(run.output).toMatchObject({ settled: { status: 'timeout' }, outcome: { status: 'timeout' } });
   });
@@ -111,7 +111,7 @@ describeStores('waits, conditions and children', (getStore) => {
     await waitUntil('the run to wait', async () => (await client.getRun(runId)).status === 'waiting');
     await expect(client.signal('00000000-0000-4000-8000-00000000dead', approval, { by: 'x' })).rejects.toThrow(RunNotFoundError);
     await client.signal(runId, approval, { by: 'ops' });
-    const run = await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 });
+    const run = await client.getRun((await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 })).id);
     expect(run.output).toMatchObject({ done: { by: 'ops' } });
 
     const other = await client.start(awaitPayment, { orderId: 'tx-1', timeoutMs: 60_000 });
@@ -124,8 +124,8 @@ describeStores('waits, conditions and children', (getStore) => {
   it('starts a child once, waits for it and takes its last step output; a failed child fails the step', async () => {
     const ok = await client.start(withChild, { id: 'c-ok', n: 21, fail: false });
     const bad = await client.start(withChild, { id: 'c-bad', n: 1, fail: true });
-    const a = await client.waitForRun(ok.runId, { timeoutMs: 20_000, pollMs: 20 });
-    const b = await client.waitForRun(bad.runId, { timeoutMs: 20_000, pollMs: 20 });
+    const a = await client.getRun((await client.waitForRun(ok.runId, { timeoutMs: 20_000, pollMs: 20 })).id);
+    const b = await client.getRun((await client.waitForRun(bad.runId, { timeoutMs: 20_000, pollMs: 20 })).id);
     expect(a.status).toBe('completed');
     expect(a.output).toMatchObject({ doubled: { value: 42 }, report: { value: 42 } });
     expect(a.children).toEqual([expect.objectContaining({ workflowName: 'wt-w-doubler', step: 'doubled', index: 0, status: 'completed' })]);
@@ -143,7 +143,7 @@ describeStores('waits, conditions and children', (getStore) => {
         .then(({ rows }) => (maxOpen = Math.max(maxOpen, rows[0]!.n)))
         .catch(() => {});
     }, 5);
-    const run = await client.waitForRun(runId, { timeoutMs: 30_000, pollMs: 20 });
+    const run = await client.getRun((await client.waitForRun(runId, { timeoutMs: 30_000, pollMs: 20 })).id);
     clearInterval(watcher);
     expect(run.status).toBe('completed');
     expect((run.output as { double: Array<{ value: number }> }).double.map((r) => r.value)).toEqual([2, 4, 6, 8, 10, 12, 14, 16, 18, 20]);
@@ -155,7 +155,7 @@ describeStores('waits, conditions and children', (getStore) => {
 
   it('a deadline cancels the run, its waits and its children', async () => {
     const { runId } = await client.start(deadlined, { id: 'd-1' });
-    const run = await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 });
+    const run = await client.getRun((await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 })).id);
     expect(run.status).toBe('cancelled');
     expect(run.error).toMatchObject({ name: 'DeadlineExceeded' });
     expect(run.children).toHaveLength(2);

@@ -108,7 +108,8 @@ export const startCommand = defineCommand({
       return 0;
     }
     if (!json) io.err(`${created ? 'Started' : 'Found existing'} run ${runId}; waiting up to ${timeoutMs} ms…\n`);
-    const run = await client.waitForRun(runId, { timeoutMs });
+    await client.waitForRun(runId, { timeoutMs });
+    const run = await client.getRun(runId);
     io.out(json ? toJsonDocument({ runId, created, run }) : formatRunDetails(run, await loadStepDefs(store.db, [run])));
     return run.status === 'completed' ? 0 : 1;
   },
