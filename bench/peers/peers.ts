@@ -56,10 +56,11 @@ export const PEERS: readonly PeerDescription[] = [
       '`workflowSubmit({ i })` on `workflowClient(workflow, uuid)` through the server\'s ingress, then `workflowAttach()`; the server ' +
       'calls the process back to run each invocation.',
     write:
-      'A `ctx.run` cannot share the row\'s transaction: Restate journals the action\'s result in its own log after the action ' +
-      'returns, so a crash between the row\'s commit and that journal entry runs the action again. The row is therefore keyed ' +
-      'by the workflow id (a unique index, `INSERT … ON CONFLICT (run_id) DO NOTHING`, reading the existing row on a conflict): ' +
-      'written at most once and found again on a retry, at the price of a unique index the application has to have.',
+      'A `ctx.run` cannot share the row\'s transaction: the SDK sends the action\'s result to the server, which journals it ' +
+      'in its own log, only after the action returns, so a crash between the row\'s commit and that journal entry runs the ' +
+      'action again. The row is therefore keyed by the workflow id (a unique index on it, `INSERT … ON CONFLICT (run_id) DO ' +
+      'NOTHING RETURNING id`, reading the existing row on a conflict): written at most once and found again on a retry, at the ' +
+      'price of a unique key the application has to have for every such write.',
   },
   {
     id: 'openworkflow',
@@ -70,10 +71,12 @@ export const PEERS: readonly PeerDescription[] = [
     driven:
       'the same process runs the worker (`ow.newWorker({ concurrency: c })`, which polls for runs, backing off 50–100 ms after ' +
       'an empty poll and up to 1 s) and the clients: `workflow.run({ i })`, then the run read every 10 ms until it completed ' +
-      '(`backend.getWorkflowRun`, the read `handle.result()` makes once a second). Backend pool 2c + 2 connections.',
+      '(`backend.getWorkflowRun`, the read `handle.result()` makes once a second; these reads count as commits). Backend pool ' +
+      '2c + 2 connections.',
     write:
-      'A `step.run` cannot share the row\'s transaction: OpenWorkflow records the step\'s output in its own table in a transaction ' +
-      'of its own after the function returns, so a crash in between runs the step again. The row is keyed by the run id, as for ' +
-      'Restate (unique index, `INSERT … ON CONFLICT DO NOTHING`).',
+      'A `step.run` cannot share the row\'s transaction: OpenWorkflow inserts a step attempt before the function runs and marks ' +
+      'it completed, with its output, in a statement of its own after the function returns, so a crash in between runs the ' +
+      'step again. The row is therefore keyed by the run id (a unique index on it, `INSERT … ON CONFLICT (run_id) DO NOTHING ' +
+      'RETURNING id`, reading the existing row on a conflict), the same database server but not the same transaction.',
   },
 ];
