@@ -8,7 +8,7 @@ import pg from 'pg';
 import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
 import { countReservations } from '../bench-database.js';
 import { describeEnvironment, openBenchServer, type BenchServer } from '../environment.js';
-import { expectExactlyOnce } from '../exactly-once.js';
+import { expectExactlyOnce, type ProviderCounts } from '../exactly-once.js';
 import { renderChartPng, renderChartSvg, type ChartSeries } from '../report/chart.js';
 import { peersTable } from '../report/end-to-end.js';
 import { renderPeersMarkdown, type PeersResults } from '../report/peers.js';
@@ -16,7 +16,7 @@ import type { EndToEndRow } from '../results-model.js';
 import { readServerCounters, readWalSyncs } from '../server-stats.js';
 import { BENCH_APP_SQL, benchRegistrations } from '../workloads/bench-workflows.js';
 import { END_TO_END_WORKLOADS, endToEndRow, ledgerflowEndToEnd, type EndToEndWorkload } from '../workloads/end-to-end.js';
-import { KEYED_APP_SQL, readResult, type PeerJob } from './peer-job.js';
+import { KEYED_APP_SQL, readResult, type PeerJob, type PeerResult } from './peer-job.js';
 import { PEERS, type PeerDescription, type PeerId } from './peers.js';
 import { startRestateServer } from './restate/server.js';
 
@@ -154,7 +154,8 @@ async function measureOnPostgres(server: BenchServer, peer: PeerDescription, m: 
   );
 }
 
-async function checkEffects(peer: PeerDescription, m: Measurement, appDatabaseUrl: string, provider: Parameters<typeof expectExactlyOnce>[1]['provider']): Promise<void> {
+/** Fails the run unless the peer wrote one row and made one charge per workflow (bench/exactly-once.ts). */
+async function checkEffects(peer: PeerDescription, m: Measurement, appDatabaseUrl: string, provider: ProviderCounts): Promise<void> {
   expectExactlyOnce(peer.name, { workload: m.workload.id, workflows: m.runs + m.warmUp, reservations: await countReservations(appDatabaseUrl), provider });
 }
 
@@ -175,7 +176,7 @@ function sizes(m: Measurement): Pick<PeerJob, 'clients' | 'runs' | 'warmUp'> {
 }
 
 /** Runs bench/peers/<peer>/end-to-end.ts on one job (measure unless told otherwise) and returns what it wrote. */
-async function runJob(peer: PeerDescription, job: Omit<PeerJob, 'mode' | 'resultFile'> & { mode?: PeerJob['mode'] }): Promise<ReturnType<typeof readResult>> {
+async function runJob(peer: PeerDescription, job: Omit<PeerJob, 'mode' | 'resultFile'> & { mode?: PeerJob['mode'] }): Promise<PeerResult> {
   const scratch = mkdtempSync(join(tmpdir(), 'ledgerflow-peers-'));
   const full: PeerJob = { mode: 'measure', ...job, resultFile: join(scratch, 'result.json') };
   try {
