@@ -39,7 +39,11 @@ export interface EndToEndRow {
   readonly seconds: number;
   readonly workflowsPerSecond: number;
   readonly stepsPerSecond: number;
-  /** `xact_commit` delta of the engine's databases per workflow (warm-up runs counted), start-up and shutdown taken off. */
+  /**
+   * `xact_commit` delta of the engine's databases per workflow (warm-up runs counted), start-up and shutdown taken off.
+   * NaN (with `walSyncsPerWorkflow` and `lifecycleCommits`) for an engine that keeps its state outside PostgreSQL (Restate):
+   * the report shows a dash.
+   */
   readonly commitsPerWorkflow: number;
   /** WAL syncs to disk per workflow (cluster-wide `pg_stat_wal.wal_sync`, start-up and shutdown taken off): the commits that cost an fsync. */
   readonly walSyncsPerWorkflow: number;

@@ -6,155 +6,223 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
-import { expectReservations } from '../bench-database.js';
+import { countReservations } from '../bench-database.js';
 import { describeEnvironment, openBenchServer, type BenchServer } from '../environment.js';
+import { expectExactlyOnce, type ProviderCounts } from '../exactly-once.js';
 import { renderChartPng, renderChartSvg, type ChartSeries } from '../report/chart.js';
-import { sideBySideTable } from '../report/end-to-end.js';
-import { renderPeersMarkdown } from '../report/peers.js';
+import { peersTable } from '../report/end-to-end.js';
+import { renderPeersMarkdown, type PeersResults } from '../report/peers.js';
 import type { EndToEndRow } from '../results-model.js';
 import { readServerCounters, readWalSyncs } from '../server-stats.js';
 import { BENCH_APP_SQL, benchRegistrations } from '../workloads/bench-workflows.js';
 import { END_TO_END_WORKLOADS, endToEndRow, ledgerflowEndToEnd, type EndToEndWorkload } from '../workloads/end-to-end.js';
+import { KEYED_APP_SQL, readResult, type PeerJob, type PeerResult } from './peer-job.js';
+import { PEERS, type PeerDescription, type PeerId } from './peers.js';
+import { startRestateServer } from './restate/server.js';
 
 /**
  * `npm run bench:peers`: the end-to-end workloads (bench/workloads/end-to-end.ts) on ledgerflow
- * and on DBOS Transact, on one durable PostgreSQL server in one run, each engine in databases
- * of its own; writes bench/results/peers-latest.md (and a dated copy) with a chart. Never part
- * of `npm test`. DBOS runs in child processes (bench/peers/dbos/end-to-end.ts) whose modules
- * come from bench/peers/node_modules, installed here with `npm ci` when missing, so the root
- * package never depends on it.
+ * and on each peer (bench/peers/peers.ts: DBOS Transact, Restate, OpenWorkflow), closed loop, in
+ * one run on one durable PostgreSQL server, each engine in databases of its own (Restate keeps its
+ * state in a server of its own, started here per measurement); every measurement must pass the
+ * exactly-once check (bench/exactly-once.ts). Writes bench/results/peers-latest.md (and a dated
+ * copy) with a chart. Never part of `npm test`. Each peer runs in child processes
+ * (bench/peers/<peer>/end-to-end.ts) whose modules come from bench/peers/<peer>/node_modules,
+ * installed there with `npm ci` when missing, so the root package never depends on a peer.
  *
  *   LEDGERFLOW_PEERS_N        timed workflows per measurement (default 400)
  *   LEDGERFLOW_PEERS_WARMUP   untimed workflows before each (default 20)
+ *   LEDGERFLOW_PEERS_ONLY     comma-separated peers to measure (dbos,restate,openworkflow; default all)
+ *   LEDGERFLOW_PEERS_CLIENTS  comma-separated client counts (default 1,4,16)
  *   DATABASE_URL              use this server instead of starting one
  */
-const CLIENTS = [1, 4, 16] as const;
-const PEER = 'DBOS Transact';
 const here = dirname(fileURLToPath(import.meta.url));
+const CHILD_TIMEOUT_MS = 300_000;
 const root = join(here, '..', '..');
+
+interface Measurement {
+  readonly workload: EndToEndWorkload;
+  readonly clients: number;
+  readonly runs: number;
+  readonly warmUp: number;
+}
 
 async function main(): Promise<void> {
   const runs = positiveInt('LEDGERFLOW_PEERS_N', 400);
   const warmUp = positiveInt('LEDGERFLOW_PEERS_WARMUP', 20);
-  ensurePeerInstalled();
+  const clientCounts = list('LEDGERFLOW_PEERS_CLIENTS', ['1', '4', '16']).map((c) => positiveIntValue('LEDGERFLOW_PEERS_CLIENTS', c));
+  const only = list('LEDGERFLOW_PEERS_ONLY', PEERS.map((p) => p.id));
+  const peers = PEERS.filter((p) => only.includes(p.id));
+  const unknown = only.filter((id) => !PEERS.some((p) => p.id === id));
+  if (unknown.length > 0) throw new Error(`LEDGERFLOW_PEERS_ONLY names unknown peers (${unknown.join(', ')}); known: ${PEERS.map((p) => p.id).join(', ')}.`);
+  for (const peer of peers) ensureInstalled(peer);
   const started = performance.now();
   const loadAtStart = loadavg()[0] ?? 0;
   const server = await openBenchServer();
-  const registrations = benchRegistrations(new FakePaymentProvider());
   try {
     const environment = await describeEnvironment(server);
     log(`server: ${environment.serverVersion}, fsync=${environment.fsync}, synchronous_commit=${environment.synchronousCommit}`);
     const rows: EndToEndRow[] = [];
     for (const workload of END_TO_END_WORKLOADS) {
-      for (const clients of CLIENTS) {
-        const ours = await ledgerflowEndToEnd(server, { workload, clients, runs, warmUp, registrations });
-        const theirs = await dbosEndToEnd(server, { workload, clients, runs, warmUp });
-        log(
-          `${workload.id} c=${clients}: ledgerflow ${ours.workflowsPerSecond.toFixed(0)} workflows/s (${ours.commitsPerWorkflow.toFixed(2)} commits/workflow), ` +
-            `${PEER} ${theirs.workflowsPerSecond.toFixed(0)} (${theirs.commitsPerWorkflow.toFixed(2)}): ${(ours.workflowsPerSecond / theirs.workflowsPerSecond).toFixed(2)} ×`,
-        );
-        rows.push(ours, theirs);
+      for (const clients of clientCounts) {
+        const m = { workload, clients, runs, warmUp };
+        const payments = new FakePaymentProvider();
+        const ours = await ledgerflowEndToEnd(server, { ...m, registrations: benchRegistrations(payments), payments });
+        rows.push(ours);
+        const line = [`${workload.id} c=${clients}: ledgerflow ${ours.workflowsPerSecond.toFixed(0)} workflows/s`];
+        for (const peer of peers) {
+          const theirs = await MEASURE[peer.id](server, peer, m);
+          rows.push(theirs);
+          line.push(`${peer.name} ${theirs.workflowsPerSecond.toFixed(0)} (${(ours.workflowsPerSecond / theirs.workflowsPerSecond).toFixed(2)} ×)`);
+        }
+        log(line.join(', '));
       }
     }
-    const results = {
+    const results: PeersResults = {
       environment,
-      peer: PEER,
-      peerPackages: peerPackages(),
+      peers: peers.map((peer) => ({ ...peer, versions: installedVersions(peer) })),
       totalSeconds: (performance.now() - started) / 1000,
       loadAverage: [loadAtStart, loadavg()[0] ?? 0] as const,
-      sizes: `Each measurement times ${runs} workflows after ${warmUp} untimed ones (LEDGERFLOW_PEERS_N, LEDGERFLOW_PEERS_WARMUP); the clients, the engine and the server share this machine.`,
+      sizes: `Each measurement times ${runs} workflows after ${warmUp} untimed ones (LEDGERFLOW_PEERS_N, LEDGERFLOW_PEERS_WARMUP); the clients, the engines and the server share this machine.`,
       rows,
     };
-    process.stdout.write(`${sideBySideTable(rows, PEER)}\n`);
+    process.stdout.write(`${peersTable(rows, peers.map((p) => p.name))}\n`);
     writeResults(results);
   } finally {
     await server.close();
   }
 }
 
-/** One DBOS measurement: a fresh application and system database, prepared by one child and measured by the next. */
-async function dbosEndToEnd(
-  server: BenchServer,
-  o: { readonly workload: EndToEndWorkload; readonly clients: number; readonly runs: number; readonly warmUp: number },
-): Promise<EndToEndRow> {
-  const appDatabase = `bench_dbos_${o.workload.id.replaceAll('-', '_')}_c${o.clients}`;
-  const systemDatabase = `${appDatabase}_sys`;
-  const appDatabaseUrl = await server.freshDatabase(appDatabase);
-  const systemDatabaseUrl = await server.freshDatabase(systemDatabase);
-  const app = new pg.Client({ connectionString: appDatabaseUrl });
-  await app.connect();
-  await app.query(BENCH_APP_SQL).finally(() => app.end());
-  const scratch = mkdtempSync(join(tmpdir(), 'ledgerflow-peers-'));
-  const resultFile = join(scratch, 'result.json');
-  const job = { workload: o.workload.id, systemDatabaseUrl, appDatabaseUrl, clients: o.clients, runs: o.runs, warmUp: o.warmUp, resultFile };
-  try {
-    const counters = async (): Promise<{ commits: number; rollbacks: number; walSyncs: number }> => {
-      const [a, s] = [await readServerCounters(server.adminUrl, appDatabase), await readServerCounters(server.adminUrl, systemDatabase)];
-      return { commits: a.commits + s.commits, rollbacks: a.rollbacks + s.rollbacks, walSyncs: await readWalSyncs(server.adminUrl) };
-    };
-    await runDbos({ ...job, mode: 'prepare' });
-    // A second launch and shutdown with no workflow: what the commit count subtracts.
-    const idle = await counters();
-    await runDbos({ ...job, mode: 'prepare' });
-    const before = await counters();
-    await runDbos({ ...job, mode: 'measure' });
-    const after = await counters();
-    const result = JSON.parse(readFileSync(resultFile, 'utf8')) as { runs: number; seconds: number; charges: number };
-    const countedRuns = o.runs + o.warmUp;
-    if (o.workload.id === 'three-step') {
-      await expectReservations(appDatabaseUrl, countedRuns, PEER);
-      if (result.charges !== countedRuns) throw new Error(`${PEER}: ${countedRuns} three-step workflows made ${result.charges} provider charges`);
+type Measure = (server: BenchServer, peer: PeerDescription, m: Measurement) => Promise<EndToEndRow>;
+
+const MEASURE: Record<PeerId, Measure> = {
+  /** A fresh application and system database, prepared by one child and measured by the next. */
+  dbos: (server, peer, m) => measureOnPostgres(server, peer, m, BENCH_APP_SQL),
+  /** A fresh backend database, migrated by one child and measured by the next. */
+  openworkflow: (server, peer, m) => measureOnPostgres(server, peer, m, `${BENCH_APP_SQL}${KEYED_APP_SQL}`),
+  /** A fresh Restate server for the measurement; PostgreSQL holds only the application rows. */
+  restate: async (server, peer, m) => {
+    const appDatabaseUrl = await appDatabase(server, `bench_restate_${suffix(m)}`, `${BENCH_APP_SQL}${KEYED_APP_SQL}`);
+    const restate = await startRestateServer();
+    try {
+      const result = await runJob(peer, { workload: m.workload.id, appDatabaseUrl, ingressUrl: restate.ingressUrl, adminUrl: restate.adminUrl, ...sizes(m) });
+      await checkEffects(peer, m, appDatabaseUrl, result.provider);
+      const notCounted = { commits: Number.NaN, rollbacks: 0, walSyncs: Number.NaN };
+      return endToEndRow(peer.name, m.workload.label, m.clients, m.workload.stepsPerRun, { ...notCounted, runs: result.runs, seconds: result.seconds, countedRuns: m.runs + m.warmUp }, notCounted);
+    } finally {
+      await restate.stop();
     }
-    return endToEndRow(PEER, o.workload.label, o.clients, o.workload.stepsPerRun, {
+  },
+};
+
+/**
+ * A peer that keeps its state in PostgreSQL: its system database and the application database,
+ * fresh; a `prepare` child creates its schema, a second one measures the start-up and shutdown
+ * the commit counts subtract, then the `measure` child runs the closed loop.
+ */
+async function measureOnPostgres(server: BenchServer, peer: PeerDescription, m: Measurement, appSql: string): Promise<EndToEndRow> {
+  const appName = `bench_${peer.id}_${suffix(m)}`;
+  const systemName = `${appName}_sys`;
+  const appDatabaseUrl = await appDatabase(server, appName, appSql);
+  const systemDatabaseUrl = await server.freshDatabase(systemName);
+  const counters = async (): Promise<{ commits: number; rollbacks: number; walSyncs: number }> => {
+    const [a, s] = [await readServerCounters(server.adminUrl, appName), await readServerCounters(server.adminUrl, systemName)];
+    return { commits: a.commits + s.commits, rollbacks: a.rollbacks + s.rollbacks, walSyncs: await readWalSyncs(server.adminUrl) };
+  };
+  const job = { workload: m.workload.id, appDatabaseUrl, systemDatabaseUrl, ...sizes(m) };
+  await runJob(peer, { ...job, mode: 'prepare' });
+  const idle = await counters();
+  await runJob(peer, { ...job, mode: 'prepare' });
+  const before = await counters();
+  const result = await runJob(peer, job);
+  const after = await counters();
+  await checkEffects(peer, m, appDatabaseUrl, result.provider);
+  return endToEndRow(
+    peer.name,
+    m.workload.label,
+    m.clients,
+    m.workload.stepsPerRun,
+    {
       runs: result.runs,
       seconds: result.seconds,
       commits: after.commits - before.commits,
       rollbacks: after.rollbacks - before.rollbacks,
       walSyncs: after.walSyncs - before.walSyncs,
-      countedRuns,
-    }, { commits: before.commits - idle.commits, walSyncs: before.walSyncs - idle.walSyncs });
+      countedRuns: m.runs + m.warmUp,
+    },
+    { commits: before.commits - idle.commits, walSyncs: before.walSyncs - idle.walSyncs },
+  );
+}
+
+/** Fails the run unless the peer wrote one row and made one charge per workflow (bench/exactly-once.ts). */
+async function checkEffects(peer: PeerDescription, m: Measurement, appDatabaseUrl: string, provider: ProviderCounts): Promise<void> {
+  expectExactlyOnce(peer.name, { workload: m.workload.id, workflows: m.runs + m.warmUp, reservations: await countReservations(appDatabaseUrl), provider });
+}
+
+async function appDatabase(server: BenchServer, name: string, sql: string): Promise<string> {
+  const url = await server.freshDatabase(name);
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  await client.query(sql).finally(() => client.end());
+  return url;
+}
+
+function suffix(m: Measurement): string {
+  return `${m.workload.id.replaceAll('-', '_')}_c${m.clients}`;
+}
+
+function sizes(m: Measurement): Pick<PeerJob, 'clients' | 'runs' | 'warmUp'> {
+  return { clients: m.clients, runs: m.runs, warmUp: m.warmUp };
+}
+
+/** Runs bench/peers/<peer>/end-to-end.ts on one job (measure unless told otherwise) and returns what it wrote. */
+async function runJob(peer: PeerDescription, job: Omit<PeerJob, 'mode' | 'resultFile'> & { mode?: PeerJob['mode'] }): Promise<PeerResult> {
+  const scratch = mkdtempSync(join(tmpdir(), 'ledgerflow-peers-'));
+  const full: PeerJob = { mode: 'measure', ...job, resultFile: join(scratch, 'result.json') };
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', join(here, peer.folder, 'end-to-end.ts')], {
+        cwd: root,
+        env: { ...process.env, ...peer.env, LEDGERFLOW_PEERS_JOB: JSON.stringify(full) },
+        stdio: ['ignore', 'inherit', 'inherit'],
+      });
+      // A workflow that fails forever is retried forever by some engines: give up, loudly.
+      const timer = setTimeout(() => child.kill('SIGKILL'), CHILD_TIMEOUT_MS);
+      child.on('error', reject);
+      child.on('exit', (code, signal) => {
+        clearTimeout(timer);
+        if (code === 0) resolve();
+        else reject(new Error(`${peer.name} child (${full.mode} ${full.workload} c=${full.clients}) exited with ${signal ?? code}${signal === 'SIGKILL' ? ` (killed after ${CHILD_TIMEOUT_MS / 1000} s)` : ''}`));
+      });
+    });
+    return full.mode === 'measure' ? readResult(full.resultFile) : { runs: 0, seconds: 0, provider: { charges: 0, chargedKeys: 0, requests: 0 } };
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }
 }
 
-function runDbos(job: Record<string, unknown>): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'dbos', 'end-to-end.ts')], {
-      cwd: root,
-      env: { ...process.env, LEDGERFLOW_PEERS_JOB: JSON.stringify(job) },
-      stdio: ['ignore', 'inherit', 'inherit'],
-    });
-    child.on('error', reject);
-    child.on('exit', (code, signal) =>
-      code === 0 ? resolve() : reject(new Error(`DBOS child (${String(job['mode'])} ${String(job['workload'])}) exited with ${signal ?? code}`)),
-    );
-  });
-}
-
-/** bench/peers/node_modules from bench/peers/package-lock.json, installed once. */
-function ensurePeerInstalled(): void {
-  if (existsSync(join(here, 'node_modules', '@dbos-inc', 'dbos-sdk', 'package.json'))) return;
-  log('installing bench/peers dependencies (npm ci --prefix bench/peers)');
+/** bench/peers/<peer>/node_modules from its package-lock.json, installed once. */
+function ensureInstalled(peer: PeerDescription): void {
+  const folder = join(here, peer.folder);
+  if (peer.packages.every((name) => existsSync(join(folder, 'node_modules', name, 'package.json')))) return;
+  log(`installing ${peer.name} (npm ci --prefix bench/peers/${peer.folder})`);
   const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
-  const installed = spawnSync(npm, ['ci', '--prefix', here, '--no-audit', '--no-fund'], { stdio: 'inherit' });
-  if (installed.status !== 0) throw new Error('npm ci --prefix bench/peers failed; run it by hand to see why.');
+  const installed = spawnSync(npm, ['ci', '--prefix', folder, '--no-audit', '--no-fund'], { stdio: 'inherit' });
+  if (installed.status !== 0) throw new Error(`npm ci --prefix bench/peers/${peer.folder} failed; run it by hand to see why.`);
 }
 
-function peerPackages(): string {
-  const lock = JSON.parse(readFileSync(join(here, 'package-lock.json'), 'utf8')) as { packages: Record<string, { version?: string }> };
-  return ['@dbos-inc/dbos-sdk', 'pg']
-    .map((name) => `${name} ${lock.packages[`node_modules/${name}`]?.version ?? '?'}`)
-    .concat('data source: bench/peers/dbos/pg-datasource.ts')
-    .join(', ');
+function installedVersions(peer: PeerDescription): string {
+  const lock = JSON.parse(readFileSync(join(here, peer.folder, 'package-lock.json'), 'utf8')) as { packages: Record<string, { version?: string }> };
+  return peer.packages.map((name) => `${name} ${lock.packages[`node_modules/${name}`]?.version ?? '?'}`).join(', ');
 }
 
-function writeResults(results: Parameters<typeof renderPeersMarkdown>[0]): void {
+function writeResults(results: PeersResults): void {
   const dir = join(root, 'bench', 'results');
   mkdirSync(dir, { recursive: true });
   const day = results.environment.date.slice(0, 10);
+  const engines = ['ledgerflow', ...results.peers.map((p) => p.name)];
   const series: ChartSeries[] = END_TO_END_WORKLOADS.flatMap((workload) =>
-    ['ledgerflow', PEER].map((engine) => ({
+    engines.map((engine) => ({
       label: `${engine}, ${workload.id}`,
       points: results.rows
         .filter((r) => r.engine === engine && r.workload === workload.label)
@@ -163,7 +231,7 @@ function writeResults(results: Parameters<typeof renderPeersMarkdown>[0]): void 
   );
   const env = results.environment;
   const svg = renderChartSvg({
-    title: `End to end, starts included: ledgerflow and ${PEER}`,
+    title: `End to end, closed loop: ledgerflow and ${results.peers.map((p) => p.name).join(', ')}`,
     subtitle: `${env.serverVersion}, fsync ${env.fsync}, ${env.cpuCount} CPUs, Node ${env.node} — ${day}`,
     yLabel: 'workflows per second',
     xLabel: 'clients (closed loop, one run in flight each)',
@@ -178,9 +246,18 @@ function writeResults(results: Parameters<typeof renderPeersMarkdown>[0]): void 
   log(`wrote bench/results/peers-${day}.md, .svg, .png (and peers-latest.*)`);
 }
 
+function list(name: string, fallback: readonly string[]): string[] {
+  const raw = process.env[name];
+  if (raw === undefined || raw.trim() === '') return [...fallback];
+  return raw.split(',').map((s) => s.trim()).filter((s) => s !== '');
+}
+
 function positiveInt(name: string, fallback: number): number {
   const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
+  return raw === undefined || raw === '' ? fallback : positiveIntValue(name, raw);
+}
+
+function positiveIntValue(name: string, raw: string): number {
   const value = Number(raw);
   if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive integer (got "${raw}").`);
   return value;

@@ -23,21 +23,39 @@ export function endToEndTable(rows: readonly EndToEndRow[]): string {
   ].join('\n');
 }
 
-/** ledgerflow next to a peer, matched by workload and clients. */
-export function sideBySideTable(rows: readonly EndToEndRow[], peer: string): string {
+/**
+ * ledgerflow next to each peer, matched by workload and clients: workflows/s and the ratio
+ * ledgerflow / peer (above 1: ledgerflow is faster), from the same run.
+ */
+export function peersTable(rows: readonly EndToEndRow[], peers: readonly string[]): string {
   const ours = rows.filter((r) => r.engine === 'ledgerflow');
   return [
-    `| workload | clients | ledgerflow workflows/s | ${peer} workflows/s | ledgerflow steps/s | ${peer} steps/s | ratio ledgerflow / ${peer} | ledgerflow commits / workflow | ${peer} commits / workflow | ledgerflow WAL syncs / workflow | ${peer} WAL syncs / workflow |`,
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
-    ...ours.flatMap((r) => {
-      const theirs = rows.find((p) => p.engine === peer && p.workload === r.workload && p.clients === r.clients);
-      if (!theirs) return [];
-      return [
-        `| ${r.workload} | ${r.clients} | ${r.workflowsPerSecond.toFixed(0)} | ${theirs.workflowsPerSecond.toFixed(0)} | ` +
-          `${r.stepsPerSecond.toFixed(0)} | ${theirs.stepsPerSecond.toFixed(0)} | ${(r.workflowsPerSecond / theirs.workflowsPerSecond).toFixed(2)} | ` +
-          `${r.commitsPerWorkflow.toFixed(2)} | ${theirs.commitsPerWorkflow.toFixed(2)} | ` +
-          `${r.walSyncsPerWorkflow.toFixed(2)} | ${theirs.walSyncsPerWorkflow.toFixed(2)} |`,
-      ];
+    `| workload | clients | ledgerflow workflows/s | ${peers.map((p) => `${p} workflows/s | ledgerflow / ${p}`).join(' | ')} |`,
+    `|---|---:|---:|${peers.map(() => '---:|---:|').join('')}`,
+    ...ours.map((r) => {
+      const cells = peers.map((peer) => {
+        const theirs = rows.find((p) => p.engine === peer && p.workload === r.workload && p.clients === r.clients);
+        return theirs ? `${theirs.workflowsPerSecond.toFixed(0)} | ${(r.workflowsPerSecond / theirs.workflowsPerSecond).toFixed(2)}` : '— | —';
+      });
+      return `| ${r.workload} | ${r.clients} | ${r.workflowsPerSecond.toFixed(0)} | ${cells.join(' | ')} |`;
     }),
+  ].join('\n');
+}
+
+/**
+ * What each workflow cost each engine in PostgreSQL: commits and WAL syncs per workflow. An
+ * engine that keeps its state elsewhere has NaN there and shows a dash.
+ */
+export function peersCostTable(rows: readonly EndToEndRow[], engines: readonly string[]): string {
+  const counts = (r: EndToEndRow | undefined): string =>
+    r && Number.isFinite(r.commitsPerWorkflow) ? `${r.commitsPerWorkflow.toFixed(2)} / ${r.walSyncsPerWorkflow.toFixed(2)}` : '—';
+  const cells = rows.filter((r) => r.engine === engines[0]);
+  return [
+    `| workload | clients | ${engines.map((e) => `${e} commits / WAL syncs`).join(' | ')} |`,
+    `|---|---:|${engines.map(() => '---:|').join('')}`,
+    ...cells.map(
+      (r) =>
+        `| ${r.workload} | ${r.clients} | ${engines.map((e) => counts(rows.find((p) => p.engine === e && p.workload === r.workload && p.clients === r.clients))).join(' | ')} |`,
+    ),
   ].join('\n');
 }

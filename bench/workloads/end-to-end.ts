@@ -4,7 +4,9 @@ import type { AnyWorkflow } from '../../dsl/index.js';
 import { createClient } from '../../runtime/client/client.js';
 import { createWorker, type WorkflowRegistration } from '../../runtime/index.js';
 import { createPgStore } from '../../runtime/store/pg/pg-store.js';
-import { expectReservations, prepareBenchDatabase } from '../bench-database.js';
+import type { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
+import { countReservations, prepareBenchDatabase } from '../bench-database.js';
+import { expectExactlyOnce, providerCounts } from '../exactly-once.js';
 import type { BenchServer } from '../environment.js';
 import type { EndToEndRow } from '../results-model.js';
 import { readServerCounters, readWalSyncs } from '../server-stats.js';
@@ -49,6 +51,8 @@ export async function ledgerflowEndToEnd(
     readonly runs: number;
     readonly warmUp: number;
     readonly registrations: readonly WorkflowRegistration[];
+    /** The provider `registrations` call, if it is fresh for this measurement: its charges are checked too, not only the rows. */
+    readonly payments?: FakePaymentProvider;
     readonly completion?: 'startAndWait' | 'event';
   },
 ): Promise<EndToEndRow> {
@@ -66,7 +70,12 @@ export async function ledgerflowEndToEnd(
   // The same start-up and shutdown with no run in between: what the commit count subtracts.
   const lifecycle = await measureEndToEnd({ ...options, runs: 0, warmUp: 0 });
   const m = await measureEndToEnd({ ...options, runs: o.runs, warmUp: o.warmUp });
-  if (o.workload.id === 'three-step') await expectReservations(url, m.countedRuns, 'ledgerflow');
+  expectExactlyOnce('ledgerflow', {
+    workload: o.workload.id,
+    workflows: m.countedRuns,
+    reservations: await countReservations(url),
+    ...(o.payments ? { provider: providerCounts(o.payments) } : {}),
+  });
   return endToEndRow('ledgerflow', o.workload.label, o.clients, o.workload.stepsPerRun, m, lifecycle);
 }
 
