@@ -19,12 +19,13 @@ export const executeStep: StepExecutor = async (s) => {
     () => new HandlerTimeoutError(`step "${s.step.name}" did not finish within ${s.step.timeoutMs} ms (timeoutMs)`),
     'other',
     (signal) =>
-      handler({
-        ...handlerContext(s, signal),
-        get db() {
-          return (db ??= readOnlyDatabase(s.db, s.step.name));
-        },
-      }),
+      handler(
+        handlerContext(s, signal, {
+          get db() {
+            return (db ??= readOnlyDatabase(s.db, s.step.name));
+          },
+        }),
+      ),
   );
   const output = validateOutput(s, value);
   await faultPoint('before-step-commit');

@@ -12,6 +12,7 @@ import {
   effectClaim,
   handlerContext,
   validateOutput,
+  type HandlerSignal,
   type StepExecution,
   type StepExecutor,
   type StepOutcome,
@@ -77,19 +78,20 @@ export const executeTransactional: StepExecutor = async (s) => {
   return { kind: 'advanced', output, continuation: commit.continuation.kind, nextAttempt: result.nextAttempt, reused: false, claimed: result.claimed };
 };
 
-async function callHandler(s: StepExecution, claim: EffectClaim, handler: Handler, tx: StepTransaction, signal: AbortSignal): Promise<Json> {
+async function callHandler(s: StepExecution, claim: EffectClaim, handler: Handler, tx: StepTransaction, signal: HandlerSignal): Promise<Json> {
   // ctx.tx is a Kysely `Transaction` over the step's transaction, as the contract says, built
   // only if the handler reads it; once the handler has returned or thrown it refuses statements.
   let recorded: unknown;
   try {
-    recorded = await handler({
-      ...handlerContext(s, signal),
-      key: claim.key,
-      get tx() {
-        return tx.handle as never;
-      },
-      record: (value: unknown) => new Recorded(value),
-    });
+    recorded = await handler(
+      handlerContext(s, signal, {
+        key: claim.key,
+        get tx() {
+          return tx.handle as never;
+        },
+        record: (value: unknown) => new Recorded(value),
+      }),
+    );
   } catch (error) {
     tx.handlerEnded('rolled back');
     throw error;
