@@ -18,6 +18,7 @@ import { measureWorkerCpu } from './workloads/worker-cpu.js';
  *   LEDGERFLOW_PROFILE_RUNS       runs drained (default 3000)
  *   LEDGERFLOW_PROFILE_C          concurrency (default 16)
  *   LEDGERFLOW_PROFILE_OUT        write the profile of the measured drain here (without it: no profiler, only the number)
+ *   LEDGERFLOW_PROFILE_INTERVAL_US the profiler's sampling interval (default 100; a longer one disturbs the drain less)
  *   LEDGERFLOW_PROFILE_PREPARED=0 the worker's store runs no named statements (`preparedStatements: false`)
  *   DATABASE_URL                  use this server instead of starting one
  */
@@ -32,7 +33,7 @@ const profiler = new Session();
 if (out !== undefined) {
   profiler.connect();
   await profiler.post('Profiler.enable');
-  await profiler.post('Profiler.setSamplingInterval', { interval: 100 });
+  await profiler.post('Profiler.setSamplingInterval', { interval: Number(process.env['LEDGERFLOW_PROFILE_INTERVAL_US'] ?? 100) });
 }
 const server = await openBenchServer();
 try {

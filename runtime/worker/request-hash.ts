@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import * as crypto from 'node:crypto';
 
 /**
  * JSON with object keys sorted at every level, so that equal values hash equally whatever
@@ -10,8 +10,17 @@ export function stableJson(value: unknown): string {
 
 /** What the ledger stores in `request_hash`: sha256 of the stable JSON of the request. */
 export function requestHash(request: unknown): string {
-  return createHash('sha256').update(stableJson(request)).digest('hex');
+  return sha256Hex(stableJson(request));
 }
+
+/**
+ * Every effect step hashes its request: the one-shot `crypto.hash` (Node 20.12 and later) costs
+ * a fifth of a `Hash` object's; earlier releases of Node 20 get the same digest the long way.
+ */
+const sha256Hex: (text: string) => string =
+  typeof crypto.hash === 'function'
+    ? (text) => crypto.hash('sha256', text, 'hex')
+    : (text) => crypto.createHash('sha256').update(text).digest('hex');
 
 function sortKeys(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(sortKeys);

@@ -15,13 +15,19 @@ export const MAX_PREPARED_TEXTS = 256;
  * function gives `undefined` for an unmarked text, or for a new text once `max` are named.
  */
 export function statementNamer(max: number = MAX_PREPARED_TEXTS): (text: string) => string | undefined {
-  const names = new Map<string, string>();
+  // Found by length, then compared: the texts come fresh from the query compiler every time, and
+  // a Map keyed by the text would hash all of its kilobytes on every statement before comparing.
+  const byLength = new Map<number, Array<{ readonly text: string; readonly name: string }>>();
+  let named = 0;
   return (text) => {
     if (!text.startsWith(PREPARED_MARK)) return undefined;
-    const known = names.get(text);
-    if (known !== undefined || names.size >= max) return known;
+    const sameLength = byLength.get(text.length);
+    const known = sameLength?.find((entry) => entry.text === text)?.name;
+    if (known !== undefined || named >= max) return known;
     const name = `lf_${createHash('sha1').update(text).digest('hex').slice(0, 24)}`;
-    names.set(text, name);
+    if (sameLength === undefined) byLength.set(text.length, [{ text, name }]);
+    else sameLength.push({ text, name });
+    named += 1;
     return name;
   };
 }

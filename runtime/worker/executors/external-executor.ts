@@ -150,7 +150,7 @@ export async function performWithinLease(s: StepExecution, handler: ExternalHand
           `perform of step "${s.step.name}" (key "${key}")${by === undefined ? '' : `, taken over by ${by},`} did not finish within ${s.step.performTimeoutMs} ms; its outcome is unknown`,
         ),
       'perform',
-      (signal) => perform({ ...handlerContext(s, signal), key }),
+      (signal) => perform(handlerContext(s, signal, { key })),
     ),
   );
 }

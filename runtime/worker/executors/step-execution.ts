@@ -69,18 +69,40 @@ export type StepOutcome =
 
 export type StepExecutor = (execution: StepExecution) => Promise<StepOutcome>;
 
-/** The context every handler gets. */
-export function handlerContext(s: StepExecution, signal: AbortSignal = s.signal): StepContext<unknown, Readonly<Record<string, Json>>> {
-  return {
+/**
+ * The context every handler gets. Under {@link bounded}, `signal` is the handler's own
+ * {@link HandlerSignal}: its AbortSignal is made when the handler first reads `ctx.signal`.
+ * Compose with an object literal that keeps the getter (`handlerContext(s, signal, { key })`),
+ * not with a spread (a spread reads the getter, and so makes the signal).
+ */
+export function handlerContext<Extra extends object = object>(
+  s: StepExecution,
+  signal: HandlerSignal | AbortSignal = s.signal,
+  extra?: Extra,
+): StepContext<unknown, Readonly<Record<string, Json>>> & Extra {
+  const context = {
     runId: s.run.id,
     workflowName: s.run.workflowName,
     stepName: s.step.name,
     attempt: s.attempt,
     input: s.run.input,
     steps: s.run.outputs,
-    signal,
+    get signal(): AbortSignal {
+      return typeof signal === 'function' ? signal() : signal;
+    },
   };
+  // Descriptors, not values: an extra's getter (ctx.tx, ctx.db) stays lazy too. (One key at a
+  // time: Object.getOwnPropertyDescriptors costs more than the few keys an executor adds.)
+  if (extra !== undefined) for (const key of Object.keys(extra)) Object.defineProperty(context, key, Object.getOwnPropertyDescriptor(extra, key)!);
+  return context as StepContext<unknown, Readonly<Record<string, Json>>> & Extra;
 }
+
+/**
+ * A handler's abort signal, made on first use: creating an AbortSignal costs Node 20 about as
+ * much CPU as the rest of a one-step workflow's bookkeeping, and most handlers never read it.
+ * Aborted at once when made after the reason to abort came (time up, lease lost).
+ */
+export type HandlerSignal = () => AbortSignal;
 
 /**
  * Checks a handler's output (or a provider's answer to the worker's own lookup) as every path
@@ -119,26 +141,39 @@ export async function bounded<T>(
   limitMs: number,
   timeout: () => Error,
   phase: FailurePhase,
-  handler: (signal: AbortSignal) => T | Promise<T>,
+  handler: (signal: HandlerSignal) => T | Promise<T>,
 ): Promise<T> {
   if (s.signal.aborted) throw lostLease(s.signal);
-  const controller = new AbortController();
+  let controller: AbortController | undefined;
+  // The first reason to abort, kept for a signal made after it came.
+  let aborted: { readonly reason: unknown } | undefined;
+  const abort = (reason: unknown): void => {
+    aborted ??= { reason };
+    controller?.abort(aborted.reason);
+  };
+  const signal: HandlerSignal = () => {
+    if (controller === undefined) {
+      controller = new AbortController();
+      if (aborted !== undefined) controller.abort(aborted.reason);
+    }
+    return controller.signal;
+  };
   let timer: NodeJS.Timeout | undefined;
   let forward: (() => void) | undefined;
   const stopped = new Promise<never>((_, reject) => {
     forward = () => {
-      controller.abort(s.signal.reason);
+      abort(s.signal.reason);
       reject(lostLease(s.signal));
     };
     s.signal.addEventListener('abort', forward, { once: true });
     timer = setTimeout(() => {
       const error = timeout();
-      controller.abort(error);
+      abort(error);
       reject(new StepFailure(error, phase));
     }, limitMs);
   });
   try {
-    return await Promise.race([userCode(() => handler(controller.signal), phase), stopped]);
+    return await Promise.race([userCode(() => handler(signal), phase), stopped]);
   } finally {
     clearTimeout(timer);
     if (forward !== undefined) s.signal.removeEventListener('abort', forward);

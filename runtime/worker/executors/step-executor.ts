@@ -11,13 +11,21 @@ import { bounded, commitKnowingOutcome, commitOutput, handlerContext, validateOu
  */
 export const executeStep: StepExecutor = async (s) => {
   const handler = s.workflow.handler(s.step.name) as StepHandler<unknown, unknown, unknown>;
-  const db = readOnlyDatabase(s.db, s.step.name);
+  // Built when the handler first reads ctx.db: most steps never do.
+  let db: ReturnType<typeof readOnlyDatabase> | undefined;
   const value = await bounded(
     s,
     s.step.timeoutMs,
     () => new HandlerTimeoutError(`step "${s.step.name}" did not finish within ${s.step.timeoutMs} ms (timeoutMs)`),
     'other',
-    (signal) => handler({ ...handlerContext(s, signal), db }),
+    (signal) =>
+      handler(
+        handlerContext(s, signal, {
+          get db() {
+            return (db ??= readOnlyDatabase(s.db, s.step.name));
+          },
+        }),
+      ),
   );
   const output = validateOutput(s, value);
   await faultPoint('before-step-commit');

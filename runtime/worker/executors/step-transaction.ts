@@ -1,10 +1,10 @@
-import { sql, type CompiledQuery, type Kysely, type QueryResult } from 'kysely';
+import { sql, type CompiledQuery, type Kysely, type QueryResult, type Transaction } from 'kysely';
 import type { LedgerflowDatabase } from '../../store/tables.js';
 import { faultPoint } from '../../faults/fault-points.js';
 import { openTransactionalEffect, type EffectClaim } from '../ledger.js';
 import { advanceRun, leaseLost, type AdvanceParams, type AdvanceResult } from '../step-commits.js';
 import type { StepExecution } from './step-execution.js';
-import { statementHandle } from './statement-dialect.js';
+import { transactionHandle, type TransactionHandle } from './statement-dialect.js';
 
 /**
  * The transaction of one `transactional` step attempt, opened lazily.
@@ -36,8 +36,6 @@ import { statementHandle } from './statement-dialect.js';
  * (the step's time limit plus one lease) lets the server end a session whose worker froze.
  */
 export class StepTransaction {
-  /** ctx.tx: a Kysely instance whose every statement goes through {@link StepTransaction.#execute}. */
-  readonly handle: Kysely<unknown>;
   /** The step already had a ledger row: nothing of this transaction may commit. */
   effectExists = false;
   /** Why opening failed (a lost fence, a database error), to report instead of what the handler made of it. */
@@ -51,12 +49,34 @@ export class StepTransaction {
   #release: (() => void) | undefined;
   #pid: number | undefined;
   #statementsInFlight = 0;
+  #handle: TransactionHandle | undefined;
+  #handlerEnded: 'committed' | 'rolled back' | undefined;
 
   constructor(
     private readonly s: StepExecution,
     private readonly claim: EffectClaim,
-  ) {
-    this.handle = statementHandle((compiled) => this.#execute(compiled), { name: `ctx.tx of step "${s.step.name}"`, transactions: 'owner' });
+  ) {}
+
+  /**
+   * ctx.tx: a Kysely `Transaction` whose every statement goes through {@link StepTransaction.#execute}.
+   * Built when the handler first reads it: a handler that only records its output pays nothing for it.
+   */
+  get handle(): Transaction<unknown> {
+    if (this.#handle === undefined) {
+      this.#handle = transactionHandle((compiled) => this.#execute(compiled), `ctx.tx of step "${this.s.step.name}"`);
+      if (this.#handlerEnded !== undefined) this.#handle.end(this.#handlerEnded);
+    }
+    return this.#handle.handle;
+  }
+
+  /**
+   * The handler returned (`committed`) or threw (`rolled back`): statements it sends through
+   * ctx.tx from now on are refused, as Kysely refuses them on a transaction whose callback ended;
+   * one already on its way finishes (see {@link StepTransaction.opened}).
+   */
+  handlerEnded(status: 'committed' | 'rolled back'): void {
+    this.#handlerEnded ??= status;
+    this.#handle?.end(status);
   }
 
   /** Whether the handler sent anything, i.e. whether a transaction was (or is being) opened. */

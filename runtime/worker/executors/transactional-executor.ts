@@ -1,4 +1,3 @@
-import type { Kysely } from 'kysely';
 import { Recorded } from '../../contracts/recorded.js';
 import { ConflictError } from '../../errors.js';
 import type { TransactionalHandler } from '../../contracts/handler-types.js';
@@ -13,6 +12,7 @@ import {
   effectClaim,
   handlerContext,
   validateOutput,
+  type HandlerSignal,
   type StepExecution,
   type StepExecutor,
   type StepOutcome,
@@ -52,7 +52,7 @@ export const executeTransactional: StepExecutor = async (s) => {
       s.step.timeoutMs,
       () => new HandlerTimeoutError(`transactional step "${s.step.name}" did not finish within ${s.step.timeoutMs} ms (timeoutMs); its transaction was rolled back`),
       'other',
-      (signal) => callHandler(s, claim, handler, tx.handle, signal),
+      (signal) => callHandler(s, claim, handler, tx, signal),
     );
     // A handler that did not await its own statement: the transaction may still be opening.
     await tx.opened();
@@ -78,17 +78,25 @@ export const executeTransactional: StepExecutor = async (s) => {
   return { kind: 'advanced', output, continuation: commit.continuation.kind, nextAttempt: result.nextAttempt, reused: false, claimed: result.claimed };
 };
 
-async function callHandler(s: StepExecution, claim: EffectClaim, handler: Handler, tx: Kysely<unknown>, signal: AbortSignal): Promise<Json> {
-  // A Kysely transaction over the step's transaction (its own BEGIN/COMMIT do nothing), so that
-  // ctx.tx is a `Transaction` as the contract says.
-  const recorded = await tx.transaction().execute((trx) =>
-    handler({
-      ...handlerContext(s, signal),
-      key: claim.key,
-      tx: trx as never,
-      record: (value: unknown) => new Recorded(value),
-    }),
-  );
+async function callHandler(s: StepExecution, claim: EffectClaim, handler: Handler, tx: StepTransaction, signal: HandlerSignal): Promise<Json> {
+  // ctx.tx is a Kysely `Transaction` over the step's transaction, as the contract says, built
+  // only if the handler reads it; once the handler has returned or thrown it refuses statements.
+  let recorded: unknown;
+  try {
+    recorded = await handler(
+      handlerContext(s, signal, {
+        key: claim.key,
+        get tx() {
+          return tx.handle as never;
+        },
+        record: (value: unknown) => new Recorded(value),
+      }),
+    );
+  } catch (error) {
+    tx.handlerEnded('rolled back');
+    throw error;
+  }
+  tx.handlerEnded('committed');
   if (!(recorded instanceof Recorded)) {
     throw new StepFailure(
       new TypeError(`The handler of transactional step "${s.step.name}" must return ctx.record(output), the value it recorded.`),
