@@ -289,6 +289,8 @@ export interface QueueSlotTable {
   /** '' for a slot the whole run holds. */
   step_name: string;
   granted_at: DbNow;
+  /** When its run's ask took it up (core 0021): dated in the rate windows from then; NULL while granted to a run not back yet. */
+  used_at: Date | null;
 }
 
 export interface QueueWaiterTable {
