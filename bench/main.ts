@@ -472,7 +472,7 @@ async function queuedVersusPlain(server: BenchServer, registrations: ReturnType<
     for (let round = 0; round < rounds; round++) {
       const order = round % 2 === 0 ? (['plain', 'queued'] as const) : (['queued', 'plain'] as const);
       for (const variant of order) {
-        const { row } = await durableDrain(server, {
+        const { row, counts } = await durableDrain(server, {
           workflow: variant === 'plain' ? oneStep : queuedOneStep,
           runs: n,
           stepsPerRun: 1,
@@ -484,7 +484,10 @@ async function queuedVersusPlain(server: BenchServer, registrations: ReturnType<
         total[variant].steps += row.steps;
         total[variant].seconds += row.seconds;
         total[variant].commits += (row.commitsPerStep ?? 0) / rounds;
-        log(`queue c=${concurrency} round ${round + 1} ${variant}: ${row.stepsPerSecond.toFixed(0)} steps/s`);
+        const perStep = Object.entries(counts.latencyMs)
+          .map(([queryClass, { count, ms }]) => `${queryClass} ${(count / row.steps).toFixed(2)}×${count === 0 ? 0 : (ms / count).toFixed(1)} ms`)
+          .join(', ');
+        log(`queue c=${concurrency} round ${round + 1} ${variant}: ${row.stepsPerSecond.toFixed(0)} steps/s (per step: ${perStep})`);
       }
     }
     const plain = total.plain.steps / total.plain.seconds;
