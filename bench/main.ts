@@ -57,6 +57,9 @@ import { measureScale } from './workloads/scale.js';
  *   LEDGERFLOW_BENCH_WAIT_ROUNDS  rounds per mode and concurrency of =wait (default 3)
  *   LEDGERFLOW_BENCH_ONLY=cpu          only worker CPU per step (W1, W2 on the plain store), its table printed, no files written
  *   LEDGERFLOW_BENCH_E2E_N        timed workflows per end-to-end measurement (default 500)
+ *   LEDGERFLOW_BENCH_ONLY=queue        only a step behind a queue whose limit is never reached against the same step
+ *                                      unqueued (W1), c = 4 and 16, rounds alternated in one run, table printed
+ *   LEDGERFLOW_BENCH_QUEUE_ROUNDS rounds per workload and concurrency of =queue (default 2)
  *   LEDGERFLOW_BENCH_ONLY=scale        only the scale lines (claim latency over 1 000 … 1 000 000 runs, 1 vs 4 worker processes), logged
  *   LEDGERFLOW_BENCH_SCALE_MAX    largest backlog of the claim-latency line (default 1000000)
  *   DATABASE_URL                  use this server instead of starting one (settings recorded as found)
@@ -73,8 +76,8 @@ function logFanOut(fanOut: Awaited<ReturnType<typeof measureFanOut>>): void {
 async function main(): Promise<void> {
   const n = positiveInt('LEDGERFLOW_BENCH_N', 2000);
   const only = process.env['LEDGERFLOW_BENCH_ONLY'] ?? '';
-  if (!['', 'telemetry', 'fanout', 'latency', 'e2e', 'wait', 'cpu', 'scale'].includes(only)) {
-    throw new Error(`LEDGERFLOW_BENCH_ONLY must be telemetry, fanout, latency, e2e, wait, cpu, scale or empty (got "${only}").`);
+  if (!['', 'telemetry', 'fanout', 'latency', 'e2e', 'wait', 'queue', 'cpu', 'scale'].includes(only)) {
+    throw new Error(`LEDGERFLOW_BENCH_ONLY must be telemetry, fanout, latency, e2e, wait, queue, cpu, scale or empty (got "${only}").`);
   }
   const w3Seconds = positiveInt('LEDGERFLOW_BENCH_W3_SECONDS', 5);
   const started = performance.now();
@@ -99,6 +102,10 @@ async function main(): Promise<void> {
     }
     if (only === 'wait') {
       process.stdout.write(`${await waitVersusEvent(server, registrations)}\n`);
+      return;
+    }
+    if (only === 'queue') {
+      process.stdout.write(`${await queuedVersusPlain(server, registrations, n)}\n`);
       return;
     }
     if (only === 'scale') {
@@ -442,6 +449,52 @@ async function waitVersusEvent(server: BenchServer, registrations: ReturnType<ty
     lines.push(
       `| ${clients} | ${event.toFixed(0)} | ${waited.toFixed(0)} | ${(waited / event).toFixed(2)} | ` +
         `${total.event.commits.toFixed(2)}, ${total.startAndWait.commits.toFixed(2)} |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+/**
+ * What a queue costs a step when its limit is never reached: W1's one transactional step behind a
+ * queue of 10 000 slots against the same step unqueued, in alternating rounds of the same run at
+ * c = 4 and 16 (each drain on a fresh database). Each rate is its steps over its seconds summed
+ * over the rounds.
+ */
+async function queuedVersusPlain(server: BenchServer, registrations: ReturnType<typeof benchRegistrations>, n: number): Promise<string> {
+  const rounds = positiveInt('LEDGERFLOW_BENCH_QUEUE_ROUNDS', 2);
+  const queueRegistrations = [...registrations, ...queueBenchRegistrations()];
+  const lines = [
+    '| concurrency | W1: steps/s | W1 through a queue: steps/s | queued / W1 | commits / step W1, queued |',
+    '|---:|---:|---:|---:|---:|',
+  ];
+  for (const concurrency of [4, 16]) {
+    const total = { plain: { steps: 0, seconds: 0, commits: 0 }, queued: { steps: 0, seconds: 0, commits: 0 } };
+    for (let round = 0; round < rounds; round++) {
+      const order = round % 2 === 0 ? (['plain', 'queued'] as const) : (['queued', 'plain'] as const);
+      for (const variant of order) {
+        const { row, counts } = await durableDrain(server, {
+          workflow: variant === 'plain' ? oneStep : queuedOneStep,
+          runs: n,
+          stepsPerRun: 1,
+          concurrency,
+          registrations: queueRegistrations,
+          notes: [],
+          label: variant === 'plain' ? 'W1 one-step drain' : 'W1 through a queue (limit never reached)',
+        });
+        total[variant].steps += row.steps;
+        total[variant].seconds += row.seconds;
+        total[variant].commits += (row.commitsPerStep ?? 0) / rounds;
+        const perStep = Object.entries(counts.latencyMs)
+          .map(([queryClass, { count, ms }]) => `${queryClass} ${(count / row.steps).toFixed(2)}×${count === 0 ? 0 : (ms / count).toFixed(1)} ms`)
+          .join(', ');
+        log(`queue c=${concurrency} round ${round + 1} ${variant}: ${row.stepsPerSecond.toFixed(0)} steps/s (per step: ${perStep})`);
+      }
+    }
+    const plain = total.plain.steps / total.plain.seconds;
+    const queued = total.queued.steps / total.queued.seconds;
+    lines.push(
+      `| ${concurrency} | ${plain.toFixed(0)} | ${queued.toFixed(0)} | ${(queued / plain).toFixed(2)} | ` +
+        `${total.plain.commits.toFixed(2)}, ${total.queued.commits.toFixed(2)} |`,
     );
   }
   return lines.join('\n');

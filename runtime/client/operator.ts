@@ -517,13 +517,16 @@ function parseOutput(run: LockedRun, step: StepDefinition, value: unknown, limit
 }
 
 /**
- * {@link Client.pauseQueue} / {@link Client.resumeQueue}: the queue's counter row locked first —
- * the lock every grant takes — so a grant that follows a pause sees it; a resume grants at once
+ * {@link Client.pauseQueue} / {@link Client.resumeQueue}: the queue's exclusive lock and counter row
+ * taken first — what every grant takes — so a grant or fast ask that follows a pause sees it; a resume grants at once
  * what the limits allow. `false` when the queue was already so.
  */
 export async function setQueuePaused(db: Kysely<LedgerflowDatabase>, name: string, paused: boolean, note?: OperatorNote): Promise<boolean> {
   const checked = checkNote(note, false);
   return db.transaction().execute(async (trx) => {
+    // The queue's exclusive lock first, then its counter row (the order of every grant, core 0022):
+    // no fast ask is in progress, and each one after the pause reads it.
+    await sql`SELECT ledgerflow.queue_lock(${name})`.execute(trx);
     await sql`SELECT 1 FROM ledgerflow.queue_partition WHERE queue = ${name} AND partition = '' FOR UPDATE`.execute(trx);
     const changed = await trx
       .updateTable('ledgerflow.queue')

@@ -73,13 +73,21 @@ interface PartitionRow {
 }
 
 /*
- * Every number here comes from the counters `queue_grant` keeps (`queue_partition`: in flight and
+ * Every number here comes from the counters `queue_grant` keeps (plus the uncounted slots of the
+ * fast path) (`queue_partition`: in flight and
  * in line per partition, the queue's own row partition ''), read through indexes: the partitions
  * with runs in line come from the grant's own turn index, so the work is per partition in line,
  * never per run in line. The oldest run in line of a partition is found in the waiter index
  * (queue, partition, priority DESC, enqueued_at) one priority at a time: the first entry of each
  * priority is its oldest, so it costs one index descent per distinct priority, not a scan.
  */
+
+/**
+ * Slots taken on the fast path (core 0022: no counter is written for them): added to the counters'
+ * `in_flight`, through the partial index of those slots (few while nobody waits; folded into the
+ * counters by the next ask that goes to the line).
+ */
+const UNCOUNTED = sql`SELECT count(*)::int FROM ledgerflow.queue_slot s WHERE NOT s.counted`;
 
 /** The oldest place in line of partition `p` (a row of queue_partition in scope): a skip scan over its priorities. */
 const OLDEST_IN_PARTITION = sql`
@@ -103,7 +111,8 @@ export async function listQueues(db: Kysely<LedgerflowDatabase>, options: QueueL
   const only = options.queue ?? null;
   const { rows } = await sql<QueueRow>`
     SELECT q.name, q.concurrency, q.rate_limit, q.rate_period_ms, q.partition_concurrency, q.partition_rate_limit,
-           q.partition_rate_period_ms, q.updated_at, q.paused, coalesce(g.in_flight, 0) AS in_flight,
+           q.partition_rate_period_ms, q.updated_at, q.paused,
+           coalesce(g.in_flight, 0) + (${UNCOUNTED} AND s.queue = q.name) AS in_flight,
            CASE WHEN g.next_token_at > statement_timestamp() AND w.waiting > 0 THEN g.next_token_at END AS rate_limited_until,
            w.partitions_waiting, w.waiting, w.oldest_waiting_at
       FROM ledgerflow.queue q
@@ -141,7 +150,8 @@ async function listPartitions(
   limit: number,
 ): Promise<{ partitions: QueuePartitionSummary[]; morePartitions: boolean }> {
   const { rows: inLine } = await sql<PartitionRow>`
-    SELECT p.partition, p.in_flight, p.waiting, p.top_priority, p.last_granted_at, o.oldest_waiting_at
+    SELECT p.partition, p.in_flight + (${UNCOUNTED} AND s.queue = p.queue AND s.partition = p.partition) AS in_flight,
+           p.waiting, p.top_priority, p.last_granted_at, o.oldest_waiting_at
       FROM (SELECT * FROM ledgerflow.queue_partition
              WHERE queue = ${queue} AND waiting > 0 AND partition <> ''
              ORDER BY top_priority DESC, last_granted_at NULLS FIRST
@@ -152,9 +162,12 @@ async function listPartitions(
   // One more than fits, on either side, says whether more partitions are left off.
   if (inLine.length <= limit) {
     ({ rows: holding } = await sql<PartitionRow>`
-      SELECT partition, in_flight, waiting, top_priority, last_granted_at, NULL::timestamptz AS oldest_waiting_at
-        FROM ledgerflow.queue_partition
-       WHERE queue = ${queue} AND partition <> '' AND waiting = 0 AND in_flight > 0
+      SELECT * FROM (
+        SELECT p.partition, p.in_flight + (${UNCOUNTED} AND s.queue = p.queue AND s.partition = p.partition) AS in_flight,
+               p.waiting, p.top_priority, p.last_granted_at, NULL::timestamptz AS oldest_waiting_at
+          FROM ledgerflow.queue_partition p
+         WHERE p.queue = ${queue} AND p.partition <> '' AND p.waiting = 0) p
+       WHERE in_flight > 0
        ORDER BY partition
        LIMIT ${limit - inLine.length + 1}`.execute(db));
   }

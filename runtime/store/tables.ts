@@ -289,6 +289,12 @@ export interface QueueSlotTable {
   /** '' for a slot the whole run holds. */
   step_name: string;
   granted_at: DbNow;
+  /** When its run's ask took it up (core 0021): dated in the rate windows from then; NULL while granted to a run not back yet. */
+  used_at: Date | null;
+  /** Its number in 1..concurrency (core 0022): two slots never share one, which keeps the count exact without a lock. */
+  n: number | null;
+  /** Counted in queue_partition.in_flight; false for a slot taken on the fast path until an ask that goes to the line counts it. */
+  counted: Generated<boolean>;
 }
 
 export interface QueueWaiterTable {

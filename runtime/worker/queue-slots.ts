@@ -77,9 +77,10 @@ interface NeededSlot {
  * the run settles) and its own (held for this attempt) — each asked for and, when not granted,
  * the run parked `waiting` for it. `undefined`: every slot is held, go on.
  *
- * Asking is one statement when a slot is free. Only when it is not is the ask repeated in a
- * transaction together with the park: the queue row's lock then keeps any grant from falling
- * between them (a grant wakes only runs that are already `waiting`).
+ * Asking is one statement when a slot is free — on the fast path (core 0022) for a queue limited
+ * by concurrency alone, which writes no counter. Only when it is not is the ask repeated, the slow
+ * way, in a transaction together with the park: the queue's exclusive lock then keeps any grant
+ * from falling between them (a grant wakes only runs that are already `waiting`).
  */
 export async function awaitQueueSlots(s: StepExecution, runSlotHeld: boolean): Promise<StepOutcome | undefined> {
   const needed: NeededSlot[] = [];
@@ -88,9 +89,15 @@ export async function awaitQueueSlots(s: StepExecution, runSlotHeld: boolean): P
   if (s.step.queue !== undefined) needed.push({ use: s.step.queue, step: s.step.name });
   for (const slot of needed) {
     const partition = await partitionOf(s, slot.use);
+    const fast = fastPathApplies(slot.use, partition);
     const granted = await commitKnowingOutcome(
       s,
       async () => {
+        if (fast) {
+          const { rows } = await takeFastSlotStatement(slot.use.queue.name, partition, s.lease, slot.step).execute(s.db);
+          if (rows.length === 0) throw leaseLost(s.lease, 'the queue slot');
+          return rows[0]!.taken;
+        }
         const { rows } = await acquireSlotStatement(slot.use.queue.name, partition, s.lease, slot.step).execute(s.db);
         if (rows.length === 0) throw leaseLost(s.lease, 'the queue slot');
         return rows[0]!.retry_at === null;
@@ -124,6 +131,32 @@ export async function awaitQueueSlots(s: StepExecution, runSlotHeld: boolean): P
   }
   if (needed.length > 0) await faultPoint('after-queue-slot');
   return undefined;
+}
+
+/**
+ * Whether a use may take its slot on the fast path (core 0022): a queue limited by concurrency
+ * alone, asked without a partition key. Rate windows and partition turns are kept under the
+ * queue's exclusive lock, so those uses always ask the slow way.
+ */
+function fastPathApplies(use: QueueUseDefinition, partition: string): boolean {
+  const limits = use.queue.limits;
+  return partition === QUEUE_NO_PARTITION && limits.rateLimit === undefined && limits.partition === undefined;
+}
+
+/**
+ * The fast ask (ledgerflow.queue_take_fast): `taken` when the run holds the slot — already, or a
+ * numbered slot taken now under the queue's shared lock, no counter written; `false` when it must
+ * ask the slow way (runs in line, paused, full, or the limits registered need the line). Fenced
+ * as {@link acquireSlotStatement} is.
+ */
+export function takeFastSlotStatement(queue: string, partition: string, lease: Pick<Lease, 'runId' | 'fencingToken'>, step: string): RawBuilder<{ taken: boolean }> {
+  return sql<{ taken: boolean }>`
+    WITH owner AS MATERIALIZED (
+      SELECT r.id FROM ledgerflow.workflow_run r
+       WHERE r.id = ${lease.runId}::uuid AND r.fencing_token = ${lease.fencingToken} AND r.status = 'running'
+         FOR NO KEY UPDATE
+    )
+    SELECT ledgerflow.queue_take_fast(${queue}, ${partition}, owner.id, ${step}) AS taken FROM owner`;
 }
 
 /**
