@@ -60,9 +60,11 @@ describe('a queued step that takes no lock shared by the queue [pg]', () => {
     for (let i = 0; i < 3; i++) ids.push((await client.start(limited, { id: `line-${i}`, ms: 1 })).runId);
     const probe = queueProbe();
     // The first two take both slots on the fast path and hold them until the third is in line.
+    // Both wait for the same sighting: once one holder lets go, the third is granted and leaves the
+    // line, so a second look of its own could wait for a line that has already come and gone.
     let holding = 0;
-    probe.hold = async () => {
-      if (++holding > 2) return;
+    let lineSeen: Promise<void> | undefined;
+    const seeLine = async (): Promise<void> => {
       await waitUntil('a run in line', async () => {
         const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM ledgerflow.queue_waiter WHERE queue = ${concurrencyQueue.name}`.execute(store.db);
         return rows[0]!.n === 1;
@@ -70,6 +72,10 @@ describe('a queued step that takes no lock shared by the queue [pg]', () => {
       const { rows } = await sql<{ in_flight: number }>`
         SELECT in_flight FROM ledgerflow.queue_partition WHERE queue = ${concurrencyQueue.name} AND partition = ''`.execute(store.db);
       probe.finished.push({ key: `in_flight=${rows[0]!.in_flight}`, id: '', at: 0 });
+    };
+    probe.hold = async () => {
+      if (++holding > 2) return;
+      await (lineSeen ??= seeLine());
     };
     const worker = createWorker({ store, workflows: queueHandlers(probe), concurrency: 3, pollIntervalMs: 20, reconcileIntervalMs: 0 });
     try {
