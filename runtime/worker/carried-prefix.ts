@@ -82,6 +82,24 @@ interface CarriedRow {
   readonly started_ago: number;
   readonly finished_ago: number;
   readonly first: boolean;
+  /** Places before the carrying step's result (1: just before it): orders `created_at`. */
+  readonly rank: number;
+}
+
+/** Apart by at least this (ms) once on database time: two microseconds, so that rounding never ties them. */
+const TICK_MS = 0.002;
+
+/**
+ * How long before the statement (ms) each carried attempt started and ended, then when the
+ * carrying step's attempt started: `[start0, end0, start1, end1, …, carrying start]`, strictly
+ * decreasing so that history sorted by time (`getRun`: attempts by `started_at`, results by
+ * `created_at`, names only to break ties) lists the steps in their order.
+ */
+export function carriedAgos(carry: Carry, now: number): number[] {
+  const instants = [...carry.steps.flatMap((c) => [c.startedAt, c.finishedAt]), carry.stepStartedAt];
+  const agos = instants.map((t) => Math.max(0, now - t));
+  for (let k = agos.length - 2; k >= 0; k--) agos[k] = Math.max(agos[k]!, agos[k + 1]! + TICK_MS);
+  return agos;
 }
 
 /**
@@ -93,26 +111,30 @@ interface CarriedRow {
 export function carryCtes(lease: Lease, workflow: { readonly name: string; readonly version: number }, carry: Carry, now: number): RawBuilder<unknown> {
   assertAttemptTransition('running', 'succeeded');
   assertAttemptTransition('none', 'succeeded');
+  const agos = carriedAgos(carry, now);
   const rows: CarriedRow[] = carry.steps.map((c, i) => ({
     step_name: c.step.name,
     kind: c.step.kind,
     output: c.output === undefined ? null : JSON.stringify(c.output),
     skipped: c.output === undefined,
     attempt: c.attempt,
-    started_ago: Math.max(0, now - c.startedAt),
-    finished_ago: Math.max(0, now - c.finishedAt),
+    started_ago: agos[2 * i]!,
+    finished_ago: agos[2 * i + 1]!,
     first: i === 0,
+    rank: carry.steps.length - i,
   }));
   const first = carry.steps[0];
   return sql`,
     carried AS (
       SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS c(
         step_name text, kind text, output text, skipped boolean, attempt int, started_ago double precision,
-        finished_ago double precision, first boolean)
+        finished_ago double precision, first boolean, rank int)
     ),
     carried_result AS (
-      INSERT INTO ledgerflow.step_result (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, skipped)
-      SELECT f.id, ${workflow.name}, ${workflow.version}, c.step_name, c.kind, c.output::jsonb, c.attempt, c.skipped
+      -- Dated when each step ended, and before the carrying step's result (now(): its transaction's start).
+      INSERT INTO ledgerflow.step_result (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, skipped, created_at)
+      SELECT f.id, ${workflow.name}, ${workflow.version}, c.step_name, c.kind, c.output::jsonb, c.attempt, c.skipped,
+             LEAST(statement_timestamp() - c.finished_ago * interval '1 millisecond', now()) - c.rank * interval '2 microseconds'
         FROM fenced f, carried c
       RETURNING 1
     ),
@@ -148,7 +170,7 @@ export class CarriedPastDeadline extends Error {
 
 /** The attempt of the step that carries: `started_at` on database time, from the worker's measure. */
 export function carryingAttemptStart(carry: Carry, now: number): RawBuilder<unknown> {
-  return sql`statement_timestamp() - ${Math.max(0, now - carry.stepStartedAt)}::double precision * interval '1 millisecond'`;
+  return sql`statement_timestamp() - ${carriedAgos(carry, now).at(-1)!}::double precision * interval '1 millisecond'`;
 }
 
 export interface FlushParams {

@@ -13,7 +13,7 @@
 -- $11 = 1
 -- $12 = null
 -- $13 = null
--- $14 = "[{\"step_name\":\"reserve\",\"kind\":\"step\",\"output\":\"{\\\"ok\\\":true}\",\"skipped\":false,\"attempt\":2,\"started_ago\":100,\"finished_ago\":60,\"first\":true},{\"step_name\":\"debit\",\"kind\":\"transactional\",\"output\":null,\"skipped\":true,\"attempt\":1,\"started_ago\":59,\"finished_ago\":58,\"first\":false},{\"step_name\":\"charge\",\"kind\":\"external\",\"output\":null,\"skipped\":true,\"attempt\":1,\"started_ago\":57,\"finished_ago\":56,\"first\":false}]"
+-- $14 = "[{\"step_name\":\"reserve\",\"kind\":\"step\",\"output\":\"{\\\"ok\\\":true}\",\"skipped\":false,\"attempt\":2,\"started_ago\":100,\"finished_ago\":60,\"first\":true,\"rank\":3},{\"step_name\":\"debit\",\"kind\":\"transactional\",\"output\":null,\"skipped\":true,\"attempt\":1,\"started_ago\":59,\"finished_ago\":58,\"first\":false,\"rank\":2},{\"step_name\":\"charge\",\"kind\":\"external\",\"output\":null,\"skipped\":true,\"attempt\":1,\"started_ago\":57,\"finished_ago\":56,\"first\":false,\"rank\":1}]"
 -- $15 = "order-payment"
 -- $16 = 1
 -- $17 = "00000000-0000-4000-8000-000000000001"
@@ -48,11 +48,13 @@
     carried AS (
       SELECT * FROM jsonb_to_recordset($14::jsonb) AS c(
         step_name text, kind text, output text, skipped boolean, attempt int, started_ago double precision,
-        finished_ago double precision, first boolean)
+        finished_ago double precision, first boolean, rank int)
     ),
     carried_result AS (
-      INSERT INTO ledgerflow.step_result (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, skipped)
-      SELECT f.id, $15, $16, c.step_name, c.kind, c.output::jsonb, c.attempt, c.skipped
+      -- Dated when each step ended, and before the carrying step's result (now(): its transaction's start).
+      INSERT INTO ledgerflow.step_result (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, skipped, created_at)
+      SELECT f.id, $15, $16, c.step_name, c.kind, c.output::jsonb, c.attempt, c.skipped,
+             LEAST(statement_timestamp() - c.finished_ago * interval '1 millisecond', now()) - c.rank * interval '2 microseconds'
         FROM fenced f, carried c
       RETURNING 1
     ),

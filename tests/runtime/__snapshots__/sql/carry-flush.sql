@@ -5,7 +5,7 @@
 -- $3 = "00000000-0000-4000-8000-000000000001"
 -- $4 = 7
 -- $5 = 0
--- $6 = "[{\"step_name\":\"reserve\",\"kind\":\"step\",\"output\":\"{\\\"ok\\\":true}\",\"skipped\":false,\"attempt\":2,\"started_ago\":100,\"finished_ago\":60,\"first\":true}]"
+-- $6 = "[{\"step_name\":\"reserve\",\"kind\":\"step\",\"output\":\"{\\\"ok\\\":true}\",\"skipped\":false,\"attempt\":2,\"started_ago\":100,\"finished_ago\":60,\"first\":true,\"rank\":1}]"
 -- $7 = "order-payment"
 -- $8 = 1
 -- $9 = "00000000-0000-4000-8000-000000000001"
@@ -31,11 +31,13 @@
     carried AS (
       SELECT * FROM jsonb_to_recordset($6::jsonb) AS c(
         step_name text, kind text, output text, skipped boolean, attempt int, started_ago double precision,
-        finished_ago double precision, first boolean)
+        finished_ago double precision, first boolean, rank int)
     ),
     carried_result AS (
-      INSERT INTO ledgerflow.step_result (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, skipped)
-      SELECT f.id, $7, $8, c.step_name, c.kind, c.output::jsonb, c.attempt, c.skipped
+      -- Dated when each step ended, and before the carrying step's result (now(): its transaction's start).
+      INSERT INTO ledgerflow.step_result (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, skipped, created_at)
+      SELECT f.id, $7, $8, c.step_name, c.kind, c.output::jsonb, c.attempt, c.skipped,
+             LEAST(statement_timestamp() - c.finished_ago * interval '1 millisecond', now()) - c.rank * interval '2 microseconds'
         FROM fenced f, carried c
       RETURNING 1
     ),
