@@ -423,7 +423,8 @@ async function recover(ctx: DriverContext, s: StepExecution, error: unknown, res
     try {
       if ((await flushBefore(ctx, s)) === 'overdue') return undefined;
     } catch (flushError) {
-      // Not written: the failure is not recorded either. The run is re-read (or given up), and the steps run again.
+      // Not known to be written: the failure is not recorded either. The run is re-read (or given up) and goes on from
+      // wherever the database has it, running again whatever it does not show.
       const cause = flushError instanceof LeaseLostError || isConnectionError(flushError) ? flushError : new ResyncNeeded('the carried steps could not be written', { cause: flushError });
       return recover(ctx, { ...s, carry: undefined }, cause, resyncs);
     }
