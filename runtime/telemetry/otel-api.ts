@@ -33,7 +33,8 @@ export interface OtelSpan {
   setAttributes(attributes: OtelAttributes): unknown;
   setStatus(status: { code: number; message?: string }): unknown;
   recordException(exception: { name: string; message: string; stack?: string }): void;
-  end(): void;
+  /** `endTime`: milliseconds since the epoch (default: now). */
+  end(endTime?: number): void;
 }
 
 export interface OtelSpanOptions {

@@ -96,6 +96,13 @@ export interface RunTrace {
   within<R>(fn: () => R): R;
   /** Starts the span of a step attempt (ending one still open). */
   stepStarted(step: StepDefinition, attempt: number): StepTrace;
+  /**
+   * The open step's handler finished and its result is carried to the run's next commit, not
+   * durable yet: its span stays open until that commit's `step-succeeded` (or `step-skipped`)
+   * for it, which ends it dated when the handler finished — or until the flight ends without it
+   * (`abandoned`, `lease-lost`, `error`).
+   */
+  stepCarried(): void;
   /** A worker event of this flight: ends spans, sets outcomes, counts. */
   observe(event: WorkerEvent): void;
   /** The drive threw (a bug or a database failure the driver did not handle). */
@@ -129,6 +136,7 @@ const NOOP_STEP: StepTrace = {
 const NOOP_RUN: RunTrace = {
   within: (fn) => fn(),
   stepStarted: () => NOOP_STEP,
+  stepCarried: () => {},
   observe: () => {},
   failed: () => {},
   end: () => {},
@@ -296,6 +304,8 @@ class OtelRunTrace implements RunTrace {
   readonly #run: LeasedRun;
   readonly #workflow: string;
   #step: OtelStepTrace | undefined;
+  /** Steps whose results wait for the run's next commit (`stepCarried`), their spans still open. */
+  #carried: OtelStepTrace[] = [];
   #outcome = 'abandoned';
 
   constructor(t: OtelTelemetry, run: LeasedRun, workerId: string) {
@@ -323,8 +333,19 @@ class OtelRunTrace implements RunTrace {
     return this.#step;
   }
 
-  observe(event: WorkerEvent): void {
+  stepCarried(): void {
     const step = this.#step;
+    if (step === undefined) return;
+    step.carried();
+    this.#carried.push(step);
+    this.#step = undefined;
+  }
+
+  observe(event: WorkerEvent): void {
+    // A carried step's events come with the commit that carried it, while a later step's span is open.
+    const carried = 'step' in event && event.step !== null ? this.#carried.find((c) => c.name === event.step) : undefined;
+    const step = carried ?? this.#step;
+    if (event.type === 'lease-lost' || event.type === 'error') this.#endCarried(event.type);
     switch (event.type) {
       case 'step-succeeded':
         step?.end(event.reused ? 'reused' : 'succeeded');
@@ -367,8 +388,14 @@ class OtelRunTrace implements RunTrace {
     recordError(this.#span, error);
   }
 
+  #endCarried(outcome: string): void {
+    for (const c of this.#carried) c.end(outcome);
+    this.#carried = [];
+  }
+
   end(): void {
     this.#step?.end('abandoned');
+    this.#endCarried('abandoned');
     this.#span.setAttribute(ATTR.runOutcome, this.#outcome);
     this.#span.end();
   }
@@ -383,6 +410,8 @@ class OtelStepTrace implements StepTrace {
   readonly #run: LeasedRun;
   readonly #step: StepDefinition;
   #ended = false;
+  /** When the handler of a carried step finished (`performance.now()`): its span's end and duration. */
+  #finished: number | undefined;
 
   constructor(t: OtelTelemetry, parent: OtelContext, run: LeasedRun, step: StepDefinition, attempt: number) {
     this.#t = t;
@@ -446,6 +475,14 @@ class OtelStepTrace implements StepTrace {
     return captureTraceContext(this.#t.api, this.#context);
   }
 
+  get name(): string {
+    return this.#step.name;
+  }
+
+  carried(): void {
+    this.#finished = performance.now();
+  }
+
   end(outcome: string, failure?: { readonly error: SerializedError; readonly phase?: FailurePhase }): void {
     if (this.#ended) return;
     this.#ended = true;
@@ -455,10 +492,12 @@ class OtelStepTrace implements StepTrace {
       this.#span.setStatus({ code: STATUS.error, message: failure.error.message });
       this.#span.recordException(failure.error);
     }
-    this.#span.end();
+    const finished = this.#finished ?? performance.now();
+    if (this.#finished === undefined) this.#span.end();
+    else this.#span.end(performance.timeOrigin + finished);
     const attributes = { ...this.#metricAttributes, [ATTR.stepOutcome]: outcome };
     this.#t.stepAttempts.add(1, attributes);
-    this.#t.stepDuration.record(performance.now() - this.#started, attributes);
+    this.#t.stepDuration.record(finished - this.#started, attributes);
   }
 }
 

@@ -11,12 +11,16 @@ import { loadLeasedRun, type LeasedRun } from './claim.js';
 import { STEP_EXECUTORS } from './executors/executors.js';
 import {
   commitKnowingOutcome,
+  commitOutput,
+  commitSkipped,
   lostLease,
-  skipUnlessWanted,
+  stepWanted,
   untilReachable,
   type StepExecution,
   type StepOutcome,
 } from './executors/step-execution.js';
+import { runStepHandler } from './executors/step-executor.js';
+import { CarriedPastDeadline, carryIsFull, flushCarry, type Carry, type CarriedStep } from './carried-prefix.js';
 import type { CommitQueue } from './commit-queue.js';
 import { awaitQueueSlots } from './queue-slots.js';
 import { cancelOverdue } from './wait-commits.js';
@@ -61,10 +65,11 @@ export interface DriverContext {
 
 /**
  * Drives one claimed run step by step under its lease until it completes, fails, parks, is
- * rescheduled or released, or the lease is lost. Each step's commit opens the next step's
- * attempt under the same lease, so a run of N steps costs one claim and N step commits; while
- * there is a backlog, the last step's commit also claims the next run (see `FusedClaim`), so a
- * run costs its N step commits alone.
+ * rescheduled or released, or the lease is lost. Each commit opens the next step's attempt under
+ * the same lease. A plain step's result is carried to the run's next commit instead of being
+ * committed alone (carried-prefix.ts), so a run costs one claim and one commit per effect
+ * boundary — an effect step, a wait, a queue ask, the completion — not one per step; while there
+ * is a backlog, the completion also claims the next run (see `FusedClaim`).
  *
  * Errors: a {@link StepFailure} (or any other error from a step) is a failed attempt, recorded
  * by `commitFailure`; a lost lease stops the drive with nothing committed; an unknown commit
@@ -99,6 +104,11 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: AbortS
   let resyncs = 0;
   // The run's workflow-level queue slot, once this flight holds it: kept until the run settles.
   let runSlotHeld = false;
+  // Plain steps run since the last commit, their results not durable yet (carried-prefix.ts).
+  let carried: CarriedStep[] = [];
+  // A flight that took the run over from a crash commits every step, so that a step that kills its
+  // worker is the one whose attempt records the crash, not the first step of a carried prefix.
+  const carrying = !claimed.tookOver && claimed.crashes === 0;
   while (run !== undefined) {
     if (resyncs > MAX_RESYNCS_WITHOUT_PROGRESS) {
       // The database keeps answering in a way this worker cannot act on; let the lease expire.
@@ -136,6 +146,10 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: AbortS
     // Cached; once primed it never throws (a failed re-read keeps the last limits read).
     const limits = await ctx.limits.current();
     const trace = runTrace.stepStarted(step, attempt);
+    const stepStartedAt = performance.now();
+    const [firstCarried, ...moreCarried] = carried;
+    const carry: Carry | undefined =
+      firstCarried === undefined ? undefined : { steps: [firstCarried, ...moreCarried], stepStartedAt, written: false, reported: false };
     // A fused claim asked for by this step's completion; answered with adopt() exactly once.
     let fused: FusedClaim | undefined;
     // The run's output as the completion commit writes it (stored form): a local wait's answer.
@@ -169,6 +183,32 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: AbortS
       onUnknownOutcome: (error) =>
         ctx.emit({ type: 'commit-outcome-unknown', runId: current.id, step: step.name, error: serializeError(error) }),
       ...(ctx.terminateBackend !== undefined ? { terminateBackend: ctx.terminateBackend } : {}),
+      carry,
+    };
+    // Whether this step's result may wait in memory for a later commit (see carried-prefix.ts).
+    const mayCarry = (kind: 'output' | 'skipped'): boolean =>
+      carrying &&
+      step.compensates === undefined &&
+      (kind === 'skipped' || (step.kind === 'step' && !asksForSlot(workflow, step, runSlotHeld))) &&
+      nextStepOf(workflow, step) !== undefined &&
+      !ctx.isStopping() &&
+      !signal.aborted &&
+      !carryIsFull(carried, performance.now());
+    const carryOn = (output: Json | undefined): void => {
+      carried.push({ step, attempt, output, startedAt: stepStartedAt, finishedAt: performance.now() });
+      runTrace.stepCarried();
+      run = {
+        ...current,
+        currentStep: current.currentStep + 1,
+        // The next step was never reached (a run only moves forward): it has no attempt yet.
+        attempt: 1,
+        priorFailures: 0,
+        crashes: 0,
+        repeatedCrash: false,
+        tookOver: false,
+        outputs: output === undefined ? current.outputs : withStoredOutput(current.outputs, step.name, output),
+        overdue: false,
+      };
     };
     run = undefined;
     try {
@@ -185,14 +225,29 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: AbortS
       let result: StepOutcome | undefined;
       try {
         if (step.compensates !== undefined) {
+          if ((await flushBefore(ctx, execution)) === 'overdue') return;
           // Compensations hold no queue slot: undoing must not wait behind new work.
           result = await trace.within(executeCompensation, execution);
-        } else {
-          result = await skipUnlessWanted(execution);
-          if (result === undefined) {
-            result = await awaitQueueSlots(execution, runSlotHeld);
-            runSlotHeld ||= result === undefined && workflow.registration.workflow.queue !== undefined;
+        } else if (!stepWanted(execution)) {
+          if (mayCarry('skipped')) {
+            carryOn(undefined);
+            continue;
           }
+          result = await commitSkipped(execution);
+        } else if (step.kind === 'step' && !asksForSlot(workflow, step, runSlotHeld)) {
+          const output = await trace.within(runStepHandler, execution);
+          if (mayCarry('output')) {
+            carryOn(output);
+            continue;
+          }
+          result = await commitKnowingOutcome(execution, () => commitOutput(execution, output), { retry: true });
+        } else {
+          // A transactional step writes the carry in its own transaction; anything else commits it first.
+          if (step.kind !== 'transactional' || asksForSlot(workflow, step, runSlotHeld)) {
+            if ((await flushBefore(ctx, execution)) === 'overdue') return;
+          }
+          result = await awaitQueueSlots(execution, runSlotHeld);
+          runSlotHeld ||= result === undefined && workflow.registration.workflow.queue !== undefined;
           result ??= await trace.within(STEP_EXECUTORS[step.kind], execution);
         }
       } finally {
@@ -201,6 +256,11 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: AbortS
       }
       const outcome = result;
       resyncs = 0;
+      if (carry !== undefined) {
+        if (!carry.written) throw new Error(`internal: step "${step.name}" of run ${current.id} ended without writing the steps carried before it`);
+        reportCarried(ctx, current.id, carry);
+      }
+      carried = [];
       switch (outcome.kind) {
         case 'advanced':
           if (outcome.skipped === true) ctx.emit({ type: 'step-skipped', runId: current.id, step: step.name });
@@ -240,6 +300,7 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: AbortS
       }
     } catch (error) {
       run = await recover(ctx, execution, error, resyncs);
+      carried = [];
       resyncs += 1;
     }
   }
@@ -301,9 +362,76 @@ async function settleCrash(ctx: DriverContext, run: LeasedRun, workflow: Registe
   }
 }
 
-/** Decides what an error during a step means; returns the run to continue with, if any. */
+/**
+ * Before a commit that cannot carry them (a queue ask, a wait, a child start, an intent, a
+ * failure): writes the carried steps on their own, opening this step's attempt. `overdue` when
+ * that commit found the run past its deadline: the run was cancelled instead (as after any
+ * commit that reports it before a step). Nothing to do without a carry.
+ */
+async function flushBefore(ctx: DriverContext, s: StepExecution): Promise<'flushed' | 'overdue'> {
+  const carry = s.carry;
+  if (carry === undefined || carry.written) return 'flushed';
+  const flushed = await commitKnowingOutcome(
+    s,
+    () =>
+      flushCarry(ctx.db, {
+        lease: s.lease,
+        workflowName: s.run.workflowName,
+        workflowVersion: s.run.workflowVersion,
+        carry,
+        step: s.step,
+        attempt: s.attempt,
+      }),
+    { retry: true },
+  );
+  if (!flushed.fenced) throw leaseLost(s.lease, 'the carried steps');
+  carry.written = true;
+  reportCarried(ctx, s.run.id, carry);
+  if (!flushed.overdue || s.step.compensates !== undefined) return 'flushed';
+  await cancelAtDeadline(ctx, s);
+  return 'overdue';
+}
+
+/**
+ * The events of carried steps, once (`reported`) and only once the commit that wrote them is
+ * durable: what each step's own commit would have reported, in step order.
+ */
+function reportCarried(ctx: DriverContext, runId: string, carry: Carry): void {
+  if (!carry.written || carry.reported) return;
+  carry.reported = true;
+  for (const c of carry.steps) {
+    if (c.output === undefined) ctx.emit({ type: 'step-skipped', runId, step: c.step.name });
+    else ctx.emit({ type: 'step-succeeded', runId, step: c.step.name, kind: c.step.kind, attempt: c.attempt, reused: false });
+  }
+}
+
+/** Whether a step asks for a queue slot before it runs (its own, or the run's first): a commit the carry cannot ride on. */
+function asksForSlot(workflow: RegisteredWorkflow, step: StepDefinition, runSlotHeld: boolean): boolean {
+  return step.queue !== undefined || (workflow.registration.workflow.queue !== undefined && !runSlotHeld);
+}
+
+/**
+ * Decides what an error during a step means; returns the run to continue with, if any. Steps
+ * carried before it and not yet written are lost with a lost lease or an unknown outcome (the
+ * run is re-read: they run again), and written before a failure is recorded, so that attempt
+ * history shows them succeeded and this attempt failed, as if each had committed alone.
+ */
 async function recover(ctx: DriverContext, s: StepExecution, error: unknown, resyncs: number): Promise<LeasedRun | undefined> {
   const { lease, step } = s;
+  const recorded = !(error instanceof LeaseLostError || error instanceof ResyncNeeded || isConnectionError(error));
+  if (recorded && s.carry !== undefined && !s.carry.written) {
+    try {
+      if ((await flushBefore(ctx, s)) === 'overdue') return undefined;
+    } catch (flushError) {
+      // Not known to be written: the failure is not recorded either. The run is re-read (or given up) and goes on from
+      // wherever the database has it, running again whatever it does not show.
+      const cause = flushError instanceof LeaseLostError || isConnectionError(flushError) ? flushError : new ResyncNeeded('the carried steps could not be written', { cause: flushError });
+      return recover(ctx, { ...s, carry: undefined }, cause, resyncs);
+    }
+    // Written alone because the effect step's transaction found the deadline passed: the run is re-read.
+    if (error instanceof CarriedPastDeadline) return untilReachable(s, () => loadLeasedRun(ctx.db, lease.runId, lease.fencingToken));
+  }
+  if (s.carry?.written === true) reportCarried(ctx, lease.runId, s.carry);
   if (error instanceof LeaseLostError) {
     ctx.emit({ type: 'lease-lost', runId: lease.runId, fencingToken: lease.fencingToken, step: step.name });
     return undefined;

@@ -79,6 +79,7 @@ import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js'
  *
  * Attempt (step_attempt.status):
  *   (none)   --claim, or the previous step's commit under a held lease-->  running
+ *   (none)   --a carried step, written by the run's next commit (carried-prefix.ts)-->  succeeded
  *   running  --step committed-->  succeeded
  *   running  --handler/perform/validation failed-->  failed        (counts toward maxAttempts)
  *   running  --lease expired (`LeaseExpired`: the worker crashed or hung; claimed by a worker or the reconciler)-->  abandoned  (counts toward the crash limit)
@@ -109,7 +110,7 @@ export const EFFECT_TRANSITIONS: Readonly<Record<EffectStatus | 'none', readonly
 };
 
 export const ATTEMPT_TRANSITIONS: Readonly<Record<AttemptStatus | 'none', readonly AttemptStatus[]>> = {
-  none: ['running'],
+  none: ['running', 'succeeded'],
   running: ['succeeded', 'failed', 'abandoned', 'suspended'],
   succeeded: [],
   failed: [],

@@ -4,6 +4,7 @@ import type { StepDefinition } from '../../dsl/workflow.js';
 import { LeaseLostError } from '../errors.js';
 import { prepared } from '../store/prepared.js';
 import type { Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
+import { carryCtes, carryingAttemptStart, type Carry } from './carried-prefix.js';
 import { claimParts, FUSED_CLAIM, millis, reusedClaimParts, toLeasedRun, type ClaimOptions, type LeasedRun, type LeasedRunRow } from './claim.js';
 import type { WorkflowRegistry } from './registry.js';
 import { reconcileBackoffMs } from './retry.js';
@@ -66,6 +67,12 @@ export interface AdvanceParams {
   /** The step's condition said no: recorded as skipped, output NULL, no ledger row whatever the kind. */
   readonly skipped?: boolean;
   readonly continuation: Continuation;
+  /**
+   * Plain steps before this one whose results this commit writes first (see carried-prefix.ts):
+   * the run moves from the first of them, and this step's attempt, which no commit opened, is
+   * inserted finished.
+   */
+  readonly carry?: Carry;
 }
 
 /** What a result commit needs from the attempt that makes it (a `StepExecution` has all of it). */
@@ -77,6 +84,8 @@ export interface ResultCommitSource {
   readonly attempt: number;
   /** What the commit does with the run, given the output (`undefined`: skipped); asked once per result commit. */
   continuation(output: Json | undefined): Continuation;
+  /** Carried steps the attempt's first commit writes; none once a fenced commit wrote them. */
+  readonly carry?: Carry | undefined;
 }
 
 /**
@@ -97,6 +106,7 @@ export function resultCommit(s: ResultCommitSource, output: Json, effect?: Resul
     output,
     ...(effect === undefined ? {} : { effect }),
     continuation: s.continuation(output),
+    ...(s.carry !== undefined && !s.carry.written ? { carry: s.carry } : {}),
   };
 }
 
@@ -138,7 +148,10 @@ const lit = (value: string): RawBuilder<unknown> => sql.lit(value);
  */
 export async function advanceRun(db: Kysely<LedgerflowDatabase>, p: AdvanceParams): Promise<AdvanceResult> {
   const { rows } = await advanceRunStatement(p).execute(db);
-  return toAdvanceResult(p, rows[0]);
+  const result = toAdvanceResult(p, rows[0]);
+  // Inside a step's transaction this is only final at its COMMIT: that commit carries nothing (see StepTransaction).
+  if (result.fenced && p.carry !== undefined) p.carry.written = true;
+  return result;
 }
 
 function toAdvanceResult(p: AdvanceParams, row: AdvanceRow | undefined): AdvanceResult {
@@ -161,12 +174,16 @@ export interface AdvanceRow {
   overdue: boolean | null;
 }
 
-/** The statement of {@link advanceRun}; checks the transitions it makes before building it. */
-export function advanceRunStatement(p: AdvanceParams): RawBuilder<AdvanceRow> {
+/**
+ * The statement of {@link advanceRun}; checks the transitions it makes before building it. `now`
+ * (`performance.now()`) dates carried attempts: worker-measured durations before the statement's time.
+ */
+export function advanceRunStatement(p: AdvanceParams, now: number = performance.now()): RawBuilder<AdvanceRow> {
   checkAdvance(p);
   const effect = p.effect;
   const insert = effect?.mode === 'insert-recorded' ? effect : undefined;
   const { lease, step } = p;
+  const carry = p.carry;
   const outputJson = p.skipped === true ? null : JSON.stringify(p.output);
   const runSet =
     p.continuation.kind === 'hold'
@@ -179,7 +196,14 @@ export function advanceRunStatement(p: AdvanceParams): RawBuilder<AdvanceRow> {
   const stepHasEffect = sql`EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = ${lease.runId} AND e.step_name = ${step.name})`;
   const effectCte = effect === undefined ? sql`` : ledgerCte(effect, lease, step.name, JSON.stringify(p.output));
   const attemptCte =
-    p.attempt !== undefined
+    carry !== undefined
+      ? sql`${carryCtes(lease, { name: p.workflowName, version: p.workflowVersion }, carry, now)}, finished AS (
+          INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at, finished_at)
+          SELECT f.id, ${step.name}, ${p.attempt}, 'succeeded', ${lease.fencingToken}, ${lease.workerId},
+                 ${carryingAttemptStart(carry, now)}, statement_timestamp()
+            FROM fenced f
+          RETURNING 1)`
+      : p.attempt !== undefined
       ? sql`, finished AS (
           UPDATE ledgerflow.step_attempt SET status = 'succeeded', finished_at = statement_timestamp()
            WHERE run_id = ${lease.runId} AND step_name = ${step.name} AND attempt = ${p.attempt} AND status = 'running'
@@ -205,12 +229,12 @@ export function advanceRunStatement(p: AdvanceParams): RawBuilder<AdvanceRow> {
   return prepared(sql<AdvanceRow>`
     WITH fenced AS (
       UPDATE ledgerflow.workflow_run
-         SET current_step = current_step + 1, updated_at = statement_timestamp(), ${
+         SET current_step = ${carry === undefined ? sql`current_step + 1` : sql`${step.position + 1}`}, updated_at = statement_timestamp(), ${
            // A compensation keeps the error that made the run compensate.
            p.step.compensates === undefined ? sql`error = NULL, ` : sql``
          }${runSet}
        WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
-         AND current_step = ${step.position} ${insert !== undefined ? sql`AND NOT ${stepHasEffect}` : sql``}
+         AND current_step = ${carry?.steps[0].step.position ?? step.position} ${insert !== undefined ? sql`AND NOT ${stepHasEffect}` : sql``}
       RETURNING id${p.continuation.kind === 'hold' ? sql`, deadline_at <= statement_timestamp() AS overdue` : sql``}
     ),
     result AS (
@@ -254,7 +278,8 @@ export async function advanceRuns(db: Kysely<LedgerflowDatabase>, ps: readonly A
  */
 export function isBatchable(p: AdvanceParams): boolean {
   // A compensation's commit keeps the run's error and may end it `compensated`: one statement of its own.
-  return p.attempt !== undefined && p.effect?.mode !== 'fill-recorded' && p.step.compensates === undefined;
+  // So does a commit that carries earlier steps (its rows are the carry's, not one per run).
+  return p.attempt !== undefined && p.effect?.mode !== 'fill-recorded' && p.step.compensates === undefined && p.carry === undefined;
 }
 
 /** One row of {@link advanceRunsStatement}'s input (`jsonb_to_recordset`). */
@@ -424,7 +449,8 @@ function checkAdvance(p: AdvanceParams): RunStatus {
     throw new TypeError(`advanceRun: only the last compensation ends a run compensated (step "${p.step.name}").`);
   }
   assertRunTransition('running', target);
-  if (p.attempt !== undefined) assertAttemptTransition('running', 'succeeded');
+  if (p.attempt !== undefined) assertAttemptTransition(p.carry === undefined ? 'running' : 'none', 'succeeded');
+  if (p.carry !== undefined && p.attempt === undefined) throw new TypeError(`advanceRun: only a worker's attempt carries earlier steps (step "${p.step.name}").`);
   if (p.continuation.kind === 'hold') assertAttemptTransition('none', 'running');
   const effect = p.effect;
   if (effect?.mode === 'record-intent') assertEffectTransition('intent', 'recorded');

@@ -60,6 +60,9 @@ const WRITES: Readonly<Record<string, readonly string[]>> = {
   'load-leased-run.sql': [],
   'advance-hold.sql': ['run running->running', 'attempt running->succeeded', 'attempt none->running'],
   'advance-release.sql': ['run running->pending', 'attempt running->succeeded'],
+  // Carried plain steps (carried-prefix.ts): the first attempt closed, the others inserted finished.
+  'carry-flush.sql': ['run running->running', 'attempt running->succeeded', 'attempt none->succeeded', 'attempt none->running'],
+  'advance-carried-complete.sql': ['run running->completed', 'attempt running->succeeded', 'attempt none->succeeded'],
   'advance-complete.sql': ['run running->completed', 'attempt running->succeeded'],
   'advance-effect-reference.sql': ['run running->running', 'attempt running->succeeded', 'attempt none->running'],
   'advance-effect-insert-recorded.sql': ['run running->running', 'attempt running->succeeded', 'attempt none->running', 'effect none->recorded'],
@@ -329,6 +332,7 @@ describe('state machine tables', () => {
         'effect intent->released',
         'effect released->intent',
         'attempt none->running',
+        'attempt none->succeeded',
         'attempt running->succeeded',
         'attempt running->failed',
         'attempt running->abandoned',
@@ -352,7 +356,6 @@ describe('state machine tables', () => {
     ['run needs_reconciliation->running except by a claim: compensated->pending (final)', () => assertRunTransition('compensated', 'pending')],
     ['effect none->released', () => assertEffectTransition('none', 'released')],
     ['effect released->recorded (a released key is re-taken as an intent first)', () => assertEffectTransition('released', 'recorded')],
-    ['attempt none->succeeded', () => assertAttemptTransition('none', 'succeeded')],
   ];
   it.each(finals)('refuses %s', (_, attempt) => {
     expect(attempt).toThrow(IllegalTransitionError);

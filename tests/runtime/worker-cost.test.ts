@@ -1,12 +1,11 @@
-import { Kysely, PostgresDialect, sql } from 'kysely';
-import pg from 'pg';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { shapeHash, workflow } from 'ledgerflow/dsl';
-import { bindHandlers, createWorker, type LedgerflowDatabase, type Store, type WorkerEvent } from 'ledgerflow/runtime';
+import { bindHandlers, createWorker, type Store, type WorkerEvent } from 'ledgerflow/runtime';
 import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
-import { INT8_OID, parseInt8 } from '../../runtime/store/store.js';
 import { requestHash } from '../../runtime/worker/request-hash.js';
+import { commitsIn, countingStore } from '../support/counting-store.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
 import { startTestRun, runState, setupAppSchema } from './fixtures/run-helpers.js';
@@ -37,47 +36,6 @@ interface Logged {
   readonly afterEvents: number;
 }
 
-/** A store over its own pool whose Kysely logs every statement, BEGIN/COMMIT included. */
-function countingStore(url: string, onQuery: (sqlText: string) => void): Store {
-  const pool = new pg.Pool({
-    connectionString: url,
-    max: 4,
-    types: {
-      getTypeParser: ((oid: number, format?: string) =>
-        oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
-    },
-  });
-  // The database is dropped WITH (FORCE) at the end: an idle client it ends must not crash the test process.
-  pool.on('error', () => {});
-  const db = new Kysely<LedgerflowDatabase>({
-    dialect: new PostgresDialect({ pool }),
-    log: (event) => onQuery(event.query.sql),
-  });
-  return {
-    kind: 'pg',
-    db,
-    location: 'counting pool',
-    listen: async () => async () => {},
-    close: () => db.destroy(),
-  };
-}
-
-/** Commits in a statement sequence: each BEGIN…COMMIT, and each statement outside one. */
-function commitsIn(statements: readonly string[]): number {
-  let commits = 0;
-  let inTransaction = false;
-  for (const statement of statements) {
-    const verb = statement.trim().toLowerCase();
-    if (/^begin\b/.test(verb)) inTransaction = true;
-    else if (verb === 'commit') {
-      inTransaction = false;
-      commits += 1;
-    } else if (verb === 'rollback') inTransaction = false;
-    else if (!inTransaction) commits += 1;
-  }
-  return commits;
-}
-
 describe('worker: commits and round trips per step [pg]', () => {
   let base: TestStore;
   let store: Store;
@@ -95,7 +53,7 @@ describe('worker: commits and round trips per step [pg]', () => {
     await base.close();
   });
 
-  it('costs 1 round trip and 1 commit per step, 4 + handler statements and 1 commit per transactional (1 and 1 if its handler sends none), 2 and 2 per external', async () => {
+  it('costs nothing of its own per carried plain step, 5 + handler statements and 1 commit per transactional carrying one (1 and 1 if its handler sends none), 2 and 2 per external', async () => {
     const payments = new FakePaymentProvider();
     const registration = bindHandlers(
       costed,
@@ -144,7 +102,9 @@ describe('worker: commits and round trips per step [pg]', () => {
     await worker.stop();
     expect((await runState(base, runId)).run.status).toBe('completed');
 
-    // Statements sent between two events belong to the step that the later event reports.
+    // Statements sent between two events belong to the step that the later event reports. A plain
+    // step's result rides on the next commit (carried-prefix.ts) and its event comes with that
+    // commit, first: its window holds the carrying step's statements, and the carrying step's is empty.
     const claimedAt = events.findIndex((e) => e.type === 'run-claimed');
     const stepEnds = events.flatMap((e, i) => (e.type === 'step-succeeded' ? [{ step: e.step, index: i }] : []));
     const window = (from: number, to: number): string[] => logged.filter((q) => q.afterEvents > from && q.afterEvents <= to).map((q) => q.sql);
@@ -164,14 +124,16 @@ describe('worker: commits and round trips per step [pg]', () => {
 
     expect(claim).toHaveLength(1);
     expect(costs).toEqual([
-      { step: 'compute', roundTrips: 1, commits: 1 },
-      // BEGIN, ledger row + fence read, the handler's INSERT, result + transition, COMMIT.
-      { step: 'write', roundTrips: 5, commits: 1 },
+      // write's transaction, carrying compute: BEGIN, compute's result + write's attempt, ledger row +
+      // fence read, the handler's INSERT, result + transition, COMMIT.
+      { step: 'compute', roundTrips: 6, commits: 1 },
+      { step: 'write', roundTrips: 0, commits: 0 },
       // Intent commit, result commit.
       { step: 'call', roundTrips: 2, commits: 2 },
+      // note's one statement, carrying finish: finish's result and attempt, note's ledger row, result,
+      // attempt and the completion — no BEGIN, no COMMIT.
       { step: 'finish', roundTrips: 1, commits: 1 },
-      // Ledger row, result, attempt and transition in one statement: no BEGIN, no COMMIT.
-      { step: 'note', roundTrips: 1, commits: 1 },
+      { step: 'note', roundTrips: 0, commits: 0 },
     ]);
     const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM wt_app.reservation WHERE run_id = ${runId}`.execute(base.db);
     expect(rows[0]!.n).toBe(1);

@@ -15,6 +15,7 @@ import { evaluateStepFunction, isConnectionError, isResourceRefusal, ResyncNeede
 import type { EffectClaim } from '../ledger.js';
 import type { StepTrace } from '../../telemetry/telemetry.js';
 import type { CommitQueue } from '../commit-queue.js';
+import { openAttemptOf, type Carry } from '../carried-prefix.js';
 
 /** Everything one attempt of one step needs; built by the run driver. */
 export interface StepExecution {
@@ -34,6 +35,12 @@ export interface StepExecution {
   readonly trace: StepTrace;
   /** What the step's commit does with the run, given the step's output (`undefined`: the step was skipped). */
   continuation(output: Json | undefined): Continuation;
+  /**
+   * Plain steps before this one whose results are not committed yet (carried-prefix.ts): the
+   * attempt's first commit writes them, and until then the database shows the run at the first
+   * of them, whose attempt is the one a commit's outcome is read from.
+   */
+  readonly carry?: Carry | undefined;
   /** The worker's result commits, grouped across runs (group commit); see `CommitQueue`. */
   readonly commits: CommitQueue;
   /** Reports a commit whose outcome became unknown (for the worker's event stream). */
@@ -206,15 +213,19 @@ export async function commitOutput(s: StepExecution, output: Json, db?: Kysely<L
  * run on. `undefined` when the step is to run.
  */
 export async function skipUnlessWanted(s: StepExecution): Promise<StepOutcome | undefined> {
+  return stepWanted(s) ? undefined : commitSkipped(s);
+}
+
+/** The step's condition (pure, checked like a key): whether the step is to run. True without one. */
+export function stepWanted(s: Pick<StepExecution, 'step' | 'run'>): boolean {
   const when = s.step.when;
-  if (when === undefined) return undefined;
+  if (when === undefined) return true;
   const context = keyContext(s);
   const wanted = evaluateStepFunction(() => when(context), `The condition (when) of step "${s.step.name}"`);
   if (typeof wanted !== 'boolean') {
     throw new StepFailure(new TypeError(`The condition (when) of step "${s.step.name}" must return a boolean (got ${JSON.stringify(wanted)}).`));
   }
-  if (wanted) return undefined;
-  return commitSkipped(s);
+  return wanted;
 }
 
 /**
@@ -267,7 +278,7 @@ const RESYNC_BACKOFF = { firstMs: 100, maxMs: 2_000 } as const;
  * re-read the run ({@link ResyncNeeded}), or gives up the run when the token moved on.
  */
 export async function commitKnowingOutcome<T>(
-  s: Pick<StepExecution, 'db' | 'lease' | 'step' | 'attempt' | 'onUnknownOutcome'>,
+  s: Pick<StepExecution, 'db' | 'lease' | 'step' | 'attempt' | 'onUnknownOutcome' | 'carry'>,
   commit: () => Promise<T>,
   options: { readonly retry: boolean },
 ): Promise<T> {
@@ -287,7 +298,9 @@ export async function commitKnowingOutcome<T>(
         if (performance.now() - refusedSince <= s.lease.leaseMs) continue;
         throw error;
       }
-      const state = await untilReachable(s, () => attemptCommitState(s.db, s.lease, s.step.name, s.attempt));
+      // Carried steps not yet written: the attempt the database shows running is the first of them.
+      const open = openAttemptOf(s.carry, s.step, s.attempt);
+      const state = await untilReachable(s, () => attemptCommitState(s.db, s.lease, open.step.name, open.attempt));
       if (state === 'lost') throw leaseLost(s.lease, 'the step commit');
       if (state === 'committed' || !options.retry) throw new ResyncNeeded();
     }

@@ -2,6 +2,7 @@ import { sql, type CompiledQuery, type Kysely, type QueryResult, type Transactio
 import type { LedgerflowDatabase } from '../../store/tables.js';
 import { faultPoint } from '../../faults/fault-points.js';
 import { openTransactionalEffect, type EffectClaim } from '../ledger.js';
+import { CarriedPastDeadline, flushCarry, type Carry } from '../carried-prefix.js';
 import { advanceRun, leaseLost, type AdvanceParams, type AdvanceResult } from '../step-commits.js';
 import type { StepExecution } from './step-execution.js';
 import { transactionHandle, type TransactionHandle } from './statement-dialect.js';
@@ -51,6 +52,8 @@ export class StepTransaction {
   #statementsInFlight = 0;
   #handle: TransactionHandle | undefined;
   #handlerEnded: 'committed' | 'rolled back' | undefined;
+  /** The carried steps this transaction wrote when it opened: written for good at its COMMIT. */
+  #carried: Carry | undefined;
 
   constructor(
     private readonly s: StepExecution,
@@ -89,16 +92,21 @@ export class StepTransaction {
     await this.#opening?.catch(() => {});
   }
 
-  /** The fenced transition and COMMIT; on any error the transaction is abandoned. */
+  /**
+   * The fenced transition and COMMIT; on any error the transaction is abandoned. The carried
+   * steps, if any, were written when the transaction opened: `params` carries none.
+   */
   async commit(params: AdvanceParams): Promise<AdvanceResult> {
     const conn = this.#conn;
     if (this.#state !== 'open' || conn === undefined) throw new Error(`internal: commit of a ${this.#state} step transaction`);
     this.#state = 'committing';
     try {
-      const result = await advanceRun(conn, params);
+      const { carry: _written, ...withoutCarry } = params;
+      const result = await advanceRun(conn, withoutCarry);
       await sql`${sql.raw(result.fenced ? 'COMMIT' : 'ROLLBACK')}`.execute(conn);
       this.#state = 'closed';
       this.#finish();
+      if (result.fenced && this.#carried !== undefined) this.#carried.written = true;
       return result;
     } catch (error) {
       this.#state = 'open';
@@ -185,6 +193,23 @@ export class StepTransaction {
         .execute(held.conn);
       await faultPoint('opening-step-transaction');
       if (this.#state !== 'opening') throw this.#endedWhileOpening();
+      const carry = this.s.carry;
+      if (carry !== undefined && !carry.written) {
+        // The plain steps before this one commit with its effect: written first, in this transaction.
+        const flushed = await flushCarry(held.conn, {
+          lease: this.s.lease,
+          workflowName: this.s.run.workflowName,
+          workflowVersion: this.s.run.workflowVersion,
+          carry,
+          step: this.s.step,
+          attempt: this.s.attempt,
+        });
+        if (!flushed.fenced) throw leaseLost(this.s.lease, 'the transactional step (with the steps carried before it)');
+        // The deadline passed while the carried steps ran: no effect starts after it is seen.
+        if (flushed.overdue) throw new CarriedPastDeadline(this.s.run.id, this.s.step.name);
+        this.#carried = carry;
+        if (this.#state !== 'opening') throw this.#endedWhileOpening();
+      }
       const opened = await openTransactionalEffect(held.conn, this.s.lease, this.s.step, this.claim);
       this.#pid = opened.pid;
       if (!opened.fenced) throw leaseLost(this.s.lease, 'the transactional step');
