@@ -158,7 +158,7 @@ export function claimParts(registry: WorkflowRegistry, options: ClaimOptions, pl
       UPDATE ledgerflow.step_attempt a
          SET status = 'abandoned', finished_at = ${at},
              error = jsonb_build_object('name', ${LEASE_EXPIRED}::text,
-                       'message', 'the worker holding this attempt stopped renewing its lease; the run was claimed again')
+                       'message', 'the worker holding this attempt stopped renewing its lease; the run was claimed again (it may have died in a later plain step: those commit with the next step that must, see carried steps)')
         FROM ${name('claimed')} c
        WHERE a.run_id = c.id AND a.status = 'running'
       RETURNING a.run_id

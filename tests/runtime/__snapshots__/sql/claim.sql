@@ -65,7 +65,7 @@
       UPDATE ledgerflow.step_attempt a
          SET status = 'abandoned', finished_at = statement_timestamp(),
              error = jsonb_build_object('name', $11::text,
-                       'message', 'the worker holding this attempt stopped renewing its lease; the run was claimed again')
+                       'message', 'the worker holding this attempt stopped renewing its lease; the run was claimed again (it may have died in a later plain step: those commit with the next step that must, see carried steps)')
         FROM claimed c
        WHERE a.run_id = c.id AND a.status = 'running'
       RETURNING a.run_id
