@@ -39,7 +39,7 @@ export interface ChaosOptions {
   readonly workers: number;
   /** Runs each worker drives at once. */
   readonly concurrency: number;
-  /** How long workers are killed, backends terminated and faults fire (up to three times as long while kills or terminations are short of their targets). */
+  /** How long workers are killed, backends terminated and faults fire (up to five times as long while kills or terminations are short of their targets). */
   readonly chaosMs: number;
   readonly serverRestarts: number;
   /**
@@ -310,12 +310,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     let randomKills = 0;
     const due = (target: number, elapsed: number): number => Math.ceil((target * Math.min(elapsed, options.chaosMs)) / options.chaosMs);
     // Past chaosMs the chaos goes on while the kills or terminations are short of their targets
-    // (a loaded machine starts workers slowly, and only started workers are killed), for at most
-    // twice as long again.
+    // (a loaded machine starts workers slowly, and only started workers are killed: beside the
+    // fuzzer on two cores a replaced worker can take 20 s to be ready again), for at most four
+    // times as long again.
     const chaosGoesOn = (): boolean => {
       const elapsed = performance.now() - chaosStart;
       if (elapsed < options.chaosMs) return true;
-      return elapsed < 3 * options.chaosMs && (randomKills < options.kills || backendTerminations < options.backendTerminations);
+      return elapsed < 5 * options.chaosMs && (randomKills < options.kills || backendTerminations < options.backendTerminations);
     };
     while (chaosGoesOn()) {
       await sleep(random.int(options.tickMs.min, options.tickMs.max));
