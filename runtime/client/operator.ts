@@ -408,7 +408,10 @@ async function settle(
   if (SETTLED_IN_LEDGER.includes(run.status) || (run.compensation !== null && step.compensates === undefined)) {
     const settled = await settleFinishedRunIntent(trx, intent, output === undefined ? { resolution } : { output, resolution });
     if (!settled) throw new ConflictError(`The intent of step "${step.name}" of ${where} changed meanwhile. Nothing was done.`);
-    return run.status;
+    // A compensation parked until this intent was settled is pending now (woken by the settle).
+    if (run.status !== 'needs_reconciliation') return run.status;
+    const woken = await trx.selectFrom('ledgerflow.workflow_run').select('status').where('id', '=', run.id).executeTakeFirstOrThrow();
+    return woken.status;
   }
   if (run.leased) {
     throw new ConflictError(

@@ -4,7 +4,7 @@ import { millis } from '../worker/claim.js';
 import type { WorkflowRegistry } from '../worker/registry.js';
 import { countsTowardBudget, reconcileBackoffMs } from '../worker/retry.js';
 import { recordableText } from '../worker/step-errors.js';
-import type { Lease } from '../worker/step-commits.js';
+import { wakeAwaitingCompensationStatement, type Lease } from '../worker/step-commits.js';
 import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from '../worker/state-machines.js';
 
 /** The reconciler's own statements; recording a found effect on a live run reuses the worker's `advanceRun`. */
@@ -118,7 +118,8 @@ export function deferIntentStatement(intent: DueIntent, note: string): RawBuilde
 
 /**
  * Settles the intent of a run that is over (cancelled or failed): `found` records the effect
- * (output given) and `not_found` releases it — in the ledger only; the run stays as it is. No
+ * (output given) and `not_found` releases it — in the ledger only; the run stays as it is, but
+ * for a compensating run parked until this intent is settled, which goes pending to decide. No
  * run lease is needed: nobody advances a finished run, and the intent claim keeps other passes off.
  */
 export async function settleFinishedRunIntent(
@@ -126,8 +127,16 @@ export async function settleFinishedRunIntent(
   intent: IntentRef,
   settlement: { readonly output: Json; readonly resolution: string } | { readonly output?: undefined; readonly resolution: string },
 ): Promise<boolean> {
-  const { rows } = await settleFinishedRunIntentStatement(intent, settlement).execute(db);
-  return rows.length === 1;
+  // The settle and the wake of a compensation parked on this intent, in one transaction: the
+  // wake is a statement of its own, so that it sees a park that committed while the settle
+  // waited for the intent's row (step-commits.ts, await-settlement).
+  const settleAndWake = async (trx: Kysely<LedgerflowDatabase>): Promise<boolean> => {
+    const { rows } = await settleFinishedRunIntentStatement(intent, settlement).execute(trx);
+    if (rows.length !== 1) return false;
+    await wakeAwaitingCompensationStatement(intent.run_id, intent.step_name).execute(trx);
+    return true;
+  };
+  return db.isTransaction ? settleAndWake(db) : db.transaction().execute(settleAndWake);
 }
 
 /** The statement of {@link settleFinishedRunIntent}. */

@@ -27,7 +27,11 @@ import { recordableText, ResyncNeeded, StepFailure, userCode } from './step-erro
  *   none, released     →  skipped (the effect did not happen): recorded as skipped, no ledger row
  *   intent (open)      →  not decided yet: the run waits (rescheduled) until the reconciler has
  *                         settled that intent — in the ledger only, as for a finished run — then
- *                         decides on what it found; or, for a step whose provider dedupes by key
+ *                         decides on what it found. Once a lookup of the intent could not settle
+ *                         it (the provider could not tell, its answer cannot be recorded), the
+ *                         run parks in `needs_reconciliation` — visibly waiting for the reconciler
+ *                         or an operator's resolve, as a live run with such an intent does — and
+ *                         the settle wakes it (step-commits.ts, `await-settlement`). Or, for a step whose provider dedupes by key
  *                         and that has no reconcile ({@link settledByKey}), the compensation takes
  *                         the intent over and performs the step again with the same key: the
  *                         provider answers with the effect if it happened, or applies it now, and
@@ -45,12 +49,17 @@ export interface CompensatedEffect {
   readonly status: EffectStatus;
   readonly effect: Json | null;
   readonly reconcile_after: Date | null;
+  readonly idempotency_key: string;
+  /** Lookups of an open intent so far (the worker's own and the reconciler's). */
+  readonly reconcile_attempts: number;
+  /** What the last lookup found, or why it could not settle the intent. */
+  readonly resolution: string | null;
 }
 
 /** The compensated step's ledger row: the recorded one if any, else an open intent, else a released one. */
 export function compensatedEffectStatement(runId: string, stepName: string): RawBuilder<CompensatedEffect> {
   return sql<CompensatedEffect>`
-    SELECT status, effect, reconcile_after
+    SELECT status, effect, reconcile_after, idempotency_key, reconcile_attempts, resolution
       FROM ledgerflow.step_effect
      WHERE workflow_id = ${runId} AND step_name = ${stepName}
      ORDER BY CASE status WHEN 'recorded' THEN 0 WHEN 'intent' THEN 1 ELSE 2 END
@@ -70,6 +79,7 @@ export async function executeCompensation(s: StepExecution): Promise<StepOutcome
   if (effect.status === 'intent') {
     const undone = s.workflow.steps.find((d) => d.name === compensates);
     if (undone !== undefined && settledByKey(s.workflow, undone)) return takeOverByKey(s, undone);
+    if (effect.reconcile_attempts > 0) return awaitSettlement(s, compensates, effect);
     const earliest = new Date(Date.now() + RECHECK_INTENT_MS);
     const until = effect.reconcile_after !== null && effect.reconcile_after > earliest ? effect.reconcile_after : earliest;
     const reason =
@@ -85,6 +95,26 @@ export async function executeCompensation(s: StepExecution): Promise<StepOutcome
   }
   const outputs = withStoredOutput(s.run.outputs, compensates, effect.effect ?? s.run.outputs[compensates] ?? null);
   return STEP_EXECUTORS[s.step.kind]({ ...s, run: { ...s.run, outputs } });
+}
+
+/**
+ * The compensated step's open intent was looked up and could not be settled: park the run until
+ * the reconciler or an operator settles it (the settle wakes it), or — when it was settled
+ * meanwhile — go pending now and decide.
+ */
+async function awaitSettlement(s: StepExecution, compensates: string, effect: CompensatedEffect): Promise<StepOutcome> {
+  const last = effect.resolution === null ? '' : ` (last lookup: ${effect.resolution})`;
+  const reason =
+    `compensation "${s.step.name}" waits for step "${compensates}"'s open intent (key "${effect.idempotency_key}"): ` +
+    `${effect.reconcile_attempts} lookup(s) could not tell whether its effect happened${last}; the reconciler asks again, ` +
+    `or settle it with: ledgerflow resolve ${s.run.id} ${compensates} (--found <json> | --not-found) --reason <text>`;
+  const fenced = await commitKnowingOutcome(
+    s,
+    () => commitYield(s.db, { lease: s.lease, step: s.step, attempt: s.attempt, to: { kind: 'await-settlement', reason, awaits: compensates, key: effect.idempotency_key } }),
+    { retry: true },
+  );
+  if (!fenced) throw leaseLost(s.lease, 'the compensation park');
+  return { kind: 'parked', reason };
 }
 
 /**

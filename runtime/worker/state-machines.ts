@@ -42,6 +42,9 @@ import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js'
  *   pending / running / waiting / needs_reconciliation  --client cancel with compensate, fencing_token + 1-->  pending  (compensation = 'cancel')
  *   running  --last compensation committed (or skipped: its step's effect was not recorded)-->  compensated
  *   running  --a compensation exhausted, non-retryable, crash limit; reconciler: not found after exhaustion-->  compensation_failed
+ *   running  --a compensation whose step's open intent lookups could not settle (compensation.ts)-->  needs_reconciliation
+ *            (`error.awaitedBy` = the compensation, `error.cause` = why it compensates)
+ *   needs_reconciliation  --that intent settled by the reconciler or an operator's resolve (the settle's wake)-->  pending
  *   compensation_failed  --an operator's retry (client.retryRun; `compensation` kept: the failed
  *            compensation again with a fresh budget, then the remaining ones)-->  pending
  * completed and compensated are final; compensation_failed is final for the runtime and left

@@ -9,6 +9,7 @@ import { claimParts, FUSED_CLAIM, millis, reusedClaimParts, toLeasedRun, type Cl
 import type { WorkflowRegistry } from './registry.js';
 import { reconcileBackoffMs } from './retry.js';
 import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from './state-machines.js';
+import { RUNS_CHANNEL } from './runs-subscription.js';
 import { recordableText } from './step-errors.js';
 
 /*
@@ -515,12 +516,26 @@ export interface YieldParams {
         /** The lookups of the intent so far, this attempt's included: the next one waits `reconcileBackoffMs(lookups)`. */
         readonly lookups: number;
       }
-    | { readonly kind: 'reschedule'; readonly until: Date; readonly reason: string };
+    | { readonly kind: 'reschedule'; readonly until: Date; readonly reason: string }
+    | {
+        /**
+         * A compensation that cannot decide until an earlier step's open intent is settled, and
+         * whose lookups so far could not settle it: parked until the reconciler or an operator
+         * settles that intent ({@link wakeAwaitingCompensation} wakes it). When the intent is
+         * already settled by the time this commits, the run is pending now instead.
+         */
+        readonly kind: 'await-settlement';
+        readonly reason: string;
+        /** The compensated step whose intent is open, and that intent's key. */
+        readonly awaits: string;
+        readonly key: string;
+      };
 }
 
 /** The statement of {@link commitYield}. */
 export function commitYieldStatement(p: YieldParams): RawBuilder<{ fenced: boolean }> {
   const { lease, step } = p;
+  if (p.to.kind === 'await-settlement') return awaitSettlementStatement({ ...p, to: p.to });
   const status: RunStatus = p.to.kind === 'park' ? 'needs_reconciliation' : 'pending';
   assertRunTransition('running', status);
   assertAttemptTransition('running', 'abandoned');
@@ -564,6 +579,76 @@ export function commitYieldStatement(p: YieldParams): RawBuilder<{ fenced: boole
         : sql``
     }
     SELECT EXISTS (SELECT 1 FROM fenced) AS fenced`;
+}
+
+/**
+ * The `await-settlement` yield, ONE statement. It locks the run's row, then the open intent's row
+ * without waiting: a settle that holds or has changed that row makes it not open here (the run is
+ * then pending now, to decide at once); a settle that comes after waits for this commit, and its
+ * wake ({@link wakeAwaitingCompensationStatement}, a statement of its own) then sees the parked
+ * run. Locks run row → intent row as an operator's resolve does, and never waits for the second:
+ * no deadlock with the reconciler (intent → run). The run's error keeps why it compensates as
+ * `cause`, restored when it wakes.
+ */
+function awaitSettlementStatement(p: YieldParams & { readonly to: Extract<YieldParams['to'], { kind: 'await-settlement' }> }): RawBuilder<{ fenced: boolean }> {
+  const { lease, step, to } = p;
+  assertRunTransition('running', 'needs_reconciliation');
+  assertRunTransition('running', 'pending');
+  assertAttemptTransition('running', 'abandoned');
+  return sql<{ fenced: boolean }>`
+    WITH run_locked AS (
+      SELECT id FROM ledgerflow.workflow_run WHERE id = ${lease.runId} FOR UPDATE
+    ),
+    open_intent AS (
+      SELECT 1 FROM run_locked, ledgerflow.step_effect e
+       WHERE e.workflow_id = ${lease.runId} AND e.step_name = ${to.awaits} AND e.idempotency_key = ${to.key} AND e.status = 'intent'
+         FOR UPDATE OF e SKIP LOCKED
+    ),
+    held AS (
+      SELECT EXISTS (SELECT 1 FROM open_intent) AS open
+    ),
+    fenced AS (
+      UPDATE ledgerflow.workflow_run r
+         SET lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp(),
+             status = CASE WHEN h.open THEN 'needs_reconciliation' ELSE 'pending' END,
+             run_after = CASE WHEN h.open THEN r.run_after ELSE statement_timestamp() END,
+             error = CASE WHEN h.open
+                          THEN jsonb_build_object('name', 'NeedsReconciliation', 'message', ${to.reason}::text, 'step', ${to.awaits}::text,
+                                                  'key', ${to.key}::text, 'exhausted', false, 'awaitedBy', ${step.name}::text, 'cause', r.error)
+                          ELSE r.error END
+        FROM held h
+       WHERE r.id = ${lease.runId} AND r.fencing_token = ${lease.fencingToken} AND r.status = 'running'
+      RETURNING r.id
+    ),
+    attempt AS (
+      UPDATE ledgerflow.step_attempt
+         SET status = 'abandoned', finished_at = statement_timestamp(),
+             error = ${JSON.stringify({ name: 'NeedsReconciliation', message: to.reason })}::jsonb
+       WHERE run_id = ${lease.runId} AND step_name = ${step.name} AND attempt = ${p.attempt} AND status = 'running'
+         AND EXISTS (SELECT 1 FROM fenced)
+      RETURNING 1
+    )
+    SELECT EXISTS (SELECT 1 FROM fenced) AS fenced`;
+}
+
+/**
+ * Wakes a compensating run parked (`await-settlement`) on `stepName`'s intent once that intent
+ * is settled: pending now, its error back to why it compensates; workers are notified. Run after
+ * the settle, as a statement of its own (see {@link awaitSettlementStatement} for why), in the
+ * settle's transaction.
+ */
+export function wakeAwaitingCompensationStatement(runId: string, stepName: string): RawBuilder<{ id: string }> {
+  assertRunTransition('needs_reconciliation', 'pending');
+  return sql<{ id: string }>`
+    WITH woken AS (
+      UPDATE ledgerflow.workflow_run
+         SET status = 'pending', run_after = statement_timestamp(), updated_at = statement_timestamp(), error = error->'cause'
+       WHERE id = ${runId} AND status = 'needs_reconciliation' AND compensation IS NOT NULL
+         AND error->>'step' = ${stepName} AND error ? 'awaitedBy'
+         AND NOT EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = ${runId} AND e.step_name = ${stepName} AND e.status = 'intent')
+      RETURNING id
+    )
+    SELECT id, pg_notify(${RUNS_CHANNEL}, id::text) FROM woken`;
 }
 
 export type CommitState = 'committed' | 'not_committed' | 'lost';

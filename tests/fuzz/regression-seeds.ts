@@ -18,4 +18,5 @@ export const REGRESSION_SEEDS: readonly RegressionSeed[] = [
   { seed: 20789054, found: 'a run cancelled with compensate kept its queue slot and place in line (item 4)' },
   { seed: 20789029, found: 'a run that failed into compensation kept its whole-run queue slot (found by the fuzzer, beside item 4)' },
   { seed: 20789068, found: 'a key over an earlier output changed after a take-over reloaded it: ConflictError (item 7)' },
+  { seed: 20789173, found: 'a run cancelled with compensate waited pending, rescheduled on the reconciler backoff, on an intent whose oversized answer nobody could record: not parked for an operator' },
 ];

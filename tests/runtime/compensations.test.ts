@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { z } from 'zod';
-import { afterEach, beforeAll, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { event, workflow } from 'ledgerflow/dsl';
 import {
   bindHandlers,
@@ -127,7 +127,10 @@ const parkedRefund = workflow('comp-parked-refund', { version: 1, input: Input }
 const log: string[] = [];
 let provider = new Provider();
 const perform = (prefix: string) => ({ perform: ({ key }: { key: string }) => (log.push(`${prefix}`), provider.call(key)) });
+/** Keys the provider's lookup cannot tell about (`unknownOutcome`). */
+let mute = new Set<string>();
 const lookup = async ({ key }: { key: string }) => {
+  if (mute.has(key)) return unknownOutcome(`the provider cannot tell about ${key}`);
   const id = provider.applied.get(key);
   return id === undefined ? notFound() : found({ id });
 };
@@ -182,10 +185,10 @@ const LATER = (): Date => new Date(Date.now() + 3_600_000);
 
 describeStores('compensations', (getStore) => {
   const workers: Worker[] = [];
-  const drain = async (): Promise<void> => {
+  const drain = async (timeoutMs?: number): Promise<void> => {
     const w = createWorker({ store: getStore(), ...FAST, workflows: [fourHandlers(), chargeWaitHandlers(waitV1), chargeWaitHandlers(waitV2), parkedRefundHandlers(), ...childHandlers()] });
     workers.push(w);
-    await w.drain();
+    await w.drain(timeoutMs === undefined ? {} : { timeoutMs });
   };
   const client = () => createClient({ store: getStore() });
   const results = async (runId: string) =>
@@ -195,6 +198,7 @@ describeStores('compensations', (getStore) => {
   afterEach(async () => {
     log.length = 0;
     provider = new Provider();
+    mute = new Set();
     await Promise.all(workers.splice(0).map((w) => w.stop({ timeoutMs: 200 })));
   });
 
@@ -317,6 +321,72 @@ describeStores('compensations', (getStore) => {
     expect((await runState(getStore(), runId)).run.status).toBe('compensated');
     expect(provider.count('refund:')).toBe(0);
     expect(await results(runId)).toEqual(['reserve', 'unship (skipped)', 'refund (skipped)', 'unreserve']);
+  });
+
+  describe('a compensation waiting on an intent no lookup could settle', () => {
+    /** A charge applied with its answer lost, that the provider cannot tell about: the run parks, then is cancelled with compensate. */
+    const cancelledWithUnsettledCharge = async (orderId: string): Promise<string> => {
+      provider.lose.add(`charge:${orderId}`);
+      mute.add(`charge:${orderId}`);
+      const runId = await startTestRun(getStore(), fourEffects, { orderId });
+      await drain();
+      expect((await runState(getStore(), runId)).run).toMatchObject({ status: 'needs_reconciliation', error: expect.objectContaining({ step: 'charge' }) });
+      // The reconciler asks; the provider cannot tell.
+      const asked = await runReconcilePass({ store: getStore(), workflows: [fourHandlers()], now: LATER() });
+      expect(asked.items.filter((i) => i.runId === runId)).toEqual([expect.objectContaining({ step: 'charge', outcome: 'parked' })]);
+      await Promise.all(workers.splice(0).map((w) => w.stop()));
+      expect(await client().cancel(runId, { compensate: true })).toBe(true);
+      // (Rescheduled instead of parked, the run would stay due again and again: the drain would time out.)
+      await drain(15_000);
+      // Parked, visibly, for the reconciler or an operator — not pending on a backoff nobody sees.
+      const { run } = await runState(getStore(), runId);
+      expect(run).toMatchObject({
+        status: 'needs_reconciliation',
+        compensation: 'cancel',
+        error: expect.objectContaining({ name: 'NeedsReconciliation', step: 'charge', key: `charge:${orderId}`, awaitedBy: 'refund', cause: expect.objectContaining({ name: 'Cancelled' }) }),
+      });
+      expect((run.error as { message: string }).message).toMatch(new RegExp(`ledgerflow resolve ${runId} charge`));
+      // No worker left to take the run the moment it wakes: the test looks at it first.
+      await Promise.all(workers.splice(0).map((w) => w.stop()));
+      return runId;
+    };
+
+    it('parks the run; the reconciler still cannot tell: it stays parked; once it finds the charge, the run wakes and refunds it once', async () => {
+      const runId = await cancelledWithUnsettledCharge('o-11');
+      const still = await runReconcilePass({ store: getStore(), workflows: [fourHandlers()], now: LATER() });
+      expect(still.items.filter((i) => i.runId === runId)).toEqual([expect.objectContaining({ step: 'charge', outcome: 'deferred' })]);
+      await drain();
+      expect((await runState(getStore(), runId)).run.status).toBe('needs_reconciliation');
+      await Promise.all(workers.splice(0).map((w) => w.stop()));
+
+      mute.delete('charge:o-11');
+      const settled = await runReconcilePass({ store: getStore(), workflows: [fourHandlers()], now: LATER() });
+      expect(settled.items.filter((i) => i.runId === runId)).toEqual([expect.objectContaining({ step: 'charge', outcome: 'recorded' })]);
+      expect((await runState(getStore(), runId)).run).toMatchObject({ status: 'pending', compensation: 'cancel', error: expect.objectContaining({ name: 'Cancelled' }) });
+      await drain();
+
+      const { run } = await runState(getStore(), runId);
+      expect(run).toMatchObject({ status: 'compensated', compensation: 'cancel', error: expect.objectContaining({ name: 'Cancelled' }) });
+      expect(provider.count('charge:')).toBe(1);
+      expect(provider.requests.filter((k) => k.startsWith('refund:'))).toEqual([`refund:${provider.applied.get('charge:o-11')}`]);
+      // The charge is recorded in the ledger only (the run does not go back to it): no step result.
+      expect(await results(runId)).toEqual(['reserve', 'unship (skipped)', 'refund', 'unreserve']);
+      expect((await runState(getStore(), runId)).effects.find((e) => e.step_name === 'charge')).toMatchObject({ status: 'recorded' });
+    });
+
+    it("an operator's resolve wakes it: not found, the charge is not refunded", async () => {
+      const runId = await cancelledWithUnsettledCharge('o-12');
+      // The charge's answer was lost after it applied; the operator says otherwise, and is believed.
+      const operator = createClient({ store: getStore(), workflows: [fourEffects] });
+      const resolved = await operator.resolveEffect(runId, 'charge', { notFound: true }, { actor: 'ops', reason: 'no charge in the provider dashboard' });
+      expect(resolved).toMatchObject({ status: 'released', runStatus: 'pending' });
+      await drain();
+
+      const { run } = await runState(getStore(), runId);
+      expect(run).toMatchObject({ status: 'compensated', compensation: 'cancel', error: expect.objectContaining({ name: 'Cancelled' }) });
+      expect(provider.count('refund:')).toBe(0);
+      expect(await results(runId)).toEqual(['reserve', 'unship (skipped)', 'refund (skipped)', 'unreserve']);
+    });
   });
 
   it('an open intent at failure is reconciled first: found, the run goes on, and fails later with the charge refunded once', async () => {

@@ -77,6 +77,9 @@ const WRITES: Readonly<Record<string, readonly string[]>> = {
   'read-effects.sql': [],
   'commit-yield-park.sql': ['run running->needs_reconciliation', 'attempt running->abandoned', 'effect intent->intent'],
   'commit-yield-reschedule.sql': ['run running->pending', 'attempt running->abandoned'],
+  // Parked on the compensated step's open intent, or pending now when it was settled meanwhile.
+  'commit-yield-await-settlement.sql': ['run running->needs_reconciliation', 'run running->pending', 'attempt running->abandoned'],
+  'wake-awaiting-compensation.sql': ['run needs_reconciliation->pending'],
   'failure-lock-run.sql': [],
   'failure-settle-own-intent.sql': ['effect intent->released'],
   'failure-settle-own-intent-due-now.sql': ['effect intent->intent'],
