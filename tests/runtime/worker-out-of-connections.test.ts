@@ -48,9 +48,20 @@ const handlers: WorkflowHandlers<typeof booking, AppDatabase> = {
   },
   confirm: async () => {
     await pause(40);
+    confirming += 1;
+    await gate;
+    confirming -= 1;
     return { ok: true };
   },
 };
+
+/**
+ * Holds `confirm` when the outage starts, so that the completion commits of the runs in flight
+ * meet it: without it, whether any commit is caught depends on timing (plain steps' results ride
+ * on the next commit, so a run spends little of its time committing).
+ */
+let gate: Promise<void> | undefined;
+let confirming = 0;
 
 interface Outcome {
   /** Every event reported during the outage. */
@@ -113,9 +124,16 @@ describe('a worker when the database is out of connections [pg]', () => {
       await worker.start();
       // Let it get going, then leave its role no connection and end the ones it has.
       while (!events.some((e) => e.event.type === 'run-completed')) await pause(10);
+      let release = (): void => {};
+      gate = new Promise<void>((resolve) => (release = resolve));
+      const held = performance.now() + 10_000;
+      while (confirming === 0 && performance.now() < held) await pause(5);
       await admin.query(`ALTER ROLE ${ROLE} CONNECTION LIMIT 0`);
       outageStarted = performance.now();
       await admin.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '${ROLE}'`);
+      // The held runs' completion commits now meet the outage.
+      release();
+      gate = undefined;
       await pause(outageMs);
       outageEnded = performance.now();
       await admin.query(`ALTER ROLE ${ROLE} CONNECTION LIMIT -1`);
