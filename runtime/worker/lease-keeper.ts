@@ -61,21 +61,21 @@ export class LeaseKeeper {
     const { db, leaseMs, flights, emit } = this.#ctx;
     const now = performance.now();
     for (const flight of flights.values()) {
-      if (now - flight.renewedAt > leaseMs && !flight.controller.signal.aborted) {
-        flight.controller.abort(new LeaseLostError(`lease on run ${flight.runId} not renewed within ${leaseMs} ms`));
+      if (now - flight.renewedAt > leaseMs && !flight.abort.aborted) {
+        flight.abort.abort(new LeaseLostError(`lease on run ${flight.runId} not renewed within ${leaseMs} ms`));
       }
     }
     if (this.#renewing || flights.size === 0) return;
     this.#renewing = true;
     try {
       await faultPoint('before-lease-renewal');
-      const held = [...flights.values()].filter((f) => !f.controller.signal.aborted);
+      const held = [...flights.values()].filter((f) => !f.abort.aborted);
       const sentAt = performance.now();
       const { lost } = await renewLeases(db, held, leaseMs);
       const lostFlights = new Set(lost.map((l) => flightKey(l.runId, l.fencingToken)));
       for (const flight of held) {
         if (lostFlights.has(flightKey(flight.runId, flight.fencingToken))) {
-          flight.controller.abort(new LeaseLostError(`lease on run ${flight.runId} (token ${flight.fencingToken}) was taken over`));
+          flight.abort.abort(new LeaseLostError(`lease on run ${flight.runId} (token ${flight.fencingToken}) was taken over`));
           emit({ type: 'lease-lost', runId: flight.runId, fencingToken: flight.fencingToken, step: null });
         } else {
           flight.renewedAt = sentAt;

@@ -29,6 +29,7 @@ import { compensateOverdue, executeCompensation } from './compensation.js';
 import { releaseLeases } from './lease.js';
 import { commitCrash, commitFailure, failureRecord, type FailureParams } from './failure-commits.js';
 import type { LocalWaiters } from './local-waiters.js';
+import type { FlightAbort } from './flight.js';
 import { leaseLost, type Continuation, type FusedClaim, type Lease } from './step-commits.js';
 import { isConnectionError, isResourceRefusal, ResyncNeeded, serializeError, StepFailure } from './step-errors.js';
 import type { WorkerEvent } from './worker-events.js';
@@ -78,7 +79,7 @@ export interface DriverContext {
  * Traced (telemetry enabled), the flight is a run span whose step spans the driver starts and
  * the flight's own events end (`RunTrace.observe`); untraced, nothing of that is allocated.
  */
-export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: AbortSignal): Promise<void> {
+export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: FlightAbort): Promise<void> {
   if (!ctx.telemetry.enabled) return driveSteps(ctx, claimed, signal, NO_RUN_TRACE);
   const trace = ctx.telemetry.runStarted(claimed, ctx.workerId);
   const traced: DriverContext = {
@@ -98,7 +99,7 @@ export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: A
   }
 }
 
-async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: AbortSignal, runTrace: RunTrace): Promise<void> {
+async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: FlightAbort, runTrace: RunTrace): Promise<void> {
   let run: LeasedRun | undefined = claimed;
   let first = true;
   let resyncs = 0;

@@ -41,7 +41,7 @@ import { loadWorkerTelemetry, NO_TELEMETRY, type Telemetry, type TelemetryOption
 import { millis, type LeasedRun } from './claim.js';
 import { ClaimLoop, type StartReservation } from './claim-loop.js';
 import { CommitQueue } from './commit-queue.js';
-import { flightKey, type Flight } from './flight.js';
+import { FlightAbort, flightKey, type Flight } from './flight.js';
 import { releaseLeases } from './lease.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { LocalWaiters } from './local-waiters.js';
@@ -220,7 +220,7 @@ class WorkerRuntime implements Worker {
   readonly #scheduler: ScheduleTimer;
   readonly #retention: RetentionTimer;
   readonly #waiters = new LocalWaiters((runId) => {
-    for (const flight of this.#flights.values()) if (flight.runId === runId && !flight.controller.signal.aborted) return true;
+    for (const flight of this.#flights.values()) if (flight.runId === runId && !flight.abort.aborted) return true;
     return false;
   });
   #starting: Promise<void> | undefined;
@@ -365,7 +365,7 @@ class WorkerRuntime implements Worker {
     let released = 0;
     if (!(await settlesWithin(settled(), timeoutMs))) {
       const remaining = [...this.#flights.values()];
-      for (const flight of remaining) flight.controller.abort(new LeaseLostError(`worker ${this.id} is stopping`));
+      for (const flight of remaining) flight.abort.abort(new LeaseLostError(`worker ${this.id} is stopping`));
       try {
         released = (await releaseLeases(this.#store.db, remaining, `worker ${this.id} stopped before the step finished`)).length;
       } catch (error) {
@@ -451,14 +451,14 @@ class WorkerRuntime implements Worker {
     const flight: Flight = {
       runId: run.id,
       fencingToken: run.fencingToken,
-      controller: new AbortController(),
+      abort: new FlightAbort(),
       renewedAt: performance.now(),
       done: Promise.resolve(),
       refilled: false,
     };
     const key = flightKey(run.id, run.fencingToken);
     this.#flights.set(key, flight);
-    flight.controller.signal.addEventListener('abort', () => this.#waiters.flightOver(run.id), { once: true });
+    flight.abort.addEventListener('abort', () => this.#waiters.flightOver(run.id), { once: true });
     const driver: DriverContext = {
       db: this.#store.db,
       terminateBackend: this.#store.terminateBackend,
@@ -475,7 +475,7 @@ class WorkerRuntime implements Worker {
       limits: this.#limits,
       waiters: this.#waiters,
     };
-    flight.done = driveRun(driver, run, flight.controller.signal)
+    flight.done = driveRun(driver, run, flight.abort)
       .catch((error: unknown) => this.#emit({ type: 'error', where: 'run', runId: run.id, error: serializeError(error) }))
       .finally(() => {
         this.#flights.delete(key);

@@ -16,6 +16,7 @@ import type { EffectClaim } from '../ledger.js';
 import type { StepTrace } from '../../telemetry/telemetry.js';
 import type { CommitQueue } from '../commit-queue.js';
 import { openAttemptOf, type Carry } from '../carried-prefix.js';
+import type { AbortLike, FlightAbort } from '../flight.js';
 
 /** Everything one attempt of one step needs; built by the run driver. */
 export interface StepExecution {
@@ -25,8 +26,8 @@ export interface StepExecution {
   readonly workflow: RegisteredWorkflow;
   readonly step: StepDefinition;
   readonly attempt: number;
-  /** Aborted when the lease is lost or the worker gives up waiting on stop. */
-  readonly signal: AbortSignal;
+  /** Aborted when the lease is lost or the worker gives up waiting on stop (a flag, not an AbortSignal: flight.ts). */
+  readonly signal: FlightAbort;
   /** How many children a `child`/`forEach` step starts per commit (`WorkerOptions.childrenPerCommit`). */
   readonly childrenPerCommit: number;
   /** The database's payload limits as this worker last read them: outputs, children's inputs, error records. */
@@ -84,7 +85,7 @@ export type StepExecutor = (execution: StepExecution) => Promise<StepOutcome>;
  */
 export function handlerContext<Extra extends object = object>(
   s: StepExecution,
-  signal: HandlerSignal | AbortSignal = s.signal,
+  signal: HandlerSignal | FlightAbort = s.signal,
   extra?: Extra,
 ): StepContext<unknown, Readonly<Record<string, Json>>> & Extra {
   const context = {
@@ -95,7 +96,7 @@ export function handlerContext<Extra extends object = object>(
     input: s.run.input,
     steps: s.run.outputs,
     get signal(): AbortSignal {
-      return typeof signal === 'function' ? signal() : signal;
+      return typeof signal === 'function' ? signal() : signal.signal;
     },
   };
   // Descriptors, not values: an extra's getter (ctx.tx, ctx.db) stays lazy too. (One key at a
@@ -253,7 +254,7 @@ export function keyContext(s: Pick<StepExecution, 'run'>): { readonly input: Jso
 }
 
 /** The lease loss an aborted flight signal stands for (its reason, or one made from it). */
-export function lostLease(signal: AbortSignal): LeaseLostError {
+export function lostLease(signal: AbortLike): LeaseLostError {
   return signal.reason instanceof LeaseLostError ? signal.reason : new LeaseLostError(String(signal.reason));
 }
 
