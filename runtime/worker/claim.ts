@@ -1,6 +1,7 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
 import { prepared } from '../store/prepared.js';
+import { flattened } from '../store/statement-shapes.js';
 import type { WorkflowRegistry } from './registry.js';
 import { countsTowardBudget } from './retry.js';
 import { assertAttemptTransition, assertRunTransition } from './state-machines.js';
@@ -234,7 +235,12 @@ export function reusedClaimParts(registry: WorkflowRegistry, options: ClaimOptio
   if (byOptions === undefined) byRegistry.set(registry, (byOptions = new Map()));
   const key = `${options.limit}|${options.leaseMs}|${options.workerId}`;
   let parts = byOptions.get(key);
-  if (parts === undefined) byOptions.set(key, (parts = claimParts(registry, options, placement)));
+  if (parts === undefined) {
+    // Compiled once, into text pieces and constant parameters (store/statement-shapes.ts): the
+    // claim's tree of fragments is walked here, not again at every claim and fused completion.
+    const built = claimParts(registry, options, placement);
+    byOptions.set(key, (parts = { ctes: flattened(built.ctes), select: flattened(built.select) }));
+  }
   return parts;
 }
 

@@ -3,9 +3,10 @@ import { isEffectKind } from '../../dsl/step-kind.js';
 import type { StepDefinition } from '../../dsl/workflow.js';
 import { LeaseLostError } from '../errors.js';
 import { prepared } from '../store/prepared.js';
+import { shapeOf, type Shape } from '../store/statement-shapes.js';
 import type { Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
 import { carryCtes, carryingAttemptStart, type Carry } from './carried-prefix.js';
-import { claimParts, FUSED_CLAIM, millis, reusedClaimParts, toLeasedRun, type ClaimOptions, type LeasedRun, type LeasedRunRow } from './claim.js';
+import { claimParts, FUSED_CLAIM, millis, reusedClaimParts, toLeasedRun, type ClaimOptions, type ClaimParts, type LeasedRun, type LeasedRunRow } from './claim.js';
 import type { WorkflowRegistry } from './registry.js';
 import { reconcileBackoffMs } from './retry.js';
 import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from './state-machines.js';
@@ -352,21 +353,52 @@ export function advanceRunsStatement(ps: readonly AdvanceParams[]): RawBuilder<A
       resolution: e?.mode === 'record-intent' ? (e.resolution ?? null) : null,
     };
   });
-  const fused =
-    claimNext === undefined
-      ? undefined
-      : claimParts(claimNext.registry, claimNext.options, {
-          prefix: 'fused_',
-          guard: sql`EXISTS (SELECT 1 FROM fenced WHERE ord = ${fusedOrd})`,
-          takeovers: false,
-        });
+  // What the fused claim's parts assert when built: checked here too, for a shape built before.
+  if (claimNext !== undefined) {
+    assertRunTransition('pending', 'running');
+    assertRunTransition('waiting', 'running');
+    assertAttemptTransition('none', 'running');
+  }
+  // Built and compiled once per shape (with or without this worker's fused claim); then only the
+  // rows (one jsonb parameter) and the fused row's ord are filled in (store/statement-shapes.ts).
+  return shapeOf(groupShape(claimNext), [JSON.stringify(input), fusedOrd ?? null] as const, (rows, ord) =>
+    groupStatement(
+      rows,
+      ord,
+      claimNext === undefined
+        ? undefined
+        : claimParts(claimNext.registry, claimNext.options, {
+            prefix: 'fused_',
+            guard: sql`EXISTS (SELECT 1 FROM fenced WHERE ord = ${ord})`,
+            takeovers: false,
+          }),
+    ),
+  );
+}
+
+/** The group commit's shapes: one without a fused claim, one per fused claim (registry, limit, lease, worker). */
+const GROUP_SHAPE: { shape?: Shape } = {};
+const FUSED_GROUP_SHAPES = new WeakMap<WorkflowRegistry, Map<string, { shape?: Shape }>>();
+
+function groupShape(claimNext: FusedClaim | undefined): { shape?: Shape } {
+  if (claimNext === undefined) return GROUP_SHAPE;
+  let byOptions = FUSED_GROUP_SHAPES.get(claimNext.registry);
+  if (byOptions === undefined) FUSED_GROUP_SHAPES.set(claimNext.registry, (byOptions = new Map()));
+  const key = `${claimNext.options.limit}|${claimNext.options.leaseMs}|${claimNext.options.workerId}`;
+  let shape = byOptions.get(key);
+  if (shape === undefined) byOptions.set(key, (shape = {}));
+  return shape;
+}
+
+/** The text of {@link advanceRunsStatement}: `rows` and `fusedOrd` are its only values. */
+function groupStatement(rows: string, fusedOrd: number | null, fused: ClaimParts | undefined): RawBuilder<AdvanceRow> {
   const fenced = sql`fenced f JOIN input i ON i.ord = f.ord`;
   // The ledger row of an insert-recorded commit, seen in the statement's snapshot (never the row it inserts).
   const stepHasEffect = sql`EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = i.run_id AND e.step_name = i.step_name)`;
   // Fixed text per shape (the rows are one jsonb parameter): prepared like the one-run commit.
   return prepared(sql<AdvanceRow>`
     WITH input AS (
-      SELECT * FROM jsonb_to_recordset(${JSON.stringify(input)}::jsonb) AS i(
+      SELECT * FROM jsonb_to_recordset(${rows}::jsonb) AS i(
         ord int, run_id uuid, fencing_token bigint, worker_id text, lease_ms double precision, position int,
         workflow_name text, workflow_version int, step_name text, step_kind text, output text, skipped boolean,
         attempt int, result_attempt int, target text, next_step text, run_output text,

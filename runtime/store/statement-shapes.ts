@@ -1,0 +1,75 @@
+import { createQueryId, PostgresQueryCompiler, sql, type RawBuilder } from 'kysely';
+
+/**
+ * Statements whose text is fixed per shape, compiled once. Kysely compiles a `sql` template by
+ * walking its whole tree of nested fragments on every execution; for the worker's hot statements
+ * (a group commit, the claim's CTEs) that walk and the building of the tree were a fifth of a
+ * step's main-thread CPU. Here a statement is built and walked once per shape, then kept as its
+ * text pieces and parameters: compiling it again appends the pieces and numbers the parameters,
+ * and the text and parameters are exactly what the full builder gives (tests/runtime/sql-snapshots
+ * compiles both ways).
+ */
+
+/** Stands for a parameter given per execution ({@link shapeOf}). */
+class Slot {
+  constructor(readonly index: number) {}
+}
+
+/** A placeholder no statement text contains: where each parameter goes. */
+const MARK = '\u0000ledgerflow-parameter\u0000';
+
+/** The PostgreSQL compiler, writing {@link MARK} where it would write `$n`. */
+class MarkingCompiler extends PostgresQueryCompiler {
+  protected override getCurrentParameterPlaceholder(): string {
+    return MARK;
+  }
+}
+
+/** A statement's text pieces around its parameters, and what goes in each: a per-execution slot or a constant. */
+interface Shape {
+  readonly pieces: readonly string[];
+  readonly take: ReadonlyArray<Slot | { readonly value: unknown }>;
+}
+
+function compileShape(statement: RawBuilder<unknown>): Shape {
+  const compiled = new MarkingCompiler().compileQuery(statement.toOperationNode(), createQueryId());
+  const pieces = compiled.sql.split(MARK);
+  if (pieces.length !== compiled.parameters.length + 1) {
+    throw new Error(`statement-shapes: ${compiled.parameters.length} parameters but ${pieces.length - 1} placeholders (a text that contains the marker?)`);
+  }
+  return { pieces, take: compiled.parameters.map((p) => (p instanceof Slot ? p : { value: p })) };
+}
+
+function fromShape<T>(shape: Shape, values: readonly unknown[]): RawBuilder<T> {
+  const parameters = shape.take.map((t) => (t instanceof Slot ? values[t.index] : t.value));
+  // The tag's fragments are the pieces: compiling appends each and a placeholder per parameter.
+  return sql<T>(shape.pieces as unknown as TemplateStringsArray, ...parameters);
+}
+
+/**
+ * The same statement as `statement`, flattened: its parameters are constants (a builder cached
+ * per worker, such as the claim's CTEs). Embedded in a larger `sql` template it compiles to the
+ * same text, its parameters numbered in their place.
+ */
+export function flattened<T>(statement: RawBuilder<T>): RawBuilder<T> {
+  return fromShape(compileShape(statement), []);
+}
+
+/**
+ * A statement built once per shape: `build` gets one slot per value and must interpolate each
+ * slot as a parameter as it is (`${slot}`), never compute with it; everything else it reads must
+ * be fixed for `cache` (the caller's per-shape cache). Later calls only fill the slots.
+ */
+export function shapeOf<T, V extends readonly unknown[]>(
+  cache: { shape?: Shape },
+  values: V,
+  build: (...slots: { [K in keyof V]: V[K] }) => RawBuilder<T>,
+): RawBuilder<T> {
+  if (cache.shape === undefined) {
+    const slots = values.map((_, i) => new Slot(i)) as unknown as { [K in keyof V]: V[K] };
+    cache.shape = compileShape(build(...slots));
+  }
+  return fromShape(cache.shape, values);
+}
+
+export type { Shape };

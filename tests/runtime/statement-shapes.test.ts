@@ -1,0 +1,85 @@
+import { sql, type RawBuilder } from 'kysely';
+import { describe, expect, it } from 'vitest';
+import { flattened, shapeOf, type Shape } from '../../runtime/store/statement-shapes.js';
+import { advanceRunsStatement, type AdvanceParams } from '../../runtime/worker/step-commits.js';
+import { claimOptions, compileOnly, debit, lease, notify, registry, result, STATEMENT_CASES } from './fixtures/sql-statements.js';
+
+/*
+ * Statements compiled once per shape (runtime/store/statement-shapes.ts) must compile to exactly
+ * what their full builder gives — text and parameters, in order — whatever values fill them.
+ * tests/runtime/sql-snapshots.test.ts pins every worker statement's text the same way.
+ */
+const db = compileOnly();
+const compile = (statement: RawBuilder<unknown>) => statement.compile(db);
+
+/** A statement with nested fragments, a raw name, an inlined literal, an array, a null and a '$' in a value. */
+const nested = (id: string, names: readonly string[], limit: number) => {
+  const inner = sql`SELECT r.id FROM ledgerflow.workflow_run r WHERE r.workflow_name = ANY(${names}::text[]) AND r.note <> ${'$1 costs $2'} LIMIT ${limit}`;
+  return sql`WITH ${sql.raw('picked')} AS (${inner}) SELECT ${sql.lit('x')} AS kind, ${id}::uuid AS id, ${null}::text AS nothing FROM picked WHERE ${sql.ref('picked.id')} IS NOT NULL`;
+};
+
+describe('statement shapes', () => {
+  it('a flattened statement compiles to the same text and parameters, alone and inside another', () => {
+    const original = nested('00000000-0000-4000-8000-000000000001', ['a', 'b'], 3);
+    expect(compile(flattened(original))).toMatchObject({ sql: compile(original).sql, parameters: compile(original).parameters });
+    const around = (part: RawBuilder<unknown>) => sql`SELECT ${7} AS before, (${part}) AS x, ${'after'} AS after`;
+    const a = compile(around(original));
+    const b = compile(around(flattened(original)));
+    expect(b.sql).toBe(a.sql);
+    expect(b.parameters).toEqual(a.parameters);
+  });
+
+  it('a shape is built once; later values fill its slots and give what a fresh build gives', () => {
+    const cache: { shape?: Shape } = {};
+    let builds = 0;
+    const statement = (id: string, limit: number) =>
+      shapeOf(cache, [id, limit] as const, (idSlot, limitSlot) => {
+        builds += 1;
+        return nested(idSlot, ['a', 'b'], limitSlot);
+      });
+    for (const [id, limit] of [
+      ['00000000-0000-4000-8000-000000000001', 3],
+      ['00000000-0000-4000-8000-000000000002', 9],
+    ] as const) {
+      const shaped = compile(statement(id, limit));
+      const fresh = compile(nested(id, ['a', 'b'], limit));
+      expect(shaped.sql).toBe(fresh.sql);
+      expect(shaped.parameters).toEqual(fresh.parameters);
+    }
+    expect(builds).toBe(1);
+  });
+
+  it("the group commit's shape, reused for another group, carries that group's rows and fused row", () => {
+    const group = STATEMENT_CASES.find((c) => c.file === 'advance-group.sql')!;
+    const first = compile(group.build(db) as RawBuilder<unknown>);
+    // The same shape (a fused claim of the same registry and options), other runs, the fused one first.
+    const params = groupParams();
+    const other = compile(advanceRunsStatement(params));
+    expect(other.sql).toBe(first.sql);
+    const rows = JSON.parse(other.parameters[0] as string) as Array<{ run_id: string; ord: number }>;
+    expect(rows.map((r) => r.run_id)).toEqual(params.map((p) => p.lease.runId));
+    // The fused claim's guard and the claimed column name the fused row: ord 0 here, 2 in the first.
+    const ords = (c: typeof first) => c.parameters.filter((p) => typeof p === 'number' && (p === 0 || p === 2));
+    expect(ords(first)).toEqual([2, 2]);
+    expect(ords(other)).toEqual([0, 0]);
+  });
+});
+
+/** Two commits of the advance-group case's shape (its fused claim's registry and options): the completion with the fused claim first. */
+function groupParams(): AdvanceParams[] {
+  return [
+    {
+      ...result,
+      lease: { ...lease, runId: '00000000-0000-4000-8000-000000000009', fencingToken: 4 },
+      step: notify,
+      continuation: { kind: 'complete', runOutput: { notify: { ok: false } }, claimNext: { registry, options: { ...claimOptions, limit: 3 } } },
+    },
+    {
+      ...result,
+      lease: { ...lease, runId: '00000000-0000-4000-8000-000000000008', fencingToken: 5 },
+      step: debit,
+      effect: { key: 'order-44-debit', mode: 'insert-recorded', attempt: 1, requestHash: 'sha256:99bb' },
+      continuation: { kind: 'hold', nextStep: 'charge' },
+    },
+  ];
+}
