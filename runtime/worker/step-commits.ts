@@ -182,33 +182,132 @@ export interface AdvanceRow {
  */
 export function advanceRunStatement(p: AdvanceParams, now: number = performance.now()): RawBuilder<AdvanceRow> {
   checkAdvance(p);
+  const values = advanceValues(p);
+  // A commit that carries earlier steps has as many texts as carried steps: built in full.
+  if (p.carry !== undefined) return advanceRunText(p, values, now);
+  // Otherwise built and compiled once per shape; then only the values are filled in (store/statement-shapes.ts).
+  return shapeOf(advanceShape(p), ADVANCE_VALUE_NAMES.map((name) => values[name]), (...slots) =>
+    advanceRunText(p, Object.fromEntries(ADVANCE_VALUE_NAMES.map((name, i) => [name, slots[i]])) as unknown as AdvanceValues, now),
+  );
+}
+
+/** Every value {@link advanceRunStatement} sends: all of it but its shape, which `p` decides. */
+interface AdvanceValues {
+  readonly runId: string;
+  readonly fencingToken: number;
+  readonly workerId: string;
+  readonly leaseMs: number;
+  readonly workflowName: string;
+  readonly workflowVersion: number;
+  readonly stepName: string;
+  readonly stepKind: string;
+  /** The run's step before this commit: the step's, or the first carried step's. */
+  readonly fromPosition: number;
+  /** After a commit that carries: the step after this one. */
+  readonly toPosition: number;
+  readonly outputJson: string | null;
+  readonly runOutputJson: string | null;
+  readonly resultAttempt: number;
+  readonly attempt: number | null;
+  readonly nextStep: string | null;
+  readonly effectKey: string | null;
+  readonly effectAttempt: number | null;
+  readonly requestHash: string | null;
+  readonly resolution: string | null;
+}
+
+const ADVANCE_VALUE_NAMES = [
+  'runId', 'fencingToken', 'workerId', 'leaseMs', 'workflowName', 'workflowVersion', 'stepName', 'stepKind', 'fromPosition',
+  'toPosition', 'outputJson', 'runOutputJson', 'resultAttempt', 'attempt', 'nextStep', 'effectKey', 'effectAttempt',
+  'requestHash', 'resolution',
+] as const satisfies ReadonlyArray<keyof AdvanceValues>;
+
+function advanceValues(p: AdvanceParams): AdvanceValues {
+  const c = p.continuation;
+  const e = p.effect;
+  return {
+    runId: p.lease.runId,
+    fencingToken: p.lease.fencingToken,
+    workerId: p.lease.workerId,
+    leaseMs: p.lease.leaseMs,
+    workflowName: p.workflowName,
+    workflowVersion: p.workflowVersion,
+    stepName: p.step.name,
+    stepKind: p.step.kind,
+    fromPosition: p.carry?.steps[0].step.position ?? p.step.position,
+    toPosition: p.step.position + 1,
+    outputJson: p.skipped === true ? null : JSON.stringify(p.output),
+    runOutputJson: c.kind === 'complete' ? JSON.stringify(c.runOutput) : null,
+    resultAttempt: p.resultAttempt,
+    attempt: p.attempt ?? null,
+    nextStep: c.kind === 'hold' ? c.nextStep : null,
+    effectKey: e?.key ?? null,
+    effectAttempt: e === undefined || e.mode === 'reference' ? null : e.attempt,
+    requestHash: e?.mode === 'insert-recorded' ? e.requestHash : null,
+    resolution: e?.mode === 'record-intent' ? (e.resolution ?? null) : null,
+  };
+}
+
+/** The single-run commit's shapes: what {@link advanceRunText} decides from `p` rather than from its values. */
+const ADVANCE_SHAPES = new Map<string, { shape?: Shape }>();
+const FUSED_ADVANCE_SHAPES = new WeakMap<WorkflowRegistry, Map<string, { shape?: Shape }>>();
+
+function advanceShape(p: AdvanceParams): { shape?: Shape } {
+  const c = p.continuation;
+  const key = [
+    c.kind,
+    c.kind === 'complete' && c.compensated === true ? 'compensated' : '',
+    p.step.compensates === undefined ? '' : 'compensation',
+    p.skipped === true ? 'skipped' : '',
+    p.effect?.mode ?? 'no-effect',
+    p.attempt === undefined ? 'no-attempt' : 'attempt',
+  ].join('|');
+  let shapes = ADVANCE_SHAPES;
+  const claimNext = c.kind === 'complete' ? c.claimNext : undefined;
+  if (claimNext !== undefined) {
+    const options = `${claimNext.options.limit}|${claimNext.options.leaseMs}|${claimNext.options.workerId}`;
+    let byOptions = FUSED_ADVANCE_SHAPES.get(claimNext.registry);
+    if (byOptions === undefined) FUSED_ADVANCE_SHAPES.set(claimNext.registry, (byOptions = new Map()));
+    shapes = byOptions;
+    return cachedShape(shapes, `${key}|${options}`);
+  }
+  return cachedShape(shapes, key);
+}
+
+function cachedShape(shapes: Map<string, { shape?: Shape }>, key: string): { shape?: Shape } {
+  let shape = shapes.get(key);
+  if (shape === undefined) shapes.set(key, (shape = {}));
+  return shape;
+}
+
+/** The text of {@link advanceRunStatement}: its shape from `p`, every value from `v` (slots, when a shape is built). */
+function advanceRunText(p: AdvanceParams, v: AdvanceValues, now: number): RawBuilder<AdvanceRow> {
   const effect = p.effect;
   const insert = effect?.mode === 'insert-recorded' ? effect : undefined;
-  const { lease, step } = p;
+  const { step } = p;
   const carry = p.carry;
-  const outputJson = p.skipped === true ? null : JSON.stringify(p.output);
   const runSet =
     p.continuation.kind === 'hold'
-      ? sql`status = 'running', lease_expires_at = statement_timestamp() + ${millis(lease.leaseMs)}`
+      ? sql`status = 'running', lease_expires_at = statement_timestamp() + ${millis(v.leaseMs)}`
       : p.continuation.kind === 'release'
         ? sql`status = 'pending', lease_owner = NULL, lease_expires_at = NULL, run_after = statement_timestamp()`
         : sql`status = ${lit(p.continuation.compensated === true ? 'compensated' : 'completed')}, lease_owner = NULL, lease_expires_at = NULL, finished_at = statement_timestamp(),
-              output = ${JSON.stringify(p.continuation.runOutput)}::jsonb`;
+              output = ${v.runOutputJson}::jsonb`;
   // Seen in the statement's snapshot, so it never sees the row this statement inserts.
-  const stepHasEffect = sql`EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = ${lease.runId} AND e.step_name = ${step.name})`;
-  const effectCte = effect === undefined ? sql`` : ledgerCte(effect, lease, step.name, JSON.stringify(p.output));
+  const stepHasEffect = sql`EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = ${v.runId} AND e.step_name = ${v.stepName})`;
+  const effectCte = effect === undefined ? sql`` : ledgerCte(effect.mode, v);
   const attemptCte =
     carry !== undefined
-      ? sql`${carryCtes(lease, { name: p.workflowName, version: p.workflowVersion }, carry, now)}, finished AS (
+      ? sql`${carryCtes(p.lease, { name: p.workflowName, version: p.workflowVersion }, carry, now)}, finished AS (
           INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at, finished_at)
-          SELECT f.id, ${step.name}, ${p.attempt}, 'succeeded', ${lease.fencingToken}, ${lease.workerId},
+          SELECT f.id, ${v.stepName}, ${v.attempt}, 'succeeded', ${v.fencingToken}, ${v.workerId},
                  ${carryingAttemptStart(carry, now)}, statement_timestamp()
             FROM fenced f
           RETURNING 1)`
       : p.attempt !== undefined
       ? sql`, finished AS (
           UPDATE ledgerflow.step_attempt SET status = 'succeeded', finished_at = statement_timestamp()
-           WHERE run_id = ${lease.runId} AND step_name = ${step.name} AND attempt = ${p.attempt} AND status = 'running'
+           WHERE run_id = ${v.runId} AND step_name = ${v.stepName} AND attempt = ${v.attempt} AND status = 'running'
              AND EXISTS (SELECT 1 FROM fenced)
           RETURNING 1)`
       : sql``;
@@ -216,10 +315,10 @@ export function advanceRunStatement(p: AdvanceParams, now: number = performance.
     p.continuation.kind === 'hold'
       ? sql`, next AS (
           INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at)
-          SELECT f.id, ${p.continuation.nextStep},
+          SELECT f.id, ${v.nextStep},
                  1 + COALESCE((SELECT max(a.attempt) FROM ledgerflow.step_attempt a
-                                WHERE a.run_id = f.id AND a.step_name = ${p.continuation.nextStep}), 0),
-                 'running', ${lease.fencingToken}, ${lease.workerId}, statement_timestamp()
+                                WHERE a.run_id = f.id AND a.step_name = ${v.nextStep}), 0),
+                 'running', ${v.fencingToken}, ${v.workerId}, statement_timestamp()
             FROM fenced f
           RETURNING attempt)`
       : sql``;
@@ -231,12 +330,12 @@ export function advanceRunStatement(p: AdvanceParams, now: number = performance.
   return prepared(sql<AdvanceRow>`
     WITH fenced AS (
       UPDATE ledgerflow.workflow_run
-         SET current_step = ${carry === undefined ? sql`current_step + 1` : sql`${step.position + 1}`}, updated_at = statement_timestamp(), ${
+         SET current_step = ${carry === undefined ? sql`current_step + 1` : sql`${v.toPosition}`}, updated_at = statement_timestamp(), ${
            // A compensation keeps the error that made the run compensate.
            p.step.compensates === undefined ? sql`error = NULL, ` : sql``
          }${runSet}
-       WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
-         AND current_step = ${carry?.steps[0].step.position ?? step.position} ${insert !== undefined ? sql`AND NOT ${stepHasEffect}` : sql``}
+       WHERE id = ${v.runId} AND fencing_token = ${v.fencingToken} AND status = 'running'
+         AND current_step = ${v.fromPosition} ${insert !== undefined ? sql`AND NOT ${stepHasEffect}` : sql``}
       RETURNING id${p.continuation.kind === 'hold' ? sql`, deadline_at <= statement_timestamp() AS overdue` : sql``}
     ),
     result AS (
@@ -244,8 +343,8 @@ export function advanceRunStatement(p: AdvanceParams, now: number = performance.
              (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, idempotency_key, effect_status${
                p.skipped === true ? sql`, skipped` : sql``
              })
-      SELECT id, ${p.workflowName}, ${p.workflowVersion}, ${step.name}, ${step.kind}, ${outputJson}::jsonb,
-             ${p.resultAttempt}, ${effect?.key ?? null}::text, ${effect === undefined ? null : 'recorded'}::text${
+      SELECT id, ${v.workflowName}, ${v.workflowVersion}, ${v.stepName}, ${v.stepKind}, ${v.outputJson}::jsonb,
+             ${v.resultAttempt}, ${v.effectKey}::text, ${effect === undefined ? null : 'recorded'}::text${
                p.skipped === true ? sql`, true` : sql``
              }
         FROM fenced
@@ -498,31 +597,28 @@ function checkAdvance(p: AdvanceParams): RunStatus {
 }
 
 /** The ledger CTE of a result commit, per {@link ResultEffect} mode (`reference` writes nothing). */
-function ledgerCte(effect: ResultEffect, lease: Lease, stepName: string, outputJson: string): RawBuilder<unknown> {
-  switch (effect.mode) {
+function ledgerCte(mode: ResultEffect['mode'], v: AdvanceValues): RawBuilder<unknown> {
+  switch (mode) {
     case 'reference':
       return sql``;
     case 'insert-recorded':
       return sql`, effect AS (
           INSERT INTO ledgerflow.step_effect
                  (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token, recorded_at)
-          SELECT id, ${stepName}, ${effect.key}, ${outputJson}::jsonb, 'recorded', 'transactional', ${effect.requestHash},
-                 ${effect.attempt}, ${lease.fencingToken}, statement_timestamp()
+          SELECT id, ${v.stepName}, ${v.effectKey}, ${v.outputJson}::jsonb, 'recorded', 'transactional', ${v.requestHash},
+                 ${v.effectAttempt}, ${v.fencingToken}, statement_timestamp()
             FROM fenced
           RETURNING 1)`;
     case 'fill-recorded':
-    case 'record-intent': {
-      const from = effect.mode === 'fill-recorded' ? 'recorded' : 'intent';
-      const resolution = effect.mode === 'record-intent' ? (effect.resolution ?? null) : null;
+    case 'record-intent':
       return sql`, effect AS (
           UPDATE ledgerflow.step_effect
-             SET status = 'recorded', effect = ${outputJson}::jsonb, recorded_at = COALESCE(recorded_at, statement_timestamp()),
-                 resolution = COALESCE(${resolution}::text, resolution)
-           WHERE workflow_id = ${lease.runId} AND step_name = ${stepName} AND idempotency_key = ${effect.key}
-             AND status = ${lit(from)} AND attempt = ${effect.attempt}
+             SET status = 'recorded', effect = ${v.outputJson}::jsonb, recorded_at = COALESCE(recorded_at, statement_timestamp()),
+                 resolution = COALESCE(${v.resolution}::text, resolution)
+           WHERE workflow_id = ${v.runId} AND step_name = ${v.stepName} AND idempotency_key = ${v.effectKey}
+             AND status = ${lit(mode === 'fill-recorded' ? 'recorded' : 'intent')} AND attempt = ${v.effectAttempt}
              AND EXISTS (SELECT 1 FROM fenced)
           RETURNING 1)`;
-    }
   }
 }
 

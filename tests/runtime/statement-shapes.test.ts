@@ -1,7 +1,7 @@
 import { sql, type RawBuilder } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { flattened, shapeOf, type Shape } from '../../runtime/store/statement-shapes.js';
-import { advanceRunsStatement, type AdvanceParams } from '../../runtime/worker/step-commits.js';
+import { advanceRunsStatement, advanceRunStatement, type AdvanceParams } from '../../runtime/worker/step-commits.js';
 import { claimOptions, compileOnly, debit, lease, notify, registry, result, STATEMENT_CASES } from './fixtures/sql-statements.js';
 
 /*
@@ -62,6 +62,76 @@ describe('statement shapes', () => {
     const ords = (c: typeof first) => c.parameters.filter((p) => typeof p === 'number' && (p === 0 || p === 2));
     expect(ords(first)).toEqual([2, 2]);
     expect(ords(other)).toEqual([0, 0]);
+  });
+});
+
+describe("the single-run commit's shapes", () => {
+  /**
+   * Two commits of one shape with every value different: wherever the first's parameters hold
+   * one of its values, the second's (a reused shape) hold the same value of the second.
+   */
+  const expectFilledLike = (a: AdvanceParams, b: AdvanceParams, valuesOf: (p: AdvanceParams) => Record<string, unknown>) => {
+    const first = compile(advanceRunStatement(a));
+    const second = compile(advanceRunStatement(b));
+    expect(second.sql).toBe(first.sql);
+    const va = valuesOf(a);
+    const vb = valuesOf(b);
+    let filled = 0;
+    first.parameters.forEach((value, i) => {
+      const field = Object.keys(va).find((k) => va[k] === value);
+      if (field === undefined) return; // a constant of the shape (the fused claim's workflows, say)
+      expect(second.parameters[i], `parameter ${i + 1} (${field})`).toEqual(vb[field]);
+      filled += 1;
+    });
+    expect(filled).toBeGreaterThanOrEqual(Object.keys(va).length - 1);
+  };
+  const values = (p: AdvanceParams): Record<string, unknown> => {
+    const c = p.continuation;
+    const e = p.effect as { key: string; attempt: number; requestHash?: string } | undefined;
+    return {
+      runId: p.lease.runId,
+      token: p.lease.fencingToken,
+      worker: p.lease.workerId,
+      leaseMs: p.lease.leaseMs,
+      workflow: p.workflowName,
+      version: p.workflowVersion,
+      position: p.step.position,
+      output: JSON.stringify(p.output),
+      resultAttempt: p.resultAttempt,
+      attempt: p.attempt,
+      ...(c.kind === 'hold' ? { next: c.nextStep } : {}),
+      ...(c.kind === 'complete' ? { runOutput: JSON.stringify(c.runOutput) } : {}),
+      ...(e !== undefined ? { key: e.key, effectAttempt: e.attempt, ...(e.requestHash !== undefined ? { hash: e.requestHash } : {}) } : {}),
+    };
+  };
+
+  it('a held transactional step whose ledger row is inserted: every value in its place', () => {
+    const commit = (n: number): AdvanceParams => ({
+      ...result,
+      lease: { runId: `00000000-0000-4000-8000-00000000010${n}`, fencingToken: 40 + n, workerId: `worker-${n}`, leaseMs: 1_000 * n },
+      workflowName: `wf-${n}`,
+      workflowVersion: 10 + n,
+      step: { ...debit, name: `debit-${n}`, position: 20 + n },
+      attempt: 30 + n,
+      resultAttempt: 50 + n,
+      output: { n },
+      effect: { key: `key-${n}`, mode: 'insert-recorded', attempt: 60 + n, requestHash: `sha256:${n}` },
+      continuation: { kind: 'hold', nextStep: `next-${n}` },
+    });
+    expectFilledLike(commit(1), commit(2), (p) => ({ ...values(p), step: p.step.name, kind: p.step.kind }));
+  });
+
+  it('a completion with a fused claim: its values, and the claim the same', () => {
+    const commit = (n: number): AdvanceParams => ({
+      ...result,
+      lease: { runId: `00000000-0000-4000-8000-00000000020${n}`, fencingToken: 70 + n, workerId: 'worker-a', leaseMs: 30_000 },
+      step: { ...notify, name: `notify-${n}` },
+      attempt: 80 + n,
+      resultAttempt: 90 + n,
+      output: { m: n },
+      continuation: { kind: 'complete', runOutput: { all: n }, claimNext: { registry, options: { ...claimOptions, limit: 2 } } },
+    });
+    expectFilledLike(commit(1), commit(2), (p) => ({ ...values(p), step: p.step.name }));
   });
 });
 
