@@ -106,7 +106,7 @@ export type WorkerEvent =
   | { readonly type: 'schedule-failed'; readonly schedule: string; readonly tick: string; readonly error: SerializedError; readonly retryAt: Date }
   | {
       readonly type: 'error';
-      readonly where: 'claim' | 'heartbeat' | 'run' | 'reconcile' | 'schedule' | 'listen' | 'stop' | 'drain' | 'prune';
+      readonly where: 'start' | 'claim' | 'heartbeat' | 'run' | 'reconcile' | 'schedule' | 'listen' | 'stop' | 'drain' | 'prune';
       readonly runId?: string;
       readonly error: SerializedError;
     };

@@ -55,7 +55,8 @@ import { buildRegistry, verifyMigrated, verifyServed, type WorkflowRegistry } fr
 import { DEFAULT_CHILDREN_PER_COMMIT } from './executors/children-executor.js';
 import { driveRun, type DriverContext } from './run-driver.js';
 import { RunsSubscription } from './runs-subscription.js';
-import { serializeError } from './step-errors.js';
+import { isConnectionError, serializeError } from './step-errors.js';
+import { exponentialBackoffMs, sleep } from './backoff.js';
 import type { WorkerEvent } from './worker-events.js';
 
 export { RUNS_CHANNEL } from './runs-subscription.js';
@@ -316,18 +317,28 @@ class WorkerRuntime implements Worker {
   async #start(): Promise<void> {
     this.#state = 'starting';
     let unserved: readonly string[];
-    try {
-      await verifyMigrated(this.#store.db, this.#registry);
-      await registerFingerprints(this.#store.db, this.#registry, this.id);
-      await this.#limits.current();
-      await registerQueues(this.#store.db, this.#registry);
-      unserved = await verifyServed(this.#store.db, this.#registry, this.#allowMissingVersions);
-      await registerSchedules(this.#store.db, this.#schedules);
-      this.#telemetry = await loadWorkerTelemetry(this.#telemetryOptions);
-    } catch (error) {
-      this.#state = 'idle';
-      this.#starting = undefined;
-      throw error;
+    const began = performance.now();
+    for (let tries = 1; ; tries++) {
+      try {
+        // Reads and idempotent registrations: all of them again after a lost session.
+        await verifyMigrated(this.#store.db, this.#registry);
+        await registerFingerprints(this.#store.db, this.#registry, this.id);
+        await this.#limits.current();
+        await registerQueues(this.#store.db, this.#registry);
+        unserved = await verifyServed(this.#store.db, this.#registry, this.#allowMissingVersions);
+        await registerSchedules(this.#store.db, this.#schedules);
+        this.#telemetry = await loadWorkerTelemetry(this.#telemetryOptions);
+        break;
+      } catch (error) {
+        if (startRetryable(error) && performance.now() - began < START_RETRY_MS) {
+          this.#emit({ type: 'error', where: 'start', error: serializeError(error) });
+          await sleep(exponentialBackoffMs(tries, { firstMs: 100, maxMs: 2_000 }));
+          continue;
+        }
+        this.#state = 'idle';
+        this.#starting = undefined;
+        throw error;
+      }
     }
     await this.#subscription.subscribe();
     this.#unobserveDatabase = this.#telemetry.observeDatabase(this.#store.db);
@@ -521,4 +532,19 @@ function retentionProblems(retention: RetentionOptions): string[] {
     problems.push(`retention.batchSize must be an integer from 1 to 10000 (got ${String(batchSize)})`);
   }
   return problems;
+}
+
+/** How long `start()` goes on through sessions the database ends under it. */
+const START_RETRY_MS = 10_000;
+
+/**
+ * A session the database ended or refused for now (terminated, shutting down, too many
+ * connections, a host that turned read-only) while the worker starts: tried again, the start being reads and
+ * idempotent registrations. A database that cannot be reached at all (ECONNREFUSED, ENOTFOUND …)
+ * fails the start at once: a wrong URL is said at once, not after a wait.
+ */
+function startRetryable(error: unknown): boolean {
+  if (!isConnectionError(error)) return false;
+  const code = (error as { code?: unknown }).code;
+  return !(typeof code === 'string' && /^E[A-Z]+$/.test(code));
 }
