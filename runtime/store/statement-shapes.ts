@@ -61,7 +61,7 @@ export function flattened<T>(statement: RawBuilder<T>): RawBuilder<T> {
  * be fixed for `cache` (the caller's per-shape cache). Later calls only fill the slots.
  */
 export function shapeOf<T, V extends readonly unknown[]>(
-  cache: { shape?: Shape },
+  cache: ShapeSlot,
   values: V,
   build: (...slots: { [K in keyof V]: V[K] }) => RawBuilder<T>,
 ): RawBuilder<T> {
@@ -70,6 +70,32 @@ export function shapeOf<T, V extends readonly unknown[]>(
     cache.shape = compileShape(build(...slots));
   }
   return fromShape(cache.shape, values);
+}
+
+/** Where {@link shapeOf} keeps one shape of a statement. */
+export interface ShapeSlot {
+  shape?: Shape;
+}
+
+/**
+ * One statement's shapes, by a key naming the shape and, for a shape that embeds something built
+ * per object (a fused claim's workflow registry), by that object too (held weakly).
+ */
+export class Shapes {
+  readonly #plain = new Map<string, ShapeSlot>();
+  readonly #byOwner = new WeakMap<object, Map<string, ShapeSlot>>();
+
+  for(key: string, owner?: object): ShapeSlot {
+    let slots = this.#plain;
+    if (owner !== undefined) {
+      const owned = this.#byOwner.get(owner);
+      if (owned === undefined) this.#byOwner.set(owner, (slots = new Map()));
+      else slots = owned;
+    }
+    let slot = slots.get(key);
+    if (slot === undefined) slots.set(key, (slot = {}));
+    return slot;
+  }
 }
 
 export type { Shape };

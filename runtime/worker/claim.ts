@@ -72,6 +72,11 @@ export function millis(ms: number): RawBuilder<unknown> {
   return sql`(${ms}::double precision * interval '1 millisecond')`;
 }
 
+/** What tells one {@link ClaimOptions} from another, as a cache key (with the registry). */
+export function claimOptionsKey(options: ClaimOptions): string {
+  return `${options.limit}|${options.leaseMs}|${options.workerId}`;
+}
+
 export interface ClaimOptions {
   readonly workerId: string;
   readonly leaseMs: number;
@@ -233,7 +238,7 @@ export function reusedClaimParts(registry: WorkflowRegistry, options: ClaimOptio
   if (byRegistry === undefined) builtParts.set(placement, (byRegistry = new WeakMap()));
   let byOptions = byRegistry.get(registry);
   if (byOptions === undefined) byRegistry.set(registry, (byOptions = new Map()));
-  const key = `${options.limit}|${options.leaseMs}|${options.workerId}`;
+  const key = claimOptionsKey(options);
   let parts = byOptions.get(key);
   if (parts === undefined) {
     // Compiled once, into text pieces and constant parameters (store/statement-shapes.ts): the

@@ -3,10 +3,10 @@ import { isEffectKind } from '../../dsl/step-kind.js';
 import type { StepDefinition } from '../../dsl/workflow.js';
 import { LeaseLostError } from '../errors.js';
 import { prepared } from '../store/prepared.js';
-import { shapeOf, type Shape } from '../store/statement-shapes.js';
+import { shapeOf, Shapes, type ShapeSlot } from '../store/statement-shapes.js';
 import type { Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
 import { carryCtes, carryingAttemptStart, type Carry } from './carried-prefix.js';
-import { claimParts, FUSED_CLAIM, millis, reusedClaimParts, toLeasedRun, type ClaimOptions, type ClaimParts, type LeasedRun, type LeasedRunRow } from './claim.js';
+import { claimOptionsKey, claimParts, FUSED_CLAIM, millis, reusedClaimParts, toLeasedRun, type ClaimOptions, type ClaimParts, type LeasedRun, type LeasedRunRow } from './claim.js';
 import type { WorkflowRegistry } from './registry.js';
 import { reconcileBackoffMs } from './retry.js';
 import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from './state-machines.js';
@@ -249,10 +249,9 @@ function advanceValues(p: AdvanceParams): AdvanceValues {
 }
 
 /** The single-run commit's shapes: what {@link advanceRunText} decides from `p` rather than from its values. */
-const ADVANCE_SHAPES = new Map<string, { shape?: Shape }>();
-const FUSED_ADVANCE_SHAPES = new WeakMap<WorkflowRegistry, Map<string, { shape?: Shape }>>();
+const ADVANCE_SHAPES = new Shapes();
 
-function advanceShape(p: AdvanceParams): { shape?: Shape } {
+function advanceShape(p: AdvanceParams): ShapeSlot {
   const c = p.continuation;
   const key = [
     c.kind,
@@ -262,22 +261,8 @@ function advanceShape(p: AdvanceParams): { shape?: Shape } {
     p.effect?.mode ?? 'no-effect',
     p.attempt === undefined ? 'no-attempt' : 'attempt',
   ].join('|');
-  let shapes = ADVANCE_SHAPES;
   const claimNext = c.kind === 'complete' ? c.claimNext : undefined;
-  if (claimNext !== undefined) {
-    const options = `${claimNext.options.limit}|${claimNext.options.leaseMs}|${claimNext.options.workerId}`;
-    let byOptions = FUSED_ADVANCE_SHAPES.get(claimNext.registry);
-    if (byOptions === undefined) FUSED_ADVANCE_SHAPES.set(claimNext.registry, (byOptions = new Map()));
-    shapes = byOptions;
-    return cachedShape(shapes, `${key}|${options}`);
-  }
-  return cachedShape(shapes, key);
-}
-
-function cachedShape(shapes: Map<string, { shape?: Shape }>, key: string): { shape?: Shape } {
-  let shape = shapes.get(key);
-  if (shape === undefined) shapes.set(key, (shape = {}));
-  return shape;
+  return claimNext === undefined ? ADVANCE_SHAPES.for(key) : ADVANCE_SHAPES.for(`${key}|${claimOptionsKey(claimNext.options)}`, claimNext.registry);
 }
 
 /** The text of {@link advanceRunStatement}: its shape from `p`, every value from `v` (slots, when a shape is built). */
@@ -476,17 +461,10 @@ export function advanceRunsStatement(ps: readonly AdvanceParams[]): RawBuilder<A
 }
 
 /** The group commit's shapes: one without a fused claim, one per fused claim (registry, limit, lease, worker). */
-const GROUP_SHAPE: { shape?: Shape } = {};
-const FUSED_GROUP_SHAPES = new WeakMap<WorkflowRegistry, Map<string, { shape?: Shape }>>();
+const GROUP_SHAPES = new Shapes();
 
-function groupShape(claimNext: FusedClaim | undefined): { shape?: Shape } {
-  if (claimNext === undefined) return GROUP_SHAPE;
-  let byOptions = FUSED_GROUP_SHAPES.get(claimNext.registry);
-  if (byOptions === undefined) FUSED_GROUP_SHAPES.set(claimNext.registry, (byOptions = new Map()));
-  const key = `${claimNext.options.limit}|${claimNext.options.leaseMs}|${claimNext.options.workerId}`;
-  let shape = byOptions.get(key);
-  if (shape === undefined) byOptions.set(key, (shape = {}));
-  return shape;
+function groupShape(claimNext: FusedClaim | undefined): ShapeSlot {
+  return claimNext === undefined ? GROUP_SHAPES.for('') : GROUP_SHAPES.for(claimOptionsKey(claimNext.options), claimNext.registry);
 }
 
 /** The text of {@link advanceRunsStatement}: `rows` and `fusedOrd` are its only values. */

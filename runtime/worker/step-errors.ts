@@ -157,7 +157,12 @@ export function isConnectionError(error: unknown): boolean {
   if (sqlState !== undefined) {
     return sqlState.startsWith('08') || sqlState.startsWith('57P') || sqlState.startsWith('53') || sqlState === SQLSTATE.READ_ONLY_SQL_TRANSACTION;
   }
-  const code = (error as { code?: unknown }).code;
-  if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return true; // ECONNRESET, ECONNREFUSED, EPIPE …
+  if (isSocketError(error)) return true;
   return /connection|terminat|socket|not queryable/i.test(error.message);
+}
+
+/** An error of the operating system's socket (ECONNRESET, ECONNREFUSED, EPIPE, ENOTFOUND …), not of the database. */
+export function isSocketError(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^E[A-Z]+$/.test(code);
 }

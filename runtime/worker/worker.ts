@@ -55,7 +55,7 @@ import { buildRegistry, verifyMigrated, verifyServed, type WorkflowRegistry } fr
 import { DEFAULT_CHILDREN_PER_COMMIT } from './executors/children-executor.js';
 import { driveRun, type DriverContext } from './run-driver.js';
 import { RunsSubscription } from './runs-subscription.js';
-import { isConnectionError, serializeError } from './step-errors.js';
+import { isConnectionError, isSocketError, serializeError } from './step-errors.js';
 import { exponentialBackoffMs, sleep } from './backoff.js';
 import type { WorkerEvent } from './worker-events.js';
 
@@ -544,7 +544,5 @@ const START_RETRY_MS = 10_000;
  * fails the start at once: a wrong URL is said at once, not after a wait.
  */
 function startRetryable(error: unknown): boolean {
-  if (!isConnectionError(error)) return false;
-  const code = (error as { code?: unknown }).code;
-  return !(typeof code === 'string' && /^E[A-Z]+$/.test(code));
+  return isConnectionError(error) && !isSocketError(error);
 }
