@@ -5,6 +5,7 @@ import type { AnyWorkflow } from '../../dsl/workflow.js';
 import { DuplicateRunError, MigrationError, notMigratedError, UnknownWorkflowError, ValidationError } from '../errors.js';
 import { inputHash } from '../retention/prune.js';
 import { toPrunedRun, type PrunedRun } from '../retention/pruned-run.js';
+import { prepared } from '../store/prepared.js';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
 import { millis, toLeasedRun, type LeasedRun } from '../worker/claim.js';
 import type { StartReservation } from '../worker/claim-loop.js';
@@ -285,7 +286,7 @@ export function insertRunStatement(
     ? sql`WHERE ledgerflow.pruned_run(${columns.id}::uuid, ${columns.workflow_name}::text, ${columns.dedupe_key ?? null}::text) IS NULL`
     : sql``;
   const notify = options.notify ? sql`pg_notify(${RUNS_CHANNEL}, inserted.id::text)` : sql`NULL`;
-  return sql<{ id: string }>`
+  return prepared(sql<{ id: string }>`
     WITH inserted AS (
       INSERT INTO ledgerflow.workflow_run (${sql.join(names.map((name) => sql.ref(name)))})
       SELECT ${sql.join(values)}
@@ -293,7 +294,7 @@ export function insertRunStatement(
       ON CONFLICT DO NOTHING
       RETURNING id
     )
-    SELECT inserted.id, ${notify} AS notified FROM inserted`;
+    SELECT inserted.id, ${notify} AS notified FROM inserted`);
 }
 
 function isRawBuilder(value: unknown): value is RawBuilder<unknown> {

@@ -63,8 +63,10 @@ export function parseWaitOptions(options: WaitOptions = {}): Wait {
  * returns what the settling commit wrote, as soon as it is committed, with no statement — not the
  * re-read, and no notification needed (local-waiters.ts). A run the start claimed for that worker
  * is even inserted unmarked (`unmarked`): the wait marks it the moment no flight of the worker
- * drives it any more without having answered, so that whoever settles it then notifies. Each
- * wake-up otherwise costs one statement: the run's status, output and error in one read.
+ * drives it any more without having answered, so that whoever settles it then notifies. A wait
+ * that begins while a flight of that worker drives the run (`start`, then `waitForRun`) likewise
+ * neither marks nor reads until that flight ends without answering. Each wake-up otherwise costs
+ * one statement: the run's status, output and error in one read.
  *
  * A read that meets a lost connection (a server restart, a failover: {@link isConnectionError})
  * does not end the wait: it reads again every `pollMs` until the deadline, marking the run again
@@ -101,6 +103,10 @@ export async function waitForRun(
         marked = true;
         unmarked = started.unmarked === true;
       }
+    } else if (here?.driven() === true) {
+      // A flight of this worker drives the run now (start, then wait): it answers, or its end wakes
+      // this wait — which then marks and reads. Until then nothing to mark and nothing to read.
+      [status, current, marked, unmarked] = ['running', true, true, true];
     }
     let unreachable: Error | undefined;
     let woken: 'woken' | 'timer' | undefined;

@@ -268,7 +268,7 @@ export function claimStartedRunStatement(
   runId: string,
 ): RawBuilder<LeasedRunRow> {
   const { ctes, select } = claimParts(registry, { ...options, limit: 1 }, { prefix: '', guard: sql`r.id = ${runId}::uuid`, takeovers: false });
-  return sql<LeasedRunRow>`WITH ${ctes} ${select}`;
+  return prepared(sql<LeasedRunRow>`WITH ${ctes} ${select}`);
 }
 
 /**

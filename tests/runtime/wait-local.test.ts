@@ -130,6 +130,35 @@ describeStores('a wait answered by the worker of its process', (getStore) => {
     ]);
   });
 
+  it('start, then waitForRun of a run its flight drives: the wait marks nothing and reads nothing', async () => {
+    const { store, statements } = recorded(getStore());
+    let release!: () => void;
+    const client = await localClient(store, new Promise<void>((resolve) => (release = resolve)));
+    await client.startAndWait(failing, { why: 'warm-up' }, { wait: NO_POLL });
+    const started = await client.start(shaped, { n: 5 });
+    const before = statements.length;
+    const waiting = client.waitForRun(started.runId, NO_POLL);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    release();
+    const run = await waiting;
+    expect(run).toMatchObject({ id: started.runId, status: 'completed', error: null });
+    // Only the run's own step commit: no mark (an UPDATE and its commit), no status read.
+    expect(statements.slice(before).map((s) => (isStepCommit(s) ? 'step commit' : s))).toEqual(['step commit']);
+    expect(await isMarked(run.id)).toBe(false);
+  });
+
+  it('start, then waitForRun of a run its flight leaves unsettled: the wait marks it then and is answered from the database', async () => {
+    const store = getStore();
+    let release!: () => void;
+    const client = await localClient(store, new Promise<void>((resolve) => (release = resolve)));
+    const started = await client.start(shaped, { n: 6 });
+    const waiting = client.waitForRun(started.runId, NO_POLL);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(await createClient({ store }).cancel(started.runId)).toBe(true);
+    release();
+    expect(await waiting).toMatchObject({ id: started.runId, status: 'cancelled', output: null, error: null });
+  });
+
   it('answers in-process exactly what a wait answered from the database returns: output key order, error shape', async () => {
     const store = getStore();
     const client = await localClient(store);

@@ -9,7 +9,7 @@
 -- $7 = "LeaseExpired"
 -- $8 = "worker-a"
 
-WITH 
+/* ledgerflow:prepared */ WITH 
     candidate AS (
       SELECT r.id
         FROM ledgerflow.workflow_run r

@@ -11,6 +11,7 @@
 -- $9 = "order-42"
 -- $10 = "ledgerflow_runs"
 
+/* ledgerflow:prepared */ 
     WITH inserted AS (
       INSERT INTO ledgerflow.workflow_run ("id", "workflow_name", "workflow_version", "input", "dedupe_key", "deadline_at")
       SELECT $1::uuid, $2::text, $3::integer, $4::jsonb, $5::text, statement_timestamp() + ($6::double precision * interval '1 millisecond')

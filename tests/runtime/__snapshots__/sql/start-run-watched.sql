@@ -8,6 +8,7 @@
 -- $6 = true
 -- $7 = "ledgerflow_runs"
 
+/* ledgerflow:prepared */ 
     WITH inserted AS (
       INSERT INTO ledgerflow.workflow_run ("id", "workflow_name", "workflow_version", "input", "dedupe_key", "notify_settled")
       SELECT $1::uuid, $2::text, $3::integer, $4::jsonb, $5::text, $6::boolean
