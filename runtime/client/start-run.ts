@@ -6,6 +6,7 @@ import { DuplicateRunError, MigrationError, notMigratedError, UnknownWorkflowErr
 import { inputHash } from '../retention/prune.js';
 import { toPrunedRun, type PrunedRun } from '../retention/pruned-run.js';
 import { prepared } from '../store/prepared.js';
+import { shapeOf, Shapes } from '../store/statement-shapes.js';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
 import { millis, toLeasedRun, type LeasedRun } from '../worker/claim.js';
 import type { StartReservation } from '../worker/claim-loop.js';
@@ -278,6 +279,23 @@ export function insertRunStatement(
   options: { readonly guarded: boolean; readonly notify: boolean },
 ): RawBuilder<{ id: string }> {
   const names = Object.keys(columns) as (keyof typeof RUN_COLUMN_TYPES)[];
+  // Built once per set of columns (a start pays no tree walk), unless a column is an expression
+  // with values of its own (a deadline, a debounce window): those are built in full.
+  if (names.some((name) => isRawBuilder(columns[name]))) return buildInsertRun(columns, names, options);
+  return shapeOf(
+    insertRunShapes.for(`${names.join(',')}|${options.guarded}|${options.notify}`),
+    names.map((name) => columns[name]),
+    (...slots) => buildInsertRun(Object.fromEntries(names.map((name, i) => [name, slots[i]])) as StartedRunColumns, names, options),
+  );
+}
+
+const insertRunShapes = new Shapes();
+
+function buildInsertRun(
+  columns: StartedRunColumns,
+  names: readonly (keyof typeof RUN_COLUMN_TYPES)[],
+  options: { readonly guarded: boolean; readonly notify: boolean },
+): RawBuilder<{ id: string }> {
   const values = names.map((name) => {
     const value = columns[name];
     return isRawBuilder(value) ? value : sql`${value}::${sql.raw(RUN_COLUMN_TYPES[name])}`;

@@ -1,7 +1,7 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
 import { prepared } from '../store/prepared.js';
-import { flattened } from '../store/statement-shapes.js';
+import { flattened, shapeOf, Shapes } from '../store/statement-shapes.js';
 import type { WorkflowRegistry } from './registry.js';
 import { countsTowardBudget } from './retry.js';
 import { assertAttemptTransition, assertRunTransition } from './state-machines.js';
@@ -267,9 +267,15 @@ export function claimStartedRunStatement(
   options: Omit<ClaimOptions, 'limit'>,
   runId: string,
 ): RawBuilder<LeasedRunRow> {
-  const { ctes, select } = claimParts(registry, { ...options, limit: 1 }, { prefix: '', guard: sql`r.id = ${runId}::uuid`, takeovers: false });
-  return prepared(sql<LeasedRunRow>`WITH ${ctes} ${select}`);
+  const claim = { ...options, limit: 1 };
+  // Built once per registry and options (the run id is its one value): a start pays no tree walk.
+  return shapeOf(startedRunShapes.for(claimOptionsKey(claim), registry), [runId] as const, (id) => {
+    const { ctes, select } = claimParts(registry, claim, { prefix: '', guard: sql`r.id = ${id}::uuid`, takeovers: false });
+    return prepared(sql<LeasedRunRow>`WITH ${ctes} ${select}`);
+  });
 }
+
+const startedRunShapes = new Shapes();
 
 /**
  * Claims up to `limit` runnable runs of the registered workflow versions in ONE statement (one
