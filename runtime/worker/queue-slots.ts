@@ -2,6 +2,7 @@ import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { QueueDefinition } from '../../dsl/queue.js';
 import type { QueueUseDefinition } from '../../dsl/workflow.js';
 import { faultPoint } from '../faults/fault-points.js';
+import { prepared } from '../store/prepared.js';
 import type { LedgerflowDatabase, WaitingFor } from '../store/tables.js';
 import type { StepExecution, StepOutcome } from './executors/step-execution.js';
 import { commitKnowingOutcome, keyContext } from './executors/step-execution.js';
@@ -150,13 +151,13 @@ function fastPathApplies(use: QueueUseDefinition, partition: string): boolean {
  * as {@link acquireSlotStatement} is.
  */
 export function takeFastSlotStatement(queue: string, partition: string, lease: Pick<Lease, 'runId' | 'fencingToken'>, step: string): RawBuilder<{ taken: boolean }> {
-  return sql<{ taken: boolean }>`
+  return prepared(sql<{ taken: boolean }>`
     WITH owner AS MATERIALIZED (
       SELECT r.id FROM ledgerflow.workflow_run r
        WHERE r.id = ${lease.runId}::uuid AND r.fencing_token = ${lease.fencingToken} AND r.status = 'running'
          FOR NO KEY UPDATE
     )
-    SELECT ledgerflow.queue_take_fast(${queue}, ${partition}, owner.id, ${step}) AS taken FROM owner`;
+    SELECT ledgerflow.queue_take_fast(${queue}, ${partition}, owner.id, ${step}) AS taken FROM owner`);
 }
 
 /**
@@ -166,13 +167,13 @@ export function takeFastSlotStatement(queue: string, partition: string, lease: P
  * holds. The run's row is locked first, so a take-over waits for the ask, never interleaves.
  */
 export function acquireSlotStatement(queue: string, partition: string, lease: Pick<Lease, 'runId' | 'fencingToken'>, step: string): RawBuilder<{ retry_at: Date | number | null }> {
-  return sql<{ retry_at: Date | number | null }>`
+  return prepared(sql<{ retry_at: Date | number | null }>`
     WITH owner AS MATERIALIZED (
       SELECT r.id, r.priority FROM ledgerflow.workflow_run r
        WHERE r.id = ${lease.runId}::uuid AND r.fencing_token = ${lease.fencingToken} AND r.status = 'running'
          FOR NO KEY UPDATE
     )
-    SELECT ledgerflow.queue_acquire(${queue}, ${partition}, owner.id, ${step}, owner.priority) AS retry_at FROM owner`;
+    SELECT ledgerflow.queue_acquire(${queue}, ${partition}, owner.id, ${step}, owner.priority) AS retry_at FROM owner`);
 }
 
 async function partitionOf(s: StepExecution, use: QueueUseDefinition): Promise<string> {

@@ -6,6 +6,7 @@
 -- $4 = "customer-7"
 -- $5 = "receipt"
 
+/* ledgerflow:prepared */ 
     WITH owner AS MATERIALIZED (
       SELECT r.id, r.priority FROM ledgerflow.workflow_run r
        WHERE r.id = $1::uuid AND r.fencing_token = $2 AND r.status = 'running'
