@@ -420,22 +420,24 @@ async function endToEnd(server: BenchServer, registrations: ReturnType<typeof be
 
 /**
  * What waiting costs: the one-step end-to-end workload with each client waiting through
- * `startAndWait` (closed loop, as applications wait) and through the worker's `run-completed`
- * event (no wait of the client's own), in alternating rounds of the same run at c = 1, 4, 16.
- * Each mode's rate is its runs over its seconds summed over the rounds.
+ * `startAndWait` (closed loop, as applications wait), through `start` and then `waitForRun`, and
+ * through the worker's `run-completed` event (no wait of the client's own), in rotating rounds
+ * of the same run at c = 1, 4, 16. Each mode's rate is its runs over its seconds summed over the
+ * rounds.
  */
 async function waitVersusEvent(server: BenchServer, registrations: ReturnType<typeof benchRegistrations>): Promise<string> {
   const runs = positiveInt('LEDGERFLOW_BENCH_E2E_N', 500);
   const rounds = positiveInt('LEDGERFLOW_BENCH_WAIT_ROUNDS', 3);
   const workload = END_TO_END_WORKLOADS.find((w) => w.id === 'one-step')!;
+  const modes = ['event', 'startAndWait', 'startThenWait'] as const;
   const lines = [
-    '| clients | event: workflows/s (run-completed in-process) | startAndWait: workflows/s | startAndWait / event | commits / workflow event, startAndWait |',
-    '|---:|---:|---:|---:|---:|',
+    '| clients | event: workflows/s (run-completed in-process) | startAndWait: workflows/s | start, then waitForRun: workflows/s | startAndWait / event | start, then waitForRun / event | commits / workflow event, startAndWait, start then waitForRun |',
+    '|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const clients of CONCURRENCIES) {
-    const total = { event: { runs: 0, seconds: 0, commits: 0 }, startAndWait: { runs: 0, seconds: 0, commits: 0 } };
+    const total = Object.fromEntries(modes.map((m) => [m, { runs: 0, seconds: 0, commits: 0 }])) as Record<(typeof modes)[number], { runs: number; seconds: number; commits: number }>;
     for (let round = 0; round < rounds; round++) {
-      const order = round % 2 === 0 ? (['event', 'startAndWait'] as const) : (['startAndWait', 'event'] as const);
+      const order = [...modes.slice(round % modes.length), ...modes.slice(0, round % modes.length)];
       for (const completion of order) {
         const row = await ledgerflowEndToEnd(server, { workload, clients, runs, warmUp: 20, registrations, completion });
         total[completion].runs += row.workflows;
@@ -444,11 +446,10 @@ async function waitVersusEvent(server: BenchServer, registrations: ReturnType<ty
         log(`wait c=${clients} round ${round + 1} ${completion}: ${row.workflowsPerSecond.toFixed(0)} workflows/s`);
       }
     }
-    const event = total.event.runs / total.event.seconds;
-    const waited = total.startAndWait.runs / total.startAndWait.seconds;
+    const [event, waited, split] = modes.map((m) => total[m].runs / total[m].seconds) as [number, number, number];
     lines.push(
-      `| ${clients} | ${event.toFixed(0)} | ${waited.toFixed(0)} | ${(waited / event).toFixed(2)} | ` +
-        `${total.event.commits.toFixed(2)}, ${total.startAndWait.commits.toFixed(2)} |`,
+      `| ${clients} | ${event.toFixed(0)} | ${waited.toFixed(0)} | ${split.toFixed(0)} | ${(waited / event).toFixed(2)} | ${(split / event).toFixed(2)} | ` +
+        `${modes.map((m) => total[m].commits.toFixed(2)).join(', ')} |`,
     );
   }
   return lines.join('\n');

@@ -20,7 +20,8 @@ import { plainOnly, threeStep } from './bench-workflows.js';
  * drains, which enqueue everything first.
  *
  * A client waits the way an application does: `client.startAndWait` (completion: 'startAndWait',
- * the default). `completion: 'event'` instead learns of the completion from the worker's
+ * the default), or `client.start` and then `client.waitForRun` (`completion: 'startThenWait'`,
+ * as an application that keeps the run id does). `completion: 'event'` instead learns of the completion from the worker's
  * `run-completed` event in this process (no query, no wait of the client's own): the floor the
  * wait is measured against (`LEDGERFLOW_BENCH_ONLY=wait`, bench/main.ts).
  *
@@ -42,6 +43,9 @@ export const END_TO_END_WORKLOADS = [
 
 export type EndToEndWorkload = (typeof END_TO_END_WORKLOADS)[number];
 
+/** How a client waits (see {@link ledgerflowEndToEnd}). */
+export type EndToEndCompletion = 'startAndWait' | 'startThenWait' | 'event';
+
 /** Measures one workload on ledgerflow in a fresh database of `server`. */
 export async function ledgerflowEndToEnd(
   server: BenchServer,
@@ -53,7 +57,7 @@ export async function ledgerflowEndToEnd(
     readonly registrations: readonly WorkflowRegistration[];
     /** The provider `registrations` call, if it is fresh for this measurement: its charges are checked too, not only the rows. */
     readonly payments?: FakePaymentProvider;
-    readonly completion?: 'startAndWait' | 'event';
+    readonly completion?: EndToEndCompletion;
   },
 ): Promise<EndToEndRow> {
   const database = `bench_e2e_${o.workload.id.replaceAll('-', '_')}_c${o.clients}`;
@@ -92,8 +96,8 @@ export interface EndToEndOptions {
   readonly adminUrl: string;
   /** Gives up after this long. Default 300 000. */
   readonly timeoutMs?: number;
-  /** How a client learns its run is done: `startAndWait` (default), or the worker's `run-completed` event. */
-  readonly completion?: 'startAndWait' | 'event';
+  /** How a client learns its run is done: `startAndWait` (default), `start` then `waitForRun`, or the worker's `run-completed` event. */
+  readonly completion?: EndToEndCompletion;
 }
 
 export interface EndToEndMeasurement {
@@ -141,7 +145,10 @@ export async function measureEndToEnd(options: EndToEndOptions): Promise<EndToEn
           waiting.delete(runId);
         }
       : async (i: number): Promise<void> => {
-          const run = await client.startAndWait(options.workflow, { i }, { wait: { timeoutMs: 60_000 } });
+          const run =
+            options.completion === 'startThenWait'
+              ? await client.waitForRun((await client.start(options.workflow, { i })).runId, { timeoutMs: 60_000 })
+              : await client.startAndWait(options.workflow, { i }, { wait: { timeoutMs: 60_000 } });
           if (run.status !== 'completed') throw new Error(`run ${run.id} ended ${run.status}: ${JSON.stringify(run.error)}`);
         };
   const closedLoop = async (from: number, to: number): Promise<void> => {
