@@ -27,7 +27,7 @@ import { plainOnly, threeStep } from './bench-workflows.js';
  *
  * The client is created with the worker (`createClient({ store, worker })`), as an API server
  * that embeds its worker would be, like DBOS executing in the process that starts: a start
- * claims its run for the worker in its own transaction while the worker has a slot free, and the
+ * inserts its run already claimed for the worker while the worker has a slot free, and the
  * wait of a run that worker settles is answered in-process.
  */
 /**

@@ -422,7 +422,7 @@ function localWorker(options: ClientOptions): LocalStarts | undefined {
   if (local === undefined) throw new TypeError('createClient: worker must be a worker made by createWorker().');
   if (local.store !== options.store) {
     throw new TypeError(
-      'createClient: the worker was created over another store; pass the same store to createWorker and createClient (a start claims its run for the worker in its own transaction).',
+      'createClient: the worker was created over another store; pass the same store to createWorker and createClient (a start inserts its run already claimed for the worker).',
     );
   }
   return local;

@@ -8,7 +8,8 @@ import { toPrunedRun, type PrunedRun } from '../retention/pruned-run.js';
 import { prepared } from '../store/prepared.js';
 import { shapeOf, Shapes } from '../store/statement-shapes.js';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
-import { millis, toLeasedRun, type LeasedRun } from '../worker/claim.js';
+import { millis, toLeasedRun, type LeasedRun, type LeasedRunRow } from '../worker/claim.js';
+import { assertAttemptTransition, assertRunTransition } from '../worker/state-machines.js';
 import type { StartReservation } from '../worker/claim-loop.js';
 import { RUNS_CHANNEL, type LocalStarts } from '../worker/worker.js';
 import { describeChanges, fingerprintOf } from '../worker/workflow-fingerprint.js';
@@ -98,9 +99,9 @@ export const MAX_DEDUPE_KEY_LENGTH = 1_000;
  * propagator carrier, or null) is stored with the run for the worker's spans to continue.
  * `watched`: the id of a run this start creates, inserted marked as waited for (startAndWait).
  * `local`: a worker of this process (`createClient({ worker })`); when it serves the workflow
- * version and has a slot free, a run this start creates is claimed for it by the same
- * transaction — the claim statement restricted to the run — with no NOTIFY, and handed to it
- * once committed (one durable commit instead of two; see {@link insertClaimedLocally}).
+ * version and has a slot free, a run this start creates is inserted already claimed for it, in
+ * one statement with no NOTIFY, and handed to it once committed (one durable commit instead of
+ * two; see {@link insertClaimedLocally}).
  * Only for a start on `db` itself, never inside a caller's transaction.
  */
 export async function startRun(
@@ -148,22 +149,20 @@ export async function startRun(
   // identity a prune archived: its insert is guarded (ledgerflow.pruned_run, core 0008). A random
   // id names no archived run, so plain and debounced starts skip the archive.
   const guarded = debounce === undefined && (options.runId !== undefined || dedupeKey !== undefined);
-  const statement = (notify: boolean, debounced?: DebouncedRunColumns, marked = watched !== undefined): RawBuilder<{ id: string }> =>
-    insertRunStatement(
-      {
-        id: runId,
-        workflow_name: workflow.name,
-        workflow_version: workflow.version,
-        input: inputJson,
-        dedupe_key: dedupeKey ?? null,
-        ...(timeoutMs !== undefined ? { deadline_at: sql<Date>`statement_timestamp() + ${millis(timeoutMs)}` } : {}),
-        ...(options.priority !== undefined ? { priority: options.priority } : {}),
-        ...(traceContext !== null ? { trace_context: JSON.stringify(traceContext) } : {}),
-        ...(marked ? { notify_settled: true } : {}),
-        ...debounced,
-      },
-      { guarded, notify },
-    );
+  const columns = (debounced?: DebouncedRunColumns, marked = watched !== undefined): StartedRunColumns => ({
+    id: runId,
+    workflow_name: workflow.name,
+    workflow_version: workflow.version,
+    input: inputJson,
+    dedupe_key: dedupeKey ?? null,
+    ...(timeoutMs !== undefined ? { deadline_at: sql<Date>`statement_timestamp() + ${millis(timeoutMs)}` } : {}),
+    ...(options.priority !== undefined ? { priority: options.priority } : {}),
+    ...(traceContext !== null ? { trace_context: JSON.stringify(traceContext) } : {}),
+    ...(marked ? { notify_settled: true } : {}),
+    ...debounced,
+  });
+  const statement = (notify: boolean, debounced?: DebouncedRunColumns): RawBuilder<{ id: string }> =>
+    insertRunStatement(columns(debounced), { guarded, notify });
   const insert = async (debounced?: DebouncedRunColumns): Promise<boolean> => {
     const inserted = await statement(debounced === undefined, debounced).execute(db);
     return inserted.rows.length > 0;
@@ -190,9 +189,10 @@ export async function startRun(
   const insertHere = async (): Promise<boolean> => {
     const reservation = await local?.reserve(workflow.name, workflow.version);
     if (reservation === undefined) return insert();
-    const claimed = await insertClaimedLocally(db, reservation, runId, statement(false, undefined, false), watched !== undefined);
-    unmarked = watched !== undefined && claimed === 'claimed';
-    return claimed !== 'exists';
+    const claimedBy = { ...reservation.lease, step: firstStepOf(workflow) };
+    const claimed = await insertClaimedLocally(db, reservation, insertRunStatement(columns(undefined, false), { guarded, notify: false, claimedBy }));
+    unmarked = watched !== undefined && claimed;
+    return claimed;
   };
   // A conflicting row can vanish between the insert and the look-up (the run was deleted);
   // then the insert is simply tried again.
@@ -205,45 +205,35 @@ export async function startRun(
 }
 
 /**
- * The start of a run claimed for a worker of this process, in ONE transaction: the insert
- * (without its NOTIFY: no other worker need wake for a run already taken), then the claim
- * statement restricted to the new run, which sees it because it follows the insert in the same
- * transaction. The run and its lease become durable in one commit; fencing is the claim's own
- * (token 0 → 1 in that commit). Should the claim take nothing (the run is not claimable after
- * all), the transaction NOTIFYs as a plain start would, so no wake-up is lost. The reservation is
- * settled after the commit with the runs taken, or with `undefined` if the transaction failed —
- * its outcome may be unknown, and the worker then looks for runs it holds that nobody drives.
- * `watched`: the insert left the run unmarked for its wait; should the claim take nothing, the
- * transaction marks it too. Returns whether the run was created and claimed, created only (not
- * claimable), or not created (its id or dedupe key names an existing run).
+ * The start of a run claimed for a worker of this process: ONE statement, one commit — the insert
+ * leases the new run to that worker and opens its first step's attempt (`insertRunStatement`
+ * with `claimedBy`), without a NOTIFY (no other worker need wake for a run already taken). The
+ * reservation is settled after the commit with the run taken, or with none when the insert found
+ * an existing run (its id or dedupe key; or an archived identity) — or with `undefined` if the
+ * statement failed: its outcome may be unknown, and the worker then looks for runs it holds that
+ * nobody drives. Returns whether the run was created (and claimed).
  */
 async function insertClaimedLocally(
   db: Kysely<LedgerflowDatabase>,
   reservation: StartReservation,
-  runId: string,
-  insert: RawBuilder<{ id: string }>,
-  watched: boolean,
-): Promise<'claimed' | 'created' | 'exists'> {
-  let claimed: LeasedRun[] = [];
-  let created: 'claimed' | 'created' | 'exists';
+  insert: RawBuilder<LeasedRunRow>,
+): Promise<boolean> {
+  let claimed: LeasedRun[];
   try {
-    created = await db.transaction().execute(async (trx) => {
-      const inserted = await insert.execute(trx);
-      if (inserted.rows.length === 0) return 'exists';
-      const { rows } = await reservation.claim(runId).execute(trx);
-      if (rows.length === 0) {
-        if (watched) await trx.updateTable('ledgerflow.workflow_run').set({ notify_settled: true }).where('id', '=', runId).execute();
-        await sql`SELECT pg_notify(${RUNS_CHANNEL}, ${runId}::text)`.execute(trx);
-      }
-      claimed = rows.map(toLeasedRun);
-      return rows.length === 0 ? 'created' : 'claimed';
-    });
+    claimed = (await insert.execute(db)).rows.map(toLeasedRun);
   } catch (error) {
     reservation.settle(undefined);
     throw error;
   }
   reservation.settle(claimed);
-  return created;
+  return claimed.length > 0;
+}
+
+/** The name of a workflow's first step: the attempt a start claimed for its own worker opens. */
+function firstStepOf(workflow: AnyWorkflow): string {
+  const first = workflow.steps[0];
+  if (first === undefined) throw new Error(`Workflow "${workflow.name}" has no steps.`);
+  return first.name;
 }
 
 /** The columns a start writes, and the SQL type each value is cast to in the insert's SELECT. */
@@ -267,25 +257,51 @@ export type StartedRunColumns = {
   readonly [C in keyof typeof RUN_COLUMN_TYPES]?: string | number | boolean | null | RawBuilder<unknown>;
 };
 
+/** How a start's insert leases its new run to a worker of the same process (see {@link insertRunStatement}). */
+export interface ClaimedBy {
+  readonly workerId: string;
+  readonly leaseMs: number;
+  /** The workflow's first step: its attempt 1 is opened by the same statement. */
+  readonly step: string;
+}
+
+interface InsertRunOptions {
+  readonly guarded: boolean;
+  readonly notify: boolean;
+  readonly claimedBy?: ClaimedBy;
+}
+
 /**
  * A start's insert: one statement, `INSERT … SELECT … ON CONFLICT DO NOTHING` (never raises on a
  * conflict, so a caller's transaction is not aborted) and, only if it inserted and `notify`, the
  * NOTIFY (delivered at commit: a worker never wakes for a run it cannot see yet). `guarded`: the
  * SELECT yields no row when `ledgerflow.pruned_run` finds the run's id or dedupe key archived —
  * checked inside the same statement, after waiting for a prune that holds the live run.
+ *
+ * `claimedBy` (a start for a worker of this process with a slot free): the run is inserted
+ * already claimed — `running`, leased to that worker, fencing token 1 — and the same statement
+ * opens attempt 1 of its first step, returning it as the claim does (a `LeasedRunRow`): what the
+ * claim statement would have done to a run it found pending, due and registered, which a run
+ * this start creates is (the reservation checked that the worker serves its version). A run
+ * created this way was never `pending`: `(none) -> running` in the state machine.
  */
-export function insertRunStatement(
-  columns: StartedRunColumns,
-  options: { readonly guarded: boolean; readonly notify: boolean },
-): RawBuilder<{ id: string }> {
+export function insertRunStatement(columns: StartedRunColumns, options: InsertRunOptions & { readonly claimedBy: ClaimedBy }): RawBuilder<LeasedRunRow>;
+export function insertRunStatement(columns: StartedRunColumns, options: InsertRunOptions): RawBuilder<{ id: string }>;
+export function insertRunStatement(columns: StartedRunColumns, options: InsertRunOptions): RawBuilder<{ id: string } | LeasedRunRow> {
   const names = Object.keys(columns) as (keyof typeof RUN_COLUMN_TYPES)[];
+  const claimedBy = options.claimedBy;
   // Built once per set of columns (a start pays no tree walk), unless a column is an expression
   // with values of its own (a deadline, a debounce window): those are built in full.
-  if (names.some((name) => isRawBuilder(columns[name]))) return buildInsertRun(columns, names, options);
+  if (names.some((name) => isRawBuilder(columns[name]))) return prepared(buildInsertRun(columns, names, options));
+  const values = [...names.map((name) => columns[name]), ...(claimedBy ? [claimedBy.workerId, claimedBy.leaseMs, claimedBy.step] : [])];
   return shapeOf(
-    insertRunShapes.for(`${names.join(',')}|${options.guarded}|${options.notify}`),
-    names.map((name) => columns[name]),
-    (...slots) => buildInsertRun(Object.fromEntries(names.map((name, i) => [name, slots[i]])) as StartedRunColumns, names, options),
+    insertRunShapes.for(`${names.join(',')}|${options.guarded}|${options.notify}|${claimedBy !== undefined}`),
+    values,
+    (...slots) =>
+      prepared(buildInsertRun(Object.fromEntries(names.map((name, i) => [name, slots[i]])) as StartedRunColumns, names, {
+        ...options,
+        ...(claimedBy ? { claimedBy: { workerId: slots[names.length], leaseMs: slots[names.length + 1], step: slots[names.length + 2] } as ClaimedBy } : {}),
+      })),
   );
 }
 
@@ -294,8 +310,8 @@ const insertRunShapes = new Shapes();
 function buildInsertRun(
   columns: StartedRunColumns,
   names: readonly (keyof typeof RUN_COLUMN_TYPES)[],
-  options: { readonly guarded: boolean; readonly notify: boolean },
-): RawBuilder<{ id: string }> {
+  options: InsertRunOptions,
+): RawBuilder<{ id: string } | LeasedRunRow> {
   const values = names.map((name) => {
     const value = columns[name];
     return isRawBuilder(value) ? value : sql`${value}::${sql.raw(RUN_COLUMN_TYPES[name])}`;
@@ -303,8 +319,10 @@ function buildInsertRun(
   const guard = options.guarded
     ? sql`WHERE ledgerflow.pruned_run(${columns.id}::uuid, ${columns.workflow_name}::text, ${columns.dedupe_key ?? null}::text) IS NULL`
     : sql``;
-  const notify = options.notify ? sql`pg_notify(${RUNS_CHANNEL}, inserted.id::text)` : sql`NULL`;
-  return prepared(sql<{ id: string }>`
+  const claimedBy = options.claimedBy;
+  if (claimedBy === undefined) {
+    const notify = options.notify ? sql`pg_notify(${RUNS_CHANNEL}, inserted.id::text)` : sql`NULL`;
+    return sql<{ id: string }>`
     WITH inserted AS (
       INSERT INTO ledgerflow.workflow_run (${sql.join(names.map((name) => sql.ref(name)))})
       SELECT ${sql.join(values)}
@@ -312,7 +330,30 @@ function buildInsertRun(
       ON CONFLICT DO NOTHING
       RETURNING id
     )
-    SELECT inserted.id, ${notify} AS notified FROM inserted`);
+    SELECT inserted.id, ${notify} AS notified FROM inserted`;
+  }
+  assertRunTransition('none', 'running');
+  assertAttemptTransition('none', 'running');
+  return sql<LeasedRunRow>`
+    WITH inserted AS (
+      INSERT INTO ledgerflow.workflow_run (${sql.join(names.map((name) => sql.ref(name)))}, status, lease_owner, lease_expires_at, fencing_token, updated_at)
+      SELECT ${sql.join(values)}, 'running', ${claimedBy.workerId}::text, statement_timestamp() + ${millis(claimedBy.leaseMs)}, 1, statement_timestamp()
+      ${guard}
+      ON CONFLICT DO NOTHING
+      RETURNING id, workflow_name, workflow_version, input, current_step, fencing_token, deadline_at, trace_context
+    ),
+    opened AS (
+      INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at)
+      SELECT i.id, ${claimedBy.step}::text, 1, 'running', i.fencing_token, ${claimedBy.workerId}::text, statement_timestamp()
+        FROM inserted i
+      RETURNING run_id, attempt
+    )
+    SELECT i.id, i.workflow_name, i.workflow_version, i.input, i.current_step, i.fencing_token,
+           COALESCE(i.deadline_at <= statement_timestamp(), false) AS overdue, o.attempt,
+           0 AS prior_failures, 0 AS crashes, false AS repeated_crash, false AS took_over, i.trace_context,
+           NULL::jsonb AS outputs
+      FROM inserted i
+      JOIN opened o ON o.run_id = i.id`;
 }
 
 function isRawBuilder(value: unknown): value is RawBuilder<unknown> {

@@ -39,9 +39,8 @@
  * flight makes the loop claim again afterwards (the claim may have read before the run's commit).
  *
  * Start reservations (`reserveStart()`): a start in this process (`createClient({ worker })`)
- * takes a free slot, inserts its run and claims it for this worker in its own transaction (the
- * claim statement restricted to that run, `claimStartedRunStatement`), then hands the claimed run
- * back (`settle`). Reserved slots count as taken for every claim. A reservation asked for while
+ * takes a free slot, inserts its run already leased to this worker — one statement, one commit:
+ * `insertRunStatement` with `claimedBy` — then hands the claimed run back (`settle`). Reserved slots count as taken for every claim. A reservation asked for while
  * the loop's claim is in flight waits for it (a claim costs a round trip, a start's commit an
  * fsync); none is given while a fused claim is in flight or no slot is free — the start then
  * NOTIFYs as any other.
@@ -61,10 +60,10 @@
  * those releases), and so are orphans found then.
  */
 
-import { sql, type Kysely, type RawBuilder } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import { exponentialBackoffMs } from './backoff.js';
-import { claimRuns, claimStartedRunStatement, loadLeasedRun, type LeasedRun, type LeasedRunRow } from './claim.js';
+import { claimRuns, loadLeasedRun, type LeasedRun } from './claim.js';
 import { flightKey, type Flight } from './flight.js';
 import { releaseLeases, type HeldLease } from './lease.js';
 import type { WorkflowRegistry } from './registry.js';
@@ -96,8 +95,8 @@ export interface ClaimLoopContext {
  * Every reservation must be answered by exactly one `settle` call.
  */
 export interface StartReservation {
-  /** The claim, for this worker, of the run the start inserted; to execute in the start's transaction after the insert. */
-  claim(runId: string): RawBuilder<LeasedRunRow>;
+  /** Whom the start's insert leases its new run to (`insertRunStatement`'s `claimedBy`). */
+  readonly lease: { readonly workerId: string; readonly leaseMs: number };
   /**
    * The start's transaction committed and its claim took `runs` (none: the run was not claimable,
    * or the insert found an existing run); `undefined`: it failed, or its outcome is unknown.
@@ -210,8 +209,8 @@ export class ClaimLoop {
   }
 
   /**
-   * A slot for a start in this process that creates a run of `workflowName@version` and claims it
-   * for this worker in its own transaction; `undefined` when this worker does not serve that
+   * A slot for a start in this process that creates a run of `workflowName@version` already
+   * claimed for this worker; `undefined` when this worker does not serve that
    * version, is not running, or has no slot free (see the module comment).
    */
   async reserveStart(workflowName: string, version: number): Promise<StartReservation | undefined> {
@@ -227,7 +226,7 @@ export class ClaimLoop {
     this.#reserved += 1;
     let settled = false;
     return {
-      claim: (runId) => claimStartedRunStatement(ctx.registry, { workerId: ctx.workerId, leaseMs: ctx.leaseMs }, runId),
+      lease: { workerId: ctx.workerId, leaseMs: ctx.leaseMs },
       settle: (runs) => {
         if (settled) throw new Error('A start reservation was settled twice.');
         settled = true;

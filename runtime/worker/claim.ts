@@ -1,7 +1,7 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
 import { prepared } from '../store/prepared.js';
-import { flattened, shapeOf, Shapes } from '../store/statement-shapes.js';
+import { flattened } from '../store/statement-shapes.js';
 import type { WorkflowRegistry } from './registry.js';
 import { countsTowardBudget } from './retry.js';
 import { assertAttemptTransition, assertRunTransition } from './state-machines.js';
@@ -254,28 +254,6 @@ export function claimStatement(registry: WorkflowRegistry, options: ClaimOptions
   const { ctes, select } = reusedClaimParts(registry, options);
   return prepared(sql<LeasedRunRow>`WITH ${ctes} ${select}`);
 }
-
-/**
- * The claim a start makes for the run it has just inserted, in the start's own transaction, for
- * a worker of the same process with a free slot (`createClient({ worker })`): the claim statement
- * itself ({@link claimParts}), its candidates restricted to that one run and to pending runs (a
- * new run was never leased). It sees the run because it follows the insert in the same
- * transaction; the run and its lease commit together (one durable commit instead of two).
- */
-export function claimStartedRunStatement(
-  registry: WorkflowRegistry,
-  options: Omit<ClaimOptions, 'limit'>,
-  runId: string,
-): RawBuilder<LeasedRunRow> {
-  const claim = { ...options, limit: 1 };
-  // Built once per registry and options (the run id is its one value): a start pays no tree walk.
-  return shapeOf(startedRunShapes.for(claimOptionsKey(claim), registry), [runId] as const, (id) => {
-    const { ctes, select } = claimParts(registry, claim, { prefix: '', guard: sql`r.id = ${id}::uuid`, takeovers: false });
-    return prepared(sql<LeasedRunRow>`WITH ${ctes} ${select}`);
-  });
-}
-
-const startedRunShapes = new Shapes();
 
 /**
  * Claims up to `limit` runnable runs of the registered workflow versions in ONE statement (one

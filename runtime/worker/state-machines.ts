@@ -11,6 +11,8 @@ import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js'
  *
  * Run (workflow_run.status):
  *   (a run is created `pending` by the client's start; start-run.ts)
+ *   (none)   --a start for a worker of its own process with a slot free: inserted already claimed,
+ *            leased to that worker, its first attempt opened (start-run.ts, `claimedBy`)-->  running  (fencing_token 1)
  *   pending  --a debounced start joins its open window (keep 'last': input and due time replaced),
  *            or finds the window over before any claim (debounce_open = false; client/debounce.ts)-->  pending
  *   pending  --claim (worker; fused into a completion; reconciler)-->  running  (fencing_token + 1)
@@ -93,7 +95,8 @@ import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js'
  */
 
 /** Run transitions: from each status, the statuses a write may move it to. */
-export const RUN_TRANSITIONS: Readonly<Record<RunStatus, readonly RunStatus[]>> = {
+export const RUN_TRANSITIONS: Readonly<Record<RunStatus | 'none', readonly RunStatus[]>> = {
+  none: ['running'],
   pending: ['running', 'pending', 'cancelled'],
   running: ['running', 'pending', 'waiting', 'completed', 'failed', 'needs_reconciliation', 'cancelled', 'compensated', 'compensation_failed'],
   waiting: ['running', 'waiting', 'cancelled', 'pending'],
@@ -125,7 +128,7 @@ export class IllegalTransitionError extends Error {
   override readonly name = 'IllegalTransitionError';
 }
 
-export function assertRunTransition(from: RunStatus, to: RunStatus): void {
+export function assertRunTransition(from: RunStatus | 'none', to: RunStatus): void {
   if (!RUN_TRANSITIONS[from].includes(to)) {
     throw new IllegalTransitionError(`Illegal run transition ${from} -> ${to}`);
   }

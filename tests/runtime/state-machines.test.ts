@@ -56,7 +56,7 @@ const WRITES: Readonly<Record<string, readonly string[]>> = {
     'run waiting->running',
     'attempt none->running',
   ],
-  'claim-started-run.sql': ['run pending->running', 'run waiting->running', 'attempt none->running'],
+  'start-run-claimed.sql': ['run none->running', 'attempt none->running'],
   'load-leased-run.sql': [],
   'advance-hold.sql': ['run running->running', 'attempt running->succeeded', 'attempt none->running'],
   'advance-release.sql': ['run running->pending', 'attempt running->succeeded'],
@@ -306,6 +306,7 @@ describe('state machine tables', () => {
   it('are the runtime\'s, the reconciler\'s and the client\'s transitions', () => {
     expect(allTransitions()).toEqual(
       [
+        'run none->running',
         'run pending->running',
         'run pending->pending',
         'run pending->cancelled',

@@ -2,7 +2,6 @@ import { sql, type RawBuilder } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { flattened, shapeOf, type Shape } from '../../runtime/store/statement-shapes.js';
 import { advanceRunsStatement, advanceRunStatement, type AdvanceParams } from '../../runtime/worker/step-commits.js';
-import { claimStartedRunStatement } from '../../runtime/worker/claim.js';
 import { insertRunStatement } from '../../runtime/client/start-run.js';
 import { claimOptions, compileOnly, debit, lease, notify, registry, result, STATEMENT_CASES } from './fixtures/sql-statements.js';
 
@@ -136,7 +135,7 @@ describe("the single-run commit's shapes", () => {
     expectFilledLike(commit(1), commit(2), (p) => ({ ...values(p), step: p.step.name }));
   });
 
-  it("a start's insert and its local claim, reused for another start, carry that start's values", () => {
+  it("a start's insert, plain and claimed for its own worker, reused for another start, carries that start's values", () => {
     const insert = (n: number) =>
       compile(
         insertRunStatement(
@@ -148,11 +147,16 @@ describe("the single-run commit's shapes", () => {
     expect(second.sql).toBe(first.sql);
     // Every column's value in its place, and the guard's id, workflow and dedupe key.
     expect(second.parameters).toEqual(['00000000-0000-4000-8000-000000000302', 'wf-2', 2, '{"n":2}', 'key-2', 7, '00000000-0000-4000-8000-000000000302', 'wf-2', 'key-2']);
-    const claim = (runId: string) => compile(claimStartedRunStatement(registry, { workerId: 'worker-a', leaseMs: 30_000 }, runId));
-    const [a, b] = [claim('00000000-0000-4000-8000-000000000401'), claim('00000000-0000-4000-8000-000000000402')];
+    const claimed = (n: number) =>
+      compile(
+        insertRunStatement(
+          { id: `00000000-0000-4000-8000-00000000040${n}`, workflow_name: `wf-${n}`, workflow_version: n, input: `{"n":${n}}`, dedupe_key: null },
+          { guarded: false, notify: false, claimedBy: { workerId: `worker-${n}`, leaseMs: 1_000 * n, step: `first-${n}` } },
+        ),
+      );
+    const [a, b] = [claimed(1), claimed(2)];
     expect(b.sql).toBe(a.sql);
-    expect(b.parameters.filter((p) => p === '00000000-0000-4000-8000-000000000402')).toHaveLength(1);
-    expect(b.parameters.map((p) => (p === '00000000-0000-4000-8000-000000000402' ? '00000000-0000-4000-8000-000000000401' : p))).toEqual(a.parameters);
+    expect(b.parameters).toEqual(['00000000-0000-4000-8000-000000000402', 'wf-2', 2, '{"n":2}', null, 'worker-2', 2_000, 'first-2', 'worker-2']);
   });
 });
 

@@ -1,4 +1,7 @@
 import { sql, type KyselyPlugin } from 'kysely';
+import { insertRunStatement } from '../../runtime/client/start-run.js';
+import { claimRuns, toLeasedRun } from '../../runtime/worker/claim.js';
+import { buildRegistry } from '../../runtime/worker/registry.js';
 import { shapeHash } from 'ledgerflow/dsl';
 import { afterEach, beforeAll, expect, it } from 'vitest';
 import { bindHandlers, createClient, createWorker, RUNS_CHANNEL, type Store, type Worker } from 'ledgerflow/runtime';
@@ -8,8 +11,9 @@ import { eventLog, runState, waitUntil } from './fixtures/run-helpers.js';
 import { poison, poisonHandlers } from './fixtures/poison-workflows.js';
 
 /**
- * The start path (issue 15). A client given the worker of its process claims the runs it starts
- * for that worker in the start's own transaction (no NOTIFY, one durable commit less); a NOTIFY
+ * The start path. A client given the worker of its process starts its runs already claimed for
+ * that worker — one statement, one commit, no NOTIFY — writing exactly what the claim statement
+ * writes on a run it takes (the one claim path's rows, checked below); a NOTIFY
  * makes a worker claim only when it has a slot free, and a run that ends wakes the loop only
  * when a NOTIFY found no slot free. The poll is ten minutes: a run that completes here was
  * taken by a start's claim, a notification, or a freed slot after a missed one — never a poll.
@@ -18,19 +22,27 @@ const NO_POLL = { pollIntervalMs: 600_000, reconcileIntervalMs: 0 } as const;
 
 /**
  * The store, recording every statement it runs and every notification its subscriptions receive;
- * `failNextStartClaim()` makes the next start's claim statement throw after it ran.
+ * `failNextStartClaim('before')` makes the next start's claimed insert throw before it is sent;
+ * `'after'`, once it ran (committed, its answer lost: an outcome the start cannot know).
  */
-function observed(base: Store): { store: Store; statements: string[]; notifications: string[]; failNextStartClaim: () => void } {
+function observed(base: Store): {
+  store: Store;
+  statements: string[];
+  notifications: string[];
+  failNextStartClaim: (when: 'before' | 'after') => void;
+} {
   const statements: string[] = [];
   const notifications: string[] = [];
   const failing = new Set<unknown>();
-  let failNext = false;
+  let failNext: 'before' | 'after' | undefined;
   const recorder: KyselyPlugin = {
     transformQuery: ({ node, queryId }) => {
       const text = base.db.getExecutor().compileQuery(node, queryId).sql;
       statements.push(text);
-      if (failNext && isStartClaim(text)) {
-        failNext = false;
+      if (failNext !== undefined && isStartClaim(text)) {
+        const when = failNext;
+        failNext = undefined;
+        if (when === 'before') throw new Error('start claim failed (test)');
         failing.add(queryId);
       }
       return node;
@@ -43,7 +55,7 @@ function observed(base: Store): { store: Store; statements: string[]; notificati
   return {
     statements,
     notifications,
-    failNextStartClaim: () => (failNext = true),
+    failNextStartClaim: (when) => (failNext = when),
     store: {
       ...base,
       db: base.db.withPlugin(recorder),
@@ -62,7 +74,10 @@ function observed(base: Store): { store: Store; statements: string[]; notificati
 }
 
 const isLoopClaim = (s: string): boolean => /\bclaimed AS\b/.test(s) && /\bexpired AS\b/.test(s);
-const isStartClaim = (s: string): boolean => /\bclaimed AS\b/.test(s) && !/\bexpired AS\b/.test(s) && /r\.id = \$\d+::uuid/.test(s);
+/** A start's insert of a run already leased to the worker of its process (`claimedBy`). */
+const isStartClaim = (s: string): boolean => /INSERT INTO ledgerflow\.workflow_run \([^)]*lease_owner/.test(s);
+
+type LeasedRunLike = { readonly id: string } & Record<string, unknown>;
 
 /** A handler that holds its step until `open()`. */
 function gated(): { registration: ReturnType<typeof poisonHandlers>; open: () => void } {
@@ -83,7 +98,7 @@ describeStores('starts claimed for the worker of their process', (getStore) => {
                WHERE status NOT IN ('completed', 'failed', 'cancelled')`.execute(getStore().db);
   });
 
-  it('inserts and claims the run in one transaction, without a NOTIFY; the worker drives it at once', async () => {
+  it('inserts the run already claimed, in one statement, without a NOTIFY; the worker drives it at once', async () => {
     const { store, statements, notifications } = observed(getStore());
     const log = eventLog();
     const worker = createWorker({ store, workflows: [poisonHandlers('local')], concurrency: 2, ...NO_POLL, onEvent: log.onEvent });
@@ -152,7 +167,7 @@ describeStores('starts claimed for the worker of their process', (getStore) => {
     expect(attempts.map((a) => a.worker_id)).toEqual([other.id]);
   });
 
-  it('a start whose transaction fails leaves no run and gives its slot back', async () => {
+  it('a start whose claimed insert fails before it is sent leaves no run and gives its slot back', async () => {
     const { store, statements, failNextStartClaim } = observed(getStore());
     const log = eventLog();
     const worker = createWorker({ store, workflows: [poisonHandlers('local')], concurrency: 1, ...NO_POLL, onEvent: log.onEvent });
@@ -160,7 +175,7 @@ describeStores('starts claimed for the worker of their process', (getStore) => {
     await worker.start();
     const client = createClient({ store, worker });
     const runId = '00000000-0000-4000-8000-0000000000f1';
-    failNextStartClaim();
+    failNextStartClaim('before');
     await expect(client.start(poison, { label: 'failing' }, { runId })).rejects.toThrow(/start claim failed/);
     const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM ledgerflow.workflow_run WHERE id = ${runId}`.execute(getStore().db);
     expect(rows[0]?.n).toBe(0);
@@ -170,6 +185,57 @@ describeStores('starts claimed for the worker of their process', (getStore) => {
     expect(again.status).toBe('completed');
     expect(statements.slice(before).filter(isStartClaim)).toHaveLength(1);
     expect(log.errors()).toEqual([]);
+  });
+
+  it('a start whose claimed insert committed but whose answer was lost: the start throws, the worker adopts the run and drives it', async () => {
+    const { store, failNextStartClaim } = observed(getStore());
+    const log = eventLog();
+    const worker = createWorker({ store, workflows: [poisonHandlers('local')], concurrency: 1, ...NO_POLL, onEvent: log.onEvent });
+    workers.push(worker);
+    await worker.start();
+    const client = createClient({ store, worker });
+    const runId = '00000000-0000-4000-8000-0000000000f2';
+    failNextStartClaim('after');
+    await expect(client.start(poison, { label: 'lost' }, { runId })).rejects.toThrow(/start claim failed/);
+    await log.waitFor('run-adopted', (e) => e.runId === runId);
+    await log.waitFor('run-completed', (e) => e.runId === runId);
+    const { run, attempts } = await runState(getStore(), runId);
+    expect(run).toMatchObject({ status: 'completed', fencing_token: 1 });
+    expect(attempts.map((a) => [a.attempt, a.status, a.worker_id])).toEqual([[1, 'succeeded', worker.id]]);
+    // Starting it again finds it (same input): nothing is started twice.
+    expect(await client.start(poison, { label: 'lost' }, { runId })).toEqual({ runId, created: false });
+  });
+
+  it('a run started claimed is, row for row, what the claim statement makes of the same run started pending', async () => {
+    const db = getStore().db;
+    const registry = buildRegistry([poisonHandlers('rows')]);
+    const lease = { workerId: 'worker-rows', leaseMs: 45_000 };
+    const columns = (id: string) => ({ id, workflow_name: poison.name, workflow_version: poison.version, input: '{"label":"rows"}', dedupe_key: null, priority: 3 });
+    const [viaClaim, viaStart] = ['00000000-0000-4000-8000-0000000000a1', '00000000-0000-4000-8000-0000000000a2'];
+    // Both inside one transaction that is rolled back: the claim takes only the run just inserted.
+    const compared = await db
+      .transaction()
+      .execute(async (trx) => {
+        await sql`UPDATE ledgerflow.workflow_run SET run_after = 'infinity' WHERE status = 'pending'`.execute(trx);
+        await insertRunStatement(columns(viaClaim), { guarded: false, notify: false }).execute(trx);
+        const claimed = await claimRuns(trx, registry, { ...lease, limit: 1 });
+        const started = (await insertRunStatement(columns(viaStart), { guarded: false, notify: false, claimedBy: { ...lease, step: poison.steps[0]!.name } }).execute(trx)).rows.map(toLeasedRun);
+        const rows = async (id: string) => ({
+          run: (await sql<{ r: Record<string, unknown> }>`SELECT to_jsonb(r) - 'id' - 'created_at' - 'updated_at' - 'run_after' - 'lease_expires_at' AS r FROM ledgerflow.workflow_run r WHERE id = ${id}`.execute(trx)).rows[0]?.r,
+          leaseMs: (await sql<{ ms: number }>`SELECT round(extract(epoch FROM lease_expires_at - updated_at) * 1000)::int AS ms FROM ledgerflow.workflow_run WHERE id = ${id}`.execute(trx)).rows[0]?.ms,
+          attempts: (await sql<{ a: Record<string, unknown> }>`SELECT to_jsonb(a) - 'run_id' - 'started_at' AS a FROM ledgerflow.step_attempt a WHERE run_id = ${id}`.execute(trx)).rows.map((r) => r.a),
+        });
+        const result = { claimed, started, a: await rows(viaClaim), b: await rows(viaStart) };
+        throw Object.assign(new Error('rolled back'), { result });
+      })
+      .catch((error: { result?: unknown }) => {
+        if (error.result === undefined) throw error;
+        return error.result as { claimed: LeasedRunLike[]; started: LeasedRunLike[]; a: unknown; b: unknown };
+      });
+    expect(compared.claimed.map((r) => r.id)).toEqual([viaClaim]);
+    expect(compared.started.map(({ id, ...rest }) => rest)).toEqual(compared.claimed.map(({ id, ...rest }) => rest));
+    expect(compared.b).toEqual(compared.a);
+    expect(compared.a).toMatchObject({ run: { status: 'running', lease_owner: 'worker-rows', fencing_token: 1 }, leaseMs: 45_000, attempts: [{ attempt: 1, status: 'running' }] });
   });
 
   it('refuses a worker created over another store', () => {
