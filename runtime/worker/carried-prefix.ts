@@ -204,11 +204,22 @@ export async function flushCarry(db: Kysely<LedgerflowDatabase>, p: FlushParams)
 
 /** The statement of {@link flushCarry}. */
 export function flushCarryStatement(p: FlushParams, now: number): RawBuilder<{ fenced: boolean; overdue: boolean | null }> {
+  return prepared(sql<{ fenced: boolean; overdue: boolean | null }>`
+    WITH ${flushCtes(p, now)}
+    SELECT EXISTS (SELECT 1 FROM fenced) AS fenced, (SELECT overdue FROM fenced) AS overdue`);
+}
+
+/**
+ * The CTEs of {@link flushCarryStatement}: `fenced` (the run moved to `step`, its lease extended;
+ * `id`, `overdue`), the carry's writes, and `step`'s attempt opened. A transactional step's
+ * transaction opens its ledger row in the same statement (ledger.ts).
+ */
+export function flushCtes(p: FlushParams, now: number): RawBuilder<unknown> {
   assertRunTransition('running', 'running');
   assertAttemptTransition('none', 'running');
   const { lease, carry, step } = p;
-  return prepared(sql<{ fenced: boolean; overdue: boolean | null }>`
-    WITH fenced AS (
+  return sql`
+    fenced AS (
       UPDATE ledgerflow.workflow_run
          SET current_step = ${step.position}, error = NULL, updated_at = statement_timestamp(),
              lease_expires_at = statement_timestamp() + ${millis(lease.leaseMs)}
@@ -221,6 +232,5 @@ export function flushCarryStatement(p: FlushParams, now: number): RawBuilder<{ f
       SELECT f.id, ${step.name}, ${p.attempt}, 'running', ${lease.fencingToken}, ${lease.workerId}, ${carryingAttemptStart(carry, now)}
         FROM fenced f
       RETURNING 1
-    )
-    SELECT EXISTS (SELECT 1 FROM fenced) AS fenced, (SELECT overdue FROM fenced) AS overdue`);
+    )`;
 }

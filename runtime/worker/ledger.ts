@@ -4,6 +4,7 @@ import { ConflictError } from '../errors.js';
 import { prepared } from '../store/prepared.js';
 import type { EffectStatus, Json, LedgerflowDatabase } from '../store/tables.js';
 import { millis } from './claim.js';
+import { flushCtes, type FlushParams } from './carried-prefix.js';
 import type { Lease } from './step-commits.js';
 import { assertEffectTransition, assertRunTransition } from './state-machines.js';
 
@@ -99,12 +100,57 @@ export function openTransactionalEffectStatement(
   step: StepDefinition,
   claim: EffectClaim,
 ): RawBuilder<{ fenced: boolean; inserted: boolean; existing: EffectRow[] | null; pid: number }> {
-  assertEffectTransition('none', 'recorded');
   return prepared(sql<{ fenced: boolean; inserted: boolean; existing: EffectRow[] | null; pid: number }>`
     WITH fence AS (
       SELECT id FROM ledgerflow.workflow_run
        WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
-    ),
+    ), ${transactionalEffectCtes('fence', lease, step, claim)}
+    SELECT EXISTS (SELECT 1 FROM fence) AS fenced,
+           EXISTS (SELECT 1 FROM inserted) AS inserted,
+           (SELECT json_agg(e) FROM existing e) AS existing,
+           pg_backend_pid() AS pid`);
+}
+
+/**
+ * {@link openTransactionalEffect} when plain steps were carried to this one: ONE statement writes
+ * the carry (moving the run to this step, opening its attempt: `flushCarry`'s CTEs, whose fenced
+ * UPDATE is the fence) and inserts the ledger row — one round trip fewer than the two in turn.
+ * `overdue`: the run's deadline passed while the carried steps ran (nothing of this transaction
+ * may commit then: the caller rolls it back).
+ */
+export async function openTransactionalEffectAfterCarry(
+  trx: Kysely<LedgerflowDatabase>,
+  flush: FlushParams,
+  claim: EffectClaim,
+): Promise<OpenedTransactionalEffect & { readonly overdue: boolean }> {
+  const { rows } = await openTransactionalEffectAfterCarryStatement(flush, claim, performance.now()).execute(trx);
+  const row = rows[0]!;
+  return { fenced: row.fenced, overdue: row.overdue === true, inserted: row.inserted, existing: row.existing ?? [], pid: row.pid };
+}
+
+/** The statement of {@link openTransactionalEffectAfterCarry}. */
+export function openTransactionalEffectAfterCarryStatement(
+  flush: FlushParams,
+  claim: EffectClaim,
+  now: number,
+): RawBuilder<{ fenced: boolean; overdue: boolean | null; inserted: boolean; existing: EffectRow[] | null; pid: number }> {
+  return prepared(sql<{ fenced: boolean; overdue: boolean | null; inserted: boolean; existing: EffectRow[] | null; pid: number }>`
+    WITH ${flushCtes(flush, now)}, ${transactionalEffectCtes('fenced', flush.lease, flush.step, claim)}
+    SELECT EXISTS (SELECT 1 FROM fenced) AS fenced,
+           (SELECT overdue FROM fenced) AS overdue,
+           EXISTS (SELECT 1 FROM inserted) AS inserted,
+           (SELECT json_agg(e) FROM existing e) AS existing,
+           pg_backend_pid() AS pid`);
+}
+
+/**
+ * The ledger row of a transactional step, inserted `recorded` (its `effect` filled by the
+ * transaction's final statement) unless the step already has one (`existing`), for the run the
+ * CTE `fence` yields: `existing` and `inserted`.
+ */
+function transactionalEffectCtes(fence: 'fence' | 'fenced', lease: Lease, step: StepDefinition, claim: EffectClaim): RawBuilder<unknown> {
+  assertEffectTransition('none', 'recorded');
+  return sql`
     existing AS (
       SELECT idempotency_key, status, kind, request_hash, effect, attempt, fencing_token, intent_at
         FROM ledgerflow.step_effect WHERE workflow_id = ${lease.runId} AND step_name = ${step.name}
@@ -114,15 +160,11 @@ export function openTransactionalEffectStatement(
              (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token, recorded_at)
       SELECT id, ${step.name}, ${claim.key}, 'null'::jsonb, 'recorded', 'transactional', ${claim.requestHash},
              ${claim.attempt}, ${lease.fencingToken}, statement_timestamp()
-        FROM fence
+        FROM ${sql.raw(fence)}
        WHERE NOT EXISTS (SELECT 1 FROM existing)
       ON CONFLICT DO NOTHING
       RETURNING 1
-    )
-    SELECT EXISTS (SELECT 1 FROM fence) AS fenced,
-           EXISTS (SELECT 1 FROM inserted) AS inserted,
-           (SELECT json_agg(e) FROM existing e) AS existing,
-           pg_backend_pid() AS pid`);
+    )`;
 }
 
 /** A fresh read of a step's ledger rows (a new statement sees rows committed meanwhile). */

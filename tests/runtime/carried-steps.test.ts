@@ -208,3 +208,107 @@ describe('carried plain steps: a crash and a failure mid-prefix', () => {
     ]);
   });
 });
+
+const plainThenWrite = workflow('wt-carry-write', { version: 1, input })
+  .step('a', { output: n })
+  .transactional('write', { output: n, key: ({ input }) => `carry-write:${input.orderId}` });
+
+/** The same, with a deadline that the plain step outlives (it sleeps past it when asked to). */
+const lateWrite = workflow('wt-carry-late', { version: 1, input, timeoutMs: 300 })
+  .step('a', { output: n })
+  .transactional('write', { output: n, key: ({ input }) => `carry-late:${input.orderId}` });
+
+describe('carried plain steps before a transactional step [pg]', () => {
+  let base: TestStore;
+  let store: Store;
+  const logged: string[] = [];
+  const writes: string[] = [];
+
+  beforeAll(async () => {
+    base = await createPgTestStore();
+    await migrateForTest(base, [plainThenWrite, lateWrite]);
+    await sql`CREATE TABLE wt_carry_app (run_id uuid PRIMARY KEY)`.execute(base.db);
+    store = countingStore(base.url!, (text) => logged.push(text));
+  });
+  afterAll(async () => {
+    await store.close();
+    await base.close();
+  });
+
+  const drive = async (workflows: Parameters<typeof createWorker>[0]['workflows'], runId: string, until: WorkerEvent['type']) => {
+    let done!: () => void;
+    const ended = new Promise<void>((resolve) => (done = resolve));
+    const worker = createWorker({
+      store,
+      workflows,
+      concurrency: 1,
+      leaseMs: 60_000,
+      pollIntervalMs: 60_000,
+      reconcileIntervalMs: 0,
+      onEvent: (event) => {
+        if (event.type === until && 'runId' in event && event.runId === runId) done();
+      },
+    });
+    await worker.start();
+    await ended;
+    await worker.stop();
+  };
+
+  it('writes the carry and opens the ledger row in ONE statement, the first of the step transaction', async () => {
+    const registration = bindHandlers(
+      plainThenWrite,
+      {
+        a: () => ({ n: 1 }),
+        write: async (ctx) => {
+          await sql`INSERT INTO wt_carry_app VALUES (${ctx.runId}::uuid)`.execute(ctx.tx);
+          writes.push(ctx.runId);
+          return ctx.record({ n: ctx.steps.a.n + 1 });
+        },
+      },
+      shapeHash(plainThenWrite),
+    );
+    const runId = await startTestRun(base, plainThenWrite, { orderId: 'w-1' });
+    const before = logged.length;
+    await drive([registration], runId, 'run-completed');
+    const during = logged.slice(before);
+    const carries = during.filter((q) => /\bcarried AS\b/.test(q));
+    expect(carries).toHaveLength(1);
+    expect(carries[0]).toMatch(/INSERT INTO ledgerflow\.step_effect/);
+    const { run, results, attempts, effects } = await runState(base, runId);
+    expect(run.status).toBe('completed');
+    expect(results.map((r) => [r.step_name, r.output])).toEqual([
+      ['a', { n: 1 }],
+      ['write', { n: 2 }],
+    ]);
+    expect(attempts.map((a) => [a.step_name, a.attempt, a.status])).toEqual([
+      ['a', 1, 'succeeded'],
+      ['write', 1, 'succeeded'],
+    ]);
+    expect(effects.map((e) => [e.step_name, e.status, e.effect])).toEqual([['write', 'recorded', { n: 2 }]]);
+    expect(writes.filter((w) => w === runId)).toHaveLength(1);
+  });
+
+  it('a deadline that passed while the carried step ran: the step transaction opens to find it, writes nothing, and the run is cancelled with the carry written', async () => {
+    const registration = bindHandlers(
+      lateWrite,
+      {
+        a: async () => (await new Promise((resolve) => setTimeout(resolve, 500)), { n: 1 }),
+        write: async (ctx) => {
+          await sql`INSERT INTO wt_carry_app VALUES (${ctx.runId}::uuid)`.execute(ctx.tx);
+          writes.push(ctx.runId);
+          return ctx.record({ n: 2 });
+        },
+      },
+      shapeHash(lateWrite),
+    );
+    const runId = await startTestRun(base, lateWrite, { orderId: 'late-1' });
+    await drive([registration], runId, 'run-deadline-exceeded');
+    const { run, results, effects } = await runState(base, runId);
+    expect(run.status).toBe('cancelled');
+    expect(results.map((r) => [r.step_name, r.output])).toEqual([['a', { n: 1 }]]);
+    expect(effects).toEqual([]);
+    expect(writes).not.toContain(runId);
+    const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM wt_carry_app WHERE run_id = ${runId}::uuid`.execute(base.db);
+    expect(rows[0]!.n).toBe(0);
+  });
+});

@@ -74,6 +74,7 @@ const WRITES: Readonly<Record<string, readonly string[]>> = {
   'open-intent-idempotent-by-key.sql': ['run running->running', 'effect none->intent', 'effect released->intent', 'effect intent->intent'],
   'retake-intent.sql': ['run running->running', 'effect intent->intent'],
   'open-transactional-effect.sql': ['effect none->recorded'],
+  'open-transactional-effect-after-carry.sql': ['run running->running', 'attempt running->succeeded', 'attempt none->succeeded', 'attempt none->running', 'effect none->recorded'],
   'read-effects.sql': [],
   'commit-yield-park.sql': ['run running->needs_reconciliation', 'attempt running->abandoned', 'effect intent->intent'],
   'commit-yield-reschedule.sql': ['run running->pending', 'attempt running->abandoned'],

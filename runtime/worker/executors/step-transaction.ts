@@ -1,8 +1,8 @@
 import { sql, type CompiledQuery, type Kysely, type QueryResult, type Transaction } from 'kysely';
 import type { LedgerflowDatabase } from '../../store/tables.js';
 import { faultPoint } from '../../faults/fault-points.js';
-import { openTransactionalEffect, type EffectClaim } from '../ledger.js';
-import { CarriedPastDeadline, flushCarry, type Carry } from '../carried-prefix.js';
+import { openTransactionalEffect, openTransactionalEffectAfterCarry, type EffectClaim, type OpenedTransactionalEffect } from '../ledger.js';
+import { CarriedPastDeadline, type Carry } from '../carried-prefix.js';
 import { advanceRun, leaseLost, type AdvanceParams, type AdvanceResult } from '../step-commits.js';
 import type { StepExecution } from './step-execution.js';
 import { transactionHandle, type TransactionHandle } from './statement-dialect.js';
@@ -194,23 +194,27 @@ export class StepTransaction {
       await faultPoint('opening-step-transaction');
       if (this.#state !== 'opening') throw this.#endedWhileOpening();
       const carry = this.s.carry;
+      let opened: OpenedTransactionalEffect;
       if (carry !== undefined && !carry.written) {
-        // The plain steps before this one commit with its effect: written first, in this transaction.
-        const flushed = await flushCarry(held.conn, {
+        // The plain steps before this one commit with its effect: written by the same statement
+        // that opens its ledger row, first in this transaction.
+        const flush = {
           lease: this.s.lease,
           workflowName: this.s.run.workflowName,
           workflowVersion: this.s.run.workflowVersion,
           carry,
           step: this.s.step,
           attempt: this.s.attempt,
-        });
-        if (!flushed.fenced) throw leaseLost(this.s.lease, 'the transactional step (with the steps carried before it)');
+        };
+        const withCarry = await openTransactionalEffectAfterCarry(held.conn, flush, this.claim);
+        if (!withCarry.fenced) throw leaseLost(this.s.lease, 'the transactional step (with the steps carried before it)');
         // The deadline passed while the carried steps ran: no effect starts after it is seen.
-        if (flushed.overdue) throw new CarriedPastDeadline(this.s.run.id, this.s.step.name);
+        if (withCarry.overdue) throw new CarriedPastDeadline(this.s.run.id, this.s.step.name);
         this.#carried = carry;
-        if (this.#state !== 'opening') throw this.#endedWhileOpening();
+        opened = withCarry;
+      } else {
+        opened = await openTransactionalEffect(held.conn, this.s.lease, this.s.step, this.claim);
       }
-      const opened = await openTransactionalEffect(held.conn, this.s.lease, this.s.step, this.claim);
       this.#pid = opened.pid;
       if (!opened.fenced) throw leaseLost(this.s.lease, 'the transactional step');
       if (!opened.inserted) {

@@ -20,7 +20,8 @@
 -- $18 = 59
 
 /* ledgerflow:prepared */ 
-    WITH fenced AS (
+    WITH 
+    fenced AS (
       UPDATE ledgerflow.workflow_run
          SET current_step = $1, error = NULL, updated_at = statement_timestamp(),
              lease_expires_at = statement_timestamp() + ($2::double precision * interval '1 millisecond')

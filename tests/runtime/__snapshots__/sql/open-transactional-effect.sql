@@ -14,7 +14,7 @@
     WITH fence AS (
       SELECT id FROM ledgerflow.workflow_run
        WHERE id = $1 AND fencing_token = $2 AND status = 'running'
-    ),
+    ), 
     existing AS (
       SELECT idempotency_key, status, kind, request_hash, effect, attempt, fencing_token, intent_at
         FROM ledgerflow.step_effect WHERE workflow_id = $3 AND step_name = $4

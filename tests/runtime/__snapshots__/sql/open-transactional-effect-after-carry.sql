@@ -1,0 +1,92 @@
+-- openTransactionalEffectAfterCarryStatement: a carried plain step written and the transactional step's ledger row opened, one statement
+--
+-- $1 = 1
+-- $2 = 30000
+-- $3 = "00000000-0000-4000-8000-000000000001"
+-- $4 = 7
+-- $5 = 0
+-- $6 = "[{\"step_name\":\"reserve\",\"kind\":\"step\",\"output\":\"{\\\"ok\\\":true}\",\"skipped\":false,\"attempt\":2,\"started_ago\":100,\"finished_ago\":60,\"first\":true,\"rank\":1}]"
+-- $7 = "order-payment"
+-- $8 = 1
+-- $9 = "00000000-0000-4000-8000-000000000001"
+-- $10 = "reserve"
+-- $11 = 2
+-- $12 = 7
+-- $13 = "worker-a"
+-- $14 = "debit"
+-- $15 = 1
+-- $16 = 7
+-- $17 = "worker-a"
+-- $18 = 59
+-- $19 = "00000000-0000-4000-8000-000000000001"
+-- $20 = "debit"
+-- $21 = "debit"
+-- $22 = "order-42-debit"
+-- $23 = "sha256:5f1c"
+-- $24 = 2
+-- $25 = 7
+
+/* ledgerflow:prepared */ 
+    WITH 
+    fenced AS (
+      UPDATE ledgerflow.workflow_run
+         SET current_step = $1, error = NULL, updated_at = statement_timestamp(),
+             lease_expires_at = statement_timestamp() + ($2::double precision * interval '1 millisecond')
+       WHERE id = $3 AND fencing_token = $4 AND status = 'running'
+         AND current_step = $5
+      RETURNING id, deadline_at <= statement_timestamp() AS overdue
+    ) ,
+    carried AS (
+      SELECT * FROM jsonb_to_recordset($6::jsonb) AS c(
+        step_name text, kind text, output text, skipped boolean, attempt int, started_ago double precision,
+        finished_ago double precision, first boolean, rank int)
+    ),
+    carried_result AS (
+      -- Dated when each step ended, and before the carrying step's result (now(): its transaction's start).
+      INSERT INTO ledgerflow.step_result (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, skipped, created_at)
+      SELECT f.id, $7, $8, c.step_name, c.kind, c.output::jsonb, c.attempt, c.skipped,
+             LEAST(statement_timestamp() - c.finished_ago * interval '1 millisecond', now()) - c.rank * interval '2 microseconds'
+        FROM fenced f, carried c
+      RETURNING 1
+    ),
+    carried_first AS (
+      UPDATE ledgerflow.step_attempt
+         SET status = 'succeeded', finished_at = statement_timestamp() - (SELECT c.finished_ago FROM carried c WHERE c.first) * interval '1 millisecond'
+       WHERE run_id = $9 AND step_name = $10 AND attempt = $11 AND status = 'running'
+         AND EXISTS (SELECT 1 FROM fenced)
+      RETURNING 1
+    ),
+    carried_attempt AS (
+      INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at, finished_at)
+      SELECT f.id, c.step_name, c.attempt, 'succeeded', $12, $13,
+             statement_timestamp() - c.started_ago * interval '1 millisecond',
+             statement_timestamp() - c.finished_ago * interval '1 millisecond'
+        FROM fenced f, carried c
+       WHERE NOT c.first
+      RETURNING 1
+    ),
+    opened AS (
+      INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at)
+      SELECT f.id, $14, $15, 'running', $16, $17, statement_timestamp() - $18::double precision * interval '1 millisecond'
+        FROM fenced f
+      RETURNING 1
+    ), 
+    existing AS (
+      SELECT idempotency_key, status, kind, request_hash, effect, attempt, fencing_token, intent_at
+        FROM ledgerflow.step_effect WHERE workflow_id = $19 AND step_name = $20
+    ),
+    inserted AS (
+      INSERT INTO ledgerflow.step_effect
+             (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token, recorded_at)
+      SELECT id, $21, $22, 'null'::jsonb, 'recorded', 'transactional', $23,
+             $24, $25, statement_timestamp()
+        FROM fenced
+       WHERE NOT EXISTS (SELECT 1 FROM existing)
+      ON CONFLICT DO NOTHING
+      RETURNING 1
+    )
+    SELECT EXISTS (SELECT 1 FROM fenced) AS fenced,
+           (SELECT overdue FROM fenced) AS overdue,
+           EXISTS (SELECT 1 FROM inserted) AS inserted,
+           (SELECT json_agg(e) FROM existing e) AS existing,
+           pg_backend_pid() AS pid;
