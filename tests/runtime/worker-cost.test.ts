@@ -53,7 +53,7 @@ describe('worker: commits and round trips per step [pg]', () => {
     await base.close();
   });
 
-  it('costs nothing of its own per carried plain step, 5 + handler statements and 1 commit per transactional carrying one (1 and 1 if its handler sends none), 2 and 2 per external', async () => {
+  it('costs nothing of its own per carried plain step, 4 + handler statements and 1 commit per transactional carrying one (1 and 1 if its handler sends none), 2 and 2 per external', async () => {
     const payments = new FakePaymentProvider();
     const registration = bindHandlers(
       costed,
@@ -124,9 +124,9 @@ describe('worker: commits and round trips per step [pg]', () => {
 
     expect(claim).toHaveLength(1);
     expect(costs).toEqual([
-      // write's transaction, carrying compute: BEGIN, compute's result + write's attempt, ledger row +
-      // fence read, the handler's INSERT, result + transition, COMMIT.
-      { step: 'compute', roundTrips: 6, commits: 1 },
+      // write's transaction, carrying compute: BEGIN, compute's result + write's attempt + its ledger
+      // row (one statement), the handler's INSERT, result + transition, COMMIT.
+      { step: 'compute', roundTrips: 5, commits: 1 },
       { step: 'write', roundTrips: 0, commits: 0 },
       // Intent commit, result commit.
       { step: 'call', roundTrips: 2, commits: 2 },
