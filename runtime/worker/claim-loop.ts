@@ -40,8 +40,9 @@
  *
  * Start reservations (`reserveStart()`): a start in this process (`createClient({ worker })`)
  * takes a free slot, inserts its run already leased to this worker — one statement, one commit:
- * `insertRunStatement` with `claimedBy` — then hands the claimed run back (`settle`). Reserved slots count as taken for every claim. A reservation asked for while
- * the loop's claim is in flight waits for it (a claim costs a round trip, a start's commit an
+ * `insertRunStatement` with `claimedBy` — then hands the claimed run back (`settle`). Reserved
+ * slots count as taken for every claim. A reservation asked for while the loop's claim is in
+ * flight waits for it (a claim costs a round trip, a start's commit an
  * fsync); none is given while a fused claim is in flight or no slot is free — the start then
  * NOTIFYs as any other.
  *
@@ -98,8 +99,8 @@ export interface StartReservation {
   /** Whom the start's insert leases its new run to (`insertRunStatement`'s `claimedBy`). */
   readonly lease: { readonly workerId: string; readonly leaseMs: number };
   /**
-   * The start's transaction committed and its claim took `runs` (none: the run was not claimable,
-   * or the insert found an existing run); `undefined`: it failed, or its outcome is unknown.
+   * The start's insert committed and took `runs` (none: its run id or dedupe key named an
+   * existing or archived run); `undefined`: it failed, or its outcome is unknown.
    */
   settle(runs: readonly LeasedRun[] | undefined): void;
 }
@@ -210,8 +211,8 @@ export class ClaimLoop {
 
   /**
    * A slot for a start in this process that creates a run of `workflowName@version` already
-   * claimed for this worker; `undefined` when this worker does not serve that
-   * version, is not running, or has no slot free (see the module comment).
+   * claimed for this worker; `undefined` when this worker does not serve that version, is not
+   * running, or has no slot free (see the module comment).
    */
   async reserveStart(workflowName: string, version: number): Promise<StartReservation | undefined> {
     const ctx = this.#ctx;
