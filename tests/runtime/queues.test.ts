@@ -52,6 +52,30 @@ describeStores('queues', (getStore) => {
     }
   });
 
+  it('runs started already claimed by the worker of their process keep the limits: the step queue and the workflow queue per partition', async () => {
+    const probe = queueProbe();
+    const worker = createWorker({ store: getStore(), workflows: queueHandlers(probe), concurrency: 8, pollIntervalMs: 20, reconcileIntervalMs: 0 });
+    await worker.start();
+    try {
+      const local = createClient({ store: getStore(), worker });
+      const runs = await Promise.all([
+        ...Array.from({ length: 8 }, (_, i) => local.startAndWait(limited, { id: `local-lim-${i}`, ms: 30 }, { wait: { timeoutMs: 30_000 } })),
+        ...Array.from({ length: 6 }, (_, i) =>
+          local.startAndWait(perCustomer, { id: `local-pc-${i}`, customer: `local-${i % 2}`, ms: 20 }, { wait: { timeoutMs: 30_000 } }),
+        ),
+      ]);
+      expect(runs.map((r) => r.status)).toEqual(Array(14).fill('completed'));
+    } finally {
+      await worker.stop();
+    }
+    expect(probe.maxActive.get('limited')).toBeLessThanOrEqual(2);
+    expect(probe.maxActive.get('customer:local-0')).toBe(1);
+    expect(probe.maxActive.get('customer:local-1')).toBe(1);
+    const { rows } = await sql<{ in_flight: number; waiting: number }>`
+      SELECT in_flight, waiting FROM ledgerflow.queue_partition WHERE queue = 'wt-q-two-at-once' AND partition = ''`.execute(getStore().db);
+    expect(rows).toEqual([{ in_flight: 0, waiting: 0 }]);
+  });
+
   it('grants at most the rate limit per period', async () => {
     for (let i = 0; i < 20; i++) await client.start(rated, { id: `rate-${i}` });
     const probe = await drain(queueProbe(), 8);

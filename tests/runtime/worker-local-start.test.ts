@@ -238,6 +238,23 @@ describeStores('starts claimed for the worker of their process', (getStore) => {
     expect(compared.a).toMatchObject({ run: { status: 'running', lease_owner: 'worker-rows', fencing_token: 1 }, leaseMs: 45_000, attempts: [{ attempt: 1, status: 'running' }] });
   });
 
+  it('a start with a deadline and a dedupe key, claimed locally: the deadline is set, the key finds the run again', async () => {
+    const { store, statements } = observed(getStore());
+    const worker = createWorker({ store, workflows: [poisonHandlers('deadline')], concurrency: 1, ...NO_POLL });
+    workers.push(worker);
+    await worker.start();
+    const client = createClient({ store, worker });
+    const before = statements.length;
+    const run = await client.startAndWait(poison, { label: 'with-deadline' }, { dedupeKey: 'local-deadline-1', timeoutMs: 60_000, wait: { timeoutMs: 10_000 } });
+    expect(run.status).toBe('completed');
+    expect(statements.slice(before).filter(isStartClaim)).toHaveLength(1);
+    const { rows } = await sql<{ seconds: number }>`
+      SELECT round(extract(epoch FROM deadline_at - created_at))::int AS seconds FROM ledgerflow.workflow_run WHERE id = ${run.id}`.execute(getStore().db);
+    expect(rows[0]?.seconds).toBe(60);
+    // The claimed insert is guarded and conflict-free like the plain one: the key names the same run.
+    expect(await client.start(poison, { label: 'with-deadline' }, { dedupeKey: 'local-deadline-1', timeoutMs: 60_000 })).toEqual({ runId: run.id, created: false });
+  });
+
   it('refuses a worker created over another store', () => {
     const store = getStore();
     const worker = createWorker({ store: { ...store }, workflows: [poisonHandlers('x')] });
