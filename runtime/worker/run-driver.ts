@@ -10,12 +10,14 @@ import { NO_RUN_TRACE, type RunTrace, type Telemetry } from '../telemetry/teleme
 import { loadLeasedRun, type LeasedRun } from './claim.js';
 import { STEP_EXECUTORS } from './executors/executors.js';
 import {
+  claimAhead,
   commitKnowingOutcome,
   commitOutput,
   commitSkipped,
   lostLease,
   stepWanted,
   untilReachable,
+  type OpenedIntentEarlier,
   type StepExecution,
   type StepOutcome,
 } from './executors/step-execution.js';
@@ -30,7 +32,7 @@ import { releaseLeases } from './lease.js';
 import { commitCrash, commitFailure, failureRecord, type FailureParams } from './failure-commits.js';
 import type { LocalWaiters } from './local-waiters.js';
 import type { FlightAbort } from './flight.js';
-import { leaseLost, type Continuation, type FusedClaim, type Lease } from './step-commits.js';
+import { leaseLost, type Continuation, type FusedClaim, type Lease, type NextIntent } from './step-commits.js';
 import { isConnectionError, isResourceRefusal, ResyncNeeded, serializeError, StepFailure } from './step-errors.js';
 import type { WorkerEvent } from './worker-events.js';
 import type { SettledRun } from '../client/run-details.js';
@@ -110,6 +112,8 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: Flight
   // A flight that took the run over from a crash commits every step, so that a step that kills its
   // worker is the one whose attempt records the crash, not the first step of a carried prefix.
   const carrying = !claimed.tookOver && claimed.crashes === 0;
+  // The intent the last commit wrote for the step the run moved to (NextIntent), if it did.
+  let intentOpened: OpenedIntentEarlier | undefined;
   while (run !== undefined) {
     if (resyncs > MAX_RESYNCS_WITHOUT_PROGRESS) {
       // The database keeps answering in a way this worker cannot act on; let the lease expire.
@@ -153,6 +157,10 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: Flight
       firstCarried === undefined ? undefined : { steps: [firstCarried, ...moreCarried], stepStartedAt, written: false, reported: false };
     // A fused claim asked for by this step's completion; answered with adopt() exactly once.
     let fused: FusedClaim | undefined;
+    // The next step's intent, if this step's commit is to write it (NextIntent), and when that commit was built.
+    let nextIntent: { readonly intent: NextIntent; readonly committingAt: number } | undefined;
+    const earlier = intentOpened?.claim.attempt === current.attempt ? intentOpened : undefined;
+    intentOpened = undefined;
     // The run's output as the completion commit writes it (stored form): a local wait's answer.
     let runOutput: Json | undefined;
     const execution: StepExecution = {
@@ -179,12 +187,18 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: Flight
             ...(step.compensates !== undefined ? { compensated: true } : {}),
           };
         }
-        return ctx.isStopping() ? { kind: 'release' } : { kind: 'hold', nextStep: next.name };
+        if (ctx.isStopping()) return { kind: 'release' };
+        const intent = opensIntentAhead(workflow, step, next, runSlotHeld)
+          ? intentAhead(next, current, step, output, ctx.leaseMs)
+          : undefined;
+        nextIntent = intent === undefined ? undefined : { intent, committingAt: performance.now() };
+        return intent === undefined ? { kind: 'hold', nextStep: next.name } : { kind: 'hold', nextStep: next.name, intent };
       },
       onUnknownOutcome: (error) =>
         ctx.emit({ type: 'commit-outcome-unknown', runId: current.id, step: step.name, error: serializeError(error) }),
       ...(ctx.terminateBackend !== undefined ? { terminateBackend: ctx.terminateBackend } : {}),
       carry,
+      intentOpened: earlier,
     };
     // Whether this step's result may wait in memory for a later commit (see carried-prefix.ts).
     const mayCarry = (kind: 'output' | 'skipped'): boolean =>
@@ -287,6 +301,10 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: Flight
               outputs: outcome.skipped === true ? current.outputs : withStoredOutput(current.outputs, step.name, outcome.output),
               overdue: outcome.overdue === true && step.compensates === undefined,
             };
+            if (nextIntent?.intent.opened === true) {
+              const { key, requestHash } = nextIntent.intent;
+              intentOpened = { claim: { key, requestHash, attempt: outcome.nextAttempt }, committingAt: nextIntent.committingAt };
+            }
           }
           break;
         case 'parked':
@@ -404,6 +422,29 @@ function reportCarried(ctx: DriverContext, runId: string, carry: Carry): void {
     if (c.output === undefined) ctx.emit({ type: 'step-skipped', runId, step: c.step.name });
     else ctx.emit({ type: 'step-succeeded', runId, step: c.step.name, kind: c.step.kind, attempt: c.attempt, reused: false });
   }
+}
+
+/**
+ * Whether the commit that moves a run from `step` to `next` writes `next`'s intent too
+ * (step-commits.ts `NextIntent`): `next` is an `external` step that nothing stands between the
+ * commit and its intent — no condition to evaluate, no queue slot to ask for — and neither step
+ * is a compensation (a compensating run's steps run in their own order).
+ */
+function opensIntentAhead(workflow: RegisteredWorkflow, step: StepDefinition, next: StepDefinition, runSlotHeld: boolean): boolean {
+  return (
+    next.kind === 'external' &&
+    next.when === undefined &&
+    next.compensates === undefined &&
+    step.compensates === undefined &&
+    !asksForSlot(workflow, next, runSlotHeld)
+  );
+}
+
+/** `next`'s intent as the commit of `step` (output `output`) writes it, if its key and request can be computed now. */
+function intentAhead(next: StepDefinition, run: LeasedRun, step: StepDefinition, output: Json | undefined, leaseMs: number): NextIntent | undefined {
+  const steps = output === undefined ? run.outputs : withStoredOutput(run.outputs, step.name, output);
+  const claim = claimAhead(next, { input: run.input, steps });
+  return claim === undefined ? undefined : { ...claim, horizonMs: leaseMs + next.performTimeoutMs };
 }
 
 /** Whether a step asks for a queue slot before it runs (its own, or the run's first): a commit the carry cannot ride on. */

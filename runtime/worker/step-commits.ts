@@ -31,8 +31,11 @@ export interface Lease {
 
 /** What happens to the run after its step is committed. */
 export type Continuation =
-  /** Keep the lease and open the next step's attempt in the same commit. */
-  | { readonly kind: 'hold'; readonly nextStep: string }
+  /**
+   * Keep the lease and open the next step's attempt in the same commit; with `intent`, also the
+   * next (`external`) step's intent (see {@link NextIntent}).
+   */
+  | { readonly kind: 'hold'; readonly nextStep: string; readonly intent?: NextIntent }
   /** Give the run back as `pending`, due now (worker stopping; reconciler). */
   | { readonly kind: 'release' }
   /**
@@ -47,6 +50,25 @@ export type Continuation =
       /** The last compensation of a run being compensated: the run ends `compensated` instead. */
       readonly compensated?: true;
     };
+
+/**
+ * The intent of the next step, an `external` one, written by the commit that moves the run to it
+ * instead of by an intent commit of its own: one commit and one round trip fewer per external
+ * step that follows another step's commit. Exactly the row the intent commit writes
+ * (`openIntentStatement`): status `intent`, this key and request hash, the next step's new
+ * attempt, the lease's token, `intent_at` the statement's time and the horizon `leaseMs +
+ * performTimeoutMs` after it. Written only if the step has no ledger row yet and the run is not
+ * past its deadline; the commit sets `opened` (fenced and written), and only then does the
+ * attempt perform without an intent commit — otherwise it opens its intent as always.
+ */
+export interface NextIntent {
+  readonly key: string;
+  readonly requestHash: string;
+  /** `leaseMs + performTimeoutMs` of the next step: where its horizon lies after the commit. */
+  readonly horizonMs: number;
+  /** Set by {@link advanceRun} once the commit's statement wrote the intent (final at the transaction's COMMIT). */
+  opened?: boolean;
+}
 
 /** A claim that rides on a step's completion commit; see {@link advanceRun}. */
 export interface FusedClaim {
@@ -153,6 +175,9 @@ export async function advanceRun(db: Kysely<LedgerflowDatabase>, p: AdvanceParam
   const result = toAdvanceResult(p, rows[0]);
   // Inside a step's transaction this is only final at its COMMIT: that commit carries nothing (see StepTransaction).
   if (result.fenced && p.carry !== undefined) p.carry.written = true;
+  if (p.continuation.kind === 'hold' && p.continuation.intent !== undefined) {
+    p.continuation.intent.opened = result.fenced && rows[0]?.intent_opened === true;
+  }
   return result;
 }
 
@@ -174,6 +199,8 @@ export interface AdvanceRow {
   claimed: LeasedRunRow[] | null;
   effect_exists: boolean;
   overdue: boolean | null;
+  /** `hold` with a {@link NextIntent} only: the statement wrote it. */
+  intent_opened?: boolean;
 }
 
 /**
@@ -214,12 +241,15 @@ interface AdvanceValues {
   readonly effectAttempt: number | null;
   readonly requestHash: string | null;
   readonly resolution: string | null;
+  readonly intentKey: string | null;
+  readonly intentRequestHash: string | null;
+  readonly intentHorizonMs: number | null;
 }
 
 const ADVANCE_VALUE_NAMES = [
   'runId', 'fencingToken', 'workerId', 'leaseMs', 'workflowName', 'workflowVersion', 'stepName', 'stepKind', 'fromPosition',
   'toPosition', 'outputJson', 'runOutputJson', 'resultAttempt', 'attempt', 'nextStep', 'effectKey', 'effectAttempt',
-  'requestHash', 'resolution',
+  'requestHash', 'resolution', 'intentKey', 'intentRequestHash', 'intentHorizonMs',
 ] as const satisfies ReadonlyArray<keyof AdvanceValues>;
 
 function advanceValues(p: AdvanceParams): AdvanceValues {
@@ -245,6 +275,9 @@ function advanceValues(p: AdvanceParams): AdvanceValues {
     effectAttempt: e === undefined || e.mode === 'reference' ? null : e.attempt,
     requestHash: e?.mode === 'insert-recorded' ? e.requestHash : null,
     resolution: e?.mode === 'record-intent' ? (e.resolution ?? null) : null,
+    intentKey: c.kind === 'hold' ? (c.intent?.key ?? null) : null,
+    intentRequestHash: c.kind === 'hold' ? (c.intent?.requestHash ?? null) : null,
+    intentHorizonMs: c.kind === 'hold' ? (c.intent?.horizonMs ?? null) : null,
   };
 }
 
@@ -260,6 +293,7 @@ function advanceShape(p: AdvanceParams): ShapeSlot {
     p.skipped === true ? 'skipped' : '',
     p.effect?.mode ?? 'no-effect',
     p.attempt === undefined ? 'no-attempt' : 'attempt',
+    c.kind === 'hold' && c.intent !== undefined ? 'next-intent' : '',
   ].join('|');
   const claimNext = c.kind === 'complete' ? c.claimNext : undefined;
   return claimNext === undefined ? ADVANCE_SHAPES.for(key) : ADVANCE_SHAPES.for(`${key}|${claimOptionsKey(claimNext.options)}`, claimNext.registry);
@@ -307,6 +341,23 @@ function advanceRunText(p: AdvanceParams, v: AdvanceValues, now: number): RawBui
             FROM fenced f
           RETURNING attempt)`
       : sql``;
+  const nextIntent = p.continuation.kind === 'hold' ? p.continuation.intent : undefined;
+  // The next step's intent (NextIntent): after its attempt (`next`), unless the step has a ledger
+  // row already or the run is past its deadline (the driver then cancels it instead).
+  const intentCte =
+    nextIntent === undefined
+      ? sql``
+      : sql`, next_intent AS (
+          INSERT INTO ledgerflow.step_effect
+                 (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token,
+                  intent_at, reconcile_after)
+          SELECT f.id, ${v.nextStep}, ${v.intentKey}, 'null'::jsonb, 'intent', 'external', ${v.intentRequestHash},
+                 n.attempt, ${v.fencingToken}, statement_timestamp(), statement_timestamp() + ${millis(v.intentHorizonMs!)}
+            FROM fenced f CROSS JOIN next n
+           WHERE f.overdue IS NOT TRUE
+             AND NOT EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = ${v.runId} AND e.step_name = ${v.nextStep})
+          ON CONFLICT DO NOTHING
+          RETURNING 1)`;
   const claimNext = p.continuation.kind === 'complete' ? p.continuation.claimNext : undefined;
   const fused =
     claimNext === undefined
@@ -335,13 +386,13 @@ function advanceRunText(p: AdvanceParams, v: AdvanceValues, now: number): RawBui
         FROM fenced
       RETURNING 1
     )
-    ${effectCte} ${attemptCte} ${nextCte} ${fused === undefined ? sql`` : sql`, ${fused.ctes}`}
+    ${effectCte} ${attemptCte} ${nextCte}${intentCte} ${fused === undefined ? sql`` : sql`, ${fused.ctes}`}
     SELECT EXISTS (SELECT 1 FROM fenced) AS fenced,
            ${p.continuation.kind === 'hold' ? sql`(SELECT attempt FROM next)` : sql`NULL::int`} AS next_attempt,
            ${fused === undefined ? sql`NULL::jsonb` : sql`(SELECT COALESCE(jsonb_agg(f), '[]'::jsonb) FROM (${fused.select}) f)`} AS claimed,
            ${insert !== undefined ? stepHasEffect : sql`false`} AS effect_exists${
              p.continuation.kind === 'hold' ? sql`, (SELECT overdue FROM fenced) AS overdue` : sql``
-           }`);
+           }${nextIntent === undefined ? sql`` : sql`, EXISTS (SELECT 1 FROM next_intent) AS intent_opened`}`);
 }
 
 /**
@@ -365,7 +416,14 @@ export async function advanceRuns(db: Kysely<LedgerflowDatabase>, ps: readonly A
 export function isBatchable(p: AdvanceParams): boolean {
   // A compensation's commit keeps the run's error and may end it `compensated`: one statement of its own.
   // So does a commit that carries earlier steps (its rows are the carry's, not one per run).
-  return p.attempt !== undefined && p.effect?.mode !== 'fill-recorded' && p.step.compensates === undefined && p.carry === undefined;
+  // So does one that opens the next step's intent (the group statement has no intent rows).
+  return (
+    p.attempt !== undefined &&
+    p.effect?.mode !== 'fill-recorded' &&
+    p.step.compensates === undefined &&
+    p.carry === undefined &&
+    (p.continuation.kind !== 'hold' || p.continuation.intent === undefined)
+  );
 }
 
 /** One row of {@link advanceRunsStatement}'s input (`jsonb_to_recordset`). */
@@ -562,6 +620,7 @@ function checkAdvance(p: AdvanceParams): RunStatus {
   if (p.attempt !== undefined) assertAttemptTransition(p.carry === undefined ? 'running' : 'none', 'succeeded');
   if (p.carry !== undefined && p.attempt === undefined) throw new TypeError(`advanceRun: only a worker's attempt carries earlier steps (step "${p.step.name}").`);
   if (p.continuation.kind === 'hold') assertAttemptTransition('none', 'running');
+  if (p.continuation.kind === 'hold' && p.continuation.intent !== undefined) assertEffectTransition('none', 'intent');
   const effect = p.effect;
   if (effect?.mode === 'record-intent') assertEffectTransition('intent', 'recorded');
   // fill-recorded completes the row this same transaction inserted (openTransactionalEffect):

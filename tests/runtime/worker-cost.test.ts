@@ -53,7 +53,7 @@ describe('worker: commits and round trips per step [pg]', () => {
     await base.close();
   });
 
-  it('costs nothing of its own per carried plain step, 4 + handler statements and 1 commit per transactional carrying one (1 and 1 if its handler sends none), 2 and 2 per external', async () => {
+  it('costs nothing of its own per carried plain step, 4 + handler statements and 1 commit per transactional carrying one (1 and 1 if its handler sends none), 1 and 1 per external after a commit that wrote its intent', async () => {
     const payments = new FakePaymentProvider();
     const registration = bindHandlers(
       costed,
@@ -128,8 +128,9 @@ describe('worker: commits and round trips per step [pg]', () => {
       // row (one statement), the handler's INSERT, result + transition, COMMIT.
       { step: 'compute', roundTrips: 5, commits: 1 },
       { step: 'write', roundTrips: 0, commits: 0 },
-      // Intent commit, result commit.
-      { step: 'call', roundTrips: 2, commits: 2 },
+      // No intent commit of its own: write's commit (its "result + transition" statement) wrote
+      // call's intent (step-commits.ts NextIntent). Then the result commit.
+      { step: 'call', roundTrips: 1, commits: 1 },
       // note's one statement, carrying finish: finish's result and attempt, note's ledger row, result,
       // attempt and the completion — no BEGIN, no COMMIT.
       { step: 'finish', roundTrips: 1, commits: 1 },

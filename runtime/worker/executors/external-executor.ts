@@ -24,7 +24,9 @@ export interface ExternalHandler {
 /**
  * `external`: the intent protocol.
  *   1. intent commit (one statement): ledger row `intent` with key, request hash, attempt, token
- *      and its horizon (`reconcile_after` = now + lease + perform timeout, database time);
+ *      and its horizon (`reconcile_after` = now + lease + perform timeout, database time) — or
+ *      none of its own when the commit that moved the run to this step wrote that row
+ *      (`StepExecution.intentOpened`);
  *   2. `perform({ key, signal })`, bounded by `performTimeoutMs`;
  *   3. result commit (one statement): ledger `recorded`, step result, attempt, transition.
  *
@@ -37,8 +39,15 @@ export interface ExternalHandler {
  * park the run in `needs_reconciliation`. Before the horizon, the run is rescheduled to it.
  */
 export const executeExternal: StepExecutor = async (s) => {
-  const claim = await effectClaim(s);
   const handler = s.workflow.handler(s.step.name) as ExternalHandler;
+  // The commit that moved the run here wrote this attempt's intent (step-commits.ts NextIntent):
+  // step 1 is done, under the same rules, and perform's lease window counts from that commit.
+  const earlier = s.intentOpened;
+  if (earlier !== undefined && earlier.claim.attempt === s.attempt) {
+    s.trace.keyed(earlier.claim.key);
+    return performAndRecord(s, handler, earlier.claim, earlier.committingAt);
+  }
+  const claim = await effectClaim(s);
   const committingAt = performance.now();
   let opened: OpenedIntent;
   try {
@@ -160,7 +169,7 @@ async function recordResult(s: StepExecution, claim: EffectClaim, output: Json, 
   const commit = resultCommit(s, output, effect);
   const result = await commitKnowingOutcome(s, () => s.commits.advance(commit), { retry: true });
   if (!result.fenced) throw leaseLost(s.lease, 'the result commit');
-  return { kind: 'advanced', output, continuation: commit.continuation.kind, nextAttempt: result.nextAttempt, reused, claimed: result.claimed };
+  return { kind: 'advanced', output, continuation: commit.continuation.kind, nextAttempt: result.nextAttempt, reused, claimed: result.claimed, overdue: result.overdue };
 }
 
 /** The intent's outcome stays unknown after this attempt asked (or could not ask): park, and back the next lookup off. */

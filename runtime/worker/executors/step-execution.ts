@@ -42,6 +42,11 @@ export interface StepExecution {
    * of them, whose attempt is the one a commit's outcome is read from.
    */
   readonly carry?: Carry | undefined;
+  /**
+   * This attempt's intent, already written by the commit that moved the run to this `external`
+   * step (step-commits.ts `NextIntent`): the attempt performs without an intent commit.
+   */
+  readonly intentOpened?: OpenedIntentEarlier | undefined;
   /** The worker's result commits, grouped across runs (group commit); see `CommitQueue`. */
   readonly commits: CommitQueue;
   /** Reports a commit whose outcome became unknown (for the worker's event stream). */
@@ -52,6 +57,13 @@ export interface StepExecution {
    * its time is up. Absent where sessions cannot block each other (PGlite: one connection).
    */
   readonly terminateBackend?: (pid: number) => Promise<void>;
+}
+
+/** An intent the previous step's commit wrote for this attempt (see {@link StepExecution.intentOpened}). */
+export interface OpenedIntentEarlier {
+  readonly claim: EffectClaim;
+  /** When that commit was sent (`performance.now()`): perform must start within one lease of it. */
+  readonly committingAt: number;
 }
 
 export type StepOutcome =
@@ -268,6 +280,32 @@ export async function effectClaim(s: StepExecution): Promise<EffectClaim> {
   s.trace.keyed(key);
   const request = s.step.request ? await userCode(() => s.step.request!(context)) : context;
   return { key, requestHash: requestHash(request), attempt: s.attempt };
+}
+
+/**
+ * The key and request hash of `step` for a run whose input and earlier outputs are `context`, if
+ * they can be computed now, synchronously and without error — for a commit that writes the
+ * step's intent ahead of it (`NextIntent`). `undefined` otherwise (an async `request`, a key
+ * function that throws or returns no key): the step's own attempt then computes them, and fails
+ * as it always would.
+ */
+export function claimAhead(
+  step: StepDefinition,
+  context: { readonly input: Json; readonly steps: Readonly<Record<string, Json>> },
+): Omit<EffectClaim, 'attempt'> | undefined {
+  if (step.key === undefined) return undefined;
+  try {
+    const key: unknown = step.key(context);
+    if (typeof key !== 'string' || key === '') return undefined;
+    const request: unknown = step.request === undefined ? context : step.request(context);
+    if (typeof (request as { then?: unknown } | null)?.then === 'function') {
+      (request as Promise<unknown>).then(undefined, () => {});
+      return undefined;
+    }
+    return { key, requestHash: requestHash(request) };
+  } catch {
+    return undefined;
+  }
 }
 
 const RESYNC_BACKOFF = { firstMs: 100, maxMs: 2_000 } as const;

@@ -75,7 +75,7 @@ export const executeTransactional: StepExecutor = async (s) => {
   const result = await commitKnowingOutcome(s, () => (tx.began ? tx.commit(commit) : s.commits.advance(commit)), { retry: false });
   if (result.effectExists === true) return reuseRecorded(s, claim);
   if (!result.fenced) throw leaseLost(s.lease, tx.began ? 'the transactional step (handler writes included)' : 'the transactional step');
-  return { kind: 'advanced', output, continuation: commit.continuation.kind, nextAttempt: result.nextAttempt, reused: false, claimed: result.claimed };
+  return { kind: 'advanced', output, continuation: commit.continuation.kind, nextAttempt: result.nextAttempt, reused: false, claimed: result.claimed, overdue: result.overdue };
 };
 
 async function callHandler(s: StepExecution, claim: EffectClaim, handler: Handler, tx: StepTransaction, signal: HandlerSignal): Promise<Json> {
@@ -123,5 +123,5 @@ async function reuseRecorded(s: StepExecution, claim: EffectClaim): Promise<Step
   const commit = resultCommit(s, output, { key: claim.key, mode: 'reference' });
   const result = await commitKnowingOutcome(s, () => s.commits.advance(commit), { retry: true });
   if (!result.fenced) throw leaseLost(s.lease, 'the transactional step (reusing its ledger row)');
-  return { kind: 'advanced', output, continuation: commit.continuation.kind, nextAttempt: result.nextAttempt, reused: true, claimed: result.claimed };
+  return { kind: 'advanced', output, continuation: commit.continuation.kind, nextAttempt: result.nextAttempt, reused: true, claimed: result.claimed, overdue: result.overdue };
 }
