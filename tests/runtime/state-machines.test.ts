@@ -59,6 +59,8 @@ const WRITES: Readonly<Record<string, readonly string[]>> = {
   'start-run-claimed.sql': ['run none->running', 'attempt none->running'],
   'load-leased-run.sql': [],
   'advance-hold.sql': ['run running->running', 'attempt running->succeeded', 'attempt none->running'],
+  // …and the next (external) step's intent (step-commits.ts NextIntent).
+  'advance-hold-next-intent.sql': ['run running->running', 'attempt running->succeeded', 'attempt none->running', 'effect none->intent'],
   'advance-release.sql': ['run running->pending', 'attempt running->succeeded'],
   // Carried plain steps (carried-prefix.ts): the first attempt closed, the others inserted finished.
   'carry-flush.sql': ['run running->running', 'attempt running->succeeded', 'attempt none->succeeded', 'attempt none->running'],
