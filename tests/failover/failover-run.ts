@@ -328,10 +328,25 @@ interface StandbySnapshot {
 async function readStandby(standby: PostgresServer): Promise<StandbySnapshot> {
   const url = standby.urlFor('failover');
   const deadline = Date.now() + 30_000;
+  // Caught up: replay reached what was received — or, when the primary died in the middle of
+  // sending a WAL record, the last whole record: replay never passes a torn one, so it is done
+  // once neither position has moved for 3 s.
+  let last = '';
+  let still = Date.now();
   for (;;) {
-    const [lsn] = await query<{ caught_up: boolean }>(url, `SELECT pg_last_wal_receive_lsn() <= pg_last_wal_replay_lsn() AS caught_up`);
+    const [lsn] = await query<{ caught_up: boolean; at: string }>(
+      url,
+      `SELECT pg_last_wal_receive_lsn() <= pg_last_wal_replay_lsn() AS caught_up,
+              pg_last_wal_receive_lsn()::text || '/' || pg_last_wal_replay_lsn()::text AS at`,
+    );
     if (lsn?.caught_up === true) break;
-    if (Date.now() > deadline) throw new Error('the standby did not replay what it received within 30 s');
+    if (lsn?.at !== last) {
+      last = lsn?.at ?? '';
+      still = Date.now();
+    } else if (Date.now() - still >= 3_000) {
+      break;
+    }
+    if (Date.now() > deadline) throw new Error(`the standby did not replay what it received within 30 s (received/replayed ${last})`);
     await sleep(50);
   }
   const runs = await query<{ id: string }>(url, 'SELECT id FROM ledgerflow.workflow_run');
