@@ -1,6 +1,6 @@
 import { signalKey } from '../client/send-event.js';
 import type { Json, WaitingFor, WorkflowRunRow } from '../store/tables.js';
-import { QUEUE_NO_PARTITION } from '../worker/queue-slots.js';
+import { QUEUE_NO_PARTITION } from '../store/queue-partition.js';
 import { formatJson, formatTime } from './format-values.js';
 
 export type WaitingRun = Pick<WorkflowRunRow, 'id' | 'waiting_for' | 'children_open' | 'children_failed'>;
