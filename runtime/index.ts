@@ -2,7 +2,7 @@ import '../dsl/check-peer-dependencies.js';
 export { openStore, DEFAULT_DATA_DIR, type OpenStoreOptions } from './store/open-store.js';
 export type { Store, StoreKind } from './store/store.js';
 export type * from './store/tables.js';
-export { RUN_STATUSES } from './store/tables.js';
+export { FINAL_RUN_STATUSES, RUN_STATUSES } from './store/tables.js';
 export { Recorded } from './contracts/recorded.js';
 export {
   found,
@@ -104,24 +104,18 @@ export {
 export type { DebounceOptions } from './client/debounce.js';
 export type { StartedRun, StartOptions } from './client/start-run.js';
 export { describeIssues } from './client/validate-input.js';
-export { createWorker, RUNS_CHANNEL, type Worker, type WorkerOptions } from './worker/worker.js';
+export { createWorker, type Worker, type WorkerOptions } from './worker/worker.js';
+export { RUNS_CHANNEL } from './store/channels.js';
 export type { WorkerEvent } from './worker/worker-events.js';
 export type { FailureOutcome } from './worker/failure-commits.js';
 export { HandlerTimeoutError, PerformTimeoutError, type SerializedError } from './worker/step-errors.js';
 export { ReadOnlyStepError } from './worker/executors/read-only-db.js';
-export {
-  runReconcilePass,
-  type ReconcileItem,
-  type ReconcileItemOutcome,
-  type ReconcilePassOptions,
-  type ReconcileReport,
-} from './reconciler/reconciler.js';
+export { runReconcilePass, type ReconcilePassOptions } from './reconciler/reconciler.js';
+export type { ReconcileItem, ReconcileItemOutcome, ReconcileReport } from './reconciler/reconcile-report.js';
 
 export {
   DEFAULT_PRUNE_BATCH_SIZE,
-  FINAL_RUN_STATUSES,
   pruneRuns,
-  type FinalRunStatus,
   type PruneBatch,
   type PruneOptions,
   type PruneReport,

@@ -6,7 +6,7 @@ import type { WorkflowRegistration } from '../../runtime/index.js';
 import { createPgStore } from '../../runtime/store/pg/pg-store.js';
 import { claimStatement } from '../../runtime/worker/claim.js';
 import { buildRegistry } from '../../runtime/worker/registry.js';
-import { RUNS_CHANNEL } from '../../runtime/worker/runs-subscription.js';
+import { RUNS_CHANNEL } from '../../runtime/store/channels.js';
 import { fillScaleBacklog } from '../../tests/support/scale-backlog.js';
 import { migrateForTest } from '../../tests/support/migrate-for-test.js';
 import type { BenchServer } from '../environment.js';

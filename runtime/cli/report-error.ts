@@ -71,8 +71,8 @@ export function reportError(error: unknown, command: string, io: CliIo): number 
 
 /**
  * The database could not be reached or refused us (down, wrong host, wrong password, no such
- * database): something the user fixes in the connection settings. Not the worker's
- * `isConnectionError` (step-errors.ts), which asks whether a commit's outcome became unknown.
+ * database): something the user fixes in the connection settings. Not `isConnectionError`
+ * (store/connection-errors.ts), which asks whether a commit's outcome became unknown.
  */
 function cannotReachDatabase(error: unknown): boolean {
   if (typeof error !== 'object' || error === null) return false;

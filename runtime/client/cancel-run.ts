@@ -1,9 +1,9 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { LedgerflowDatabase, RunStatus } from '../store/tables.js';
-import { RUNS_CHANNEL } from '../worker/runs-subscription.js';
-import { assertAttemptTransition, assertRunTransition } from '../worker/state-machines.js';
+import { RUNS_CHANNEL } from '../store/channels.js';
+import { assertAttemptTransition, assertRunTransition } from '../store/state-machines.js';
 
-/** The statuses `cancel` takes a run from: every one with a transition into `cancelled` (state-machines.ts). */
+/** The statuses `cancel` takes a run from: every one with a transition into `cancelled` (store/state-machines.ts). */
 const CANCELLABLE: readonly RunStatus[] = ['pending', 'running', 'waiting', 'needs_reconciliation'];
 
 /**

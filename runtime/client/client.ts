@@ -18,7 +18,8 @@ import type { AuditFilter, CancelOptions, EffectResolution, OperatorActionRow, O
 import { assertRunId } from './validate-input.js';
 import { listWorkflowVersions, type WorkflowVersionSummary } from './workflow-versions.js';
 import { SettledRunWaiters } from './settled-run-waiters.js';
-import { localStartsOf, type LocalStarts, type Worker } from '../worker/worker.js';
+import type { Worker } from '../worker/worker.js';
+import { localStartsOf, type LocalStarts } from './local-starts.js';
 import { parseWaitOptions, waitForRun, type WaitOptions } from './wait-for-run.js';
 
 export type { WaitOptions } from './wait-for-run.js';

@@ -2,8 +2,8 @@ import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { AnyWorkflow } from '../../dsl/workflow.js';
 import { ValidationError } from '../errors.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
-import { millis } from '../worker/claim.js';
-import { assertRunTransition } from '../worker/state-machines.js';
+import { millis } from '../store/millis.js';
+import { assertRunTransition } from '../store/state-machines.js';
 
 /*
  * Debounced starts: many starts of one workflow with one debounce key, within a window, make ONE

@@ -6,7 +6,7 @@ import { ConflictError, QueueNotFoundError, RunPrunedError, UnknownWorkflowError
 import type { PayloadLimitsCache } from '../limits/limits-cache.js';
 import { checkRecordedOutput } from '../limits/recorded-output.js';
 import { CHILDREN_READ_ON_RETRY } from '../retention/prune.js';
-import { missingRunError } from '../retention/pruned-run.js';
+import { missingRunError } from '../retention/missing-run-error.js';
 import {
   afterRelease,
   claimForReconcile,
@@ -15,8 +15,8 @@ import {
   type IntentRef,
 } from '../reconciler/reconcile-commits.js';
 import type { CompensationReason, Json, LedgerflowDatabase, OperatorActionKind, OperatorActionRow, RunStatus } from '../store/tables.js';
-import { RUNS_CHANNEL } from '../worker/runs-subscription.js';
-import { assertRunTransition } from '../worker/state-machines.js';
+import { RUNS_CHANNEL } from '../store/channels.js';
+import { assertRunTransition } from '../store/state-machines.js';
 import { advanceRun } from '../worker/step-commits.js';
 import { cancelRunStatement, compensatingCancelStatement } from './cancel-run.js';
 import type { PayloadLimits } from '../limits/payload-limits.js';

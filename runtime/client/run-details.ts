@@ -8,7 +8,7 @@ import type {
   StepWaitRow,
   WorkflowRunRow,
 } from '../store/tables.js';
-import { missingRunError } from '../retention/pruned-run.js';
+import { missingRunError } from '../retention/missing-run-error.js';
 import { assertRunId } from './validate-input.js';
 
 /** A run with its three records: checkpointed step results, attempt history and effect ledger. */

@@ -5,10 +5,10 @@ import { DuplicateEventError, LedgerflowError, ValidationError } from '../errors
 import type { PayloadLimitsCache } from '../limits/limits-cache.js';
 import { payloadJson } from '../limits/payload-limits.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
-import { RUNS_CHANNEL } from '../worker/runs-subscription.js';
-import { assertRunTransition } from '../worker/state-machines.js';
-import { inputHash } from '../retention/prune.js';
-import { lockEventKeyStatement } from '../worker/wait-commits.js';
+import { RUNS_CHANNEL } from '../store/channels.js';
+import { assertRunTransition } from '../store/state-machines.js';
+import { inputHash } from '../store/input-hash.js';
+import { lockEventKeyStatement } from '../store/event-key-lock.js';
 import { describeIssues } from './validate-input.js';
 
 export interface SendEventOptions {

@@ -27,13 +27,11 @@
  */
 
 import type { Kysely } from 'kysely';
+import { RUN_SETTLED_CHANNEL } from '../store/channels.js';
 import type { Store } from '../store/store.js';
 import type { LedgerflowDatabase, RunStatus } from '../store/tables.js';
-import { exponentialBackoffMs } from '../worker/backoff.js';
+import { exponentialBackoffMs } from '../backoff.js';
 import { SETTLED_RUN_STATUSES, type SettledRunStatus } from './run-details.js';
-
-/** The channel a watched run's settling transaction NOTIFYs, with the run id as payload (core 0011). */
-export const RUN_SETTLED_CHANNEL = 'ledgerflow_run_settled';
 
 /** How long the subscription stays after the last wait ended. */
 const LINGER_MS = 10_000;

@@ -3,19 +3,20 @@ import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { shapeHash } from '../../dsl/workflow-shape.js';
 import type { AnyWorkflow } from '../../dsl/workflow.js';
 import { DuplicateRunError, MigrationError, notMigratedError, UnknownWorkflowError, ValidationError } from '../errors.js';
-import { inputHash } from '../retention/prune.js';
+import { inputHash } from '../store/input-hash.js';
 import { toPrunedRun, type PrunedRun } from '../retention/pruned-run.js';
 import { prepared } from '../store/prepared.js';
 import { shapeOf, Shapes } from '../store/statement-shapes.js';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
-import { millis, toLeasedRun, type LeasedRun, type LeasedRunRow } from '../worker/claim.js';
-import { assertAttemptTransition, assertRunTransition } from '../worker/state-machines.js';
-import type { StartReservation } from '../worker/claim-loop.js';
-import { RUNS_CHANNEL, type LocalStarts } from '../worker/worker.js';
-import { describeChanges, fingerprintOf } from '../worker/workflow-fingerprint.js';
+import { toLeasedRun, type LeasedRun, type LeasedRunRow } from '../store/leased-run.js';
+import { millis } from '../store/millis.js';
+import { assertAttemptTransition, assertRunTransition } from '../store/state-machines.js';
+import type { LocalStarts, StartReservation } from './local-starts.js';
+import { RUNS_CHANNEL } from '../store/channels.js';
+import { describeChanges, fingerprintOf } from '../contracts/workflow-fingerprint.js';
 import { parseDebounce, startDebounced, type DebounceOptions, type DebouncedRunColumns } from './debounce.js';
 import type { PayloadLimitsCache } from '../limits/limits-cache.js';
-import { assertRunId, inputJson as buildInputJson, parseInputSchema } from './validate-input.js';
+import { assertRunId, inputJson as buildInputJson, MAX_DEDUPE_KEY_LENGTH, parseInputSchema } from './validate-input.js';
 
 export interface StartOptions {
   /** Your own id for the run (a UUID); starting again with it returns the same run. */
@@ -86,9 +87,6 @@ export interface StartedRun {
 
 /** `name@version:hash` of workflow versions known to be migrated with that definition; such rows never change. */
 export type MigratedVersions = Set<string>;
-
-/** The longest dedupe key: what a `child`/`forEach` key may return, too (it becomes the child's). */
-export const MAX_DEDUPE_KEY_LENGTH = 1_000;
 
 /**
  * Validates and writes a new run, on `db` or inside the caller's transaction. Everything that

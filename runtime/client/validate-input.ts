@@ -95,6 +95,13 @@ function unstorableStrings(value: unknown, path: PropertyKey[]): string[] {
   return [];
 }
 
+/**
+ * The longest dedupe key: what a `child`/`forEach` key may return, too (it becomes the child's).
+ * Here with the rest of a start's checks, which the children executor shares
+ * (worker/executors/children-executor.ts).
+ */
+export const MAX_DEDUPE_KEY_LENGTH = 1_000;
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Run ids are uuids; checking here turns a driver's cast error into a message about the argument. */

@@ -1,13 +1,13 @@
 import type { Kysely } from 'kysely';
 import { ValidationError, WaitTimeoutError } from '../errors.js';
-import { missingRunError } from '../retention/pruned-run.js';
+import { missingRunError } from '../retention/missing-run-error.js';
 import type { LedgerflowDatabase, RunStatus } from '../store/tables.js';
 import type { SettledRun } from './run-details.js';
 import { isSettled, watchRunStatement, type SettledRunWaiters } from './settled-run-waiters.js';
 import type { WatchedStartedRun } from './start-run.js';
 import { assertRunId } from './validate-input.js';
-import { isConnectionError } from '../worker/step-errors.js';
-import type { LocalWaiters } from '../worker/local-waiters.js';
+import { isConnectionError } from '../store/connection-errors.js';
+import type { LocalWaiters } from './local-waiters.js';
 
 export interface WaitOptions {
   /** Give up (WaitTimeoutError) after this long. Default 30 000. */

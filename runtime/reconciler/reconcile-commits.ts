@@ -1,11 +1,12 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { CompensationReason, Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
-import { millis } from '../worker/claim.js';
+import { millis } from '../store/millis.js';
 import type { WorkflowRegistry } from '../worker/registry.js';
 import { countsTowardBudget, reconcileBackoffMs } from '../worker/retry.js';
 import { recordableText } from '../worker/step-errors.js';
-import { wakeAwaitingCompensationStatement, type Lease } from '../worker/step-commits.js';
-import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from '../worker/state-machines.js';
+import { wakeAwaitingCompensationStatement } from '../worker/step-commits.js';
+import type { Lease } from '../worker/lease.js';
+import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from '../store/state-machines.js';
 
 /** The reconciler's own statements; recording a found effect on a live run reuses the worker's `advanceRun`. */
 

@@ -8,6 +8,7 @@ import type { Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
 import { describeIssues } from '../client/validate-input.js';
 import { PayloadLimitsCache } from '../limits/limits-cache.js';
 import { checkRecordedOutput } from '../limits/recorded-output.js';
+import type { ReconcileItem, ReconcileItemOutcome, ReconcileReport } from './reconcile-report.js';
 import { loadWorkerTelemetry, type Telemetry, type TelemetryOptions } from '../telemetry/telemetry.js';
 import { buildRegistry, compensationOf, nextStepOf, settledByKey, type RegisteredWorkflow } from '../worker/registry.js';
 import { backoffDelayMs } from '../worker/retry.js';
@@ -76,35 +77,6 @@ export interface ReconcilePassOptions {
    * continues the trace its run was started in.
    */
   readonly telemetry?: TelemetryOptions;
-}
-
-export type ReconcileItemOutcome = 'recorded' | 'released' | 'parked' | 'deferred' | 'skipped' | 'error';
-
-export interface ReconcileItem {
-  readonly runId: string;
-  readonly workflow: string;
-  readonly step: string;
-  readonly key: string;
-  /** The attempt that wrote the intent. */
-  readonly intentAttempt: number;
-  readonly outcome: ReconcileItemOutcome;
-  readonly detail: string;
-}
-
-export interface ReconcileReport {
-  /** Due intents this pass claimed and asked about. */
-  readonly examined: number;
-  /** found at the provider and recorded */
-  readonly recorded: number;
-  /** not found: released (for a same-key retry, or settled on a finished run) */
-  readonly released: number;
-  readonly parked: number;
-  /** inconclusive: asked again after a backoff */
-  readonly deferred: number;
-  readonly skipped: number;
-  /** the database failed while settling the item; it is due again after the hold */
-  readonly errors: number;
-  readonly items: readonly ReconcileItem[];
 }
 
 const DEFAULT_LEASE_MS = 30_000;

@@ -1,7 +1,8 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { ValidationError } from '../errors.js';
-import type { LedgerflowDatabase, RunStatus } from '../store/tables.js';
-import { millis } from '../worker/claim.js';
+import { FINAL_RUN_STATUSES, type FinalRunStatus, type LedgerflowDatabase } from '../store/tables.js';
+import { inputHash } from '../store/input-hash.js';
+import { millis } from '../store/millis.js';
 
 /*
  * Retention: finished runs are deleted in bounded batches; their identity is kept (core 0008).
@@ -39,9 +40,6 @@ import { millis } from '../worker/claim.js';
  * counts the events and tombstones that would go.
  */
 
-export type FinalRunStatus = Extract<RunStatus, 'completed' | 'failed' | 'cancelled' | 'compensated' | 'compensation_failed'>;
-/** The statuses a run ends in, so may be pruned in (compensated and compensation_failed: core 0013, pruned since 0015). */
-export const FINAL_RUN_STATUSES: readonly FinalRunStatus[] = ['completed', 'failed', 'cancelled', 'compensated', 'compensation_failed'];
 /** {@link FINAL_RUN_STATUSES} as a literal SQL list: the planner matches it to the partial index workflow_run_finished_idx. */
 const FINAL_SQL = sql.raw(FINAL_RUN_STATUSES.map((s) => `'${s}'`).join(', '));
 /**
@@ -419,11 +417,6 @@ export function countArchiveStatement(db: Kysely<LedgerflowDatabase>, olderThanM
     .selectFrom('ledgerflow.run_archive')
     .select(sql<number>`count(*)::int`.as('runs'))
     .where('finished_at', '<', sql<Date>`statement_timestamp() - ${millis(olderThanMs)}`);
-}
-
-/** The hash run_archive.input_hash holds: sha256 (hex) of the input's jsonb text. */
-export function inputHash(input: RawBuilder<unknown>): RawBuilder<string> {
-  return sql<string>`encode(sha256(convert_to(${input}::text, 'UTF8')), 'hex')`;
 }
 
 /** Which events a pass prunes: consumed ones before one cut-off, unconsumed ones before another. */

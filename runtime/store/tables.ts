@@ -29,6 +29,9 @@ export const RUN_STATUSES: readonly RunStatus[] = [
   'compensated',
   'compensation_failed',
 ];
+export type FinalRunStatus = Extract<RunStatus, 'completed' | 'failed' | 'cancelled' | 'compensated' | 'compensation_failed'>;
+/** The statuses a run ends in, so may be pruned in (compensated and compensation_failed: core 0013, pruned since 0015). */
+export const FINAL_RUN_STATUSES: readonly FinalRunStatus[] = ['completed', 'failed', 'cancelled', 'compensated', 'compensation_failed'];
 /** Why a run is being (or was) compensated (core 0013): it failed for good, or a cancel asked for it. */
 export type CompensationReason = 'failure' | 'cancel';
 export type AttemptStatus = 'running' | 'succeeded' | 'failed' | 'abandoned' | 'suspended';

@@ -26,7 +26,7 @@
 import type { Kysely } from 'kysely';
 import type { StepDefinition } from '../../dsl/workflow.js';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
-import type { LeasedRun } from '../worker/claim.js';
+import type { LeasedRun } from '../store/leased-run.js';
 import { StepFailure, type FailurePhase, type SerializedError } from '../worker/step-errors.js';
 import type { WorkerEvent } from '../worker/worker-events.js';
 import { ATTR, INSTRUMENTATION_SCOPE, METRIC, runAttributes, SPAN } from './attributes.js';

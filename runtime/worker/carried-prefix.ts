@@ -2,9 +2,9 @@ import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { StepDefinition } from '../../dsl/workflow.js';
 import { prepared } from '../store/prepared.js';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
-import { millis } from './claim.js';
-import type { Lease } from './step-commits.js';
-import { assertAttemptTransition, assertRunTransition } from './state-machines.js';
+import { millis } from '../store/millis.js';
+import type { Lease } from './lease.js';
+import { assertAttemptTransition, assertRunTransition } from '../store/state-machines.js';
 
 /*
  * Commit at effect boundaries (DESIGN.md "Commits at effect boundaries"). A plain `step` has no

@@ -63,8 +63,10 @@
 
 import { sql, type Kysely } from 'kysely';
 import type { LedgerflowDatabase } from '../store/tables.js';
-import { exponentialBackoffMs } from './backoff.js';
-import { claimRuns, loadLeasedRun, type LeasedRun } from './claim.js';
+import { exponentialBackoffMs } from '../backoff.js';
+import type { StartReservation } from '../client/local-starts.js';
+import { claimRuns, loadLeasedRun } from './claim.js';
+import type { LeasedRun } from '../store/leased-run.js';
 import { flightKey, type Flight } from './flight.js';
 import { releaseLeases, type HeldLease } from './lease.js';
 import type { WorkflowRegistry } from './registry.js';
@@ -89,20 +91,6 @@ export interface ClaimLoopContext {
   /** Drives a run this worker just claimed (or adopted). */
   launch(run: LeasedRun): void;
   emit(event: WorkerEvent): void;
-}
-
-/**
- * A slot of this worker held for a run a start in this process creates (see the module comment).
- * Every reservation must be answered by exactly one `settle` call.
- */
-export interface StartReservation {
-  /** Whom the start's insert leases its new run to (`insertRunStatement`'s `claimedBy`). */
-  readonly lease: { readonly workerId: string; readonly leaseMs: number };
-  /**
-   * The start's insert committed and took `runs` (none: its run id or dedupe key named an
-   * existing or archived run); `undefined`: it failed, or its outcome is unknown.
-   */
-  settle(runs: readonly LeasedRun[] | undefined): void;
 }
 
 export class ClaimLoop {

@@ -1,76 +1,15 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
-import type { Json, LedgerflowDatabase } from '../store/tables.js';
+import type { LedgerflowDatabase } from '../store/tables.js';
 import { prepared } from '../store/prepared.js';
 import { flattened } from '../store/statement-shapes.js';
+import { toLeasedRun, type LeasedRun, type LeasedRunRow } from '../store/leased-run.js';
+import { millis } from '../store/millis.js';
 import type { WorkflowRegistry } from './registry.js';
 import { countsTowardBudget } from './retry.js';
-import { assertAttemptTransition, assertRunTransition } from './state-machines.js';
-
-/** A run this worker holds under a lease, positioned at its current step. */
-export interface LeasedRun {
-  readonly id: string;
-  readonly workflowName: string;
-  readonly workflowVersion: number;
-  readonly input: Json;
-  readonly currentStep: number;
-  readonly fencingToken: number;
-  /**
-   * The `running` attempt of the current step; `null` when the claim opened none: the workflow
-   * has no step left, or {@link LeasedRun.repeatedCrash} is set.
-   */
-  readonly attempt: number | null;
-  /** Failed attempts of the current step so far (what `maxAttempts` counts). */
-  readonly priorFailures: number;
-  /**
-   * Attempts of the current step abandoned because their lease expired while they ran — the
-   * worker died, hung or lost the database (`LeaseExpired`) — including one this claim closed.
-   */
-  readonly crashes: number;
-  /**
-   * This claim took the run over from a crashed attempt, and the step had crashed before: no
-   * attempt was opened; the worker backs off or, at the crash limit, gives up (`commitCrash`).
-   */
-  readonly repeatedCrash: boolean;
-  /** Checkpointed outputs of the steps before the current one (skipped steps have none). */
-  readonly outputs: Readonly<Record<string, Json>>;
-  /** The run's deadline has passed (database time): it is to be cancelled, not advanced. */
-  readonly overdue: boolean;
-  /** This claim closed an attempt whose worker stopped renewing its lease (it crashed, as far as anyone can tell). */
-  readonly tookOver: boolean;
-  /** The trace context stored when the run was started (`workflow_run.trace_context`); its spans continue it. */
-  readonly traceContext: Json | null;
-}
-
-/** The row the claim statement returns per run (also the shape of a fused claim's JSON array). */
-export interface LeasedRunRow {
-  id: string;
-  workflow_name: string;
-  workflow_version: number;
-  input: Json;
-  current_step: number;
-  fencing_token: number;
-  attempt: number | null;
-  prior_failures: number;
-  crashes: number;
-  repeated_crash: boolean;
-  outputs: Record<string, Json> | null;
-  overdue: boolean;
-  took_over: boolean;
-  trace_context: Json | null;
-}
+import { assertAttemptTransition, assertRunTransition } from '../store/state-machines.js';
 
 /** The error name of an attempt closed because its lease expired: what the crash limit counts. */
 export const LEASE_EXPIRED = 'LeaseExpired';
-
-/**
- * `ms` as an SQL interval; durations come from the worker, instants always from the database.
- * Every instant the runtime writes is `statement_timestamp()`, never `now()`: inside a
- * transaction `now()` is when the transaction began — for a transactional step, before its
- * handler ran — so a lease or due time computed from it could already be in the past.
- */
-export function millis(ms: number): RawBuilder<unknown> {
-  return sql`(${ms}::double precision * interval '1 millisecond')`;
-}
 
 /** What tells one {@link ClaimOptions} from another, as a cache key (with the registry). */
 export function claimOptionsKey(options: ClaimOptions): string {
@@ -308,23 +247,4 @@ export function loadLeasedRunStatement(runId: string, fencingToken: number): Raw
       LEFT JOIN ledgerflow.step_attempt a
         ON a.run_id = r.id AND a.step_name = d.step_name AND a.status = 'running'
      WHERE r.id = ${runId} AND r.fencing_token = ${fencingToken} AND r.status = 'running'`;
-}
-
-export function toLeasedRun(row: LeasedRunRow): LeasedRun {
-  return {
-    id: row.id,
-    workflowName: row.workflow_name,
-    workflowVersion: row.workflow_version,
-    input: row.input,
-    currentStep: row.current_step,
-    fencingToken: row.fencing_token,
-    attempt: row.attempt,
-    priorFailures: row.prior_failures,
-    crashes: row.crashes,
-    repeatedCrash: row.repeated_crash,
-    outputs: row.outputs ?? {},
-    overdue: row.overdue === true,
-    tookOver: row.took_over === true,
-    traceContext: row.trace_context ?? null,
-  };
 }

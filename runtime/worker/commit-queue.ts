@@ -1,9 +1,9 @@
 import type { Kysely } from 'kysely';
 import type { LedgerflowDatabase } from '../store/tables.js';
-import type { LeasedRun } from './claim.js';
+import type { LeasedRun } from '../store/leased-run.js';
 import type { HeldLease } from './lease.js';
 import { advanceRun, advanceRuns, isBatchable, type AdvanceParams, type AdvanceResult, type FusedClaim } from './step-commits.js';
-import { isConnectionError } from './step-errors.js';
+import { isConnectionError } from '../store/connection-errors.js';
 
 /**
  * Group commit of step results across runs: the worker's flights hand their result commits

@@ -9,8 +9,9 @@ import { performWithinLease, type ExternalHandler } from './executors/external-e
 import { commitKnowingOutcome, commitSkipped, validateOutput, type StepExecution, type StepOutcome } from './executors/step-execution.js';
 import { fenceAtStep, intentHorizon } from './ledger.js';
 import { settledByKey } from './registry.js';
-import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from './state-machines.js';
-import { commitYield, leaseLost, type Lease } from './step-commits.js';
+import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from '../store/state-machines.js';
+import { commitYield, leaseLost } from './step-commits.js';
+import type { Lease } from './lease.js';
 import { recordableText, ResyncNeeded, StepFailure, userCode } from './step-errors.js';
 
 /*

@@ -3,11 +3,11 @@ import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { StepDefinition } from '../../dsl/workflow.js';
 import { LeaseLostError, NotAppliedError } from '../errors.js';
 import type { EffectStatus, LedgerflowDatabase, RunStatus } from '../store/tables.js';
-import { millis } from './claim.js';
+import { millis } from '../store/millis.js';
 import { backoffDelayMs, countsTowardBudget, crashLimit, isNonRetryable } from './retry.js';
-import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from './state-machines.js';
-import { RUNS_CHANNEL } from './runs-subscription.js';
-import type { Lease } from './step-commits.js';
+import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from '../store/state-machines.js';
+import { RUNS_CHANNEL } from '../store/channels.js';
+import type { Lease } from './lease.js';
 import { recordableText, serializeError, StepFailure, type SerializedError } from './step-errors.js';
 
 /*

@@ -1,12 +1,20 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { prepared } from '../store/prepared.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
-import { millis } from './claim.js';
-import { assertAttemptTransition, assertRunTransition } from './state-machines.js';
+import { millis } from '../store/millis.js';
+import { assertAttemptTransition, assertRunTransition } from '../store/state-machines.js';
 
 export interface HeldLease {
   readonly runId: string;
   readonly fencingToken: number;
+}
+
+/** The lease a step commit is fenced by: the run, the token its claim got, the holder and the lease length. */
+export interface Lease {
+  readonly runId: string;
+  readonly fencingToken: number;
+  readonly workerId: string;
+  readonly leaseMs: number;
 }
 
 export interface RenewalResult {

@@ -3,10 +3,10 @@ import type { StepDefinition } from '../../dsl/workflow.js';
 import { ConflictError } from '../errors.js';
 import { prepared } from '../store/prepared.js';
 import type { EffectStatus, Json, LedgerflowDatabase } from '../store/tables.js';
-import { millis } from './claim.js';
+import { millis } from '../store/millis.js';
 import { flushCtes, type FlushParams } from './carried-prefix.js';
-import type { Lease } from './step-commits.js';
-import { assertEffectTransition, assertRunTransition } from './state-machines.js';
+import type { Lease } from './lease.js';
+import { assertEffectTransition, assertRunTransition } from '../store/state-machines.js';
 
 /*
  * Ledger statements of the effect kinds. The ledger (`step_effect`, primary key

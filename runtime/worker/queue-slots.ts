@@ -3,11 +3,13 @@ import type { QueueDefinition } from '../../dsl/queue.js';
 import type { QueueUseDefinition } from '../../dsl/workflow.js';
 import { faultPoint } from '../faults/fault-points.js';
 import { prepared } from '../store/prepared.js';
+import { QUEUE_NO_PARTITION } from '../store/queue-partition.js';
 import type { LedgerflowDatabase, WaitingFor } from '../store/tables.js';
 import type { StepExecution, StepOutcome } from './executors/step-execution.js';
 import { commitKnowingOutcome, keyContext } from './executors/step-execution.js';
 import type { WorkflowRegistry } from './registry.js';
-import { leaseLost, type Lease } from './step-commits.js';
+import { leaseLost } from './step-commits.js';
+import type { Lease } from './lease.js';
 import { evaluateStepFunction, StepFailure } from './step-errors.js';
 import { suspendRun } from './wait-commits.js';
 
@@ -18,9 +20,6 @@ import { suspendRun } from './wait-commits.js';
  * starts; if it gets none it parks `waiting` in the same transaction — so no grant can fall
  * between the ask and the park — and a later grant wakes it.
  */
-
-/** The partition of a queue use without `partitionKey` ('' is the queue's own counter row). */
-export const QUEUE_NO_PARTITION = '*';
 
 const MAX_PARTITION_KEY_LENGTH = 200;
 

@@ -3,7 +3,7 @@ import { MigrationError } from '../errors.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import { versionHasRuns } from '../store/version-has-runs.js';
 import type { WorkflowRegistry } from './registry.js';
-import { describeChanges, fingerprintOf } from './workflow-fingerprint.js';
+import { describeChanges, fingerprintOf } from '../contracts/workflow-fingerprint.js';
 
 interface RegisteredRow {
   workflow_name: string;
@@ -17,10 +17,10 @@ interface RegisteredRow {
 }
 
 /**
- * Registers the fingerprint of every version the worker serves (workflow-fingerprint.ts) and refuses
- * to start when one differs from the fingerprint the database registered for that version: first
- * registration wins, and a registration changes only for a draft version without runs (the
- * `workflow_fingerprint` trigger of core 0020 holds every writer to that). Called after
+ * Registers the fingerprint of every version the worker serves (contracts/workflow-fingerprint.ts)
+ * and refuses to start when one differs from the fingerprint the database registered for that
+ * version: first registration wins, and a registration changes only for a draft version without
+ * runs (the `workflow_fingerprint` trigger of core 0020 holds every writer to that). Called after
  * `verifyMigrated`, so every version has its `workflow_version` row.
  *
  * @returns the versions whose draft registration this call replaced (`name@version`).

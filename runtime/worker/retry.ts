@@ -1,7 +1,7 @@
 import { sql, type RawBuilder } from 'kysely';
 import type { ResolvedRetryPolicy } from '../../dsl/retry-policy.js';
 import { ConflictError, NonRetryableError, NotAppliedError, PayloadTooLargeError, recordImmutableError } from '../errors.js';
-import { exponentialBackoffMs } from './backoff.js';
+import { exponentialBackoffMs } from '../backoff.js';
 
 /**
  * Retry decisions. The delay is a duration; the worker adds it to the database clock

@@ -1,4 +1,4 @@
-import { exponentialBackoffMs, sleep } from './backoff.js';
+import { exponentialBackoffMs, sleep } from '../backoff.js';
 import type { PayloadLimitsCache } from '../limits/limits-cache.js';
 import type { Kysely } from 'kysely';
 import type { StepDefinition } from '../../dsl/workflow.js';
@@ -7,7 +7,8 @@ import { faultPoint } from '../faults/fault-points.js';
 import { toStoredJson, withStoredOutput } from '../store/stored-json.js';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
 import { NO_RUN_TRACE, type RunTrace, type Telemetry } from '../telemetry/telemetry.js';
-import { loadLeasedRun, type LeasedRun } from './claim.js';
+import { loadLeasedRun } from './claim.js';
+import type { LeasedRun } from '../store/leased-run.js';
 import { STEP_EXECUTORS } from './executors/executors.js';
 import {
   claimAhead,
@@ -28,12 +29,13 @@ import { awaitQueueSlots } from './queue-slots.js';
 import { cancelOverdue } from './wait-commits.js';
 import { compensationOf, compensationStart, nextStepOf, type RegisteredWorkflow, type WorkflowRegistry } from './registry.js';
 import { compensateOverdue, executeCompensation } from './compensation.js';
-import { releaseLeases } from './lease.js';
+import { releaseLeases, type Lease } from './lease.js';
 import { commitCrash, commitFailure, failureRecord, type FailureParams } from './failure-commits.js';
-import type { LocalWaiters } from './local-waiters.js';
+import type { LocalWaiters } from '../client/local-waiters.js';
 import type { FlightAbort } from './flight.js';
-import { leaseLost, type Continuation, type FusedClaim, type Lease, type NextIntent } from './step-commits.js';
-import { isConnectionError, isResourceRefusal, ResyncNeeded, serializeError, StepFailure } from './step-errors.js';
+import { leaseLost, type Continuation, type FusedClaim, type NextIntent } from './step-commits.js';
+import { isResourceRefusal, ResyncNeeded, serializeError, StepFailure } from './step-errors.js';
+import { isConnectionError } from '../store/connection-errors.js';
 import type { WorkerEvent } from './worker-events.js';
 import type { SettledRun } from '../client/run-details.js';
 

@@ -29,13 +29,11 @@
  * worker is not starting or running, nothing is reported and nothing is retried.
  */
 
+import { RUNS_CHANNEL } from '../store/channels.js';
 import type { Store } from '../store/store.js';
-import { exponentialBackoffMs } from './backoff.js';
+import { exponentialBackoffMs } from '../backoff.js';
 import { serializeError } from './step-errors.js';
 import type { WorkerEvent } from './worker-events.js';
-
-/** The channel `start()` NOTIFYs on (once per new run, never per step) to wake idle workers. */
-export const RUNS_CHANNEL = 'ledgerflow_runs';
 
 const RELISTEN_BACKOFF = { firstMs: 100, maxMs: 5_000 } as const;
 

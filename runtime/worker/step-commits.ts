@@ -6,11 +6,14 @@ import { prepared } from '../store/prepared.js';
 import { shapeOf, Shapes, type ShapeSlot } from '../store/statement-shapes.js';
 import type { Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
 import { carryCtes, carryingAttemptStart, type Carry } from './carried-prefix.js';
-import { claimOptionsKey, claimParts, FUSED_CLAIM, millis, reusedClaimParts, toLeasedRun, type ClaimOptions, type ClaimParts, type LeasedRun, type LeasedRunRow } from './claim.js';
+import { claimOptionsKey, claimParts, FUSED_CLAIM, reusedClaimParts, type ClaimOptions, type ClaimParts } from './claim.js';
+import { toLeasedRun, type LeasedRun, type LeasedRunRow } from '../store/leased-run.js';
+import { millis } from '../store/millis.js';
+import type { Lease } from './lease.js';
 import type { WorkflowRegistry } from './registry.js';
 import { reconcileBackoffMs } from './retry.js';
-import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from './state-machines.js';
-import { RUNS_CHANNEL } from './runs-subscription.js';
+import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from '../store/state-machines.js';
+import { RUNS_CHANNEL } from '../store/channels.js';
 import { recordableText } from './step-errors.js';
 
 /*
@@ -20,14 +23,6 @@ import { recordableText } from './step-errors.js';
  * (a zombie) changes nothing. Where possible a commit is ONE statement (data-modifying CTEs):
  * one round trip, atomic without BEGIN/COMMIT.
  */
-
-/** The lease a step commit is fenced by: the run, the token its claim got, the holder and the lease length. */
-export interface Lease {
-  readonly runId: string;
-  readonly fencingToken: number;
-  readonly workerId: string;
-  readonly leaseMs: number;
-}
 
 /** What happens to the run after its step is committed. */
 export type Continuation =

@@ -1,10 +1,10 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { Json, LedgerflowDatabase, WaitingFor } from '../store/tables.js';
-import { millis } from './claim.js';
-import { QUEUE_NO_PARTITION } from './queue-slots.js';
-import { RUNS_CHANNEL } from './runs-subscription.js';
-import type { Lease } from './step-commits.js';
-import { assertAttemptTransition, assertRunTransition } from './state-machines.js';
+import { millis } from '../store/millis.js';
+import { QUEUE_NO_PARTITION } from '../store/queue-partition.js';
+import { RUNS_CHANNEL } from '../store/channels.js';
+import type { Lease } from './lease.js';
+import { assertAttemptTransition, assertRunTransition } from '../store/state-machines.js';
 
 /*
  * The fenced statements of the steps that wait — `sleep`, `waitFor`, `child`, `forEach` — and of
@@ -83,16 +83,6 @@ export function resolveWaitStatement(lease: Lease, stepName: string): RawBuilder
      WHERE run_id = ${lease.runId} AND step_name = ${stepName} AND resolved_at IS NULL AND ${fencedRun(lease)}`;
 }
 
-/**
- * Serializes everything that looks for or delivers events of one name and correlation key, for
- * the rest of the transaction: the step that parks the run (having found no event) and the
- * sender that stores one (and wakes whoever is parked) cannot miss each other — each sees the
- * other's commit, whichever comes first.
- */
-export function lockEventKeyStatement(event: string, key: string): RawBuilder<unknown> {
-  return sql`SELECT pg_advisory_xact_lock(hashtextextended(${`ledgerflow.event:${event}`} || ':' || ${key}, 0))`;
-}
-
 export interface TakenEvent {
   readonly id: string;
   readonly payload: Json;
@@ -102,7 +92,7 @@ export interface TakenEvent {
 /**
  * Takes the oldest event of this name and key that no step has taken: written as consumed by
  * this run's step, once (`consumed_at IS NULL`). Must run in the transaction that completes the
- * step, after {@link lockEventKeyStatement}.
+ * step, after `lockEventKeyStatement` (store/event-key-lock.ts).
  */
 export async function takeEvent(
   db: Kysely<LedgerflowDatabase>,

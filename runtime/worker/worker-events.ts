@@ -1,5 +1,5 @@
 import type { StepKind } from '../../dsl/step-kind.js';
-import type { ReconcileReport } from '../reconciler/reconciler.js';
+import type { ReconcileReport } from '../reconciler/reconcile-report.js';
 import type { PruneReport } from '../retention/prune.js';
 import type { WaitingFor } from '../store/tables.js';
 import type { CrashOutcome, FailureOutcome } from './failure-commits.js';

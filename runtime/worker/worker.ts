@@ -25,7 +25,10 @@
  *   schedule-timer.ts     this worker's tick loop: runs of due schedule ticks (runtime/schedules/)
  *   retention-timer.ts    this worker's periodic prune passes (`retention`; runtime/retention/)
  *   run-driver.ts         one flight: a run driven step by step under its lease
- *   local-waiters.ts      the waits of this process answered in-process when a flight settles their run
+ *
+ * What it offers a client of its own process (`createClient({ store, worker })`) is defined by the
+ * client: start reservations (client/local-starts.ts) and in-process answers to the waits of that
+ * process when a flight settles their run (client/local-waiters.ts).
  */
 
 import { PayloadLimitsCache } from '../limits/limits-cache.js';
@@ -38,13 +41,15 @@ import { LeaseLostError } from '../errors.js';
 import { assertSchedules, registerSchedules } from '../schedules/register-schedules.js';
 import type { Store } from '../store/store.js';
 import { loadWorkerTelemetry, NO_TELEMETRY, type Telemetry, type TelemetryOptions } from '../telemetry/telemetry.js';
-import { millis, type LeasedRun } from './claim.js';
-import { ClaimLoop, type StartReservation } from './claim-loop.js';
+import type { LeasedRun } from '../store/leased-run.js';
+import { millis } from '../store/millis.js';
+import { ClaimLoop } from './claim-loop.js';
 import { CommitQueue } from './commit-queue.js';
 import { FlightAbort, flightKey, type Flight } from './flight.js';
 import { releaseLeases } from './lease.js';
 import { LeaseKeeper } from './lease-keeper.js';
-import { LocalWaiters } from './local-waiters.js';
+import { offerLocalStarts } from '../client/local-starts.js';
+import { LocalWaiters } from '../client/local-waiters.js';
 import { ReconcileTimer } from './reconcile-timer.js';
 import { ScheduleTimer } from './schedule-timer.js';
 import { isDuration } from '../retention/prune.js';
@@ -55,11 +60,10 @@ import { buildRegistry, verifyMigrated, verifyServed, type WorkflowRegistry } fr
 import { DEFAULT_CHILDREN_PER_COMMIT } from './executors/children-executor.js';
 import { driveRun, type DriverContext } from './run-driver.js';
 import { RunsSubscription } from './runs-subscription.js';
-import { isConnectionError, isSocketError, serializeError } from './step-errors.js';
-import { exponentialBackoffMs, sleep } from './backoff.js';
+import { serializeError } from './step-errors.js';
+import { isConnectionError, isSocketError } from '../store/connection-errors.js';
+import { exponentialBackoffMs, sleep } from '../backoff.js';
 import type { WorkerEvent } from './worker-events.js';
-
-export { RUNS_CHANNEL } from './runs-subscription.js';
 
 export interface WorkerOptions {
   readonly store: Store;
@@ -159,26 +163,6 @@ export interface Worker {
 }
 
 type WorkerState = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped';
-
-/**
- * How a client of the same process starts runs claimed for this worker in the start's own
- * transaction (`createClient({ worker })`; claim-loop.ts, "Start reservations").
- */
-export interface LocalStarts {
-  /** The store the worker was created with: the client must use the same one. */
-  readonly store: Store;
-  /** A free slot for a run of `workflowName@version`, or `undefined` (see `ClaimLoop.reserveStart`). */
-  reserve(workflowName: string, version: number): Promise<StartReservation | undefined>;
-  /** The client's waits for runs this worker may settle, answered in-process (local-waiters.ts). */
-  readonly waiters: LocalWaiters;
-}
-
-const localStarts = new WeakMap<Worker, LocalStarts>();
-
-/** The {@link LocalStarts} of a worker made by {@link createWorker}; `undefined` for any other object. */
-export function localStartsOf(worker: Worker): LocalStarts | undefined {
-  return localStarts.get(worker);
-}
 
 /**
  * Creates a worker. Nothing happens until `start()` (or `drain()`).
@@ -299,7 +283,7 @@ class WorkerRuntime implements Worker {
     });
     this.#scheduler = new ScheduleTimer({ db, schedules: this.#schedules, intervalMs: scheduleIntervalMs, emit });
     this.#retention = new RetentionTimer({ db, retention: options.retention, emit });
-    localStarts.set(this, { store: this.#store, reserve: (name, version) => this.#claims.reserveStart(name, version), waiters: this.#waiters });
+    offerLocalStarts(this, { store: this.#store, reserve: (name, version) => this.#claims.reserveStart(name, version), waiters: this.#waiters });
   }
 
   get inFlight(): number {

@@ -14,7 +14,8 @@ import {
 } from '../../runtime/errors.js';
 import { createPgStore } from '../../runtime/store/pg/pg-store.js';
 import type { Store } from '../../runtime/store/store.js';
-import { RUNS_CHANNEL, createWorker } from '../../runtime/worker/worker.js';
+import { createWorker } from '../../runtime/worker/worker.js';
+import { RUNS_CHANNEL } from '../../runtime/store/channels.js';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';

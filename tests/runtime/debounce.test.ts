@@ -11,7 +11,7 @@ import { createPgStore } from '../../runtime/store/pg/pg-store.js';
 import type { Store } from '../../runtime/store/store.js';
 import { claimRuns } from '../../runtime/worker/claim.js';
 import { buildRegistry } from '../../runtime/worker/registry.js';
-import { RUNS_CHANNEL } from '../../runtime/worker/worker.js';
+import { RUNS_CHANNEL } from '../../runtime/store/channels.js';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';

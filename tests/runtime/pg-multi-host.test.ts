@@ -5,7 +5,7 @@ import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { ConnectTimeoutError, createPgStore } from '../../runtime/store/pg/pg-store.js';
 import { SQLSTATE, sqlStateOf } from '../../runtime/store/sqlstate.js';
 import type { Store } from '../../runtime/store/store.js';
-import { isConnectionError } from '../../runtime/worker/step-errors.js';
+import { isConnectionError } from '../../runtime/store/connection-errors.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
 
 /**

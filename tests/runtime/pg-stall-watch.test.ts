@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore } from '../../runtime/store/open-store.js';
 import { createPgStore } from '../../runtime/store/pg/pg-store.js';
 import type { Store } from '../../runtime/store/store.js';
-import { isConnectionError } from '../../runtime/worker/step-errors.js';
+import { isConnectionError } from '../../runtime/store/connection-errors.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
 
 /**

@@ -5,7 +5,8 @@ import { RUNS_CHANNEL } from 'ledgerflow/runtime';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
 import { concurrencyQueue, limited, QUEUE_WORKFLOWS } from './fixtures/queue-workflows.js';
-import { acquireSlotStatement, QUEUE_NO_PARTITION, registerQueueStatement } from '../../runtime/worker/queue-slots.js';
+import { acquireSlotStatement, registerQueueStatement } from '../../runtime/worker/queue-slots.js';
+import { QUEUE_NO_PARTITION } from '../../runtime/store/queue-partition.js';
 
 /**
  * A grant announces on the runs channel only a run it wakes from the line (core 0022). A run that

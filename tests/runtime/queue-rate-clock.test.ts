@@ -4,7 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
 import { QUEUE_WORKFLOWS, rated } from './fixtures/queue-workflows.js';
-import { QUEUE_NO_PARTITION, registerQueueStatement } from '../../runtime/worker/queue-slots.js';
+import { registerQueueStatement } from '../../runtime/worker/queue-slots.js';
+import { QUEUE_NO_PARTITION } from '../../runtime/store/queue-partition.js';
 
 /**
  * A rate limit holds in real time (issue 24, item 5): a grant that waited for the queue's lock is

@@ -3,7 +3,8 @@ import { sql } from 'kysely';
 import { createClient, createWorker, type Client } from 'ledgerflow/runtime';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
-import { acquireSlotStatement, QUEUE_NO_PARTITION } from '../../runtime/worker/queue-slots.js';
+import { acquireSlotStatement } from '../../runtime/worker/queue-slots.js';
+import { QUEUE_NO_PARTITION } from '../../runtime/store/queue-partition.js';
 import { concurrencyQueue, fair, limited, perCustomer, QUEUE_WORKFLOWS, queueHandlers, queueProbe, rated } from './fixtures/queue-workflows.js';
 
 /**

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { expect, it } from 'vitest';
-import { requestHash, stableJson } from '../../runtime/worker/request-hash.js';
+import { requestHash } from '../../runtime/worker/request-hash.js';
+import { stableJson } from '../../runtime/store/stable-json.js';
 
 // The ledger compares stored request hashes with new ones: however it is computed, the digest
 // stays sha256 of the key-sorted JSON, in hex.

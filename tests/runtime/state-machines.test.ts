@@ -10,15 +10,15 @@ import {
   EFFECT_TRANSITIONS,
   IllegalTransitionError,
   RUN_TRANSITIONS,
-} from '../../runtime/worker/state-machines.js';
+} from '../../runtime/store/state-machines.js';
 import { settleOwnIntentStatement } from '../../runtime/worker/failure-commits.js';
 import { StepFailure } from '../../runtime/worker/step-errors.js';
 import { compileCase, compileOnly, STATEMENT_CASES, type StatementCase } from './fixtures/sql-statements.js';
 
 // The asserts, spied on (and still asserting), so that building a statement tells which
 // transitions its builder checked.
-vi.mock('../../runtime/worker/state-machines.js', async (importOriginal) => {
-  const actual = await importOriginal<typeof import('../../runtime/worker/state-machines.js')>();
+vi.mock('../../runtime/store/state-machines.js', async (importOriginal) => {
+  const actual = await importOriginal<typeof import('../../runtime/store/state-machines.js')>();
   return {
     ...actual,
     assertRunTransition: vi.fn(actual.assertRunTransition),

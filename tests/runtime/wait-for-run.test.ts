@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createClient, createWorker, WaitTimeoutError, type Client, type Worker } from 'ledgerflow/runtime';
 import { createPgStore } from '../../runtime/store/pg/pg-store.js';
 import type { Store } from '../../runtime/store/store.js';
-import { RUN_SETTLED_CHANNEL } from '../../runtime/client/settled-run-waiters.js';
+import { RUN_SETTLED_CHANNEL } from '../../runtime/store/channels.js';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';

@@ -4,7 +4,7 @@ import { shapeHash, workflow } from 'ledgerflow/dsl';
 import { afterEach, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
 import { bindHandlers, createClient, createWorker, NonRetryableError, type SettledRun, type Store, type Worker } from 'ledgerflow/runtime';
-import { RUN_SETTLED_CHANNEL } from '../../runtime/client/settled-run-waiters.js';
+import { RUN_SETTLED_CHANNEL } from '../../runtime/store/channels.js';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { waitUntil } from './fixtures/run-helpers.js';

@@ -1,6 +1,7 @@
 import { sql, type KyselyPlugin } from 'kysely';
 import { insertRunStatement } from '../../runtime/client/start-run.js';
-import { claimRuns, toLeasedRun } from '../../runtime/worker/claim.js';
+import { claimRuns } from '../../runtime/worker/claim.js';
+import { toLeasedRun } from '../../runtime/store/leased-run.js';
 import { buildRegistry } from '../../runtime/worker/registry.js';
 import { shapeHash } from 'ledgerflow/dsl';
 import { afterEach, beforeAll, expect, it } from 'vitest';

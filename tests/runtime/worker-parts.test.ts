@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { exponentialBackoffMs } from '../../runtime/worker/backoff.js';
-import { RUNS_CHANNEL, RunsSubscription } from '../../runtime/worker/runs-subscription.js';
+import { exponentialBackoffMs } from '../../runtime/backoff.js';
+import { RunsSubscription } from '../../runtime/worker/runs-subscription.js';
+import { RUNS_CHANNEL } from '../../runtime/store/channels.js';
 import type { WorkerEvent } from '../../runtime/worker/worker-events.js';
 import type { Store } from '../../runtime/store/store.js';
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { event, workflow } from 'ledgerflow/dsl';
-import { changedParts, describeFingerprintPart, fingerprintOf } from '../../runtime/worker/workflow-fingerprint.js';
+import { changedParts, describeFingerprintPart, fingerprintOf } from '../../runtime/contracts/workflow-fingerprint.js';
 
 /** The fingerprint a worker registers: per part, so that a difference names the step and the part. */
 const settled = (payload: z.ZodType) => event('payment.settled', payload);

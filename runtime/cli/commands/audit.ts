@@ -1,7 +1,7 @@
 import { createClient } from '../../client/client.js';
 import { defineCommand, integerOption } from '../command.js';
 import { formatTable } from '../format-table.js';
-import { formatJson, formatTime, toJsonDocument } from '../format-values.js';
+import { formatJson, formatTime, toJsonDocument } from '../../presentation/format-values.js';
 
 export const auditCommand = defineCommand({
   name: 'audit',

@@ -1,7 +1,7 @@
 import { createClient } from '../../client/client.js';
 import { compensatingReason, runStatusLabel } from '../../client/run-status-label.js';
 import { defineCommand } from '../command.js';
-import { toJsonDocument } from '../format-values.js';
+import { toJsonDocument } from '../../presentation/format-values.js';
 import { NOTE_OPTIONS, NOTE_OPTIONS_HELP, noteOption } from '../operator-note.js';
 
 export const cancelCommand = defineCommand({

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { assertServable, DEFAULT_DASHBOARD_HOST, DEFAULT_DASHBOARD_PORT, serveDashboard } from '../../dashboard/serve-dashboard.js';
 import { defineCommand, integerOption, UsageError } from '../command.js';
-import { toJsonDocument } from '../format-values.js';
+import { toJsonDocument } from '../../presentation/format-values.js';
 import { DEFAULT_WORKFLOWS_MODULE, loadWorkflowsModule } from '../load-workflows.js';
 
 export const TOKEN_ENV = 'LEDGERFLOW_DASHBOARD_TOKEN';

@@ -5,7 +5,7 @@ import { startDevServer } from '../../dev/dev-server.js';
 import { DEFAULT_MIGRATIONS_DIR } from '../../migrate/migration-source.js';
 import { DEFAULT_DATA_DIR } from '../../store/open-store.js';
 import { defineCommand, integerOption, UsageError } from '../command.js';
-import { toJsonDocument } from '../format-values.js';
+import { toJsonDocument } from '../../presentation/format-values.js';
 import { DEFAULT_WORKFLOWS_MODULE, loadWorkflowsModule, type WorkflowEntry } from '../load-workflows.js';
 
 export const devCommand = defineCommand({

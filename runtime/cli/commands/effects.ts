@@ -2,7 +2,7 @@ import { createClient } from '../../client/client.js';
 import { defineCommand, integerOption } from '../command.js';
 import type { StepEffectRow } from '../../store/tables.js';
 import { formatTable, type Column } from '../format-table.js';
-import { formatTime, toJsonDocument } from '../format-values.js';
+import { formatTime, toJsonDocument } from '../../presentation/format-values.js';
 
 export const effectsCommand = defineCommand({
   name: 'effects',

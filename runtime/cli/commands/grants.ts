@@ -1,6 +1,6 @@
 import { grantRoleProblems, grantStatements, type GrantRoles } from '../../roles/grants.js';
 import { defineCommand, UsageError } from '../command.js';
-import { toJsonDocument } from '../format-values.js';
+import { toJsonDocument } from '../../presentation/format-values.js';
 
 export const grantsCommand = defineCommand({
   name: 'grants',

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { DEFAULT_MIGRATIONS_DIR } from '../../migrate/migration-source.js';
 import { DEFAULT_DATA_DIR } from '../../store/open-store.js';
 import { defineCommand, UsageError } from '../command.js';
-import { toJsonDocument } from '../format-values.js';
+import { toJsonDocument } from '../../presentation/format-values.js';
 import {
   ciWorkflowTemplate,
   HELLO_MIGRATION_NAME,

@@ -9,7 +9,7 @@ import {
 } from '../../limits/payload-limits.js';
 import { defineCommand, integerOption, UsageError } from '../command.js';
 import { formatTable } from '../format-table.js';
-import { formatTime, toJsonDocument } from '../format-values.js';
+import { formatTime, toJsonDocument } from '../../presentation/format-values.js';
 
 const LIMIT_NAMES = Object.keys(LIMIT_OPTIONS) as (keyof PayloadLimits)[];
 

@@ -2,7 +2,7 @@ import { CORE_PREFIX } from '../../migrate/core-migrations.js';
 import { migrate } from '../../migrate/migrate.js';
 import { DEFAULT_MIGRATIONS_DIR } from '../../migrate/migration-source.js';
 import { defineCommand } from '../command.js';
-import { toJsonDocument } from '../format-values.js';
+import { toJsonDocument } from '../../presentation/format-values.js';
 
 export const migrateCommand = defineCommand({
   name: 'migrate',

@@ -1,7 +1,7 @@
 import { pruneRuns } from '../../retention/prune.js';
 import { defineCommand, integerOption, UsageError } from '../command.js';
 import { durationOption } from '../duration-option.js';
-import { toJsonDocument } from '../format-values.js';
+import { toJsonDocument } from '../../presentation/format-values.js';
 
 export const pruneCommand = defineCommand({
   name: 'prune',

@@ -1,9 +1,9 @@
-import type { QueueLimits, RateLimit } from '../../../dsl/queue.js';
 import { createClient } from '../../client/client.js';
 import type { QueuePartitionSummary, QueueSummary } from '../../client/queues.js';
 import { defineCommand, integerOption, UsageError } from '../command.js';
 import { formatTable } from '../format-table.js';
-import { formatTime, toJsonDocument } from '../format-values.js';
+import { formatLimits } from '../../presentation/format-limits.js';
+import { formatTime, toJsonDocument } from '../../presentation/format-values.js';
 import { NOTE_OPTIONS, NOTE_OPTIONS_HELP, noteOption } from '../operator-note.js';
 
 const ACTIONS = ['pause', 'resume'] as const;
@@ -108,26 +108,4 @@ function formatPartitions(queues: readonly QueueSummary[]): string {
     .filter((q) => q.morePartitions === true)
     .map((q) => `${q.name}: more partitions hold slots or have runs waiting than the ${q.partitions?.length ?? 0} listed; --limit <n> lists more.\n`);
   return table + more.join('');
-}
-
-/** `2 at once, 50 per 1s; per partition: 1 at once`, or `none`. */
-export function formatLimits(limits: QueueLimits): string {
-  const own = describeLimits(limits.concurrency, limits.rateLimit);
-  const partition = limits.partition === undefined ? '' : describeLimits(limits.partition.concurrency, limits.partition.rateLimit);
-  if (own === '' && partition === '') return 'none';
-  if (partition === '') return own;
-  return own === '' ? `per partition: ${partition}` : `${own}; per partition: ${partition}`;
-}
-
-function describeLimits(concurrency: number | undefined, rate: RateLimit | undefined): string {
-  return [concurrency !== undefined ? `${concurrency} at once` : '', rate !== undefined ? `${rate.limit} per ${formatPeriod(rate.periodMs)}` : '']
-    .filter((part) => part !== '')
-    .join(', ');
-}
-
-function formatPeriod(ms: number): string {
-  if (ms % 3_600_000 === 0) return `${ms / 3_600_000}h`;
-  if (ms % 60_000 === 0) return `${ms / 60_000}min`;
-  if (ms % 1_000 === 0) return `${ms / 1_000}s`;
-  return `${ms}ms`;
 }

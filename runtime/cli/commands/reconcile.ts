@@ -1,7 +1,7 @@
 import { runReconcilePass } from '../../reconciler/reconciler.js';
 import { defineCommand, integerOption, UsageError } from '../command.js';
 import { formatTable } from '../format-table.js';
-import { toJsonDocument } from '../format-values.js';
+import { toJsonDocument } from '../../presentation/format-values.js';
 import { loadWorkflowsModule, requireRegistrations } from '../load-workflows.js';
 
 export const reconcileCommand = defineCommand({

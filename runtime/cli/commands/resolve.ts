@@ -1,7 +1,7 @@
 import { createClient } from '../../client/client.js';
 import type { EffectResolution } from '../../client/operator.js';
 import { defineCommand, UsageError } from '../command.js';
-import { formatJson, toJsonDocument } from '../format-values.js';
+import { formatJson, toJsonDocument } from '../../presentation/format-values.js';
 import { parseJsonOption } from '../json-option.js';
 import { DEFAULT_WORKFLOWS_MODULE, loadWorkflowsOption } from '../load-workflows.js';
 import { NOTE_OPTIONS, NOTE_OPTIONS_HELP, noteOption } from '../operator-note.js';

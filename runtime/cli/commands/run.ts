@@ -6,8 +6,8 @@ import { MAX_LISTED_CHILDREN, type RunDetails } from '../../client/run-details.j
 import { defineCommand } from '../command.js';
 import { EFFECT_COLUMNS } from './effects.js';
 import { formatFields, formatSection } from '../format-table.js';
-import { formatJson, formatStoredError, formatTime, toJsonDocument } from '../format-values.js';
-import { formatWaitingFor } from '../format-wait.js';
+import { formatJson, formatStoredError, formatTime, toJsonDocument } from '../../presentation/format-values.js';
+import { formatWaitingFor } from '../../presentation/format-wait.js';
 
 export const runCommand = defineCommand({
   name: 'run',

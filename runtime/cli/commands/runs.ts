@@ -4,8 +4,8 @@ import { loadStepDefs, runStepLabel } from '../../client/run-step-label.js';
 import { RUN_STATUSES, type RunStatus, type WorkflowRunRow } from '../../store/tables.js';
 import { defineCommand, integerOption, UsageError } from '../command.js';
 import { formatTable } from '../format-table.js';
-import { formatStoredError, formatTime, toJsonDocument } from '../format-values.js';
-import { formatWaitingFor } from '../format-wait.js';
+import { formatStoredError, formatTime, toJsonDocument } from '../../presentation/format-values.js';
+import { formatWaitingFor } from '../../presentation/format-wait.js';
 
 export const runsCommand = defineCommand({
   name: 'runs',

@@ -3,7 +3,7 @@ import { createClient } from '../../client/client.js';
 import type { ScheduleSummary } from '../../client/schedules.js';
 import { defineCommand, integerOption, UsageError } from '../command.js';
 import { formatTable } from '../format-table.js';
-import { formatStoredError, formatTime, toJsonDocument } from '../format-values.js';
+import { formatStoredError, formatTime, toJsonDocument } from '../../presentation/format-values.js';
 import { NOTE_OPTIONS, NOTE_OPTIONS_HELP, noteOption } from '../operator-note.js';
 
 const ACTIONS = ['pause', 'resume'] as const;

@@ -1,6 +1,6 @@
 import { createClient } from '../../client/client.js';
 import { defineCommand, UsageError } from '../command.js';
-import { toJsonDocument } from '../format-values.js';
+import { toJsonDocument } from '../../presentation/format-values.js';
 import { parseJsonOption } from '../json-option.js';
 import { DEFAULT_WORKFLOWS_MODULE, loadWorkflowsOption } from '../load-workflows.js';
 

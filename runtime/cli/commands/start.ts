@@ -1,7 +1,7 @@
 import { createClient } from '../../client/client.js';
 import type { DebounceOptions } from '../../client/debounce.js';
 import { defineCommand, integerOption, UsageError, type OptionValues, type ParseArgsOptionsConfig } from '../command.js';
-import { formatTime, toJsonDocument } from '../format-values.js';
+import { formatTime, toJsonDocument } from '../../presentation/format-values.js';
 import { parseJsonOption } from '../json-option.js';
 import { DEFAULT_WORKFLOWS_MODULE, loadWorkflowsOption } from '../load-workflows.js';
 import { formatRunDetails } from './run.js';

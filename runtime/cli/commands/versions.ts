@@ -1,7 +1,7 @@
 import { createClient } from '../../client/client.js';
 import { defineCommand } from '../command.js';
 import { formatTable } from '../format-table.js';
-import { formatTime, toJsonDocument } from '../format-values.js';
+import { formatTime, toJsonDocument } from '../../presentation/format-values.js';
 import { loadWorkflowsModule } from '../load-workflows.js';
 
 export const versionsCommand = defineCommand({

@@ -5,7 +5,7 @@ import type { WorkerEvent } from '../../worker/worker-events.js';
 import { defineCommand, integerOption, UsageError } from '../command.js';
 import { contractDrift } from '../contract-check.js';
 import { durationOption } from '../duration-option.js';
-import { formatTime } from '../format-values.js';
+import { formatTime } from '../../presentation/format-values.js';
 import { loadSchedulesExport } from '../load-schedules.js';
 import { loadWorkflowsModule, requireRegistrations } from '../load-workflows.js';
 

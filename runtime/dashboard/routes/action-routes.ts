@@ -2,7 +2,7 @@ import type { Context, Hono } from 'hono';
 import { loadRunDetails, type RunDetails } from '../../client/run-details.js';
 import { compensatingReason, runStatusLabel } from '../../client/run-status-label.js';
 import { describeIssues } from '../../client/validate-input.js';
-import { formatStoredError } from '../../cli/format-values.js';
+import { formatStoredError } from '../../presentation/format-values.js';
 import { render, statusOf, type DashboardContext, type DashboardEnv } from '../dashboard-context.js';
 import { html } from '../html.js';
 import type { EffectResolution, OperatorNote } from '../../client/operator.js';

@@ -1,4 +1,4 @@
-import { formatStoredError, formatTime } from '../../cli/format-values.js';
+import { formatStoredError, formatTime } from '../../presentation/format-values.js';
 import { html, type Html } from '../html.js';
 
 export { formatStoredError, formatTime };

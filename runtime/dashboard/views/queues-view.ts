@@ -1,6 +1,6 @@
 import type { QueueSummary } from '../../client/queues.js';
 import type { ScheduleSummary } from '../../client/schedules.js';
-import { formatLimits } from '../../cli/commands/queues.js';
+import { formatLimits } from '../../presentation/format-limits.js';
 import { html, type Html } from '../html.js';
 import { formatStoredError, formatTime, shortId } from './format.js';
 import { page, statusBadge, type PageContext } from './layout.js';

@@ -2,7 +2,7 @@ import { compensationText, shownAttemptStatus, skippedSteps, type ShownAttemptSt
 import { runStepLabel, type StepDefsByVersion } from '../../client/run-step-label.js';
 import { signalKey } from '../../client/send-event.js';
 import { MAX_LISTED_CHILDREN, type RunDetails } from '../../client/run-details.js';
-import { formatWaitingFor } from '../../cli/format-wait.js';
+import { formatWaitingFor } from '../../presentation/format-wait.js';
 import type { OperatorActionRow, StepAttemptRow } from '../../store/tables.js';
 import { html, type Html } from '../html.js';
 import { auditTable } from './audit-view.js';

@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { MAX_DEDUPE_KEY_LENGTH } from '../../client/start-run.js';
-import { parseStartInput } from '../../client/validate-input.js';
+import { MAX_DEDUPE_KEY_LENGTH, parseStartInput } from '../../client/validate-input.js';
 import { ConflictError, NonRetryableError, PayloadTooLargeError, ValidationError } from '../../errors.js';
 import { faultPoint } from '../../faults/fault-points.js';
 import { SQLSTATE, sqlStateOf } from '../../store/sqlstate.js';

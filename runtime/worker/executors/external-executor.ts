@@ -3,7 +3,8 @@ import { faultPoint } from '../../faults/fault-points.js';
 import type { Json } from '../../store/tables.js';
 import { matchExisting, openIntent, retakeIntent, type EffectClaim, type EffectRow, type OpenedIntent } from '../ledger.js';
 import { commitYield, leaseLost, resultCommit, type ResultEffect } from '../step-commits.js';
-import { isConnectionError, PerformTimeoutError, ResyncNeeded, StepFailure, userCode } from '../step-errors.js';
+import { PerformTimeoutError, ResyncNeeded, StepFailure, userCode } from '../step-errors.js';
+import { isConnectionError } from '../../store/connection-errors.js';
 import {
   bounded,
   commitKnowingOutcome,

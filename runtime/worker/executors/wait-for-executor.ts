@@ -3,7 +3,8 @@ import { faultPoint } from '../../faults/fault-points.js';
 import type { WaitingFor } from '../../store/tables.js';
 import { leaseLost } from '../step-commits.js';
 import { evaluateStepFunction, StepFailure } from '../step-errors.js';
-import { lockEventKeyStatement, openWait, resolveWaitStatement, suspendRun, takeEvent } from '../wait-commits.js';
+import { openWait, resolveWaitStatement, suspendRun, takeEvent } from '../wait-commits.js';
+import { lockEventKeyStatement } from '../../store/event-key-lock.js';
 import { commitKnowingOutcome, commitOutput, keyContext, validateOutput, type StepExecution, type StepExecutor } from './step-execution.js';
 
 /**

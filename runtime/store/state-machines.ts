@@ -1,4 +1,4 @@
-import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js';
+import type { AttemptStatus, EffectStatus, RunStatus } from './tables.js';
 
 /*
  * The three status machines of the runtime — worker, reconciler and client — as data, with
@@ -7,12 +7,14 @@ import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js'
  * not intend cannot happen silently. Same-status entries (`running -> running`, `intent ->
  * intent`) are writes that keep the status and change the row: a lease extended or taken over,
  * an intent re-taken or its next reconcile time moved. tests/runtime/state-machines.test.ts
- * checks that each statement asserts what it writes and that every entry below is used.
+ * checks that each statement asserts what it writes and that every entry below is used. They
+ * live here, beside the statuses they move between (tables.ts), because the worker, the
+ * reconciler and the client all write those statuses.
  *
  * Run (workflow_run.status):
- *   (a run is created `pending` by the client's start; start-run.ts)
+ *   (a run is created `pending` by the client's start; client/start-run.ts)
  *   (none)   --a start for a worker of its own process with a slot free: inserted already claimed,
- *            leased to that worker, its first attempt opened (start-run.ts, `claimedBy`)-->  running  (fencing_token 1)
+ *            leased to that worker, its first attempt opened (client/start-run.ts, `claimedBy`)-->  running  (fencing_token 1)
  *   pending  --a debounced start joins its open window (keep 'last': input and due time replaced),
  *            or finds the window over before any claim (debounce_open = false; client/debounce.ts)-->  pending
  *   pending  --claim (worker; fused into a completion; reconciler)-->  running  (fencing_token + 1)
@@ -44,7 +46,7 @@ import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js'
  *   pending / running / waiting / needs_reconciliation  --client cancel with compensate, fencing_token + 1-->  pending  (compensation = 'cancel')
  *   running  --last compensation committed (or skipped: its step's effect was not recorded)-->  compensated
  *   running  --a compensation exhausted, non-retryable, crash limit; reconciler: not found after exhaustion-->  compensation_failed
- *   running  --a compensation whose step's open intent lookups could not settle (compensation.ts)-->  needs_reconciliation
+ *   running  --a compensation whose step's open intent lookups could not settle (worker/compensation.ts)-->  needs_reconciliation
  *            (`error.awaitedBy` = the compensation, `error.cause` = why it compensates)
  *   needs_reconciliation  --that intent settled by the reconciler or an operator's resolve (the settle's wake)-->  pending
  *   compensation_failed  --an operator's retry (client.retryRun; `compensation` kept: the failed
@@ -84,13 +86,13 @@ import type { AttemptStatus, EffectStatus, RunStatus } from '../store/tables.js'
  *
  * Attempt (step_attempt.status):
  *   (none)   --claim, or the previous step's commit under a held lease-->  running
- *   (none)   --a carried step, written by the run's next commit (carried-prefix.ts)-->  succeeded
+ *   (none)   --a carried step, written by the run's next commit (worker/carried-prefix.ts)-->  succeeded
  *   running  --step committed-->  succeeded
  *   running  --handler/perform/validation failed-->  failed        (counts toward maxAttempts)
  *   running  --lease expired (`LeaseExpired`: the worker crashed or hung; claimed by a worker or the reconciler)-->  abandoned  (counts toward the crash limit)
  *   running  --worker stopped, intent not yet due, parked, run cancelled-->  abandoned  (does not count)
  *   running  --the step suspended the run (waiting)-->  suspended  (does not count)
- * The crash limit is max(maxAttempts, 5) per step (retry.ts `crashLimit`); from a step's second
+ * The crash limit is max(maxAttempts, 5) per step (worker/retry.ts `crashLimit`); from a step's second
  * crash on, the claim opens no attempt and the run backs off, or fails (parks, with an open intent).
  */
 

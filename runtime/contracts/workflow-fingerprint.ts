@@ -2,7 +2,14 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { AnyWorkflow } from '../../dsl/workflow.js';
 import { shapeOf, type StepShape } from '../../dsl/workflow-shape.js';
-import { stableJson } from './request-hash.js';
+import { stableJson } from '../store/stable-json.js';
+
+/*
+ * A loaded workflow version's fingerprint (below). Here, with the other checks that code matches
+ * what was released (registration.ts), and below the worker and the client: the worker registers
+ * the fingerprint when it starts (worker/register-fingerprints.ts), a client's start compares
+ * against it (client/start-run.ts).
+ */
 
 /**
  * What a run in flight depends on that the runtime can read from a loaded definition: the shape

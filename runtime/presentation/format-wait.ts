@@ -1,7 +1,12 @@
 import { signalKey } from '../client/send-event.js';
 import type { Json, WaitingFor, WorkflowRunRow } from '../store/tables.js';
-import { QUEUE_NO_PARTITION } from '../worker/queue-slots.js';
+import { QUEUE_NO_PARTITION } from '../store/queue-partition.js';
 import { formatJson, formatTime } from './format-values.js';
+
+/*
+ * What a waiting run waits for, in a line. Here, below the CLI and the dashboard, because
+ * `ledgerflow runs` and `ledgerflow run` print it as the dashboard's run page does.
+ */
 
 export type WaitingRun = Pick<WorkflowRunRow, 'id' | 'waiting_for' | 'children_open' | 'children_failed'>;
 
@@ -45,7 +50,7 @@ function formatIsoTime(iso: string): string {
   return Number.isNaN(time.getTime()) ? iso : formatTime(time);
 }
 
-/** `workflow_run.waiting_for` as the worker wrote it (wait-commits.ts), or `undefined` if it has another shape. */
+/** `workflow_run.waiting_for` as the worker wrote it (worker/wait-commits.ts), or `undefined` if it has another shape. */
 function waitingForOf(value: Json): WaitingFor | undefined {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
   const { kind, step } = value;

@@ -1,8 +1,11 @@
-// Exponential backoff for the worker's in-process retries: the claim loop after a failed claim,
-// the runs subscription after a lost or refused LISTEN, and a step's re-read while the database
-// is unreachable (`untilReachable`). Each caller keeps its own attempt counter; this module
-// only turns it into a delay. It also spaces an intent's lookups (`reconcileBackoffMs` in
-// `retry.ts`, stored in the database); a run's retry backoff has its own policy (`backoffDelayMs`).
+// Exponential backoff for in-process retries: the worker's claim loop after a failed claim, its
+// start while the database ends sessions, the runs subscription and the client's settled-run
+// subscription after a lost or refused LISTEN, and a step's re-read while the database is
+// unreachable (`untilReachable`). Each caller keeps its own attempt counter; this module only
+// turns it into a delay. It also spaces an intent's lookups (`reconcileBackoffMs` in
+// `worker/retry.ts`, stored in the database); a run's retry backoff has its own policy
+// (`backoffDelayMs`). In runtime/ itself, beside errors.ts, because the worker and the client
+// both back off and there is one backoff.
 
 export interface BackoffOptions {
   /** The delay of the first attempt. */

@@ -4,7 +4,10 @@
  * in-process: when a flight's fenced commit settles a run somebody here waits for, the driver
  * hands over what that commit wrote — status, output, error, in their stored form — and the wait
  * returns it without a statement. Waits of other processes, and of clients without the worker,
- * keep the database path (the settling commit's NOTIFY, a re-read; wait-for-run.ts).
+ * keep the database path (the settling commit's NOTIFY, a re-read; wait-for-run.ts). It lives
+ * with the waits, in the client: the worker makes its one instance, hands it what its flights
+ * settle (worker/worker.ts, worker/run-driver.ts) and offers it to the client with its
+ * `LocalStarts` (local-starts.ts).
  *
  * A watcher, per wait:
  *
@@ -27,7 +30,7 @@
  * lookup, no herd); a run nobody here waits for costs one lookup.
  */
 
-import type { SettledRun } from '../client/run-details.js';
+import type { SettledRun } from './run-details.js';
 
 /** One wait's handle: its answer once this worker settled the run. */
 export interface LocalWatch {

@@ -1,3 +1,9 @@
+/*
+ * How stored values read in a terminal and on a page: database times, compact JSON, stored
+ * errors, and the `--json` documents of the CLI. Here, below the CLI and the dashboard, because
+ * both print the same values the same way and the dashboard does not import the CLI.
+ */
+
 /**
  * Database times, second precision, always UTC so two machines print the same text. PostgreSQL's
  * `infinity` (the `run_after` of a run that waits with no timer) arrives as the number

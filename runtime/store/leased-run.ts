@@ -1,0 +1,80 @@
+import type { Json } from './tables.js';
+
+/*
+ * A run as its holder gets it: the row the claim statement returns (worker/claim.ts) and what the
+ * worker drives. Here, below the client and the worker, because a start for the worker of its own
+ * process inserts its run already claimed and returns the same row (client/start-run.ts,
+ * `insertRunStatement` with `claimedBy`), which that worker then drives like any claimed run.
+ */
+
+/** A run a worker holds under a lease, positioned at its current step. */
+export interface LeasedRun {
+  readonly id: string;
+  readonly workflowName: string;
+  readonly workflowVersion: number;
+  readonly input: Json;
+  readonly currentStep: number;
+  readonly fencingToken: number;
+  /**
+   * The `running` attempt of the current step; `null` when the claim opened none: the workflow
+   * has no step left, or {@link LeasedRun.repeatedCrash} is set.
+   */
+  readonly attempt: number | null;
+  /** Failed attempts of the current step so far (what `maxAttempts` counts). */
+  readonly priorFailures: number;
+  /**
+   * Attempts of the current step abandoned because their lease expired while they ran — the
+   * worker died, hung or lost the database (`LeaseExpired`) — including one this claim closed.
+   */
+  readonly crashes: number;
+  /**
+   * This claim took the run over from a crashed attempt, and the step had crashed before: no
+   * attempt was opened; the worker backs off or, at the crash limit, gives up (`commitCrash`).
+   */
+  readonly repeatedCrash: boolean;
+  /** Checkpointed outputs of the steps before the current one (skipped steps have none). */
+  readonly outputs: Readonly<Record<string, Json>>;
+  /** The run's deadline has passed (database time): it is to be cancelled, not advanced. */
+  readonly overdue: boolean;
+  /** This claim closed an attempt whose worker stopped renewing its lease (it crashed, as far as anyone can tell). */
+  readonly tookOver: boolean;
+  /** The trace context stored when the run was started (`workflow_run.trace_context`); its spans continue it. */
+  readonly traceContext: Json | null;
+}
+
+/** The row the claim statement returns per run (also the shape of a fused claim's JSON array). */
+export interface LeasedRunRow {
+  id: string;
+  workflow_name: string;
+  workflow_version: number;
+  input: Json;
+  current_step: number;
+  fencing_token: number;
+  attempt: number | null;
+  prior_failures: number;
+  crashes: number;
+  repeated_crash: boolean;
+  outputs: Record<string, Json> | null;
+  overdue: boolean;
+  took_over: boolean;
+  trace_context: Json | null;
+}
+
+export function toLeasedRun(row: LeasedRunRow): LeasedRun {
+  return {
+    id: row.id,
+    workflowName: row.workflow_name,
+    workflowVersion: row.workflow_version,
+    input: row.input,
+    currentStep: row.current_step,
+    fencingToken: row.fencing_token,
+    attempt: row.attempt,
+    priorFailures: row.prior_failures,
+    crashes: row.crashes,
+    repeatedCrash: row.repeated_crash,
+    outputs: row.outputs ?? {},
+    overdue: row.overdue === true,
+    tookOver: row.took_over === true,
+    traceContext: row.trace_context ?? null,
+  };
+}
