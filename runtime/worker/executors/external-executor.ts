@@ -44,7 +44,7 @@ export const executeExternal: StepExecutor = async (s) => {
   // The commit that moved the run here wrote this attempt's intent (step-commits.ts NextIntent):
   // step 1 is done, under the same rules, and perform's lease window counts from that commit.
   const earlier = s.intentOpened;
-  if (earlier !== undefined && earlier.claim.attempt === s.attempt) {
+  if (earlier !== undefined) {
     s.trace.keyed(earlier.claim.key);
     return performAndRecord(s, handler, earlier.claim, earlier.committingAt);
   }

@@ -46,7 +46,8 @@ export interface StepExecution {
   readonly carry?: Carry | undefined;
   /**
    * This attempt's intent, already written by the commit that moved the run to this `external`
-   * step (step-commits.ts `NextIntent`): the attempt performs without an intent commit.
+   * step (step-commits.ts `NextIntent`): the attempt performs without an intent commit. The
+   * driver sets it only for the attempt that commit opened.
    */
   readonly intentOpened?: OpenedIntentEarlier | undefined;
   /** The worker's result commits, grouped across runs (group commit); see `CommitQueue`. */
@@ -275,13 +276,19 @@ export function lostLease(signal: AbortLike): LeaseLostError {
 /** The step's key and request hash, computed from the persisted input and earlier outputs. */
 export async function effectClaim(s: StepExecution): Promise<EffectClaim> {
   const context = keyContext(s);
-  const key = evaluateStepFunction(() => s.step.key!(context), `The key function of step "${s.step.name}"`);
-  if (typeof key !== 'string' || key === '') {
-    throw new StepFailure(new TypeError(`The key function of step "${s.step.name}" must return a non-empty string (got ${JSON.stringify(key)}).`));
-  }
+  const key = stepKey(s.step, context);
   s.trace.keyed(key);
   const request = s.step.request ? await userCode(() => s.step.request!(context)) : context;
   return { key, requestHash: requestHash(request), attempt: s.attempt };
+}
+
+/** `step`'s idempotency key for `context`: a {@link StepFailure} when its key function throws or returns no key. */
+function stepKey(step: StepDefinition, context: ReturnType<typeof keyContext>): string {
+  const key = evaluateStepFunction(() => step.key!(context), `The key function of step "${step.name}"`);
+  if (typeof key !== 'string' || key === '') {
+    throw new StepFailure(new TypeError(`The key function of step "${step.name}" must return a non-empty string (got ${JSON.stringify(key)}).`));
+  }
+  return key;
 }
 
 /**
@@ -297,8 +304,7 @@ export function claimAhead(
 ): Omit<EffectClaim, 'attempt'> | undefined {
   if (step.key === undefined) return undefined;
   try {
-    const key: unknown = step.key(context);
-    if (typeof key !== 'string' || key === '') return undefined;
+    const key = stepKey(step, context);
     const request: unknown = step.request === undefined ? context : step.request(context);
     if (typeof (request as { then?: unknown } | null)?.then === 'function') {
       (request as Promise<unknown>).then(undefined, () => {});
