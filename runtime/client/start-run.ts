@@ -12,6 +12,7 @@ import { toLeasedRun, type LeasedRun, type LeasedRunRow } from '../store/leased-
 import { millis } from '../store/millis.js';
 import { assertAttemptTransition, assertRunTransition } from '../store/state-machines.js';
 import type { LocalStarts, StartReservation } from './local-starts.js';
+import { DeferredStart, deferredRun, type DeferredInsert } from './deferred-start.js';
 import { RUNS_CHANNEL } from '../store/channels.js';
 import { describeChanges, fingerprintOf } from '../contracts/workflow-fingerprint.js';
 import { parseDebounce, startDebounced, type DebounceOptions, type DebouncedRunColumns } from './debounce.js';
@@ -67,6 +68,8 @@ export interface WatchedStart {
 /** What a watched start returns: `unmarked` when it claimed its new run for the worker of this process without marking it. */
 export interface WatchedStartedRun extends StartedRun {
   readonly unmarked?: true;
+  /** The run was handed to the worker of this process uninserted: its insert rides on the run's first commit (deferred-start.ts). */
+  readonly deferred?: DeferredInsert;
 }
 
 export interface StartedRun {
@@ -184,10 +187,31 @@ export async function startRun(
   }
   // A watched run claimed for the worker of this process goes in unmarked (see WatchedStart).
   let unmarked = false;
+  let deferred: DeferredStart | undefined;
   const insertHere = async (): Promise<boolean> => {
     const reservation = await local?.reserve(workflow.name, workflow.version);
     if (reservation === undefined) return insert();
     const claimedBy = { ...reservation.lease, step: firstStepOf(workflow) };
+    if (watched !== undefined && options.runId === undefined && dedupeKey === undefined) {
+      // Nothing can name this run but this start: its insert rides on the run's first commit (deferred-start.ts).
+      deferred = new DeferredStart(
+        (msAgo) =>
+          insertRunStatement(
+            {
+              ...columns(undefined, false),
+              // The deadline counts from the hand-over, as the run's creation does.
+              ...(timeoutMs !== undefined ? { deadline_at: sql<Date>`statement_timestamp() - ${millis(msAgo)} + ${millis(timeoutMs)}` } : {}),
+            },
+            { guarded: false, notify: false, claimedBy: { ...claimedBy, startedMsAgo: msAgo } },
+          ),
+        async () => {
+          await statement(true).execute(db);
+        },
+      );
+      reservation.settle([deferredRun(deferred, { id: runId, workflowName: workflow.name, workflowVersion: workflow.version, inputJson, traceContext })]);
+      unmarked = true;
+      return true;
+    }
     const claimed = await insertClaimedLocally(db, reservation, insertRunStatement(columns(undefined, false), { guarded, notify: false, claimedBy }));
     unmarked = watched !== undefined && claimed;
     return claimed;
@@ -195,7 +219,10 @@ export async function startRun(
   // A conflicting row can vanish between the insert and the look-up (the run was deleted);
   // then the insert is simply tried again.
   for (let round = 0; round < 3; round++) {
-    if (await insertHere()) return unmarked ? { runId, created: true, unmarked } : { runId, created: true };
+    if (await insertHere()) {
+      if (deferred !== undefined) return { runId, created: true, unmarked: true, deferred };
+      return unmarked ? { runId, created: true, unmarked } : { runId, created: true };
+    }
     const existing = await findExisting(db, workflow, runId, options.runId !== undefined, dedupeKey, inputJson, onDifferentInput);
     if (existing !== undefined) return existing;
   }
@@ -261,6 +288,12 @@ export interface ClaimedBy {
   readonly leaseMs: number;
   /** The workflow's first step: its attempt 1 is opened by the same statement. */
   readonly step: string;
+  /**
+   * A deferred insert (PendingStart): how long ago, by the worker's clock, the start handed the
+   * run over. The run's `created_at` and its first attempt's `started_at` are set that far back,
+   * as if the row had been inserted then (a deadline likewise counts from then: see `columns`).
+   */
+  readonly startedMsAgo?: number;
 }
 
 interface InsertRunOptions {
@@ -291,14 +324,28 @@ export function insertRunStatement(columns: StartedRunColumns, options: InsertRu
   // Built once per set of columns (a start pays no tree walk), unless a column is an expression
   // with values of its own (a deadline, a debounce window): those are built in full.
   if (names.some((name) => isRawBuilder(columns[name]))) return prepared(buildInsertRun(columns, names, options));
-  const values = [...names.map((name) => columns[name]), ...(claimedBy ? [claimedBy.workerId, claimedBy.leaseMs, claimedBy.step] : [])];
+  const ago = claimedBy?.startedMsAgo;
+  const values = [
+    ...names.map((name) => columns[name]),
+    ...(claimedBy ? [claimedBy.workerId, claimedBy.leaseMs, claimedBy.step] : []),
+    ...(ago !== undefined ? [ago] : []),
+  ];
   return shapeOf(
-    insertRunShapes.for(`${names.join(',')}|${options.guarded}|${options.notify}|${claimedBy !== undefined}`),
+    insertRunShapes.for(`${names.join(',')}|${options.guarded}|${options.notify}|${claimedBy !== undefined}|${ago !== undefined}`),
     values,
     (...slots) =>
       prepared(buildInsertRun(Object.fromEntries(names.map((name, i) => [name, slots[i]])) as StartedRunColumns, names, {
         ...options,
-        ...(claimedBy ? { claimedBy: { workerId: slots[names.length], leaseMs: slots[names.length + 1], step: slots[names.length + 2] } as ClaimedBy } : {}),
+        ...(claimedBy
+          ? {
+              claimedBy: {
+                workerId: slots[names.length],
+                leaseMs: slots[names.length + 1],
+                step: slots[names.length + 2],
+                ...(ago !== undefined ? { startedMsAgo: slots[names.length + 3] } : {}),
+              } as ClaimedBy,
+            }
+          : {}),
       })),
   );
 }
@@ -332,17 +379,20 @@ function buildInsertRun(
   }
   assertRunTransition('none', 'running');
   assertAttemptTransition('none', 'running');
+  // A deferred insert back-dates the run's creation and its first attempt to when the start handed it over.
+  const deferred = claimedBy.startedMsAgo !== undefined;
+  const startedAt = deferred ? sql`statement_timestamp() - ${millis(claimedBy.startedMsAgo)}` : sql`statement_timestamp()`;
   return sql<LeasedRunRow>`
     WITH inserted AS (
-      INSERT INTO ledgerflow.workflow_run (${sql.join(names.map((name) => sql.ref(name)))}, status, lease_owner, lease_expires_at, fencing_token, updated_at)
-      SELECT ${sql.join(values)}, 'running', ${claimedBy.workerId}::text, statement_timestamp() + ${millis(claimedBy.leaseMs)}, 1, statement_timestamp()
+      INSERT INTO ledgerflow.workflow_run (${sql.join(names.map((name) => sql.ref(name)))}, status, lease_owner, lease_expires_at, fencing_token, updated_at${sql.raw(deferred ? ', created_at' : '')})
+      SELECT ${sql.join(values)}, 'running', ${claimedBy.workerId}::text, statement_timestamp() + ${millis(claimedBy.leaseMs)}, 1, statement_timestamp()${deferred ? sql`, ${startedAt}` : sql``}
       ${guard}
       ON CONFLICT DO NOTHING
       RETURNING id, workflow_name, workflow_version, input, current_step, fencing_token, deadline_at, trace_context
     ),
     opened AS (
       INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at)
-      SELECT i.id, ${claimedBy.step}::text, 1, 'running', i.fencing_token, ${claimedBy.workerId}::text, statement_timestamp()
+      SELECT i.id, ${claimedBy.step}::text, 1, 'running', i.fencing_token, ${claimedBy.workerId}::text, ${startedAt}
         FROM inserted i
       RETURNING run_id, attempt
     )

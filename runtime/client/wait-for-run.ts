@@ -5,6 +5,7 @@ import type { LedgerflowDatabase, RunStatus } from '../store/tables.js';
 import type { SettledRun } from './run-details.js';
 import { isSettled, watchRunStatement, type SettledRunWaiters } from './settled-run-waiters.js';
 import type { WatchedStartedRun } from './start-run.js';
+import type { DeferredInsert } from './deferred-start.js';
 import { assertRunId } from './validate-input.js';
 import { isConnectionError } from '../store/connection-errors.js';
 import type { LocalWaiters } from './local-waiters.js';
@@ -94,6 +95,8 @@ export async function waitForRun(
     // The run is marked — or needs no mark yet: `unmarked`, held by a flight here that answers.
     let marked = false;
     let unmarked = false;
+    // A run handed to the worker here uninserted (deferred-start.ts): it has a row only once its insert committed.
+    let deferred: DeferredInsert | undefined;
     if (start !== undefined) {
       const started = await start();
       if (started.runId !== runId) return await waitForRun(db, waiters, started.runId, wait, local);
@@ -102,6 +105,7 @@ export async function waitForRun(
         current = true;
         marked = true;
         unmarked = started.unmarked === true;
+        deferred = started.deferred;
       }
     } else if (here?.driven() === true) {
       // A flight of this worker drives the run now (start, then wait): it answers, or its end wakes
@@ -116,7 +120,15 @@ export async function waitForRun(
       const driven = here?.driven() === true;
       // Inserted unmarked and no flight here drives it any more (released, rescheduled, suspended,
       // aborted, never launched): mark it now, before reading — a later settle then notifies.
-      if (unmarked && !driven) [unmarked, marked, current] = [false, false, false];
+      if (unmarked && !driven) {
+        // Not inserted by the worker before its flight ended: the start inserts it itself, as without a worker.
+        if (deferred !== undefined) {
+          const outcome = await within(deferred.outcome, wait.deadline - Date.now());
+          if (outcome === undefined) throw timedOut(runId, wait, status, undefined);
+          if (outcome === 'given-up') await deferred.insertUnclaimed();
+        }
+        [unmarked, marked, current, deferred] = [false, false, false, undefined];
+      }
       // Woken while a flight of this process drives the run (its own settling commit's
       // notification, heard first): that flight answers, or its end wakes this wait. Timers read.
       const flightAnswers = woken === 'woken' && marked && driven;
@@ -147,6 +159,16 @@ export async function waitForRun(
   } finally {
     here?.unwatch();
     watch.release();
+  }
+}
+
+/** `promise`'s value, or `undefined` if it has not settled within `ms`. */
+async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([promise, new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), Math.max(0, ms))))]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

@@ -29,6 +29,7 @@ export const FAULT_POINTS = [
   'before-wait-commit',
   'after-child-batch',
   'after-queue-slot',
+  'before-start-insert',
 ] as const;
 
 export type FaultPointName = (typeof FAULT_POINTS)[number];

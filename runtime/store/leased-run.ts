@@ -1,4 +1,5 @@
-import type { Json } from './tables.js';
+import type { Kysely } from 'kysely';
+import type { Json, LedgerflowDatabase } from './tables.js';
 
 /*
  * A run as its holder gets it: the row the claim statement returns (worker/claim.ts) and what the
@@ -40,6 +41,8 @@ export interface LeasedRun {
   readonly tookOver: boolean;
   /** The trace context stored when the run was started (`workflow_run.trace_context`); its spans continue it. */
   readonly traceContext: Json | null;
+  /** Set on a run a start of this process has not inserted yet: its insert rides on the run's first commit. */
+  readonly pendingStart?: PendingStart;
 }
 
 /** The row the claim statement returns per run (also the shape of a fused claim's JSON array). */
@@ -77,4 +80,37 @@ export function toLeasedRun(row: LeasedRunRow): LeasedRun {
     tookOver: row.took_over === true,
     traceContext: row.trace_context ?? null,
   };
+}
+
+/**
+ * A run a `startAndWait` of this process handed to its worker BEFORE inserting it: its insert
+ * rides on the run's first commit (DESIGN.md "The start rides on the run's first commit";
+ * client/start-run.ts makes it, the worker drives the run it is attached to). Until
+ * {@link PendingStart.inserted}, the run has no row: nothing but its flight knows it.
+ *
+ *   pending ──insertWithin(trx)──▶ in a transaction ──transactionEnded(true)──▶ inserted
+ *                                  in a transaction ──transactionEnded(false)──▶ pending
+ *   pending ──insertAlone(db) committed──▶ inserted      (failed: pending)
+ *   pending ──flightEnded()──▶ given up (the start inserts it itself, unclaimed)
+ *
+ * One insert at a time: `insertAlone` waits for a transaction that carries the insert to end.
+ * Every insert is `ON CONFLICT DO NOTHING` under a random run id only this start knows, so an
+ * insert that finds the row finds this run's own (one whose earlier insert's outcome was unknown).
+ */
+export interface PendingStart {
+  /** The run's insert is known committed. */
+  readonly inserted: boolean;
+  /** A transaction that carries the insert is open (nobody else can see the run; its commit renews the lease). */
+  readonly inTransaction: boolean;
+  /** Makes sure the row exists, as its own commit: what every commit but a transactional step's does first. */
+  insertAlone(db: Kysely<LedgerflowDatabase>): Promise<void>;
+  /**
+   * Sends the insert as a statement of `trx`, the transaction of the run's first commit; `false`
+   * (nothing sent) when the row exists already. After `true`, `transactionEnded` must follow.
+   */
+  insertWithin(trx: Kysely<LedgerflowDatabase>): Promise<boolean>;
+  /** That transaction committed (`true`) or was rolled back or its outcome is unknown (`false`). */
+  transactionEnded(committed: boolean): void;
+  /** The flight driving the run is over: a run not inserted by then is given back to its start. */
+  flightEnded(): void;
 }

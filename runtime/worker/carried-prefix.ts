@@ -21,7 +21,10 @@ import { assertAttemptTransition, assertRunTransition } from '../store/state-mac
  * last commit, is closed; the others are inserted finished, attempt 1: a step the run never
  * reached has no attempt yet), with start and end times on database time — the commit's
  * `statement_timestamp()` less what the worker measured since — so attempt history reads the same
- * as if each step had committed alone.
+ * as if each step had committed alone. The first attempt's start, written by an earlier statement,
+ * is moved back if this statement's measures put it earlier (two statements' clock readings differ
+ * by their transit: a start deferred to the run's first commit is inserted by the statement just
+ * before, its start estimated the same way), so that history sorted by time keeps step order.
  */
 
 /** A step whose result waits in memory for the run's next commit. */
@@ -140,7 +143,9 @@ export function carryCtes(lease: Lease, workflow: { readonly name: string; reado
     ),
     carried_first AS (
       UPDATE ledgerflow.step_attempt
-         SET status = 'succeeded', finished_at = statement_timestamp() - (SELECT c.finished_ago FROM carried c WHERE c.first) * interval '1 millisecond'
+         SET status = 'succeeded', finished_at = statement_timestamp() - (SELECT c.finished_ago FROM carried c WHERE c.first) * interval '1 millisecond',
+             -- Opened by an earlier statement, on its own clock reading: never after the start this statement's measures put it at.
+             started_at = LEAST(started_at, statement_timestamp() - (SELECT c.started_ago FROM carried c WHERE c.first) * interval '1 millisecond')
        WHERE run_id = ${lease.runId} AND step_name = ${first.step.name} AND attempt = ${first.attempt} AND status = 'running'
          AND EXISTS (SELECT 1 FROM fenced)
       RETURNING 1

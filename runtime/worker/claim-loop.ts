@@ -246,7 +246,10 @@ export class ClaimLoop {
       for (const run of runs) this.#launch(run);
       return;
     }
-    const leases = runs.map((run) => ({ runId: run.id, fencingToken: run.fencingToken }));
+    // A start's run not inserted yet has no lease to give back: its start inserts it itself, unclaimed.
+    for (const run of runs) run.pendingStart?.flightEnded();
+    const leases = runs.filter((run) => run.pendingStart === undefined).map((run) => ({ runId: run.id, fencingToken: run.fencingToken }));
+    if (leases.length === 0) return;
     const releasing = releaseLeases(this.#ctx.db, leases, `worker ${this.#ctx.workerId} was stopping when it claimed the run`)
       .then(() => {})
       .catch((error: unknown) => this.#ctx.emit({ type: 'error', where: 'stop', error: serializeError(error) }))

@@ -1,3 +1,5 @@
+import type { PendingStart } from '../store/leased-run.js';
+
 // A flight: one claimed run being driven by this worker under one lease. The worker owns the
 // map of flights (keyed by `flightKey`); the claim loop reads how many there are and which
 // leases they hold, the lease keeper renews them and aborts the ones it cannot renew.
@@ -19,6 +21,8 @@ export interface Flight {
   done: Promise<void>;
   /** Its completion commit claimed for the slot it frees (fused), so the claim loop need not. */
   refilled: boolean;
+  /** A run a start of this process handed over uninserted: the lease keeper inserts it if no commit has yet. */
+  readonly pendingStart?: PendingStart;
 }
 
 /** A flight is one lease: a run id AND its fencing token (a stale flight of the run may still be around). */

@@ -69,9 +69,9 @@ export class LeaseKeeper {
     this.#renewing = true;
     try {
       await faultPoint('before-lease-renewal');
-      const held = [...flights.values()].filter((f) => !f.abort.aborted);
       const sentAt = performance.now();
-      const { lost } = await renewLeases(db, held, leaseMs);
+      const held = this.#insertPendingStarts([...flights.values()].filter((f) => !f.abort.aborted), sentAt);
+      const { lost } = held.length === 0 ? { lost: [] } : await renewLeases(db, held, leaseMs);
       const lostFlights = new Set(lost.map((l) => flightKey(l.runId, l.fencingToken)));
       for (const flight of held) {
         if (lostFlights.has(flightKey(flight.runId, flight.fencingToken))) {
@@ -86,5 +86,32 @@ export class LeaseKeeper {
     } finally {
       this.#renewing = false;
     }
+  }
+
+  /**
+   * The flights whose leases the renewal renews. A run a start of this process handed over
+   * uninserted (`PendingStart`) has no row to renew: one whose insert rides in an open
+   * transaction is invisible to everyone else and that transaction's commit sets its lease, so
+   * it counts as renewed; any other is inserted now, alone — not awaited by this renewal, which
+   * must not wait for a transaction that may have begun meanwhile — so that a run is in the
+   * database within about one heartbeat of its start however long its first steps take. One whose
+   * insert fails is not counted renewed: its start inserts it once its flight ends.
+   */
+  #insertPendingStarts(flights: readonly Flight[], sentAt: number): Flight[] {
+    const renewed: Flight[] = [];
+    for (const flight of flights) {
+      const pending = flight.pendingStart;
+      if (pending === undefined || pending.inserted) renewed.push(flight);
+      else if (pending.inTransaction) flight.renewedAt = sentAt;
+      else {
+        pending.insertAlone(this.#ctx.db).then(
+          () => {
+            flight.renewedAt = Math.max(flight.renewedAt, sentAt);
+          },
+          (error: unknown) => this.#ctx.emit({ type: 'error', where: 'heartbeat', error: serializeError(error) }),
+        );
+      }
+    }
+    return renewed;
   }
 }

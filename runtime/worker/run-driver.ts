@@ -15,6 +15,7 @@ import {
   commitKnowingOutcome,
   commitOutput,
   commitSkipped,
+  insertStart,
   lostLease,
   stepWanted,
   untilReachable,
@@ -250,6 +251,7 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: Flight
             carryOn(undefined);
             continue;
           }
+          await insertStart(execution);
           result = await commitSkipped(execution);
         } else if (step.kind === 'step' && !asksForSlot(workflow, step, runSlotHeld)) {
           const output = await trace.within(runStepHandler, execution);
@@ -257,6 +259,7 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: Flight
             carryOn(output);
             continue;
           }
+          await insertStart(execution);
           result = await commitKnowingOutcome(execution, () => commitOutput(execution, output), { retry: true });
         } else {
           // A transactional step writes the carry in its own transaction; anything else commits it first.
@@ -343,6 +346,7 @@ const REFUSAL_BACKOFF = { firstMs: 200, maxMs: 5_000 } as const;
  * reconciler like those of any cancelled run.
  */
 async function cancelAtDeadline(ctx: DriverContext, s: StepExecution): Promise<void> {
+  await insertStart(s);
   const compensateFrom = compensationStart(s.workflow, s.step);
   const cancelled = await commitKnowingOutcome(
     s,
@@ -390,6 +394,7 @@ async function settleCrash(ctx: DriverContext, run: LeasedRun, workflow: Registe
  * commit that reports it before a step). Nothing to do without a carry.
  */
 async function flushBefore(ctx: DriverContext, s: StepExecution): Promise<'flushed' | 'overdue'> {
+  await insertStart(s);
   const carry = s.carry;
   if (carry === undefined || carry.written) return 'flushed';
   const flushed = await commitKnowingOutcome(
@@ -463,6 +468,15 @@ function asksForSlot(workflow: RegisteredWorkflow, step: StepDefinition, runSlot
 async function recover(ctx: DriverContext, s: StepExecution, error: unknown, resyncs: number): Promise<LeasedRun | undefined> {
   const { lease, step } = s;
   const recorded = !(error instanceof LeaseLostError || error instanceof ResyncNeeded || isConnectionError(error));
+  if (recorded && s.run.pendingStart?.inserted === false) {
+    try {
+      await insertStart(s);
+    } catch (insertError) {
+      // Not in the database: nothing to record the failure on. The flight ends; its start inserts the run itself.
+      ctx.emit({ type: 'error', where: 'run', runId: lease.runId, error: serializeError(insertError) });
+      return undefined;
+    }
+  }
   if (recorded && s.carry !== undefined && !s.carry.written) {
     try {
       if ((await flushBefore(ctx, s)) === 'overdue') return undefined;

@@ -450,6 +450,7 @@ class WorkerRuntime implements Worker {
       renewedAt: performance.now(),
       done: Promise.resolve(),
       refilled: false,
+      ...(run.pendingStart !== undefined ? { pendingStart: run.pendingStart } : {}),
     };
     const key = flightKey(run.id, run.fencingToken);
     this.#flights.set(key, flight);
@@ -474,6 +475,8 @@ class WorkerRuntime implements Worker {
       .catch((error: unknown) => this.#emit({ type: 'error', where: 'run', runId: run.id, error: serializeError(error) }))
       .finally(() => {
         this.#flights.delete(key);
+        // Before the waits look again: a start's run not inserted by now is its start's to insert.
+        run.pendingStart?.flightEnded();
         this.#waiters.flightOver(run.id);
         this.#claims.flightEnded(flight);
         for (const waiter of this.#idleWaiters) waiter();

@@ -81,7 +81,7 @@ const registrations: WorkflowRegistration[] = [
 ];
 
 /** Fault points the order's steps reach: each is a step boundary of some kind. */
-const REACHED: readonly FaultPointName[] = FAULT_POINTS.filter((p) => p !== 'after-queue-slot' && p !== 'before-wait-commit');
+const REACHED: readonly FaultPointName[] = FAULT_POINTS.filter((p) => p !== 'after-queue-slot' && p !== 'before-wait-commit' && p !== 'before-start-insert');
 
 describeStores('step outputs keep one form across reloads', (getStore, kind) => {
   beforeAll(() => migrateForTest(getStore(), WORKFLOWS));

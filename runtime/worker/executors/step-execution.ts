@@ -366,3 +366,13 @@ export async function untilReachable<T>(s: Pick<StepExecution, 'lease'>, read: (
     }
   }
 }
+
+/**
+ * A run a start of this process handed over uninserted (`PendingStart`, client/deferred-start.ts)
+ * gets its row, as its own commit, before any commit but a transactional step's — which inserts
+ * it first in its own transaction (step-transaction.ts): the start rides on that commit.
+ */
+export async function insertStart(s: StepExecution): Promise<void> {
+  const pending = s.run.pendingStart;
+  if (pending !== undefined && !pending.inserted) await pending.insertAlone(s.db);
+}

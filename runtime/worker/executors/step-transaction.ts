@@ -54,6 +54,10 @@ export class StepTransaction {
   #handlerEnded: 'committed' | 'rolled back' | undefined;
   /** The carried steps this transaction wrote when it opened: written for good at its COMMIT. */
   #carried: Carry | undefined;
+  /** This transaction inserted the run its start handed over uninserted (`PendingStart`): told how it ended. */
+  #insertsStart = false;
+  /** Its COMMIT was answered. */
+  #committed = false;
 
   constructor(
     private readonly s: StepExecution,
@@ -104,6 +108,7 @@ export class StepTransaction {
       const { carry: _written, ...withoutCarry } = params;
       const result = await advanceRun(conn, withoutCarry);
       await sql`${sql.raw(result.fenced ? 'COMMIT' : 'ROLLBACK')}`.execute(conn);
+      this.#committed = result.fenced;
       this.#state = 'closed';
       this.#finish();
       if (result.fenced && this.#carried !== undefined) this.#carried.written = true;
@@ -150,6 +155,10 @@ export class StepTransaction {
   }
 
   #finish(): void {
+    if (this.#insertsStart) {
+      this.#insertsStart = false;
+      this.s.run.pendingStart?.transactionEnded(this.#committed);
+    }
     this.#release?.();
     this.#release = undefined;
     this.#conn = undefined;
@@ -193,6 +202,12 @@ export class StepTransaction {
         .execute(held.conn);
       await faultPoint('opening-step-transaction');
       if (this.#state !== 'opening') throw this.#endedWhileOpening();
+      // A run its start handed over uninserted: its insert rides on this transaction, first in it (deferred-start.ts).
+      const pending = this.s.run.pendingStart;
+      if (pending !== undefined && !pending.inserted) {
+        this.#insertsStart = await pending.insertWithin(held.conn);
+        if (this.#state !== 'opening') throw this.#endedWhileOpening();
+      }
       const carry = this.s.carry;
       let opened: OpenedTransactionalEffect;
       if (carry !== undefined && !carry.written) {

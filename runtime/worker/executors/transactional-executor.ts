@@ -11,6 +11,7 @@ import {
   commitKnowingOutcome,
   effectClaim,
   handlerContext,
+  insertStart,
   validateOutput,
   type HandlerSignal,
   type StepExecution,
@@ -72,6 +73,8 @@ export const executeTransactional: StepExecutor = async (s) => {
       ? { key: claim.key, mode: 'fill-recorded', attempt: s.attempt }
       : { key: claim.key, mode: 'insert-recorded', attempt: claim.attempt, requestHash: claim.requestHash },
   );
+  // Without a transaction, a start not inserted yet commits alone first (its transaction would have carried it).
+  if (!tx.began) await insertStart(s);
   const result = await commitKnowingOutcome(s, () => (tx.began ? tx.commit(commit) : s.commits.advance(commit)), { retry: false });
   if (result.effectExists === true) return reuseRecorded(s, claim);
   if (!result.fenced) throw leaseLost(s.lease, tx.began ? 'the transactional step (handler writes included)' : 'the transactional step');
@@ -121,6 +124,7 @@ async function reuseRecorded(s: StepExecution, claim: EffectClaim): Promise<Step
   }
   const output = row.effect;
   const commit = resultCommit(s, output, { key: claim.key, mode: 'reference' });
+  await insertStart(s);
   const result = await commitKnowingOutcome(s, () => s.commits.advance(commit), { retry: true });
   if (!result.fenced) throw leaseLost(s.lease, 'the transactional step (reusing its ledger row)');
   return { kind: 'advanced', output, continuation: commit.continuation.kind, nextAttempt: result.nextAttempt, reused: true, claimed: result.claimed, overdue: result.overdue };

@@ -51,7 +51,9 @@
     ),
     carried_first AS (
       UPDATE ledgerflow.step_attempt
-         SET status = 'succeeded', finished_at = statement_timestamp() - (SELECT c.finished_ago FROM carried c WHERE c.first) * interval '1 millisecond'
+         SET status = 'succeeded', finished_at = statement_timestamp() - (SELECT c.finished_ago FROM carried c WHERE c.first) * interval '1 millisecond',
+             -- Opened by an earlier statement, on its own clock reading: never after the start this statement's measures put it at.
+             started_at = LEAST(started_at, statement_timestamp() - (SELECT c.started_ago FROM carried c WHERE c.first) * interval '1 millisecond')
        WHERE run_id = $9 AND step_name = $10 AND attempt = $11 AND status = 'running'
          AND EXISTS (SELECT 1 FROM fenced)
       RETURNING 1
