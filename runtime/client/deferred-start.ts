@@ -94,7 +94,11 @@ export class DeferredStart implements PendingStart, DeferredInsert {
 
   flightEnded(): void {
     if (this.#state === 'inserted' || this.#state === 'given-up') return;
-    // A flight ends only once its commits have returned: no insert of it is under way.
+    // The lease keeper's insert may still be on its way (the flight's own have returned): its answer decides.
+    if (this.#busy !== undefined) {
+      void this.#busy.then(() => this.flightEnded());
+      return;
+    }
     this.#state = 'given-up';
     this.#resolve('given-up');
   }

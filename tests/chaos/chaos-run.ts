@@ -26,7 +26,7 @@ import {
   pickingQueue,
   type ChaosFulfilInput,
 } from './fixtures/chaos-fulfil-workflow.js';
-import { checkFulfilInvariants, checkInvariants, type FulfilReport, type InvariantReport } from './invariants.js';
+import { checkFulfilInvariants, checkInvariants, LOCAL_ACKED_LINE, LOCAL_ORDER_PREFIX, type FulfilReport, type InvariantReport } from './invariants.js';
 import { chaosRefundInputs, checkCompensationInvariants, type CompensationReport } from './compensation-invariants.js';
 import { chaosRefund } from './fixtures/chaos-refund-workflow.js';
 import { FakeRefundDesk, refundDeskRoutes } from '../support/refund-desk.js';
@@ -53,6 +53,11 @@ export interface ChaosOptions {
   readonly tickMs: { readonly min: number; readonly max: number };
   /** After the chaos, how long fault-free workers get to finish everything. */
   readonly settleTimeoutMs: number;
+  /**
+   * Runs each chaos worker process starts for itself with `startAndWait`, one at a time (their
+   * inserts ride on their first commits; fixtures/chaos-worker.ts). Default 3.
+   */
+  readonly localStartsPerWorker?: number;
   readonly log: (line: string) => void;
 }
 
@@ -64,6 +69,8 @@ export interface ChaosOutcome {
   readonly compensation: CompensationReport;
   /** Events the controller sent, resends with the same dedupe key included. */
   readonly eventsSent: number;
+  /** Runs the workers started for themselves whose `startAndWait` returned them completed (each checked present and completed). */
+  readonly localAcked: number;
   /** The most `chaos-picking` slots held at once, sampled from the database during the run. */
   readonly maxPickingSlots: number;
   readonly fleet: FleetCounters;
@@ -175,10 +182,16 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
   };
   await admin((c) => c.query('CREATE DATABASE chaos'));
   const store = createPgStore({ connectionString: databaseUrl, applicationName: 'chaos-controller', maxConnections: 4 });
+  // Runs the workers started for themselves and reported completed: order id → run id.
+  const localAcked = new Map<string, string>();
   const fleet = new WorkerFleet({
     size: options.workers,
     random,
     log: options.log,
+    onLine: (line) => {
+      const [marker, orderId, runId] = line.split(' ');
+      if (marker === LOCAL_ACKED_LINE && orderId !== undefined && runId !== undefined) localAcked.set(orderId, runId);
+    },
     // A worker parked at a fault point is, half of the time, killed right there.
     killAtFault: () => random.next() < 0.5,
     env: (spawnIndex) => ({
@@ -186,6 +199,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       CHAOS_FAKES_URL: fakes.url,
       CHAOS_LEASE_MS: String(LEASE_MS),
       CHAOS_CONCURRENCY: String(options.concurrency),
+      CHAOS_LOCAL_STARTS: String(options.localStartsPerWorker ?? 3),
+      CHAOS_LOCAL_SEED: String(options.seed * 1_000 + spawnIndex),
       LEDGERFLOW_FAULTS: JSON.stringify(faultSpec(options.seed * 1_000 + spawnIndex)),
     }),
   });
@@ -362,6 +377,21 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     await pruner;
 
     const report = await checkInvariants(databaseUrl, chaosOrder.name, { payments, email });
+    // A start acknowledged completed is a run in the database, completed, under the id it returned.
+    const localRows = await store.db
+      .selectFrom('ledgerflow.workflow_run')
+      .select(['id', 'status', sql<string>`input->>'orderId'`.as('order_id')])
+      .where('workflow_name', '=', chaosOrder.name)
+      .where(sql<boolean>`input->>'orderId' LIKE ${`${LOCAL_ORDER_PREFIX}%`}`)
+      .execute();
+    const localByOrder = new Map(localRows.map((row) => [row.order_id, row]));
+    const localViolations: string[] = [];
+    for (const [orderId, runId] of localAcked) {
+      const row = localByOrder.get(orderId);
+      if (row === undefined) localViolations.push(`local start ${orderId} returned run ${runId} completed, but no run of it is in the database`);
+      else if (row.id !== runId || row.status !== 'completed') localViolations.push(`local start ${orderId} returned run ${runId} completed; the database has run ${row.id} ${row.status}`);
+    }
+    if (localRows.length !== localByOrder.size) localViolations.push(`${localRows.length - localByOrder.size} local order(s) have more than one run`);
     const fulfil = await checkFulfilInvariants(databaseUrl, fulfilments);
     const compensation = await checkCompensationInvariants(databaseUrl, refundOrders, { payments, refunds });
     const seconds = (performance.now() - started) / 1000;
@@ -385,13 +415,15 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       `max-picking-slots=${maxPickingSlots}/${PICKING_CONCURRENCY} ` +
       `refund-runs=${compensation.runs} compensated=${compensation.compensated} compensation-failed=${compensation.compensationFailed} refunds=${compensation.refunds} ` +
       `cancelled=${compensation.cancelled} charges-taken-over=${compensation.takenOver} ` +
+      `local-runs=${report.localRuns} local-acked=${localAcked.size} ` +
       `events-sent=${eventsSent} events-stored=${fulfil.events} events-taken=${fulfil.consumed} events-pruned=${fulfil.pruned} ` +
       `unexpected-exits=${c.unexpectedExits} duplicates found=${report.duplicates + fulfil.duplicates + compensation.duplicates} ` +
       `violations=${report.violations.length + fulfil.violations.length + compensation.violations.length} ` +
       `in ${seconds.toFixed(0)} s`;
     return {
       options,
-      report,
+      report: { ...report, violations: [...report.violations, ...localViolations] },
+      localAcked: localAcked.size,
       fulfil,
       compensation,
       eventsSent,

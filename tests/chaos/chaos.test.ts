@@ -40,6 +40,8 @@ it(
     expect(outcome.maxPickingSlots, replay).toBeLessThanOrEqual(2);
     expect(outcome.maxPickingSlots, replay).toBeGreaterThan(0);
     expect(outcome.report.runs, replay).toBe(profile.runs);
+    // Runs the workers started for themselves (their inserts on their first commits) took part.
+    expect(outcome.localAcked, `${outcome.summary}\n${replay}`).toBeGreaterThan(0);
     expect(outcome.report.completed, replay).toBe(profile.runs);
     expect(outcome.unexpectedExits, `workers died without being killed; ${replay}`).toEqual([]);
     // The run must have exercised what it claims to: otherwise it proves nothing.

@@ -37,6 +37,8 @@ export interface FleetOptions {
   readonly entry?: string;
   /** Hears every worker's exit, by its CHAOS_WORKER_NAME (the composition fuzzer closes its handler spans). */
   readonly onExit?: (name: string) => void;
+  /** Hears every line a worker writes on stderr. */
+  readonly onLine?: (line: string) => void;
 }
 
 interface Slot {
@@ -190,6 +192,7 @@ export class WorkerFleet {
       const lines = (slot.partialLine + text).split('\n');
       slot.partialLine = lines.pop() ?? '';
       for (const line of lines) {
+        this.#options.onLine?.(line);
         if (line === CHAOS_READY_LINE && slot.child === child) slot.ready = true;
         const firing = parseFaultLogLine(line);
         if (firing === undefined) continue;

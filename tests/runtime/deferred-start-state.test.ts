@@ -1,0 +1,101 @@
+import type { Kysely, RawBuilder } from 'kysely';
+import { describe, expect, it } from 'vitest';
+import { DeferredStart } from '../../runtime/client/deferred-start.js';
+import type { LeasedRunRow } from '../../runtime/store/leased-run.js';
+import type { LedgerflowDatabase } from '../../runtime/store/tables.js';
+
+/**
+ * The `PendingStart` state machine (client/deferred-start.ts) on its own: one insert at a time,
+ * a transaction's end deciding, a flight's end giving the run back only once no insert is on its
+ * way. The statements are stand-ins that record where they were sent; the database paths are in
+ * deferred-start.test.ts.
+ */
+function harness() {
+  const sent: string[] = [];
+  const gates: Array<{ where: string; release: (ok: boolean) => void }> = [];
+  const db = { name: 'db' } as unknown as Kysely<LedgerflowDatabase>;
+  const trx = { name: 'trx' } as unknown as Kysely<LedgerflowDatabase>;
+  let unclaimed = 0;
+  const start = new DeferredStart(
+    (msAgo) =>
+      ({
+        execute: (on: { name: string }) => {
+          sent.push(`${on.name} ${msAgo >= 0 ? 'back-dated' : 'ahead?'}`);
+          return new Promise((resolve, reject) => gates.push({ where: on.name, release: (ok) => (ok ? resolve({ rows: [] }) : reject(new Error('lost'))) }));
+        },
+      }) as unknown as RawBuilder<LeasedRunRow>,
+    async () => {
+      unclaimed += 1;
+    },
+  );
+  return { start, db, trx, sent, gates, unclaimed: () => unclaimed };
+}
+
+const tick = () => new Promise((resolve) => setImmediate(resolve));
+
+describe('a deferred start', () => {
+  it('inserted alone: one statement however many ask at once; inserted for good once it committed', async () => {
+    const h = harness();
+    const a = h.start.insertAlone(h.db);
+    const b = h.start.insertAlone(h.db);
+    await tick();
+    expect(h.sent).toEqual(['db back-dated']);
+    h.gates[0]!.release(true);
+    await Promise.all([a, b]);
+    expect(h.start.inserted).toBe(true);
+    expect(await h.start.insertWithin(h.trx)).toBe(false);
+    expect(h.sent).toHaveLength(1);
+    expect(await h.start.outcome).toBe('inserted');
+  });
+
+  it('inside a transaction: pending again when it rolls back, inserted when it commits; an insert alone meanwhile waits for its end', async () => {
+    const h = harness();
+    const within = h.start.insertWithin(h.trx);
+    await tick();
+    h.gates[0]!.release(true);
+    expect(await within).toBe(true);
+    expect(h.start.inTransaction).toBe(true);
+    const alone = h.start.insertAlone(h.db);
+    await tick();
+    expect(h.sent).toEqual(['trx back-dated']);
+    h.start.transactionEnded(false);
+    await tick();
+    expect(h.sent).toEqual(['trx back-dated', 'db back-dated']);
+    h.gates[1]!.release(true);
+    await alone;
+    expect(h.start.inserted).toBe(true);
+    h.start.transactionEnded(true); // a late answer changes nothing
+    expect(h.start.inserted).toBe(true);
+  });
+
+  it('an insert alone that fails leaves it pending (it may be tried again); a flight that ends then gives the run back', async () => {
+    const h = harness();
+    const alone = h.start.insertAlone(h.db);
+    await tick();
+    h.gates[0]!.release(false);
+    await expect(alone).rejects.toThrow('lost');
+    expect(h.start.inserted).toBe(false);
+    h.start.flightEnded();
+    expect(await h.start.outcome).toBe('given-up');
+    await h.start.insertUnclaimed();
+    expect(h.unclaimed()).toBe(1);
+    // Given up: a renewal that raced the flight's end inserts nothing.
+    await h.start.insertAlone(h.db);
+    expect(h.sent).toHaveLength(1);
+  });
+
+  it('a flight that ends while the lease keeper’s insert is on its way waits for its answer', async () => {
+    const h = harness();
+    const keeper = h.start.insertAlone(h.db);
+    await tick();
+    h.start.flightEnded();
+    let settled: string | undefined;
+    void h.start.outcome.then((o) => (settled = o));
+    await tick();
+    expect(settled).toBeUndefined();
+    h.gates[0]!.release(true);
+    await keeper;
+    await tick();
+    expect(settled).toBe('inserted');
+  });
+});
