@@ -73,19 +73,19 @@ export class DeferredStart implements PendingStart, DeferredInsert {
     }
   }
 
-  async insertWithin(trx: Kysely<LedgerflowDatabase>): Promise<boolean> {
+  async takeForTransaction(): Promise<boolean> {
     while (this.#busy !== undefined) await this.#busy;
     if (this.#state === 'inserted') return false;
-    this.#assertPending('insertWithin');
+    this.#assertPending('takeForTransaction');
     this.#begin('in-transaction');
-    try {
-      await faultPoint('before-start-insert');
-      await this.#statement().execute(trx);
-    } catch (error) {
-      this.#end(false);
-      throw error;
-    }
     return true;
+  }
+
+  async insertWithin(trx: Kysely<LedgerflowDatabase>): Promise<void> {
+    if (this.#state !== 'in-transaction') throw new Error(`internal: insertWithin of a ${this.#state} deferred start`);
+    // Ended by transactionEnded, whatever this does.
+    await faultPoint('before-start-insert');
+    await this.#statement().execute(trx);
   }
 
   transactionEnded(committed: boolean): void {

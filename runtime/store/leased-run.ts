@@ -88,12 +88,13 @@ export function toLeasedRun(row: LeasedRunRow): LeasedRun {
  * client/start-run.ts makes it, the worker drives the run it is attached to). Until
  * {@link PendingStart.inserted}, the run has no row: nothing but its flight knows it.
  *
- *   pending ──insertWithin(trx)──▶ in a transaction ──transactionEnded(true)──▶ inserted
+ *   pending ──takeForTransaction()──▶ in a transaction ──transactionEnded(true)──▶ inserted
  *                                  in a transaction ──transactionEnded(false)──▶ pending
  *   pending ──insertAlone(db) committed──▶ inserted      (failed: pending)
  *   pending ──flightEnded()──▶ given up (the start inserts it itself, unclaimed)
  *
- * One insert at a time: `insertAlone` waits for a transaction that carries the insert to end.
+ * One insert at a time: `insertAlone` waits for a transaction that carries the insert to end, and
+ * a transaction takes the insert before it takes a connection (no one waits holding one).
  * Every insert is `ON CONFLICT DO NOTHING` under a random run id only this start knows, so an
  * insert that finds the row finds this run's own (one whose earlier insert's outcome was unknown).
  */
@@ -105,10 +106,13 @@ export interface PendingStart {
   /** Makes sure the row exists, as its own commit: what every commit but a transactional step's does first. */
   insertAlone(db: Kysely<LedgerflowDatabase>): Promise<void>;
   /**
-   * Sends the insert as a statement of `trx`, the transaction of the run's first commit; `false`
-   * (nothing sent) when the row exists already. After `true`, `transactionEnded` must follow.
+   * Takes the insert for a transaction about to open — before it takes a connection, so that
+   * nobody waits on an insert alone while holding one — `false` when the row exists already.
+   * After `true`: `insertWithin` in that transaction, and `transactionEnded` however it ends.
    */
-  insertWithin(trx: Kysely<LedgerflowDatabase>): Promise<boolean>;
+  takeForTransaction(): Promise<boolean>;
+  /** Sends the insert taken by `takeForTransaction` as a statement of `trx`. */
+  insertWithin(trx: Kysely<LedgerflowDatabase>): Promise<void>;
   /** That transaction committed (`true`) or was rolled back or its outcome is unknown (`false`). */
   transactionEnded(committed: boolean): void;
   /** The flight driving the run is over: a run not inserted by then is given back to its start. */

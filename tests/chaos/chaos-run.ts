@@ -2,9 +2,10 @@ import { performance } from 'node:perf_hooks';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
-import { startFakeServer } from '../../examples/fakes/fake-server.js';
+import { HttpEmailGateway, HttpPaymentGateway, startFakeServer } from '../../examples/fakes/fake-server.js';
 import { FakePaymentProvider, type Charge, type ChargeOptions, type ChargeRequest } from '../../examples/fakes/payment-provider.js';
 import { createClient } from '../../runtime/client/client.js';
+import { createWorker } from '../../runtime/worker/worker.js';
 import { pruneRuns } from '../../runtime/retention/prune.js';
 import type { FaultSpec } from '../../runtime/faults/fault-points.js';
 import { createPgStore } from '../../runtime/store/pg/pg-store.js';
@@ -12,6 +13,8 @@ import { migrateForTest } from '../support/migrate-for-test.js';
 import { startPostgres } from '../support/postgres-server.js';
 import {
   APP_SCHEMA_SQL,
+  chaosHandlers,
+  chaosLocalOrder,
   chaosOrder,
   RECEIPT_CLIENT_TIMEOUT_MS,
   RECEIPT_PERFORM_TIMEOUT_MS,
@@ -26,7 +29,7 @@ import {
   pickingQueue,
   type ChaosFulfilInput,
 } from './fixtures/chaos-fulfil-workflow.js';
-import { checkFulfilInvariants, checkInvariants, LOCAL_ACKED_LINE, LOCAL_ORDER_PREFIX, type FulfilReport, type InvariantReport } from './invariants.js';
+import { checkFulfilInvariants, checkInvariants, LOCAL_ACKED_LINE, LOCAL_FAILED_LINE, type FulfilReport, type InvariantReport } from './invariants.js';
 import { chaosRefundInputs, checkCompensationInvariants, type CompensationReport } from './compensation-invariants.js';
 import { chaosRefund } from './fixtures/chaos-refund-workflow.js';
 import { FakeRefundDesk, refundDeskRoutes } from '../support/refund-desk.js';
@@ -69,8 +72,10 @@ export interface ChaosOutcome {
   readonly compensation: CompensationReport;
   /** Events the controller sent, resends with the same dedupe key included. */
   readonly eventsSent: number;
-  /** Runs the workers started for themselves whose `startAndWait` returned them completed (each checked present and completed). */
+  /** Runs the workers started for themselves (`chaos-local-order`) whose `startAndWait` returned them completed (each checked present and completed). */
   readonly localAcked: number;
+  /** Runs of `chaos-local-order` in the database at the end (a start killed before its first commit leaves none). */
+  readonly localRuns: number;
   /** The most `chaos-picking` slots held at once, sampled from the database during the run. */
   readonly maxPickingSlots: number;
   readonly fleet: FleetCounters;
@@ -184,6 +189,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
   const store = createPgStore({ connectionString: databaseUrl, applicationName: 'chaos-controller', maxConnections: 4 });
   // Runs the workers started for themselves and reported completed: order id → run id.
   const localAcked = new Map<string, string>();
+  let localFailed = 0;
   const fleet = new WorkerFleet({
     size: options.workers,
     random,
@@ -191,6 +197,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     onLine: (line) => {
       const [marker, orderId, runId] = line.split(' ');
       if (marker === LOCAL_ACKED_LINE && orderId !== undefined && runId !== undefined) localAcked.set(orderId, runId);
+      if (marker === LOCAL_FAILED_LINE) localFailed += 1;
     },
     // A worker parked at a fault point is, half of the time, killed right there.
     killAtFault: () => random.next() < 0.5,
@@ -207,7 +214,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
   let backendTerminations = 0;
   let serverRestarts = 0;
   try {
-    await migrateForTest(store, [chaosOrder, chaosPick, chaosFulfil, chaosRefund]);
+    await migrateForTest(store, [chaosOrder, chaosLocalOrder, chaosPick, chaosFulfil, chaosRefund]);
     await sql.raw(APP_SCHEMA_SQL).execute(store.db);
     await sql.raw(FULFIL_SCHEMA_SQL).execute(store.db);
     const client = createClient({ store });
@@ -311,6 +318,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     })();
     fleet.start();
     const chaosStart = performance.now();
+    // The controller's own worker and client (not killed: its starts live to be acknowledged, through
+    // the backend terminations and the server crash): runs of chaos-local-order with startAndWait,
+    // each insert riding on its run's first commit (client/deferred-start.ts).
+    const localStarts = startLocally(databaseUrl, fakes.url, localAcked, () => (localFailed += 1));
     const restartAt = Array.from({ length: options.serverRestarts }, (_, i) =>
       ((i + 0.3 + random.next() * 0.4) / options.serverRestarts) * options.chaosMs,
     );
@@ -361,6 +372,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
 
     // Calm: every worker is replaced by a fault-free one, which must finish everything.
     options.log(`chaos over after ${((performance.now() - chaosStart) / 1000).toFixed(1)} s; settling`);
+    await localStarts.stop();
     await fleet.killAll();
     fleet.start((spawnIndex) => ({
       DATABASE_URL: databaseUrl,
@@ -377,15 +389,17 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     await pruner;
 
     const report = await checkInvariants(databaseUrl, chaosOrder.name, { payments, email });
-    // A start acknowledged completed is a run in the database, completed, under the id it returned.
+    // The runs the workers started for themselves: every one in the database completed, with one
+    // write (effects are checked with everything else above: the providers' counters are global),
+    // and every start acknowledged completed is there, completed, under the id it returned.
+    const local = await checkInvariants(databaseUrl, chaosLocalOrder.name, { payments, email });
     const localRows = await store.db
       .selectFrom('ledgerflow.workflow_run')
       .select(['id', 'status', sql<string>`input->>'orderId'`.as('order_id')])
-      .where('workflow_name', '=', chaosOrder.name)
-      .where(sql<boolean>`input->>'orderId' LIKE ${`${LOCAL_ORDER_PREFIX}%`}`)
+      .where('workflow_name', '=', chaosLocalOrder.name)
       .execute();
     const localByOrder = new Map(localRows.map((row) => [row.order_id, row]));
-    const localViolations: string[] = [];
+    const localViolations = local.violations.filter((v) => !report.violations.includes(v));
     for (const [orderId, runId] of localAcked) {
       const row = localByOrder.get(orderId);
       if (row === undefined) localViolations.push(`local start ${orderId} returned run ${runId} completed, but no run of it is in the database`);
@@ -415,7 +429,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       `max-picking-slots=${maxPickingSlots}/${PICKING_CONCURRENCY} ` +
       `refund-runs=${compensation.runs} compensated=${compensation.compensated} compensation-failed=${compensation.compensationFailed} refunds=${compensation.refunds} ` +
       `cancelled=${compensation.cancelled} charges-taken-over=${compensation.takenOver} ` +
-      `local-runs=${report.localRuns} local-acked=${localAcked.size} ` +
+      `local-runs=${localRows.length} local-acked=${localAcked.size} local-failed=${localFailed} ` +
       `events-sent=${eventsSent} events-stored=${fulfil.events} events-taken=${fulfil.consumed} events-pruned=${fulfil.pruned} ` +
       `unexpected-exits=${c.unexpectedExits} duplicates found=${report.duplicates + fulfil.duplicates + compensation.duplicates} ` +
       `violations=${report.violations.length + fulfil.violations.length + compensation.violations.length} ` +
@@ -424,6 +438,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       options,
       report: { ...report, violations: [...report.violations, ...localViolations] },
       localAcked: localAcked.size,
+      localRuns: localRows.length,
       fulfil,
       compensation,
       eventsSent,
@@ -442,6 +457,52 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     await fakes.close().catch(() => {});
     await server.destroy();
   }
+}
+
+/**
+ * Starts `chaos-local-order` runs one at a time, with `startAndWait` through a client created with
+ * a worker of its own (a pool of its own, named like the chaos workers' so that its backends are
+ * terminated too), until `stop()`; each run it returned completed is put in `acked`, and each
+ * start that threw (the server restarting, its backend terminated: not acknowledged) counted.
+ */
+function startLocally(databaseUrl: string, fakesUrl: string, acked: Map<string, string>, failed: () => void): { stop(): Promise<void> } {
+  const store = createPgStore({ connectionString: databaseUrl, applicationName: `${CHAOS_APPLICATION_PREFIX}controller-local`, maxConnections: 4 });
+  const worker = createWorker({
+    store,
+    workflows: [chaosHandlers({ payments: new HttpPaymentGateway(fakesUrl), email: new HttpEmailGateway(fakesUrl) }, {}, chaosLocalOrder)],
+    workerId: 'chaos-controller-local',
+    concurrency: 2,
+    leaseMs: LEASE_MS,
+    pollIntervalMs: 100,
+    reconcileIntervalMs: 500,
+  });
+  const client = createClient({ store, worker });
+  let stopping = false;
+  const loop = (async () => {
+    await worker.start();
+    for (let i = 0; !stopping; i++) {
+      const orderId = `local-controller-${i}`;
+      try {
+        const run = await client.startAndWait(
+          chaosLocalOrder,
+          { orderId, customerId: 'local', email: 'local@example.com', quantity: 1 + (i % 3) },
+          { wait: { timeoutMs: 30_000 } },
+        );
+        if (run.status === 'completed') acked.set(orderId, run.id);
+      } catch {
+        failed();
+        await sleep(200);
+      }
+    }
+  })();
+  return {
+    async stop() {
+      stopping = true;
+      await loop.catch(() => {});
+      await worker.stop({ timeoutMs: 2_000 }).catch(() => {});
+      await store.close().catch(() => {});
+    },
+  };
 }
 
 /** Terminates one backend of a chaos worker; `pick` in [0, 1) chooses which (seeded). */

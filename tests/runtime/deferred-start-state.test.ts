@@ -43,18 +43,20 @@ describe('a deferred start', () => {
     h.gates[0]!.release(true);
     await Promise.all([a, b]);
     expect(h.start.inserted).toBe(true);
-    expect(await h.start.insertWithin(h.trx)).toBe(false);
+    expect(await h.start.takeForTransaction()).toBe(false);
     expect(h.sent).toHaveLength(1);
     expect(await h.start.outcome).toBe('inserted');
   });
 
-  it('inside a transaction: pending again when it rolls back, inserted when it commits; an insert alone meanwhile waits for its end', async () => {
+  it('taken for a transaction: pending again when it rolls back, inserted when it commits; an insert alone meanwhile waits for its end', async () => {
     const h = harness();
+    expect(await h.start.takeForTransaction()).toBe(true);
+    // Taken before the transaction has a connection: an insert alone waits, holding none.
+    expect(h.start.inTransaction).toBe(true);
     const within = h.start.insertWithin(h.trx);
     await tick();
     h.gates[0]!.release(true);
-    expect(await within).toBe(true);
-    expect(h.start.inTransaction).toBe(true);
+    await within;
     const alone = h.start.insertAlone(h.db);
     await tick();
     expect(h.sent).toEqual(['trx back-dated']);
@@ -82,6 +84,17 @@ describe('a deferred start', () => {
     // Given up: a renewal that raced the flight's end inserts nothing.
     await h.start.insertAlone(h.db);
     expect(h.sent).toHaveLength(1);
+  });
+
+  it('a transaction that takes it while an insert alone is on its way waits, then finds it inserted', async () => {
+    const h = harness();
+    const keeper = h.start.insertAlone(h.db);
+    await tick();
+    const taking = h.start.takeForTransaction();
+    h.gates[0]!.release(true);
+    await keeper;
+    expect(await taking).toBe(false);
+    expect(h.sent).toEqual(['db back-dated']);
   });
 
   it('a flight that ends while the lease keeper’s insert is on its way waits for its answer', async () => {

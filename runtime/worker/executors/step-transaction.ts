@@ -154,11 +154,15 @@ export class StepTransaction {
     this.#finish();
   }
 
+  /** Tells a start whose insert this transaction took how the transaction ended (once). */
+  #startEnded(): void {
+    if (!this.#insertsStart) return;
+    this.#insertsStart = false;
+    this.s.run.pendingStart?.transactionEnded(this.#committed);
+  }
+
   #finish(): void {
-    if (this.#insertsStart) {
-      this.#insertsStart = false;
-      this.s.run.pendingStart?.transactionEnded(this.#committed);
-    }
+    this.#startEnded();
     this.#release?.();
     this.#release = undefined;
     this.#conn = undefined;
@@ -186,9 +190,20 @@ export class StepTransaction {
   }
 
   async #open(): Promise<void> {
-    const held = await holdConnection(this.s.db);
+    // A run its start handed over uninserted: its insert rides on this transaction, first in it
+    // (deferred-start.ts) — taken before the connection, so that no insert alone is waited for holding one.
+    const pending = this.s.run.pendingStart;
+    if (pending !== undefined && !pending.inserted) this.#insertsStart = await pending.takeForTransaction();
+    let held: { conn: Kysely<LedgerflowDatabase>; release: () => void };
+    try {
+      held = await holdConnection(this.s.db);
+    } catch (error) {
+      this.#startEnded();
+      throw error;
+    }
     if (this.#state !== 'opening') {
       held.release();
+      this.#startEnded();
       throw this.#endedWhileOpening();
     }
     this.#conn = held.conn;
@@ -202,10 +217,8 @@ export class StepTransaction {
         .execute(held.conn);
       await faultPoint('opening-step-transaction');
       if (this.#state !== 'opening') throw this.#endedWhileOpening();
-      // A run its start handed over uninserted: its insert rides on this transaction, first in it (deferred-start.ts).
-      const pending = this.s.run.pendingStart;
-      if (pending !== undefined && !pending.inserted) {
-        this.#insertsStart = await pending.insertWithin(held.conn);
+      if (this.#insertsStart) {
+        await pending!.insertWithin(held.conn);
         if (this.#state !== 'opening') throw this.#endedWhileOpening();
       }
       const carry = this.s.carry;
