@@ -6,7 +6,7 @@ import { toLeasedRun, type LeasedRun, type LeasedRunRow } from '../store/leased-
 import { millis } from '../store/millis.js';
 import type { WorkflowRegistry } from './registry.js';
 import { countsTowardBudget } from './retry.js';
-import { assertAttemptTransition, assertRunTransition } from '../store/state-machines.js';
+import { assertAttemptTransition, assertRunTransition, DUE_RUN_STATUSES, sqlStatusList } from '../store/state-machines.js';
 
 /** The error name of an attempt closed because its lease expired: what the crash limit counts. */
 export const LEASE_EXPIRED = 'LeaseExpired';
@@ -43,6 +43,9 @@ export interface ClaimPlacement {
   readonly takeovers: boolean;
 }
 
+/** The due statuses as the literal list of workflow_run_due_idx's predicate, so the planner uses it. */
+const DUE_SQL = sqlStatusList(DUE_RUN_STATUSES);
+
 const STANDALONE: ClaimPlacement = { prefix: '', takeovers: true };
 
 /**
@@ -58,8 +61,7 @@ const STANDALONE: ClaimPlacement = { prefix: '', takeovers: true };
  * abandons a running attempt. A run taken over from a repeated crash gets no attempt.
  */
 export function claimParts(registry: WorkflowRegistry, options: ClaimOptions, placement: ClaimPlacement = STANDALONE): ClaimParts {
-  assertRunTransition('pending', 'running');
-  assertRunTransition('waiting', 'running');
+  for (const from of DUE_RUN_STATUSES) assertRunTransition(from, 'running');
   if (placement.takeovers) {
     assertRunTransition('running', 'running');
     assertAttemptTransition('running', 'abandoned');
@@ -72,7 +74,7 @@ export function claimParts(registry: WorkflowRegistry, options: ClaimOptions, pl
   const due = sql`
       SELECT r.id
         FROM ledgerflow.workflow_run r
-       WHERE r.status IN ('pending', 'waiting') AND r.run_after <= ${at} AND ${registered} ${guarded}
+       WHERE r.status IN (${DUE_SQL}) AND r.run_after <= ${at} AND ${registered} ${guarded}
        ORDER BY r.run_after
        LIMIT ${options.limit}
          FOR NO KEY UPDATE SKIP LOCKED`;
