@@ -1,10 +1,7 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
-import type { LedgerflowDatabase, RunStatus } from '../store/tables.js';
+import type { LedgerflowDatabase } from '../store/tables.js';
 import { RUNS_CHANNEL } from '../store/channels.js';
-import { assertAttemptTransition, assertRunTransition } from '../store/state-machines.js';
-
-/** The statuses `cancel` takes a run from: every one with a transition into `cancelled` (store/state-machines.ts). */
-const CANCELLABLE: readonly RunStatus[] = ['pending', 'running', 'waiting', 'needs_reconciliation'];
+import { assertAttemptTransition, assertRunTransition, CANCELLABLE_RUN_STATUSES } from '../store/state-machines.js';
 
 /**
  * The statement of {@link Client.cancel}: the run `cancelled` if it is not final yet (and not
@@ -14,7 +11,7 @@ const CANCELLABLE: readonly RunStatus[] = ['pending', 'running', 'waiting', 'nee
  * effects.
  */
 export function cancelRunStatement(db: Kysely<LedgerflowDatabase>, runId: string) {
-  for (const from of CANCELLABLE) assertRunTransition(from, 'cancelled');
+  for (const from of CANCELLABLE_RUN_STATUSES) assertRunTransition(from, 'cancelled');
   return db
     .updateTable('ledgerflow.workflow_run')
     .set({
@@ -27,7 +24,7 @@ export function cancelRunStatement(db: Kysely<LedgerflowDatabase>, runId: string
       fencing_token: sql<number>`fencing_token + 1`,
     })
     .where('id', '=', runId)
-    .where('status', 'in', CANCELLABLE)
+    .where('status', 'in', CANCELLABLE_RUN_STATUSES)
     .where('compensation', 'is', null)
     .returning('id');
 }
@@ -42,7 +39,7 @@ export function cancelRunStatement(db: Kysely<LedgerflowDatabase>, runId: string
  * then cancels plainly ({@link cancelRunStatement}).
  */
 export function compensatingCancelStatement(runId: string, compensate: boolean | undefined): RawBuilder<{ id: string }> {
-  for (const from of CANCELLABLE) assertRunTransition(from, 'pending');
+  for (const from of CANCELLABLE_RUN_STATUSES) assertRunTransition(from, 'pending');
   assertAttemptTransition('running', 'abandoned');
   return sql<{ id: string }>`
     WITH target AS (
@@ -51,7 +48,7 @@ export function compensatingCancelStatement(runId: string, compensate: boolean |
                WHERE d.workflow_name = r.workflow_name AND d.version = r.workflow_version AND d.compensates IS NOT NULL) AS compensate_from
         FROM ledgerflow.workflow_run r
         JOIN ledgerflow.workflow_version v ON v.workflow_name = r.workflow_name AND v.version = r.workflow_version
-       WHERE r.id = ${runId} AND r.status IN (${sql.join(CANCELLABLE)}) AND r.compensation IS NULL
+       WHERE r.id = ${runId} AND r.status IN (${sql.join(CANCELLABLE_RUN_STATUSES)}) AND r.compensation IS NULL
          AND COALESCE(${compensate ?? null}::boolean, v.compensate_on_cancel)
          FOR NO KEY UPDATE OF r
     ),

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { sql, type Kysely, type Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type { AnyEvent, EventSendPayload } from '../../dsl/event.js';
 import type { AnyWorkflow, WorkflowStartInput } from '../../dsl/workflow.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
@@ -16,6 +16,7 @@ import { startRun, type MigratedVersions, type StartedRun, type StartOptions } f
 import { cancelRun, listAudit, resolveEffect, retryRun, setQueuePaused, setSchedulePaused, workflowVersions } from './operator.js';
 import type { AuditFilter, CancelOptions, EffectResolution, OperatorActionRow, OperatorNote, ResolvedEffect, RetriedRun } from './operator.js';
 import { assertRunId } from './validate-input.js';
+import { listRunRows, type RunListFilter } from './run-list.js';
 import { listWorkflowVersions, type WorkflowVersionSummary } from './workflow-versions.js';
 import { SettledRunWaiters } from './settled-run-waiters.js';
 import type { Worker } from '../worker/worker.js';
@@ -157,7 +158,7 @@ export interface Client {
    * await client.cancel(runId, { compensate: true, actor: 'ops@example.com', reason: 'customer withdrew' });
    */
   cancel(runId: string, options?: CancelOptions): Promise<boolean>;
-  /** Runs, newest first. */
+  /** Runs, newest first (runs created at the same instant: by id, descending); a `dedupeKey` lookup, by id. The dashboard's runs list is the same query. */
   listRuns(filter?: RunFilter): Promise<WorkflowRunRow[]>;
   /** Ledger rows, newest first. */
   listEffects(filter?: EffectFilter): Promise<StepEffectRow[]>;
@@ -344,7 +345,7 @@ export function createClient(options: ClientOptions): Client {
       );
     },
     cancel: (runId, note) => cancelRun(store.db, runId, note),
-    listRuns: async (filter = {}) => listRunsQuery(store.db, filter).execute(),
+    listRuns: async (filter = {}) => listRuns(store.db, filter),
     listVersions: () => listWorkflowVersions(store.db),
     listQueues: (listOptions) => listQueues(store.db, listOptions),
     listSchedules: async (listOptions = {}) => listSchedules(store.db, checkTicks(listOptions.ticks)),
@@ -396,24 +397,27 @@ export function createClient(options: ClientOptions): Client {
   };
 }
 
-/** The query of {@link Client.listRuns} (validated; newest first). */
-export function listRunsQuery(db: Kysely<LedgerflowDatabase>, filter: RunFilter) {
+/**
+ * {@link Client.listRuns}: the filter validated, then the one run list the dashboard reads too
+ * (client/run-list.ts), newest first (`created_at`, then `id`, both descending); a dedupe key is
+ * looked up in the byte-order key index (core 0010), its runs in id order.
+ */
+export function listRuns(db: Kysely<LedgerflowDatabase>, filter: RunFilter): Promise<WorkflowRunRow[]> {
   const statuses = filter.status === undefined ? [] : typeof filter.status === 'string' ? [filter.status] : filter.status;
   for (const status of statuses) {
     if (!RUN_STATUSES.includes(status)) {
       throw new ValidationError(`Unknown run status "${status}". Use one of: ${RUN_STATUSES.join(', ')}.`, [`status: unknown value ${status}`]);
     }
   }
-  let query = db.selectFrom('ledgerflow.workflow_run').selectAll();
-  if (statuses.length > 0) query = query.where('status', 'in', statuses);
-  if (filter.workflow !== undefined) query = query.where('workflow_name', '=', filter.workflow);
-  if (filter.parentRunId !== undefined) {
-    assertRunId(filter.parentRunId);
-    query = query.where('parent_run_id', '=', filter.parentRunId);
-  }
-  // COLLATE "C": the byte-order index of the dashboard's prefix search serves this lookup too (core 0010).
-  if (filter.dedupeKey !== undefined) query = query.where(sql`dedupe_key COLLATE "C"`, '=', filter.dedupeKey);
-  return query.orderBy('created_at', 'desc').orderBy('id').limit(checkLimit(filter.limit, 50));
+  if (filter.parentRunId !== undefined) assertRunId(filter.parentRunId);
+  const limit = checkLimit(filter.limit, 50);
+  const listed: RunListFilter = {
+    statuses,
+    ...(filter.workflow !== undefined ? { workflow: filter.workflow } : {}),
+    ...(filter.parentRunId !== undefined ? { parentRunId: filter.parentRunId } : {}),
+    ...(filter.dedupeKey !== undefined ? { dedupeKey: { value: filter.dedupeKey, match: 'exact' } } : {}),
+  };
+  return listRunRows(db, listed, limit);
 }
 
 /** The local-start hook of `options.worker`, checked to share the client's store. */

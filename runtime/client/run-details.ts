@@ -8,6 +8,7 @@ import type {
   StepWaitRow,
   WorkflowRunRow,
 } from '../store/tables.js';
+import type { SettledRunStatus } from '../store/state-machines.js';
 import { missingRunError } from '../retention/missing-run-error.js';
 import { assertRunId } from './validate-input.js';
 
@@ -36,23 +37,8 @@ export interface ChildRunSummary {
 /** `getRun` lists this many children at most (a fan-out may have millions); `listRuns` finds the rest. */
 export const MAX_LISTED_CHILDREN = 1_000;
 
-/**
- * Statuses in which a run waits for nobody but a person or the reconciler, so `waitForRun`
- * returns: the final ones plus `needs_reconciliation` (parked, visible, not retried). A run that
- * compensates is not settled until it is `compensated` or `compensation_failed` (core 0013, whose
- * trigger notifies for both).
- */
-export const SETTLED_RUN_STATUSES = [
-  'completed',
-  'failed',
-  'cancelled',
-  'needs_reconciliation',
-  'compensated',
-  'compensation_failed',
-] as const satisfies readonly RunStatus[];
-
-/** A status in which `waitForRun` returns ({@link SETTLED_RUN_STATUSES}). */
-export type SettledRunStatus = (typeof SETTLED_RUN_STATUSES)[number];
+/** Defined beside the run status machine (store/state-machines.ts); exported here too, with the rest of what `waitForRun` returns. */
+export { SETTLED_RUN_STATUSES, type SettledRunStatus } from '../store/state-machines.js';
 
 /**
  * How a run ended, as `waitForRun` and `startAndWait` return it: its identity, its settled status,

@@ -30,8 +30,8 @@ import type { Kysely } from 'kysely';
 import { RUN_SETTLED_CHANNEL } from '../store/channels.js';
 import type { Store } from '../store/store.js';
 import type { LedgerflowDatabase, RunStatus } from '../store/tables.js';
+import { runStatusIn, SETTLED_RUN_STATUSES, type SettledRunStatus } from '../store/state-machines.js';
 import { exponentialBackoffMs } from '../backoff.js';
-import { SETTLED_RUN_STATUSES, type SettledRunStatus } from './run-details.js';
 
 /** How long the subscription stays after the last wait ended. */
 const LINGER_MS = 10_000;
@@ -218,5 +218,5 @@ export class SettledRunWaiters {
 
 /** A status in which `waitForRun` returns. */
 export function isSettled(status: RunStatus): status is SettledRunStatus {
-  return (SETTLED_RUN_STATUSES as readonly RunStatus[]).includes(status);
+  return runStatusIn(SETTLED_RUN_STATUSES, status);
 }

@@ -1,6 +1,6 @@
 import { RUN_STATUSES, type RunStatus } from '../store/tables.js';
 import type { OpenIntentCursor } from './open-intents.js';
-import type { RunCursor, RunListFilter } from './run-list.js';
+import type { RunCursor, RunListFilter } from '../client/run-list.js';
 
 /** A query string the dashboard cannot read: answered 400 with this message, naming what to fix. */
 export class BadRequestError extends Error {

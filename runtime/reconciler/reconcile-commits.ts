@@ -6,9 +6,19 @@ import { countsTowardBudget, reconcileBackoffMs } from '../worker/retry.js';
 import { recordableText } from '../worker/step-errors.js';
 import { wakeAwaitingCompensationStatement } from '../worker/step-commits.js';
 import type { Lease } from '../worker/lease.js';
-import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from '../store/state-machines.js';
+import {
+  assertAttemptTransition,
+  assertEffectTransition,
+  assertRunTransition,
+  ENDED_UNCOMPLETED_RUN_STATUSES,
+  RECONCILER_CLAIMABLE_RUN_STATUSES,
+  sqlStatusList,
+} from '../store/state-machines.js';
 
 /** The reconciler's own statements; recording a found effect on a live run reuses the worker's `advanceRun`. */
+
+const ENDED_UNCOMPLETED_SQL = sqlStatusList(ENDED_UNCOMPLETED_RUN_STATUSES);
+const RECONCILER_CLAIMABLE_SQL = sqlStatusList(RECONCILER_CLAIMABLE_RUN_STATUSES);
 
 /** An open intent claimed for one lookup, with its run. */
 export interface DueIntent {
@@ -72,13 +82,13 @@ export function claimDueIntentsStatement(
        WHERE e.status = 'intent' AND e.kind = 'external' AND e.reconcile_after <= ${at}
          AND (r.workflow_name, r.workflow_version) IN (SELECT * FROM unnest(${registry.names}::text[], ${registry.versions}::int[]))
          AND (
-           r.status IN ('cancelled', 'failed', 'compensated', 'compensation_failed')
+           r.status IN (${ENDED_UNCOMPLETED_SQL})
            -- A run being compensated: its steps' intents are settled in the ledger only (compensation.ts).
            OR (r.compensation IS NOT NULL AND EXISTS (
                  SELECT 1 FROM ledgerflow.workflow_step_def d
                   WHERE d.workflow_name = r.workflow_name AND d.version = r.workflow_version
                     AND d.step_name = e.step_name AND d.compensates IS NULL))
-           OR ((r.status IN ('pending', 'needs_reconciliation') OR (r.status = 'running' AND r.lease_expires_at <= ${at}))
+           OR ((r.status IN (${RECONCILER_CLAIMABLE_SQL}) OR (r.status = 'running' AND r.lease_expires_at <= ${at}))
                AND (r.workflow_name, r.workflow_version, e.step_name) IN (
                  SELECT * FROM unnest(${reconcilable.map((s) => s.name)}::text[], ${reconcilable.map((s) => s.version)}::int[],
                                       ${reconcilable.map((s) => s.step)}::text[])))
@@ -155,7 +165,7 @@ export function settleFinishedRunIntentStatement(
      WHERE workflow_id = ${intent.run_id} AND step_name = ${intent.step_name} AND idempotency_key = ${intent.idempotency_key}
        AND status = 'intent' AND attempt = ${intent.attempt}
        AND EXISTS (SELECT 1 FROM ledgerflow.workflow_run r WHERE r.id = ${intent.run_id}
-                    AND (r.status IN ('cancelled', 'failed', 'compensated', 'compensation_failed') OR r.compensation IS NOT NULL))
+                    AND (r.status IN (${ENDED_UNCOMPLETED_SQL}) OR r.compensation IS NOT NULL))
     RETURNING true AS settled`;
 }
 
@@ -195,8 +205,6 @@ export async function claimForReconcile(
   };
 }
 
-/** The statuses {@link claimForReconcileStatement} takes a run from (`running` only under an expired lease). */
-const RECONCILE_CLAIMABLE: readonly RunStatus[] = ['pending', 'needs_reconciliation', 'running'];
 
 /** The row {@link claimForReconcileStatement} returns. */
 export interface ReconcileClaimRow {
@@ -214,14 +222,14 @@ export function claimForReconcileStatement(
   reconcilerId: string,
   leaseMs: number,
 ): RawBuilder<ReconcileClaimRow> {
-  for (const from of RECONCILE_CLAIMABLE) assertRunTransition(from, 'running');
+  for (const from of [...RECONCILER_CLAIMABLE_RUN_STATUSES, 'running'] as const) assertRunTransition(from, 'running');
   assertAttemptTransition('running', 'abandoned');
   return sql<ReconcileClaimRow>`
     WITH target AS (
       SELECT id, status AS previous_status, error AS previous_error
         FROM ledgerflow.workflow_run
        WHERE id = ${runId} AND current_step = ${step.position}
-         AND (status IN ('pending', 'needs_reconciliation') OR (status = 'running' AND lease_expires_at <= statement_timestamp()))
+         AND (status IN (${RECONCILER_CLAIMABLE_SQL}) OR (status = 'running' AND lease_expires_at <= statement_timestamp()))
          FOR NO KEY UPDATE SKIP LOCKED
     ),
     claimed AS (

@@ -4,7 +4,8 @@ import type { ReconcileOutcome } from '../contracts/handler-types.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
 import type { Store } from '../store/store.js';
 import type { StepDefinition } from '../../dsl/workflow.js';
-import type { Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
+import type { Json, LedgerflowDatabase } from '../store/tables.js';
+import { ENDED_UNCOMPLETED_RUN_STATUSES, runStatusIn } from '../store/state-machines.js';
 import { describeIssues } from '../client/validate-input.js';
 import { PayloadLimitsCache } from '../limits/limits-cache.js';
 import { checkRecordedOutput } from '../limits/recorded-output.js';
@@ -139,7 +140,7 @@ async function reconcileOne(
     // A run being compensated settles its steps' intents in the ledger only, like a finished run:
     // its compensations decide on what the ledger then says (worker/compensation.ts).
     const finished =
-      FINISHED.includes(intent.run_status) || (intent.compensation !== null && step.compensates === undefined);
+      runStatusIn(ENDED_UNCOMPLETED_RUN_STATUSES, intent.run_status) || (intent.compensation !== null && step.compensates === undefined);
     const lookup: Lookup = (outputs) => ask(telemetry, limits, workflow, step, intent, outputs, leaseMs);
     const compensation = intent.compensation !== null ? compensationOf(workflow, step.name) : undefined;
     if (compensation !== undefined && settledByKey(workflow, step)) {
@@ -167,9 +168,6 @@ async function reconcileOne(
     return item('error', `could not be settled: ${serializeError(error).message}; it is due again after ${leaseMs} ms`);
   }
 }
-
-/** Runs whose open intents are settled in the ledger only: nobody advances them. */
-const FINISHED: readonly RunStatus[] = ['cancelled', 'failed', 'compensated', 'compensation_failed'];
 
 type ItemOf = (outcome: ReconcileItemOutcome, detail: string) => ReconcileItem;
 

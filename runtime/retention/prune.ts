@@ -3,6 +3,7 @@ import { ValidationError } from '../errors.js';
 import { FINAL_RUN_STATUSES, type FinalRunStatus, type LedgerflowDatabase } from '../store/tables.js';
 import { inputHash } from '../store/input-hash.js';
 import { millis } from '../store/millis.js';
+import { sqlStatusList } from '../store/state-machines.js';
 
 /*
  * Retention: finished runs are deleted in bounded batches; their identity is kept (core 0008).
@@ -41,14 +42,14 @@ import { millis } from '../store/millis.js';
  */
 
 /** {@link FINAL_RUN_STATUSES} as a literal SQL list: the planner matches it to the partial index workflow_run_finished_idx. */
-const FINAL_SQL = sql.raw(FINAL_RUN_STATUSES.map((s) => `'${s}'`).join(', '));
+const FINAL_SQL = sqlStatusList(FINAL_RUN_STATUSES);
 /**
  * The final statuses a retry takes a run from back to the step it stopped at, where a `child` or
  * `forEach` step reads its children again (client/operator.ts; a `compensation_failed` run
  * resumes its compensations, which read no children). Children of such a run stay while it does.
  */
 export const CHILDREN_READ_ON_RETRY: readonly FinalRunStatus[] = ['failed', 'cancelled'];
-const CHILDREN_READ_ON_RETRY_SQL = sql.raw(CHILDREN_READ_ON_RETRY.map((s) => `'${s}'`).join(', '));
+const CHILDREN_READ_ON_RETRY_SQL = sqlStatusList(CHILDREN_READ_ON_RETRY);
 /**
  * How many `failed`/`cancelled` ancestors up a child's prune looks to see whether they all go in
  * the pass too; a child with more of them in a row stays (a bound on the statement, not a rule

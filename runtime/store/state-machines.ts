@@ -1,4 +1,5 @@
-import type { AttemptStatus, EffectStatus, RunStatus } from './tables.js';
+import { sql, type RawBuilder } from 'kysely';
+import type { AttemptStatus, EffectStatus, FinalRunStatus, RunStatus } from './tables.js';
 
 /*
  * The three status machines of the runtime — worker, reconciler and client — as data, with
@@ -109,6 +110,71 @@ export const RUN_TRANSITIONS: Readonly<Record<RunStatus | 'none', readonly RunSt
   compensated: [],
   compensation_failed: ['pending'],
 };
+
+/*
+ * The run statuses the code asks about as a set, each written once here, beside the machine that
+ * moves between them, and checked against it by tests/runtime/run-status-sets.test.ts. The final
+ * ones are `FINAL_RUN_STATUSES` (tables.ts, beside `RUN_STATUSES`: the public list and the
+ * schema's `finished_at` check); every other status is one a cancel takes a run from. An order
+ * below is the order of the SQL text the list is rendered into ({@link sqlStatusList}), kept so
+ * that the statements' snapshots do not change.
+ */
+
+/** Not final: the statuses a cancel takes a run from, into `cancelled` or (to compensate) `pending`. */
+export const CANCELLABLE_RUN_STATUSES = ['pending', 'running', 'waiting', 'needs_reconciliation'] as const satisfies readonly RunStatus[];
+
+/** The final statuses an operator's retry takes back to `pending` (client.retryRun); `completed` and `compensated` stay. */
+export const RETRYABLE_RUN_STATUSES = ['failed', 'cancelled', 'compensation_failed'] as const satisfies readonly FinalRunStatus[];
+
+/**
+ * Final but not `completed`: a run that ended without its result. Nobody advances it any more, so
+ * its open intents are settled in the ledger only (the reconciler; an operator's resolve), and a
+ * parent counts such a child as failed (core 0003, 0013: `children_failed`).
+ */
+export const ENDED_UNCOMPLETED_RUN_STATUSES = ['cancelled', 'failed', 'compensated', 'compensation_failed'] as const satisfies readonly FinalRunStatus[];
+
+/**
+ * Where a run waits for nobody but a person or the reconciler, so `waitForRun` returns: the final
+ * statuses plus `needs_reconciliation` (parked, visible, not retried). A run that compensates is
+ * not settled until it is `compensated` or `compensation_failed` (core 0013's trigger notifies for
+ * both).
+ */
+export const SETTLED_RUN_STATUSES = [
+  'completed',
+  'failed',
+  'cancelled',
+  'needs_reconciliation',
+  'compensated',
+  'compensation_failed',
+] as const satisfies readonly RunStatus[];
+
+/** A status in which `waitForRun` returns ({@link SETTLED_RUN_STATUSES}). */
+export type SettledRunStatus = (typeof SETTLED_RUN_STATUSES)[number];
+
+/** A worker's claim takes a run in these once its `run_after` is due (the predicate of the partial index workflow_run_due_idx, core 0003). */
+export const DUE_RUN_STATUSES = ['pending', 'waiting'] as const satisfies readonly RunStatus[];
+
+/** The reconciler takes a run whose intent is due in these, and a `running` one only under an expired lease (reconciler/reconcile-commits.ts). */
+export const RECONCILER_CLAIMABLE_RUN_STATUSES = ['pending', 'needs_reconciliation'] as const satisfies readonly RunStatus[];
+
+/** Whether `status` is one of `statuses` (a set above, or `FINAL_RUN_STATUSES`), narrowing it. */
+export function runStatusIn<S extends RunStatus>(statuses: readonly S[], status: RunStatus): status is S {
+  return (statuses as readonly RunStatus[]).includes(status);
+}
+
+/**
+ * A status set as a literal SQL list (`'pending', 'waiting'`), for `status IN (…)`: a literal, not
+ * parameters, so that the planner matches it to a partial index (workflow_run_due_idx,
+ * workflow_run_finished_idx) and a prepared statement's text stays the same. Statuses are
+ * identifiers of the schema's checks, never user input; anything else is refused.
+ */
+export function sqlStatusList(statuses: readonly string[]): RawBuilder<unknown> {
+  if (statuses.length === 0) throw new RangeError('sqlStatusList: an empty status list');
+  for (const status of statuses) {
+    if (!/^[a-z_]+$/.test(status)) throw new RangeError(`sqlStatusList: "${status}" is not a status`);
+  }
+  return sql.raw(statuses.map((s) => `'${s}'`).join(', '));
+}
 
 export const EFFECT_TRANSITIONS: Readonly<Record<EffectStatus | 'none', readonly EffectStatus[]>> = {
   none: ['intent', 'recorded'],

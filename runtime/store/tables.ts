@@ -30,7 +30,7 @@ export const RUN_STATUSES: readonly RunStatus[] = [
   'compensation_failed',
 ];
 export type FinalRunStatus = Extract<RunStatus, 'completed' | 'failed' | 'cancelled' | 'compensated' | 'compensation_failed'>;
-/** The statuses a run ends in, so may be pruned in (compensated and compensation_failed: core 0013, pruned since 0015). */
+/** The statuses a run ends in, so may be pruned in (compensated and compensation_failed: core 0013, pruned since 0015). The other run-status sets: store/state-machines.ts. */
 export const FINAL_RUN_STATUSES: readonly FinalRunStatus[] = ['completed', 'failed', 'cancelled', 'compensated', 'compensation_failed'];
 /** Why a run is being (or was) compensated (core 0013): it failed for good, or a cancel asked for it. */
 export type CompensationReason = 'failure' | 'cancel';
@@ -341,7 +341,7 @@ export interface RunArchiveTable {
   /** sha256 (hex) of the input's jsonb text: a start with another input is refused as before. */
   input_hash: string;
   /** Compensated and compensation_failed since core 0015. */
-  status: 'completed' | 'failed' | 'cancelled' | 'compensated' | 'compensation_failed';
+  status: FinalRunStatus;
   parent_run_id: string | null;
   created_at: Date;
   finished_at: Date;

@@ -25,6 +25,7 @@ import { loadMigrations, type MigrationFile, type MigrationSource } from '../mig
 import { runReconcilePass } from '../reconciler/reconciler.js';
 import type { Store } from '../store/store.js';
 import type { RunStatus, StepEffectRow } from '../store/tables.js';
+import { DUE_RUN_STATUSES, sqlStatusList } from '../store/state-machines.js';
 import { createWorker } from '../worker/worker.js';
 import type { WorkerEvent } from '../worker/worker-events.js';
 import { crashableStore, type CrashableStore } from './crashable-store.js';
@@ -406,7 +407,7 @@ class InProcessEnvironment implements TestEnvironment {
     const scheduleNames = (this.options.schedules ?? []).map((s) => s.name);
     const { rows } = await sql<{ due: number; running: number; ticks: number }>`
       SELECT (SELECT count(*) FROM ledgerflow.workflow_run r
-               WHERE r.status IN ('pending', 'waiting') AND r.run_after <= statement_timestamp() AND ${registered})::int AS due,
+               WHERE r.status IN (${sqlStatusList(DUE_RUN_STATUSES)}) AND r.run_after <= statement_timestamp() AND ${registered})::int AS due,
              (SELECT count(*) FROM ledgerflow.workflow_run r
                WHERE r.status = 'running' AND (r.lease_owner = ${workerId} OR r.lease_expires_at <= statement_timestamp()) AND ${registered})::int AS running,
              (SELECT count(*) FROM ledgerflow.schedule s

@@ -6,7 +6,17 @@ import { toLeasedRun, type LeasedRun, type LeasedRunRow } from '../store/leased-
 import { millis } from '../store/millis.js';
 import type { WorkflowRegistry } from './registry.js';
 import { countsTowardBudget } from './retry.js';
-import { assertAttemptTransition, assertRunTransition } from '../store/state-machines.js';
+import { assertAttemptTransition, assertRunTransition, DUE_RUN_STATUSES, sqlStatusList } from '../store/state-machines.js';
+
+/*
+ * The one claim statement: due runs taken for this worker, `fencing_token + 1`, a lease of
+ * `leaseMs`, and the current step's attempt opened — standalone (the claim loop, `claimRuns`) or
+ * as CTEs fused into a completion commit (`FUSED_CLAIM`, step-commits.ts). The run transitions it
+ * writes: `pending -> running` and `waiting -> running` once `run_after` is due, and standalone
+ * only `running -> running` for a run whose lease expired (a take-over: its running attempt
+ * closed `abandoned` with `LeaseExpired`, which the crash limit counts). No state of its own but
+ * the built CTEs, cached per placement, registry and options (`reusedClaimParts`).
+ */
 
 /** The error name of an attempt closed because its lease expired: what the crash limit counts. */
 export const LEASE_EXPIRED = 'LeaseExpired';
@@ -43,23 +53,25 @@ export interface ClaimPlacement {
   readonly takeovers: boolean;
 }
 
+/** The due statuses as the literal list of workflow_run_due_idx's predicate, so the planner uses it. */
+const DUE_SQL = sqlStatusList(DUE_RUN_STATUSES);
+
 const STANDALONE: ClaimPlacement = { prefix: '', takeovers: true };
 
 /**
  * The claim, as CTEs (see {@link claimRuns}).
  *
  * Candidates come from index scans, never from a sort of everything that is due: runs whose
- * lease expired in `lease_expires_at` order (workflow_run_leased_idx), then pending runs in
- * `run_after` order (workflow_run_pending_idx), each locked `SKIP LOCKED` and cut at the
- * limit. Rows are pulled lazily, so the pending index is not read when takeovers fill the claim.
+ * lease expired in `lease_expires_at` order (workflow_run_leased_idx), then due pending and
+ * waiting runs in `run_after` order (workflow_run_due_idx), each locked `SKIP LOCKED` and cut at
+ * the limit. Rows are pulled lazily, so the due index is not read when takeovers fill the claim.
  *
  * The current step's attempt history is read once (snapshot: before this claim's changes):
  * the next attempt number, failures, and crashes (`LeaseExpired`) — plus one if this claim
  * abandons a running attempt. A run taken over from a repeated crash gets no attempt.
  */
 export function claimParts(registry: WorkflowRegistry, options: ClaimOptions, placement: ClaimPlacement = STANDALONE): ClaimParts {
-  assertRunTransition('pending', 'running');
-  assertRunTransition('waiting', 'running');
+  for (const from of DUE_RUN_STATUSES) assertRunTransition(from, 'running');
   if (placement.takeovers) {
     assertRunTransition('running', 'running');
     assertAttemptTransition('running', 'abandoned');
@@ -72,7 +84,7 @@ export function claimParts(registry: WorkflowRegistry, options: ClaimOptions, pl
   const due = sql`
       SELECT r.id
         FROM ledgerflow.workflow_run r
-       WHERE r.status IN ('pending', 'waiting') AND r.run_after <= ${at} AND ${registered} ${guarded}
+       WHERE r.status IN (${DUE_SQL}) AND r.run_after <= ${at} AND ${registered} ${guarded}
        ORDER BY r.run_after
        LIMIT ${options.limit}
          FOR NO KEY UPDATE SKIP LOCKED`;

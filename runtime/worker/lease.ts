@@ -4,6 +4,15 @@ import type { LedgerflowDatabase } from '../store/tables.js';
 import { millis } from '../store/millis.js';
 import { assertAttemptTransition, assertRunTransition } from '../store/state-machines.js';
 
+/*
+ * Leases as the database holds them: `lease_owner`, `lease_expires_at` (database time) and the
+ * `fencing_token` every commit is fenced by. A held lease is a run id AND a token. Renewal
+ * (`renewLeases`, the lease keeper's one statement per beat) writes `running -> running` with a
+ * later expiry; a lease whose token moved on or whose run left `running` is reported lost.
+ * Release (`releaseLeases`, the worker stopping) writes `running -> pending`, due now, its running
+ * attempt `abandoned` without counting. Stateless: what the worker holds is in its flights.
+ */
+
 export interface HeldLease {
   readonly runId: string;
   readonly fencingToken: number;

@@ -5,6 +5,11 @@ import { versionHasRuns } from '../store/version-has-runs.js';
 import type { WorkflowRegistry } from './registry.js';
 import { describeChanges, fingerprintOf } from '../contracts/workflow-fingerprint.js';
 
+/*
+ * The worker's check of the definitions it serves against the ones the database registered
+ * ({@link registerFingerprints}), once, at start. No state of its own.
+ */
+
 interface RegisteredRow {
   workflow_name: string;
   version: number;

@@ -8,6 +8,15 @@ import { MigrationError, notMigratedError } from '../errors.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import { describeUnfinished, strandedVersions } from '../client/workflow-versions.js';
 
+/*
+ * The registered workflow versions a worker (and its reconciler) serves, indexed by name and
+ * version, with what the claim's `unnest` needs, and the checks before it starts: every step has
+ * a handler of its kind's shape and the contract is current (`buildRegistry`, no database), each
+ * version is migrated (`verifyMigrated`), and no other version of a workflow it serves has
+ * unfinished runs nobody here drives (`verifyServed`: refused, or a warning under `allowMissing`).
+ * Built once at start, immutable after.
+ */
+
 /** What the worker and reconciler need per registered workflow version. */
 export interface RegisteredWorkflow {
   readonly registration: WorkflowRegistration;

@@ -1,6 +1,11 @@
 import * as crypto from 'node:crypto';
 import { stableJson } from '../store/stable-json.js';
 
+/*
+ * The request hash of the ledger: an effect step's request, reduced to the digest its ledger row
+ * keeps so that a retry under the same key with another request is a conflict. Stateless.
+ */
+
 /** What the ledger stores in `request_hash`: sha256 of the stable JSON of the request. */
 export function requestHash(request: unknown): string {
   return sha256Hex(stableJson(request));

@@ -1,3 +1,8 @@
+/*
+ * The run driver: one claimed run, step after step, under one lease ({@link driveRun}). A drive
+ * ends when the run completes, fails, parks, is rescheduled or released, or its lease is lost;
+ * what it carries between steps (plain steps' results not yet committed) is carried-prefix.ts's.
+ */
 import { exponentialBackoffMs, sleep } from '../backoff.js';
 import type { PayloadLimitsCache } from '../limits/limits-cache.js';
 import type { Kysely } from 'kysely';

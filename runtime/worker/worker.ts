@@ -43,6 +43,7 @@ import type { Store } from '../store/store.js';
 import { loadWorkerTelemetry, NO_TELEMETRY, type Telemetry, type TelemetryOptions } from '../telemetry/telemetry.js';
 import type { LeasedRun } from '../store/leased-run.js';
 import { millis } from '../store/millis.js';
+import { DUE_RUN_STATUSES, sqlStatusList } from '../store/state-machines.js';
 import { ClaimLoop } from './claim-loop.js';
 import { CommitQueue } from './commit-queue.js';
 import { FlightAbort, flightKey, type Flight } from './flight.js';
@@ -425,7 +426,7 @@ class WorkerRuntime implements Worker {
            + (SELECT count(*) FROM ledgerflow.workflow_run r WHERE r.status = 'running' AND ${registered})
            + (SELECT count(*) FROM ledgerflow.workflow_run r
                -- the IN repeats the due index's predicate, so the planner may range-scan it
-               WHERE r.status IN ('pending', 'waiting') AND r.run_after <= statement_timestamp() + ${millis(horizonMs)}
+               WHERE r.status IN (${sqlStatusList(DUE_RUN_STATUSES)}) AND r.run_after <= statement_timestamp() + ${millis(horizonMs)}
                  AND r.status = 'waiting' AND ${registered}) AS n`.execute(this.#store.db);
     return Number(rows[0]?.n ?? 0);
   }

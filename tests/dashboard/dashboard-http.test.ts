@@ -6,7 +6,7 @@ import { Hono } from 'hono';
 import { queue, schedule } from 'ledgerflow/dsl';
 import { createClient, createDashboard, createWorker, serveDashboard, type Client } from 'ledgerflow/runtime';
 import { AUTH_COOKIE, SESSION_COOKIE } from '../../runtime/dashboard/auth.js';
-import { prefixUpperBound } from '../../runtime/dashboard/run-list.js';
+import { prefixUpperBound } from '../../runtime/client/run-list.js';
 import { main } from '../../runtime/cli/main.js';
 import { registerSchedules } from '../../runtime/schedules/register-schedules.js';
 import { registerQueueStatement } from '../../runtime/worker/queue-slots.js';

@@ -1,8 +1,7 @@
 import { CompiledQuery, sql, type RawBuilder } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openIntentsQuery } from '../../runtime/dashboard/open-intents.js';
-import { runPageQuery, STATUS_COUNT_CAP, statusCountsQuery, workflowVersions, type RunCursor, type RunListFilter } from '../../runtime/dashboard/run-list.js';
-import { listRunsQuery } from '../../runtime/client/client.js';
+import { runPageQuery, STATUS_COUNT_CAP, statusCountsQuery, workflowVersions, type RunCursor, type RunListFilter } from '../../runtime/client/run-list.js';
 import { RUN_STATUSES } from '../../runtime/store/tables.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
@@ -135,10 +134,10 @@ describe('dashboard list plans over 1 000 000 runs [pg]', () => {
     const exactPlan = await explain(runPageQuery({ statuses: [], dedupeKey: { value: 'order-500000', match: 'exact' } }, undefined, PAGE));
     expectIndexRangesOnly(exactPlan, 'workflow_run');
     expect(entriesRead(exactPlan, 'workflow_run')).toBeLessThanOrEqual(1);
-    // `ledgerflow runs --dedupe-key` (client.listRuns) without a workflow reads the same index.
-    const listed = listRunsQuery(store.db, { dedupeKey: 'order-500000' });
-    expect((await listed.execute()).map((r) => r.dedupe_key)).toEqual(['order-500000']);
-    const listedPlan = await explain(listed.compile());
+    // `ledgerflow runs --dedupe-key` (client.listRuns: whole rows) without a workflow reads the same index.
+    const listed = runPageQuery({ statuses: [], dedupeKey: { value: 'order-500000', match: 'exact' } }, undefined, PAGE, [], 'all');
+    expect((await listed.execute(store.db)).rows.map((r) => r.dedupe_key)).toEqual(['order-500000']);
+    const listedPlan = await explain(listed);
     expect(listedPlan.filter((n) => n['Relation Name'] === 'workflow_run').map((n) => n['Index Name'])).toEqual(['workflow_run_dedupe_prefix_idx']);
     expect(entriesRead(listedPlan, 'workflow_run')).toBeLessThanOrEqual(1);
   });

@@ -5,7 +5,7 @@ import { loadStepDefs } from '../../client/run-step-label.js';
 import { render, type DashboardContext, type DashboardEnv } from '../dashboard-context.js';
 import { BadRequestError, parseIntentParams, parseRunListParams } from '../list-params.js';
 import { loadOpenIntents } from '../open-intents.js';
-import { loadRunPage } from '../run-list.js';
+import { loadRunPage } from '../../client/run-list.js';
 import { auditView } from '../views/audit-view.js';
 import { intentsView } from '../views/intents-view.js';
 import { queuesView } from '../views/queues-view.js';

@@ -3,7 +3,8 @@ import { runStepLabel, type StepDefsByVersion } from '../../client/run-step-labe
 import { signalKey } from '../../client/send-event.js';
 import { MAX_LISTED_CHILDREN, type RunDetails } from '../../client/run-details.js';
 import { formatWaitingFor } from '../../presentation/format-wait.js';
-import type { OperatorActionRow, StepAttemptRow } from '../../store/tables.js';
+import { FINAL_RUN_STATUSES, type OperatorActionRow, type StepAttemptRow } from '../../store/tables.js';
+import { runStatusIn } from '../../store/state-machines.js';
 import { html, type Html } from '../html.js';
 import { auditTable } from './audit-view.js';
 import { errorBlock, formatStoredError, formatTime, horizonText, jsonBlock, shortId } from './format.js';
@@ -20,8 +21,6 @@ export interface RunViewData {
   readonly notice?: string;
 }
 
-const FINAL = ['completed', 'failed', 'cancelled', 'compensated', 'compensation_failed'];
-
 export function runView(context: PageContext, data: RunViewData): Html {
   const { run, now } = data;
   const { base } = context;
@@ -30,7 +29,7 @@ export function runView(context: PageContext, data: RunViewData): Html {
   const signal = signalKey(run.id);
   const actions = html`<p class="actions">${
     // A run that is compensating is not cancelled (it is undoing what it did).
-    FINAL.includes(run.status) || run.compensation !== null
+    runStatusIn(FINAL_RUN_STATUSES, run.status) || run.compensation !== null
       ? ''
       : html`<a href="${base}/runs/${run.id}/cancel"><button class="danger" type="button">Cancel run…</button></a> `
   }${run.status === 'failed' ? html`<a href="${base}/runs/${run.id}/retry"><button class="go" type="button">Retry from the failed step…</button></a>` : ''}${

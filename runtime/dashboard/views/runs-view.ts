@@ -2,7 +2,7 @@ import { runStepLabel, type StepDefsByVersion } from '../../client/run-step-labe
 import { RUN_STATUSES, type RunStatus } from '../../store/tables.js';
 import { html, type Html } from '../html.js';
 import { encodeRunCursor, type RunListParams } from '../list-params.js';
-import { STATUS_COUNT_CAP, type RunPage } from '../run-list.js';
+import { STATUS_COUNT_CAP, type RunPage } from '../../client/run-list.js';
 import { formatStoredError, formatTime, shortId } from './format.js';
 import { page, runStatusBadge, statusBadge, type PageContext } from './layout.js';
 

@@ -1,3 +1,10 @@
+/*
+ * The `child` and `forEach` step kinds: start the step's children in item order, a batch per
+ * commit, park the run `waiting` until the `run_settled` trigger wakes it, fail the step on a
+ * failed child, complete it with the children's outputs. The state is the database's: how many
+ * children the step started, how many are unfinished or failed (`children_open`,
+ * `children_failed`); each attempt reads it again (see {@link executeChildren}).
+ */
 import { randomUUID } from 'node:crypto';
 import { MAX_DEDUPE_KEY_LENGTH, parseStartInput } from '../../client/validate-input.js';
 import { ConflictError, NonRetryableError, PayloadTooLargeError, ValidationError } from '../../errors.js';

@@ -1,3 +1,7 @@
+/*
+ * The executor of each step kind (DESIGN.md "Step kinds and their protocols"), as one record the
+ * run driver dispatches on: a new kind without an executor is a compile error. No state.
+ */
 import type { StepKind } from '../../../dsl/step-kind.js';
 import { executeChildren } from './children-executor.js';
 import { executeExternal } from './external-executor.js';

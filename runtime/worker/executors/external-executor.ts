@@ -1,3 +1,10 @@
+/*
+ * The `external` step kind: the intent protocol (intent commit, perform, result commit), and what
+ * an intent found open decides — take it over by key, ask `reconcile` once its horizon passed,
+ * or park the run. Its ledger row moves `(none)/released -> intent -> recorded | released`, or stays
+ * `intent` (re-taken, or left for the reconciler: the run `needs_reconciliation`); see
+ * {@link executeExternal}.
+ */
 import type { PerformContext, ReconcileContext, ReconcileOutcome } from '../../contracts/handler-types.js';
 import { faultPoint } from '../../faults/fault-points.js';
 import type { Json } from '../../store/tables.js';

@@ -1,3 +1,8 @@
+/*
+ * `ctx.db` of a plain `step`: reads only, each statement in its own `READ ONLY` transaction, and a
+ * write refused with `ReadOnlyStepError` (a step runs at least once, so a write could happen
+ * twice). No state between statements.
+ */
 import { sql, type CompiledQuery, type Kysely, type QueryResult } from 'kysely';
 import { NonRetryableError } from '../../errors.js';
 import { SQLSTATE, sqlStateOf } from '../../store/sqlstate.js';

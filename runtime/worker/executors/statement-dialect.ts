@@ -1,3 +1,9 @@
+/*
+ * The Kysely dialect behind the handles a handler gets (`ctx.tx` of a transactional step,
+ * `ctx.db` of a plain one): every statement goes to a runner its owner supplies, which picks the
+ * connection and the transaction; the handle's own `transaction()` is a no-op or refused. No state
+ * of its own.
+ */
 import {
   CompiledQuery,
   DefaultQueryExecutor,

@@ -1,3 +1,11 @@
+/*
+ * What every executor shares: `StepExecution`, one attempt of one step as the run driver built it
+ * (run, lease, attempt, carried steps, flight abort), the handler's context, output validation,
+ * the effect steps' ledger claim (`effectClaim`, `claimAhead`), and the commit helpers that retry
+ * a commit whose outcome is unknown and read the run again (`commitKnowingOutcome`). An attempt
+ * ends in one of the run machine's transitions (store/state-machines.ts) through step-commits.ts;
+ * this file holds no state across attempts.
+ */
 import type { Kysely } from 'kysely';
 import type { StepDefinition } from '../../../dsl/workflow.js';
 import type { StepContext } from '../../contracts/handler-types.js';

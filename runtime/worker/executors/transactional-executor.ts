@@ -1,3 +1,8 @@
+/*
+ * The `transactional` step kind: the handler's writes, the ledger row, the result and the run's
+ * transition in one transaction ({@link executeTransactional}); the transaction's own states are
+ * step-transaction.ts's.
+ */
 import { Recorded } from '../../contracts/recorded.js';
 import { ConflictError } from '../../errors.js';
 import type { TransactionalHandler } from '../../contracts/handler-types.js';
