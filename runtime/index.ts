@@ -5,7 +5,8 @@
  * Beside it: `ledgerflow/operator` (one pass of the reconciler, the schedules or retention from
  * your own code, the payload limits, the roles' GRANTs, the telemetry names),
  * `ledgerflow/dashboard`, `ledgerflow/schema` (the `ledgerflow.*` tables' row types, status sets
- * and SQLSTATEs) and `ledgerflow/testing`. What none of them exports is internal.
+ * and SQLSTATEs) and `ledgerflow/testing`. What none of them exports is internal; the reports
+ * under api/ (`npm run check:api`) list each entry point's names.
  */
 import '../dsl/check-peer-dependencies.js';
 export { openStore, DEFAULT_DATA_DIR, type OpenStoreOptions } from './store/open-store.js';
