@@ -69,14 +69,11 @@ export {
   type WaitOptions,
   type StartAndWaitOptions,
 } from './client/client.js';
-export type {
-  AuditFilter,
-  EffectResolution,
-  OperatorNote,
-  CancelOptions,
-  ResolvedEffect,
-  RetriedRun,
-} from './client/operator.js';
+export type { AuditFilter } from './client/operator/audit.js';
+export type { CancelOptions } from './client/operator/cancel.js';
+export type { OperatorNote } from './client/operator/operator-action.js';
+export type { EffectResolution, ResolvedEffect } from './client/operator/resolve.js';
+export type { RetriedRun } from './client/operator/retry.js';
 export { type ChildRunSummary, type RunDetails, type SettledRun, type SettledRunStatus } from './client/run-details.js';
 export type { EventSender, SendEventOptions, SentEvent } from './client/send-event.js';
 export type { WorkflowVersionSummary } from './client/workflow-versions.js';
