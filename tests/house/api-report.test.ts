@@ -1,4 +1,4 @@
-import { cpSync, mkdtempSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -36,6 +36,7 @@ describe('API reports', () => {
     let dashboardDeclaration: string;
     beforeAll(() => {
       // Under the repository, so that the declarations' imports of kysely, hono and zod resolve.
+      mkdirSync(path.join(root, '.tmp'), { recursive: true });
       scratch = mkdtempSync(path.join(root, '.tmp', 'api-report-test-'));
       declarations = path.join(scratch, 'declarations');
       emitDeclarations(root, declarations);
