@@ -108,7 +108,7 @@ export const DIRECTION_RULES: readonly DirectionRule[] = [
         reason: '`createClient({ worker })` takes the public `Worker` handle: its type only; what the client needs of that worker is client/local-starts.ts',
       },
       {
-        from: 'runtime/client/operator.ts',
+        from: 'runtime/client/operator/resolve.ts',
         to: 'runtime/worker/step-commits.ts',
         reason: 'an operator\'s resolve records a found effect with the worker\'s own fenced step commit (`advanceRun`), as the reconciler does: one statement records an effect, and it is the worker\'s',
       },

@@ -1,5 +1,5 @@
 import { userInfo } from 'node:os';
-import type { OperatorNote } from '../client/operator.js';
+import type { OperatorNote } from '../client/operator/operator-action.js';
 import { UsageError, type ParseArgsOptionsConfig } from './command.js';
 
 /** `--reason` and `--actor` of the commands that act on runs, effects, queues and schedules. */

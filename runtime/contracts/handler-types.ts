@@ -1,5 +1,5 @@
 import type { Kysely, Transaction } from 'kysely';
-import type { StepSpec } from '../../dsl/workflow.js';
+import type { StepSpec } from '../../dsl/workflow-types.js';
 import type { Recorded } from './recorded.js';
 
 /** What every handler sees. `signal` aborts when the worker loses the lease or shuts down. */

@@ -45,7 +45,7 @@ import { sqlStatusList } from '../store/state-machines.js';
 const FINAL_SQL = sqlStatusList(FINAL_RUN_STATUSES);
 /**
  * The final statuses a retry takes a run from back to the step it stopped at, where a `child` or
- * `forEach` step reads its children again (client/operator.ts; a `compensation_failed` run
+ * `forEach` step reads its children again (client/operator/retry.ts; a `compensation_failed` run
  * resumes its compensations, which read no children). Children of such a run stay while it does.
  */
 export const CHILDREN_READ_ON_RETRY: readonly FinalRunStatus[] = ['failed', 'cancelled'];
@@ -320,7 +320,7 @@ function finishedBeforeCutOff(r: RawBuilder<unknown>, selection: PruneSelection)
  * Run `r`'s parent, if any, no longer reads it: the parent is final, and — when a retry would
  * resume it at a step that reads its children again ({@link CHILDREN_READ_ON_RETRY}) — is itself
  * prunable in this pass (so the child goes first, then the parent, and a retry in between is
- * refused: client/operator.ts). `levels` bounds how many such parents up this looks.
+ * refused: client/operator/retry.ts). `levels` bounds how many such parents up this looks.
  */
 function parentLetsGo(r: RawBuilder<unknown>, selection: PruneSelection, levels: number): RawBuilder<unknown> {
   const p = sql.raw(`p${levels}`);

@@ -75,13 +75,16 @@ try {
 }
 `;
 
-// Every entry point's declarations in the program, so each strict tsc checks all of them.
-const ENTRIES = `import type * as dsl from 'ledgerflow/dsl';
-import type * as runtime from 'ledgerflow/runtime';
-import type * as testing from 'ledgerflow/testing';
-import type * as codegen from 'ledgerflow/codegen';
+// Every entry point's declarations in the program, so each strict tsc checks all of them: each
+// `exports` entry of package.json that has types.
+const TYPED_ENTRIES = Object.entries(
+  (JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { exports: Record<string, string | { types?: string }> }).exports,
+)
+  .filter(([, target]) => typeof target === 'object' && target.types !== undefined)
+  .map(([subpath]) => `ledgerflow${subpath.slice(1)}`);
+const ENTRIES = `${TYPED_ENTRIES.map((entry, i) => `import type * as entry${i} from '${entry}';`).join('\n')}
 
-export type Entries = [typeof dsl, typeof runtime, typeof testing, typeof codegen];
+export type Entries = [${TYPED_ENTRIES.map((_, i) => `typeof entry${i}`).join(', ')}];
 `;
 
 const STRICT = { strict: true, skipLibCheck: false, types: ['node'], rootDir: '.' };
@@ -160,6 +163,12 @@ describe('the packed package, installed in an application', () => {
       output: { compose: { message: `Hello, ${name}!` }, record: { message: `Hello, ${name}!` } },
       effects: [{ step: 'record', key: `greet:${name}`, status: 'recorded' }],
     });
+  });
+
+  it('loads every entry point on plain node', async () => {
+    const script = `for (const entry of ${JSON.stringify(TYPED_ENTRIES)}) console.log(entry, Object.keys(await import(entry)).length > 0);`;
+    const printed = await ok(process.execPath, ['--input-type=module', '-e', script], app);
+    expect(printed.trim().split('\n')).toEqual(TYPED_ENTRIES.map((entry) => `${entry} true`));
   });
 
   it('a .ts --workflows module needs tsx, an optional peer: the CLI says so', async () => {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEFAULT_PAYLOAD_LIMITS, readPayloadLimits, setPayloadLimits } from 'ledgerflow/runtime';
+import { DEFAULT_PAYLOAD_LIMITS, readPayloadLimits, setPayloadLimits } from 'ledgerflow/operator';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { runCli as run } from '../support/run-cli.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';

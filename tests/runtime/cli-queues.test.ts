@@ -6,13 +6,13 @@ import {
   createClient,
   createWorker,
   type Client,
-  type LedgerflowDatabase,
   type QueueSummary,
   type Store,
   type Worker,
   type WorkflowHandlers,
   type WorkflowRegistration,
 } from 'ledgerflow/runtime';
+import type { LedgerflowDatabase } from 'ledgerflow/schema';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';

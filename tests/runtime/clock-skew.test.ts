@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createWorker, runReconcilePass, type Worker, type WorkerOptions } from 'ledgerflow/runtime';
+import { createWorker, type Worker, type WorkerOptions } from 'ledgerflow/runtime';
+import { runReconcilePass } from 'ledgerflow/operator';
 import { configureFaults } from 'ledgerflow/testing';
 import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
 import { migrateForTest } from '../support/migrate-for-test.js';

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createClient, createDashboard, createWorker, NotAppliedError, type Client } from 'ledgerflow/runtime';
+import { createClient, createWorker, NotAppliedError, type Client } from 'ledgerflow/runtime';
+import { createDashboard } from 'ledgerflow/dashboard';
 import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
 import { ORIGIN, session } from '../dashboard/support/browserless-session.js';
 import { migrateForTest } from '../support/migrate-for-test.js';

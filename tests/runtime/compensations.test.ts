@@ -10,11 +10,11 @@ import {
   NonRetryableError,
   NotAppliedError,
   notFound,
-  runReconcilePass,
   unknownOutcome,
   type Worker,
   type WorkerOptions,
 } from 'ledgerflow/runtime';
+import { runReconcilePass } from 'ledgerflow/operator';
 import { shapeHash } from '../../dsl/workflow-shape.js';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';

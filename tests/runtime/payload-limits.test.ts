@@ -6,14 +6,9 @@ import {
   bindHandlers,
   createClient,
   createWorker,
-  DEFAULT_PAYLOAD_LIMITS,
   found,
-  MAX_JSON_DEPTH,
   NonRetryableError,
   PayloadTooLargeError,
-  readPayloadLimits,
-  runReconcilePass,
-  setPayloadLimits,
   unknownOutcome,
   ValidationError,
   type Client,
@@ -21,6 +16,13 @@ import {
   type WorkflowRegistration,
   type Worker,
 } from 'ledgerflow/runtime';
+import {
+  DEFAULT_PAYLOAD_LIMITS,
+  MAX_JSON_DEPTH,
+  readPayloadLimits,
+  runReconcilePass,
+  setPayloadLimits,
+} from 'ledgerflow/operator';
 import { configureFaults } from 'ledgerflow/testing';
 import type { TestStore } from '../support/test-stores.js';
 import { describeStores } from '../support/describe-stores.js';

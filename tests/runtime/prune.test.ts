@@ -6,7 +6,7 @@ import { workflow, type AnyWorkflow } from '../../dsl/workflow.js';
 import { createClient, type Client } from '../../runtime/client/client.js';
 import { bindHandlers } from '../../runtime/contracts/registration.js';
 import { ConflictError, DuplicateRunError, NonRetryableError, RunPrunedError, ValidationError } from '../../runtime/errors.js';
-import { retryRunStatement } from '../../runtime/client/operator.js';
+import { retryRunStatement } from '../../runtime/client/operator/retry.js';
 import { notFound } from '../../runtime/contracts/handler-types.js';
 import { pruneBatchStatement, pruneRuns, type PruneBatch } from '../../runtime/retention/prune.js';
 import { FINAL_RUN_STATUSES } from '../../runtime/store/tables.js';

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RUNS_CHANNEL } from 'ledgerflow/runtime';
+import { RUNS_CHANNEL } from 'ledgerflow/schema';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
 import { concurrencyQueue, limited, QUEUE_WORKFLOWS } from './fixtures/queue-workflows.js';

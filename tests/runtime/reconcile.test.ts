@@ -1,5 +1,6 @@
 import { afterEach, beforeAll, expect, it } from 'vitest';
-import { createWorker, runReconcilePass, type Worker, type WorkerOptions } from 'ledgerflow/runtime';
+import { createWorker, type Worker, type WorkerOptions } from 'ledgerflow/runtime';
+import { runReconcilePass } from 'ledgerflow/operator';
 import { configureFaults, type FaultPointName } from 'ledgerflow/testing';
 import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
 import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';

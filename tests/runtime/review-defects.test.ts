@@ -8,11 +8,11 @@ import {
   createClient,
   createWorker,
   found,
-  runReconcilePass,
   type Store,
   type Worker,
   type WorkerOptions,
 } from 'ledgerflow/runtime';
+import { runReconcilePass } from 'ledgerflow/operator';
 import { configureFaults } from 'ledgerflow/testing';
 import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
 import { claimRuns } from '../../runtime/worker/claim.js';

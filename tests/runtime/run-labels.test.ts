@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { event, shapeHash, workflow, type AnyWorkflow } from 'ledgerflow/dsl';
-import { bindHandlers, createClient, createDashboard, createWorker, NonRetryableError, type Client, type WorkflowRegistration } from 'ledgerflow/runtime';
+import { bindHandlers, createClient, createWorker, NonRetryableError, type Client, type WorkflowRegistration } from 'ledgerflow/runtime';
+import { createDashboard } from 'ledgerflow/dashboard';
 import { ORIGIN, session } from '../dashboard/support/browserless-session.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { runCli } from '../support/run-cli.js';

@@ -11,14 +11,12 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   createClient,
   createWorker,
-  runReconcilePass,
-  TELEMETRY_ATTRIBUTES as ATTR,
-  TELEMETRY_METRICS as METRIC,
   type MeterProviderLike,
   type TracerProviderLike,
   type Worker,
   type WorkerOptions,
 } from 'ledgerflow/runtime';
+import { runReconcilePass, TELEMETRY_ATTRIBUTES as ATTR, TELEMETRY_METRICS as METRIC } from 'ledgerflow/operator';
 import { configureFaults } from 'ledgerflow/testing';
 import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
 import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';

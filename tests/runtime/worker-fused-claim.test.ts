@@ -1,7 +1,8 @@
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createWorker, type LedgerflowDatabase, type Store, type WorkerEvent } from 'ledgerflow/runtime';
+import { createWorker, type Store, type WorkerEvent } from 'ledgerflow/runtime';
+import type { LedgerflowDatabase } from 'ledgerflow/schema';
 import { INT8_OID, parseInt8 } from '../../runtime/store/store.js';
 import { claimRuns } from '../../runtime/worker/claim.js';
 import { buildRegistry } from '../../runtime/worker/registry.js';

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createClient, TELEMETRY_ATTRIBUTES as ATTR } from 'ledgerflow/runtime';
+import { createClient } from 'ledgerflow/runtime';
+import { TELEMETRY_ATTRIBUTES as ATTR } from 'ledgerflow/operator';
 import { main } from '../../runtime/cli/main.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';

@@ -1,6 +1,7 @@
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
-import type { LedgerflowDatabase, Store } from 'ledgerflow/runtime';
+import type { LedgerflowDatabase } from 'ledgerflow/schema';
+import type { Store } from 'ledgerflow/runtime';
 import { INT8_OID, parseInt8 } from '../../runtime/store/store.js';
 
 /** A store over its own pool whose Kysely logs every statement, BEGIN/COMMIT included. */

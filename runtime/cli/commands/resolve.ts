@@ -1,5 +1,5 @@
 import { createClient } from '../../client/client.js';
-import type { EffectResolution } from '../../client/operator.js';
+import type { EffectResolution } from '../../client/operator/resolve.js';
 import { defineCommand, UsageError } from '../command.js';
 import { formatJson, toJsonDocument } from '../../presentation/format-values.js';
 import { parseJsonOption } from '../json-option.js';
