@@ -36,7 +36,7 @@ import type { AttemptStatus, EffectStatus, FinalRunStatus, RunStatus } from './t
  *            cancelled or compensated (trigger ledgerflow.run_settled), fencing_token + 1-->  cancelled
  *            (never a run that is compensating: see below)
  *   failed / cancelled  --an operator's retry (client.retryRun: due now, fencing_token + 1, a fresh
- *            attempt budget for the step it stopped at; client/operator.ts)-->  pending
+ *            attempt budget for the step it stopped at; client/operator/retry.ts)-->  pending
  *
  * Compensation (core 0013): a run whose steps declare compensations undoes its recorded effects
  * instead of failing. It is not a status of its own: the run is positioned at its first

@@ -14,6 +14,7 @@ import {
   type IntentRef,
 } from '../../reconciler/reconcile-commits.js';
 import { RUNS_CHANNEL } from '../../store/channels.js';
+import { ENDED_UNCOMPLETED_RUN_STATUSES, runStatusIn } from '../../store/state-machines.js';
 import type { Json, LedgerflowDatabase, RunStatus } from '../../store/tables.js';
 import { advanceRun } from '../../worker/step-commits.js';
 import { assertRunId, describeIssues } from '../validate-input.js';
@@ -35,8 +36,6 @@ export interface ResolvedEffect {
 
 /** How long an operator's claim of a run lasts; the claim is released by the same transaction. */
 const OPERATOR_LEASE_MS = 30_000;
-/** Runs whose open intents are settled in the ledger only (the run does not move): the reconciler's rule. */
-const SETTLED_IN_LEDGER: readonly RunStatus[] = ['failed', 'cancelled', 'compensated', 'compensation_failed'];
 
 /** Every workflow version a client knows, child workflows included, by `name@version`. */
 export function workflowVersions(entries: ReadonlyArray<AnyWorkflow | WorkflowRegistration>): Map<string, AnyWorkflow> {
@@ -117,7 +116,7 @@ async function settle(
   const where = `run ${run.id}`;
   // A run that is over, or compensating (it does not go back to the step: core 0013), settles in
   // the ledger only — as the reconciler does.
-  if (SETTLED_IN_LEDGER.includes(run.status) || (run.compensation !== null && step.compensates === undefined)) {
+  if (runStatusIn(ENDED_UNCOMPLETED_RUN_STATUSES, run.status) || (run.compensation !== null && step.compensates === undefined)) {
     const settled = await settleFinishedRunIntent(trx, intent, output === undefined ? { resolution } : { output, resolution });
     if (!settled) throw new ConflictError(`The intent of step "${step.name}" of ${where} changed meanwhile. Nothing was done.`);
     // A compensation parked until this intent was settled is pending now (woken by the settle).

@@ -2,8 +2,8 @@ import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { ConflictError } from '../../errors.js';
 import { CHILDREN_READ_ON_RETRY } from '../../retention/prune.js';
 import { RUNS_CHANNEL } from '../../store/channels.js';
-import { assertRunTransition } from '../../store/state-machines.js';
-import type { LedgerflowDatabase, RunStatus } from '../../store/tables.js';
+import { assertRunTransition, ENDED_UNCOMPLETED_RUN_STATUSES, RETRYABLE_RUN_STATUSES, runStatusIn, sqlStatusList } from '../../store/state-machines.js';
+import { FINAL_RUN_STATUSES, type LedgerflowDatabase, type RunStatus } from '../../store/tables.js';
 import { assertRunId } from '../validate-input.js';
 import { audit, checkNote, lockRun, type OperatorNote } from './operator-action.js';
 
@@ -19,16 +19,10 @@ export interface RetriedRun {
   readonly previousStatus: 'failed' | 'cancelled' | 'compensation_failed';
 }
 
-const FINAL: readonly RunStatus[] = ['completed', 'failed', 'cancelled', 'compensated', 'compensation_failed'];
-/** The statuses a retry takes a run from. */
-const RETRYABLE = ['failed', 'cancelled', 'compensation_failed'] as const;
-/** {@link RETRYABLE} as a literal SQL list. */
-const RETRYABLE_SQL = sql.raw(RETRYABLE.map((s) => `'${s}'`).join(', '));
-/** Final statuses, and those of them the parent counts as failed children (core 0003, 0013). */
-const FINAL_SQL = sql.raw(FINAL.map((s) => `'${s}'`).join(', '));
-/** The statuses a parent counts as failed children (core 0003, 0013): its child step fails on any of them. */
-const CHILD_FAILED: readonly RunStatus[] = ['failed', 'cancelled', 'compensated', 'compensation_failed'];
-const CHILD_FAILED_SQL = sql.raw(CHILD_FAILED.map((s) => `'${s}'`).join(', '));
+/** The final statuses, a retry's, and those a parent counts as failed children (core 0003, 0013), as literal SQL lists. */
+const FINAL_SQL = sqlStatusList(FINAL_RUN_STATUSES);
+const RETRYABLE_SQL = sqlStatusList(RETRYABLE_RUN_STATUSES);
+const CHILD_FAILED_SQL = sqlStatusList(ENDED_UNCOMPLETED_RUN_STATUSES);
 
 /**
  * The retry: the run `pending` and due now at the step it stopped at, `finished_at` and `error`
@@ -41,7 +35,7 @@ const CHILD_FAILED_SQL = sql.raw(CHILD_FAILED.map((s) => `'${s}'`).join(', '));
  * (its `current_step`), and goes on with the remaining compensations, to `compensated`.
  */
 export function retryRunStatement(runId: string, stepName: string): RawBuilder<{ deadline_at: Date | null }> {
-  for (const from of RETRYABLE) assertRunTransition(from, 'pending');
+  for (const from of RETRYABLE_RUN_STATUSES) assertRunTransition(from, 'pending');
   return sql<{ deadline_at: Date | null }>`
     WITH retried AS (
       UPDATE ledgerflow.workflow_run r
@@ -76,7 +70,7 @@ export async function retryRun(db: Kysely<LedgerflowDatabase>, runId: string, no
     }
     if (run.parent_run_id !== null) {
       const parent = await trx.selectFrom('ledgerflow.workflow_run').select('status').where('id', '=', run.parent_run_id).executeTakeFirst();
-      if (parent !== undefined && !FINAL.includes(parent.status)) {
+      if (parent !== undefined && !runStatusIn(FINAL_RUN_STATUSES, parent.status)) {
         throw new ConflictError(
           `Run ${runId} is a child of run ${run.parent_run_id}, which is still ${parent.status} and will fail or be cancelled ` +
             'because this child did: retry this child once its parent is over, then the parent. Nothing was done.',
@@ -105,7 +99,7 @@ export async function retryRun(db: Kysely<LedgerflowDatabase>, runId: string, no
             .selectFrom('ledgerflow.workflow_run')
             .select(['id', 'status'])
             .where('parent_run_id', '=', runId)
-            .where('status', 'in', CHILD_FAILED)
+            .where('status', 'in', ENDED_UNCOMPLETED_RUN_STATUSES)
             .orderBy('parent_index')
             .limit(6)
             .execute();
@@ -132,6 +126,6 @@ export async function retryRun(db: Kysely<LedgerflowDatabase>, runId: string, no
   });
 }
 
-function isRetryable(status: RunStatus): status is (typeof RETRYABLE)[number] {
-  return (RETRYABLE as readonly RunStatus[]).includes(status);
+function isRetryable(status: RunStatus): status is (typeof RETRYABLE_RUN_STATUSES)[number] {
+  return runStatusIn(RETRYABLE_RUN_STATUSES, status);
 }

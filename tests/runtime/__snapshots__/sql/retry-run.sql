@@ -17,7 +17,7 @@
              children_open = (SELECT count(*) FROM ledgerflow.workflow_run c
                                WHERE c.parent_run_id = r.id AND c.status NOT IN ('completed', 'failed', 'cancelled', 'compensated', 'compensation_failed')),
              children_failed = (SELECT count(*) FROM ledgerflow.workflow_run c
-                                 WHERE c.parent_run_id = r.id AND c.status IN ('failed', 'cancelled', 'compensated', 'compensation_failed'))
+                                 WHERE c.parent_run_id = r.id AND c.status IN ('cancelled', 'failed', 'compensated', 'compensation_failed'))
        WHERE r.id = $3 AND r.status IN ('failed', 'cancelled', 'compensation_failed')
       RETURNING r.id, r.deadline_at
     )
