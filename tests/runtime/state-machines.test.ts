@@ -57,6 +57,7 @@ const WRITES: Readonly<Record<string, readonly string[]>> = {
     'attempt none->running',
   ],
   'start-run-claimed.sql': ['run none->running', 'attempt none->running'],
+  'start-run-deferred.sql': ['run none->running', 'attempt none->running'],
   'load-leased-run.sql': [],
   'advance-hold.sql': ['run running->running', 'attempt running->succeeded', 'attempt none->running'],
   // …and the next (external) step's intent (step-commits.ts NextIntent).
