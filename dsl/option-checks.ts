@@ -50,6 +50,8 @@ export interface OptionProblem {
   readonly name: string;
   /** The rest of the sentence: `must be > 0 (got -1)`, or a refinement's message as written. */
   readonly says: string;
+  /** The value given for the option (a refinement's: what it reported, if anything). */
+  readonly given: unknown;
 }
 
 export interface OptionStyle {
@@ -75,10 +77,10 @@ export function optionProblems(schema: z.ZodType, value: unknown, style: OptionS
     // One problem per option: `z.number().int().min(1)` given 0.5 fails two checks, said by one rule.
     if (issue.code !== 'custom' && seen.has(name)) continue;
     seen.add(name);
-    problems.push({ name, says, at: order(schema, issue.path[0]) });
+    problems.push({ name, says, given: issue.input, at: order(schema, issue.path[0]) });
   }
   // Issues of cross-option refinements come after every field's; each is told where its option is.
-  return problems.sort((a, b) => a.at - b.at).map(({ name, says }) => ({ name, says }));
+  return problems.sort((a, b) => a.at - b.at).map(({ name, says, given }) => ({ name, says, given }));
 }
 
 /** Where an object schema declares `key`: the order its problems are told in (-1 for the object itself). */

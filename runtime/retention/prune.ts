@@ -303,7 +303,7 @@ export function parsePruneOptions(options: PruneOptions): PruneSelection {
 }
 
 /** A number of milliseconds a retention option may hold: finite and >= 0. */
-export function isDuration(ms: unknown): ms is number {
+function isDuration(ms: unknown): ms is number {
   return typeof ms === 'number' && Number.isFinite(ms) && ms >= 0;
 }
 
