@@ -63,34 +63,41 @@ export interface OptionStyle {
   readonly show?: (value: unknown) => string;
 }
 
-/** Every problem of `value` under `schema`, in the schema's order; empty when it passes. */
-export function optionProblems(schema: z.ZodType, value: unknown, style: OptionStyle = {}): OptionProblem[] {
+/**
+ * Every problem of `value` under `schema`, in the order the schema declares its options; empty
+ * when it passes. One per option and check that fails: `integer().min(1)` given 0.5 fails two
+ * checks said by one rule, and a refinement's problem with an option (`maxWaitMs: only for keep
+ * 'last'`) replaces what the option's own rule says of it.
+ */
+export function problemsOf(schema: z.ZodType, value: unknown, style: OptionStyle = {}): OptionProblem[] {
   const result = schema.safeParse(value, { reportInput: true });
   if (result.success) return [];
   const show = style.show ?? String;
-  const seen = new Set<string>();
-  const problems: Array<OptionProblem & { readonly at: number }> = [];
+  const byRule = new Map<string, number>();
+  const problems: Array<(OptionProblem & { readonly at: number }) | undefined> = [];
   for (const issue of result.error.issues) {
     const path = issue.path.map(String).join('.');
     const name = style.name === undefined ? path : path === '' ? style.name : `${style.name}.${path}`;
-    const says = issue.code === 'custom' ? issue.message : `${ruleAt(schema, issue.path) ?? issue.message} (got ${show(issue.input)})`;
-    // One problem per option: `z.number().int().min(1)` given 0.5 fails two checks, said by one rule.
-    if (issue.code !== 'custom' && seen.has(name)) continue;
-    seen.add(name);
-    problems.push({ name, says, given: issue.input, at: order(schema, issue.path[0]) });
+    const at = order(schema, issue.path[0]);
+    if (issue.code === 'custom') {
+      const ruled = byRule.get(name);
+      if (ruled !== undefined) problems[ruled] = undefined;
+      problems.push({ name, says: issue.message, given: issue.input, at });
+    } else if (!byRule.has(name)) {
+      byRule.set(name, problems.length);
+      problems.push({ name, says: `${ruleAt(schema, issue.path) ?? issue.message} (got ${show(issue.input)})`, given: issue.input, at });
+    }
   }
-  // Issues of cross-option refinements come after every field's; each is told where its option is.
-  return problems.sort((a, b) => a.at - b.at).map(({ name, says, given }) => ({ name, says, given }));
+  // A refinement's problems come after every option's; each is told where its option is declared.
+  return problems
+    .filter((p) => p !== undefined)
+    .sort((a, b) => a.at - b.at)
+    .map(({ name, says, given }) => ({ name, says, given }));
 }
 
-/** Where an object schema declares `key`: the order its problems are told in (-1 for the object itself). */
-function order(schema: z.ZodType, key: PropertyKey | undefined): number {
-  if (key === undefined) return -1;
-  let node: z.core.$ZodType = schema;
-  while ('innerType' in node._zod.def) node = node._zod.def.innerType as z.core.$ZodType;
-  const def = node._zod.def as z.core.$ZodTypeDef & { shape?: Record<PropertyKey, unknown> };
-  const index = def.type === 'object' && def.shape !== undefined ? Object.keys(def.shape).indexOf(String(key)) : -1;
-  return index === -1 ? Number.MAX_SAFE_INTEGER : index;
+/** {@link problemsOf} as lines: `name must be … (got …)`, with the style's separator. */
+export function optionProblems(schema: z.ZodType, value: unknown, style: OptionStyle = {}): string[] {
+  return problemsOf(schema, value, style).map((problem) => lineOf(problem, style));
 }
 
 /**
@@ -103,13 +110,22 @@ export function checkOptions(
   fail: (problems: readonly string[], parts: readonly OptionProblem[]) => Error,
   style: OptionStyle = {},
 ): void {
-  const parts = optionProblems(schema, value, style);
-  if (parts.length === 0) return;
-  const separator = style.separator ?? ' ';
-  throw fail(
-    parts.map((p) => (p.name === '' ? p.says : `${p.name}${separator}${p.says}`)),
-    parts,
-  );
+  const parts = problemsOf(schema, value, style);
+  if (parts.length > 0) throw fail(parts.map((problem) => lineOf(problem, style)), parts);
+}
+
+function lineOf(problem: OptionProblem, style: OptionStyle): string {
+  return problem.name === '' ? problem.says : `${problem.name}${style.separator ?? ' '}${problem.says}`;
+}
+
+/** Where an object schema declares `key`: the order its problems are told in (-1 for the object itself). */
+function order(schema: z.ZodType, key: PropertyKey | undefined): number {
+  if (key === undefined) return -1;
+  let node: z.core.$ZodType = schema;
+  while ('innerType' in node._zod.def) node = node._zod.def.innerType as z.core.$ZodType;
+  const def = node._zod.def as z.core.$ZodTypeDef & { shape?: Record<PropertyKey, unknown> };
+  const index = def.type === 'object' && def.shape !== undefined ? Object.keys(def.shape).indexOf(String(key)) : -1;
+  return index === -1 ? Number.MAX_SAFE_INTEGER : index;
 }
 
 /** The rule nearest to the value at `path`: the deepest ruled schema on the way down to it. */
