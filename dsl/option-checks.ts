@@ -75,18 +75,27 @@ export function problemsOf(schema: z.ZodType, value: unknown, style: OptionStyle
   const show = style.show ?? String;
   const byRule = new Map<string, number>();
   const problems: Array<(OptionProblem & { readonly at: number }) | undefined> = [];
+  const nameOf = (path: readonly PropertyKey[]): string => {
+    const dotted = path.map(String).join('.');
+    return style.name === undefined ? dotted : dotted === '' ? style.name : `${style.name}.${dotted}`;
+  };
   for (const issue of result.error.issues) {
-    const path = issue.path.map(String).join('.');
-    const name = style.name === undefined ? path : path === '' ? style.name : `${style.name}.${path}`;
     const at = order(schema, issue.path[0]);
     if (issue.code === 'custom') {
+      const name = nameOf(issue.path);
       const ruled = byRule.get(name);
       if (ruled !== undefined) problems[ruled] = undefined;
       problems.push({ name, says: issue.message, given: issue.input, at });
-    } else if (!byRule.has(name)) {
-      byRule.set(name, problems.length);
-      problems.push({ name, says: `${ruleAt(schema, issue.path) ?? issue.message} (got ${show(issue.input)})`, given: issue.input, at });
+      continue;
     }
+    // The rule speaks for the option it is on, whatever part of it failed: `catchUp`, not `catchUp.all.max`.
+    const ruled = ruleAt(schema, issue.path);
+    const path = ruled === undefined ? issue.path : issue.path.slice(0, ruled.depth);
+    const name = nameOf(path);
+    if (byRule.has(name)) continue;
+    const given = ruled === undefined || ruled.depth === issue.path.length ? issue.input : valueAt(value, path);
+    byRule.set(name, problems.length);
+    problems.push({ name, says: `${ruled?.words ?? issue.message} (got ${show(given)})`, given, at });
   }
   // A refinement's problems come after every option's; each is told where its option is declared.
   return problems
@@ -128,13 +137,14 @@ function order(schema: z.ZodType, key: PropertyKey | undefined): number {
   return index === -1 ? Number.MAX_SAFE_INTEGER : index;
 }
 
-/** The rule nearest to the value at `path`: the deepest ruled schema on the way down to it. */
-function ruleAt(schema: z.ZodType, path: readonly PropertyKey[]): string | undefined {
+/** The rule nearest to the value at `path` (the deepest ruled schema on the way down to it), and how deep it is. */
+function ruleAt(schema: z.ZodType, path: readonly PropertyKey[]): { readonly words: string; readonly depth: number } | undefined {
   let node: z.core.$ZodType | undefined = schema;
-  let found: string | undefined;
+  let found: { readonly words: string; readonly depth: number } | undefined;
   let at = 0;
   while (node !== undefined) {
-    found = rules.get(node as z.ZodType)?.rule ?? found;
+    const words = rules.get(node as z.ZodType)?.rule;
+    if (words !== undefined) found = { words, depth: at };
     const def = node._zod.def as z.core.$ZodTypeDef & Record<string, unknown>;
     if ('innerType' in def) node = def.innerType as z.core.$ZodType; // optional, nullable, default, readonly …
     else if (def.type === 'pipe') node = def.in as z.core.$ZodType;
@@ -143,4 +153,10 @@ function ruleAt(schema: z.ZodType, path: readonly PropertyKey[]): string | undef
     else node = undefined;
   }
   return found;
+}
+
+function valueAt(value: unknown, path: readonly PropertyKey[]): unknown {
+  let at = value;
+  for (const key of path) at = typeof at === 'object' && at !== null ? (at as Record<PropertyKey, unknown>)[key] : undefined;
+  return at;
 }
