@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { checkOptions, integer, rule } from '../../dsl/option-checks.js';
 import { shapeHash } from '../../dsl/workflow-shape.js';
 import type { AnyWorkflow } from '../../dsl/workflow.js';
-import { DuplicateRunError, MigrationError, notMigratedError, UnknownWorkflowError, ValidationError } from '../errors.js';
+import { DuplicateRunError, MigrationError, notMigratedError, UnknownWorkflowError } from '../errors.js';
 import { inputHash } from '../store/input-hash.js';
 import { toPrunedRun, type PrunedRun } from '../retention/pruned-run.js';
 import { prepared } from '../store/prepared.js';
@@ -15,6 +15,7 @@ import { millis } from '../store/millis.js';
 import { assertAttemptTransition, assertRunTransition } from '../store/state-machines.js';
 import type { LocalStarts, StartReservation } from './local-starts.js';
 import { DeferredStart, deferredRun, type DeferredInsert } from './deferred-start.js';
+import { invalidOption } from './invalid-option.js';
 import { RUNS_CHANNEL } from '../store/channels.js';
 import { describeChanges, fingerprintOf } from '../contracts/workflow-fingerprint.js';
 import { parseDebounce, startDebounced, type DebounceOptions, type DebouncedRunColumns } from './debounce.js';
@@ -135,7 +136,7 @@ export async function startRun(
   if (options.runId !== undefined) assertRunId(options.runId);
   // The workflow's own timeout (checked when declared) stands in for the start's, as it will be used.
   const checked = options.timeoutMs === undefined && workflow.timeoutMs !== undefined ? { ...options, timeoutMs: workflow.timeoutMs } : options;
-  checkOptions(startOptionsSchema, checked, (problems, [first]) => new ValidationError(`${problems[0]}.`, [`${first!.name}: ${String(first!.given)}`]));
+  checkOptions(startOptionsSchema, checked, invalidOption);
   const { dedupeKey } = options;
   const timeoutMs = options.timeoutMs ?? workflow.timeoutMs;
   const onDifferentInput = options.onDifferentInput ?? 'refuse';

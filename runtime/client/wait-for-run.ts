@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import { z } from 'zod';
 import { checkOptions, rule } from '../../dsl/option-checks.js';
-import { ValidationError, WaitTimeoutError } from '../errors.js';
+import { WaitTimeoutError } from '../errors.js';
 import { missingRunError } from '../retention/missing-run-error.js';
 import type { LedgerflowDatabase, RunStatus } from '../store/tables.js';
 import type { SettledRun } from './run-details.js';
@@ -9,6 +9,7 @@ import { isSettled, watchRunStatement, type SettledRunWaiters } from './settled-
 import type { WatchedStartedRun } from './start-run.js';
 import type { DeferredInsert } from './deferred-start.js';
 import { assertRunId } from './validate-input.js';
+import { invalidOption } from './invalid-option.js';
 import { isConnectionError } from '../store/connection-errors.js';
 import type { LocalWaiters } from './local-waiters.js';
 
@@ -48,7 +49,7 @@ const waitOptionsSchema = z.object({
 
 /** Validated wait options, with the deadline fixed now. */
 export function parseWaitOptions(options: WaitOptions = {}): Wait {
-  checkOptions(waitOptionsSchema, options, (problems, [first]) => new ValidationError(`${problems[0]}.`, [`${first!.name}: ${String(first!.given)}`]));
+  checkOptions(waitOptionsSchema, options, invalidOption);
   const timeoutMs = options.timeoutMs ?? 30_000;
   const pollMs = options.pollMs ?? 250;
   const recheckMs = options.recheckMs ?? 5_000;
