@@ -143,8 +143,13 @@ const waitForConfigSchema = z.object({
 });
 
 const forEachConfigSchema = z.object({
+  items: fn('({ input, steps }) => items'),
+  key: fn('({ item, input, steps }) => string'),
+  input: fn('({ item, input, steps }) => childInput'),
   concurrency: rule(z.union([integer().min(1), z.literal(Infinity)]), 'must be an integer >= 1').optional(),
 });
+
+const queueUseSchema = z.object({ partitionKey: fn('({ input, steps }) => string').optional() });
 
 const workflowOptionsSchema = z.object({
   version: rule(integer().min(1), 'must be an integer >= 1'),
@@ -433,9 +438,6 @@ export class Workflow<
   > {
     const where = this.where(name);
     this.checkChild(name, config.workflow);
-    for (const part of ['items', 'key', 'input'] as const) {
-      if (typeof config[part] !== 'function') throw new TypeError(`Invalid forEach in ${where}: ${part} must be a function.`);
-    }
     checkOptions(forEachConfigSchema, config, invalidIn(where));
     const concurrency = config.concurrency ?? Infinity;
     const fanOut: FanOutDefinition = {
@@ -575,9 +577,7 @@ function queueUse(where: string, use: QueueUse<never>): QueueUseDefinition {
   if (queue === undefined || typeof queue.name !== 'string' || typeof queue.limits !== 'object') {
     throw new TypeError(`Invalid queue in ${where}: declare it with queue('name', { ... }) and pass { queue }.`);
   }
-  if (use.partitionKey !== undefined && typeof use.partitionKey !== 'function') {
-    throw new TypeError(`Invalid partitionKey in ${where}: must be a function ({ input, steps }) => string.`);
-  }
+  checkOptions(queueUseSchema, use, invalidIn(where));
   return Object.freeze({
     queue,
     ...(use.partitionKey !== undefined ? { partitionKey: use.partitionKey as unknown as NonNullable<QueueUseDefinition['partitionKey']> } : {}),
