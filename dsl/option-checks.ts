@@ -11,7 +11,7 @@ import { z } from 'zod';
  *
  * @example
  * const schema = z.object({
- *   concurrency: rule(z.number().int().min(1), 'must be an integer >= 1').optional(),
+ *   concurrency: rule(integer().min(1), 'must be an integer >= 1').optional(),
  * });
  * checkOptions(schema, options, (problems) => new TypeError(`Invalid worker options: ${problems.join('; ')}.`));
  *
@@ -69,7 +69,7 @@ export interface OptionStyle {
  * checks said by one rule, and a refinement's problem with an option (`maxWaitMs: only for keep
  * 'last'`) replaces what the option's own rule says of it.
  */
-export function problemsOf(schema: z.ZodType, value: unknown, style: OptionStyle = {}): OptionProblem[] {
+function problemsOf(schema: z.ZodType, value: unknown, style: OptionStyle = {}): OptionProblem[] {
   const result = schema.safeParse(value, { reportInput: true });
   if (result.success) return [];
   const show = style.show ?? String;
