@@ -250,12 +250,13 @@ export async function pruneRuns(db: Kysely<LedgerflowDatabase>, options: PruneOp
   return report();
 }
 
-const milliseconds = rule(z.number().min(0), 'must be a number of milliseconds >= 0');
+/** A retention option's age: finite and >= 0 (the worker's `retention` takes the same). */
+export const retentionMilliseconds = rule(z.number().min(0), 'must be a number of milliseconds >= 0');
 
 /** What {@link PruneOptions} allow; the archive must outlive what it protects the keys of. */
 const pruneOptionsSchema = z
   .object({
-    olderThanMs: milliseconds,
+    olderThanMs: retentionMilliseconds,
     batchSize: rule(integer().min(1).max(MAX_PRUNE_BATCH_SIZE), `must be an integer from 1 to ${MAX_PRUNE_BATCH_SIZE}`).optional(),
     statuses: rule(z.array(z.unknown()), `must list at least one of ${FINAL_RUN_STATUSES.join(', ')}`)
       .refine((statuses) => statuses.length > 0, `must list at least one of ${FINAL_RUN_STATUSES.join(', ')}`)
@@ -269,9 +270,9 @@ const pruneOptionsSchema = z
         }
       })
       .optional(),
-    eventsOlderThanMs: milliseconds.optional(),
-    unconsumedEventsOlderThanMs: milliseconds.optional(),
-    archiveOlderThanMs: milliseconds.optional(),
+    eventsOlderThanMs: retentionMilliseconds.optional(),
+    unconsumedEventsOlderThanMs: retentionMilliseconds.optional(),
+    archiveOlderThanMs: retentionMilliseconds.optional(),
   })
   .superRefine((options, ctx) => {
     const { archiveOlderThanMs: archive } = options;

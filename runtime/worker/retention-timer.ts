@@ -14,7 +14,7 @@
 import type { Kysely } from 'kysely';
 import { z } from 'zod';
 import { integer, rule } from '../../dsl/option-checks.js';
-import { pruneRuns } from '../retention/prune.js';
+import { pruneRuns, retentionMilliseconds } from '../retention/prune.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import { PeriodicPass } from './periodic-pass.js';
 import { serializeError } from './step-errors.js';
@@ -37,12 +37,10 @@ export interface RetentionOptions {
 
 export const DEFAULT_RETENTION_INTERVAL_MS = 600_000;
 
-const milliseconds = rule(z.number().min(0), 'must be a number of milliseconds >= 0');
-
 /** What {@link RetentionOptions} allow (checked with the worker's options). */
 export const retentionOptionsSchema = z.object({
-  completedOlderThanMs: milliseconds,
-  eventsOlderThanMs: milliseconds.optional(),
+  completedOlderThanMs: retentionMilliseconds,
+  eventsOlderThanMs: retentionMilliseconds.optional(),
   intervalMs: rule(z.number().gt(0), 'must be > 0').optional(),
   batchSize: rule(integer().min(1).max(10_000), 'must be an integer from 1 to 10000').optional(),
 });
