@@ -134,9 +134,8 @@ export async function startRun(
 ): Promise<WatchedStartedRun> {
   const data = parseInputSchema(workflow, input);
   if (options.runId !== undefined) assertRunId(options.runId);
-  // The workflow's own timeout (checked when declared) stands in for the start's, as it will be used.
-  const checked = options.timeoutMs === undefined && workflow.timeoutMs !== undefined ? { ...options, timeoutMs: workflow.timeoutMs } : options;
-  checkOptions(startOptionsSchema, checked, invalidOption);
+  // The workflow's own timeout, used when the start gives none, was checked by the same rule when declared.
+  checkOptions(startOptionsSchema, options, invalidOption);
   const { dedupeKey } = options;
   const timeoutMs = options.timeoutMs ?? workflow.timeoutMs;
   const onDifferentInput = options.onDifferentInput ?? 'refuse';
