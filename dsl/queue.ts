@@ -1,3 +1,6 @@
+import { z } from 'zod';
+import { checkOptions, integer, rule } from './option-checks.js';
+
 /** A queue name: lower-case letters, digits, `.`, `_` and `-`, starting with a letter; at most 63 characters. */
 export const QUEUE_NAME = /^[a-z][a-z0-9._-]{0,62}$/;
 
@@ -36,23 +39,21 @@ export interface QueueDefinition {
   readonly limits: QueueLimits;
 }
 
+const count = rule(integer().min(1), 'must be an integer >= 1');
+
+const rateLimitSchema = rule(z.object({ limit: count.optional(), periodMs: count.optional() }), 'must be { limit, periodMs }');
+
+/** What {@link QueueLimits} allow. */
+const queueLimitsSchema = z.object({
+  concurrency: count.optional(),
+  rateLimit: rateLimitSchema.optional(),
+  partition: rule(z.object({ concurrency: count.optional(), rateLimit: rateLimitSchema.optional() }), 'must be { concurrency, rateLimit }').optional(),
+});
+
 export function queue(name: string, limits: QueueLimits = {}): QueueDefinition {
   if (!QUEUE_NAME.test(name)) {
     throw new TypeError(`Invalid queue name "${name}": use lower-case letters, digits, ".", "_" and "-", starting with a letter (max 63).`);
   }
-  const problems: string[] = [];
-  const count = (what: string, value: number | undefined): void => {
-    if (value !== undefined && !(Number.isInteger(value) && value >= 1)) problems.push(`${what} must be an integer >= 1 (got ${value})`);
-  };
-  const rate = (what: string, value: RateLimit | undefined): void => {
-    if (value === undefined) return;
-    count(`${what}.limit`, value.limit);
-    count(`${what}.periodMs`, value.periodMs);
-  };
-  count('concurrency', limits.concurrency);
-  rate('rateLimit', limits.rateLimit);
-  count('partition.concurrency', limits.partition?.concurrency);
-  rate('partition.rateLimit', limits.partition?.rateLimit);
-  if (problems.length > 0) throw new TypeError(`Invalid limits for queue "${name}": ${problems.join('; ')}.`);
+  checkOptions(queueLimitsSchema, limits, (problems) => new TypeError(`Invalid limits for queue "${name}": ${problems.join('; ')}.`));
   return Object.freeze({ name, limits: Object.freeze({ ...limits }) });
 }

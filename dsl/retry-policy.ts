@@ -1,3 +1,6 @@
+import { z } from 'zod';
+import { ALWAYS_CHECKED, checkOptions, integer, rule } from './option-checks.js';
+
 /**
  * Per-step retry policy. Delays are computed by the worker, but the time they are added to is
  * always the database clock (`now()`), never the worker's.
@@ -31,22 +34,24 @@ export const DEFAULT_RETRY_POLICY: ResolvedRetryPolicy = {
   nonRetryable: [],
 };
 
+/** What a {@link RetryPolicy} allows, its defaults filled in; `maxDelayMs` may be Infinity (no cap). */
+const retryPolicySchema = z
+  .object({
+    maxAttempts: rule(integer().min(1), 'must be an integer >= 1'),
+    initialDelayMs: rule(z.number().min(0), 'must be >= 0'),
+    maxDelayMs: rule(z.number().or(z.literal(Infinity)), 'must be >= initialDelayMs'),
+    backoffFactor: rule(z.number().min(1), 'must be >= 1'),
+    jitter: rule(z.number().min(0).max(1), 'must be between 0 and 1'),
+  })
+  .superRefine(({ initialDelayMs: initial, maxDelayMs: max }, ctx) => {
+    if (typeof initial !== 'number' || typeof max !== 'number' || max >= initial) return;
+    ctx.addIssue({ code: 'custom', path: ['maxDelayMs'], message: `must be >= initialDelayMs (got ${max} < ${initial})` });
+  }, ALWAYS_CHECKED);
+
 /** Fills in defaults and rejects nonsense early, at declaration time. */
 export function resolveRetryPolicy(where: string, policy: RetryPolicy | undefined): ResolvedRetryPolicy {
   const resolved: ResolvedRetryPolicy = { ...DEFAULT_RETRY_POLICY, ...stripUndefined(policy ?? {}) };
-  const problems: string[] = [];
-  if (!Number.isInteger(resolved.maxAttempts) || resolved.maxAttempts < 1) {
-    problems.push(`maxAttempts must be an integer >= 1 (got ${resolved.maxAttempts})`);
-  }
-  if (!(resolved.initialDelayMs >= 0)) problems.push(`initialDelayMs must be >= 0 (got ${resolved.initialDelayMs})`);
-  if (!(resolved.maxDelayMs >= resolved.initialDelayMs)) {
-    problems.push(`maxDelayMs must be >= initialDelayMs (got ${resolved.maxDelayMs} < ${resolved.initialDelayMs})`);
-  }
-  if (!(resolved.backoffFactor >= 1)) problems.push(`backoffFactor must be >= 1 (got ${resolved.backoffFactor})`);
-  if (!(resolved.jitter >= 0 && resolved.jitter <= 1)) problems.push(`jitter must be between 0 and 1 (got ${resolved.jitter})`);
-  if (problems.length > 0) {
-    throw new TypeError(`Invalid retry policy for ${where}: ${problems.join('; ')}.`);
-  }
+  checkOptions(retryPolicySchema, resolved, (problems) => new TypeError(`Invalid retry policy for ${where}: ${problems.join('; ')}.`));
   return resolved;
 }
 

@@ -1,3 +1,5 @@
+import { z } from 'zod';
+import { checkOptions, integer, rule } from './option-checks.js';
 import { isTimeZone, parseCron } from './cron.js';
 import type { AnyWorkflow, WorkflowStartInput } from './workflow.js';
 
@@ -68,6 +70,15 @@ export interface ScheduleDefinition<W extends AnyWorkflow = AnyWorkflow> {
 /** Any schedule, whatever its workflow. */
 export type AnySchedule = ScheduleDefinition<AnyWorkflow>;
 
+/** What a schedule's `input` and `catchUp` allow (its name, zone, cron and workflow are checked one by one, each in its own words). */
+const scheduleConfigSchema = z.object({
+  input: z.custom((value) => typeof value === 'function', "must be a function ({ scheduledAt }) => the workflow's start input"),
+  catchUp: rule(
+    z.union([z.literal('skip'), z.literal('latest'), z.object({ all: z.object({ max: integer().min(1).max(MAX_CATCH_UP) }) })]),
+    `use 'skip', 'latest' or { all: { max: n } } with n an integer from 1 to ${MAX_CATCH_UP}`,
+  ).optional(),
+});
+
 /** Declares a schedule; a bad name, cron, time zone or policy throws a TypeError saying what to write instead. */
 export function schedule<W extends AnyWorkflow>(name: string, config: ScheduleConfig<W>): ScheduleDefinition<W> {
   if (!SCHEDULE_NAME.test(name)) {
@@ -98,22 +109,14 @@ export function schedule<W extends AnyWorkflow>(name: string, config: ScheduleCo
   if (workflow === undefined || typeof workflow.name !== 'string' || typeof workflow.version !== 'number' || !Array.isArray(workflow.steps)) {
     throw new TypeError(`Invalid workflow in ${where}: pass the workflow itself (the const declared with workflow(...)).`);
   }
-  if (typeof config.input !== 'function') {
-    throw new TypeError(`Invalid input in ${where}: must be a function ({ scheduledAt }) => the workflow's start input.`);
-  }
+  checkOptions(scheduleConfigSchema, config, (_lines, [first]) => new TypeError(`Invalid ${first!.name} in ${where}: ${first!.says}.`), { show: JSON.stringify });
   const catchUp = config.catchUp ?? 'skip';
-  const max = typeof catchUp === 'object' && catchUp !== null ? (catchUp as { all?: { max?: unknown } }).all?.max : undefined;
-  if (catchUp !== 'skip' && catchUp !== 'latest' && !(typeof max === 'number' && Number.isInteger(max) && max >= 1 && max <= MAX_CATCH_UP)) {
-    throw new TypeError(
-      `Invalid catchUp in ${where}: use 'skip', 'latest' or { all: { max: n } } with n an integer from 1 to ${MAX_CATCH_UP} (got ${JSON.stringify(catchUp)}).`,
-    );
-  }
   return Object.freeze({
     name,
     cron: config.cron,
     timezone,
     workflow: config.workflow,
     input: config.input,
-    catchUp: typeof catchUp === 'string' ? catchUp : Object.freeze({ all: Object.freeze({ max: max as number }) }),
+    catchUp: typeof catchUp === 'string' ? catchUp : Object.freeze({ all: Object.freeze({ max: catchUp.all.max }) }),
   });
 }

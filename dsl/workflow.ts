@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { checkOptions, integer, rule, type OptionProblem } from './option-checks.js';
 import type { AnyEvent, EventPayload } from './event.js';
 import type { QueueDefinition } from './queue.js';
 import { STEP_NAME, WORKFLOW_NAME } from './names.js';
@@ -118,6 +119,47 @@ export interface StepDefinition {
 export const DEFAULT_PERFORM_TIMEOUT_MS = 30_000;
 export const DEFAULT_STEP_TIMEOUT_MS = 300_000;
 export const DEFAULT_TRANSACTIONAL_TIMEOUT_MS = 60_000;
+
+const positiveMs = rule(z.number().gt(0), 'must be > 0');
+const fn = (signature: string) => z.custom<(...args: never[]) => unknown>((value) => typeof value === 'function', `must be a function ${signature}`);
+
+/** A step's `when` and time limits, as the step will use them (defaults filled in). */
+const stepConfigSchema = z.object({
+  when: fn('({ input, steps }) => boolean').optional(),
+  performTimeoutMs: positiveMs,
+  timeoutMs: positiveMs,
+});
+
+/** A compensation's `request` and time limits, as it will use them. */
+const compensationConfigSchema = z.object({
+  request: fn('({ input, steps }) => value').optional(),
+  performTimeoutMs: positiveMs,
+  timeoutMs: positiveMs,
+});
+
+const waitForConfigSchema = z.object({
+  timeoutMs: positiveMs.optional(),
+  match: fn('({ input, steps }) => string').optional(),
+});
+
+const forEachConfigSchema = z.object({
+  items: fn('({ input, steps }) => items'),
+  key: fn('({ item, input, steps }) => string'),
+  input: fn('({ item, input, steps }) => childInput'),
+  concurrency: rule(z.union([integer().min(1), z.literal(Infinity)]), 'must be an integer >= 1').optional(),
+});
+
+const queueUseSchema = z.object({ partitionKey: fn('({ input, steps }) => string').optional() });
+
+const workflowOptionsSchema = z.object({
+  version: rule(integer().min(1), 'must be an integer >= 1'),
+  timeoutMs: positiveMs.optional(),
+});
+
+/** A step config's first problem, thrown as `Invalid <option> in <where>: …` (as a declaration's other problems are). */
+function invalidIn(where: string) {
+  return (_lines: readonly string[], [first]: readonly OptionProblem[]): TypeError => new TypeError(`Invalid ${first!.name} in ${where}: ${first!.says}.`);
+}
 
 /** The output a workflow's run hands a parent `child`/`forEach` step: its last step's output. */
 type LastOutput<W extends AnyWorkflow> = NonNullable<W['~types']>['last'];
@@ -331,12 +373,7 @@ export class Workflow<
     if (event === undefined || typeof event.name !== 'string' || typeof event.payload?.safeParse !== 'function') {
       throw new TypeError(`Invalid waitFor in ${where}: event must be declared with event('name', schema).`);
     }
-    if (config.timeoutMs !== undefined && !(config.timeoutMs > 0)) {
-      throw new TypeError(`Invalid timeoutMs in ${where}: must be > 0 (got ${config.timeoutMs}).`);
-    }
-    if (config.match !== undefined && typeof config.match !== 'function') {
-      throw new TypeError(`Invalid match in ${where}: must be a function ({ input, steps }) => string.`);
-    }
+    checkOptions(waitForConfigSchema, config, invalidIn(where));
     const wait: WaitDefinition = {
       event,
       timeoutMs: config.timeoutMs,
@@ -401,13 +438,8 @@ export class Workflow<
   > {
     const where = this.where(name);
     this.checkChild(name, config.workflow);
-    for (const part of ['items', 'key', 'input'] as const) {
-      if (typeof config[part] !== 'function') throw new TypeError(`Invalid forEach in ${where}: ${part} must be a function.`);
-    }
+    checkOptions(forEachConfigSchema, config, invalidIn(where));
     const concurrency = config.concurrency ?? Infinity;
-    if (concurrency !== Infinity && !(Number.isInteger(concurrency) && concurrency >= 1)) {
-      throw new TypeError(`Invalid concurrency in ${where}: must be an integer >= 1 (got ${config.concurrency}).`);
-    }
     const fanOut: FanOutDefinition = {
       workflow: config.workflow,
       items: config.items as unknown as NonNullable<FanOutDefinition['items']>,
@@ -464,20 +496,12 @@ export class Workflow<
         `Missing key in ${where}: ${kind} steps need key: ({ input, steps }) => string (LF001).`,
       );
     }
-    if (config.when !== undefined && typeof config.when !== 'function') {
-      throw new TypeError(`Invalid when in ${where}: must be a function ({ input, steps }) => boolean.`);
-    }
+    const performTimeoutMs = config.performTimeoutMs ?? DEFAULT_PERFORM_TIMEOUT_MS;
+    const handlerTimeoutMs = config.timeoutMs ?? (kind === 'transactional' ? DEFAULT_TRANSACTIONAL_TIMEOUT_MS : DEFAULT_STEP_TIMEOUT_MS);
+    checkOptions(stepConfigSchema, { when: config.when, performTimeoutMs, timeoutMs: handlerTimeoutMs }, invalidIn(where));
     const queue = config.queue === undefined ? undefined : queueUse(where, config.queue);
     if (queue !== undefined && this.queue?.queue.name === queue.queue.name) {
       throw new TypeError(`Invalid queue in ${where}: the workflow's runs already hold a slot of queue "${queue.queue.name}".`);
-    }
-    const performTimeoutMs = config.performTimeoutMs ?? DEFAULT_PERFORM_TIMEOUT_MS;
-    if (!(performTimeoutMs > 0)) {
-      throw new TypeError(`Invalid performTimeoutMs in ${where}: must be > 0 (got ${performTimeoutMs}).`);
-    }
-    const handlerTimeoutMs = config.timeoutMs ?? (kind === 'transactional' ? DEFAULT_TRANSACTIONAL_TIMEOUT_MS : DEFAULT_STEP_TIMEOUT_MS);
-    if (!(handlerTimeoutMs > 0)) {
-      throw new TypeError(`Invalid timeoutMs in ${where}: must be > 0 (got ${handlerTimeoutMs}).`);
     }
     const definition: StepDefinition = {
       name,
@@ -528,13 +552,9 @@ export class Workflow<
       throw new TypeError(`Missing key in ${where}: a compensation needs key: ({ input, steps }) => string, different from the step's.`);
     }
     if (typeof c.output?.safeParse !== 'function') throw new TypeError(`Invalid output in ${where}: give a zod schema.`);
-    if (c.request !== undefined && typeof c.request !== 'function') {
-      throw new TypeError(`Invalid request in ${where}: must be a function ({ input, steps }) => value.`);
-    }
     const performTimeoutMs = c.performTimeoutMs ?? DEFAULT_PERFORM_TIMEOUT_MS;
-    if (!(performTimeoutMs > 0)) throw new TypeError(`Invalid performTimeoutMs in ${where}: must be > 0 (got ${performTimeoutMs}).`);
     const handlerTimeoutMs = c.timeoutMs ?? DEFAULT_TRANSACTIONAL_TIMEOUT_MS;
-    if (!(handlerTimeoutMs > 0)) throw new TypeError(`Invalid timeoutMs in ${where}: must be > 0 (got ${handlerTimeoutMs}).`);
+    checkOptions(compensationConfigSchema, { request: c.request, performTimeoutMs, timeoutMs: handlerTimeoutMs }, invalidIn(where));
     return {
       name,
       kind,
@@ -557,9 +577,7 @@ function queueUse(where: string, use: QueueUse<never>): QueueUseDefinition {
   if (queue === undefined || typeof queue.name !== 'string' || typeof queue.limits !== 'object') {
     throw new TypeError(`Invalid queue in ${where}: declare it with queue('name', { ... }) and pass { queue }.`);
   }
-  if (use.partitionKey !== undefined && typeof use.partitionKey !== 'function') {
-    throw new TypeError(`Invalid partitionKey in ${where}: must be a function ({ input, steps }) => string.`);
-  }
+  checkOptions(queueUseSchema, use, invalidIn(where));
   return Object.freeze({
     queue,
     ...(use.partitionKey !== undefined ? { partitionKey: use.partitionKey as unknown as NonNullable<QueueUseDefinition['partitionKey']> } : {}),
@@ -616,12 +634,7 @@ export function workflow<TName extends string, TInputSchema extends z.ZodType>(
       `Invalid workflow name "${name}": use lower-case letters, digits and -, starting with a letter (max 63).`,
     );
   }
-  if (!Number.isInteger(options.version) || options.version < 1) {
-    throw new TypeError(`Invalid version for workflow "${name}": must be an integer >= 1 (got ${options.version}).`);
-  }
-  if (options.timeoutMs !== undefined && !(options.timeoutMs > 0)) {
-    throw new TypeError(`Invalid timeoutMs for workflow "${name}": must be > 0 (got ${options.timeoutMs}).`);
-  }
+  checkOptions(workflowOptionsSchema, options, (_lines, [first]) => new TypeError(`Invalid ${first!.name} for workflow "${name}": ${first!.says}.`));
   const where = `workflow "${name}" v${options.version}`;
   return new Workflow(name, options.version, options.input, [], {
     timeoutMs: options.timeoutMs,

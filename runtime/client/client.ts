@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
+import { z } from 'zod';
+import { checkOptions, integer, rule } from '../../dsl/option-checks.js';
 import type { AnyEvent, EventSendPayload } from '../../dsl/event.js';
 import type { AnyWorkflow, WorkflowStartInput } from '../../dsl/workflow.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
@@ -20,6 +22,7 @@ import { setQueuePaused, setSchedulePaused } from './operator/pause.js';
 import { resolveEffect, workflowVersions, type EffectResolution, type ResolvedEffect } from './operator/resolve.js';
 import { retryRun, type RetriedRun } from './operator/retry.js';
 import { assertRunId } from './validate-input.js';
+import { invalidOption } from './invalid-option.js';
 import { listRunRows, type RunListFilter } from './run-list.js';
 import { listWorkflowVersions, type WorkflowVersionSummary } from './workflow-versions.js';
 import { SettledRunWaiters } from './settled-run-waiters.js';
@@ -352,14 +355,14 @@ export function createClient(options: ClientOptions): Client {
     listRuns: async (filter = {}) => listRuns(store.db, filter),
     listVersions: () => listWorkflowVersions(store.db),
     listQueues: (listOptions) => listQueues(store.db, listOptions),
-    listSchedules: async (listOptions = {}) => listSchedules(store.db, checkTicks(listOptions.ticks)),
+    listSchedules: async (listOptions = {}) => listSchedules(store.db, checkTicks(listOptions)),
     pauseSchedule: (name, note) => setSchedulePaused(store.db, name, true, note),
     resumeSchedule: (name, note) => setSchedulePaused(store.db, name, false, note),
     retryRun: (runId, note) => retryRun(store.db, runId, note),
     resolveEffect: (runId, stepName, resolution, note) => resolveEffect(store.db, versions, limits, runId, stepName, resolution, note),
     pauseQueue: (name, note) => setQueuePaused(store.db, name, true, note),
     resumeQueue: (name, note) => setQueuePaused(store.db, name, false, note),
-    listAudit: async (filter = {}) => listAudit(store.db, filter, checkLimit(filter.limit, 50)),
+    listAudit: async (filter = {}) => listAudit(store.db, filter, checkLimit(filter, 50)),
     sendEvent: (event: AnyEvent | string, key: string, payload: unknown, sendOptions: SendEventOptions = {}) =>
       send(undefined, resolveEvent(event), key, payload, sendOptions),
     async sendEventInTransaction<DB>(trx: Transaction<DB>, event: AnyEvent, key: string, payload: unknown, sendOptions: SendEventOptions = {}) {
@@ -395,7 +398,7 @@ export function createClient(options: ClientOptions): Client {
         .orderBy('intent_at', 'desc')
         .orderBy('workflow_id')
         .orderBy('step_name')
-        .limit(checkLimit(filter.limit, 100))
+        .limit(checkLimit(filter, 100))
         .execute();
     },
   };
@@ -414,7 +417,7 @@ export function listRuns(db: Kysely<LedgerflowDatabase>, filter: RunFilter): Pro
     }
   }
   if (filter.parentRunId !== undefined) assertRunId(filter.parentRunId);
-  const limit = checkLimit(filter.limit, 50);
+  const limit = checkLimit(filter, 50);
   const listed: RunListFilter = {
     statuses,
     ...(filter.workflow !== undefined ? { workflow: filter.workflow } : {}),
@@ -473,18 +476,16 @@ function registerEvents(workflows: ReadonlyMap<string, AnyWorkflow>): Map<string
   return events;
 }
 
-function checkTicks(ticks: number | undefined): number {
-  if (ticks === undefined) return 3;
-  if (!Number.isInteger(ticks) || ticks < 0 || ticks > 100) {
-    throw new ValidationError(`ticks must be an integer from 0 to 100 (got ${ticks}).`, [`ticks: ${ticks}`]);
-  }
-  return ticks;
+const ticksSchema = z.object({ ticks: rule(integer().min(0).max(100), 'must be an integer from 0 to 100').optional() });
+
+const limitSchema = z.object({ limit: rule(integer().min(1).max(10_000), 'must be an integer from 1 to 10000').optional() });
+
+function checkTicks(options: { readonly ticks?: number }): number {
+  checkOptions(ticksSchema, options, invalidOption);
+  return options.ticks ?? 3;
 }
 
-function checkLimit(limit: number | undefined, fallback: number): number {
-  if (limit === undefined) return fallback;
-  if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) {
-    throw new ValidationError(`The limit must be an integer from 1 to 10000 (got ${limit}).`, [`limit: ${limit}`]);
-  }
-  return limit;
+function checkLimit(options: { readonly limit?: number }, fallback: number): number {
+  checkOptions(limitSchema, options, invalidOption);
+  return options.limit ?? fallback;
 }

@@ -1,4 +1,6 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
+import { z } from 'zod';
+import { ALWAYS_CHECKED, optionProblems, rule } from '../../dsl/option-checks.js';
 import type { AnyWorkflow } from '../../dsl/workflow.js';
 import { ValidationError } from '../errors.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
@@ -77,6 +79,28 @@ const MAX_DEBOUNCE_KEY_LENGTH = 1_000;
 /** Each round that does not return saw a window close (claimed or over) since the previous one. */
 const MAX_ROUNDS = 10;
 
+const milliseconds = rule(z.number().gt(0).max(Number.MAX_SAFE_INTEGER), 'must be a number of milliseconds > 0');
+
+/** What {@link DebounceOptions} allow; `maxWaitMs` only with keep 'last', and never under the window. */
+const debounceOptionsSchema = z
+  .object({
+    key: rule(z.string(), 'must be a string')
+      .refine((key) => key.length >= 1 && key.length <= MAX_DEBOUNCE_KEY_LENGTH, {
+        error: (issue) => `must be 1 to ${MAX_DEBOUNCE_KEY_LENGTH} characters long (got ${(issue.input as string).length})`,
+      }),
+    windowMs: milliseconds,
+    keep: rule(z.enum(['first', 'last']), "must be 'first' or 'last'"),
+    maxWaitMs: milliseconds.optional(),
+  })
+  .superRefine(({ windowMs, keep, maxWaitMs }, ctx) => {
+    if (maxWaitMs === undefined) return;
+    if (keep === 'first') {
+      ctx.addIssue({ code: 'custom', path: ['maxWaitMs'], message: "only for keep 'last' (with keep 'first' the window never moves); remove it" });
+    } else if (milliseconds.safeParse(maxWaitMs).success && milliseconds.safeParse(windowMs).success && maxWaitMs < windowMs) {
+      ctx.addIssue({ code: 'custom', path: ['maxWaitMs'], message: `must be at least windowMs (${windowMs}); got ${maxWaitMs}` });
+    }
+  }, ALWAYS_CHECKED);
+
 /**
  * Checks `debounce` and what it is combined with, before anything is written; `undefined` when
  * the start is not debounced.
@@ -89,24 +113,7 @@ export function parseDebounce(
   if (typeof debounce !== 'object' || debounce === null) {
     throw new ValidationError('debounce must be an object { key, windowMs, keep }. Nothing was written.', ['debounce: not an object']);
   }
-  const { key, windowMs, keep, maxWaitMs } = debounce;
-  const problems: string[] = [];
-  if (typeof key !== 'string') {
-    problems.push(`debounce.key: must be a string (got ${shown(key)})`);
-  } else if (key.length === 0 || key.length > MAX_DEBOUNCE_KEY_LENGTH) {
-    problems.push(`debounce.key: must be 1 to ${MAX_DEBOUNCE_KEY_LENGTH} characters long (got ${key.length})`);
-  }
-  if (!isMillis(windowMs)) problems.push(`debounce.windowMs: must be a number of milliseconds > 0 (got ${shown(windowMs)})`);
-  if (keep !== 'first' && keep !== 'last') problems.push(`debounce.keep: must be 'first' or 'last' (got ${shown(keep)})`);
-  if (maxWaitMs !== undefined) {
-    if (keep === 'first') {
-      problems.push("debounce.maxWaitMs: only for keep 'last' (with keep 'first' the window never moves); remove it");
-    } else if (!isMillis(maxWaitMs)) {
-      problems.push(`debounce.maxWaitMs: must be a number of milliseconds > 0 (got ${shown(maxWaitMs)})`);
-    } else if (isMillis(windowMs) && maxWaitMs < windowMs) {
-      problems.push(`debounce.maxWaitMs: must be at least windowMs (${windowMs}); got ${maxWaitMs}`);
-    }
-  }
+  const problems = optionProblems(debounceOptionsSchema, debounce, { name: 'debounce', separator: ': ', show: shown });
   if (others.dedupeKey !== undefined) {
     problems.push(
       'debounce with dedupeKey: a dedupe key names one run forever, a debounce key one run per window; pass one of them',
@@ -119,10 +126,6 @@ export function parseDebounce(
     throw new ValidationError(`Invalid debounce options:\n${problems.map((p) => `  - ${p}`).join('\n')}\nNothing was written.`, problems);
   }
   return debounce;
-}
-
-function isMillis(value: unknown): value is number {
-  return typeof value === 'number' && value > 0 && value <= Number.MAX_SAFE_INTEGER;
 }
 
 function shown(value: unknown): string {

@@ -1,6 +1,9 @@
 import { sql, type Kysely, type Selectable } from 'kysely';
+import { z } from 'zod';
+import { checkOptions, integer, rule } from '../../dsl/option-checks.js';
 import type { QueueLimits } from '../../dsl/queue.js';
-import { QueueNotFoundError, ValidationError } from '../errors.js';
+import { QueueNotFoundError } from '../errors.js';
+import { invalidOption } from './invalid-option.js';
 import type { LedgerflowDatabase, QueueTable } from '../store/tables.js';
 
 /** A registered queue as `client.listQueues()` and `ledgerflow queues` show it. */
@@ -107,7 +110,8 @@ const OLDEST_IN_PARTITION = sql`
 
 /** Registered queues by name, with their counters (and partitions, when asked). */
 export async function listQueues(db: Kysely<LedgerflowDatabase>, options: QueueListOptions = {}): Promise<QueueSummary[]> {
-  const partitionLimit = checkPartitionLimit(options.partitionLimit);
+  checkOptions(queueListOptionsSchema, options, invalidOption);
+  const partitionLimit = options.partitionLimit ?? 20;
   const only = options.queue ?? null;
   const { rows } = await sql<QueueRow>`
     SELECT q.name, q.concurrency, q.rate_limit, q.rate_period_ms, q.partition_concurrency, q.partition_rate_limit,
@@ -211,10 +215,7 @@ function toPartitionSummary(row: PartitionRow): QueuePartitionSummary {
   };
 }
 
-function checkPartitionLimit(limit: number | undefined): number {
-  if (limit === undefined) return 20;
-  if (!Number.isInteger(limit) || limit < 1 || limit > 1_000) {
-    throw new ValidationError(`partitionLimit must be an integer from 1 to 1000 (got ${limit}).`, [`partitionLimit: ${limit}`]);
-  }
-  return limit;
-}
+/** What {@link QueueListOptions} allow. */
+const queueListOptionsSchema = z.object({
+  partitionLimit: rule(integer().min(1).max(1_000), 'must be an integer from 1 to 1000').optional(),
+});

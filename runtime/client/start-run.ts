@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { sql, type Kysely, type RawBuilder } from 'kysely';
+import { z } from 'zod';
+import { checkOptions, integer, rule } from '../../dsl/option-checks.js';
 import { shapeHash } from '../../dsl/workflow-shape.js';
 import type { AnyWorkflow } from '../../dsl/workflow.js';
-import { DuplicateRunError, MigrationError, notMigratedError, UnknownWorkflowError, ValidationError } from '../errors.js';
+import { DuplicateRunError, MigrationError, notMigratedError, UnknownWorkflowError } from '../errors.js';
 import { inputHash } from '../store/input-hash.js';
 import { toPrunedRun, type PrunedRun } from '../retention/pruned-run.js';
 import { prepared } from '../store/prepared.js';
@@ -13,6 +15,7 @@ import { millis } from '../store/millis.js';
 import { assertAttemptTransition, assertRunTransition } from '../store/state-machines.js';
 import type { LocalStarts, StartReservation } from './local-starts.js';
 import { DeferredStart, deferredRun, type DeferredInsert } from './deferred-start.js';
+import { invalidOption } from './invalid-option.js';
 import { RUNS_CHANNEL } from '../store/channels.js';
 import { describeChanges, fingerprintOf } from '../contracts/workflow-fingerprint.js';
 import { parseDebounce, startDebounced, type DebounceOptions, type DebouncedRunColumns } from './debounce.js';
@@ -91,6 +94,19 @@ export interface StartedRun {
 /** `name@version:hash` of workflow versions known to be migrated with that definition; such rows never change. */
 export type MigratedVersions = Set<string>;
 
+/** What {@link StartOptions} allow, checked on every start (a plain object: about a microsecond); the debounce has its own. */
+const startOptionsSchema = z.object({
+  dedupeKey: rule(z.string(), `must be a string of 1 to ${MAX_DEDUPE_KEY_LENGTH} characters`)
+    .superRefine((key, ctx) => {
+      if (key.length >= 1 && key.length <= MAX_DEDUPE_KEY_LENGTH) return;
+      ctx.addIssue({ code: 'custom', input: key.length, message: `must be 1 to ${MAX_DEDUPE_KEY_LENGTH} characters long (got ${key.length})` });
+    })
+    .optional(),
+  timeoutMs: rule(z.number().gt(0), 'must be a number of milliseconds > 0').optional(),
+  priority: rule(integer().min(-1_000_000).max(1_000_000), 'must be an integer from -1000000 to 1000000').optional(),
+  onDifferentInput: rule(z.enum(['refuse', 'return-existing']), "must be 'refuse' or 'return-existing'").optional(),
+});
+
 /**
  * Validates and writes a new run, on `db` or inside the caller's transaction. Everything that
  * can be rejected without the database (input, run id, dedupe key, debounce options and what
@@ -118,27 +134,11 @@ export async function startRun(
 ): Promise<WatchedStartedRun> {
   const data = parseInputSchema(workflow, input);
   if (options.runId !== undefined) assertRunId(options.runId);
+  // The workflow's own timeout, used when the start gives none, was checked by the same rule when declared.
+  checkOptions(startOptionsSchema, options, invalidOption);
   const { dedupeKey } = options;
-  if (dedupeKey !== undefined && (dedupeKey.length === 0 || dedupeKey.length > MAX_DEDUPE_KEY_LENGTH)) {
-    throw new ValidationError(`The dedupe key must be 1 to ${MAX_DEDUPE_KEY_LENGTH} characters long.`, [
-      `dedupeKey: length ${dedupeKey.length}`,
-    ]);
-  }
   const timeoutMs = options.timeoutMs ?? workflow.timeoutMs;
-  if (timeoutMs !== undefined && !(typeof timeoutMs === 'number' && timeoutMs > 0 && Number.isFinite(timeoutMs))) {
-    throw new ValidationError(`timeoutMs must be a number of milliseconds > 0 (got ${String(timeoutMs)}).`, [`timeoutMs: ${String(timeoutMs)}`]);
-  }
-  if (options.priority !== undefined && !(Number.isInteger(options.priority) && Math.abs(options.priority) <= 1_000_000)) {
-    throw new ValidationError(`priority must be an integer from -1000000 to 1000000 (got ${String(options.priority)}).`, [
-      `priority: ${String(options.priority)}`,
-    ]);
-  }
   const onDifferentInput = options.onDifferentInput ?? 'refuse';
-  if (onDifferentInput !== 'refuse' && onDifferentInput !== 'return-existing') {
-    throw new ValidationError(`onDifferentInput must be 'refuse' or 'return-existing' (got ${String(onDifferentInput)}).`, [
-      `onDifferentInput: ${String(onDifferentInput)}`,
-    ]);
-  }
   const debounce = parseDebounce(options.debounce, { runId: options.runId, dedupeKey });
   // The one read before the input is refused or not: the limits (cached), never the input itself.
   const inputJson = buildInputJson(workflow, data, await limits.current(db));

@@ -1,5 +1,7 @@
 import type { Kysely } from 'kysely';
-import { ValidationError, WaitTimeoutError } from '../errors.js';
+import { z } from 'zod';
+import { checkOptions, rule } from '../../dsl/option-checks.js';
+import { WaitTimeoutError } from '../errors.js';
 import { missingRunError } from '../retention/missing-run-error.js';
 import type { LedgerflowDatabase, RunStatus } from '../store/tables.js';
 import type { SettledRun } from './run-details.js';
@@ -7,6 +9,7 @@ import { isSettled, watchRunStatement, type SettledRunWaiters } from './settled-
 import type { WatchedStartedRun } from './start-run.js';
 import type { DeferredInsert } from './deferred-start.js';
 import { assertRunId } from './validate-input.js';
+import { invalidOption } from './invalid-option.js';
 import { isConnectionError } from '../store/connection-errors.js';
 import type { LocalWaiters } from './local-waiters.js';
 
@@ -32,22 +35,24 @@ interface Wait {
   readonly recheckMs: number;
 }
 
+/** The longest delay a timer takes (2^31 - 1 ms); a longer one would fire at once. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+const waitMilliseconds = (min: number) => rule(z.number().min(min).max(MAX_TIMER_MS), `must be a number of milliseconds from ${min} to ${MAX_TIMER_MS}`);
+
+/** What {@link WaitOptions} allow. */
+const waitOptionsSchema = z.object({
+  timeoutMs: waitMilliseconds(0).optional(),
+  pollMs: waitMilliseconds(1).optional(),
+  recheckMs: waitMilliseconds(1).optional(),
+});
+
 /** Validated wait options, with the deadline fixed now. */
 export function parseWaitOptions(options: WaitOptions = {}): Wait {
+  checkOptions(waitOptionsSchema, options, invalidOption);
   const timeoutMs = options.timeoutMs ?? 30_000;
   const pollMs = options.pollMs ?? 250;
   const recheckMs = options.recheckMs ?? 5_000;
-  for (const [name, value, min] of [
-    ['timeoutMs', timeoutMs, 0],
-    ['pollMs', pollMs, 1],
-    ['recheckMs', recheckMs, 1],
-  ] as const) {
-    if (!(typeof value === 'number' && value >= min && value <= 2_147_483_647)) {
-      throw new ValidationError(`${name} must be a number of milliseconds from ${min} to 2147483647 (got ${String(value)}).`, [
-        `${name}: ${String(value)}`,
-      ]);
-    }
-  }
   return { timeoutMs, deadline: Date.now() + timeoutMs, pollMs, recheckMs };
 }
 

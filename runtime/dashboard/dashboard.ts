@@ -1,5 +1,7 @@
 import { Hono, type Context } from 'hono';
 import { getCookie, setCookie } from 'hono/cookie';
+import { z } from 'zod';
+import { checkOptions, rule } from '../../dsl/option-checks.js';
 import type { AnyWorkflow } from '../../dsl/workflow.js';
 import { createClient } from '../client/client.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
@@ -67,6 +69,7 @@ export interface DashboardOptions {
  * app.route('/', dashboard);
  */
 export function createDashboard(options: DashboardOptions): Hono<DashboardEnv> {
+  checkOptions(dashboardOptionsSchema, options, (problems) => new TypeError(`${problems[0]}.`), { show: JSON.stringify });
   const base = normalizeBase(options.basePath);
   const csrf = new CsrfTokens(options.csrfSecret);
   const auth = options.auth;
@@ -177,12 +180,13 @@ function isHttps(c: Context): boolean {
   return new URL(c.req.url).protocol === 'https:';
 }
 
+/** What {@link DashboardOptions} allow, of what is checked when the app is made (an access token: checkToken). */
+const dashboardOptionsSchema = z.object({
+  basePath: rule(z.string().regex(/^(\/?|\/[A-Za-z0-9._~\-/]*[^/])$/), 'must start with "/" and not end with one, e.g. "/ops"').optional(),
+});
+
 function normalizeBase(basePath: string | undefined): string {
-  if (basePath === undefined || basePath === '' || basePath === '/') return '';
-  if (!/^\/[A-Za-z0-9._~\-/]*[^/]$/.test(basePath)) {
-    throw new TypeError(`basePath must start with "/" and not end with one, e.g. "/ops" (got "${basePath}").`);
-  }
-  return basePath;
+  return basePath === undefined || basePath === '/' ? '' : basePath;
 }
 
 function indexDefinitions(entries: ReadonlyArray<AnyWorkflow | WorkflowRegistration>): Map<string, AnyWorkflow> {

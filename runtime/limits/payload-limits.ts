@@ -1,3 +1,5 @@
+import { z } from 'zod';
+import { ALWAYS_CHECKED, checkOptions, integer, rule } from '../../dsl/option-checks.js';
 import type { Kysely } from 'kysely';
 import { notMigratedError, PayloadTooLargeError, ValidationError, type PayloadKind } from '../errors.js';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
@@ -86,20 +88,33 @@ export async function readPayloadLimits(db: Kysely<LedgerflowDatabase>): Promise
   }
 }
 
+/** What a change of the limits may hold: each limit in its range, or left out; nothing else. */
+const limitsChangeSchema = z
+  .looseObject(
+    Object.fromEntries(
+      Object.entries(PAYLOAD_LIMIT_RANGES).map(([name, { min, max }]) => [
+        name,
+        rule(integer().min(min).max(max), `must be a whole number of bytes from ${min} to ${max}`).exactOptional(),
+      ]),
+    ),
+  )
+  .superRefine((change, ctx) => {
+    for (const name of Object.keys(change)) {
+      if (!Object.hasOwn(PAYLOAD_LIMIT_RANGES, name)) ctx.addIssue({ code: 'custom', path: [name], message: `not a limit (${Object.keys(COLUMNS).join(', ')})` });
+    }
+  }, ALWAYS_CHECKED);
+
 /**
  * Changes some limits for every client and worker of the database (each sees the change within
  * {@link LIMITS_CACHE_MS}); returns them all. Out-of-range values are refused, naming the range.
  */
 export async function setPayloadLimits(db: Kysely<LedgerflowDatabase>, change: Partial<PayloadLimits>): Promise<StoredPayloadLimits> {
-  const problems = Object.entries(change).flatMap(([name, value]) => {
-    const range = PAYLOAD_LIMIT_RANGES[name as keyof PayloadLimits];
-    if (range === undefined) return [`${name}: not a limit (${Object.keys(COLUMNS).join(', ')})`];
-    if (!Number.isInteger(value) || value! < range.min || value! > range.max) {
-      return [`${name}: must be a whole number of bytes from ${range.min} to ${range.max} (got ${String(value)})`];
-    }
-    return [];
-  });
-  if (problems.length > 0) throw new ValidationError(`Invalid limits:\n${problems.map((p) => `  - ${p}`).join('\n')}\nNothing was changed.`, problems);
+  checkOptions(
+    limitsChangeSchema,
+    change,
+    (problems) => new ValidationError(`Invalid limits:\n${problems.map((p) => `  - ${p}`).join('\n')}\nNothing was changed.`, problems),
+    { separator: ': ' },
+  );
   const set = Object.fromEntries(Object.entries(change).map(([name, value]) => [COLUMNS[name as keyof PayloadLimits], value]));
   try {
     await db

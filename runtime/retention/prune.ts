@@ -1,4 +1,6 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
+import { z } from 'zod';
+import { ALWAYS_CHECKED, checkOptions, integer, rule } from '../../dsl/option-checks.js';
 import { ValidationError } from '../errors.js';
 import { FINAL_RUN_STATUSES, type FinalRunStatus, type LedgerflowDatabase } from '../store/tables.js';
 import { inputHash } from '../store/input-hash.js';
@@ -248,54 +250,61 @@ export async function pruneRuns(db: Kysely<LedgerflowDatabase>, options: PruneOp
   return report();
 }
 
+/** A retention option's age: finite and >= 0 (the worker's `retention` takes the same). */
+export const retentionMilliseconds = rule(z.number().min(0), 'must be a number of milliseconds >= 0');
+
+/** What {@link PruneOptions} allow; the archive must outlive what it protects the keys of. */
+const pruneOptionsSchema = z
+  .object({
+    olderThanMs: retentionMilliseconds,
+    batchSize: rule(integer().min(1).max(MAX_PRUNE_BATCH_SIZE), `must be an integer from 1 to ${MAX_PRUNE_BATCH_SIZE}`).optional(),
+    statuses: rule(z.array(z.unknown()), `must list at least one of ${FINAL_RUN_STATUSES.join(', ')}`)
+      .refine((statuses) => statuses.length > 0, `must list at least one of ${FINAL_RUN_STATUSES.join(', ')}`)
+      .superRefine((statuses, ctx) => {
+        for (const status of statuses) {
+          if (FINAL_RUN_STATUSES.includes(status as FinalRunStatus)) continue;
+          ctx.addIssue({
+            code: 'custom',
+            message: `"${String(status)}" is not a final status; only ${FINAL_RUN_STATUSES.join(', ')} runs are ever pruned`,
+          });
+        }
+      })
+      .optional(),
+    eventsOlderThanMs: retentionMilliseconds.optional(),
+    unconsumedEventsOlderThanMs: retentionMilliseconds.optional(),
+    archiveOlderThanMs: retentionMilliseconds.optional(),
+  })
+  .superRefine((options, ctx) => {
+    const { archiveOlderThanMs: archive } = options;
+    if (!isDuration(archive)) return;
+    const outlive = (name: string, ms: unknown, what: string): void => {
+      if (!isDuration(ms) || archive >= ms) return;
+      ctx.addIssue({
+        code: 'custom',
+        path: ['archiveOlderThanMs'],
+        message: `must be at least ${name} (${ms}); got ${archive}. The archive is what protects the ${what}: it must outlive them`,
+      });
+    };
+    outlive('eventsOlderThanMs', options.eventsOlderThanMs, 'dedupe keys of pruned events');
+    outlive('unconsumedEventsOlderThanMs', options.unconsumedEventsOlderThanMs, 'dedupe keys of pruned events');
+    outlive('olderThanMs', options.olderThanMs, 'keys of pruned runs');
+  }, ALWAYS_CHECKED);
+
 /** Checks the options before anything is read or deleted. */
 export function parsePruneOptions(options: PruneOptions): PruneSelection {
-  const problems: string[] = [];
-  const { olderThanMs, archiveOlderThanMs, eventsOlderThanMs, unconsumedEventsOlderThanMs } = options;
-  const batchSize = options.batchSize ?? DEFAULT_PRUNE_BATCH_SIZE;
+  checkOptions(
+    pruneOptionsSchema,
+    options,
+    (problems) => new ValidationError(`Invalid prune options:\n${problems.map((p) => `  - ${p}`).join('\n')}\nNothing was pruned.`, problems),
+    { separator: ': ' },
+  );
+  const { olderThanMs, eventsOlderThanMs, unconsumedEventsOlderThanMs } = options;
   const statuses = options.statuses ?? FINAL_RUN_STATUSES;
-  if (!isDuration(olderThanMs)) problems.push(`olderThanMs: must be a number of milliseconds >= 0 (got ${String(olderThanMs)})`);
-  if (!(Number.isInteger(batchSize) && batchSize >= 1 && batchSize <= MAX_PRUNE_BATCH_SIZE)) {
-    problems.push(`batchSize: must be an integer from 1 to ${MAX_PRUNE_BATCH_SIZE} (got ${String(batchSize)})`);
-  }
-  if (!Array.isArray(statuses) || statuses.length === 0) {
-    problems.push(`statuses: must list at least one of ${FINAL_RUN_STATUSES.join(', ')}`);
-  } else {
-    for (const status of statuses) {
-      if (!FINAL_RUN_STATUSES.includes(status)) {
-        problems.push(`statuses: "${String(status)}" is not a final status; only ${FINAL_RUN_STATUSES.join(', ')} runs are ever pruned`);
-      }
-    }
-  }
-  for (const [name, ms] of [['eventsOlderThanMs', eventsOlderThanMs], ['unconsumedEventsOlderThanMs', unconsumedEventsOlderThanMs]] as const) {
-    if (ms === undefined) continue;
-    if (!isDuration(ms)) {
-      problems.push(`${name}: must be a number of milliseconds >= 0 (got ${String(ms)})`);
-    } else if (archiveOlderThanMs !== undefined && isDuration(archiveOlderThanMs) && archiveOlderThanMs < ms) {
-      problems.push(
-        `archiveOlderThanMs: must be at least ${name} (${ms}); got ${archiveOlderThanMs}. ` +
-          'The archive is what protects the dedupe keys of pruned events: it must outlive them',
-      );
-    }
-  }
-  if (archiveOlderThanMs !== undefined) {
-    if (!isDuration(archiveOlderThanMs)) {
-      problems.push(`archiveOlderThanMs: must be a number of milliseconds >= 0 (got ${String(archiveOlderThanMs)})`);
-    } else if (isDuration(olderThanMs) && archiveOlderThanMs < olderThanMs) {
-      problems.push(
-        `archiveOlderThanMs: must be at least olderThanMs (${olderThanMs}); got ${archiveOlderThanMs}. ` +
-          'The archive is what protects the keys of pruned runs: it must outlive them',
-      );
-    }
-  }
-  if (problems.length > 0) {
-    throw new ValidationError(`Invalid prune options:\n${problems.map((p) => `  - ${p}`).join('\n')}\nNothing was pruned.`, problems);
-  }
-  return { olderThanMs, batchSize, statuses: [...new Set(statuses)], eventsOlderThanMs, unconsumedEventsOlderThanMs };
+  return { olderThanMs, batchSize: options.batchSize ?? DEFAULT_PRUNE_BATCH_SIZE, statuses: [...new Set(statuses)], eventsOlderThanMs, unconsumedEventsOlderThanMs };
 }
 
 /** A number of milliseconds a retention option may hold: finite and >= 0. */
-export function isDuration(ms: unknown): ms is number {
+function isDuration(ms: unknown): ms is number {
   return typeof ms === 'number' && Number.isFinite(ms) && ms >= 0;
 }
 

@@ -9,6 +9,8 @@
  */
 
 import { sql } from 'kysely';
+import { z } from 'zod';
+import { checkOptions, rule } from '../../dsl/option-checks.js';
 import type { AnySchedule } from '../../dsl/schedule.js';
 import { shapeOf } from '../../dsl/workflow-shape.js';
 import { workflowVersionMigrationSuffix, workflowVersionSql } from '../../codegen/emit/workflow-version-sql.js';
@@ -178,6 +180,24 @@ const RUN_TABLES = [
 
 const DEFAULT_IDLE_TIMEOUT_MS = 10_000;
 
+/** What {@link TestEnvironmentOptions} allow: the core schema and PostgreSQL's own are never reset. */
+const testEnvironmentOptionsSchema = z.object({
+  workflows: z
+    .unknown()
+    .refine(
+      (workflows) => Array.isArray(workflows) && workflows.length > 0,
+      'is empty: pass the registrations of the workflows under test (e.g. [refundRegistration(fakePayments)])',
+    ),
+  leaseMs: rule(z.number().gt(0), 'must be > 0').optional(),
+  resetSchemas: rule(z.array(z.string()), 'must be a list of schema names')
+    .superRefine((schemas, ctx) => {
+      for (const schema of schemas) {
+        if (schema === 'ledgerflow' || schema.startsWith('pg_')) ctx.addIssue({ code: 'custom', message: `may not name "${schema}"` });
+      }
+    })
+    .optional(),
+});
+
 /**
  * Creates an in-process environment for testing your workflows: an in-memory PGlite migrated
  * with ledgerflow's core schema, your `migrations` and the versions of `workflows`, on a clock the
@@ -191,16 +211,8 @@ const DEFAULT_IDLE_TIMEOUT_MS = 10_000;
  * beforeEach(() => env.reset());
  */
 export async function createTestEnvironment(options: TestEnvironmentOptions): Promise<TestEnvironment> {
-  const problems: string[] = [];
-  if (!Array.isArray(options.workflows) || options.workflows.length === 0) {
-    problems.push('workflows is empty: pass the registrations of the workflows under test (e.g. [refundRegistration(fakePayments)])');
-  }
+  checkOptions(testEnvironmentOptionsSchema, options, (problems) => new TypeError(`Invalid test environment options: ${problems.join('; ')}.`));
   const leaseMs = options.leaseMs ?? 30_000;
-  if (!(Number.isFinite(leaseMs) && leaseMs > 0)) problems.push(`leaseMs must be > 0 (got ${String(leaseMs)})`);
-  for (const schema of options.resetSchemas ?? []) {
-    if (schema === 'ledgerflow' || schema.startsWith('pg_')) problems.push(`resetSchemas may not name "${schema}"`);
-  }
-  if (problems.length > 0) throw new TypeError(`Invalid test environment options: ${problems.join('; ')}.`);
 
   const sources = options.migrations ?? [];
   const store = await createCoreMigratedPGlite();

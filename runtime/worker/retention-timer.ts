@@ -12,7 +12,9 @@
  */
 
 import type { Kysely } from 'kysely';
-import { pruneRuns } from '../retention/prune.js';
+import { z } from 'zod';
+import { integer, rule } from '../../dsl/option-checks.js';
+import { pruneRuns, retentionMilliseconds } from '../retention/prune.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import { PeriodicPass } from './periodic-pass.js';
 import { serializeError } from './step-errors.js';
@@ -34,6 +36,14 @@ export interface RetentionOptions {
 }
 
 export const DEFAULT_RETENTION_INTERVAL_MS = 600_000;
+
+/** What {@link RetentionOptions} allow (checked with the worker's options). */
+export const retentionOptionsSchema = z.object({
+  completedOlderThanMs: retentionMilliseconds,
+  eventsOlderThanMs: retentionMilliseconds.optional(),
+  intervalMs: rule(z.number().gt(0), 'must be > 0').optional(),
+  batchSize: rule(integer().min(1).max(10_000), 'must be an integer from 1 to 10000').optional(),
+});
 
 export interface RetentionTimerContext {
   readonly db: Kysely<LedgerflowDatabase>;

@@ -35,6 +35,8 @@ import { PayloadLimitsCache } from '../limits/limits-cache.js';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { sql } from 'kysely';
+import { z } from 'zod';
+import { ALWAYS_CHECKED, checkOptions, integer, rule } from '../../dsl/option-checks.js';
 import type { AnySchedule } from '../../dsl/schedule.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
 import { LeaseLostError } from '../errors.js';
@@ -53,8 +55,7 @@ import { offerLocalStarts } from '../client/local-starts.js';
 import { LocalWaiters } from '../client/local-waiters.js';
 import { ReconcileTimer } from './reconcile-timer.js';
 import { ScheduleTimer } from './schedule-timer.js';
-import { isDuration } from '../retention/prune.js';
-import { RetentionTimer, type RetentionOptions } from './retention-timer.js';
+import { RetentionTimer, retentionOptionsSchema, type RetentionOptions } from './retention-timer.js';
 import { registerQueues } from './queue-slots.js';
 import { registerFingerprints } from './register-fingerprints.js';
 import { buildRegistry, verifyMigrated, verifyServed, type WorkflowRegistry } from './registry.js';
@@ -234,21 +235,7 @@ class WorkerRuntime implements Worker {
     this.#onEvent = options.onEvent ?? (() => {});
     this.#allowMissingVersions = options.allowMissingVersions === true;
     this.#telemetryOptions = options.telemetry ?? {};
-    const problems: string[] = [];
-    if (!Number.isInteger(concurrency) || concurrency < 1) problems.push(`concurrency must be an integer >= 1 (got ${concurrency})`);
-    if (!(this.#leaseMs > 0)) problems.push(`leaseMs must be > 0 (got ${this.#leaseMs})`);
-    if (!(heartbeatMs > 0 && heartbeatMs < this.#leaseMs)) {
-      problems.push(`heartbeatMs must be > 0 and < leaseMs (got ${heartbeatMs} with leaseMs ${this.#leaseMs})`);
-    }
-    if (!(this.#pollIntervalMs > 0)) problems.push(`pollIntervalMs must be > 0 (got ${this.#pollIntervalMs})`);
-    if (!(reconcileIntervalMs >= 0)) problems.push(`reconcileIntervalMs must be >= 0 (got ${reconcileIntervalMs})`);
-    if (!(scheduleIntervalMs >= 0)) problems.push(`scheduleIntervalMs must be >= 0 (got ${scheduleIntervalMs})`);
-    if (!(Number.isInteger(this.#childrenPerCommit) && this.#childrenPerCommit >= 1)) {
-      problems.push(`childrenPerCommit must be an integer >= 1 (got ${this.#childrenPerCommit})`);
-    }
-    if (this.#registry.all.length === 0) problems.push('workflows is empty; register at least one workflow');
-    if (options.retention !== undefined) problems.push(...retentionProblems(options.retention));
-    if (problems.length > 0) throw new TypeError(`Invalid worker options: ${problems.join('; ')}.`);
+    checkOptions(workerOptionsSchema, options, (problems) => new TypeError(`Invalid worker options: ${problems.join('; ')}.`));
     assertSchedules(this.#schedules);
 
     const emit = (event: WorkerEvent): void => this.#emit(event);
@@ -504,23 +491,26 @@ function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> 
   ]).finally(() => clearTimeout(timer));
 }
 
-function retentionProblems(retention: RetentionOptions): string[] {
-  const problems: string[] = [];
-  const { completedOlderThanMs, intervalMs, batchSize, eventsOlderThanMs } = retention;
-  if (!isDuration(completedOlderThanMs)) {
-    problems.push(`retention.completedOlderThanMs must be a number of milliseconds >= 0 (got ${String(completedOlderThanMs)})`);
-  }
-  if (eventsOlderThanMs !== undefined && !isDuration(eventsOlderThanMs)) {
-    problems.push(`retention.eventsOlderThanMs must be a number of milliseconds >= 0 (got ${String(eventsOlderThanMs)})`);
-  }
-  if (intervalMs !== undefined && !(Number.isFinite(intervalMs) && intervalMs > 0)) {
-    problems.push(`retention.intervalMs must be > 0 (got ${String(intervalMs)})`);
-  }
-  if (batchSize !== undefined && !(Number.isInteger(batchSize) && batchSize >= 1 && batchSize <= 10_000)) {
-    problems.push(`retention.batchSize must be an integer from 1 to 10000 (got ${String(batchSize)})`);
-  }
-  return problems;
-}
+/**
+ * What the worker's options allow; `heartbeatMs` is checked as the worker will use it, its
+ * default (a third of the lease) included.
+ */
+const workerOptionsSchema = z
+  .object({
+    concurrency: rule(integer().min(1), 'must be an integer >= 1').optional(),
+    leaseMs: rule(z.number().gt(0), 'must be > 0').optional(),
+    heartbeatMs: rule(z.number(), 'must be > 0 and < leaseMs').optional(),
+    pollIntervalMs: rule(z.number().gt(0), 'must be > 0').optional(),
+    reconcileIntervalMs: rule(z.number().min(0), 'must be >= 0').optional(),
+    scheduleIntervalMs: rule(z.number().min(0), 'must be >= 0').optional(),
+    childrenPerCommit: rule(integer().min(1), 'must be an integer >= 1').optional(),
+    workflows: z.array(z.unknown()).refine((workflows) => workflows.length > 0, 'is empty; register at least one workflow'),
+    retention: retentionOptionsSchema.optional(),
+  })
+  .superRefine(({ leaseMs = 30_000, heartbeatMs = Math.floor(leaseMs / 3) }, ctx) => {
+    if (typeof leaseMs !== 'number' || typeof heartbeatMs !== 'number' || (heartbeatMs > 0 && heartbeatMs < leaseMs)) return;
+    ctx.addIssue({ code: 'custom', path: ['heartbeatMs'], message: `must be > 0 and < leaseMs (got ${heartbeatMs} with leaseMs ${leaseMs})` });
+  }, ALWAYS_CHECKED);
 
 /** How long `start()` goes on through sessions the database ends under it. */
 const START_RETRY_MS = 10_000;

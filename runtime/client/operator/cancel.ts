@@ -1,4 +1,6 @@
 import type { Kysely } from 'kysely';
+import { z } from 'zod';
+import { checkOptions, rule } from '../../../dsl/option-checks.js';
 import { RunPrunedError, ValidationError } from '../../errors.js';
 import { missingRunError } from '../../retention/missing-run-error.js';
 import type { LedgerflowDatabase } from '../../store/tables.js';
@@ -28,14 +30,17 @@ async function cancelStatements(db: Kysely<LedgerflowDatabase>, runId: string, c
   return (await cancelRunStatement(db, runId).executeTakeFirst()) !== undefined;
 }
 
+/** What {@link CancelOptions} allow besides the note (checked by checkNote). */
+const cancelOptionsSchema = z.object({ compensate: rule(z.boolean(), 'must be true or false').optional() });
+
 async function cancelLiveRun(db: Kysely<LedgerflowDatabase>, runId: string, options?: CancelOptions): Promise<boolean> {
   assertRunId(runId);
   const note = options?.actor === undefined && options?.reason === undefined ? undefined : (options as OperatorNote);
   const checked = checkNote(note, false);
+  checkOptions(cancelOptionsSchema, options ?? {}, (problems) => new ValidationError(`cancel: ${problems[0]}.`, ['compensate: not a boolean']), {
+    show: JSON.stringify,
+  });
   const compensate = options?.compensate;
-  if (compensate !== undefined && typeof compensate !== 'boolean') {
-    throw new ValidationError(`cancel: compensate must be true or false (got ${JSON.stringify(compensate)}).`, ['compensate: not a boolean']);
-  }
   if (checked === undefined) {
     if (await cancelStatements(db, runId, compensate)) return true;
     const exists = await db.selectFrom('ledgerflow.workflow_run').select('id').where('id', '=', runId).executeTakeFirst();

@@ -1,4 +1,6 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
+import { z } from 'zod';
+import { checkOptions, rule } from '../../../dsl/option-checks.js';
 import { ValidationError } from '../../errors.js';
 import { missingRunError } from '../../retention/missing-run-error.js';
 import type { CompensationReason, Json, LedgerflowDatabase, OperatorActionKind, RunStatus } from '../../store/tables.js';
@@ -28,6 +30,15 @@ export interface OperatorNote {
 const MAX_ACTOR_LENGTH = 200;
 const MAX_REASON_LENGTH = 2_000;
 
+/** A note's text: something said (not blank), and not a book. */
+function noteText(max: number) {
+  return rule(z.string(), 'must be a non-empty string')
+    .refine((text) => text.trim() !== '', { error: 'must be a non-empty string (got a blank one)', abort: true })
+    .refine((text) => text.length <= max, { error: (issue) => `at most ${max} characters (got ${(issue.input as string).length})` });
+}
+
+const operatorNoteSchema = z.object({ actor: noteText(MAX_ACTOR_LENGTH), reason: noteText(MAX_REASON_LENGTH) });
+
 /** Checks a note (ValidationError, nothing written); `undefined` passes when the action may go unaudited. */
 export function checkNote(note: OperatorNote | undefined, required: boolean): OperatorNote | undefined {
   if (note === undefined) {
@@ -36,17 +47,12 @@ export function checkNote(note: OperatorNote | undefined, required: boolean): Op
       'note: required',
     ]);
   }
-  const issues: string[] = [];
-  const check = (field: 'actor' | 'reason', max: number): void => {
-    const value: unknown = note[field];
-    if (typeof value !== 'string' || value.trim() === '') issues.push(`${field}: must be a non-empty string`);
-    else if (value.length > max) issues.push(`${field}: at most ${max} characters (got ${value.length})`);
-  };
-  check('actor', MAX_ACTOR_LENGTH);
-  check('reason', MAX_REASON_LENGTH);
-  if (issues.length > 0) {
-    throw new ValidationError(`Invalid operator note:\n${issues.map((i) => `  - ${i}`).join('\n')}\nNothing was done.`, issues);
-  }
+  checkOptions(
+    operatorNoteSchema,
+    note,
+    (issues) => new ValidationError(`Invalid operator note:\n${issues.map((i) => `  - ${i}`).join('\n')}\nNothing was done.`, issues),
+    { separator: ': ', show: JSON.stringify },
+  );
   return note;
 }
 

@@ -1,6 +1,8 @@
 import type { Socket } from 'node:net';
 import { Kysely, PostgresDialect, sql, type PostgresPool } from 'kysely';
 import pg from 'pg';
+import { z } from 'zod';
+import { checkOptions, integer, rule } from '../../../dsl/option-checks.js';
 import { INT8_OID, parseInt8, type Store } from '../store.js';
 import type { LedgerflowDatabase } from '../tables.js';
 import { isMultiHostUrl, parsePostgresUrl } from './postgres-url.js';
@@ -49,14 +51,20 @@ export const DEFAULT_STALLED_STATEMENT_CHECK_MS = 15_000;
 /** A connection's connect-and-authenticate limit when neither the URL nor the options give one. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 
+const wholeMilliseconds = rule(integer().min(0), 'must be a whole number of milliseconds >= 0');
+
+/** What {@link PgStoreOptions} allow, of what is checked before a connection is made. */
+const pgStoreOptionsSchema = z.object({
+  connectTimeoutMs: wholeMilliseconds.optional(),
+  stalledStatementCheckMs: wholeMilliseconds.optional(),
+});
+
+const firstProblem = (problems: readonly string[]): TypeError => new TypeError(`${problems[0]}.`);
+
 /** The limit {@link PgStoreOptions.connectTimeoutMs} describes: options, else the URL's `connect_timeout`, else the default. */
 export function connectTimeoutOf(options: Pick<PgStoreOptions, 'connectionString' | 'connectTimeoutMs'>): number {
-  if (options.connectTimeoutMs !== undefined) {
-    if (!(Number.isInteger(options.connectTimeoutMs) && options.connectTimeoutMs >= 0)) {
-      throw new TypeError(`connectTimeoutMs must be a whole number of milliseconds >= 0 (got ${String(options.connectTimeoutMs)}).`);
-    }
-    return options.connectTimeoutMs;
-  }
+  checkOptions(pgStoreOptionsSchema, options, firstProblem);
+  if (options.connectTimeoutMs !== undefined) return options.connectTimeoutMs;
   const match = /[?&]connect_timeout=([^&#]*)/.exec(options.connectionString);
   if (match === null) return DEFAULT_CONNECT_TIMEOUT_MS;
   const seconds = Number(decodeURIComponent(match[1]!));
@@ -138,6 +146,7 @@ function preparingClient(Base: typeof pg.Client): typeof pg.Client {
  * (writable-host.ts).
  */
 export function createPgStore(options: PgStoreOptions): Store {
+  checkOptions(pgStoreOptionsSchema, options, firstProblem);
   const applicationName = options.applicationName ?? 'ledgerflow';
   const connectTimeoutMs = connectTimeoutOf(options);
   const BaseClient = timedClient(options.clientClass ?? pg.Client, connectTimeoutMs);
@@ -234,9 +243,6 @@ const PROBE_CONNECT_TIMEOUT_MS = 5_000;
 /** The store's {@link StallWatch}, probing with clients made by `probeClient`; undefined when turned off. */
 function stallWatch(options: Pick<PgStoreOptions, 'stalledStatementCheckMs'>, probeClient: (host: WatchedHost) => pg.Client): StallWatch | undefined {
   const checkAfterMs = options.stalledStatementCheckMs ?? DEFAULT_STALLED_STATEMENT_CHECK_MS;
-  if (!(Number.isInteger(checkAfterMs) && checkAfterMs >= 0)) {
-    throw new TypeError(`stalledStatementCheckMs must be a whole number of milliseconds >= 0 (got ${String(checkAfterMs)}).`);
-  }
   if (checkAfterMs === 0) return undefined;
   return new StallWatch({
     checkAfterMs,
