@@ -6,7 +6,7 @@ import { prepared } from '../store/prepared.js';
 import { shapeOf, Shapes, type ShapeSlot } from '../store/statement-shapes.js';
 import type { Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
 import { carryCtes, carryingAttemptStart, type Carry } from './carried-prefix.js';
-import { claimOptionsKey, claimParts, type ClaimOptions, type ClaimParts } from './claim.js';
+import { claimOptionsKey, claimParts, FUSED_CLAIM, reusedClaimParts, type ClaimOptions, type ClaimParts } from './claim.js';
 import { toLeasedRun, type LeasedRun, type LeasedRunRow } from '../store/leased-run.js';
 import { millis } from '../store/millis.js';
 import type { Lease } from './lease.js';
@@ -218,11 +218,11 @@ export function advanceRunStatement(p: AdvanceParams, now: number = performance.
   // A commit that carries earlier steps dates them from `now`: built in full.
   if (p.carry !== undefined) {
     const carried = { lease: p.lease, workflow: { name: p.workflowName, version: p.workflowVersion }, carry: p.carry, now };
-    return commitStatement(shape, oneRow(values), fusedParts(claimNext, 0), carried);
+    return commitStatement(shape, oneRow(values), oneRunFused(claimNext, 0), carried);
   }
   // Otherwise built and compiled once per shape; then only the values are filled in (store/statement-shapes.ts).
   return shapeOf(commitShapeSlot('one', shape, claimNext), [...values, 0], (...slots) =>
-    commitStatement(shape, oneRow(slots.slice(0, -1)), fusedParts(claimNext, slots.at(-1))),
+    commitStatement(shape, oneRow(slots.slice(0, -1)), oneRunFused(claimNext, slots.at(-1))),
   );
 }
 
@@ -284,7 +284,7 @@ export function advanceRunsStatement(ps: readonly AdvanceParams[]): RawBuilder<A
       GROUP_SHAPE,
       sql`SELECT * FROM jsonb_to_recordset(${json}::jsonb) AS i(
         ${listed(columns.map((c) => sql.raw(`${c} ${COLUMNS[c][0]}`)))})`,
-      fusedParts(claimNext, ord),
+      groupFused(claimNext, ord),
     ),
   );
 }
@@ -426,13 +426,22 @@ function assertFusedClaim(): void {
   assertAttemptTransition('none', 'running');
 }
 
-/** A fused claim's CTEs and rows, guarded by the run of row `ord` being fenced in; reported on that row. */
+/** A fused claim's CTEs and rows, reported on row `ord`: the commit whose completion frees the slot. */
 interface Fused {
   readonly parts: ClaimParts;
   readonly ord: unknown;
 }
 
-function fusedParts(claimNext: FusedClaim | undefined, ord: unknown): Fused | undefined {
+/**
+ * One run's fused claim, guarded by its commit being fenced in (`FUSED_CLAIM`): built once per
+ * registry and options, even for a carrying commit, whose statement is built in full.
+ */
+function oneRunFused(claimNext: FusedClaim | undefined, ord: unknown): Fused | undefined {
+  return claimNext === undefined ? undefined : { parts: reusedClaimParts(claimNext.registry, claimNext.options, FUSED_CLAIM), ord };
+}
+
+/** A group's fused claim, guarded by the run of row `ord` being fenced in (built once per shape). */
+function groupFused(claimNext: FusedClaim | undefined, ord: unknown): Fused | undefined {
   if (claimNext === undefined) return undefined;
   const guard = sql`EXISTS (SELECT 1 FROM fenced WHERE ord = ${ord})`;
   return { parts: claimParts(claimNext.registry, claimNext.options, { prefix: 'fused_', guard, takeovers: false }), ord };

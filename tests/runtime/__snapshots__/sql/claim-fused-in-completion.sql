@@ -25,13 +25,12 @@
 -- $23 = null
 -- $24 = ["order-payment","refund"]
 -- $25 = [1,2]
--- $26 = 0
--- $27 = 3
--- $28 = "worker-a"
--- $29 = 30000
--- $30 = "LeaseExpired"
--- $31 = "worker-a"
--- $32 = 0
+-- $26 = 3
+-- $27 = "worker-a"
+-- $28 = 30000
+-- $29 = "LeaseExpired"
+-- $30 = "worker-a"
+-- $31 = 0
 
 /* ledgerflow:prepared */ 
     WITH input AS (
@@ -70,17 +69,17 @@
     fused_candidate AS (
       SELECT r.id
         FROM ledgerflow.workflow_run r
-       WHERE r.status IN ('pending', 'waiting') AND r.run_after <= statement_timestamp() AND (r.workflow_name, r.workflow_version) IN (SELECT * FROM unnest($24::text[], $25::int[])) AND EXISTS (SELECT 1 FROM fenced WHERE ord = $26)
+       WHERE r.status IN ('pending', 'waiting') AND r.run_after <= statement_timestamp() AND (r.workflow_name, r.workflow_version) IN (SELECT * FROM unnest($24::text[], $25::int[])) AND EXISTS (SELECT 1 FROM fenced)
        ORDER BY r.run_after
-       LIMIT $27
+       LIMIT $26
          FOR NO KEY UPDATE SKIP LOCKED
     ),
     fused_claimed AS (
       UPDATE ledgerflow.workflow_run r
          SET status = 'running',
              waiting_for = NULL,
-             lease_owner = $28,
-             lease_expires_at = statement_timestamp() + ($29::double precision * interval '1 millisecond'),
+             lease_owner = $27,
+             lease_expires_at = statement_timestamp() + ($28::double precision * interval '1 millisecond'),
              fencing_token = r.fencing_token + 1,
              updated_at = statement_timestamp()
         FROM fused_candidate c
@@ -92,7 +91,7 @@
       SELECT c.id AS run_id, d.step_name, c.fencing_token,
              COALESCE(max(a.attempt), 0) AS last_attempt,
              count(a.attempt) FILTER (WHERE a.status = 'failed' AND ("a"."step_name" IS DISTINCT FROM "c"."budget_step" OR "a"."attempt" > "c"."budget_base"))::int AS failures,
-             count(a.attempt) FILTER (WHERE a.status = 'abandoned' AND a.error->>'name' = $30::text
+             count(a.attempt) FILTER (WHERE a.status = 'abandoned' AND a.error->>'name' = $29::text
                                         AND ("a"."step_name" IS DISTINCT FROM "c"."budget_step" OR "a"."attempt" > "c"."budget_base"))::int AS crashes
         FROM fused_claimed c
         JOIN ledgerflow.workflow_step_def d
@@ -102,14 +101,14 @@
     ),
     fused_opened AS (
       INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at)
-      SELECT h.run_id, h.step_name, h.last_attempt + 1, 'running', h.fencing_token, $31, statement_timestamp()
+      SELECT h.run_id, h.step_name, h.last_attempt + 1, 'running', h.fencing_token, $30, statement_timestamp()
         FROM fused_history h
        WHERE true
       RETURNING run_id, attempt
     )
     SELECT i.ord, f.ord IS NOT NULL AS fenced, NULL::int AS next_attempt, f.overdue,
            false AS effect_exists,
-           CASE WHEN i.ord = $32 THEN (SELECT COALESCE(jsonb_agg(c), '[]'::jsonb) FROM (
+           CASE WHEN i.ord = $31 THEN (SELECT COALESCE(jsonb_agg(c), '[]'::jsonb) FROM (
     SELECT c.id, c.workflow_name, c.workflow_version, c.input, c.current_step, c.fencing_token, c.overdue,
            o.attempt,
            COALESCE(h.failures, 0) AS prior_failures,
