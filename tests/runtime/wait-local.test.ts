@@ -87,8 +87,7 @@ function recorded(base: Store): { store: Store; statements: string[] } {
 }
 
 const isStartInsert = (s: string): boolean => /INSERT INTO ledgerflow\.workflow_run/.test(s);
-// A fenced commit: its `fenced` CTE (a result commit's comes after its `input` rows).
-const isStepCommit = (s: string): boolean => /\bfenced AS \(/.test(s);
+const isStepCommit = (s: string): boolean => /WITH fenced AS/.test(s);
 
 describeStores('a wait answered by the worker of its process', (getStore) => {
   const workers: Worker[] = [];
