@@ -1,4 +1,3 @@
-import { type KyselyPlugin } from 'kysely';
 import { shapeHash, workflow } from 'ledgerflow/dsl';
 import { afterEach, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -7,6 +6,7 @@ import { configureFaults } from 'ledgerflow/testing';
 import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
 import { commitsIn } from '../support/counting-store.js';
 import { describeStores } from '../support/describe-stores.js';
+import { recordingStore } from '../support/recording-store.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { appRows, eventLog, runState, setupAppSchema, waitUntil } from './fixtures/run-helpers.js';
 import type { AppDatabase } from './fixtures/test-workflows.js';
@@ -76,18 +76,7 @@ function handlers(wf: typeof deferred, payments: FakePaymentProvider, behaviour:
   );
 }
 
-/** The store, recording the text of every statement its Kysely runs (BEGIN and COMMIT included). */
-function recorded(base: Store): { store: Store; statements: string[] } {
-  const statements: string[] = [];
-  const recorder: KyselyPlugin = {
-    transformQuery: ({ node, queryId }) => {
-      statements.push(base.db.getExecutor().compileQuery(node, queryId).sql);
-      return node;
-    },
-    transformResult: async ({ result }) => result,
-  };
-  return { statements, store: { ...base, db: base.db.withPlugin(recorder) } };
-}
+const recorded = recordingStore;
 
 const isRunInsert = (s: string): boolean => /INSERT INTO ledgerflow\.workflow_run/.test(s);
 

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { type KyselyPlugin } from 'kysely';
 import { shapeHash, workflow } from 'ledgerflow/dsl';
 import { afterEach, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
 import { bindHandlers, createClient, createWorker, NonRetryableError, type SettledRun, type Store, type Worker } from 'ledgerflow/runtime';
 import { RUN_SETTLED_CHANNEL } from '../../runtime/store/channels.js';
 import { describeStores } from '../support/describe-stores.js';
+import { recordingStore } from '../support/recording-store.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { waitUntil } from './fixtures/run-helpers.js';
 
@@ -73,18 +73,7 @@ const failingHandlers = () =>
     shapeHash(failing),
   );
 
-/** The store, recording the text of every statement its Kysely runs. */
-function recorded(base: Store): { store: Store; statements: string[] } {
-  const statements: string[] = [];
-  const recorder: KyselyPlugin = {
-    transformQuery: ({ node, queryId }) => {
-      statements.push(base.db.getExecutor().compileQuery(node, queryId).sql);
-      return node;
-    },
-    transformResult: async ({ result }) => result,
-  };
-  return { statements, store: { ...base, db: base.db.withPlugin(recorder) } };
-}
+const recorded = recordingStore;
 
 const isStartInsert = (s: string): boolean => /INSERT INTO ledgerflow\.workflow_run/.test(s);
 const isStepCommit = (s: string): boolean => /WITH fenced AS/.test(s);
