@@ -173,6 +173,19 @@ export class CarriedPastDeadline extends Error {
   }
 }
 
+/**
+ * The fenced run UPDATE's part for a carry: the run's creation is never after its first carried
+ * attempt's start. A deferred start's insert (deferred-start.ts) dates the creation on its own
+ * statement's clock reading; this statement may put the first step's start earlier by their
+ * transit (see `carried_first`), and the run's history must still read in order. A deadline
+ * moves with the creation it counts from.
+ */
+export function carriedRunCreation(carry: Carry, now: number): RawBuilder<unknown> {
+  const firstStart = sql`statement_timestamp() - ${carriedAgos(carry, now)[0]!}::double precision * interval '1 millisecond'`;
+  // The deadline counts from the creation (start-run.ts): it moves with it. SET reads the old row.
+  return sql`created_at = LEAST(created_at, ${firstStart}), deadline_at = deadline_at - GREATEST(created_at - (${firstStart}), interval '0')`;
+}
+
 /** The attempt of the step that carries: `started_at` on database time, from the worker's measure. */
 export function carryingAttemptStart(carry: Carry, now: number): RawBuilder<unknown> {
   return sql`statement_timestamp() - ${carriedAgos(carry, now).at(-1)!}::double precision * interval '1 millisecond'`;
@@ -226,7 +239,7 @@ export function flushCtes(p: FlushParams, now: number): RawBuilder<unknown> {
   return sql`
     fenced AS (
       UPDATE ledgerflow.workflow_run
-         SET current_step = ${step.position}, error = NULL, updated_at = statement_timestamp(),
+         SET current_step = ${step.position}, error = NULL, updated_at = statement_timestamp(), ${carriedRunCreation(carry, now)},
              lease_expires_at = statement_timestamp() + ${millis(lease.leaseMs)}
        WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
          AND current_step = ${carry.steps[0].step.position}

@@ -5,7 +5,7 @@ import { LeaseLostError } from '../errors.js';
 import { prepared } from '../store/prepared.js';
 import { shapeOf, Shapes, type ShapeSlot } from '../store/statement-shapes.js';
 import type { Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
-import { carryCtes, carryingAttemptStart, type Carry } from './carried-prefix.js';
+import { carryCtes, carriedRunCreation, carryingAttemptStart, type Carry } from './carried-prefix.js';
 import { claimOptionsKey, claimParts, FUSED_CLAIM, reusedClaimParts, type ClaimOptions, type ClaimParts } from './claim.js';
 import { toLeasedRun, type LeasedRun, type LeasedRunRow } from '../store/leased-run.js';
 import { millis } from '../store/millis.js';
@@ -361,7 +361,7 @@ function advanceRunText(p: AdvanceParams, v: AdvanceValues, now: number): RawBui
   return prepared(sql<AdvanceRow>`
     WITH fenced AS (
       UPDATE ledgerflow.workflow_run
-         SET current_step = ${carry === undefined ? sql`current_step + 1` : sql`${v.toPosition}`}, updated_at = statement_timestamp(), ${
+         SET current_step = ${carry === undefined ? sql`current_step + 1` : sql`${v.toPosition}, ${carriedRunCreation(carry, now)}`}, updated_at = statement_timestamp(), ${
            // A compensation keeps the error that made the run compensate.
            p.step.compensates === undefined ? sql`error = NULL, ` : sql``
          }${runSet}
