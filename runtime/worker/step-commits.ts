@@ -187,12 +187,15 @@ function toAdvanceResult(p: AdvanceParams, row: AdvanceRow | undefined): Advance
   };
 }
 
-/** The row {@link advanceRunStatement} returns. */
+/** The row {@link advanceRunStatement} returns, one per commit ({@link advanceRunsStatement}). */
 export interface AdvanceRow {
+  /** The commit's place in the statement. */
+  ord: number;
   fenced: boolean;
   next_attempt: number | null;
   claimed: LeasedRunRow[] | null;
   effect_exists: boolean;
+  /** NULL unless the commit holds the run. */
   overdue: boolean | null;
   /** `hold` with a {@link NextIntent} only: the statement wrote it. */
   intent_opened?: boolean;
@@ -201,193 +204,26 @@ export interface AdvanceRow {
 /**
  * The statement of {@link advanceRun}; checks the transitions it makes before building it. `now`
  * (`performance.now()`) dates carried attempts: worker-measured durations before the statement's time.
+ * A group of one ({@link commitStatement}): its row comes as parameters.
  */
 export function advanceRunStatement(p: AdvanceParams, now: number = performance.now()): RawBuilder<AdvanceRow> {
   checkAdvance(p);
-  const values = advanceValues(p);
-  // A commit that carries earlier steps has as many texts as carried steps: built in full.
-  if (p.carry !== undefined) return advanceRunText(p, values, now);
-  // Otherwise built and compiled once per shape; then only the values are filled in (store/statement-shapes.ts).
-  return shapeOf(advanceShape(p), ADVANCE_VALUE_NAMES.map((name) => values[name]), (...slots) =>
-    advanceRunText(p, Object.fromEntries(ADVANCE_VALUE_NAMES.map((name, i) => [name, slots[i]])) as unknown as AdvanceValues, now),
-  );
-}
-
-/** Every value {@link advanceRunStatement} sends: all of it but its shape, which `p` decides. */
-interface AdvanceValues {
-  readonly runId: string;
-  readonly fencingToken: number;
-  readonly workerId: string;
-  readonly leaseMs: number;
-  readonly workflowName: string;
-  readonly workflowVersion: number;
-  readonly stepName: string;
-  readonly stepKind: string;
-  /** The run's step before this commit: the step's, or the first carried step's. */
-  readonly fromPosition: number;
-  /** After a commit that carries: the step after this one. */
-  readonly toPosition: number;
-  readonly outputJson: string | null;
-  readonly runOutputJson: string | null;
-  readonly resultAttempt: number;
-  readonly attempt: number | null;
-  readonly nextStep: string | null;
-  readonly effectKey: string | null;
-  readonly effectAttempt: number | null;
-  readonly requestHash: string | null;
-  readonly resolution: string | null;
-  readonly intentKey: string | null;
-  readonly intentRequestHash: string | null;
-  readonly intentHorizonMs: number | null;
-}
-
-const ADVANCE_VALUE_NAMES = [
-  'runId', 'fencingToken', 'workerId', 'leaseMs', 'workflowName', 'workflowVersion', 'stepName', 'stepKind', 'fromPosition',
-  'toPosition', 'outputJson', 'runOutputJson', 'resultAttempt', 'attempt', 'nextStep', 'effectKey', 'effectAttempt',
-  'requestHash', 'resolution', 'intentKey', 'intentRequestHash', 'intentHorizonMs',
-] as const satisfies ReadonlyArray<keyof AdvanceValues>;
-
-function advanceValues(p: AdvanceParams): AdvanceValues {
-  const c = p.continuation;
-  const e = p.effect;
-  return {
-    runId: p.lease.runId,
-    fencingToken: p.lease.fencingToken,
-    workerId: p.lease.workerId,
-    leaseMs: p.lease.leaseMs,
-    workflowName: p.workflowName,
-    workflowVersion: p.workflowVersion,
-    stepName: p.step.name,
-    stepKind: p.step.kind,
-    fromPosition: p.carry?.steps[0].step.position ?? p.step.position,
-    toPosition: p.step.position + 1,
-    outputJson: p.skipped === true ? null : JSON.stringify(p.output),
-    runOutputJson: c.kind === 'complete' ? JSON.stringify(c.runOutput) : null,
-    resultAttempt: p.resultAttempt,
-    attempt: p.attempt ?? null,
-    nextStep: c.kind === 'hold' ? c.nextStep : null,
-    effectKey: e?.key ?? null,
-    effectAttempt: e === undefined || e.mode === 'reference' ? null : e.attempt,
-    requestHash: e?.mode === 'insert-recorded' ? e.requestHash : null,
-    resolution: e?.mode === 'record-intent' ? (e.resolution ?? null) : null,
-    intentKey: c.kind === 'hold' ? (c.intent?.key ?? null) : null,
-    intentRequestHash: c.kind === 'hold' ? (c.intent?.requestHash ?? null) : null,
-    intentHorizonMs: c.kind === 'hold' ? (c.intent?.horizonMs ?? null) : null,
-  };
-}
-
-/** The single-run commit's shapes: what {@link advanceRunText} decides from `p` rather than from its values. */
-const ADVANCE_SHAPES = new Shapes();
-
-function advanceShape(p: AdvanceParams): ShapeSlot {
-  const c = p.continuation;
-  const key = [
-    c.kind,
-    c.kind === 'complete' && c.compensated === true ? 'compensated' : '',
-    p.step.compensates === undefined ? '' : 'compensation',
-    p.skipped === true ? 'skipped' : '',
-    p.effect?.mode ?? 'no-effect',
-    p.attempt === undefined ? 'no-attempt' : 'attempt',
-    c.kind === 'hold' && c.intent !== undefined ? 'next-intent' : '',
-  ].join('|');
-  const claimNext = c.kind === 'complete' ? c.claimNext : undefined;
-  return claimNext === undefined ? ADVANCE_SHAPES.for(key) : ADVANCE_SHAPES.for(`${key}|${claimOptionsKey(claimNext.options)}`, claimNext.registry);
-}
-
-/** The text of {@link advanceRunStatement}: its shape from `p`, every value from `v` (slots, when a shape is built). */
-function advanceRunText(p: AdvanceParams, v: AdvanceValues, now: number): RawBuilder<AdvanceRow> {
-  const effect = p.effect;
-  const insert = effect?.mode === 'insert-recorded' ? effect : undefined;
-  const { step } = p;
-  const carry = p.carry;
-  const runSet =
-    p.continuation.kind === 'hold'
-      ? sql`status = 'running', lease_expires_at = statement_timestamp() + ${millis(v.leaseMs)}`
-      : p.continuation.kind === 'release'
-        ? sql`status = 'pending', lease_owner = NULL, lease_expires_at = NULL, run_after = statement_timestamp()`
-        : sql`status = ${lit(p.continuation.compensated === true ? 'compensated' : 'completed')}, lease_owner = NULL, lease_expires_at = NULL, finished_at = statement_timestamp(),
-              output = ${v.runOutputJson}::jsonb`;
-  // Seen in the statement's snapshot, so it never sees the row this statement inserts.
-  const stepHasEffect = sql`EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = ${v.runId} AND e.step_name = ${v.stepName})`;
-  const effectCte = effect === undefined ? sql`` : ledgerCte(effect.mode, v);
-  const attemptCte =
-    carry !== undefined
-      ? sql`${carryCtes(p.lease, { name: p.workflowName, version: p.workflowVersion }, carry, now)}, finished AS (
-          INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at, finished_at)
-          SELECT f.id, ${v.stepName}, ${v.attempt}, 'succeeded', ${v.fencingToken}, ${v.workerId},
-                 ${carryingAttemptStart(carry, now)}, statement_timestamp()
-            FROM fenced f
-          RETURNING 1)`
-      : p.attempt !== undefined
-      ? sql`, finished AS (
-          UPDATE ledgerflow.step_attempt SET status = 'succeeded', finished_at = statement_timestamp()
-           WHERE run_id = ${v.runId} AND step_name = ${v.stepName} AND attempt = ${v.attempt} AND status = 'running'
-             AND EXISTS (SELECT 1 FROM fenced)
-          RETURNING 1)`
-      : sql``;
-  const nextCte =
-    p.continuation.kind === 'hold'
-      ? sql`, next AS (
-          INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at)
-          SELECT f.id, ${v.nextStep},
-                 1 + COALESCE((SELECT max(a.attempt) FROM ledgerflow.step_attempt a
-                                WHERE a.run_id = f.id AND a.step_name = ${v.nextStep}), 0),
-                 'running', ${v.fencingToken}, ${v.workerId}, statement_timestamp()
-            FROM fenced f
-          RETURNING attempt)`
-      : sql``;
-  const nextIntent = p.continuation.kind === 'hold' ? p.continuation.intent : undefined;
-  // The next step's intent (NextIntent): after its attempt (`next`), unless the step has a ledger
-  // row already or the run is past its deadline (the driver then cancels it instead).
-  const intentCte =
-    nextIntent === undefined
-      ? sql``
-      : sql`, next_intent AS (
-          INSERT INTO ledgerflow.step_effect
-                 (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token,
-                  intent_at, reconcile_after)
-          SELECT f.id, ${v.nextStep}, ${v.intentKey}, 'null'::jsonb, 'intent', 'external', ${v.intentRequestHash},
-                 n.attempt, ${v.fencingToken}, statement_timestamp(), statement_timestamp() + ${millis(v.intentHorizonMs!)}
-            FROM fenced f CROSS JOIN next n
-           WHERE f.overdue IS NOT TRUE
-             AND NOT EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = ${v.runId} AND e.step_name = ${v.nextStep})
-          ON CONFLICT DO NOTHING
-          RETURNING 1)`;
+  const shape = commitShapeOf(p);
   const claimNext = p.continuation.kind === 'complete' ? p.continuation.claimNext : undefined;
-  const fused =
-    claimNext === undefined
-      ? undefined
-      : reusedClaimParts(claimNext.registry, claimNext.options, FUSED_CLAIM);
-  return prepared(sql<AdvanceRow>`
-    WITH fenced AS (
-      UPDATE ledgerflow.workflow_run
-         SET current_step = ${carry === undefined ? sql`current_step + 1` : sql`${v.toPosition}, ${carriedRunCreation(carry, now)}`}, updated_at = statement_timestamp(), ${
-           // A compensation keeps the error that made the run compensate.
-           p.step.compensates === undefined ? sql`error = NULL, ` : sql``
-         }${runSet}
-       WHERE id = ${v.runId} AND fencing_token = ${v.fencingToken} AND status = 'running'
-         AND current_step = ${v.fromPosition} ${insert !== undefined ? sql`AND NOT ${stepHasEffect}` : sql``}
-      RETURNING id${p.continuation.kind === 'hold' ? sql`, deadline_at <= statement_timestamp() AS overdue` : sql``}
-    ),
-    result AS (
-      INSERT INTO ledgerflow.step_result
-             (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, idempotency_key, effect_status${
-               p.skipped === true ? sql`, skipped` : sql``
-             })
-      SELECT id, ${v.workflowName}, ${v.workflowVersion}, ${v.stepName}, ${v.stepKind}, ${v.outputJson}::jsonb,
-             ${v.resultAttempt}, ${v.effectKey}::text, ${effect === undefined ? null : 'recorded'}::text${
-               p.skipped === true ? sql`, true` : sql``
-             }
-        FROM fenced
-      RETURNING 1
-    )
-    ${effectCte} ${attemptCte} ${nextCte}${intentCte} ${fused === undefined ? sql`` : sql`, ${fused.ctes}`}
-    SELECT EXISTS (SELECT 1 FROM fenced) AS fenced,
-           ${p.continuation.kind === 'hold' ? sql`(SELECT attempt FROM next)` : sql`NULL::int`} AS next_attempt,
-           ${fused === undefined ? sql`NULL::jsonb` : sql`(SELECT COALESCE(jsonb_agg(f), '[]'::jsonb) FROM (${fused.select}) f)`} AS claimed,
-           ${insert !== undefined ? stepHasEffect : sql`false`} AS effect_exists${
-             p.continuation.kind === 'hold' ? sql`, (SELECT overdue FROM fenced) AS overdue` : sql``
-           }${nextIntent === undefined ? sql`` : sql`, EXISTS (SELECT 1 FROM next_intent) AS intent_opened`}`);
+  if (claimNext !== undefined) assertFusedClaim();
+  const columns = columnsOf(shape);
+  const oneRow = (values: readonly unknown[]) => sql`SELECT ${listed(columns.map((c, i) => sql`${values[i]}::${sql.raw(COLUMNS[c][0])} AS ${sql.raw(c)}`))}`;
+  const row = rowOf(p, 0, columns);
+  const values = columns.map((c) => row[c]);
+  // A commit that carries earlier steps dates them from `now`: built in full.
+  if (p.carry !== undefined) {
+    const carried = { lease: p.lease, workflow: { name: p.workflowName, version: p.workflowVersion }, carry: p.carry, now };
+    return commitStatement(shape, oneRow(values), oneRunFused(claimNext, 0), carried);
+  }
+  // Otherwise built and compiled once per shape; then only the values are filled in (store/statement-shapes.ts).
+  return shapeOf(commitShapeSlot('one', shape, claimNext), [...values, 0], (...slots) =>
+    commitStatement(shape, oneRow(slots.slice(0, -1)), oneRunFused(claimNext, slots.at(-1))),
+  );
 }
 
 /**
@@ -395,57 +231,30 @@ function advanceRunText(p: AdvanceParams, v: AdvanceValues, now: number): RawBui
  * same writes as {@link advanceRunStatement}, one row of input per run, each row's writes
  * joined to ITS run's fenced UPDATE — a run whose token moved on (a zombie) or whose step
  * already has a ledger row (`insert-recorded`) changes nothing, and the others commit. Returns
- * one row per commit, in the order given. At most one commit may carry a fused claim; it is
+ * one result per commit, in the order given. At most one commit may carry a fused claim; it is
  * guarded by that commit's own run being fenced in. Kinds it takes: {@link isBatchable}.
  */
 export async function advanceRuns(db: Kysely<LedgerflowDatabase>, ps: readonly AdvanceParams[]): Promise<AdvanceResult[]> {
   const { rows } = await advanceRunsStatement(ps).execute(db);
-  return ps.map((p, i) => toAdvanceResult(p, rows[i]));
+  // By the row's place (no ORDER BY: a sort would cost every commit, a group of one included).
+  const byOrd = new Map(rows.map((row) => [row.ord, row]));
+  return ps.map((p, i) => toAdvanceResult(p, byOrd.get(i)));
 }
 
 /**
- * Whether a result commit can go in a group ({@link advanceRunsStatement}): it closes a worker's
- * attempt and needs no statement of its own transaction (`fill-recorded` commits inside the
- * step's transaction, after the handler's writes).
+ * Whether a result commit can go in a group ({@link advanceRunsStatement}): its shape is one the
+ * group statement's ({@link GROUP_SHAPE}) holds.
  */
 export function isBatchable(p: AdvanceParams): boolean {
-  // A compensation's commit keeps the run's error and may end it `compensated`: one statement of its own.
-  // So does a commit that carries earlier steps (its rows are the carry's, not one per run).
-  // So does one that opens the next step's intent (the group statement has no intent rows).
+  const s = commitShapeOf(p);
+  const g = GROUP_SHAPE;
   return (
-    p.attempt !== undefined &&
-    p.effect?.mode !== 'fill-recorded' &&
-    p.step.compensates === undefined &&
-    p.carry === undefined &&
-    (p.continuation.kind !== 'hold' || p.continuation.intent === undefined)
+    s.targets.every((t) => g.targets.includes(t)) &&
+    s.effects.every((e) => g.effects.includes(e)) &&
+    s.attempt === g.attempt &&
+    s.keepsError === g.keepsError &&
+    (!s.nextIntent || g.nextIntent)
   );
-}
-
-/** One row of {@link advanceRunsStatement}'s input (`jsonb_to_recordset`). */
-interface GroupedCommitRow {
-  readonly ord: number;
-  readonly run_id: string;
-  readonly fencing_token: number;
-  readonly worker_id: string;
-  readonly lease_ms: number;
-  readonly position: number;
-  readonly workflow_name: string;
-  readonly workflow_version: number;
-  readonly step_name: string;
-  readonly step_kind: string;
-  /** JSON text (NULL when skipped), so that a JSON `null` output stays a jsonb null. */
-  readonly output: string | null;
-  readonly skipped: boolean;
-  readonly attempt: number;
-  readonly result_attempt: number;
-  readonly target: RunStatus;
-  readonly next_step: string | null;
-  readonly run_output: string | null;
-  readonly effect_mode: ResultEffect['mode'] | null;
-  readonly effect_key: string | null;
-  readonly effect_attempt: number | null;
-  readonly request_hash: string | null;
-  readonly resolution: string | null;
 }
 
 /** The statement of {@link advanceRuns}; checks every commit's transitions before building it. */
@@ -453,8 +262,9 @@ export function advanceRunsStatement(ps: readonly AdvanceParams[]): RawBuilder<A
   let fusedOrd: number | undefined;
   let claimNext: FusedClaim | undefined;
   const seen = new Set<string>();
-  const input = ps.map((p, ord): GroupedCommitRow => {
-    const target = checkAdvance(p);
+  const columns = columnsOf(GROUP_SHAPE);
+  const rows = ps.map((p, ord) => {
+    checkAdvance(p);
     if (!isBatchable(p)) throw new TypeError(`advanceRuns: the ${p.effect?.mode ?? 'worker-less'} commit of step "${p.step.name}" cannot be grouped.`);
     if (seen.has(p.lease.runId)) throw new TypeError(`advanceRuns: run ${p.lease.runId} has two commits in one group.`);
     seen.add(p.lease.runId);
@@ -464,154 +274,383 @@ export function advanceRunsStatement(ps: readonly AdvanceParams[]): RawBuilder<A
       claimNext = c.claimNext;
       fusedOrd = ord;
     }
-    const e = p.effect;
-    return {
-      ord,
-      run_id: p.lease.runId,
-      fencing_token: p.lease.fencingToken,
-      worker_id: p.lease.workerId,
-      lease_ms: p.lease.leaseMs,
-      position: p.step.position,
-      workflow_name: p.workflowName,
-      workflow_version: p.workflowVersion,
-      step_name: p.step.name,
-      step_kind: p.step.kind,
-      output: p.skipped === true ? null : JSON.stringify(p.output),
-      skipped: p.skipped === true,
-      attempt: p.attempt!,
-      result_attempt: p.resultAttempt,
-      target,
-      next_step: c.kind === 'hold' ? c.nextStep : null,
-      run_output: c.kind === 'complete' ? JSON.stringify(c.runOutput) : null,
-      effect_mode: e?.mode ?? null,
-      effect_key: e?.key ?? null,
-      effect_attempt: e === undefined || e.mode === 'reference' ? null : e.attempt,
-      request_hash: e?.mode === 'insert-recorded' ? e.requestHash : null,
-      resolution: e?.mode === 'record-intent' ? (e.resolution ?? null) : null,
-    };
+    return rowOf(p, ord, columns);
   });
-  // What the fused claim's parts assert when built: checked here too, for a shape built before.
-  if (claimNext !== undefined) {
-    assertRunTransition('pending', 'running');
-    assertRunTransition('waiting', 'running');
-    assertAttemptTransition('none', 'running');
-  }
+  if (claimNext !== undefined) assertFusedClaim();
   // Built and compiled once per shape (with or without this worker's fused claim); then only the
   // rows (one jsonb parameter) and the fused row's ord are filled in (store/statement-shapes.ts).
-  return shapeOf(groupShape(claimNext), [JSON.stringify(input), fusedOrd ?? null] as const, (rows, ord) =>
-    groupStatement(
-      rows,
-      ord,
-      claimNext === undefined
-        ? undefined
-        : claimParts(claimNext.registry, claimNext.options, {
-            prefix: 'fused_',
-            guard: sql`EXISTS (SELECT 1 FROM fenced WHERE ord = ${ord})`,
-            takeovers: false,
-          }),
+  return shapeOf(commitShapeSlot('group', GROUP_SHAPE, claimNext), [JSON.stringify(rows), fusedOrd ?? null] as const, (json, ord) =>
+    commitStatement(
+      GROUP_SHAPE,
+      sql`SELECT * FROM jsonb_to_recordset(${json}::jsonb) AS i(
+        ${listed(columns.map((c) => sql.raw(`${c} ${COLUMNS[c][0]}`)))})`,
+      groupFused(claimNext, ord),
     ),
   );
 }
 
-/** The group commit's shapes: one without a fused claim, one per fused claim (registry, limit, lease, worker). */
-const GROUP_SHAPES = new Shapes();
+/*
+ * ONE definition of a result commit's writes, for one run and for a group alike: a commit is a
+ * set of rows (`input`, one per run: {@link COLUMNS}), and every write joins to its row of
+ * `fenced` — the runs the fenced UPDATE moved. One run's commit is a group of one whose row comes
+ * as parameters ({@link advanceRunStatement}); a group's rows come as one jsonb parameter
+ * ({@link advanceRunsStatement}). What the rows may differ on is the statement's shape
+ * ({@link CommitShape}): where every row is alike (one run), each write is written for that case
+ * alone; where they may differ (a group), a write tests each row's column (`i.target`,
+ * `i.effect_mode`). A column, a write or a target added here reaches both statements.
+ */
 
-function groupShape(claimNext: FusedClaim | undefined): ShapeSlot {
-  return claimNext === undefined ? GROUP_SHAPES.for('') : GROUP_SHAPES.for(claimOptionsKey(claimNext.options), claimNext.registry);
+/** The run status a commit moves its run to. */
+type CommitTarget = 'running' | 'pending' | 'completed' | 'compensated';
+
+/** What a commit does to its step's ledger row (`none`: the step has none). */
+type EffectMode = ResultEffect['mode'] | 'none';
+
+/** What a commit statement is written for: what its rows may be, decided per statement and not per value. */
+interface CommitShape {
+  /** Where the rows move their runs: one target for one run, each the group may hold for a group. */
+  readonly targets: readonly CommitTarget[];
+  readonly effects: readonly EffectMode[];
+  /**
+   * The attempt that commits: `close` its running attempt; `carried` — it carries earlier steps,
+   * so no commit opened it — insert it finished; `none`: the reconciler's commit has none.
+   */
+  readonly attempt: 'close' | 'carried' | 'none';
+  /** A compensation's commit keeps the error that made the run compensate. */
+  readonly keepsError: boolean;
+  /** The rows' commits write the next step's intent ({@link NextIntent}). */
+  readonly nextIntent: boolean;
 }
 
-/** The text of {@link advanceRunsStatement}: `rows` and `fusedOrd` are its only values. */
-function groupStatement(rows: string, fusedOrd: number | null, fused: ClaimParts | undefined): RawBuilder<AdvanceRow> {
-  const fenced = sql`fenced f JOIN input i ON i.ord = f.ord`;
-  // The ledger row of an insert-recorded commit, seen in the statement's snapshot (never the row it inserts).
-  const stepHasEffect = sql`EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = i.run_id AND e.step_name = i.step_name)`;
-  // Fixed text per shape (the rows are one jsonb parameter): prepared like the one-run commit.
+/**
+ * The group statement's shape: every result commit of a worker's attempt that needs no statement
+ * of its own. Not a compensation's (it keeps the run's error and may end it `compensated`), nor
+ * one that carries earlier steps (its rows are the carry's, not one per run), nor one that opens
+ * the next step's intent (the perform waits for it), nor `fill-recorded` (it commits inside the
+ * step's transaction, after the handler's writes), nor the reconciler's (no attempt).
+ */
+const GROUP_SHAPE: CommitShape = {
+  targets: ['running', 'pending', 'completed'],
+  effects: ['none', 'reference', 'insert-recorded', 'record-intent'],
+  attempt: 'close',
+  keepsError: false,
+  nextIntent: false,
+};
+
+function commitShapeOf(p: AdvanceParams): CommitShape {
+  const c = p.continuation;
+  return {
+    targets: [targetOf(c)],
+    effects: [p.effect?.mode ?? 'none'],
+    attempt: p.attempt === undefined ? 'none' : p.carry === undefined ? 'close' : 'carried',
+    keepsError: p.step.compensates !== undefined,
+    nextIntent: c.kind === 'hold' && c.intent !== undefined,
+  };
+}
+
+function targetOf(c: Continuation): CommitTarget {
+  return c.kind === 'hold' ? 'running' : c.kind === 'release' ? 'pending' : c.compensated === true ? 'compensated' : 'completed';
+}
+
+/** A column of a commit's row: its SQL type, and its value for a commit at place `ord` in the statement. */
+type Column = readonly [type: string, value: (p: AdvanceParams, ord: number) => unknown];
+
+const holding = (p: AdvanceParams) => (p.continuation.kind === 'hold' ? p.continuation : undefined);
+
+/**
+ * A commit as a row of the statement's input: every value a result commit sends, in the order
+ * the statements list them. One run's commit sends its row as parameters, a group one jsonb
+ * parameter of rows: a column added here reaches both.
+ */
+const COLUMNS = {
+  /** The row's place in the statement: its result row says which commit it answers. */
+  ord: ['int', (_, ord) => ord],
+  run_id: ['uuid', (p) => p.lease.runId],
+  fencing_token: ['bigint', (p) => p.lease.fencingToken],
+  worker_id: ['text', (p) => p.lease.workerId],
+  lease_ms: ['double precision', (p) => p.lease.leaseMs],
+  /** The run's step before this commit: the step's, or the first carried step's. */
+  from_position: ['int', (p) => p.carry?.steps[0].step.position ?? p.step.position],
+  to_position: ['int', (p) => p.step.position + 1],
+  workflow_name: ['text', (p) => p.workflowName],
+  workflow_version: ['int', (p) => p.workflowVersion],
+  step_name: ['text', (p) => p.step.name],
+  step_kind: ['text', (p) => p.step.kind],
+  /** JSON text (NULL when skipped), so that a JSON `null` output stays a jsonb null. */
+  output: ['text', (p) => (p.skipped === true ? null : JSON.stringify(p.output))],
+  skipped: ['boolean', (p) => p.skipped === true],
+  /** The worker's attempt (NULL: the reconciler's commit). */
+  attempt: ['int', (p) => p.attempt ?? null],
+  result_attempt: ['int', (p) => p.resultAttempt],
+  target: ['text', (p) => targetOf(p.continuation)],
+  next_step: ['text', (p) => holding(p)?.nextStep ?? null],
+  run_output: ['text', (p) => (p.continuation.kind === 'complete' ? JSON.stringify(p.continuation.runOutput) : null)],
+  effect_mode: ['text', (p) => p.effect?.mode ?? null],
+  effect_key: ['text', (p) => p.effect?.key ?? null],
+  effect_attempt: ['int', ({ effect: e }) => (e === undefined || e.mode === 'reference' ? null : e.attempt)],
+  request_hash: ['text', ({ effect: e }) => (e?.mode === 'insert-recorded' ? e.requestHash : null)],
+  resolution: ['text', ({ effect: e }) => (e?.mode === 'record-intent' ? (e.resolution ?? null) : null)],
+  intent_key: ['text', (p) => holding(p)?.intent?.key ?? null],
+  intent_request_hash: ['text', (p) => holding(p)?.intent?.requestHash ?? null],
+  intent_horizon_ms: ['double precision', (p) => holding(p)?.intent?.horizonMs ?? null],
+} as const satisfies Record<string, Column>;
+
+type ColumnName = keyof typeof COLUMNS;
+
+const ALL_COLUMNS = Object.keys(COLUMNS) as readonly ColumnName[];
+const INTENT_COLUMNS: readonly ColumnName[] = ['intent_key', 'intent_request_hash', 'intent_horizon_ms'];
+const NO_INTENT_COLUMNS = ALL_COLUMNS.filter((c) => !INTENT_COLUMNS.includes(c));
+
+/** The columns a shape's statement sends: the next step's intent's only where it writes one. */
+function columnsOf(shape: CommitShape): readonly ColumnName[] {
+  return shape.nextIntent ? ALL_COLUMNS : NO_INTENT_COLUMNS;
+}
+
+/** `p`'s row, of `columns`. */
+function rowOf(p: AdvanceParams, ord: number, columns: readonly ColumnName[]): Record<ColumnName, unknown> {
+  return Object.fromEntries(columns.map((c) => [c, COLUMNS[c][1](p, ord)])) as Record<ColumnName, unknown>;
+}
+
+/** Both statements' shapes: by row source and shape, and per fused claim (registry, limit, lease, worker). */
+const COMMIT_SHAPES = new Shapes();
+
+function commitShapeSlot(source: 'one' | 'group', shape: CommitShape, claimNext: FusedClaim | undefined): ShapeSlot {
+  const key = [source, shape.targets.join(','), shape.effects.join(','), shape.attempt, shape.keepsError ? 'keeps-error' : '', shape.nextIntent ? 'next-intent' : ''].join('|');
+  return claimNext === undefined ? COMMIT_SHAPES.for(key) : COMMIT_SHAPES.for(`${key}|${claimOptionsKey(claimNext.options)}`, claimNext.registry);
+}
+
+/** What a fused claim writes, asserted at every statement: its parts assert it only when first built. */
+function assertFusedClaim(): void {
+  assertRunTransition('pending', 'running');
+  assertRunTransition('waiting', 'running');
+  assertAttemptTransition('none', 'running');
+}
+
+/** A fused claim's CTEs and rows, reported on row `ord`: the commit whose completion frees the slot. */
+interface Fused {
+  readonly parts: ClaimParts;
+  readonly ord: unknown;
+}
+
+/**
+ * One run's fused claim, guarded by its commit being fenced in (`FUSED_CLAIM`): built once per
+ * registry and options, even for a carrying commit, whose statement is built in full.
+ */
+function oneRunFused(claimNext: FusedClaim | undefined, ord: unknown): Fused | undefined {
+  return claimNext === undefined ? undefined : { parts: reusedClaimParts(claimNext.registry, claimNext.options, FUSED_CLAIM), ord };
+}
+
+/** A group's fused claim, guarded by the run of row `ord` being fenced in (built once per shape). */
+function groupFused(claimNext: FusedClaim | undefined, ord: unknown): Fused | undefined {
+  if (claimNext === undefined) return undefined;
+  const guard = sql`EXISTS (SELECT 1 FROM fenced WHERE ord = ${ord})`;
+  return { parts: claimParts(claimNext.registry, claimNext.options, { prefix: 'fused_', guard, takeovers: false }), ord };
+}
+
+/** Earlier steps the one row's commit carries (carried-prefix.ts): its attempt is inserted finished. */
+interface Carried {
+  readonly lease: Lease;
+  readonly workflow: { readonly name: string; readonly version: number };
+  readonly carry: Carry;
+  readonly now: number;
+}
+
+/**
+ * `then` per target as one expression: that target's where every row has it, else a CASE on the
+ * row's target (`otherwise` for a target without one).
+ */
+function perTarget(shape: CommitShape, then: Partial<Record<CommitTarget, RawBuilder<unknown>>>, otherwise: RawBuilder<unknown>): RawBuilder<unknown> {
+  const [only, ...more] = shape.targets;
+  if (more.length === 0) return then[only!] ?? otherwise;
+  const branches = shape.targets.filter((t) => then[t] !== undefined).map((t) => sql`WHEN ${lit(t)} THEN ${then[t]}`);
+  return branches.length === 0 ? otherwise : sql`CASE i.target ${sql.join(branches, sql` `)} ELSE ${otherwise} END`;
+}
+
+/** `i.<column> = 'value'` where the shape's rows may differ on it; `undefined` where every row has it. */
+function rowsWhere(options: readonly string[], column: 'target' | 'effect_mode', value: string): RawBuilder<unknown> | undefined {
+  return options.length === 1 ? undefined : sql`i.${sql.raw(column)} = ${lit(value)}`;
+}
+
+/** ` WHERE a AND b` of the conditions given, nothing if none. */
+function where(...conditions: ReadonlyArray<RawBuilder<unknown> | undefined>): RawBuilder<unknown> {
+  const given = conditions.filter((c) => c !== undefined);
+  return given.length === 0 ? sql`` : sql`
+       WHERE ${sql.join(given, sql`
+         AND `)}`;
+}
+
+/** The input's columns, a few to a line. */
+function listed(items: readonly RawBuilder<unknown>[]): RawBuilder<unknown> {
+  const lines: RawBuilder<unknown>[] = [];
+  for (let i = 0; i < items.length; i += 5) lines.push(sql.join(items.slice(i, i + 5), sql`, `));
+  return sql.join(lines, sql`,
+        `);
+}
+
+const NULL = sql`NULL`;
+const NOW = sql`statement_timestamp()`;
+
+/** What each target sets on the run, besides its step, `updated_at` and `error`. */
+const RUN_SETS: Readonly<Record<CommitTarget, Readonly<Record<string, RawBuilder<unknown>>>>> = {
+  running: { status: lit('running'), lease_expires_at: sql`${NOW} + i.lease_ms * interval '1 millisecond'` },
+  pending: { status: lit('pending'), lease_owner: NULL, lease_expires_at: NULL, run_after: NOW },
+  completed: { status: lit('completed'), lease_owner: NULL, lease_expires_at: NULL, finished_at: NOW, output: sql`i.run_output::jsonb` },
+  compensated: { status: lit('compensated'), lease_owner: NULL, lease_expires_at: NULL, finished_at: NOW, output: sql`i.run_output::jsonb` },
+};
+
+/** The run's new columns for the shape's targets: each column a target sets, the others' rows keeping it. */
+function runSet(shape: CommitShape): RawBuilder<unknown> {
+  const columns = [...new Set(shape.targets.flatMap((t) => Object.keys(RUN_SETS[t])))];
+  return sql.join(
+    columns.map((column) => {
+      const then = Object.fromEntries(shape.targets.flatMap((t) => (RUN_SETS[t][column] === undefined ? [] : [[t, RUN_SETS[t][column]]])));
+      return sql`${sql.raw(column)} = ${perTarget(shape, then, sql.raw(`r.${column}`))}`;
+    }),
+    sql`,
+             `,
+  );
+}
+
+/**
+ * The text of both statements: `input` the rows (a SELECT of one row's parameters, or a
+ * `jsonb_to_recordset`), `shape` what they may be. Every value is a column of `input`.
+ */
+function commitStatement(shape: CommitShape, input: RawBuilder<unknown>, fused: Fused | undefined, carried?: Carried): RawBuilder<AdvanceRow> {
+  // A write's rows: each run's input row, where its fenced UPDATE moved it.
+  const own = sql`fenced f JOIN input i ON i.ord = f.ord`;
+  // The step's ledger row, seen in the statement's snapshot (never the row this statement inserts).
+  const hasEffect = sql`EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = i.run_id AND e.step_name = i.step_name)`;
+  const inserts = shape.effects.includes('insert-recorded');
+  const insertedBy = rowsWhere(shape.effects, 'effect_mode', 'insert-recorded');
+  const holds = shape.targets.includes('running');
+  const ctes: RawBuilder<unknown>[] = [];
+  if (inserts) {
+    ctes.push(sql`,
+    inserted_effect AS (
+      INSERT INTO ledgerflow.step_effect
+             (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token, recorded_at)
+      SELECT i.run_id, i.step_name, i.effect_key, i.output::jsonb, 'recorded', 'transactional', i.request_hash,
+             i.effect_attempt, i.fencing_token, ${NOW}
+        FROM ${own}${where(insertedBy)}
+      RETURNING 1
+    )`);
+  }
+  // An intent of this step recorded, or the row this transaction inserted (openTransactionalEffect) filled in.
+  for (const [mode, name, from] of [['record-intent', 'recorded_intent', 'intent'], ['fill-recorded', 'filled_effect', 'recorded']] as const) {
+    if (!shape.effects.includes(mode)) continue;
+    ctes.push(sql`,
+    ${sql.raw(name)} AS (
+      UPDATE ledgerflow.step_effect e
+         SET status = 'recorded', effect = i.output::jsonb, recorded_at = COALESCE(e.recorded_at, ${NOW}),
+             resolution = COALESCE(i.resolution, e.resolution)
+        FROM ${own}${where(
+          rowsWhere(shape.effects, 'effect_mode', mode),
+          sql`e.workflow_id = i.run_id AND e.step_name = i.step_name AND e.idempotency_key = i.effect_key AND e.status = ${lit(from)} AND e.attempt = i.effect_attempt`,
+        )}
+      RETURNING 1
+    )`);
+  }
+  if (shape.attempt === 'close') {
+    ctes.push(sql`,
+    finished AS (
+      UPDATE ledgerflow.step_attempt a SET status = 'succeeded', finished_at = ${NOW}
+        FROM ${own}
+       WHERE a.run_id = i.run_id AND a.step_name = i.step_name AND a.attempt = i.attempt AND a.status = 'running'
+      RETURNING 1
+    )`);
+  }
+  if (shape.attempt === 'carried') {
+    if (carried === undefined) throw new TypeError('advanceRun: a carrying commit without its carry.');
+    const { lease, workflow, carry, now } = carried;
+    ctes.push(sql`${carryCtes(lease, workflow, carry, now)},
+    finished AS (
+      INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at, finished_at)
+      SELECT i.run_id, i.step_name, i.attempt, 'succeeded', i.fencing_token, i.worker_id, ${carryingAttemptStart(carry, now)}, ${NOW}
+        FROM ${own}
+      RETURNING 1
+    )`);
+  }
+  if (holds) {
+    ctes.push(sql`,
+    next AS (
+      INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at)
+      SELECT i.run_id, i.next_step,
+             1 + COALESCE((SELECT max(a.attempt) FROM ledgerflow.step_attempt a
+                            WHERE a.run_id = i.run_id AND a.step_name = i.next_step), 0),
+             'running', i.fencing_token, i.worker_id, ${NOW}
+        FROM ${own}${where(rowsWhere(shape.targets, 'target', 'running'))}
+      RETURNING run_id, attempt
+    )`);
+  }
+  if (shape.nextIntent) {
+    // The next step's intent (NextIntent): after its attempt (`next`), unless the step has a ledger
+    // row already or the run is past its deadline (the driver then cancels it instead).
+    ctes.push(sql`,
+    next_intent AS (
+      INSERT INTO ledgerflow.step_effect
+             (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token,
+              intent_at, reconcile_after)
+      SELECT i.run_id, i.next_step, i.intent_key, 'null'::jsonb, 'intent', 'external', i.intent_request_hash,
+             n.attempt, i.fencing_token, ${NOW}, ${NOW} + i.intent_horizon_ms * interval '1 millisecond'
+        FROM ${own} JOIN next n ON n.run_id = i.run_id
+       WHERE i.intent_key IS NOT NULL AND f.overdue IS NOT TRUE
+         AND NOT EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = i.run_id AND e.step_name = i.next_step)
+      ON CONFLICT DO NOTHING
+      RETURNING workflow_id
+    )`);
+  }
+  if (fused !== undefined) ctes.push(sql`, ${fused.parts.ctes}`);
+  const overdue = perTarget(shape, { running: sql`r.deadline_at <= ${NOW}` }, sql`NULL::boolean`);
+  const effectExists = inserts ? (insertedBy === undefined ? hasEffect : sql`${insertedBy} AND ${hasEffect}`) : sql`false`;
   return prepared(sql<AdvanceRow>`
     WITH input AS (
-      SELECT * FROM jsonb_to_recordset(${rows}::jsonb) AS i(
-        ord int, run_id uuid, fencing_token bigint, worker_id text, lease_ms double precision, position int,
-        workflow_name text, workflow_version int, step_name text, step_kind text, output text, skipped boolean,
-        attempt int, result_attempt int, target text, next_step text, run_output text,
-        effect_mode text, effect_key text, effect_attempt int, request_hash text, resolution text)
+      ${input}
     ),
     fenced AS (
       UPDATE ledgerflow.workflow_run r
-         SET current_step = r.current_step + 1, updated_at = statement_timestamp(), error = NULL,
-             status = CASE i.target WHEN 'running' THEN 'running' WHEN 'pending' THEN 'pending' WHEN 'completed' THEN 'completed' END,
-             lease_owner = CASE WHEN i.target = 'running' THEN r.lease_owner END,
-             lease_expires_at = CASE WHEN i.target = 'running' THEN statement_timestamp() + i.lease_ms * interval '1 millisecond' END,
-             run_after = CASE WHEN i.target = 'pending' THEN statement_timestamp() ELSE r.run_after END,
-             finished_at = CASE WHEN i.target = 'completed' THEN statement_timestamp() ELSE r.finished_at END,
-             output = CASE WHEN i.target = 'completed' THEN i.run_output::jsonb ELSE r.output END
+         SET current_step = i.to_position, updated_at = ${NOW}${
+           // A compensation keeps the error that made the run compensate.
+           shape.keepsError ? sql`` : sql`, error = NULL`
+         }${carried === undefined ? sql`` : sql`, ${carriedRunCreation(carried.carry, carried.now)}`},
+             ${runSet(shape)}
         FROM input i
-       WHERE r.id = i.run_id AND r.fencing_token = i.fencing_token AND r.status = 'running' AND r.current_step = i.position
-         AND (i.effect_mode IS DISTINCT FROM 'insert-recorded' OR NOT ${stepHasEffect})
-      RETURNING i.ord, CASE WHEN i.target = 'running' THEN r.deadline_at <= statement_timestamp() END AS overdue
+       WHERE r.id = i.run_id AND r.fencing_token = i.fencing_token AND r.status = 'running' AND r.current_step = i.from_position${
+         !inserts ? sql`` : insertedBy === undefined ? sql`
+         AND NOT ${hasEffect}` : sql`
+         AND (i.effect_mode IS DISTINCT FROM 'insert-recorded' OR NOT ${hasEffect})`
+       }
+      RETURNING i.ord, r.id, ${overdue} AS overdue
     ),
     result AS (
       INSERT INTO ledgerflow.step_result
              (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, idempotency_key, effect_status, skipped)
       SELECT i.run_id, i.workflow_name, i.workflow_version, i.step_name, i.step_kind, i.output::jsonb,
              i.result_attempt, i.effect_key, CASE WHEN i.effect_mode IS NOT NULL THEN 'recorded' END, i.skipped
-        FROM ${fenced}
+        FROM ${own}
       RETURNING 1
-    ),
-    inserted_effect AS (
-      INSERT INTO ledgerflow.step_effect
-             (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token, recorded_at)
-      SELECT i.run_id, i.step_name, i.effect_key, i.output::jsonb, 'recorded', 'transactional', i.request_hash,
-             i.effect_attempt, i.fencing_token, statement_timestamp()
-        FROM ${fenced}
-       WHERE i.effect_mode = 'insert-recorded'
-      RETURNING 1
-    ),
-    recorded_intent AS (
-      UPDATE ledgerflow.step_effect e
-         SET status = 'recorded', effect = i.output::jsonb, recorded_at = COALESCE(e.recorded_at, statement_timestamp()),
-             resolution = COALESCE(i.resolution, e.resolution)
-        FROM ${fenced}
-       WHERE i.effect_mode = 'record-intent' AND e.workflow_id = i.run_id AND e.step_name = i.step_name
-         AND e.idempotency_key = i.effect_key AND e.status = 'intent' AND e.attempt = i.effect_attempt
-      RETURNING 1
-    ),
-    finished AS (
-      UPDATE ledgerflow.step_attempt a SET status = 'succeeded', finished_at = statement_timestamp()
-        FROM ${fenced}
-       WHERE a.run_id = i.run_id AND a.step_name = i.step_name AND a.attempt = i.attempt AND a.status = 'running'
-      RETURNING 1
-    ),
-    next AS (
-      INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at)
-      SELECT i.run_id, i.next_step,
-             1 + COALESCE((SELECT max(a.attempt) FROM ledgerflow.step_attempt a
-                            WHERE a.run_id = i.run_id AND a.step_name = i.next_step), 0),
-             'running', i.fencing_token, i.worker_id, statement_timestamp()
-        FROM ${fenced}
-       WHERE i.target = 'running'
-      RETURNING run_id, attempt
-    ) ${fused === undefined ? sql`` : sql`, ${fused.ctes}`}
-    SELECT f.ord IS NOT NULL AS fenced, n.attempt AS next_attempt, f.overdue,
-           i.effect_mode = 'insert-recorded' AND ${stepHasEffect} AS effect_exists,
+    )${sql.join(ctes, sql``)}
+    SELECT i.ord, f.ord IS NOT NULL AS fenced, ${holds ? sql`n.attempt` : sql`NULL::int`} AS next_attempt, f.overdue,
+           ${effectExists} AS effect_exists,
            ${
              fused === undefined
                ? sql`NULL::jsonb`
-               : sql`CASE WHEN i.ord = ${fusedOrd} THEN (SELECT COALESCE(jsonb_agg(c), '[]'::jsonb) FROM (${fused.select}) c) END`
-           } AS claimed
+               : sql`CASE WHEN i.ord = ${fused.ord} THEN (SELECT COALESCE(jsonb_agg(c), '[]'::jsonb) FROM (${fused.parts.select}) c) END`
+           } AS claimed${
+             shape.nextIntent ? sql`,
+           EXISTS (SELECT 1 FROM next_intent ni WHERE ni.workflow_id = i.run_id) AS intent_opened` : sql``
+           }
       FROM input i
-      LEFT JOIN fenced f ON f.ord = i.ord
-      LEFT JOIN next n ON n.run_id = i.run_id
-     ORDER BY i.ord`);
+      LEFT JOIN fenced f ON f.ord = i.ord${holds ? sql`
+      LEFT JOIN next n ON n.run_id = i.run_id` : sql``}`);
 }
 
-/** Checks the transitions a result commit makes and that its ledger effect fits the step; returns the run's new status. */
-function checkAdvance(p: AdvanceParams): RunStatus {
+/** Checks the transitions a result commit makes and that its ledger effect fits the step. */
+function checkAdvance(p: AdvanceParams): void {
   const c = p.continuation;
-  const target: RunStatus =
-    c.kind === 'hold' ? 'running' : c.kind === 'release' ? 'pending' : c.compensated === true ? 'compensated' : 'completed';
   if ((c.kind === 'complete' && c.compensated === true) !== (c.kind === 'complete' && p.step.compensates !== undefined)) {
     throw new TypeError(`advanceRun: only the last compensation ends a run compensated (step "${p.step.name}").`);
   }
-  assertRunTransition('running', target);
+  assertRunTransition('running', targetOf(c));
   if (p.attempt !== undefined) assertAttemptTransition(p.carry === undefined ? 'running' : 'none', 'succeeded');
   if (p.carry !== undefined && p.attempt === undefined) throw new TypeError(`advanceRun: only a worker's attempt carries earlier steps (step "${p.step.name}").`);
   if (p.continuation.kind === 'hold') assertAttemptTransition('none', 'running');
@@ -624,33 +663,6 @@ function checkAdvance(p: AdvanceParams): RunStatus {
   const needsEffect = isEffectKind(p.step.kind) && p.skipped !== true;
   if ((effect !== undefined) !== needsEffect || (effect?.mode === 'insert-recorded' && p.step.kind !== 'transactional')) {
     throw new TypeError(`advanceRun: ledger effect ${effect?.mode ?? 'none'} does not fit ${p.step.kind} step "${p.step.name}".`);
-  }
-  return target;
-}
-
-/** The ledger CTE of a result commit, per {@link ResultEffect} mode (`reference` writes nothing). */
-function ledgerCte(mode: ResultEffect['mode'], v: AdvanceValues): RawBuilder<unknown> {
-  switch (mode) {
-    case 'reference':
-      return sql``;
-    case 'insert-recorded':
-      return sql`, effect AS (
-          INSERT INTO ledgerflow.step_effect
-                 (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token, recorded_at)
-          SELECT id, ${v.stepName}, ${v.effectKey}, ${v.outputJson}::jsonb, 'recorded', 'transactional', ${v.requestHash},
-                 ${v.effectAttempt}, ${v.fencingToken}, statement_timestamp()
-            FROM fenced
-          RETURNING 1)`;
-    case 'fill-recorded':
-    case 'record-intent':
-      return sql`, effect AS (
-          UPDATE ledgerflow.step_effect
-             SET status = 'recorded', effect = ${v.outputJson}::jsonb, recorded_at = COALESCE(recorded_at, statement_timestamp()),
-                 resolution = COALESCE(${v.resolution}::text, resolution)
-           WHERE workflow_id = ${v.runId} AND step_name = ${v.stepName} AND idempotency_key = ${v.effectKey}
-             AND status = ${lit(mode === 'fill-recorded' ? 'recorded' : 'intent')} AND attempt = ${v.effectAttempt}
-             AND EXISTS (SELECT 1 FROM fenced)
-          RETURNING 1)`;
   }
 }
 

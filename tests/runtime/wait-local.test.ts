@@ -76,7 +76,8 @@ const failingHandlers = () =>
 const recorded = recordingStore;
 
 const isStartInsert = (s: string): boolean => /INSERT INTO ledgerflow\.workflow_run/.test(s);
-const isStepCommit = (s: string): boolean => /WITH fenced AS/.test(s);
+// A fenced commit: its `fenced` CTE (a result commit's comes after its `input` rows).
+const isStepCommit = (s: string): boolean => /\bfenced AS \(/.test(s);
 
 describeStores('a wait answered by the worker of its process', (getStore) => {
   const workers: Worker[] = [];

@@ -1,70 +1,81 @@
 -- advanceRunStatement: transactional step whose handler wrote nothing (mode insert-recorded), lease held
 --
--- $1 = 30000
+-- $1 = 0
 -- $2 = "00000000-0000-4000-8000-000000000001"
 -- $3 = 7
--- $4 = 1
--- $5 = "00000000-0000-4000-8000-000000000001"
--- $6 = "debit"
--- $7 = "order-payment"
--- $8 = 1
--- $9 = "debit"
--- $10 = "transactional"
--- $11 = "{\"ok\":true}"
--- $12 = 2
--- $13 = "order-42-debit"
--- $14 = "recorded"
--- $15 = "debit"
--- $16 = "order-42-debit"
--- $17 = "{\"ok\":true}"
--- $18 = "sha256:77aa"
--- $19 = 2
--- $20 = 7
--- $21 = "00000000-0000-4000-8000-000000000001"
--- $22 = "debit"
--- $23 = 2
--- $24 = "charge"
--- $25 = "charge"
--- $26 = 7
--- $27 = "worker-a"
--- $28 = "00000000-0000-4000-8000-000000000001"
--- $29 = "debit"
+-- $4 = "worker-a"
+-- $5 = 30000
+-- $6 = 1
+-- $7 = 2
+-- $8 = "order-payment"
+-- $9 = 1
+-- $10 = "debit"
+-- $11 = "transactional"
+-- $12 = "{\"ok\":true}"
+-- $13 = false
+-- $14 = 2
+-- $15 = 2
+-- $16 = "running"
+-- $17 = "charge"
+-- $18 = null
+-- $19 = "insert-recorded"
+-- $20 = "order-42-debit"
+-- $21 = 2
+-- $22 = "sha256:77aa"
+-- $23 = null
 
 /* ledgerflow:prepared */ 
-    WITH fenced AS (
-      UPDATE ledgerflow.workflow_run
-         SET current_step = current_step + 1, updated_at = statement_timestamp(), error = NULL, status = 'running', lease_expires_at = statement_timestamp() + ($1::double precision * interval '1 millisecond')
-       WHERE id = $2 AND fencing_token = $3 AND status = 'running'
-         AND current_step = $4 AND NOT EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = $5 AND e.step_name = $6)
-      RETURNING id, deadline_at <= statement_timestamp() AS overdue
+    WITH input AS (
+      SELECT $1::int AS ord, $2::uuid AS run_id, $3::bigint AS fencing_token, $4::text AS worker_id, $5::double precision AS lease_ms,
+        $6::int AS from_position, $7::int AS to_position, $8::text AS workflow_name, $9::int AS workflow_version, $10::text AS step_name,
+        $11::text AS step_kind, $12::text AS output, $13::boolean AS skipped, $14::int AS attempt, $15::int AS result_attempt,
+        $16::text AS target, $17::text AS next_step, $18::text AS run_output, $19::text AS effect_mode, $20::text AS effect_key,
+        $21::int AS effect_attempt, $22::text AS request_hash, $23::text AS resolution
+    ),
+    fenced AS (
+      UPDATE ledgerflow.workflow_run r
+         SET current_step = i.to_position, updated_at = statement_timestamp(), error = NULL,
+             status = 'running',
+             lease_expires_at = statement_timestamp() + i.lease_ms * interval '1 millisecond'
+        FROM input i
+       WHERE r.id = i.run_id AND r.fencing_token = i.fencing_token AND r.status = 'running' AND r.current_step = i.from_position
+         AND NOT EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = i.run_id AND e.step_name = i.step_name)
+      RETURNING i.ord, r.id, r.deadline_at <= statement_timestamp() AS overdue
     ),
     result AS (
       INSERT INTO ledgerflow.step_result
-             (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, idempotency_key, effect_status)
-      SELECT id, $7, $8, $9, $10, $11::jsonb,
-             $12, $13::text, $14::text
-        FROM fenced
+             (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, idempotency_key, effect_status, skipped)
+      SELECT i.run_id, i.workflow_name, i.workflow_version, i.step_name, i.step_kind, i.output::jsonb,
+             i.result_attempt, i.effect_key, CASE WHEN i.effect_mode IS NOT NULL THEN 'recorded' END, i.skipped
+        FROM fenced f JOIN input i ON i.ord = f.ord
       RETURNING 1
+    ),
+    inserted_effect AS (
+      INSERT INTO ledgerflow.step_effect
+             (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token, recorded_at)
+      SELECT i.run_id, i.step_name, i.effect_key, i.output::jsonb, 'recorded', 'transactional', i.request_hash,
+             i.effect_attempt, i.fencing_token, statement_timestamp()
+        FROM fenced f JOIN input i ON i.ord = f.ord
+      RETURNING 1
+    ),
+    finished AS (
+      UPDATE ledgerflow.step_attempt a SET status = 'succeeded', finished_at = statement_timestamp()
+        FROM fenced f JOIN input i ON i.ord = f.ord
+       WHERE a.run_id = i.run_id AND a.step_name = i.step_name AND a.attempt = i.attempt AND a.status = 'running'
+      RETURNING 1
+    ),
+    next AS (
+      INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at)
+      SELECT i.run_id, i.next_step,
+             1 + COALESCE((SELECT max(a.attempt) FROM ledgerflow.step_attempt a
+                            WHERE a.run_id = i.run_id AND a.step_name = i.next_step), 0),
+             'running', i.fencing_token, i.worker_id, statement_timestamp()
+        FROM fenced f JOIN input i ON i.ord = f.ord
+      RETURNING run_id, attempt
     )
-    , effect AS (
-          INSERT INTO ledgerflow.step_effect
-                 (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token, recorded_at)
-          SELECT id, $15, $16, $17::jsonb, 'recorded', 'transactional', $18,
-                 $19, $20, statement_timestamp()
-            FROM fenced
-          RETURNING 1) , finished AS (
-          UPDATE ledgerflow.step_attempt SET status = 'succeeded', finished_at = statement_timestamp()
-           WHERE run_id = $21 AND step_name = $22 AND attempt = $23 AND status = 'running'
-             AND EXISTS (SELECT 1 FROM fenced)
-          RETURNING 1) , next AS (
-          INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at)
-          SELECT f.id, $24,
-                 1 + COALESCE((SELECT max(a.attempt) FROM ledgerflow.step_attempt a
-                                WHERE a.run_id = f.id AND a.step_name = $25), 0),
-                 'running', $26, $27, statement_timestamp()
-            FROM fenced f
-          RETURNING attempt) 
-    SELECT EXISTS (SELECT 1 FROM fenced) AS fenced,
-           (SELECT attempt FROM next) AS next_attempt,
-           NULL::jsonb AS claimed,
-           EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = $28 AND e.step_name = $29) AS effect_exists, (SELECT overdue FROM fenced) AS overdue;
+    SELECT i.ord, f.ord IS NOT NULL AS fenced, n.attempt AS next_attempt, f.overdue,
+           EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = i.run_id AND e.step_name = i.step_name) AS effect_exists,
+           NULL::jsonb AS claimed
+      FROM input i
+      LEFT JOIN fenced f ON f.ord = i.ord
+      LEFT JOIN next n ON n.run_id = i.run_id;

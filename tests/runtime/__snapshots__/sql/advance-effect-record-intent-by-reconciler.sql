@@ -1,48 +1,66 @@
 -- advanceRunStatement: the reconciler records a found intent (no attempt of its own) and releases the run
 --
--- $1 = "00000000-0000-4000-8000-000000000001"
--- $2 = 8
--- $3 = 2
--- $4 = "order-payment"
--- $5 = 1
--- $6 = "charge"
--- $7 = "external"
--- $8 = "{\"ok\":true}"
+-- $1 = 0
+-- $2 = "00000000-0000-4000-8000-000000000001"
+-- $3 = 8
+-- $4 = "reconciler-a"
+-- $5 = 30000
+-- $6 = 2
+-- $7 = 3
+-- $8 = "order-payment"
 -- $9 = 1
--- $10 = "order-42-charge"
--- $11 = "recorded"
+-- $10 = "charge"
+-- $11 = "external"
 -- $12 = "{\"ok\":true}"
--- $13 = "found by the reconciler"
--- $14 = "00000000-0000-4000-8000-000000000001"
--- $15 = "charge"
--- $16 = "order-42-charge"
--- $17 = 1
+-- $13 = false
+-- $14 = null
+-- $15 = 1
+-- $16 = "pending"
+-- $17 = null
+-- $18 = null
+-- $19 = "record-intent"
+-- $20 = "order-42-charge"
+-- $21 = 1
+-- $22 = null
+-- $23 = "found by the reconciler"
 
 /* ledgerflow:prepared */ 
-    WITH fenced AS (
-      UPDATE ledgerflow.workflow_run
-         SET current_step = current_step + 1, updated_at = statement_timestamp(), error = NULL, status = 'pending', lease_owner = NULL, lease_expires_at = NULL, run_after = statement_timestamp()
-       WHERE id = $1 AND fencing_token = $2 AND status = 'running'
-         AND current_step = $3 
-      RETURNING id
+    WITH input AS (
+      SELECT $1::int AS ord, $2::uuid AS run_id, $3::bigint AS fencing_token, $4::text AS worker_id, $5::double precision AS lease_ms,
+        $6::int AS from_position, $7::int AS to_position, $8::text AS workflow_name, $9::int AS workflow_version, $10::text AS step_name,
+        $11::text AS step_kind, $12::text AS output, $13::boolean AS skipped, $14::int AS attempt, $15::int AS result_attempt,
+        $16::text AS target, $17::text AS next_step, $18::text AS run_output, $19::text AS effect_mode, $20::text AS effect_key,
+        $21::int AS effect_attempt, $22::text AS request_hash, $23::text AS resolution
+    ),
+    fenced AS (
+      UPDATE ledgerflow.workflow_run r
+         SET current_step = i.to_position, updated_at = statement_timestamp(), error = NULL,
+             status = 'pending',
+             lease_owner = NULL,
+             lease_expires_at = NULL,
+             run_after = statement_timestamp()
+        FROM input i
+       WHERE r.id = i.run_id AND r.fencing_token = i.fencing_token AND r.status = 'running' AND r.current_step = i.from_position
+      RETURNING i.ord, r.id, NULL::boolean AS overdue
     ),
     result AS (
       INSERT INTO ledgerflow.step_result
-             (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, idempotency_key, effect_status)
-      SELECT id, $4, $5, $6, $7, $8::jsonb,
-             $9, $10::text, $11::text
-        FROM fenced
+             (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, idempotency_key, effect_status, skipped)
+      SELECT i.run_id, i.workflow_name, i.workflow_version, i.step_name, i.step_kind, i.output::jsonb,
+             i.result_attempt, i.effect_key, CASE WHEN i.effect_mode IS NOT NULL THEN 'recorded' END, i.skipped
+        FROM fenced f JOIN input i ON i.ord = f.ord
+      RETURNING 1
+    ),
+    recorded_intent AS (
+      UPDATE ledgerflow.step_effect e
+         SET status = 'recorded', effect = i.output::jsonb, recorded_at = COALESCE(e.recorded_at, statement_timestamp()),
+             resolution = COALESCE(i.resolution, e.resolution)
+        FROM fenced f JOIN input i ON i.ord = f.ord
+       WHERE e.workflow_id = i.run_id AND e.step_name = i.step_name AND e.idempotency_key = i.effect_key AND e.status = 'intent' AND e.attempt = i.effect_attempt
       RETURNING 1
     )
-    , effect AS (
-          UPDATE ledgerflow.step_effect
-             SET status = 'recorded', effect = $12::jsonb, recorded_at = COALESCE(recorded_at, statement_timestamp()),
-                 resolution = COALESCE($13::text, resolution)
-           WHERE workflow_id = $14 AND step_name = $15 AND idempotency_key = $16
-             AND status = 'intent' AND attempt = $17
-             AND EXISTS (SELECT 1 FROM fenced)
-          RETURNING 1)   
-    SELECT EXISTS (SELECT 1 FROM fenced) AS fenced,
-           NULL::int AS next_attempt,
-           NULL::jsonb AS claimed,
-           false AS effect_exists;
+    SELECT i.ord, f.ord IS NOT NULL AS fenced, NULL::int AS next_attempt, f.overdue,
+           false AS effect_exists,
+           NULL::jsonb AS claimed
+      FROM input i
+      LEFT JOIN fenced f ON f.ord = i.ord;

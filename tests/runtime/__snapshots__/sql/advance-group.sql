@@ -1,6 +1,6 @@
 -- advanceRunsStatement (group commit): three runs' result commits in one statement, each fenced by its own token — a transactional step held, a recorded intent released, a last step completed with a fused claim of up to 3 runs
 --
--- $1 = "[{\"ord\":0,\"run_id\":\"00000000-0000-4000-8000-000000000001\",\"fencing_token\":7,\"worker_id\":\"worker-a\",\"lease_ms\":30000,\"position\":1,\"workflow_name\":\"order-payment\",\"workflow_version\":1,\"step_name\":\"debit\",\"step_kind\":\"transactional\",\"output\":\"{\\\"ok\\\":true}\",\"skipped\":false,\"attempt\":2,\"result_attempt\":2,\"target\":\"running\",\"next_step\":\"charge\",\"run_output\":null,\"effect_mode\":\"insert-recorded\",\"effect_key\":\"order-42-debit\",\"effect_attempt\":2,\"request_hash\":\"sha256:77aa\",\"resolution\":null},{\"ord\":1,\"run_id\":\"00000000-0000-4000-8000-000000000002\",\"fencing_token\":3,\"worker_id\":\"worker-a\",\"lease_ms\":30000,\"position\":2,\"workflow_name\":\"order-payment\",\"workflow_version\":1,\"step_name\":\"charge\",\"step_kind\":\"external\",\"output\":\"{\\\"ok\\\":true}\",\"skipped\":false,\"attempt\":2,\"result_attempt\":2,\"target\":\"pending\",\"next_step\":null,\"run_output\":null,\"effect_mode\":\"record-intent\",\"effect_key\":\"order-43-charge\",\"effect_attempt\":2,\"request_hash\":null,\"resolution\":null},{\"ord\":2,\"run_id\":\"00000000-0000-4000-8000-000000000003\",\"fencing_token\":12,\"worker_id\":\"worker-a\",\"lease_ms\":30000,\"position\":3,\"workflow_name\":\"order-payment\",\"workflow_version\":1,\"step_name\":\"notify\",\"step_kind\":\"step\",\"output\":\"{\\\"ok\\\":true}\",\"skipped\":false,\"attempt\":2,\"result_attempt\":2,\"target\":\"completed\",\"next_step\":null,\"run_output\":\"{\\\"notify\\\":{\\\"ok\\\":true}}\",\"effect_mode\":null,\"effect_key\":null,\"effect_attempt\":null,\"request_hash\":null,\"resolution\":null}]"
+-- $1 = "[{\"ord\":0,\"run_id\":\"00000000-0000-4000-8000-000000000001\",\"fencing_token\":7,\"worker_id\":\"worker-a\",\"lease_ms\":30000,\"from_position\":1,\"to_position\":2,\"workflow_name\":\"order-payment\",\"workflow_version\":1,\"step_name\":\"debit\",\"step_kind\":\"transactional\",\"output\":\"{\\\"ok\\\":true}\",\"skipped\":false,\"attempt\":2,\"result_attempt\":2,\"target\":\"running\",\"next_step\":\"charge\",\"run_output\":null,\"effect_mode\":\"insert-recorded\",\"effect_key\":\"order-42-debit\",\"effect_attempt\":2,\"request_hash\":\"sha256:77aa\",\"resolution\":null},{\"ord\":1,\"run_id\":\"00000000-0000-4000-8000-000000000002\",\"fencing_token\":3,\"worker_id\":\"worker-a\",\"lease_ms\":30000,\"from_position\":2,\"to_position\":3,\"workflow_name\":\"order-payment\",\"workflow_version\":1,\"step_name\":\"charge\",\"step_kind\":\"external\",\"output\":\"{\\\"ok\\\":true}\",\"skipped\":false,\"attempt\":2,\"result_attempt\":2,\"target\":\"pending\",\"next_step\":null,\"run_output\":null,\"effect_mode\":\"record-intent\",\"effect_key\":\"order-43-charge\",\"effect_attempt\":2,\"request_hash\":null,\"resolution\":null},{\"ord\":2,\"run_id\":\"00000000-0000-4000-8000-000000000003\",\"fencing_token\":12,\"worker_id\":\"worker-a\",\"lease_ms\":30000,\"from_position\":3,\"to_position\":4,\"workflow_name\":\"order-payment\",\"workflow_version\":1,\"step_name\":\"notify\",\"step_kind\":\"step\",\"output\":\"{\\\"ok\\\":true}\",\"skipped\":false,\"attempt\":2,\"result_attempt\":2,\"target\":\"completed\",\"next_step\":null,\"run_output\":\"{\\\"notify\\\":{\\\"ok\\\":true}}\",\"effect_mode\":null,\"effect_key\":null,\"effect_attempt\":null,\"request_hash\":null,\"resolution\":null}]"
 -- $2 = ["order-payment","refund"]
 -- $3 = [1,2]
 -- $4 = 2
@@ -14,24 +14,25 @@
 /* ledgerflow:prepared */ 
     WITH input AS (
       SELECT * FROM jsonb_to_recordset($1::jsonb) AS i(
-        ord int, run_id uuid, fencing_token bigint, worker_id text, lease_ms double precision, position int,
-        workflow_name text, workflow_version int, step_name text, step_kind text, output text, skipped boolean,
-        attempt int, result_attempt int, target text, next_step text, run_output text,
-        effect_mode text, effect_key text, effect_attempt int, request_hash text, resolution text)
+        ord int, run_id uuid, fencing_token bigint, worker_id text, lease_ms double precision,
+        from_position int, to_position int, workflow_name text, workflow_version int, step_name text,
+        step_kind text, output text, skipped boolean, attempt int, result_attempt int,
+        target text, next_step text, run_output text, effect_mode text, effect_key text,
+        effect_attempt int, request_hash text, resolution text)
     ),
     fenced AS (
       UPDATE ledgerflow.workflow_run r
-         SET current_step = r.current_step + 1, updated_at = statement_timestamp(), error = NULL,
-             status = CASE i.target WHEN 'running' THEN 'running' WHEN 'pending' THEN 'pending' WHEN 'completed' THEN 'completed' END,
-             lease_owner = CASE WHEN i.target = 'running' THEN r.lease_owner END,
-             lease_expires_at = CASE WHEN i.target = 'running' THEN statement_timestamp() + i.lease_ms * interval '1 millisecond' END,
-             run_after = CASE WHEN i.target = 'pending' THEN statement_timestamp() ELSE r.run_after END,
-             finished_at = CASE WHEN i.target = 'completed' THEN statement_timestamp() ELSE r.finished_at END,
-             output = CASE WHEN i.target = 'completed' THEN i.run_output::jsonb ELSE r.output END
+         SET current_step = i.to_position, updated_at = statement_timestamp(), error = NULL,
+             status = CASE i.target WHEN 'running' THEN 'running' WHEN 'pending' THEN 'pending' WHEN 'completed' THEN 'completed' ELSE r.status END,
+             lease_expires_at = CASE i.target WHEN 'running' THEN statement_timestamp() + i.lease_ms * interval '1 millisecond' WHEN 'pending' THEN NULL WHEN 'completed' THEN NULL ELSE r.lease_expires_at END,
+             lease_owner = CASE i.target WHEN 'pending' THEN NULL WHEN 'completed' THEN NULL ELSE r.lease_owner END,
+             run_after = CASE i.target WHEN 'pending' THEN statement_timestamp() ELSE r.run_after END,
+             finished_at = CASE i.target WHEN 'completed' THEN statement_timestamp() ELSE r.finished_at END,
+             output = CASE i.target WHEN 'completed' THEN i.run_output::jsonb ELSE r.output END
         FROM input i
-       WHERE r.id = i.run_id AND r.fencing_token = i.fencing_token AND r.status = 'running' AND r.current_step = i.position
+       WHERE r.id = i.run_id AND r.fencing_token = i.fencing_token AND r.status = 'running' AND r.current_step = i.from_position
          AND (i.effect_mode IS DISTINCT FROM 'insert-recorded' OR NOT EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = i.run_id AND e.step_name = i.step_name))
-      RETURNING i.ord, CASE WHEN i.target = 'running' THEN r.deadline_at <= statement_timestamp() END AS overdue
+      RETURNING i.ord, r.id, CASE i.target WHEN 'running' THEN r.deadline_at <= statement_timestamp() ELSE NULL::boolean END AS overdue
     ),
     result AS (
       INSERT INTO ledgerflow.step_result
@@ -55,8 +56,8 @@
          SET status = 'recorded', effect = i.output::jsonb, recorded_at = COALESCE(e.recorded_at, statement_timestamp()),
              resolution = COALESCE(i.resolution, e.resolution)
         FROM fenced f JOIN input i ON i.ord = f.ord
-       WHERE i.effect_mode = 'record-intent' AND e.workflow_id = i.run_id AND e.step_name = i.step_name
-         AND e.idempotency_key = i.effect_key AND e.status = 'intent' AND e.attempt = i.effect_attempt
+       WHERE i.effect_mode = 'record-intent'
+         AND e.workflow_id = i.run_id AND e.step_name = i.step_name AND e.idempotency_key = i.effect_key AND e.status = 'intent' AND e.attempt = i.effect_attempt
       RETURNING 1
     ),
     finished AS (
@@ -74,7 +75,7 @@
         FROM fenced f JOIN input i ON i.ord = f.ord
        WHERE i.target = 'running'
       RETURNING run_id, attempt
-    ) , 
+    ), 
     fused_candidate AS (
       SELECT r.id
         FROM ledgerflow.workflow_run r
@@ -115,7 +116,7 @@
        WHERE true
       RETURNING run_id, attempt
     )
-    SELECT f.ord IS NOT NULL AS fenced, n.attempt AS next_attempt, f.overdue,
+    SELECT i.ord, f.ord IS NOT NULL AS fenced, n.attempt AS next_attempt, f.overdue,
            i.effect_mode = 'insert-recorded' AND EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = i.run_id AND e.step_name = i.step_name) AS effect_exists,
            CASE WHEN i.ord = $10 THEN (SELECT COALESCE(jsonb_agg(c), '[]'::jsonb) FROM (
     SELECT c.id, c.workflow_name, c.workflow_version, c.input, c.current_step, c.fencing_token, c.overdue,
@@ -134,5 +135,4 @@
       LEFT JOIN fused_opened o ON o.run_id = c.id) c) END AS claimed
       FROM input i
       LEFT JOIN fenced f ON f.ord = i.ord
-      LEFT JOIN next n ON n.run_id = i.run_id
-     ORDER BY i.ord;
+      LEFT JOIN next n ON n.run_id = i.run_id;

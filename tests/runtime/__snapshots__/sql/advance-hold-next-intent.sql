@@ -1,71 +1,89 @@
 -- advanceRunStatement: step committed, lease held, and the next (external) step's attempt AND its intent opened in the same statement — unless the step has a ledger row or the run is past its deadline
 --
--- $1 = 30000
+-- $1 = 0
 -- $2 = "00000000-0000-4000-8000-000000000001"
 -- $3 = 7
--- $4 = 0
--- $5 = "order-payment"
--- $6 = 1
--- $7 = "reserve"
--- $8 = "step"
--- $9 = "{\"ok\":true}"
--- $10 = 2
--- $11 = null
--- $12 = null
--- $13 = "00000000-0000-4000-8000-000000000001"
--- $14 = "reserve"
+-- $4 = "worker-a"
+-- $5 = 30000
+-- $6 = 0
+-- $7 = 1
+-- $8 = "order-payment"
+-- $9 = 1
+-- $10 = "reserve"
+-- $11 = "step"
+-- $12 = "{\"ok\":true}"
+-- $13 = false
+-- $14 = 2
 -- $15 = 2
--- $16 = "debit"
+-- $16 = "running"
 -- $17 = "debit"
--- $18 = 7
--- $19 = "worker-a"
--- $20 = "debit"
--- $21 = "debit:order-1"
--- $22 = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
--- $23 = 7
--- $24 = 35000
--- $25 = "00000000-0000-4000-8000-000000000001"
--- $26 = "debit"
+-- $18 = null
+-- $19 = null
+-- $20 = null
+-- $21 = null
+-- $22 = null
+-- $23 = null
+-- $24 = "debit:order-1"
+-- $25 = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+-- $26 = 35000
 
 /* ledgerflow:prepared */ 
-    WITH fenced AS (
-      UPDATE ledgerflow.workflow_run
-         SET current_step = current_step + 1, updated_at = statement_timestamp(), error = NULL, status = 'running', lease_expires_at = statement_timestamp() + ($1::double precision * interval '1 millisecond')
-       WHERE id = $2 AND fencing_token = $3 AND status = 'running'
-         AND current_step = $4 
-      RETURNING id, deadline_at <= statement_timestamp() AS overdue
+    WITH input AS (
+      SELECT $1::int AS ord, $2::uuid AS run_id, $3::bigint AS fencing_token, $4::text AS worker_id, $5::double precision AS lease_ms,
+        $6::int AS from_position, $7::int AS to_position, $8::text AS workflow_name, $9::int AS workflow_version, $10::text AS step_name,
+        $11::text AS step_kind, $12::text AS output, $13::boolean AS skipped, $14::int AS attempt, $15::int AS result_attempt,
+        $16::text AS target, $17::text AS next_step, $18::text AS run_output, $19::text AS effect_mode, $20::text AS effect_key,
+        $21::int AS effect_attempt, $22::text AS request_hash, $23::text AS resolution, $24::text AS intent_key, $25::text AS intent_request_hash,
+        $26::double precision AS intent_horizon_ms
+    ),
+    fenced AS (
+      UPDATE ledgerflow.workflow_run r
+         SET current_step = i.to_position, updated_at = statement_timestamp(), error = NULL,
+             status = 'running',
+             lease_expires_at = statement_timestamp() + i.lease_ms * interval '1 millisecond'
+        FROM input i
+       WHERE r.id = i.run_id AND r.fencing_token = i.fencing_token AND r.status = 'running' AND r.current_step = i.from_position
+      RETURNING i.ord, r.id, r.deadline_at <= statement_timestamp() AS overdue
     ),
     result AS (
       INSERT INTO ledgerflow.step_result
-             (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, idempotency_key, effect_status)
-      SELECT id, $5, $6, $7, $8, $9::jsonb,
-             $10, $11::text, $12::text
-        FROM fenced
+             (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, idempotency_key, effect_status, skipped)
+      SELECT i.run_id, i.workflow_name, i.workflow_version, i.step_name, i.step_kind, i.output::jsonb,
+             i.result_attempt, i.effect_key, CASE WHEN i.effect_mode IS NOT NULL THEN 'recorded' END, i.skipped
+        FROM fenced f JOIN input i ON i.ord = f.ord
       RETURNING 1
+    ),
+    finished AS (
+      UPDATE ledgerflow.step_attempt a SET status = 'succeeded', finished_at = statement_timestamp()
+        FROM fenced f JOIN input i ON i.ord = f.ord
+       WHERE a.run_id = i.run_id AND a.step_name = i.step_name AND a.attempt = i.attempt AND a.status = 'running'
+      RETURNING 1
+    ),
+    next AS (
+      INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at)
+      SELECT i.run_id, i.next_step,
+             1 + COALESCE((SELECT max(a.attempt) FROM ledgerflow.step_attempt a
+                            WHERE a.run_id = i.run_id AND a.step_name = i.next_step), 0),
+             'running', i.fencing_token, i.worker_id, statement_timestamp()
+        FROM fenced f JOIN input i ON i.ord = f.ord
+      RETURNING run_id, attempt
+    ),
+    next_intent AS (
+      INSERT INTO ledgerflow.step_effect
+             (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token,
+              intent_at, reconcile_after)
+      SELECT i.run_id, i.next_step, i.intent_key, 'null'::jsonb, 'intent', 'external', i.intent_request_hash,
+             n.attempt, i.fencing_token, statement_timestamp(), statement_timestamp() + i.intent_horizon_ms * interval '1 millisecond'
+        FROM fenced f JOIN input i ON i.ord = f.ord JOIN next n ON n.run_id = i.run_id
+       WHERE i.intent_key IS NOT NULL AND f.overdue IS NOT TRUE
+         AND NOT EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = i.run_id AND e.step_name = i.next_step)
+      ON CONFLICT DO NOTHING
+      RETURNING workflow_id
     )
-     , finished AS (
-          UPDATE ledgerflow.step_attempt SET status = 'succeeded', finished_at = statement_timestamp()
-           WHERE run_id = $13 AND step_name = $14 AND attempt = $15 AND status = 'running'
-             AND EXISTS (SELECT 1 FROM fenced)
-          RETURNING 1) , next AS (
-          INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at)
-          SELECT f.id, $16,
-                 1 + COALESCE((SELECT max(a.attempt) FROM ledgerflow.step_attempt a
-                                WHERE a.run_id = f.id AND a.step_name = $17), 0),
-                 'running', $18, $19, statement_timestamp()
-            FROM fenced f
-          RETURNING attempt), next_intent AS (
-          INSERT INTO ledgerflow.step_effect
-                 (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token,
-                  intent_at, reconcile_after)
-          SELECT f.id, $20, $21, 'null'::jsonb, 'intent', 'external', $22,
-                 n.attempt, $23, statement_timestamp(), statement_timestamp() + ($24::double precision * interval '1 millisecond')
-            FROM fenced f CROSS JOIN next n
-           WHERE f.overdue IS NOT TRUE
-             AND NOT EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = $25 AND e.step_name = $26)
-          ON CONFLICT DO NOTHING
-          RETURNING 1) 
-    SELECT EXISTS (SELECT 1 FROM fenced) AS fenced,
-           (SELECT attempt FROM next) AS next_attempt,
+    SELECT i.ord, f.ord IS NOT NULL AS fenced, n.attempt AS next_attempt, f.overdue,
+           false AS effect_exists,
            NULL::jsonb AS claimed,
-           false AS effect_exists, (SELECT overdue FROM fenced) AS overdue, EXISTS (SELECT 1 FROM next_intent) AS intent_opened;
+           EXISTS (SELECT 1 FROM next_intent ni WHERE ni.workflow_id = i.run_id) AS intent_opened
+      FROM input i
+      LEFT JOIN fenced f ON f.ord = i.ord
+      LEFT JOIN next n ON n.run_id = i.run_id;

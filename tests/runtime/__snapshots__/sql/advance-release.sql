@@ -1,42 +1,64 @@
 -- advanceRunStatement: plain step committed, run released as pending (worker stopping)
 --
--- $1 = "00000000-0000-4000-8000-000000000001"
--- $2 = 7
--- $3 = 0
--- $4 = "order-payment"
--- $5 = 1
--- $6 = "reserve"
--- $7 = "step"
--- $8 = "{\"ok\":true}"
--- $9 = 2
--- $10 = null
--- $11 = null
--- $12 = "00000000-0000-4000-8000-000000000001"
--- $13 = "reserve"
+-- $1 = 0
+-- $2 = "00000000-0000-4000-8000-000000000001"
+-- $3 = 7
+-- $4 = "worker-a"
+-- $5 = 30000
+-- $6 = 0
+-- $7 = 1
+-- $8 = "order-payment"
+-- $9 = 1
+-- $10 = "reserve"
+-- $11 = "step"
+-- $12 = "{\"ok\":true}"
+-- $13 = false
 -- $14 = 2
+-- $15 = 2
+-- $16 = "pending"
+-- $17 = null
+-- $18 = null
+-- $19 = null
+-- $20 = null
+-- $21 = null
+-- $22 = null
+-- $23 = null
 
 /* ledgerflow:prepared */ 
-    WITH fenced AS (
-      UPDATE ledgerflow.workflow_run
-         SET current_step = current_step + 1, updated_at = statement_timestamp(), error = NULL, status = 'pending', lease_owner = NULL, lease_expires_at = NULL, run_after = statement_timestamp()
-       WHERE id = $1 AND fencing_token = $2 AND status = 'running'
-         AND current_step = $3 
-      RETURNING id
+    WITH input AS (
+      SELECT $1::int AS ord, $2::uuid AS run_id, $3::bigint AS fencing_token, $4::text AS worker_id, $5::double precision AS lease_ms,
+        $6::int AS from_position, $7::int AS to_position, $8::text AS workflow_name, $9::int AS workflow_version, $10::text AS step_name,
+        $11::text AS step_kind, $12::text AS output, $13::boolean AS skipped, $14::int AS attempt, $15::int AS result_attempt,
+        $16::text AS target, $17::text AS next_step, $18::text AS run_output, $19::text AS effect_mode, $20::text AS effect_key,
+        $21::int AS effect_attempt, $22::text AS request_hash, $23::text AS resolution
+    ),
+    fenced AS (
+      UPDATE ledgerflow.workflow_run r
+         SET current_step = i.to_position, updated_at = statement_timestamp(), error = NULL,
+             status = 'pending',
+             lease_owner = NULL,
+             lease_expires_at = NULL,
+             run_after = statement_timestamp()
+        FROM input i
+       WHERE r.id = i.run_id AND r.fencing_token = i.fencing_token AND r.status = 'running' AND r.current_step = i.from_position
+      RETURNING i.ord, r.id, NULL::boolean AS overdue
     ),
     result AS (
       INSERT INTO ledgerflow.step_result
-             (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, idempotency_key, effect_status)
-      SELECT id, $4, $5, $6, $7, $8::jsonb,
-             $9, $10::text, $11::text
-        FROM fenced
+             (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, idempotency_key, effect_status, skipped)
+      SELECT i.run_id, i.workflow_name, i.workflow_version, i.step_name, i.step_kind, i.output::jsonb,
+             i.result_attempt, i.effect_key, CASE WHEN i.effect_mode IS NOT NULL THEN 'recorded' END, i.skipped
+        FROM fenced f JOIN input i ON i.ord = f.ord
+      RETURNING 1
+    ),
+    finished AS (
+      UPDATE ledgerflow.step_attempt a SET status = 'succeeded', finished_at = statement_timestamp()
+        FROM fenced f JOIN input i ON i.ord = f.ord
+       WHERE a.run_id = i.run_id AND a.step_name = i.step_name AND a.attempt = i.attempt AND a.status = 'running'
       RETURNING 1
     )
-     , finished AS (
-          UPDATE ledgerflow.step_attempt SET status = 'succeeded', finished_at = statement_timestamp()
-           WHERE run_id = $12 AND step_name = $13 AND attempt = $14 AND status = 'running'
-             AND EXISTS (SELECT 1 FROM fenced)
-          RETURNING 1)  
-    SELECT EXISTS (SELECT 1 FROM fenced) AS fenced,
-           NULL::int AS next_attempt,
-           NULL::jsonb AS claimed,
-           false AS effect_exists;
+    SELECT i.ord, f.ord IS NOT NULL AS fenced, NULL::int AS next_attempt, f.overdue,
+           false AS effect_exists,
+           NULL::jsonb AS claimed
+      FROM input i
+      LEFT JOIN fenced f ON f.ord = i.ord;
