@@ -20,6 +20,7 @@ import {
   commitKnowingOutcome,
   commitOutput,
   commitSkipped,
+  withStart,
   insertStart,
   lostLease,
   stepWanted,
@@ -256,7 +257,6 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: Flight
             carryOn(undefined);
             continue;
           }
-          await insertStart(execution);
           result = await commitSkipped(execution);
         } else if (step.kind === 'step' && !asksForSlot(workflow, step, runSlotHeld)) {
           const output = await trace.within(runStepHandler, execution);
@@ -264,8 +264,7 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: Flight
             carryOn(output);
             continue;
           }
-          await insertStart(execution);
-          result = await commitKnowingOutcome(execution, () => commitOutput(execution, output), { retry: true });
+          result = await commitKnowingOutcome(execution, () => withStart(execution, (trx) => commitOutput(execution, output, trx)), { retry: true });
         } else {
           // A transactional step writes the carry in its own transaction; anything else commits it first.
           if (step.kind !== 'transactional' || asksForSlot(workflow, step, runSlotHeld)) {
@@ -399,20 +398,22 @@ async function settleCrash(ctx: DriverContext, run: LeasedRun, workflow: Registe
  * commit that reports it before a step). Nothing to do without a carry.
  */
 async function flushBefore(ctx: DriverContext, s: StepExecution): Promise<'flushed' | 'overdue'> {
-  await insertStart(s);
   const carry = s.carry;
-  if (carry === undefined || carry.written) return 'flushed';
+  if (carry === undefined || carry.written) {
+    await insertStart(s);
+    return 'flushed';
+  }
   const flushed = await commitKnowingOutcome(
     s,
     () =>
-      flushCarry(ctx.db, {
+      withStart(s, (trx) => flushCarry(trx ?? ctx.db, {
         lease: s.lease,
         workflowName: s.run.workflowName,
         workflowVersion: s.run.workflowVersion,
         carry,
         step: s.step,
         attempt: s.attempt,
-      }),
+      })),
     { retry: true },
   );
   if (!flushed.fenced) throw leaseLost(s.lease, 'the carried steps');

@@ -35,6 +35,15 @@ const steps = (name: string, timeoutMs?: number) =>
     });
 
 const deferred = steps('wt-deferred');
+/** Plain steps only, one of them skipped: the run's one commit is its completion. */
+const plain = workflow('wt-deferred-plain', { version: 1, input })
+  .step('load', { output: z.object({ units: z.number().int() }) })
+  .step('audit', { output: z.object({ ok: z.boolean() }), when: ({ input }) => input.orderId.startsWith('audit') })
+  .step('total', { output: z.object({ cents: z.number().int() }) });
+/** A plain step before an `external` one: the carry is written before the intent, with the insert. */
+const plainThenCharge = workflow('wt-deferred-charge', { version: 1, input })
+  .step('load', { output: z.object({ units: z.number().int() }) })
+  .external('charge', { output: z.object({ chargeId: z.string() }), key: ({ input }) => `charge:${input.orderId}`, idempotentByKey: true, retry: fast });
 /** The same with a 300 ms deadline. */
 const late = steps('wt-deferred-late', 300);
 
@@ -88,7 +97,7 @@ describeStores('a start whose insert rides on the run’s first commit', (getSto
     return w;
   };
   beforeAll(async () => {
-    await migrateForTest(getStore(), [deferred, late]);
+    await migrateForTest(getStore(), [deferred, late, plain, plainThenCharge]);
     await setupAppSchema(getStore());
   });
   afterEach(async () => {
@@ -136,6 +145,64 @@ describeStores('a start whose insert rides on the run’s first commit', (getSto
       expect(await appRows(getStore(), id)).toHaveLength(1);
     }
     expect(payments.chargesForKey('charge:d-1')).toBe(1);
+  });
+
+  it('plain steps only (one skipped) cost one commit: the insert first in the completion’s transaction; a plain step before an external one carries the insert with it', async () => {
+    const { store, statements } = recorded(getStore());
+    const payments = new FakePaymentProvider();
+    const w = worker(store, {
+      workflows: [
+        bindHandlers(plain, { load: async () => ({ units: 2 }), audit: async () => ({ ok: true }), total: async ({ steps }) => ({ cents: steps.load.units * 100 }) }, shapeHash(plain)),
+        bindHandlers(
+          plainThenCharge,
+          {
+            load: async () => ({ units: 2 }),
+            charge: {
+              perform: async ({ key, input }) => ({
+                chargeId: (await payments.charge({ reference: input.orderId, amountCents: 200, currency: 'eur', customerId: 'c' }, { idempotencyKey: key })).id,
+              }),
+            },
+          },
+          shapeHash(plainThenCharge),
+        ),
+      ],
+      concurrency: 2,
+    });
+    await w.start();
+    const client = createClient({ store, worker: w });
+    await client.startAndWait(plain, { orderId: 'warm-up' }, { wait: NO_POLL });
+    await client.startAndWait(plainThenCharge, { orderId: 'warm-up' }, { wait: NO_POLL });
+
+    statements.length = 0;
+    const run = await client.startAndWait(plain, { orderId: 'p-1' }, { wait: NO_POLL });
+    expect(run.status).toBe('completed');
+    expect(run.output).toEqual({ load: { units: 2 }, total: { cents: 200 } });
+    const one = statements.splice(0);
+    expect(commitsIn(one)).toBe(1);
+    expect(one[0]).toMatch(/^BEGIN\b/);
+    expect(isRunInsert(one[1]!)).toBe(true);
+    const state = await runState(getStore(), run.id);
+    expect(state.run.status).toBe('completed');
+    expect(state.attempts.map((a) => `${a.step_name}#${a.attempt} ${a.status} token ${a.fencing_token}`)).toEqual([
+      'load#1 succeeded token 1',
+      'audit#1 succeeded token 1',
+      'total#1 succeeded token 1',
+    ]);
+    const times = state.attempts.flatMap((a) => [a.started_at.getTime(), a.finished_at!.getTime()]);
+    expect([...times].sort((a, b) => a - b)).toEqual(times);
+    expect(state.run.created_at.getTime()).toBeLessThanOrEqual(times[0]!);
+
+    // load → charge: the insert and load's result in one transaction before the charge's intent.
+    const charged = await client.startAndWait(plainThenCharge, { orderId: 'p-2' }, { wait: NO_POLL });
+    expect(charged.status).toBe('completed');
+    const two = statements.splice(0);
+    const begin = two.findIndex((t) => /^BEGIN\b/.test(t));
+    expect(begin).toBe(0);
+    expect(isRunInsert(two[1]!)).toBe(true);
+    expect(two.filter(isRunInsert)).toHaveLength(1);
+    expect(commitsIn(two)).toBe(3);
+    expect(payments.chargesForKey('charge:p-2')).toBe(1);
+    expect((await runState(getStore(), charged.id)).effects.map((e) => `${e.step_name} ${e.status}`)).toEqual(['charge recorded']);
   });
 
   it('a transactional step that fails first: the run is inserted alone, the failure recorded on it, and the retry completes it with one write', async () => {

@@ -6,7 +6,7 @@
  * ends in one of the run machine's transitions (store/state-machines.ts) through step-commits.ts;
  * this file holds no state across attempts.
  */
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { StepDefinition } from '../../../dsl/workflow.js';
 import type { StepContext } from '../../contracts/handler-types.js';
 import { NonRetryableError, recordImmutableError, ValidationError } from '../../errors.js';
@@ -258,7 +258,7 @@ export function stepWanted(s: Pick<StepExecution, 'step' | 'run'>): boolean {
  */
 export async function commitSkipped(s: StepExecution): Promise<StepOutcome> {
   const commit = { ...resultCommit({ ...s, continuation: () => s.continuation(undefined) }, null), skipped: true };
-  const result = await commitKnowingOutcome(s, () => s.commits.advance(commit), { retry: true });
+  const result = await commitKnowingOutcome(s, () => withStart(s, (trx) => (trx === undefined ? s.commits.advance(commit) : advanceRun(trx, commit))), { retry: true });
   if (!result.fenced) throw leaseLost(s.lease, 'the skipped step');
   return {
     kind: 'advanced',
@@ -383,4 +383,36 @@ export async function untilReachable<T>(s: Pick<StepExecution, 'lease'>, read: (
 export async function insertStart(s: StepExecution): Promise<void> {
   const pending = s.run.pendingStart;
   if (pending !== undefined && !pending.inserted) await pending.insertAlone(s.db);
+}
+
+/**
+ * A commit that may carry the run's start: for a run its start handed over uninserted, the insert
+ * and `commit` in one transaction — one durable commit for both, where {@link insertStart} would
+ * make two (a one-step workflow costs one commit). `commit` is given the transaction; otherwise
+ * it is given nothing and commits as it would (in a group, commit-queue.ts). The insert is taken
+ * before the connection, as a transactional step's is (step-transaction.ts). An outcome the
+ * connection hides leaves the start pending: the commit's own check (commitKnowingOutcome)
+ * finds what became of it, and an insert that follows finds this run's row if it committed.
+ */
+export async function withStart<T>(s: Pick<StepExecution, 'run' | 'db'>, commit: (trx: Kysely<LedgerflowDatabase> | undefined) => Promise<T>): Promise<T> {
+  const pending = s.run.pendingStart;
+  if (pending === undefined || pending.inserted || !(await pending.takeForTransaction())) return commit(undefined);
+  let committed = false;
+  try {
+    // BEGIN and COMMIT as statements, as a step's transaction sends them (seen by a store's plugins).
+    return await s.db.connection().execute(async (conn) => {
+      await sql`BEGIN`.execute(conn);
+      try {
+        await pending.insertWithin(conn);
+        const result = await commit(conn);
+        await sql`COMMIT`.execute(conn);
+        committed = true;
+        return result;
+      } finally {
+        if (!committed) await sql`ROLLBACK`.execute(conn).catch(() => undefined);
+      }
+    });
+  } finally {
+    pending.transactionEnded(committed);
+  }
 }
