@@ -2,7 +2,6 @@ import './check-peer-dependencies.js';
 export {
   workflow,
   Workflow,
-  DEFAULT_PERFORM_TIMEOUT_MS,
   type AnyWorkflow,
   type ChildConfig,
   type FanOutDefinition,
@@ -19,6 +18,7 @@ export {
   type WorkflowStepName,
   type WorkflowStepSpec,
 } from './workflow.js';
+export { DEFAULT_PERFORM_TIMEOUT_MS } from './step-options.js';
 export type {
   ExternalStepConfig,
   ItemContext,

@@ -1,10 +1,22 @@
 import { z } from 'zod';
-import { checkOptions, integer, rule, type OptionProblem } from './option-checks.js';
+import { checkOptions } from './option-checks.js';
 import type { AnyEvent, EventPayload } from './event.js';
 import type { QueueDefinition } from './queue.js';
 import { STEP_NAME, WORKFLOW_NAME } from './names.js';
 import { resolveRetryPolicy, type ResolvedRetryPolicy, type RetryPolicy } from './retry-policy.js';
 import type { StepKind } from './step-kind.js';
+import {
+  compensationConfigSchema,
+  DEFAULT_PERFORM_TIMEOUT_MS,
+  DEFAULT_STEP_TIMEOUT_MS,
+  DEFAULT_TRANSACTIONAL_TIMEOUT_MS,
+  forEachConfigSchema,
+  invalidIn,
+  queueUseSchema,
+  stepConfigSchema,
+  waitForConfigSchema,
+  workflowOptionsSchema,
+} from './step-options.js';
 import type {
   CompensationConfig,
   ConditionConfig,
@@ -31,7 +43,11 @@ import type { MaybeSkipped, NewStepName, StepSpec, WithCompensationSpec, WithSpe
  * description of a step the worker and codegen's model read); the configs of `.child` and
  * `.forEach`, which name a child workflow; and the `Workflow*` types that read a workflow's phantom
  * types. The other step methods' configs are in step-configs.ts, the phantom types' machinery in
- * workflow-types.ts.
+ * workflow-types.ts, what options may be and default to in step-options.ts.
+ *
+ * Long because each of the seven step methods spells out its full phantom-type signature, and the
+ * types here name the class (a `StepDefinition`'s fan-out names a workflow, the child configs and
+ * the `Workflow*` readers take one): moved out, they would import it back, a cycle.
  */
 
 /** How a step or a workflow uses a queue, as the runtime sees it. */
@@ -114,51 +130,6 @@ export interface StepDefinition {
   readonly compensation?: StepDefinition;
   /** A compensation only: the name of the step whose effect it undoes. */
   readonly compensates?: string;
-}
-
-export const DEFAULT_PERFORM_TIMEOUT_MS = 30_000;
-export const DEFAULT_STEP_TIMEOUT_MS = 300_000;
-export const DEFAULT_TRANSACTIONAL_TIMEOUT_MS = 60_000;
-
-const positiveMs = rule(z.number().gt(0), 'must be > 0');
-const fn = (signature: string) => z.custom<(...args: never[]) => unknown>((value) => typeof value === 'function', `must be a function ${signature}`);
-
-/** A step's `when` and time limits, as the step will use them (defaults filled in). */
-const stepConfigSchema = z.object({
-  when: fn('({ input, steps }) => boolean').optional(),
-  performTimeoutMs: positiveMs,
-  timeoutMs: positiveMs,
-});
-
-/** A compensation's `request` and time limits, as it will use them. */
-const compensationConfigSchema = z.object({
-  request: fn('({ input, steps }) => value').optional(),
-  performTimeoutMs: positiveMs,
-  timeoutMs: positiveMs,
-});
-
-const waitForConfigSchema = z.object({
-  timeoutMs: positiveMs.optional(),
-  match: fn('({ input, steps }) => string').optional(),
-});
-
-const forEachConfigSchema = z.object({
-  items: fn('({ input, steps }) => items'),
-  key: fn('({ item, input, steps }) => string'),
-  input: fn('({ item, input, steps }) => childInput'),
-  concurrency: rule(z.union([integer().min(1), z.literal(Infinity)]), 'must be an integer >= 1').optional(),
-});
-
-const queueUseSchema = z.object({ partitionKey: fn('({ input, steps }) => string').optional() });
-
-const workflowOptionsSchema = z.object({
-  version: rule(integer().min(1), 'must be an integer >= 1'),
-  timeoutMs: positiveMs.optional(),
-});
-
-/** A step config's first problem, thrown as `Invalid <option> in <where>: …` (as a declaration's other problems are). */
-function invalidIn(where: string) {
-  return (_lines: readonly string[], [first]: readonly OptionProblem[]): TypeError => new TypeError(`Invalid ${first!.name} in ${where}: ${first!.says}.`);
 }
 
 /** The output a workflow's run hands a parent `child`/`forEach` step: its last step's output. */

@@ -6,9 +6,10 @@ import type { CompensationModel, KeyModel, MalformedDeclaration, StepFunctionMod
 import type { AnalysisProgram } from './analysis-program.js';
 import { functionContext, functionModel } from './function-model.js';
 import { keyValue } from './key-value.js';
+import { analyzeKeyValues } from './key-values.js';
 import { initializerText, pinPart, resolveFunction } from './property-values.js';
-import { analyzeKeyValues, type ValueContext } from './key-values.js';
 import type { PurityAnalyzer } from './purity-analyzer.js';
+import type { ValueContext } from './shape-reader.js';
 import { propertyName, skipWrappers } from './syntax.js';
 
 /** The step a `compensate` belongs to, as far as reading the compensation needs it. */

@@ -2,6 +2,9 @@
 // parameter offers (a key's `({ input, steps })` with the steps declared before it) and get a
 // plain-data PurityReport back; each caller maps its findings to its own rules (the key rules
 // are codegen/validation/rules/*-key.ts and step-order.ts).
+// Long because it is one recursive walk over a function and the helpers and constants it reaches,
+// with one memo and one recursion guard for all of them; what does not need the walk's state is
+// already beside it (purity-roots.ts, purity-summary.ts, pure-functions.ts, name-uses.ts).
 
 import { ts } from 'ts-morph';
 import type { ContextDescription, PurityReport } from '../model/purity.js';

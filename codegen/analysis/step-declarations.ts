@@ -28,10 +28,12 @@ import { readCompensation } from './compensation-declarations.js';
 import { readEventReference, readWorkflowReference } from './dsl-declarations.js';
 import { functionContext, functionModel } from './function-model.js';
 import { keyValue } from './key-value.js';
+import { analyzeKeyValues } from './key-values.js';
 import { initializerText, pinPart, resolveFunction, valueOf } from './property-values.js';
 import type { PurityAnalyzer } from './purity-analyzer.js';
 import { readQueueUse } from './queue-uses.js';
-import { analyzeKeyValues, itemShape, schemaShape, type ValueContext, type VisibleStepShape } from './key-values.js';
+import { schemaShape } from './schema-shapes.js';
+import { itemShape, type ValueContext, type VisibleStepShape } from './shape-reader.js';
 import type { ValueShape } from '../model/key-values.js';
 import { propertyName, skipWrappers } from './syntax.js';
 

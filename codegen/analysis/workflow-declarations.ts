@@ -6,10 +6,10 @@ import type { MalformedDeclaration, QueueUseModel, StepModel, WorkflowModel } fr
 import type { AnalysisProgram } from './analysis-program.js';
 import { dslImports, isDslCall, workflowIdentity } from './dsl-declarations.js';
 import { runContext } from './function-model.js';
-import { schemaShape } from './key-values.js';
 import { pinPart, valueOf } from './property-values.js';
 import type { PurityAnalyzer } from './purity-analyzer.js';
 import { readQueueUse } from './queue-uses.js';
+import { schemaShape } from './schema-shapes.js';
 import { readStep, type StepCall } from './step-declarations.js';
 import { exportedConstName, outermostWrapper, propertyName, skipWrappers } from './syntax.js';
 

@@ -1,5 +1,5 @@
 import { isEffectKind, type EffectStepKind } from '../../dsl/step-kind.js';
-import { DEFAULT_PERFORM_TIMEOUT_MS } from '../../dsl/workflow.js';
+import { DEFAULT_PERFORM_TIMEOUT_MS } from '../../dsl/step-options.js';
 import { shapeHash } from '../../dsl/workflow-shape.js';
 import type { FunctionModel, KeyModel, QueueUseModel, StepModel, WorkflowModel } from '../model/workflow-model.js';
 import type { Suppression } from '../model/suppression.js';

@@ -2,7 +2,8 @@ import path from 'node:path';
 import { ts } from 'ts-morph';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AnalysisProgram } from '../../codegen/analysis/analysis-program.js';
-import { normalizedSource, PinnedSources, type Pin } from '../../codegen/analysis/pinned-source.js';
+import { normalizedSource } from '../../codegen/analysis/normalized-source.js';
+import { PinnedSources, type Pin } from '../../codegen/analysis/pinned-source.js';
 import { TempProject } from './support/temp-project.js';
 
 /**

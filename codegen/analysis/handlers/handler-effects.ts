@@ -5,9 +5,10 @@
 // guarding recursion) the way the key analysis does. Conservative: what it cannot resolve it
 // leaves out; it never guesses that something is a write.
 //
-// One file on purpose: it is one recursive walk whose origin tracking (what a value comes from),
-// helper following and effect recording share the walk's state; split apart, every piece would
-// have to pass that state to the others.
+// Long because it is one recursive walk whose origin tracking (what a value comes from), helper
+// following and effect recording share the walk's state (its frame, the memo of followed
+// helpers, the recursion guard); split apart, every piece would have to pass that state to the
+// others. What does not need it is beside it: the SQL it recognises in handler-sql.ts.
 
 import { ts } from 'ts-morph';
 import type { ClientCall, DatabaseWrite, EffectSite, HandlerEffects, WriteChannel } from '../../model/handler-model.js';
