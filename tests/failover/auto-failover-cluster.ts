@@ -30,7 +30,8 @@ import { startReplicationLink, type ReplicationLink } from './replication-link.j
 /** Monitor settings: a node is declared unhealthy about 2 s after it stops answering. */
 const MONITOR_SETTINGS: Readonly<Record<string, string>> = {
   'pgautofailover.health_check_period': '1000',
-  'pgautofailover.health_check_timeout': '1000',
+  // A refused or reset connection fails at once; the timeout only bounds a slow answer on a busy machine.
+  'pgautofailover.health_check_timeout': '2000',
   'pgautofailover.health_check_max_retries': '1',
   'pgautofailover.health_check_retry_delay': '500',
   'pgautofailover.node_considered_unhealthy_timeout': '2000',
@@ -127,8 +128,8 @@ export interface AutoFailoverCluster {
   /** Mends them. */
   healNode(node: 'a' | 'b'): void;
   role(node: 'a' | 'b'): Promise<NodeRole>;
-  /** The node's role, and its sessions whose application_name starts with `prefix` that began at or after `sinceMs`. */
-  observe(node: 'a' | 'b', prefix: string, sinceMs: number): Promise<{ role: NodeRole; sessions: number }>;
+  /** The node's role, and its sessions whose application_name matches `pattern` (a POSIX regex) that began at or after `sinceMs`. */
+  observe(node: 'a' | 'b', pattern: string, sinceMs: number): Promise<{ role: NodeRole; sessions: Array<{ pid: number; query: string }> }>;
   /** The tail of a node's (or the monitor's) pg_autoctl log. */
   logTail(node: 'a' | 'b' | 'monitor', lines?: number): string;
   destroy(): Promise<void>;
@@ -331,18 +332,18 @@ export async function startAutoFailoverCluster(log: (line: string) => void): Pro
         return 'down';
       }
     },
-    async observe(name, prefix, sinceMs) {
+    async observe(name, pattern, sinceMs) {
       try {
-        const [row] = await directQuery<{ recovery: boolean; read_only: string; sessions: number }>(
+        const [row] = await directQuery<{ recovery: boolean; read_only: string; sessions: Array<{ pid: number; query: string }> | null }>(
           name,
           `SELECT pg_is_in_recovery() AS recovery, current_setting('default_transaction_read_only') AS read_only,
-                  (SELECT count(*)::int FROM pg_stat_activity
-                    WHERE application_name LIKE '${prefix.replaceAll("'", "''")}%' AND backend_start >= to_timestamp(${sinceMs} / 1000.0)) AS sessions`,
+                  (SELECT json_agg(json_build_object('pid', pid, 'query', application_name || ' ' || coalesce(wait_event, state, '') || ': ' || left(query, 60))) FROM pg_stat_activity
+                    WHERE application_name ~ '${pattern.replaceAll("'", "''")}' AND backend_start >= to_timestamp(${sinceMs} / 1000.0)) AS sessions`,
         );
-        if (row === undefined) return { role: 'down', sessions: 0 };
-        return { role: row.recovery ? 'standby' : row.read_only === 'on' ? 'read-only' : 'read-write', sessions: row.sessions };
+        if (row === undefined) return { role: 'down', sessions: [] };
+        return { role: row.recovery ? 'standby' : row.read_only === 'on' ? 'read-only' : 'read-write', sessions: row.sessions ?? [] };
       } catch {
-        return { role: 'down', sessions: 0 };
+        return { role: 'down', sessions: [] };
       }
     },
     logTail: (name, lines = 40) => tail(logFile(name), lines),
@@ -408,17 +409,21 @@ export async function autoFailoverTarget(options: {
   // What the test sees of the old primary, directly, from the failure to the end: its role over
   // time, and whether a worker or the client opened a connection to it after the failure.
   const timeline: Array<{ at: number; role: NodeRole }> = [];
+  const promotedTimeline: Array<{ at: number; role: NodeRole }> = [];
   let watching = false;
   let watcher: Promise<void> | undefined;
   let failedAt = 0;
   let writableAt = 0;
-  let newSessions = 0;
+  // Connections workers and the client opened to it after the failure (by pid), with its role
+  // when each was first seen: a standby is probed and left; a read-write old primary would be used.
+  const newSessions = new Map<number, { role: NodeRole; query: string }>();
   const watch = async (): Promise<void> => {
     while (watching) {
-      const { role, sessions } = await cluster.observe('a', 'ledgerflow-failover-', failedAt);
-      const controller = (await cluster.observe('a', 'failover-controller', failedAt)).sessions;
-      newSessions = Math.max(newSessions, sessions + controller);
+      const { role, sessions } = await cluster.observe('a', '^(ledgerflow-failover-|failover-controller)', failedAt);
+      for (const { pid, query } of sessions) if (!newSessions.has(pid)) newSessions.set(pid, { role, query });
       if (timeline.at(-1)?.role !== role) timeline.push({ at: Date.now(), role });
+      const promotedRole = await cluster.role('b');
+      if (promotedTimeline.at(-1)?.role !== promotedRole) promotedTimeline.push({ at: Date.now(), role: promotedRole });
       await sleep(100);
     }
   };
@@ -427,6 +432,11 @@ export async function autoFailoverTarget(options: {
     databaseUrl: cluster.urlFor('failover'),
     standbyUrl: cluster.directUrl('b', 'failover'),
     async fail() {
+      // On a starved machine the monitor could have failed over on its own; then this run would test nothing.
+      const before = await cluster.states();
+      if (!before.some(([n, reported, goal]) => n === 'node_a' && reported === 'primary' && goal === 'primary')) {
+        throw new Error(`node_a is no longer the primary before the test failed it (the monitor acted on its own): ${JSON.stringify(before)}`);
+      }
       watching = true;
       watcher = watch();
       failedAt = Date.now();
@@ -475,7 +485,8 @@ export async function autoFailoverTarget(options: {
         `kill-to-writable=${seconds(writableAt)} old-primary: ${timeline.map((t) => `${t.role}@${seconds(t.at)}`).join(' → ')} ` +
         `(${options.failure === 'kill' ? 'restarted' : 'network back'} at ${seconds(backAt)}, was ${roleAtReturn}; ` +
         `writable-after-return=${(writableAfterReturn / 1000).toFixed(1)}s; ` +
-        `ledgerflow-connections-to-it-after-failure=${newSessions}; monitor at ${seconds(rejoinedAt)}: ${final.map(([n, r, g]) => `${n}=${r}/${g}`).join(' ')})`
+        `ledgerflow-connections-to-it-after-failure=${describeSessions(newSessions)}; monitor at ${seconds(rejoinedAt)}: ${final.map(([n, r, g]) => `${n}=${r}/${g}`).join(' ')}) ` +
+        `new-primary: ${promotedTimeline.map((t) => `${t.role}@${seconds(t.at)}`).join(' → ')}`
       );
     },
     async close() {
@@ -484,6 +495,18 @@ export async function autoFailoverTarget(options: {
       await cluster.destroy();
     },
   };
+}
+
+/** `0`, or `3 (while standby: 3)`, with the queries seen on connections made while it was writable. */
+function describeSessions(sessions: ReadonlyMap<number, { role: NodeRole; query: string }>): string {
+  if (sessions.size === 0) return '0';
+  const byRole = new Map<NodeRole, number>();
+  for (const { role } of sessions.values()) byRole.set(role, (byRole.get(role) ?? 0) + 1);
+  const writable = [...sessions.values()].filter((s) => s.role === 'read-write').map((s) => JSON.stringify(s.query));
+  return (
+    `${sessions.size} (${[...byRole].map(([role, n]) => `while ${role}: ${n}`).join(', ')})` +
+    (writable.length > 0 ? ` queries while read-write: ${writable.join(', ')}` : '')
+  );
 }
 
 function tail(file: string, lines: number): string {
