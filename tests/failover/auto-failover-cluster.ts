@@ -62,7 +62,12 @@ export function ensurePgAutoFailover(log: (line: string) => void): string {
   const pgBin = findPostgresBin();
   const major = basename(dirname(pgBin));
   const pkg = `postgresql-${major}-auto-failover`;
-  const sharedir = execFileSync(join(pgBin, 'pg_config'), ['--sharedir']).toString().trim();
+  let sharedir = `/usr/share/postgresql/${major}`;
+  try {
+    sharedir = execFileSync(join(pgBin, 'pg_config'), ['--sharedir'], { stdio: 'pipe' }).toString().trim();
+  } catch {
+    // No pg_config beside the server (it comes with the server package on Debian): Debian's layout.
+  }
   const find = (): string | undefined => {
     if (!existsSync(join(sharedir, 'extension', 'pgautofailover.control'))) return undefined;
     return ['/usr/bin/pg_autoctl', join(pgBin, 'pg_autoctl')].find((path) => existsSync(path));
