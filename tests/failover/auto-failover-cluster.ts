@@ -104,6 +104,13 @@ export function ensurePgAutoFailover(log: (line: string) => void): string {
 /** What the test sees of a node, read directly (not through its relays). */
 export type NodeRole = 'down' | 'read-write' | 'read-only' | 'standby';
 
+/** A session on a node: its backend pid, when it began (ms since the epoch), and `application_name wait_event: query`. */
+export interface Session {
+  readonly pid: number;
+  readonly startedAt: number;
+  readonly query: string;
+}
+
 interface DataNode {
   readonly name: string;
   readonly pgdata: string;
@@ -133,8 +140,8 @@ export interface AutoFailoverCluster {
   /** Mends them. */
   healNode(node: 'a' | 'b'): void;
   role(node: 'a' | 'b'): Promise<NodeRole>;
-  /** The node's role, and its sessions whose application_name matches `pattern` (a POSIX regex) that began at or after `sinceMs`. */
-  observe(node: 'a' | 'b', pattern: string, sinceMs: number): Promise<{ role: NodeRole; sessions: Array<{ pid: number; query: string }> }>;
+  /** The node's role, and its sessions whose application_name matches `pattern` (a POSIX regex): when each began, what it runs or waits for. */
+  observe(node: 'a' | 'b', pattern: string): Promise<{ role: NodeRole; sessions: Session[] }>;
   /** The tail of a node's (or the monitor's) pg_autoctl log. */
   logTail(node: 'a' | 'b' | 'monitor', lines?: number): string;
   destroy(): Promise<void>;
@@ -337,13 +344,14 @@ export async function startAutoFailoverCluster(log: (line: string) => void): Pro
         return 'down';
       }
     },
-    async observe(name, pattern, sinceMs) {
+    async observe(name, pattern) {
       try {
-        const [row] = await directQuery<{ recovery: boolean; read_only: string; sessions: Array<{ pid: number; query: string }> | null }>(
+        const [row] = await directQuery<{ recovery: boolean; read_only: string; sessions: Session[] | null }>(
           name,
           `SELECT pg_is_in_recovery() AS recovery, current_setting('default_transaction_read_only') AS read_only,
-                  (SELECT json_agg(json_build_object('pid', pid, 'query', application_name || ' ' || coalesce(wait_event, state, '') || ': ' || left(query, 60))) FROM pg_stat_activity
-                    WHERE application_name ~ '${pattern.replaceAll("'", "''")}' AND backend_start >= to_timestamp(${sinceMs} / 1000.0)) AS sessions`,
+                  (SELECT json_agg(json_build_object('pid', pid, 'startedAt', (extract(epoch FROM backend_start) * 1000)::bigint,
+                                                    'query', application_name || ' ' || coalesce(wait_event, state, '') || ': ' || left(query, 60))) FROM pg_stat_activity
+                    WHERE application_name ~ '${pattern.replaceAll("'", "''")}') AS sessions`,
         );
         if (row === undefined) return { role: 'down', sessions: [] };
         return { role: row.recovery ? 'standby' : row.read_only === 'on' ? 'read-only' : 'read-write', sessions: row.sessions ?? [] };
@@ -419,13 +427,14 @@ export async function autoFailoverTarget(options: {
   let watcher: Promise<void> | undefined;
   let failedAt = 0;
   let writableAt = 0;
-  // Connections workers and the client opened to it after the failure (by pid), with its role
-  // when each was first seen: a standby is probed and left; a read-write old primary would be used.
-  const newSessions = new Map<number, { role: NodeRole; query: string }>();
+  // Its ledgerflow sessions (by pid), with its role when each was first seen: those from before
+  // the failure, and any a worker or the client opened once it was back (a standby is probed and
+  // left; a read-write old primary would be used).
+  const seenSessions = new Map<number, Session & { role: NodeRole }>();
   const watch = async (): Promise<void> => {
     while (watching) {
-      const { role, sessions } = await cluster.observe('a', '^(ledgerflow-failover-|failover-controller)', failedAt);
-      for (const { pid, query } of sessions) if (!newSessions.has(pid)) newSessions.set(pid, { role, query });
+      const { role, sessions } = await cluster.observe('a', '^(ledgerflow-failover-|failover-controller)');
+      for (const session of sessions) if (!seenSessions.has(session.pid)) seenSessions.set(session.pid, { ...session, role });
       if (timeline.at(-1)?.role !== role) timeline.push({ at: Date.now(), role });
       const promotedRole = await cluster.role('b');
       if (promotedTimeline.at(-1)?.role !== promotedRole) promotedTimeline.push({ at: Date.now(), role: promotedRole });
@@ -490,7 +499,8 @@ export async function autoFailoverTarget(options: {
         `kill-to-writable=${seconds(writableAt)} old-primary: ${timeline.map((t) => `${t.role}@${seconds(t.at)}`).join(' → ')} ` +
         `(${options.failure === 'kill' ? 'restarted' : 'network back'} at ${seconds(backAt)}, was ${roleAtReturn}; ` +
         `writable-after-return=${(writableAfterReturn / 1000).toFixed(1)}s; ` +
-        `ledgerflow-connections-to-it-after-failure=${describeSessions(newSessions)}; monitor at ${seconds(rejoinedAt)}: ${final.map(([n, r, g]) => `${n}=${r}/${g}`).join(' ')}) ` +
+        `ledgerflow-sessions-left-from-before-the-failure=${describeSessions([...seenSessions.values()].filter((x) => x.startedAt < backAt), false)}; ` +
+        `ledgerflow-connections-opened-after-it-came-back=${describeSessions([...seenSessions.values()].filter((x) => x.startedAt >= backAt), true)}; monitor at ${seconds(rejoinedAt)}: ${final.map(([n, r, g]) => `${n}=${r}/${g}`).join(' ')}) ` +
         `new-primary: ${promotedTimeline.map((t) => `${t.role}@${seconds(t.at)}`).join(' → ')}`
       );
     },
@@ -502,15 +512,17 @@ export async function autoFailoverTarget(options: {
   };
 }
 
-/** `0`, or `3 (while standby: 3)`, with the queries seen on connections made while it was writable. */
-function describeSessions(sessions: ReadonlyMap<number, { role: NodeRole; query: string }>): string {
-  if (sessions.size === 0) return '0';
-  const byRole = new Map<NodeRole, number>();
-  for (const { role } of sessions.values()) byRole.set(role, (byRole.get(role) ?? 0) + 1);
-  const writable = [...sessions.values()].filter((s) => s.role === 'read-write').map((s) => JSON.stringify(s.query));
+/** `0`, or `3 (while standby: 3)` — with, for `byRole`, what those seen while it was writable ran — or `2 [COMMIT waiting on SyncRep, …]`. */
+function describeSessions(sessions: ReadonlyArray<Session & { role: NodeRole }>, byRole: boolean): string {
+  if (sessions.length === 0) return '0';
+  const short = (s: Session): string => JSON.stringify(s.query.replace(/\s+/g, ' ').slice(0, 70));
+  if (!byRole) return `${sessions.length} [${sessions.map(short).join(', ')}]`;
+  const roles = new Map<NodeRole, number>();
+  for (const { role } of sessions) roles.set(role, (roles.get(role) ?? 0) + 1);
+  const writable = sessions.filter((s) => s.role === 'read-write').map(short);
   return (
-    `${sessions.size} (${[...byRole].map(([role, n]) => `while ${role}: ${n}`).join(', ')})` +
-    (writable.length > 0 ? ` queries while read-write: ${writable.join(', ')}` : '')
+    `${sessions.length} (${[...roles].map(([role, n]) => `while ${role}: ${n}`).join(', ')})` +
+    (writable.length > 0 ? ` while read-write: ${writable.join(', ')}` : '')
   );
 }
 
