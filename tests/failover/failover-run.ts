@@ -29,17 +29,40 @@ const LEDGER_STEPS = new Set(['reserve', 'charge', 'receipt']);
 /** Runs a client waits for across the failover. */
 const WAITS = 6;
 
+/**
+ * A database that fails over under the load. `runFailover` puts the load on it, calls `fail`,
+ * reads the standby that is to take over (what it has then is what promotion keeps), calls
+ * `promote` and finishes the runs on the new primary.
+ */
+export interface FailoverTarget {
+  /** The multi-host URL of database `failover` (created, empty) that workers and the client use. */
+  readonly databaseUrl: string;
+  /** Database `failover` on the standby that becomes the new primary, directly. */
+  readonly standbyUrl: string;
+  /**
+   * The failure. Resolves once the primary is gone: `cutAt` when the standby stopped receiving
+   * from it, `killAt` when it stopped serving anyone (the same instant for a crash or a network cut).
+   */
+  fail(): Promise<{ readonly cutAt: number; readonly killAt: number }>;
+  /** After the standby was read: promotes it, or waits until a cluster manager has; resolves once it accepts writes. */
+  promote(): Promise<void>;
+  /** Once the runs settled, the workers still running: what becomes of the old primary, for the summary. */
+  aftermath?(): Promise<string>;
+  close(): Promise<void>;
+}
+
 export interface FailoverOptions {
-  /** A synchronous standby (`synchronous_standby_names`, `synchronous_commit = on`), or an asynchronous one. */
-  readonly synchronous: boolean;
+  /** Names the run in logs, order ids and the summary. */
+  readonly label: string;
+  readonly setUp: () => Promise<FailoverTarget>;
   readonly seed: number;
   readonly runs: number;
   readonly workers: number;
   readonly concurrency: number;
-  /** Load before the standby is cut off. */
+  /** Load before the failure. */
   readonly loadMs: number;
-  /** How long the primary goes on serving workers and clients after the standby is cut off, before it dies. */
-  readonly partitionMs: number;
+  /** How long the client's starts are spread over, from the start of the load: past the failure, so some meet it. */
+  readonly startsOverMs: number;
   readonly settleTimeoutMs: number;
   readonly log: (line: string) => void;
 }
@@ -90,6 +113,8 @@ export interface FailoverOutcome {
   readonly failoverSeconds: number;
   /** Runs still unfinished when the settle timeout ran out. */
   readonly unsettled: number;
+  /** What the target said became of the old primary ('' when it says nothing). */
+  readonly aftermath: string;
   readonly report: InvariantReport;
   readonly summary: string;
 }
@@ -114,21 +139,57 @@ class RecordingEmail extends FakeEmailProvider {
 }
 
 /**
- * A primary and its streaming standby, `chaos-order` load from worker processes and a client
- * on the multi-host URL; then the standby is cut off, the primary goes on for `partitionMs` and
- * is SIGKILLed (with every backend), the standby is read once it has replayed all it received
- * (exactly what promotion keeps) and promoted. Workers and client find the new primary by
- * themselves; the runs are finished there and everything acknowledged before the kill is
- * looked for in what the standby kept.
+ * A primary and its streaming standby that the test itself fails over: the standby is cut off
+ * from the primary, the primary serves on for `partitionMs` and is SIGKILLed (with every
+ * backend), and — once `runFailover` has read the standby — the standby is promoted by `pg_ctl promote`.
  */
-export async function runFailover(options: FailoverOptions): Promise<FailoverOutcome> {
-  const started = performance.now();
-  const mode = options.synchronous ? 'sync' : 'async';
+export async function streamingStandby(options: { readonly synchronous: boolean; readonly partitionMs: number }): Promise<FailoverTarget> {
   const primary = await startPostgres({
     settings: options.synchronous ? { synchronous_standby_names: STANDBY_NAME, synchronous_commit: 'on' } : { synchronous_commit: 'on' },
   });
   const link = await startReplicationLink(primary.port);
   let standby: PostgresServer | undefined;
+  const close = async (): Promise<void> => {
+    await link.close().catch(() => {});
+    await standby?.destroy().catch(() => {});
+    await primary.destroy().catch(() => {});
+  };
+  try {
+    standby = await startPostgres({ standbyOf: { port: primary.port, connectPort: link.port, applicationName: STANDBY_NAME } });
+    await waitForStandby(primary, options.synchronous ? 'sync' : 'async');
+    await query(primary.url, 'CREATE DATABASE failover');
+  } catch (error) {
+    await close();
+    throw error;
+  }
+  const promoted = standby;
+  return {
+    databaseUrl: `postgres://postgres@127.0.0.1:${primary.port},127.0.0.1:${promoted.port}/failover?target_session_attrs=read-write`,
+    standbyUrl: promoted.urlFor('failover'),
+    async fail() {
+      const cutAt = Date.now();
+      link.cut();
+      await sleep(options.partitionMs);
+      const killAt = Date.now();
+      await primary.kill();
+      return { cutAt, killAt };
+    },
+    promote: () => promoted.promote(),
+    close,
+  };
+}
+
+/**
+ * `chaos-order` load from worker processes and a client on the target's multi-host URL; then the
+ * target fails, its standby is read once it has replayed all it received (exactly what promotion
+ * keeps) and promoted. Workers and client find the new primary by themselves; the runs are
+ * finished there and everything acknowledged before the failure is looked for in what the
+ * standby kept.
+ */
+export async function runFailover(options: FailoverOptions): Promise<FailoverOutcome> {
+  const started = performance.now();
+  const mode = options.label;
+  const target = await options.setUp();
   const payments = new RecordingPayments({ latencyMs: PROVIDER_LATENCY_MS });
   const email = new RecordingEmail({ latencyMs: PROVIDER_LATENCY_MS });
   const fakes = await startFakeServer({ payments, email });
@@ -136,10 +197,7 @@ export async function runFailover(options: FailoverOptions): Promise<FailoverOut
   let store: Store | undefined;
   let fleet: WorkerFleet | undefined;
   try {
-    standby = await startPostgres({ standbyOf: { port: primary.port, connectPort: link.port, applicationName: STANDBY_NAME } });
-    await waitForStandby(primary, options.synchronous ? 'sync' : 'async');
-    await query(primary.url, 'CREATE DATABASE failover');
-    const databaseUrl = `postgres://postgres@127.0.0.1:${primary.port},127.0.0.1:${standby.port}/failover?target_session_attrs=read-write`;
+    const databaseUrl = target.databaseUrl;
     store = createPgStore({ connectionString: databaseUrl, applicationName: 'failover-controller', maxConnections: 6 });
     await migrateForTest(store, [chaosOrder]);
     await sql.raw(APP_SCHEMA_SQL).execute(store.db);
@@ -186,8 +244,7 @@ export async function runFailover(options: FailoverOptions): Promise<FailoverOut
     // synchronous commit during the partition must not hold up the kill.
     const pending = [...inputs];
     const inFlight: Array<Promise<void>> = [];
-    const totalMs = options.loadMs + options.partitionMs + 3_000;
-    const perTick = Math.max(1, Math.ceil(options.runs / (totalMs / 100)));
+    const perTick = Math.max(1, Math.ceil(options.runs / (options.startsOverMs / 100)));
     const feeder = setInterval(() => {
       for (const input of pending.splice(0, perTick)) inFlight.push(startRun(input));
       if (pending.length === 0) clearInterval(feeder);
@@ -199,19 +256,21 @@ export async function runFailover(options: FailoverOptions): Promise<FailoverOut
     // a connection error, and is repeated, as an application would.
     const waitedRuns = [...acknowledgedStarts.values()].slice(-WAITS).map((s) => s.runId);
     const waits = waitedRuns.map((runId) => waitAcrossFailover(client, runId, options.settleTimeoutMs));
-    const cutAt = Date.now();
-    link.cut();
-    options.log(`${mode}: standby cut off at ${((performance.now() - started) / 1000).toFixed(1)} s; the primary serves on for ${options.partitionMs} ms`);
-    await sleep(options.partitionMs);
-    const killAt = Date.now();
-    await primary.kill();
-    options.log(`${mode}: primary SIGKILLed`);
+    options.log(`${mode}: failing the primary at ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    const { cutAt, killAt } = await target.fail();
+    options.log(`${mode}: primary gone (${killAt - cutAt} ms after the standby was cut off)`);
 
-    // What the standby kept is what promotion keeps: read it once it has replayed all it received.
-    const snapshot = await readStandby(standby);
+    // What the standby kept is what promotion keeps: read it once it has replayed all it received
+    // — and before it takes a write, or redone work would hide what was lost.
+    const snapshot = await readStandby(target.standbyUrl);
     const promoteAt = Date.now();
-    await standby.promote();
-    options.log(`${mode}: standby promoted`);
+    const [{ writable } = { writable: true }] = await query<{ writable: boolean }>(
+      target.standbyUrl,
+      `SELECT NOT (pg_is_in_recovery() OR current_setting('default_transaction_read_only')::bool) AS writable`,
+    );
+    if (writable) throw new Error(`${mode}: the standby accepted writes before it was read; what it kept cannot be told from what was redone`);
+    await target.promote();
+    options.log(`${mode}: the standby accepts writes`);
 
     await Promise.all(inFlight);
     clearInterval(feeder);
@@ -222,6 +281,7 @@ export async function runFailover(options: FailoverOptions): Promise<FailoverOut
     for (const deadline = Date.now() + 15_000; Date.now() < deadline; await sleep(200)) {
       if (readAcks(ackDir).filter((a) => a.type === 'listener-restored' && a.at > promoteAt).length >= options.workers) break;
     }
+    const aftermath = (await target.aftermath?.()) ?? '';
     await fleet.stop();
 
     const acks = readAcks(ackDir);
@@ -242,7 +302,7 @@ export async function runFailover(options: FailoverOptions): Promise<FailoverOut
 
     const acksWhileCut = stepAcks.filter((a) => a.at >= cutAt && a.at < killAt);
 
-    const report = await checkInvariants(standby.urlFor('failover'), chaosOrder.name, { payments, email });
+    const report = await checkInvariants(target.standbyUrl, chaosOrder.name, { payments, email });
     const outcome = {
       startsAcked: startsBefore.length,
       lostRuns,
@@ -264,6 +324,7 @@ export async function runFailover(options: FailoverOptions): Promise<FailoverOut
       listenersRestored: acks.filter((a) => a.type === 'listener-restored' && a.at > promoteAt).length,
       failoverSeconds: (firstNewAck - killAt) / 1000,
       unsettled,
+      aftermath,
       report,
     };
     const summary =
@@ -276,17 +337,15 @@ export async function runFailover(options: FailoverOptions): Promise<FailoverOut
       `acks-in-last-second-before-cut=${outcome.acksBeforeCut} ` +
       `acks-while-standby-cut-off=${outcome.acksDuringPartition} (latest ${outcome.latestAckWhileCutMs} ms after the cut) ` +
       `waits-across-failover-completed=${outcome.waitsCompleted}/${waitOutcomes.length} ` +
-      `partition=${options.partitionMs}ms kill-to-first-commit=${outcome.failoverSeconds.toFixed(1)}s ` +
+      `partition=${killAt - cutAt}ms kill-to-first-commit=${outcome.failoverSeconds.toFixed(1)}s ` +
       `worker-restarts=${outcome.workerRestarts} listeners-restored=${outcome.listenersRestored}/${options.workers} ` +
-      `violations=${report.violations.length} in ${((performance.now() - started) / 1000).toFixed(0)} s`;
+      `violations=${report.violations.length}${aftermath === '' ? '' : ` ${aftermath}`} in ${((performance.now() - started) / 1000).toFixed(0)} s`;
     return { ...outcome, summary };
   } finally {
     await fleet?.stop(2_000).catch(() => {});
     await store?.close().catch(() => {});
     await fakes.close().catch(() => {});
-    await link.close().catch(() => {});
-    await standby?.destroy().catch(() => {});
-    await primary.destroy().catch(() => {});
+    await target.close().catch(() => {});
     rmSync(ackDir, { recursive: true, force: true });
   }
 }
@@ -325,8 +384,7 @@ interface StandbySnapshot {
 }
 
 /** The standby's data once replay has caught up with everything received (the primary is gone). */
-async function readStandby(standby: PostgresServer): Promise<StandbySnapshot> {
-  const url = standby.urlFor('failover');
+async function readStandby(url: string): Promise<StandbySnapshot> {
   const deadline = Date.now() + 30_000;
   // Caught up: replay reached what was received — or, when the primary died in the middle of
   // sending a WAL record, the last whole record: replay never passes a torn one, so it is done

@@ -1,6 +1,6 @@
 import { randomInt } from 'node:crypto';
 import { expect, it } from 'vitest';
-import { runFailover, type FailoverOptions } from './failover-run.js';
+import { runFailover, streamingStandby, type FailoverOptions } from './failover-run.js';
 
 /**
  * The database fails over under load: a primary with a streaming standby, `chaos-order` runs
@@ -10,19 +10,20 @@ import { runFailover, type FailoverOptions } from './failover-run.js';
  * guarantee must hold) and an asynchronous one (what it loses is measured and printed).
  */
 const seed = Number(process.env['LEDGERFLOW_FAILOVER_SEED'] ?? randomInt(1, 1_000_000));
-const common: Omit<FailoverOptions, 'synchronous'> = {
+const PARTITION_MS = 1_000;
+const common: Omit<FailoverOptions, 'label' | 'setUp'> = {
   seed,
   runs: 120,
   workers: 3,
   concurrency: 3,
   loadMs: 4_000,
-  partitionMs: 1_000,
+  startsOverMs: 4_000 + PARTITION_MS + 3_000,
   settleTimeoutMs: 90_000,
   log: (line) => process.stderr.write(`[failover] ${line}\n`),
 };
 
 it('with a synchronous standby, keeps every acknowledged run, intent and recorded effect, and applies every effect once', async () => {
-  const outcome = await runFailover({ ...common, synchronous: true });
+  const outcome = await runFailover({ ...common, label: 'sync', setUp: () => streamingStandby({ synchronous: true, partitionMs: PARTITION_MS }) });
   console.log(outcome.summary);
   expect(outcome.report.violations, outcome.summary).toEqual([]);
   expect(outcome.report.duplicates, outcome.summary).toBe(0);
@@ -48,7 +49,7 @@ it('with a synchronous standby, keeps every acknowledged run, intent and recorde
 }, 300_000);
 
 it('with an asynchronous standby, measures what acknowledged work the failover loses', async () => {
-  const outcome = await runFailover({ ...common, synchronous: false });
+  const outcome = await runFailover({ ...common, label: 'async', setUp: () => streamingStandby({ synchronous: false, partitionMs: PARTITION_MS }) });
   console.log(outcome.summary);
   // The duplicate emails are in the summary; what else the lost WAL broke is printed here.
   for (const violation of outcome.report.violations.filter((v) => !/^email \S+ sent \d+ times$/.test(v))) common.log(`async: ${violation}`);
