@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { globSync } from 'tinyglobby';
 import { configDefaults, defineConfig } from 'vitest/config';
 
 /**
@@ -39,6 +41,22 @@ const CHAOS = [
 /** The failover tests alone (`npm run test:failover`); they are part of the chaos project too. */
 const FAILOVER = ['tests/failover/*.test.ts'];
 
+/**
+ * `npm run test:pgbouncer`: the store conformance suite — every test file that runs its suites with
+ * `describeStores` (tests/support/describe-stores.ts), on PostgreSQL only — with each test store
+ * behind a PgBouncer in transaction pooling mode (tests/support/pgbouncer.ts, started by
+ * global-setup.ts), and the PgBouncer tests of their own in tests/pgbouncer/ (a chaos run through
+ * it, polling without LISTEN, and what prepared statements would do there).
+ */
+const PGBOUNCER_OWN = ['tests/pgbouncer/**/*.test.ts'];
+const CONFORMANCE = globSync('tests/**/*.test.ts', { ignore: ['tests/pgbouncer/**'] })
+  .filter((file) => readFileSync(file, 'utf8').includes('describeStores('))
+  .sort();
+/**
+ * Conformance files left out of the PgBouncer run, each for a reason of the test's, not the store's.
+ */
+const NOT_THROUGH_PGBOUNCER: string[] = [];
+
 /** The packaging test builds, packs and installs the package: `npm run test:package` (vitest.package.config.ts). */
 const PACKAGE = ['tests/package/**'];
 
@@ -65,13 +83,23 @@ export default defineConfig({
         test: {
           name: 'main',
           include: ['tests/**/*.test.ts'],
-          exclude: [...configDefaults.exclude, ...CHAOS, ...FAILOVER, ...OWN_MODULES, ...PACKAGE],
+          exclude: [...configDefaults.exclude, ...CHAOS, ...FAILOVER, ...OWN_MODULES, ...PACKAGE, ...PGBOUNCER_OWN],
           isolate: false,
         },
       },
       { extends: true, test: { name: 'own-modules', include: OWN_MODULES } },
       { extends: true, test: { name: 'chaos', include: CHAOS } },
       { extends: true, test: { name: 'failover', include: FAILOVER } },
+      {
+        extends: true,
+        test: {
+          name: 'pgbouncer',
+          include: [...CONFORMANCE, ...PGBOUNCER_OWN],
+          exclude: [...configDefaults.exclude, ...CHAOS, ...OWN_MODULES, ...PACKAGE, ...NOT_THROUGH_PGBOUNCER],
+          env: { LEDGERFLOW_TEST_STORES: 'pg' },
+          isolate: false,
+        },
+      },
     ],
   },
 });

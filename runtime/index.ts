@@ -9,7 +9,7 @@
  * under api/ (`npm run check:api`) list each entry point's names.
  */
 import '../dsl/check-peer-dependencies.js';
-export { openStore, DEFAULT_DATA_DIR, type OpenStoreOptions } from './store/open-store.js';
+export { openStore, DEFAULT_DATA_DIR, type OpenStoreOptions, type PoolerOptions } from './store/open-store.js';
 export type { Store, StoreKind } from './store/store.js';
 export type { Json, OperatorActionKind, OperatorActionRow, RunStatus, StepEffectRow, WorkflowRunRow } from './store/tables.js';
 export { migrate, type MigrateOptions, type MigrateResult } from './migrate/migrate.js';

@@ -21,6 +21,9 @@
  *   down ──retry──▶ subscribing ──ok──▶ up   wakes every wait: what settled meanwhile was not announced
  *   up ──nobody waited for LINGER_MS──▶ none (UNLISTEN)
  *
+ * A store that cannot listen (`listenUnavailable`: behind a transaction pooler with no URL to
+ * listen on) stays in none, and every wait polls at `pollMs`.
+ *
  * The subscription is kept between waits (a connection per wait would cost more than the wait)
  * and does not keep the process alive by itself (`keepProcessAlive: false`); a wait in progress
  * does, with its timer.
@@ -77,7 +80,7 @@ interface Watcher {
 }
 
 export class SettledRunWaiters {
-  readonly #store: Pick<Store, 'listen'>;
+  readonly #store: Pick<Store, 'listen' | 'listenUnavailable'>;
   readonly #byRun = new Map<string, Set<Watcher>>();
   #active = 0;
   #state: 'none' | 'subscribing' | 'up' | 'down' = 'none';
@@ -87,7 +90,7 @@ export class SettledRunWaiters {
   #retryTimer: NodeJS.Timeout | undefined;
   #lingerTimer: NodeJS.Timeout | undefined;
 
-  constructor(store: Pick<Store, 'listen'>) {
+  constructor(store: Pick<Store, 'listen' | 'listenUnavailable'>) {
     this.#store = store;
   }
 
@@ -99,7 +102,8 @@ export class SettledRunWaiters {
     this.#active++;
     clearTimeout(this.#lingerTimer);
     this.#lingerTimer = undefined;
-    if (this.#state === 'none') void this.#subscribe();
+    // A store that cannot listen (behind a transaction pooler with no URL to listen on): every wait polls at `pollMs`.
+    if (this.#state === 'none' && this.#store.listenUnavailable === undefined) void this.#subscribe();
     const ready = this.#subscribing ?? Promise.resolve();
     let released = false;
     return {

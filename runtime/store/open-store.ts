@@ -1,6 +1,8 @@
-import { createPgStore } from './pg/pg-store.js';
+import { createPgStore, type PoolerOptions } from './pg/pg-store.js';
 import { createPGliteStore } from './pglite/pglite-store.js';
 import type { Store } from './store.js';
+
+export type { PoolerOptions };
 
 export const DEFAULT_DATA_DIR = '.ledgerflow/db';
 
@@ -16,10 +18,17 @@ export interface OpenStoreOptions {
   readonly maxConnections?: number;
   /**
    * PostgreSQL only: run the worker's hot statements as named prepared statements (default
-   * `true`). Set `false` behind a connection pooler that cannot keep them per client session
-   * (PgBouncer in transaction mode before 1.21).
+   * `true`, `false` with `pooler`). Set `false` behind a connection pooler that cannot keep them
+   * per client session (PgBouncer in transaction mode before 1.21).
    */
   readonly preparedStatements?: boolean;
+  /**
+   * PostgreSQL only: the database URL goes through a pooler in transaction mode (PgBouncer
+   * `pool_mode = transaction`): no named prepared statements (unless `preparedStatements: true`),
+   * and LISTEN over `listenUrl`, a URL that bypasses that pooler — without one, workers and waits
+   * poll. Default: from `LEDGERFLOW_POOLER=transaction` and `LEDGERFLOW_LISTEN_URL`; else none. See docs/operations/pgbouncer.md.
+   */
+  readonly pooler?: PoolerOptions;
   /**
    * PostgreSQL only: how long a new connection may take to connect and authenticate before it
    * fails like a lost one, so that the store moves on (to the next host of a multi-host URL)
@@ -42,8 +51,10 @@ export interface OpenStoreOptions {
 export async function openStore(options: OpenStoreOptions = {}): Promise<Store> {
   const databaseUrl = options.databaseUrl ?? process.env['DATABASE_URL'];
   if (databaseUrl) {
+    const pooler = options.pooler ?? poolerFromEnvironment();
     return createPgStore({
       connectionString: databaseUrl,
+      ...(pooler !== undefined ? { pooler } : {}),
       ...(options.maxConnections !== undefined ? { maxConnections: options.maxConnections } : {}),
       ...(options.preparedStatements !== undefined ? { preparedStatements: options.preparedStatements } : {}),
       ...(options.connectTimeoutMs !== undefined ? { connectTimeoutMs: options.connectTimeoutMs } : {}),
@@ -51,4 +62,21 @@ export async function openStore(options: OpenStoreOptions = {}): Promise<Store> 
     });
   }
   return createPGliteStore({ dataDir: options.dataDir ?? DEFAULT_DATA_DIR });
+}
+
+/**
+ * `LEDGERFLOW_POOLER=transaction` (and `LEDGERFLOW_LISTEN_URL`, the URL to LISTEN on): the
+ * `pooler` option of a store `openStore` opens without one: for the CLI and worker processes.
+ */
+export function poolerFromEnvironment(env: NodeJS.ProcessEnv = process.env): PoolerOptions | undefined {
+  const mode = env['LEDGERFLOW_POOLER'];
+  const listenUrl = env['LEDGERFLOW_LISTEN_URL'];
+  if (!mode) {
+    if (listenUrl) throw new TypeError('LEDGERFLOW_LISTEN_URL is set without LEDGERFLOW_POOLER: set LEDGERFLOW_POOLER=transaction too (or unset it).');
+    return undefined;
+  }
+  if (mode !== 'transaction') {
+    throw new TypeError(`LEDGERFLOW_POOLER must be 'transaction' (got ${JSON.stringify(mode)}): the database URL goes through a pooler in transaction mode.`);
+  }
+  return listenUrl ? { mode, listenUrl } : { mode };
 }

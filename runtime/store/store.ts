@@ -24,6 +24,13 @@ export interface Store {
     options?: ListenOptions,
   ): Promise<() => Promise<void>>;
   /**
+   * Set (to the reason, in words) when this store cannot LISTEN: a PostgreSQL store behind a
+   * transaction pooler given no URL to listen on (`pooler` without `listenUrl`). `listen` then
+   * rejects; the worker does not subscribe (its claim poll finds new runs) and `waitForRun`
+   * polls the run's status.
+   */
+  readonly listenUnavailable?: string;
+  /**
    * Ends another session of this database at once (`pg_terminate_backend`), rolling back its
    * transaction and releasing its locks: how a transactional step whose statement is stuck is
    * ended when its lease is lost. Absent on PGlite, whose one connection cannot block on another.

@@ -15,6 +15,7 @@
  *                                       runs started while nobody listened
  *   up ──markStale(), then subscribe()──▶ subscribing   (replaces the subscription; see below)
  *   any ──close()──▶ none               (the worker is stopping)
+ *   (a store that cannot listen, `listenUnavailable`: stays none; the claim loop polls)
  *
  * Backoff: 100 ms after a loss, doubling with every refused attempt, at most 5 s.
  *
@@ -38,7 +39,7 @@ import type { WorkerEvent } from './worker-events.js';
 const RELISTEN_BACKOFF = { firstMs: 100, maxMs: 5_000 } as const;
 
 export interface RunsSubscriptionContext {
-  readonly store: Pick<Store, 'listen'>;
+  readonly store: Pick<Store, 'listen' | 'listenUnavailable'>;
   /** Whether the worker wants a subscription at all: it is starting or running. */
   isWanted(): boolean;
   /** A notification arrived, or the subscription is back after an outage: claim now. */
@@ -77,8 +78,13 @@ export class RunsSubscription {
     this.#stale = true;
   }
 
-  /** Subscribes, replacing any earlier subscription. Never rejects: failures are retried. */
+  /**
+   * Subscribes, replacing any earlier subscription. Never rejects: failures are retried. A store
+   * that cannot listen (`listenUnavailable`: behind a transaction pooler with no URL to listen on)
+   * is not asked: the claim loop's poll finds every run a notification would have announced.
+   */
   subscribe(): Promise<void> {
+    if (this.#ctx.store.listenUnavailable !== undefined) return Promise.resolve();
     this.#subscribing ??= this.#replace().finally(() => (this.#subscribing = undefined));
     return this.#subscribing;
   }

@@ -8,9 +8,10 @@ import { createClient } from '../../runtime/client/client.js';
 import { createWorker } from '../../runtime/worker/worker.js';
 import { pruneRuns } from '../../runtime/retention/prune.js';
 import type { FaultSpec } from '../../runtime/faults/fault-points.js';
-import { createPgStore } from '../../runtime/store/pg/pg-store.js';
+import { createPgStore, type PoolerOptions } from '../../runtime/store/pg/pg-store.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { startPostgres } from '../support/postgres-server.js';
+import { startPgBouncer, type PgBouncer } from '../support/pgbouncer.js';
 import {
   APP_SCHEMA_SQL,
   chaosHandlers,
@@ -61,6 +62,14 @@ export interface ChaosOptions {
    * inserts ride on their first commits; fixtures/chaos-worker.ts). Default 3.
    */
   readonly localStartsPerWorker?: number;
+  /**
+   * Everything — the workers, the controller's client and its own worker — reaches the server
+   * through a PgBouncer in transaction pooling mode with `poolSize` server connections (the
+   * `pgbouncer` project; tests/support/pgbouncer.ts), stores opened with `pooler`. Workers of
+   * even spawn index LISTEN over the server's own URL, the others (and the controller) have no
+   * URL to listen on and poll. The invariants are read over the server's own URL.
+   */
+  readonly pgbouncer?: { readonly poolSize: number };
   readonly log: (line: string) => void;
 }
 
@@ -85,6 +94,8 @@ export interface ChaosOutcome {
   readonly backendTerminations: number;
   readonly serverRestarts: number;
   readonly seconds: number;
+  /** With `pgbouncer`: the transactions PgBouncer counted on the chaos database (SHOW STATS). */
+  readonly pooledTransactions?: number;
   /** The one-line summary the suite prints. */
   readonly summary: string;
 }
@@ -175,6 +186,23 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
   const refunds = new FakeRefundDesk();
   const fakes = await startFakeServer({ payments, email }, [refundDeskRoutes(refunds)]);
   const databaseUrl = server.urlFor('chaos');
+  let bouncer: PgBouncer | undefined;
+  if (options.pgbouncer !== undefined) {
+    try {
+      bouncer = await startPgBouncer({ server: server.url, poolSize: options.pgbouncer.poolSize });
+    } catch (error) {
+      await server.destroy();
+      throw error;
+    }
+  }
+  // What the stores connect to: PgBouncer's URL of the chaos database, or the server's own.
+  const storeUrl = bouncer?.urlFor('chaos') ?? databaseUrl;
+  const pooler = (listen: boolean): { pooler?: PoolerOptions } =>
+    bouncer === undefined ? {} : { pooler: { mode: 'transaction', ...(listen ? { listenUrl: databaseUrl } : {}) } };
+  const poolerEnv = (spawnIndex: number): Record<string, string> =>
+    bouncer === undefined
+      ? {}
+      : { LEDGERFLOW_POOLER: 'transaction', ...(spawnIndex % 2 === 0 ? { LEDGERFLOW_LISTEN_URL: databaseUrl } : {}) };
   const admin = async <T>(use: (client: pg.Client) => Promise<T>): Promise<T> => {
     const client = new pg.Client({ connectionString: server.url });
     client.on('error', () => {});
@@ -186,7 +214,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     }
   };
   await admin((c) => c.query('CREATE DATABASE chaos'));
-  const store = createPgStore({ connectionString: databaseUrl, applicationName: 'chaos-controller', maxConnections: 4 });
+  const store = createPgStore({ connectionString: storeUrl, applicationName: 'chaos-controller', maxConnections: 4, ...pooler(false) });
   // Runs the workers started for themselves and reported completed: order id → run id.
   const localAcked = new Map<string, string>();
   let localFailed = 0;
@@ -202,7 +230,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     // A worker parked at a fault point is, half of the time, killed right there.
     killAtFault: () => random.next() < 0.5,
     env: (spawnIndex) => ({
-      DATABASE_URL: databaseUrl,
+      ...poolerEnv(spawnIndex),
+      DATABASE_URL: storeUrl,
       CHAOS_FAKES_URL: fakes.url,
       CHAOS_LEASE_MS: String(LEASE_MS),
       CHAOS_CONCURRENCY: String(options.concurrency),
@@ -321,7 +350,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     // The controller's own worker and client (not killed: its starts live to be acknowledged, through
     // the backend terminations and the server crash): runs of chaos-local-order with startAndWait,
     // each insert riding on its run's first commit (client/deferred-start.ts).
-    const localStarts = startLocally(databaseUrl, fakes.url, localAcked, () => (localFailed += 1));
+    const localStarts = startLocally(storeUrl, pooler(false), fakes.url, localAcked, () => (localFailed += 1));
     const restartAt = Array.from({ length: options.serverRestarts }, (_, i) =>
       ((i + 0.3 + random.next() * 0.4) / options.serverRestarts) * options.chaosMs,
     );
@@ -375,7 +404,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     await localStarts.stop();
     await fleet.killAll();
     fleet.start((spawnIndex) => ({
-      DATABASE_URL: databaseUrl,
+      ...poolerEnv(spawnIndex),
+      DATABASE_URL: storeUrl,
       CHAOS_FAKES_URL: fakes.url,
       CHAOS_LEASE_MS: String(LEASE_MS),
       CHAOS_CONCURRENCY: String(options.concurrency),
@@ -408,6 +438,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     if (localRows.length !== localByOrder.size) localViolations.push(`${localRows.length - localByOrder.size} local order(s) have more than one run`);
     const fulfil = await checkFulfilInvariants(databaseUrl, fulfilments);
     const compensation = await checkCompensationInvariants(databaseUrl, refundOrders, { payments, refunds });
+    const pooledTransactions = bouncer === undefined ? undefined : await transactionsThrough(bouncer, 'chaos');
     const seconds = (performance.now() - started) / 1000;
     const c = fleet.counters;
     const kills = {
@@ -433,6 +464,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       `events-sent=${eventsSent} events-stored=${fulfil.events} events-taken=${fulfil.consumed} events-pruned=${fulfil.pruned} ` +
       `unexpected-exits=${c.unexpectedExits} duplicates found=${report.duplicates + fulfil.duplicates + compensation.duplicates} ` +
       `violations=${report.violations.length + fulfil.violations.length + compensation.violations.length} ` +
+      (pooledTransactions === undefined ? '' : `through-pgbouncer transactions=${pooledTransactions} `) +
       `in ${seconds.toFixed(0)} s`;
     return {
       options,
@@ -449,13 +481,28 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       backendTerminations,
       serverRestarts,
       seconds,
+      ...(pooledTransactions !== undefined ? { pooledTransactions } : {}),
       summary,
     };
   } finally {
     await fleet.stop(2_000).catch(() => {});
     await store.close().catch(() => {});
     await fakes.close().catch(() => {});
+    await bouncer?.stop().catch(() => {});
     await server.destroy();
+  }
+}
+
+/** Transactions PgBouncer has passed on for `database` since it started (its admin console's SHOW STATS). */
+async function transactionsThrough(bouncer: PgBouncer, database: string): Promise<number> {
+  const client = new pg.Client({ connectionString: bouncer.urlFor('pgbouncer') });
+  client.on('error', () => {});
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ database: string; total_xact_count: string }>('SHOW STATS');
+    return Number(rows.find((row) => row.database === database)?.total_xact_count ?? 0);
+  } finally {
+    await client.end().catch(() => {});
   }
 }
 
@@ -465,8 +512,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
  * terminated too), until `stop()`; each run it returned completed is put in `acked`, and each
  * start that threw (the server restarting, its backend terminated: not acknowledged) counted.
  */
-function startLocally(databaseUrl: string, fakesUrl: string, acked: Map<string, string>, failed: () => void): { stop(): Promise<void> } {
-  const store = createPgStore({ connectionString: databaseUrl, applicationName: `${CHAOS_APPLICATION_PREFIX}controller-local`, maxConnections: 4 });
+function startLocally(
+  databaseUrl: string,
+  pooler: { pooler?: PoolerOptions },
+  fakesUrl: string,
+  acked: Map<string, string>,
+  failed: () => void,
+): { stop(): Promise<void> } {
+  const store = createPgStore({ connectionString: databaseUrl, applicationName: `${CHAOS_APPLICATION_PREFIX}controller-local`, maxConnections: 4, ...pooler });
   const worker = createWorker({
     store,
     workflows: [chaosHandlers({ payments: new HttpPaymentGateway(fakesUrl), email: new HttpEmailGateway(fakesUrl) }, {}, chaosLocalOrder)],

@@ -73,6 +73,20 @@ describe('named statements on the pg store', () => {
     }
   });
 
+  it('prepares nothing behind a transaction pooler (pooler), unless preparedStatements: true says it keeps them', async () => {
+    const pooled = createPgStore({ connectionString: test.url!, maxConnections: 1, pooler: { mode: 'transaction' } });
+    const told = createPgStore({ connectionString: test.url!, maxConnections: 1, pooler: { mode: 'transaction' }, preparedStatements: true });
+    try {
+      await preparedLookup(pooled.db as Kysely<unknown>, 1);
+      expect(await preparedOn(pooled)).toEqual([]);
+      await preparedLookup(told.db as Kysely<unknown>, 1);
+      expect(await preparedOn(told)).toHaveLength(1);
+    } finally {
+      await pooled.close();
+      await told.close();
+    }
+  });
+
   it('prepares nothing with openStore({ preparedStatements: false })', async () => {
     const store = await openStore({ databaseUrl: test.url!, maxConnections: 1, preparedStatements: false });
     try {

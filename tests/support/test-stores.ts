@@ -9,7 +9,11 @@ import { migrateForTest } from './migrate-for-test.js';
 
 /** A throwaway database with the core schema migrated; `close()` also deletes it. */
 export interface TestStore extends Store {
-  /** Connection string of this database (pg only): for child processes and extra pools. */
+  /**
+   * Connection string of this database (pg only): for child processes and extra pools. Always
+   * the server's own, also when the store itself goes through PgBouncer (see
+   * {@link createPgTestStore}).
+   */
   readonly url: string | undefined;
 }
 
@@ -17,6 +21,17 @@ export interface PgTestStoreOptions {
   /** Server to create the database on; defaults to vitest's `inject('postgresUrl')`. */
   readonly serverUrl?: string;
   readonly maxConnections?: number;
+}
+
+/**
+ * How the `pgbouncer` project's stores LISTEN (LEDGERFLOW_TEST_PGBOUNCER_LISTEN): `direct` (the
+ * default) gives them the server's own URL as `pooler.listenUrl`; `poll` gives none, so that
+ * their workers and waits poll.
+ */
+function pgBouncerListen(): 'direct' | 'poll' {
+  const mode = process.env['LEDGERFLOW_TEST_PGBOUNCER_LISTEN'] || 'direct';
+  if (mode !== 'direct' && mode !== 'poll') throw new Error(`LEDGERFLOW_TEST_PGBOUNCER_LISTEN must be direct or poll (got ${mode}).`);
+  return mode;
 }
 
 /** Bump when the way templates are prepared changes, so stale templates are not reused. */
@@ -44,9 +59,22 @@ export async function createPgTestStore(options: PgTestStoreOptions = {}): Promi
   const name = `lf_test_${randomBytes(6).toString('hex')}`;
   await admin(serverUrl, (client) => client.query(`CREATE DATABASE ${name} TEMPLATE ${template}`));
   const url = databaseUrl(serverUrl, name);
+  // The `pgbouncer` project (global-setup.ts) runs the suites with every test store behind a
+  // PgBouncer in transaction mode: its store says so (`pooler`). Extra pools and child processes
+  // a test opens from `url` reach the server directly.
+  const bouncerUrl = options.serverUrl === undefined ? inject('pgbouncerUrl') : undefined;
+  const pooled =
+    bouncerUrl === undefined
+      ? {}
+      : {
+          connectionString: databaseUrl(bouncerUrl, name),
+          pooler: { mode: 'transaction' as const, ...(pgBouncerListen() === 'direct' ? { listenUrl: url } : {}) },
+          ...(process.env['LEDGERFLOW_TEST_PGBOUNCER_PREPARED'] === '1' ? { preparedStatements: true } : {}),
+        };
   const store = createPgStore({
     connectionString: url,
     ...(options.maxConnections !== undefined ? { maxConnections: options.maxConnections } : {}),
+    ...pooled,
   });
   return {
     ...store,

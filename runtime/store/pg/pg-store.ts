@@ -23,10 +23,15 @@ export interface PgStoreOptions {
   readonly clientClass?: typeof pg.Client;
   /**
    * Run the worker's hot statements as named prepared statements (see `runtime/store/prepared.ts`).
-   * Default `true`; `false` behind a pooler that cannot keep them (PgBouncer in transaction mode
-   * before 1.21).
+   * Default `true`, or `false` with {@link PgStoreOptions.pooler}; `false` behind a pooler that
+   * cannot keep them (PgBouncer in transaction mode before 1.21).
    */
   readonly preparedStatements?: boolean;
+  /**
+   * `connectionString` reaches PostgreSQL through a connection pooler in transaction mode
+   * (PgBouncer `pool_mode = transaction`): see {@link PoolerOptions}.
+   */
+  readonly pooler?: PoolerOptions;
   /**
    * How long a new connection may take to connect and authenticate before it fails like a lost
    * one (a host that accepts TCP and then says nothing: a frozen VM, a black-holed network), so
@@ -45,6 +50,28 @@ export interface PgStoreOptions {
   readonly stalledStatementCheckMs?: number;
 }
 
+/**
+ * A pooler in front of the database that hands each client a server connection per transaction
+ * (PgBouncer `pool_mode = transaction`): nothing of a session survives from one transaction to the
+ * next. The store then sends no named prepared statements (unless `preparedStatements: true` says
+ * the pooler keeps them, as PgBouncer >= 1.21 does with `max_prepared_statements`), and LISTENs
+ * over `listenUrl` — or, without one, not at all: workers find new runs by their claim poll and
+ * `waitForRun` polls the run's status. Everything else ledgerflow sends is already
+ * transaction-scoped (advisory locks are `pg_advisory_xact_lock`, settings `SET LOCAL`, NOTIFY
+ * is sent inside the transaction that commits it).
+ */
+export interface PoolerOptions {
+  /** The pooler's mode; only `'transaction'` needs saying (session pooling is a plain connection). */
+  readonly mode: 'transaction';
+  /**
+   * A URL of the same database that does not go through the transaction pooler (the server
+   * itself, or a session-mode pool): each LISTEN holds one connection there for as long as it
+   * lasts (one per worker, one per client that waits for runs). Without it the store does not
+   * listen ({@link Store.listenUnavailable}).
+   */
+  readonly listenUrl?: string;
+}
+
 /** A statement running this long gets its host asked whether its backend still exists. */
 export const DEFAULT_STALLED_STATEMENT_CHECK_MS = 15_000;
 
@@ -57,6 +84,13 @@ const wholeMilliseconds = rule(integer().min(0), 'must be a whole number of mill
 const pgStoreOptionsSchema = z.object({
   connectTimeoutMs: wholeMilliseconds.optional(),
   stalledStatementCheckMs: wholeMilliseconds.optional(),
+  pooler: rule(
+    z.strictObject({
+      mode: rule(z.literal('transaction'), "must be 'transaction'"),
+      listenUrl: rule(z.string().regex(/^postgres(ql)?:\/\//), 'must be a postgres:// URL').optional(),
+    }),
+    "must be { mode: 'transaction', listenUrl?: string }",
+  ).optional(),
 });
 
 const firstProblem = (problems: readonly string[]): TypeError => new TypeError(`${problems[0]}.`);
@@ -162,7 +196,19 @@ export function createPgStore(options: PgStoreOptions): Store {
           new WritableHostLocator({ target, Client: BaseClient, clientConfig: { application_name: applicationName, types }, connectTimeoutMs }),
           target.targetSessionAttrs,
         );
-  const Client = options.preparedStatements === false ? ConnectingClient : preparingClient(ConnectingClient);
+  const prepares = options.preparedStatements ?? options.pooler === undefined;
+  const Client = prepares ? preparingClient(ConnectingClient) : ConnectingClient;
+  // LISTEN needs a session of its own: behind a transaction pooler, over `pooler.listenUrl` or not at all.
+  const listenVia: { readonly Client: typeof pg.Client; readonly connectionString: string } | undefined =
+    options.pooler === undefined
+      ? { Client: ConnectingClient, connectionString }
+      : options.pooler.listenUrl === undefined
+        ? undefined
+        : directClient(options.pooler.listenUrl, BaseClient, applicationName, connectTimeoutMs);
+  const listenUnavailable =
+    listenVia === undefined
+      ? 'the store reaches PostgreSQL through a transaction pooler and was given no pooler.listenUrl to LISTEN on: workers and waits poll instead'
+      : undefined;
   const pool = new pg.Pool({
     connectionString,
     max: options.maxConnections ?? 10,
@@ -194,9 +240,11 @@ export function createPgStore(options: PgStoreOptions): Store {
   return {
     kind: 'pg',
     db,
-    location,
+    location: options.pooler === undefined ? location : `${location} through a transaction pooler`,
+    ...(listenUnavailable !== undefined ? { listenUnavailable } : {}),
     async listen(channel, onNotify, onLost, listenOptions = {}) {
-      const client = new ConnectingClient({ connectionString, application_name: applicationName, types });
+      if (listenVia === undefined) throw new Error(`cannot LISTEN on "${channel}": ${listenUnavailable}`);
+      const client = new listenVia.Client({ connectionString: listenVia.connectionString, application_name: applicationName, types });
       // A dedicated connection: losing it (pg_terminate_backend, server restart, network) ends
       // the subscription silently unless reported — 'error' and/or 'end' fire, once reported.
       let state: 'subscribing' | 'subscribed' | 'lost' | 'closed' = 'subscribing';
@@ -235,6 +283,22 @@ export function createPgStore(options: PgStoreOptions): Store {
       await db.destroy();
     },
   };
+}
+
+/**
+ * The client class and URL for connections to `url` (a pooler's `listenUrl`), which may list
+ * several hosts as the main URL may: then each connection goes to the writable one.
+ */
+function directClient(
+  url: string,
+  BaseClient: typeof pg.Client,
+  applicationName: string,
+  connectTimeoutMs: number,
+): { readonly Client: typeof pg.Client; readonly connectionString: string } {
+  if (!isMultiHostUrl(url)) return { Client: BaseClient, connectionString: url };
+  const target = parsePostgresUrl(url);
+  const locator = new WritableHostLocator({ target, Client: BaseClient, clientConfig: { application_name: applicationName, types }, connectTimeoutMs });
+  return { Client: failoverClient(BaseClient, locator, target.targetSessionAttrs), connectionString: target.urlFor(target.hosts[0]!) };
 }
 
 /** How long a probe of a stalled statement's host waits to connect, at most. */
