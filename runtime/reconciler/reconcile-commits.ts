@@ -4,7 +4,7 @@ import { millis } from '../store/millis.js';
 import type { WorkflowRegistry } from '../worker/registry.js';
 import { countsTowardBudget, reconcileBackoffMs } from '../worker/retry.js';
 import { recordableText } from '../worker/step-errors.js';
-import { wakeAwaitingCompensationStatement } from '../worker/step-commits.js';
+import { wakeAwaitingCompensationStatement } from '../worker/yield-commits.js';
 import type { Lease } from '../worker/lease.js';
 import {
   assertAttemptTransition,
@@ -140,7 +140,7 @@ export async function settleFinishedRunIntent(
 ): Promise<boolean> {
   // The settle and the wake of a compensation parked on this intent, in one transaction: the
   // wake is a statement of its own, so that it sees a park that committed while the settle
-  // waited for the intent's row (step-commits.ts, await-settlement).
+  // waited for the intent's row (yield-commits.ts, await-settlement).
   const settleAndWake = async (trx: Kysely<LedgerflowDatabase>): Promise<boolean> => {
     const { rows } = await settleFinishedRunIntentStatement(intent, settlement).execute(trx);
     if (rows.length !== 1) return false;

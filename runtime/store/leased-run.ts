@@ -8,6 +8,12 @@ import type { Json, LedgerflowDatabase } from './tables.js';
  * `insertRunStatement` with `claimedBy`), which that worker then drives like any claimed run.
  */
 
+/**
+ * The error name of an attempt closed because its lease expired: what the crash limit counts
+ * ({@link LeasedRun.crashes}); the claim writes it when it takes a run over.
+ */
+export const LEASE_EXPIRED = 'LeaseExpired';
+
 /** A run a worker holds under a lease, positioned at its current step. */
 export interface LeasedRun {
   readonly id: string;

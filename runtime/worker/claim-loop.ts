@@ -65,13 +65,14 @@ import { sql, type Kysely } from 'kysely';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import { exponentialBackoffMs } from '../backoff.js';
 import type { StartReservation } from '../client/local-starts.js';
-import { claimRuns, loadLeasedRun } from './claim.js';
+import { claimRuns } from './claim.js';
+import { loadLeasedRun } from './commit-outcome.js';
 import type { LeasedRun } from '../store/leased-run.js';
 import { flightKey, type Flight } from './flight.js';
 import { releaseLeases, type HeldLease } from './lease.js';
 import type { WorkflowRegistry } from './registry.js';
 import type { RunsSubscription } from './runs-subscription.js';
-import type { FusedClaim } from './step-commits.js';
+import type { FusedClaim } from './result-commit.js';
 import { serializeError } from './step-errors.js';
 import type { WorkerEvent } from './worker-events.js';
 

@@ -12,7 +12,7 @@ import { faultPoint } from '../faults/fault-points.js';
 import { toStoredJson, withStoredOutput } from '../store/stored-json.js';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
 import { NO_RUN_TRACE, type RunTrace, type Telemetry } from '../telemetry/telemetry.js';
-import { loadLeasedRun } from './claim.js';
+import { loadLeasedRun } from './commit-outcome.js';
 import type { LeasedRun } from '../store/leased-run.js';
 import { STEP_EXECUTORS } from './executors/executors.js';
 import {
@@ -35,11 +35,11 @@ import { awaitQueueSlots } from './queue-slots.js';
 import { cancelOverdue } from './wait-commits.js';
 import { compensationOf, compensationStart, nextStepOf, type RegisteredWorkflow, type WorkflowRegistry } from './registry.js';
 import { compensateOverdue, executeCompensation } from './compensation.js';
-import { releaseLeases, type Lease } from './lease.js';
+import { leaseLost, releaseLeases, type Lease } from './lease.js';
 import { commitCrash, commitFailure, failureRecord, type FailureParams } from './failure-commits.js';
 import type { LocalWaiters } from '../client/local-waiters.js';
 import type { FlightAbort } from './flight.js';
-import { leaseLost, type Continuation, type FusedClaim, type NextIntent } from './step-commits.js';
+import type { Continuation, FusedClaim, NextIntent } from './result-commit.js';
 import { isResourceRefusal, ResyncNeeded, serializeError, StepFailure } from './step-errors.js';
 import { isConnectionError } from '../store/connection-errors.js';
 import type { WorkerEvent } from './worker-events.js';
@@ -438,7 +438,7 @@ function reportCarried(ctx: DriverContext, runId: string, carry: Carry): void {
 
 /**
  * Whether the commit that moves a run from `step` to `next` writes `next`'s intent too
- * (step-commits.ts `NextIntent`): `next` is an `external` step that nothing stands between the
+ * (result-commit.ts `NextIntent`): `next` is an `external` step that nothing stands between the
  * commit and its intent — no condition to evaluate, no queue slot to ask for — and neither step
  * is a compensation (a compensating run's steps run in their own order).
  */
