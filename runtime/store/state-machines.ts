@@ -127,6 +127,14 @@ export const CANCELLABLE_RUN_STATUSES = ['pending', 'running', 'waiting', 'needs
 export const RETRYABLE_RUN_STATUSES = ['failed', 'cancelled', 'compensation_failed'] as const satisfies readonly FinalRunStatus[];
 
 /**
+ * The final statuses a retry takes a run from back to the step it stopped at, where a `child` or
+ * `forEach` step reads its children again (client/operator/retry.ts; a `compensation_failed` run
+ * resumes its compensations, which read no children). Children of such a run stay while it does
+ * (retention/run-prune-statements.ts).
+ */
+export const CHILDREN_READ_ON_RETRY: readonly FinalRunStatus[] = ['failed', 'cancelled'];
+
+/**
  * Final but not `completed`: a run that ended without its result. Nobody advances it any more, so
  * its open intents are settled in the ledger only (the reconciler; an operator's resolve), and a
  * parent counts such a child as failed (core 0003, 0013: `children_failed`).
