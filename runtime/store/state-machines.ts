@@ -15,7 +15,7 @@ import type { AttemptStatus, EffectStatus, FinalRunStatus, RunStatus } from './t
  * Run (workflow_run.status):
  *   (a run is created `pending` by the client's start; client/start-run.ts)
  *   (none)   --a start for a worker of its own process with a slot free: inserted already claimed,
- *            leased to that worker, its first attempt opened (client/start-run.ts, `claimedBy`)-->  running  (fencing_token 1)
+ *            leased to that worker, its first attempt opened (client/insert-run.ts, `claimedBy`)-->  running  (fencing_token 1)
  *   pending  --a debounced start joins its open window (keep 'last': input and due time replaced),
  *            or finds the window over before any claim (debounce_open = false; client/debounce.ts)-->  pending
  *   pending  --claim (worker; fused into a completion; reconciler)-->  running  (fencing_token + 1)
