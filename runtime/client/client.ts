@@ -1,3 +1,13 @@
+/*
+ * The client (`createClient`): what an application calls to start runs, wait for them, send
+ * events, act as an operator and read the three records. Each operation lives in its own module of
+ * this folder (start-run.ts, wait-for-run.ts, send-event.ts, run-list.ts, operator/, …); this file
+ * is the `Client` interface and the one place that wires those operations to a store.
+ *
+ * Long because `Client` is the public surface of the client, each method with its documentation
+ * and an example, and `createClient` implements all of it over one store, telemetry and registry.
+ */
+
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
 import { z } from 'zod';
@@ -267,8 +277,6 @@ export interface Client {
   signal<E extends AnyEvent>(runId: string, event: E, payload: EventSendPayload<E>, options?: SendEventOptions): Promise<SentEvent>;
   signal(runId: string, eventName: string, payload: unknown, options?: SendEventOptions): Promise<SentEvent>;
 }
-
-export { cancelRunStatement } from './cancel-run.js';
 
 /** {@link Client.startAndWait}'s options: the start's, and the wait's under `wait`. */
 export interface StartAndWaitOptions extends StartOptions {

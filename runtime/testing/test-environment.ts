@@ -6,6 +6,10 @@
  * States of an environment: open ──runUntilIdle()──▶ running a worker ──idle / crash / timeout──▶
  * open; open ──close()──▶ closed. One worker at a time: `advanceTime`, `reset` and a second
  * `runUntilIdle` are refused while a worker runs, so the clock never jumps under a live lease.
+ *
+ * Long because `TestEnvironment` is the public surface of `ledgerflow/testing`, each method with
+ * its documentation, and `InProcessEnvironment` its one implementation, whose methods share one
+ * database, clock and worker.
  */
 
 import { sql } from 'kysely';

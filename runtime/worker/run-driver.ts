@@ -2,6 +2,10 @@
  * The run driver: one claimed run, step after step, under one lease ({@link driveRun}). A drive
  * ends when the run completes, fails, parks, is rescheduled or released, or its lease is lost;
  * what it carries between steps (plain steps' results not yet committed) is carried-prefix.ts's.
+ *
+ * Long because the step loop (`driveSteps`) is one machine over one lease — the carry, the
+ * resyncs, the run's queue slot and its deadline are its local state — and the functions below it
+ * are its branches (deadline, crash, flush, intent ahead, recovery), used nowhere else.
  */
 import { exponentialBackoffMs, sleep } from '../backoff.js';
 import type { PayloadLimitsCache } from '../limits/limits-cache.js';

@@ -29,6 +29,10 @@
  * What it offers a client of its own process (`createClient({ store, worker })`) is defined by the
  * client: start reservations (client/local-starts.ts) and in-process answers to the waits of that
  * process when a flight settles their run (client/local-waiters.ts).
+ *
+ * Long because `WorkerRuntime` is the one owner of the life cycle above: start, stop and drain
+ * read and write the same state (`#state`, the flights, the parts), so they stay in one class;
+ * each part it composes lives in its own module, and its options are the public `WorkerOptions`.
  */
 
 import { PayloadLimitsCache } from '../limits/limits-cache.js';
