@@ -1,7 +1,7 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { CompensationReason, Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
 import { millis } from '../store/millis.js';
-import type { WorkflowRegistry } from '../worker/registry.js';
+import { ofServedVersion, type WorkflowRegistry } from '../worker/registry.js';
 import { countsTowardBudget, reconcileBackoffMs } from '../worker/retry.js';
 import { recordableText } from '../worker/step-errors.js';
 import { wakeAwaitingCompensationStatement } from '../worker/yield-commits.js';
@@ -80,7 +80,7 @@ export function claimDueIntentsStatement(
         FROM ledgerflow.step_effect e
         JOIN ledgerflow.workflow_run r ON r.id = e.workflow_id
        WHERE e.status = 'intent' AND e.kind = 'external' AND e.reconcile_after <= ${at}
-         AND (r.workflow_name, r.workflow_version) IN (SELECT * FROM unnest(${registry.names}::text[], ${registry.versions}::int[]))
+         AND ${ofServedVersion(registry)}
          AND (
            r.status IN (${ENDED_UNCOMPLETED_SQL})
            -- A run being compensated: its steps' intents are settled in the ledger only (compensation.ts).

@@ -4,7 +4,7 @@ import { prepared } from '../store/prepared.js';
 import { flattened } from '../store/statement-shapes.js';
 import { LEASE_EXPIRED, toLeasedRun, type LeasedRun, type LeasedRunRow } from '../store/leased-run.js';
 import { millis } from '../store/millis.js';
-import type { WorkflowRegistry } from './registry.js';
+import { ofServedVersion, type WorkflowRegistry } from './registry.js';
 import { countsTowardBudget } from './retry.js';
 import { assertAttemptTransition, assertRunTransition, DUE_RUN_STATUSES, sqlStatusList } from '../store/state-machines.js';
 
@@ -76,7 +76,7 @@ export function claimParts(registry: WorkflowRegistry, options: ClaimOptions, pl
   assertAttemptTransition('none', 'running');
   const name = (cte: string): RawBuilder<unknown> => sql.raw(`${placement.prefix}${cte}`);
   const at = sql`statement_timestamp()`;
-  const registered = sql`(r.workflow_name, r.workflow_version) IN (SELECT * FROM unnest(${registry.names}::text[], ${registry.versions}::int[]))`;
+  const registered = ofServedVersion(registry);
   const guarded = placement.guard === undefined ? sql`` : sql`AND ${placement.guard}`;
   const due = sql`
       SELECT r.id

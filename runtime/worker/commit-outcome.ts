@@ -79,3 +79,14 @@ export function loadLeasedRunStatement(runId: string, fencingToken: number): Raw
         ON a.run_id = r.id AND a.step_name = d.step_name AND a.status = 'running'
      WHERE r.id = ${runId} AND r.fencing_token = ${fencingToken} AND r.status = 'running'`;
 }
+
+/** The runs the database says `workerId` holds: what a claim whose reply never came may have taken (the claim loop adopts them). */
+export async function heldRuns(db: Kysely<LedgerflowDatabase>, workerId: string): Promise<Array<{ id: string; fencing_token: number }>> {
+  return (await heldRunsStatement(workerId).execute(db)).rows;
+}
+
+/** The read of {@link heldRuns}. */
+export function heldRunsStatement(workerId: string): RawBuilder<{ id: string; fencing_token: number }> {
+  return sql<{ id: string; fencing_token: number }>`
+        SELECT id, fencing_token FROM ledgerflow.workflow_run WHERE status = 'running' AND lease_owner = ${workerId}`;
+}

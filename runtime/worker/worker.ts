@@ -63,7 +63,7 @@ import { ScheduleTimer } from './schedule-timer.js';
 import { RetentionTimer, retentionOptionsSchema, type RetentionOptions } from './retention-timer.js';
 import { registerQueues } from './queue-slots.js';
 import { registerFingerprints } from './register-fingerprints.js';
-import { buildRegistry, verifyMigrated, verifyServed, type WorkflowRegistry } from './registry.js';
+import { buildRegistry, ofServedVersion, verifyMigrated, verifyServed, type WorkflowRegistry } from './registry.js';
 import { DEFAULT_CHILDREN_PER_COMMIT } from './executors/children-executor.js';
 import { driveRun, type DriverContext } from './run-driver.js';
 import { RunsSubscription } from './runs-subscription.js';
@@ -412,7 +412,7 @@ class WorkerRuntime implements Worker {
    * millions — are not read at every poll.
    */
   async #countUnfinished(horizonMs: number): Promise<number> {
-    const registered = sql`(r.workflow_name, r.workflow_version) IN (SELECT * FROM unnest(${this.#registry.names}::text[], ${this.#registry.versions}::int[]))`;
+    const registered = ofServedVersion(this.#registry);
     const { rows } = await sql<{ n: number }>`
       SELECT (SELECT count(*) FROM ledgerflow.workflow_run r WHERE r.status = 'pending' AND ${registered})
            + (SELECT count(*) FROM ledgerflow.workflow_run r WHERE r.status = 'running' AND ${registered})
