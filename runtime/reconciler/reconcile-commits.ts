@@ -1,6 +1,7 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { CompensationReason, Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
 import { millis } from '../store/millis.js';
+import { LEASE_EXPIRED } from '../store/leased-run.js';
 import { ofServedVersion, type WorkflowRegistry } from '../worker/registry.js';
 import { countsTowardBudget, reconcileBackoffMs } from '../worker/retry.js';
 import { recordableText } from '../worker/step-errors.js';
@@ -243,7 +244,7 @@ export function claimForReconcileStatement(
     abandoned AS (
       UPDATE ledgerflow.step_attempt
          SET status = 'abandoned', finished_at = statement_timestamp(),
-             error = jsonb_build_object('name', 'LeaseExpired', 'message', 'the run was taken over by the reconciler')
+             error = jsonb_build_object('name', ${sql.lit(LEASE_EXPIRED)}, 'message', 'the run was taken over by the reconciler')
        WHERE run_id = ${runId} AND status = 'running' AND EXISTS (SELECT 1 FROM claimed)
       RETURNING 1
     )
