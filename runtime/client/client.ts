@@ -15,7 +15,7 @@ import { checkOptions, integer, rule } from '../../dsl/option-checks.js';
 import type { AnyEvent, EventSendPayload } from '../../dsl/event.js';
 import type { AnyWorkflow, WorkflowStartInput } from '../../dsl/workflow.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
-import { ConflictError, RunNotFoundError, UnknownWorkflowError, ValidationError } from '../errors.js';
+import { UnknownWorkflowError, ValidationError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import type { Telemetry } from '../telemetry/telemetry.js';
 import { loadTelemetry } from '../telemetry/otel-telemetry.js';
@@ -23,7 +23,7 @@ import { RUN_STATUSES, type LedgerflowDatabase, type OperatorActionRow, type Run
 import { loadRunDetails, type RunDetails, type SettledRun } from './run-details.js';
 import { listQueues, type QueueListOptions, type QueueSummary } from './queues.js';
 import { PayloadLimitsCache } from '../limits/limits-cache.js';
-import { parseEvent, sendEventIn, signalKey, type SendEventOptions, type SentEvent } from './send-event.js';
+import { parseEvent, sendEventIn, sendSignal, signalKey, type SendEventOptions, type SentEvent } from './send-event.js';
 import { listSchedules, type ScheduleSummary } from './schedules.js';
 import { startRun, type MigratedVersions, type StartedRun, type StartOptions } from './start-run.js';
 import { listAudit, type AuditFilter } from './operator/audit.js';
@@ -386,17 +386,7 @@ export function createClient(options: ClientOptions): Client {
       assertRunId(runId);
       const resolved = resolveEvent(event);
       const json = await parseEvent(resolved, signalKey(runId), payload, sendOptions, limits);
-      return store.db.transaction().execute(async (trx) => {
-        // Not locked: a row lock here would deadlock with a waiting step's commit (it holds the
-        // event lock and updates the run). A run that settles right after this check leaves the
-        // signal stored and untaken, which is harmless.
-        const run = await trx.selectFrom('ledgerflow.workflow_run').select('status').where('id', '=', runId).executeTakeFirst();
-        if (run === undefined) throw new RunNotFoundError(`No run with id ${runId} in this database; nothing was sent.`);
-        if (run.status === 'completed' || run.status === 'failed' || run.status === 'cancelled') {
-          throw new ConflictError(`Run ${runId} is ${run.status}: no step of it will take a signal. Nothing was sent.`);
-        }
-        return sendEventIn(trx, resolved, signalKey(runId), json, sendOptions);
-      });
+      return sendSignal(store.db, runId, resolved, json, sendOptions);
     },
     async listEffects(filter = {}) {
       if (filter.runId !== undefined) assertRunId(filter.runId);
