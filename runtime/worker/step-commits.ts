@@ -21,7 +21,10 @@ import {
 import type { AdvanceParams, AdvanceResult, AdvanceRow, FusedClaim } from './result-commit.js';
 
 /*
- * Every write that changes a run. Each is fenced: it changes the run only
+ * A step's result commit: `advanceRun` for one run, `advanceRuns` for a group (commit-queue.ts),
+ * what they are asked in result-commit.ts and their one statement in commit-statement.ts. Like
+ * every write that changes a run (yield-commits.ts, failure-commits.ts, crash-commits.ts,
+ * wait-commits.ts, ledger.ts), it is fenced: it changes the run only
  * `WHERE id = $run AND fencing_token = $token AND status = 'running'`, and every other write of
  * the commit is conditioned on that row having been changed, so a worker whose token moved on
  * (a zombie) changes nothing. Where possible a commit is ONE statement (data-modifying CTEs):
