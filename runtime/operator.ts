@@ -14,13 +14,8 @@ export {
   type SchedulePassReport,
   type ScheduleTicked,
 } from './schedules/schedule-pass.js';
-export {
-  DEFAULT_PRUNE_BATCH_SIZE,
-  pruneRuns,
-  type PruneBatch,
-  type PruneOptions,
-  type PruneReport,
-} from './retention/prune.js';
+export { pruneRuns, type PruneReport } from './retention/prune.js';
+export { DEFAULT_PRUNE_BATCH_SIZE, type PruneBatch, type PruneOptions } from './retention/prune-options.js';
 export type { PrunedRun } from './retention/pruned-run.js';
 export {
   DEFAULT_PAYLOAD_LIMITS,

@@ -1,3 +1,13 @@
+/*
+ * The client (`createClient`): what an application calls to start runs, wait for them, send
+ * events, act as an operator and read the three records. Each operation lives in its own module of
+ * this folder (start-run.ts, wait-for-run.ts, send-event.ts, run-list.ts, operator/, …); this file
+ * is the `Client` interface and the one place that wires those operations to a store.
+ *
+ * Long because `Client` is the public surface of the client, each method with its documentation
+ * and an example, and `createClient` implements all of it over one store, telemetry and registry.
+ */
+
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
 import { z } from 'zod';
@@ -5,14 +15,15 @@ import { checkOptions, integer, rule } from '../../dsl/option-checks.js';
 import type { AnyEvent, EventSendPayload } from '../../dsl/event.js';
 import type { AnyWorkflow, WorkflowStartInput } from '../../dsl/workflow.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
-import { ConflictError, RunNotFoundError, UnknownWorkflowError, ValidationError } from '../errors.js';
+import { UnknownWorkflowError, ValidationError } from '../errors.js';
 import type { Store } from '../store/store.js';
-import { loadTelemetry, type Telemetry } from '../telemetry/telemetry.js';
+import type { Telemetry } from '../telemetry/telemetry.js';
+import { loadTelemetry } from '../telemetry/otel-telemetry.js';
 import { RUN_STATUSES, type LedgerflowDatabase, type OperatorActionRow, type RunStatus, type StepEffectRow, type WorkflowRunRow } from '../store/tables.js';
 import { loadRunDetails, type RunDetails, type SettledRun } from './run-details.js';
 import { listQueues, type QueueListOptions, type QueueSummary } from './queues.js';
 import { PayloadLimitsCache } from '../limits/limits-cache.js';
-import { parseEvent, sendEventIn, signalKey, type SendEventOptions, type SentEvent } from './send-event.js';
+import { parseEvent, sendEventIn, sendSignal, signalKey, type SendEventOptions, type SentEvent } from './send-event.js';
 import { listSchedules, type ScheduleSummary } from './schedules.js';
 import { startRun, type MigratedVersions, type StartedRun, type StartOptions } from './start-run.js';
 import { listAudit, type AuditFilter } from './operator/audit.js';
@@ -267,8 +278,6 @@ export interface Client {
   signal(runId: string, eventName: string, payload: unknown, options?: SendEventOptions): Promise<SentEvent>;
 }
 
-export { cancelRunStatement } from './cancel-run.js';
-
 /** {@link Client.startAndWait}'s options: the start's, and the wait's under `wait`. */
 export interface StartAndWaitOptions extends StartOptions {
   readonly wait?: WaitOptions;
@@ -377,17 +386,7 @@ export function createClient(options: ClientOptions): Client {
       assertRunId(runId);
       const resolved = resolveEvent(event);
       const json = await parseEvent(resolved, signalKey(runId), payload, sendOptions, limits);
-      return store.db.transaction().execute(async (trx) => {
-        // Not locked: a row lock here would deadlock with a waiting step's commit (it holds the
-        // event lock and updates the run). A run that settles right after this check leaves the
-        // signal stored and untaken, which is harmless.
-        const run = await trx.selectFrom('ledgerflow.workflow_run').select('status').where('id', '=', runId).executeTakeFirst();
-        if (run === undefined) throw new RunNotFoundError(`No run with id ${runId} in this database; nothing was sent.`);
-        if (run.status === 'completed' || run.status === 'failed' || run.status === 'cancelled') {
-          throw new ConflictError(`Run ${runId} is ${run.status}: no step of it will take a signal. Nothing was sent.`);
-        }
-        return sendEventIn(trx, resolved, signalKey(runId), json, sendOptions);
-      });
+      return sendSignal(store.db, runId, resolved, json, sendOptions);
     },
     async listEffects(filter = {}) {
       if (filter.runId !== undefined) assertRunId(filter.runId);

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { AnyEvent } from '../../dsl/event.js';
-import { DuplicateEventError, LedgerflowError, ValidationError } from '../errors.js';
+import { ConflictError, DuplicateEventError, LedgerflowError, RunNotFoundError, ValidationError } from '../errors.js';
 import type { PayloadLimitsCache } from '../limits/limits-cache.js';
 import { payloadJson } from '../limits/payload-limits.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
@@ -168,6 +168,31 @@ woken AS (
          AND r.id = w.run_id AND r.status = 'waiting'
       RETURNING r.id, pg_notify(${RUNS_CHANNEL}, r.id::text)
     )`;
+}
+
+/**
+ * `client.signal`: refused for a run that does not exist or that ended (no step of it will take
+ * the signal), then sent in the same transaction as any event ({@link sendEventIn}) under the
+ * run's {@link signalKey}.
+ */
+export async function sendSignal(
+  db: Kysely<LedgerflowDatabase>,
+  runId: string,
+  event: AnyEvent,
+  payloadJson: string,
+  options: SendEventOptions,
+): Promise<SentEvent> {
+  return db.transaction().execute(async (trx) => {
+    // Not locked: a row lock here would deadlock with a waiting step's commit (it holds the
+    // event lock and updates the run). A run that settles right after this check leaves the
+    // signal stored and untaken, which is harmless.
+    const run = await trx.selectFrom('ledgerflow.workflow_run').select('status').where('id', '=', runId).executeTakeFirst();
+    if (run === undefined) throw new RunNotFoundError(`No run with id ${runId} in this database; nothing was sent.`);
+    if (run.status === 'completed' || run.status === 'failed' || run.status === 'cancelled') {
+      throw new ConflictError(`Run ${runId} is ${run.status}: no step of it will take a signal. Nothing was sent.`);
+    }
+    return sendEventIn(trx, event, signalKey(runId), payloadJson, options);
+  });
 }
 
 /** A run's signal: an event whose correlation key is the run id (`waitFor` without `match`). */

@@ -7,20 +7,17 @@ import type { AnyWorkflow } from '../../dsl/workflow.js';
 import { DuplicateRunError, MigrationError, notMigratedError, UnknownWorkflowError } from '../errors.js';
 import { inputHash } from '../store/input-hash.js';
 import { toPrunedRun, type PrunedRun } from '../retention/pruned-run.js';
-import { prepared } from '../store/prepared.js';
-import { shapeOf, Shapes } from '../store/statement-shapes.js';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
 import { toLeasedRun, type LeasedRun, type LeasedRunRow } from '../store/leased-run.js';
 import { millis } from '../store/millis.js';
-import { assertAttemptTransition, assertRunTransition } from '../store/state-machines.js';
 import type { LocalStarts, StartReservation } from './local-starts.js';
 import { DeferredStart, deferredRun, type DeferredInsert } from './deferred-start.js';
 import { invalidOption } from './invalid-option.js';
-import { RUNS_CHANNEL } from '../store/channels.js';
 import { describeChanges, fingerprintOf } from '../contracts/workflow-fingerprint.js';
 import { parseDebounce, startDebounced, type DebounceOptions, type DebouncedRunColumns } from './debounce.js';
 import type { PayloadLimitsCache } from '../limits/limits-cache.js';
 import { assertRunId, inputJson as buildInputJson, MAX_DEDUPE_KEY_LENGTH, parseInputSchema } from './validate-input.js';
+import { insertRunStatement, type StartedRunColumns } from './insert-run.js';
 
 export interface StartOptions {
   /** Your own id for the run (a UUID); starting again with it returns the same run. */
@@ -259,153 +256,6 @@ function firstStepOf(workflow: AnyWorkflow): string {
   const first = workflow.steps[0];
   if (first === undefined) throw new Error(`Workflow "${workflow.name}" has no steps.`);
   return first.name;
-}
-
-/** The columns a start writes, and the SQL type each value is cast to in the insert's SELECT. */
-const RUN_COLUMN_TYPES = {
-  id: 'uuid',
-  workflow_name: 'text',
-  workflow_version: 'integer',
-  input: 'jsonb',
-  dedupe_key: 'text',
-  deadline_at: 'timestamptz',
-  priority: 'integer',
-  debounce_key: 'text',
-  debounce_open: 'boolean',
-  created_at: 'timestamptz',
-  run_after: 'timestamptz',
-  trace_context: 'jsonb',
-  notify_settled: 'boolean',
-} as const;
-
-export type StartedRunColumns = {
-  readonly [C in keyof typeof RUN_COLUMN_TYPES]?: string | number | boolean | null | RawBuilder<unknown>;
-};
-
-/** How a start's insert leases its new run to a worker of the same process (see {@link insertRunStatement}). */
-export interface ClaimedBy {
-  readonly workerId: string;
-  readonly leaseMs: number;
-  /** The workflow's first step: its attempt 1 is opened by the same statement. */
-  readonly step: string;
-  /**
-   * A deferred insert (PendingStart): how long ago, by the worker's clock, the start handed the
-   * run over. The run's `created_at` and its first attempt's `started_at` are set that far back,
-   * as if the row had been inserted then (a deadline likewise counts from then: see `columns`).
-   */
-  readonly startedMsAgo?: number;
-}
-
-interface InsertRunOptions {
-  readonly guarded: boolean;
-  readonly notify: boolean;
-  readonly claimedBy?: ClaimedBy;
-}
-
-/**
- * A start's insert: one statement, `INSERT … SELECT … ON CONFLICT DO NOTHING` (never raises on a
- * conflict, so a caller's transaction is not aborted) and, only if it inserted and `notify`, the
- * NOTIFY (delivered at commit: a worker never wakes for a run it cannot see yet). `guarded`: the
- * SELECT yields no row when `ledgerflow.pruned_run` finds the run's id or dedupe key archived —
- * checked inside the same statement, after waiting for a prune that holds the live run.
- *
- * `claimedBy` (a start for a worker of this process with a slot free): the run is inserted
- * already claimed — `running`, leased to that worker, fencing token 1 — and the same statement
- * opens attempt 1 of its first step, returning it as the claim does (a `LeasedRunRow`): what the
- * claim statement would have done to a run it found pending, due and registered, which a run
- * this start creates is (the reservation checked that the worker serves its version). A run
- * created this way was never `pending`: `(none) -> running` in the state machine.
- */
-export function insertRunStatement(columns: StartedRunColumns, options: InsertRunOptions & { readonly claimedBy: ClaimedBy }): RawBuilder<LeasedRunRow>;
-export function insertRunStatement(columns: StartedRunColumns, options: InsertRunOptions): RawBuilder<{ id: string }>;
-export function insertRunStatement(columns: StartedRunColumns, options: InsertRunOptions): RawBuilder<{ id: string } | LeasedRunRow> {
-  const names = Object.keys(columns) as (keyof typeof RUN_COLUMN_TYPES)[];
-  const claimedBy = options.claimedBy;
-  // Built once per set of columns (a start pays no tree walk), unless a column is an expression
-  // with values of its own (a deadline, a debounce window): those are built in full.
-  if (names.some((name) => isRawBuilder(columns[name]))) return prepared(buildInsertRun(columns, names, options));
-  const ago = claimedBy?.startedMsAgo;
-  const values = [
-    ...names.map((name) => columns[name]),
-    ...(claimedBy ? [claimedBy.workerId, claimedBy.leaseMs, claimedBy.step] : []),
-    ...(ago !== undefined ? [ago] : []),
-  ];
-  return shapeOf(
-    insertRunShapes.for(`${names.join(',')}|${options.guarded}|${options.notify}|${claimedBy !== undefined}|${ago !== undefined}`),
-    values,
-    (...slots) =>
-      prepared(buildInsertRun(Object.fromEntries(names.map((name, i) => [name, slots[i]])) as StartedRunColumns, names, {
-        ...options,
-        ...(claimedBy
-          ? {
-              claimedBy: {
-                workerId: slots[names.length],
-                leaseMs: slots[names.length + 1],
-                step: slots[names.length + 2],
-                ...(ago !== undefined ? { startedMsAgo: slots[names.length + 3] } : {}),
-              } as ClaimedBy,
-            }
-          : {}),
-      })),
-  );
-}
-
-const insertRunShapes = new Shapes();
-
-function buildInsertRun(
-  columns: StartedRunColumns,
-  names: readonly (keyof typeof RUN_COLUMN_TYPES)[],
-  options: InsertRunOptions,
-): RawBuilder<{ id: string } | LeasedRunRow> {
-  const values = names.map((name) => {
-    const value = columns[name];
-    return isRawBuilder(value) ? value : sql`${value}::${sql.raw(RUN_COLUMN_TYPES[name])}`;
-  });
-  const guard = options.guarded
-    ? sql`WHERE ledgerflow.pruned_run(${columns.id}::uuid, ${columns.workflow_name}::text, ${columns.dedupe_key ?? null}::text) IS NULL`
-    : sql``;
-  const claimedBy = options.claimedBy;
-  if (claimedBy === undefined) {
-    const notify = options.notify ? sql`pg_notify(${RUNS_CHANNEL}, inserted.id::text)` : sql`NULL`;
-    return sql<{ id: string }>`
-    WITH inserted AS (
-      INSERT INTO ledgerflow.workflow_run (${sql.join(names.map((name) => sql.ref(name)))})
-      SELECT ${sql.join(values)}
-      ${guard}
-      ON CONFLICT DO NOTHING
-      RETURNING id
-    )
-    SELECT inserted.id, ${notify} AS notified FROM inserted`;
-  }
-  assertRunTransition('none', 'running');
-  assertAttemptTransition('none', 'running');
-  // A deferred insert back-dates the run's creation and its first attempt to when the start handed it over.
-  const deferred = claimedBy.startedMsAgo !== undefined;
-  const startedAt = deferred ? sql`statement_timestamp() - ${millis(claimedBy.startedMsAgo)}` : sql`statement_timestamp()`;
-  return sql<LeasedRunRow>`
-    WITH inserted AS (
-      INSERT INTO ledgerflow.workflow_run (${sql.join(names.map((name) => sql.ref(name)))}, status, lease_owner, lease_expires_at, fencing_token, updated_at${sql.raw(deferred ? ', created_at' : '')})
-      SELECT ${sql.join(values)}, 'running', ${claimedBy.workerId}::text, statement_timestamp() + ${millis(claimedBy.leaseMs)}, 1, statement_timestamp()${deferred ? sql`, ${startedAt}` : sql``}
-      ${guard}
-      ON CONFLICT DO NOTHING
-      RETURNING id, workflow_name, workflow_version, input, current_step, fencing_token, deadline_at, trace_context
-    ),
-    opened AS (
-      INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at)
-      SELECT i.id, ${claimedBy.step}::text, 1, 'running', i.fencing_token, ${claimedBy.workerId}::text, ${startedAt}
-        FROM inserted i
-      RETURNING run_id, attempt
-    )
-    SELECT i.id, i.workflow_name, i.workflow_version, i.input, i.current_step, i.fencing_token,
-           COALESCE(i.deadline_at <= statement_timestamp(), false) AS overdue, o.attempt,
-           0 AS prior_failures, 0 AS crashes, false AS repeated_crash, false AS took_over, i.trace_context,
-           NULL::jsonb AS outputs
-      FROM inserted i
-      JOIN opened o ON o.run_id = i.id`;
-}
-
-function isRawBuilder(value: unknown): value is RawBuilder<unknown> {
-  return typeof value === 'object' && value !== null && 'isRawBuilder' in value;
 }
 
 async function findExisting(

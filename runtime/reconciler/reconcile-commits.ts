@@ -1,10 +1,11 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { CompensationReason, Json, LedgerflowDatabase, RunStatus } from '../store/tables.js';
 import { millis } from '../store/millis.js';
-import type { WorkflowRegistry } from '../worker/registry.js';
+import { LEASE_EXPIRED } from '../store/leased-run.js';
+import { ofServedVersion, type WorkflowRegistry } from '../worker/registry.js';
 import { countsTowardBudget, reconcileBackoffMs } from '../worker/retry.js';
 import { recordableText } from '../worker/step-errors.js';
-import { wakeAwaitingCompensationStatement } from '../worker/step-commits.js';
+import { wakeAwaitingCompensationStatement } from '../worker/yield-commits.js';
 import type { Lease } from '../worker/lease.js';
 import {
   assertAttemptTransition,
@@ -80,7 +81,7 @@ export function claimDueIntentsStatement(
         FROM ledgerflow.step_effect e
         JOIN ledgerflow.workflow_run r ON r.id = e.workflow_id
        WHERE e.status = 'intent' AND e.kind = 'external' AND e.reconcile_after <= ${at}
-         AND (r.workflow_name, r.workflow_version) IN (SELECT * FROM unnest(${registry.names}::text[], ${registry.versions}::int[]))
+         AND ${ofServedVersion(registry)}
          AND (
            r.status IN (${ENDED_UNCOMPLETED_SQL})
            -- A run being compensated: its steps' intents are settled in the ledger only (compensation.ts).
@@ -140,7 +141,7 @@ export async function settleFinishedRunIntent(
 ): Promise<boolean> {
   // The settle and the wake of a compensation parked on this intent, in one transaction: the
   // wake is a statement of its own, so that it sees a park that committed while the settle
-  // waited for the intent's row (step-commits.ts, await-settlement).
+  // waited for the intent's row (yield-commits.ts, await-settlement).
   const settleAndWake = async (trx: Kysely<LedgerflowDatabase>): Promise<boolean> => {
     const { rows } = await settleFinishedRunIntentStatement(intent, settlement).execute(trx);
     if (rows.length !== 1) return false;
@@ -243,7 +244,7 @@ export function claimForReconcileStatement(
     abandoned AS (
       UPDATE ledgerflow.step_attempt
          SET status = 'abandoned', finished_at = statement_timestamp(),
-             error = jsonb_build_object('name', 'LeaseExpired', 'message', 'the run was taken over by the reconciler')
+             error = jsonb_build_object('name', ${sql.lit(LEASE_EXPIRED)}, 'message', 'the run was taken over by the reconciler')
        WHERE run_id = ${runId} AND status = 'running' AND EXISTS (SELECT 1 FROM claimed)
       RETURNING 1
     )

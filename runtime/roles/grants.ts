@@ -29,7 +29,7 @@ export interface TableGrants {
 /**
  * Per table, beyond SELECT. The worker's list is exactly what runtime/worker, runtime/client and
  * runtime/reconciler write (`grep` their statements); the retention role's is what
- * runtime/retention/prune.ts writes (UPDATE where it only locks rows `FOR UPDATE`: PostgreSQL asks
+ * runtime/retention/ writes (UPDATE where it only locks rows `FOR UPDATE`: PostgreSQL asks
  * for it; the immutability triggers refuse actual updates of the archive).
  */
 export const TABLE_PRIVILEGES: Readonly<Record<keyof LedgerflowDatabase, TableGrants>> = {

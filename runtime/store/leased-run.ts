@@ -4,9 +4,15 @@ import type { Json, LedgerflowDatabase } from './tables.js';
 /*
  * A run as its holder gets it: the row the claim statement returns (worker/claim.ts) and what the
  * worker drives. Here, below the client and the worker, because a start for the worker of its own
- * process inserts its run already claimed and returns the same row (client/start-run.ts,
+ * process inserts its run already claimed and returns the same row (client/insert-run.ts,
  * `insertRunStatement` with `claimedBy`), which that worker then drives like any claimed run.
  */
+
+/**
+ * The error name of an attempt closed because its lease expired: what the crash limit counts
+ * ({@link LeasedRun.crashes}); the claim writes it when it takes a run over.
+ */
+export const LEASE_EXPIRED = 'LeaseExpired';
 
 /** A run a worker holds under a lease, positioned at its current step. */
 export interface LeasedRun {

@@ -15,7 +15,7 @@ import type { AttemptStatus, EffectStatus, FinalRunStatus, RunStatus } from './t
  * Run (workflow_run.status):
  *   (a run is created `pending` by the client's start; client/start-run.ts)
  *   (none)   --a start for a worker of its own process with a slot free: inserted already claimed,
- *            leased to that worker, its first attempt opened (client/start-run.ts, `claimedBy`)-->  running  (fencing_token 1)
+ *            leased to that worker, its first attempt opened (client/insert-run.ts, `claimedBy`)-->  running  (fencing_token 1)
  *   pending  --a debounced start joins its open window (keep 'last': input and due time replaced),
  *            or finds the window over before any claim (debounce_open = false; client/debounce.ts)-->  pending
  *   pending  --claim (worker; fused into a completion; reconciler)-->  running  (fencing_token + 1)
@@ -125,6 +125,14 @@ export const CANCELLABLE_RUN_STATUSES = ['pending', 'running', 'waiting', 'needs
 
 /** The final statuses an operator's retry takes back to `pending` (client.retryRun); `completed` and `compensated` stay. */
 export const RETRYABLE_RUN_STATUSES = ['failed', 'cancelled', 'compensation_failed'] as const satisfies readonly FinalRunStatus[];
+
+/**
+ * The final statuses a retry takes a run from back to the step it stopped at, where a `child` or
+ * `forEach` step reads its children again (client/operator/retry.ts; a `compensation_failed` run
+ * resumes its compensations, which read no children). Children of such a run stay while it does
+ * (retention/run-prune-statements.ts).
+ */
+export const CHILDREN_READ_ON_RETRY: readonly FinalRunStatus[] = ['failed', 'cancelled'];
 
 /**
  * Final but not `completed`: a run that ended without its result. Nobody advances it any more, so

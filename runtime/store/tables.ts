@@ -6,6 +6,9 @@ import type { StepKind } from '../../dsl/step-kind.js';
  * create, hand-written: a core migration that adds, drops or changes a column changes these too
  * (tests/runtime/schema.test.ts compares them with the migrated database). Keys are
  * schema-qualified so every query names its schema.
+ *
+ * Long because it is one interface per table of the core schema, together as `LedgerflowDatabase`
+ * names them and as the schema test compares them.
  */
 export type RunStatus =
   | 'pending'

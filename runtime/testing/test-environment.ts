@@ -6,6 +6,10 @@
  * States of an environment: open ──runUntilIdle()──▶ running a worker ──idle / crash / timeout──▶
  * open; open ──close()──▶ closed. One worker at a time: `advanceTime`, `reset` and a second
  * `runUntilIdle` are refused while a worker runs, so the clock never jumps under a live lease.
+ *
+ * Long because `TestEnvironment` is the public surface of `ledgerflow/testing`, each method with
+ * its documentation, and `InProcessEnvironment` its one implementation, whose methods share one
+ * database, clock and worker.
  */
 
 import { sql } from 'kysely';
@@ -30,6 +34,7 @@ import type { RunStatus, StepEffectRow } from '../store/tables.js';
 import { DUE_RUN_STATUSES, sqlStatusList } from '../store/state-machines.js';
 import { createWorker } from '../worker/worker.js';
 import type { WorkerEvent } from '../worker/worker-events.js';
+import { ofServedVersion } from '../worker/registry.js';
 import { crashableStore, type CrashableStore } from './crashable-store.js';
 import { createCoreMigratedPGlite } from './pglite-template.js';
 import { assertLedger, expectEachKeyOnce, type LedgerExpectation } from './ledger-assertions.js';
@@ -442,7 +447,7 @@ class InProcessEnvironment implements TestEnvironment {
   #registered() {
     const names = this.options.workflows.map((w) => w.workflow.name);
     const versions = this.options.workflows.map((w) => w.workflow.version);
-    return sql`(r.workflow_name, r.workflow_version) IN (SELECT * FROM unnest(${names}::text[], ${versions}::int[]))`;
+    return ofServedVersion({ names, versions });
   }
 
   async #touchedRuns(touched: ReadonlyMap<string, string>): Promise<TouchedRun[]> {

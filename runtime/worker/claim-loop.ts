@@ -61,17 +61,18 @@
  * those releases), and so are orphans found then.
  */
 
-import { sql, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import { exponentialBackoffMs } from '../backoff.js';
 import type { StartReservation } from '../client/local-starts.js';
-import { claimRuns, loadLeasedRun } from './claim.js';
+import { claimRuns } from './claim.js';
+import { heldRuns, loadLeasedRun } from './commit-outcome.js';
 import type { LeasedRun } from '../store/leased-run.js';
 import { flightKey, type Flight } from './flight.js';
 import { releaseLeases, type HeldLease } from './lease.js';
 import type { WorkflowRegistry } from './registry.js';
 import type { RunsSubscription } from './runs-subscription.js';
-import type { FusedClaim } from './step-commits.js';
+import type { FusedClaim } from './result-commit.js';
 import { serializeError } from './step-errors.js';
 import type { WorkerEvent } from './worker-events.js';
 
@@ -338,9 +339,7 @@ export class ClaimLoop {
     this.#adoptionHolds += held;
     try {
       await Promise.all(after.map((lease) => ctx.flights.get(flightKey(lease.runId, lease.fencingToken))?.done));
-      const { rows } = await sql<{ id: string; fencing_token: number }>`
-        SELECT id, fencing_token FROM ledgerflow.workflow_run WHERE status = 'running' AND lease_owner = ${ctx.workerId}`.execute(ctx.db);
-      for (const row of rows) {
+      for (const row of await heldRuns(ctx.db, ctx.workerId)) {
         if (ctx.flights.has(flightKey(row.id, row.fencing_token))) continue;
         const run = await loadLeasedRun(ctx.db, row.id, row.fencing_token);
         if (run === undefined || ctx.flights.has(flightKey(run.id, run.fencingToken))) continue;

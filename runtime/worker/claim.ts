@@ -2,24 +2,21 @@ import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import { prepared } from '../store/prepared.js';
 import { flattened } from '../store/statement-shapes.js';
-import { toLeasedRun, type LeasedRun, type LeasedRunRow } from '../store/leased-run.js';
+import { LEASE_EXPIRED, toLeasedRun, type LeasedRun, type LeasedRunRow } from '../store/leased-run.js';
 import { millis } from '../store/millis.js';
-import type { WorkflowRegistry } from './registry.js';
+import { ofServedVersion, type WorkflowRegistry } from './registry.js';
 import { countsTowardBudget } from './retry.js';
 import { assertAttemptTransition, assertRunTransition, DUE_RUN_STATUSES, sqlStatusList } from '../store/state-machines.js';
 
 /*
  * The one claim statement: due runs taken for this worker, `fencing_token + 1`, a lease of
  * `leaseMs`, and the current step's attempt opened — standalone (the claim loop, `claimRuns`) or
- * as CTEs fused into a completion commit (`FUSED_CLAIM`, step-commits.ts). The run transitions it
+ * as CTEs fused into a completion commit (`FUSED_CLAIM`, commit-statement.ts). The run transitions it
  * writes: `pending -> running` and `waiting -> running` once `run_after` is due, and standalone
  * only `running -> running` for a run whose lease expired (a take-over: its running attempt
  * closed `abandoned` with `LeaseExpired`, which the crash limit counts). No state of its own but
  * the built CTEs, cached per placement, registry and options (`reusedClaimParts`).
  */
-
-/** The error name of an attempt closed because its lease expired: what the crash limit counts. */
-export const LEASE_EXPIRED = 'LeaseExpired';
 
 /** What tells one {@link ClaimOptions} from another, as a cache key (with the registry). */
 export function claimOptionsKey(options: ClaimOptions): string {
@@ -79,7 +76,7 @@ export function claimParts(registry: WorkflowRegistry, options: ClaimOptions, pl
   assertAttemptTransition('none', 'running');
   const name = (cte: string): RawBuilder<unknown> => sql.raw(`${placement.prefix}${cte}`);
   const at = sql`statement_timestamp()`;
-  const registered = sql`(r.workflow_name, r.workflow_version) IN (SELECT * FROM unnest(${registry.names}::text[], ${registry.versions}::int[]))`;
+  const registered = ofServedVersion(registry);
   const guarded = placement.guard === undefined ? sql`` : sql`AND ${placement.guard}`;
   const due = sql`
       SELECT r.id
@@ -222,41 +219,4 @@ export function claimStatement(registry: WorkflowRegistry, options: ClaimOptions
 export async function claimRuns(db: Kysely<LedgerflowDatabase>, registry: WorkflowRegistry, options: ClaimOptions): Promise<LeasedRun[]> {
   const { rows } = await claimStatement(registry, options).execute(db);
   return rows.map(toLeasedRun);
-}
-
-/**
- * Re-reads a run this worker believes it holds, after a commit whose outcome is unknown: the
- * database says where the run is. `undefined` when the lease is no longer ours (or the run was
- * released by that very commit) — the caller stops driving it.
- */
-export async function loadLeasedRun(db: Kysely<LedgerflowDatabase>, runId: string, fencingToken: number): Promise<LeasedRun | undefined> {
-  const { rows } = await loadLeasedRunStatement(runId, fencingToken).execute(db);
-  const row = rows[0];
-  if (row === undefined) return undefined;
-  // A held run always has its current step's attempt open; without one, the lease is not usable.
-  if (row.attempt === null) return undefined;
-  return toLeasedRun(row);
-}
-
-/** The read of {@link loadLeasedRun}: the run, if it is still `running` under `fencingToken`. */
-export function loadLeasedRunStatement(runId: string, fencingToken: number): RawBuilder<LeasedRunRow> {
-  return sql<LeasedRunRow>`
-    SELECT r.id, r.workflow_name, r.workflow_version, r.input, r.current_step, r.fencing_token,
-           COALESCE(r.deadline_at <= statement_timestamp(), false) AS overdue,
-           a.attempt,
-           (SELECT count(*) FROM ledgerflow.step_attempt f
-             WHERE f.run_id = r.id AND f.step_name = d.step_name AND f.status = 'failed'
-               AND ${countsTowardBudget('f', 'r')})::int AS prior_failures,
-           (SELECT count(*) FROM ledgerflow.step_attempt f
-             WHERE f.run_id = r.id AND f.step_name = d.step_name AND f.status = 'abandoned'
-               AND f.error->>'name' = ${LEASE_EXPIRED}::text AND ${countsTowardBudget('f', 'r')})::int AS crashes,
-           false AS repeated_crash, false AS took_over, r.trace_context,
-           (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res
-             WHERE res.run_id = r.id AND NOT res.skipped) AS outputs
-      FROM ledgerflow.workflow_run r
-      LEFT JOIN ledgerflow.workflow_step_def d
-        ON d.workflow_name = r.workflow_name AND d.version = r.workflow_version AND d.position = r.current_step
-      LEFT JOIN ledgerflow.step_attempt a
-        ON a.run_id = r.id AND a.step_name = d.step_name AND a.status = 'running'
-     WHERE r.id = ${runId} AND r.fencing_token = ${fencingToken} AND r.status = 'running'`;
 }

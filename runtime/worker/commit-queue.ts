@@ -2,7 +2,8 @@ import type { Kysely } from 'kysely';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import type { LeasedRun } from '../store/leased-run.js';
 import type { HeldLease } from './lease.js';
-import { advanceRun, advanceRuns, isBatchable, type AdvanceParams, type AdvanceResult, type FusedClaim } from './step-commits.js';
+import { advanceRun, advanceRuns, isBatchable } from './step-commits.js';
+import type { AdvanceParams, AdvanceResult, FusedClaim } from './result-commit.js';
 import { isConnectionError } from '../store/connection-errors.js';
 
 /**

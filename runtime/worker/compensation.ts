@@ -10,8 +10,8 @@ import { commitKnowingOutcome, commitSkipped, validateOutput, type StepExecution
 import { fenceAtStep, intentHorizon } from './ledger.js';
 import { settledByKey } from './registry.js';
 import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from '../store/state-machines.js';
-import { commitYield, leaseLost } from './step-commits.js';
-import type { Lease } from './lease.js';
+import { commitYield } from './yield-commits.js';
+import { leaseLost, type Lease } from './lease.js';
 import { recordableText, ResyncNeeded, StepFailure, userCode } from './step-errors.js';
 
 /*
@@ -32,7 +32,7 @@ import { recordableText, ResyncNeeded, StepFailure, userCode } from './step-erro
  *                         it (the provider could not tell, its answer cannot be recorded), the
  *                         run parks in `needs_reconciliation` — visibly waiting for the reconciler
  *                         or an operator's resolve, as a live run with such an intent does — and
- *                         the settle wakes it (step-commits.ts, `await-settlement`). Or, for a step whose provider dedupes by key
+ *                         the settle wakes it (yield-commits.ts, `await-settlement`). Or, for a step whose provider dedupes by key
  *                         and that has no reconcile ({@link settledByKey}), the compensation takes
  *                         the intent over and performs the step again with the same key: the
  *                         provider answers with the effect if it happened, or applies it now, and

@@ -4,7 +4,7 @@ import type { StepDefinition } from '../../dsl/workflow.js';
 import { LeaseLostError, NotAppliedError } from '../errors.js';
 import type { EffectStatus, LedgerflowDatabase, RunStatus } from '../store/tables.js';
 import { millis } from '../store/millis.js';
-import { backoffDelayMs, countsTowardBudget, crashLimit, isNonRetryable } from './retry.js';
+import { backoffDelayMs, countsTowardBudget, isNonRetryable } from './retry.js';
 import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from '../store/state-machines.js';
 import { RUNS_CHANNEL } from '../store/channels.js';
 import type { Lease } from './lease.js';
@@ -12,9 +12,10 @@ import { recordableText, serializeError, StepFailure, type SerializedError } fro
 
 /*
  * The commits of a step that did not succeed: a failed attempt (retry, fail, or park with an
- * open intent) and a run taken over from a step that crashed its worker again (back off, or
- * give up at the crash limit). Each runs in one transaction that first locks the run and checks
- * the fencing token (`lockFencedRun`), so a zombie records nothing.
+ * open intent), and the end of a step that may not be tried again (`finishExhausted`), which a
+ * run taken over from a step that crashed its worker again shares (crash-commits.ts). Each runs
+ * in one transaction that first locks the run and checks the fencing token (`lockFencedRun`), so
+ * a zombie records nothing.
  */
 
 const lit = (value: string): RawBuilder<unknown> => sql.lit(value);
@@ -207,7 +208,7 @@ export function settleOwnIntentStatement(
  * that dedupes by key, with no reconcile, gets the intent released instead: the key is reusable).
  * Runs inside the caller's transaction, after it checked the fencing token under a row lock.
  */
-async function finishExhausted(trx: Kysely<LedgerflowDatabase>, p: ExhaustedParams): Promise<ExhaustedOutcome> {
+export async function finishExhausted(trx: Kysely<LedgerflowDatabase>, p: ExhaustedParams): Promise<ExhaustedOutcome> {
   const { outcome, statement } = finishExhaustedStatement(p);
   await statement.execute(trx);
   return outcome;
@@ -311,7 +312,7 @@ const EXHAUSTED_STATUS: Readonly<Record<ExhaustedOutcome['kind'], RunStatus>> = 
  * Locks the run row inside `trx` and checks the lease is still ours: the first statement of
  * every failure-path commit. Returns the step's failed-attempt count and its open intent's key.
  */
-async function lockFencedRun(
+export async function lockFencedRun(
   trx: Kysely<LedgerflowDatabase>,
   lease: Lease,
   stepName: string,
@@ -341,75 +342,3 @@ export function lockFencedRunStatement(
      WHERE r.id = ${lease.runId}
        FOR NO KEY UPDATE OF r`;
 }
-
-export type CrashOutcome =
-  | { readonly kind: 'retry'; readonly retryAt: Date; readonly crashes: number }
-  | (ExhaustedOutcome & { readonly crashes: number });
-
-export interface CrashParams {
-  readonly lease: Lease;
-  readonly step: StepDefinition;
-  /** `LeaseExpired` attempts of the step, the one the claim just closed included. */
-  readonly crashes: number;
-  readonly canReconcile: boolean;
-  /** As for {@link FailureParams.compensateFrom}. */
-  readonly compensateFrom?: number | undefined;
-  /** As for {@link FailureParams.stepCompensated}. */
-  readonly stepCompensated?: boolean;
-  readonly random?: () => number;
-}
-
-/**
- * A run taken over from a step that crashed its worker again (poison step): the claim opened
- * no attempt. Below {@link crashLimit} the run goes back to `pending` after a backoff (the
- * step's own policy, counted in crashes); at the limit the step is over — the run fails with
- * an error naming the crashes, or parks if an `external` intent is open (as for exhausted
- * attempts). The abandoned attempts stay in the history with their `LeaseExpired` errors.
- * One fenced transaction.
- */
-export async function commitCrash(db: Kysely<LedgerflowDatabase>, p: CrashParams): Promise<CrashOutcome> {
-  const { lease, step, crashes } = p;
-  const limit = crashLimit(step.retry);
-  return db.transaction().execute(async (trx) => {
-    const run = await lockFencedRun(trx, lease, step.name, 'its crash');
-    if (crashes < limit) {
-      // The first crash waited one lease before anyone took over; later ones back off further.
-      const delayMs = backoffDelayMs(step.retry, crashes - 1, p.random);
-      const { rows: retried } = await crashRetryStatement(lease, delayMs).execute(trx);
-      return { kind: 'retry', retryAt: retried[0]!.retry_at, crashes };
-    }
-    const error: SerializedError = {
-      name: 'StepCrashedWorker',
-      message:
-        `step "${step.name}" crashed its worker ${crashes} times: each time the lease expired before the attempt finished ` +
-        '(the worker process died, hung, or lost the database); it is not tried again',
-      step: step.name,
-      crashes,
-    };
-    const end = await finishExhausted(trx, {
-      lease,
-      step,
-      attempt: undefined,
-      error,
-      why: `crash limit reached (${crashes}/${limit})`,
-      openIntent: run.open_intent,
-      conflict: false,
-      canReconcile: p.canReconcile,
-      compensateFrom: p.compensateFrom,
-      stepCompensated: p.stepCompensated,
-    });
-    return { ...end, crashes };
-  });
-}
-
-/** A backoff after a repeated crash (inside the crash commit): the run `pending` until `statement_timestamp() + delayMs`. */
-export function crashRetryStatement(lease: Lease, delayMs: number): RawBuilder<{ retry_at: Date }> {
-  assertRunTransition('running', 'pending');
-  return sql<{ retry_at: Date }>`
-        UPDATE ledgerflow.workflow_run
-           SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = statement_timestamp(),
-               run_after = statement_timestamp() + ${millis(delayMs)}
-         WHERE id = ${lease.runId}
-        RETURNING run_after AS retry_at`;
-}
-

@@ -1,4 +1,5 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
+import { LeaseLostError } from '../errors.js';
 import { prepared } from '../store/prepared.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import { millis } from '../store/millis.js';
@@ -106,4 +107,11 @@ export function releaseLeasesStatement(leases: readonly HeldLease[], reason: str
       RETURNING a.run_id
     )
     SELECT id FROM released`;
+}
+
+/** Used where a commit's fenced check found nothing: the run is no longer ours. */
+export function leaseLost(lease: Lease, what: string): LeaseLostError {
+  return new LeaseLostError(
+    `Run ${lease.runId}: fencing token ${lease.fencingToken} is no longer current; ${what} was rolled back.`,
+  );
 }

@@ -8,8 +8,7 @@ import type { LedgerflowDatabase, WaitingFor } from '../store/tables.js';
 import type { StepExecution, StepOutcome } from './executors/step-execution.js';
 import { commitKnowingOutcome, keyContext } from './executors/step-execution.js';
 import type { WorkflowRegistry } from './registry.js';
-import { leaseLost } from './step-commits.js';
-import type { Lease } from './lease.js';
+import { leaseLost, type Lease } from './lease.js';
 import { evaluateStepFunction, StepFailure } from './step-errors.js';
 import { suspendRun } from './wait-commits.js';
 

@@ -1,4 +1,4 @@
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { isBuiltInKind } from '../../dsl/step-kind.js';
 import type { StepDefinition } from '../../dsl/workflow.js';
 import { shapeHash } from '../../dsl/workflow-shape.js';
@@ -43,6 +43,14 @@ export interface WorkflowRegistry {
 }
 
 const id = (name: string, version: number): string => `${name}@${version}`;
+
+/**
+ * Run `r` is of a version `served` lists, as SQL: how the claim's candidates, the reconciler's due
+ * intents, a drain's count of what is left and the testing kit's reads all name the runs they serve.
+ */
+export function ofServedVersion(served: Pick<WorkflowRegistry, 'names' | 'versions'>): RawBuilder<boolean> {
+  return sql<boolean>`(r.workflow_name, r.workflow_version) IN (SELECT * FROM unnest(${served.names}::text[], ${served.versions}::int[]))`;
+}
 
 /**
  * The step a run goes on to after `step`, in the same phase: the workflow's next step, or the

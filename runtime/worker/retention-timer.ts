@@ -14,7 +14,8 @@
 import type { Kysely } from 'kysely';
 import { z } from 'zod';
 import { integer, rule } from '../../dsl/option-checks.js';
-import { pruneRuns, retentionMilliseconds } from '../retention/prune.js';
+import { pruneRuns } from '../retention/prune.js';
+import { retentionMilliseconds } from '../retention/prune-options.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import { PeriodicPass } from './periodic-pass.js';
 import { serializeError } from './step-errors.js';

@@ -2,6 +2,10 @@
  * The run driver: one claimed run, step after step, under one lease ({@link driveRun}). A drive
  * ends when the run completes, fails, parks, is rescheduled or released, or its lease is lost;
  * what it carries between steps (plain steps' results not yet committed) is carried-prefix.ts's.
+ *
+ * Long because the step loop (`driveSteps`) is one machine over one lease — the carry, the
+ * resyncs, the run's queue slot and its deadline are its local state — and the functions below it
+ * are its branches (deadline, crash, flush, intent ahead, recovery), used nowhere else.
  */
 import { exponentialBackoffMs, sleep } from '../backoff.js';
 import type { PayloadLimitsCache } from '../limits/limits-cache.js';
@@ -12,7 +16,7 @@ import { faultPoint } from '../faults/fault-points.js';
 import { toStoredJson, withStoredOutput } from '../store/stored-json.js';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
 import { NO_RUN_TRACE, type RunTrace, type Telemetry } from '../telemetry/telemetry.js';
-import { loadLeasedRun } from './claim.js';
+import { loadLeasedRun } from './commit-outcome.js';
 import type { LeasedRun } from '../store/leased-run.js';
 import { STEP_EXECUTORS } from './executors/executors.js';
 import {
@@ -36,11 +40,12 @@ import { awaitQueueSlots } from './queue-slots.js';
 import { cancelOverdue } from './wait-commits.js';
 import { compensationOf, compensationStart, nextStepOf, type RegisteredWorkflow, type WorkflowRegistry } from './registry.js';
 import { compensateOverdue, executeCompensation } from './compensation.js';
-import { releaseLeases, type Lease } from './lease.js';
-import { commitCrash, commitFailure, failureRecord, type FailureParams } from './failure-commits.js';
+import { leaseLost, releaseLeases, type Lease } from './lease.js';
+import { commitFailure, failureRecord, type FailureParams } from './failure-commits.js';
+import { commitCrash } from './crash-commits.js';
 import type { LocalWaiters } from '../client/local-waiters.js';
 import type { FlightAbort } from './flight.js';
-import { leaseLost, type Continuation, type FusedClaim, type NextIntent } from './step-commits.js';
+import type { Continuation, FusedClaim, NextIntent } from './result-commit.js';
 import { isResourceRefusal, ResyncNeeded, serializeError, StepFailure } from './step-errors.js';
 import { isConnectionError } from '../store/connection-errors.js';
 import type { WorkerEvent } from './worker-events.js';
@@ -439,7 +444,7 @@ function reportCarried(ctx: DriverContext, runId: string, carry: Carry): void {
 
 /**
  * Whether the commit that moves a run from `step` to `next` writes `next`'s intent too
- * (step-commits.ts `NextIntent`): `next` is an `external` step that nothing stands between the
+ * (result-commit.ts `NextIntent`): `next` is an `external` step that nothing stands between the
  * commit and its intent — no condition to evaluate, no queue slot to ask for — and neither step
  * is a compensation (a compensating run's steps run in their own order).
  */

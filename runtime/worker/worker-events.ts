@@ -2,7 +2,8 @@ import type { StepKind } from '../../dsl/step-kind.js';
 import type { ReconcileReport } from '../reconciler/reconcile-report.js';
 import type { PruneReport } from '../retention/prune.js';
 import type { WaitingFor } from '../store/tables.js';
-import type { CrashOutcome, FailureOutcome } from './failure-commits.js';
+import type { FailureOutcome } from './failure-commits.js';
+import type { CrashOutcome } from './crash-commits.js';
 import type { FailurePhase, SerializedError } from './step-errors.js';
 
 /**

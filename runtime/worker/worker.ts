@@ -29,6 +29,10 @@
  * What it offers a client of its own process (`createClient({ store, worker })`) is defined by the
  * client: start reservations (client/local-starts.ts) and in-process answers to the waits of that
  * process when a flight settles their run (client/local-waiters.ts).
+ *
+ * Long because `WorkerRuntime` is the one owner of the life cycle above: start, stop and drain
+ * read and write the same state (`#state`, the flights, the parts), so they stay in one class;
+ * each part it composes lives in its own module, and its options are the public `WorkerOptions`.
  */
 
 import { PayloadLimitsCache } from '../limits/limits-cache.js';
@@ -42,7 +46,8 @@ import type { WorkflowRegistration } from '../contracts/registration.js';
 import { LeaseLostError } from '../errors.js';
 import { assertSchedules, registerSchedules } from '../schedules/register-schedules.js';
 import type { Store } from '../store/store.js';
-import { loadWorkerTelemetry, NO_TELEMETRY, type Telemetry, type TelemetryOptions } from '../telemetry/telemetry.js';
+import { NO_TELEMETRY, type Telemetry, type TelemetryOptions } from '../telemetry/telemetry.js';
+import { loadWorkerTelemetry } from '../telemetry/otel-telemetry.js';
 import type { LeasedRun } from '../store/leased-run.js';
 import { millis } from '../store/millis.js';
 import { DUE_RUN_STATUSES, sqlStatusList } from '../store/state-machines.js';
@@ -58,7 +63,7 @@ import { ScheduleTimer } from './schedule-timer.js';
 import { RetentionTimer, retentionOptionsSchema, type RetentionOptions } from './retention-timer.js';
 import { registerQueues } from './queue-slots.js';
 import { registerFingerprints } from './register-fingerprints.js';
-import { buildRegistry, verifyMigrated, verifyServed, type WorkflowRegistry } from './registry.js';
+import { buildRegistry, ofServedVersion, verifyMigrated, verifyServed, type WorkflowRegistry } from './registry.js';
 import { DEFAULT_CHILDREN_PER_COMMIT } from './executors/children-executor.js';
 import { driveRun, type DriverContext } from './run-driver.js';
 import { RunsSubscription } from './runs-subscription.js';
@@ -407,7 +412,7 @@ class WorkerRuntime implements Worker {
    * millions — are not read at every poll.
    */
   async #countUnfinished(horizonMs: number): Promise<number> {
-    const registered = sql`(r.workflow_name, r.workflow_version) IN (SELECT * FROM unnest(${this.#registry.names}::text[], ${this.#registry.versions}::int[]))`;
+    const registered = ofServedVersion(this.#registry);
     const { rows } = await sql<{ n: number }>`
       SELECT (SELECT count(*) FROM ledgerflow.workflow_run r WHERE r.status = 'pending' AND ${registered})
            + (SELECT count(*) FROM ledgerflow.workflow_run r WHERE r.status = 'running' AND ${registered})

@@ -2,7 +2,8 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { workflow } from '../../dsl/workflow.js';
-import { pruneRuns, type PruneBatch } from '../../runtime/retention/prune.js';
+import { pruneRuns } from '../../runtime/retention/prune.js';
+import type { PruneBatch } from '../../runtime/retention/prune-options.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
 

@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import type { StepDefinition } from '../../dsl/workflow.js';
-import { resultCommit, type Continuation, type ResultCommitSource } from '../../runtime/worker/step-commits.js';
+import { resultCommit, type Continuation, type ResultCommitSource } from '../../runtime/worker/result-commit.js';
 
 /** resultCommit: the common part of every executor's result commit (AdvanceParams). */
 describe('resultCommit', () => {

@@ -1,8 +1,9 @@
 import { sql, type RawBuilder } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { flattened, shapeOf, type Shape } from '../../runtime/store/statement-shapes.js';
-import { advanceRunsStatement, advanceRunStatement, type AdvanceParams } from '../../runtime/worker/step-commits.js';
-import { insertRunStatement } from '../../runtime/client/start-run.js';
+import { advanceRunsStatement, advanceRunStatement } from '../../runtime/worker/step-commits.js';
+import type { AdvanceParams } from '../../runtime/worker/result-commit.js';
+import { insertRunStatement } from '../../runtime/client/insert-run.js';
 import { claimOptions, compileOnly, debit, lease, notify, registry, result, STATEMENT_CASES } from './fixtures/sql-statements.js';
 
 /*

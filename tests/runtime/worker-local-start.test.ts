@@ -1,5 +1,5 @@
 import { sql, type KyselyPlugin } from 'kysely';
-import { insertRunStatement } from '../../runtime/client/start-run.js';
+import { insertRunStatement } from '../../runtime/client/insert-run.js';
 import { claimRuns } from '../../runtime/worker/claim.js';
 import { toLeasedRun } from '../../runtime/store/leased-run.js';
 import { buildRegistry } from '../../runtime/worker/registry.js';

@@ -1,8 +1,7 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { ConflictError } from '../../errors.js';
-import { CHILDREN_READ_ON_RETRY } from '../../retention/prune.js';
 import { RUNS_CHANNEL } from '../../store/channels.js';
-import { assertRunTransition, ENDED_UNCOMPLETED_RUN_STATUSES, RETRYABLE_RUN_STATUSES, runStatusIn, sqlStatusList } from '../../store/state-machines.js';
+import { assertRunTransition, CHILDREN_READ_ON_RETRY, ENDED_UNCOMPLETED_RUN_STATUSES, RETRYABLE_RUN_STATUSES, runStatusIn, sqlStatusList } from '../../store/state-machines.js';
 import { FINAL_RUN_STATUSES, type LedgerflowDatabase, type RunStatus } from '../../store/tables.js';
 import { assertRunId } from '../validate-input.js';
 import { audit, checkNote, lockRun, type OperatorNote } from './operator-action.js';

@@ -11,7 +11,7 @@ import { ConflictError, NonRetryableError, PayloadTooLargeError, ValidationError
 import { faultPoint } from '../../faults/fault-points.js';
 import { SQLSTATE, sqlStateOf } from '../../store/sqlstate.js';
 import type { WaitingFor } from '../../store/tables.js';
-import { leaseLost } from '../step-commits.js';
+import { leaseLost } from '../lease.js';
 import { evaluateStepFunction, StepFailure } from '../step-errors.js';
 import { childrenState, childResults, firstFailedChild, prunedChildren, startChildren, suspendRun, type ChildToStart } from '../wait-commits.js';
 import { commitKnowingOutcome, commitOutput, keyContext, validateOutput, type StepExecution, type StepExecutor } from './step-execution.js';

@@ -9,7 +9,9 @@ import type { PerformContext, ReconcileContext, ReconcileOutcome } from '../../c
 import { faultPoint } from '../../faults/fault-points.js';
 import type { Json } from '../../store/tables.js';
 import { matchExisting, openIntent, retakeIntent, type EffectClaim, type EffectRow, type OpenedIntent } from '../ledger.js';
-import { commitYield, leaseLost, resultCommit, type ResultEffect } from '../step-commits.js';
+import { commitYield } from '../yield-commits.js';
+import { leaseLost } from '../lease.js';
+import { resultCommit, type ResultEffect } from '../result-commit.js';
 import { PerformTimeoutError, ResyncNeeded, StepFailure, userCode } from '../step-errors.js';
 import { isConnectionError } from '../../store/connection-errors.js';
 import {
@@ -48,7 +50,7 @@ export interface ExternalHandler {
  */
 export const executeExternal: StepExecutor = async (s) => {
   const handler = s.workflow.handler(s.step.name) as ExternalHandler;
-  // The commit that moved the run here wrote this attempt's intent (step-commits.ts NextIntent):
+  // The commit that moved the run here wrote this attempt's intent (result-commit.ts NextIntent):
   // step 1 is done, under the same rules, and perform's lease window counts from that commit.
   const earlier = s.intentOpened;
   if (earlier !== undefined) {

@@ -1,5 +1,5 @@
 import { faultPoint } from '../../faults/fault-points.js';
-import { leaseLost } from '../step-commits.js';
+import { leaseLost } from '../lease.js';
 import { evaluateStepFunction, StepFailure } from '../step-errors.js';
 import { openWait, suspendRun, type WaitSpec } from '../wait-commits.js';
 import { commitKnowingOutcome, commitOutput, keyContext, validateOutput, type StepExecution, type StepExecutor } from './step-execution.js';

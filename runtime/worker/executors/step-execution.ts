@@ -17,8 +17,10 @@ import type { LeasedRun } from '../../store/leased-run.js';
 import { exponentialBackoffMs, sleep } from '../../backoff.js';
 import type { RegisteredWorkflow } from '../registry.js';
 import { requestHash } from '../request-hash.js';
-import { advanceRun, attemptCommitState, leaseLost, resultCommit, type Continuation } from '../step-commits.js';
-import type { Lease } from '../lease.js';
+import { advanceRun } from '../step-commits.js';
+import { attemptCommitState } from '../commit-outcome.js';
+import { resultCommit, type Continuation } from '../result-commit.js';
+import { leaseLost, type Lease } from '../lease.js';
 import { LeaseLostError } from '../../errors.js';
 import { evaluateStepFunction, isResourceRefusal, ResyncNeeded, StepFailure, userCode, type FailurePhase } from '../step-errors.js';
 import { isConnectionError } from '../../store/connection-errors.js';
@@ -54,7 +56,7 @@ export interface StepExecution {
   readonly carry?: Carry | undefined;
   /**
    * This attempt's intent, already written by the commit that moved the run to this `external`
-   * step (step-commits.ts `NextIntent`): the attempt performs without an intent commit. The
+   * step (result-commit.ts `NextIntent`): the attempt performs without an intent commit. The
    * driver sets it only for the attempt that commit opened.
    */
   readonly intentOpened?: OpenedIntentEarlier | undefined;

@@ -3,7 +3,9 @@ import type { LedgerflowDatabase } from '../../store/tables.js';
 import { faultPoint } from '../../faults/fault-points.js';
 import { openTransactionalEffect, openTransactionalEffectAfterCarry, type EffectClaim, type OpenedTransactionalEffect } from '../ledger.js';
 import { CarriedPastDeadline, type Carry } from '../carried-prefix.js';
-import { advanceRun, leaseLost, type AdvanceParams, type AdvanceResult } from '../step-commits.js';
+import { advanceRun } from '../step-commits.js';
+import { leaseLost } from '../lease.js';
+import type { AdvanceParams, AdvanceResult } from '../result-commit.js';
 import type { StepExecution } from './step-execution.js';
 import { transactionHandle, type TransactionHandle } from './statement-dialect.js';
 

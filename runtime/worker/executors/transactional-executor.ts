@@ -9,7 +9,8 @@ import type { TransactionalHandler } from '../../contracts/handler-types.js';
 import { faultPoint } from '../../faults/fault-points.js';
 import type { Json, LedgerflowDatabase } from '../../store/tables.js';
 import { matchExisting, readEffects, type EffectClaim } from '../ledger.js';
-import { leaseLost, resultCommit } from '../step-commits.js';
+import { leaseLost } from '../lease.js';
+import { resultCommit } from '../result-commit.js';
 import { HandlerTimeoutError, StepFailure, userCode } from '../step-errors.js';
 import {
   bounded,

@@ -1,7 +1,7 @@
 import { MAX_CORRELATION_KEY_LENGTH } from '../../client/send-event.js';
 import { faultPoint } from '../../faults/fault-points.js';
 import type { WaitingFor } from '../../store/tables.js';
-import { leaseLost } from '../step-commits.js';
+import { leaseLost } from '../lease.js';
 import { evaluateStepFunction, StepFailure } from '../step-errors.js';
 import { openWait, resolveWaitStatement, suspendRun, takeEvent } from '../wait-commits.js';
 import { lockEventKeyStatement } from '../../store/event-key-lock.js';
