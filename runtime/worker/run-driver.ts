@@ -7,6 +7,7 @@
  * resyncs, the run's queue slot and its deadline are its local state — and the functions below it
  * are its branches (deadline, crash, flush, intent ahead, recovery), used nowhere else.
  */
+import { insertStart, withStart } from './executors/start-insert.js';
 import { exponentialBackoffMs, sleep } from '../backoff.js';
 import type { PayloadLimitsCache } from '../limits/limits-cache.js';
 import type { Kysely } from 'kysely';
@@ -24,8 +25,6 @@ import {
   commitKnowingOutcome,
   commitOutput,
   commitSkipped,
-  withStart,
-  insertStart,
   lostLease,
   stepWanted,
   untilReachable,

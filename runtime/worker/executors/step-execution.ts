@@ -6,7 +6,7 @@
  * ends in one of the run machine's transitions (store/state-machines.ts) through step-commits.ts;
  * this file holds no state across attempts.
  */
-import { sql, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { StepDefinition } from '../../../dsl/workflow.js';
 import type { StepContext } from '../../contracts/handler-types.js';
 import { NonRetryableError, recordImmutableError, ValidationError } from '../../errors.js';
@@ -28,6 +28,7 @@ import type { EffectClaim } from '../ledger.js';
 import type { StepTrace } from '../../telemetry/telemetry.js';
 import type { CommitQueue } from '../commit-queue.js';
 import { openAttemptOf, type Carry } from '../carried-prefix.js';
+import { withStart } from './start-insert.js';
 import type { AbortLike, FlightAbort } from '../flight.js';
 
 /** Everything one attempt of one step needs; built by the run driver. */
@@ -374,47 +375,5 @@ export async function untilReachable<T>(s: Pick<StepExecution, 'lease'>, read: (
     } catch (error) {
       if (!isConnectionError(error) || performance.now() - started > s.lease.leaseMs) throw error;
     }
-  }
-}
-
-/**
- * A run a start of this process handed over uninserted (`PendingStart`, client/deferred-start.ts)
- * gets its row, as its own commit, before any commit but a transactional step's — which inserts
- * it first in its own transaction (step-transaction.ts): the start rides on that commit.
- */
-export async function insertStart(s: StepExecution): Promise<void> {
-  const pending = s.run.pendingStart;
-  if (pending !== undefined && !pending.inserted) await pending.insertAlone(s.db);
-}
-
-/**
- * A commit that may carry the run's start: for a run its start handed over uninserted, the insert
- * and `commit` in one transaction — one durable commit for both, where {@link insertStart} would
- * make two (a one-step workflow costs one commit). `commit` is given the transaction; otherwise
- * it is given nothing and commits as it would (in a group, commit-queue.ts). The insert is taken
- * before the connection, as a transactional step's is (step-transaction.ts). An outcome the
- * connection hides leaves the start pending: the commit's own check (commitKnowingOutcome)
- * finds what became of it, and an insert that follows finds this run's row if it committed.
- */
-export async function withStart<T>(s: Pick<StepExecution, 'run' | 'db'>, commit: (trx: Kysely<LedgerflowDatabase> | undefined) => Promise<T>): Promise<T> {
-  const pending = s.run.pendingStart;
-  if (pending === undefined || pending.inserted || !(await pending.takeForTransaction())) return commit(undefined);
-  let committed = false;
-  try {
-    // BEGIN and COMMIT as statements, as a step's transaction sends them (seen by a store's plugins).
-    return await s.db.connection().execute(async (conn) => {
-      await sql`BEGIN`.execute(conn);
-      try {
-        await pending.insertWithin(conn);
-        const result = await commit(conn);
-        await sql`COMMIT`.execute(conn);
-        committed = true;
-        return result;
-      } finally {
-        if (!committed) await sql`ROLLBACK`.execute(conn).catch(() => undefined);
-      }
-    });
-  } finally {
-    pending.transactionEnded(committed);
   }
 }

@@ -3,6 +3,7 @@
  * transition in one transaction ({@link executeTransactional}); the transaction's own states are
  * step-transaction.ts's.
  */
+import { insertStart } from './start-insert.js';
 import { Recorded } from '../../contracts/recorded.js';
 import { ConflictError } from '../../errors.js';
 import type { TransactionalHandler } from '../../contracts/handler-types.js';
@@ -17,7 +18,6 @@ import {
   commitKnowingOutcome,
   effectClaim,
   handlerContext,
-  insertStart,
   validateOutput,
   type HandlerSignal,
   type StepExecution,
