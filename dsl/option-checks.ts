@@ -149,7 +149,10 @@ function ruleAt(schema: z.ZodType, path: readonly PropertyKey[]): { readonly wor
     if ('innerType' in def) node = def.innerType as z.core.$ZodType; // optional, nullable, default, readonly …
     else if (def.type === 'pipe') node = def.in as z.core.$ZodType;
     else if (at < path.length && def.type === 'object') node = (def.shape as Record<PropertyKey, z.core.$ZodType>)[path[at++]!];
-    else if (at < path.length && def.type === 'array') (node = def.element as z.core.$ZodType), at++;
+    else if (at < path.length && def.type === 'array') {
+      node = def.element as z.core.$ZodType;
+      at++;
+    }
     else node = undefined;
   }
   return found;

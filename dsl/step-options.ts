@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { checkOptions, integer, rule, type OptionProblem } from './option-checks.js';
+import { integer, rule, type OptionProblem } from './option-checks.js';
 
 /*
  * What the builder (workflow.ts) accepts in a declaration's options and fills in when one is

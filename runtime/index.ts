@@ -74,7 +74,7 @@ export type { CancelOptions } from './client/operator/cancel.js';
 export type { OperatorNote } from './client/operator/operator-action.js';
 export type { EffectResolution, ResolvedEffect } from './client/operator/resolve.js';
 export type { RetriedRun } from './client/operator/retry.js';
-export { type ChildRunSummary, type RunDetails, type SettledRun, type SettledRunStatus } from './client/run-details.js';
+export type { ChildRunSummary, RunDetails, SettledRun, SettledRunStatus } from './client/run-details.js';
 export type { EventSender, SendEventOptions, SentEvent } from './client/send-event.js';
 export type { WorkflowVersionSummary } from './client/workflow-versions.js';
 export type { QueueListOptions, QueuePartitionSummary, QueueSummary } from './client/queues.js';

@@ -230,11 +230,14 @@ export function lineDiff(before: string, after: string, context = 2): string[] {
   let i = 0;
   let j = 0;
   while (i < a.length || j < b.length) {
-    if (i < a.length && j < b.length && a[i] === b[j]) lines.push({ mark: ' ', text: a[i++]! }), j++;
+    if (i < a.length && j < b.length && a[i] === b[j]) {
+      lines.push({ mark: ' ', text: a[i++]! });
+      j++;
+    }
     else if (j < b.length && (i === a.length || common[i * width + j + 1]! >= common[(i + 1) * width + j]!)) lines.push({ mark: '+', text: b[j++]! });
     else lines.push({ mark: '-', text: a[i++]! });
   }
-  const shown = lines.map((line, k) => lines.slice(Math.max(0, k - context), k + context + 1).some((near) => near.mark !== ' '));
+  const shown = lines.map((_line, k) => lines.slice(Math.max(0, k - context), k + context + 1).some((near) => near.mark !== ' '));
   const out: string[] = [];
   lines.forEach((line, k) => {
     if (!shown[k]) return;

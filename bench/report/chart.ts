@@ -78,7 +78,7 @@ export function renderChartSvg(chart: ThroughputChart): string {
     parts.push(text(legendX + 32, legendY + 4, series.label, { size: 12 }));
   });
   parts.push('</svg>');
-  return parts.join('\n') + '\n';
+  return `${parts.join('\n')}\n`;
 }
 
 /** Rasterises the SVG with the system's fonts (DejaVu Sans where present). */

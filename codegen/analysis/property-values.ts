@@ -32,7 +32,7 @@ export function pinPart(
 }
 
 /** The value a property assigns (`name` itself for a shorthand `{ name }`); null for methods, accessors and spreads. */
-export function valueOf(property: ts.ObjectLiteralElementLike): ts.Expression | null {
+export function assignedValue(property: ts.ObjectLiteralElementLike): ts.Expression | null {
   if (ts.isPropertyAssignment(property)) return property.initializer;
   if (ts.isShorthandPropertyAssignment(property)) return property.name;
   return null;

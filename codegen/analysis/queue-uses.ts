@@ -11,7 +11,7 @@ import type { FunctionModel, MalformedDeclaration, QueueUseModel } from '../mode
 import type { AnalysisProgram } from './analysis-program.js';
 import { readQueueReference } from './dsl-declarations.js';
 import { functionModel } from './function-model.js';
-import { pinPart, resolveFunction, valueOf } from './property-values.js';
+import { pinPart, resolveFunction, assignedValue } from './property-values.js';
 import type { PurityAnalyzer } from './purity-analyzer.js';
 import { propertyName, skipWrappers } from './syntax.js';
 
@@ -43,7 +43,7 @@ export function readQueueUse(
   };
   const owner = holder.step === null ? `workflow "${holder.workflow}"` : `step "${holder.step}"`;
   const example = holder.step === null ? '({ input }) => input.customerId' : '({ input, steps }) => input.customerId';
-  const value = valueOf(property);
+  const value = assignedValue(property);
   const use = value === null ? null : skipWrappers(value);
   if (use === null || !ts.isObjectLiteralExpression(use)) {
     return report(
@@ -63,7 +63,7 @@ export function readQueueUse(
 
   const queueProperty = properties.get('queue');
   if (queueProperty === undefined) return report(property, `the queue of ${owner} names no queue; add queue: ${QUEUE_EXAMPLE}.`);
-  const queue = readQueueReference(program, valueOf(queueProperty), queueProperty, `the queue of ${owner}`);
+  const queue = readQueueReference(program, assignedValue(queueProperty), queueProperty, `the queue of ${owner}`);
   if ('problem' in queue) return report(queueProperty, queue.problem);
 
   let partitionKey: FunctionModel | null = null;

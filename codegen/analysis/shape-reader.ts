@@ -35,7 +35,7 @@ const SAME_LIST_METHODS = new Set(['filter', 'slice', 'sort', 'toSorted', 'rever
 const ELEMENT_METHODS = new Set(['at', 'find', 'findLast', 'pop', 'shift']);
 const PRIMITIVE_METHODS = new Set([
   'join', 'toString', 'toUpperCase', 'toLowerCase', 'trim', 'trimStart', 'trimEnd', 'padStart', 'padEnd', 'replace', 'replaceAll',
-  'toFixed', 'toPrecision', 'toISOString', 'toJSON', 'getTime', 'valueOf', 'indexOf', 'includes', 'startsWith', 'endsWith', 'charAt',
+  'toFixed', 'toPrecision', 'toISOString', 'toJSON', 'getTime', 'assignedValue', 'indexOf', 'includes', 'startsWith', 'endsWith', 'charAt',
   'substring', 'normalize', 'repeat', 'localeCompare', 'some', 'every', 'findIndex', 'getUTCFullYear', 'getUTCMonth', 'getUTCDate',
   'getUTCHours', 'getUTCMinutes', 'getUTCSeconds', 'getUTCDay', 'codePointAt', 'charCodeAt',
 ]);

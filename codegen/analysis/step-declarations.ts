@@ -29,7 +29,7 @@ import { readEventReference, readWorkflowReference } from './dsl-declarations.js
 import { functionContext, functionModel } from './function-model.js';
 import { keyValue } from './key-value.js';
 import { analyzeKeyValues } from './key-values.js';
-import { initializerText, pinPart, resolveFunction, valueOf } from './property-values.js';
+import { initializerText, pinPart, resolveFunction, assignedValue } from './property-values.js';
 import type { PurityAnalyzer } from './purity-analyzer.js';
 import { readQueueUse } from './queue-uses.js';
 import { schemaShape } from './schema-shapes.js';
@@ -186,7 +186,7 @@ export function readStep(
     if (property === undefined) {
       return report(method, `waitFor step "${name}" names no event; add event: paymentSettled, the const of an event declared with export const paymentSettled = event('payment.settled', z.object({ ... })).`);
     }
-    const event = readEventReference(program, valueOf(property), property, `the event of step "${name}"`);
+    const event = readEventReference(program, assignedValue(property), property, `the event of step "${name}"`);
     if ('problem' in event) return report(property, event.problem);
     wait = { event, timeoutText: initializerText(properties.get('timeoutMs')) };
   }
@@ -194,7 +194,7 @@ export function readStep(
   let fanOut: FanOutModel | undefined;
   if (kind === 'child' || kind === 'forEach') {
     const property = kind === 'forEach' ? properties.get('workflow') : undefined;
-    const value = kind === 'child' ? (childArgument ?? null) : property === undefined ? null : valueOf(property);
+    const value = kind === 'child' ? (childArgument ?? null) : property === undefined ? null : assignedValue(property);
     const at = kind === 'child' ? childArgument : property;
     if (at === undefined) {
       return report(
@@ -239,7 +239,7 @@ export function readStep(
   }
 
   const outputProperty = properties.get('output');
-  const outputShape = schemaShape(program, outputProperty === undefined ? null : valueOf(outputProperty));
+  const outputShape = schemaShape(program, outputProperty === undefined ? null : assignedValue(outputProperty));
 
   // What undoes the step's effect: its own key (over the outputs up to this step's) and parts.
   let compensation: CompensationModel | undefined;

@@ -6,7 +6,7 @@ import type { MalformedDeclaration, QueueUseModel, StepModel, WorkflowModel } fr
 import type { AnalysisProgram } from './analysis-program.js';
 import { dslImports, isDslCall, workflowIdentity } from './dsl-declarations.js';
 import { runContext } from './function-model.js';
-import { pinPart, valueOf } from './property-values.js';
+import { pinPart, assignedValue } from './property-values.js';
 import type { PurityAnalyzer } from './purity-analyzer.js';
 import { readQueueUse } from './queue-uses.js';
 import { schemaShape } from './schema-shapes.js';
@@ -151,7 +151,7 @@ function readDeclaration(
     }
   }
   const steps: StepModel[] = [];
-  const inputShape = schemaShape(program, input === undefined ? null : valueOf(input));
+  const inputShape = schemaShape(program, input === undefined ? null : assignedValue(input));
   const scope = { workflow: name, inputShape, workflowFiles, queue: queue?.queue.name ?? null };
   for (const stepCall of stepCalls) {
     const step = readStep(program, analyzer, scope, stepCall, steps, malformed);

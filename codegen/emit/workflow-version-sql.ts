@@ -34,12 +34,12 @@ export function workflowVersionSql(shape: WorkflowShape, options: { readonly dra
       '',
       `INSERT INTO ledgerflow.workflow_step_def (workflow_name, version, step_name, position, kind, idempotent_by_key)`,
       'VALUES',
-      shape.steps
+      `${shape.steps
         .map(
           (step, position) =>
             `    (${name}, ${shape.version}, ${literal(step.name)}, ${position}, ${literal(step.kind)}, ${step.idempotentByKey})`,
         )
-        .join(',\n') + ';',
+        .join(',\n')};`,
     );
   }
   const compensations = compensationsOf(shape);
@@ -49,15 +49,15 @@ export function workflowVersionSql(shape: WorkflowShape, options: { readonly dra
       '-- compensations, in the order they run (core 0013)',
       `INSERT INTO ledgerflow.workflow_step_def (workflow_name, version, step_name, position, kind, idempotent_by_key, compensates)`,
       'VALUES',
-      compensations
+      `${compensations
         .map(
           (c) =>
             `    (${name}, ${shape.version}, ${literal(c.name)}, ${c.position}, ${literal(c.kind)}, ${c.idempotentByKey}, ${literal(c.compensates)})`,
         )
-        .join(',\n') + ';',
+        .join(',\n')};`,
     );
   }
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }
 
 /**

@@ -1,6 +1,6 @@
 import { compareDiagnostics, type Diagnostic, type DiagnosticCode } from '../model/diagnostic.js';
 import type { Suppression } from '../model/suppression.js';
-import { applySuppressions, SUPPRESSION_CODE } from './apply-suppressions.js';
+import { applySuppressions, type SUPPRESSION_CODE } from './apply-suppressions.js';
 import type { Rule, ValidationInput } from './rule.js';
 import { compensationKey } from './rules/compensation-key.js';
 import { conditionalStepRead } from './rules/conditional-step-read.js';

@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { createClient, migrate, openStore, type RunStatus } from 'ledgerflow/runtime';
-import { type FaultSpec } from 'ledgerflow/testing';
+import type { FaultSpec } from 'ledgerflow/testing';
 import { FakeEmailProvider } from '../fakes/email-provider.js';
 import { startFakeServer } from '../fakes/fake-server.js';
 import { FakePaymentProvider } from '../fakes/payment-provider.js';

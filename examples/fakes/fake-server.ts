@@ -1,10 +1,10 @@
-import {
-  type EmailGateway,
-  type EmailMessage,
-  type EmailProviderStats,
-  type FakeEmailProvider,
-  type SendOptions,
-  type SentEmail,
+import type {
+  EmailGateway,
+  EmailMessage,
+  EmailProviderStats,
+  FakeEmailProvider,
+  SendOptions,
+  SentEmail,
 } from './email-provider.js';
 import { HttpError, requestJson, startJsonServer, type ErrorBody, type JsonHandler, type RunningServer } from './json-http.js';
 import {

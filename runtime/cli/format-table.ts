@@ -20,7 +20,7 @@ export function formatTable<Row>(rows: readonly Row[], columns: ReadonlyArray<Co
   const cells = [columns.map((c) => c.header), ...rows.map((row) => columns.map((c) => flatten(c.value(row))))];
   const widths = columns.map((_, i) => Math.max(...cells.map((line) => line[i]!.length)));
   return (
-    cells
+    `${cells
       .map((line) =>
         line
           .map((cell, i) => {
@@ -31,7 +31,7 @@ export function formatTable<Row>(rows: readonly Row[], columns: ReadonlyArray<Co
           .join('  ')
           .trimEnd(),
       )
-      .join('\n') + '\n'
+      .join('\n')}\n`
   );
 }
 
@@ -43,7 +43,7 @@ export function formatSection<Row>(title: string, rows: readonly Row[], columns:
 /** `label  value` lines with the labels aligned, for one record. */
 export function formatFields(fields: ReadonlyArray<readonly [string, string]>): string {
   const width = Math.max(...fields.map(([label]) => label.length));
-  return fields.map(([label, value]) => `${label.padEnd(width)}  ${value}`.trimEnd()).join('\n') + '\n';
+  return `${fields.map(([label, value]) => `${label.padEnd(width)}  ${value}`.trimEnd()).join('\n')}\n`;
 }
 
 function flatten(value: string): string {

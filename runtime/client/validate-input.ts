@@ -79,6 +79,7 @@ function describeWorkflow(workflow: AnyWorkflow): string {
 }
 
 /** U+0000, and UTF-16 surrogates without their pair: valid in a JS string, refused by jsonb. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: U+0000 is what it looks for (jsonb cannot store it).
 const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 function unstorableStrings(value: unknown, path: PropertyKey[]): string[] {

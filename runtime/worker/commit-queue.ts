@@ -133,7 +133,7 @@ export class CommitQueue {
         return;
       }
       if (claim !== undefined) claimed = results[claim.at]!.claimed;
-      group.forEach((w, i) => w.resolve(ownResult(results[i]!, i === claim?.at)));
+      for (const [i, w] of group.entries()) w.resolve(ownResult(results[i]!, i === claim?.at));
     } finally {
       if (claim !== undefined) this.#claims!.adopt(claimed);
     }

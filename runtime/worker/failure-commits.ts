@@ -8,7 +8,7 @@ import { backoffDelayMs, countsTowardBudget, isNonRetryable } from './retry.js';
 import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from '../store/state-machines.js';
 import { RUNS_CHANNEL } from '../store/channels.js';
 import type { Lease } from './lease.js';
-import { recordableText, serializeError, StepFailure, type SerializedError } from './step-errors.js';
+import { recordableText, serializeError, type StepFailure, type SerializedError } from './step-errors.js';
 
 /*
  * The commits of a step that did not succeed: a failed attempt (retry, fail, or park with an

@@ -87,6 +87,7 @@ export function serializeError(error: unknown): SerializedError {
   };
 }
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: U+0000 is what it looks for (jsonb cannot store it).
 const UNRECORDABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 /** Text with U+0000 and lone surrogates written as `\\u0000`-style escapes (jsonb accepts the rest). */

@@ -67,7 +67,7 @@ describeStores('dashboard over HTTP', (getStore) => {
       const browser = session(app.fetch);
       expect((await browser.get('/')).status).toBe(401);
       expect((await browser.get('/?token=wrong-token-0123456789')).status).toBe(401);
-      const login = await browser.get('/intents?token=' + TOKEN);
+      const login = await browser.get(`/intents?token=${TOKEN}`);
       expect(login.status).toBe(303);
       expect(login.headers.get('location')).toBe('/intents');
       const set = login.headers.getSetCookie().find((c) => c.startsWith(`${AUTH_COOKIE}=`))!;

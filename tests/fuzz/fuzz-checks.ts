@@ -1,7 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { sql, type Kysely } from 'kysely';
 import type { LedgerflowDatabase } from '../../runtime/store/tables.js';
-import { FINAL_RUN_STATUSES, RUN_STATUSES, type FinalRunStatus } from '../../runtime/store/tables.js';
+import { FINAL_RUN_STATUSES, RUN_STATUSES, } from '../../runtime/store/tables.js';
 import {
   computeOutput,
   effectKey,

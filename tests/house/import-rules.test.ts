@@ -61,7 +61,7 @@ describe('import rules', () => {
         'runtime/dashboard/html.ts': (text) => `import '../cli/format-table.js';\n${text}`,
         'runtime/store/store.ts': (text) => `import '../../tests/support/test-stores.js';\n${text}`,
       });
-      expect(found.map((line) => line.split(' - ')[0] + ' ' + /error (DEP\d+)/.exec(line)![1])).toEqual([
+      expect(found.map((line) => `${line.split(' - ')[0]} ${/error (DEP\d+)/.exec(line)![1]}`)).toEqual([
         'codegen/index.ts:1:8 DEP002',
         'dsl/index.ts:1:28 DEP002',
         'runtime/client/queues.ts:1:31 DEP002',

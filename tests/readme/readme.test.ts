@@ -242,7 +242,7 @@ describe('the code blocks of README.md and docs/', () => {
     const { lines, start } = tables[0]!;
     const rows = lines
       .slice(start + 1)
-      .filter((l, i, all) => all.slice(0, i + 1).every((x) => x.startsWith('|')))
+      .filter((_l, i, all) => all.slice(0, i + 1).every((x) => x.startsWith('|')))
       .flatMap((l) => {
         const match = /^\| (LF\d{3}) \| (.*) \|$/.exec(l);
         return match === null ? [] : [[match[1]!, match[2]!] as const];

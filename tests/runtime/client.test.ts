@@ -85,7 +85,7 @@ describeStores('client', (getStore, kind) => {
       expect(issues[0]).toMatch(/^orderId: /);
       expect(issues[1]).toMatch(/^amountCents: .*expected number, received string/);
       expect(issues[2]).toMatch(/^items\[0\]\.qty: /);
-      expect(error.message).toMatch(/^Invalid input for workflow "ct-order" v1:\n  - orderId: /);
+      expect(error.message).toMatch(/^Invalid input for workflow "ct-order" v1:\n {2}- orderId: /);
       expect(error.message).toContain('Nothing was written.');
       expect(await runCount(getStore(), 'ct-order')).toBe(0);
     });

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import pg from 'pg';
+import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { isMultiHostUrl, parsePostgresUrl, PostgresUrlError } from '../../runtime/store/pg/postgres-url.js';
 import { connectTimeoutOf, DEFAULT_CONNECT_TIMEOUT_MS } from '../../runtime/store/pg/pg-store.js';

@@ -8,7 +8,7 @@ import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { eventLog, startTestRun, runState } from './fixtures/run-helpers.js';
 import { chargeHandlers, receiptControl, receiptHandlers } from './fixtures/test-handlers.js';
-import { ALL_TEST_WORKFLOWS, charge, receipt, receiptOnce, receiptSlow } from './fixtures/test-workflows.js';
+import { ALL_TEST_WORKFLOWS, charge, receipt, receiptOnce, } from './fixtures/test-workflows.js';
 
 const FAST: Partial<WorkerOptions> = { pollIntervalMs: 20, leaseMs: 5_000, reconcileIntervalMs: 0 };
 /** Far enough ahead that every intent is due (lease + perform timeout have passed). */

@@ -34,7 +34,7 @@ import { poison, poisonHandlers } from './fixtures/poison-workflows.js';
  * pglite-listen.test.ts.
  */
 const FAST: Partial<WorkerOptions> = { pollIntervalMs: 20, leaseMs: 5_000, reconcileIntervalMs: 0 };
-const LATER = (): Date => new Date(Date.now() + 3_600_000);
+const _LATER = (): Date => new Date(Date.now() + 3_600_000);
 
 /** Plants an open intent on a run at step 0 of a receipt workflow, due since an hour. */
 async function plantIntent(store: Store, runId: string, key: string, status: 'pending' | 'cancelled' | 'needs_reconciliation'): Promise<void> {

@@ -10,7 +10,7 @@ import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
-import { appRows, eventLog, startTestRun, runState, setupAppSchema, waitUntil } from './fixtures/run-helpers.js';
+import { appRows, eventLog, startTestRun, runState, setupAppSchema, } from './fixtures/run-helpers.js';
 import {
   flakyHandlers,
   gate,
@@ -30,7 +30,7 @@ const FAST: Partial<WorkerOptions> = { pollIntervalMs: 20, leaseMs: 5_000, recon
 const stallHeartbeats = (): void =>
   configureFaults({ seed: 1, points: { 'before-lease-renewal': { probability: 1, actions: ['hang'], hangMs: 1_500 } } });
 
-const leaseExpired = (store: TestStore, runId: string) => async (): Promise<boolean> => {
+const _leaseExpired = (store: TestStore, runId: string) => async (): Promise<boolean> => {
   const { rows } = await sql<{ expired: boolean }>`
     SELECT lease_expires_at <= now() AS expired FROM ledgerflow.workflow_run WHERE id = ${runId}`.execute(store.db);
   return rows[0]?.expired === true;

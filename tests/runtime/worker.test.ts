@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, expect, it } from 'vitest';
 import { createWorker, type Worker, type WorkerOptions } from 'ledgerflow/runtime';
 import { configureFaults, type FaultPointName } from 'ledgerflow/testing';
 import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';

@@ -111,9 +111,9 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
   };
   writeFileSync(
     join(dataDir, 'postgresql.auto.conf'),
-    Object.entries(settings)
+    `${Object.entries(settings)
       .map(([k, v]) => `${k} = '${v}'`)
-      .join('\n') + '\n',
+      .join('\n')}\n`,
   );
 
   let child: ChildProcess | undefined;

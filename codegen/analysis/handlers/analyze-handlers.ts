@@ -11,6 +11,7 @@ import { compareLocations } from '../../model/source-location.js';
 import { stepsAndCompensations, type WorkflowModel } from '../../model/workflow-model.js';
 import type { AnalysisProgram } from '../analysis-program.js';
 import { importBindingOf, resolveImportedDeclaration } from '../module-exports.js';
+import { assignedValue } from '../property-values.js';
 import { isFunctionLike, propertyName, skipWrappers, variableKeyword, type FunctionLike } from '../syntax.js';
 import { HandlerEffectAnalyzer } from './handler-effects.js';
 
@@ -164,22 +165,15 @@ function handlerFunction(
   kind: HandlerStepKind,
 ): { fn: FunctionLike; name: ts.Node } | null {
   if (kind !== 'external') {
-    const fn = ts.isMethodDeclaration(property) ? property : functionOf(program, valueOf(property), new Set());
+    const fn = ts.isMethodDeclaration(property) ? property : functionOf(program, assignedValue(property), new Set());
     return fn === null ? null : { fn, name: property.name ?? property };
   }
-  const value = valueOf(property);
+  const value = assignedValue(property);
   const object = value === null ? null : objectLiteralOf(program, value, new Set());
   const perform = object?.properties.find((p) => propertyName(p) === 'perform');
   if (perform === undefined) return null;
-  const fn = ts.isMethodDeclaration(perform) ? perform : functionOf(program, valueOf(perform), new Set());
+  const fn = ts.isMethodDeclaration(perform) ? perform : functionOf(program, assignedValue(perform), new Set());
   return fn === null ? null : { fn, name: perform.name ?? perform };
-}
-
-/** The value a property assigns (`name` itself for a shorthand `{ name }`); null for methods, accessors and spreads. */
-function valueOf(property: ts.ObjectLiteralElementLike): ts.Expression | null {
-  if (ts.isPropertyAssignment(property)) return property.initializer;
-  if (ts.isShorthandPropertyAssignment(property)) return property.name;
-  return null;
 }
 
 /** The function an expression is, or names: inline, a function or const in this file, or one a relative module exports. */

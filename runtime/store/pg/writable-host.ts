@@ -1,4 +1,4 @@
-import pg from 'pg';
+import type pg from 'pg';
 import { SQLSTATE } from '../sqlstate.js';
 import type { PostgresHost, PostgresTarget } from './postgres-url.js';
 

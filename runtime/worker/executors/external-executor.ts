@@ -175,7 +175,7 @@ export async function performWithinLease(s: StepExecution, handler: ExternalHand
 }
 
 /** Step 3: the result commit. */
-async function recordResult(s: StepExecution, claim: EffectClaim, output: Json, effect: ResultEffect, reused = false): Promise<StepOutcome> {
+async function recordResult(s: StepExecution, _claim: EffectClaim, output: Json, effect: ResultEffect, reused = false): Promise<StepOutcome> {
   const commit = resultCommit(s, output, effect);
   const result = await commitKnowingOutcome(s, () => s.commits.advance(commit), { retry: true });
   if (!result.fenced) throw leaseLost(s.lease, 'the result commit');

@@ -5,7 +5,7 @@
  * of its own.
  */
 import {
-  CompiledQuery,
+  type CompiledQuery,
   DefaultQueryExecutor,
   Kysely,
   PostgresAdapter,
@@ -108,7 +108,7 @@ const ADAPTER = new PostgresAdapter();
 function handleConnection(run: StatementRunner, name: string): DatabaseConnection {
   return {
     executeQuery: (compiled) => run(compiled),
-    // eslint-disable-next-line require-yield
+    // biome-ignore lint/correctness/useYield: streaming is refused; the generator only throws.
     streamQuery: async function* <R>(): AsyncIterableIterator<QueryResult<R>> {
       throw new TypeError(`${name} does not stream; use execute() instead.`);
     },

@@ -8,7 +8,7 @@ import { Recorded } from '../../contracts/recorded.js';
 import { ConflictError } from '../../errors.js';
 import type { TransactionalHandler } from '../../contracts/handler-types.js';
 import { faultPoint } from '../../faults/fault-points.js';
-import type { Json, LedgerflowDatabase } from '../../store/tables.js';
+import type { Json, } from '../../store/tables.js';
 import { matchExisting, readEffects, type EffectClaim } from '../ledger.js';
 import { leaseLost } from '../lease.js';
 import { resultCommit } from '../result-commit.js';
