@@ -47,7 +47,9 @@ export async function runCodegenBench(files = FILES): Promise<CodegenBenchResult
       run(process.execPath, [path.join(REPO_ROOT, 'bin', 'ledgerflow.js'), 'codegen', '--root', root], { cwd: root }),
     );
     const tscMs = await timed(() =>
-      run(path.join(REPO_ROOT, 'node_modules', '.bin', 'tsc'), ['--noEmit', '-p', path.join(root, 'tsconfig.json')], { cwd: root }),
+      run(path.join(REPO_ROOT, 'node_modules', '.bin', 'tsc'), ['--noEmit', '-p', path.join(root, 'tsconfig.json')], {
+        cwd: root,
+      }),
     );
     return { files, codegenMs, tscMs, ratio: codegenMs / tscMs };
   } finally {
@@ -67,7 +69,10 @@ function writeProject(root: string, files: number): void {
   for (const dependency of ['zod', '@types']) {
     symlinkSync(path.join(REPO_ROOT, 'node_modules', dependency), path.join(root, 'node_modules', dependency), 'dir');
   }
-  writeFileSync(path.join(root, 'package.json'), JSON.stringify({ name: 'codegen-bench', private: true, type: 'module' }));
+  writeFileSync(
+    path.join(root, 'package.json'),
+    JSON.stringify({ name: 'codegen-bench', private: true, type: 'module' }),
+  );
   writeFileSync(
     path.join(root, 'tsconfig.json'),
     JSON.stringify({
@@ -142,8 +147,12 @@ const WATCHED_EXAMPLE = 'examples/order-payment/order-payment.workflow.ts';
 export async function runCodegenWatchBench(edits = 10): Promise<CodegenWatchBenchResult> {
   const root = mkdtempSync(path.join(tmpdir(), 'ledgerflow-watch-bench-'));
   try {
-    for (const dir of ['examples', 'generated']) cpSync(path.join(REPO_ROOT, dir), path.join(root, dir), { recursive: true });
-    writeFileSync(path.join(root, 'package.json'), JSON.stringify({ name: 'watch-bench', private: true, type: 'module' }));
+    for (const dir of ['examples', 'generated'])
+      cpSync(path.join(REPO_ROOT, dir), path.join(root, dir), { recursive: true });
+    writeFileSync(
+      path.join(root, 'package.json'),
+      JSON.stringify({ name: 'watch-bench', private: true, type: 'module' }),
+    );
     const file = path.join(root, WATCHED_EXAMPLE);
     const original = readFileSync(file, 'utf8');
     const measure = async (cache: SourceCache | undefined): Promise<number> => {
@@ -153,7 +162,8 @@ export async function runCodegenWatchBench(edits = 10): Promise<CodegenWatchBenc
         writeFileSync(file, `${original}// edit ${edit}\n`);
         const started = performance.now();
         const run = await runCodegen({ root, ...(cache ? { cache } : {}) });
-        if (run.generated === null) throw new Error(`the edited examples do not generate: ${JSON.stringify(run.diagnostics[0])}`);
+        if (run.generated === null)
+          throw new Error(`the edited examples do not generate: ${JSON.stringify(run.diagnostics[0])}`);
         writeGenerated(run.root, run.outDir, run.generated);
         times.push(performance.now() - started);
       }
@@ -161,7 +171,12 @@ export async function runCodegenWatchBench(edits = 10): Promise<CodegenWatchBenc
     };
     const msPerChange = await measure(new SourceCache());
     const msPerChangeUncached = await measure(undefined);
-    return { file: WATCHED_EXAMPLE, edits, msPerChange: Math.round(msPerChange), msPerChangeUncached: Math.round(msPerChangeUncached) };
+    return {
+      file: WATCHED_EXAMPLE,
+      edits,
+      msPerChange: Math.round(msPerChange),
+      msPerChangeUncached: Math.round(msPerChangeUncached),
+    };
   } finally {
     rmSync(root, { recursive: true, force: true });
   }
@@ -180,7 +195,11 @@ export function describeWatchBench(result: CodegenWatchBenchResult): string {
   );
 }
 
-if (process.argv[1] !== undefined && process.argv.includes('--watch') && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) {
+if (
+  process.argv[1] !== undefined &&
+  process.argv.includes('--watch') &&
+  import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href
+) {
   console.log(describeWatchBench(await runCodegenWatchBench()));
 } else if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) {
   const result = await runCodegenBench();

@@ -19,7 +19,8 @@ import { openBenchServer } from './environment.js';
  *   DATABASE_URL          use this server instead of starting one
  */
 const BASE = process.env['LEDGERFLOW_AB_BASE'];
-if (BASE === undefined) throw new Error('LEDGERFLOW_AB_BASE must name the baseline checkout (a directory with runtime/ and bench/).');
+if (BASE === undefined)
+  throw new Error('LEDGERFLOW_AB_BASE must name the baseline checkout (a directory with runtime/ and bench/).');
 const trees = {
   base: {
     store: await import(`${BASE}/runtime/store/pg/pg-store.js`),
@@ -51,19 +52,37 @@ async function once(tree: Tree, c: number, n: number, record: boolean): Promise<
   const enqueueStore = t.store.createPgStore({ connectionString: url, maxConnections: 16 });
   const workerStore = t.store.createPgStore({ connectionString: url, maxConnections: c + 2 });
   try {
-    const m = await t.drain.measureDrain({ workflow: t.wf.oneStep, registrations: t.wf.benchRegistrations(new t.fake.FakePaymentProvider()), runs: n, concurrency: c, enqueueStore, workerStore });
+    const m = await t.drain.measureDrain({
+      workflow: t.wf.oneStep,
+      registrations: t.wf.benchRegistrations(new t.fake.FakePaymentProvider()),
+      runs: n,
+      concurrency: c,
+      enqueueStore,
+      workerStore,
+    });
     if (m.failedSteps > 0 || m.errors.length > 0) throw new Error(`${tree}: ${m.errors.join('; ')}`);
     if (record) {
-      const k = `${tree} c=${c}`; (results[k] ??= { cpu: [], sps: [] }).cpu.push(m.cpuMs / n); results[k].sps.push(n / m.seconds);
+      const k = `${tree} c=${c}`;
+      (results[k] ??= { cpu: [], sps: [] }).cpu.push(m.cpuMs / n);
+      results[k].sps.push(n / m.seconds);
       console.log(`${k}: ${(m.cpuMs / n).toFixed(3)} ms/step, ${(n / m.seconds).toFixed(0)} steps/s`);
     }
-  } finally { await enqueueStore.close(); await workerStore.close(); }
+  } finally {
+    await enqueueStore.close();
+    await workerStore.close();
+  }
 }
 for (const c of cs) for (const tree of ORDERS[0]!.slice(0, 2)) await once(tree, c, warm, false);
 for (let r = 0; r < rounds; r++) for (const c of cs) for (const tree of ORDERS[r % 2]!) await once(tree, c, runs, true);
-const med = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2; };
+const med = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
 for (const c of cs) {
-  const b = results[`base c=${c}`]!, n = results[`new c=${c}`]!;
-  console.log(`c=${c}: CPU ms/step median base ${med(b.cpu).toFixed(3)} new ${med(n.cpu).toFixed(3)} (min ${Math.min(...b.cpu).toFixed(3)} / ${Math.min(...n.cpu).toFixed(3)}); new/base CPU ${(med(n.cpu) / med(b.cpu)).toFixed(2)}; throughput new/base ${(med(n.sps) / med(b.sps)).toFixed(2)} (${med(b.sps).toFixed(0)} / ${med(n.sps).toFixed(0)} steps/s)`);
+  const b = results[`base c=${c}`]!,
+    n = results[`new c=${c}`]!;
+  console.log(
+    `c=${c}: CPU ms/step median base ${med(b.cpu).toFixed(3)} new ${med(n.cpu).toFixed(3)} (min ${Math.min(...b.cpu).toFixed(3)} / ${Math.min(...n.cpu).toFixed(3)}); new/base CPU ${(med(n.cpu) / med(b.cpu)).toFixed(2)}; throughput new/base ${(med(n.sps) / med(b.sps)).toFixed(2)} (${med(b.sps).toFixed(0)} / ${med(n.sps).toFixed(0)} steps/s)`,
+  );
 }
 await server.close();

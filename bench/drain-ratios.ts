@@ -23,7 +23,14 @@ const n = Number(process.env['LEDGERFLOW_BENCH_N'] ?? 1000);
 const concurrencies = (process.env['LEDGERFLOW_BENCH_CONCURRENCY'] ?? '1,4,16').split(',').map(Number);
 const variants = (process.env['LEDGERFLOW_BENCH_VARIANTS'] ?? 'on,off').split(',').map((v) => v === 'on');
 
-async function drain(server: BenchServer, workflow: AnyWorkflow, runs: number, stepsPerRun: number, concurrency: number, groupCommit: boolean) {
+async function drain(
+  server: BenchServer,
+  workflow: AnyWorkflow,
+  runs: number,
+  stepsPerRun: number,
+  concurrency: number,
+  groupCommit: boolean,
+) {
   const database = `ratios_${workflow.name.replaceAll('-', '_')}_c${concurrency}_${groupCommit ? 'gc' : 'solo'}`;
   const { url } = await prepareBenchDatabase(server, database);
   const enqueueStore = createPgStore({ connectionString: url, maxConnections: 16 });
@@ -45,9 +52,14 @@ async function drain(server: BenchServer, workflow: AnyWorkflow, runs: number, s
     });
     await workerStore.close();
     const after = await readServerCounters(server.adminUrl, database);
-    if (m.failedSteps > 0 || m.errors.length > 0) console.log(`  ! ${m.failedSteps} failed steps; ${m.errors.join('; ')}`);
+    if (m.failedSteps > 0 || m.errors.length > 0)
+      console.log(`  ! ${m.failedSteps} failed steps; ${m.errors.join('; ')}`);
     const steps = runs * stepsPerRun;
-    return { stepsPerSecond: steps / m.seconds, commitsPerStep: (after.commits - before.commits) / steps, cpuMsPerStep: m.cpuMs / steps };
+    return {
+      stepsPerSecond: steps / m.seconds,
+      commitsPerStep: (after.commits - before.commits) / steps,
+      cpuMsPerStep: m.cpuMs / steps,
+    };
   } finally {
     await enqueueStore.close().catch(() => {});
     await workerStore.close().catch(() => {});
@@ -62,7 +74,10 @@ try {
     const { url } = await prepareBenchDatabase(server, `ratios_w0_c${concurrency}`);
     const floor = (await measureFloor(url, concurrency, n, 'statement')).commitsPerSecond;
     console.log(`c=${concurrency} W0 ${floor.toFixed(0)} commits/s`);
-    for (const [label, workflow, stepsPerRun] of [['W1', oneStep, 1], ['W2', threeStep, 3]] as const) {
+    for (const [label, workflow, stepsPerRun] of [
+      ['W1', oneStep, 1],
+      ['W2', threeStep, 3],
+    ] as const) {
       for (const groupCommit of variants) {
         const r = await drain(server, workflow, Math.ceil(n / stepsPerRun), stepsPerRun, concurrency, groupCommit);
         console.log(
@@ -72,7 +87,12 @@ try {
       }
     }
   }
-  console.log(`load average ${(await import('node:os')).loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  console.log(
+    `load average ${(await import('node:os'))
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
+  );
 } finally {
   await server.close();
 }

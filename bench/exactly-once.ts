@@ -38,15 +38,21 @@ export function exactlyOnceProblems(o: ExactlyOnceObservation): string[] {
   const problems: string[] = [];
   const { rows, runs } = o.reservations;
   if (rows !== expected || runs !== expected) {
-    problems.push(`${o.workflows} ${o.workload} workflows wrote ${rows} application rows for ${runs} workflows (expected ${expected} rows, one per workflow)`);
+    problems.push(
+      `${o.workflows} ${o.workload} workflows wrote ${rows} application rows for ${runs} workflows (expected ${expected} rows, one per workflow)`,
+    );
   }
   if (!o.provider) return problems;
   const { charges, chargedKeys, requests } = o.provider;
   if (charges !== expected || chargedKeys !== expected) {
-    problems.push(`${o.workflows} ${o.workload} workflows made ${charges} provider charges under ${chargedKeys} keys (expected ${expected}, one per workflow)`);
+    problems.push(
+      `${o.workflows} ${o.workload} workflows made ${charges} provider charges under ${chargedKeys} keys (expected ${expected}, one per workflow)`,
+    );
   }
   if (requests !== charges) {
-    problems.push(`the provider was called ${requests} times for ${charges} charges: ${requests - charges} calls repeated a key already charged`);
+    problems.push(
+      `the provider was called ${requests} times for ${charges} charges: ${requests - charges} calls repeated a key already charged`,
+    );
   }
   return problems;
 }

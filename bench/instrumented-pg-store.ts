@@ -67,7 +67,12 @@ export function createInstrumentedPgStore(options: {
   CountingClient.prototype.query = function countingQuery(this: CountingClient, ...args: unknown[]) {
     counts.roundTrips += 1;
     const first = args[0];
-    const text = typeof first === 'string' ? first : typeof first === 'object' && first !== null && 'text' in first ? String(first.text) : '';
+    const text =
+      typeof first === 'string'
+        ? first
+        : typeof first === 'object' && first !== null && 'text' in first
+          ? String(first.text)
+          : '';
     const verb = text.trim().toLowerCase();
     let queryClass: QueryClass = 'other';
     if (verb === 'begin' || verb.startsWith('begin ')) {

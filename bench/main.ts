@@ -31,8 +31,18 @@ import { END_TO_END_WORKLOADS, ledgerflowEndToEnd } from './workloads/end-to-end
 import { endToEndTable } from './report/end-to-end.js';
 import { measureFloor } from './workloads/w0-floor.js';
 import { measureLatency } from './workloads/w3-latency.js';
-import { measureFanOut, measureSleepingClaimCost, WAIT_BENCH_WORKFLOWS, waitBenchRegistrations } from './workloads/waits.js';
-import { measureQueuedBacklog, QUEUE_BENCH_WORKFLOWS, queueBenchRegistrations, queuedOneStep } from './workloads/queues.js';
+import {
+  measureFanOut,
+  measureSleepingClaimCost,
+  WAIT_BENCH_WORKFLOWS,
+  waitBenchRegistrations,
+} from './workloads/waits.js';
+import {
+  measureQueuedBacklog,
+  QUEUE_BENCH_WORKFLOWS,
+  queueBenchRegistrations,
+  queuedOneStep,
+} from './workloads/queues.js';
 import { measureTelemetryOverhead, type TelemetryOverhead } from './workloads/telemetry.js';
 import { measureWorkerCpu, workerCpuTable, type WorkerCpuRow } from './workloads/worker-cpu.js';
 import { measureScale } from './workloads/scale.js';
@@ -77,7 +87,9 @@ async function main(): Promise<void> {
   const n = positiveInt('LEDGERFLOW_BENCH_N', 2000);
   const only = process.env['LEDGERFLOW_BENCH_ONLY'] ?? '';
   if (!['', 'telemetry', 'fanout', 'latency', 'e2e', 'wait', 'queue', 'cpu', 'scale'].includes(only)) {
-    throw new Error(`LEDGERFLOW_BENCH_ONLY must be telemetry, fanout, latency, e2e, wait, queue, cpu, scale or empty (got "${only}").`);
+    throw new Error(
+      `LEDGERFLOW_BENCH_ONLY must be telemetry, fanout, latency, e2e, wait, queue, cpu, scale or empty (got "${only}").`,
+    );
   }
   const w3Seconds = positiveInt('LEDGERFLOW_BENCH_W3_SECONDS', 5);
   const started = performance.now();
@@ -87,7 +99,9 @@ async function main(): Promise<void> {
   const registrations = benchRegistrations(payments);
   try {
     const environment = await describeEnvironment(server);
-    log(`server: ${environment.serverVersion}, fsync=${environment.fsync}, synchronous_commit=${environment.synchronousCommit}`);
+    log(
+      `server: ${environment.serverVersion}, fsync=${environment.fsync}, synchronous_commit=${environment.synchronousCommit}`,
+    );
     if (only === 'telemetry') {
       await telemetryOverhead(server, registrations, n);
       return;
@@ -109,7 +123,12 @@ async function main(): Promise<void> {
       return;
     }
     if (only === 'scale') {
-      await measureScale(server, { runs: n, maxBacklog: positiveInt('LEDGERFLOW_BENCH_SCALE_MAX', 1_000_000), registrations, log });
+      await measureScale(server, {
+        runs: n,
+        maxBacklog: positiveInt('LEDGERFLOW_BENCH_SCALE_MAX', 1_000_000),
+        registrations,
+        log,
+      });
       return;
     }
     if (only === 'fanout') {
@@ -117,14 +136,33 @@ async function main(): Promise<void> {
       await withStores([createPgStore({ connectionString: url, maxConnections: 24 })], async ([store]) => {
         await migrateForTest(store, [...BENCH_WORKFLOWS, ...WAIT_BENCH_WORKFLOWS]);
         await sql.raw(BENCH_APP_SQL).execute(store.db);
-        logFanOut(await measureFanOut(store, { children: positiveInt('LEDGERFLOW_BENCH_FANOUT', 10_000), clientStarts: Math.min(n, 1000), registrations: [...registrations, ...waitBenchRegistrations()] }));
+        logFanOut(
+          await measureFanOut(store, {
+            children: positiveInt('LEDGERFLOW_BENCH_FANOUT', 10_000),
+            clientStarts: Math.min(n, 1000),
+            registrations: [...registrations, ...waitBenchRegistrations()],
+          }),
+        );
       });
       return;
     }
     if (only === 'latency') {
-      const peak = (await durableDrain(server, { workflow: oneStep, runs: n, stepsPerRun: 1, concurrency: 16, registrations, notes, label: 'W1' })).row;
+      const peak = (
+        await durableDrain(server, {
+          workflow: oneStep,
+          runs: n,
+          stepsPerRun: 1,
+          concurrency: 16,
+          registrations,
+          notes,
+          label: 'W1',
+        })
+      ).row;
       log(`W1 c=16: ${peak.stepsPerSecond.toFixed(0)} steps/s`);
-      const rate = process.env['LEDGERFLOW_BENCH_W3_RATE'] === undefined ? peak.stepsPerSecond / 2 : positiveInt('LEDGERFLOW_BENCH_W3_RATE', 1);
+      const rate =
+        process.env['LEDGERFLOW_BENCH_W3_RATE'] === undefined
+          ? peak.stepsPerSecond / 2
+          : positiveInt('LEDGERFLOW_BENCH_W3_RATE', 1);
       await measureW3(server, rate, w3Seconds, registrations);
       return;
     }
@@ -150,9 +188,17 @@ async function main(): Promise<void> {
     }
 
     const durable: ThroughputRow[] = [];
-    const drain = async (label: string, workflow: AnyWorkflow, runs: number, stepsPerRun: number, concurrency: number) => {
+    const drain = async (
+      label: string,
+      workflow: AnyWorkflow,
+      runs: number,
+      stepsPerRun: number,
+      concurrency: number,
+    ) => {
       const m = await durableDrain(server, { workflow, runs, stepsPerRun, concurrency, registrations, notes, label });
-      log(`${label} c=${concurrency}: ${m.row.stepsPerSecond.toFixed(0)} steps/s, ${m.row.commitsPerStep?.toFixed(2)} commits/step`);
+      log(
+        `${label} c=${concurrency}: ${m.row.stepsPerSecond.toFixed(0)} steps/s, ${m.row.commitsPerStep?.toFixed(2)} commits/step`,
+      );
       return m;
     };
     for (const concurrency of CONCURRENCIES) {
@@ -181,11 +227,17 @@ async function main(): Promise<void> {
       })
     ).row;
     const w1At16 = durable.find((r) => r.workload.startsWith('W1') && r.concurrency === 16)!;
-    log(`W1 through a queue c=16: ${queuedRow.stepsPerSecond.toFixed(0)} steps/s (${(queuedRow.stepsPerSecond / w1At16.stepsPerSecond).toFixed(2)} × W1)`);
+    log(
+      `W1 through a queue c=16: ${queuedRow.stepsPerSecond.toFixed(0)} steps/s (${(queuedRow.stepsPerSecond / w1At16.stepsPerSecond).toFixed(2)} × W1)`,
+    );
 
     const stepCosts: StepCostRow[] = [];
     const costRuns = Math.min(n, 500);
-    for (const [kind, workflow] of [['step', plainOnly], ['transactional', oneStep], ['external', externalOnly]] as const) {
+    for (const [kind, workflow] of [
+      ['step', plainOnly],
+      ['transactional', oneStep],
+      ['external', externalOnly],
+    ] as const) {
       const m = await drain(`cost of ${kind}`, workflow, costRuns, 1, 1);
       stepCosts.push({
         kind,
@@ -205,7 +257,9 @@ async function main(): Promise<void> {
     // W3 arrives at half the end-to-end peak of one-step runs (starts included): half the drain
     // peak would ask for more starts and steps per second than the machine does, and measure a
     // queue that only grows.
-    const oneStepPeak = Math.max(...endToEndRows.filter((r) => r.workload.startsWith('one step')).map((r) => r.workflowsPerSecond));
+    const oneStepPeak = Math.max(
+      ...endToEndRows.filter((r) => r.workload.startsWith('one step')).map((r) => r.workflowsPerSecond),
+    );
     const latency = await measureW3(server, oneStepPeak / 2, w3Seconds, registrations);
 
     const pglite: ThroughputRow[] = [];
@@ -215,7 +269,14 @@ async function main(): Promise<void> {
       try {
         await migrateForTest(store, BENCH_WORKFLOWS);
         await sql.raw(BENCH_APP_SQL).execute(store.db);
-        const m = await measureDrain({ workflow: oneStep, registrations, runs: pgliteRuns, concurrency, enqueueStore: store, workerStore: store });
+        const m = await measureDrain({
+          workflow: oneStep,
+          registrations,
+          runs: pgliteRuns,
+          concurrency,
+          enqueueStore: store,
+          workerStore: store,
+        });
         pglite.push({
           workload: 'W1 one-step drain (PGlite, fsync off)',
           concurrency,
@@ -232,35 +293,41 @@ async function main(): Promise<void> {
     }
 
     const waitsUrl = await server.freshDatabase('bench_waits');
-    const waits = await withStores([createPgStore({ connectionString: waitsUrl, maxConnections: 24 })], async ([store]) => {
-      await migrateForTest(store, [...BENCH_WORKFLOWS, ...WAIT_BENCH_WORKFLOWS]);
-      await sql.raw(BENCH_APP_SQL).execute(store.db);
-      const waitRegistrations = [...registrations, ...waitBenchRegistrations()];
-      const sleeping = await measureSleepingClaimCost(store, {
-        sleeping: positiveInt('LEDGERFLOW_BENCH_SLEEPING', 100_000),
-        drainRuns: Math.min(n, 1000),
-        drainWorkflow: plainOnly,
-        registrations: waitRegistrations,
-      });
-      log(
-        `sleeping runs: ${sleeping.sleeping}; empty claim ${sleeping.emptyClaimMs.without.toFixed(2)} → ${sleeping.emptyClaimMs.with.toFixed(2)} ` +
-          `(vacuumed ${sleeping.emptyClaimMs.vacuumed.toFixed(2)}) ms, drain ${sleeping.drainRunsPerSecond.without.toFixed(0)} → ` +
-          `${sleeping.drainRunsPerSecond.with.toFixed(0)} (vacuumed ${sleeping.drainRunsPerSecond.vacuumed.toFixed(0)}) runs/s`,
-      );
-      const fanOut = await measureFanOut(store, {
-        children: positiveInt('LEDGERFLOW_BENCH_FANOUT', 10_000),
-        clientStarts: Math.min(n, 1000),
-        registrations: waitRegistrations,
-      });
-      logFanOut(fanOut);
-      return { sleeping, fanOut };
-    });
+    const waits = await withStores(
+      [createPgStore({ connectionString: waitsUrl, maxConnections: 24 })],
+      async ([store]) => {
+        await migrateForTest(store, [...BENCH_WORKFLOWS, ...WAIT_BENCH_WORKFLOWS]);
+        await sql.raw(BENCH_APP_SQL).execute(store.db);
+        const waitRegistrations = [...registrations, ...waitBenchRegistrations()];
+        const sleeping = await measureSleepingClaimCost(store, {
+          sleeping: positiveInt('LEDGERFLOW_BENCH_SLEEPING', 100_000),
+          drainRuns: Math.min(n, 1000),
+          drainWorkflow: plainOnly,
+          registrations: waitRegistrations,
+        });
+        log(
+          `sleeping runs: ${sleeping.sleeping}; empty claim ${sleeping.emptyClaimMs.without.toFixed(2)} → ${sleeping.emptyClaimMs.with.toFixed(2)} ` +
+            `(vacuumed ${sleeping.emptyClaimMs.vacuumed.toFixed(2)}) ms, drain ${sleeping.drainRunsPerSecond.without.toFixed(0)} → ` +
+            `${sleeping.drainRunsPerSecond.with.toFixed(0)} (vacuumed ${sleeping.drainRunsPerSecond.vacuumed.toFixed(0)}) runs/s`,
+        );
+        const fanOut = await measureFanOut(store, {
+          children: positiveInt('LEDGERFLOW_BENCH_FANOUT', 10_000),
+          clientStarts: Math.min(n, 1000),
+          registrations: waitRegistrations,
+        });
+        logFanOut(fanOut);
+        return { sleeping, fanOut };
+      },
+    );
 
     const queuesUrl = await server.freshDatabase('bench_queues');
-    const backlog = await withStores([createPgStore({ connectionString: queuesUrl, maxConnections: 4 })], async ([store]) => {
-      await migrateForTest(store, [...BENCH_WORKFLOWS, ...QUEUE_BENCH_WORKFLOWS]);
-      return measureQueuedBacklog(store, { queued: 100_000, partitions: 1_000, registrations: queueRegistrations });
-    });
+    const backlog = await withStores(
+      [createPgStore({ connectionString: queuesUrl, maxConnections: 4 })],
+      async ([store]) => {
+        await migrateForTest(store, [...BENCH_WORKFLOWS, ...QUEUE_BENCH_WORKFLOWS]);
+        return measureQueuedBacklog(store, { queued: 100_000, partitions: 1_000, registrations: queueRegistrations });
+      },
+    );
     log(
       `queued backlog ${backlog.queued} across ${backlog.partitions} partitions: empty claim ${backlog.emptyClaimMs.without.toFixed(2)} → ` +
         `${backlog.emptyClaimMs.with.toFixed(2)} ms, one grant ${backlog.grantMs.toFixed(2)} ms`,
@@ -300,11 +367,20 @@ async function main(): Promise<void> {
 }
 
 /** W3 at `arrivalsPerSecond` (half the end-to-end one-step peak in the full bench), logged. */
-async function measureW3(server: BenchServer, arrivalsPerSecond: number, seconds: number, registrations: ReturnType<typeof benchRegistrations>) {
+async function measureW3(
+  server: BenchServer,
+  arrivalsPerSecond: number,
+  seconds: number,
+  registrations: ReturnType<typeof benchRegistrations>,
+) {
   const latencyDb = await prepareDatabase(server, 'bench_w3');
   const latency = await withStores(
-    [createPgStore({ connectionString: latencyDb.url, maxConnections: 8 }), createPgStore({ connectionString: latencyDb.url, maxConnections: 18 })],
-    ([clientStore, workerStore]) => measureLatency({ arrivalsPerSecond, seconds, concurrency: 16, clientStore, workerStore, registrations }),
+    [
+      createPgStore({ connectionString: latencyDb.url, maxConnections: 8 }),
+      createPgStore({ connectionString: latencyDb.url, maxConnections: 18 }),
+    ],
+    ([clientStore, workerStore]) =>
+      measureLatency({ arrivalsPerSecond, seconds, concurrency: 16, clientStore, workerStore, registrations }),
   );
   const r = latency.toResult!;
   log(
@@ -360,7 +436,9 @@ async function durableDrain(
     const steps = o.runs * o.stepsPerRun;
     const delta = { commits: after.commits - before.commits, rollbacks: after.rollbacks - before.rollbacks };
     if (m.failedSteps > 0 || m.errors.length > 0) {
-      o.notes.push(`${o.label} at concurrency ${o.concurrency}: ${m.failedSteps} failed step attempt(s); ${m.errors.join('; ')}`);
+      o.notes.push(
+        `${o.label} at concurrency ${o.concurrency}: ${m.failedSteps} failed step attempt(s); ${m.errors.join('; ')}`,
+      );
     }
     return {
       row: {
@@ -386,16 +464,36 @@ async function durableDrain(
 }
 
 /** Worker CPU per step of W1 and W2 at every concurrency, on the plain store (bench/workloads/worker-cpu.ts). */
-async function workerCpu(server: BenchServer, registrations: ReturnType<typeof benchRegistrations>, n: number): Promise<WorkerCpuRow[]> {
+async function workerCpu(
+  server: BenchServer,
+  registrations: ReturnType<typeof benchRegistrations>,
+  n: number,
+): Promise<WorkerCpuRow[]> {
   const rows: WorkerCpuRow[] = [];
-  for (const [workload, workflow, stepsPerRun] of [['W1 one-step drain', oneStep, 1], ['W2 three-step drain', threeStep, 3]] as const) {
+  for (const [workload, workflow, stepsPerRun] of [
+    ['W1 one-step drain', oneStep, 1],
+    ['W2 three-step drain', threeStep, 3],
+  ] as const) {
     for (const concurrency of CONCURRENCIES) {
       const { url } = await prepareDatabase(server, `bench_cpu_${workflow.name.replaceAll('-', '_')}_c${concurrency}`);
       const runs = Math.ceil(n / stepsPerRun);
       const row = await withStores(
-        [createPgStore({ connectionString: url, maxConnections: 16 }), createPgStore({ connectionString: url, maxConnections: concurrency + 2 })],
+        [
+          createPgStore({ connectionString: url, maxConnections: 16 }),
+          createPgStore({ connectionString: url, maxConnections: concurrency + 2 }),
+        ],
         ([enqueueStore, workerStore]) =>
-          measureWorkerCpu({ workload, workflow, stepsPerRun, registrations, runs, warmUpRuns: Math.min(200, runs), concurrency, enqueueStore, workerStore }),
+          measureWorkerCpu({
+            workload,
+            workflow,
+            stepsPerRun,
+            registrations,
+            runs,
+            warmUpRuns: Math.min(200, runs),
+            concurrency,
+            enqueueStore,
+            workerStore,
+          }),
       );
       log(`worker CPU ${workload} c=${concurrency}: ${row.cpuMsPerStep.toFixed(3)} ms/step`);
       rows.push(row);
@@ -405,13 +503,18 @@ async function workerCpu(server: BenchServer, registrations: ReturnType<typeof b
 }
 
 /** The end-to-end workloads (bench/workloads/end-to-end.ts) at every concurrency. */
-async function endToEnd(server: BenchServer, registrations: ReturnType<typeof benchRegistrations>): Promise<EndToEndRow[]> {
+async function endToEnd(
+  server: BenchServer,
+  registrations: ReturnType<typeof benchRegistrations>,
+): Promise<EndToEndRow[]> {
   const runs = positiveInt('LEDGERFLOW_BENCH_E2E_N', 500);
   const rows: EndToEndRow[] = [];
   for (const workload of END_TO_END_WORKLOADS) {
     for (const clients of CONCURRENCIES) {
       const row = await ledgerflowEndToEnd(server, { workload, clients, runs, warmUp: 20, registrations });
-      log(`end-to-end ${workload.id} c=${clients}: ${row.workflowsPerSecond.toFixed(0)} workflows/s, ${row.commitsPerWorkflow.toFixed(2)} commits, ${row.walSyncsPerWorkflow.toFixed(2)} WAL syncs per workflow`);
+      log(
+        `end-to-end ${workload.id} c=${clients}: ${row.workflowsPerSecond.toFixed(0)} workflows/s, ${row.commitsPerWorkflow.toFixed(2)} commits, ${row.walSyncsPerWorkflow.toFixed(2)} WAL syncs per workflow`,
+      );
       rows.push(row);
     }
   }
@@ -425,7 +528,10 @@ async function endToEnd(server: BenchServer, registrations: ReturnType<typeof be
  * of the same run at c = 1, 4, 16. Each mode's rate is its runs over its seconds summed over the
  * rounds.
  */
-async function waitVersusEvent(server: BenchServer, registrations: ReturnType<typeof benchRegistrations>): Promise<string> {
+async function waitVersusEvent(
+  server: BenchServer,
+  registrations: ReturnType<typeof benchRegistrations>,
+): Promise<string> {
   const runs = positiveInt('LEDGERFLOW_BENCH_E2E_N', 500);
   const rounds = positiveInt('LEDGERFLOW_BENCH_WAIT_ROUNDS', 3);
   const workload = END_TO_END_WORKLOADS.find((w) => w.id === 'one-step')!;
@@ -435,11 +541,21 @@ async function waitVersusEvent(server: BenchServer, registrations: ReturnType<ty
     '|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const clients of CONCURRENCIES) {
-    const total = Object.fromEntries(modes.map((m) => [m, { runs: 0, seconds: 0, commits: 0 }])) as Record<(typeof modes)[number], { runs: number; seconds: number; commits: number }>;
+    const total = Object.fromEntries(modes.map((m) => [m, { runs: 0, seconds: 0, commits: 0 }])) as Record<
+      (typeof modes)[number],
+      { runs: number; seconds: number; commits: number }
+    >;
     for (let round = 0; round < rounds; round++) {
       const order = [...modes.slice(round % modes.length), ...modes.slice(0, round % modes.length)];
       for (const completion of order) {
-        const row = await ledgerflowEndToEnd(server, { workload, clients, runs, warmUp: 20, registrations, completion });
+        const row = await ledgerflowEndToEnd(server, {
+          workload,
+          clients,
+          runs,
+          warmUp: 20,
+          registrations,
+          completion,
+        });
         total[completion].runs += row.workflows;
         total[completion].seconds += row.seconds;
         total[completion].commits += row.commitsPerWorkflow / rounds;
@@ -461,7 +577,11 @@ async function waitVersusEvent(server: BenchServer, registrations: ReturnType<ty
  * c = 4 and 16 (each drain on a fresh database). Each rate is its steps over its seconds summed
  * over the rounds.
  */
-async function queuedVersusPlain(server: BenchServer, registrations: ReturnType<typeof benchRegistrations>, n: number): Promise<string> {
+async function queuedVersusPlain(
+  server: BenchServer,
+  registrations: ReturnType<typeof benchRegistrations>,
+  n: number,
+): Promise<string> {
   const rounds = positiveInt('LEDGERFLOW_BENCH_QUEUE_ROUNDS', 2);
   const queueRegistrations = [...registrations, ...queueBenchRegistrations()];
   const lines = [
@@ -486,9 +606,14 @@ async function queuedVersusPlain(server: BenchServer, registrations: ReturnType<
         total[variant].seconds += row.seconds;
         total[variant].commits += (row.commitsPerStep ?? 0) / rounds;
         const perStep = Object.entries(counts.latencyMs)
-          .map(([queryClass, { count, ms }]) => `${queryClass} ${(count / row.steps).toFixed(2)}×${count === 0 ? 0 : (ms / count).toFixed(1)} ms`)
+          .map(
+            ([queryClass, { count, ms }]) =>
+              `${queryClass} ${(count / row.steps).toFixed(2)}×${count === 0 ? 0 : (ms / count).toFixed(1)} ms`,
+          )
           .join(', ');
-        log(`queue c=${concurrency} round ${round + 1} ${variant}: ${row.stepsPerSecond.toFixed(0)} steps/s (per step: ${perStep})`);
+        log(
+          `queue c=${concurrency} round ${round + 1} ${variant}: ${row.stepsPerSecond.toFixed(0)} steps/s (per step: ${perStep})`,
+        );
       }
     }
     const plain = total.plain.steps / total.plain.seconds;
@@ -502,7 +627,11 @@ async function queuedVersusPlain(server: BenchServer, registrations: ReturnType<
 }
 
 /** W1 plain, with the OpenTelemetry API but no SDK, and with the SDK (bench/workloads/telemetry.ts). */
-async function telemetryOverhead(server: BenchServer, registrations: ReturnType<typeof benchRegistrations>, n: number): Promise<TelemetryOverhead> {
+async function telemetryOverhead(
+  server: BenchServer,
+  registrations: ReturnType<typeof benchRegistrations>,
+  n: number,
+): Promise<TelemetryOverhead> {
   const concurrency = 4;
   const result = await measureTelemetryOverhead({
     workflow: oneStep,
@@ -548,7 +677,11 @@ function writeResults(results: BenchResults): void {
   mkdirSync(dir, { recursive: true });
   const day = results.environment.date.slice(0, 10);
   const series: ChartSeries[] = [
-    { label: 'W0 floor (commits/s)', floor: true, points: results.floor.map((r) => ({ concurrency: r.concurrency, value: r.stepsPerSecond })) },
+    {
+      label: 'W0 floor (commits/s)',
+      floor: true,
+      points: results.floor.map((r) => ({ concurrency: r.concurrency, value: r.stepsPerSecond })),
+    },
     ...groupBy(results.durable, (r) => r.workload).map(([label, rows]) => ({
       label,
       points: rows.map((r) => ({ concurrency: r.concurrency, value: r.stepsPerSecond })),

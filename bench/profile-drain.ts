@@ -23,7 +23,8 @@ import { measureWorkerCpu } from './workloads/worker-cpu.js';
  *   DATABASE_URL                  use this server instead of starting one
  */
 const workload = process.env['LEDGERFLOW_PROFILE_WORKLOAD'] ?? 'W1';
-if (workload !== 'W1' && workload !== 'W2') throw new Error(`LEDGERFLOW_PROFILE_WORKLOAD must be W1 or W2 (got "${workload}").`);
+if (workload !== 'W1' && workload !== 'W2')
+  throw new Error(`LEDGERFLOW_PROFILE_WORKLOAD must be W1 or W2 (got "${workload}").`);
 const runs = Number(process.env['LEDGERFLOW_PROFILE_RUNS'] ?? 3000);
 const concurrency = Number(process.env['LEDGERFLOW_PROFILE_C'] ?? 16);
 const [workflow, stepsPerRun] = workload === 'W1' ? [oneStep, 1] : [threeStep, 3];
@@ -33,7 +34,9 @@ const profiler = new Session();
 if (out !== undefined) {
   profiler.connect();
   await profiler.post('Profiler.enable');
-  await profiler.post('Profiler.setSamplingInterval', { interval: Number(process.env['LEDGERFLOW_PROFILE_INTERVAL_US'] ?? 100) });
+  await profiler.post('Profiler.setSamplingInterval', {
+    interval: Number(process.env['LEDGERFLOW_PROFILE_INTERVAL_US'] ?? 100),
+  });
 }
 const server = await openBenchServer();
 try {

@@ -29,7 +29,8 @@ const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
 const nodes = new Map(profile.nodes.map((n) => [n.id, n]));
 
 const selfTime = new Map<number, number>();
-for (const [i, id] of profile.samples.entries()) selfTime.set(id, (selfTime.get(id) ?? 0) + (profile.timeDeltas[i + 1] ?? 0));
+for (const [i, id] of profile.samples.entries())
+  selfTime.set(id, (selfTime.get(id) ?? 0) + (profile.timeDeltas[i + 1] ?? 0));
 
 const byFunction = new Map<string, number>();
 const byArea = new Map<string, number>();

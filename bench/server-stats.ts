@@ -15,9 +15,13 @@ export async function readServerCounters(adminUrl: string, database: string): Pr
   await client.connect();
   try {
     for (let i = 0; ; i++) {
-      const { rows } = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1', [database]);
+      const { rows } = await client.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1',
+        [database],
+      );
       if ((rows[0]?.n ?? 0) === 0) break;
-      if (i > 200) throw new Error(`sessions on ${database} did not end within 10 s; close every pool before reading counters`);
+      if (i > 200)
+        throw new Error(`sessions on ${database} did not end within 10 s; close every pool before reading counters`);
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
     await client.query('SELECT pg_stat_clear_snapshot()');

@@ -9,7 +9,11 @@ export {
 export { main } from './cli/main.js';
 export { SourceCache } from './analysis/analysis-program.js';
 export { analyzeWorkflows } from './analysis/analyze-workflows.js';
-export { validateWorkflows, validateWorkflowsWithSuppressions, type ValidationResult } from './validation/validate-workflows.js';
+export {
+  validateWorkflows,
+  validateWorkflowsWithSuppressions,
+  type ValidationResult,
+} from './validation/validate-workflows.js';
 export type { Suppression } from './model/suppression.js';
 export { emitGenerated, type EmitInput } from './emit/emit-generated.js';
 export { compareGenerated, type FileDifference } from './output/compare-generated.js';

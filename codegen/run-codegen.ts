@@ -4,7 +4,12 @@ import type { SourceCache } from './analysis/analysis-program.js';
 import { analyzeWorkflows } from './analysis/analyze-workflows.js';
 import { discoverHandlerModules } from './discovery/discover-handler-modules.js';
 import { discoverScheduleModules } from './discovery/discover-schedule-modules.js';
-import { DEFAULT_INCLUDE, DEFAULT_OUT_DIR, discoverWorkflowFiles, toPosix } from './discovery/discover-workflow-files.js';
+import {
+  DEFAULT_INCLUDE,
+  DEFAULT_OUT_DIR,
+  discoverWorkflowFiles,
+  toPosix,
+} from './discovery/discover-workflow-files.js';
 import { emitGenerated } from './emit/emit-generated.js';
 import type { DraftVersions } from './emit/migrations.js';
 import { MIGRATIONS_DIR, type GeneratedFile } from './emit/generated-file.js';
@@ -65,7 +70,14 @@ export class CodegenOptionsError extends RangeError {
   readonly reason: string | null;
 
   constructor(option: CheckedCodegenOption, root: string, value: string, reason: string | null = null) {
-    super(describeOptionsProblem(option, root, value, reason, { root: 'root', outDir: 'outDir', retire: 'retire', release: 'release' }));
+    super(
+      describeOptionsProblem(option, root, value, reason, {
+        root: 'root',
+        outDir: 'outDir',
+        retire: 'retire',
+        release: 'release',
+      }),
+    );
     this.option = option;
     this.root = root;
     this.value = value;
@@ -74,7 +86,10 @@ export class CodegenOptionsError extends RangeError {
 }
 
 /** The error's message with each option called by `names` (e.g. the CLI's flags). */
-export function describeOptionsError(error: CodegenOptionsError, names: Readonly<Record<CheckedCodegenOption, string>>): string {
+export function describeOptionsError(
+  error: CodegenOptionsError,
+  names: Readonly<Record<CheckedCodegenOption, string>>,
+): string {
   return describeOptionsProblem(error.option, error.root, error.value, error.reason, names);
 }
 
@@ -169,11 +184,10 @@ export async function runCodegen(options: CodegenOptions = {}): Promise<CodegenR
               `${entry.migration === '' ? '' : `; its migration ${outDir}/${MIGRATIONS_DIR}/${entry.migration} stays (migrations are append-only)`}.`,
           ),
           ...unpinnedPartNotes(analysis.workflows, committedManifest),
-          ...versions.released.map(
-            ({ name, version, before }) =>
-              before === 'released'
-                ? `workflow "${name}" v${version} was already released; nothing changed.`
-                : `released workflow "${name}" v${version}: from now on a change to it needs a new version (LF007); commit the manifest and its migration.`,
+          ...versions.released.map(({ name, version, before }) =>
+            before === 'released'
+              ? `workflow "${name}" v${version} was already released; nothing changed.`
+              : `released workflow "${name}" v${version}: from now on a change to it needs a new version (LF007); commit the manifest and its migration.`,
           ),
         ];
   return { root, include, outDir, analysis, diagnostics, suppressions, generated, notes };
@@ -202,18 +216,31 @@ function draftVersions(
   release: readonly VersionToRetire[],
 ): DraftVersions & { released: { name: string; version: number; before: 'draft' | 'new' | 'released' }[] } {
   const entries = committed.status === 'present' ? committed.manifest.workflows : [];
-  const entryOf = (w: { name: string; version: number }) => entries.find((e) => e.name === w.name && e.version === w.version);
+  const entryOf = (w: { name: string; version: number }) =>
+    entries.find((e) => e.name === w.name && e.version === w.version);
   const released = release.map(({ value, name, version }) => {
     if (!analysis.workflows.some((w) => w.name === name && w.version === version)) {
-      throw new CodegenOptionsError('release', root, value, `workflow "${name}" v${version} is not declared; declare it, then release it.`);
+      throw new CodegenOptionsError(
+        'release',
+        root,
+        value,
+        `workflow "${name}" v${version} is not declared; declare it, then release it.`,
+      );
     }
     const entry = entryOf({ name, version });
-    return { name, version, before: entry === undefined ? ('new' as const) : entry.draft === true ? ('draft' as const) : ('released' as const) };
+    return {
+      name,
+      version,
+      before:
+        entry === undefined ? ('new' as const) : entry.draft === true ? ('draft' as const) : ('released' as const),
+    };
   });
   const releasing = new Set(released.map((r) => `${r.name}@${r.version}`));
   const drafts = new Set(
     analysis.workflows
-      .filter((w) => !releasing.has(`${w.name}@${w.version}`) && (entryOf(w) === undefined || entryOf(w)!.draft === true))
+      .filter(
+        (w) => !releasing.has(`${w.name}@${w.version}`) && (entryOf(w) === undefined || entryOf(w)!.draft === true),
+      )
       .map((w) => `${w.name}@${w.version}`),
   );
   const draftedBefore = new Set(entries.filter((e) => e.draft === true).map((e) => `${e.name}@${e.version}`));
@@ -243,21 +270,40 @@ function retireVersions(
         `workflow "${name}" v${version} is still declared (${file}:${line}:${col}); only a version that is no longer declared can be retired.`,
       );
     }
-    if (committed.status !== 'present' || !committed.manifest.workflows.some((e) => e.name === name && e.version === version)) {
+    if (
+      committed.status !== 'present' ||
+      !committed.manifest.workflows.some((e) => e.name === name && e.version === version)
+    ) {
       const where =
-        committed.status === 'absent' ? 'there is no manifest' : committed.status === 'invalid' ? `${committed.file} cannot be read` : `it is not in ${committed.file}`;
+        committed.status === 'absent'
+          ? 'there is no manifest'
+          : committed.status === 'invalid'
+            ? `${committed.file} cannot be read`
+            : `it is not in ${committed.file}`;
       throw new CodegenOptionsError('retire', root, value, `${where}, so there is nothing to retire.`);
     }
   }
   if (retire.length === 0 || committed.status !== 'present') return { manifest: committed, retired: [] };
-  const isRetired = (e: { name: string; version: number }): boolean => retire.some((r) => r.name === e.name && r.version === e.version);
-  const entries = committed.manifest.workflows.map((entry, index) => ({ entry, line: committed.entryLines[index] ?? 1 }));
+  const isRetired = (e: { name: string; version: number }): boolean =>
+    retire.some((r) => r.name === e.name && r.version === e.version);
+  const entries = committed.manifest.workflows.map((entry, index) => ({
+    entry,
+    line: committed.entryLines[index] ?? 1,
+  }));
   const kept = entries.filter(({ entry }) => !isRetired(entry));
   return {
-    manifest: { ...committed, manifest: { ...committed.manifest, workflows: kept.map((k) => k.entry) }, entryLines: kept.map((k) => k.line) },
+    manifest: {
+      ...committed,
+      manifest: { ...committed.manifest, workflows: kept.map((k) => k.entry) },
+      entryLines: kept.map((k) => k.line),
+    },
     retired: entries
       .filter(({ entry }) => isRetired(entry))
-      .map(({ entry }) => ({ name: entry.name, version: entry.version, migration: typeof entry.migration === 'string' ? entry.migration : '' })),
+      .map(({ entry }) => ({
+        name: entry.name,
+        version: entry.version,
+        migration: typeof entry.migration === 'string' ? entry.migration : '',
+      })),
   };
 }
 
@@ -283,5 +329,9 @@ export function readCommittedManifest(root: string, outDir: string): CommittedMa
 
 function readExistingMigrations(root: string, outDir: string): string[] {
   const directory = path.join(root, outDir, MIGRATIONS_DIR);
-  return existsSync(directory) ? readdirSync(directory).filter((name) => name.endsWith('.sql')).sort() : [];
+  return existsSync(directory)
+    ? readdirSync(directory)
+        .filter((name) => name.endsWith('.sql'))
+        .sort()
+    : [];
 }

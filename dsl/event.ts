@@ -25,7 +25,10 @@ export type EventPayload<E extends AnyEvent> = z.output<E['payload']>;
 /** What a sender passes (before schema defaults and transforms). */
 export type EventSendPayload<E extends AnyEvent> = z.input<E['payload']>;
 
-export function event<TName extends string, TPayload extends z.ZodType>(name: TName, payload: TPayload): EventDefinition<TName, TPayload> {
+export function event<TName extends string, TPayload extends z.ZodType>(
+  name: TName,
+  payload: TPayload,
+): EventDefinition<TName, TPayload> {
   if (!EVENT_NAME.test(name)) {
     throw new TypeError(
       `Invalid event name "${name}": use lower-case letters, digits, ".", "_" and "-", starting with a letter (max 127).`,

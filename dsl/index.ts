@@ -42,8 +42,36 @@ export {
   type HandlerStepKind,
   type StepKind,
 } from './step-kind.js';
-export { queue, QUEUE_NAME, type PartitionLimits, type QueueDefinition, type QueueLimits, type RateLimit } from './queue.js';
-export { event, EVENT_NAME, type AnyEvent, type EventDefinition, type EventPayload, type EventSendPayload } from './event.js';
-export { DEFAULT_RETRY_POLICY, resolveRetryPolicy, type ResolvedRetryPolicy, type RetryPolicy } from './retry-policy.js';
+export {
+  queue,
+  QUEUE_NAME,
+  type PartitionLimits,
+  type QueueDefinition,
+  type QueueLimits,
+  type RateLimit,
+} from './queue.js';
+export {
+  event,
+  EVENT_NAME,
+  type AnyEvent,
+  type EventDefinition,
+  type EventPayload,
+  type EventSendPayload,
+} from './event.js';
+export {
+  DEFAULT_RETRY_POLICY,
+  resolveRetryPolicy,
+  type ResolvedRetryPolicy,
+  type RetryPolicy,
+} from './retry-policy.js';
 export { shapeHash, shapeOf, type StepShape, type WorkflowShape } from './workflow-shape.js';
-export { schedule, SCHEDULE_NAME, MAX_CATCH_UP, type AnySchedule, type CatchUpPolicy, type ScheduleConfig, type ScheduleContext, type ScheduleDefinition } from './schedule.js';
+export {
+  schedule,
+  SCHEDULE_NAME,
+  MAX_CATCH_UP,
+  type AnySchedule,
+  type CatchUpPolicy,
+  type ScheduleConfig,
+  type ScheduleContext,
+  type ScheduleDefinition,
+} from './schedule.js';

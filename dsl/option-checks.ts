@@ -120,7 +120,11 @@ export function checkOptions(
   style: OptionStyle = {},
 ): void {
   const parts = problemsOf(schema, value, style);
-  if (parts.length > 0) throw fail(parts.map((problem) => lineOf(problem, style)), parts);
+  if (parts.length > 0)
+    throw fail(
+      parts.map((problem) => lineOf(problem, style)),
+      parts,
+    );
 }
 
 function lineOf(problem: OptionProblem, style: OptionStyle): string {
@@ -138,7 +142,10 @@ function order(schema: z.ZodType, key: PropertyKey | undefined): number {
 }
 
 /** The rule nearest to the value at `path` (the deepest ruled schema on the way down to it), and how deep it is. */
-function ruleAt(schema: z.ZodType, path: readonly PropertyKey[]): { readonly words: string; readonly depth: number } | undefined {
+function ruleAt(
+  schema: z.ZodType,
+  path: readonly PropertyKey[],
+): { readonly words: string; readonly depth: number } | undefined {
   let node: z.core.$ZodType | undefined = schema;
   let found: { readonly words: string; readonly depth: number } | undefined;
   let at = 0;
@@ -146,20 +153,22 @@ function ruleAt(schema: z.ZodType, path: readonly PropertyKey[]): { readonly wor
     const words = rules.get(node as z.ZodType)?.rule;
     if (words !== undefined) found = { words, depth: at };
     const def = node._zod.def as z.core.$ZodTypeDef & Record<string, unknown>;
-    if ('innerType' in def) node = def.innerType as z.core.$ZodType; // optional, nullable, default, readonly …
+    if ('innerType' in def)
+      node = def.innerType as z.core.$ZodType; // optional, nullable, default, readonly …
     else if (def.type === 'pipe') node = def.in as z.core.$ZodType;
-    else if (at < path.length && def.type === 'object') node = (def.shape as Record<PropertyKey, z.core.$ZodType>)[path[at++]!];
+    else if (at < path.length && def.type === 'object')
+      node = (def.shape as Record<PropertyKey, z.core.$ZodType>)[path[at++]!];
     else if (at < path.length && def.type === 'array') {
       node = def.element as z.core.$ZodType;
       at++;
-    }
-    else node = undefined;
+    } else node = undefined;
   }
   return found;
 }
 
 function valueAt(value: unknown, path: readonly PropertyKey[]): unknown {
   let at = value;
-  for (const key of path) at = typeof at === 'object' && at !== null ? (at as Record<PropertyKey, unknown>)[key] : undefined;
+  for (const key of path)
+    at = typeof at === 'object' && at !== null ? (at as Record<PropertyKey, unknown>)[key] : undefined;
   return at;
 }

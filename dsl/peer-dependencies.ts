@@ -44,7 +44,8 @@ export function describeRange(range: PeerRange): string {
 export function peerVersionProblem(range: PeerRange, found: string): string | undefined {
   const version = parseVersion(found);
   const floor = parseVersion(range.atLeast);
-  if (floor === undefined) throw new TypeError(`${range.name}'s peer range starts at "${range.atLeast}", not a version.`);
+  if (floor === undefined)
+    throw new TypeError(`${range.name}'s peer range starts at "${range.atLeast}", not a version.`);
   if (version !== undefined && version[0] < range.belowMajor && compareVersions(version, floor) >= 0) return undefined;
   return (
     `ledgerflow needs ${range.name} ${describeRange(range)} (peer dependency); found ${found}. ` +
@@ -62,13 +63,19 @@ export function installedVersion(name: string): string {
   let dir = dirname(createRequire(import.meta.url).resolve(name));
   for (;;) {
     try {
-      const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: unknown; version?: unknown };
+      const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as {
+        name?: unknown;
+        version?: unknown;
+      };
       if (manifest.name === name && typeof manifest.version === 'string') return manifest.version;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
     }
     const parent = dirname(dir);
-    if (parent === dir) throw new PeerDependencyError(`ledgerflow cannot find the package.json of ${name}; reinstall it (npm install ${name}).`);
+    if (parent === dir)
+      throw new PeerDependencyError(
+        `ledgerflow cannot find the package.json of ${name}; reinstall it (npm install ${name}).`,
+      );
     dir = parent;
   }
 }

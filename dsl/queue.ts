@@ -41,19 +41,31 @@ export interface QueueDefinition {
 
 const count = rule(integer().min(1), 'must be an integer >= 1');
 
-const rateLimitSchema = rule(z.object({ limit: count.optional(), periodMs: count.optional() }), 'must be { limit, periodMs }');
+const rateLimitSchema = rule(
+  z.object({ limit: count.optional(), periodMs: count.optional() }),
+  'must be { limit, periodMs }',
+);
 
 /** What {@link QueueLimits} allow. */
 const queueLimitsSchema = z.object({
   concurrency: count.optional(),
   rateLimit: rateLimitSchema.optional(),
-  partition: rule(z.object({ concurrency: count.optional(), rateLimit: rateLimitSchema.optional() }), 'must be { concurrency, rateLimit }').optional(),
+  partition: rule(
+    z.object({ concurrency: count.optional(), rateLimit: rateLimitSchema.optional() }),
+    'must be { concurrency, rateLimit }',
+  ).optional(),
 });
 
 export function queue(name: string, limits: QueueLimits = {}): QueueDefinition {
   if (!QUEUE_NAME.test(name)) {
-    throw new TypeError(`Invalid queue name "${name}": use lower-case letters, digits, ".", "_" and "-", starting with a letter (max 63).`);
+    throw new TypeError(
+      `Invalid queue name "${name}": use lower-case letters, digits, ".", "_" and "-", starting with a letter (max 63).`,
+    );
   }
-  checkOptions(queueLimitsSchema, limits, (problems) => new TypeError(`Invalid limits for queue "${name}": ${problems.join('; ')}.`));
+  checkOptions(
+    queueLimitsSchema,
+    limits,
+    (problems) => new TypeError(`Invalid limits for queue "${name}": ${problems.join('; ')}.`),
+  );
   return Object.freeze({ name, limits: Object.freeze({ ...limits }) });
 }

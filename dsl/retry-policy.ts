@@ -45,13 +45,21 @@ const retryPolicySchema = z
   })
   .superRefine(({ initialDelayMs: initial, maxDelayMs: max }, ctx) => {
     if (typeof initial !== 'number' || typeof max !== 'number' || max >= initial) return;
-    ctx.addIssue({ code: 'custom', path: ['maxDelayMs'], message: `must be >= initialDelayMs (got ${max} < ${initial})` });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['maxDelayMs'],
+      message: `must be >= initialDelayMs (got ${max} < ${initial})`,
+    });
   }, ALWAYS_CHECKED);
 
 /** Fills in defaults and rejects nonsense early, at declaration time. */
 export function resolveRetryPolicy(where: string, policy: RetryPolicy | undefined): ResolvedRetryPolicy {
   const resolved: ResolvedRetryPolicy = { ...DEFAULT_RETRY_POLICY, ...stripUndefined(policy ?? {}) };
-  checkOptions(retryPolicySchema, resolved, (problems) => new TypeError(`Invalid retry policy for ${where}: ${problems.join('; ')}.`));
+  checkOptions(
+    retryPolicySchema,
+    resolved,
+    (problems) => new TypeError(`Invalid retry policy for ${where}: ${problems.join('; ')}.`),
+  );
   return resolved;
 }
 

@@ -72,9 +72,16 @@ export type AnySchedule = ScheduleDefinition<AnyWorkflow>;
 
 /** What a schedule's `input` and `catchUp` allow (its name, zone, cron and workflow are checked one by one, each in its own words). */
 const scheduleConfigSchema = z.object({
-  input: z.custom((value) => typeof value === 'function', "must be a function ({ scheduledAt }) => the workflow's start input"),
+  input: z.custom(
+    (value) => typeof value === 'function',
+    "must be a function ({ scheduledAt }) => the workflow's start input",
+  ),
   catchUp: rule(
-    z.union([z.literal('skip'), z.literal('latest'), z.object({ all: z.object({ max: integer().min(1).max(MAX_CATCH_UP) }) })]),
+    z.union([
+      z.literal('skip'),
+      z.literal('latest'),
+      z.object({ all: z.object({ max: integer().min(1).max(MAX_CATCH_UP) }) }),
+    ]),
     `use 'skip', 'latest' or { all: { max: n } } with n an integer from 1 to ${MAX_CATCH_UP}`,
   ).optional(),
 });
@@ -82,12 +89,16 @@ const scheduleConfigSchema = z.object({
 /** Declares a schedule; a bad name, cron, time zone or policy throws a TypeError saying what to write instead. */
 export function schedule<W extends AnyWorkflow>(name: string, config: ScheduleConfig<W>): ScheduleDefinition<W> {
   if (!SCHEDULE_NAME.test(name)) {
-    throw new TypeError(`Invalid schedule name "${name}": use lower-case letters, digits, ".", "_" and "-", starting with a letter (max 63).`);
+    throw new TypeError(
+      `Invalid schedule name "${name}": use lower-case letters, digits, ".", "_" and "-", starting with a letter (max 63).`,
+    );
   }
   const where = `schedule "${name}"`;
   const timezone = config.timezone ?? 'UTC';
   if (typeof timezone !== 'string' || !isTimeZone(timezone)) {
-    throw new TypeError(`Invalid timezone in ${where}: "${String(timezone)}" is not an IANA time zone; use a name such as "Europe/Berlin" or "UTC".`);
+    throw new TypeError(
+      `Invalid timezone in ${where}: "${String(timezone)}" is not an IANA time zone; use a name such as "Europe/Berlin" or "UTC".`,
+    );
   }
   if (typeof config.cron !== 'string') {
     throw new TypeError(`Invalid cron in ${where}: must be a string such as "0 2 * * *" (02:00 every day).`);
@@ -103,13 +114,27 @@ export function schedule<W extends AnyWorkflow>(name: string, config: ScheduleCo
     );
   }
   if (next === null) {
-    throw new TypeError(`Invalid cron in ${where}: "${config.cron}" never fires (no such date); check its day and month fields.`);
+    throw new TypeError(
+      `Invalid cron in ${where}: "${config.cron}" never fires (no such date); check its day and month fields.`,
+    );
   }
   const workflow = config.workflow as AnyWorkflow | undefined;
-  if (workflow === undefined || typeof workflow.name !== 'string' || typeof workflow.version !== 'number' || !Array.isArray(workflow.steps)) {
-    throw new TypeError(`Invalid workflow in ${where}: pass the workflow itself (the const declared with workflow(...)).`);
+  if (
+    workflow === undefined ||
+    typeof workflow.name !== 'string' ||
+    typeof workflow.version !== 'number' ||
+    !Array.isArray(workflow.steps)
+  ) {
+    throw new TypeError(
+      `Invalid workflow in ${where}: pass the workflow itself (the const declared with workflow(...)).`,
+    );
   }
-  checkOptions(scheduleConfigSchema, config, (_lines, [first]) => new TypeError(`Invalid ${first!.name} in ${where}: ${first!.says}.`), { show: JSON.stringify });
+  checkOptions(
+    scheduleConfigSchema,
+    config,
+    (_lines, [first]) => new TypeError(`Invalid ${first!.name} in ${where}: ${first!.says}.`),
+    { show: JSON.stringify },
+  );
   const catchUp = config.catchUp ?? 'skip';
   return Object.freeze({
     name,

@@ -63,8 +63,7 @@ interface QueuedStepConfig<TInput, TPrior> {
 }
 
 /** `.sleep(name, { for })`: how long, in milliseconds, from when the run first reaches the step. */
-export interface SleepForConfig<TInput, TPrior, TWhen extends boolean>
-  extends ConditionConfig<TInput, TPrior, TWhen> {
+export interface SleepForConfig<TInput, TPrior, TWhen extends boolean> extends ConditionConfig<TInput, TPrior, TWhen> {
   readonly for: (ctx: KeyContext<TInput, TPrior>) => number;
   readonly until?: never;
 }
@@ -113,7 +112,9 @@ export interface PlainStepConfig<TOutput extends z.ZodType, TInput = unknown, TP
     HandlerTimeoutConfig,
     QueuedStepConfig<TInput, TPrior> {}
 
-interface KeyedStepConfig<TInput, TPrior, TOutput extends z.ZodType> extends CommonStepConfig<TOutput>, QueuedStepConfig<TInput, TPrior> {
+interface KeyedStepConfig<TInput, TPrior, TOutput extends z.ZodType>
+  extends CommonStepConfig<TOutput>,
+    QueuedStepConfig<TInput, TPrior> {
   /** Idempotency key: a pure function of `input` and earlier `steps` (checked by codegen). */
   readonly key: KeyFn<TInput, TPrior>;
   /** What the ledger hashes to detect a changed request under the same key. Defaults to the key context. */
@@ -143,8 +144,13 @@ export interface TransactionalCompensationConfig<TCompName extends string, TInpu
   extends CompensationConfig<TCompName, TInput, TPrior, TOutput>,
     HandlerTimeoutConfig {}
 
-export interface ExternalCompensationConfig<TCompName extends string, TInput, TPrior, TOutput extends z.ZodType, TIdempotent extends boolean>
-  extends CompensationConfig<TCompName, TInput, TPrior, TOutput> {
+export interface ExternalCompensationConfig<
+  TCompName extends string,
+  TInput,
+  TPrior,
+  TOutput extends z.ZodType,
+  TIdempotent extends boolean,
+> extends CompensationConfig<TCompName, TInput, TPrior, TOutput> {
   /** As for external steps: `true` when the provider dedupes by key; otherwise the handler needs `reconcile`. */
   readonly idempotentByKey?: TIdempotent;
   readonly performTimeoutMs?: number;

@@ -15,7 +15,15 @@
  */
 export type StepKind = 'step' | 'transactional' | 'external' | 'sleep' | 'waitFor' | 'child' | 'forEach';
 
-export const STEP_KINDS: readonly StepKind[] = ['step', 'transactional', 'external', 'sleep', 'waitFor', 'child', 'forEach'];
+export const STEP_KINDS: readonly StepKind[] = [
+  'step',
+  'transactional',
+  'external',
+  'sleep',
+  'waitFor',
+  'child',
+  'forEach',
+];
 
 /** Kinds whose effects go through the ledger and therefore need a key and a handler's effect. */
 export type EffectStepKind = 'transactional' | 'external';

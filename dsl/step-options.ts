@@ -13,7 +13,8 @@ export const DEFAULT_STEP_TIMEOUT_MS = 300_000;
 export const DEFAULT_TRANSACTIONAL_TIMEOUT_MS = 60_000;
 
 const positiveMs = rule(z.number().gt(0), 'must be > 0');
-const fn = (signature: string) => z.custom<(...args: never[]) => unknown>((value) => typeof value === 'function', `must be a function ${signature}`);
+const fn = (signature: string) =>
+  z.custom<(...args: never[]) => unknown>((value) => typeof value === 'function', `must be a function ${signature}`);
 
 /** A step's `when` and time limits, as the step will use them (defaults filled in). */
 export const stepConfigSchema = z.object({
@@ -50,5 +51,6 @@ export const workflowOptionsSchema = z.object({
 
 /** A step config's first problem, thrown as `Invalid <option> in <where>: …` (as a declaration's other problems are). */
 export function invalidIn(where: string) {
-  return (_lines: readonly string[], [first]: readonly OptionProblem[]): TypeError => new TypeError(`Invalid ${first!.name} in ${where}: ${first!.says}.`);
+  return (_lines: readonly string[], [first]: readonly OptionProblem[]): TypeError =>
+    new TypeError(`Invalid ${first!.name} in ${where}: ${first!.says}.`);
 }

@@ -76,7 +76,8 @@ export function shapeOf(workflow: LoadedWorkflow): WorkflowShape {
     ...(workflow.compensateOnCancel === true ? { compensateOnCancel: true as const } : {}),
     steps: workflow.steps.map((s) => {
       const event = s.event ?? s.wait?.event.name;
-      const child = s.child ?? (s.fanOut !== undefined ? `${s.fanOut.workflow.name}@${s.fanOut.workflow.version}` : undefined);
+      const child =
+        s.child ?? (s.fanOut !== undefined ? `${s.fanOut.workflow.name}@${s.fanOut.workflow.version}` : undefined);
       const stepQueue = queueName(s.queue);
       return {
         name: s.name,
@@ -108,7 +109,9 @@ export function shapeHash(workflow: LoadedWorkflow): string {
       (s.event !== undefined ? `:event=${s.event}` : '') +
       (s.child !== undefined ? `:child=${s.child}` : '') +
       (s.queue !== undefined ? `:queue=${s.queue}` : '') +
-      (s.compensation !== undefined ? `:compensate=${s.compensation.name}${s.compensation.idempotentByKey ? ':1' : ':0'}` : ''),
+      (s.compensation !== undefined
+        ? `:compensate=${s.compensation.name}${s.compensation.idempotentByKey ? ':1' : ':0'}`
+        : ''),
   );
   const header =
     `${workflow.name}@${workflow.version}${shape.queue !== undefined ? ` queue=${shape.queue}` : ''}` +

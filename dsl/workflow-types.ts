@@ -38,7 +38,9 @@ export type WithStep<TSteps, TName extends string, TOutput> = Simplify<TSteps & 
 export type WithSpec<TSpecs, TName extends string, TSpec> = TSpecs & { readonly [P in TName]: TSpec };
 
 /** A step's compensation is a handler of the contract like a step's: a spec under its own name (none without one). */
-export type WithCompensationSpec<TSpecs, TCompName extends string, TSpec> = [TCompName] extends [never] ? TSpecs : WithSpec<TSpecs, TCompName, TSpec>;
+export type WithCompensationSpec<TSpecs, TCompName extends string, TSpec> = [TCompName] extends [never]
+  ? TSpecs
+  : WithSpec<TSpecs, TCompName, TSpec>;
 
 /** Phantom types carried by a workflow; read them with the `Workflow*` helper types. */
 export interface WorkflowTypes<TInputSchema extends z.ZodType, TSteps, TSpecs, TLast = undefined> {

@@ -35,7 +35,15 @@ import type {
   WaitForConfig,
   WaitForOutput,
 } from './step-configs.js';
-import type { MaybeSkipped, NewStepName, StepSpec, WithCompensationSpec, WithSpec, WithStep, WorkflowTypes } from './workflow-types.js';
+import type {
+  MaybeSkipped,
+  NewStepName,
+  StepSpec,
+  WithCompensationSpec,
+  WithSpec,
+  WithStep,
+  WorkflowTypes,
+} from './workflow-types.js';
 
 /*
  * The builder: `workflow(name, options)` and the immutable `Workflow` whose step methods each
@@ -203,7 +211,8 @@ export class Workflow<
   /** A computing or reading step: no key; its output is checkpointed and never recomputed. */
   step<TName2 extends string, TOutput extends z.ZodType, TWhen extends boolean = never>(
     name: NewStepName<TName2, TSteps>,
-    config: PlainStepConfig<TOutput, z.output<TInputSchema>, TSteps> & ConditionConfig<z.output<TInputSchema>, TSteps, TWhen>,
+    config: PlainStepConfig<TOutput, z.output<TInputSchema>, TSteps> &
+      ConditionConfig<z.output<TInputSchema>, TSteps, TWhen>,
   ): Workflow<
     TName,
     TInputSchema,
@@ -226,7 +235,12 @@ export class Workflow<
     config: TransactionalStepConfig<z.output<TInputSchema>, TSteps, TOutput> &
       ConditionConfig<z.output<TInputSchema>, TSteps, TWhen> & {
         /** Undoes this step's writes (a `ctx.tx` write) when the run fails for good or is cancelled with `compensate`. */
-        readonly compensate?: TransactionalCompensationConfig<TCompName, z.output<TInputSchema>, WithStep<TSteps, TName2, z.output<TOutput>>, TCompOutput>;
+        readonly compensate?: TransactionalCompensationConfig<
+          TCompName,
+          z.output<TInputSchema>,
+          WithStep<TSteps, TName2, z.output<TOutput>>,
+          TCompOutput
+        >;
       },
   ): Workflow<
     TName,
@@ -312,7 +326,9 @@ export class Workflow<
           ? { until: config.until as (ctx: KeyContext<unknown, Readonly<Record<string, unknown>>>) => Date | string }
           : undefined;
     if (sleep === undefined || (typeof config.for === 'function' && typeof config.until === 'function')) {
-      throw new TypeError(`Invalid sleep in ${where}: give exactly one of for: ({ input, steps }) => ms or until: ({ input, steps }) => Date.`);
+      throw new TypeError(
+        `Invalid sleep in ${where}: give exactly one of for: ({ input, steps }) => ms or until: ({ input, steps }) => Date.`,
+      );
     }
     return this.add(name, 'sleep', { output: SLEEP_OUTPUT, when: config.when }, { key: undefined, sleep });
   }
@@ -325,11 +341,7 @@ export class Workflow<
    * @example
    * .waitFor('settled', { event: paymentSettled, match: ({ input }) => input.orderId, timeoutMs: 86_400_000 })
    */
-  waitFor<
-    TName2 extends string,
-    TEvent extends AnyEvent,
-    TWhen extends boolean = never,
-  >(
+  waitFor<TName2 extends string, TEvent extends AnyEvent, TWhen extends boolean = never>(
     name: NewStepName<TName2, TSteps>,
     config: WaitForConfig<z.output<TInputSchema>, TSteps, TEvent, TWhen>,
   ): Workflow<
@@ -350,7 +362,12 @@ export class Workflow<
       timeoutMs: config.timeoutMs,
       ...(config.match !== undefined ? { match: config.match as NonNullable<WaitDefinition['match']> } : {}),
     };
-    return this.add(name, 'waitFor', { output: waitOutputSchema(event), retry: config.retry, when: config.when }, { key: undefined, wait });
+    return this.add(
+      name,
+      'waitFor',
+      { output: waitOutputSchema(event), retry: config.retry, when: config.when },
+      { key: undefined, wait },
+    );
   }
 
   /**
@@ -374,14 +391,22 @@ export class Workflow<
     this.checkChild(name, child);
     const key = config.key as unknown as KeyFn<unknown, Readonly<Record<string, unknown>>>;
     const input = config.input as unknown as (ctx: KeyContext<unknown, Readonly<Record<string, unknown>>>) => unknown;
-    if (typeof input !== 'function') throw new TypeError(`Invalid child in ${this.where(name)}: input must be a function ({ input, steps }) => childInput.`);
+    if (typeof input !== 'function')
+      throw new TypeError(
+        `Invalid child in ${this.where(name)}: input must be a function ({ input, steps }) => childInput.`,
+      );
     const fanOut: FanOutDefinition = {
       workflow: child,
       key: (ctx) => key(ctx),
       input: (ctx) => input(ctx),
       concurrency: 1,
     };
-    return this.add(name, 'child', { output: z.unknown(), retry: config.retry, when: config.when }, { key: config.key, fanOut });
+    return this.add(
+      name,
+      'child',
+      { output: z.unknown(), retry: config.retry, when: config.when },
+      { key: config.key, fanOut },
+    );
   }
 
   /**
@@ -392,12 +417,7 @@ export class Workflow<
    * .forEach('batches', { items: ({ steps }) => steps.plan.batches, key: ({ input, item }) => `${input.jobId}:${item.from}`,
    *   workflow: copyBatch, input: ({ item }) => item, concurrency: 10 })
    */
-  forEach<
-    TName2 extends string,
-    TItem,
-    TChild extends AnyWorkflow,
-    TWhen extends boolean = never,
-  >(
+  forEach<TName2 extends string, TItem, TChild extends AnyWorkflow, TWhen extends boolean = never>(
     name: NewStepName<TName2, TSteps>,
     config: ForEachConfig<z.output<TInputSchema>, TSteps, TItem, TChild, TWhen>,
   ): Workflow<
@@ -418,7 +438,12 @@ export class Workflow<
       input: config.input as unknown as FanOutDefinition['input'],
       concurrency,
     };
-    return this.add(name, 'forEach', { output: z.array(z.unknown()), retry: config.retry, when: config.when }, { key: undefined, fanOut });
+    return this.add(
+      name,
+      'forEach',
+      { output: z.array(z.unknown()), retry: config.retry, when: config.when },
+      { key: undefined, fanOut },
+    );
   }
 
   private where(name: string): string {
@@ -427,7 +452,9 @@ export class Workflow<
 
   private checkChild(name: string, child: unknown): void {
     if (!(child instanceof Workflow)) {
-      throw new TypeError(`Invalid child workflow in ${this.where(name)}: pass a workflow declared with workflow(...).`);
+      throw new TypeError(
+        `Invalid child workflow in ${this.where(name)}: pass a workflow declared with workflow(...).`,
+      );
     }
     if (child.name === this.name) {
       throw new TypeError(`Invalid child workflow in ${this.where(name)}: a workflow cannot start itself as a child.`);
@@ -449,7 +476,12 @@ export class Workflow<
       readonly queue?: QueueUse<never>;
       readonly compensate?: unknown;
     },
-    parts: { readonly key: unknown; readonly sleep?: SleepDefinition; readonly wait?: WaitDefinition; readonly fanOut?: FanOutDefinition },
+    parts: {
+      readonly key: unknown;
+      readonly sleep?: SleepDefinition;
+      readonly wait?: WaitDefinition;
+      readonly fanOut?: FanOutDefinition;
+    },
   ): TNext {
     const where = this.where(name);
     const { key } = parts;
@@ -460,19 +492,26 @@ export class Workflow<
       throw new TypeError(`Duplicate step name in ${where}: step names must be unique within a workflow.`);
     }
     if (this.steps.some((s) => s.compensation?.name === name)) {
-      throw new TypeError(`Duplicate step name in ${where}: a compensation is already named "${name}"; names must be unique among steps and compensations.`);
-    }
-    if ((kind === 'transactional' || kind === 'external' || kind === 'child') && typeof key !== 'function') {
       throw new TypeError(
-        `Missing key in ${where}: ${kind} steps need key: ({ input, steps }) => string (LF001).`,
+        `Duplicate step name in ${where}: a compensation is already named "${name}"; names must be unique among steps and compensations.`,
       );
     }
+    if ((kind === 'transactional' || kind === 'external' || kind === 'child') && typeof key !== 'function') {
+      throw new TypeError(`Missing key in ${where}: ${kind} steps need key: ({ input, steps }) => string (LF001).`);
+    }
     const performTimeoutMs = config.performTimeoutMs ?? DEFAULT_PERFORM_TIMEOUT_MS;
-    const handlerTimeoutMs = config.timeoutMs ?? (kind === 'transactional' ? DEFAULT_TRANSACTIONAL_TIMEOUT_MS : DEFAULT_STEP_TIMEOUT_MS);
-    checkOptions(stepConfigSchema, { when: config.when, performTimeoutMs, timeoutMs: handlerTimeoutMs }, invalidIn(where));
+    const handlerTimeoutMs =
+      config.timeoutMs ?? (kind === 'transactional' ? DEFAULT_TRANSACTIONAL_TIMEOUT_MS : DEFAULT_STEP_TIMEOUT_MS);
+    checkOptions(
+      stepConfigSchema,
+      { when: config.when, performTimeoutMs, timeoutMs: handlerTimeoutMs },
+      invalidIn(where),
+    );
     const queue = config.queue === undefined ? undefined : queueUse(where, config.queue);
     if (queue !== undefined && this.queue?.queue.name === queue.queue.name) {
-      throw new TypeError(`Invalid queue in ${where}: the workflow's runs already hold a slot of queue "${queue.queue.name}".`);
+      throw new TypeError(
+        `Invalid queue in ${where}: the workflow's runs already hold a slot of queue "${queue.queue.name}".`,
+      );
     }
     const definition: StepDefinition = {
       name,
@@ -484,7 +523,9 @@ export class Workflow<
       performTimeoutMs,
       timeoutMs: kind === 'external' ? performTimeoutMs : handlerTimeoutMs,
       ...(typeof key === 'function' ? { key: key as NonNullable<StepDefinition['key']> } : {}),
-      ...(typeof config.request === 'function' ? { request: config.request as NonNullable<StepDefinition['request']> } : {}),
+      ...(typeof config.request === 'function'
+        ? { request: config.request as NonNullable<StepDefinition['request']> }
+        : {}),
       ...(typeof config.when === 'function' ? { when: config.when as NonNullable<StepDefinition['when']> } : {}),
       ...(parts.sleep !== undefined ? { sleep: Object.freeze(parts.sleep) } : {}),
       ...(parts.wait !== undefined ? { wait: Object.freeze(parts.wait) } : {}),
@@ -511,21 +552,33 @@ export class Workflow<
       readonly performTimeoutMs?: number;
       readonly timeoutMs?: number;
     };
-    if (typeof c !== 'object' || c === null) throw new TypeError(`Invalid compensate in ${where}: give { name, key, output }.`);
+    if (typeof c !== 'object' || c === null)
+      throw new TypeError(`Invalid compensate in ${where}: give { name, key, output }.`);
     const name = c.name;
     if (typeof name !== 'string' || !STEP_NAME.test(name)) {
-      throw new TypeError(`Invalid compensation name in ${where}: use letters, digits and _ (max 63), starting with a letter.`);
+      throw new TypeError(
+        `Invalid compensation name in ${where}: use letters, digits and _ (max 63), starting with a letter.`,
+      );
     }
     if (name === stepName || this.steps.some((s) => s.name === name || s.compensation?.name === name)) {
-      throw new TypeError(`Duplicate compensation name "${name}" in ${where}: names must be unique among steps and compensations.`);
+      throw new TypeError(
+        `Duplicate compensation name "${name}" in ${where}: names must be unique among steps and compensations.`,
+      );
     }
     if (typeof c.key !== 'function') {
-      throw new TypeError(`Missing key in ${where}: a compensation needs key: ({ input, steps }) => string, different from the step's.`);
+      throw new TypeError(
+        `Missing key in ${where}: a compensation needs key: ({ input, steps }) => string, different from the step's.`,
+      );
     }
-    if (typeof c.output?.safeParse !== 'function') throw new TypeError(`Invalid output in ${where}: give a zod schema.`);
+    if (typeof c.output?.safeParse !== 'function')
+      throw new TypeError(`Invalid output in ${where}: give a zod schema.`);
     const performTimeoutMs = c.performTimeoutMs ?? DEFAULT_PERFORM_TIMEOUT_MS;
     const handlerTimeoutMs = c.timeoutMs ?? DEFAULT_TRANSACTIONAL_TIMEOUT_MS;
-    checkOptions(compensationConfigSchema, { request: c.request, performTimeoutMs, timeoutMs: handlerTimeoutMs }, invalidIn(where));
+    checkOptions(
+      compensationConfigSchema,
+      { request: c.request, performTimeoutMs, timeoutMs: handlerTimeoutMs },
+      invalidIn(where),
+    );
     return {
       name,
       kind,
@@ -551,7 +604,9 @@ function queueUse(where: string, use: QueueUse<never>): QueueUseDefinition {
   checkOptions(queueUseSchema, use, invalidIn(where));
   return Object.freeze({
     queue,
-    ...(use.partitionKey !== undefined ? { partitionKey: use.partitionKey as unknown as NonNullable<QueueUseDefinition['partitionKey']> } : {}),
+    ...(use.partitionKey !== undefined
+      ? { partitionKey: use.partitionKey as unknown as NonNullable<QueueUseDefinition['partitionKey']> }
+      : {}),
   });
 }
 
@@ -605,7 +660,11 @@ export function workflow<TName extends string, TInputSchema extends z.ZodType>(
       `Invalid workflow name "${name}": use lower-case letters, digits and -, starting with a letter (max 63).`,
     );
   }
-  checkOptions(workflowOptionsSchema, options, (_lines, [first]) => new TypeError(`Invalid ${first!.name} for workflow "${name}": ${first!.says}.`));
+  checkOptions(
+    workflowOptionsSchema,
+    options,
+    (_lines, [first]) => new TypeError(`Invalid ${first!.name} for workflow "${name}": ${first!.says}.`),
+  );
   const where = `workflow "${name}" v${options.version}`;
   return new Workflow(name, options.version, options.input, [], {
     timeoutMs: options.timeoutMs,

@@ -109,7 +109,10 @@ export class PayloadTooLargeError extends LedgerflowError {
   /** The size of the payload's JSON text in UTF-8 bytes. */
   readonly bytes: number;
   readonly limit: number;
-  constructor(message: string, details: { readonly kind: PayloadKind; readonly bytes: number; readonly limit: number }) {
+  constructor(
+    message: string,
+    details: { readonly kind: PayloadKind; readonly bytes: number; readonly limit: number },
+  ) {
     super(message);
     this.kind = details.kind;
     this.bytes = details.bytes;

@@ -11,9 +11,21 @@
 import '../dsl/check-peer-dependencies.js';
 export { openStore, DEFAULT_DATA_DIR, type OpenStoreOptions, type PoolerOptions } from './store/open-store.js';
 export type { Store, StoreKind } from './store/store.js';
-export type { Json, OperatorActionKind, OperatorActionRow, RunStatus, StepEffectRow, WorkflowRunRow } from './store/tables.js';
+export type {
+  Json,
+  OperatorActionKind,
+  OperatorActionRow,
+  RunStatus,
+  StepEffectRow,
+  WorkflowRunRow,
+} from './store/tables.js';
 export { migrate, type MigrateOptions, type MigrateResult } from './migrate/migrate.js';
-export { DEFAULT_MIGRATIONS_DIR, type Migration, type MigrationFile, type MigrationSource } from './migrate/migration-source.js';
+export {
+  DEFAULT_MIGRATIONS_DIR,
+  type Migration,
+  type MigrationFile,
+  type MigrationSource,
+} from './migrate/migration-source.js';
 export { Recorded } from './contracts/recorded.js';
 export {
   found,

@@ -16,7 +16,13 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { Extractor, ExtractorConfig, ExtractorLogLevel, type ExtractorMessage, type IConfigFile } from '@microsoft/api-extractor';
+import {
+  Extractor,
+  ExtractorConfig,
+  ExtractorLogLevel,
+  type ExtractorMessage,
+  type IConfigFile,
+} from '@microsoft/api-extractor';
 
 /** One entry point of `exports` that has types: `ledgerflow/runtime`, reported in api/runtime.api.md. */
 export interface ApiEntryPoint {
@@ -77,7 +83,10 @@ export function apiEntryPoints(root: string): ApiEntryPoint[] {
   const entries: ApiEntryPoint[] = [];
   for (const [subpath, target] of Object.entries(manifest.exports)) {
     if (typeof target !== 'object' || target.types === undefined) continue;
-    if (!target.types.startsWith('./dist/')) throw new Error(`package.json: exports["${subpath}"].types is ${target.types}; the API check reads declarations under ./dist/.`);
+    if (!target.types.startsWith('./dist/'))
+      throw new Error(
+        `package.json: exports["${subpath}"].types is ${target.types}; the API check reads declarations under ./dist/.`,
+      );
     entries.push({
       specifier: `${manifest.name}${subpath.slice(1)}`,
       reportName: subpath.slice(2).replaceAll('/', '-'),
@@ -92,7 +101,18 @@ export function emitDeclarations(root: string, outDir: string): void {
   const tsc = path.join(root, 'node_modules/typescript/bin/tsc');
   execFileSync(
     process.execPath,
-    [tsc, '-p', 'tsconfig.build.json', '--emitDeclarationOnly', '--sourceMap', 'false', '--inlineSources', 'false', '--outDir', outDir],
+    [
+      tsc,
+      '-p',
+      'tsconfig.build.json',
+      '--emitDeclarationOnly',
+      '--sourceMap',
+      'false',
+      '--inlineSources',
+      'false',
+      '--outDir',
+      outDir,
+    ],
     { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
   );
 }
@@ -114,7 +134,12 @@ export function checkApiReports(root: string, options: ApiCheckOptions = {}): Ap
       const file = relative(committedFile);
       const extracted = extractReport(root, entry, declarations, path.join(scratch, 'reports'));
       if (typeof extracted !== 'string') {
-        diagnostics.push({ code: 'API004', file, message: `${entry.specifier}: API Extractor could not read ${entry.declaration}:\n${extracted.problems.join('\n')}`, diff: [] });
+        diagnostics.push({
+          code: 'API004',
+          file,
+          message: `${entry.specifier}: API Extractor could not read ${entry.declaration}:\n${extracted.problems.join('\n')}`,
+          diff: [],
+        });
         continue;
       }
       const committed = existsSync(committedFile) ? readFileSync(committedFile, 'utf8') : undefined;
@@ -124,7 +149,12 @@ export function checkApiReports(root: string, options: ApiCheckOptions = {}): Ap
         writeFileSync(committedFile, extracted);
         updated.push(file);
       } else if (committed === undefined) {
-        diagnostics.push({ code: 'API002', file, message: `${entry.specifier} has no API report; run \`npm run check:api -- --update\` and commit ${file}.`, diff: [] });
+        diagnostics.push({
+          code: 'API002',
+          file,
+          message: `${entry.specifier} has no API report; run \`npm run check:api -- --update\` and commit ${file}.`,
+          diff: [],
+        });
       } else {
         diagnostics.push({
           code: 'API001',
@@ -137,14 +167,21 @@ export function checkApiReports(root: string, options: ApiCheckOptions = {}): Ap
       }
     }
     const reported = new Set(entryPoints.map((entry) => `${entry.reportName}${REPORT_SUFFIX}`));
-    const stale = existsSync(reportFolder) ? readdirSync(reportFolder).filter((name) => name.endsWith(REPORT_SUFFIX) && !reported.has(name)) : [];
+    const stale = existsSync(reportFolder)
+      ? readdirSync(reportFolder).filter((name) => name.endsWith(REPORT_SUFFIX) && !reported.has(name))
+      : [];
     for (const name of stale.sort()) {
       const file = relative(path.join(reportFolder, name));
       if (options.update) {
         rmSync(path.join(reportFolder, name));
         updated.push(file);
       } else {
-        diagnostics.push({ code: 'API003', file, message: `${file} reports no entry point of package.json's exports; delete it (\`npm run check:api -- --update\` does).`, diff: [] });
+        diagnostics.push({
+          code: 'API003',
+          file,
+          message: `${file} reports no entry point of package.json's exports; delete it (\`npm run check:api -- --update\` does).`,
+          diff: [],
+        });
       }
     }
   } finally {
@@ -155,7 +192,10 @@ export function checkApiReports(root: string, options: ApiCheckOptions = {}): Ap
 
 /** One diagnostic as printed: `file - error CODE: message`, then its diff. */
 export function formatApiDiagnostic(diagnostic: ApiDiagnostic): string {
-  return [`${diagnostic.file} - error ${diagnostic.code}: ${diagnostic.message}`, ...diagnostic.diff.map((line) => `    ${line}`)].join('\n');
+  return [
+    `${diagnostic.file} - error ${diagnostic.code}: ${diagnostic.message}`,
+    ...diagnostic.diff.map((line) => `    ${line}`),
+  ].join('\n');
 }
 
 /** The source of an entry point's declaration: `runtime/index.d.ts` → `runtime/index.ts`. */
@@ -164,7 +204,12 @@ function sourceOf(entry: ApiEntryPoint): string {
 }
 
 /** The report API Extractor writes for one entry point, or the problems that kept it from one. */
-function extractReport(root: string, entry: ApiEntryPoint, declarations: string, reportFolder: string): string | { problems: string[] } {
+function extractReport(
+  root: string,
+  entry: ApiEntryPoint,
+  declarations: string,
+  reportFolder: string,
+): string | { problems: string[] } {
   const entryFile = path.join(declarations, entry.declaration);
   const configObject: IConfigFile = {
     projectFolder: root,
@@ -172,11 +217,24 @@ function extractReport(root: string, entry: ApiEntryPoint, declarations: string,
     mainEntryPointFilePath: entryFile,
     compiler: {
       overrideTsconfig: {
-        compilerOptions: { target: 'es2022', module: 'nodenext', moduleResolution: 'nodenext', strict: true, skipLibCheck: true, types: ['node'] },
+        compilerOptions: {
+          target: 'es2022',
+          module: 'nodenext',
+          moduleResolution: 'nodenext',
+          strict: true,
+          skipLibCheck: true,
+          types: ['node'],
+        },
         files: [entryFile],
       },
     },
-    apiReport: { enabled: true, reportFileName: entry.reportName, reportFolder, reportTempFolder: reportFolder, includeForgottenExports: false },
+    apiReport: {
+      enabled: true,
+      reportFileName: entry.reportName,
+      reportFolder,
+      reportTempFolder: reportFolder,
+      includeForgottenExports: false,
+    },
     docModel: { enabled: false },
     dtsRollup: { enabled: false },
     tsdocMetadata: { enabled: false },
@@ -194,18 +252,24 @@ function extractReport(root: string, entry: ApiEntryPoint, declarations: string,
       tsdocMessageReporting: { default: { logLevel: ExtractorLogLevel.None } },
     },
   };
-  const config = ExtractorConfig.prepare({ configObject, configObjectFullPath: undefined, packageJsonFullPath: path.join(root, 'package.json') });
+  const config = ExtractorConfig.prepare({
+    configObject,
+    configObjectFullPath: undefined,
+    packageJsonFullPath: path.join(root, 'package.json'),
+  });
   const problems: string[] = [];
   const result = Extractor.invoke(config, {
     localBuild: true,
     messageCallback: (message: ExtractorMessage) => {
       message.handled = true;
       if (message.category === 'console') return;
-      if (message.logLevel === ExtractorLogLevel.Error || message.logLevel === ExtractorLogLevel.Warning) problems.push(message.formatMessageWithLocation(root));
+      if (message.logLevel === ExtractorLogLevel.Error || message.logLevel === ExtractorLogLevel.Warning)
+        problems.push(message.formatMessageWithLocation(root));
     },
   });
   const reportFile = path.join(reportFolder, `${entry.reportName}${REPORT_SUFFIX}`);
-  if (!result.succeeded || problems.length > 0 || !existsSync(reportFile)) return { problems: problems.length > 0 ? problems : ['(no report written)'] };
+  if (!result.succeeded || problems.length > 0 || !existsSync(reportFile))
+    return { problems: problems.length > 0 ? problems : ['(no report written)'] };
   // The warnings at the end name the scratch declaration's file, line and column: dropped, so that
   // the report changes with the surface, not with the comments above it or where it was emitted.
   return readFileSync(reportFile, 'utf8').replace(/^\/\/ \S+\.d\.ts:\d+:\d+ - \(/gm, '// (');
@@ -223,7 +287,10 @@ export function lineDiff(before: string, after: string, context = 2): string[] {
   const common = new Uint32Array((a.length + 1) * width);
   for (let i = a.length - 1; i >= 0; i--) {
     for (let j = b.length - 1; j >= 0; j--) {
-      common[i * width + j] = a[i] === b[j] ? common[(i + 1) * width + j + 1]! + 1 : Math.max(common[(i + 1) * width + j]!, common[i * width + j + 1]!);
+      common[i * width + j] =
+        a[i] === b[j]
+          ? common[(i + 1) * width + j + 1]! + 1
+          : Math.max(common[(i + 1) * width + j]!, common[i * width + j + 1]!);
     }
   }
   const lines: { mark: ' ' | '-' | '+'; text: string }[] = [];
@@ -233,11 +300,13 @@ export function lineDiff(before: string, after: string, context = 2): string[] {
     if (i < a.length && j < b.length && a[i] === b[j]) {
       lines.push({ mark: ' ', text: a[i++]! });
       j++;
-    }
-    else if (j < b.length && (i === a.length || common[i * width + j + 1]! >= common[(i + 1) * width + j]!)) lines.push({ mark: '+', text: b[j++]! });
+    } else if (j < b.length && (i === a.length || common[i * width + j + 1]! >= common[(i + 1) * width + j]!))
+      lines.push({ mark: '+', text: b[j++]! });
     else lines.push({ mark: '-', text: a[i++]! });
   }
-  const shown = lines.map((_line, k) => lines.slice(Math.max(0, k - context), k + context + 1).some((near) => near.mark !== ' '));
+  const shown = lines.map((_line, k) =>
+    lines.slice(Math.max(0, k - context), k + context + 1).some((near) => near.mark !== ' '),
+  );
   const out: string[] = [];
   lines.forEach((line, k) => {
     if (!shown[k]) return;

@@ -10,10 +10,14 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const dist = new URL('../dist/', import.meta.url);
 
 rmSync(dist, { recursive: true, force: true });
-execFileSync(process.execPath, [fileURLToPath(new URL('../node_modules/typescript/bin/tsc', import.meta.url)), '-p', 'tsconfig.build.json'], {
-  cwd: root,
-  stdio: 'inherit',
-});
+execFileSync(
+  process.execPath,
+  [fileURLToPath(new URL('../node_modules/typescript/bin/tsc', import.meta.url)), '-p', 'tsconfig.build.json'],
+  {
+    cwd: root,
+    stdio: 'inherit',
+  },
+);
 const migrations = new URL('../runtime/migrate/core/', import.meta.url);
 for (const file of readdirSync(migrations).filter((name) => name.endsWith('.sql'))) {
   cpSync(new URL(file, migrations), new URL(`runtime/migrate/core/${file}`, dist));

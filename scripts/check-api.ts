@@ -18,9 +18,13 @@ if (unknown.length > 0) {
   for (const diagnostic of diagnostics) process.stdout.write(`${formatApiDiagnostic(diagnostic)}\n`);
   for (const file of updated) process.stdout.write(`check:api: updated ${file}\n`);
   if (diagnostics.length > 0) {
-    process.stderr.write(`check:api: ${diagnostics.length} problem(s) in the API reports of ${entryPoints.length} entry points.\n`);
+    process.stderr.write(
+      `check:api: ${diagnostics.length} problem(s) in the API reports of ${entryPoints.length} entry points.\n`,
+    );
     process.exitCode = 1;
   } else {
-    process.stdout.write(`check:api: ${entryPoints.length} entry points, ${update ? `${updated.length} report(s) rewritten` : 'each as its report in api/ lists'}.\n`);
+    process.stdout.write(
+      `check:api: ${entryPoints.length} entry points, ${update ? `${updated.length} report(s) rewritten` : 'each as its report in api/ lists'}.\n`,
+    );
   }
 }

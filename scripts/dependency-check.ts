@@ -109,9 +109,14 @@ function importsOf(root: string, file: string): FoundImport[] {
   };
   const visit = (node: ts.Node): void => {
     if (ts.isImportDeclaration(node)) add(node.moduleSpecifier, node.importClause?.isTypeOnly === true);
-    else if (ts.isExportDeclaration(node) && node.moduleSpecifier !== undefined) add(node.moduleSpecifier, node.isTypeOnly);
+    else if (ts.isExportDeclaration(node) && node.moduleSpecifier !== undefined)
+      add(node.moduleSpecifier, node.isTypeOnly);
     else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument)) add(node.argument.literal, true);
-    else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword && node.arguments[0] !== undefined) {
+    else if (
+      ts.isCallExpression(node) &&
+      node.expression.kind === ts.SyntaxKind.ImportKeyword &&
+      node.arguments[0] !== undefined
+    ) {
       add(node.arguments[0], false);
     }
     ts.forEachChild(node, visit);
@@ -128,18 +133,28 @@ function ownEntryPoints(root: string): Map<string, string> {
   };
   const entries = new Map<string, string>();
   for (const [subpath, target] of Object.entries(manifest.exports ?? {})) {
-    const source = typeof target === 'object' && target !== null ? (target as Record<string, unknown>)['ledgerflow-source'] : undefined;
+    const source =
+      typeof target === 'object' && target !== null
+        ? (target as Record<string, unknown>)['ledgerflow-source']
+        : undefined;
     if (typeof source === 'string') entries.set(`${manifest.name}${subpath.slice(1)}`, path.posix.normalize(source));
   }
   return entries;
 }
 
 /** The file a specifier names (relative to the repository); `null` for a package; `undefined` for nothing. */
-function resolveSpecifier(root: string, from: string, specifier: string, packageEntries: ReadonlyMap<string, string>): string | null | undefined {
+function resolveSpecifier(
+  root: string,
+  from: string,
+  specifier: string,
+  packageEntries: ReadonlyMap<string, string>,
+): string | null | undefined {
   if (!specifier.startsWith('.')) return packageEntries.get(specifier) ?? null;
   const target = path.posix.normalize(path.posix.join(path.posix.dirname(from), specifier));
   const candidates = target.endsWith('.js') ? [`${target.slice(0, -3)}.ts`, target] : [target];
-  return candidates.find((candidate) => existsSync(path.join(root, candidate)) && statSync(path.join(root, candidate)).isFile());
+  return candidates.find(
+    (candidate) => existsSync(path.join(root, candidate)) && statSync(path.join(root, candidate)).isFile(),
+  );
 }
 
 /** One diagnostic per strongly connected component: its shortest cycle through its first file. */
@@ -153,7 +168,10 @@ function cycleDiagnostics(files: readonly string[], edges: readonly ImportEdge[]
       const start = [...component].sort()[0]!;
       const cycle = shortestCycle(start, members, next);
       const first = cycle[0]!;
-      const more = component.length > cycle.length ? ` (${component.length} files are in this knot; this is its shortest cycle through ${start})` : '';
+      const more =
+        component.length > cycle.length
+          ? ` (${component.length} files are in this knot; this is its shortest cycle through ${start})`
+          : '';
       return {
         code: 'DEP001',
         file: first.from,
@@ -216,7 +234,11 @@ function stronglyConnected(files: readonly string[], next: ReadonlyMap<string, r
 }
 
 /** The edges of a shortest path from `start` back to itself inside `members` (breadth first). */
-function shortestCycle(start: string, members: ReadonlySet<string>, next: ReadonlyMap<string, readonly ImportEdge[]>): ImportEdge[] {
+function shortestCycle(
+  start: string,
+  members: ReadonlySet<string>,
+  next: ReadonlyMap<string, readonly ImportEdge[]>,
+): ImportEdge[] {
   const via = new Map<string, ImportEdge>();
   const queue = [start];
   for (let i = 0; i < queue.length; i++) {
@@ -241,11 +263,18 @@ function ruleDiagnostics(edges: readonly ImportEdge[], rules: readonly Direction
   const used = new Set<Seam>();
   for (const edge of edges) {
     for (const rule of rules) {
-      if (!rule.from.some((prefix) => edge.from.startsWith(prefix)) || !rule.to.some((prefix) => edge.to.startsWith(prefix))) continue;
+      if (
+        !rule.from.some((prefix) => edge.from.startsWith(prefix)) ||
+        !rule.to.some((prefix) => edge.to.startsWith(prefix))
+      )
+        continue;
       const seam = rule.seams?.find((s) => s.from === edge.from && s.to === edge.to);
       if (seam !== undefined) used.add(seam);
       if (seam !== undefined && (seam.typeOnly !== true || edge.typeOnly)) continue;
-      const typeOnlySeam = seam !== undefined ? ` The seam in ${RULES_FILE} allows \`import type\` here, nothing that loads the module.` : '';
+      const typeOnlySeam =
+        seam !== undefined
+          ? ` The seam in ${RULES_FILE} allows \`import type\` here, nothing that loads the module.`
+          : '';
       diagnostics.push({
         code: 'DEP002',
         file: edge.from,
@@ -259,7 +288,9 @@ function ruleDiagnostics(edges: readonly ImportEdge[], rules: readonly Direction
   for (const rule of rules) {
     for (const seam of rule.seams ?? []) {
       if (used.has(seam)) continue;
-      const at = ruleLines.findIndex((line, i) => line.includes(`from: '${seam.from}'`) && ruleLines[i + 1]?.includes(`to: '${seam.to}'`) === true);
+      const at = ruleLines.findIndex(
+        (line, i) => line.includes(`from: '${seam.from}'`) && ruleLines[i + 1]?.includes(`to: '${seam.to}'`) === true,
+      );
       diagnostics.push({
         code: 'DEP004',
         file: RULES_FILE,
@@ -274,5 +305,10 @@ function ruleDiagnostics(edges: readonly ImportEdge[], rules: readonly Direction
 
 function compareDiagnostics(a: DependencyDiagnostic, b: DependencyDiagnostic): number {
   if (a.file !== b.file) return a.file < b.file ? -1 : 1;
-  return a.line - b.line || a.col - b.col || (a.code < b.code ? -1 : a.code > b.code ? 1 : 0) || (a.message < b.message ? -1 : a.message > b.message ? 1 : 0);
+  return (
+    a.line - b.line ||
+    a.col - b.col ||
+    (a.code < b.code ? -1 : a.code > b.code ? 1 : 0) ||
+    (a.message < b.message ? -1 : a.message > b.message ? 1 : 0)
+  );
 }

@@ -55,7 +55,8 @@ export const DIRECTION_RULES: readonly DirectionRule[] = [
       {
         from: 'codegen/cli/main.ts',
         to: 'runtime/cli/cli-io.ts',
-        reason: '`ledgerflow codegen` is a command of the one CLI: it writes through the CLI\'s I/O (streams and exit code) like every other command',
+        reason:
+          "`ledgerflow codegen` is a command of the one CLI: it writes through the CLI's I/O (streams and exit code) like every other command",
       },
     ],
   },
@@ -67,7 +68,8 @@ export const DIRECTION_RULES: readonly DirectionRule[] = [
       {
         from: 'runtime/cli/contract-check.ts',
         to: 'codegen/run-codegen.ts',
-        reason: '`ledgerflow worker` runs codegen in memory and refuses a served version whose contract is stale (loaded lazily: ts-morph is large)',
+        reason:
+          '`ledgerflow worker` runs codegen in memory and refuses a served version whose contract is stale (loaded lazily: ts-morph is large)',
       },
       {
         from: 'runtime/cli/contract-check.ts',
@@ -82,17 +84,19 @@ export const DIRECTION_RULES: readonly DirectionRule[] = [
       {
         from: 'runtime/cli/contract-check.ts',
         to: 'codegen/emit/naming.ts',
-        reason: 'the contract check compares a version\'s contract file with what codegen would write now, by codegen\'s name for it',
+        reason:
+          "the contract check compares a version's contract file with what codegen would write now, by codegen's name for it",
       },
       {
         from: 'runtime/migrate/migrate.ts',
         to: 'codegen/emit/workflow-version-sql.ts',
-        reason: '`migrate` reads a draft version\'s migration in the format codegen writes it (releasedDefinitionHash)',
+        reason: "`migrate` reads a draft version's migration in the format codegen writes it (releasedDefinitionHash)",
       },
       {
         from: 'runtime/testing/test-environment.ts',
         to: 'codegen/emit/workflow-version-sql.ts',
-        reason: 'the testing kit migrates a version no source registers with codegen\'s own emitter, a pure function of dsl data',
+        reason:
+          "the testing kit migrates a version no source registers with codegen's own emitter, a pure function of dsl data",
       },
     ],
   },
@@ -105,12 +109,14 @@ export const DIRECTION_RULES: readonly DirectionRule[] = [
         from: 'runtime/client/client.ts',
         to: 'runtime/worker/worker.ts',
         typeOnly: true,
-        reason: '`createClient({ worker })` takes the public `Worker` handle: its type only; what the client needs of that worker is client/local-starts.ts',
+        reason:
+          '`createClient({ worker })` takes the public `Worker` handle: its type only; what the client needs of that worker is client/local-starts.ts',
       },
       {
         from: 'runtime/client/operator/resolve.ts',
         to: 'runtime/worker/step-commits.ts',
-        reason: 'an operator\'s resolve records a found effect with the worker\'s own fenced step commit (`advanceRun`), as the reconciler does: one statement records an effect, and it is the worker\'s',
+        reason:
+          "an operator's resolve records a found effect with the worker's own fenced step commit (`advanceRun`), as the reconciler does: one statement records an effect, and it is the worker's",
       },
     ],
   },

@@ -15,7 +15,12 @@ import { renderPeersMarkdown, type PeersResults } from '../report/peers.js';
 import type { EndToEndRow } from '../results-model.js';
 import { readServerCounters, readWalSyncs } from '../server-stats.js';
 import { BENCH_APP_SQL, benchRegistrations } from '../workloads/bench-workflows.js';
-import { END_TO_END_WORKLOADS, endToEndRow, ledgerflowEndToEnd, type EndToEndWorkload } from '../workloads/end-to-end.js';
+import {
+  END_TO_END_WORKLOADS,
+  endToEndRow,
+  ledgerflowEndToEnd,
+  type EndToEndWorkload,
+} from '../workloads/end-to-end.js';
 import { KEYED_APP_SQL, readResult, type PeerJob, type PeerResult } from './peer-job.js';
 import { PEERS, type PeerDescription, type PeerId } from './peers.js';
 import { startRestateServer } from './restate/server.js';
@@ -50,18 +55,28 @@ interface Measurement {
 async function main(): Promise<void> {
   const runs = positiveInt('LEDGERFLOW_PEERS_N', 400);
   const warmUp = positiveInt('LEDGERFLOW_PEERS_WARMUP', 20);
-  const clientCounts = list('LEDGERFLOW_PEERS_CLIENTS', ['1', '4', '16']).map((c) => positiveIntValue('LEDGERFLOW_PEERS_CLIENTS', c));
-  const only = list('LEDGERFLOW_PEERS_ONLY', PEERS.map((p) => p.id));
+  const clientCounts = list('LEDGERFLOW_PEERS_CLIENTS', ['1', '4', '16']).map((c) =>
+    positiveIntValue('LEDGERFLOW_PEERS_CLIENTS', c),
+  );
+  const only = list(
+    'LEDGERFLOW_PEERS_ONLY',
+    PEERS.map((p) => p.id),
+  );
   const peers = PEERS.filter((p) => only.includes(p.id));
   const unknown = only.filter((id) => !PEERS.some((p) => p.id === id));
-  if (unknown.length > 0) throw new Error(`LEDGERFLOW_PEERS_ONLY names unknown peers (${unknown.join(', ')}); known: ${PEERS.map((p) => p.id).join(', ')}.`);
+  if (unknown.length > 0)
+    throw new Error(
+      `LEDGERFLOW_PEERS_ONLY names unknown peers (${unknown.join(', ')}); known: ${PEERS.map((p) => p.id).join(', ')}.`,
+    );
   for (const peer of peers) ensureInstalled(peer);
   const started = performance.now();
   const loadAtStart = loadavg()[0] ?? 0;
   const server = await openBenchServer();
   try {
     const environment = await describeEnvironment(server);
-    log(`server: ${environment.serverVersion}, fsync=${environment.fsync}, synchronous_commit=${environment.synchronousCommit}`);
+    log(
+      `server: ${environment.serverVersion}, fsync=${environment.fsync}, synchronous_commit=${environment.synchronousCommit}`,
+    );
     const rows: EndToEndRow[] = [];
     for (const workload of END_TO_END_WORKLOADS) {
       for (const clients of clientCounts) {
@@ -73,7 +88,9 @@ async function main(): Promise<void> {
         for (const peer of peers) {
           const theirs = await MEASURE[peer.id](server, peer, m);
           rows.push(theirs);
-          line.push(`${peer.name} ${theirs.workflowsPerSecond.toFixed(0)} (${(ours.workflowsPerSecond / theirs.workflowsPerSecond).toFixed(2)} ×)`);
+          line.push(
+            `${peer.name} ${theirs.workflowsPerSecond.toFixed(0)} (${(ours.workflowsPerSecond / theirs.workflowsPerSecond).toFixed(2)} ×)`,
+          );
         }
         log(line.join(', '));
       }
@@ -86,7 +103,12 @@ async function main(): Promise<void> {
       sizes: `Each measurement times ${runs} workflows after ${warmUp} untimed ones (LEDGERFLOW_PEERS_N, LEDGERFLOW_PEERS_WARMUP); the clients, the engines and the server share this machine.`,
       rows,
     };
-    process.stdout.write(`${peersTable(rows, peers.map((p) => p.name))}\n`);
+    process.stdout.write(
+      `${peersTable(
+        rows,
+        peers.map((p) => p.name),
+      )}\n`,
+    );
     writeResults(results);
   } finally {
     await server.close();
@@ -105,10 +127,23 @@ const MEASURE: Record<PeerId, Measure> = {
     const appDatabaseUrl = await appDatabase(server, `bench_restate_${suffix(m)}`, `${BENCH_APP_SQL}${KEYED_APP_SQL}`);
     const restate = await startRestateServer();
     try {
-      const result = await runJob(peer, { workload: m.workload.id, appDatabaseUrl, ingressUrl: restate.ingressUrl, adminUrl: restate.adminUrl, ...sizes(m) });
+      const result = await runJob(peer, {
+        workload: m.workload.id,
+        appDatabaseUrl,
+        ingressUrl: restate.ingressUrl,
+        adminUrl: restate.adminUrl,
+        ...sizes(m),
+      });
       await checkEffects(peer, m, appDatabaseUrl, result.provider);
       const notCounted = { commits: Number.NaN, rollbacks: 0, walSyncs: Number.NaN };
-      return endToEndRow(peer.name, m.workload.label, m.clients, m.workload.stepsPerRun, { ...notCounted, runs: result.runs, seconds: result.seconds, countedRuns: m.runs + m.warmUp }, notCounted);
+      return endToEndRow(
+        peer.name,
+        m.workload.label,
+        m.clients,
+        m.workload.stepsPerRun,
+        { ...notCounted, runs: result.runs, seconds: result.seconds, countedRuns: m.runs + m.warmUp },
+        notCounted,
+      );
     } finally {
       await restate.stop();
     }
@@ -120,14 +155,26 @@ const MEASURE: Record<PeerId, Measure> = {
  * fresh; a `prepare` child creates its schema, a second one measures the start-up and shutdown
  * the commit counts subtract, then the `measure` child runs the closed loop.
  */
-async function measureOnPostgres(server: BenchServer, peer: PeerDescription, m: Measurement, appSql: string): Promise<EndToEndRow> {
+async function measureOnPostgres(
+  server: BenchServer,
+  peer: PeerDescription,
+  m: Measurement,
+  appSql: string,
+): Promise<EndToEndRow> {
   const appName = `bench_${peer.id}_${suffix(m)}`;
   const systemName = `${appName}_sys`;
   const appDatabaseUrl = await appDatabase(server, appName, appSql);
   const systemDatabaseUrl = await server.freshDatabase(systemName);
   const counters = async (): Promise<{ commits: number; rollbacks: number; walSyncs: number }> => {
-    const [a, s] = [await readServerCounters(server.adminUrl, appName), await readServerCounters(server.adminUrl, systemName)];
-    return { commits: a.commits + s.commits, rollbacks: a.rollbacks + s.rollbacks, walSyncs: await readWalSyncs(server.adminUrl) };
+    const [a, s] = [
+      await readServerCounters(server.adminUrl, appName),
+      await readServerCounters(server.adminUrl, systemName),
+    ];
+    return {
+      commits: a.commits + s.commits,
+      rollbacks: a.rollbacks + s.rollbacks,
+      walSyncs: await readWalSyncs(server.adminUrl),
+    };
   };
   const job = { workload: m.workload.id, appDatabaseUrl, systemDatabaseUrl, ...sizes(m) };
   await runJob(peer, { ...job, mode: 'prepare' });
@@ -155,8 +202,18 @@ async function measureOnPostgres(server: BenchServer, peer: PeerDescription, m: 
 }
 
 /** Fails the run unless the peer wrote one row and made one charge per workflow (bench/exactly-once.ts). */
-async function checkEffects(peer: PeerDescription, m: Measurement, appDatabaseUrl: string, provider: ProviderCounts): Promise<void> {
-  expectExactlyOnce(peer.name, { workload: m.workload.id, workflows: m.runs + m.warmUp, reservations: await countReservations(appDatabaseUrl), provider });
+async function checkEffects(
+  peer: PeerDescription,
+  m: Measurement,
+  appDatabaseUrl: string,
+  provider: ProviderCounts,
+): Promise<void> {
+  expectExactlyOnce(peer.name, {
+    workload: m.workload.id,
+    workflows: m.runs + m.warmUp,
+    reservations: await countReservations(appDatabaseUrl),
+    provider,
+  });
 }
 
 async function appDatabase(server: BenchServer, name: string, sql: string): Promise<string> {
@@ -176,7 +233,10 @@ function sizes(m: Measurement): Pick<PeerJob, 'clients' | 'runs' | 'warmUp'> {
 }
 
 /** Runs bench/peers/<peer>/end-to-end.ts on one job (measure unless told otherwise) and returns what it wrote. */
-async function runJob(peer: PeerDescription, job: Omit<PeerJob, 'mode' | 'resultFile'> & { mode?: PeerJob['mode'] }): Promise<PeerResult> {
+async function runJob(
+  peer: PeerDescription,
+  job: Omit<PeerJob, 'mode' | 'resultFile'> & { mode?: PeerJob['mode'] },
+): Promise<PeerResult> {
   const scratch = mkdtempSync(join(tmpdir(), 'ledgerflow-peers-'));
   const full: PeerJob = { mode: 'measure', ...job, resultFile: join(scratch, 'result.json') };
   try {
@@ -192,10 +252,17 @@ async function runJob(peer: PeerDescription, job: Omit<PeerJob, 'mode' | 'result
       child.on('exit', (code, signal) => {
         clearTimeout(timer);
         if (code === 0) resolve();
-        else reject(new Error(`${peer.name} child (${full.mode} ${full.workload} c=${full.clients}) exited with ${signal ?? code}${signal === 'SIGKILL' ? ` (killed after ${CHILD_TIMEOUT_MS / 1000} s)` : ''}`));
+        else
+          reject(
+            new Error(
+              `${peer.name} child (${full.mode} ${full.workload} c=${full.clients}) exited with ${signal ?? code}${signal === 'SIGKILL' ? ` (killed after ${CHILD_TIMEOUT_MS / 1000} s)` : ''}`,
+            ),
+          );
       });
     });
-    return full.mode === 'measure' ? readResult(full.resultFile) : { runs: 0, seconds: 0, provider: { charges: 0, chargedKeys: 0, requests: 0 } };
+    return full.mode === 'measure'
+      ? readResult(full.resultFile)
+      : { runs: 0, seconds: 0, provider: { charges: 0, chargedKeys: 0, requests: 0 } };
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }
@@ -208,11 +275,14 @@ function ensureInstalled(peer: PeerDescription): void {
   log(`installing ${peer.name} (npm ci --prefix bench/peers/${peer.folder})`);
   const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
   const installed = spawnSync(npm, ['ci', '--prefix', folder, '--no-audit', '--no-fund'], { stdio: 'inherit' });
-  if (installed.status !== 0) throw new Error(`npm ci --prefix bench/peers/${peer.folder} failed; run it by hand to see why.`);
+  if (installed.status !== 0)
+    throw new Error(`npm ci --prefix bench/peers/${peer.folder} failed; run it by hand to see why.`);
 }
 
 function installedVersions(peer: PeerDescription): string {
-  const lock = JSON.parse(readFileSync(join(here, peer.folder, 'package-lock.json'), 'utf8')) as { packages: Record<string, { version?: string }> };
+  const lock = JSON.parse(readFileSync(join(here, peer.folder, 'package-lock.json'), 'utf8')) as {
+    packages: Record<string, { version?: string }>;
+  };
   return peer.packages.map((name) => `${name} ${lock.packages[`node_modules/${name}`]?.version ?? '?'}`).join(', ');
 }
 
@@ -249,7 +319,10 @@ function writeResults(results: PeersResults): void {
 function list(name: string, fallback: readonly string[]): string[] {
   const raw = process.env[name];
   if (raw === undefined || raw.trim() === '') return [...fallback];
-  return raw.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  return raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
 }
 
 function positiveInt(name: string, fallback: number): number {

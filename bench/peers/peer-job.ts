@@ -39,7 +39,10 @@ export interface PeerResult {
 /** The job of this child process; throws when it was not started by bench/peers/main.ts. */
 export function readJob(): PeerJob {
   const raw = process.env['LEDGERFLOW_PEERS_JOB'];
-  if (!raw) throw new Error('LEDGERFLOW_PEERS_JOB is not set: this script is run by bench/peers/main.ts (npm run bench:peers).');
+  if (!raw)
+    throw new Error(
+      'LEDGERFLOW_PEERS_JOB is not set: this script is run by bench/peers/main.ts (npm run bench:peers).',
+    );
   return JSON.parse(raw) as PeerJob;
 }
 
@@ -91,7 +94,8 @@ export async function reserveOnce(
     'INSERT INTO bench_app.reservation (run_id, item) VALUES ($1, $2) ON CONFLICT (run_id) DO NOTHING RETURNING id',
     [workflowId, i],
   );
-  const row = inserted.rows[0] ?? (await query('SELECT id FROM bench_app.reservation WHERE run_id = $1', [workflowId])).rows[0];
+  const row =
+    inserted.rows[0] ?? (await query('SELECT id FROM bench_app.reservation WHERE run_id = $1', [workflowId])).rows[0];
   if (!row) throw new Error(`reservation of workflow ${workflowId} neither inserted nor found`);
   return { reservationId: Number(row.id) };
 }

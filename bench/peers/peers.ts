@@ -33,10 +33,10 @@ export const PEERS: readonly PeerDescription[] = [
     driven:
       '`DBOS.startWorkflow(workflow)(i)`, then `handle.getResult()`; DBOS executes the workflow in the process that starts it ' +
       '(system pool max(10, c + 4) connections). Its data source is bench/peers/dbos/pg-datasource.ts: no published data source ' +
-      'package works with SDK 5.3, so it follows DBOS\'s own Postgres data source statement for statement.',
+      "package works with SDK 5.3, so it follows DBOS's own Postgres data source statement for statement.",
     write:
       'A data source transaction writes the row and records its outcome (`transaction_completion`) in the application database ' +
-      'in the same transaction, so the write itself happens once; the workflow\'s progress is recorded separately, in the system ' +
+      "in the same transaction, so the write itself happens once; the workflow's progress is recorded separately, in the system " +
       'database, and the recorded outcome is looked up before the transaction runs and deleted when the workflow completes — ' +
       'a checkpoint in each database and no commit that covers both.',
   },
@@ -53,11 +53,11 @@ export const PEERS: readonly PeerDescription[] = [
       'commit and WAL sync counts are not comparable and are left out',
     driven:
       'the same process serves the workflows (`restate.serve`, HTTP/2) and registers itself with the server; a client calls ' +
-      '`workflowSubmit({ i })` on `workflowClient(workflow, uuid)` through the server\'s ingress, then `workflowAttach()`; the server ' +
+      "`workflowSubmit({ i })` on `workflowClient(workflow, uuid)` through the server's ingress, then `workflowAttach()`; the server " +
       'calls the process back to run each invocation.',
     write:
-      'A `ctx.run` cannot share the row\'s transaction: the SDK sends the action\'s result to the server, which journals it ' +
-      'in its own log, only after the action returns, so a crash between the row\'s commit and that journal entry runs the ' +
+      "A `ctx.run` cannot share the row's transaction: the SDK sends the action's result to the server, which journals it " +
+      "in its own log, only after the action returns, so a crash between the row's commit and that journal entry runs the " +
       'action again. The row is therefore keyed by the workflow id (a unique index on it, `INSERT … ON CONFLICT (run_id) DO ' +
       'NOTHING RETURNING id`, reading the existing row on a conflict): written at most once and found again on a retry, at the ' +
       'price of a unique key the application has to have for every such write.',
@@ -67,14 +67,14 @@ export const PEERS: readonly PeerDescription[] = [
     name: 'OpenWorkflow',
     folder: 'openworkflow',
     packages: ['openworkflow', 'postgres', 'pg'],
-    store: 'PostgreSQL: its backend\'s database on the bench server, the application rows in another',
+    store: "PostgreSQL: its backend's database on the bench server, the application rows in another",
     driven:
       'the same process runs the worker (`ow.newWorker({ concurrency: c })`, which polls for runs, backing off 50–100 ms after ' +
       'an empty poll and up to 1 s) and the clients: `workflow.run({ i })`, then the run read every 10 ms until it completed ' +
       '(`backend.getWorkflowRun`, the read `handle.result()` makes once a second; these reads count as commits). Backend pool ' +
       '2c + 2 connections.',
     write:
-      'A `step.run` cannot share the row\'s transaction: OpenWorkflow inserts a step attempt before the function runs and marks ' +
+      "A `step.run` cannot share the row's transaction: OpenWorkflow inserts a step attempt before the function runs and marks " +
       'it completed, with its output, in a statement of its own after the function returns, so a crash in between runs the ' +
       'step again. The row is therefore keyed by the run id (a unique index on it, `INSERT … ON CONFLICT (run_id) DO NOTHING ' +
       'RETURNING id`, reading the existing row on a conflict), the same database server but not the same transaction.',

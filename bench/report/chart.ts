@@ -47,18 +47,25 @@ export function renderChartSvg(chart: ThroughputChart): string {
   ];
   for (const tick of yTicks) {
     const y = yAt(tick);
-    parts.push(`<line x1="${MARGIN.left}" y1="${y}" x2="${MARGIN.left + plotW}" y2="${y}" stroke="#d0d7de" stroke-width="1"/>`);
+    parts.push(
+      `<line x1="${MARGIN.left}" y1="${y}" x2="${MARGIN.left + plotW}" y2="${y}" stroke="#d0d7de" stroke-width="1"/>`,
+    );
     parts.push(text(MARGIN.left - 8, y + 4, formatTick(tick), { size: 12, anchor: 'end' }));
   }
   for (const c of xs) {
     const x = xAt(c);
-    parts.push(`<line x1="${x}" y1="${MARGIN.top + plotH}" x2="${x}" y2="${MARGIN.top + plotH + 5}" stroke="#24292f"/>`);
+    parts.push(
+      `<line x1="${x}" y1="${MARGIN.top + plotH}" x2="${x}" y2="${MARGIN.top + plotH + 5}" stroke="#24292f"/>`,
+    );
     parts.push(text(x, MARGIN.top + plotH + 20, String(c), { size: 12, anchor: 'middle' }));
   }
   parts.push(
     `<line x1="${MARGIN.left}" y1="${MARGIN.top + plotH}" x2="${MARGIN.left + plotW}" y2="${MARGIN.top + plotH}" stroke="#24292f"/>`,
     `<line x1="${MARGIN.left}" y1="${MARGIN.top}" x2="${MARGIN.left}" y2="${MARGIN.top + plotH}" stroke="#24292f"/>`,
-    text(MARGIN.left + plotW / 2, HEIGHT - 16, chart.xLabel ?? 'concurrency (connections / in-flight runs)', { size: 13, anchor: 'middle' }),
+    text(MARGIN.left + plotW / 2, HEIGHT - 16, chart.xLabel ?? 'concurrency (connections / in-flight runs)', {
+      size: 13,
+      anchor: 'middle',
+    }),
     text(20, MARGIN.top + plotH / 2, chart.yLabel, { size: 13, anchor: 'middle', rotate: true }),
   );
 
@@ -66,15 +73,21 @@ export function renderChartSvg(chart: ThroughputChart): string {
   chart.series.forEach((series, index) => {
     const colour = series.floor ? FLOOR_COLOUR : COLOURS[colourIndex++ % COLOURS.length]!;
     const points = [...series.points].sort((a, b) => a.concurrency - b.concurrency);
-    const path = points.map((p, i) => `${i === 0 ? 'M' : 'L'}${xAt(p.concurrency).toFixed(1)},${yAt(p.value).toFixed(1)}`).join(' ');
+    const path = points
+      .map((p, i) => `${i === 0 ? 'M' : 'L'}${xAt(p.concurrency).toFixed(1)},${yAt(p.value).toFixed(1)}`)
+      .join(' ');
     const dash = series.floor ? ' stroke-dasharray="8 5"' : '';
     parts.push(`<path d="${path}" fill="none" stroke="${colour}" stroke-width="${series.floor ? 2.5 : 2}"${dash}/>`);
     for (const p of points) {
-      parts.push(`<circle cx="${xAt(p.concurrency).toFixed(1)}" cy="${yAt(p.value).toFixed(1)}" r="4" fill="${colour}"/>`);
+      parts.push(
+        `<circle cx="${xAt(p.concurrency).toFixed(1)}" cy="${yAt(p.value).toFixed(1)}" r="4" fill="${colour}"/>`,
+      );
     }
     const legendY = MARGIN.top + 10 + index * 22;
     const legendX = MARGIN.left + plotW + 16;
-    parts.push(`<line x1="${legendX}" y1="${legendY}" x2="${legendX + 26}" y2="${legendY}" stroke="${colour}" stroke-width="2.5"${dash}/>`);
+    parts.push(
+      `<line x1="${legendX}" y1="${legendY}" x2="${legendX + 26}" y2="${legendY}" stroke="${colour}" stroke-width="2.5"${dash}/>`,
+    );
     parts.push(text(legendX + 32, legendY + 4, series.label, { size: 12 }));
   });
   parts.push('</svg>');
@@ -94,7 +107,7 @@ export function renderChartPng(svg: string): Buffer {
 function niceTicks(max: number): number[] {
   const rough = max / 5;
   const magnitude = 10 ** Math.floor(Math.log10(rough));
-  const step = ([1, 2, 2.5, 5, 10].map((m) => m * magnitude).find((s) => s >= rough) ?? rough);
+  const step = [1, 2, 2.5, 5, 10].map((m) => m * magnitude).find((s) => s >= rough) ?? rough;
   const ticks: number[] = [];
   for (let t = 0; t <= max + step / 2; t += step) ticks.push(Math.round(t * 1000) / 1000);
   return ticks;

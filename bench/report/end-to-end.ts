@@ -1,10 +1,10 @@
 import type { EndToEndRow } from '../results-model.js';
 
 export const END_TO_END_DESCRIPTION =
-  'Each of c clients starts a run and waits for its result before starting the next (a closed loop: ledgerflow\'s ' +
+  "Each of c clients starts a run and waits for its result before starting the next (a closed loop: ledgerflow's " +
   'clients call `client.startAndWait`, in the process that runs the worker), while one ' +
   'worker process executes them; timed from the first start to the last result, so starting and waiting are paid inside the ' +
-  'measurement. Commits per workflow are the `pg_stat_database.xact_commit` delta of the engine\'s databases from opening ' +
+  "measurement. Commits per workflow are the `pg_stat_database.xact_commit` delta of the engine's databases from opening " +
   'the pools to closing them, less that of a start-up and shutdown with no run in between (given as start-up commits), ' +
   'divided by the workflows run (warm-up included); background polling while the runs execute stays in. Read-only ' +
   'transactions count as commits too; WAL syncs per workflow (`pg_stat_wal.wal_sync`, the same way) count only what ' +
@@ -35,7 +35,9 @@ export function peersTable(rows: readonly EndToEndRow[], peers: readonly string[
     ...ours.map((r) => {
       const cells = peers.map((peer) => {
         const theirs = rows.find((p) => p.engine === peer && p.workload === r.workload && p.clients === r.clients);
-        return theirs ? `${theirs.workflowsPerSecond.toFixed(0)} | ${(r.workflowsPerSecond / theirs.workflowsPerSecond).toFixed(2)}` : '— | —';
+        return theirs
+          ? `${theirs.workflowsPerSecond.toFixed(0)} | ${(r.workflowsPerSecond / theirs.workflowsPerSecond).toFixed(2)}`
+          : '— | —';
       });
       return `| ${r.workload} | ${r.clients} | ${r.workflowsPerSecond.toFixed(0)} | ${cells.join(' | ')} |`;
     }),
@@ -48,7 +50,9 @@ export function peersTable(rows: readonly EndToEndRow[], peers: readonly string[
  */
 export function peersCostTable(rows: readonly EndToEndRow[], engines: readonly string[]): string {
   const counts = (r: EndToEndRow | undefined): string =>
-    r && Number.isFinite(r.commitsPerWorkflow) ? `${r.commitsPerWorkflow.toFixed(2)} / ${r.walSyncsPerWorkflow.toFixed(2)}` : '—';
+    r && Number.isFinite(r.commitsPerWorkflow)
+      ? `${r.commitsPerWorkflow.toFixed(2)} / ${r.walSyncsPerWorkflow.toFixed(2)}`
+      : '—';
   const cells = rows.filter((r) => r.engine === engines[0]);
   return [
     `| workload | clients | ${engines.map((e) => `${e} commits / WAL syncs`).join(' | ')} |`,

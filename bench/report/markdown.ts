@@ -49,15 +49,22 @@ export function renderMarkdown(results: BenchResults, chartFile: string): string
     lines.push(
       '## Worker CPU per step (bench/workloads/worker-cpu.ts)',
       '',
-      'The worker\'s process CPU (user + system, `process.cpuUsage()`) over a drain divided by its steps, on the runtime\'s ' +
-        'plain `pg` store after a warm-up drain: the column above includes the bench\'s query instrumentation, this one does not.',
+      "The worker's process CPU (user + system, `process.cpuUsage()`) over a drain divided by its steps, on the runtime's " +
+        "plain `pg` store after a warm-up drain: the column above includes the bench's query instrumentation, this one does not.",
       '',
       workerCpuTable(results.workerCpu),
       '',
     );
   }
   if (results.endToEnd && results.endToEnd.length > 0) {
-    lines.push('## End to end, starts included (bench/workloads/end-to-end.ts)', '', END_TO_END_DESCRIPTION, '', endToEndTable(results.endToEnd), '');
+    lines.push(
+      '## End to end, starts included (bench/workloads/end-to-end.ts)',
+      '',
+      END_TO_END_DESCRIPTION,
+      '',
+      endToEndTable(results.endToEnd),
+      '',
+    );
   }
   if (results.stepCosts.length > 0) {
     lines.push(
@@ -185,7 +192,12 @@ export function renderMarkdown(results: BenchResults, chartFile: string): string
       '|---:|---:|---:|---:|',
       `| ${c.files} | ${c.codegenMs} | ${c.tscMs} | ${c.ratio.toFixed(2)} |`,
       '',
-      ...(c.watch ? [`\`codegen --watch\`: ${c.watch.msPerChange} ms per change (median of ${c.watch.edits} edits to ${c.watch.file}; ${c.watch.msPerChangeUncached} ms parsing everything again).`, ''] : []),
+      ...(c.watch
+        ? [
+            `\`codegen --watch\`: ${c.watch.msPerChange} ms per change (median of ${c.watch.edits} edits to ${c.watch.file}; ${c.watch.msPerChangeUncached} ms parsing everything again).`,
+            '',
+          ]
+        : []),
     );
   }
   lines.push('## Targets', '', ...targetLines(results).map((t) => `- ${t}`), '');
@@ -243,7 +255,9 @@ function targetLines(results: BenchResults): string[] {
   );
   if (results.latency) {
     const { p50Ms: p50, p99Ms: p99 } = results.latency;
-    out.push(`W3 start→first step p50 < 5 ms and p99 < 25 ms: ${p50.toFixed(1)} / ${p99.toFixed(1)} ms — ${p50 < 5 && p99 < 25 ? 'met' : 'NOT met'}`);
+    out.push(
+      `W3 start→first step p50 < 5 ms and p99 < 25 ms: ${p50.toFixed(1)} / ${p99.toFixed(1)} ms — ${p50 < 5 && p99 < 25 ? 'met' : 'NOT met'}`,
+    );
   } else {
     out.push('W3 start→first step p50 < 5 ms and p99 < 25 ms: not measured');
   }

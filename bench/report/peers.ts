@@ -49,14 +49,17 @@ export function renderPeersMarkdown(results: PeersResults, chartFile: string): s
     `Start-up and shutdown commits (measured with no workflow, taken off the per-workflow figures): ` +
       engines
         .filter((engine) => results.rows.some((r) => r.engine === engine && Number.isFinite(r.lifecycleCommits)))
-        .map((engine) => `${engine} ${range(results.rows.filter((r) => r.engine === engine).map((r) => r.lifecycleCommits))}`)
+        .map(
+          (engine) =>
+            `${engine} ${range(results.rows.filter((r) => r.engine === engine).map((r) => r.lifecycleCommits))}`,
+        )
         .join(', ') +
       '.',
     '',
     '## How each engine is driven, and the application write',
     '',
     '**ledgerflow**: `createClient({ store, worker })` in the process that runs the worker (concurrency c); a client calls ' +
-      '`client.startAndWait`. The row is written by a `transactional` step in the transaction that commits the step\'s result: ' +
+      "`client.startAndWait`. The row is written by a `transactional` step in the transaction that commits the step's result: " +
       'the write and the checkpoint are one commit.',
     '',
     ...results.peers.flatMap((p) => [`**${p.name}** (state: ${p.store}): ${p.driven} ${p.write}`, '']),

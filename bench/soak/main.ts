@@ -50,11 +50,17 @@ function soakProblems(o: ChaosOutcome): string[] {
   return [
     ...o.report.violations,
     ...o.fulfil.violations,
-    ...(o.report.duplicates + o.fulfil.duplicates > 0 ? [`${o.report.duplicates + o.fulfil.duplicates} duplicates`] : []),
+    ...(o.report.duplicates + o.fulfil.duplicates > 0
+      ? [`${o.report.duplicates + o.fulfil.duplicates} duplicates`]
+      : []),
     ...(o.report.completed !== o.options.runs ? [`${o.report.completed} of ${o.options.runs} runs completed`] : []),
-    ...(o.fulfil.completed !== o.fulfil.runs ? [`${o.fulfil.completed} of ${o.fulfil.runs} fulfilment runs completed`] : []),
+    ...(o.fulfil.completed !== o.fulfil.runs
+      ? [`${o.fulfil.completed} of ${o.fulfil.runs} fulfilment runs completed`]
+      : []),
     ...o.unexpectedExits.map((exit) => `unexpected worker exit: ${exit.split('\n')[0]}`),
-    ...(minimums !== undefined && o.kills.total < minimums.kills ? [`only ${o.kills.total} kills (at least ${minimums.kills})`] : []),
+    ...(minimums !== undefined && o.kills.total < minimums.kills
+      ? [`only ${o.kills.total} kills (at least ${minimums.kills})`]
+      : []),
     ...(minimums !== undefined && o.backendTerminations < minimums.backendTerminations
       ? [`only ${o.backendTerminations} backend terminations (at least ${minimums.backendTerminations})`]
       : []),
@@ -66,7 +72,8 @@ function soakProblems(o: ChaosOutcome): string[] {
 
 /** A shorter soak keeps the soak's pace: chaos time, kills and terminations in proportion to its runs. */
 function scaledProfile(runs: number): typeof SOAK_CHAOS {
-  if (!(Number.isInteger(runs) && runs >= 100)) throw new RangeError(`LEDGERFLOW_SOAK_RUNS must be an integer >= 100 (got ${runs}).`);
+  if (!(Number.isInteger(runs) && runs >= 100))
+    throw new RangeError(`LEDGERFLOW_SOAK_RUNS must be an integer >= 100 (got ${runs}).`);
   const share = runs / SOAK_CHAOS.runs;
   return {
     ...SOAK_CHAOS,
@@ -78,7 +85,13 @@ function scaledProfile(runs: number): typeof SOAK_CHAOS {
   };
 }
 
-function renderSoak(o: ChaosOutcome, problems: readonly string[], start: Date, before: number[], after: number[]): string {
+function renderSoak(
+  o: ChaosOutcome,
+  problems: readonly string[],
+  start: Date,
+  before: number[],
+  after: number[],
+): string {
   const cpu = cpus();
   const load = (l: number[]) => l.map((v) => v.toFixed(2)).join(' ');
   const postgres = execFileSync(join(findPostgresBin(), 'postgres'), ['--version']).toString().trim();

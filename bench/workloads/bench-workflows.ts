@@ -86,7 +86,9 @@ export function benchRegistrations(payments: FakePaymentProvider): WorkflowRegis
     charge: { perform: ({ key, input }) => charge(key, input.i) },
   };
   const plain: WorkflowHandlers<typeof plainOnly> = { compute: ({ input }) => ({ i: input.i }) };
-  const external: WorkflowHandlers<typeof externalOnly> = { call: { perform: ({ key, input }) => charge(key, input.i) } };
+  const external: WorkflowHandlers<typeof externalOnly> = {
+    call: { perform: ({ key, input }) => charge(key, input.i) },
+  };
   const probe: WorkflowHandlers<typeof latencyProbe> = { first: ({ input }) => ({ i: input.i }) };
   return [
     bindHandlers(oneStep, one, shapeHash(oneStep)),

@@ -71,7 +71,12 @@ export async function measureDrain(options: DrainOptions): Promise<DrainMeasurem
   let timer: NodeJS.Timeout | undefined;
   const timedOut = new Promise<never>((_, reject) => {
     timer = setTimeout(
-      () => reject(new Error(`drain of ${options.runs} ${options.workflow.name} runs timed out after ${timeoutMs} ms (${completed} completed; ${errors.join('; ') || 'no errors'})`)),
+      () =>
+        reject(
+          new Error(
+            `drain of ${options.runs} ${options.workflow.name} runs timed out after ${timeoutMs} ms (${completed} completed; ${errors.join('; ') || 'no errors'})`,
+          ),
+        ),
       timeoutMs,
     );
   });
@@ -86,5 +91,12 @@ export async function measureDrain(options: DrainOptions): Promise<DrainMeasurem
   const seconds = (performance.now() - started) / 1000;
   const cpu = process.cpuUsage(cpuBefore);
   await worker.stop();
-  return { runs: options.runs, seconds, cpuMs: (cpu.user + cpu.system) / 1000, systemCpuMs: cpu.system / 1000, failedSteps, errors };
+  return {
+    runs: options.runs,
+    seconds,
+    cpuMs: (cpu.user + cpu.system) / 1000,
+    systemCpuMs: cpu.system / 1000,
+    failedSteps,
+    errors,
+  };
 }

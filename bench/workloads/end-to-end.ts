@@ -38,7 +38,12 @@ import { plainOnly, threeStep } from './bench-workflows.js';
  */
 export const END_TO_END_WORKLOADS = [
   { id: 'one-step', label: 'one step', workflow: plainOnly, stepsPerRun: 1 },
-  { id: 'three-step', label: 'three steps (compute, exactly-once write, keyed provider call)', workflow: threeStep, stepsPerRun: 3 },
+  {
+    id: 'three-step',
+    label: 'three steps (compute, exactly-once write, keyed provider call)',
+    workflow: threeStep,
+    stepsPerRun: 3,
+  },
 ] as const;
 
 export type EndToEndWorkload = (typeof END_TO_END_WORKLOADS)[number];
@@ -129,7 +134,9 @@ export async function measureEndToEnd(options: EndToEndOptions): Promise<EndToEn
     onEvent: (event) => {
       if (event.type === 'run-completed') waiting.get(event.runId)?.resolve();
       if (event.type === 'step-failed' && event.outcome.kind !== 'retry') {
-        waiting.get(event.runId)?.reject(new Error(`run ${event.runId} step ${event.step} ${event.outcome.kind}: ${event.error.message}`));
+        waiting
+          .get(event.runId)
+          ?.reject(new Error(`run ${event.runId} step ${event.step} ${event.outcome.kind}: ${event.error.message}`));
       }
       if (event.type === 'error' && errors.length < 5) errors.push(`${event.where}: ${event.error.message}`);
     },
@@ -149,7 +156,8 @@ export async function measureEndToEnd(options: EndToEndOptions): Promise<EndToEn
             options.completion === 'startThenWait'
               ? await client.waitForRun((await client.start(options.workflow, { i })).runId, { timeoutMs: 60_000 })
               : await client.startAndWait(options.workflow, { i }, { wait: { timeoutMs: 60_000 } });
-          if (run.status !== 'completed') throw new Error(`run ${run.id} ended ${run.status}: ${JSON.stringify(run.error)}`);
+          if (run.status !== 'completed')
+            throw new Error(`run ${run.id} ended ${run.status}: ${JSON.stringify(run.error)}`);
         };
   const closedLoop = async (from: number, to: number): Promise<void> => {
     let next = from;
@@ -162,7 +170,12 @@ export async function measureEndToEnd(options: EndToEndOptions): Promise<EndToEn
   let timer: NodeJS.Timeout | undefined;
   const timedOut = new Promise<never>((_, reject) => {
     timer = setTimeout(
-      () => reject(new Error(`end-to-end ${options.workflow.name} with ${options.clients} clients timed out after ${timeoutMs} ms (${errors.join('; ') || 'no worker errors'})`)),
+      () =>
+        reject(
+          new Error(
+            `end-to-end ${options.workflow.name} with ${options.clients} clients timed out after ${timeoutMs} ms (${errors.join('; ') || 'no worker errors'})`,
+          ),
+        ),
       timeoutMs,
     );
   });

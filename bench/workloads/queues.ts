@@ -75,7 +75,9 @@ export async function measureQueuedBacklog(
   await sql`
     INSERT INTO ledgerflow.queue_partition (queue, partition, waiting, top_priority)
     SELECT ${fairQueue.name}, 'tenant-' || t, count(*), 0
-      FROM generate_series(1, ${o.queued}) AS g, LATERAL (SELECT g % ${o.partitions} AS t) x GROUP BY t`.execute(store.db);
+      FROM generate_series(1, ${o.queued}) AS g, LATERAL (SELECT g % ${o.partitions} AS t) x GROUP BY t`.execute(
+    store.db,
+  );
   await sql`
     INSERT INTO ledgerflow.queue_waiter (queue, partition, run_id, step_name, priority, enqueued_at)
     SELECT ${fairQueue.name}, 'tenant-' || ((r.input->>'i')::int % ${o.partitions}), r.id, 'work', 0, r.created_at
@@ -95,5 +97,10 @@ export async function measureQueuedBacklog(
     await sql`DELETE FROM ledgerflow.queue_slot WHERE queue = ${fairQueue.name}`.execute(store.db);
     await sql`UPDATE ledgerflow.queue_partition SET in_flight = 0 WHERE queue = ${fairQueue.name}`.execute(store.db);
   }
-  return { queued: o.queued, partitions: o.partitions, emptyClaimMs: { without, with: withBacklog }, grantMs: grantMs / rounds };
+  return {
+    queued: o.queued,
+    partitions: o.partitions,
+    emptyClaimMs: { without, with: withBacklog },
+    grantMs: grantMs / rounds,
+  };
 }

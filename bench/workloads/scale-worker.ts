@@ -32,7 +32,8 @@ const worker = createWorker({
   pollIntervalMs: 100,
   reconcileIntervalMs: 0,
   onEvent: (event) => {
-    if (event.type === 'error') process.stderr.write(`[${name}] ${event.where}: ${event.error.name}: ${event.error.message}\n`);
+    if (event.type === 'error')
+      process.stderr.write(`[${name}] ${event.where}: ${event.error.name}: ${event.error.message}\n`);
     if (event.type === 'step-failed') process.stderr.write(`[${name}] step failed\n`);
   },
 });
@@ -41,7 +42,10 @@ process.once('SIGTERM', () => {
   void worker
     .stop({ timeoutMs: 5_000 })
     .then(() => store.close())
-    .then(() => process.exit(0), () => process.exit(1));
+    .then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
 });
 
 await worker.start();

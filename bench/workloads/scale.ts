@@ -36,7 +36,12 @@ export interface ClaimLatencyPoint {
  */
 export async function measureClaimLatency(
   server: BenchServer,
-  o: { readonly sizes: readonly number[]; readonly claims: number; readonly registrations: readonly WorkflowRegistration[]; readonly log: (line: string) => void },
+  o: {
+    readonly sizes: readonly number[];
+    readonly claims: number;
+    readonly registrations: readonly WorkflowRegistration[];
+    readonly log: (line: string) => void;
+  },
 ): Promise<ClaimLatencyPoint[]> {
   const url = await server.freshDatabase('bench_scale_claim');
   const store = createPgStore({ connectionString: url, maxConnections: 2 });
@@ -45,7 +50,9 @@ export async function measureClaimLatency(
     await migrateForTest(store, [...BENCH_WORKFLOWS]);
     // The claiming worker runs plainOnly; latencyProbe's due runs are another worker's.
     const registry = buildRegistry(o.registrations.filter((r) => r.workflow.name === plainOnly.name));
-    const compiled = claimStatement(registry, { workerId: 'bench-scale', leaseMs: 3_600_000, limit: 1 }).compile(store.db);
+    const compiled = claimStatement(registry, { workerId: 'bench-scale', leaseMs: 3_600_000, limit: 1 }).compile(
+      store.db,
+    );
     await client.connect();
     await client.query('SET synchronous_commit TO off');
     const points: ClaimLatencyPoint[] = [];
@@ -64,7 +71,11 @@ export async function measureClaimLatency(
         if (i >= 20) times.push(ms);
       }
       times.sort((a, b) => a - b);
-      points.push({ backlog: size, medianMs: times[Math.floor(times.length / 2)]!, p90Ms: times[Math.floor(times.length * 0.9)]! });
+      points.push({
+        backlog: size,
+        medianMs: times[Math.floor(times.length / 2)]!,
+        p90Ms: times[Math.floor(times.length * 0.9)]!,
+      });
     }
     return points;
   } finally {
@@ -125,7 +136,12 @@ export async function measureFleetThroughput(
     for (let p = 0; p < o.processes; p++) {
       const child = spawn(process.execPath, ['--conditions=ledgerflow-source', '--import', 'tsx', WORKER_ENTRY], {
         cwd: REPO_ROOT,
-        env: { ...process.env, DATABASE_URL: url, SCALE_WORKER_NAME: `p${p}`, SCALE_CONCURRENCY: String(o.concurrencyEach) },
+        env: {
+          ...process.env,
+          DATABASE_URL: url,
+          SCALE_WORKER_NAME: `p${p}`,
+          SCALE_CONCURRENCY: String(o.concurrencyEach),
+        },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       children.push(child);
@@ -136,7 +152,9 @@ export async function measureFleetThroughput(
           child.stdout!.on('data', (chunk: Buffer) => {
             if (chunk.toString().includes('ready')) resolve();
           });
-          child.once('exit', (code) => reject(new Error(`scale worker p${p} exited (${code}) before it was ready: ${stderr}`)));
+          child.once('exit', (code) =>
+            reject(new Error(`scale worker p${p} exited (${code}) before it was ready: ${stderr}`)),
+          );
         }),
       );
     }
@@ -162,7 +180,8 @@ export async function measureFleetThroughput(
       const { completed, failed } = done[0]!;
       if (failed > 0) throw new Error(`scale: ${failed} runs failed in the fleet drain`);
       if (completed === o.runs) break;
-      if (performance.now() > deadline) throw new Error(`scale: fleet drain timed out with ${completed}/${o.runs} completed`);
+      if (performance.now() > deadline)
+        throw new Error(`scale: fleet drain timed out with ${completed}/${o.runs} completed`);
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     const { rows: span } = await query<{ seconds: number }>(
@@ -206,11 +225,21 @@ export interface ScaleResults {
 /** Both scale lines, logged: claim latency as a ratio to the smallest backlog, fleets as a ratio to one process. */
 export async function measureScale(
   server: BenchServer,
-  o: { readonly runs: number; readonly maxBacklog: number; readonly registrations: readonly WorkflowRegistration[]; readonly log: (line: string) => void },
+  o: {
+    readonly runs: number;
+    readonly maxBacklog: number;
+    readonly registrations: readonly WorkflowRegistration[];
+    readonly log: (line: string) => void;
+  },
 ): Promise<ScaleResults> {
   const sizes = [1_000, 100_000, 1_000_000].filter((size) => size < o.maxBacklog);
   sizes.push(o.maxBacklog);
-  const claimLatency = await measureClaimLatency(server, { sizes, claims: 200, registrations: o.registrations, log: o.log });
+  const claimLatency = await measureClaimLatency(server, {
+    sizes,
+    claims: 200,
+    registrations: o.registrations,
+    log: o.log,
+  });
   const base = claimLatency[0]!;
   for (const p of claimLatency) {
     o.log(
@@ -218,13 +247,19 @@ export async function measureScale(
     );
   }
   const fleets: FleetThroughput[] = [];
-  for (const [processes, concurrencyEach] of [[1, 16], [4, 4], [4, 16]] as const) {
+  for (const [processes, concurrencyEach] of [
+    [1, 16],
+    [4, 4],
+    [4, 16],
+  ] as const) {
     const f = await measureFleetThroughput(server, { processes, concurrencyEach, runs: o.runs });
     fleets.push(f);
     o.log(
       `scale: W1 drain of ${f.runs} runs by ${processes} worker process(es) × concurrency ${concurrencyEach}: ${f.workflowsPerSecond.toFixed(0)} workflows/s, ` +
         `${f.commitsPerWorkflow.toFixed(2)} commits/workflow` +
-        (fleets.length > 1 ? ` (${(f.workflowsPerSecond / fleets[0]!.workflowsPerSecond).toFixed(2)} × 1 process)` : ''),
+        (fleets.length > 1
+          ? ` (${(f.workflowsPerSecond / fleets[0]!.workflowsPerSecond).toFixed(2)} × 1 process)`
+          : ''),
     );
   }
   return { claimLatency, fleets };

@@ -1,7 +1,17 @@
 import { context } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
-import { BasicTracerProvider, BatchSpanProcessor, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-base';
+import {
+  AggregationTemporality,
+  InMemoryMetricExporter,
+  MeterProvider,
+  PeriodicExportingMetricReader,
+} from '@opentelemetry/sdk-metrics';
+import {
+  BasicTracerProvider,
+  BatchSpanProcessor,
+  type ReadableSpan,
+  type SpanExporter,
+} from '@opentelemetry/sdk-trace-base';
 import type { AnyWorkflow } from '../../dsl/index.js';
 import type { Store, TelemetryOptions, WorkflowRegistration } from '../../runtime/index.js';
 import { measureDrain } from './drain.js';
@@ -21,7 +31,11 @@ export interface TelemetryOverhead {
   readonly concurrency: number;
   readonly runs: number;
   readonly rounds: number;
-  readonly variants: ReadonlyArray<{ readonly variant: 'plain' | 'no SDK' | 'SDK'; readonly stepsPerSecond: number; readonly cpuMsPerStep: number }>;
+  readonly variants: ReadonlyArray<{
+    readonly variant: 'plain' | 'no SDK' | 'SDK';
+    readonly stepsPerSecond: number;
+    readonly cpuMsPerStep: number;
+  }>;
   /** Spans the SDK variant exported per run (run + step): what its cost paid for. */
   readonly spansPerRun: number;
 }
@@ -33,7 +47,9 @@ export interface TelemetryOverheadOptions {
   readonly concurrency: number;
   readonly rounds: number;
   /** A fresh migrated database per measurement: its stores for enqueueing and for the worker (closed by the caller). */
-  readonly stores: (label: string) => Promise<{ readonly enqueueStore: Store; readonly workerStore: Store; close(): Promise<void> }>;
+  readonly stores: (
+    label: string,
+  ) => Promise<{ readonly enqueueStore: Store; readonly workerStore: Store; close(): Promise<void> }>;
 }
 
 class CountingExporter implements SpanExporter {
@@ -49,7 +65,11 @@ class CountingExporter implements SpanExporter {
 
 export async function measureTelemetryOverhead(o: TelemetryOverheadOptions): Promise<TelemetryOverhead> {
   const exporter = new CountingExporter();
-  const results = { plain: [] as Array<{ s: number; cpu: number }>, 'no SDK': [] as Array<{ s: number; cpu: number }>, SDK: [] as Array<{ s: number; cpu: number }> };
+  const results = {
+    plain: [] as Array<{ s: number; cpu: number }>,
+    'no SDK': [] as Array<{ s: number; cpu: number }>,
+    SDK: [] as Array<{ s: number; cpu: number }>,
+  };
   let sdkRuns = 0;
   for (let round = 0; round < o.rounds; round++) {
     for (const variant of ['plain', 'no SDK', 'SDK'] as const) {
@@ -61,7 +81,12 @@ export async function measureTelemetryOverhead(o: TelemetryOverheadOptions): Pro
       else {
         const tracerProvider = new BasicTracerProvider({ spanProcessors: [new BatchSpanProcessor(exporter)] });
         const meterProvider = new MeterProvider({
-          readers: [new PeriodicExportingMetricReader({ exporter: new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE), exportIntervalMillis: 1_000 })],
+          readers: [
+            new PeriodicExportingMetricReader({
+              exporter: new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE),
+              exportIntervalMillis: 1_000,
+            }),
+          ],
         });
         context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
         telemetry = { tracerProvider, meterProvider };
@@ -81,7 +106,8 @@ export async function measureTelemetryOverhead(o: TelemetryOverheadOptions): Pro
           workerStore: stores.workerStore,
           telemetry,
         });
-        if (m.failedSteps > 0 || m.errors.length > 0) throw new Error(`telemetry ${variant}: ${m.failedSteps} failed steps; ${m.errors.join('; ')}`);
+        if (m.failedSteps > 0 || m.errors.length > 0)
+          throw new Error(`telemetry ${variant}: ${m.failedSteps} failed steps; ${m.errors.join('; ')}`);
         results[variant].push({ s: m.seconds, cpu: m.cpuMs });
         if (variant === 'SDK') sdkRuns += o.runs;
       } finally {

@@ -28,7 +28,12 @@ const FLOOR_WORKFLOW = { name: oneStep.name, version: oneStep.version, step: one
 
 const OWNER = 'bench-floor';
 
-export async function measureFloor(url: string, concurrency: number, commits: number, form: FloorForm): Promise<FloorResult> {
+export async function measureFloor(
+  url: string,
+  concurrency: number,
+  commits: number,
+  form: FloorForm,
+): Promise<FloorResult> {
   const pool = new pg.Pool({ connectionString: url, max: concurrency, application_name: 'ledgerflow-bench-w0' });
   // A backend ending after pool.end() (e.g. the next workload dropping its database) is not an error here.
   pool.on('error', () => {});
@@ -61,7 +66,13 @@ export async function measureFloor(url: string, concurrency: number, commits: nu
     await Promise.all(Array.from({ length: concurrency }, loop));
     const seconds = (performance.now() - started) / 1000;
     const cpu = process.cpuUsage(cpuBefore);
-    return { concurrency, commits: ids.length, seconds, commitsPerSecond: ids.length / seconds, cpuMs: (cpu.user + cpu.system) / 1000 };
+    return {
+      concurrency,
+      commits: ids.length,
+      seconds,
+      commitsPerSecond: ids.length / seconds,
+      cpuMs: (cpu.user + cpu.system) / 1000,
+    };
   } finally {
     await pool.end();
   }

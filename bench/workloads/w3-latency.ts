@@ -70,7 +70,10 @@ export async function measureLatency(options: LatencyOptions): Promise<LatencyRe
   await Promise.race([
     allDone,
     new Promise<void>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`W3: only ${latencies.length} of ${total} first steps committed within 60 s`)), 60_000);
+      timer = setTimeout(
+        () => reject(new Error(`W3: only ${latencies.length} of ${total} first steps committed within 60 s`)),
+        60_000,
+      );
     }),
   ]).finally(() => clearTimeout(timer));
   await Promise.all(starts);

@@ -20,9 +20,14 @@ export const napOne = workflow('bench-nap', { version: 1, input })
   .sleep('nap', { for: () => 86_400_000 })
   .step('after', { output: z.object({ ok: z.boolean() }) });
 
-export const fanChild = workflow('bench-fan-child', { version: 1, input }).step('noop', { output: z.object({ i: z.number() }) });
+export const fanChild = workflow('bench-fan-child', { version: 1, input }).step('noop', {
+  output: z.object({ i: z.number() }),
+});
 
-export const fanParent = workflow('bench-fan-parent', { version: 1, input: z.object({ count: z.number().int() }) }).forEach('children', {
+export const fanParent = workflow('bench-fan-parent', {
+  version: 1,
+  input: z.object({ count: z.number().int() }),
+}).forEach('children', {
   items: ({ input }) => Array.from({ length: input.count }, (_, i) => i),
   key: ({ item }) => `fan:${item}`,
   workflow: fanChild,
@@ -56,7 +61,12 @@ export interface SleepingClaimCost {
  */
 export async function measureSleepingClaimCost(
   store: Store,
-  o: { readonly sleeping: number; readonly drainRuns: number; readonly drainWorkflow: AnyWorkflow; readonly registrations: readonly WorkflowRegistration[] },
+  o: {
+    readonly sleeping: number;
+    readonly drainRuns: number;
+    readonly drainWorkflow: AnyWorkflow;
+    readonly registrations: readonly WorkflowRegistration[];
+  },
 ): Promise<SleepingClaimCost> {
   const emptyClaim = async (): Promise<number> => {
     const registry = buildRegistry([...o.registrations]);
@@ -70,7 +80,13 @@ export async function measureSleepingClaimCost(
   const drain = async (offset: number): Promise<number> => {
     const client = createClient({ store });
     for (let i = 0; i < o.drainRuns; i++) await client.start(o.drainWorkflow, { i: offset + i });
-    const worker = createWorker({ store, workflows: [...o.registrations], concurrency: 4, reconcileIntervalMs: 0, pollIntervalMs: 50 });
+    const worker = createWorker({
+      store,
+      workflows: [...o.registrations],
+      concurrency: 4,
+      reconcileIntervalMs: 0,
+      pollIntervalMs: 50,
+    });
     const started = performance.now();
     await worker.drain({ timeoutMs: 300_000 });
     const seconds = (performance.now() - started) / 1000;
@@ -84,11 +100,21 @@ export async function measureSleepingClaimCost(
   // is what the index sees in production.
   await sql`
     INSERT INTO ledgerflow.workflow_run (id, workflow_name, workflow_version, input)
-    SELECT gen_random_uuid(), ${napOne.name}, ${napOne.version}, jsonb_build_object('i', g) FROM generate_series(1, ${o.sleeping}) AS g`.execute(store.db);
-  const parker = createWorker({ store, workflows: [...o.registrations], concurrency: 16, reconcileIntervalMs: 0, pollIntervalMs: 50 });
+    SELECT gen_random_uuid(), ${napOne.name}, ${napOne.version}, jsonb_build_object('i', g) FROM generate_series(1, ${o.sleeping}) AS g`.execute(
+    store.db,
+  );
+  const parker = createWorker({
+    store,
+    workflows: [...o.registrations],
+    concurrency: 16,
+    reconcileIntervalMs: 0,
+    pollIntervalMs: 50,
+  });
   await parker.drain({ timeoutMs: 600_000 });
   await parker.stop();
-  const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM ledgerflow.workflow_run WHERE status = 'waiting'`.execute(store.db);
+  const { rows } = await sql<{
+    n: number;
+  }>`SELECT count(*)::int AS n FROM ledgerflow.workflow_run WHERE status = 'waiting'`.execute(store.db);
   if ((rows[0]?.n ?? 0) < o.sleeping) throw new Error(`only ${rows[0]?.n} of ${o.sleeping} runs went to sleep`);
   // Parking left one dead version per sleeper at the front of the due index (its pending row,
   // due in the past) until VACUUM removes it: measured as it is, then after a VACUUM, as
@@ -115,7 +141,14 @@ export interface FanOutResult {
   readonly bulkInsertRowsPerSecond: number;
 }
 
-export async function measureFanOut(store: Store, o: { readonly children: number; readonly clientStarts: number; readonly registrations: readonly WorkflowRegistration[] }): Promise<FanOutResult> {
+export async function measureFanOut(
+  store: Store,
+  o: {
+    readonly children: number;
+    readonly clientStarts: number;
+    readonly registrations: readonly WorkflowRegistration[];
+  },
+): Promise<FanOutResult> {
   const client = createClient({ store });
   let started = performance.now();
   for (let i = 0; i < o.clientStarts; i++) await client.start(fanChild, { i: 1_000_000 + i });
@@ -125,16 +158,26 @@ export async function measureFanOut(store: Store, o: { readonly children: number
   started = performance.now();
   await sql`
     INSERT INTO ledgerflow.workflow_run (id, workflow_name, workflow_version, input)
-    SELECT gen_random_uuid(), ${fanChild.name}, ${fanChild.version}, jsonb_build_object('i', g) FROM generate_series(1, ${o.children}) AS g`.execute(store.db);
+    SELECT gen_random_uuid(), ${fanChild.name}, ${fanChild.version}, jsonb_build_object('i', g) FROM generate_series(1, ${o.children}) AS g`.execute(
+    store.db,
+  );
   const bulkInsertRowsPerSecond = o.children / ((performance.now() - started) / 1000);
   await sql`DELETE FROM ledgerflow.workflow_run WHERE workflow_name = ${fanChild.name}`.execute(store.db);
 
   const { runId } = await client.start(fanParent, { count: o.children });
-  const worker = createWorker({ store, workflows: [...o.registrations], concurrency: 4, reconcileIntervalMs: 0, pollIntervalMs: 50 });
+  const worker = createWorker({
+    store,
+    workflows: [...o.registrations],
+    concurrency: 4,
+    reconcileIntervalMs: 0,
+    pollIntervalMs: 50,
+  });
   started = performance.now();
   await worker.start();
   for (;;) {
-    const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM ledgerflow.workflow_run WHERE parent_run_id = ${runId}`.execute(store.db);
+    const { rows } = await sql<{
+      n: number;
+    }>`SELECT count(*)::int AS n FROM ledgerflow.workflow_run WHERE parent_run_id = ${runId}`.execute(store.db);
     if ((rows[0]?.n ?? 0) >= o.children) break;
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
@@ -142,6 +185,7 @@ export async function measureFanOut(store: Store, o: { readonly children: number
   await worker.drain({ timeoutMs: 600_000 });
   await worker.stop();
   const parent = await client.getRun(runId);
-  if (parent.status !== 'completed') throw new Error(`fan-out parent ended ${parent.status}: ${JSON.stringify(parent.error)}`);
+  if (parent.status !== 'completed')
+    throw new Error(`fan-out parent ended ${parent.status}: ${JSON.stringify(parent.error)}`);
   return { children: o.children, forEachChildrenPerSecond, clientStartsPerSecond, bulkInsertRowsPerSecond };
 }

@@ -39,14 +39,33 @@ export interface WorkerCpuOptions {
 }
 
 export async function measureWorkerCpu(o: WorkerCpuOptions): Promise<WorkerCpuRow> {
-  const common = { workflow: o.workflow, registrations: o.registrations, concurrency: o.concurrency, enqueueStore: o.enqueueStore, workerStore: o.workerStore };
+  const common = {
+    workflow: o.workflow,
+    registrations: o.registrations,
+    concurrency: o.concurrency,
+    enqueueStore: o.enqueueStore,
+    workerStore: o.workerStore,
+  };
   if (o.warmUpRuns > 0) await measureDrain({ ...common, runs: o.warmUpRuns });
-  const m = await measureDrain({ ...common, runs: o.runs, ...(o.beforeMeasuredDrain ? { beforeDrain: o.beforeMeasuredDrain } : {}) });
+  const m = await measureDrain({
+    ...common,
+    runs: o.runs,
+    ...(o.beforeMeasuredDrain ? { beforeDrain: o.beforeMeasuredDrain } : {}),
+  });
   if (m.failedSteps > 0 || m.errors.length > 0) {
-    throw new Error(`worker CPU drain of ${o.workload} at concurrency ${o.concurrency}: ${m.failedSteps} failed step(s); ${m.errors.join('; ')}`);
+    throw new Error(
+      `worker CPU drain of ${o.workload} at concurrency ${o.concurrency}: ${m.failedSteps} failed step(s); ${m.errors.join('; ')}`,
+    );
   }
   const steps = o.runs * o.stepsPerRun;
-  return { workload: o.workload, concurrency: o.concurrency, steps, seconds: m.seconds, cpuMsPerStep: m.cpuMs / steps, systemCpuMsPerStep: m.systemCpuMs / steps };
+  return {
+    workload: o.workload,
+    concurrency: o.concurrency,
+    steps,
+    seconds: m.seconds,
+    cpuMsPerStep: m.cpuMs / steps,
+    systemCpuMsPerStep: m.systemCpuMs / steps,
+  };
 }
 
 /** The Markdown table of {@link WorkerCpuRow}s (also what `LEDGERFLOW_BENCH_ONLY=cpu` prints). */
@@ -55,7 +74,8 @@ export function workerCpuTable(rows: readonly WorkerCpuRow[]): string {
     '| workload | concurrency | steps | seconds | worker CPU ms / step | of which system |',
     '|---|---:|---:|---:|---:|---:|',
     ...rows.map(
-      (r) => `| ${r.workload} | ${r.concurrency} | ${r.steps} | ${r.seconds.toFixed(2)} | ${r.cpuMsPerStep.toFixed(3)} | ${r.systemCpuMsPerStep.toFixed(3)} |`,
+      (r) =>
+        `| ${r.workload} | ${r.concurrency} | ${r.steps} | ${r.seconds.toFixed(2)} | ${r.cpuMsPerStep.toFixed(3)} | ${r.systemCpuMsPerStep.toFixed(3)} |`,
     ),
   ].join('\n');
 }

@@ -22,7 +22,12 @@ export class AnalysisProgram {
    * @param cache the sources of an earlier program (`codegen --watch`): a file whose text did not
    *   change is not parsed again, and files this program no longer reaches are dropped from it.
    */
-  constructor(root: string, absoluteFiles: readonly string[], readText?: (absoluteFile: string) => string | undefined, cache?: SourceCache) {
+  constructor(
+    root: string,
+    absoluteFiles: readonly string[],
+    readText?: (absoluteFile: string) => string | undefined,
+    cache?: SourceCache,
+  ) {
     this.#root = root;
     this.#project = cache?.project ?? createAnalysisProject();
     const pending = [...absoluteFiles];
@@ -33,7 +38,9 @@ export class AnalysisProgram {
       seen.add(file);
       const text = readText?.(file);
       const sourceFile =
-        text === undefined ? addOrRefresh(this.#project, file) : this.#project.createSourceFile(file, text, { overwrite: true }).compilerNode;
+        text === undefined
+          ? addOrRefresh(this.#project, file)
+          : this.#project.createSourceFile(file, text, { overwrite: true }).compilerNode;
       if (sourceFile === undefined) continue;
       for (const specifier of relativeModuleSpecifiers(sourceFile)) {
         const target = resolveRelativeModule(file, specifier);
@@ -69,9 +76,10 @@ export class AnalysisProgram {
 
   /** The declaration an identifier in expression position refers to, or undefined for a global. */
   declarationOf(identifier: ts.Identifier): ts.Declaration | undefined {
-    const symbol = ts.isShorthandPropertyAssignment(identifier.parent) && identifier.parent.name === identifier
-      ? this.checker.getShorthandAssignmentValueSymbol(identifier.parent)
-      : this.checker.getSymbolAtLocation(identifier);
+    const symbol =
+      ts.isShorthandPropertyAssignment(identifier.parent) && identifier.parent.name === identifier
+        ? this.checker.getShorthandAssignmentValueSymbol(identifier.parent)
+        : this.checker.getSymbolAtLocation(identifier);
     return symbol?.declarations?.[0];
   }
 }
@@ -122,7 +130,13 @@ function relativeModuleSpecifiers(sourceFile: ts.SourceFile): string[] {
 export function resolveRelativeModule(fromFile: string, specifier: string): string | null {
   const base = path.resolve(path.dirname(fromFile), specifier);
   const candidates = /\.(c|m)?js$/.test(base)
-    ? [base.replace(/\.js$/, '.ts').replace(/\.mjs$/, '.mts').replace(/\.cjs$/, '.cts'), base.replace(/\.js$/, '.tsx')]
+    ? [
+        base
+          .replace(/\.js$/, '.ts')
+          .replace(/\.mjs$/, '.mts')
+          .replace(/\.cjs$/, '.cts'),
+        base.replace(/\.js$/, '.tsx'),
+      ]
     : /\.(c|m)?tsx?$/.test(base)
       ? [base]
       : [`${base}.ts`, `${base}.tsx`, path.join(base, 'index.ts')];

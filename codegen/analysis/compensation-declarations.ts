@@ -43,7 +43,10 @@ export function readCompensation(
     return null;
   };
   if (step.kind !== 'transactional' && step.kind !== 'external') {
-    return report(property, `${step.kind} step "${step.name}" declares compensate; only transactional and external steps have an effect to undo — remove it.`);
+    return report(
+      property,
+      `${step.kind} step "${step.name}" declares compensate; only transactional and external steps have an effect to undo — remove it.`,
+    );
   }
   const config = ts.isPropertyAssignment(property) ? skipWrappers(property.initializer) : undefined;
   if (config === undefined || !ts.isObjectLiteralExpression(config)) {
@@ -55,13 +58,19 @@ export function readCompensation(
   const properties = new Map<string, ts.ObjectLiteralElementLike>();
   for (const p of config.properties) {
     if (ts.isSpreadAssignment(p)) {
-      return report(p, `the compensate of step "${step.name}" uses a spread; write name, key and the other properties out so codegen can see them.`);
+      return report(
+        p,
+        `the compensate of step "${step.name}" uses a spread; write name, key and the other properties out so codegen can see them.`,
+      );
     }
     const key = propertyName(p);
     if (key !== null) properties.set(key, p);
   }
   const nameProperty = properties.get('name');
-  const nameNode = nameProperty !== undefined && ts.isPropertyAssignment(nameProperty) ? skipWrappers(nameProperty.initializer) : undefined;
+  const nameNode =
+    nameProperty !== undefined && ts.isPropertyAssignment(nameProperty)
+      ? skipWrappers(nameProperty.initializer)
+      : undefined;
   if (nameNode === undefined || !(ts.isStringLiteral(nameNode) || ts.isNoSubstitutionTemplateLiteral(nameNode))) {
     return report(
       nameProperty ?? property,
@@ -70,15 +79,24 @@ export function readCompensation(
   }
   const name = nameNode.text;
   if (!STEP_NAME.test(name)) {
-    return report(nameNode, `compensation name "${name}" is invalid: use letters, digits and _ (max 63 characters), starting with a letter or _.`);
+    return report(
+      nameNode,
+      `compensation name "${name}" is invalid: use letters, digits and _ (max 63 characters), starting with a letter or _.`,
+    );
   }
 
   let idempotentByKey = false;
   const idempotent = properties.get('idempotentByKey');
   if (idempotent !== undefined) {
     const value = ts.isPropertyAssignment(idempotent) ? skipWrappers(idempotent.initializer) : undefined;
-    if (value === undefined || (value.kind !== ts.SyntaxKind.TrueKeyword && value.kind !== ts.SyntaxKind.FalseKeyword)) {
-      return report(idempotent, `idempotentByKey of compensation "${name}" must be the literal true or false; it decides whether its handler must supply reconcile.`);
+    if (
+      value === undefined ||
+      (value.kind !== ts.SyntaxKind.TrueKeyword && value.kind !== ts.SyntaxKind.FalseKeyword)
+    ) {
+      return report(
+        idempotent,
+        `idempotentByKey of compensation "${name}" must be the literal true or false; it decides whether its handler must supply reconcile.`,
+      );
     }
     idempotentByKey = step.kind === 'external' && value.kind === ts.SyntaxKind.TrueKeyword;
   }
@@ -94,7 +112,10 @@ export function readCompensation(
       );
     }
     if (fn !== 'absent') {
-      const model: KeyModel = { ...functionModel(program, keyProperty, analyzer.analyze(fn, functionContext(step.visible))), value: keyValue(program, fn) };
+      const model: KeyModel = {
+        ...functionModel(program, keyProperty, analyzer.analyze(fn, functionContext(step.visible))),
+        value: keyValue(program, fn),
+      };
       key = values === undefined ? model : { ...model, values: analyzeKeyValues(program, fn, values) };
     }
   }
@@ -110,14 +131,25 @@ export function readCompensation(
         `the request of compensation "${name}" must be a function — inline (({ input, steps }) => ({ ... })) or the name of a function declared in this file or exported by a relative module — so codegen can check that it is pure.`,
       );
     }
-    if (fn !== 'absent') functions.push({ part: 'request', ...functionModel(program, requestProperty, analyzer.analyze(fn, functionContext(step.visible))) });
+    if (fn !== 'absent')
+      functions.push({
+        part: 'request',
+        ...functionModel(program, requestProperty, analyzer.analyze(fn, functionContext(step.visible))),
+      });
   }
 
   const parts: PinnedPart[] = [];
   for (const part of COMPENSATION_PARTS) {
     const declared = properties.get(part);
     if (declared === undefined || (part === 'key' && key === null)) continue;
-    const pinned = pinPart(program, declared, part, name, describePart({ kind: part, step: name }, step.name), malformed);
+    const pinned = pinPart(
+      program,
+      declared,
+      part,
+      name,
+      describePart({ kind: part, step: name }, step.name),
+      malformed,
+    );
     if (pinned === null) return null;
     parts.push(pinned);
   }

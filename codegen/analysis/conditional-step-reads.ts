@@ -51,7 +51,8 @@ function chainTop(node: ts.Node): ts.Node {
   for (;;) {
     const parent = current.parent;
     if (
-      ((ts.isPropertyAccessExpression(parent) || ts.isElementAccessExpression(parent)) && parent.expression === current) ||
+      ((ts.isPropertyAccessExpression(parent) || ts.isElementAccessExpression(parent)) &&
+        parent.expression === current) ||
       (ts.isCallExpression(parent) && parent.expression === current) ||
       ts.isNonNullExpression(parent) ||
       ts.isParenthesizedExpression(parent)
@@ -76,7 +77,11 @@ function isGuarded(read: ts.Node, step: string, fn: FunctionLike): boolean {
   for (let node = child.parent; node !== undefined && node !== fn; child = node, node = node.parent) {
     if (ts.isBinaryExpression(node)) {
       const operator = node.operatorToken.kind;
-      if ((operator === ts.SyntaxKind.QuestionQuestionToken || operator === ts.SyntaxKind.BarBarToken) && node.left === child) return true;
+      if (
+        (operator === ts.SyntaxKind.QuestionQuestionToken || operator === ts.SyntaxKind.BarBarToken) &&
+        node.left === child
+      )
+        return true;
       if (operator === ts.SyntaxKind.AmpersandAmpersandToken) return node.left === child || mentions(node.left);
       if (
         operator === ts.SyntaxKind.EqualsEqualsEqualsToken ||

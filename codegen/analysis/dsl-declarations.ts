@@ -23,7 +23,9 @@ export interface DslImports {
 }
 
 function isDslModule(specifier: string): boolean {
-  return specifier === 'ledgerflow/dsl' || /(^|\/)dsl(\/(index|workflow|event|queue|schedule))?(\.(js|ts))?$/.test(specifier);
+  return (
+    specifier === 'ledgerflow/dsl' || /(^|\/)dsl(\/(index|workflow|event|queue|schedule))?(\.(js|ts))?$/.test(specifier)
+  );
 }
 
 /** How `sourceFile` imports `fn` from the DSL (type-only imports do not count). */
@@ -47,7 +49,12 @@ export function dslImports(sourceFile: ts.SourceFile, fn: DslFunction): DslImpor
 }
 
 /** Whether `call` calls the DSL function `fn` that `imports` (from `dslImports(…, fn)`) describe. */
-export function isDslCall(program: AnalysisProgram, call: ts.CallExpression, imports: DslImports, fn: DslFunction): boolean {
+export function isDslCall(
+  program: AnalysisProgram,
+  call: ts.CallExpression,
+  imports: DslImports,
+  fn: DslFunction,
+): boolean {
   const callee = call.expression;
   if (ts.isIdentifier(callee)) {
     const declaration = program.declarationOf(callee);
@@ -62,14 +69,19 @@ export function isDslCall(program: AnalysisProgram, call: ts.CallExpression, imp
 }
 
 /** The name and version of a `workflow(...)` call where they are literals (version null when it is not); undefined without a literal name. */
-export function workflowIdentity(call: ts.CallExpression): { readonly name: string; readonly version: number | null } | undefined {
+export function workflowIdentity(
+  call: ts.CallExpression,
+): { readonly name: string; readonly version: number | null } | undefined {
   const [nameArgument, optionsArgument] = call.arguments;
   const nameNode = nameArgument === undefined ? undefined : skipWrappers(nameArgument);
-  if (nameNode === undefined || !(ts.isStringLiteral(nameNode) || ts.isNoSubstitutionTemplateLiteral(nameNode))) return undefined;
+  if (nameNode === undefined || !(ts.isStringLiteral(nameNode) || ts.isNoSubstitutionTemplateLiteral(nameNode)))
+    return undefined;
   const options = optionsArgument === undefined ? undefined : skipWrappers(optionsArgument);
   const versionProperty =
     options !== undefined && ts.isObjectLiteralExpression(options)
-      ? options.properties.find((p): p is ts.PropertyAssignment => ts.isPropertyAssignment(p) && propertyName(p) === 'version')
+      ? options.properties.find(
+          (p): p is ts.PropertyAssignment => ts.isPropertyAssignment(p) && propertyName(p) === 'version',
+        )
       : undefined;
   const versionValue = versionProperty === undefined ? undefined : skipWrappers(versionProperty.initializer);
   const version = versionValue !== undefined && ts.isNumericLiteral(versionValue) ? Number(versionValue.text) : NaN;
@@ -149,9 +161,13 @@ function readNamedDeclaration(
   const write = `declare the ${kind.fn} once, as ${kind.example}, and refer to it by that name`;
   switch (lookup.kind) {
     case 'not-a-name':
-      return { problem: `${subject} must be the name of a const declared with ${kind.signature}, so that codegen can ${kind.purpose}; ${write}.` };
+      return {
+        problem: `${subject} must be the name of a const declared with ${kind.signature}, so that codegen can ${kind.purpose}; ${write}.`,
+      };
     case 'unresolved':
-      return { problem: `${subject} is \`${lookup.name}\`, which codegen finds declared neither in this file nor in a relative import; ${write}.` };
+      return {
+        problem: `${subject} is \`${lookup.name}\`, which codegen finds declared neither in this file nor in a relative import; ${write}.`,
+      };
     case 'package':
       return {
         problem:
@@ -168,7 +184,9 @@ function readNamedDeclaration(
   const call = skipWrappers(declaration.initializer);
   const imports = dslImports(declaration.getSourceFile(), kind.fn);
   if (!ts.isCallExpression(call) || !isDslCall(program, call, imports, kind.fn)) {
-    return { problem: `${subject} is \`${name}\` (${where}), which is not declared with ${kind.signature} from ledgerflow/dsl; ${write}.` };
+    return {
+      problem: `${subject} is \`${name}\` (${where}), which is not declared with ${kind.signature} from ledgerflow/dsl; ${write}.`,
+    };
   }
   const [nameArgument] = call.arguments;
   const nameNode = nameArgument === undefined ? undefined : skipWrappers(nameArgument);
@@ -186,7 +204,9 @@ function readNamedDeclaration(
   }
   const exportName = exportedConstName(declaration.initializer);
   if (exportName === null) {
-    return { problem: `${subject} is \`${name}\` (${where}), which its module does not export; export it (export const ${name} = ${kind.fn}(...))${kind.whyExported}` };
+    return {
+      problem: `${subject} is \`${name}\` (${where}), which its module does not export; export it (export const ${name} = ${kind.fn}(...))${kind.whyExported}`,
+    };
   }
   return {
     name: nameNode.text,
@@ -246,12 +266,17 @@ export function readWorkflowReference(
   workflowFiles: ReadonlySet<string>,
 ): WorkflowReference | ReferenceProblem {
   const lookup = lookUpConst(program, value);
-  const write = "pass the const of a workflow declared in a *.workflow.ts file (export const shipment = workflow('shipment', { version: 1, input }).step(...))";
+  const write =
+    "pass the const of a workflow declared in a *.workflow.ts file (export const shipment = workflow('shipment', { version: 1, input }).step(...))";
   switch (lookup.kind) {
     case 'not-a-name':
-      return { problem: `${subject} must be the name of a workflow const, so that codegen can read which workflow version it starts; ${write}.` };
+      return {
+        problem: `${subject} must be the name of a workflow const, so that codegen can read which workflow version it starts; ${write}.`,
+      };
     case 'unresolved':
-      return { problem: `${subject} is \`${lookup.name}\`, which codegen finds declared neither in this file nor in a relative import; ${write}.` };
+      return {
+        problem: `${subject} is \`${lookup.name}\`, which codegen finds declared neither in this file nor in a relative import; ${write}.`,
+      };
     case 'package':
       return {
         problem:
@@ -266,11 +291,16 @@ export function readWorkflowReference(
   const { declaration, name } = lookup;
   const where = describeLocation(program.location(declaration), program.location(at));
   const call = workflowCallOf(program, declaration.initializer);
-  if (call === null) return { problem: `${subject} is \`${name}\` (${where}), which is not declared with workflow(...) from ledgerflow/dsl; ${write}.` };
+  if (call === null)
+    return {
+      problem: `${subject} is \`${name}\` (${where}), which is not declared with workflow(...) from ledgerflow/dsl; ${write}.`,
+    };
   const identity = workflowIdentity(call);
   const exportName = exportedConstName(declaration.initializer);
   if (identity === undefined || identity.version === null || exportName === null) {
-    return { problem: `${subject} is \`${name}\` (${where}), which codegen cannot read (see the error reported at its declaration); fix that declaration.` };
+    return {
+      problem: `${subject} is \`${name}\` (${where}), which codegen cannot read (see the error reported at its declaration); fix that declaration.`,
+    };
   }
   if (!workflowFiles.has(declaration.getSourceFile().fileName)) {
     return {
@@ -280,9 +310,16 @@ export function readWorkflowReference(
     };
   }
   if (identity.name === parent) {
-    return { problem: `${subject} is workflow "${parent}" itself; a workflow cannot start itself as a child — declare the part to repeat as a workflow of its own.` };
+    return {
+      problem: `${subject} is workflow "${parent}" itself; a workflow cannot start itself as a child — declare the part to repeat as a workflow of its own.`,
+    };
   }
-  return { name: identity.name, version: identity.version, exportName, file: program.relativePath(declaration.getSourceFile().fileName) };
+  return {
+    name: identity.name,
+    version: identity.version,
+    exportName,
+    file: program.relativePath(declaration.getSourceFile().fileName),
+  };
 }
 
 /** The `workflow(...)` call at the bottom of a step chain (`workflow(...).step(...)...`), or null. */
@@ -298,7 +335,11 @@ function workflowCallOf(program: AnalysisProgram, initializer: ts.Expression): t
 }
 
 type ConstLookup =
-  | { readonly kind: 'found'; readonly name: string; readonly declaration: ts.VariableDeclaration & { readonly initializer: ts.Expression } }
+  | {
+      readonly kind: 'found';
+      readonly name: string;
+      readonly declaration: ts.VariableDeclaration & { readonly initializer: ts.Expression };
+    }
   | { readonly kind: 'not-a-name' }
   | { readonly kind: 'unresolved'; readonly name: string }
   | { readonly kind: 'package'; readonly name: string; readonly specifier: string }
@@ -316,8 +357,10 @@ function lookUpConst(program: AnalysisProgram, value: ts.Expression | null): Con
     const local = program.declarationOf(node);
     if (local === undefined) return { kind: 'unresolved', name };
     const binding = importBindingOf(local);
-    if (binding !== null && !binding.specifier.startsWith('.')) return { kind: 'package', name, specifier: binding.specifier };
-    declaration = binding === null ? local : resolveImportedDeclaration(program, fromFile, binding.specifier, binding.importedName);
+    if (binding !== null && !binding.specifier.startsWith('.'))
+      return { kind: 'package', name, specifier: binding.specifier };
+    declaration =
+      binding === null ? local : resolveImportedDeclaration(program, fromFile, binding.specifier, binding.importedName);
   } else if (ts.isPropertyAccessExpression(node) && ts.isIdentifier(node.expression)) {
     name = `${node.expression.text}.${node.name.text}`;
     const local = program.declarationOf(node.expression);
@@ -329,8 +372,16 @@ function lookUpConst(program: AnalysisProgram, value: ts.Expression | null): Con
     return { kind: 'not-a-name' };
   }
   if (declaration === null) return { kind: 'unresolved', name };
-  if (!ts.isVariableDeclaration(declaration) || variableKeyword(declaration) !== 'const' || declaration.initializer === undefined) {
+  if (
+    !ts.isVariableDeclaration(declaration) ||
+    variableKeyword(declaration) !== 'const' ||
+    declaration.initializer === undefined
+  ) {
     return { kind: 'not-const', name };
   }
-  return { kind: 'found', name, declaration: declaration as ts.VariableDeclaration & { readonly initializer: ts.Expression } };
+  return {
+    kind: 'found',
+    name,
+    declaration: declaration as ts.VariableDeclaration & { readonly initializer: ts.Expression },
+  };
 }

@@ -29,7 +29,11 @@ export function scheduleContext(): ContextDescription {
 }
 
 /** The model of the function declared by `property`, from its purity report. */
-export function functionModel(program: AnalysisProgram, property: ts.ObjectLiteralElementLike, report: PurityReport): FunctionModel {
+export function functionModel(
+  program: AnalysisProgram,
+  property: ts.ObjectLiteralElementLike,
+  report: PurityReport,
+): FunctionModel {
   const text = ts.isPropertyAssignment(property) ? property.initializer.getText() : property.getText();
   const input = report.data['input'];
   const item = report.data['item'];

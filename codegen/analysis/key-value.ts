@@ -41,7 +41,12 @@ function returnedExpression(fn: FunctionLike): ts.Expression | null {
   if (body === undefined) return null;
   if (!ts.isBlock(body)) return body;
   const [statement, ...rest] = body.statements;
-  return rest.length === 0 && statement !== undefined && ts.isReturnStatement(statement) && statement.expression !== undefined ? statement.expression : null;
+  return rest.length === 0 &&
+    statement !== undefined &&
+    ts.isReturnStatement(statement) &&
+    statement.expression !== undefined
+    ? statement.expression
+    : null;
 }
 
 function parameterBindings(fn: FunctionLike): Bindings | null {
@@ -72,7 +77,8 @@ function fold(program: AnalysisProgram, node: ts.Expression, bindings: Bindings,
   if (depth > MAX_DEPTH) return null;
   const expression = skipWrappers(node);
   if (ts.isStringLiteral(expression) || ts.isNoSubstitutionTemplateLiteral(expression)) return literal(expression.text);
-  if (ts.isNumericLiteral(expression)) return { segments: [{ literal: String(Number(expression.text.replaceAll('_', ''))) }], string: false };
+  if (ts.isNumericLiteral(expression))
+    return { segments: [{ literal: String(Number(expression.text.replaceAll('_', ''))) }], string: false };
   if (ts.isTemplateExpression(expression)) {
     const segments: KeySegment[] = [{ literal: expression.head.text }];
     for (const span of expression.templateSpans) {
@@ -99,7 +105,12 @@ function fold(program: AnalysisProgram, node: ts.Expression, bindings: Bindings,
 /** `String(x)` and `[a, b].join(sep)`; any other call is not folded. */
 function foldCall(program: AnalysisProgram, call: ts.CallExpression, bindings: Bindings, depth: number): Folded | null {
   const callee = skipWrappers(call.expression);
-  if (ts.isIdentifier(callee) && callee.text === 'String' && call.arguments.length === 1 && program.declarationOf(callee) === undefined) {
+  if (
+    ts.isIdentifier(callee) &&
+    callee.text === 'String' &&
+    call.arguments.length === 1 &&
+    program.declarationOf(callee) === undefined
+  ) {
     const value = fold(program, call.arguments[0]!, bindings, depth + 1);
     return value === null ? null : { segments: value.segments, string: true };
   }
@@ -144,9 +155,15 @@ function foldConstant(program: AnalysisProgram, identifier: ts.Identifier, depth
   let declaration: ts.Declaration | null = program.declarationOf(identifier) ?? null;
   const binding = declaration === null ? null : importBindingOf(declaration);
   if (binding !== null) {
-    declaration = resolveImportedDeclaration(program, declaration!.getSourceFile().fileName, binding.specifier, binding.importedName);
+    declaration = resolveImportedDeclaration(
+      program,
+      declaration!.getSourceFile().fileName,
+      binding.specifier,
+      binding.importedName,
+    );
   }
-  if (declaration === null || !ts.isVariableDeclaration(declaration) || variableKeyword(declaration) !== 'const') return null;
+  if (declaration === null || !ts.isVariableDeclaration(declaration) || variableKeyword(declaration) !== 'const')
+    return null;
   if (!ts.isIdentifier(declaration.name) || declaration.initializer === undefined) return null;
   return fold(program, declaration.initializer, new Map(), depth + 1);
 }
@@ -166,7 +183,8 @@ function merge(segments: readonly KeySegment[]): KeySegment[] {
     const last = merged.at(-1);
     if ('literal' in segment) {
       if (segment.literal === '') continue;
-      if (last !== undefined && 'literal' in last) merged[merged.length - 1] = { literal: last.literal + segment.literal };
+      if (last !== undefined && 'literal' in last)
+        merged[merged.length - 1] = { literal: last.literal + segment.literal };
       else merged.push(segment);
     } else {
       merged.push(segment);

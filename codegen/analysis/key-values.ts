@@ -29,7 +29,12 @@ export function analyzeKeyValues(program: AnalysisProgram, fn: FunctionLike, con
   const conversions = conversionsIn(program, fn, reader, 0);
   const conditionalReads: ConditionalStepRead[] = [];
   const visit = (node: ts.Node): void => {
-    if ((ts.isPropertyAccessExpression(node) || ts.isElementAccessExpression(node) || (ts.isIdentifier(node) && isReference(node))) && ts.isExpression(node)) {
+    if (
+      (ts.isPropertyAccessExpression(node) ||
+        ts.isElementAccessExpression(node) ||
+        (ts.isIdentifier(node) && isReference(node))) &&
+      ts.isExpression(node)
+    ) {
       const read = conditionalRead(program, node, scope, context, fn);
       if (read !== null) conditionalReads.push(read);
     }
@@ -48,23 +53,41 @@ const MAX_HELPER_DEPTH = 2;
  * project it calls with a value that is not a primitive is followed (its parameters hold the
  * arguments' shapes), and what it turns into text is reported at the call.
  */
-function conversionsIn(program: AnalysisProgram, fn: FunctionLike, reader: ShapeReader, depth: number): StringConversion[] {
+function conversionsIn(
+  program: AnalysisProgram,
+  fn: FunctionLike,
+  reader: ShapeReader,
+  depth: number,
+): StringConversion[] {
   const conversions: StringConversion[] = [];
   const check = (expression: ts.Expression, via: string): void => {
     const becomes = unstableText(reader.shapeOf(expression));
-    if (becomes !== null) conversions.push({ at: program.location(expression), text: shortText(expression), via, becomes });
+    if (becomes !== null)
+      conversions.push({ at: program.location(expression), text: shortText(expression), via, becomes });
   };
   const visit = (node: ts.Node): void => {
     if (ts.isTemplateExpression(node) && !ts.isTaggedTemplateExpression(node.parent)) {
       for (const span of node.templateSpans) check(span.expression, 'a template literal');
-    } else if (ts.isBinaryExpression(node) && (node.operatorToken.kind === ts.SyntaxKind.PlusToken || node.operatorToken.kind === ts.SyntaxKind.PlusEqualsToken)) {
+    } else if (
+      ts.isBinaryExpression(node) &&
+      (node.operatorToken.kind === ts.SyntaxKind.PlusToken || node.operatorToken.kind === ts.SyntaxKind.PlusEqualsToken)
+    ) {
       if (isText(node.left)) check(node.right, '+');
       if (isText(node.right) && !ts.isBinaryExpression(skipWrappers(node.left))) check(node.left, '+');
     } else if (ts.isCallExpression(node)) {
       const callee = skipWrappers(node.expression);
-      if (ts.isIdentifier(callee) && callee.text === 'String' && program.declarationOf(callee) === undefined && node.arguments[0] !== undefined) {
+      if (
+        ts.isIdentifier(callee) &&
+        callee.text === 'String' &&
+        program.declarationOf(callee) === undefined &&
+        node.arguments[0] !== undefined
+      ) {
         check(node.arguments[0], 'String()');
-      } else if (ts.isPropertyAccessExpression(callee) && callee.name.text === 'toString' && node.arguments.length === 0) {
+      } else if (
+        ts.isPropertyAccessExpression(callee) &&
+        callee.name.text === 'toString' &&
+        node.arguments.length === 0
+      ) {
         check(callee.expression, '.toString()');
       } else if (ts.isPropertyAccessExpression(callee) && callee.name.text === 'join') {
         const receiver = skipWrappers(callee.expression);
@@ -73,7 +96,13 @@ function conversionsIn(program: AnalysisProgram, fn: FunctionLike, reader: Shape
         } else {
           const shape = reader.shapeOf(receiver);
           const becomes = shape.kind === 'array' ? unstableText(shape.element) : null;
-          if (becomes !== null) conversions.push({ at: program.location(receiver), text: shortText(receiver), via: '.join()', becomes: becomes === 'object' ? 'array-of-objects' : becomes });
+          if (becomes !== null)
+            conversions.push({
+              at: program.location(receiver),
+              text: shortText(receiver),
+              via: '.join()',
+              becomes: becomes === 'object' ? 'array-of-objects' : becomes,
+            });
         }
       } else if (ts.isIdentifier(callee) && depth < MAX_HELPER_DEPTH) {
         conversions.push(...helperConversions(program, node, callee, fn, reader, depth));
@@ -108,13 +137,19 @@ function helperConversions(
   if (parameters.size === 0) return [];
   const inner = new ShapeReader(program, { scope: helper, bindings: new Map() }, reader.context, parameters);
   const at = program.location(call);
-  return conversionsIn(program, helper, inner, depth + 1).map((c) => ({ ...c, at, via: `${c.via} in ${callee.text}()` }));
+  return conversionsIn(program, helper, inner, depth + 1).map((c) => ({
+    ...c,
+    at,
+    via: `${c.via} in ${callee.text}()`,
+  }));
 }
 
 /** Whether an operand of `+` is text, so that the other operand is turned into text. */
 function isText(expression: ts.Expression): boolean {
   const node = skipWrappers(expression);
-  if (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node) || ts.isTemplateExpression(node)) return true;
-  if (ts.isBinaryExpression(node) && node.operatorToken.kind === ts.SyntaxKind.PlusToken) return isText(node.left) || isText(node.right);
+  if (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node) || ts.isTemplateExpression(node))
+    return true;
+  if (ts.isBinaryExpression(node) && node.operatorToken.kind === ts.SyntaxKind.PlusToken)
+    return isText(node.left) || isText(node.right);
   return false;
 }

@@ -107,7 +107,13 @@ function findLocal(
         const element = bindings.elements.find((e) => e.name.text === name);
         if (element !== undefined) {
           const imported = (element.propertyName ?? element.name).text;
-          return resolveImportedDeclaration(program, sourceFile.fileName, statement.moduleSpecifier.text, imported, depth + 1);
+          return resolveImportedDeclaration(
+            program,
+            sourceFile.fileName,
+            statement.moduleSpecifier.text,
+            imported,
+            depth + 1,
+          );
         }
       }
     }
@@ -117,9 +123,7 @@ function findLocal(
 
 function declarationNamed(statement: ts.Statement, name: string): ExportedDeclaration | null {
   if (ts.isVariableStatement(statement)) {
-    return (
-      statement.declarationList.declarations.find((d) => ts.isIdentifier(d.name) && d.name.text === name) ?? null
-    );
+    return statement.declarationList.declarations.find((d) => ts.isIdentifier(d.name) && d.name.text === name) ?? null;
   }
   if (
     (ts.isFunctionDeclaration(statement) || ts.isClassDeclaration(statement) || ts.isEnumDeclaration(statement)) &&

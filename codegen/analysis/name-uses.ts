@@ -29,7 +29,13 @@ export type NameUse =
    * `const { random } = Math`): what its initializer reads, plus what the aliased global member
    * (`member` of the destructured global, when destructured) is.
    */
-  | { readonly kind: 'called-const'; readonly name: string; readonly declaration: ts.VariableDeclaration; readonly member: string | null; readonly module?: string | undefined }
+  | {
+      readonly kind: 'called-const';
+      readonly name: string;
+      readonly declaration: ts.VariableDeclaration;
+      readonly member: string | null;
+      readonly module?: string | undefined;
+    }
   | { readonly kind: 'pure-call'; readonly call: string }
   | { readonly kind: 'nondeterministic'; readonly source: NondeterministicSource; readonly text: string }
   | { readonly kind: 'impure-call'; readonly callee: string; readonly module?: string | undefined }
@@ -56,11 +62,7 @@ export function globalUse(name: string, called: boolean): NameUse {
     if (source !== undefined) return { kind: 'nondeterministic', source, text: `${name}()` };
     return { kind: 'impure-call', callee: `${name}()` };
   }
-  if (
-    PURE_GLOBAL_VALUES.has(name) ||
-    PURE_GLOBAL_FUNCTIONS.has(name) ||
-    PURE_NAMESPACES.has(name)
-  ) {
+  if (PURE_GLOBAL_VALUES.has(name) || PURE_GLOBAL_FUNCTIONS.has(name) || PURE_NAMESPACES.has(name)) {
     return HARMLESS;
   }
   const source = NONDETERMINISTIC_GLOBALS.get(name) ?? (IO_GLOBAL_FUNCTIONS.has(name) ? 'io' : undefined);
@@ -74,7 +76,8 @@ export function outerDeclarationUse(identifier: ts.Identifier, declaration: ts.D
   if (ts.isBindingElement(declaration)) {
     // `const { PREFIX } = config`: as constant as the declaration it destructures.
     const owner = bindingOwner(declaration);
-    if (owner === null || !ts.isVariableDeclaration(owner)) return { kind: 'mutable-read', reason: 'outer-variable', binding: name, module: null };
+    if (owner === null || !ts.isVariableDeclaration(owner))
+      return { kind: 'mutable-read', reason: 'outer-variable', binding: name, module: null };
     const use = outerDeclarationUse(identifier, owner, called);
     return use.kind === 'called-const' ? { ...use, member: destructuredMember(declaration) } : use;
   }
@@ -83,7 +86,8 @@ export function outerDeclarationUse(identifier: ts.Identifier, declaration: ts.D
   }
   const use = declaredValueUse(name, declaration, called, null);
   if (use !== null) return use;
-  if (ts.isClassDeclaration(declaration) && !called) return { kind: 'mutable-read', reason: 'class', binding: name, module: null, declaration };
+  if (ts.isClassDeclaration(declaration) && !called)
+    return { kind: 'mutable-read', reason: 'class', binding: name, module: null, declaration };
   return called
     ? { kind: 'impure-call', callee: `${name}()` }
     : { kind: 'mutable-read', reason: 'outer-variable', binding: name, module: null, declaration };
@@ -127,17 +131,28 @@ export function importUse(
  * A function, variable or enum declared in this file (`specifier` null) or exported by module
  * `specifier`; null for any other declaration.
  */
-function declaredValueUse(shown: string, declaration: ts.Declaration, called: boolean, specifier: string | null): NameUse | null {
+function declaredValueUse(
+  shown: string,
+  declaration: ts.Declaration,
+  called: boolean,
+  specifier: string | null,
+): NameUse | null {
   if (ts.isFunctionDeclaration(declaration)) return { kind: 'helper', name: shown, helper: declaration };
   if (ts.isVariableDeclaration(declaration)) return variableUse(shown, declaration, called, specifier);
   if (ts.isEnumDeclaration(declaration) || ts.isEnumMember(declaration)) return HARMLESS;
   return null;
 }
 
-function variableUse(shown: string, declaration: ts.VariableDeclaration, called: boolean, specifier: string | null): NameUse {
+function variableUse(
+  shown: string,
+  declaration: ts.VariableDeclaration,
+  called: boolean,
+  specifier: string | null,
+): NameUse {
   const keyword = variableKeyword(declaration);
   if (keyword !== 'const') {
-    if (specifier !== null) return { kind: 'mutable-read', reason: 'imported-let', binding: shown, module: specifier, declaration };
+    if (specifier !== null)
+      return { kind: 'mutable-read', reason: 'imported-let', binding: shown, module: specifier, declaration };
     const atModuleLevel = ts.isSourceFile(declaration.parent.parent.parent);
     return {
       kind: 'mutable-read',

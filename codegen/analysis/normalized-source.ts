@@ -32,7 +32,11 @@ export interface SourceRead {
 }
 
 /** One walk for both: the tokens, and (given `names`, the file's top-level names) the references. */
-export function readSource(node: ts.Node, sourceFile: ts.SourceFile, names: ReadonlyMap<string, unknown> | null): SourceRead {
+export function readSource(
+  node: ts.Node,
+  sourceFile: ts.SourceFile,
+  names: ReadonlyMap<string, unknown> | null,
+): SourceRead {
   const writer = new TokenWriter(sourceFile, names);
   writer.node(node);
   return { text: writer.tokens.join(' '), references: writer.references, declared: writer.declared };
@@ -107,7 +111,9 @@ class TokenWriter {
     this.#gap(
       pos,
       node.end,
-      endsStatement && ((kind) => kind === ts.SyntaxKind.SemicolonToken || (ts.isTypeElement(node) && kind === ts.SyntaxKind.CommaToken)),
+      endsStatement &&
+        ((kind) =>
+          kind === ts.SyntaxKind.SemicolonToken || (ts.isTypeElement(node) && kind === ts.SyntaxKind.CommaToken)),
     );
     if (endsStatement) this.tokens.push(';');
   }
@@ -117,7 +123,11 @@ class TokenWriter {
     if (end <= pos) return undefined;
     scanner.setText(this.#sourceFile.text, pos, end - pos);
     let last: ts.SyntaxKind | undefined;
-    for (let kind = scanner.scan(); kind !== ts.SyntaxKind.EndOfFileToken && scanner.getTokenEnd() <= end; kind = scanner.scan()) {
+    for (
+      let kind = scanner.scan();
+      kind !== ts.SyntaxKind.EndOfFileToken && scanner.getTokenEnd() <= end;
+      kind = scanner.scan()
+    ) {
       this.tokens.push(scanner.getTokenText());
       last = kind;
     }

@@ -93,14 +93,22 @@ export class PinnedSources {
     }
     const canonical = [read.text, ...[...texts].sort()].join('\n');
     const uses = [...seen]
-      .map((unit) => (ts.isSourceFile(unit) ? { file: this.#program.relativePath(unit.fileName), line: 1, col: 1 } : this.#program.location(unit)))
+      .map((unit) =>
+        ts.isSourceFile(unit)
+          ? { file: this.#program.relativePath(unit.fileName), line: 1, col: 1 }
+          : this.#program.location(unit),
+      )
       .sort(compareLocations);
     return { hash: createHash('sha256').update(canonical).digest('hex').slice(0, 16), uses };
   }
 
   /** A value that is only a name (`OrderInput`, `schemas.order`) must name something codegen can read, and a const. */
   #referenceProblem(value: ts.Node, subject: string): PinProblem | null {
-    const bare = ts.isShorthandPropertyAssignment(value) ? value.name : ts.isExpression(value) ? skipWrappers(value) : null;
+    const bare = ts.isShorthandPropertyAssignment(value)
+      ? value.name
+      : ts.isExpression(value)
+        ? skipWrappers(value)
+        : null;
     let root: ts.Expression | null = bare;
     while (root !== null && ts.isPropertyAccessExpression(root)) root = skipWrappers(root.expression);
     if (root === null || !ts.isIdentifier(root)) return null;
@@ -147,7 +155,10 @@ export class PinnedSources {
     let known = this.#units.get(unit);
     if (known === undefined) {
       const read = this.#read(unit);
-      known = { text: ts.isVariableDeclaration(unit) ? `${variableKeyword(unit)} ${read.text}` : read.text, dependencies: read.dependencies };
+      known = {
+        text: ts.isVariableDeclaration(unit) ? `${variableKeyword(unit)} ${read.text}` : read.text,
+        dependencies: read.dependencies,
+      };
       this.#units.set(unit, known);
     }
     return known;
@@ -183,7 +194,11 @@ export class PinnedSources {
     return topLevel;
   }
 
-  #dependenciesOfName(identifier: ts.Identifier, declarations: readonly ts.Declaration[], scope: ts.Node): Dependency[] {
+  #dependenciesOfName(
+    identifier: ts.Identifier,
+    declarations: readonly ts.Declaration[],
+    scope: ts.Node,
+  ): Dependency[] {
     const dependencies: Dependency[] = [];
     for (const declaration of declarations) {
       if (isWithin(declaration, scope)) continue;
@@ -193,17 +208,23 @@ export class PinnedSources {
         continue;
       }
       if (!binding.specifier.startsWith('.')) {
-        dependencies.push({ kind: 'package', text: `import ${JSON.stringify(binding.specifier)} ${binding.importedName}` });
+        dependencies.push({
+          kind: 'package',
+          text: `import ${JSON.stringify(binding.specifier)} ${binding.importedName}`,
+        });
         continue;
       }
       const fromFile = declaration.getSourceFile().fileName;
       const parent = identifier.parent;
       const member =
-        (binding.importedName === '*' || binding.importedName === 'default') && ts.isPropertyAccessExpression(parent) && parent.expression === identifier
+        (binding.importedName === '*' || binding.importedName === 'default') &&
+        ts.isPropertyAccessExpression(parent) &&
+        parent.expression === identifier
           ? parent.name.text
           : null;
       const exportName = binding.importedName === '*' ? member : binding.importedName;
-      const target = exportName === null ? null : resolveImportedDeclaration(this.#program, fromFile, binding.specifier, exportName);
+      const target =
+        exportName === null ? null : resolveImportedDeclaration(this.#program, fromFile, binding.specifier, exportName);
       if (target !== null) {
         dependencies.push({ kind: 'unit', node: unitOf(target) });
         continue;
@@ -241,14 +262,21 @@ function topLevelDeclarations(sourceFile: ts.SourceFile): Map<string, ts.Declara
     if (ts.isVariableStatement(statement)) {
       for (const declaration of statement.declarationList.declarations) addBinding(declaration.name, declaration);
     } else if (
-      (ts.isFunctionDeclaration(statement) || ts.isClassDeclaration(statement) || ts.isEnumDeclaration(statement) || ts.isModuleDeclaration(statement)) &&
+      (ts.isFunctionDeclaration(statement) ||
+        ts.isClassDeclaration(statement) ||
+        ts.isEnumDeclaration(statement) ||
+        ts.isModuleDeclaration(statement)) &&
       statement.name !== undefined &&
       ts.isIdentifier(statement.name)
     ) {
       add(statement.name.text, statement);
     } else if (ts.isImportEqualsDeclaration(statement)) {
       add(statement.name.text, statement);
-    } else if (ts.isImportDeclaration(statement) && statement.importClause !== undefined && !statement.importClause.isTypeOnly) {
+    } else if (
+      ts.isImportDeclaration(statement) &&
+      statement.importClause !== undefined &&
+      !statement.importClause.isTypeOnly
+    ) {
       const clause = statement.importClause;
       if (clause.name !== undefined) add(clause.name.text, clause);
       const bindings = clause.namedBindings;

@@ -44,7 +44,10 @@ export function initializerText(property: ts.ObjectLiteralElementLike | undefine
 }
 
 /** The function a property names; 'absent' for `undefined`; null when it is not statically a function. */
-export function resolveFunction(program: AnalysisProgram, property: ts.ObjectLiteralElementLike): FunctionLike | 'absent' | null {
+export function resolveFunction(
+  program: AnalysisProgram,
+  property: ts.ObjectLiteralElementLike,
+): FunctionLike | 'absent' | null {
   if (ts.isMethodDeclaration(property)) return property;
   let value: ts.Expression;
   if (ts.isPropertyAssignment(property)) value = skipWrappers(property.initializer);
@@ -62,6 +65,11 @@ function functionOfDeclaration(program: AnalysisProgram, declaration: ts.Declara
   if (ts.isVariableDeclaration(declaration)) return constFunction(declaration);
   const binding = importBindingOf(declaration);
   if (binding === null) return null;
-  const target = resolveImportedDeclaration(program, declaration.getSourceFile().fileName, binding.specifier, binding.importedName);
+  const target = resolveImportedDeclaration(
+    program,
+    declaration.getSourceFile().fileName,
+    binding.specifier,
+    binding.importedName,
+  );
   return target === null ? null : functionOfDeclaration(program, target);
 }

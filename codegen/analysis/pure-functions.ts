@@ -12,15 +12,57 @@ import type { NondeterministicSource } from '../model/purity.js';
 
 /** Global functions and constructors of the standard library, pure unless IMPURE_GLOBAL_FUNCTIONS (or a rule below) says otherwise. */
 export const PURE_GLOBAL_FUNCTIONS: ReadonlySet<string> = new Set([
-  'String', 'Number', 'Boolean', 'BigInt', 'Symbol', 'Object', 'Array', 'RegExp', 'Date',
-  'parseInt', 'parseFloat', 'isNaN', 'isFinite',
-  'encodeURIComponent', 'encodeURI', 'decodeURIComponent', 'decodeURI', 'escape', 'unescape',
-  'structuredClone', 'atob', 'btoa',
-  'Map', 'Set', 'Promise', 'Proxy',
-  'Error', 'TypeError', 'RangeError', 'SyntaxError', 'ReferenceError', 'EvalError', 'URIError', 'AggregateError',
-  'ArrayBuffer', 'DataView', 'Int8Array', 'Uint8Array', 'Uint8ClampedArray', 'Int16Array', 'Uint16Array',
-  'Int32Array', 'Uint32Array', 'Float32Array', 'Float64Array', 'BigInt64Array', 'BigUint64Array',
-  'TextEncoder', 'TextDecoder', 'URL', 'URLSearchParams',
+  'String',
+  'Number',
+  'Boolean',
+  'BigInt',
+  'Symbol',
+  'Object',
+  'Array',
+  'RegExp',
+  'Date',
+  'parseInt',
+  'parseFloat',
+  'isNaN',
+  'isFinite',
+  'encodeURIComponent',
+  'encodeURI',
+  'decodeURIComponent',
+  'decodeURI',
+  'escape',
+  'unescape',
+  'structuredClone',
+  'atob',
+  'btoa',
+  'Map',
+  'Set',
+  'Promise',
+  'Proxy',
+  'Error',
+  'TypeError',
+  'RangeError',
+  'SyntaxError',
+  'ReferenceError',
+  'EvalError',
+  'URIError',
+  'AggregateError',
+  'ArrayBuffer',
+  'DataView',
+  'Int8Array',
+  'Uint8Array',
+  'Uint8ClampedArray',
+  'Int16Array',
+  'Uint16Array',
+  'Int32Array',
+  'Uint32Array',
+  'Float32Array',
+  'Float64Array',
+  'BigInt64Array',
+  'BigUint64Array',
+  'TextEncoder',
+  'TextDecoder',
+  'URL',
+  'URLSearchParams',
 ]);
 
 /** Global values of the standard library a function may read. */
@@ -31,7 +73,11 @@ export const PURE_GLOBAL_VALUES: ReadonlySet<string> = new Set(['undefined', 'Na
  * NONDETERMINISTIC_MEMBERS lists (`Math.random`) and Intl's rule (INTL_NEEDS_TIME_ZONE).
  */
 export const PURE_NAMESPACES: ReadonlySet<string> = new Set([
-  'Math', 'JSON', 'Reflect', 'Intl', 'Buffer',
+  'Math',
+  'JSON',
+  'Reflect',
+  'Intl',
+  'Buffer',
   // The constructors' static members (Object.entries, Array.from, Number.isInteger, Date.UTC…).
   ...PURE_GLOBAL_FUNCTIONS,
 ]);
@@ -45,12 +91,38 @@ export const NONDETERMINISTIC_MEMBERS: ReadonlyMap<string, ReadonlyMap<string, N
   ReadonlyMap<string, NondeterministicSource>
 >([
   ['Date', new Map([['now', 'clock']])],
-  ['performance', new Map([['now', 'clock'], ['timeOrigin', 'clock']])],
-  ['process', new Map<string, NondeterministicSource>([['hrtime', 'clock'], ['uptime', 'clock'], ['cpuUsage', 'clock']])],
+  [
+    'performance',
+    new Map([
+      ['now', 'clock'],
+      ['timeOrigin', 'clock'],
+    ]),
+  ],
+  [
+    'process',
+    new Map<string, NondeterministicSource>([
+      ['hrtime', 'clock'],
+      ['uptime', 'clock'],
+      ['cpuUsage', 'clock'],
+    ]),
+  ],
   ['Math', new Map([['random', 'random']])],
-  ['crypto', new Map<string, NondeterministicSource>([['randomUUID', 'uuid'], ['getRandomValues', 'random'], ['subtle', 'random']])],
+  [
+    'crypto',
+    new Map<string, NondeterministicSource>([
+      ['randomUUID', 'uuid'],
+      ['getRandomValues', 'random'],
+      ['subtle', 'random'],
+    ]),
+  ],
   // Uninitialised memory: whatever the allocator hands back.
-  ['Buffer', new Map<string, NondeterministicSource>([['allocUnsafe', 'random'], ['allocUnsafeSlow', 'random']])],
+  [
+    'Buffer',
+    new Map<string, NondeterministicSource>([
+      ['allocUnsafe', 'random'],
+      ['allocUnsafeSlow', 'random'],
+    ]),
+  ],
   ['Temporal', new Map([['Now', 'clock']])],
 ]);
 
@@ -76,7 +148,10 @@ export const NONDETERMINISTIC_GLOBALS: ReadonlyMap<string, NondeterministicSourc
 
 /** What `receiver.member` of a global object reads (`Date.now`, `process.env`); member null when computed. */
 export function nondeterministicMember(receiver: string, member: string | null): NondeterministicSource | undefined {
-  return (member === null ? undefined : NONDETERMINISTIC_MEMBERS.get(receiver)?.get(member)) ?? NONDETERMINISTIC_GLOBALS.get(receiver);
+  return (
+    (member === null ? undefined : NONDETERMINISTIC_MEMBERS.get(receiver)?.get(member)) ??
+    NONDETERMINISTIC_GLOBALS.get(receiver)
+  );
 }
 
 /** Global functions that do I/O or schedule work. */
@@ -97,15 +172,40 @@ export const IO_GLOBAL_FUNCTIONS: ReadonlySet<string> = new Set([
  * none of their own — so `const d = Date; d.now()` is still the clock.
  */
 const IMPURE_METHODS: ReadonlyMap<string, NondeterministicSource> = new Map<string, NondeterministicSource>([
-  ['now', 'clock'], ['hrtime', 'clock'], ['uptime', 'clock'],
-  ['random', 'random'], ['getRandomValues', 'random'], ['randomBytes', 'random'], ['randomInt', 'random'],
-  ['randomFill', 'random'], ['randomFillSync', 'random'],
+  ['now', 'clock'],
+  ['hrtime', 'clock'],
+  ['uptime', 'clock'],
+  ['random', 'random'],
+  ['getRandomValues', 'random'],
+  ['randomBytes', 'random'],
+  ['randomInt', 'random'],
+  ['randomFill', 'random'],
+  ['randomFillSync', 'random'],
   ['randomUUID', 'uuid'],
   ['deref', 'gc'],
   // A Date's local-time getters and setters and its local-time strings (the getUTC… ones are pure).
-  ...['getFullYear', 'getYear', 'getMonth', 'getDate', 'getDay', 'getHours', 'getMinutes', 'getSeconds', 'getMilliseconds',
-    'getTimezoneOffset', 'setFullYear', 'setYear', 'setMonth', 'setDate', 'setHours', 'setMinutes', 'setSeconds',
-    'setMilliseconds', 'toDateString', 'toTimeString'].map((name): [string, NondeterministicSource] => [name, 'locale']),
+  ...[
+    'getFullYear',
+    'getYear',
+    'getMonth',
+    'getDate',
+    'getDay',
+    'getHours',
+    'getMinutes',
+    'getSeconds',
+    'getMilliseconds',
+    'getTimezoneOffset',
+    'setFullYear',
+    'setYear',
+    'setMonth',
+    'setDate',
+    'setHours',
+    'setMinutes',
+    'setSeconds',
+    'setMilliseconds',
+    'toDateString',
+    'toTimeString',
+  ].map((name): [string, NondeterministicSource] => [name, 'locale']),
 ]);
 
 /**
@@ -113,8 +213,30 @@ const IMPURE_METHODS: ReadonlyMap<string, NondeterministicSource> = new Map<stri
  * Set, an array, a /g regular expression): on a module-level value a call made, that is state.
  */
 export const STATEFUL_METHODS: ReadonlySet<string> = new Set([
-  'next', 'return', 'throw', 'get', 'has', 'set', 'add', 'delete', 'clear', 'push', 'pop', 'shift', 'unshift',
-  'splice', 'sort', 'reverse', 'fill', 'copyWithin', 'exec', 'test', 'forEach', 'entries', 'keys', 'values',
+  'next',
+  'return',
+  'throw',
+  'get',
+  'has',
+  'set',
+  'add',
+  'delete',
+  'clear',
+  'push',
+  'pop',
+  'shift',
+  'unshift',
+  'splice',
+  'sort',
+  'reverse',
+  'fill',
+  'copyWithin',
+  'exec',
+  'test',
+  'forEach',
+  'entries',
+  'keys',
+  'values',
 ]);
 
 /** Intl constructors whose result depends on the time zone unless one is given (besides the locale). */
@@ -127,7 +249,11 @@ const INTL_WITHOUT_LOCALE: ReadonlySet<string> = new Set(['getCanonicalLocales',
  * locale-sensitive methods unless given an explicit locale (and, on a Date, a time zone).
  * `receiverIsDate` is true when the receiver is known to be a Date (`new Date(...)`).
  */
-export function impureMethod(member: string, args: readonly ts.Expression[], receiverIsDate: boolean): NondeterministicSource | undefined {
+export function impureMethod(
+  member: string,
+  args: readonly ts.Expression[],
+  receiverIsDate: boolean,
+): NondeterministicSource | undefined {
   const listed = IMPURE_METHODS.get(member);
   if (listed !== undefined) return listed;
   switch (member) {
@@ -164,12 +290,19 @@ export function dateConstructorSource(argumentCount: number): NondeterministicSo
 }
 
 function givesLocale(argument: ts.Expression | undefined): boolean {
-  return argument !== undefined && argument.kind !== ts.SyntaxKind.UndefinedKeyword && !(ts.isIdentifier(argument) && argument.text === 'undefined');
+  return (
+    argument !== undefined &&
+    argument.kind !== ts.SyntaxKind.UndefinedKeyword &&
+    !(ts.isIdentifier(argument) && argument.text === 'undefined')
+  );
 }
 
 function givesTimeZone(argument: ts.Expression | undefined): boolean {
   if (argument === undefined || !ts.isObjectLiteralExpression(argument)) return false;
-  return argument.properties.some((p) => p.name !== undefined && (ts.isIdentifier(p.name) || ts.isStringLiteral(p.name)) && p.name.text === 'timeZone');
+  return argument.properties.some(
+    (p) =>
+      p.name !== undefined && (ts.isIdentifier(p.name) || ts.isStringLiteral(p.name)) && p.name.text === 'timeZone',
+  );
 }
 
 /** Functions imported from these modules are pure. */
@@ -187,11 +320,26 @@ export const PURE_MODULE_FUNCTIONS: ReadonlyMap<string, ReadonlySet<string>> = n
 
 /** Imports from these modules are non-deterministic whatever they are; value = the source reported. */
 export const NONDETERMINISTIC_MODULES: ReadonlyMap<string, NondeterministicSource> = new Map([
-  ['node:fs', 'io'], ['fs', 'io'], ['node:fs/promises', 'io'], ['fs/promises', 'io'],
-  ['node:os', 'env'], ['os', 'env'], ['node:process', 'env'], ['process', 'env'],
-  ['node:child_process', 'io'], ['child_process', 'io'], ['node:net', 'io'], ['net', 'io'],
-  ['node:http', 'io'], ['http', 'io'], ['node:https', 'io'], ['https', 'io'],
-  ['node:perf_hooks', 'clock'], ['perf_hooks', 'clock'], ['node:timers', 'io'], ['timers', 'io'],
+  ['node:fs', 'io'],
+  ['fs', 'io'],
+  ['node:fs/promises', 'io'],
+  ['fs/promises', 'io'],
+  ['node:os', 'env'],
+  ['os', 'env'],
+  ['node:process', 'env'],
+  ['process', 'env'],
+  ['node:child_process', 'io'],
+  ['child_process', 'io'],
+  ['node:net', 'io'],
+  ['net', 'io'],
+  ['node:http', 'io'],
+  ['http', 'io'],
+  ['node:https', 'io'],
+  ['https', 'io'],
+  ['node:perf_hooks', 'clock'],
+  ['perf_hooks', 'clock'],
+  ['node:timers', 'io'],
+  ['timers', 'io'],
 ]);
 
 /** Members of node:crypto that are random. */
@@ -221,14 +369,21 @@ export function mutableInitializer(
 ): 'mutable-object' | 'mutable-instance' | null {
   if (isMutableLiteral(initializer)) return 'mutable-object';
   let node = initializer;
-  while (ts.isParenthesizedExpression(node) || ts.isAsExpression(node) || ts.isSatisfiesExpression(node) || ts.isNonNullExpression(node)) {
+  while (
+    ts.isParenthesizedExpression(node) ||
+    ts.isAsExpression(node) ||
+    ts.isSatisfiesExpression(node) ||
+    ts.isNonNullExpression(node)
+  ) {
     node = node.expression;
   }
   if (ts.isNewExpression(node)) {
     // Immutable once built: a formatter given its locale (Intl's rule applies to the call), a URL-free codec.
     const callee = node.expression;
     const immutable =
-      (ts.isPropertyAccessExpression(callee) && ts.isIdentifier(callee.expression) && callee.expression.text === 'Intl') ||
+      (ts.isPropertyAccessExpression(callee) &&
+        ts.isIdentifier(callee.expression) &&
+        callee.expression.text === 'Intl') ||
       (ts.isIdentifier(callee) && (callee.text === 'TextEncoder' || callee.text === 'TextDecoder'));
     return immutable ? null : 'mutable-instance';
   }

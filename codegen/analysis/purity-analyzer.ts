@@ -79,10 +79,17 @@ export class PurityAnalyzer {
     this.#roots.add(fn);
     try {
       const summary = this.#analyzeScope(fn, bindings);
-      const asyncModifier = ts.canHaveModifiers(fn) ? ts.getModifiers(fn)?.find((m) => m.kind === ts.SyntaxKind.AsyncKeyword) : undefined;
+      const asyncModifier = ts.canHaveModifiers(fn)
+        ? ts.getModifiers(fn)?.find((m) => m.kind === ts.SyntaxKind.AsyncKeyword)
+        : undefined;
       if (asyncModifier !== undefined) {
         // The function the runtime calls returns a Promise: refused (the worker fails such an attempt for good).
-        this.#record.nondeterministic({ scope: fn, bindings, summary, boundArguments: new Set() }, asyncModifier, 'async', 'async');
+        this.#record.nondeterministic(
+          { scope: fn, bindings, summary, boundArguments: new Set() },
+          asyncModifier,
+          'async',
+          'async',
+        );
       }
       return toReport(summary, context);
     } finally {
@@ -185,7 +192,8 @@ export class PurityAnalyzer {
   #visitFunctionCall(call: ts.CallExpression, callee: ts.Identifier, frame: Frame): void {
     const declaration = this.#program.declarationOf(callee);
     if (declaration === undefined) {
-      const date = callee.text === 'String' && call.arguments[0] !== undefined && this.#isDate(call.arguments[0], frame);
+      const date =
+        callee.text === 'String' && call.arguments[0] !== undefined && this.#isDate(call.arguments[0], frame);
       if (date) this.#record.nondeterministic(frame, call, 'locale', shortText(call));
       else this.#use(frame, call, callee, globalUse(callee.text, true), call);
       return;
@@ -200,10 +208,24 @@ export class PurityAnalyzer {
       } else if (ts.isBindingElement(declaration)) {
         // `const { now } = Date; now()`: a global's member through an alias; anything else destructured is unknown.
         const owner = declaration.parent.parent;
-        const initializer = ts.isVariableDeclaration(owner) && owner.initializer !== undefined ? skipWrappers(owner.initializer) : undefined;
+        const initializer =
+          ts.isVariableDeclaration(owner) && owner.initializer !== undefined
+            ? skipWrappers(owner.initializer)
+            : undefined;
         const member = destructuredMember(declaration);
-        if (initializer !== undefined && ts.isIdentifier(initializer) && this.#program.declarationOf(initializer) === undefined && member !== null) {
-          this.#globalMemberCall(frame, call, initializer.text, member, `${initializer.text}.${member} through the alias ${callee.text}()`);
+        if (
+          initializer !== undefined &&
+          ts.isIdentifier(initializer) &&
+          this.#program.declarationOf(initializer) === undefined &&
+          member !== null
+        ) {
+          this.#globalMemberCall(
+            frame,
+            call,
+            initializer.text,
+            member,
+            `${initializer.text}.${member} through the alias ${callee.text}()`,
+          );
         } else {
           this.#record.impureCall(frame, call, `${callee.text}()`);
         }
@@ -252,7 +274,10 @@ export class PurityAnalyzer {
         this.#record.mutableRead(frame, receiver, 'mutable-instance', receiver.text, null, declaration);
         return;
       }
-      if (!isWithin(declaration, frame.scope) && (ts.isClassDeclaration(declaration) || ts.isFunctionDeclaration(declaration))) {
+      if (
+        !isWithin(declaration, frame.scope) &&
+        (ts.isClassDeclaration(declaration) || ts.isFunctionDeclaration(declaration))
+      ) {
         // A class's static method may read its static state; a function's own members are not its body.
         this.#record.impureCall(frame, call, `${shortText(callee)}()`);
         return;
@@ -290,12 +315,22 @@ export class PurityAnalyzer {
       ts.isIdentifier(identifier) && this.#program.declarationOf(identifier) === undefined;
     if (isGlobal(callee)) {
       const name = callee.text;
-      const forbidden = name === 'Date' ? dateConstructorSource(args.length) : name === 'Function' ? 'io' : nondeterministicMember(name, null);
+      const forbidden =
+        name === 'Date'
+          ? dateConstructorSource(args.length)
+          : name === 'Function'
+            ? 'io'
+            : nondeterministicMember(name, null);
       if (forbidden !== undefined) this.#record.nondeterministic(frame, node, forbidden, shortText(node));
       else if (PURE_GLOBAL_FUNCTIONS.has(name)) frame.summary.calls.add(`new ${name}()`);
       else this.#record.impureCall(frame, node, `new ${name}()`);
-    } else if (ts.isPropertyAccessExpression(callee) && isGlobal(callee.expression) && callee.expression.text === 'Intl') {
-      if (intlDependsOnLocale(callee.name.text, args)) this.#record.nondeterministic(frame, node, 'locale', `new ${shortText(callee)}()`);
+    } else if (
+      ts.isPropertyAccessExpression(callee) &&
+      isGlobal(callee.expression) &&
+      callee.expression.text === 'Intl'
+    ) {
+      if (intlDependsOnLocale(callee.name.text, args))
+        this.#record.nondeterministic(frame, node, 'locale', `new ${shortText(callee)}()`);
       else frame.summary.calls.add(`new ${shortText(callee)}()`);
     } else {
       this.#record.impureCall(frame, node, `new ${shortText(callee)}()`);
@@ -317,7 +352,10 @@ export class PurityAnalyzer {
     } else if (ts.isIdentifier(tag) && declaration !== undefined && !isWithin(declaration, frame.scope)) {
       // A tag declared in this project is a helper like any other (called with the template's parts).
       const binding = importBindingOf(declaration);
-      const use = binding !== null ? importUse(this.#program, tag, binding, binding.importedName, true) : outerDeclarationUse(tag, declaration, true);
+      const use =
+        binding !== null
+          ? importUse(this.#program, tag, binding, binding.importedName, true)
+          : outerDeclarationUse(tag, declaration, true);
       this.#use(frame, node, tag, use, null);
     } else {
       this.#record.impureCall(frame, node, `${shortText(tag)}\`\``);
@@ -406,13 +444,7 @@ export class PurityAnalyzer {
 
   // ---- following helpers and constants --------------------------------------------------------
 
-  #followHelper(
-    frame: Frame,
-    site: ts.Node,
-    name: string,
-    helper: FunctionLike,
-    args: readonly ts.Expression[],
-  ): void {
+  #followHelper(frame: Frame, site: ts.Node, name: string, helper: FunctionLike, args: readonly ts.Expression[]): void {
     if (helper.body === undefined) {
       this.#record.impureCall(frame, site, `${name}()`);
       return;
@@ -476,7 +508,12 @@ export class PurityAnalyzer {
       }
       if (cuts === this.#cuts) this.#constMemo.set(declaration, summary);
     }
-    this.#record.merge(frame, identifier, { kind: 'const', name, declaredAt: this.#program.location(declaration.name) }, summary);
+    this.#record.merge(
+      frame,
+      identifier,
+      { kind: 'const', name, declaredAt: this.#program.location(declaration.name) },
+      summary,
+    );
   }
 
   /**
@@ -484,17 +521,29 @@ export class PurityAnalyzer {
    * `const { random } = Math`). Its initializer is followed like any const read; what it aliases
    * decides the call. Anything else is a function codegen cannot see.
    */
-  #callConst(frame: Frame, site: ts.Node, identifier: ts.Identifier, use: Extract<NameUse, { kind: 'called-const' }>): void {
+  #callConst(
+    frame: Frame,
+    site: ts.Node,
+    identifier: ts.Identifier,
+    use: Extract<NameUse, { kind: 'called-const' }>,
+  ): void {
     const before = frame.summary.findings.length;
     this.#followConst(frame, identifier, use.name, use.declaration);
     if (frame.summary.findings.length > before) return;
-    const initializer = use.declaration.initializer === undefined ? undefined : skipWrappers(use.declaration.initializer);
-    const isGlobal = (node: ts.Expression): node is ts.Identifier => ts.isIdentifier(node) && this.#program.declarationOf(node) === undefined;
+    const initializer =
+      use.declaration.initializer === undefined ? undefined : skipWrappers(use.declaration.initializer);
+    const isGlobal = (node: ts.Expression): node is ts.Identifier =>
+      ts.isIdentifier(node) && this.#program.declarationOf(node) === undefined;
     let global: string | null = null;
     let member = use.member;
     if (initializer !== undefined && isGlobal(initializer)) {
       global = initializer.text;
-    } else if (initializer !== undefined && member === null && ts.isPropertyAccessExpression(initializer) && isGlobal(initializer.expression)) {
+    } else if (
+      initializer !== undefined &&
+      member === null &&
+      ts.isPropertyAccessExpression(initializer) &&
+      isGlobal(initializer.expression)
+    ) {
       global = initializer.expression.text;
       member = initializer.name.text;
     }
@@ -504,7 +553,14 @@ export class PurityAnalyzer {
       frame.summary.calls.add(`${global}()`);
     } else if (initializer !== undefined && ts.isCallExpression(initializer)) {
       // `const next = makeCounter()`: a function a call made, which may keep state in its closure.
-      this.#record.mutableRead(frame, identifier, 'closure', `${use.name} = ${shortText(initializer)}`, use.module ?? null, use.declaration);
+      this.#record.mutableRead(
+        frame,
+        identifier,
+        'closure',
+        `${use.name} = ${shortText(initializer)}`,
+        use.module ?? null,
+        use.declaration,
+      );
     } else {
       this.#record.impureCall(frame, site, `${use.name}()`, use.module);
     }

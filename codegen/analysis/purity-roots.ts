@@ -67,7 +67,8 @@ export function rootOfDeclaration(
     const owner = pattern.parent;
     let parent: Root | null = null;
     if (ts.isParameter(owner)) parent = frame.bindings.get(owner) ?? null;
-    else if (ts.isVariableDeclaration(owner)) parent = owner.initializer === undefined ? null : rootOf(program, owner.initializer, frame);
+    else if (ts.isVariableDeclaration(owner))
+      parent = owner.initializer === undefined ? null : rootOf(program, owner.initializer, frame);
     else if (ts.isBindingElement(owner)) parent = rootOfDeclaration(program, owner, frame, seen);
     if (parent === null) return null;
     if (declaration.dotDotDotToken !== undefined) return parent;
@@ -75,7 +76,11 @@ export function rootOfDeclaration(
     const property = declaration.propertyName ?? declaration.name;
     return childRoot(parent, ts.isIdentifier(property) || ts.isStringLiteral(property) ? property.text : null);
   }
-  if (ts.isVariableDeclaration(declaration) && declaration.initializer !== undefined && ts.isIdentifier(declaration.name)) {
+  if (
+    ts.isVariableDeclaration(declaration) &&
+    declaration.initializer !== undefined &&
+    ts.isIdentifier(declaration.name)
+  ) {
     return rootOf(program, declaration.initializer, frame);
   }
   return null;

@@ -124,7 +124,14 @@ export class SummaryRecorder {
         return;
       case 'step': {
         const location = this.#program.location(node);
-        summary.stepReads.push({ step: root.step, path: root.path, at: location, via: [], origin: location, text: shortText(node) });
+        summary.stepReads.push({
+          step: root.step,
+          path: root.path,
+          at: location,
+          via: [],
+          origin: location,
+          text: shortText(node),
+        });
         return;
       }
       case 'steps-dynamic':
@@ -183,7 +190,15 @@ export function toReport(summary: Summary, context: ContextDescription): PurityR
   const visible = new Set(context.steps?.visible ?? []);
   const invisibleReads: PurityFinding[] = summary.stepReads
     .filter((read) => !visible.has(read.step))
-    .map(({ step, path, at, origin, text, via }) => ({ kind: 'invisible-step-read', step, path, at, origin, text, via }));
+    .map(({ step, path, at, origin, text, via }) => ({
+      kind: 'invisible-step-read',
+      step,
+      path,
+      at,
+      origin,
+      text,
+      via,
+    }));
   const dependsOnContext =
     Object.values(data).some((read) => read.whole || read.paths.length > 0) || readsAllSteps || stepReads.length > 0;
   return {

@@ -23,7 +23,8 @@ export interface QueueHolder {
   readonly context: ContextDescription;
 }
 
-const QUEUE_EXAMPLE = "emailQueue, the const of a queue declared with export const emailQueue = queue('email', { concurrency: 5 })";
+const QUEUE_EXAMPLE =
+  "emailQueue, the const of a queue declared with export const emailQueue = queue('email', { concurrency: 5 })";
 
 /**
  * Reads the queue use a `queue` property declares, with the part it pins: the partition key, when
@@ -55,14 +56,18 @@ export function readQueueUse(
   const properties = new Map<string, ts.ObjectLiteralElementLike>();
   for (const element of use.properties) {
     if (ts.isSpreadAssignment(element)) {
-      return report(element, `the queue of ${owner} uses a spread; write queue and partitionKey out so codegen can see them.`);
+      return report(
+        element,
+        `the queue of ${owner} uses a spread; write queue and partitionKey out so codegen can see them.`,
+      );
     }
     const name = propertyName(element);
     if (name !== null) properties.set(name, element);
   }
 
   const queueProperty = properties.get('queue');
-  if (queueProperty === undefined) return report(property, `the queue of ${owner} names no queue; add queue: ${QUEUE_EXAMPLE}.`);
+  if (queueProperty === undefined)
+    return report(property, `the queue of ${owner} names no queue; add queue: ${QUEUE_EXAMPLE}.`);
   const queue = readQueueReference(program, assignedValue(queueProperty), queueProperty, `the queue of ${owner}`);
   if ('problem' in queue) return report(queueProperty, queue.problem);
 

@@ -59,12 +59,18 @@ function readSchedule(
   const name = nameNode.text;
   const config = configArgument === undefined ? undefined : skipWrappers(configArgument);
   if (config === undefined || !ts.isObjectLiteralExpression(config)) {
-    return report(configArgument ?? call, `the config of schedule "${name}" must be an object literal, so that codegen can check its input; write it out in the call.`);
+    return report(
+      configArgument ?? call,
+      `the config of schedule "${name}" must be an object literal, so that codegen can check its input; write it out in the call.`,
+    );
   }
   let inputProperty: ts.ObjectLiteralElementLike | undefined;
   for (const element of config.properties) {
     if (ts.isSpreadAssignment(element)) {
-      return report(element, `the config of schedule "${name}" uses a spread; write input out so that codegen can check it.`);
+      return report(
+        element,
+        `the config of schedule "${name}" uses a spread; write input out so that codegen can check it.`,
+      );
     }
     if (propertyName(element) === 'input') inputProperty = element;
   }

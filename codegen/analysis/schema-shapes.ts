@@ -9,10 +9,56 @@ import { skipWrappers } from './syntax.js';
 import { PRIMITIVE, union, UNKNOWN } from './value-shapes.js';
 
 const PRIMITIVE_SCHEMAS = new Set([
-  'string', 'number', 'bigint', 'boolean', 'int', 'int32', 'uint32', 'int64', 'uint64', 'float32', 'float64', 'literal', 'enum',
-  'nativeEnum', 'email', 'uuid', 'uuidv4', 'uuidv6', 'uuidv7', 'guid', 'url', 'httpUrl', 'cuid', 'cuid2', 'ulid', 'nanoid', 'ksuid',
-  'xid', 'ipv4', 'ipv6', 'cidrv4', 'cidrv6', 'e164', 'jwt', 'base64', 'base64url', 'hex', 'hash', 'hostname', 'emoji', 'templateLiteral',
-  'stringbool', 'null', 'undefined', 'void', 'nan', 'datetime', 'time', 'duration', 'iso',
+  'string',
+  'number',
+  'bigint',
+  'boolean',
+  'int',
+  'int32',
+  'uint32',
+  'int64',
+  'uint64',
+  'float32',
+  'float64',
+  'literal',
+  'enum',
+  'nativeEnum',
+  'email',
+  'uuid',
+  'uuidv4',
+  'uuidv6',
+  'uuidv7',
+  'guid',
+  'url',
+  'httpUrl',
+  'cuid',
+  'cuid2',
+  'ulid',
+  'nanoid',
+  'ksuid',
+  'xid',
+  'ipv4',
+  'ipv6',
+  'cidrv4',
+  'cidrv6',
+  'e164',
+  'jwt',
+  'base64',
+  'base64url',
+  'hex',
+  'hash',
+  'hostname',
+  'emoji',
+  'templateLiteral',
+  'stringbool',
+  'null',
+  'undefined',
+  'void',
+  'nan',
+  'datetime',
+  'time',
+  'duration',
+  'iso',
 ]);
 const OBJECT_SCHEMAS = new Set(['object', 'strictObject', 'looseObject']);
 const KEYED_SCHEMAS = new Set(['record', 'partialRecord', 'map', 'set', 'instanceof']);
@@ -21,7 +67,11 @@ const WRAPPING_SCHEMAS = new Set(['optional', 'nullable', 'nullish', 'readonly',
 const SHAPE_CHANGING_METHODS = new Set(['transform', 'pipe', 'overwrite', 'preprocess']);
 
 /** The shape of the values a zod schema expression accepts; unknown for what codegen cannot read. */
-export function schemaShape(program: AnalysisProgram, expression: ts.Expression | null, seen: Set<ts.Node> = new Set()): ValueShape {
+export function schemaShape(
+  program: AnalysisProgram,
+  expression: ts.Expression | null,
+  seen: Set<ts.Node> = new Set(),
+): ValueShape {
   if (expression === null) return UNKNOWN;
   const node = skipWrappers(expression);
   if (seen.has(node) || seen.size > 64) return UNKNOWN;
@@ -47,7 +97,12 @@ export function schemaShape(program: AnalysisProgram, expression: ts.Expression 
   return inner;
 }
 
-function baseSchemaShape(program: AnalysisProgram, method: string, args: ts.NodeArray<ts.Expression>, seen: Set<ts.Node>): ValueShape {
+function baseSchemaShape(
+  program: AnalysisProgram,
+  method: string,
+  args: ts.NodeArray<ts.Expression>,
+  seen: Set<ts.Node>,
+): ValueShape {
   if (PRIMITIVE_SCHEMAS.has(method)) return PRIMITIVE;
   if (method === 'date') return { kind: 'date' };
   if (method === 'promise') return { kind: 'promise' };
@@ -56,7 +111,9 @@ function baseSchemaShape(program: AnalysisProgram, method: string, args: ts.Node
   if (method === 'array') return { kind: 'array', element: schemaShape(program, args[0] ?? null, seen) };
   const list = (argument: ts.Expression | undefined): ValueShape[] => {
     const value = argument === undefined ? undefined : skipWrappers(argument);
-    return value !== undefined && ts.isArrayLiteralExpression(value) ? value.elements.map((e) => schemaShape(program, e, seen)) : [UNKNOWN];
+    return value !== undefined && ts.isArrayLiteralExpression(value)
+      ? value.elements.map((e) => schemaShape(program, e, seen))
+      : [UNKNOWN];
   };
   if (method === 'tuple') return { kind: 'array', element: union(list(args[0])) };
   if (method === 'union' || method === 'xor') return union(list(args[0]));
@@ -100,8 +157,15 @@ function constInitializer(program: AnalysisProgram, identifier: ts.Identifier): 
   const binding = importBindingOf(declaration);
   if (binding !== null) {
     if (!binding.specifier.startsWith('.')) return null;
-    declaration = resolveImportedDeclaration(program, identifier.getSourceFile().fileName, binding.specifier, binding.importedName) ?? undefined;
+    declaration =
+      resolveImportedDeclaration(
+        program,
+        identifier.getSourceFile().fileName,
+        binding.specifier,
+        binding.importedName,
+      ) ?? undefined;
   }
-  if (declaration === undefined || !ts.isVariableDeclaration(declaration) || declaration.initializer === undefined) return null;
+  if (declaration === undefined || !ts.isVariableDeclaration(declaration) || declaration.initializer === undefined)
+    return null;
   return (ts.getCombinedNodeFlags(declaration) & ts.NodeFlags.Const) !== 0 ? declaration.initializer : null;
 }

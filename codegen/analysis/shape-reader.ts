@@ -30,14 +30,67 @@ export interface ValueContext {
   readonly ownStep: string | null;
 }
 
-const STRING_GLOBALS = new Set(['String', 'Number', 'Boolean', 'parseInt', 'parseFloat', 'encodeURIComponent', 'encodeURI', 'BigInt']);
-const SAME_LIST_METHODS = new Set(['filter', 'slice', 'sort', 'toSorted', 'reverse', 'toReversed', 'concat', 'flat', 'toSpliced']);
+const STRING_GLOBALS = new Set([
+  'String',
+  'Number',
+  'Boolean',
+  'parseInt',
+  'parseFloat',
+  'encodeURIComponent',
+  'encodeURI',
+  'BigInt',
+]);
+const SAME_LIST_METHODS = new Set([
+  'filter',
+  'slice',
+  'sort',
+  'toSorted',
+  'reverse',
+  'toReversed',
+  'concat',
+  'flat',
+  'toSpliced',
+]);
 const ELEMENT_METHODS = new Set(['at', 'find', 'findLast', 'pop', 'shift']);
 const PRIMITIVE_METHODS = new Set([
-  'join', 'toString', 'toUpperCase', 'toLowerCase', 'trim', 'trimStart', 'trimEnd', 'padStart', 'padEnd', 'replace', 'replaceAll',
-  'toFixed', 'toPrecision', 'toISOString', 'toJSON', 'getTime', 'assignedValue', 'indexOf', 'includes', 'startsWith', 'endsWith', 'charAt',
-  'substring', 'normalize', 'repeat', 'localeCompare', 'some', 'every', 'findIndex', 'getUTCFullYear', 'getUTCMonth', 'getUTCDate',
-  'getUTCHours', 'getUTCMinutes', 'getUTCSeconds', 'getUTCDay', 'codePointAt', 'charCodeAt',
+  'join',
+  'toString',
+  'toUpperCase',
+  'toLowerCase',
+  'trim',
+  'trimStart',
+  'trimEnd',
+  'padStart',
+  'padEnd',
+  'replace',
+  'replaceAll',
+  'toFixed',
+  'toPrecision',
+  'toISOString',
+  'toJSON',
+  'getTime',
+  'assignedValue',
+  'indexOf',
+  'includes',
+  'startsWith',
+  'endsWith',
+  'charAt',
+  'substring',
+  'normalize',
+  'repeat',
+  'localeCompare',
+  'some',
+  'every',
+  'findIndex',
+  'getUTCFullYear',
+  'getUTCMonth',
+  'getUTCDate',
+  'getUTCHours',
+  'getUTCMinutes',
+  'getUTCSeconds',
+  'getUTCDay',
+  'codePointAt',
+  'charCodeAt',
 ]);
 
 /** Reads the shape of expressions in one function (or a helper it calls), given its context. */
@@ -83,7 +136,8 @@ export class ShapeReader {
       if (operator === ts.SyntaxKind.QuestionQuestionToken || operator === ts.SyntaxKind.BarBarToken) {
         return union([this.shapeOf(node.left), this.shapeOf(node.right)]);
       }
-      if (operator === ts.SyntaxKind.AmpersandAmpersandToken || operator === ts.SyntaxKind.CommaToken) return this.shapeOf(node.right);
+      if (operator === ts.SyntaxKind.AmpersandAmpersandToken || operator === ts.SyntaxKind.CommaToken)
+        return this.shapeOf(node.right);
       if (operator === ts.SyntaxKind.EqualsToken) return this.shapeOf(node.right);
       return PRIMITIVE;
     }
@@ -91,14 +145,21 @@ export class ShapeReader {
     if (ts.isObjectLiteralExpression(node)) {
       const fields: Record<string, ValueShape> = {};
       for (const property of node.properties) {
-        if (ts.isPropertyAssignment(property) && ts.isIdentifier(property.name)) fields[property.name.text] = this.shapeOf(property.initializer);
+        if (ts.isPropertyAssignment(property) && ts.isIdentifier(property.name))
+          fields[property.name.text] = this.shapeOf(property.initializer);
         else if (ts.isShorthandPropertyAssignment(property)) fields[property.name.text] = this.shapeOf(property.name);
         else return { kind: 'object', fields: null };
       }
       return { kind: 'object', fields };
     }
     if (ts.isArrayLiteralExpression(node)) {
-      return { kind: 'array', element: node.elements.length === 0 ? UNKNOWN : union(node.elements.map((e) => (ts.isSpreadElement(e) ? UNKNOWN : this.shapeOf(e)))) };
+      return {
+        kind: 'array',
+        element:
+          node.elements.length === 0
+            ? UNKNOWN
+            : union(node.elements.map((e) => (ts.isSpreadElement(e) ? UNKNOWN : this.shapeOf(e)))),
+      };
     }
     if (ts.isNewExpression(node)) {
       const callee = skipWrappers(node.expression);
@@ -106,21 +167,28 @@ export class ShapeReader {
         // A Date built here and turned into text is the purity analysis's finding (LF002, the
         // process's time zone); this analysis reports the Dates it alone can see: the schemas'.
         if (callee.text === 'Date') return UNKNOWN;
-        if (callee.text === 'Map' || callee.text === 'Set' || callee.text === 'Object') return { kind: 'object', fields: null };
+        if (callee.text === 'Map' || callee.text === 'Set' || callee.text === 'Object')
+          return { kind: 'object', fields: null };
         if (callee.text === 'Promise') return { kind: 'promise' };
       }
       return UNKNOWN;
     }
     if (ts.isCallExpression(node)) return this.#callShape(node);
     if (ts.isIdentifier(node) || ts.isPropertyAccessExpression(node) || ts.isElementAccessExpression(node)) {
-      if (ts.isIdentifier(node) && node.text === 'undefined' && this.program.declarationOf(node) === undefined) return PRIMITIVE;
+      if (ts.isIdentifier(node) && node.text === 'undefined' && this.program.declarationOf(node) === undefined)
+        return PRIMITIVE;
       const root = rootOf(this.program, node, this.scope);
       if (root !== null) return this.#rootShape(root);
       if (ts.isIdentifier(node)) {
         const declaration = this.program.declarationOf(node);
         const parameter = declaration === undefined ? undefined : this.#parameterShape(declaration);
         if (parameter !== undefined) return parameter;
-        if (declaration !== undefined && ts.isVariableDeclaration(declaration) && declaration.initializer !== undefined && isWithin(declaration, this.scope.scope)) {
+        if (
+          declaration !== undefined &&
+          ts.isVariableDeclaration(declaration) &&
+          declaration.initializer !== undefined &&
+          isWithin(declaration, this.scope.scope)
+        ) {
           return this.shapeOf(declaration.initializer);
         }
       } else if (ts.isPropertyAccessExpression(node) && node.name.text === 'length') {
@@ -133,7 +201,11 @@ export class ShapeReader {
   /** The shape a followed helper's parameter (or a field destructured from it) holds; undefined when not one. */
   #parameterShape(declaration: ts.Declaration): ValueShape | undefined {
     if (ts.isParameter(declaration)) return this.parameters.get(declaration);
-    if (ts.isBindingElement(declaration) && ts.isObjectBindingPattern(declaration.parent) && ts.isParameter(declaration.parent.parent)) {
+    if (
+      ts.isBindingElement(declaration) &&
+      ts.isObjectBindingPattern(declaration.parent) &&
+      ts.isParameter(declaration.parent.parent)
+    ) {
       const whole = this.parameters.get(declaration.parent.parent);
       const name = declaration.propertyName ?? declaration.name;
       if (whole === undefined || declaration.dotDotDotToken !== undefined || !ts.isIdentifier(name)) return undefined;
@@ -157,8 +229,15 @@ export class ShapeReader {
     const receiver = skipWrappers(callee.expression);
     if (ts.isIdentifier(receiver) && this.program.declarationOf(receiver) === undefined) {
       if (receiver.text === 'Promise') return { kind: 'promise' };
-      if (receiver.text === 'JSON' || receiver.text === 'Math' || receiver.text === 'Number' || receiver.text === 'String') return PRIMITIVE;
-      if (receiver.text === 'Object' && (method === 'keys' || method === 'values' || method === 'entries')) return { kind: 'array', element: UNKNOWN };
+      if (
+        receiver.text === 'JSON' ||
+        receiver.text === 'Math' ||
+        receiver.text === 'Number' ||
+        receiver.text === 'String'
+      )
+        return PRIMITIVE;
+      if (receiver.text === 'Object' && (method === 'keys' || method === 'values' || method === 'entries'))
+        return { kind: 'array', element: UNKNOWN };
     }
     if (method === 'then' || method === 'catch' || method === 'finally') return { kind: 'promise' };
     if (PRIMITIVE_METHODS.has(method)) return PRIMITIVE;
@@ -168,8 +247,14 @@ export class ShapeReader {
     if (method === 'map') {
       // `.map((l) => ({ ... }))` makes a list of objects; what else a callback returns is not followed.
       const callback = call.arguments[0] === undefined ? undefined : skipWrappers(call.arguments[0]);
-      const returned = callback !== undefined && (ts.isArrowFunction(callback) || ts.isFunctionExpression(callback)) ? returnedExpression(callback) : null;
-      const element = returned !== null && ts.isObjectLiteralExpression(skipWrappers(returned)) ? { kind: 'object' as const, fields: null } : UNKNOWN;
+      const returned =
+        callback !== undefined && (ts.isArrowFunction(callback) || ts.isFunctionExpression(callback))
+          ? returnedExpression(callback)
+          : null;
+      const element =
+        returned !== null && ts.isObjectLiteralExpression(skipWrappers(returned))
+          ? { kind: 'object' as const, fields: null }
+          : UNKNOWN;
       return { kind: 'array', element };
     }
     if (method === 'flatMap') return { kind: 'array', element: UNKNOWN };

@@ -110,21 +110,33 @@ export function readStep(
   const configArgument = kind === 'child' ? rest[1] : rest[0];
   const nameNode = nameArgument === undefined ? undefined : skipWrappers(nameArgument);
   if (nameNode === undefined || !(ts.isStringLiteral(nameNode) || ts.isNoSubstitutionTemplateLiteral(nameNode))) {
-    return report(nameArgument ?? method, `step ${position + 1} of workflow "${scope.workflow}" needs a string literal name, e.g. .${kind}('charge', { ... }).`);
+    return report(
+      nameArgument ?? method,
+      `step ${position + 1} of workflow "${scope.workflow}" needs a string literal name, e.g. .${kind}('charge', { ... }).`,
+    );
   }
   const name = nameNode.text;
   if (!STEP_NAME.test(name)) {
-    return report(nameNode, `step name "${name}" is invalid: use letters, digits and _ (max 63 characters), starting with a letter or _.`);
+    return report(
+      nameNode,
+      `step name "${name}" is invalid: use letters, digits and _ (max 63 characters), starting with a letter or _.`,
+    );
   }
   const config = configArgument === undefined ? undefined : skipWrappers(configArgument);
   if (config === undefined || !ts.isObjectLiteralExpression(config)) {
     const what = CONFIG_SHAPES[kind].includes('key') ? 'its key' : 'it';
-    return report(configArgument ?? method, `the config of step "${name}" must be an object literal (${CONFIG_SHAPES[kind]}) so codegen can read ${what}.`);
+    return report(
+      configArgument ?? method,
+      `the config of step "${name}" must be an object literal (${CONFIG_SHAPES[kind]}) so codegen can read ${what}.`,
+    );
   }
   const properties = new Map<string, ts.ObjectLiteralElementLike>();
   for (const property of config.properties) {
     if (ts.isSpreadAssignment(property)) {
-      return report(property, `the config of step "${name}" uses a spread; write key, idempotentByKey and the other properties out so codegen can see them.`);
+      return report(
+        property,
+        `the config of step "${name}" uses a spread; write key, idempotentByKey and the other properties out so codegen can see them.`,
+      );
     }
     const key = propertyName(property);
     if (key !== null) properties.set(key, property);
@@ -134,8 +146,14 @@ export function readStep(
   const idempotent = properties.get('idempotentByKey');
   if (idempotent !== undefined) {
     const value = ts.isPropertyAssignment(idempotent) ? skipWrappers(idempotent.initializer) : undefined;
-    if (value === undefined || (value.kind !== ts.SyntaxKind.TrueKeyword && value.kind !== ts.SyntaxKind.FalseKeyword)) {
-      return report(idempotent, `idempotentByKey of step "${name}" must be the literal true or false; it decides whether the handler must supply reconcile.`);
+    if (
+      value === undefined ||
+      (value.kind !== ts.SyntaxKind.TrueKeyword && value.kind !== ts.SyntaxKind.FalseKeyword)
+    ) {
+      return report(
+        idempotent,
+        `idempotentByKey of step "${name}" must be the literal true or false; it decides whether the handler must supply reconcile.`,
+      );
     }
     idempotentByKey = kind === 'external' && value.kind === ts.SyntaxKind.TrueKeyword;
   }
@@ -146,7 +164,7 @@ export function readStep(
   // What the value analysis knows of the context: the input's and earlier outputs' shapes, the item's.
   const visibleShapes = new Map<string, VisibleStepShape>(earlier.map((s) => [s.name, visibleShape(s)]));
   const whenProperty = properties.get('when');
-  const ownWhen = whenProperty === undefined ? null : initializerText(whenProperty) ?? whenProperty.getText();
+  const ownWhen = whenProperty === undefined ? null : (initializerText(whenProperty) ?? whenProperty.getText());
   const valueContext = (perItem: boolean, item: ValueShape = { kind: 'unknown' }): ValueContext => ({
     context: functionContext(earlierNames, perItem),
     input: scope.inputShape,
@@ -157,7 +175,8 @@ export function readStep(
   });
   const itemsProperty = kind === 'forEach' ? properties.get('items') : undefined;
   const itemsFn = itemsProperty === undefined ? null : resolveFunction(program, itemsProperty);
-  const item: ValueShape = itemsFn === null || itemsFn === 'absent' ? { kind: 'unknown' } : itemShape(program, itemsFn, valueContext(false));
+  const item: ValueShape =
+    itemsFn === null || itemsFn === 'absent' ? { kind: 'unknown' } : itemShape(program, itemsFn, valueContext(false));
   for (const part of STEP_PARTS_BY_KIND[kind]) {
     if (!isCheckedFunctionPart(part)) continue;
     const property = properties.get(STEP_PART_PROPERTIES[part]);
@@ -173,7 +192,10 @@ export function readStep(
       );
     }
     const values = analyzeKeyValues(program, fn, valueContext(perItem, item));
-    const model = { ...functionModel(program, property, analyzer.analyze(fn, functionContext(earlierNames, perItem))), values };
+    const model = {
+      ...functionModel(program, property, analyzer.analyze(fn, functionContext(earlierNames, perItem))),
+      values,
+    };
     const key: KeyModel | null = part === 'key' ? { ...model, value: keyValue(program, fn) } : null;
     functions.set(part, key ?? model);
   }
@@ -184,7 +206,10 @@ export function readStep(
   if (kind === 'waitFor') {
     const property = properties.get('event');
     if (property === undefined) {
-      return report(method, `waitFor step "${name}" names no event; add event: paymentSettled, the const of an event declared with export const paymentSettled = event('payment.settled', z.object({ ... })).`);
+      return report(
+        method,
+        `waitFor step "${name}" names no event; add event: paymentSettled, the const of an event declared with export const paymentSettled = event('payment.settled', z.object({ ... })).`,
+      );
     }
     const event = readEventReference(program, assignedValue(property), property, `the event of step "${name}"`);
     if ('problem' in event) return report(property, event.problem);
@@ -204,7 +229,14 @@ export function readStep(
           : `forEach step "${name}" names no workflow to start; add workflow: the const of a workflow declared in a *.workflow.ts file.`,
       );
     }
-    const workflow = readWorkflowReference(program, value, at, `the child workflow of step "${name}"`, scope.workflow, scope.workflowFiles);
+    const workflow = readWorkflowReference(
+      program,
+      value,
+      at,
+      `the child workflow of step "${name}"`,
+      scope.workflow,
+      scope.workflowFiles,
+    );
     if ('problem' in workflow) return report(at, workflow.problem);
     fanOut = { workflow, concurrencyText: kind === 'forEach' ? initializerText(properties.get('concurrency')) : null };
   }
@@ -225,13 +257,19 @@ export function readStep(
   let queue: QueueUseModel | undefined;
   const queueProperty = QUEUED_STEP_KINDS.includes(kind) ? properties.get('queue') : undefined;
   if (queueProperty !== undefined) {
-    const read = readQueueUse(program, analyzer, queueProperty, { workflow: scope.workflow, step: name, context: functionContext(earlierNames) }, malformed);
+    const read = readQueueUse(
+      program,
+      analyzer,
+      queueProperty,
+      { workflow: scope.workflow, step: name, context: functionContext(earlierNames) },
+      malformed,
+    );
     if (read === null) return null;
     if (read.use.queue.name === scope.queue) {
       return report(
         queueProperty,
         `step "${name}" asks for a slot of queue "${scope.queue}", which every run of workflow "${scope.workflow}" already holds from its first step on; ` +
-          'remove the step\'s queue (the run\'s slot covers it), or put the step behind a queue of its own.',
+          "remove the step's queue (the run's slot covers it), or put the step behind a queue of its own.",
       );
     }
     queue = read.use;
@@ -253,7 +291,14 @@ export function readStep(
       ownWhen: null,
       ownStep: name,
     };
-    const read = readCompensation(program, analyzer, { name, kind, visible: [...earlierNames, name] }, compensateProperty, malformed, compensationValues);
+    const read = readCompensation(
+      program,
+      analyzer,
+      { name, kind, visible: [...earlierNames, name] },
+      compensateProperty,
+      malformed,
+      compensationValues,
+    );
     if (read === null) return null;
     compensation = read.model;
     parts.push(...read.parts);
@@ -284,21 +329,33 @@ export function readStep(
 
 /** An earlier step as the value analysis of a later function sees it. */
 function visibleShape(step: StepModel): VisibleStepShape {
-  return { shape: step.outputShape ?? { kind: 'unknown' }, when: step.functions.find((f) => f.part === 'when')?.text ?? null };
+  return {
+    shape: step.outputShape ?? { kind: 'unknown' },
+    when: step.functions.find((f) => f.part === 'when')?.text ?? null,
+  };
 }
 
 /** What a step of `kind` must declare besides its key (LF001 asks for that): null when nothing is missing. */
-function missingFunction(kind: StepKind, name: string, functions: ReadonlyMap<ConfigFunctionPart, FunctionModel>): string | null {
+function missingFunction(
+  kind: StepKind,
+  name: string,
+  functions: ReadonlyMap<ConfigFunctionPart, FunctionModel>,
+): string | null {
   switch (kind) {
     case 'sleep':
       return functions.has('for') === functions.has('until')
         ? `sleep step "${name}" needs exactly one of for: ({ input, steps }) => milliseconds (how long) or until: ({ input, steps }) => Date (when to wake up).`
         : null;
     case 'child':
-      return functions.has('childInput') ? null : `child step "${name}" needs input: ({ input, steps }) => ({ ... }), the child's start input.`;
+      return functions.has('childInput')
+        ? null
+        : `child step "${name}" needs input: ({ input, steps }) => ({ ... }), the child's start input.`;
     case 'forEach':
-      if (!functions.has('items')) return `forEach step "${name}" needs items: ({ input, steps }) => [...], the list to start one child per item of.`;
-      return functions.has('childInput') ? null : `forEach step "${name}" needs input: ({ item }) => ({ ... }), each child's start input.`;
+      if (!functions.has('items'))
+        return `forEach step "${name}" needs items: ({ input, steps }) => [...], the list to start one child per item of.`;
+      return functions.has('childInput')
+        ? null
+        : `forEach step "${name}" needs input: ({ item }) => ({ ... }), each child's start input.`;
     case 'step':
     case 'transactional':
     case 'external':

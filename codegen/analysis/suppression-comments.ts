@@ -29,7 +29,12 @@ function commentsOf(sourceFile: ts.SourceFile, file: string): SuppressionComment
     if (match === null) continue;
     const { line, character } = sourceFile.getLineAndCharacterOfPosition(range.pos);
     const lineStart = sourceFile.getPositionOfLineAndCharacter(line, 0);
-    found.push({ line: line + 1, col: character + 1, alone: text.slice(lineStart, range.pos).trim() === '', body: match[1]! });
+    found.push({
+      line: line + 1,
+      col: character + 1,
+      alone: text.slice(lineStart, range.pos).trim() === '',
+      body: match[1]!,
+    });
   }
   const aloneLines = new Set(found.filter((c) => c.alone).map((c) => c.line));
   return found.map(({ line, col, body }) => {
@@ -47,7 +52,8 @@ function lineComments(sourceFile: ts.SourceFile): ts.CommentRange[] {
   const text = sourceFile.text;
   const ranges = new Map<number, ts.CommentRange>();
   const add = (list: ts.CommentRange[] | undefined): void => {
-    for (const range of list ?? []) if (range.kind === ts.SyntaxKind.SingleLineCommentTrivia) ranges.set(range.pos, range);
+    for (const range of list ?? [])
+      if (range.kind === ts.SyntaxKind.SingleLineCommentTrivia) ranges.set(range.pos, range);
   };
   const visit = (node: ts.Node): void => {
     add(ts.getLeadingCommentRanges(text, node.pos));

@@ -7,7 +7,12 @@ import { ts } from 'ts-morph';
 export type FunctionLike = ts.FunctionDeclaration | ts.FunctionExpression | ts.ArrowFunction | ts.MethodDeclaration;
 
 export function isFunctionLike(node: ts.Node): node is FunctionLike {
-  return ts.isFunctionDeclaration(node) || ts.isFunctionExpression(node) || ts.isArrowFunction(node) || ts.isMethodDeclaration(node);
+  return (
+    ts.isFunctionDeclaration(node) ||
+    ts.isFunctionExpression(node) ||
+    ts.isArrowFunction(node) ||
+    ts.isMethodDeclaration(node)
+  );
 }
 
 /**
@@ -59,7 +64,9 @@ export function memberName(node: ts.Node): string | null {
 /** Whether `declaration` lies inside `scope` (in the same file). */
 export function isWithin(declaration: ts.Node, scope: ts.Node): boolean {
   return (
-    declaration.getSourceFile() === scope.getSourceFile() && declaration.pos >= scope.pos && declaration.end <= scope.end
+    declaration.getSourceFile() === scope.getSourceFile() &&
+    declaration.pos >= scope.pos &&
+    declaration.end <= scope.end
   );
 }
 
@@ -112,7 +119,8 @@ export function isReference(identifier: ts.Identifier): boolean {
 /** The declaration (variable, parameter) a destructuring element belongs to. */
 export function bindingOwner(element: ts.BindingElement): ts.Node | null {
   let node: ts.Node = element;
-  while (ts.isBindingElement(node) || ts.isObjectBindingPattern(node) || ts.isArrayBindingPattern(node)) node = node.parent;
+  while (ts.isBindingElement(node) || ts.isObjectBindingPattern(node) || ts.isArrayBindingPattern(node))
+    node = node.parent;
   return node;
 }
 
@@ -127,7 +135,10 @@ export function declarationNameNode(declaration: ts.Node): ts.Node {
   ) {
     return declaration.name;
   }
-  if ((ts.isArrowFunction(declaration) || ts.isFunctionExpression(declaration)) && ts.isVariableDeclaration(declaration.parent)) {
+  if (
+    (ts.isArrowFunction(declaration) || ts.isFunctionExpression(declaration)) &&
+    ts.isVariableDeclaration(declaration.parent)
+  ) {
     return declaration.parent.name;
   }
   return declaration;
@@ -184,7 +195,11 @@ export function variableKeyword(declaration: ts.VariableDeclaration): 'const' | 
 /** The exported name of the module-level const whose initializer is `expression`, if any. */
 export function exportedConstName(expression: ts.Expression): string | null {
   const declaration = expression.parent;
-  if (!ts.isVariableDeclaration(declaration) || declaration.initializer !== expression || !ts.isIdentifier(declaration.name)) {
+  if (
+    !ts.isVariableDeclaration(declaration) ||
+    declaration.initializer !== expression ||
+    !ts.isIdentifier(declaration.name)
+  ) {
     return null;
   }
   if (variableKeyword(declaration) !== 'const') return null;

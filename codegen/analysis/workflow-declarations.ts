@@ -14,7 +14,9 @@ import { readStep, type StepCall } from './step-declarations.js';
 import { exportedConstName, outermostWrapper, propertyName, skipWrappers } from './syntax.js';
 
 /** `.step, .transactional, .external, .sleep, .waitFor, .child and .forEach`, for messages. */
-const STEP_METHODS = `${STEP_KINDS.slice(0, -1).map((k) => `.${k}`).join(', ')} and .${STEP_KINDS.at(-1)!}`;
+const STEP_METHODS = `${STEP_KINDS.slice(0, -1)
+  .map((k) => `.${k}`)
+  .join(', ')} and .${STEP_KINDS.at(-1)!}`;
 
 export interface FileAnalysis {
   readonly workflows: WorkflowModel[];
@@ -79,11 +81,17 @@ function readDeclaration(
     if (!ts.isPropertyAccessExpression(access) || access.expression !== top) break;
     const invocation = access.parent;
     if (!ts.isCallExpression(invocation) || invocation.expression !== access) {
-      return report(access.name, `\`.${access.name.text}\` is read from a workflow instead of called; keep the whole declaration one chain of step method calls (${STEP_METHODS}).`);
+      return report(
+        access.name,
+        `\`.${access.name.text}\` is read from a workflow instead of called; keep the whole declaration one chain of step method calls (${STEP_METHODS}).`,
+      );
     }
     const method = access.name.text;
     if (!(STEP_KINDS as readonly string[]).includes(method)) {
-      return report(access.name, `\`.${method}(...)\` is not a step method; a workflow chain may only call ${STEP_METHODS}.`);
+      return report(
+        access.name,
+        `\`.${method}(...)\` is not a step method; a workflow chain may only call ${STEP_METHODS}.`,
+      );
     }
     stepCalls.push({ kind: method as StepKind, call: invocation, method: access.name });
     top = invocation;
@@ -109,7 +117,10 @@ function readDeclaration(
   }
   const name = nameNode.text;
   if (!WORKFLOW_NAME.test(name)) {
-    return report(nameNode, `workflow name "${name}" is invalid: use lower-case letters, digits and -, starting with a letter (max 63 characters).`);
+    return report(
+      nameNode,
+      `workflow name "${name}" is invalid: use lower-case letters, digits and -, starting with a letter (max 63 characters).`,
+    );
   }
   const options = optionsArgument === undefined ? undefined : skipWrappers(optionsArgument);
   if (options === undefined || !ts.isObjectLiteralExpression(options)) {
@@ -142,7 +153,13 @@ function readDeclaration(
   let queue: QueueUseModel | undefined;
   const queueProperty = options.properties.find((p) => propertyName(p) === 'queue');
   if (queueProperty !== undefined) {
-    const read = readQueueUse(program, analyzer, queueProperty, { workflow: name, step: null, context: runContext() }, malformed);
+    const read = readQueueUse(
+      program,
+      analyzer,
+      queueProperty,
+      { workflow: name, step: null, context: runContext() },
+      malformed,
+    );
     if (read === null) {
       ok = false;
     } else {
@@ -202,6 +219,8 @@ function withCompensationPositions(steps: readonly StepModel[]): StepModel[] {
   const positions = new Map<string, number>();
   for (const step of [...steps].reverse()) if (step.compensation !== undefined) positions.set(step.name, next++);
   return steps.map((step) =>
-    step.compensation === undefined ? step : { ...step, compensation: { ...step.compensation, position: positions.get(step.name)! } },
+    step.compensation === undefined
+      ? step
+      : { ...step, compensation: { ...step.compensation, position: positions.get(step.name)! } },
   );
 }

@@ -52,7 +52,12 @@ Exit codes: 0 ok, 1 errors or out-of-date output, 2 bad command line.
 `;
 
 /** The flag that sets each option runCodegen checks, for wording its errors on the command line. */
-export const OPTION_FLAGS: Readonly<Record<CheckedCodegenOption, string>> = { root: '--root', outDir: '--out', retire: '--retire', release: '--release' };
+export const OPTION_FLAGS: Readonly<Record<CheckedCodegenOption, string>> = {
+  root: '--root',
+  outDir: '--out',
+  retire: '--retire',
+  release: '--release',
+};
 
 /**
  * A bad `ledgerflow codegen` command line (exit 2). Its own class, not the runtime CLI's
@@ -141,6 +146,18 @@ export function parseArgs(argv: readonly string[]): CliOptions {
         );
     }
   }
-  if (watch && check) throw new CodegenUsageError('--watch writes as files change; --check compares once. Use one of them.');
-  return { help, check, watch, strict, format, root, include: include.length > 0 ? include : undefined, out, retire, release };
+  if (watch && check)
+    throw new CodegenUsageError('--watch writes as files change; --check compares once. Use one of them.');
+  return {
+    help,
+    check,
+    watch,
+    strict,
+    format,
+    root,
+    include: include.length > 0 ? include : undefined,
+    out,
+    retire,
+    release,
+  };
 }

@@ -46,7 +46,9 @@ export async function watchCodegen(
   const root = path.resolve(options.root ?? process.cwd());
   const outDir = normalizeOutDir(root, options.out ?? DEFAULT_OUT_DIR);
   // Discovery's globs name what is inside an ignored directory; a directory glob must name the directory too.
-  const ignore = discoveryIgnore(root, outDir).flatMap((pattern) => (pattern.endsWith('/**') ? [pattern, pattern.slice(0, -3)] : [pattern]));
+  const ignore = discoveryIgnore(root, outDir).flatMap((pattern) =>
+    pattern.endsWith('/**') ? [pattern, pattern.slice(0, -3)] : [pattern],
+  );
   const watchers = new Map<string, FSWatcher>();
   const changed = new Set<string>();
   let timer: NodeJS.Timeout | undefined;
@@ -60,7 +62,13 @@ export async function watchCodegen(
     timer = setTimeout(startRun, SETTLE_MS);
   };
   const watchDirectories = async (): Promise<void> => {
-    const found = await glob(['**'], { cwd: root, ignore, onlyDirectories: true, followSymbolicLinks: false, absolute: true });
+    const found = await glob(['**'], {
+      cwd: root,
+      ignore,
+      onlyDirectories: true,
+      followSymbolicLinks: false,
+      absolute: true,
+    });
     const directories = new Set([root, ...found.map((d) => path.resolve(d))]);
     for (const [directory, watcher] of watchers) {
       if (!directories.has(directory)) {
@@ -97,7 +105,9 @@ export async function watchCodegen(
           await runOnce(cache);
         } catch (error) {
           // A run that fails (a file unreadable mid-save, a bug) must not end the watch.
-          process.stderr.write(`ledgerflow codegen: run failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+          process.stderr.write(
+            `ledgerflow codegen: run failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+          );
         }
         await watchDirectories();
       }

@@ -46,7 +46,8 @@ function scheduleModulesAmong(options: ScheduleDiscoveryOptions, files: readonly
 
 function importsWorkflowFile(file: string, text: string, workflows: ReadonlySet<string>): boolean {
   for (const specifier of importSpecifiers(text)) {
-    if (specifier.startsWith('.') && workflows.has(withoutExtension(path.resolve(path.dirname(file), specifier)))) return true;
+    if (specifier.startsWith('.') && workflows.has(withoutExtension(path.resolve(path.dirname(file), specifier))))
+      return true;
   }
   return false;
 }

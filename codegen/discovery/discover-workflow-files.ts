@@ -28,7 +28,9 @@ export async function discoverWorkflowFiles(options: DiscoveryOptions): Promise<
 
 /** `discoverWorkflowFiles` for callers that cannot wait (the TypeScript language-service plugin). */
 export function discoverWorkflowFilesSync(options: DiscoveryOptions): string[] {
-  return globSync([...options.include], workflowGlobOptions(options)).map(toPosix).sort();
+  return globSync([...options.include], workflowGlobOptions(options))
+    .map(toPosix)
+    .sort();
 }
 
 function workflowGlobOptions(options: DiscoveryOptions): GlobOptions {

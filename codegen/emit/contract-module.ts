@@ -76,7 +76,10 @@ export function emitContractModule(workflow: WorkflowModel, contractPath: string
   const stepSpecs = handled.some(({ step }) => step.conditional) || compensations.length > 0;
   const dslImports = ['WorkflowInput', 'WorkflowOutput', ...(stepSpecs ? ['WorkflowStepSpec'] : [])];
   const handlerTypes = [...new Set(handled.map((h) => h.shape.type))].sort();
-  const runtimeImports = ['bindHandlers', ...[...handlerTypes, 'WorkflowHandlers', 'WorkflowRegistration'].map((t) => `type ${t}`)];
+  const runtimeImports = [
+    'bindHandlers',
+    ...[...handlerTypes, 'WorkflowHandlers', 'WorkflowRegistration'].map((t) => `type ${t}`),
+  ];
   const hash = shapeHash(workflow);
   const title = `workflow "${workflow.name}" v${workflow.version}`;
 
@@ -98,8 +101,13 @@ export function emitContractModule(workflow: WorkflowModel, contractPath: string
     out.push(`export type ${names.outputs[i]} = WorkflowOutput<typeof ${wf}>['${step.name}'];`);
   });
   for (const compensation of compensations) {
-    out.push('', `/** Output of "${compensation.name}", the compensation of "${compensation.compensates}" (${compensation.kind}). */`);
-    out.push(`export type ${names.outputs[compensation.position]} = WorkflowStepSpec<typeof ${wf}, '${compensation.name}'>['output'];`);
+    out.push(
+      '',
+      `/** Output of "${compensation.name}", the compensation of "${compensation.compensates}" (${compensation.kind}). */`,
+    );
+    out.push(
+      `export type ${names.outputs[compensation.position]} = WorkflowStepSpec<typeof ${wf}, '${compensation.name}'>['output'];`,
+    );
   }
 
   out.push(
@@ -119,7 +127,9 @@ export function emitContractModule(workflow: WorkflowModel, contractPath: string
   for (const { step, shape, output } of handled) {
     // A compensation runs only once its step's effect is recorded: it sees that step's output even when the step is conditional.
     const seen = (s: StepModel): string =>
-      'compensates' in step && s.name === step.compensates && s.conditional ? `WorkflowStepSpec<typeof ${wf}, '${s.name}'>['output']` : names.outputs[s.position]!;
+      'compensates' in step && s.name === step.compensates && s.conditional
+        ? `WorkflowStepSpec<typeof ${wf}, '${s.name}'>['output']`
+        : names.outputs[s.position]!;
     const earlier = visibleSteps(workflow, step).map((s) => `readonly ${s.name}: ${seen(s)}`);
     const priorInline = earlier.length === 0 ? '{}' : `{ ${earlier.join('; ')} }`;
     const result = step.conditional ? `WorkflowStepSpec<typeof ${wf}, '${step.name}'>['output']` : output;

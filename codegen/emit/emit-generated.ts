@@ -32,7 +32,13 @@ export interface EmitInput {
  * const files = emitGenerated({ workflows: analysis.workflows, outDir: 'generated', existingMigrations: [] });
  * files.map((f) => f.path); // ['REVIEW.md', 'contracts/refund.v1.ts', 'index.ts', 'ledgerflow.manifest.json', 'migrations/0002_refund_v1.sql']
  */
-export function emitGenerated({ workflows, outDir, existingMigrations, suppressions = [], versions }: EmitInput): GeneratedFile[] {
+export function emitGenerated({
+  workflows,
+  outDir,
+  existingMigrations,
+  suppressions = [],
+  versions,
+}: EmitInput): GeneratedFile[] {
   const migrations = planMigrations(workflows, existingMigrations, versions);
   const drafts = versions?.drafts ?? new Set<string>();
   const events = waitedEvents(workflows);
@@ -41,7 +47,9 @@ export function emitGenerated({ workflows, outDir, existingMigrations, suppressi
       const path = contractFileName(workflow);
       return { path, content: emitContractModule(workflow, `${outDir}/${path}`) };
     }),
-    ...(events.length === 0 ? [] : [{ path: EVENTS_FILE, content: emitEventsModule(events, `${outDir}/${EVENTS_FILE}`) }]),
+    ...(events.length === 0
+      ? []
+      : [{ path: EVENTS_FILE, content: emitEventsModule(events, `${outDir}/${EVENTS_FILE}`) }]),
     { path: INDEX_FILE, content: emitIndexModule(workflows, outDir, events.length > 0) },
     { path: MANIFEST_FILE_NAME, content: emitManifest(workflows, migrations.byWorkflow, drafts) },
     { path: REVIEW_FILE, content: emitReview(workflows, suppressions, drafts) },

@@ -49,7 +49,10 @@ export function emitEventsModule(events: readonly WaitedEvent[], modulePath: str
       ' * before anything is written. Waiting for it:',
       ...waited.waiters.map(({ workflow, step }) => {
         const match = step.functions.find((f) => f.part === 'match');
-        const key = match === undefined ? 'a signal: `key` is the run id' : `\`key\` as \`\` ${inComment(match.text)} \`\` computes it`;
+        const key =
+          match === undefined
+            ? 'a signal: `key` is the run id'
+            : `\`key\` as \`\` ${inComment(match.text)} \`\` computes it`;
         return ` * - "${workflow.name}" v${workflow.version}, step "${step.name}": ${key}`;
       }),
       ' */',

@@ -43,14 +43,22 @@ const NO_DRAFTS: DraftVersions = { drafts: new Set(), draftedBefore: new Set() }
  * planMigrations([orderPaymentV2], ['0001_core.sql', '0002_order-payment_v1.sql']).files[0]?.path
  * // 'migrations/0003_order-payment_v2.sql'
  */
-export function planMigrations(workflows: readonly WorkflowModel[], existing: readonly string[], versions: DraftVersions = NO_DRAFTS): MigrationPlan {
+export function planMigrations(
+  workflows: readonly WorkflowModel[],
+  existing: readonly string[],
+  versions: DraftVersions = NO_DRAFTS,
+): MigrationPlan {
   const files: GeneratedFile[] = [];
   const byWorkflow = new Map<string, string>();
   // Never below 1: an old checkout's 0001_core.sql must not share its number with a new file.
   let highest = Math.max(1, ...existing.map((file) => Number(MIGRATION_FILE.exec(file)?.[1] ?? 0)));
   for (const workflow of [...workflows].sort(compareWorkflows)) {
     const suffix = `_${workflowVersionMigrationSuffix(workflow)}`;
-    const present = existing.filter((file) => MIGRATION_FILE.test(file) && file.endsWith(suffix) && /^\d+$/.test(file.slice(0, -suffix.length))).sort()[0];
+    const present = existing
+      .filter(
+        (file) => MIGRATION_FILE.test(file) && file.endsWith(suffix) && /^\d+$/.test(file.slice(0, -suffix.length)),
+      )
+      .sort()[0];
     const id = workflowId(workflow);
     if (present !== undefined && !versions.draftedBefore.has(id)) {
       byWorkflow.set(id, present);

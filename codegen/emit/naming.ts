@@ -63,10 +63,17 @@ export function contractFileName(workflow: Pick<WorkflowModel, 'name' | 'version
  */
 export function importSpecifier(fromFile: string, toFile: string): string {
   const relative = path.posix.relative(path.posix.dirname(`/${fromFile}`), `/${toFile}`);
-  const withJs = relative.replace(/\.ts$/, '.js').replace(/\.mts$/, '.mjs').replace(/\.cts$/, '.cjs').replace(/\.tsx$/, '.js');
+  const withJs = relative
+    .replace(/\.ts$/, '.js')
+    .replace(/\.mts$/, '.mjs')
+    .replace(/\.cts$/, '.cjs')
+    .replace(/\.tsx$/, '.js');
   return withJs.startsWith('.') ? withJs : `./${withJs}`;
 }
 
-export function compareWorkflows(a: Pick<WorkflowModel, 'name' | 'version'>, b: Pick<WorkflowModel, 'name' | 'version'>): number {
+export function compareWorkflows(
+  a: Pick<WorkflowModel, 'name' | 'version'>,
+  b: Pick<WorkflowModel, 'name' | 'version'>,
+): number {
   return a.name < b.name ? -1 : a.name > b.name ? 1 : a.version - b.version;
 }

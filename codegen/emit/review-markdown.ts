@@ -15,7 +15,11 @@ import { compareWorkflows } from './naming.js';
  * hold slots of. In a workflow with compensations, each effect step says what undoes it, under
  * which key, and who reconciles the undo.
  */
-export function emitReview(workflows: readonly WorkflowModel[], suppressions: readonly Suppression[] = [], drafts: ReadonlySet<string> = new Set()): string {
+export function emitReview(
+  workflows: readonly WorkflowModel[],
+  suppressions: readonly Suppression[] = [],
+  drafts: ReadonlySet<string> = new Set(),
+): string {
   const out: string[] = [
     '# Effect review',
     '',
@@ -23,7 +27,7 @@ export function emitReview(workflows: readonly WorkflowModel[], suppressions: re
     '',
     'For every `transactional` and `external` step: (1) the key and why it is stable, (2) the transaction',
     'that writes the effect and the state transition, (3) what a crash between the call and the ledger',
-    'write does, (4) who reconciles and how the gap is found. Every key below passed codegen\'s checks: it',
+    "write does, (4) who reconciles and how the gap is found. Every key below passed codegen's checks: it",
     'reads no clock, randomness, environment, I/O or mutable module state (LF002, LF004) and only steps',
     'declared before its own (LF003).',
   ];
@@ -42,10 +46,14 @@ export function emitReview(workflows: readonly WorkflowModel[], suppressions: re
     );
     out.push(...conditions(workflow), ...waits(workflow), ...children(workflow), ...queues(workflow));
     const effects = workflow.steps.filter((s) => isEffectKind(s.kind));
-    if (effects.length === 0) out.push('', 'No effect steps: nothing here writes outside the run\'s own state.');
+    if (effects.length === 0) out.push('', "No effect steps: nothing here writes outside the run's own state.");
     const compensates = effects.some((s) => s.compensation !== undefined);
     for (const step of effects) {
-      out.push('', ...reviewStep(workflow, step, step.kind as EffectStepKind), ...(compensates ? [compensationReview(workflow, step)] : []));
+      out.push(
+        '',
+        ...reviewStep(workflow, step, step.kind as EffectStepKind),
+        ...(compensates ? [compensationReview(workflow, step)] : []),
+      );
     }
   }
   out.push(...suppressionSection(suppressions));
@@ -78,7 +86,11 @@ function cell(text: string): string {
 }
 
 function describeKind(step: StepModel): string {
-  return [step.kind, ...(step.idempotentByKey ? ['idempotentByKey'] : []), ...(step.conditional ? ['conditional'] : [])].join(', ');
+  return [
+    step.kind,
+    ...(step.idempotentByKey ? ['idempotentByKey'] : []),
+    ...(step.conditional ? ['conditional'] : []),
+  ].join(', ');
 }
 
 function conditions(workflow: WorkflowModel): string[] {
@@ -93,7 +105,9 @@ function conditions(workflow: WorkflowModel): string[] {
     '',
     'A skipped step does not run: no handler call, no wait, no child, no ledger row; later steps see its output as `undefined`.',
     '',
-    ...conditional.map(({ step, when }) => `- \`${step.name}\` runs only when ${code(when.text)} returns true (${derivation(when)}).`),
+    ...conditional.map(
+      ({ step, when }) => `- \`${step.name}\` runs only when ${code(when.text)} returns true (${derivation(when)}).`,
+    ),
   ];
 }
 
@@ -138,7 +152,9 @@ function children(workflow: WorkflowModel): string[] {
       if (step.kind !== 'forEach') return `- \`${step.name}\` starts ${child} once, with key ${key}.`;
       const items = step.functions.find((f) => f.part === 'items');
       const concurrency =
-        fanOut.concurrencyText === null ? 'all of them may be unfinished at once' : `at most \`${fanOut.concurrencyText}\` unfinished at once (concurrency)`;
+        fanOut.concurrencyText === null
+          ? 'all of them may be unfinished at once'
+          : `at most \`${fanOut.concurrencyText}\` unfinished at once (concurrency)`;
       return `- \`${step.name}\` starts ${child} once per item of ${items === undefined ? 'its items' : code(items.text)}, with key ${key}; ${concurrency}.`;
     }),
   ];
@@ -149,8 +165,12 @@ function queues(workflow: WorkflowModel): string[] {
   const steps = workflow.steps.flatMap((step) => (step.queue === undefined ? [] : [{ step, use: step.queue }]));
   if (run === undefined && steps.length === 0) return [];
   const how = [
-    ...(run === undefined ? [] : ["The run's slot is asked for before its first step and given back when the run finishes."]),
-    ...(steps.length === 0 ? [] : ["A step's slot is asked for before each attempt (after its condition) and given back when the attempt ends."]),
+    ...(run === undefined
+      ? []
+      : ["The run's slot is asked for before its first step and given back when the run finishes."]),
+    ...(steps.length === 0
+      ? []
+      : ["A step's slot is asked for before each attempt (after its condition) and given back when the attempt ends."]),
     'While no slot is free the run waits in line (`waiting`), and a freed slot wakes it. ' +
       'The limits hold across all workers; slots go by priority, then round-robin between partitions.',
   ];
@@ -160,8 +180,15 @@ function queues(workflow: WorkflowModel): string[] {
     '',
     how.join(' '),
     '',
-    ...(run === undefined ? [] : [`- Each run holds a slot of ${describeQueue(run)} from its first step until it finishes; ${limits(run)}; ${partition(run)}.`]),
-    ...steps.map(({ step, use }) => `- Each attempt of \`${step.name}\` holds a slot of ${describeQueue(use)} while it runs; ${limits(use)}; ${partition(use)}.`),
+    ...(run === undefined
+      ? []
+      : [
+          `- Each run holds a slot of ${describeQueue(run)} from its first step until it finishes; ${limits(run)}; ${partition(run)}.`,
+        ]),
+    ...steps.map(
+      ({ step, use }) =>
+        `- Each attempt of \`${step.name}\` holds a slot of ${describeQueue(use)} while it runs; ${limits(use)}; ${partition(use)}.`,
+    ),
   ];
 }
 
@@ -171,7 +198,9 @@ function describeQueue(use: QueueUseModel): string {
 
 function limits(use: QueueUseModel): string {
   // On one line, a trailing comma before a closing brace reads as a typo.
-  return use.queue.limitsText === null ? 'no limits declared' : `limits ${code(use.queue.limitsText.replace(/,(\s*[}\]])/g, '$1'))}`;
+  return use.queue.limitsText === null
+    ? 'no limits declared'
+    : `limits ${code(use.queue.limitsText.replace(/,(\s*[}\]])/g, '$1'))}`;
 }
 
 function partition(use: QueueUseModel): string {
@@ -183,7 +212,10 @@ function partition(use: QueueUseModel): string {
 function derivation(fn: FunctionModel): string {
   const reads: string[] = [];
   if (fn.readsWholeInput) reads.push('the whole input');
-  else if (fn.inputFields.length > 0) reads.push(`input ${plural(fn.inputFields.length, 'field', 'fields')} ${fn.inputFields.map((f) => `\`${f}\``).join(', ')}`);
+  else if (fn.inputFields.length > 0)
+    reads.push(
+      `input ${plural(fn.inputFields.length, 'field', 'fields')} ${fn.inputFields.map((f) => `\`${f}\``).join(', ')}`,
+    );
   if (fn.readsAllSteps) reads.push('all earlier steps');
   else {
     const fields = [...new Set(fn.stepReads.map((r) => `\`${r.step}${r.path === '' ? '' : `.${r.path}`}\``))];
@@ -209,7 +241,16 @@ function reviewStep(workflow: WorkflowModel, step: StepModel, kind: EffectStepKi
     `Declared at \`${step.location.file}:${step.location.line}\`.`,
     '',
     '1. **Key and why it is stable.**',
-    ...(key === null ? ['   _No key (LF001)._'] : ['', '   ```ts', ...key.text.split('\n').map((l) => `   ${l}`), '   ```', '', `   ${stability(workflow, step, key)}`]),
+    ...(key === null
+      ? ['   _No key (LF001)._']
+      : [
+          '',
+          '   ```ts',
+          ...key.text.split('\n').map((l) => `   ${l}`),
+          '   ```',
+          '',
+          `   ${stability(workflow, step, key)}`,
+        ]),
     `   ${requestHash(step)}`,
     `2. **Transaction that writes the effect and the transition.** ${TRANSACTION[kind]}`,
     `3. **Crash between the call and the ledger write.** ${crash(step, kind)}`,
@@ -220,12 +261,17 @@ function reviewStep(workflow: WorkflowModel, step: StepModel, kind: EffectStepKi
 function stability(workflow: WorkflowModel, step: StepModel, key: KeyModel): string {
   const sources: string[] = [];
   if (key.readsWholeInput) sources.push('the whole workflow input');
-  else if (key.inputFields.length > 0) sources.push(`input ${plural(key.inputFields.length, 'field', 'fields')} ${key.inputFields.map((f) => `\`${f}\``).join(', ')}`);
+  else if (key.inputFields.length > 0)
+    sources.push(
+      `input ${plural(key.inputFields.length, 'field', 'fields')} ${key.inputFields.map((f) => `\`${f}\``).join(', ')}`,
+    );
   const readSteps = [...new Set(key.stepReads.map((r) => r.step))];
   if (key.readsAllSteps) sources.push('the outputs of all earlier steps');
   else if (readSteps.length > 0) {
     const fields = key.stepReads.map((r) => `\`${r.step}${r.path === '' ? '' : `.${r.path}`}\``);
-    sources.push(`the ${plural(readSteps.length, 'output', 'outputs')} of earlier ${plural(readSteps.length, 'step', 'steps')} (${[...new Set(fields)].join(', ')})`);
+    sources.push(
+      `the ${plural(readSteps.length, 'output', 'outputs')} of earlier ${plural(readSteps.length, 'step', 'steps')} (${[...new Set(fields)].join(', ')})`,
+    );
   }
   if (sources.length === 0) {
     return (
@@ -235,7 +281,9 @@ function stability(workflow: WorkflowModel, step: StepModel, key: KeyModel): str
   }
   const persisted = [
     ...(key.readsWholeInput || key.inputFields.length > 0 ? ['the input is stored with the run when it starts'] : []),
-    ...(key.readsAllSteps || readSteps.length > 0 ? [`earlier outputs are checkpointed before "${step.name}" first runs`] : []),
+    ...(key.readsAllSteps || readSteps.length > 0
+      ? [`earlier outputs are checkpointed before "${step.name}" first runs`]
+      : []),
   ];
   const calls = key.calls.length === 0 ? '' : ` It calls only ${key.calls.map((c) => `\`${c}\``).join(', ')}.`;
   return (
@@ -245,21 +293,21 @@ function stability(workflow: WorkflowModel, step: StepModel, key: KeyModel): str
 }
 
 function requestHash(step: StepModel): string {
-  const what = step.hasRequest ? 'the step\'s `request(...)`' : 'the key context (no `request` declared)';
+  const what = step.hasRequest ? "the step's `request(...)`" : 'the key context (no `request` declared)';
   return `The ledger row also stores a hash of ${what}: a retry under the same key with a different request is a conflict that fails the run, never an overwrite.`;
 }
 
 const TRANSACTION: Record<EffectStepKind, string> = {
   transactional:
-    'One commit, fenced by the run\'s `fencing_token`: the handler\'s writes through `ctx.tx`, the ledger row in ' +
+    "One commit, fenced by the run's `fencing_token`: the handler's writes through `ctx.tx`, the ledger row in " +
     '`ledgerflow.step_effect` (key, request hash, status `recorded`), the `step_result` row (whose foreign key requires ' +
-    'that recorded ledger row), the `step_attempt` row and the run\'s transition in `workflow_run`. The contract ' +
+    "that recorded ledger row), the `step_attempt` row and the run's transition in `workflow_run`. The contract " +
     '(`TransactionalHandler`) only accepts `return ctx.record(output)`, so the handler cannot complete without that commit.',
   external:
     'Two commits around the call. The intent commit inserts the ledger row with status `intent` ' +
     '(`INSERT … ON CONFLICT DO NOTHING` on `(workflow_id, step_name, idempotency_key)`) with the attempt record; ' +
     'then `perform({ key })` calls the provider; the result commit, fenced by `fencing_token`, sets the ledger row to ' +
-    '`recorded` and writes `step_result` (its foreign key requires the recorded row), `step_attempt` and the run\'s transition.',
+    "`recorded` and writes `step_result` (its foreign key requires the recorded row), `step_attempt` and the run's transition.",
 };
 
 function performTimeout(step: StepModel): string {
@@ -322,12 +370,15 @@ function reconciliation(step: StepModel, kind: EffectStepKind): string {
 function compensationReview(workflow: WorkflowModel, step: StepModel): string {
   const undo = step.compensation;
   if (undo === undefined && workflow.steps.at(-1) === step) {
-    return '5. **Compensation.** _None needed_: recording this last step\'s effect completes the run, so nothing after it can fail and start compensating.';
+    return "5. **Compensation.** _None needed_: recording this last step's effect completes the run, so nothing after it can fail and start compensating.";
   }
   if (undo === undefined) {
     return (
       '5. **Compensation.** _None (LF015)_: when a run fails for good or is cancelled with `compensate`, the effects of ' +
-      `${workflow.steps.filter((s) => s.compensation !== undefined).map((s) => `\`${s.name}\``).join(', ')} are undone and this one stays.`
+      `${workflow.steps
+        .filter((s) => s.compensation !== undefined)
+        .map((s) => `\`${s.name}\``)
+        .join(', ')} are undone and this one stays.`
     );
   }
   const key = undo.key === null ? '_no key (LF001)_' : `${code(undo.key.text)} (${derivation(undo.key)})`;

@@ -27,7 +27,9 @@ export function workflowVersionSql(shape: WorkflowShape, options: { readonly dra
         ]),
   ];
   if (shape.compensateOnCancel === true) {
-    lines.push(`UPDATE ledgerflow.workflow_version SET compensate_on_cancel = true WHERE workflow_name = ${name} AND version = ${shape.version};`);
+    lines.push(
+      `UPDATE ledgerflow.workflow_version SET compensate_on_cancel = true WHERE workflow_name = ${name} AND version = ${shape.version};`,
+    );
   }
   if (shape.steps.length > 0) {
     lines.push(
@@ -66,15 +68,18 @@ export function workflowVersionSql(shape: WorkflowShape, options: { readonly dra
  * it to accept the release of a draft that already ran in a database: same shape, now final.
  */
 export function releasedDefinitionHash(text: string): { readonly version: number; readonly hash: string } | null {
-  const match = /^INSERT INTO ledgerflow\.workflow_version \(workflow_name, version, definition_hash\)\nVALUES \('(?:[^']|'')*', (\d+), '([0-9a-f]+)'\);$/m.exec(
-    text.replace(/\r\n/g, '\n'),
-  );
+  const match =
+    /^INSERT INTO ledgerflow\.workflow_version \(workflow_name, version, definition_hash\)\nVALUES \('(?:[^']|'')*', (\d+), '([0-9a-f]+)'\);$/m.exec(
+      text.replace(/\r\n/g, '\n'),
+    );
   return match === null ? null : { version: Number(match[1]), hash: match[2]! };
 }
 
 /** Whether a migration is a draft's (what {@link workflowVersionSql} writes with `draftMigration`): codegen may rewrite it. */
 export function isDraftMigration(text: string): boolean {
-  return /^INSERT INTO ledgerflow\.workflow_version \(workflow_name, version, definition_hash, draft_migration\)$/m.test(text);
+  return /^INSERT INTO ledgerflow\.workflow_version \(workflow_name, version, definition_hash, draft_migration\)$/m.test(
+    text,
+  );
 }
 
 /** File name of a version's migration, without the numeric prefix the emitter assigns. */

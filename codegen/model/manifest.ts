@@ -101,14 +101,21 @@ export function parseManifest(file: string, text: string): CommittedManifest {
       return { status: 'invalid', file, error: `workflows[${index}] lacks name, version, definitionHash or steps` };
     }
     if (e.draft !== undefined && e.draft !== true) {
-      return { status: 'invalid', file, error: `workflows[${index}] has "draft": ${JSON.stringify(e.draft)}; a draft has "draft": true, a released version no "draft"` };
+      return {
+        status: 'invalid',
+        file,
+        error: `workflows[${index}] has "draft": ${JSON.stringify(e.draft)}; a draft has "draft": true, a released version no "draft"`,
+      };
     }
     const kinds = e.partKinds;
     const parts = e.parts;
     if (
       (kinds !== undefined && !(Array.isArray(kinds) && kinds.every((k) => typeof k === 'string'))) ||
       (parts !== undefined &&
-        (parts === null || typeof parts !== 'object' || Array.isArray(parts) || !Object.values(parts).every((h) => typeof h === 'string')))
+        (parts === null ||
+          typeof parts !== 'object' ||
+          Array.isArray(parts) ||
+          !Object.values(parts).every((h) => typeof h === 'string')))
     ) {
       return { status: 'invalid', file, error: `workflows[${index}] has partKinds or parts of the wrong shape` };
     }

@@ -225,7 +225,8 @@ export function isWorkflowPartKind(kind: string): kind is WorkflowPartKind {
  * `compensates`, the part is of a compensation: `the key of compensation "refund" (of step "charge")`.
  */
 export function describePart(part: Pick<PinnedPart, 'kind' | 'step'>, compensates?: string): string {
-  if (part.step !== null && compensates !== undefined) return `${PART_NAMES[part.kind]} of compensation "${part.step}" (of step "${compensates}")`;
+  if (part.step !== null && compensates !== undefined)
+    return `${PART_NAMES[part.kind]} of compensation "${part.step}" (of step "${compensates}")`;
   if (part.step !== null) return `${PART_NAMES[part.kind]} of step "${part.step}"`;
   return isWorkflowPartKind(part.kind) ? WORKFLOW_PART_NAMES[part.kind] : PART_NAMES[part.kind];
 }
@@ -237,6 +238,9 @@ export function describePartKinds(kinds: readonly PartKind[]): string {
 }
 
 /** `the partition key of queue "email" of step "send"`, or `… of workflow "orders"` for the queue its runs hold. */
-export function describePartitionKey(queue: string, holder: { readonly step: string | null; readonly workflow: string }): string {
+export function describePartitionKey(
+  queue: string,
+  holder: { readonly step: string | null; readonly workflow: string },
+): string {
   return `the partition key of queue "${queue}" of ${holder.step === null ? `workflow "${holder.workflow}"` : `step "${holder.step}"`}`;
 }

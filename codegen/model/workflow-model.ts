@@ -87,7 +87,9 @@ export interface CompensationModel extends Omit<StepModel, 'compensation'> {
 
 /** The compensations of a workflow, in the order they run (dsl `Workflow.compensations`). */
 export function compensationsOf(workflow: Pick<WorkflowModel, 'steps'>): CompensationModel[] {
-  return workflow.steps.flatMap((step) => (step.compensation === undefined ? [] : [step.compensation])).sort((a, b) => a.position - b.position);
+  return workflow.steps
+    .flatMap((step) => (step.compensation === undefined ? [] : [step.compensation]))
+    .sort((a, b) => a.position - b.position);
 }
 
 /** Every step and compensation that takes a handler of its own or is checked like one: the steps, then the compensations. */

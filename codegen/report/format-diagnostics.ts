@@ -13,8 +13,7 @@ export function formatText(diagnostics: readonly Diagnostic[]): string {
 /** GitHub Actions workflow commands: annotations on the pull request's diff. */
 export function formatGithub(diagnostics: readonly Diagnostic[], differences: readonly FileDifference[] = []): string {
   const lines = diagnostics.map(
-    (d) =>
-      `::${d.severity} file=${property(d.file)},line=${d.line},col=${d.col}::${data(`${d.code}: ${d.message}`)}\n`,
+    (d) => `::${d.severity} file=${property(d.file)},line=${d.line},col=${d.col}::${data(`${d.code}: ${d.message}`)}\n`,
   );
   for (const difference of differences) {
     lines.push(`::error file=${property(difference.file)}::${data(describeDifference(difference))}\n`);
@@ -39,7 +38,14 @@ export function formatJson(
     errors: diagnostics.filter((d) => d.severity === 'error').length,
     warnings: diagnostics.filter((d) => d.severity === 'warning').length,
     outOfDate: differences,
-    suppressions: suppressions.map(({ location, code, reason, target, step, suppressed }) => ({ ...location, code, reason, target, step, suppressed })),
+    suppressions: suppressions.map(({ location, code, reason, target, step, suppressed }) => ({
+      ...location,
+      code,
+      reason,
+      target,
+      step,
+      suppressed,
+    })),
   };
   return `${JSON.stringify(document, null, 2)}\n`;
 }

@@ -2,7 +2,12 @@ import path from 'node:path';
 import type { ts } from 'ts-morph';
 import { toPosix } from '../discovery/discover-workflow-files.js';
 import type { Diagnostic } from '../model/diagnostic.js';
-import { checkProjectModules, discoverProjectModules, type ProjectCheckOptions, type ProjectModules } from './check-project.js';
+import {
+  checkProjectModules,
+  discoverProjectModules,
+  type ProjectCheckOptions,
+  type ProjectModules,
+} from './check-project.js';
 
 /** The `typescript` module tsserver hands a plugin: the editor's, whatever its version (only its runtime objects are used). */
 type TypeScriptModule = typeof ts;
@@ -79,10 +84,16 @@ function decorateLanguageService(typescript: TypeScriptModule, info: ts.server.P
 function pluginOptions(config: unknown, projectDirectory: string): ProjectCheckOptions {
   const entry = (typeof config === 'object' && config !== null ? config : {}) as Record<string, unknown>;
   const { root, include, outDir } = entry;
-  if (root !== undefined && typeof root !== 'string') throw new TypeError(`"root" in the plugin's tsconfig entry must be a directory path; got ${JSON.stringify(root)}.`);
-  if (outDir !== undefined && typeof outDir !== 'string') throw new TypeError(`"outDir" in the plugin's tsconfig entry must be a directory path; got ${JSON.stringify(outDir)}.`);
+  if (root !== undefined && typeof root !== 'string')
+    throw new TypeError(`"root" in the plugin's tsconfig entry must be a directory path; got ${JSON.stringify(root)}.`);
+  if (outDir !== undefined && typeof outDir !== 'string')
+    throw new TypeError(
+      `"outDir" in the plugin's tsconfig entry must be a directory path; got ${JSON.stringify(outDir)}.`,
+    );
   if (include !== undefined && !(Array.isArray(include) && include.every((glob) => typeof glob === 'string'))) {
-    throw new TypeError(`"include" in the plugin's tsconfig entry must be an array of globs; got ${JSON.stringify(include)}.`);
+    throw new TypeError(
+      `"include" in the plugin's tsconfig entry must be an array of globs; got ${JSON.stringify(include)}.`,
+    );
   }
   return {
     root: path.resolve(projectDirectory, root ?? '.'),
@@ -93,7 +104,13 @@ function pluginOptions(config: unknown, projectDirectory: string): ProjectCheckO
 
 /** tsserver's project version changes with every edit; a bare host is keyed by its scripts' versions. */
 function projectVersion(host: ts.LanguageServiceHost): string {
-  return host.getProjectVersion?.() ?? host.getScriptFileNames().map((file) => `${file}@${host.getScriptVersion(file)}`).join('|');
+  return (
+    host.getProjectVersion?.() ??
+    host
+      .getScriptFileNames()
+      .map((file) => `${file}@${host.getScriptVersion(file)}`)
+      .join('|')
+  );
 }
 
 /** The editor's text of the project's files (unsaved edits included); other files are read from disk. */
@@ -108,7 +125,8 @@ function scriptTextReader(host: ts.LanguageServiceHost): (absoluteFile: string) 
 
 function groupByFile(diagnostics: readonly Diagnostic[]): Map<string, Diagnostic[]> {
   const byFile = new Map<string, Diagnostic[]>();
-  for (const diagnostic of diagnostics) byFile.set(diagnostic.file, [...(byFile.get(diagnostic.file) ?? []), diagnostic]);
+  for (const diagnostic of diagnostics)
+    byFile.set(diagnostic.file, [...(byFile.get(diagnostic.file) ?? []), diagnostic]);
   return byFile;
 }
 
@@ -116,14 +134,19 @@ function groupByFile(diagnostics: readonly Diagnostic[]): Map<string, Diagnostic
  * An LF diagnostic as tsserver reports it: the CLI's message, `code` the LF number, starting
  * where the CLI's line:col points.
  */
-function toTsDiagnostic(typescript: TypeScriptModule, sourceFile: ts.SourceFile, diagnostic: Diagnostic): ts.Diagnostic {
+function toTsDiagnostic(
+  typescript: TypeScriptModule,
+  sourceFile: ts.SourceFile,
+  diagnostic: Diagnostic,
+): ts.Diagnostic {
   const start = sourceFile.getPositionOfLineAndCharacter(diagnostic.line - 1, diagnostic.col - 1);
   return {
     file: sourceFile,
     start,
     length: spanLength(typescript, sourceFile, start),
     messageText: diagnostic.message,
-    category: diagnostic.severity === 'error' ? typescript.DiagnosticCategory.Error : typescript.DiagnosticCategory.Warning,
+    category:
+      diagnostic.severity === 'error' ? typescript.DiagnosticCategory.Error : typescript.DiagnosticCategory.Warning,
     code: Number(diagnostic.code.slice('LF'.length)),
     source: TS_DIAGNOSTIC_SOURCE,
   };
@@ -139,7 +162,12 @@ function spanLength(typescript: TypeScriptModule, sourceFile: ts.SourceFile, sta
   let end = start;
   const visit = (node: ts.Node): void => {
     if (node.pos > start || node.end <= start) return;
-    if (node.getStart(sourceFile) === start && node.end > end && sourceFile.getLineAndCharacterOfPosition(node.end).line === line) end = node.end;
+    if (
+      node.getStart(sourceFile) === start &&
+      node.end > end &&
+      sourceFile.getLineAndCharacterOfPosition(node.end).line === line
+    )
+      end = node.end;
     typescript.forEachChild(node, visit);
   };
   typescript.forEachChild(sourceFile, visit);

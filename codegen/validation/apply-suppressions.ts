@@ -25,7 +25,8 @@ export const SUPPRESSION_CODE = 'LF018';
 export const SUPPRESSIBLE: Readonly<Record<DiagnosticCode, string | null>> = {
   LF001: 'an effect step without a key has nothing the ledger can dedupe by — give it a key',
   LF002: null,
-  LF003: 'a step that does not come before has no output yet when the key is evaluated, on every run — read an earlier step',
+  LF003:
+    'a step that does not come before has no output yet when the key is evaluated, on every run — read an earlier step',
   LF004: null,
   LF005: null,
   LF006: 'two declarations under one name cannot both be addressed — rename one',
@@ -67,7 +68,9 @@ export function applySuppressions(
       continue;
     }
     const code = comment.code as DiagnosticCode;
-    const matched = diagnostics.filter((d) => d.code === code && d.file === comment.location.file && d.line === comment.target);
+    const matched = diagnostics.filter(
+      (d) => d.code === code && d.file === comment.location.file && d.line === comment.target,
+    );
     if (matched.length === 0) {
       // A declaration codegen could not read (LF008) was not checked: its comments cannot be told stale yet.
       if (diagnostics.some((d) => d.code === 'LF008' && d.file === comment.location.file)) continue;
@@ -81,7 +84,14 @@ export function applySuppressions(
       continue;
     }
     for (const d of matched) suppressed.add(d);
-    suppressions.push({ location: comment.location, code, reason: comment.reason!, target: comment.target, step: stepAt(analysis, comment.location.file, comment.target), suppressed: matched });
+    suppressions.push({
+      location: comment.location,
+      code,
+      reason: comment.reason!,
+      target: comment.target,
+      step: stepAt(analysis, comment.location.file, comment.target),
+      suppressed: matched,
+    });
   }
   return { diagnostics: [...diagnostics.filter((d) => !suppressed.has(d)), ...problems], suppressions };
 }
@@ -113,7 +123,10 @@ function error(location: SourceLocation, message: string): Diagnostic {
 function stepAt(analysis: AnalysisResult, file: string, line: number): string | null {
   const at: SourceLocation = { file, line, col: Number.MAX_SAFE_INTEGER };
   const before = (location: SourceLocation): boolean => location.file === file && compareLocations(location, at) <= 0;
-  const workflow = analysis.workflows.filter((w) => before(w.location)).sort((a, b) => compareLocations(a.location, b.location)).at(-1);
+  const workflow = analysis.workflows
+    .filter((w) => before(w.location))
+    .sort((a, b) => compareLocations(a.location, b.location))
+    .at(-1);
   if (workflow === undefined) return null;
   const step = stepsAndCompensations(workflow)
     .filter((s) => before(s.location))
@@ -121,5 +134,7 @@ function stepAt(analysis: AnalysisResult, file: string, line: number): string | 
     .at(-1);
   const name = `workflow "${workflow.name}" v${workflow.version}`;
   if (step === undefined) return name;
-  return 'compensates' in step ? `${name}, compensation "${step.name}" (of step "${step.compensates}")` : `${name}, step "${step.name}"`;
+  return 'compensates' in step
+    ? `${name}, compensation "${step.name}" (of step "${step.compensates}")`
+    : `${name}, step "${step.name}"`;
 }

@@ -13,7 +13,9 @@ export function describeOrigin(
 ): string {
   if (via.length === 0) return text;
   const hops = via
-    .map((hop) => `${hop.kind === 'const' ? 'const ' : ''}${hop.name} declared at ${describeLocation(hop.declaredAt, at)}`)
+    .map(
+      (hop) => `${hop.kind === 'const' ? 'const ' : ''}${hop.name} declared at ${describeLocation(hop.declaredAt, at)}`,
+    )
     .join(' → ');
   return `${text} at ${describeLocation(origin, at)}, via ${hops}`;
 }

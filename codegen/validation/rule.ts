@@ -1,7 +1,15 @@
 import type { Diagnostic } from '../model/diagnostic.js';
 import type { HandlerBindingModel, HandlerModel } from '../model/handler-model.js';
 import type { CommittedManifest } from '../model/manifest.js';
-import { compensationsOf, stepsAndCompensations, type AnalysisResult, type CompensationModel, type KeyModel, type StepModel, type WorkflowModel } from '../model/workflow-model.js';
+import {
+  compensationsOf,
+  stepsAndCompensations,
+  type AnalysisResult,
+  type CompensationModel,
+  type KeyModel,
+  type StepModel,
+  type WorkflowModel,
+} from '../model/workflow-model.js';
 
 export interface ValidationInput {
   readonly analysis: AnalysisResult;
@@ -29,7 +37,8 @@ export function* keyedSteps(
  */
 export function handlerSubject(input: ValidationInput, binding: HandlerBindingModel, handler: HandlerModel): string {
   const workflow = input.analysis.workflows.find((w) => w.name === binding.workflow && w.version === binding.version);
-  const compensation = workflow === undefined ? undefined : compensationsOf(workflow).find((c) => c.name === handler.step);
+  const compensation =
+    workflow === undefined ? undefined : compensationsOf(workflow).find((c) => c.name === handler.step);
   return compensation === undefined
     ? `${handler.kind} step "${handler.step}"`
     : `${handler.kind} compensation "${handler.step}" (of step "${compensation.compensates}")`;

@@ -1,5 +1,11 @@
 import { describePart, describePartitionKey, type CheckedFunctionPart } from '../model/pinned-parts.js';
-import type { CompensationModel, FunctionModel, ScheduleModel, StepModel, WorkflowModel } from '../model/workflow-model.js';
+import type {
+  CompensationModel,
+  FunctionModel,
+  ScheduleModel,
+  StepModel,
+  WorkflowModel,
+} from '../model/workflow-model.js';
 import type { ValidationInput } from './rule.js';
 
 /** What a checked function is: a part of a step or a run, or the input a schedule builds for each tick. */
@@ -42,19 +48,23 @@ export type CheckedFunction =
 export function* checkedFunctions(input: ValidationInput): Generator<CheckedFunction> {
   for (const workflow of input.analysis.workflows) {
     const run = workflow.queue;
-    if (run !== undefined && run.partitionKey !== null) yield { workflow, step: null, part: 'partitionKey', fn: run.partitionKey, queue: run.queue.name };
+    if (run !== undefined && run.partitionKey !== null)
+      yield { workflow, step: null, part: 'partitionKey', fn: run.partitionKey, queue: run.queue.name };
     for (const step of workflow.steps) {
       if (step.key !== null) yield { workflow, step, part: 'key', fn: step.key };
       for (const fn of step.functions) yield { workflow, step, part: fn.part, fn };
       const use = step.queue;
-      if (use !== undefined && use.partitionKey !== null) yield { workflow, step, part: 'partitionKey', fn: use.partitionKey, queue: use.queue.name };
+      if (use !== undefined && use.partitionKey !== null)
+        yield { workflow, step, part: 'partitionKey', fn: use.partitionKey, queue: use.queue.name };
       const compensation = step.compensation;
-      if (compensation?.key !== undefined && compensation.key !== null) yield { workflow, step: compensation, part: 'key', fn: compensation.key };
+      if (compensation?.key !== undefined && compensation.key !== null)
+        yield { workflow, step: compensation, part: 'key', fn: compensation.key };
       for (const fn of compensation?.functions ?? []) yield { workflow, step: compensation!, part: fn.part, fn };
     }
   }
   for (const schedule of input.analysis.schedules) {
-    if (schedule.input !== null) yield { workflow: null, step: null, part: 'scheduleInput', fn: schedule.input, schedule };
+    if (schedule.input !== null)
+      yield { workflow: null, step: null, part: 'scheduleInput', fn: schedule.input, schedule };
   }
 }
 
@@ -115,7 +125,10 @@ export function wordingOf(checked: CheckedFunction): FunctionWording {
         ? describePartitionKey(checked.queue, { workflow: workflow.name, step: step?.name ?? null })
         : isKey
           ? keySubject(checked.step)
-          : describePart({ kind: checked.part, step: checked.step.name }, 'compensates' in checked.step ? checked.step.compensates : undefined),
+          : describePart(
+              { kind: checked.part, step: checked.step.name },
+              'compensates' in checked.step ? checked.step.compensates : undefined,
+            ),
     it: isKey ? 'the key' : 'it',
     noun: isKey ? 'the key' : 'the function',
     consequence: CONSEQUENCES[part],
@@ -129,5 +142,7 @@ export function wordingOf(checked: CheckedFunction): FunctionWording {
 
 /** `key of step "charge"`, `key of compensation "refund" (of step "charge")`. */
 export function keySubject(step: StepModel | CompensationModel): string {
-  return 'compensates' in step ? `key of compensation "${step.name}" (of step "${step.compensates}")` : `key of step "${step.name}"`;
+  return 'compensates' in step
+    ? `key of compensation "${step.name}" (of step "${step.compensates}")`
+    : `key of step "${step.name}"`;
 }

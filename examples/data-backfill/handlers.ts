@@ -20,7 +20,11 @@ export function dataBackfillRegistration(): WorkflowRegistration<typeof dataBack
       if (range.min === null || range.max === null) return { batches: [] };
       // Aligned to multiples of batchSize, so the same table and size always give the same ranges.
       const batches: Array<{ fromId: number; toId: number }> = [];
-      for (let fromId = Math.floor(Number(range.min) / input.batchSize) * input.batchSize; fromId <= Number(range.max); fromId += input.batchSize) {
+      for (
+        let fromId = Math.floor(Number(range.min) / input.batchSize) * input.batchSize;
+        fromId <= Number(range.max);
+        fromId += input.batchSize
+      ) {
         batches.push({ fromId, toId: fromId + input.batchSize });
       }
       return { batches };

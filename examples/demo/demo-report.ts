@@ -25,7 +25,9 @@ function perOrder(counts: Readonly<Record<string, number>>, what: string): strin
   const values = new Set(Object.values(counts));
   if (values.size === 1 && values.has(1)) return `${total} ${what} for ${orders} orders: exactly 1 each`;
   const twice = over(counts, 1);
-  const missing = Object.entries(counts).filter(([, n]) => n === 0).map(([id]) => id);
+  const missing = Object.entries(counts)
+    .filter(([, n]) => n === 0)
+    .map(([id]) => id);
   return (
     `${total} ${what} for ${orders} orders` +
     (twice.length > 0 ? `; more than once: ${twice.join(', ')}` : '') +
@@ -55,7 +57,9 @@ export function formatReport(report: DemoReport): string {
     `  card charges       ${perOrder(lf.chargesPerOrder, 'charges')}   [payment provider's counters]`,
     `  receipts sent      ${perOrder(lf.receiptsPerOrder, 'receipts')}   [email provider's counters]`,
     `  same-key replays   ${lf.providerReplays} charge request(s) answered with the first charge   [payment provider]`,
-    `  step attempts      ${lf.attempts.total} (${lf.attempts.retries} beyond the first) — ${Object.entries(lf.attempts.byStep)
+    `  step attempts      ${lf.attempts.total} (${lf.attempts.retries} beyond the first) — ${Object.entries(
+      lf.attempts.byStep,
+    )
       .map(([step, n]) => `${step} ${n}`)
       .join(', ')}   [ledgerflow.step_attempt]`,
     `  reconciliations    ${lf.reconciliations.length}   [ledgerflow.step_effect]`,
@@ -67,7 +71,9 @@ export function formatReport(report: DemoReport): string {
     `naive queue retry: the same orders and crashes, handled by a consumer with no ledger — it charges`,
     `without an idempotency key and emails without a lookup, and the queue redelivers what was not acked:`,
     '',
-    ...naive.crashes.map((c) => `    killed right after ${c.step} returned for order ${c.orderId}; the message was redelivered`),
+    ...naive.crashes.map(
+      (c) => `    killed right after ${c.step} returned for order ${c.orderId}; the message was redelivered`,
+    ),
     `  messages acked     ${naive.acked}/${report.orders.length} (${naive.redeliveries} redelivered)`,
     `  card charges       ${perOrder(naive.chargesPerOrder, 'charges')}   [payment provider's counters]`,
     `  receipts sent      ${perOrder(naive.receiptsPerOrder, 'receipts')}   [email provider's counters]`,

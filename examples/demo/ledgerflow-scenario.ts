@@ -33,13 +33,27 @@ export interface LedgerflowResult {
   /** Requests the payment provider answered with an earlier charge because the key repeated. */
   readonly providerReplays: number;
   /** From `ledgerflow.step_attempt`. */
-  readonly attempts: { readonly total: number; readonly retries: number; readonly byStep: Readonly<Record<string, number>> };
+  readonly attempts: {
+    readonly total: number;
+    readonly retries: number;
+    readonly byStep: Readonly<Record<string, number>>;
+  };
   /** From `ledgerflow.step_effect`: ledger rows resolved by reconcile, with how. */
-  readonly reconciliations: ReadonlyArray<{ readonly orderId: string; readonly step: string; readonly resolution: string }>;
+  readonly reconciliations: ReadonlyArray<{
+    readonly orderId: string;
+    readonly step: string;
+    readonly resolution: string;
+  }>;
   /** From the shop's own tables, written by the transactional step. */
   readonly payments: { readonly rows: number; readonly revenueCents: number };
   /** The extra order the shop cancelled before its payment was recorded: its run's status and what the payment provider counted for it. */
-  readonly compensation: { readonly orderId: string; readonly status: RunStatus; readonly charges: number; readonly refunds: number; readonly refundedCents: number };
+  readonly compensation: {
+    readonly orderId: string;
+    readonly status: RunStatus;
+    readonly charges: number;
+    readonly refunds: number;
+    readonly refundedCents: number;
+  };
 }
 
 export interface LedgerflowScenarioOptions {
@@ -111,11 +125,18 @@ export async function runLedgerflowScenario(options: LedgerflowScenarioOptions):
       const orderIds = options.orders.map((o) => o.orderId);
       const paid = await db
         .selectFrom('shop.payment')
-        .select((eb) => [eb.fn.countAll<number>().as('rows'), eb.fn.coalesce(eb.fn.sum<number>('amount_cents'), eb.lit(0)).as('cents')])
+        .select((eb) => [
+          eb.fn.countAll<number>().as('rows'),
+          eb.fn.coalesce(eb.fn.sum<number>('amount_cents'), eb.lit(0)).as('cents'),
+        ])
         .where('order_id', 'in', orderIds)
         .executeTakeFirstOrThrow();
 
-      const cancelled = await db.selectFrom('ledgerflow.workflow_run').select('status').where('id', '=', cancelledRunId).executeTakeFirstOrThrow();
+      const cancelled = await db
+        .selectFrom('ledgerflow.workflow_run')
+        .select('status')
+        .where('id', '=', cancelledRunId)
+        .executeTakeFirstOrThrow();
       const refunds = payments.refundsForReference(options.cancelledOrder.orderId);
 
       const runsByStatus: Partial<Record<RunStatus, number>> = {};
@@ -173,11 +194,20 @@ async function runCancelledOrder(options: LedgerflowScenarioOptions, servicesUrl
   const workerId = 'demo-worker-compensation';
   const result = await runScript(
     './worker-process.ts',
-    { DEMO_SERVICES_URL: servicesUrl, DEMO_WORKER_ID: workerId, DEMO_DATA_DIR: options.dataDir, DEMO_CONCURRENCY: '1', LEDGERFLOW_FAULTS: '' },
+    {
+      DEMO_SERVICES_URL: servicesUrl,
+      DEMO_WORKER_ID: workerId,
+      DEMO_DATA_DIR: options.dataDir,
+      DEMO_CONCURRENCY: '1',
+      LEDGERFLOW_FAULTS: '',
+    },
     60_000,
   );
-  if (result.code !== 0) throw new Error(`${workerId} exited with ${result.code ?? result.signal}:\n${result.stderr.slice(-4000)}`);
-  options.log(`order ${order.orderId}, cancelled before its payment was recorded: ${workerId} charged it, recordPayment refused it, and its compensation refunded the charge`);
+  if (result.code !== 0)
+    throw new Error(`${workerId} exited with ${result.code ?? result.signal}:\n${result.stderr.slice(-4000)}`);
+  options.log(
+    `order ${order.orderId}, cancelled before its payment was recorded: ${workerId} charged it, recordPayment refused it, and its compensation refunded the charge`,
+  );
   return runId;
 }
 
@@ -206,7 +236,9 @@ async function runWorkers(options: LedgerflowScenarioOptions, servicesUrl: strin
     );
     if (result.signal === 'SIGKILL') {
       const performed = jsonLines(result.stdout).flatMap((line) =>
-        typeof line === 'object' && line !== null && 'performed' in line ? [(line as { performed: NaiveCrash }).performed] : [],
+        typeof line === 'object' && line !== null && 'performed' in line
+          ? [(line as { performed: NaiveCrash }).performed]
+          : [],
       );
       const crash = performed.at(-1);
       kills += 1;
@@ -221,8 +253,12 @@ async function runWorkers(options: LedgerflowScenarioOptions, servicesUrl: strin
       throw new Error(`${workerId} exited with ${result.code ?? result.signal}:\n${result.stderr.slice(-4000)}`);
     }
     rounds.push({ workerId, faults, outcome: 'finished' });
-    options.log(`${workerId} (${faults ? 'faults on, none fired' : 'no faults'}) ran until nothing was left and exited`);
+    options.log(
+      `${workerId} (${faults ? 'faults on, none fired' : 'no faults'}) ran until nothing was left and exited`,
+    );
     return rounds;
   }
-  throw new Error(`workers were killed ${kills} times and none finished; see the fault settings in ledgerflow-scenario.ts.`);
+  throw new Error(
+    `workers were killed ${kills} times and none finished; see the fault settings in ledgerflow-scenario.ts.`,
+  );
 }

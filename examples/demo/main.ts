@@ -52,7 +52,8 @@ function parseOptions(argv: readonly string[]): DemoOptions | 'help' {
     const integer = (min: number, max: number): number => {
       const text = value();
       const n = Number(text);
-      if (!Number.isInteger(n) || n < min || n > max) throw new UsageError(`${flag} must be an integer from ${min} to ${max} (got "${text}").`);
+      if (!Number.isInteger(n) || n < min || n > max)
+        throw new UsageError(`${flag} must be an integer from ${min} to ${max} (got "${text}").`);
       return n;
     };
     switch (flag) {
@@ -97,7 +98,9 @@ async function main(argv: readonly string[]): Promise<number> {
     return 0;
   }
   const started = performance.now();
-  const log = options.json ? () => {} : (line: string) => process.stdout.write(`  · ${((performance.now() - started) / 1000).toFixed(1)}s ${line}\n`);
+  const log = options.json
+    ? () => {}
+    : (line: string) => process.stdout.write(`  · ${((performance.now() - started) / 1000).toFixed(1)}s ${line}\n`);
   // A fresh batch prefix per demo run: several runs can share one database without colliding.
   const batch = `demo-${randomBytes(2).toString('hex')}`;
   const orders = demoOrders(batch, options.orders);
@@ -118,7 +121,8 @@ async function main(argv: readonly string[]): Promise<number> {
     orders: orders.map((o) => o.orderId),
     store: process.env['DATABASE_URL'] ? 'pg' : 'pglite',
     dataLocation: ledgerflow.location,
-    inspectFlags: process.env['DATABASE_URL'] || options.dataDir === DEFAULT_DATA_DIR ? '' : ` --data-dir ${options.dataDir}`,
+    inspectFlags:
+      process.env['DATABASE_URL'] || options.dataDir === DEFAULT_DATA_DIR ? '' : ` --data-dir ${options.dataDir}`,
     ledgerflow,
     naive,
     wallMs: Math.round(performance.now() - started),

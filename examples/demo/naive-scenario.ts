@@ -38,15 +38,21 @@ export async function runNaiveScenario(options: {
       );
       if (result.signal === 'SIGKILL') {
         const crashed = jsonLines(result.stdout).flatMap((line) =>
-          typeof line === 'object' && line !== null && 'crashed' in line ? [(line as { crashed: NaiveCrash }).crashed] : [],
+          typeof line === 'object' && line !== null && 'crashed' in line
+            ? [(line as { crashed: NaiveCrash }).crashed]
+            : [],
         )[0];
-        if (crashed === undefined) throw new Error(`naive worker ${round} died without naming its crash:\n${result.stderr}`);
+        if (crashed === undefined)
+          throw new Error(`naive worker ${round} died without naming its crash:\n${result.stderr}`);
         happened.push(crashed);
         remaining = remaining.filter((c) => !(c.orderId === crashed.orderId && c.step === crashed.step));
-        options.log(`naive worker ${round} was killed right after ${crashed.step} returned for order ${crashed.orderId}`);
+        options.log(
+          `naive worker ${round} was killed right after ${crashed.step} returned for order ${crashed.orderId}`,
+        );
         continue;
       }
-      if (result.code !== 0) throw new Error(`naive worker ${round} exited with ${result.code}:\n${result.stderr.slice(-4000)}`);
+      if (result.code !== 0)
+        throw new Error(`naive worker ${round} exited with ${result.code}:\n${result.stderr.slice(-4000)}`);
       options.log(`naive worker ${round} emptied the queue and exited`);
       break;
     }

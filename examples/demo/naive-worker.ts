@@ -15,7 +15,6 @@ import { HttpNaiveQueue, NAIVE_VISIBILITY_MS, type NaiveCrash } from './naive-qu
 
 type Order = WorkflowInput<typeof orderPayment>;
 
-
 const url = requireEnv('DEMO_SERVICES_URL');
 const crashes = JSON.parse(process.env['DEMO_NAIVE_CRASHES'] ?? '[]') as NaiveCrash[];
 const queue = new HttpNaiveQueue<Order>(url);
@@ -58,6 +57,7 @@ for (;;) {
 
 function requireEnv(name: string): string {
   const value = process.env[name];
-  if (value === undefined || value === '') throw new Error(`${name} is not set; this script is started by examples/demo/main.ts.`);
+  if (value === undefined || value === '')
+    throw new Error(`${name} is not set; this script is started by examples/demo/main.ts.`);
   return value;
 }

@@ -64,6 +64,7 @@ await store.close();
 
 function requireEnv(name: string): string {
   const value = process.env[name];
-  if (value === undefined || value === '') throw new Error(`${name} is not set; this script is started by examples/demo/main.ts.`);
+  if (value === undefined || value === '')
+    throw new Error(`${name} is not set; this script is started by examples/demo/main.ts.`);
   return value;
 }

@@ -197,8 +197,10 @@ export class FakeEmailProvider implements EmailGateway {
 export function validateEmailMessage(message: EmailMessage): void {
   const problems: string[] = [];
   if (typeof message.to !== 'string' || !message.to.includes('@')) problems.push('to must be an email address');
-  if (typeof message.subject !== 'string' || message.subject === '') problems.push('subject must be a non-empty string');
+  if (typeof message.subject !== 'string' || message.subject === '')
+    problems.push('subject must be a non-empty string');
   if (typeof message.body !== 'string') problems.push('body must be a string');
-  if (typeof message.reference !== 'string' || message.reference === '') problems.push('reference must be a non-empty string');
+  if (typeof message.reference !== 'string' || message.reference === '')
+    problems.push('reference must be a non-empty string');
   if (problems.length > 0) throw new TypeError(`Invalid email message: ${problems.join('; ')}.`);
 }

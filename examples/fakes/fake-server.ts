@@ -6,7 +6,14 @@ import type {
   SendOptions,
   SentEmail,
 } from './email-provider.js';
-import { HttpError, requestJson, startJsonServer, type ErrorBody, type JsonHandler, type RunningServer } from './json-http.js';
+import {
+  HttpError,
+  requestJson,
+  startJsonServer,
+  type ErrorBody,
+  type JsonHandler,
+  type RunningServer,
+} from './json-http.js';
 import {
   IdempotencyConflictError,
   ProviderUnavailableError,
@@ -47,7 +54,10 @@ function paymentRoutes(payments: FakePaymentProvider): JsonHandler {
       const header = request.headers['idempotency-key'];
       const idempotencyKey = typeof header === 'string' ? header : undefined;
       try {
-        const charge = await payments.charge(request.body as ChargeRequest, idempotencyKey === undefined ? {} : { idempotencyKey });
+        const charge = await payments.charge(
+          request.body as ChargeRequest,
+          idempotencyKey === undefined ? {} : { idempotencyKey },
+        );
         return { status: 200, body: charge };
       } catch (error) {
         if (error instanceof IdempotencyConflictError) throw new HttpError(409, error.name, error.message);
@@ -65,7 +75,10 @@ function paymentRoutes(payments: FakePaymentProvider): JsonHandler {
       const idempotencyKey = typeof header === 'string' ? header : undefined;
       const { reference } = request.body as { reference: string };
       try {
-        return { status: 200, body: await payments.refund(reference, idempotencyKey === undefined ? {} : { idempotencyKey }) };
+        return {
+          status: 200,
+          body: await payments.refund(reference, idempotencyKey === undefined ? {} : { idempotencyKey }),
+        };
       } catch (error) {
         if (error instanceof IdempotencyConflictError) throw new HttpError(409, error.name, error.message);
         throw error;

@@ -143,7 +143,8 @@ export class FakePaymentProvider implements PaymentGateway, RefundGateway {
       }
     }
     const failure = this.#failures.shift();
-    if (failure === 'before-apply') throw new ProviderUnavailableError('payment provider unavailable (injected, nothing charged)');
+    if (failure === 'before-apply')
+      throw new ProviderUnavailableError('payment provider unavailable (injected, nothing charged)');
     const charge: Charge = {
       id: `ch_${String(this.#charges.length + 1).padStart(6, '0')}`,
       reference: request.reference,
@@ -155,7 +156,8 @@ export class FakePaymentProvider implements PaymentGateway, RefundGateway {
     };
     this.#charges.push(charge);
     if (key !== undefined) this.#byKey.set(key, { charge, requestHash });
-    if (failure === 'after-apply') throw new ProviderUnavailableError('payment provider timed out (injected, charge was applied)');
+    if (failure === 'after-apply')
+      throw new ProviderUnavailableError('payment provider timed out (injected, charge was applied)');
     return charge;
   }
 
@@ -168,14 +170,17 @@ export class FakePaymentProvider implements PaymentGateway, RefundGateway {
    * refund of 0. Deduped like charges: the same key again returns the first refund.
    */
   async refund(reference: string, options: ChargeOptions = {}): Promise<Refund> {
-    if (typeof reference !== 'string' || reference === '') throw new TypeError('Invalid refund request: reference must be a non-empty string.');
+    if (typeof reference !== 'string' || reference === '')
+      throw new TypeError('Invalid refund request: reference must be a non-empty string.');
     this.#requests += 1;
     const key = options.idempotencyKey;
     const stored = key === undefined ? undefined : this.#refundsByKey.get(key);
     if (stored !== undefined) {
       if (stored.reference !== reference) {
         this.#conflicts += 1;
-        throw new IdempotencyConflictError(`Idempotency key "${key}" was already used to refund another reference; use a new key.`);
+        throw new IdempotencyConflictError(
+          `Idempotency key "${key}" was already used to refund another reference; use a new key.`,
+        );
       }
       this.#replays += 1;
       return stored;
@@ -236,10 +241,14 @@ export class FakePaymentProvider implements PaymentGateway, RefundGateway {
 
 export function validateChargeRequest(request: ChargeRequest): void {
   const problems: string[] = [];
-  if (typeof request.reference !== 'string' || request.reference === '') problems.push('reference must be a non-empty string');
-  if (!Number.isInteger(request.amountCents) || request.amountCents <= 0) problems.push('amountCents must be a positive integer');
-  if (typeof request.currency !== 'string' || !/^[a-z]{3}$/.test(request.currency)) problems.push('currency must be a lower-case ISO code such as "eur"');
-  if (typeof request.customerId !== 'string' || request.customerId === '') problems.push('customerId must be a non-empty string');
+  if (typeof request.reference !== 'string' || request.reference === '')
+    problems.push('reference must be a non-empty string');
+  if (!Number.isInteger(request.amountCents) || request.amountCents <= 0)
+    problems.push('amountCents must be a positive integer');
+  if (typeof request.currency !== 'string' || !/^[a-z]{3}$/.test(request.currency))
+    problems.push('currency must be a lower-case ISO code such as "eur"');
+  if (typeof request.customerId !== 'string' || request.customerId === '')
+    problems.push('customerId must be a non-empty string');
   if (problems.length > 0) throw new TypeError(`Invalid charge request: ${problems.join('; ')}.`);
 }
 

@@ -79,7 +79,10 @@ export function orderPaymentRegistrations(
         .select('reason')
         .where('order_id', '=', input.orderId)
         .executeTakeFirst();
-      if (cancelled !== undefined) throw new OrderCancelledError(`order ${input.orderId} was cancelled (${cancelled.reason}); not recording its payment`);
+      if (cancelled !== undefined)
+        throw new OrderCancelledError(
+          `order ${input.orderId} was cancelled (${cancelled.reason}); not recording its payment`,
+        );
       const paymentId = `pay_${input.orderId}`;
       await tx
         .insertInto('shop.payment')
@@ -109,7 +112,10 @@ export function orderPaymentRegistrations(
     // with its ledger row.
     async voidPayment(ctx) {
       const { input, steps, tx } = ctx;
-      const deleted = await tx.deleteFrom('shop.payment').where('id', '=', steps.recordPayment.paymentId).executeTakeFirst();
+      const deleted = await tx
+        .deleteFrom('shop.payment')
+        .where('id', '=', steps.recordPayment.paymentId)
+        .executeTakeFirst();
       if (deleted.numDeletedRows > 0n) {
         await tx
           .updateTable('shop.revenue')
@@ -143,6 +149,10 @@ export function orderPaymentRegistrations(
     },
     // #endregion send-receipt
   } satisfies OrderPaymentHandlers<AppDatabase>;
-  return [orderPaymentHandlers<AppDatabase>(handlers), orderPaymentV2Handlers<AppDatabase>(handlers), orderPaymentV1Handlers<AppDatabase>(handlers)];
+  return [
+    orderPaymentHandlers<AppDatabase>(handlers),
+    orderPaymentV2Handlers<AppDatabase>(handlers),
+    orderPaymentV1Handlers<AppDatabase>(handlers),
+  ];
 }
 // #endregion order-payment-handlers

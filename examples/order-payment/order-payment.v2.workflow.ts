@@ -16,7 +16,13 @@ export const orderPaymentV2 = workflow('order-payment', {
     email: z.email(),
     currency: z.enum(['eur', 'usd', 'gbp']),
     lines: z
-      .array(z.object({ sku: z.string(), quantity: z.number().int().positive(), unitPriceCents: z.number().int().positive() }))
+      .array(
+        z.object({
+          sku: z.string(),
+          quantity: z.number().int().positive(),
+          unitPriceCents: z.number().int().positive(),
+        }),
+      )
       .min(1),
   }),
 })

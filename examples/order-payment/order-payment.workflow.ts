@@ -26,7 +26,13 @@ export const orderPayment = workflow('order-payment', {
     email: z.email(),
     currency: z.enum(['eur', 'usd', 'gbp']),
     lines: z
-      .array(z.object({ sku: z.string(), quantity: z.number().int().positive(), unitPriceCents: z.number().int().positive() }))
+      .array(
+        z.object({
+          sku: z.string(),
+          quantity: z.number().int().positive(),
+          unitPriceCents: z.number().int().positive(),
+        }),
+      )
       .min(1),
   }),
 })

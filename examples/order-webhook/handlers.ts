@@ -23,7 +23,13 @@ export function orderWebhookRegistration(services: OrderWebhookServices): Workfl
       const paymentId = `pay_${input.orderId}`;
       await tx
         .insertInto('shop.payment')
-        .values({ id: paymentId, order_id: input.orderId, charge_id: chargeId, amount_cents: amountCents, currency: input.currency })
+        .values({
+          id: paymentId,
+          order_id: input.orderId,
+          charge_id: chargeId,
+          amount_cents: amountCents,
+          currency: input.currency,
+        })
         .execute();
       await tx
         .insertInto('shop.revenue')

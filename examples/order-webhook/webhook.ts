@@ -18,5 +18,10 @@ export interface PaymentWebhookBody {
 export async function receivePaymentWebhook(client: Client, body: PaymentWebhookBody): Promise<SentEvent | undefined> {
   if (body.type !== 'charge.succeeded') return undefined;
   const { reference, chargeId, amountCents } = body.data;
-  return client.sendEvent(paymentSettled, reference, { orderId: reference, chargeId, amountCents }, { dedupeKey: body.eventId });
+  return client.sendEvent(
+    paymentSettled,
+    reference,
+    { orderId: reference, chargeId, amountCents },
+    { dedupeKey: body.eventId },
+  );
 }

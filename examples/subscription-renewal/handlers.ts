@@ -11,7 +11,12 @@ export function subscriptionRenewalRegistration(services: {
     chargeRenewal: {
       async perform({ key, input }) {
         const charge = await services.payments.charge(
-          { reference: input.subscriptionId, amountCents: input.amountCents, currency: input.currency, customerId: input.customerId },
+          {
+            reference: input.subscriptionId,
+            amountCents: input.amountCents,
+            currency: input.currency,
+            customerId: input.customerId,
+          },
           { idempotencyKey: key },
         );
         return { chargeId: charge.id, amountCents: charge.amountCents };

@@ -21,7 +21,11 @@ export function userOnboardingRegistration(services: {
         .executeTakeFirst();
       if (inserted !== undefined) return ctx.record({ customerId: inserted.id, created: true });
       // Someone signed up with this address before (another run): welcome the existing account.
-      const existing = await tx.selectFrom('shop.customer').select('id').where('email', '=', input.email).executeTakeFirstOrThrow();
+      const existing = await tx
+        .selectFrom('shop.customer')
+        .select('id')
+        .where('email', '=', input.email)
+        .executeTakeFirstOrThrow();
       return ctx.record({ customerId: existing.id, created: false });
     },
 

@@ -14,7 +14,9 @@ export function durationOption(name: string, value: string | undefined): number 
   const match = /^(\d+)(ms|s|m|h|d)$/.exec(value.trim());
   const ms = match === null ? Number.NaN : Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS];
   if (!Number.isSafeInteger(ms)) {
-    throw new UsageError(`--${name} must be a whole number with a unit: d, h, m, s or ms, like 30d, 12h or 90m (got "${value}").`);
+    throw new UsageError(
+      `--${name} must be a whole number with a unit: d, h, m, s or ms, like 30d, 12h or 90m (got "${value}").`,
+    );
   }
   return ms;
 }

@@ -19,24 +19,27 @@ export interface Column<Row> {
 export function formatTable<Row>(rows: readonly Row[], columns: ReadonlyArray<Column<Row>>): string {
   const cells = [columns.map((c) => c.header), ...rows.map((row) => columns.map((c) => flatten(c.value(row))))];
   const widths = columns.map((_, i) => Math.max(...cells.map((line) => line[i]!.length)));
-  return (
-    `${cells
-      .map((line) =>
-        line
-          .map((cell, i) => {
-            const last = i === line.length - 1;
-            if (columns[i]!.align === 'right') return cell.padStart(widths[i]!);
-            return last ? cell : cell.padEnd(widths[i]!);
-          })
-          .join('  ')
-          .trimEnd(),
-      )
-      .join('\n')}\n`
-  );
+  return `${cells
+    .map((line) =>
+      line
+        .map((cell, i) => {
+          const last = i === line.length - 1;
+          if (columns[i]!.align === 'right') return cell.padStart(widths[i]!);
+          return last ? cell : cell.padEnd(widths[i]!);
+        })
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n')}\n`;
 }
 
 /** A titled table (`Title:` and its rows), or `Title: none` when there are no rows. */
-export function formatSection<Row>(title: string, rows: readonly Row[], columns: ReadonlyArray<Column<Row>>, none = 'none'): string {
+export function formatSection<Row>(
+  title: string,
+  rows: readonly Row[],
+  columns: ReadonlyArray<Column<Row>>,
+  none = 'none',
+): string {
   return rows.length === 0 ? `${title}: ${none}\n` : `${title}:\n${formatTable(rows, columns)}`;
 }
 

@@ -65,14 +65,23 @@ export function preparePackageJson(root: string, ownFiles: ReadonlyMap<string, s
   }
   const declared = { ...manifest.devDependencies, ...manifest.dependencies };
   const missing = NEEDED_PACKAGES.filter((name) => !(name in declared));
-  const installStep = missing.length > 0 ? `npm install ${missing.map((name) => (name === 'ledgerflow' ? LEDGERFLOW_SOURCE : name)).join(' ')}` : undefined;
+  const installStep =
+    missing.length > 0
+      ? `npm install ${missing.map((name) => (name === 'ledgerflow' ? LEDGERFLOW_SOURCE : name)).join(' ')}`
+      : undefined;
   const base = { typeWas: manifest.type, installStep };
   const none = { commonJsFiles: [], moreCommonJsFiles: false };
   if (manifest.type === 'module') return { ...base, ...none, isModule: true, edited: false };
 
   const found = filesTypeDecides(root, ownFiles);
   if (found.length > 0) {
-    return { ...base, isModule: false, edited: false, commonJsFiles: found.slice(0, NAMED_FILES), moreCommonJsFiles: found.length > NAMED_FILES };
+    return {
+      ...base,
+      isModule: false,
+      edited: false,
+      commonJsFiles: found.slice(0, NAMED_FILES),
+      moreCommonJsFiles: found.length > NAMED_FILES,
+    };
   }
   writeFileSync(file, withModuleType(text, manifest));
   return { ...base, ...none, isModule: true, edited: true };
@@ -82,7 +91,9 @@ export function preparePackageJson(root: string, ownFiles: ReadonlyMap<string, s
 function filesTypeDecides(root: string, ownFiles: ReadonlyMap<string, string>): string[] {
   const found: string[] = [];
   const visit = (dir: string): void => {
-    const entries = readdirSync(path.join(root, dir), { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : 1));
+    const entries = readdirSync(path.join(root, dir), { withFileTypes: true }).sort((a, b) =>
+      a.name < b.name ? -1 : 1,
+    );
     for (const entry of entries) {
       if (found.length > NAMED_FILES) return;
       const relative = dir === '' ? entry.name : `${dir}/${entry.name}`;

@@ -135,6 +135,14 @@ jobs:
 /** A tsconfig.json for a project that has none: the settings ledgerflow needs (see init-tsconfig.ts). */
 export function tsconfigTemplate(): string {
   // `types`: the scaffold's worker uses Node's `process`, and TypeScript 6+ includes no @types by default.
-  const compilerOptions = { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, types: ['node'], skipLibCheck: true, noEmit: true };
+  const compilerOptions = {
+    target: 'ES2022',
+    module: 'NodeNext',
+    moduleResolution: 'NodeNext',
+    strict: true,
+    types: ['node'],
+    skipLibCheck: true,
+    noEmit: true,
+  };
   return `${JSON.stringify({ compilerOptions }, null, 2)}\n`;
 }

@@ -56,10 +56,20 @@ export function checkTsconfig(settings: TsconfigSettings): TsconfigFix[] {
   }
   const resolution = settings.moduleResolution;
   if (!bundlerModule && resolution !== undefined && resolution !== 'node16' && resolution !== 'nodenext') {
-    fixes.push({ option: 'moduleResolution', line: '"moduleResolution": "NodeNext"', now: now(resolution), reason: 'goes with "module": "NodeNext"' });
+    fixes.push({
+      option: 'moduleResolution',
+      line: '"moduleResolution": "NodeNext"',
+      now: now(resolution),
+      reason: 'goes with "module": "NodeNext"',
+    });
   }
   if (settings.target === undefined || !MODERN_TARGETS.test(settings.target)) {
-    fixes.push({ option: 'target', line: '"target": "ES2022"', now: now(settings.target), reason: 'top-level await and the ES2022 library' });
+    fixes.push({
+      option: 'target',
+      line: '"target": "ES2022"',
+      now: now(settings.target),
+      reason: 'top-level await and the ES2022 library',
+    });
   }
   if (settings.lib !== undefined && !settings.lib.some((lib) => MODERN_LIBS.test(lib))) {
     fixes.push({
@@ -70,7 +80,12 @@ export function checkTsconfig(settings: TsconfigSettings): TsconfigFix[] {
     });
   }
   if (settings.strict !== true) {
-    fixes.push({ option: 'strict', line: '"strict": true', now: now(settings.strict), reason: "zod's inferred types and the generated contracts need strict mode" });
+    fixes.push({
+      option: 'strict',
+      line: '"strict": true',
+      now: now(settings.strict),
+      reason: "zod's inferred types and the generated contracts need strict mode",
+    });
   }
   return fixes;
 }
@@ -90,10 +105,14 @@ export async function readTsconfigSettings(file: string): Promise<TsconfigSettin
   const parsed = ts.getParsedCommandLineOfConfigFile(
     file,
     {},
-    { ...ts.sys, onUnRecoverableConfigFileDiagnostic: (d) => errors.push(ts.flattenDiagnosticMessageText(d.messageText, '\n')) },
+    {
+      ...ts.sys,
+      onUnRecoverableConfigFileDiagnostic: (d) => errors.push(ts.flattenDiagnosticMessageText(d.messageText, '\n')),
+    },
   );
   // TS18003 "No inputs were found" only means the project has no sources yet.
-  for (const d of parsed?.errors ?? []) if (d.code !== 18003) errors.push(ts.flattenDiagnosticMessageText(d.messageText, '\n'));
+  for (const d of parsed?.errors ?? [])
+    if (d.code !== 18003) errors.push(ts.flattenDiagnosticMessageText(d.messageText, '\n'));
   if (parsed === undefined || errors.length > 0) throw new TsconfigReadError(errors.join('; '));
   const options = parsed.options;
   const enumName = (names: Record<number, string>, value: number | undefined): string | undefined =>

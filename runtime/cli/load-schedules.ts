@@ -22,22 +22,34 @@ export async function loadSchedulesExport(path: string): Promise<AnySchedule[]> 
     try {
       exported = await (exported as () => unknown)();
     } catch (error) {
-      throw new WorkflowModuleError(`The schedules() function of ${path} failed: ${error instanceof Error ? error.message : String(error)}`, {
-        cause: error,
-      });
+      throw new WorkflowModuleError(
+        `The schedules() function of ${path} failed: ${error instanceof Error ? error.message : String(error)}`,
+        {
+          cause: error,
+        },
+      );
     }
   }
   if (!Array.isArray(exported)) {
-    throw new UsageError(`The "schedules" export of ${path} must be an array of schedule(...) declarations (or a function returning one).`);
+    throw new UsageError(
+      `The "schedules" export of ${path} must be an array of schedule(...) declarations (or a function returning one).`,
+    );
   }
   return exported.map((entry: unknown, i) => {
     if (isSchedule(entry)) return entry;
-    throw new UsageError(`schedules[${i}] in ${path} is not a schedule; declare it with schedule('name', { cron, workflow, input }) from ledgerflow/dsl.`);
+    throw new UsageError(
+      `schedules[${i}] in ${path} is not a schedule; declare it with schedule('name', { cron, workflow, input }) from ledgerflow/dsl.`,
+    );
   });
 }
 
 function isSchedule(value: unknown): value is AnySchedule {
   if (typeof value !== 'object' || value === null) return false;
   const s = value as Partial<Record<keyof AnySchedule, unknown>>;
-  return typeof s.name === 'string' && typeof s.cron === 'string' && typeof s.timezone === 'string' && typeof s.input === 'function';
+  return (
+    typeof s.name === 'string' &&
+    typeof s.cron === 'string' &&
+    typeof s.timezone === 'string' &&
+    typeof s.input === 'function'
+  );
 }

@@ -47,7 +47,9 @@ export async function loadWorkflowsModule(path: string): Promise<WorkflowEntry[]
     try {
       exported = await (exported as () => unknown)();
     } catch (error) {
-      throw new WorkflowModuleError(`The workflows() function of ${path} failed: ${messageOf(error)}`, { cause: error });
+      throw new WorkflowModuleError(`The workflows() function of ${path} failed: ${messageOf(error)}`, {
+        cause: error,
+      });
     }
   }
   if (!Array.isArray(exported)) {
@@ -55,7 +57,9 @@ export async function loadWorkflowsModule(path: string): Promise<WorkflowEntry[]
   }
   return exported.map((entry: unknown, i) => {
     if (isRegistration(entry) || isWorkflow(entry)) return entry;
-    throw new UsageError(`workflows[${i}] in ${path} is neither a workflow nor a registration made by its generated handlers function.`);
+    throw new UsageError(
+      `workflows[${i}] in ${path} is neither a workflow nor a registration made by its generated handlers function.`,
+    );
   });
 }
 
@@ -86,7 +90,13 @@ export function requireRegistrations(entries: readonly WorkflowEntry[], path: st
 }
 
 function isRegistration(value: unknown): value is WorkflowRegistration {
-  return typeof value === 'object' && value !== null && 'workflow' in value && 'handlers' in value && 'definitionHash' in value;
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    'workflow' in value &&
+    'handlers' in value &&
+    'definitionHash' in value
+  );
 }
 
 function isWorkflow(value: unknown): value is AnyWorkflow {

@@ -97,7 +97,11 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
   }
   const command = COMMANDS.find((c) => c.name === name);
   if (command === undefined) {
-    return reportError(new UsageError(`Unknown command "${name}". Commands: codegen, ${COMMANDS.map((c) => c.name).join(', ')}.`), '', io);
+    return reportError(
+      new UsageError(`Unknown command "${name}". Commands: codegen, ${COMMANDS.map((c) => c.name).join(', ')}.`),
+      '',
+      io,
+    );
   }
 
   let store: Store | undefined;

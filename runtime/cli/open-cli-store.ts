@@ -20,14 +20,19 @@ export interface StoreFlags {
  */
 export async function openCliStore(flags: StoreFlags, io: CliIo): Promise<Store> {
   if (flags.databaseUrl !== undefined && flags.dataDir !== undefined) {
-    throw new UsageError('--database-url (PostgreSQL) and --data-dir (embedded PGlite) cannot be used together; pick one.');
+    throw new UsageError(
+      '--database-url (PostgreSQL) and --data-dir (embedded PGlite) cannot be used together; pick one.',
+    );
   }
-  const databaseUrl = flags.databaseUrl ?? (flags.dataDir === undefined ? process.env['DATABASE_URL'] || undefined : undefined);
+  const databaseUrl =
+    flags.databaseUrl ?? (flags.dataDir === undefined ? process.env['DATABASE_URL'] || undefined : undefined);
   if (databaseUrl !== undefined) {
     let protocol: string;
     try {
       // A host list (db1:5432,db2:5432) is not a WHATWG URL: its scheme is read here, its hosts checked below.
-      protocol = isMultiHostUrl(databaseUrl) ? `${databaseUrl.slice(0, databaseUrl.indexOf(':'))}:` : new URL(databaseUrl).protocol;
+      protocol = isMultiHostUrl(databaseUrl)
+        ? `${databaseUrl.slice(0, databaseUrl.indexOf(':'))}:`
+        : new URL(databaseUrl).protocol;
     } catch {
       throw new UsageError(`The database URL is not a URL; expected postgres://user:password@host:5432/database.`);
     }
@@ -47,7 +52,9 @@ export async function openCliStore(flags: StoreFlags, io: CliIo): Promise<Store>
   const dataDir = flags.dataDir ?? DEFAULT_DATA_DIR;
   const devServer = findDevServer(dataDir);
   if (devServer !== undefined) {
-    io.err(`Using the dev server at ${devServer.url} (ledgerflow dev, pid ${devServer.pid}) for PGlite at ${dataDir}.\n`);
+    io.err(
+      `Using the dev server at ${devServer.url} (ledgerflow dev, pid ${devServer.pid}) for PGlite at ${dataDir}.\n`,
+    );
     return openStore({ databaseUrl: devServer.url });
   }
   const store = await createPGliteStore({ dataDir });

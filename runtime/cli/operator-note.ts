@@ -16,10 +16,18 @@ export const NOTE_OPTIONS_HELP = `  --reason <text>        why, kept in the audi
  * action is always audited, so `--reason` must be given; otherwise no `--reason` means no note
  * (and `--actor` alone is a mistake).
  */
-export function noteOption(values: { readonly reason?: string; readonly actor?: string }, required: boolean, command: string): OperatorNote | undefined {
+export function noteOption(
+  values: { readonly reason?: string; readonly actor?: string },
+  required: boolean,
+  command: string,
+): OperatorNote | undefined {
   if (values.reason === undefined) {
-    if (required) throw new UsageError(`--reason <text> is required: ${command} is written to the audit trail with who did it and why.`);
-    if (values.actor !== undefined) throw new UsageError('--actor goes with --reason <text> (an audited action needs both).');
+    if (required)
+      throw new UsageError(
+        `--reason <text> is required: ${command} is written to the audit trail with who did it and why.`,
+      );
+    if (values.actor !== undefined)
+      throw new UsageError('--actor goes with --reason <text> (an audited action needs both).');
     return undefined;
   }
   return { actor: values.actor ?? defaultActor(), reason: values.reason };

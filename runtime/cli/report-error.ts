@@ -5,7 +5,16 @@ import { UsageError } from './command.js';
 import { WorkflowModuleError } from './load-workflows.js';
 import { UserModuleError } from './user-module-error.js';
 
-const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ETIMEDOUT', 'ECONNRESET', 'EAI_AGAIN', 'ENOWRITABLEHOST', 'EREADONLYHOST']);
+const CONNECTION_CODES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EHOSTUNREACH',
+  'ETIMEDOUT',
+  'ECONNRESET',
+  'EAI_AGAIN',
+  'ENOWRITABLEHOST',
+  'EREADONLYHOST',
+]);
 const CONNECTION_STATES = new Set<string>([
   SQLSTATE.INVALID_PASSWORD,
   SQLSTATE.INVALID_AUTHORIZATION,

@@ -60,7 +60,8 @@ function commonJsScope(error: unknown, file: string, named: string): UserModuleE
   if (code === undefined && !COMMONJS_SYNTAX.some((text) => message.includes(text))) return undefined;
   const scope = packageScope(file);
   if (scope === undefined || scope.type === 'module') return undefined;
-  const declared = scope.type === undefined ? 'no "type" (CommonJS by default)' : `"type": ${JSON.stringify(scope.type)}`;
+  const declared =
+    scope.type === undefined ? 'no "type" (CommonJS by default)' : `"type": ${JSON.stringify(scope.type)}`;
   return new UserModuleError(
     `${named} is an ES module, but ${shown(scope.file)} has ${declared}, so node loads it as CommonJS` +
       `${code === undefined ? '' : ` (${code})`}. Set "type": "module" in ${shown(scope.file)} (npm pkg set type=module) and run the command again.`,

@@ -38,7 +38,10 @@ export function cancelRunStatement(db: Kysely<LedgerflowDatabase>, runId: string
  * settle, so no trigger does it). No row when the cancel is not one that compensates: the caller
  * then cancels plainly ({@link cancelRunStatement}).
  */
-export function compensatingCancelStatement(runId: string, compensate: boolean | undefined): RawBuilder<{ id: string }> {
+export function compensatingCancelStatement(
+  runId: string,
+  compensate: boolean | undefined,
+): RawBuilder<{ id: string }> {
   for (const from of CANCELLABLE_RUN_STATUSES) assertRunTransition(from, 'pending');
   assertAttemptTransition('running', 'abandoned');
   return sql<{ id: string }>`

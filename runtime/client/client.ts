@@ -19,7 +19,14 @@ import { UnknownWorkflowError, ValidationError } from '../errors.js';
 import type { Store } from '../store/store.js';
 import type { Telemetry } from '../telemetry/telemetry.js';
 import { loadTelemetry } from '../telemetry/otel-telemetry.js';
-import { RUN_STATUSES, type LedgerflowDatabase, type OperatorActionRow, type RunStatus, type StepEffectRow, type WorkflowRunRow } from '../store/tables.js';
+import {
+  RUN_STATUSES,
+  type LedgerflowDatabase,
+  type OperatorActionRow,
+  type RunStatus,
+  type StepEffectRow,
+  type WorkflowRunRow,
+} from '../store/tables.js';
 import { loadRunDetails, type RunDetails, type SettledRun } from './run-details.js';
 import { listQueues, type QueueListOptions, type QueueSummary } from './queues.js';
 import { PayloadLimitsCache } from '../limits/limits-cache.js';
@@ -118,7 +125,12 @@ export interface Client {
     input: WorkflowStartInput<W>,
     options?: StartOptions,
   ): Promise<StartedRun>;
-  startInTransaction<DB>(trx: Transaction<DB>, workflowName: string, input: unknown, options?: StartOptions): Promise<StartedRun>;
+  startInTransaction<DB>(
+    trx: Transaction<DB>,
+    workflowName: string,
+    input: unknown,
+    options?: StartOptions,
+  ): Promise<StartedRun>;
   /**
    * The run with its step results, attempts and ledger rows; `RunNotFoundError` if there is none,
    * `RunPrunedError` (with what the archive keeps: status, times) if it finished and was pruned.
@@ -155,7 +167,11 @@ export interface Client {
    * const run = await client.startAndWait(orderPayment, { orderId: 'o-1', amountCents: 1200 }, { dedupeKey: 'o-1', wait: { timeoutMs: 5_000 } });
    * if (run.status === 'completed') console.log(run.output);
    */
-  startAndWait<W extends AnyWorkflow>(workflow: W, input: WorkflowStartInput<W>, options?: StartAndWaitOptions): Promise<SettledRun>;
+  startAndWait<W extends AnyWorkflow>(
+    workflow: W,
+    input: WorkflowStartInput<W>,
+    options?: StartAndWaitOptions,
+  ): Promise<SettledRun>;
   startAndWait(workflowName: string, input: unknown, options?: StartAndWaitOptions): Promise<SettledRun>;
   /**
    * Cancels a run that is not final yet: status `cancelled`, lease cleared and the fencing
@@ -232,7 +248,12 @@ export interface Client {
    * @example
    * await client.resolveEffect(runId, 'charge', { found: { chargeId: 'ch_81' } }, { actor: 'ana', reason: 'seen in the PSP dashboard' });
    */
-  resolveEffect(runId: string, stepName: string, resolution: EffectResolution, note: OperatorNote): Promise<ResolvedEffect>;
+  resolveEffect(
+    runId: string,
+    stepName: string,
+    resolution: EffectResolution,
+    note: OperatorNote,
+  ): Promise<ResolvedEffect>;
   /**
    * Pauses a queue: no slot of it is granted until `resumeQueue` (runs in line wait; slots held are
    * kept until given back). Workers registering the queue leave it paused. `false` when it was
@@ -252,7 +273,12 @@ export interface Client {
    * @example
    * await client.sendEvent(paymentSettled, 'o-1', { orderId: 'o-1', paid: true }, { dedupeKey: 'psp-evt-981' });
    */
-  sendEvent<E extends AnyEvent>(event: E, key: string, payload: EventSendPayload<E>, options?: SendEventOptions): Promise<SentEvent>;
+  sendEvent<E extends AnyEvent>(
+    event: E,
+    key: string,
+    payload: EventSendPayload<E>,
+    options?: SendEventOptions,
+  ): Promise<SentEvent>;
   /** By name: an event some workflow registered with this client waits for (the CLI does this). */
   sendEvent(eventName: string, key: string, payload: unknown, options?: SendEventOptions): Promise<SentEvent>;
   /**
@@ -274,7 +300,12 @@ export interface Client {
    * @example
    * await client.signal(runId, approval, { approvedBy: 'ops@example.com' });
    */
-  signal<E extends AnyEvent>(runId: string, event: E, payload: EventSendPayload<E>, options?: SendEventOptions): Promise<SentEvent>;
+  signal<E extends AnyEvent>(
+    runId: string,
+    event: E,
+    payload: EventSendPayload<E>,
+    options?: SendEventOptions,
+  ): Promise<SentEvent>;
   signal(runId: string, eventName: string, payload: unknown, options?: SendEventOptions): Promise<SentEvent>;
 }
 
@@ -316,7 +347,13 @@ export function createClient(options: ClientOptions): Client {
     }
     return found;
   };
-  const send = async (trx: Kysely<LedgerflowDatabase> | undefined, event: AnyEvent, key: string, payload: unknown, sendOptions: SendEventOptions) => {
+  const send = async (
+    trx: Kysely<LedgerflowDatabase> | undefined,
+    event: AnyEvent,
+    key: string,
+    payload: unknown,
+    sendOptions: SendEventOptions,
+  ) => {
     const json = await parseEvent(event, key, payload, sendOptions, limits, trx);
     if (trx !== undefined) return sendEventIn(trx, event, key, json, sendOptions);
     return store.db.transaction().execute((own) => sendEventIn(own, event, key, json, sendOptions));
@@ -337,19 +374,43 @@ export function createClient(options: ClientOptions): Client {
   return {
     store,
     async start(workflow: AnyWorkflow | string, input: unknown, startOptions: StartOptions = {}) {
-      return startRun(store.db, resolve(workflow), input, startOptions, migrated, limits, await traceContext(), undefined, local);
+      return startRun(
+        store.db,
+        resolve(workflow),
+        input,
+        startOptions,
+        migrated,
+        limits,
+        await traceContext(),
+        undefined,
+        local,
+      );
     },
-    async startInTransaction<DB>(trx: Transaction<DB>, workflow: AnyWorkflow | string, input: unknown, startOptions: StartOptions = {}) {
+    async startInTransaction<DB>(
+      trx: Transaction<DB>,
+      workflow: AnyWorkflow | string,
+      input: unknown,
+      startOptions: StartOptions = {},
+    ) {
       if (!trx.isTransaction) {
         throw new TypeError(
           'startInTransaction needs a Kysely transaction (db.transaction().execute((trx) => client.startInTransaction(trx, …))); use start() otherwise.',
         );
       }
       // The caller's database type includes ours only in the tables the run writes; the queries name their schema.
-      return startRun(trx as unknown as Kysely<LedgerflowDatabase>, resolve(workflow), input, startOptions, migrated, limits, await traceContext());
+      return startRun(
+        trx as unknown as Kysely<LedgerflowDatabase>,
+        resolve(workflow),
+        input,
+        startOptions,
+        migrated,
+        limits,
+        await traceContext(),
+      );
     },
     getRun: (runId) => loadRunDetails(store.db, runId),
-    waitForRun: async (runId, waitOptions) => waitForRun(store.db, settled, runId, parseWaitOptions(waitOptions), local?.waiters),
+    waitForRun: async (runId, waitOptions) =>
+      waitForRun(store.db, settled, runId, parseWaitOptions(waitOptions), local?.waiters),
     async startAndWait(workflow: AnyWorkflow | string, input: unknown, options: StartAndWaitOptions = {}) {
       const { wait, ...startOptions } = options;
       const parsedWait = parseWaitOptions(wait);
@@ -368,13 +429,20 @@ export function createClient(options: ClientOptions): Client {
     pauseSchedule: (name, note) => setSchedulePaused(store.db, name, true, note),
     resumeSchedule: (name, note) => setSchedulePaused(store.db, name, false, note),
     retryRun: (runId, note) => retryRun(store.db, runId, note),
-    resolveEffect: (runId, stepName, resolution, note) => resolveEffect(store.db, versions, limits, runId, stepName, resolution, note),
+    resolveEffect: (runId, stepName, resolution, note) =>
+      resolveEffect(store.db, versions, limits, runId, stepName, resolution, note),
     pauseQueue: (name, note) => setQueuePaused(store.db, name, true, note),
     resumeQueue: (name, note) => setQueuePaused(store.db, name, false, note),
     listAudit: async (filter = {}) => listAudit(store.db, filter, checkLimit(filter, 50)),
     sendEvent: (event: AnyEvent | string, key: string, payload: unknown, sendOptions: SendEventOptions = {}) =>
       send(undefined, resolveEvent(event), key, payload, sendOptions),
-    async sendEventInTransaction<DB>(trx: Transaction<DB>, event: AnyEvent, key: string, payload: unknown, sendOptions: SendEventOptions = {}) {
+    async sendEventInTransaction<DB>(
+      trx: Transaction<DB>,
+      event: AnyEvent,
+      key: string,
+      payload: unknown,
+      sendOptions: SendEventOptions = {},
+    ) {
       if (!trx.isTransaction) {
         throw new TypeError(
           'sendEventInTransaction needs a Kysely transaction (db.transaction().execute((trx) => client.sendEventInTransaction(trx, …))); use sendEvent() otherwise.',
@@ -409,10 +477,13 @@ export function createClient(options: ClientOptions): Client {
  * looked up in the byte-order key index (core 0010), its runs in id order.
  */
 export function listRuns(db: Kysely<LedgerflowDatabase>, filter: RunFilter): Promise<WorkflowRunRow[]> {
-  const statuses = filter.status === undefined ? [] : typeof filter.status === 'string' ? [filter.status] : filter.status;
+  const statuses =
+    filter.status === undefined ? [] : typeof filter.status === 'string' ? [filter.status] : filter.status;
   for (const status of statuses) {
     if (!RUN_STATUSES.includes(status)) {
-      throw new ValidationError(`Unknown run status "${status}". Use one of: ${RUN_STATUSES.join(', ')}.`, [`status: unknown value ${status}`]);
+      throw new ValidationError(`Unknown run status "${status}". Use one of: ${RUN_STATUSES.join(', ')}.`, [
+        `status: unknown value ${status}`,
+      ]);
     }
   }
   if (filter.parentRunId !== undefined) assertRunId(filter.parentRunId);
@@ -445,7 +516,9 @@ function registerWorkflows(entries: ReadonlyArray<AnyWorkflow | WorkflowRegistra
     const workflow = 'handlers' in entry ? entry.workflow : entry;
     const existing = byName.get(workflow.name);
     if (existing !== undefined && existing.version === workflow.version && existing !== workflow) {
-      throw new TypeError(`Workflow "${workflow.name}" v${workflow.version} is registered twice with different definitions.`);
+      throw new TypeError(
+        `Workflow "${workflow.name}" v${workflow.version} is registered twice with different definitions.`,
+      );
     }
     // By name, start() means the newest version; older ones keep running for runs pinned to them.
     if (existing === undefined || existing.version < workflow.version) byName.set(workflow.name, workflow);
@@ -463,7 +536,9 @@ function registerEvents(workflows: ReadonlyMap<string, AnyWorkflow>): Map<string
       if (step.wait !== undefined) {
         const existing = events.get(step.wait.event.name);
         if (existing !== undefined && existing !== step.wait.event) {
-          throw new TypeError(`Event "${step.wait.event.name}" is declared twice with different schemas; declare each event once and import it.`);
+          throw new TypeError(
+            `Event "${step.wait.event.name}" is declared twice with different schemas; declare each event once and import it.`,
+          );
         }
         events.set(step.wait.event.name, step.wait.event);
       }
@@ -477,7 +552,9 @@ function registerEvents(workflows: ReadonlyMap<string, AnyWorkflow>): Map<string
 
 const ticksSchema = z.object({ ticks: rule(integer().min(0).max(100), 'must be an integer from 0 to 100').optional() });
 
-const limitSchema = z.object({ limit: rule(integer().min(1).max(10_000), 'must be an integer from 1 to 10000').optional() });
+const limitSchema = z.object({
+  limit: rule(integer().min(1).max(10_000), 'must be an integer from 1 to 10000').optional(),
+});
 
 function checkTicks(options: { readonly ticks?: number }): number {
   checkOptions(ticksSchema, options, invalidOption);

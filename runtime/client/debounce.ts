@@ -84,10 +84,13 @@ const milliseconds = rule(z.number().gt(0).max(Number.MAX_SAFE_INTEGER), 'must b
 /** What {@link DebounceOptions} allow; `maxWaitMs` only with keep 'last', and never under the window. */
 const debounceOptionsSchema = z
   .object({
-    key: rule(z.string(), 'must be a string')
-      .refine((key) => key.length >= 1 && key.length <= MAX_DEBOUNCE_KEY_LENGTH, {
-        error: (issue) => `must be 1 to ${MAX_DEBOUNCE_KEY_LENGTH} characters long (got ${(issue.input as string).length})`,
-      }),
+    key: rule(z.string(), 'must be a string').refine(
+      (key) => key.length >= 1 && key.length <= MAX_DEBOUNCE_KEY_LENGTH,
+      {
+        error: (issue) =>
+          `must be 1 to ${MAX_DEBOUNCE_KEY_LENGTH} characters long (got ${(issue.input as string).length})`,
+      },
+    ),
     windowMs: milliseconds,
     keep: rule(z.enum(['first', 'last']), "must be 'first' or 'last'"),
     maxWaitMs: milliseconds.optional(),
@@ -95,9 +98,21 @@ const debounceOptionsSchema = z
   .superRefine(({ windowMs, keep, maxWaitMs }, ctx) => {
     if (maxWaitMs === undefined) return;
     if (keep === 'first') {
-      ctx.addIssue({ code: 'custom', path: ['maxWaitMs'], message: "only for keep 'last' (with keep 'first' the window never moves); remove it" });
-    } else if (milliseconds.safeParse(maxWaitMs).success && milliseconds.safeParse(windowMs).success && maxWaitMs < windowMs) {
-      ctx.addIssue({ code: 'custom', path: ['maxWaitMs'], message: `must be at least windowMs (${windowMs}); got ${maxWaitMs}` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['maxWaitMs'],
+        message: "only for keep 'last' (with keep 'first' the window never moves); remove it",
+      });
+    } else if (
+      milliseconds.safeParse(maxWaitMs).success &&
+      milliseconds.safeParse(windowMs).success &&
+      maxWaitMs < windowMs
+    ) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['maxWaitMs'],
+        message: `must be at least windowMs (${windowMs}); got ${maxWaitMs}`,
+      });
     }
   }, ALWAYS_CHECKED);
 
@@ -111,7 +126,9 @@ export function parseDebounce(
 ): DebounceOptions | undefined {
   if (debounce === undefined) return undefined;
   if (typeof debounce !== 'object' || debounce === null) {
-    throw new ValidationError('debounce must be an object { key, windowMs, keep }. Nothing was written.', ['debounce: not an object']);
+    throw new ValidationError('debounce must be an object { key, windowMs, keep }. Nothing was written.', [
+      'debounce: not an object',
+    ]);
   }
   const problems = optionProblems(debounceOptionsSchema, debounce, { name: 'debounce', separator: ': ', show: shown });
   if (others.dedupeKey !== undefined) {
@@ -120,16 +137,23 @@ export function parseDebounce(
     );
   }
   if (others.runId !== undefined) {
-    problems.push('debounce with runId: a debounced start may join a run that already has its id; drop runId and use the returned runId');
+    problems.push(
+      'debounce with runId: a debounced start may join a run that already has its id; drop runId and use the returned runId',
+    );
   }
   if (problems.length > 0) {
-    throw new ValidationError(`Invalid debounce options:\n${problems.map((p) => `  - ${p}`).join('\n')}\nNothing was written.`, problems);
+    throw new ValidationError(
+      `Invalid debounce options:\n${problems.map((p) => `  - ${p}`).join('\n')}\nNothing was written.`,
+      problems,
+    );
   }
   return debounce;
 }
 
 function shown(value: unknown): string {
-  return typeof value === 'string' ? JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value) : String(value);
+  return typeof value === 'string'
+    ? JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)
+    : String(value);
 }
 
 /**
@@ -225,6 +249,7 @@ export function openWindowColumns(start: DebouncedStart): DebouncedRunColumns {
 /** keep 'last': windowMs after this start, at most maxWaitMs after the first, never earlier than it was. */
 function dueAfterJoin(start: DebouncedStart): RawBuilder<Date> {
   const trailing = sql`statement_timestamp() + ${millis(start.windowMs)}`;
-  const bounded = start.maxWaitMs === undefined ? trailing : sql`least(${trailing}, created_at + ${millis(start.maxWaitMs)})`;
+  const bounded =
+    start.maxWaitMs === undefined ? trailing : sql`least(${trailing}, created_at + ${millis(start.maxWaitMs)})`;
   return sql<Date>`greatest(run_after, ${bounded})`;
 }

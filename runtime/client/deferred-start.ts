@@ -134,7 +134,13 @@ export class DeferredStart implements PendingStart, DeferredInsert {
 /** The run a deferred start hands its worker: what the claimed insert would return for it. */
 export function deferredRun(
   pending: DeferredStart,
-  run: { readonly id: string; readonly workflowName: string; readonly workflowVersion: number; readonly inputJson: string; readonly traceContext: Json | null },
+  run: {
+    readonly id: string;
+    readonly workflowName: string;
+    readonly workflowVersion: number;
+    readonly inputJson: string;
+    readonly traceContext: Json | null;
+  },
 ): LeasedRun {
   return {
     id: run.id,

@@ -68,9 +68,15 @@ interface InsertRunOptions {
  * this start creates is (the reservation checked that the worker serves its version). A run
  * created this way was never `pending`: `(none) -> running` in the state machine.
  */
-export function insertRunStatement(columns: StartedRunColumns, options: InsertRunOptions & { readonly claimedBy: ClaimedBy }): RawBuilder<LeasedRunRow>;
+export function insertRunStatement(
+  columns: StartedRunColumns,
+  options: InsertRunOptions & { readonly claimedBy: ClaimedBy },
+): RawBuilder<LeasedRunRow>;
 export function insertRunStatement(columns: StartedRunColumns, options: InsertRunOptions): RawBuilder<{ id: string }>;
-export function insertRunStatement(columns: StartedRunColumns, options: InsertRunOptions): RawBuilder<{ id: string } | LeasedRunRow> {
+export function insertRunStatement(
+  columns: StartedRunColumns,
+  options: InsertRunOptions,
+): RawBuilder<{ id: string } | LeasedRunRow> {
   const names = Object.keys(columns) as (keyof typeof RUN_COLUMN_TYPES)[];
   const claimedBy = options.claimedBy;
   // Built once per set of columns (a start pays no tree walk), unless a column is an expression
@@ -83,22 +89,26 @@ export function insertRunStatement(columns: StartedRunColumns, options: InsertRu
     ...(ago !== undefined ? [ago] : []),
   ];
   return shapeOf(
-    insertRunShapes.for(`${names.join(',')}|${options.guarded}|${options.notify}|${claimedBy !== undefined}|${ago !== undefined}`),
+    insertRunShapes.for(
+      `${names.join(',')}|${options.guarded}|${options.notify}|${claimedBy !== undefined}|${ago !== undefined}`,
+    ),
     values,
     (...slots) =>
-      prepared(buildInsertRun(Object.fromEntries(names.map((name, i) => [name, slots[i]])) as StartedRunColumns, names, {
-        ...options,
-        ...(claimedBy
-          ? {
-              claimedBy: {
-                workerId: slots[names.length],
-                leaseMs: slots[names.length + 1],
-                step: slots[names.length + 2],
-                ...(ago !== undefined ? { startedMsAgo: slots[names.length + 3] } : {}),
-              } as ClaimedBy,
-            }
-          : {}),
-      })),
+      prepared(
+        buildInsertRun(Object.fromEntries(names.map((name, i) => [name, slots[i]])) as StartedRunColumns, names, {
+          ...options,
+          ...(claimedBy
+            ? {
+                claimedBy: {
+                  workerId: slots[names.length],
+                  leaseMs: slots[names.length + 1],
+                  step: slots[names.length + 2],
+                  ...(ago !== undefined ? { startedMsAgo: slots[names.length + 3] } : {}),
+                } as ClaimedBy,
+              }
+            : {}),
+        }),
+      ),
   );
 }
 
@@ -133,7 +143,9 @@ function buildInsertRun(
   assertAttemptTransition('none', 'running');
   // A deferred insert back-dates the run's creation and its first attempt to when the start handed it over.
   const deferred = claimedBy.startedMsAgo !== undefined;
-  const startedAt = deferred ? sql`statement_timestamp() - ${millis(claimedBy.startedMsAgo)}` : sql`statement_timestamp()`;
+  const startedAt = deferred
+    ? sql`statement_timestamp() - ${millis(claimedBy.startedMsAgo)}`
+    : sql`statement_timestamp()`;
   return sql<LeasedRunRow>`
     WITH inserted AS (
       INSERT INTO ledgerflow.workflow_run (${sql.join(names.map((name) => sql.ref(name)))}, status, lease_owner, lease_expires_at, fencing_token, updated_at${sql.raw(deferred ? ', created_at' : '')})

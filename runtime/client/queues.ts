@@ -109,7 +109,10 @@ const OLDEST_IN_PARTITION = sql`
     SELECT enqueued_at FROM level) level`;
 
 /** Registered queues by name, with their counters (and partitions, when asked). */
-export async function listQueues(db: Kysely<LedgerflowDatabase>, options: QueueListOptions = {}): Promise<QueueSummary[]> {
+export async function listQueues(
+  db: Kysely<LedgerflowDatabase>,
+  options: QueueListOptions = {},
+): Promise<QueueSummary[]> {
   checkOptions(queueListOptionsSchema, options, invalidOption);
   const partitionLimit = options.partitionLimit ?? 20;
   const only = options.queue ?? null;
@@ -182,7 +185,8 @@ async function listPartitions(
 function toSummary(row: QueueRow): QueueSummary {
   const limits: { -readonly [K in keyof QueueLimits]: QueueLimits[K] } = {};
   if (row.concurrency !== null) limits.concurrency = row.concurrency;
-  if (row.rate_limit !== null && row.rate_period_ms !== null) limits.rateLimit = { limit: row.rate_limit, periodMs: row.rate_period_ms };
+  if (row.rate_limit !== null && row.rate_period_ms !== null)
+    limits.rateLimit = { limit: row.rate_limit, periodMs: row.rate_period_ms };
   if (row.partition_concurrency !== null || row.partition_rate_limit !== null) {
     limits.partition = {
       ...(row.partition_concurrency !== null ? { concurrency: row.partition_concurrency } : {}),

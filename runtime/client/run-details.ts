@@ -60,7 +60,11 @@ export async function loadRunDetails(db: Kysely<LedgerflowDatabase>, runId: stri
     .transaction()
     .setIsolationLevel('repeatable read')
     .execute(async (trx) => {
-      const run = await trx.selectFrom('ledgerflow.workflow_run').selectAll().where('id', '=', runId).executeTakeFirst();
+      const run = await trx
+        .selectFrom('ledgerflow.workflow_run')
+        .selectAll()
+        .where('id', '=', runId)
+        .executeTakeFirst();
       if (run === undefined) throw await missingRunError(trx, runId);
       const steps = await trx
         .selectFrom('ledgerflow.step_result')

@@ -1,5 +1,12 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
-import { RUN_STATUSES, type CompensationReason, type Json, type LedgerflowDatabase, type RunStatus, type WorkflowRunRow } from '../store/tables.js';
+import {
+  RUN_STATUSES,
+  type CompensationReason,
+  type Json,
+  type LedgerflowDatabase,
+  type RunStatus,
+  type WorkflowRunRow,
+} from '../store/tables.js';
 
 /**
  * The one query that lists runs, newest first: the dashboard's runs page (`loadRunPage`, with the
@@ -90,7 +97,9 @@ export async function workflowVersions(db: Kysely<LedgerflowDatabase>, workflow:
 
 /** The versions whose ranges a list reads: none to look up unless `filter.workflow` is set without a version. */
 export async function versionsToList(db: Kysely<LedgerflowDatabase>, filter: RunListFilter): Promise<number[]> {
-  return filter.workflow !== undefined && filter.version === undefined ? await workflowVersions(db, filter.workflow) : [];
+  return filter.workflow !== undefined && filter.version === undefined
+    ? await workflowVersions(db, filter.workflow)
+    : [];
 }
 
 /**
@@ -106,8 +115,14 @@ export function runPageQuery<C extends RunListColumns = 'summary'>(
   columns: C = 'summary' as C,
 ): RawBuilder<RowOf[C]> {
   const selected = COLUMNS[columns];
-  if (filter.dedupeKey !== undefined) return keySearchQuery<RowOf[C]>(filter, filter.dedupeKey, cursor, limit, selected);
-  const after = cursor === undefined ? sql`` : cursor.by === 'created' ? sql`AND (created_at, id) < (${cursor.createdAt}::timestamptz, ${cursor.id}::uuid)` : undefined;
+  if (filter.dedupeKey !== undefined)
+    return keySearchQuery<RowOf[C]>(filter, filter.dedupeKey, cursor, limit, selected);
+  const after =
+    cursor === undefined
+      ? sql``
+      : cursor.by === 'created'
+        ? sql`AND (created_at, id) < (${cursor.createdAt}::timestamptz, ${cursor.id}::uuid)`
+        : undefined;
   if (after === undefined) throw new TypeError('A key-search cursor cannot page a list without a key search.');
   const created = createdRange(filter);
   // Each range is its own ordered, limited subquery: PostgreSQL sees the status (and workflow,
@@ -118,7 +133,9 @@ export function runPageQuery<C extends RunListColumns = 'summary'>(
       sql`(SELECT ${selected} FROM ledgerflow.workflow_run WHERE ${where} ${created} ${after} ORDER BY created_at DESC, id DESC LIMIT ${limit + 1})`,
   );
   if (branches.length === 0) return sql<RowOf[C]>`SELECT ${selected} FROM ledgerflow.workflow_run WHERE false`;
-  return sql<RowOf[C]>`SELECT * FROM (${sql.join(branches, sql` UNION ALL `)}) AS runs ORDER BY created_at DESC, id DESC LIMIT ${limit + 1}`;
+  return sql<
+    RowOf[C]
+  >`SELECT * FROM (${sql.join(branches, sql` UNION ALL `)}) AS runs ORDER BY created_at DESC, id DESC LIMIT ${limit + 1}`;
 }
 
 /**
@@ -126,7 +143,10 @@ export function runPageQuery<C extends RunListColumns = 'summary'>(
  * key search), counted up to {@link STATUS_COUNT_CAP} + 1 from the same index ranges as the list:
  * at most that many index entries per status.
  */
-export function statusCountsQuery(filter: RunListFilter, versions: readonly number[] = []): RawBuilder<{ status: RunStatus; count: number }> {
+export function statusCountsQuery(
+  filter: RunListFilter,
+  versions: readonly number[] = [],
+): RawBuilder<{ status: RunStatus; count: number }> {
   const created = createdRange(filter);
   const scope =
     filter.workflow === undefined
@@ -168,12 +188,19 @@ export async function loadRunPage(
   limit: number,
 ): Promise<{ page: RunPage; counts: ReadonlyMap<RunStatus, number> }> {
   const versions = await versionsToList(db, filter);
-  const [page, counted] = await Promise.all([readRunPage(db, filter, cursor, limit, versions, 'summary'), statusCountsQuery(filter, versions).execute(db)]);
+  const [page, counted] = await Promise.all([
+    readRunPage(db, filter, cursor, limit, versions, 'summary'),
+    statusCountsQuery(filter, versions).execute(db),
+  ]);
   return { page, counts: new Map(counted.rows.map((r) => [r.status, r.count])) };
 }
 
 /** `client.listRuns`: the first `limit` runs of the list, whole rows, newest first. */
-export async function listRunRows(db: Kysely<LedgerflowDatabase>, filter: RunListFilter, limit: number): Promise<WorkflowRunRow[]> {
+export async function listRunRows(
+  db: Kysely<LedgerflowDatabase>,
+  filter: RunListFilter,
+  limit: number,
+): Promise<WorkflowRunRow[]> {
   const page = await readRunPage(db, filter, undefined, limit, await versionsToList(db, filter), 'all');
   return page.rows.map(({ created_key: _cursorKey, ...run }) => run);
 }
@@ -228,13 +255,15 @@ function keySearchQuery<Row>(
   limit: number,
   columns: RawBuilder<unknown>,
 ): RawBuilder<Row> {
-  if (cursor !== undefined && cursor.by !== 'key') throw new TypeError('A newest-first cursor cannot page a key search.');
+  if (cursor !== undefined && cursor.by !== 'key')
+    throw new TypeError('A newest-first cursor cannot page a key search.');
   const upper = key.match === 'prefix' ? prefixUpperBound(key.value) : undefined;
   const range =
     key.match === 'exact'
       ? sql`dedupe_key COLLATE "C" = ${key.value}`
       : sql`dedupe_key COLLATE "C" >= ${key.value} ${upper === undefined ? sql`` : sql`AND dedupe_key COLLATE "C" < ${upper}`}`;
-  const after = cursor === undefined ? sql`` : sql`AND (dedupe_key COLLATE "C", id) > (${cursor.dedupeKey}, ${cursor.id}::uuid)`;
+  const after =
+    cursor === undefined ? sql`` : sql`AND (dedupe_key COLLATE "C", id) > (${cursor.dedupeKey}, ${cursor.id}::uuid)`;
   const parent = filter.parentRunId === undefined ? sql`` : sql`AND parent_run_id = ${filter.parentRunId}`;
   return sql<Row>`
     SELECT ${columns} FROM ledgerflow.workflow_run

@@ -8,7 +8,10 @@ import type { AttemptStatus, CompensationReason, RunStatus } from '../store/tabl
  * @example
  * runStatusLabel({ status: 'pending', compensation: 'cancel' }); // 'pending, compensating (cancel)'
  */
-export function runStatusLabel(run: { readonly status: RunStatus; readonly compensation: CompensationReason | null }): string {
+export function runStatusLabel(run: {
+  readonly status: RunStatus;
+  readonly compensation: CompensationReason | null;
+}): string {
   return compensatingReason(run) === undefined ? run.status : `${run.status}, compensating (${run.compensation})`;
 }
 
@@ -17,7 +20,8 @@ export function compensatingReason(run: {
   readonly status: RunStatus;
   readonly compensation: CompensationReason | null;
 }): CompensationReason | undefined {
-  if (run.compensation === null || run.status === 'compensated' || run.status === 'compensation_failed') return undefined;
+  if (run.compensation === null || run.status === 'compensated' || run.status === 'compensation_failed')
+    return undefined;
   return run.compensation;
 }
 
@@ -36,11 +40,15 @@ const COMPENSATION_CAUSE: Readonly<Record<CompensationReason, string>> = {
  * compensationText({ status: 'compensated', compensation: 'failure' });
  * // 'undone: a step failed for good, so its recorded effects were undone'
  */
-export function compensationText(run: { readonly status: RunStatus; readonly compensation: CompensationReason | null }): string | undefined {
+export function compensationText(run: {
+  readonly status: RunStatus;
+  readonly compensation: CompensationReason | null;
+}): string | undefined {
   if (run.compensation === null) return undefined;
   const cause = COMPENSATION_CAUSE[run.compensation];
   if (run.status === 'compensated') return `undone: ${cause}, so its recorded effects were undone`;
-  if (run.status === 'compensation_failed') return `stopped: ${cause}, and undoing its recorded effects failed (retry it to go on)`;
+  if (run.status === 'compensation_failed')
+    return `stopped: ${cause}, and undoing its recorded effects failed (retry it to go on)`;
   return `in progress: ${cause}, so its recorded effects are being undone`;
 }
 
@@ -59,6 +67,8 @@ export function shownAttemptStatus(
 }
 
 /** The names of the steps of `run` that its conditions skipped. */
-export function skippedSteps(run: { readonly steps: ReadonlyArray<{ readonly step_name: string; readonly skipped: boolean }> }): Set<string> {
+export function skippedSteps(run: {
+  readonly steps: ReadonlyArray<{ readonly step_name: string; readonly skipped: boolean }>;
+}): Set<string> {
   return new Set(run.steps.filter((s) => s.skipped).map((s) => s.step_name));
 }

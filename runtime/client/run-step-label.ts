@@ -12,7 +12,12 @@ import type { LedgerflowDatabase, RunStatus } from '../store/tables.js';
  * runStepLabel(run, defs); // '4 of 5: confirm', 'done (5 of 5)', 'undoing charge: refund', 'undone'
  */
 export function runStepLabel(
-  run: { readonly workflow_name: string; readonly workflow_version: number; readonly status: RunStatus; readonly current_step: number },
+  run: {
+    readonly workflow_name: string;
+    readonly workflow_version: number;
+    readonly status: RunStatus;
+    readonly current_step: number;
+  },
   defs: StepDefsByVersion,
 ): string {
   const all = defs.get(versionKey(run.workflow_name, run.workflow_version));
@@ -23,7 +28,9 @@ export function runStepLabel(
   if (run.status === 'compensated') return 'undone';
   const at = all.find((d) => d.position === run.current_step);
   if (at === undefined) return `position ${run.current_step}`;
-  return at.compensates === null ? `${at.position + 1} of ${own}: ${at.step_name}` : `undoing ${at.compensates}: ${at.step_name}`;
+  return at.compensates === null
+    ? `${at.position + 1} of ${own}: ${at.step_name}`
+    : `undoing ${at.compensates}: ${at.step_name}`;
 }
 
 /** One step definition of a workflow version (`ledgerflow.workflow_step_def`). */
@@ -55,7 +62,10 @@ export async function loadStepDefs(
     .execute();
   for (const row of rows) {
     const key = versionKey(row.workflow_name, row.version);
-    defs.set(key, [...(defs.get(key) ?? []), { step_name: row.step_name, position: row.position, compensates: row.compensates }]);
+    defs.set(key, [
+      ...(defs.get(key) ?? []),
+      { step_name: row.step_name, position: row.position, compensates: row.compensates },
+    ]);
   }
   return defs;
 }

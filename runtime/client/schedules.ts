@@ -70,7 +70,13 @@ export async function listSchedules(db: Kysely<LedgerflowDatabase>, ticks = 3): 
  */
 export async function pauseSchedule(db: Kysely<LedgerflowDatabase>, name: string): Promise<boolean> {
   const paused = await withScheduleTable(() =>
-    db.updateTable('ledgerflow.schedule').set({ paused: true }).where('name', '=', name).where('paused', '=', false).returning('name').executeTakeFirst(),
+    db
+      .updateTable('ledgerflow.schedule')
+      .set({ paused: true })
+      .where('name', '=', name)
+      .where('paused', '=', false)
+      .returning('name')
+      .executeTakeFirst(),
   );
   if (paused !== undefined) return true;
   await assertExists(db, name);
@@ -97,7 +103,11 @@ export async function resumeScheduleIn(trx: Kysely<LedgerflowDatabase>, name: st
     if (row === undefined) throw notFound(name);
     if (!row.paused) return false;
     const next = tickAfter(parseCron(row.cron, row.timezone), row.now) ?? NO_MORE_TICKS;
-    await trx.updateTable('ledgerflow.schedule').set({ paused: false, next_tick_at: next, retry_at: null }).where('name', '=', name).execute();
+    await trx
+      .updateTable('ledgerflow.schedule')
+      .set({ paused: false, next_tick_at: next, retry_at: null })
+      .where('name', '=', name)
+      .execute();
     return true;
   });
 }

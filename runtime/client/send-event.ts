@@ -30,9 +30,13 @@ export interface SentEvent {
 
 /** What typed senders (generated `send<Event>` functions) need from a client. */
 export interface EventSender {
-  sendEvent<E extends AnyEvent>(event: E, key: string, payload: unknown, options?: SendEventOptions): Promise<SentEvent>;
+  sendEvent<E extends AnyEvent>(
+    event: E,
+    key: string,
+    payload: unknown,
+    options?: SendEventOptions,
+  ): Promise<SentEvent>;
 }
-
 
 /** The longest correlation key (and event dedupe key): what `waitFor`'s `match` may return, too. */
 export const MAX_CORRELATION_KEY_LENGTH = 1_000;
@@ -51,15 +55,20 @@ export async function parseEvent(
   trx?: Kysely<LedgerflowDatabase>,
 ): Promise<string> {
   if (typeof key !== 'string' || key.length === 0 || key.length > MAX_CORRELATION_KEY_LENGTH) {
-    throw new ValidationError(`The correlation key of event "${event.name}" must be 1 to ${MAX_CORRELATION_KEY_LENGTH} characters long.`, [
-      `key: ${JSON.stringify(key)}`,
-    ]);
+    throw new ValidationError(
+      `The correlation key of event "${event.name}" must be 1 to ${MAX_CORRELATION_KEY_LENGTH} characters long.`,
+      [`key: ${JSON.stringify(key)}`],
+    );
   }
   const { dedupeKey } = options;
-  if (dedupeKey !== undefined && (typeof dedupeKey !== 'string' || dedupeKey.length === 0 || dedupeKey.length > MAX_CORRELATION_KEY_LENGTH)) {
-    throw new ValidationError(`The dedupe key of event "${event.name}" must be 1 to ${MAX_CORRELATION_KEY_LENGTH} characters long.`, [
-      `dedupeKey: ${JSON.stringify(dedupeKey)}`,
-    ]);
+  if (
+    dedupeKey !== undefined &&
+    (typeof dedupeKey !== 'string' || dedupeKey.length === 0 || dedupeKey.length > MAX_CORRELATION_KEY_LENGTH)
+  ) {
+    throw new ValidationError(
+      `The dedupe key of event "${event.name}" must be 1 to ${MAX_CORRELATION_KEY_LENGTH} characters long.`,
+      [`dedupeKey: ${JSON.stringify(dedupeKey)}`],
+    );
   }
   const parsed = event.payload.safeParse(payload);
   if (!parsed.success) {
@@ -75,9 +84,12 @@ export async function parseEvent(
   } catch (error) {
     if (error instanceof LedgerflowError) throw error;
     const reason = error instanceof Error ? error.message : String(error);
-    throw new ValidationError(`The payload of event "${event.name}" cannot be stored as JSON: ${reason}.`, [`(payload): ${reason}`]);
+    throw new ValidationError(`The payload of event "${event.name}" cannot be stored as JSON: ${reason}.`, [
+      `(payload): ${reason}`,
+    ]);
   }
-  if (json === undefined) throw new ValidationError(`The payload of event "${event.name}" has no JSON form.`, ['(payload)']);
+  if (json === undefined)
+    throw new ValidationError(`The payload of event "${event.name}" has no JSON form.`, ['(payload)']);
   return json;
 }
 
@@ -99,7 +111,9 @@ export async function sendEventIn(
   const row = rows[0];
   if (row === undefined) {
     // The conflicting event was deleted between the insert and the read: nothing was stored.
-    throw new Error(`Event "${event.name}" with dedupe key "${options.dedupeKey}" conflicted with an event that then disappeared; send it again.`);
+    throw new Error(
+      `Event "${event.name}" with dedupe key "${options.dedupeKey}" conflicted with an event that then disappeared; send it again.`,
+    );
   }
   if (!row.same) {
     throw new DuplicateEventError(
@@ -186,7 +200,11 @@ export async function sendSignal(
     // Not locked: a row lock here would deadlock with a waiting step's commit (it holds the
     // event lock and updates the run). A run that settles right after this check leaves the
     // signal stored and untaken, which is harmless.
-    const run = await trx.selectFrom('ledgerflow.workflow_run').select('status').where('id', '=', runId).executeTakeFirst();
+    const run = await trx
+      .selectFrom('ledgerflow.workflow_run')
+      .select('status')
+      .where('id', '=', runId)
+      .executeTakeFirst();
     if (run === undefined) throw new RunNotFoundError(`No run with id ${runId} in this database; nothing was sent.`);
     if (run.status === 'completed' || run.status === 'failed' || run.status === 'cancelled') {
       throw new ConflictError(`Run ${runId} is ${run.status}: no step of it will take a signal. Nothing was sent.`);

@@ -199,11 +199,14 @@ export class SettledRunWaiters {
       return;
     }
     clearTimeout(this.#retryTimer);
-    this.#retryTimer = setTimeout(() => {
-      this.#retryTimer = undefined;
-      if (this.#active === 0) this.#state = 'none';
-      else void this.#subscribe();
-    }, exponentialBackoffMs(this.#failedAttempts, RELISTEN_BACKOFF));
+    this.#retryTimer = setTimeout(
+      () => {
+        this.#retryTimer = undefined;
+        if (this.#active === 0) this.#state = 'none';
+        else void this.#subscribe();
+      },
+      exponentialBackoffMs(this.#failedAttempts, RELISTEN_BACKOFF),
+    );
     this.#retryTimer.unref();
   }
 

@@ -96,7 +96,11 @@ const startOptionsSchema = z.object({
   dedupeKey: rule(z.string(), `must be a string of 1 to ${MAX_DEDUPE_KEY_LENGTH} characters`)
     .superRefine((key, ctx) => {
       if (key.length >= 1 && key.length <= MAX_DEDUPE_KEY_LENGTH) return;
-      ctx.addIssue({ code: 'custom', input: key.length, message: `must be 1 to ${MAX_DEDUPE_KEY_LENGTH} characters long (got ${key.length})` });
+      ctx.addIssue({
+        code: 'custom',
+        input: key.length,
+        message: `must be 1 to ${MAX_DEDUPE_KEY_LENGTH} characters long (got ${key.length})`,
+      });
     })
     .optional(),
   timeoutMs: rule(z.number().gt(0), 'must be a number of milliseconds > 0').optional(),
@@ -197,7 +201,9 @@ export async function startRun(
             {
               ...columns(undefined, false),
               // The deadline counts from the hand-over, as the run's creation does.
-              ...(timeoutMs !== undefined ? { deadline_at: sql<Date>`statement_timestamp() - ${millis(msAgo)} + ${millis(timeoutMs)}` } : {}),
+              ...(timeoutMs !== undefined
+                ? { deadline_at: sql<Date>`statement_timestamp() - ${millis(msAgo)} + ${millis(timeoutMs)}` }
+                : {}),
             },
             { guarded: false, notify: false, claimedBy: { ...claimedBy, startedMsAgo: msAgo } },
           ),
@@ -205,11 +211,23 @@ export async function startRun(
           await statement(true).execute(db);
         },
       );
-      reservation.settle([deferredRun(deferred, { id: runId, workflowName: workflow.name, workflowVersion: workflow.version, inputJson, traceContext })]);
+      reservation.settle([
+        deferredRun(deferred, {
+          id: runId,
+          workflowName: workflow.name,
+          workflowVersion: workflow.version,
+          inputJson,
+          traceContext,
+        }),
+      ]);
       unmarked = true;
       return true;
     }
-    const claimed = await insertClaimedLocally(db, reservation, insertRunStatement(columns(undefined, false), { guarded, notify: false, claimedBy }));
+    const claimed = await insertClaimedLocally(
+      db,
+      reservation,
+      insertRunStatement(columns(undefined, false), { guarded, notify: false, claimedBy }),
+    );
     unmarked = watched !== undefined && claimed;
     return claimed;
   };
@@ -220,7 +238,15 @@ export async function startRun(
       if (deferred !== undefined) return { runId, created: true, unmarked: true, deferred };
       return unmarked ? { runId, created: true, unmarked } : { runId, created: true };
     }
-    const existing = await findExisting(db, workflow, runId, options.runId !== undefined, dedupeKey, inputJson, onDifferentInput);
+    const existing = await findExisting(
+      db,
+      workflow,
+      runId,
+      options.runId !== undefined,
+      dedupeKey,
+      inputJson,
+      onDifferentInput,
+    );
     if (existing !== undefined) return existing;
   }
   throw new Error(`Run ${runId} conflicted with an existing run that then disappeared, three times in a row.`);
@@ -269,11 +295,19 @@ async function findExisting(
 ): Promise<StartedRun | undefined> {
   const live = await db
     .selectFrom('ledgerflow.workflow_run')
-    .select(['id', 'workflow_name', 'workflow_version', 'dedupe_key', sql<boolean>`input = ${inputJson}::jsonb`.as('same_input')])
+    .select([
+      'id',
+      'workflow_name',
+      'workflow_version',
+      'dedupe_key',
+      sql<boolean>`input = ${inputJson}::jsonb`.as('same_input'),
+    ])
     .where((eb) =>
       eb.or([
         eb('id', '=', runId),
-        ...(dedupeKey !== undefined ? [eb.and([eb('workflow_name', '=', workflow.name), eb('dedupe_key', '=', dedupeKey)])] : []),
+        ...(dedupeKey !== undefined
+          ? [eb.and([eb('workflow_name', '=', workflow.name), eb('dedupe_key', '=', dedupeKey)])]
+          : []),
       ]),
     )
     .execute();
@@ -298,14 +332,17 @@ async function findExisting(
             .where((eb) =>
               eb.or([
                 eb('id', '=', runId),
-                ...(dedupeKey !== undefined ? [eb.and([eb('workflow_name', '=', workflow.name), eb('dedupe_key', '=', dedupeKey)])] : []),
+                ...(dedupeKey !== undefined
+                  ? [eb.and([eb('workflow_name', '=', workflow.name), eb('dedupe_key', '=', dedupeKey)])]
+                  : []),
               ]),
             )
             .execute()
         ).map((row) => ({ ...row, pruned: toPrunedRun(row) }));
   const row = rows[0];
   if (row === undefined) return undefined;
-  const pruned = row.pruned === undefined ? '' : ` (pruned; ${row.pruned.status} at ${row.pruned.finishedAt.toISOString()})`;
+  const pruned =
+    row.pruned === undefined ? '' : ` (pruned; ${row.pruned.status} at ${row.pruned.finishedAt.toISOString()})`;
   const asked = `workflow "${workflow.name}"${dedupeKey !== undefined ? ` with dedupe key "${dedupeKey}"` : ''}`;
   if (rows.length > 1) {
     throw new DuplicateRunError(
@@ -335,22 +372,37 @@ async function findExisting(
         "A run id or dedupe key names one run: to start another, use a new id or key; to get this run back whatever its input, pass onDifferentInput: 'return-existing'.",
     );
   }
-  return row.pruned === undefined ? { runId: row.id, created: false } : { runId: row.id, created: false, pruned: row.pruned };
+  return row.pruned === undefined
+    ? { runId: row.id, created: false }
+    : { runId: row.id, created: false, pruned: row.pruned };
 }
 
 /**
  * Checked before the insert rather than by catching the foreign-key violation: in a caller's
  * transaction an error would abort their whole transaction, not just this statement.
  */
-async function assertMigrated(db: Kysely<LedgerflowDatabase>, workflow: AnyWorkflow, migrated: MigratedVersions): Promise<void> {
+async function assertMigrated(
+  db: Kysely<LedgerflowDatabase>,
+  workflow: AnyWorkflow,
+  migrated: MigratedVersions,
+): Promise<void> {
   const hash = shapeHash(workflow);
   const id = `${workflow.name}@${workflow.version}:${hash}`;
   if (migrated.has(id)) return;
-  let row: { definition_hash: string; draft_migration: string | null; fingerprint: string | null; parts: Record<string, string> | null } | undefined;
+  let row:
+    | {
+        definition_hash: string;
+        draft_migration: string | null;
+        fingerprint: string | null;
+        parts: Record<string, string> | null;
+      }
+    | undefined;
   try {
     row = await db
       .selectFrom('ledgerflow.workflow_version as v')
-      .leftJoin('ledgerflow.workflow_fingerprint as f', (join) => join.onRef('f.workflow_name', '=', 'v.workflow_name').onRef('f.version', '=', 'v.version'))
+      .leftJoin('ledgerflow.workflow_fingerprint as f', (join) =>
+        join.onRef('f.workflow_name', '=', 'v.workflow_name').onRef('f.version', '=', 'v.version'),
+      )
       .select(['v.definition_hash', 'v.draft_migration', 'f.fingerprint', 'f.parts'])
       .where('v.workflow_name', '=', workflow.name)
       .where('v.version', '=', workflow.version)

@@ -14,9 +14,7 @@ export function describeIssues(issues: readonly z.core.$ZodIssue[]): string[] {
 function formatPath(path: readonly PropertyKey[]): string {
   if (path.length === 0) return '(input)';
   return path
-    .map((segment, i) =>
-      typeof segment === 'number' ? `[${segment}]` : `${i === 0 ? '' : '.'}${String(segment)}`,
-    )
+    .map((segment, i) => (typeof segment === 'number' ? `[${segment}]` : `${i === 0 ? '' : '.'}${String(segment)}`))
     .join('');
 }
 

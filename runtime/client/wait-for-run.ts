@@ -38,7 +38,8 @@ interface Wait {
 /** The longest delay a timer takes (2^31 - 1 ms); a longer one would fire at once. */
 const MAX_TIMER_MS = 2_147_483_647;
 
-const waitMilliseconds = (min: number) => rule(z.number().min(min).max(MAX_TIMER_MS), `must be a number of milliseconds from ${min} to ${MAX_TIMER_MS}`);
+const waitMilliseconds = (min: number) =>
+  rule(z.number().min(min).max(MAX_TIMER_MS), `must be a number of milliseconds from ${min} to ${MAX_TIMER_MS}`);
 
 /** What {@link WaitOptions} allow. */
 const waitOptionsSchema = z.object({
@@ -158,7 +159,9 @@ export async function waitForRun(
       }
       const remaining = wait.deadline - Date.now();
       if (remaining <= 0) throw timedOut(runId, wait, status, unreachable);
-      woken = await watch.next(Math.min(remaining, unreachable !== undefined || !watch.subscribed() ? wait.pollMs : wait.recheckMs));
+      woken = await watch.next(
+        Math.min(remaining, unreachable !== undefined || !watch.subscribed() ? wait.pollMs : wait.recheckMs),
+      );
       current = false;
     }
   } finally {
@@ -171,15 +174,25 @@ export async function waitForRun(
 async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
   let timer: NodeJS.Timeout | undefined;
   try {
-    return await Promise.race([promise, new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), Math.max(0, ms))))]);
+    return await Promise.race([
+      promise,
+      new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), Math.max(0, ms)))),
+    ]);
   } finally {
     clearTimeout(timer);
   }
 }
 
-function timedOut(runId: string, wait: Wait, status: RunStatus | undefined, unreachable: Error | undefined): WaitTimeoutError {
+function timedOut(
+  runId: string,
+  wait: Wait,
+  status: RunStatus | undefined,
+  unreachable: Error | undefined,
+): WaitTimeoutError {
   if (unreachable === undefined) {
-    return new WaitTimeoutError(`Run ${runId} is still ${status} after ${wait.timeoutMs} ms; it goes on, wait again or inspect it.`);
+    return new WaitTimeoutError(
+      `Run ${runId} is still ${status} after ${wait.timeoutMs} ms; it goes on, wait again or inspect it.`,
+    );
   }
   return new WaitTimeoutError(
     `Run ${runId}: the database did not answer before the wait's ${wait.timeoutMs} ms ran out (${unreachable.message}); ` +
@@ -195,7 +208,10 @@ async function markAndRead(db: Kysely<LedgerflowDatabase>, runId: string): Promi
 }
 
 /** How the run is now: one read of the columns a wait returns. `RunPrunedError` / `RunNotFoundError` when it is gone. */
-async function readRun(db: Kysely<LedgerflowDatabase>, runId: string): Promise<Omit<SettledRun, 'status'> & { readonly status: RunStatus }> {
+async function readRun(
+  db: Kysely<LedgerflowDatabase>,
+  runId: string,
+): Promise<Omit<SettledRun, 'status'> & { readonly status: RunStatus }> {
   const row = await db
     .selectFrom('ledgerflow.workflow_run')
     .select(['id', 'workflow_name', 'workflow_version', 'status', 'output', 'error'])

@@ -8,11 +8,9 @@ import type { HandlerFor } from './handler-types.js';
  * kinds (`sleep`, `waitFor`, `child`, `forEach`) take none: the runtime carries them out.
  */
 export type WorkflowHandlers<W extends AnyWorkflow, TDatabase = {}> = {
-  readonly [N in WorkflowStepName<W> as WorkflowStepSpec<W, N> extends { readonly kind: BuiltInStepKind } ? never : N]: HandlerFor<
-    WorkflowStepSpec<W, N>,
-    WorkflowInput<W>,
-    TDatabase
-  >;
+  readonly [N in WorkflowStepName<W> as WorkflowStepSpec<W, N> extends { readonly kind: BuiltInStepKind }
+    ? never
+    : N]: HandlerFor<WorkflowStepSpec<W, N>, WorkflowInput<W>, TDatabase>;
 };
 
 /** A workflow bound to its handlers, as produced by the generated `<name>Handlers(...)` functions. */

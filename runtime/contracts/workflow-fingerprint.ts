@@ -45,7 +45,13 @@ export function fingerprintOf(workflow: AnyWorkflow): WorkflowFingerprint {
   if (known !== undefined) return known;
   const shape = shapeOf(workflow);
   const parts: Record<string, string> = {
-    workflow: hash(stableJson({ steps: shape.steps.map((s) => s.name), queue: shape.queue, compensateOnCancel: shape.compensateOnCancel })),
+    workflow: hash(
+      stableJson({
+        steps: shape.steps.map((s) => s.name),
+        queue: shape.queue,
+        compensateOnCancel: shape.compensateOnCancel,
+      }),
+    ),
     input: schemaHash(workflow.input),
   };
   shape.steps.forEach((step, i) => {
@@ -71,25 +77,46 @@ export function fingerprintOf(workflow: AnyWorkflow): WorkflowFingerprint {
 }
 
 /** The part ids whose hashes differ between two fingerprints (added or removed parts included), sorted. */
-export function changedParts(registered: Readonly<Record<string, string>>, live: Readonly<Record<string, string>>): string[] {
-  return [...new Set([...Object.keys(registered), ...Object.keys(live)])].filter((id) => registered[id] !== live[id]).sort();
+export function changedParts(
+  registered: Readonly<Record<string, string>>,
+  live: Readonly<Record<string, string>>,
+): string[] {
+  return [...new Set([...Object.keys(registered), ...Object.keys(live)])]
+    .filter((id) => registered[id] !== live[id])
+    .sort();
 }
 
 /** What changed between a registered fingerprint's parts and the live ones, in words; a new or removed step (several parts) is named once. */
-export function describeChanges(registered: Readonly<Record<string, string>>, live: Readonly<Record<string, string>>): string[] {
+export function describeChanges(
+  registered: Readonly<Record<string, string>>,
+  live: Readonly<Record<string, string>>,
+): string[] {
   return [...new Set(changedParts(registered, live).map((id) => describeFingerprintPart(id, registered, live)))];
 }
 
 /** `the output schema of step "charge"`, `the input schema`, `step "refund" (added or removed)`. */
-export function describeFingerprintPart(id: string, registered: Readonly<Record<string, string>>, live: Readonly<Record<string, string>>): string {
-  const what = id === 'workflow' ? 'the step list (names, order), queue or compensateOnCancel' : id === 'input' ? 'the input schema' : undefined;
+export function describeFingerprintPart(
+  id: string,
+  registered: Readonly<Record<string, string>>,
+  live: Readonly<Record<string, string>>,
+): string {
+  const what =
+    id === 'workflow'
+      ? 'the step list (names, order), queue or compensateOnCancel'
+      : id === 'input'
+        ? 'the input schema'
+        : undefined;
   if (what !== undefined) return what;
   const match = /^steps\.(.+)\.(shape|output|event)$/.exec(id);
   if (match === null) return id;
   const [, step, part] = match;
   if (registered[id] === undefined) return `step "${step}" (new: not in the registered definition)`;
   if (live[id] === undefined) return `step "${step}" (gone: the registered definition has it)`;
-  const names = { shape: 'the kind, idempotentByKey, condition, event, child, queue or compensation', output: 'the output schema', event: 'the payload schema of the event' };
+  const names = {
+    shape: 'the kind, idempotentByKey, condition, event, child, queue or compensation',
+    output: 'the output schema',
+    event: 'the payload schema of the event',
+  };
   return `${names[part as keyof typeof names]} of step "${step}"`;
 }
 
@@ -113,7 +140,10 @@ function sortRequired(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(sortRequired);
   if (value === null || typeof value !== 'object') return value;
   return Object.fromEntries(
-    Object.entries(value).map(([key, v]) => [key, key === 'required' && Array.isArray(v) ? [...(v as string[])].sort() : sortRequired(v)]),
+    Object.entries(value).map(([key, v]) => [
+      key,
+      key === 'required' && Array.isArray(v) ? [...(v as string[])].sort() : sortRequired(v),
+    ]),
   );
 }
 

@@ -21,12 +21,13 @@ export interface DashboardIdentity {
 }
 
 /** Tells who sent a request, or `undefined` to refuse it (401). */
-export type DashboardAuthHook = (request: Request) => DashboardIdentity | undefined | Promise<DashboardIdentity | undefined>;
+export type DashboardAuthHook = (
+  request: Request,
+) => DashboardIdentity | undefined | Promise<DashboardIdentity | undefined>;
 
 export type DashboardAuth =
   /** One shared access token; `actor` names it in the audit trail. */
-  | { readonly token: string; readonly actor?: string }
-  | DashboardAuthHook;
+  { readonly token: string; readonly actor?: string } | DashboardAuthHook;
 
 export const AUTH_COOKIE = 'ledgerflow_dashboard_auth';
 export const SESSION_COOKIE = 'ledgerflow_dashboard_session';
@@ -60,7 +61,9 @@ export function constantTimeEqual(a: string, b: string): boolean {
 
 export function checkToken(token: string): void {
   if (token.length < MIN_TOKEN_LENGTH) {
-    throw new TypeError(`The dashboard's access token must be at least ${MIN_TOKEN_LENGTH} characters (got ${token.length}); use e.g. \`openssl rand -hex 32\`.`);
+    throw new TypeError(
+      `The dashboard's access token must be at least ${MIN_TOKEN_LENGTH} characters (got ${token.length}); use e.g. \`openssl rand -hex 32\`.`,
+    );
   }
 }
 

@@ -69,7 +69,9 @@ export interface DashboardOptions {
  * app.route('/', dashboard);
  */
 export function createDashboard(options: DashboardOptions): Hono<DashboardEnv> {
-  checkOptions(dashboardOptionsSchema, options, (problems) => new TypeError(`${problems[0]}.`), { show: JSON.stringify });
+  checkOptions(dashboardOptionsSchema, options, (problems) => new TypeError(`${problems[0]}.`), {
+    show: JSON.stringify,
+  });
   const base = normalizeBase(options.basePath);
   const csrf = new CsrfTokens(options.csrfSecret);
   const auth = options.auth;
@@ -85,12 +87,16 @@ export function createDashboard(options: DashboardOptions): Hono<DashboardEnv> {
   const app = base === '' ? new Hono<DashboardEnv>() : new Hono<DashboardEnv>().basePath(base);
 
   app.use('*', async (c, next) => {
-    c.header('Content-Security-Policy', "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'");
+    c.header(
+      'Content-Security-Policy',
+      "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    );
     c.header('X-Content-Type-Options', 'nosniff');
     c.header('Referrer-Policy', 'same-origin');
     c.header('Cache-Control', 'no-store');
     const method = c.req.method;
-    if (method !== 'GET' && method !== 'HEAD' && method !== 'POST') return c.text('Only GET and POST.', 405, { Allow: 'GET, HEAD, POST' });
+    if (method !== 'GET' && method !== 'HEAD' && method !== 'POST')
+      return c.text('Only GET and POST.', 405, { Allow: 'GET, HEAD, POST' });
 
     const identity = await identify(c, auth, local, cookiePath);
     if (identity instanceof Response) return identity;
@@ -101,15 +107,37 @@ export function createDashboard(options: DashboardOptions): Hono<DashboardEnv> {
       // Before any handler reads the form: a forged POST changes nothing.
       const refused = sameOrigin(c.req.raw, options.allowedOrigins ?? []);
       const context = pageContext(sessionId ?? '');
-      if (refused !== undefined) return render(c, messageView(context, 'Refused', `This form was not sent from this dashboard: ${refused}. Nothing was changed.`), 403);
+      if (refused !== undefined)
+        return render(
+          c,
+          messageView(
+            context,
+            'Refused',
+            `This form was not sent from this dashboard: ${refused}. Nothing was changed.`,
+          ),
+          403,
+        );
       const form = await c.req.parseBody();
       const sent = typeof form[CSRF_FIELD] === 'string' ? form[CSRF_FIELD] : c.req.header(CSRF_HEADER);
       if (!csrf.verify(sessionId, sent)) {
-        return render(c, messageView(context, 'Refused', 'The form has no valid CSRF token for this session (reload the page and send it again). Nothing was changed.'), 403);
+        return render(
+          c,
+          messageView(
+            context,
+            'Refused',
+            'The form has no valid CSRF token for this session (reload the page and send it again). Nothing was changed.',
+          ),
+          403,
+        );
       }
     } else if (sessionId === undefined) {
       sessionId = CsrfTokens.newSessionId();
-      setCookie(c, SESSION_COOKIE, sessionId, { httpOnly: true, sameSite: 'Strict', path: cookiePath, secure: isHttps(c) });
+      setCookie(c, SESSION_COOKIE, sessionId, {
+        httpOnly: true,
+        sameSite: 'Strict',
+        path: cookiePath,
+        secure: isHttps(c),
+      });
     }
     c.set('page', pageContext(sessionId ?? ''));
     await next();
@@ -118,14 +146,29 @@ export function createDashboard(options: DashboardOptions): Hono<DashboardEnv> {
   readRoutes(app, shared);
   actionRoutes(app, shared);
 
-  app.notFound((c) => render(c, messageView(c.get('page') ?? { base, home, actor: local, csrf: '' }, 'Not found', `No page at ${new URL(c.req.url).pathname}.`), 404));
+  app.notFound((c) =>
+    render(
+      c,
+      messageView(
+        c.get('page') ?? { base, home, actor: local, csrf: '' },
+        'Not found',
+        `No page at ${new URL(c.req.url).pathname}.`,
+      ),
+      404,
+    ),
+  );
   app.onError((thrown, c) => {
     const context = c.get('page') ?? { base, home, actor: local, csrf: '' };
     // A database that was never migrated gets the CLI's advice, not the driver's "does not exist".
     const notMigrated = notMigratedError(thrown);
-    if (notMigrated !== undefined) return render(c, messageView(context, 'Database not migrated', notMigrated.message), 500);
+    if (notMigrated !== undefined)
+      return render(c, messageView(context, 'Database not migrated', notMigrated.message), 500);
     const status = statusOf(thrown);
-    return render(c, messageView(context, status === 500 ? 'Error' : status === 404 ? 'Not found' : 'Bad request', thrown.message), status);
+    return render(
+      c,
+      messageView(context, status === 500 ? 'Error' : status === 404 ? 'Not found' : 'Bad request', thrown.message),
+      status,
+    );
   });
   return app;
 }
@@ -154,7 +197,7 @@ async function identify(
     c.text(`401 Unauthorized: ${why}`, 401, { 'WWW-Authenticate': 'Bearer realm="ledgerflow dashboard"' });
   if (typeof auth === 'function') {
     const identity = await auth(c.req.raw);
-    return identity ?? refuse('the dashboard\'s auth hook did not accept this request.');
+    return identity ?? refuse("the dashboard's auth hook did not accept this request.");
   }
   const identity = { actor: auth.actor ?? tokenActor(auth.token) };
   const url = new URL(c.req.url);
@@ -162,7 +205,12 @@ async function identify(
   if (given !== null) {
     if (!constantTimeEqual(given, auth.token)) return refuse('wrong token.');
     // Once: the cookie takes over, and the token leaves the address bar (and the history).
-    setCookie(c, AUTH_COOKIE, tokenCookieValue(auth.token), { httpOnly: true, sameSite: 'Strict', path: cookiePath, secure: isHttps(c) });
+    setCookie(c, AUTH_COOKIE, tokenCookieValue(auth.token), {
+      httpOnly: true,
+      sameSite: 'Strict',
+      path: cookiePath,
+      secure: isHttps(c),
+    });
     url.searchParams.delete('token');
     return c.redirect(`${url.pathname}${url.search}`, 303);
   }
@@ -182,7 +230,10 @@ function isHttps(c: Context): boolean {
 
 /** What {@link DashboardOptions} allow, of what is checked when the app is made (an access token: checkToken). */
 const dashboardOptionsSchema = z.object({
-  basePath: rule(z.string().regex(/^(\/?|\/[A-Za-z0-9._~\-/]*[^/])$/), 'must start with "/" and not end with one, e.g. "/ops"').optional(),
+  basePath: rule(
+    z.string().regex(/^(\/?|\/[A-Za-z0-9._~\-/]*[^/])$/),
+    'must start with "/" and not end with one, e.g. "/ops"',
+  ).optional(),
 });
 
 function normalizeBase(basePath: string | undefined): string {

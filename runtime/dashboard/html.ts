@@ -16,7 +16,13 @@ export class Html {
 /** What a template may interpolate: markup, text (escaped), or lists of them; null, undefined and false render nothing. */
 export type HtmlValue = Html | string | number | boolean | null | undefined | readonly HtmlValue[];
 
-const ESCAPES: Readonly<Record<string, string>> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+const ESCAPES: Readonly<Record<string, string>> = {
+  '&': '&amp;',
+  '<': '&lt;',
+  '>': '&gt;',
+  '"': '&quot;',
+  "'": '&#39;',
+};
 
 /** Text safe inside an element and inside a quoted attribute value. */
 export function escapeHtml(text: string): string {

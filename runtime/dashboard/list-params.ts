@@ -39,7 +39,8 @@ export function parseRunListParams(query: URLSearchParams): RunListParams {
     if (!/^\d{1,9}$/.test(versionText) || Number(versionText) < 1) {
       throw new BadRequestError(`version must be a positive integer (got "${versionText}").`);
     }
-    if (workflow === undefined) throw new BadRequestError('A version filter needs a workflow: choose the workflow too.');
+    if (workflow === undefined)
+      throw new BadRequestError('A version filter needs a workflow: choose the workflow too.');
     version = Number(versionText);
   }
   const createdFrom = timeField(query, 'from');
@@ -49,8 +50,10 @@ export function parseRunListParams(query: URLSearchParams): RunListParams {
   }
   const key = query.get('key') ?? '';
   const match = field(query, 'match') ?? 'exact';
-  if (match !== 'exact' && match !== 'prefix') throw new BadRequestError(`match must be exact or prefix (got "${match}").`);
-  if (key.length > MAX_KEY_LENGTH) throw new BadRequestError(`The dedupe key search is longer than ${MAX_KEY_LENGTH} characters.`);
+  if (match !== 'exact' && match !== 'prefix')
+    throw new BadRequestError(`match must be exact or prefix (got "${match}").`);
+  if (key.length > MAX_KEY_LENGTH)
+    throw new BadRequestError(`The dedupe key search is longer than ${MAX_KEY_LENGTH} characters.`);
   const filter: RunListFilter = {
     statuses: [...new Set(statuses)] as RunStatus[],
     ...(workflow !== undefined ? { workflow } : {}),
@@ -63,12 +66,21 @@ export function parseRunListParams(query: URLSearchParams): RunListParams {
   return { filter, cursor: after === undefined ? undefined : decodeRunCursor(after, filter), limit: pageSize(query) };
 }
 
-export function parseIntentParams(query: URLSearchParams): { readonly cursor: OpenIntentCursor | undefined; readonly limit: number } {
+export function parseIntentParams(query: URLSearchParams): {
+  readonly cursor: OpenIntentCursor | undefined;
+  readonly limit: number;
+} {
   const after = field(query, 'after');
   if (after === undefined) return { cursor: undefined, limit: pageSize(query) };
   const parts = decodeCursor(after);
   const [intentAt, runId, stepName, key] = parts;
-  if (parts.length !== 4 || !CURSOR_TIME.test(intentAt ?? '') || !UUID.test(runId ?? '') || stepName === undefined || key === undefined) {
+  if (
+    parts.length !== 4 ||
+    !CURSOR_TIME.test(intentAt ?? '') ||
+    !UUID.test(runId ?? '') ||
+    stepName === undefined ||
+    key === undefined
+  ) {
     throw new BadRequestError('The "after" cursor is not one this dashboard wrote; start from the first page.');
   }
   return { cursor: { intentAt: intentAt!, runId: runId!, stepName, key }, limit: pageSize(query) };
@@ -80,7 +92,9 @@ export function encodeCursor(parts: readonly string[]): string {
 }
 
 export function encodeRunCursor(cursor: RunCursor): string {
-  return encodeCursor(cursor.by === 'created' ? ['c', cursor.createdAt, cursor.id] : ['k', cursor.dedupeKey, cursor.id]);
+  return encodeCursor(
+    cursor.by === 'created' ? ['c', cursor.createdAt, cursor.id] : ['k', cursor.dedupeKey, cursor.id],
+  );
 }
 
 export function encodeIntentCursor(cursor: OpenIntentCursor): string {
@@ -89,7 +103,9 @@ export function encodeIntentCursor(cursor: OpenIntentCursor): string {
 
 function decodeRunCursor(text: string, filter: RunListFilter): RunCursor {
   const [by, at, id, ...rest] = decodeCursor(text);
-  const invalid = new BadRequestError('The "after" cursor is not one this dashboard wrote for these filters; start from the first page.');
+  const invalid = new BadRequestError(
+    'The "after" cursor is not one this dashboard wrote for these filters; start from the first page.',
+  );
   if (rest.length > 0 || at === undefined || id === undefined || !UUID.test(id)) throw invalid;
   if (by === 'c' && filter.dedupeKey === undefined && CURSOR_TIME.test(at)) return { by: 'created', createdAt: at, id };
   if (by === 'k' && filter.dedupeKey !== undefined) return { by: 'key', dedupeKey: at, id };
@@ -127,10 +143,14 @@ function field(query: URLSearchParams, name: string): string | undefined {
 function timeField(query: URLSearchParams, name: string): Date | undefined {
   const text = field(query, name);
   if (text === undefined) return undefined;
-  const iso = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?$/.test(text) ? `${text.length === 10 ? `${text}T00:00` : text}Z` : text;
+  const iso = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?$/.test(text)
+    ? `${text.length === 10 ? `${text}T00:00` : text}Z`
+    : text;
   const time = /^\d{4}-\d{2}-\d{2}/.test(text) ? new Date(iso) : new Date(Number.NaN);
   if (Number.isNaN(time.getTime())) {
-    throw new BadRequestError(`"${name}" must be a time like 2026-03-01T12:00 (UTC) or an ISO time with a zone (got "${text}").`);
+    throw new BadRequestError(
+      `"${name}" must be a time like 2026-03-01T12:00 (UTC) or an ISO time with a zone (got "${text}").`,
+    );
   }
   return time;
 }

@@ -9,5 +9,14 @@ import type { Client } from '../client/client.js';
  */
 export type DashboardOperations = Pick<
   Client,
-  'cancel' | 'retryRun' | 'resolveEffect' | 'pauseQueue' | 'resumeQueue' | 'pauseSchedule' | 'resumeSchedule' | 'listQueues' | 'listSchedules' | 'listAudit'
+  | 'cancel'
+  | 'retryRun'
+  | 'resolveEffect'
+  | 'pauseQueue'
+  | 'resumeQueue'
+  | 'pauseSchedule'
+  | 'resumeSchedule'
+  | 'listQueues'
+  | 'listSchedules'
+  | 'listAudit'
 >;

@@ -67,8 +67,13 @@ export async function serveDashboard(options: ServeDashboardOptions): Promise<Se
  * or an auth hook, a short token, or both a token and a hook. (The CLI calls it before it opens
  * the database.)
  */
-export function assertServable(host: string, token: string | undefined, auth: DashboardOptions['auth'] | undefined): void {
-  if (token !== undefined && auth !== undefined) throw new TypeError('Give serveDashboard either a token or an auth hook, not both.');
+export function assertServable(
+  host: string,
+  token: string | undefined,
+  auth: DashboardOptions['auth'] | undefined,
+): void {
+  if (token !== undefined && auth !== undefined)
+    throw new TypeError('Give serveDashboard either a token or an auth hook, not both.');
   if (token !== undefined) checkToken(token);
   if (token === undefined && auth === undefined && !isLoopbackHost(host)) {
     throw new TypeError(

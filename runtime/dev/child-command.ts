@@ -12,7 +12,10 @@ export class ChildCommand {
 
   constructor(args: readonly string[], env: NodeJS.ProcessEnv, onLine: (stream: 'out' | 'err', line: string) => void) {
     // The IPC channel is only a lifeline: bin/ledgerflow.js stops the child when it disconnects.
-    this.#child = spawn(process.execPath, [ledgerflowBin(), ...args], { env, stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
+    this.#child = spawn(process.execPath, [ledgerflowBin(), ...args], {
+      env,
+      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    });
     for (const stream of ['out', 'err'] as const) {
       let pending = '';
       this.#child[stream === 'out' ? 'stdout' : 'stderr']!.on('data', (chunk: Buffer) => {

@@ -54,7 +54,8 @@ export function findDevServer(dataDir: string): DevServerRecord | undefined {
 function readDevServerFile(file: string): DevServerRecord | undefined {
   try {
     const parsed = JSON.parse(readFileSync(file, 'utf8')) as Partial<DevServerRecord>;
-    if (typeof parsed.url === 'string' && typeof parsed.pid === 'number' && typeof parsed.dataDir === 'string') return parsed as DevServerRecord;
+    if (typeof parsed.url === 'string' && typeof parsed.pid === 'number' && typeof parsed.dataDir === 'string')
+      return parsed as DevServerRecord;
   } catch {
     // Missing, or not ours to read: no dev server.
   }

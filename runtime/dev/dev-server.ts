@@ -59,7 +59,12 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     throw error;
   }
   const served = { bridge, dashboard };
-  const removeFile = writeDevServerFile({ url: bridge.url, pid: process.pid, dataDir: resolve(options.dataDir), dashboardUrl: dashboard.url });
+  const removeFile = writeDevServerFile({
+    url: bridge.url,
+    pid: process.pid,
+    dataDir: resolve(options.dataDir),
+    dashboardUrl: dashboard.url,
+  });
   const log = options.log;
   const workerEnv = { ...process.env, DATABASE_URL: bridge.url };
 
@@ -68,32 +73,46 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
   /** Reloads run one at a time, in the order codegen reported. */
   let reloads: Promise<void> = Promise.resolve();
   const reload = (): void => {
-    reloads = reloads.then(async () => {
-      if (closing) return;
-      // New workflow versions bring their migrations; a worker refuses versions the database lacks.
-      const result = await migrateExisting();
-      for (const name of result.applied) log('err', `ledgerflow dev: applied migration ${name}`);
-      const previous = worker;
-      worker = undefined;
-      if (previous !== undefined) {
-        log('err', 'ledgerflow dev: stopping the worker (its in-flight runs finish or are released to the next one)…');
-        await previous.stop();
-      }
-      if (closing) return;
-      // Started only after a codegen run without errors wrote generated/: the worker's own in-memory
-      // codegen run at start would repeat that run, so it is skipped (the database's registered
-      // definitions are still compared).
-      const workerCommand = ['worker', '--workflows', options.workflowsModule, '--skip-contract-check', ...options.workerArgs];
-      const started = new ChildCommand(workerCommand, workerEnv, (stream, line) =>
-        log(stream, `[worker] ${line}`),
-      );
-      worker = started;
-      void started.exited.then((code) => {
-        if (worker !== started || closing) return;
+    reloads = reloads
+      .then(async () => {
+        if (closing) return;
+        // New workflow versions bring their migrations; a worker refuses versions the database lacks.
+        const result = await migrateExisting();
+        for (const name of result.applied) log('err', `ledgerflow dev: applied migration ${name}`);
+        const previous = worker;
         worker = undefined;
-        log('err', `ledgerflow dev: the worker exited (code ${code}); it starts again after the next change that codegen accepts.`);
-      });
-    }).catch((error: unknown) => log('err', `ledgerflow dev: reload failed: ${error instanceof Error ? error.message : String(error)}`));
+        if (previous !== undefined) {
+          log(
+            'err',
+            'ledgerflow dev: stopping the worker (its in-flight runs finish or are released to the next one)…',
+          );
+          await previous.stop();
+        }
+        if (closing) return;
+        // Started only after a codegen run without errors wrote generated/: the worker's own in-memory
+        // codegen run at start would repeat that run, so it is skipped (the database's registered
+        // definitions are still compared).
+        const workerCommand = [
+          'worker',
+          '--workflows',
+          options.workflowsModule,
+          '--skip-contract-check',
+          ...options.workerArgs,
+        ];
+        const started = new ChildCommand(workerCommand, workerEnv, (stream, line) => log(stream, `[worker] ${line}`));
+        worker = started;
+        void started.exited.then((code) => {
+          if (worker !== started || closing) return;
+          worker = undefined;
+          log(
+            'err',
+            `ledgerflow dev: the worker exited (code ${code}); it starts again after the next change that codegen accepts.`,
+          );
+        });
+      })
+      .catch((error: unknown) =>
+        log('err', `ledgerflow dev: reload failed: ${error instanceof Error ? error.message : String(error)}`),
+      );
   };
 
   let report: string[] = [];
@@ -116,7 +135,11 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
     reload();
   });
   void codegen.exited.then((code) => {
-    if (!closing) log('err', `ledgerflow dev: codegen --watch exited (code ${code}); changes are no longer picked up. Restart ledgerflow dev.`);
+    if (!closing)
+      log(
+        'err',
+        `ledgerflow dev: codegen --watch exited (code ${code}); changes are no longer picked up. Restart ledgerflow dev.`,
+      );
   });
 
   return {

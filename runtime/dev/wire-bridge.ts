@@ -161,7 +161,9 @@ class BridgeConnection {
     }
     this.#work = this.#work.catch((error: unknown) => {
       // PGlite failed outside the protocol (not an ErrorResponse): this connection cannot go on.
-      this.#write(errorResponse('XX000', `ledgerflow dev server: ${error instanceof Error ? error.message : String(error)}`));
+      this.#write(
+        errorResponse('XX000', `ledgerflow dev server: ${error instanceof Error ? error.message : String(error)}`),
+      );
       this.socket.destroy();
     });
   }
@@ -180,7 +182,9 @@ class BridgeConnection {
         this.socket.end();
         return false;
       } else if (code === PROTOCOL_V3) {
-        this.#write(Buffer.concat([this.startupAnswer, backendKeyData(this.pid, randomInt(2 ** 31)), readyForQuery('I')]));
+        this.#write(
+          Buffer.concat([this.startupAnswer, backendKeyData(this.pid, randomInt(2 ** 31)), readyForQuery('I')]),
+        );
         this.#state = 'ready';
         return true;
       } else {
@@ -256,20 +260,26 @@ class BridgeConnection {
 
   async #listen(command: 'LISTEN' | 'UNLISTEN', name: string): Promise<void> {
     const channels =
-      name === '*' ? [...this.#subscriptions.keys()] : [name.startsWith('"') ? name.slice(1, -1).replaceAll('""', '"') : name.toLowerCase()];
+      name === '*'
+        ? [...this.#subscriptions.keys()]
+        : [name.startsWith('"') ? name.slice(1, -1).replaceAll('""', '"') : name.toLowerCase()];
     for (const channel of channels) {
       if (command === 'UNLISTEN') {
         this.#subscriptions.get(channel)?.();
         this.#subscriptions.delete(channel);
       } else if (!this.#subscriptions.has(channel)) {
-        const subscribing = this.store.notifications.subscribe(channel, (payload) => this.#write(notificationResponse(this.pid, channel, payload)));
+        const subscribing = this.store.notifications.subscribe(channel, (payload) =>
+          this.#write(notificationResponse(this.pid, channel, payload)),
+        );
         this.#subscriptions.set(channel, () => void subscribing.then((unsubscribe) => unsubscribe()).catch(() => {}));
         // Inside its own transaction this connection holds the session the LISTEN waits for; it
         // takes effect once that transaction ends, as PostgreSQL's LISTEN does at commit.
         if (this.#session === undefined) await subscribing;
       }
     }
-    this.#write(Buffer.concat([commandComplete(command), readyForQuery(this.#session === undefined ? 'I' : this.#status)]));
+    this.#write(
+      Buffer.concat([commandComplete(command), readyForQuery(this.#session === undefined ? 'I' : this.#status)]),
+    );
   }
 
   async #cleanUp(): Promise<void> {
@@ -283,7 +293,11 @@ class BridgeConnection {
       await this.#exec(session, syncMessage(), true);
       if (this.#status !== 'I') await this.#exec(session, queryMessage('ROLLBACK'), true);
       if (this.#statements.size > 0) {
-        await this.#exec(session, Buffer.concat([...[...this.#statements].map(closeStatementMessage), syncMessage()]), true);
+        await this.#exec(
+          session,
+          Buffer.concat([...[...this.#statements].map(closeStatementMessage), syncMessage()]),
+          true,
+        );
         this.#statements.clear();
       }
     } finally {

@@ -51,17 +51,23 @@ function cstring(text: string): Buffer {
 }
 
 export const authenticationOk = (): Buffer => message('R', int32(0));
-export const parameterStatus = (name: string, value: string): Buffer => message('S', Buffer.concat([cstring(name), cstring(value)]));
-export const backendKeyData = (pid: number, secret: number): Buffer => message('K', Buffer.concat([int32(pid), int32(secret)]));
+export const parameterStatus = (name: string, value: string): Buffer =>
+  message('S', Buffer.concat([cstring(name), cstring(value)]));
+export const backendKeyData = (pid: number, secret: number): Buffer =>
+  message('K', Buffer.concat([int32(pid), int32(secret)]));
 export const readyForQuery = (status: TransactionStatus): Buffer => message('Z', Buffer.from(status, 'latin1'));
 export const commandComplete = (tag: string): Buffer => message('C', cstring(tag));
 export const errorResponse = (code: string, text: string): Buffer =>
-  message('E', Buffer.concat([cstring(`SERROR`), cstring(`VERROR`), cstring(`C${code}`), cstring(`M${text}`), Buffer.from([0])]));
+  message(
+    'E',
+    Buffer.concat([cstring(`SERROR`), cstring(`VERROR`), cstring(`C${code}`), cstring(`M${text}`), Buffer.from([0])]),
+  );
 
 /** Frontend messages the bridge sends on behalf of a client that went away. */
 export const syncMessage = (): Buffer => message('S');
 export const queryMessage = (sql: string): Buffer => message('Q', cstring(sql));
-export const closeStatementMessage = (name: string): Buffer => message('C', Buffer.concat([Buffer.from('S', 'latin1'), cstring(name)]));
+export const closeStatementMessage = (name: string): Buffer =>
+  message('C', Buffer.concat([Buffer.from('S', 'latin1'), cstring(name)]));
 
 /** The text of a simple Query ('Q') message. */
 export function queryText(query: WireMessage): string {
@@ -77,7 +83,10 @@ export function transactionStatus(ready: WireMessage): TransactionStatus {
 export function notification(bytes: Buffer): { channel: string; payload: string } {
   const channelEnd = bytes.indexOf(0, 9);
   const payloadEnd = bytes.indexOf(0, channelEnd + 1);
-  return { channel: bytes.toString('utf8', 9, channelEnd), payload: bytes.toString('utf8', channelEnd + 1, payloadEnd) };
+  return {
+    channel: bytes.toString('utf8', 9, channelEnd),
+    payload: bytes.toString('utf8', channelEnd + 1, payloadEnd),
+  };
 }
 
 export function notificationResponse(pid: number, channel: string, payload: string): Buffer {
@@ -101,7 +110,11 @@ function readCString(bytes: Buffer, offset: number): { text: string; end: number
  */
 export function renameStatements(msg: WireMessage, rename: (kind: 'S' | 'P', name: string) => string): Buffer {
   const bytes = msg.bytes;
-  const rewrite = (names: Array<{ kind: 'S' | 'P'; text: string }>, tailStart: number, prefix: Buffer = Buffer.alloc(0)): Buffer => {
+  const rewrite = (
+    names: Array<{ kind: 'S' | 'P'; text: string }>,
+    tailStart: number,
+    prefix: Buffer = Buffer.alloc(0),
+  ): Buffer => {
     const head = names.map(({ kind, text }) => cstring(text === '' ? '' : rename(kind, text)));
     return message(msg.type, Buffer.concat([prefix, ...head, bytes.subarray(tailStart)]));
   };

@@ -177,7 +177,8 @@ function validateSpec(spec: FaultSpec): void {
     }
     if (point === undefined) continue;
     if (!(point.probability >= 0 && point.probability <= 1)) problems.push(`${name}.probability must be in [0, 1]`);
-    if (!Array.isArray(point.actions) || point.actions.length === 0) problems.push(`${name}.actions must be a non-empty array`);
+    if (!Array.isArray(point.actions) || point.actions.length === 0)
+      problems.push(`${name}.actions must be a non-empty array`);
     for (const action of point.actions ?? []) {
       if (action !== 'throw' && action !== 'hang' && action !== 'kill') {
         problems.push(`${name}.actions: unknown action "${String(action)}" (use throw, hang or kill)`);

@@ -12,7 +12,9 @@
 export function jsonByteLength(value: unknown, maxDepth: number): number {
   let bytes = 0;
   // Work items: a value to measure at a depth, or a fixed number of bytes (punctuation).
-  const stack: Array<{ readonly value: unknown; readonly depth: number; readonly key?: string } | number> = [{ value, depth: 0 }];
+  const stack: Array<{ readonly value: unknown; readonly depth: number; readonly key?: string } | number> = [
+    { value, depth: 0 },
+  ];
   while (stack.length > 0) {
     const item = stack.pop()!;
     if (typeof item === 'number') {
@@ -20,7 +22,11 @@ export function jsonByteLength(value: unknown, maxDepth: number): number {
       continue;
     }
     let current = item.value;
-    if (typeof current === 'object' && current !== null && typeof (current as { toJSON?: unknown }).toJSON === 'function') {
+    if (
+      typeof current === 'object' &&
+      current !== null &&
+      typeof (current as { toJSON?: unknown }).toJSON === 'function'
+    ) {
       current = (current as { toJSON: (key: string) => unknown }).toJSON(item.key ?? '');
     }
     switch (typeof current) {
@@ -59,7 +65,9 @@ export function jsonByteLength(value: unknown, maxDepth: number): number {
     } else {
       bytes += 1; // {
       stack.push(1); // }
-      const entries = Object.entries(current).filter(([, v]) => v !== undefined && typeof v !== 'function' && typeof v !== 'symbol');
+      const entries = Object.entries(current).filter(
+        ([, v]) => v !== undefined && typeof v !== 'function' && typeof v !== 'symbol',
+      );
       for (let i = entries.length - 1; i >= 0; i--) {
         const [key, v] = entries[i]!;
         stack.push({ value: v, depth, key });
@@ -85,7 +93,12 @@ function stringBytes(text: string): number {
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (c < 0x80) {
-      bytes += c === 0x22 || c === 0x5c || c === 0x08 || c === 0x09 || c === 0x0a || c === 0x0c || c === 0x0d ? 2 : c < 0x20 ? 6 : 1;
+      bytes +=
+        c === 0x22 || c === 0x5c || c === 0x08 || c === 0x09 || c === 0x0a || c === 0x0c || c === 0x0d
+          ? 2
+          : c < 0x20
+            ? 6
+            : 1;
     } else if (c < 0x800) {
       bytes += 2;
     } else if (c >= 0xd800 && c <= 0xdbff) {

@@ -30,7 +30,8 @@ export class PayloadLimitsCache {
    * transaction to end, and the transaction for the read).
    */
   current(via: Kysely<LedgerflowDatabase> = this.#db): Promise<PayloadLimits> {
-    if (this.#limits !== undefined && performance.now() - this.#readAt < this.#ttlMs) return Promise.resolve(this.#limits);
+    if (this.#limits !== undefined && performance.now() - this.#readAt < this.#ttlMs)
+      return Promise.resolve(this.#limits);
     if (via !== this.#db) return this.#read(via);
     this.#reading ??= this.#read(via).finally(() => {
       this.#reading = undefined;

@@ -32,7 +32,9 @@ export const DEFAULT_PAYLOAD_LIMITS: PayloadLimits = {
 };
 
 /** What each limit may be set to (the migration's CHECK constraints say the same). */
-export const PAYLOAD_LIMIT_RANGES: Readonly<Record<keyof PayloadLimits, { readonly min: number; readonly max: number }>> = {
+export const PAYLOAD_LIMIT_RANGES: Readonly<
+  Record<keyof PayloadLimits, { readonly min: number; readonly max: number }>
+> = {
   maxInputBytes: { min: 64, max: 268_435_456 },
   maxOutputBytes: { min: 64, max: 268_435_456 },
   maxEventPayloadBytes: { min: 64, max: 268_435_456 },
@@ -100,7 +102,8 @@ const limitsChangeSchema = z
   )
   .superRefine((change, ctx) => {
     for (const name of Object.keys(change)) {
-      if (!Object.hasOwn(PAYLOAD_LIMIT_RANGES, name)) ctx.addIssue({ code: 'custom', path: [name], message: `not a limit (${Object.keys(COLUMNS).join(', ')})` });
+      if (!Object.hasOwn(PAYLOAD_LIMIT_RANGES, name))
+        ctx.addIssue({ code: 'custom', path: [name], message: `not a limit (${Object.keys(COLUMNS).join(', ')})` });
     }
   }, ALWAYS_CHECKED);
 
@@ -108,14 +111,23 @@ const limitsChangeSchema = z
  * Changes some limits for every client and worker of the database (each sees the change within
  * {@link LIMITS_CACHE_MS}); returns them all. Out-of-range values are refused, naming the range.
  */
-export async function setPayloadLimits(db: Kysely<LedgerflowDatabase>, change: Partial<PayloadLimits>): Promise<StoredPayloadLimits> {
+export async function setPayloadLimits(
+  db: Kysely<LedgerflowDatabase>,
+  change: Partial<PayloadLimits>,
+): Promise<StoredPayloadLimits> {
   checkOptions(
     limitsChangeSchema,
     change,
-    (problems) => new ValidationError(`Invalid limits:\n${problems.map((p) => `  - ${p}`).join('\n')}\nNothing was changed.`, problems),
+    (problems) =>
+      new ValidationError(
+        `Invalid limits:\n${problems.map((p) => `  - ${p}`).join('\n')}\nNothing was changed.`,
+        problems,
+      ),
     { separator: ': ' },
   );
-  const set = Object.fromEntries(Object.entries(change).map(([name, value]) => [COLUMNS[name as keyof PayloadLimits], value]));
+  const set = Object.fromEntries(
+    Object.entries(change).map(([name, value]) => [COLUMNS[name as keyof PayloadLimits], value]),
+  );
   try {
     await db
       .updateTable('ledgerflow.payload_limits')

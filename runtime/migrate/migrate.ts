@@ -119,7 +119,11 @@ export async function migrate(store: Store, options: MigrateOptions = {}): Promi
     for (const migration of migrations) {
       const draft = drafts.get(migration.name);
       const outcome =
-        draft !== undefined ? await replaceDraft(db, migration, draft) : recordedNames.has(migration.name) ? 'skipped' : await applyOne(db, migration);
+        draft !== undefined
+          ? await replaceDraft(db, migration, draft)
+          : recordedNames.has(migration.name)
+            ? 'skipped'
+            : await applyOne(db, migration);
       outcomes[outcome].push(migration.name);
       if (outcome === 'applied') options.onApplied?.(migration);
     }
@@ -169,12 +173,21 @@ async function draftsRegisteredBy(
 ): Promise<Map<string, DraftRegistration>> {
   const names = changed.filter(({ migration }) => !isCore(migration)).map(({ migration }) => migration.name);
   if (names.length === 0 || !recorded.some((r) => r.name === DRAFTS_CORE_MIGRATION)) return new Map();
-  const { rows } = await sql<{ draft_migration: string; workflow_name: string; version: number; definition_hash: string; has_runs: boolean }>`
+  const { rows } = await sql<{
+    draft_migration: string;
+    workflow_name: string;
+    version: number;
+    definition_hash: string;
+    has_runs: boolean;
+  }>`
     SELECT v.draft_migration, v.workflow_name, v.version, v.definition_hash, ${hasRuns} AS has_runs
       FROM ledgerflow.workflow_version v
      WHERE v.draft_migration = ANY(${names}::text[])`.execute(db);
   return new Map(
-    rows.map((r) => [r.draft_migration, { workflowName: r.workflow_name, version: r.version, definitionHash: r.definition_hash, hasRuns: r.has_runs }]),
+    rows.map((r) => [
+      r.draft_migration,
+      { workflowName: r.workflow_name, version: r.version, definitionHash: r.definition_hash, hasRuns: r.has_runs },
+    ]),
   );
 }
 
@@ -186,7 +199,11 @@ const hasRuns = versionHasRuns('v');
  * schedules that start it — workers register those again) and the new text runs and is recorded.
  * Refused if the version got a run meanwhile.
  */
-async function replaceDraft(db: Kysely<LedgerflowDatabase>, migration: Migration, draft: DraftRegistration): Promise<'replaced'> {
+async function replaceDraft(
+  db: Kysely<LedgerflowDatabase>,
+  migration: Migration,
+  draft: DraftRegistration,
+): Promise<'replaced'> {
   return db.transaction().execute(async (trx) => {
     await lock(trx);
     const { rows } = await sql<{ has_runs: boolean }>`
@@ -200,20 +217,32 @@ async function replaceDraft(db: Kysely<LedgerflowDatabase>, migration: Migration
         .where('workflow_name', '=', draft.workflowName)
         .where('version', '=', draft.version)
         .execute();
-      await trx.updateTable('ledgerflow.schema_migration').set({ checksum: migration.checksum }).where('name', '=', migration.name).execute();
+      await trx
+        .updateTable('ledgerflow.schema_migration')
+        .set({ checksum: migration.checksum })
+        .where('name', '=', migration.name)
+        .execute();
       return 'replaced' as const;
     }
     const version = (table: 'ledgerflow.schedule' | 'ledgerflow.workflow_step_def') =>
       trx.deleteFrom(table).where('workflow_name', '=', draft.workflowName);
     await version('ledgerflow.schedule').where('workflow_version', '=', draft.version).execute();
     await version('ledgerflow.workflow_step_def').where('version', '=', draft.version).execute();
-    await trx.deleteFrom('ledgerflow.workflow_version').where('workflow_name', '=', draft.workflowName).where('version', '=', draft.version).execute();
+    await trx
+      .deleteFrom('ledgerflow.workflow_version')
+      .where('workflow_name', '=', draft.workflowName)
+      .where('version', '=', draft.version)
+      .execute();
     try {
       await sql.raw(migration.sql).execute(trx);
     } catch (error) {
       throw failedError(migration, error);
     }
-    await trx.updateTable('ledgerflow.schema_migration').set({ checksum: migration.checksum }).where('name', '=', migration.name).execute();
+    await trx
+      .updateTable('ledgerflow.schema_migration')
+      .set({ checksum: migration.checksum })
+      .where('name', '=', migration.name)
+      .execute();
     return 'replaced' as const;
   });
 }
@@ -235,7 +264,10 @@ function ranDraftError(drafts: ReadonlyArray<{ migration: Migration } & DraftReg
  * Applies one migration under the lock: `skipped` when another process applied it meanwhile,
  * `adopted` (recorded, not run) for the core migration an earlier ledgerflow's `0001_core.sql` already applied.
  */
-async function applyOne(db: Kysely<LedgerflowDatabase>, migration: Migration): Promise<'applied' | 'skipped' | 'adopted'> {
+async function applyOne(
+  db: Kysely<LedgerflowDatabase>,
+  migration: Migration,
+): Promise<'applied' | 'skipped' | 'adopted'> {
   return db.transaction().execute(async (trx) => {
     await lock(trx);
     const rows = await trx
@@ -256,7 +288,10 @@ async function applyOne(db: Kysely<LedgerflowDatabase>, migration: Migration): P
         throw failedError(migration, error);
       }
     }
-    await trx.insertInto('ledgerflow.schema_migration').values({ name: migration.name, checksum: migration.checksum }).execute();
+    await trx
+      .insertInto('ledgerflow.schema_migration')
+      .values({ name: migration.name, checksum: migration.checksum })
+      .execute();
     return adopt ? 'adopted' : 'applied';
   });
 }
@@ -310,9 +345,11 @@ function changedError(changed: ReadonlyArray<{ migration: Migration; applied: st
 
 function failedError(migration: Migration, error: unknown): MigrationError {
   const state = sqlStateOf(error);
-  const what = isCore(migration) ? `ledgerflow's core migration ${migration.name} (${migration.origin})` : `Migration ${migration.origin}`;
+  const what = isCore(migration)
+    ? `ledgerflow's core migration ${migration.name} (${migration.origin})`
+    : `Migration ${migration.origin}`;
   const advice = isCore(migration)
-    ? "It was rolled back and not recorded. Core migrations ship with ledgerflow: if schema ledgerflow holds objects " +
+    ? 'It was rolled back and not recorded. Core migrations ship with ledgerflow: if schema ledgerflow holds objects ' +
       'that ledgerflow.schema_migration does not account for, remove them; otherwise report this as a ledgerflow bug.'
     : 'It was rolled back and not recorded; fix the file and run `ledgerflow migrate` again.';
   return new MigrationError(

@@ -8,14 +8,18 @@ import type { QueueLimits, RateLimit } from '../../dsl/queue.js';
 /** `2 at once, 50 per 1s; per partition: 1 at once`, or `none`. */
 export function formatLimits(limits: QueueLimits): string {
   const own = describeLimits(limits.concurrency, limits.rateLimit);
-  const partition = limits.partition === undefined ? '' : describeLimits(limits.partition.concurrency, limits.partition.rateLimit);
+  const partition =
+    limits.partition === undefined ? '' : describeLimits(limits.partition.concurrency, limits.partition.rateLimit);
   if (own === '' && partition === '') return 'none';
   if (partition === '') return own;
   return own === '' ? `per partition: ${partition}` : `${own}; per partition: ${partition}`;
 }
 
 function describeLimits(concurrency: number | undefined, rate: RateLimit | undefined): string {
-  return [concurrency !== undefined ? `${concurrency} at once` : '', rate !== undefined ? `${rate.limit} per ${formatPeriod(rate.periodMs)}` : '']
+  return [
+    concurrency !== undefined ? `${concurrency} at once` : '',
+    rate !== undefined ? `${rate.limit} per ${formatPeriod(rate.periodMs)}` : '',
+  ]
     .filter((part) => part !== '')
     .join(', ');
 }

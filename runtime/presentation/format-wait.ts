@@ -58,7 +58,8 @@ function waitingForOf(value: Json): WaitingFor | undefined {
   if (kind === 'sleep' && typeof value['until'] === 'string') return { kind, step, until: value['until'] };
   if (kind === 'event') {
     const { event, key, until } = value;
-    if (typeof event !== 'string' || typeof key !== 'string' || (until !== null && typeof until !== 'string')) return undefined;
+    if (typeof event !== 'string' || typeof key !== 'string' || (until !== null && typeof until !== 'string'))
+      return undefined;
     return { kind, step, event, key, until };
   }
   if (kind === 'children') {
@@ -68,7 +69,8 @@ function waitingForOf(value: Json): WaitingFor | undefined {
   }
   if (kind === 'queue') {
     const { queue, partition, until } = value;
-    if (typeof queue !== 'string' || typeof partition !== 'string' || (until !== null && typeof until !== 'string')) return undefined;
+    if (typeof queue !== 'string' || typeof partition !== 'string' || (until !== null && typeof until !== 'string'))
+      return undefined;
     return { kind, step, queue, partition, until };
   }
   return undefined;

@@ -72,7 +72,9 @@ export function claimDueIntentsStatement(
 ): RawBuilder<DueIntent> {
   assertEffectTransition('intent', 'intent');
   const reconcilable = registry.all.flatMap((w) =>
-    w.steps.filter((step) => w.reconciler(step.name) !== undefined).map((step) => ({ name: w.name, version: w.version, step: step.name })),
+    w.steps
+      .filter((step) => w.reconciler(step.name) !== undefined)
+      .map((step) => ({ name: w.name, version: w.version, step: step.name })),
   );
   const at = sql`COALESCE(${options.now ?? null}::timestamptz, statement_timestamp())`;
   return sql<DueIntent>`
@@ -137,7 +139,9 @@ export function deferIntentStatement(intent: DueIntent, note: string): RawBuilde
 export async function settleFinishedRunIntent(
   db: Kysely<LedgerflowDatabase>,
   intent: IntentRef,
-  settlement: { readonly output: Json; readonly resolution: string } | { readonly output?: undefined; readonly resolution: string },
+  settlement:
+    | { readonly output: Json; readonly resolution: string }
+    | { readonly output?: undefined; readonly resolution: string },
 ): Promise<boolean> {
   // The settle and the wake of a compensation parked on this intent, in one transaction: the
   // wake is a statement of its own, so that it sees a park that committed while the settle
@@ -154,7 +158,9 @@ export async function settleFinishedRunIntent(
 /** The statement of {@link settleFinishedRunIntent}. */
 export function settleFinishedRunIntentStatement(
   intent: IntentRef,
-  settlement: { readonly output: Json; readonly resolution: string } | { readonly output?: undefined; readonly resolution: string },
+  settlement:
+    | { readonly output: Json; readonly resolution: string }
+    | { readonly output?: undefined; readonly resolution: string },
 ): RawBuilder<{ settled: boolean }> {
   const recording = settlement.output !== undefined;
   assertEffectTransition('intent', recording ? 'recorded' : 'released');
@@ -205,7 +211,6 @@ export async function claimForReconcile(
     failures: row.failures,
   };
 }
-
 
 /** The row {@link claimForReconcileStatement} returns. */
 export interface ReconcileClaimRow {

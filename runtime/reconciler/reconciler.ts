@@ -12,7 +12,13 @@ import { checkRecordedOutput } from '../limits/recorded-output.js';
 import type { ReconcileItem, ReconcileItemOutcome, ReconcileReport } from './reconcile-report.js';
 import type { Telemetry, TelemetryOptions } from '../telemetry/telemetry.js';
 import { loadWorkerTelemetry } from '../telemetry/otel-telemetry.js';
-import { buildRegistry, compensationOf, nextStepOf, settledByKey, type RegisteredWorkflow } from '../worker/registry.js';
+import {
+  buildRegistry,
+  compensationOf,
+  nextStepOf,
+  settledByKey,
+  type RegisteredWorkflow,
+} from '../worker/registry.js';
 import { backoffDelayMs } from '../worker/retry.js';
 import { advanceRun } from '../worker/step-commits.js';
 import { serializeError } from '../worker/step-errors.js';
@@ -141,7 +147,8 @@ async function reconcileOne(
     // A run being compensated settles its steps' intents in the ledger only, like a finished run:
     // its compensations decide on what the ledger then says (worker/compensation.ts).
     const finished =
-      runStatusIn(ENDED_UNCOMPLETED_RUN_STATUSES, intent.run_status) || (intent.compensation !== null && step.compensates === undefined);
+      runStatusIn(ENDED_UNCOMPLETED_RUN_STATUSES, intent.run_status) ||
+      (intent.compensation !== null && step.compensates === undefined);
     const lookup: Lookup = (outputs) => ask(telemetry, limits, workflow, step, intent, outputs, leaseMs);
     const compensation = intent.compensation !== null ? compensationOf(workflow, step.name) : undefined;
     if (compensation !== undefined && settledByKey(workflow, step)) {
@@ -153,7 +160,11 @@ async function reconcileOne(
     }
     if (finished) return await settleFinishedRun(db, workflow, step, intent, lookup, item);
     if (intent.current_step !== step.position) {
-      await deferIntent(db, intent, `not reconciled: the run is at step ${intent.current_step}, not at this intent's step`);
+      await deferIntent(
+        db,
+        intent,
+        `not reconciled: the run is at step ${intent.current_step}, not at this intent's step`,
+      );
       return item('skipped', `the run is at step ${intent.current_step}, not at this intent's step`);
     }
     const claim = await claimForReconcile(db, intent.run_id, step, reconcilerId, leaseMs);
@@ -172,7 +183,10 @@ async function reconcileOne(
 
 type ItemOf = (outcome: ReconcileItemOutcome, detail: string) => ReconcileItem;
 
-type Answer = { readonly status: 'found'; readonly output: Json } | { readonly status: 'not_found' } | { readonly status: 'inconclusive'; readonly reason: string };
+type Answer =
+  | { readonly status: 'found'; readonly output: Json }
+  | { readonly status: 'not_found' }
+  | { readonly status: 'inconclusive'; readonly reason: string };
 
 /** The item's lookup, given the outputs of the run's earlier steps. */
 type Lookup = (outputs: Readonly<Record<string, Json>>) => Promise<Answer>;
@@ -266,8 +280,13 @@ async function settleFinishedRun(
   }
   const settled =
     answer.status === 'found'
-      ? await settleFinishedRunIntent(db, intent, { output: answer.output, resolution: `found by the reconciler after ${was}` })
-      : await settleFinishedRunIntent(db, intent, { resolution: `released by the reconciler after ${was}: not found at the provider` });
+      ? await settleFinishedRunIntent(db, intent, {
+          output: answer.output,
+          resolution: `found by the reconciler after ${was}`,
+        })
+      : await settleFinishedRunIntent(db, intent, {
+          resolution: `released by the reconciler after ${was}: not found at the provider`,
+        });
   if (!settled) return item('skipped', 'the intent changed meanwhile');
   return answer.status === 'found'
     ? item('recorded', `found at the provider; recorded (${was}, it stays so)`)
@@ -297,7 +316,12 @@ async function settleLiveRun(
         attempt: undefined,
         resultAttempt: intent.attempt,
         output: answer.output,
-        effect: { key: intent.idempotency_key, mode: 'record-intent', attempt: intent.attempt, resolution: 'found by the reconciler' },
+        effect: {
+          key: intent.idempotency_key,
+          mode: 'record-intent',
+          attempt: intent.attempt,
+          resolution: 'found by the reconciler',
+        },
         continuation:
           next === undefined
             ? {
@@ -308,7 +332,10 @@ async function settleLiveRun(
             : { kind: 'release' },
       });
       return result.fenced
-        ? item('recorded', next === undefined ? 'found at the provider; run completed' : 'found at the provider; run continues')
+        ? item(
+            'recorded',
+            next === undefined ? 'found at the provider; run completed' : 'found at the provider; run continues',
+          )
         : item('skipped', 'lost the run while recording');
     }
     case 'not_found': {
@@ -340,7 +367,11 @@ async function settleLiveRun(
 }
 
 async function stepOutputs(db: Kysely<LedgerflowDatabase>, runId: string): Promise<Record<string, Json>> {
-  const rows = await db.selectFrom('ledgerflow.step_result').select(['step_name', 'output']).where('run_id', '=', runId).execute();
+  const rows = await db
+    .selectFrom('ledgerflow.step_result')
+    .select(['step_name', 'output'])
+    .where('run_id', '=', runId)
+    .execute();
   return Object.fromEntries(rows.map((r) => [r.step_name, r.output]));
 }
 

@@ -19,8 +19,12 @@ export interface EventSelection {
 /** The event selections `selection` asks for: consumed events, unconsumed ones, both or none. */
 export function eventSelections(selection: PruneSelection): EventSelection[] {
   return [
-    ...(selection.eventsOlderThanMs !== undefined ? [{ consumed: true, olderThanMs: selection.eventsOlderThanMs }] : []),
-    ...(selection.unconsumedEventsOlderThanMs !== undefined ? [{ consumed: false, olderThanMs: selection.unconsumedEventsOlderThanMs }] : []),
+    ...(selection.eventsOlderThanMs !== undefined
+      ? [{ consumed: true, olderThanMs: selection.eventsOlderThanMs }]
+      : []),
+    ...(selection.unconsumedEventsOlderThanMs !== undefined
+      ? [{ consumed: false, olderThanMs: selection.unconsumedEventsOlderThanMs }]
+      : []),
   ];
 }
 
@@ -40,7 +44,10 @@ function prunableEvent(which: EventSelection): RawBuilder<unknown> {
  * SKIP LOCKED; those with a dedupe key archived as tombstones (a tombstone already there for the
  * key is kept); the events deleted.
  */
-export function pruneEventsBatchStatement(which: EventSelection, batchSize: number): RawBuilder<{ events: number; archived: number }> {
+export function pruneEventsBatchStatement(
+  which: EventSelection,
+  batchSize: number,
+): RawBuilder<{ events: number; archived: number }> {
   return sql<{ events: number; archived: number }>`
     WITH victims AS (
       SELECT e.id FROM ledgerflow.event e
@@ -67,7 +74,10 @@ export function pruneEventsBatchStatement(which: EventSelection, batchSize: numb
 }
 
 /** One batch of event-archive retention: tombstones of events sent before the cut-off, oldest first. */
-export function pruneEventArchiveBatchStatement(olderThanMs: number, batchSize: number): RawBuilder<{ events: number }> {
+export function pruneEventArchiveBatchStatement(
+  olderThanMs: number,
+  batchSize: number,
+): RawBuilder<{ events: number }> {
   return sql<{ events: number }>`
     WITH expired AS (
       SELECT a.name, a.dedupe_key FROM ledgerflow.event_archive a
@@ -94,4 +104,3 @@ export function countEventArchiveStatement(olderThanMs: number): RawBuilder<{ ev
   return sql<{ events: number }>`
     SELECT count(*)::int AS events FROM ledgerflow.event_archive a WHERE a.created_at < statement_timestamp() - ${millis(olderThanMs)}`;
 }
-

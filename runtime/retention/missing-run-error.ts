@@ -13,7 +13,16 @@ import { toPrunedRun, type PrunedRun } from './pruned-run.js';
 export async function findPrunedRun(db: Kysely<LedgerflowDatabase>, runId: string): Promise<PrunedRun | undefined> {
   const row = await db
     .selectFrom('ledgerflow.run_archive')
-    .select(['id', 'workflow_name', 'workflow_version', 'dedupe_key', 'status', 'created_at', 'finished_at', 'pruned_at'])
+    .select([
+      'id',
+      'workflow_name',
+      'workflow_version',
+      'dedupe_key',
+      'status',
+      'created_at',
+      'finished_at',
+      'pruned_at',
+    ])
     .where('id', '=', runId)
     .executeTakeFirst();
   return row === undefined ? undefined : toPrunedRun(row);
@@ -24,7 +33,11 @@ export async function findPrunedRun(db: Kysely<LedgerflowDatabase>, runId: strin
  * final status and times are in the archive), `RunNotFoundError` otherwise. Read only after the
  * live run was not found, so it costs nothing on the way to an existing run.
  */
-export async function missingRunError(db: Kysely<LedgerflowDatabase>, runId: string, consequence = ''): Promise<RunNotFoundError | RunPrunedError> {
+export async function missingRunError(
+  db: Kysely<LedgerflowDatabase>,
+  runId: string,
+  consequence = '',
+): Promise<RunNotFoundError | RunPrunedError> {
   const pruned = await findPrunedRun(db, runId);
   if (pruned === undefined) return new RunNotFoundError(`No run with id ${runId} in this database${consequence}.`);
   return new RunPrunedError(

@@ -75,7 +75,10 @@ export const retentionMilliseconds = rule(z.number().min(0), 'must be a number o
 const pruneOptionsSchema = z
   .object({
     olderThanMs: retentionMilliseconds,
-    batchSize: rule(integer().min(1).max(MAX_PRUNE_BATCH_SIZE), `must be an integer from 1 to ${MAX_PRUNE_BATCH_SIZE}`).optional(),
+    batchSize: rule(
+      integer().min(1).max(MAX_PRUNE_BATCH_SIZE),
+      `must be an integer from 1 to ${MAX_PRUNE_BATCH_SIZE}`,
+    ).optional(),
     statuses: rule(z.array(z.unknown()), `must list at least one of ${FINAL_RUN_STATUSES.join(', ')}`)
       .refine((statuses) => statuses.length > 0, `must list at least one of ${FINAL_RUN_STATUSES.join(', ')}`)
       .superRefine((statuses, ctx) => {
@@ -113,12 +116,22 @@ export function parsePruneOptions(options: PruneOptions): PruneSelection {
   checkOptions(
     pruneOptionsSchema,
     options,
-    (problems) => new ValidationError(`Invalid prune options:\n${problems.map((p) => `  - ${p}`).join('\n')}\nNothing was pruned.`, problems),
+    (problems) =>
+      new ValidationError(
+        `Invalid prune options:\n${problems.map((p) => `  - ${p}`).join('\n')}\nNothing was pruned.`,
+        problems,
+      ),
     { separator: ': ' },
   );
   const { olderThanMs, eventsOlderThanMs, unconsumedEventsOlderThanMs } = options;
   const statuses = options.statuses ?? FINAL_RUN_STATUSES;
-  return { olderThanMs, batchSize: options.batchSize ?? DEFAULT_PRUNE_BATCH_SIZE, statuses: [...new Set(statuses)], eventsOlderThanMs, unconsumedEventsOlderThanMs };
+  return {
+    olderThanMs,
+    batchSize: options.batchSize ?? DEFAULT_PRUNE_BATCH_SIZE,
+    statuses: [...new Set(statuses)],
+    eventsOlderThanMs,
+    unconsumedEventsOlderThanMs,
+  };
 }
 
 /** A number of milliseconds a retention option may hold: finite and >= 0. */

@@ -1,7 +1,12 @@
 import type { Kysely } from 'kysely';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import { parsePruneOptions, type PruneBatch, type PruneOptions } from './prune-options.js';
-import { countArchiveStatement, prunableRunsStatement, pruneArchiveBatchStatement, pruneBatchStatement } from './run-prune-statements.js';
+import {
+  countArchiveStatement,
+  prunableRunsStatement,
+  pruneArchiveBatchStatement,
+  pruneBatchStatement,
+} from './run-prune-statements.js';
 import {
   countEventArchiveStatement,
   countEventsStatement,
@@ -150,7 +155,8 @@ export async function pruneRuns(db: Kysely<LedgerflowDatabase>, options: PruneOp
   if (options.archiveOlderThanMs !== undefined) {
     for (let index = 1; !stopped(); index++) {
       const at = performance.now();
-      const row = (await pruneArchiveBatchStatement(options.archiveOlderThanMs, selection.batchSize).execute(db)).rows[0]!;
+      const row = (await pruneArchiveBatchStatement(options.archiveOlderThanMs, selection.batchSize).execute(db))
+        .rows[0]!;
       if (row.runs === 0) break;
       archiveDeleted += row.runs;
       batch('archive', index, row.runs, 0, at);
@@ -170,7 +176,8 @@ export async function pruneRuns(db: Kysely<LedgerflowDatabase>, options: PruneOp
   if (options.archiveOlderThanMs !== undefined) {
     for (let index = 1; !stopped(); index++) {
       const at = performance.now();
-      const row = (await pruneEventArchiveBatchStatement(options.archiveOlderThanMs, selection.batchSize).execute(db)).rows[0]!;
+      const row = (await pruneEventArchiveBatchStatement(options.archiveOlderThanMs, selection.batchSize).execute(db))
+        .rows[0]!;
       if (row.events === 0) break;
       eventArchiveDeleted += row.events;
       batch('event-archive', index, row.events, 0, at);

@@ -47,7 +47,9 @@ function finishedBeforeCutOff(r: RawBuilder<unknown>, selection: PruneSelection)
 function parentLetsGo(r: RawBuilder<unknown>, selection: PruneSelection, levels: number): RawBuilder<unknown> {
   const p = sql.raw(`p${levels}`);
   const parentGoesToo =
-    levels === 0 ? sql`false` : sql`${finishedBeforeCutOff(p, selection)}
+    levels === 0
+      ? sql`false`
+      : sql`${finishedBeforeCutOff(p, selection)}
          AND ${parentLetsGo(p, selection, levels - 1)}`;
   return sql`NOT EXISTS (SELECT 1 FROM ledgerflow.workflow_run ${p}
           WHERE ${p}.id = ${r}.parent_run_id
@@ -61,7 +63,9 @@ function parentLetsGo(r: RawBuilder<unknown>, selection: PruneSelection, levels:
  * attempts, results, waits and ledger rows). A tombstone that already exists for the run's id or
  * key is kept as it is (ON CONFLICT DO NOTHING): the older identity goes on protecting the key.
  */
-export function pruneBatchStatement(selection: PruneSelection): RawBuilder<{ runs: number; archived: number; effects: number }> {
+export function pruneBatchStatement(
+  selection: PruneSelection,
+): RawBuilder<{ runs: number; archived: number; effects: number }> {
   return sql<{ runs: number; archived: number; effects: number }>`
     WITH victims AS (
       SELECT r.id FROM ledgerflow.workflow_run r
@@ -141,4 +145,3 @@ export function countArchiveStatement(db: Kysely<LedgerflowDatabase>, olderThanM
     .select(sql<number>`count(*)::int`.as('runs'))
     .where('finished_at', '<', sql<Date>`statement_timestamp() - ${millis(olderThanMs)}`);
 }
-

@@ -82,10 +82,14 @@ export function grantRoleProblems(roles: GrantRoles): string[] {
     }
   }
   if (roles.owner === roles.worker || roles.owner === roles.reader) {
-    problems.push('--owner must differ from --worker and --reader: the owner can change any table (and drop the triggers).');
+    problems.push(
+      '--owner must differ from --worker and --reader: the owner can change any table (and drop the triggers).',
+    );
   }
   if (roles.retention === roles.owner) {
-    problems.push('--retention must differ from --owner: the owner is listed already (core 0012), and these statements revoke first.');
+    problems.push(
+      '--retention must differ from --owner: the owner is listed already (core 0012), and these statements revoke first.',
+    );
   }
   if (roles.reader === roles.worker || roles.reader === roles.retention) {
     problems.push('--reader must differ from --worker and --retention: the reader is read-only.');

@@ -42,7 +42,11 @@ export function dueTicks(cron: Cron, from: Date, now: Date, policy: CatchUpPolic
   if (from.getTime() > now.getTime()) return { start: [], skipped: false, next: from };
   const onTimeFrom = new Date(Math.max(from.getTime(), now.getTime() - ON_TIME_MS));
   const onTime: Date[] = [];
-  for (let tick = tickAtOrAfter(cron, onTimeFrom); tick !== null && tick.getTime() <= now.getTime(); tick = tickAfter(cron, tick)) {
+  for (
+    let tick = tickAtOrAfter(cron, onTimeFrom);
+    tick !== null && tick.getTime() <= now.getTime();
+    tick = tickAfter(cron, tick)
+  ) {
     onTime.push(tick);
   }
   // Missed: the ticks in [from, onTimeFrom). Only the few the policy may start are enumerated.
@@ -57,7 +61,8 @@ export function dueTicks(cron: Cron, from: Date, now: Date, policy: CatchUpPolic
 /** The next `count` ticks from `from` on (inclusive), for listing. */
 export function upcomingTicks(cron: Cron, from: Date, count: number): Date[] {
   const ticks: Date[] = [];
-  for (let tick = tickAtOrAfter(cron, from); tick !== null && ticks.length < count; tick = tickAfter(cron, tick)) ticks.push(tick);
+  for (let tick = tickAtOrAfter(cron, from); tick !== null && ticks.length < count; tick = tickAfter(cron, tick))
+    ticks.push(tick);
   return ticks;
 }
 
@@ -76,6 +81,7 @@ function tickAtOrAfter(cron: Cron, instant: Date): Date | null {
 function ticksBefore(cron: Cron, instant: Date, count: number): Date[] {
   // croner drops milliseconds and looks strictly before: a tick at a whole second equal to
   // `instant` is not before it, one at the whole second below a fractional `instant` is.
-  const reference = instant.getTime() % 1_000 === 0 ? instant : new Date(Math.floor(instant.getTime() / 1_000) * 1_000 + 1_000);
+  const reference =
+    instant.getTime() % 1_000 === 0 ? instant : new Date(Math.floor(instant.getTime() / 1_000) * 1_000 + 1_000);
   return cron.previousRuns(count, reference).reverse();
 }

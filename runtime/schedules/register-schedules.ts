@@ -33,10 +33,19 @@ export function scheduleDefinitionHash(schedule: AnySchedule): string {
 export function assertSchedules(schedules: readonly AnySchedule[]): void {
   const seen = new Set<string>();
   for (const [i, s] of schedules.entries()) {
-    if (typeof s !== 'object' || s === null || typeof s.name !== 'string' || typeof s.input !== 'function' || typeof s.cron !== 'string') {
-      throw new TypeError(`schedules[${i}] is not a schedule; declare it with schedule('name', { cron, workflow, input }) from ledgerflow/dsl.`);
+    if (
+      typeof s !== 'object' ||
+      s === null ||
+      typeof s.name !== 'string' ||
+      typeof s.input !== 'function' ||
+      typeof s.cron !== 'string'
+    ) {
+      throw new TypeError(
+        `schedules[${i}] is not a schedule; declare it with schedule('name', { cron, workflow, input }) from ledgerflow/dsl.`,
+      );
     }
-    if (seen.has(s.name)) throw new TypeError(`Schedule "${s.name}" is given twice; give each schedule once, under a unique name.`);
+    if (seen.has(s.name))
+      throw new TypeError(`Schedule "${s.name}" is given twice; give each schedule once, under a unique name.`);
     seen.add(s.name);
   }
 }
@@ -49,19 +58,27 @@ export function assertSchedules(schedules: readonly AnySchedule[]): void {
  * policy); `paused` is never touched. Refuses (MigrationError, nothing written) if a schedule's
  * workflow version is not migrated as the code declares it.
  */
-export async function registerSchedules(db: Kysely<LedgerflowDatabase>, schedules: readonly AnySchedule[]): Promise<void> {
+export async function registerSchedules(
+  db: Kysely<LedgerflowDatabase>,
+  schedules: readonly AnySchedule[],
+): Promise<void> {
   if (schedules.length === 0) return;
   await withScheduleTable(() => upsertSchedules(db, schedules));
 }
 
 async function upsertSchedules(db: Kysely<LedgerflowDatabase>, schedules: readonly AnySchedule[]): Promise<void> {
-  const versions = await db.selectFrom('ledgerflow.workflow_version').select(['workflow_name', 'version', 'definition_hash']).execute();
+  const versions = await db
+    .selectFrom('ledgerflow.workflow_version')
+    .select(['workflow_name', 'version', 'definition_hash'])
+    .execute();
   const problems: string[] = [];
   for (const s of schedules) {
     const { name, version } = s.workflow;
     const migrated = versions.find((v) => v.workflow_name === name && v.version === version);
     if (migrated === undefined) {
-      problems.push(`schedule "${s.name}" starts workflow "${name}" v${version}, which is not migrated (run \`ledgerflow codegen\` and \`ledgerflow migrate\`)`);
+      problems.push(
+        `schedule "${s.name}" starts workflow "${name}" v${version}, which is not migrated (run \`ledgerflow codegen\` and \`ledgerflow migrate\`)`,
+      );
     } else if (migrated.definition_hash !== shapeHash(s.workflow)) {
       problems.push(
         `schedule "${s.name}" starts workflow "${name}" v${version}, migrated as ${migrated.definition_hash} but the code is ${shapeHash(s.workflow)} ` +
@@ -86,7 +103,8 @@ async function upsertSchedules(db: Kysely<LedgerflowDatabase>, schedules: readon
   }));
   // Sorted by name: concurrent registrations lock the rows in one order.
   values.sort((a, b) => (a.name < b.name ? -1 : 1));
-  const same = (column: 'cron' | 'timezone' | 'definition_hash') => sql<boolean>`ledgerflow.schedule.${sql.ref(column)} = excluded.${sql.ref(column)}`;
+  const same = (column: 'cron' | 'timezone' | 'definition_hash') =>
+    sql<boolean>`ledgerflow.schedule.${sql.ref(column)} = excluded.${sql.ref(column)}`;
   await db
     .insertInto('ledgerflow.schedule')
     .values(values)

@@ -73,7 +73,12 @@ interface ClaimedSchedule {
  * pass, keeps the schedule where it was and records the error; it is tried again after a
  * backoff (5 s, doubling, at most 10 min), while the other schedules go on.
  */
-export async function runSchedulePass({ db, schedules, migrated, limits = new PayloadLimitsCache(db) }: SchedulePassOptions): Promise<SchedulePassReport> {
+export async function runSchedulePass({
+  db,
+  schedules,
+  migrated,
+  limits = new PayloadLimitsCache(db),
+}: SchedulePassOptions): Promise<SchedulePassReport> {
   const ticked: ScheduleTicked[] = [];
   const failed: ScheduleFailed[] = [];
   if (schedules.length === 0) return { ticked, failed };
@@ -85,7 +90,9 @@ export async function runSchedulePass({ db, schedules, migrated, limits = new Pa
 
   for (let i = 0; i < MAX_SCHEDULES_PER_PASS; i++) {
     // A look without a transaction first: most passes find nothing due and end here.
-    const { rows: anyDue } = await sql<{ name: string }>`SELECT s.name FROM ledgerflow.schedule s WHERE ${due} AND ${mine} LIMIT 1`.execute(db);
+    const { rows: anyDue } = await sql<{
+      name: string;
+    }>`SELECT s.name FROM ledgerflow.schedule s WHERE ${due} AND ${mine} LIMIT 1`.execute(db);
     if (anyDue.length === 0) break;
     let claimed: ClaimedSchedule | undefined;
     try {
@@ -149,7 +156,10 @@ async function tickSchedule(
       input = schedule.input({ scheduledAt: tick.toISOString() });
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
-      throw new ScheduleInputError(`The input function of schedule "${row.name}" threw for the tick ${tick.toISOString()}: ${message}`, { cause: error });
+      throw new ScheduleInputError(
+        `The input function of schedule "${row.name}" threw for the tick ${tick.toISOString()}: ${message}`,
+        { cause: error },
+      );
     }
     const { runId } = await startRun(trx, schedule.workflow, input, { dedupeKey: keys[i]! }, migrated, limits);
     runIds.push(runId);
@@ -171,7 +181,11 @@ async function tickSchedule(
 }
 
 /** Keeps the schedule where it was (guarded by the tick it was at), with the error and a backoff. */
-async function recordFailure(db: Kysely<LedgerflowDatabase>, row: ClaimedSchedule, error: unknown): Promise<ScheduleFailed> {
+async function recordFailure(
+  db: Kysely<LedgerflowDatabase>,
+  row: ClaimedSchedule,
+  error: unknown,
+): Promise<ScheduleFailed> {
   const serialized = serializeError(error);
   const updated = await db
     .updateTable('ledgerflow.schedule')

@@ -26,7 +26,12 @@ export function isConnectionError(error: unknown): boolean {
   // us). The commit did not happen; like a broken connection it is retried once the store has
   // found the writable host (writable-host.ts drops such a connection).
   if (sqlState !== undefined) {
-    return sqlState.startsWith('08') || sqlState.startsWith('57P') || sqlState.startsWith('53') || sqlState === SQLSTATE.READ_ONLY_SQL_TRANSACTION;
+    return (
+      sqlState.startsWith('08') ||
+      sqlState.startsWith('57P') ||
+      sqlState.startsWith('53') ||
+      sqlState === SQLSTATE.READ_ONLY_SQL_TRANSACTION
+    );
   }
   if (isSocketError(error)) return true;
   return /connection|terminat|socket|not queryable/i.test(error.message);

@@ -58,7 +58,9 @@ export async function openStore(options: OpenStoreOptions = {}): Promise<Store> 
       ...(options.maxConnections !== undefined ? { maxConnections: options.maxConnections } : {}),
       ...(options.preparedStatements !== undefined ? { preparedStatements: options.preparedStatements } : {}),
       ...(options.connectTimeoutMs !== undefined ? { connectTimeoutMs: options.connectTimeoutMs } : {}),
-      ...(options.stalledStatementCheckMs !== undefined ? { stalledStatementCheckMs: options.stalledStatementCheckMs } : {}),
+      ...(options.stalledStatementCheckMs !== undefined
+        ? { stalledStatementCheckMs: options.stalledStatementCheckMs }
+        : {}),
     });
   }
   return createPGliteStore({ dataDir: options.dataDir ?? DEFAULT_DATA_DIR });
@@ -72,11 +74,16 @@ export function poolerFromEnvironment(env: NodeJS.ProcessEnv = process.env): Poo
   const mode = env['LEDGERFLOW_POOLER'];
   const listenUrl = env['LEDGERFLOW_LISTEN_URL'];
   if (!mode) {
-    if (listenUrl) throw new TypeError('LEDGERFLOW_LISTEN_URL is set without LEDGERFLOW_POOLER: set LEDGERFLOW_POOLER=transaction too (or unset it).');
+    if (listenUrl)
+      throw new TypeError(
+        'LEDGERFLOW_LISTEN_URL is set without LEDGERFLOW_POOLER: set LEDGERFLOW_POOLER=transaction too (or unset it).',
+      );
     return undefined;
   }
   if (mode !== 'transaction') {
-    throw new TypeError(`LEDGERFLOW_POOLER must be 'transaction' (got ${JSON.stringify(mode)}): the database URL goes through a pooler in transaction mode.`);
+    throw new TypeError(
+      `LEDGERFLOW_POOLER must be 'transaction' (got ${JSON.stringify(mode)}): the database URL goes through a pooler in transaction mode.`,
+    );
   }
   return listenUrl ? { mode, listenUrl } : { mode };
 }

@@ -41,7 +41,11 @@ export function constraintOf(error: unknown): string | undefined {
   return typeof constraint === 'string' ? constraint : undefined;
 }
 
-const MISSING_OBJECT_STATES = new Set<string>([SQLSTATE.UNDEFINED_TABLE, SQLSTATE.INVALID_SCHEMA_NAME, SQLSTATE.UNDEFINED_FUNCTION]);
+const MISSING_OBJECT_STATES = new Set<string>([
+  SQLSTATE.UNDEFINED_TABLE,
+  SQLSTATE.INVALID_SCHEMA_NAME,
+  SQLSTATE.UNDEFINED_FUNCTION,
+]);
 
 /**
  * The ledgerflow object a query needed and the database does not have — `ledgerflow.workflow_run`,
@@ -59,7 +63,10 @@ export function missingLedgerflowObject(error: unknown): string | undefined {
       const named = /(?:relation|function|schema) "?(ledgerflow(?:\.[a-z_0-9]+)?)\b/.exec(message);
       if (named !== null) return named[1];
     }
-    current = typeof current === 'object' && current !== null && 'cause' in current ? (current as { cause: unknown }).cause : undefined;
+    current =
+      typeof current === 'object' && current !== null && 'cause' in current
+        ? (current as { cause: unknown }).cause
+        : undefined;
   }
   return undefined;
 }
@@ -70,7 +77,10 @@ export function missingLedgerflowObject(error: unknown): string | undefined {
 export function findSqlState(error: unknown, state: SqlState): Error | undefined {
   for (let current = error, depth = 0; current !== undefined && depth < 5; depth++) {
     if (sqlStateOf(current) === state && current instanceof Error) return current;
-    current = typeof current === 'object' && current !== null && 'cause' in current ? (current as { cause: unknown }).cause : undefined;
+    current =
+      typeof current === 'object' && current !== null && 'cause' in current
+        ? (current as { cause: unknown }).cause
+        : undefined;
   }
   return undefined;
 }

@@ -101,7 +101,17 @@ import type { AttemptStatus, EffectStatus, FinalRunStatus, RunStatus } from './t
 export const RUN_TRANSITIONS: Readonly<Record<RunStatus | 'none', readonly RunStatus[]>> = {
   none: ['running'],
   pending: ['running', 'pending', 'cancelled'],
-  running: ['running', 'pending', 'waiting', 'completed', 'failed', 'needs_reconciliation', 'cancelled', 'compensated', 'compensation_failed'],
+  running: [
+    'running',
+    'pending',
+    'waiting',
+    'completed',
+    'failed',
+    'needs_reconciliation',
+    'cancelled',
+    'compensated',
+    'compensation_failed',
+  ],
   waiting: ['running', 'waiting', 'cancelled', 'pending'],
   needs_reconciliation: ['running', 'cancelled', 'pending'],
   completed: [],
@@ -121,10 +131,19 @@ export const RUN_TRANSITIONS: Readonly<Record<RunStatus | 'none', readonly RunSt
  */
 
 /** Not final: the statuses a cancel takes a run from, into `cancelled` or (to compensate) `pending`. */
-export const CANCELLABLE_RUN_STATUSES = ['pending', 'running', 'waiting', 'needs_reconciliation'] as const satisfies readonly RunStatus[];
+export const CANCELLABLE_RUN_STATUSES = [
+  'pending',
+  'running',
+  'waiting',
+  'needs_reconciliation',
+] as const satisfies readonly RunStatus[];
 
 /** The final statuses an operator's retry takes back to `pending` (client.retryRun); `completed` and `compensated` stay. */
-export const RETRYABLE_RUN_STATUSES = ['failed', 'cancelled', 'compensation_failed'] as const satisfies readonly FinalRunStatus[];
+export const RETRYABLE_RUN_STATUSES = [
+  'failed',
+  'cancelled',
+  'compensation_failed',
+] as const satisfies readonly FinalRunStatus[];
 
 /**
  * The final statuses a retry takes a run from back to the step it stopped at, where a `child` or
@@ -139,7 +158,12 @@ export const CHILDREN_READ_ON_RETRY: readonly FinalRunStatus[] = ['failed', 'can
  * its open intents are settled in the ledger only (the reconciler; an operator's resolve), and a
  * parent counts such a child as failed (core 0003, 0013: `children_failed`).
  */
-export const ENDED_UNCOMPLETED_RUN_STATUSES = ['cancelled', 'failed', 'compensated', 'compensation_failed'] as const satisfies readonly FinalRunStatus[];
+export const ENDED_UNCOMPLETED_RUN_STATUSES = [
+  'cancelled',
+  'failed',
+  'compensated',
+  'compensation_failed',
+] as const satisfies readonly FinalRunStatus[];
 
 /**
  * Where a run waits for nobody but a person or the reconciler, so `waitForRun` returns: the final
@@ -163,7 +187,10 @@ export type SettledRunStatus = (typeof SETTLED_RUN_STATUSES)[number];
 export const DUE_RUN_STATUSES = ['pending', 'waiting'] as const satisfies readonly RunStatus[];
 
 /** The reconciler takes a run whose intent is due in these, and a `running` one only under an expired lease (reconciler/reconcile-commits.ts). */
-export const RECONCILER_CLAIMABLE_RUN_STATUSES = ['pending', 'needs_reconciliation'] as const satisfies readonly RunStatus[];
+export const RECONCILER_CLAIMABLE_RUN_STATUSES = [
+  'pending',
+  'needs_reconciliation',
+] as const satisfies readonly RunStatus[];
 
 /** Whether `status` is one of `statuses` (a set above, or `FINAL_RUN_STATUSES`), narrowing it. */
 export function runStatusIn<S extends RunStatus>(statuses: readonly S[], status: RunStatus): status is S {

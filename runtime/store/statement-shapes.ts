@@ -35,7 +35,9 @@ function compileShape(statement: RawBuilder<unknown>): Shape {
   const compiled = new MarkingCompiler().compileQuery(statement.toOperationNode(), createQueryId());
   const pieces = compiled.sql.split(MARK);
   if (pieces.length !== compiled.parameters.length + 1) {
-    throw new Error(`statement-shapes: ${compiled.parameters.length} parameters but ${pieces.length - 1} placeholders (a text that contains the marker?)`);
+    throw new Error(
+      `statement-shapes: ${compiled.parameters.length} parameters but ${pieces.length - 1} placeholders (a text that contains the marker?)`,
+    );
   }
   return { pieces, take: compiled.parameters.map((p) => (p instanceof Slot ? p : { value: p })) };
 }

@@ -58,7 +58,7 @@ export function compareStoredKeys(a: string, b: string): number {
   for (let i = 0; i < n; i += 1) {
     const x = a.charCodeAt(i);
     const y = b.charCodeAt(i);
-    if (x !== y) return (x >= 0xd800 && y >= 0xd800 ? codePointOrder(x) - codePointOrder(y) : x - y);
+    if (x !== y) return x >= 0xd800 && y >= 0xd800 ? codePointOrder(x) - codePointOrder(y) : x - y;
   }
   return 0;
 }
@@ -144,6 +144,7 @@ function storedObject(source: Record<string, unknown>): Record<string, Json> {
 
 /** An own property, also for the key `__proto__` (which `JSON.parse` makes an own property too). */
 function setOwn(target: Record<string, Json>, key: string, value: Json): void {
-  if (key === '__proto__') Object.defineProperty(target, key, { value, writable: true, enumerable: true, configurable: true });
+  if (key === '__proto__')
+    Object.defineProperty(target, key, { value, writable: true, enumerable: true, configurable: true });
   else target[key] = value;
 }

@@ -32,9 +32,18 @@ export const RUN_STATUSES: readonly RunStatus[] = [
   'compensated',
   'compensation_failed',
 ];
-export type FinalRunStatus = Extract<RunStatus, 'completed' | 'failed' | 'cancelled' | 'compensated' | 'compensation_failed'>;
+export type FinalRunStatus = Extract<
+  RunStatus,
+  'completed' | 'failed' | 'cancelled' | 'compensated' | 'compensation_failed'
+>;
 /** The statuses a run ends in, so may be pruned in (compensated and compensation_failed: core 0013, pruned since 0015). The other run-status sets: store/state-machines.ts. */
-export const FINAL_RUN_STATUSES: readonly FinalRunStatus[] = ['completed', 'failed', 'cancelled', 'compensated', 'compensation_failed'];
+export const FINAL_RUN_STATUSES: readonly FinalRunStatus[] = [
+  'completed',
+  'failed',
+  'cancelled',
+  'compensated',
+  'compensation_failed',
+];
 /** Why a run is being (or was) compensated (core 0013): it failed for good, or a cancel asked for it. */
 export type CompensationReason = 'failure' | 'cancel';
 export type AttemptStatus = 'running' | 'succeeded' | 'failed' | 'abandoned' | 'suspended';
@@ -145,10 +154,28 @@ export interface WorkflowRunTable {
 /** `workflow_run.waiting_for` of a waiting run. */
 export type WaitingFor =
   | { readonly kind: 'sleep'; readonly step: string; readonly until: string }
-  | { readonly kind: 'event'; readonly step: string; readonly event: string; readonly key: string; readonly until: string | null }
-  | { readonly kind: 'children'; readonly step: string; readonly open: number; readonly total: number; readonly wakeBelow: number }
+  | {
+      readonly kind: 'event';
+      readonly step: string;
+      readonly event: string;
+      readonly key: string;
+      readonly until: string | null;
+    }
+  | {
+      readonly kind: 'children';
+      readonly step: string;
+      readonly open: number;
+      readonly total: number;
+      readonly wakeBelow: number;
+    }
   /** A slot of a queue; `step` is '' when the whole run needs it (a workflow-level queue). */
-  | { readonly kind: 'queue'; readonly step: string; readonly queue: string; readonly partition: string; readonly until: string | null };
+  | {
+      readonly kind: 'queue';
+      readonly step: string;
+      readonly queue: string;
+      readonly partition: string;
+      readonly until: string | null;
+    };
 
 export interface StepAttemptTable {
   run_id: string;

@@ -32,7 +32,11 @@ export interface DatabaseGaugeReading {
 
 /** The one statement of a gauge read. */
 export function databaseGaugesStatement() {
-  return sql<{ queues: Array<{ queue: string; waiting: number }> | null; open_intents: number; oldest_age: number | null }>`
+  return sql<{
+    queues: Array<{ queue: string; waiting: number }> | null;
+    open_intents: number;
+    oldest_age: number | null;
+  }>`
     SELECT (SELECT jsonb_agg(jsonb_build_object('queue', q.name, 'waiting', COALESCE(w.waiting, 0)) ORDER BY q.name)
               FROM ledgerflow.queue q
               LEFT JOIN (SELECT p.queue, sum(p.waiting)::int AS waiting
@@ -58,12 +62,18 @@ export async function readDatabaseGauges(db: Kysely<LedgerflowDatabase>): Promis
 
 /** Registers the gauges on `meter`; returns what removes them (the worker calls it on stop). */
 export function observeDatabaseGauges(meter: OtelMeter, db: Kysely<LedgerflowDatabase>): () => void {
-  const queueDepth = meter.createObservableGauge(METRIC.queueDepth, { description: 'Runs waiting for a slot of the queue', unit: '{run}' });
+  const queueDepth = meter.createObservableGauge(METRIC.queueDepth, {
+    description: 'Runs waiting for a slot of the queue',
+    unit: '{run}',
+  });
   const openIntents = meter.createObservableGauge(METRIC.openIntents, {
     description: 'External calls whose outcome is not recorded yet',
     unit: '{intent}',
   });
-  const oldestIntentAge = meter.createObservableGauge(METRIC.oldestIntentAge, { description: 'Age of the oldest open intent', unit: 's' });
+  const oldestIntentAge = meter.createObservableGauge(METRIC.oldestIntentAge, {
+    description: 'Age of the oldest open intent',
+    unit: 's',
+  });
   let last: { readonly at: number; readonly reading: Promise<DatabaseGaugeReading | undefined> } | undefined;
   const callback: OtelBatchObservableCallback = async (result) => {
     if (last === undefined || performance.now() - last.at >= MIN_READ_INTERVAL_MS) {

@@ -23,23 +23,45 @@ const DESCRIBE: { readonly [T in WorkerEvent['type']]: readonly [LogLevel, (even
   'worker-started': ['info', (e) => `worker ${e.workerId} started for ${e.workflows.join(', ')}`],
   'versions-unserved': ['warn', (e) => `no worker here serves unfinished runs of ${e.versions.join(', ')}`],
   'worker-stopped': ['info', (e) => `worker ${e.workerId} stopped (${e.released} run(s) released)`],
-  'run-claimed': ['info', (e) => `claimed run ${e.runId} of ${e.workflow}${e.step !== null ? ` at step ${e.step}` : ''}${e.tookOver ? ' (took over a crashed attempt)' : ''}`],
-  'step-succeeded': ['info', (e) => `step ${e.step} ${e.reused ? 'reused its recorded effect' : 'succeeded'} (attempt ${e.attempt})`],
-  'step-failed': ['warn', (e) => `step ${e.step} failed (attempt ${e.attempt}, ${e.phase}): ${e.error.message}; ${e.outcome.kind}`],
+  'run-claimed': [
+    'info',
+    (e) =>
+      `claimed run ${e.runId} of ${e.workflow}${e.step !== null ? ` at step ${e.step}` : ''}${e.tookOver ? ' (took over a crashed attempt)' : ''}`,
+  ],
+  'step-succeeded': [
+    'info',
+    (e) => `step ${e.step} ${e.reused ? 'reused its recorded effect' : 'succeeded'} (attempt ${e.attempt})`,
+  ],
+  'step-failed': [
+    'warn',
+    (e) => `step ${e.step} failed (attempt ${e.attempt}, ${e.phase}): ${e.error.message}; ${e.outcome.kind}`,
+  ],
   'step-crashed': ['warn', (e) => `step ${e.step} crashed its worker ${e.crashes} time(s); ${e.outcome.kind}`],
   'run-adopted': ['info', (e) => `adopted run ${e.runId} (a claim whose commit outcome was unknown took it)`],
   'run-completed': ['info', (e) => `run ${e.runId} of ${e.workflow} completed`],
-  'run-compensating': ['warn', (e) => `run ${e.runId} failed for good at step ${e.step}; compensating its recorded effects`],
+  'run-compensating': [
+    'warn',
+    (e) => `run ${e.runId} failed for good at step ${e.step}; compensating its recorded effects`,
+  ],
   'run-compensated': ['info', (e) => `run ${e.runId} of ${e.workflow} compensated`],
   'run-released': ['info', (e) => `run ${e.runId} released before step ${e.step}`],
   'run-parked': ['warn', (e) => `run ${e.runId} parked at step ${e.step}: ${e.reason}`],
   'step-skipped': ['info', (e) => `step ${e.step} skipped (its condition said no)`],
   'run-waiting': ['info', (e) => `run ${e.runId} waiting at step ${e.step}`],
   'run-deadline-exceeded': ['warn', (e) => `run ${e.runId} cancelled: its deadline passed`],
-  'run-rescheduled': ['info', (e) => `run ${e.runId} rescheduled at step ${e.step} until ${e.until.toISOString()}: ${e.reason}`],
+  'run-rescheduled': [
+    'info',
+    (e) => `run ${e.runId} rescheduled at step ${e.step} until ${e.until.toISOString()}: ${e.reason}`,
+  ],
   'lease-lost': ['warn', (e) => `lost the lease of run ${e.runId} (fencing token ${e.fencingToken})`],
-  'commit-outcome-unknown': ['warn', (e) => `the commit of step ${e.step} may or may not have happened: ${e.error.message}`],
-  'reconcile-pass': ['info', (e) => `reconcile pass: ${e.report.recorded} recorded, ${e.report.released} released, ${e.report.parked} parked`],
+  'commit-outcome-unknown': [
+    'warn',
+    (e) => `the commit of step ${e.step} may or may not have happened: ${e.error.message}`,
+  ],
+  'reconcile-pass': [
+    'info',
+    (e) => `reconcile pass: ${e.report.recorded} recorded, ${e.report.released} released, ${e.report.parked} parked`,
+  ],
   'prune-pass': [
     'info',
     (e) =>
@@ -50,7 +72,10 @@ const DESCRIBE: { readonly [T in WorkerEvent['type']]: readonly [LogLevel, (even
   'listener-lost': ['warn', (e) => `LISTEN subscription lost: ${e.error.message}`],
   'listener-restored': ['info', (e) => `LISTEN subscription restored after ${e.failedAttempts} failed attempt(s)`],
   'schedule-ticked': ['info', (e) => `schedule ${e.schedule} started ${e.runIds.length} run(s)`],
-  'schedule-failed': ['error', (e) => `schedule ${e.schedule} could not start the run of tick ${e.tick}: ${e.error.message}`],
+  'schedule-failed': [
+    'error',
+    (e) => `schedule ${e.schedule} could not start the run of tick ${e.tick}: ${e.error.message}`,
+  ],
   error: ['error', (e) => `${e.where}: ${e.error.message}`],
 };
 

@@ -96,7 +96,12 @@ export interface OtelApi {
   createNoopMeter(): OtelMeter;
   readonly context: {
     active(): OtelContext;
-    with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(context: OtelContext, fn: F, thisArg?: ThisParameterType<F>, ...args: A): ReturnType<F>;
+    with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(
+      context: OtelContext,
+      fn: F,
+      thisArg?: ThisParameterType<F>,
+      ...args: A
+    ): ReturnType<F>;
   };
   readonly propagation: {
     inject(context: OtelContext, carrier: Record<string, string>): void;

@@ -20,7 +20,14 @@ import {
   type TracerProviderLike,
 } from './otel-api.js';
 import { captureTraceContext, restoreTraceContext } from './trace-context.js';
-import { NO_TELEMETRY, type ReconcileSubject, type RunTrace, type StepTrace, type Telemetry, type TelemetryOptions } from './telemetry.js';
+import {
+  NO_TELEMETRY,
+  type ReconcileSubject,
+  type RunTrace,
+  type StepTrace,
+  type Telemetry,
+  type TelemetryOptions,
+} from './telemetry.js';
 
 /*
  * The telemetry of telemetry.ts over `@opentelemetry/api`, loaded once per process
@@ -50,7 +57,12 @@ export async function loadTelemetry(options: TelemetryOptions = {}, importer?: O
  */
 export async function loadWorkerTelemetry(options: TelemetryOptions = {}, importer?: OtelImporter): Promise<Telemetry> {
   const telemetry = await loadTelemetry(options, importer);
-  if (!(telemetry instanceof OtelTelemetry) || options.tracerProvider !== undefined || options.meterProvider !== undefined) return telemetry;
+  if (
+    !(telemetry instanceof OtelTelemetry) ||
+    options.tracerProvider !== undefined ||
+    options.meterProvider !== undefined
+  )
+    return telemetry;
   return sdkRegistered(telemetry.api) ? telemetry : NO_TELEMETRY;
 }
 
@@ -84,11 +96,26 @@ class OtelTelemetry implements Telemetry {
     this.tracer = (options.tracerProvider ?? api.trace.getTracerProvider()).getTracer(INSTRUMENTATION_SCOPE);
     this.meter = (options.meterProvider ?? api.metrics.getMeterProvider()).getMeter(INSTRUMENTATION_SCOPE);
     const meter = this.meter;
-    this.stepAttempts = meter.createCounter(METRIC.stepAttempts, { description: 'Step attempts that ended, by outcome', unit: '{attempt}' });
-    this.stepDuration = meter.createHistogram(METRIC.stepDuration, { description: 'How long a step attempt took', unit: 'ms' });
-    this.crashes = meter.createCounter(METRIC.crashes, { description: 'Step attempts that crashed their worker', unit: '{attempt}' });
-    this.leaseLosses = meter.createCounter(METRIC.leaseLosses, { description: 'Leases a worker lost while driving a run', unit: '{lease}' });
-    this.reconciliations = meter.createCounter(METRIC.reconciliations, { description: 'Reconcile lookups, by outcome', unit: '{lookup}' });
+    this.stepAttempts = meter.createCounter(METRIC.stepAttempts, {
+      description: 'Step attempts that ended, by outcome',
+      unit: '{attempt}',
+    });
+    this.stepDuration = meter.createHistogram(METRIC.stepDuration, {
+      description: 'How long a step attempt took',
+      unit: 'ms',
+    });
+    this.crashes = meter.createCounter(METRIC.crashes, {
+      description: 'Step attempts that crashed their worker',
+      unit: '{attempt}',
+    });
+    this.leaseLosses = meter.createCounter(METRIC.leaseLosses, {
+      description: 'Leases a worker lost while driving a run',
+      unit: '{lease}',
+    });
+    this.reconciliations = meter.createCounter(METRIC.reconciliations, {
+      description: 'Reconcile lookups, by outcome',
+      unit: '{lookup}',
+    });
   }
 
   runStarted(run: LeasedRun, workerId: string): RunTrace {
@@ -99,8 +126,12 @@ class OtelTelemetry implements Telemetry {
     return captureTraceContext(this.api, this.api.context.active());
   }
 
-  reconcile<T extends { readonly status: string } | undefined>(subject: ReconcileSubject, lookup: () => Promise<T>): Promise<T> {
-    const parent = subject.by === 'pass' ? restoreTraceContext(this.api, subject.traceContext) : this.api.context.active();
+  reconcile<T extends { readonly status: string } | undefined>(
+    subject: ReconcileSubject,
+    lookup: () => Promise<T>,
+  ): Promise<T> {
+    const parent =
+      subject.by === 'pass' ? restoreTraceContext(this.api, subject.traceContext) : this.api.context.active();
     return this.reconcileUnder(parent, subject, lookup);
   }
 
@@ -191,7 +222,10 @@ class OtelRunTrace implements RunTrace {
     const parent = restoreTraceContext(t.api, run.traceContext);
     this.#span = t.tracer.startSpan(
       SPAN.run(run.workflowName),
-      { kind: SPAN_KIND.consumer, attributes: { ...runAttributes(run), [ATTR.workerId]: workerId, [ATTR.tookOver]: run.tookOver } },
+      {
+        kind: SPAN_KIND.consumer,
+        attributes: { ...runAttributes(run), [ATTR.workerId]: workerId, [ATTR.tookOver]: run.tookOver },
+      },
       parent,
     );
     this.#context = t.api.trace.setSpan(parent, this.#span);
@@ -218,7 +252,8 @@ class OtelRunTrace implements RunTrace {
 
   observe(event: WorkerEvent): void {
     // A carried step's events come with the commit that carried it, while a later step's span is open.
-    const carried = 'step' in event && event.step !== null ? this.#carried.find((c) => c.name === event.step) : undefined;
+    const carried =
+      'step' in event && event.step !== null ? this.#carried.find((c) => c.name === event.step) : undefined;
     const step = carried ?? this.#step;
     if (event.type === 'lease-lost' || event.type === 'error') this.#endCarried(event.type);
     switch (event.type) {
@@ -235,11 +270,17 @@ class OtelRunTrace implements RunTrace {
         if (event.outcome.kind === 'failed') this.#span.setStatus({ code: STATUS.error, message: event.error.message });
         return;
       case 'step-crashed':
-        this.#t.crashes.add(1, { [ATTR.workflow]: this.#workflow, [ATTR.step]: event.step, [ATTR.crashKind]: 'repeated' });
+        this.#t.crashes.add(1, {
+          [ATTR.workflow]: this.#workflow,
+          [ATTR.step]: event.step,
+          [ATTR.crashKind]: 'repeated',
+        });
         this.#outcome = `crashed-${event.outcome.kind}`;
         return;
       case 'lease-lost':
-        step?.end('lease-lost', { error: { name: 'LeaseLostError', message: `the lease (fencing token ${event.fencingToken}) was lost` } });
+        step?.end('lease-lost', {
+          error: { name: 'LeaseLostError', message: `the lease (fencing token ${event.fencingToken}) was lost` },
+        });
         this.#t.leaseLosses.add(1, { [ATTR.workflow]: this.#workflow });
         break;
       case 'error':
@@ -322,7 +363,10 @@ class OtelStepTrace implements StepTrace {
     const { api, tracer } = this.#t;
     const span = tracer.startSpan(
       SPAN.perform(this.#step.name),
-      { kind: SPAN_KIND.client, attributes: { ...this.#metricAttributes, [ATTR.runId]: this.#run.id, [ATTR.idempotencyKey]: key } },
+      {
+        kind: SPAN_KIND.client,
+        attributes: { ...this.#metricAttributes, [ATTR.runId]: this.#run.id, [ATTR.idempotencyKey]: key },
+      },
       this.#context,
     );
     try {
@@ -337,11 +381,23 @@ class OtelStepTrace implements StepTrace {
     }
   }
 
-  reconcile<T extends { readonly status: string } | undefined>(key: string, intentAttempt: number, lookup: () => Promise<T>): Promise<T> {
+  reconcile<T extends { readonly status: string } | undefined>(
+    key: string,
+    intentAttempt: number,
+    lookup: () => Promise<T>,
+  ): Promise<T> {
     const run = this.#run;
     return this.#t.reconcileUnder(
       this.#context,
-      { runId: run.id, workflow: run.workflowName, workflowVersion: run.workflowVersion, step: this.#step.name, key, intentAttempt, by: 'attempt' },
+      {
+        runId: run.id,
+        workflow: run.workflowName,
+        workflowVersion: run.workflowVersion,
+        step: this.#step.name,
+        key,
+        intentAttempt,
+        by: 'attempt',
+      },
       lookup,
     );
   }
@@ -385,7 +441,10 @@ function recordError(span: OtelSpan, error: unknown): void {
 
 function asException(error: unknown): { name: string; message: string; stack?: string } {
   const cause = error instanceof StepFailure ? error.cause : error;
-  if (cause instanceof Error) return cause.stack === undefined ? { name: cause.name, message: cause.message } : { name: cause.name, message: cause.message, stack: cause.stack };
+  if (cause instanceof Error)
+    return cause.stack === undefined
+      ? { name: cause.name, message: cause.message }
+      : { name: cause.name, message: cause.message, stack: cause.stack };
   if (typeof cause === 'object' && cause !== null && 'message' in cause && typeof cause.message === 'string') {
     const name = 'name' in cause && typeof cause.name === 'string' ? cause.name : 'Error';
     const stack = 'stack' in cause && typeof cause.stack === 'string' ? cause.stack : undefined;

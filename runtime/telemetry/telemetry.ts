@@ -68,7 +68,10 @@ export interface Telemetry {
   /** The active trace context as a carrier to store with a new run; `null` when nothing is traced. */
   captureContext(): Json | null;
   /** A reconcile lookup as a span, counted by its outcome (`status` of what it returns, or `error`). */
-  reconcile<T extends { readonly status: string } | undefined>(subject: ReconcileSubject, lookup: () => Promise<T>): Promise<T>;
+  reconcile<T extends { readonly status: string } | undefined>(
+    subject: ReconcileSubject,
+    lookup: () => Promise<T>,
+  ): Promise<T>;
   /** Registers the database gauges (queue depth, open intents, oldest intent); returns their removal. */
   observeDatabase(db: Kysely<LedgerflowDatabase>): () => void;
 }
@@ -103,7 +106,11 @@ export interface StepTrace {
   /** An external step's provider call, as a child span. */
   perform<R>(key: string, call: () => Promise<R>): Promise<R>;
   /** A lookup of an earlier attempt's intent, as a child span. */
-  reconcile<T extends { readonly status: string } | undefined>(key: string, intentAttempt: number, lookup: () => Promise<T>): Promise<T>;
+  reconcile<T extends { readonly status: string } | undefined>(
+    key: string,
+    intentAttempt: number,
+    lookup: () => Promise<T>,
+  ): Promise<T>;
   /** The step span as a stored carrier (the children a `child`/`forEach` step starts continue it); null untraced. */
   carrier(): Json | null;
 }

@@ -19,14 +19,16 @@ export function captureTraceContext(api: OtelApi, active: OtelContext): Json | n
   if (Object.keys(carrier).length === 0) {
     const span = api.trace.getSpanContext(active);
     if (span === undefined || !api.trace.isSpanContextValid(span)) return null;
-    carrier['traceparent'] = `00-${span.traceId}-${span.spanId}-${(span.traceFlags & 0xff).toString(16).padStart(2, '0')}`;
+    carrier['traceparent'] =
+      `00-${span.traceId}-${span.spanId}-${(span.traceFlags & 0xff).toString(16).padStart(2, '0')}`;
   }
   return carrier;
 }
 
 /** The context a stored carrier stands for, as the parent of a new span; ROOT when there is none. */
 export function restoreTraceContext(api: OtelApi, stored: Json | null | undefined): OtelContext {
-  if (stored === null || stored === undefined || typeof stored !== 'object' || Array.isArray(stored)) return api.ROOT_CONTEXT;
+  if (stored === null || stored === undefined || typeof stored !== 'object' || Array.isArray(stored))
+    return api.ROOT_CONTEXT;
   const carrier: Record<string, string> = {};
   for (const [name, value] of Object.entries(stored)) if (typeof value === 'string') carrier[name] = value;
   const extracted = api.propagation.extract(api.ROOT_CONTEXT, carrier);
@@ -35,7 +37,9 @@ export function restoreTraceContext(api: OtelApi, stored: Json | null | undefine
   if (parsed === null) return api.ROOT_CONTEXT;
   const [, traceId, spanId, flags] = parsed as unknown as [string, string, string, string];
   const spanContext = { traceId, spanId, traceFlags: Number.parseInt(flags, 16), isRemote: true };
-  return api.trace.isSpanContextValid(spanContext) ? api.trace.setSpanContext(api.ROOT_CONTEXT, spanContext) : api.ROOT_CONTEXT;
+  return api.trace.isSpanContextValid(spanContext)
+    ? api.trace.setSpanContext(api.ROOT_CONTEXT, spanContext)
+    : api.ROOT_CONTEXT;
 }
 
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;

@@ -1,4 +1,12 @@
-import { RawNode, type KyselyPlugin, type PluginTransformQueryArgs, type PluginTransformResultArgs, type QueryResult, type RootOperationNode, type UnknownRow } from 'kysely';
+import {
+  RawNode,
+  type KyselyPlugin,
+  type PluginTransformQueryArgs,
+  type PluginTransformResultArgs,
+  type QueryResult,
+  type RootOperationNode,
+  type UnknownRow,
+} from 'kysely';
 import type { Store } from '../store/store.js';
 
 /** What a statement of a worker that "died" in process meets instead of the database. */
@@ -24,7 +32,8 @@ export function crashableStore(store: Store): CrashableStore {
   let reason: string | undefined;
   const plugin: KyselyPlugin = {
     transformQuery({ node }: PluginTransformQueryArgs): RootOperationNode {
-      if (reason !== undefined && !isRollback(node)) throw new WorkerCrashedError(`This worker crashed (${reason}); nothing it sends reaches the database.`);
+      if (reason !== undefined && !isRollback(node))
+        throw new WorkerCrashedError(`This worker crashed (${reason}); nothing it sends reaches the database.`);
       return node;
     },
     async transformResult({ result }: PluginTransformResultArgs): Promise<QueryResult<UnknownRow>> {
@@ -51,7 +60,10 @@ function rawText(node: RawNode): string {
   return node.sqlFragments
     .map((fragment, i) => {
       const parameter = node.parameters[i];
-      return fragment + (parameter !== undefined && RawNode.is(parameter) ? rawText(parameter) : parameter === undefined ? '' : '?');
+      return (
+        fragment +
+        (parameter !== undefined && RawNode.is(parameter) ? rawText(parameter) : parameter === undefined ? '' : '?')
+      );
     })
     .join('');
 }

@@ -34,7 +34,10 @@ export function expectEachKeyOnce(rows: readonly StepEffectRow[]): void {
     throw new Error(
       `Expected each idempotency key once in the ledger, but ${repeated.length} key(s) appear more than once:\n` +
         repeated
-          .map((same) => `  step "${same[0]!.step_name}" key "${same[0]!.idempotency_key}": ${same.map((r) => `run ${r.workflow_id} (${r.status})`).join(', ')}`)
+          .map(
+            (same) =>
+              `  step "${same[0]!.step_name}" key "${same[0]!.idempotency_key}": ${same.map((r) => `run ${r.workflow_id} (${r.status})`).join(', ')}`,
+          )
           .join('\n'),
     );
   }
@@ -56,7 +59,9 @@ export function assertLedger(rows: readonly StepEffectRow[], expected: LedgerExp
   if (open.length !== allowed) {
     problems.push(
       `expected ${allowed} open intent(s), found ${open.length}` +
-        (open.length > 0 ? `: ${open.map((r) => `step "${r.step_name}" key "${r.idempotency_key}" (run ${r.workflow_id})`).join(', ')}` : ''),
+        (open.length > 0
+          ? `: ${open.map((r) => `step "${r.step_name}" key "${r.idempotency_key}" (run ${r.workflow_id})`).join(', ')}`
+          : ''),
     );
   }
   if (expected.recorded !== undefined) {

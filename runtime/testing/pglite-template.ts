@@ -19,7 +19,10 @@ export async function createCoreMigratedPGlite(options: { readonly dataDir?: str
     template = undefined;
     throw error;
   });
-  return createPGliteStore({ loadDataDir: await template, ...(options.dataDir !== undefined ? { dataDir: options.dataDir } : {}) });
+  return createPGliteStore({
+    loadDataDir: await template,
+    ...(options.dataDir !== undefined ? { dataDir: options.dataDir } : {}),
+  });
 }
 
 let template: Promise<Blob> | undefined;
@@ -27,7 +30,9 @@ let template: Promise<Blob> | undefined;
 async function loadOrBuildTemplate(): Promise<Blob> {
   const key = createHash('sha256')
     // The installed PGlite's version: a dump is only loadable by the PGlite that wrote it.
-    .update([installedVersion('@electric-sql/pglite'), ...coreMigrations().flatMap((m) => [m.name, m.checksum])].join('\n'))
+    .update(
+      [installedVersion('@electric-sql/pglite'), ...coreMigrations().flatMap((m) => [m.name, m.checksum])].join('\n'),
+    )
     .digest('hex')
     .slice(0, 12);
   const file = join(tmpdir(), `ledgerflow-testing-${key}.tar`);

@@ -29,7 +29,12 @@ export const CLOCK_SCHEMA = 'ledgerflow_test_clock';
  * queue's lock: left unmoved, a grant would be dated before the moved clock and rate windows
  * would never open under `advanceTime`. It stays volatile (a new instant at every call).
  */
-const CLOCK_FUNCTIONS = { statement_timestamp: 'STABLE', now: 'STABLE', transaction_timestamp: 'STABLE', clock_timestamp: 'VOLATILE' } as const;
+const CLOCK_FUNCTIONS = {
+  statement_timestamp: 'STABLE',
+  now: 'STABLE',
+  transaction_timestamp: 'STABLE',
+  clock_timestamp: 'VOLATILE',
+} as const;
 const CLOCK_FUNCTION_NAMES = Object.keys(CLOCK_FUNCTIONS) as ReadonlyArray<keyof typeof CLOCK_FUNCTIONS>;
 
 /** Creates the clock (offset 0), routes the session's time functions and the defaults through it. */
@@ -58,11 +63,15 @@ export async function installTestClock(db: Kysely<LedgerflowDatabase>): Promise<
       JOIN pg_namespace n ON n.oid = c.relnamespace
       JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum
      WHERE n.nspname = 'ledgerflow'
-       AND pg_get_expr(d.adbin, d.adrelid) = ANY(${CLOCK_FUNCTION_NAMES.flatMap((fn) => [`${fn}()`, `pg_catalog.${fn}()`])}::text[])`.execute(db);
+       AND pg_get_expr(d.adbin, d.adrelid) = ANY(${CLOCK_FUNCTION_NAMES.flatMap((fn) => [`${fn}()`, `pg_catalog.${fn}()`])}::text[])`.execute(
+    db,
+  );
   for (const row of rows) {
     const fn = row.expression.replace(/^pg_catalog\./, '');
     await sql
-      .raw(`ALTER TABLE ledgerflow.${quote(row.table_name)} ALTER COLUMN ${quote(row.column_name)} SET DEFAULT ${CLOCK_SCHEMA}.${fn}`)
+      .raw(
+        `ALTER TABLE ledgerflow.${quote(row.table_name)} ALTER COLUMN ${quote(row.column_name)} SET DEFAULT ${CLOCK_SCHEMA}.${fn}`,
+      )
       .execute(db);
   }
 }
@@ -70,7 +79,9 @@ export async function installTestClock(db: Kysely<LedgerflowDatabase>): Promise<
 /** Moves the clock forward by `ms` (one UPDATE); resolves to the new offset in milliseconds. */
 export async function advanceTestClock(db: Kysely<LedgerflowDatabase>, ms: number): Promise<number> {
   if (!(typeof ms === 'number' && Number.isFinite(ms) && ms >= 0)) {
-    throw new RangeError(`advanceTime(ms): ms must be a finite number of milliseconds >= 0 (got ${String(ms)}); time only moves forward.`);
+    throw new RangeError(
+      `advanceTime(ms): ms must be a finite number of milliseconds >= 0 (got ${String(ms)}); time only moves forward.`,
+    );
   }
   const { rows } = await sql<{ offset_ms: number }>`
     UPDATE ${sql.raw(CLOCK_SCHEMA)}.clock SET offset_ms = offset_ms + ${ms} RETURNING offset_ms`.execute(db);

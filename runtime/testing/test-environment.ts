@@ -20,12 +20,7 @@ import { shapeOf } from '../../dsl/workflow-shape.js';
 import { workflowVersionMigrationSuffix, workflowVersionSql } from '../../codegen/emit/workflow-version-sql.js';
 import { createClient, type Client } from '../client/client.js';
 import type { WorkflowRegistration } from '../contracts/registration.js';
-import {
-  configureFaults,
-  onFaultFired,
-  type FaultPointName,
-  type FaultPointSpec,
-} from '../faults/fault-points.js';
+import { configureFaults, onFaultFired, type FaultPointName, type FaultPointSpec } from '../faults/fault-points.js';
 import { migrate } from '../migrate/migrate.js';
 import { loadMigrations, type MigrationFile, type MigrationSource } from '../migrate/migration-source.js';
 import { runReconcilePass } from '../reconciler/reconciler.js';
@@ -197,7 +192,8 @@ const testEnvironmentOptionsSchema = z.object({
   resetSchemas: rule(z.array(z.string()), 'must be a list of schema names')
     .superRefine((schemas, ctx) => {
       for (const schema of schemas) {
-        if (schema === 'ledgerflow' || schema.startsWith('pg_')) ctx.addIssue({ code: 'custom', message: `may not name "${schema}"` });
+        if (schema === 'ledgerflow' || schema.startsWith('pg_'))
+          ctx.addIssue({ code: 'custom', message: `may not name "${schema}"` });
       }
     })
     .optional(),
@@ -216,7 +212,11 @@ const testEnvironmentOptionsSchema = z.object({
  * beforeEach(() => env.reset());
  */
 export async function createTestEnvironment(options: TestEnvironmentOptions): Promise<TestEnvironment> {
-  checkOptions(testEnvironmentOptionsSchema, options, (problems) => new TypeError(`Invalid test environment options: ${problems.join('; ')}.`));
+  checkOptions(
+    testEnvironmentOptionsSchema,
+    options,
+    (problems) => new TypeError(`Invalid test environment options: ${problems.join('; ')}.`),
+  );
   const leaseMs = options.leaseMs ?? 30_000;
 
   const sources = options.migrations ?? [];
@@ -232,7 +232,10 @@ export async function createTestEnvironment(options: TestEnvironmentOptions): Pr
 }
 
 /** The per-version migrations codegen would emit, for the versions no source registers. */
-function missingVersionMigrations(workflows: readonly WorkflowRegistration[], sources: readonly MigrationSource[]): MigrationFile[] {
+function missingVersionMigrations(
+  workflows: readonly WorkflowRegistration[],
+  sources: readonly MigrationSource[],
+): MigrationFile[] {
   const given = loadMigrations(sources).map((m) => m.name);
   const seen = new Set<string>();
   const built: MigrationFile[] = [];
@@ -304,7 +307,11 @@ class InProcessEnvironment implements TestEnvironment {
         if (worker.inFlight === 0) {
           const left = await this.#dueWork(worker.id);
           if (left.total === 0 && worker.inFlight === 0 && !crashable.crashed) {
-            const report = await runReconcilePass({ store: this.store, workflows: this.options.workflows, leaseMs: this.leaseMs });
+            const report = await runReconcilePass({
+              store: this.store,
+              workflows: this.options.workflows,
+              leaseMs: this.leaseMs,
+            });
             if (report.recorded + report.released + report.parked === 0) {
               await worker.stop();
               break;
@@ -323,12 +330,19 @@ class InProcessEnvironment implements TestEnvironment {
           const inFlight = worker.inFlight;
           // Stopping aborts the flights and releases their runs: due again for the next call.
           await worker.stop({ timeoutMs: 0 });
-          throw new Error(`runUntilIdle() timed out after ${timeoutMs} ms with ${inFlight} run(s) still in flight (a handler that never returns?).`);
+          throw new Error(
+            `runUntilIdle() timed out after ${timeoutMs} ms with ${inFlight} run(s) still in flight (a handler that never returns?).`,
+          );
         }
         await new Promise((resolve) => setTimeout(resolve, 5));
       }
       const held = await this.#heldUnderLease();
-      return { runs: await this.#touchedRuns(touched), crashedAt: crashable.crashed ? this.#crashedAt : undefined, heldByCrashedWorker: held, events };
+      return {
+        runs: await this.#touchedRuns(touched),
+        crashedAt: crashable.crashed ? this.#crashedAt : undefined,
+        heldByCrashedWorker: held,
+        events,
+      };
     } finally {
       await worker.stop({ timeoutMs: 0 }).catch(() => {});
       this.#worker = undefined;
@@ -407,7 +421,9 @@ class InProcessEnvironment implements TestEnvironment {
   #enter(what: string): void {
     if (this.#closed) throw new Error(`${what}(): this test environment is closed.`);
     if (this.#busy) {
-      throw new Error(`${what}(): a runUntilIdle(), advanceTime(), advancePastHorizons() or reset() of this environment is still running; await it first.`);
+      throw new Error(
+        `${what}(): a runUntilIdle(), advanceTime(), advancePastHorizons() or reset() of this environment is still running; await it first.`,
+      );
     }
     this.#busy = true;
   }
@@ -431,7 +447,10 @@ class InProcessEnvironment implements TestEnvironment {
                WHERE s.name = ANY(${scheduleNames}::text[]) AND NOT s.paused AND s.next_tick_at <= statement_timestamp()
                  AND (s.retry_at IS NULL OR s.retry_at <= statement_timestamp()))::int AS ticks`.execute(this.store.db);
     const { due, running, ticks } = rows[0]!;
-    return { total: due + running + ticks, describe: `${due} run(s) due, ${running} running, ${ticks} schedule tick(s) due` };
+    return {
+      total: due + running + ticks,
+      describe: `${due} run(s) due, ${running} running, ${ticks} schedule tick(s) due`,
+    };
   }
 
   /** After the worker stopped: runs still under a live lease, which only a crashed worker can have left. */
@@ -468,7 +487,9 @@ class InProcessEnvironment implements TestEnvironment {
     const schemas = this.options.resetSchemas ?? [];
     if (schemas.length === 0) return [];
     const { rows } = await sql<{ name: string }>`
-      SELECT format('%I.%I', schemaname, tablename) AS name FROM pg_tables WHERE schemaname = ANY(${schemas}::text[]) ORDER BY 1`.execute(this.store.db);
+      SELECT format('%I.%I', schemaname, tablename) AS name FROM pg_tables WHERE schemaname = ANY(${schemas}::text[]) ORDER BY 1`.execute(
+      this.store.db,
+    );
     return rows.map((r) => r.name);
   }
 }

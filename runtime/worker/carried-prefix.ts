@@ -68,7 +68,11 @@ export function carryIsFull(steps: readonly CarriedStep[], now: number): boolean
 }
 
 /** Where the run's commit starts from: the first carried step's position and attempt (what the database shows as running). */
-export function openAttemptOf(carry: Carry | undefined, step: StepDefinition, attempt: number): { readonly step: StepDefinition; readonly attempt: number } {
+export function openAttemptOf(
+  carry: Carry | undefined,
+  step: StepDefinition,
+  attempt: number,
+): { readonly step: StepDefinition; readonly attempt: number } {
   if (carry === undefined || carry.written) return { step, attempt };
   return { step: carry.steps[0].step, attempt: carry.steps[0].attempt };
 }
@@ -111,7 +115,12 @@ export function carriedAgos(carry: Carry, now: number): number[] {
  * other attempts inserted finished. Each is conditioned on `fenced`, so a zombie writes nothing.
  * `now` is `performance.now()` as the statement is built.
  */
-export function carryCtes(lease: Lease, workflow: { readonly name: string; readonly version: number }, carry: Carry, now: number): RawBuilder<unknown> {
+export function carryCtes(
+  lease: Lease,
+  workflow: { readonly name: string; readonly version: number },
+  carry: Carry,
+  now: number,
+): RawBuilder<unknown> {
   assertAttemptTransition('running', 'succeeded');
   assertAttemptTransition('none', 'succeeded');
   const agos = carriedAgos(carry, now);
@@ -169,7 +178,9 @@ export function carryCtes(lease: Lease, workflow: { readonly name: string; reado
 export class CarriedPastDeadline extends Error {
   override readonly name = 'CarriedPastDeadline';
   constructor(runId: string, stepName: string) {
-    super(`Run ${runId} passed its deadline while the plain steps before "${stepName}" ran; "${stepName}" does not start.`);
+    super(
+      `Run ${runId} passed its deadline while the plain steps before "${stepName}" ran; "${stepName}" does not start.`,
+    );
   }
 }
 
@@ -221,7 +232,10 @@ export async function flushCarry(db: Kysely<LedgerflowDatabase>, p: FlushParams)
 }
 
 /** The statement of {@link flushCarry}. */
-export function flushCarryStatement(p: FlushParams, now: number): RawBuilder<{ fenced: boolean; overdue: boolean | null }> {
+export function flushCarryStatement(
+  p: FlushParams,
+  now: number,
+): RawBuilder<{ fenced: boolean; overdue: boolean | null }> {
   return prepared(sql<{ fenced: boolean; overdue: boolean | null }>`
     WITH ${flushCtes(p, now)}
     SELECT EXISTS (SELECT 1 FROM fenced) AS fenced, (SELECT overdue FROM fenced) AS overdue`);

@@ -169,7 +169,10 @@ export class ClaimLoop {
     this.#claiming = true;
     this.#claimLimit = limit;
     this.#claimFreeing = freeing;
-    return { registry: this.#ctx.registry, options: { workerId: this.#ctx.workerId, leaseMs: this.#ctx.leaseMs, limit } };
+    return {
+      registry: this.#ctx.registry,
+      options: { workerId: this.#ctx.workerId, leaseMs: this.#ctx.leaseMs, limit },
+    };
   }
 
   /**
@@ -249,9 +252,15 @@ export class ClaimLoop {
     }
     // A start's run not inserted yet has no lease to give back: its start inserts it itself, unclaimed.
     for (const run of runs) run.pendingStart?.flightEnded();
-    const leases = runs.filter((run) => run.pendingStart === undefined).map((run) => ({ runId: run.id, fencingToken: run.fencingToken }));
+    const leases = runs
+      .filter((run) => run.pendingStart === undefined)
+      .map((run) => ({ runId: run.id, fencingToken: run.fencingToken }));
     if (leases.length === 0) return;
-    const releasing = releaseLeases(this.#ctx.db, leases, `worker ${this.#ctx.workerId} was stopping when it claimed the run`)
+    const releasing = releaseLeases(
+      this.#ctx.db,
+      leases,
+      `worker ${this.#ctx.workerId} was stopping when it claimed the run`,
+    )
       .then(() => {})
       .catch((error: unknown) => this.#ctx.emit({ type: 'error', where: 'stop', error: serializeError(error) }))
       .finally(() => this.#releasing.delete(releasing));
@@ -278,7 +287,8 @@ export class ClaimLoop {
    * claimer, start and adoption asks).
    */
   #free(): number {
-    const taken = this.#ctx.flights.size + this.#reserved + (this.#claiming ? this.#claimLimit : 0) + this.#adoptionHolds;
+    const taken =
+      this.#ctx.flights.size + this.#reserved + (this.#claiming ? this.#claimLimit : 0) + this.#adoptionHolds;
     return this.#ctx.concurrency - taken;
   }
 
@@ -299,7 +309,11 @@ export class ClaimLoop {
         this.#claimFreeing = [];
         this.#hintMissed = false;
         try {
-          const claiming = claimRuns(ctx.db, ctx.registry, { workerId: ctx.workerId, leaseMs: ctx.leaseMs, limit: free });
+          const claiming = claimRuns(ctx.db, ctx.registry, {
+            workerId: ctx.workerId,
+            leaseMs: ctx.leaseMs,
+            limit: free,
+          });
           this.#loopClaim = claiming;
           let claimed: LeasedRun[];
           try {
@@ -344,7 +358,11 @@ export class ClaimLoop {
         const run = await loadLeasedRun(ctx.db, row.id, row.fencing_token);
         if (run === undefined || ctx.flights.has(flightKey(run.id, run.fencingToken))) continue;
         if (!ctx.isRunning()) {
-          await releaseLeases(ctx.db, [{ runId: run.id, fencingToken: run.fencingToken }], `worker ${ctx.workerId} was stopping when it found the run`);
+          await releaseLeases(
+            ctx.db,
+            [{ runId: run.id, fencingToken: run.fencingToken }],
+            `worker ${ctx.workerId} was stopping when it found the run`,
+          );
           continue;
         }
         // Its slot: one the unknown claim held, else a free one. Without either it is left alone:

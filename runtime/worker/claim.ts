@@ -6,7 +6,12 @@ import { LEASE_EXPIRED, toLeasedRun, type LeasedRun, type LeasedRunRow } from '.
 import { millis } from '../store/millis.js';
 import { ofServedVersion, type WorkflowRegistry } from './registry.js';
 import { countsTowardBudget } from './retry.js';
-import { assertAttemptTransition, assertRunTransition, DUE_RUN_STATUSES, sqlStatusList } from '../store/state-machines.js';
+import {
+  assertAttemptTransition,
+  assertRunTransition,
+  DUE_RUN_STATUSES,
+  sqlStatusList,
+} from '../store/state-machines.js';
 
 /*
  * The one claim statement: due runs taken for this worker, `fencing_token + 1`, a lease of
@@ -67,7 +72,11 @@ const STANDALONE: ClaimPlacement = { prefix: '', takeovers: true };
  * the next attempt number, failures, and crashes (`LeaseExpired`) — plus one if this claim
  * abandons a running attempt. A run taken over from a repeated crash gets no attempt.
  */
-export function claimParts(registry: WorkflowRegistry, options: ClaimOptions, placement: ClaimPlacement = STANDALONE): ClaimParts {
+export function claimParts(
+  registry: WorkflowRegistry,
+  options: ClaimOptions,
+  placement: ClaimPlacement = STANDALONE,
+): ClaimParts {
   for (const from of DUE_RUN_STATUSES) assertRunTransition(from, 'running');
   if (placement.takeovers) {
     assertRunTransition('running', 'running');
@@ -171,7 +180,11 @@ export function claimParts(registry: WorkflowRegistry, options: ClaimOptions, pl
 }
 
 /** A claim fused into a step's completion commit: pending runs only, and only if that commit is fenced in. */
-export const FUSED_CLAIM: ClaimPlacement = { prefix: 'fused_', guard: sql`EXISTS (SELECT 1 FROM fenced)`, takeovers: false };
+export const FUSED_CLAIM: ClaimPlacement = {
+  prefix: 'fused_',
+  guard: sql`EXISTS (SELECT 1 FROM fenced)`,
+  takeovers: false,
+};
 
 const builtParts = new WeakMap<ClaimPlacement, WeakMap<WorkflowRegistry, Map<string, ClaimParts>>>();
 
@@ -181,7 +194,11 @@ const builtParts = new WeakMap<ClaimPlacement, WeakMap<WorkflowRegistry, Map<str
  * lease) are the same from one commit to the next. Kysely's builders are immutable, so sharing
  * them is safe. Keyed by the placement object: pass a constant (`FUSED_CLAIM`), not a fresh one.
  */
-export function reusedClaimParts(registry: WorkflowRegistry, options: ClaimOptions, placement: ClaimPlacement = STANDALONE): ClaimParts {
+export function reusedClaimParts(
+  registry: WorkflowRegistry,
+  options: ClaimOptions,
+  placement: ClaimPlacement = STANDALONE,
+): ClaimParts {
   let byRegistry = builtParts.get(placement);
   if (byRegistry === undefined) builtParts.set(placement, (byRegistry = new WeakMap()));
   let byOptions = byRegistry.get(registry);
@@ -216,7 +233,11 @@ export function claimStatement(registry: WorkflowRegistry, options: ClaimOptions
  * before: then no attempt is opened and the worker backs off or gives up (poison step).
  * Times are the database's (`statement_timestamp()`).
  */
-export async function claimRuns(db: Kysely<LedgerflowDatabase>, registry: WorkflowRegistry, options: ClaimOptions): Promise<LeasedRun[]> {
+export async function claimRuns(
+  db: Kysely<LedgerflowDatabase>,
+  registry: WorkflowRegistry,
+  options: ClaimOptions,
+): Promise<LeasedRun[]> {
   const { rows } = await claimStatement(registry, options).execute(db);
   return rows.map(toLeasedRun);
 }

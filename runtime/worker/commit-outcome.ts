@@ -48,7 +48,11 @@ export function attemptCommitStateStatement(
  * database says where the run is. `undefined` when the lease is no longer ours (or the run was
  * released by that very commit) — the caller stops driving it.
  */
-export async function loadLeasedRun(db: Kysely<LedgerflowDatabase>, runId: string, fencingToken: number): Promise<LeasedRun | undefined> {
+export async function loadLeasedRun(
+  db: Kysely<LedgerflowDatabase>,
+  runId: string,
+  fencingToken: number,
+): Promise<LeasedRun | undefined> {
   const { rows } = await loadLeasedRunStatement(runId, fencingToken).execute(db);
   const row = rows[0];
   if (row === undefined) return undefined;
@@ -81,7 +85,10 @@ export function loadLeasedRunStatement(runId: string, fencingToken: number): Raw
 }
 
 /** The runs the database says `workerId` holds: what a claim whose reply never came may have taken (the claim loop adopts them). */
-export async function heldRuns(db: Kysely<LedgerflowDatabase>, workerId: string): Promise<Array<{ id: string; fencing_token: number }>> {
+export async function heldRuns(
+  db: Kysely<LedgerflowDatabase>,
+  workerId: string,
+): Promise<Array<{ id: string; fencing_token: number }>> {
   return (await heldRunsStatement(workerId).execute(db)).rows;
 }
 

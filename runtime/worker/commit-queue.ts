@@ -47,7 +47,8 @@ export class CommitQueue {
     this.#maxGroup = options.maxGroup ?? DEFAULT_MAX_GROUP;
     this.#maxInFlight = options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
     this.#claims = options.claims;
-    if (!(Number.isInteger(this.#maxGroup) && this.#maxGroup >= 1)) throw new RangeError(`CommitQueue: maxGroup must be an integer >= 1 (got ${this.#maxGroup})`);
+    if (!(Number.isInteger(this.#maxGroup) && this.#maxGroup >= 1))
+      throw new RangeError(`CommitQueue: maxGroup must be an integer >= 1 (got ${this.#maxGroup})`);
     if (!(Number.isInteger(this.#maxInFlight) && this.#maxInFlight >= 1)) {
       throw new RangeError(`CommitQueue: maxInFlight must be an integer >= 1 (got ${this.#maxInFlight})`);
     }
@@ -106,7 +107,8 @@ export class CommitQueue {
     }
     const params = group.map((w) => w.params);
     const claim = this.#groupClaim(params);
-    if (claim !== undefined) params[claim.at] = { ...params[claim.at]!, continuation: { ...claim.complete, claimNext: claim.fused } };
+    if (claim !== undefined)
+      params[claim.at] = { ...params[claim.at]!, continuation: { ...claim.complete, claimNext: claim.fused } };
     // The runs the group's own claim took (undefined: its commit failed or its outcome is unknown).
     let claimed: readonly LeasedRun[] | undefined;
     try {
@@ -140,7 +142,11 @@ export class CommitQueue {
   }
 
   /** The claim for the slots a group's completions free, unless a driver's fused claim rides in it already. */
-  #groupClaim(params: readonly AdvanceParams[]): { at: number; complete: Extract<AdvanceParams['continuation'], { kind: 'complete' }>; fused: FusedClaim } | undefined {
+  #groupClaim(
+    params: readonly AdvanceParams[],
+  ):
+    | { at: number; complete: Extract<AdvanceParams['continuation'], { kind: 'complete' }>; fused: FusedClaim }
+    | undefined {
     if (this.#claims === undefined) return undefined;
     let at: number | undefined;
     const completing: HeldLease[] = [];

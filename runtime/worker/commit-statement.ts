@@ -69,7 +69,13 @@ export function commitShapeOf(p: AdvanceParams): CommitShape {
 }
 
 export function targetOf(c: Continuation): CommitTarget {
-  return c.kind === 'hold' ? 'running' : c.kind === 'release' ? 'pending' : c.compensated === true ? 'compensated' : 'completed';
+  return c.kind === 'hold'
+    ? 'running'
+    : c.kind === 'release'
+      ? 'pending'
+      : c.compensated === true
+        ? 'compensated'
+        : 'completed';
 }
 
 /** A column of a commit's row: its SQL type, and its value for a commit at place `ord` in the statement. */
@@ -134,9 +140,22 @@ export function rowOf(p: AdvanceParams, ord: number, columns: readonly ColumnNam
 /** Both statements' shapes: by row source and shape, and per fused claim (registry, limit, lease, worker). */
 const COMMIT_SHAPES = new Shapes();
 
-export function commitShapeSlot(source: 'one' | 'group', shape: CommitShape, claimNext: FusedClaim | undefined): ShapeSlot {
-  const key = [source, shape.targets.join(','), shape.effects.join(','), shape.attempt, shape.keepsError ? 'keeps-error' : '', shape.nextIntent ? 'next-intent' : ''].join('|');
-  return claimNext === undefined ? COMMIT_SHAPES.for(key) : COMMIT_SHAPES.for(`${key}|${claimOptionsKey(claimNext.options)}`, claimNext.registry);
+export function commitShapeSlot(
+  source: 'one' | 'group',
+  shape: CommitShape,
+  claimNext: FusedClaim | undefined,
+): ShapeSlot {
+  const key = [
+    source,
+    shape.targets.join(','),
+    shape.effects.join(','),
+    shape.attempt,
+    shape.keepsError ? 'keeps-error' : '',
+    shape.nextIntent ? 'next-intent' : '',
+  ].join('|');
+  return claimNext === undefined
+    ? COMMIT_SHAPES.for(key)
+    : COMMIT_SHAPES.for(`${key}|${claimOptionsKey(claimNext.options)}`, claimNext.registry);
 }
 
 /** What a fused claim writes, asserted at every statement: its parts assert it only when first built. */
@@ -157,14 +176,19 @@ export interface Fused {
  * registry and options, even for a carrying commit, whose statement is built in full.
  */
 export function oneRunFused(claimNext: FusedClaim | undefined, ord: unknown): Fused | undefined {
-  return claimNext === undefined ? undefined : { parts: reusedClaimParts(claimNext.registry, claimNext.options, FUSED_CLAIM), ord };
+  return claimNext === undefined
+    ? undefined
+    : { parts: reusedClaimParts(claimNext.registry, claimNext.options, FUSED_CLAIM), ord };
 }
 
 /** A group's fused claim, guarded by the run of row `ord` being fenced in (built once per shape). */
 export function groupFused(claimNext: FusedClaim | undefined, ord: unknown): Fused | undefined {
   if (claimNext === undefined) return undefined;
   const guard = sql`EXISTS (SELECT 1 FROM fenced WHERE ord = ${ord})`;
-  return { parts: claimParts(claimNext.registry, claimNext.options, { prefix: 'fused_', guard, takeovers: false }), ord };
+  return {
+    parts: claimParts(claimNext.registry, claimNext.options, { prefix: 'fused_', guard, takeovers: false }),
+    ord,
+  };
 }
 
 /** Earlier steps the one row's commit carries (carried-prefix.ts): its attempt is inserted finished. */
@@ -179,7 +203,11 @@ export interface Carried {
  * `then` per target as one expression: that target's where every row has it, else a CASE on the
  * row's target (`otherwise` for a target without one).
  */
-function perTarget(shape: CommitShape, then: Partial<Record<CommitTarget, RawBuilder<unknown>>>, otherwise: RawBuilder<unknown>): RawBuilder<unknown> {
+function perTarget(
+  shape: CommitShape,
+  then: Partial<Record<CommitTarget, RawBuilder<unknown>>>,
+  otherwise: RawBuilder<unknown>,
+): RawBuilder<unknown> {
   const [only, ...more] = shape.targets;
   if (more.length === 0) return then[only!] ?? otherwise;
   const branches = shape.targets.filter((t) => then[t] !== undefined).map((t) => sql`WHEN ${lit(t)} THEN ${then[t]}`);
@@ -187,24 +215,36 @@ function perTarget(shape: CommitShape, then: Partial<Record<CommitTarget, RawBui
 }
 
 /** `i.<column> = 'value'` where the shape's rows may differ on it; `undefined` where every row has it. */
-function rowsWhere(options: readonly string[], column: 'target' | 'effect_mode', value: string): RawBuilder<unknown> | undefined {
+function rowsWhere(
+  options: readonly string[],
+  column: 'target' | 'effect_mode',
+  value: string,
+): RawBuilder<unknown> | undefined {
   return options.length === 1 ? undefined : sql`i.${sql.raw(column)} = ${lit(value)}`;
 }
 
 /** ` WHERE a AND b` of the conditions given, nothing if none. */
 function where(...conditions: ReadonlyArray<RawBuilder<unknown> | undefined>): RawBuilder<unknown> {
   const given = conditions.filter((c) => c !== undefined);
-  return given.length === 0 ? sql`` : sql`
-       WHERE ${sql.join(given, sql`
-         AND `)}`;
+  return given.length === 0
+    ? sql``
+    : sql`
+       WHERE ${sql.join(
+         given,
+         sql`
+         AND `,
+       )}`;
 }
 
 /** The input's columns, a few to a line. */
 export function listed(items: readonly RawBuilder<unknown>[]): RawBuilder<unknown> {
   const lines: RawBuilder<unknown>[] = [];
   for (let i = 0; i < items.length; i += 5) lines.push(sql.join(items.slice(i, i + 5), sql`, `));
-  return sql.join(lines, sql`,
-        `);
+  return sql.join(
+    lines,
+    sql`,
+        `,
+  );
 }
 
 const NULL = sql`NULL`;
@@ -214,8 +254,20 @@ const NOW = sql`statement_timestamp()`;
 const RUN_SETS: Readonly<Record<CommitTarget, Readonly<Record<string, RawBuilder<unknown>>>>> = {
   running: { status: lit('running'), lease_expires_at: sql`${NOW} + i.lease_ms * interval '1 millisecond'` },
   pending: { status: lit('pending'), lease_owner: NULL, lease_expires_at: NULL, run_after: NOW },
-  completed: { status: lit('completed'), lease_owner: NULL, lease_expires_at: NULL, finished_at: NOW, output: sql`i.run_output::jsonb` },
-  compensated: { status: lit('compensated'), lease_owner: NULL, lease_expires_at: NULL, finished_at: NOW, output: sql`i.run_output::jsonb` },
+  completed: {
+    status: lit('completed'),
+    lease_owner: NULL,
+    lease_expires_at: NULL,
+    finished_at: NOW,
+    output: sql`i.run_output::jsonb`,
+  },
+  compensated: {
+    status: lit('compensated'),
+    lease_owner: NULL,
+    lease_expires_at: NULL,
+    finished_at: NOW,
+    output: sql`i.run_output::jsonb`,
+  },
 };
 
 /** The run's new columns for the shape's targets: each column a target sets, the others' rows keeping it. */
@@ -223,7 +275,9 @@ function runSet(shape: CommitShape): RawBuilder<unknown> {
   const columns = [...new Set(shape.targets.flatMap((t) => Object.keys(RUN_SETS[t])))];
   return sql.join(
     columns.map((column) => {
-      const then = Object.fromEntries(shape.targets.flatMap((t) => (RUN_SETS[t][column] === undefined ? [] : [[t, RUN_SETS[t][column]]])));
+      const then = Object.fromEntries(
+        shape.targets.flatMap((t) => (RUN_SETS[t][column] === undefined ? [] : [[t, RUN_SETS[t][column]]])),
+      );
       return sql`${sql.raw(column)} = ${perTarget(shape, then, sql.raw(`r.${column}`))}`;
     }),
     sql`,
@@ -235,7 +289,12 @@ function runSet(shape: CommitShape): RawBuilder<unknown> {
  * The text of both statements: `input` the rows (a SELECT of one row's parameters, or a
  * `jsonb_to_recordset`), `shape` what they may be. Every value is a column of `input`.
  */
-export function commitStatement(shape: CommitShape, input: RawBuilder<unknown>, fused: Fused | undefined, carried?: Carried): RawBuilder<AdvanceRow> {
+export function commitStatement(
+  shape: CommitShape,
+  input: RawBuilder<unknown>,
+  fused: Fused | undefined,
+  carried?: Carried,
+): RawBuilder<AdvanceRow> {
   // A write's rows: each run's input row, where its fenced UPDATE moved it.
   const own = sql`fenced f JOIN input i ON i.ord = f.ord`;
   // The step's ledger row, seen in the statement's snapshot (never the row this statement inserts).
@@ -256,7 +315,10 @@ export function commitStatement(shape: CommitShape, input: RawBuilder<unknown>, 
     )`);
   }
   // An intent of this step recorded, or the row this transaction inserted (openTransactionalEffect) filled in.
-  for (const [mode, name, from] of [['record-intent', 'recorded_intent', 'intent'], ['fill-recorded', 'filled_effect', 'recorded']] as const) {
+  for (const [mode, name, from] of [
+    ['record-intent', 'recorded_intent', 'intent'],
+    ['fill-recorded', 'filled_effect', 'recorded'],
+  ] as const) {
     if (!shape.effects.includes(mode)) continue;
     ctes.push(sql`,
     ${sql.raw(name)} AS (
@@ -321,7 +383,11 @@ export function commitStatement(shape: CommitShape, input: RawBuilder<unknown>, 
   }
   if (fused !== undefined) ctes.push(sql`, ${fused.parts.ctes}`);
   const overdue = perTarget(shape, { running: sql`r.deadline_at <= ${NOW}` }, sql`NULL::boolean`);
-  const effectExists = inserts ? (insertedBy === undefined ? hasEffect : sql`${insertedBy} AND ${hasEffect}`) : sql`false`;
+  const effectExists = inserts
+    ? insertedBy === undefined
+      ? hasEffect
+      : sql`${insertedBy} AND ${hasEffect}`
+    : sql`false`;
   return prepared(sql<AdvanceRow>`
     WITH input AS (
       ${input}
@@ -335,8 +401,12 @@ export function commitStatement(shape: CommitShape, input: RawBuilder<unknown>, 
              ${runSet(shape)}
         FROM input i
        WHERE r.id = i.run_id AND r.fencing_token = i.fencing_token AND r.status = 'running' AND r.current_step = i.from_position${
-         !inserts ? sql`` : insertedBy === undefined ? sql`
-         AND NOT ${hasEffect}` : sql`
+         !inserts
+           ? sql``
+           : insertedBy === undefined
+             ? sql`
+         AND NOT ${hasEffect}`
+             : sql`
          AND (i.effect_mode IS DISTINCT FROM 'insert-recorded' OR NOT ${hasEffect})`
        }
       RETURNING i.ord, r.id, ${overdue} AS overdue
@@ -356,10 +426,16 @@ export function commitStatement(shape: CommitShape, input: RawBuilder<unknown>, 
                ? sql`NULL::jsonb`
                : sql`CASE WHEN i.ord = ${fused.ord} THEN (SELECT COALESCE(jsonb_agg(c), '[]'::jsonb) FROM (${fused.parts.select}) c) END`
            } AS claimed${
-             shape.nextIntent ? sql`,
-           EXISTS (SELECT 1 FROM next_intent ni WHERE ni.workflow_id = i.run_id) AS intent_opened` : sql``
+             shape.nextIntent
+               ? sql`,
+           EXISTS (SELECT 1 FROM next_intent ni WHERE ni.workflow_id = i.run_id) AS intent_opened`
+               : sql``
            }
       FROM input i
-      LEFT JOIN fenced f ON f.ord = i.ord${holds ? sql`
-      LEFT JOIN next n ON n.run_id = i.run_id` : sql``}`);
+      LEFT JOIN fenced f ON f.ord = i.ord${
+        holds
+          ? sql`
+      LEFT JOIN next n ON n.run_id = i.run_id`
+          : sql``
+      }`);
 }

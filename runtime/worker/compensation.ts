@@ -6,7 +6,13 @@ import { withStoredOutput } from '../store/stored-json.js';
 import type { EffectStatus, Json, LedgerflowDatabase } from '../store/tables.js';
 import { STEP_EXECUTORS } from './executors/executors.js';
 import { performWithinLease, type ExternalHandler } from './executors/external-executor.js';
-import { commitKnowingOutcome, commitSkipped, validateOutput, type StepExecution, type StepOutcome } from './executors/step-execution.js';
+import {
+  commitKnowingOutcome,
+  commitSkipped,
+  validateOutput,
+  type StepExecution,
+  type StepOutcome,
+} from './executors/step-execution.js';
 import { fenceAtStep, intentHorizon } from './ledger.js';
 import { settledByKey } from './registry.js';
 import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from '../store/state-machines.js';
@@ -82,13 +88,20 @@ export async function executeCompensation(s: StepExecution): Promise<StepOutcome
     if (undone !== undefined && settledByKey(s.workflow, undone)) return takeOverByKey(s, undone);
     if (effect.reconcile_attempts > 0) return awaitSettlement(s, compensates, effect);
     const earliest = new Date(Date.now() + RECHECK_INTENT_MS);
-    const until = effect.reconcile_after !== null && effect.reconcile_after > earliest ? effect.reconcile_after : earliest;
+    const until =
+      effect.reconcile_after !== null && effect.reconcile_after > earliest ? effect.reconcile_after : earliest;
     const reason =
       `step "${compensates}" has an open intent: whether its effect happened is reconciled first ` +
       `(compensate only what happened); "${s.step.name}" decides once it is settled`;
     const fenced = await commitKnowingOutcome(
       s,
-      () => commitYield(s.db, { lease: s.lease, step: s.step, attempt: s.attempt, to: { kind: 'reschedule', until, reason } }),
+      () =>
+        commitYield(s.db, {
+          lease: s.lease,
+          step: s.step,
+          attempt: s.attempt,
+          to: { kind: 'reschedule', until, reason },
+        }),
       { retry: true },
     );
     if (!fenced) throw leaseLost(s.lease, 'the compensation reschedule');
@@ -111,7 +124,13 @@ async function awaitSettlement(s: StepExecution, compensates: string, effect: Co
     `or settle it with: ledgerflow resolve ${s.run.id} ${compensates} (--found <json> | --not-found) --reason <text>`;
   const fenced = await commitKnowingOutcome(
     s,
-    () => commitYield(s.db, { lease: s.lease, step: s.step, attempt: s.attempt, to: { kind: 'await-settlement', reason, awaits: compensates, key: effect.idempotency_key } }),
+    () =>
+      commitYield(s.db, {
+        lease: s.lease,
+        step: s.step,
+        attempt: s.attempt,
+        to: { kind: 'await-settlement', reason, awaits: compensates, key: effect.idempotency_key },
+      }),
     { retry: true },
   );
   if (!fenced) throw leaseLost(s.lease, 'the compensation park');
@@ -139,12 +158,20 @@ async function takeOverByKey(s: StepExecution, undone: StepDefinition): Promise<
   const as = { ...s, step: undone };
   let output: Json;
   try {
-    const value = await performWithinLease(as, s.workflow.handler(undone.name) as ExternalHandler, key, takingAt, `compensation "${s.step.name}"`);
+    const value = await performWithinLease(
+      as,
+      s.workflow.handler(undone.name) as ExternalHandler,
+      key,
+      takingAt,
+      `compensation "${s.step.name}"`,
+    );
     await userCode(() => faultPoint('after-perform'));
     output = validateOutput(as, value);
   } catch (error) {
     if (error instanceof StepFailure && error.cause instanceof NotAppliedError) {
-      await settleTakenOver(s, undone, key, { resolution: `released: the provider refused key "${key}" when compensation "${s.step.name}" (attempt ${s.attempt}) sent it again (${error.cause.message})` });
+      await settleTakenOver(s, undone, key, {
+        resolution: `released: the provider refused key "${key}" when compensation "${s.step.name}" (attempt ${s.attempt}) sent it again (${error.cause.message})`,
+      });
       throw new ResyncNeeded();
     }
     throw error;
@@ -170,7 +197,11 @@ async function settleTakenOver(
 }
 
 /** The statement of {@link takeOverByKey}'s take-over: fence (and extend the lease), then stamp the open intent as this lease's. */
-export function takeOverIntentStatement(lease: Lease, compensation: StepDefinition, undone: StepDefinition): RawBuilder<{ fenced: boolean; key: string | null }> {
+export function takeOverIntentStatement(
+  lease: Lease,
+  compensation: StepDefinition,
+  undone: StepDefinition,
+): RawBuilder<{ fenced: boolean; key: string | null }> {
   assertEffectTransition('intent', 'intent');
   return sql<{ fenced: boolean; key: string | null }>`
     WITH fenced AS (
@@ -212,7 +243,11 @@ export function settleTakenOverStatement(
  * compensates (`compensation = 'failure'`), positioned at its first compensation, due now, the
  * deadline kept as its error. Fenced like every commit of a held run.
  */
-export async function compensateOverdue(db: Kysely<LedgerflowDatabase>, lease: Lease, compensateFrom: number): Promise<boolean> {
+export async function compensateOverdue(
+  db: Kysely<LedgerflowDatabase>,
+  lease: Lease,
+  compensateFrom: number,
+): Promise<boolean> {
   const { rows } = await compensateOverdueStatement(lease, compensateFrom).execute(db);
   return rows[0]?.fenced === true;
 }

@@ -85,4 +85,3 @@ export function crashRetryStatement(lease: Lease, delayMs: number): RawBuilder<{
          WHERE id = ${lease.runId}
         RETURNING run_after AS retry_at`;
 }
-

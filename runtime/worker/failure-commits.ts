@@ -108,7 +108,9 @@ export async function commitFailure(db: Kysely<LedgerflowDatabase>, p: FailurePa
  * for good: the serialized cause with the step and the attempt, cut to `maxErrorBytes`. The same
  * for the same params (a local wait's answer is built again from it, run-driver.ts).
  */
-export function failureRecord(p: Pick<FailureParams, 'step' | 'attempt' | 'failure' | 'maxErrorBytes'>): SerializedError {
+export function failureRecord(
+  p: Pick<FailureParams, 'step' | 'attempt' | 'failure' | 'maxErrorBytes'>,
+): SerializedError {
   return fitErrorRecord<SerializedError>(
     { ...serializeError(p.failure.cause), step: p.step.name, attempt: p.attempt },
     p.maxErrorBytes ?? DEFAULT_PAYLOAD_LIMITS.maxErrorBytes,
@@ -175,7 +177,8 @@ export function settleOwnIntentStatement(
   attempt: number,
   failure: StepFailure,
 ): RawBuilder<{ status: EffectStatus; reconcile_after: Date | null }> {
-  const notApplied = failure.phase === 'before-perform' || (failure.phase === 'perform' && failure.cause instanceof NotAppliedError);
+  const notApplied =
+    failure.phase === 'before-perform' || (failure.phase === 'perform' && failure.cause instanceof NotAppliedError);
   const release = step.kind === 'external' && notApplied;
   const dueNow = step.kind === 'external' && failure.phase === 'after-perform';
   if (release) assertEffectTransition('intent', 'released');
@@ -243,7 +246,10 @@ export type ExhaustedOutcome =
   | { readonly kind: 'compensation_failed' };
 
 /** What {@link finishExhausted} decides, and its statement. */
-export function finishExhaustedStatement(p: ExhaustedParams): { readonly outcome: ExhaustedOutcome; readonly statement: RawBuilder<unknown> } {
+export function finishExhaustedStatement(p: ExhaustedParams): {
+  readonly outcome: ExhaustedOutcome;
+  readonly statement: RawBuilder<unknown>;
+} {
   const { lease, step, error } = p;
   let outcome: ExhaustedOutcome = { kind: 'failed' };
   let release: string | undefined;
@@ -269,7 +275,14 @@ export function finishExhaustedStatement(p: ExhaustedParams): { readonly outcome
   assertRunTransition('running', status);
   const runError =
     outcome.kind === 'parked'
-      ? { name: 'NeedsReconciliation', message: outcome.reason, step: step.name, key: p.openIntent, exhausted: true, lastError: error }
+      ? {
+          name: 'NeedsReconciliation',
+          message: outcome.reason,
+          step: step.name,
+          key: p.openIntent,
+          exhausted: true,
+          lastError: error,
+        }
       : error;
   const statement = sql`
     WITH attempt AS (
@@ -294,8 +307,10 @@ export function finishExhaustedStatement(p: ExhaustedParams): { readonly outcome
            }
      WHERE id = ${lease.runId}${
        // Due now for its first compensation: announced like every run made due (DESIGN.md "NOTIFY").
-       outcome.kind === 'compensating' ? sql`
-    RETURNING pg_notify(${RUNS_CHANNEL}, id::text)` : sql``
+       outcome.kind === 'compensating'
+         ? sql`
+    RETURNING pg_notify(${RUNS_CHANNEL}, id::text)`
+         : sql``
      }`;
   return { outcome, statement };
 }

@@ -70,12 +70,17 @@ export class LeaseKeeper {
     try {
       await faultPoint('before-lease-renewal');
       const sentAt = performance.now();
-      const held = this.#insertPendingStarts([...flights.values()].filter((f) => !f.abort.aborted), sentAt);
+      const held = this.#insertPendingStarts(
+        [...flights.values()].filter((f) => !f.abort.aborted),
+        sentAt,
+      );
       const { lost } = held.length === 0 ? { lost: [] } : await renewLeases(db, held, leaseMs);
       const lostFlights = new Set(lost.map((l) => flightKey(l.runId, l.fencingToken)));
       for (const flight of held) {
         if (lostFlights.has(flightKey(flight.runId, flight.fencingToken))) {
-          flight.abort.abort(new LeaseLostError(`lease on run ${flight.runId} (token ${flight.fencingToken}) was taken over`));
+          flight.abort.abort(
+            new LeaseLostError(`lease on run ${flight.runId} (token ${flight.fencingToken}) was taken over`),
+          );
           emit({ type: 'lease-lost', runId: flight.runId, fencingToken: flight.fencingToken, step: null });
         } else {
           flight.renewedAt = sentAt;

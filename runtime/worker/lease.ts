@@ -41,7 +41,11 @@ export interface RenewalResult {
  * (its own step commit is in flight) is skipped, not waited for: that commit extends the lease
  * itself. Only a token that moved, or a run that is no longer running, counts as lost.
  */
-export async function renewLeases(db: Kysely<LedgerflowDatabase>, leases: readonly HeldLease[], leaseMs: number): Promise<RenewalResult> {
+export async function renewLeases(
+  db: Kysely<LedgerflowDatabase>,
+  leases: readonly HeldLease[],
+  leaseMs: number,
+): Promise<RenewalResult> {
   if (leases.length === 0) return { lost: [] };
   const { rows } = await renewLeasesStatement(leases, leaseMs).execute(db);
   return { lost: rows.filter((r) => r.lost).map((r) => ({ runId: r.id, fencingToken: r.fencing_token })) };
@@ -76,7 +80,11 @@ export function renewLeasesStatement(
  * Gives leases back (worker stopping): the run returns to `pending`, due now, and its open
  * attempt is closed as `abandoned` — only where the token is still ours, in one commit.
  */
-export async function releaseLeases(db: Kysely<LedgerflowDatabase>, leases: readonly HeldLease[], reason: string): Promise<string[]> {
+export async function releaseLeases(
+  db: Kysely<LedgerflowDatabase>,
+  leases: readonly HeldLease[],
+  reason: string,
+): Promise<string[]> {
   if (leases.length === 0) return [];
   const { rows } = await releaseLeasesStatement(leases, reason).execute(db);
   return rows.map((r) => r.id);

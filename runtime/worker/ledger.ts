@@ -125,7 +125,13 @@ export async function openTransactionalEffectAfterCarry(
 ): Promise<OpenedTransactionalEffect & { readonly overdue: boolean }> {
   const { rows } = await openTransactionalEffectAfterCarryStatement(flush, claim, performance.now()).execute(trx);
   const row = rows[0]!;
-  return { fenced: row.fenced, overdue: row.overdue === true, inserted: row.inserted, existing: row.existing ?? [], pid: row.pid };
+  return {
+    fenced: row.fenced,
+    overdue: row.overdue === true,
+    inserted: row.inserted,
+    existing: row.existing ?? [],
+    pid: row.pid,
+  };
 }
 
 /** The statement of {@link openTransactionalEffectAfterCarry}. */
@@ -133,8 +139,20 @@ export function openTransactionalEffectAfterCarryStatement(
   flush: FlushParams,
   claim: EffectClaim,
   now: number,
-): RawBuilder<{ fenced: boolean; overdue: boolean | null; inserted: boolean; existing: EffectRow[] | null; pid: number }> {
-  return prepared(sql<{ fenced: boolean; overdue: boolean | null; inserted: boolean; existing: EffectRow[] | null; pid: number }>`
+): RawBuilder<{
+  fenced: boolean;
+  overdue: boolean | null;
+  inserted: boolean;
+  existing: EffectRow[] | null;
+  pid: number;
+}> {
+  return prepared(sql<{
+    fenced: boolean;
+    overdue: boolean | null;
+    inserted: boolean;
+    existing: EffectRow[] | null;
+    pid: number;
+  }>`
     WITH ${flushCtes(flush, now)}, ${transactionalEffectCtes('fenced', flush.lease, flush.step, claim)}
     SELECT EXISTS (SELECT 1 FROM fenced) AS fenced,
            (SELECT overdue FROM fenced) AS overdue,
@@ -148,7 +166,12 @@ export function openTransactionalEffectAfterCarryStatement(
  * transaction's final statement) unless the step already has one (`existing`), for the run the
  * CTE `fence` yields: `existing` and `inserted`.
  */
-function transactionalEffectCtes(fence: 'fence' | 'fenced', lease: Lease, step: StepDefinition, claim: EffectClaim): RawBuilder<unknown> {
+function transactionalEffectCtes(
+  fence: 'fence' | 'fenced',
+  lease: Lease,
+  step: StepDefinition,
+  claim: EffectClaim,
+): RawBuilder<unknown> {
   assertEffectTransition('none', 'recorded');
   return sql`
     existing AS (
@@ -168,7 +191,11 @@ function transactionalEffectCtes(fence: 'fence' | 'fenced', lease: Lease, step: 
 }
 
 /** A fresh read of a step's ledger rows (a new statement sees rows committed meanwhile). */
-export async function readEffects(db: Kysely<LedgerflowDatabase>, runId: string, stepName: string): Promise<EffectRow[]> {
+export async function readEffects(
+  db: Kysely<LedgerflowDatabase>,
+  runId: string,
+  stepName: string,
+): Promise<EffectRow[]> {
   const { rows } = await readEffectsStatement(runId, stepName).execute(db);
   return rows;
 }

@@ -34,7 +34,9 @@ export async function registerQueues(db: Kysely<LedgerflowDatabase>, registry: W
       if (use === undefined) continue;
       const known = queues.get(use.queue.name);
       if (known !== undefined && JSON.stringify(known.limits) !== JSON.stringify(use.queue.limits)) {
-        throw new TypeError(`Queue "${use.queue.name}" is declared twice with different limits; declare each queue once and import it.`);
+        throw new TypeError(
+          `Queue "${use.queue.name}" is declared twice with different limits; declare each queue once and import it.`,
+        );
       }
       queues.set(use.queue.name, use.queue);
     }
@@ -93,7 +95,9 @@ export async function awaitQueueSlots(s: StepExecution, runSlotHeld: boolean): P
       s,
       async () => {
         if (fast) {
-          const { rows } = await takeFastSlotStatement(slot.use.queue.name, partition, s.lease, slot.step).execute(s.db);
+          const { rows } = await takeFastSlotStatement(slot.use.queue.name, partition, s.lease, slot.step).execute(
+            s.db,
+          );
           if (rows.length === 0) throw leaseLost(s.lease, 'the queue slot');
           return rows[0]!.taken;
         }
@@ -120,7 +124,13 @@ export async function awaitQueueSlots(s: StepExecution, runSlotHeld: boolean): P
             partition,
             until: until?.toISOString() ?? null,
           };
-          const suspended = await suspendRun(trx, { lease: s.lease, stepName: s.step.name, attempt: s.attempt, waitingFor, until });
+          const suspended = await suspendRun(trx, {
+            lease: s.lease,
+            stepName: s.step.name,
+            attempt: s.attempt,
+            waitingFor,
+            until,
+          });
           if (!suspended.fenced) throw leaseLost(s.lease, 'the queue wait');
           return { kind: 'suspended' as const, waitingFor, due: suspended.due };
         }),
@@ -148,7 +158,12 @@ function fastPathApplies(use: QueueUseDefinition, partition: string): boolean {
  * ask the slow way (runs in line, paused, full, or the limits registered need the line). Fenced
  * as {@link acquireSlotStatement} is.
  */
-export function takeFastSlotStatement(queue: string, partition: string, lease: Pick<Lease, 'runId' | 'fencingToken'>, step: string): RawBuilder<{ taken: boolean }> {
+export function takeFastSlotStatement(
+  queue: string,
+  partition: string,
+  lease: Pick<Lease, 'runId' | 'fencingToken'>,
+  step: string,
+): RawBuilder<{ taken: boolean }> {
   return prepared(sql<{ taken: boolean }>`
     WITH owner AS MATERIALIZED (
       SELECT r.id FROM ledgerflow.workflow_run r
@@ -164,7 +179,12 @@ export function takeFastSlotStatement(queue: string, partition: string, lease: P
  * it, its run taken over) must not take a slot, or share the new owner's, for a run it no longer
  * holds. The run's row is locked first, so a take-over waits for the ask, never interleaves.
  */
-export function acquireSlotStatement(queue: string, partition: string, lease: Pick<Lease, 'runId' | 'fencingToken'>, step: string): RawBuilder<{ retry_at: Date | number | null }> {
+export function acquireSlotStatement(
+  queue: string,
+  partition: string,
+  lease: Pick<Lease, 'runId' | 'fencingToken'>,
+  step: string,
+): RawBuilder<{ retry_at: Date | number | null }> {
   return prepared(sql<{ retry_at: Date | number | null }>`
     WITH owner AS MATERIALIZED (
       SELECT r.id, r.priority FROM ledgerflow.workflow_run r
@@ -177,7 +197,10 @@ export function acquireSlotStatement(queue: string, partition: string, lease: Pi
 async function partitionOf(s: StepExecution, use: QueueUseDefinition): Promise<string> {
   if (use.partitionKey === undefined) return QUEUE_NO_PARTITION;
   const context = keyContext(s);
-  const key = evaluateStepFunction(() => use.partitionKey!(context), `The partitionKey of queue "${use.queue.name}" (step "${s.step.name}")`);
+  const key = evaluateStepFunction(
+    () => use.partitionKey!(context),
+    `The partitionKey of queue "${use.queue.name}" (step "${s.step.name}")`,
+  );
   if (typeof key !== 'string' || key === '' || key === QUEUE_NO_PARTITION || key.length > MAX_PARTITION_KEY_LENGTH) {
     throw new StepFailure(
       new TypeError(

@@ -30,7 +30,11 @@ interface RegisteredRow {
  *
  * @returns the versions whose draft registration this call replaced (`name@version`).
  */
-export async function registerFingerprints(db: Kysely<LedgerflowDatabase>, registry: WorkflowRegistry, workerId: string): Promise<string[]> {
+export async function registerFingerprints(
+  db: Kysely<LedgerflowDatabase>,
+  registry: WorkflowRegistry,
+  workerId: string,
+): Promise<string[]> {
   if (registry.all.length === 0) return [];
   const live = new Map(registry.all.map((w) => [`${w.name}@${w.version}`, fingerprintOf(w.registration.workflow)]));
   const names = registry.all.map((w) => w.name);
@@ -60,7 +64,12 @@ export async function registerFingerprints(db: Kysely<LedgerflowDatabase>, regis
       // A draft may change until it runs; the trigger refuses this if a run appeared meanwhile.
       await db
         .updateTable('ledgerflow.workflow_fingerprint')
-        .set({ fingerprint: mine.hash, parts: JSON.stringify(mine.parts), registered_by: workerId, registered_at: sql`now()` })
+        .set({
+          fingerprint: mine.hash,
+          parts: JSON.stringify(mine.parts),
+          registered_by: workerId,
+          registered_at: sql`now()`,
+        })
         .where('workflow_name', '=', row.workflow_name)
         .where('version', '=', row.version)
         .execute();
@@ -70,7 +79,9 @@ export async function registerFingerprints(db: Kysely<LedgerflowDatabase>, regis
     problems.push(describeDrift(row, mine.parts));
   }
   if (problems.length > 0) {
-    throw new MigrationError(`Cannot start the worker: its definitions differ from what this database registered.\n${problems.join('\n')}`);
+    throw new MigrationError(
+      `Cannot start the worker: its definitions differ from what this database registered.\n${problems.join('\n')}`,
+    );
   }
   return replaced;
 }

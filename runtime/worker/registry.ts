@@ -31,7 +31,9 @@ export interface RegisteredWorkflow {
   readonly stepCount: number;
   handler(stepName: string): unknown;
   /** `reconcile` of an external step, when its handler has one. */
-  reconciler(stepName: string): ((ctx: ReconcileContext<unknown, unknown>) => Promise<ReconcileOutcome<unknown>>) | undefined;
+  reconciler(
+    stepName: string,
+  ): ((ctx: ReconcileContext<unknown, unknown>) => Promise<ReconcileOutcome<unknown>>) | undefined;
 }
 
 export interface WorkflowRegistry {
@@ -56,7 +58,10 @@ export function ofServedVersion(served: Pick<WorkflowRegistry, 'names' | 'versio
  * The step a run goes on to after `step`, in the same phase: the workflow's next step, or the
  * next compensation; `undefined` after the last of either (the run completes, or is compensated).
  */
-export function nextStepOf(workflow: Pick<RegisteredWorkflow, 'steps' | 'stepCount'>, step: StepDefinition): StepDefinition | undefined {
+export function nextStepOf(
+  workflow: Pick<RegisteredWorkflow, 'steps' | 'stepCount'>,
+  step: StepDefinition,
+): StepDefinition | undefined {
   const end = step.compensates === undefined ? workflow.stepCount : workflow.steps.length;
   return step.position + 1 < end ? workflow.steps[step.position + 1] : undefined;
 }
@@ -65,7 +70,10 @@ export function nextStepOf(workflow: Pick<RegisteredWorkflow, 'steps' | 'stepCou
  * Where a run that fails for good at `step` compensates from: the position of the workflow's first
  * compensation — `undefined` when it declares none, or when `step` is itself a compensation.
  */
-export function compensationStart(workflow: Pick<RegisteredWorkflow, 'steps' | 'stepCount'>, step: StepDefinition): number | undefined {
+export function compensationStart(
+  workflow: Pick<RegisteredWorkflow, 'steps' | 'stepCount'>,
+  step: StepDefinition,
+): number | undefined {
   return step.compensates === undefined && workflow.steps.length > workflow.stepCount ? workflow.stepCount : undefined;
 }
 
@@ -79,7 +87,10 @@ export function settledByKey(workflow: Pick<RegisteredWorkflow, 'reconciler'>, s
 }
 
 /** The compensation that undoes `stepName`, if the workflow declares one. */
-export function compensationOf(workflow: Pick<RegisteredWorkflow, 'steps'>, stepName: string): StepDefinition | undefined {
+export function compensationOf(
+  workflow: Pick<RegisteredWorkflow, 'steps'>,
+  stepName: string,
+): StepDefinition | undefined {
   return workflow.steps.find((s) => s.compensates === stepName);
 }
 
@@ -102,7 +113,8 @@ export function buildRegistry(registrations: readonly WorkflowRegistration[]): W
           'Run `ledgerflow codegen` (and bump the version if this one already ran).',
       );
     }
-    if (workflow.steps.length === 0) throw new TypeError(`${where} has no steps; declare at least one before registering it.`);
+    if (workflow.steps.length === 0)
+      throw new TypeError(`${where} has no steps; declare at least one before registering it.`);
     const steps = [...workflow.steps, ...workflow.compensations];
     for (const step of steps) {
       if (!isBuiltInKind(step.kind)) checkHandler(where, step, handlers[step.name]);

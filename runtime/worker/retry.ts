@@ -1,6 +1,12 @@
 import { sql, type RawBuilder } from 'kysely';
 import type { ResolvedRetryPolicy } from '../../dsl/retry-policy.js';
-import { ConflictError, NonRetryableError, NotAppliedError, PayloadTooLargeError, recordImmutableError } from '../errors.js';
+import {
+  ConflictError,
+  NonRetryableError,
+  NotAppliedError,
+  PayloadTooLargeError,
+  recordImmutableError,
+} from '../errors.js';
 import { exponentialBackoffMs } from '../backoff.js';
 
 /**
@@ -8,7 +14,8 @@ import { exponentialBackoffMs } from '../backoff.js';
  * (`statement_timestamp() + delay`), so a skewed worker clock cannot make a run eligible early or late.
  */
 export function isNonRetryable(error: unknown, policy: ResolvedRetryPolicy): boolean {
-  if (error instanceof NonRetryableError || error instanceof ConflictError || error instanceof PayloadTooLargeError) return true;
+  if (error instanceof NonRetryableError || error instanceof ConflictError || error instanceof PayloadTooLargeError)
+    return true;
   // The database refused to rewrite recorded history (core 0012): another attempt is refused alike.
   if (recordImmutableError(error) !== undefined) return true;
   if (error instanceof NotAppliedError) return !error.retryable;
@@ -20,7 +27,11 @@ export function isNonRetryable(error: unknown, policy: ResolvedRetryPolicy): boo
  * `initialDelayMs * backoffFactor^(failures-1)`, capped at `maxDelayMs`, of which the fraction
  * `jitter` is randomised downwards so that runs failing together do not retry together.
  */
-export function backoffDelayMs(policy: ResolvedRetryPolicy, failures: number, random: () => number = Math.random): number {
+export function backoffDelayMs(
+  policy: ResolvedRetryPolicy,
+  failures: number,
+  random: () => number = Math.random,
+): number {
   const exponential = policy.initialDelayMs * policy.backoffFactor ** Math.max(0, failures - 1);
   const capped = Math.min(policy.maxDelayMs, exponential);
   return Math.round(capped * (1 - policy.jitter * random()));

@@ -37,7 +37,13 @@ import { CarriedPastDeadline, carryIsFull, flushCarry, type Carry, type CarriedS
 import type { CommitQueue } from './commit-queue.js';
 import { awaitQueueSlots } from './queue-slots.js';
 import { cancelOverdue } from './wait-commits.js';
-import { compensationOf, compensationStart, nextStepOf, type RegisteredWorkflow, type WorkflowRegistry } from './registry.js';
+import {
+  compensationOf,
+  compensationStart,
+  nextStepOf,
+  type RegisteredWorkflow,
+  type WorkflowRegistry,
+} from './registry.js';
 import { compensateOverdue, executeCompensation } from './compensation.js';
 import { leaseLost, releaseLeases, type Lease } from './lease.js';
 import { commitFailure, failureRecord, type FailureParams } from './failure-commits.js';
@@ -114,7 +120,12 @@ export async function driveRun(ctx: DriverContext, claimed: LeasedRun, signal: F
   }
 }
 
-async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: FlightAbort, runTrace: RunTrace): Promise<void> {
+async function driveSteps(
+  ctx: DriverContext,
+  claimed: LeasedRun,
+  signal: FlightAbort,
+  runTrace: RunTrace,
+): Promise<void> {
   let run: LeasedRun | undefined = claimed;
   let first = true;
   let resyncs = 0;
@@ -134,7 +145,9 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: Flight
         type: 'error',
         where: 'run',
         runId: run.id,
-        error: serializeError(new Error(`gave up driving run ${run.id} after ${MAX_RESYNCS_WITHOUT_PROGRESS} re-reads without progress`)),
+        error: serializeError(
+          new Error(`gave up driving run ${run.id} after ${MAX_RESYNCS_WITHOUT_PROGRESS} re-reads without progress`),
+        ),
       });
       return;
     }
@@ -159,7 +172,12 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: Flight
       });
       return;
     }
-    const lease: Lease = { runId: current.id, fencingToken: current.fencingToken, workerId: ctx.workerId, leaseMs: ctx.leaseMs };
+    const lease: Lease = {
+      runId: current.id,
+      fencingToken: current.fencingToken,
+      workerId: ctx.workerId,
+      leaseMs: ctx.leaseMs,
+    };
     const attempt = current.attempt;
     // Cached; once primed it never throws (a failed re-read keeps the last limits read).
     const limits = await ctx.limits.current();
@@ -167,7 +185,9 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: Flight
     const stepStartedAt = performance.now();
     const [firstCarried, ...moreCarried] = carried;
     const carry: Carry | undefined =
-      firstCarried === undefined ? undefined : { steps: [firstCarried, ...moreCarried], stepStartedAt, written: false, reported: false };
+      firstCarried === undefined
+        ? undefined
+        : { steps: [firstCarried, ...moreCarried], stepStartedAt, written: false, reported: false };
     // A fused claim asked for by this step's completion; answered with adopt() exactly once.
     let fused: FusedClaim | undefined;
     // The next step's intent, if this step's commit is to write it (NextIntent), and when that commit was built.
@@ -205,7 +225,9 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: Flight
           ? intentAhead(next, current, step, output, ctx.leaseMs)
           : undefined;
         nextIntent = intent === undefined ? undefined : { intent, committingAt: performance.now() };
-        return intent === undefined ? { kind: 'hold', nextStep: next.name } : { kind: 'hold', nextStep: next.name, intent };
+        return intent === undefined
+          ? { kind: 'hold', nextStep: next.name }
+          : { kind: 'hold', nextStep: next.name, intent };
       },
       onUnknownOutcome: (error) =>
         ctx.emit({ type: 'commit-outcome-unknown', runId: current.id, step: step.name, error: serializeError(error) }),
@@ -268,7 +290,11 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: Flight
             carryOn(output);
             continue;
           }
-          result = await commitKnowingOutcome(execution, () => withStart(execution, (trx) => commitOutput(execution, output, trx)), { retry: true });
+          result = await commitKnowingOutcome(
+            execution,
+            () => withStart(execution, (trx) => commitOutput(execution, output, trx)),
+            { retry: true },
+          );
         } else {
           // A transactional step writes the carry in its own transaction; anything else commits it first.
           if (step.kind !== 'transactional' || asksForSlot(workflow, step, runSlotHeld)) {
@@ -285,19 +311,31 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: Flight
       const outcome = result;
       resyncs = 0;
       if (carry !== undefined) {
-        if (!carry.written) throw new Error(`internal: step "${step.name}" of run ${current.id} ended without writing the steps carried before it`);
+        if (!carry.written)
+          throw new Error(
+            `internal: step "${step.name}" of run ${current.id} ended without writing the steps carried before it`,
+          );
         reportCarried(ctx, current.id, carry);
       }
       carried = [];
       switch (outcome.kind) {
         case 'advanced':
           if (outcome.skipped === true) ctx.emit({ type: 'step-skipped', runId: current.id, step: step.name });
-          else ctx.emit({ type: 'step-succeeded', runId: current.id, step: step.name, kind: step.kind, attempt, reused: outcome.reused === true });
+          else
+            ctx.emit({
+              type: 'step-succeeded',
+              runId: current.id,
+              step: step.name,
+              kind: step.kind,
+              attempt,
+              reused: outcome.reused === true,
+            });
           if (outcome.continuation === 'complete' && step.compensates !== undefined) {
             ctx.emit({ type: 'run-compensated', runId: current.id, workflow: current.workflowName });
           } else if (outcome.continuation === 'complete') {
             // The completion commit cleared the error and wrote this output (step-commits.ts).
-            if (ctx.waiters.watches(current.id)) ctx.waiters.settled(settledRun(current, 'completed', runOutput ?? current.outputs, null));
+            if (ctx.waiters.watches(current.id))
+              ctx.waiters.settled(settledRun(current, 'completed', runOutput ?? current.outputs, null));
             ctx.emit({ type: 'run-completed', runId: current.id, workflow: current.workflowName });
           } else if (outcome.continuation === 'release') {
             ctx.emit({ type: 'run-released', runId: current.id, step: step.name });
@@ -311,12 +349,18 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: Flight
               repeatedCrash: false,
               tookOver: false,
               // In the order a claim reads them back (jsonb_object_agg), as the output itself is.
-              outputs: outcome.skipped === true ? current.outputs : withStoredOutput(current.outputs, step.name, outcome.output),
+              outputs:
+                outcome.skipped === true
+                  ? current.outputs
+                  : withStoredOutput(current.outputs, step.name, outcome.output),
               overdue: outcome.overdue === true && step.compensates === undefined,
             };
             if (nextIntent?.intent.opened === true) {
               const { key, requestHash } = nextIntent.intent;
-              intentOpened = { claim: { key, requestHash, attempt: outcome.nextAttempt }, committingAt: nextIntent.committingAt };
+              intentOpened = {
+                claim: { key, requestHash, attempt: outcome.nextAttempt },
+                committingAt: nextIntent.committingAt,
+              };
             }
           }
           break;
@@ -324,7 +368,13 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: Flight
           ctx.emit({ type: 'run-parked', runId: current.id, step: step.name, reason: outcome.reason });
           break;
         case 'rescheduled':
-          ctx.emit({ type: 'run-rescheduled', runId: current.id, step: step.name, until: outcome.until, reason: outcome.reason });
+          ctx.emit({
+            type: 'run-rescheduled',
+            runId: current.id,
+            step: step.name,
+            until: outcome.until,
+            reason: outcome.reason,
+          });
           break;
         case 'suspended':
           ctx.emit({ type: 'run-waiting', runId: current.id, step: step.name, waitingFor: outcome.waitingFor });
@@ -341,7 +391,12 @@ async function driveSteps(ctx: DriverContext, claimed: LeasedRun, signal: Flight
 const MAX_RESYNCS_WITHOUT_PROGRESS = 5;
 
 /** A local wait's answer: what the run's settling commit wrote, as a re-read would return it. */
-function settledRun(run: LeasedRun, status: 'completed' | 'failed', output: Json | null, error: Json | null): SettledRun {
+function settledRun(
+  run: LeasedRun,
+  status: 'completed' | 'failed',
+  output: Json | null,
+  error: Json | null,
+): SettledRun {
   return { id: run.id, workflow_name: run.workflowName, workflow_version: run.workflowVersion, status, output, error };
 }
 /** The pause before re-running a step whose commit the database refused for want of resources (doubling per re-run). */
@@ -358,12 +413,16 @@ async function cancelAtDeadline(ctx: DriverContext, s: StepExecution): Promise<v
   const compensateFrom = compensationStart(s.workflow, s.step);
   const cancelled = await commitKnowingOutcome(
     s,
-    () => (compensateFrom === undefined ? cancelOverdue(ctx.db, s.lease) : compensateOverdue(ctx.db, s.lease, compensateFrom)),
+    () =>
+      compensateFrom === undefined
+        ? cancelOverdue(ctx.db, s.lease)
+        : compensateOverdue(ctx.db, s.lease, compensateFrom),
     { retry: true },
   );
   if (!cancelled) throw leaseLost(s.lease, 'the deadline cancel');
   ctx.emit({ type: 'run-deadline-exceeded', runId: s.lease.runId, step: s.step.name });
-  if (compensateFrom !== undefined) ctx.emit({ type: 'run-compensating', runId: s.lease.runId, step: s.step.name, reason: 'failure' });
+  if (compensateFrom !== undefined)
+    ctx.emit({ type: 'run-compensating', runId: s.lease.runId, step: s.step.name, reason: 'failure' });
 }
 
 /**
@@ -372,7 +431,12 @@ async function cancelAtDeadline(ctx: DriverContext, s: StepExecution): Promise<v
  * nothing is retried here: the lease expires, and the next claim, finding no attempt to
  * abandon, opens one — the step runs once more without this backoff, and a crash there counts.
  */
-async function settleCrash(ctx: DriverContext, run: LeasedRun, workflow: RegisteredWorkflow, step: StepDefinition): Promise<void> {
+async function settleCrash(
+  ctx: DriverContext,
+  run: LeasedRun,
+  workflow: RegisteredWorkflow,
+  step: StepDefinition,
+): Promise<void> {
   const lease: Lease = { runId: run.id, fencingToken: run.fencingToken, workerId: ctx.workerId, leaseMs: ctx.leaseMs };
   try {
     const outcome = await commitCrash(ctx.db, {
@@ -381,11 +445,13 @@ async function settleCrash(ctx: DriverContext, run: LeasedRun, workflow: Registe
       crashes: run.crashes,
       canReconcile: workflow.reconciler(step.name) !== undefined,
       compensateFrom: compensationStart(workflow, step),
-          stepCompensated: compensationOf(workflow, step.name) !== undefined,
+      stepCompensated: compensationOf(workflow, step.name) !== undefined,
     });
     ctx.emit({ type: 'step-crashed', runId: run.id, step: step.name, crashes: run.crashes, outcome });
-    if (outcome.kind === 'parked') ctx.emit({ type: 'run-parked', runId: run.id, step: step.name, reason: outcome.reason });
-    if (outcome.kind === 'compensating') ctx.emit({ type: 'run-compensating', runId: run.id, step: step.name, reason: 'failure' });
+    if (outcome.kind === 'parked')
+      ctx.emit({ type: 'run-parked', runId: run.id, step: step.name, reason: outcome.reason });
+    if (outcome.kind === 'compensating')
+      ctx.emit({ type: 'run-compensating', runId: run.id, step: step.name, reason: 'failure' });
   } catch (error) {
     if (error instanceof LeaseLostError) {
       ctx.emit({ type: 'lease-lost', runId: run.id, fencingToken: run.fencingToken, step: step.name });
@@ -410,14 +476,16 @@ async function flushBefore(ctx: DriverContext, s: StepExecution): Promise<'flush
   const flushed = await commitKnowingOutcome(
     s,
     () =>
-      withStart(s, (trx) => flushCarry(trx ?? ctx.db, {
-        lease: s.lease,
-        workflowName: s.run.workflowName,
-        workflowVersion: s.run.workflowVersion,
-        carry,
-        step: s.step,
-        attempt: s.attempt,
-      })),
+      withStart(s, (trx) =>
+        flushCarry(trx ?? ctx.db, {
+          lease: s.lease,
+          workflowName: s.run.workflowName,
+          workflowVersion: s.run.workflowVersion,
+          carry,
+          step: s.step,
+          attempt: s.attempt,
+        }),
+      ),
     { retry: true },
   );
   if (!flushed.fenced) throw leaseLost(s.lease, 'the carried steps');
@@ -437,7 +505,15 @@ function reportCarried(ctx: DriverContext, runId: string, carry: Carry): void {
   carry.reported = true;
   for (const c of carry.steps) {
     if (c.output === undefined) ctx.emit({ type: 'step-skipped', runId, step: c.step.name });
-    else ctx.emit({ type: 'step-succeeded', runId, step: c.step.name, kind: c.step.kind, attempt: c.attempt, reused: false });
+    else
+      ctx.emit({
+        type: 'step-succeeded',
+        runId,
+        step: c.step.name,
+        kind: c.step.kind,
+        attempt: c.attempt,
+        reused: false,
+      });
   }
 }
 
@@ -447,7 +523,12 @@ function reportCarried(ctx: DriverContext, runId: string, carry: Carry): void {
  * commit and its intent — no condition to evaluate, no queue slot to ask for — and neither step
  * is a compensation (a compensating run's steps run in their own order).
  */
-function opensIntentAhead(workflow: RegisteredWorkflow, step: StepDefinition, next: StepDefinition, runSlotHeld: boolean): boolean {
+function opensIntentAhead(
+  workflow: RegisteredWorkflow,
+  step: StepDefinition,
+  next: StepDefinition,
+  runSlotHeld: boolean,
+): boolean {
   return (
     next.kind === 'external' &&
     next.when === undefined &&
@@ -458,7 +539,13 @@ function opensIntentAhead(workflow: RegisteredWorkflow, step: StepDefinition, ne
 }
 
 /** `next`'s intent as the commit of `step` (output `output`) writes it, if its key and request can be computed now. */
-function intentAhead(next: StepDefinition, run: LeasedRun, step: StepDefinition, output: Json | undefined, leaseMs: number): NextIntent | undefined {
+function intentAhead(
+  next: StepDefinition,
+  run: LeasedRun,
+  step: StepDefinition,
+  output: Json | undefined,
+  leaseMs: number,
+): NextIntent | undefined {
   const steps = output === undefined ? run.outputs : withStoredOutput(run.outputs, step.name, output);
   const claim = claimAhead(next, { input: run.input, steps });
   return claim === undefined ? undefined : { ...claim, horizonMs: leaseMs + next.performTimeoutMs };
@@ -475,7 +562,12 @@ function asksForSlot(workflow: RegisteredWorkflow, step: StepDefinition, runSlot
  * run is re-read: they run again), and written before a failure is recorded, so that attempt
  * history shows them succeeded and this attempt failed, as if each had committed alone.
  */
-async function recover(ctx: DriverContext, s: StepExecution, error: unknown, resyncs: number): Promise<LeasedRun | undefined> {
+async function recover(
+  ctx: DriverContext,
+  s: StepExecution,
+  error: unknown,
+  resyncs: number,
+): Promise<LeasedRun | undefined> {
   const { lease, step } = s;
   const recorded = !(error instanceof LeaseLostError || error instanceof ResyncNeeded || isConnectionError(error));
   if (recorded && s.run.pendingStart?.inserted === false) {
@@ -493,11 +585,15 @@ async function recover(ctx: DriverContext, s: StepExecution, error: unknown, res
     } catch (flushError) {
       // Not known to be written: the failure is not recorded either. The run is re-read (or given up) and goes on from
       // wherever the database has it, running again whatever it does not show.
-      const cause = flushError instanceof LeaseLostError || isConnectionError(flushError) ? flushError : new ResyncNeeded('the carried steps could not be written', { cause: flushError });
+      const cause =
+        flushError instanceof LeaseLostError || isConnectionError(flushError)
+          ? flushError
+          : new ResyncNeeded('the carried steps could not be written', { cause: flushError });
       return recover(ctx, { ...s, carry: undefined }, cause, resyncs);
     }
     // Written alone because the effect step's transaction found the deadline passed: the run is re-read.
-    if (error instanceof CarriedPastDeadline) return untilReachable(s, () => loadLeasedRun(ctx.db, lease.runId, lease.fencingToken));
+    if (error instanceof CarriedPastDeadline)
+      return untilReachable(s, () => loadLeasedRun(ctx.db, lease.runId, lease.fencingToken));
   }
   if (s.carry?.written === true) reportCarried(ctx, lease.runId, s.carry);
   if (error instanceof LeaseLostError) {
@@ -507,10 +603,12 @@ async function recover(ctx: DriverContext, s: StepExecution, error: unknown, res
   if (error instanceof ResyncNeeded || isConnectionError(error)) {
     // A database out of resources is waited out with a growing pause between the re-runs of the
     // step, not retried at the pace of the handler.
-    if (isResourceRefusal(error) || isResourceRefusal((error as Error).cause)) await sleep(exponentialBackoffMs(resyncs + 1, REFUSAL_BACKOFF));
+    if (isResourceRefusal(error) || isResourceRefusal((error as Error).cause))
+      await sleep(exponentialBackoffMs(resyncs + 1, REFUSAL_BACKOFF));
     try {
       const fresh = await untilReachable(s, () => loadLeasedRun(ctx.db, lease.runId, lease.fencingToken));
-      if (fresh === undefined) ctx.emit({ type: 'lease-lost', runId: lease.runId, fencingToken: lease.fencingToken, step: step.name });
+      if (fresh === undefined)
+        ctx.emit({ type: 'lease-lost', runId: lease.runId, fencingToken: lease.fencingToken, step: step.name });
       return fresh;
     } catch (readError) {
       ctx.emit({ type: 'error', where: 'run', runId: lease.runId, error: serializeError(readError) });
@@ -544,8 +642,10 @@ async function recover(ctx: DriverContext, s: StepExecution, error: unknown, res
       phase: failure.phase,
       outcome,
     });
-    if (outcome.kind === 'parked') ctx.emit({ type: 'run-parked', runId: lease.runId, step: step.name, reason: outcome.reason });
-    if (outcome.kind === 'compensating') ctx.emit({ type: 'run-compensating', runId: lease.runId, step: step.name, reason: 'failure' });
+    if (outcome.kind === 'parked')
+      ctx.emit({ type: 'run-parked', runId: lease.runId, step: step.name, reason: outcome.reason });
+    if (outcome.kind === 'compensating')
+      ctx.emit({ type: 'run-compensating', runId: lease.runId, step: step.name, reason: 'failure' });
     return undefined;
   } catch (commitError) {
     if (commitError instanceof LeaseLostError) {
@@ -559,7 +659,9 @@ async function recover(ctx: DriverContext, s: StepExecution, error: unknown, res
     // to wait out its lease and count as a crash, with the real error lost.
     ctx.emit({ type: 'error', where: 'run', runId: lease.runId, error: serializeError(commitError) });
     const standIn = new StepFailure(
-      new Error(`the error of attempt ${s.attempt} could not be recorded (${serializeError(commitError).message}); it was: ${serializeError(failure.cause).message}`),
+      new Error(
+        `the error of attempt ${s.attempt} could not be recorded (${serializeError(commitError).message}); it was: ${serializeError(failure.cause).message}`,
+      ),
       failure.phase,
     );
     try {

@@ -48,7 +48,14 @@ export class ScheduleTimer {
               nextTickAt: t.nextTickAt,
             });
           }
-          for (const f of failed) emit({ type: 'schedule-failed', schedule: f.schedule, tick: f.tick.toISOString(), error: f.error, retryAt: f.retryAt });
+          for (const f of failed)
+            emit({
+              type: 'schedule-failed',
+              schedule: f.schedule,
+              tick: f.tick.toISOString(),
+              error: f.error,
+              retryAt: f.retryAt,
+            });
         })
         .catch((error: unknown) => emit({ type: 'error', where: 'schedule', error: serializeError(error) })),
     );

@@ -71,12 +71,18 @@ export function advanceRunStatement(p: AdvanceParams, now: number = performance.
   const claimNext = p.continuation.kind === 'complete' ? p.continuation.claimNext : undefined;
   if (claimNext !== undefined) assertFusedClaim();
   const columns = columnsOf(shape);
-  const oneRow = (values: readonly unknown[]) => sql`SELECT ${listed(columns.map((c, i) => sql`${values[i]}::${sql.raw(COLUMNS[c][0])} AS ${sql.raw(c)}`))}`;
+  const oneRow = (values: readonly unknown[]) =>
+    sql`SELECT ${listed(columns.map((c, i) => sql`${values[i]}::${sql.raw(COLUMNS[c][0])} AS ${sql.raw(c)}`))}`;
   const row = rowOf(p, 0, columns);
   const values = columns.map((c) => row[c]);
   // A commit that carries earlier steps dates them from `now`: built in full.
   if (p.carry !== undefined) {
-    const carried = { lease: p.lease, workflow: { name: p.workflowName, version: p.workflowVersion }, carry: p.carry, now };
+    const carried = {
+      lease: p.lease,
+      workflow: { name: p.workflowName, version: p.workflowVersion },
+      carry: p.carry,
+      now,
+    };
     return commitStatement(shape, oneRow(values), oneRunFused(claimNext, 0), carried);
   }
   // Otherwise built and compiled once per shape; then only the values are filled in (store/statement-shapes.ts).
@@ -93,7 +99,10 @@ export function advanceRunStatement(p: AdvanceParams, now: number = performance.
  * one result per commit, in the order given. At most one commit may carry a fused claim; it is
  * guarded by that commit's own run being fenced in. Kinds it takes: {@link isBatchable}.
  */
-export async function advanceRuns(db: Kysely<LedgerflowDatabase>, ps: readonly AdvanceParams[]): Promise<AdvanceResult[]> {
+export async function advanceRuns(
+  db: Kysely<LedgerflowDatabase>,
+  ps: readonly AdvanceParams[],
+): Promise<AdvanceResult[]> {
   const { rows } = await advanceRunsStatement(ps).execute(db);
   // By the row's place (no ORDER BY: a sort would cost every commit, a group of one included).
   const byOrd = new Map(rows.map((row) => [row.ord, row]));
@@ -124,12 +133,16 @@ export function advanceRunsStatement(ps: readonly AdvanceParams[]): RawBuilder<A
   const columns = columnsOf(GROUP_SHAPE);
   const rows = ps.map((p, ord) => {
     checkAdvance(p);
-    if (!isBatchable(p)) throw new TypeError(`advanceRuns: the ${p.effect?.mode ?? 'worker-less'} commit of step "${p.step.name}" cannot be grouped.`);
+    if (!isBatchable(p))
+      throw new TypeError(
+        `advanceRuns: the ${p.effect?.mode ?? 'worker-less'} commit of step "${p.step.name}" cannot be grouped.`,
+      );
     if (seen.has(p.lease.runId)) throw new TypeError(`advanceRuns: run ${p.lease.runId} has two commits in one group.`);
     seen.add(p.lease.runId);
     const c = p.continuation;
     if (c.kind === 'complete' && c.claimNext !== undefined) {
-      if (claimNext !== undefined) throw new TypeError('advanceRuns: at most one commit of a group may carry a fused claim.');
+      if (claimNext !== undefined)
+        throw new TypeError('advanceRuns: at most one commit of a group may carry a fused claim.');
       claimNext = c.claimNext;
       fusedOrd = ord;
     }
@@ -138,34 +151,46 @@ export function advanceRunsStatement(ps: readonly AdvanceParams[]): RawBuilder<A
   if (claimNext !== undefined) assertFusedClaim();
   // Built and compiled once per shape (with or without this worker's fused claim); then only the
   // rows (one jsonb parameter) and the fused row's ord are filled in (store/statement-shapes.ts).
-  return shapeOf(commitShapeSlot('group', GROUP_SHAPE, claimNext), [JSON.stringify(rows), fusedOrd ?? null] as const, (json, ord) =>
-    commitStatement(
-      GROUP_SHAPE,
-      sql`SELECT * FROM jsonb_to_recordset(${json}::jsonb) AS i(
+  return shapeOf(
+    commitShapeSlot('group', GROUP_SHAPE, claimNext),
+    [JSON.stringify(rows), fusedOrd ?? null] as const,
+    (json, ord) =>
+      commitStatement(
+        GROUP_SHAPE,
+        sql`SELECT * FROM jsonb_to_recordset(${json}::jsonb) AS i(
         ${listed(columns.map((c) => sql.raw(`${c} ${COLUMNS[c][0]}`)))})`,
-      groupFused(claimNext, ord),
-    ),
+        groupFused(claimNext, ord),
+      ),
   );
 }
 
 /** Checks the transitions a result commit makes and that its ledger effect fits the step. */
 function checkAdvance(p: AdvanceParams): void {
   const c = p.continuation;
-  if ((c.kind === 'complete' && c.compensated === true) !== (c.kind === 'complete' && p.step.compensates !== undefined)) {
+  if (
+    (c.kind === 'complete' && c.compensated === true) !== (c.kind === 'complete' && p.step.compensates !== undefined)
+  ) {
     throw new TypeError(`advanceRun: only the last compensation ends a run compensated (step "${p.step.name}").`);
   }
   assertRunTransition('running', targetOf(c));
   if (p.attempt !== undefined) assertAttemptTransition(p.carry === undefined ? 'running' : 'none', 'succeeded');
-  if (p.carry !== undefined && p.attempt === undefined) throw new TypeError(`advanceRun: only a worker's attempt carries earlier steps (step "${p.step.name}").`);
+  if (p.carry !== undefined && p.attempt === undefined)
+    throw new TypeError(`advanceRun: only a worker's attempt carries earlier steps (step "${p.step.name}").`);
   if (p.continuation.kind === 'hold') assertAttemptTransition('none', 'running');
   if (p.continuation.kind === 'hold' && p.continuation.intent !== undefined) assertEffectTransition('none', 'intent');
   const effect = p.effect;
   if (effect?.mode === 'record-intent') assertEffectTransition('intent', 'recorded');
   // fill-recorded completes the row this same transaction inserted (openTransactionalEffect):
   // seen from outside, the commit takes the step's ledger row from none to recorded.
-  if (effect?.mode === 'insert-recorded' || effect?.mode === 'fill-recorded') assertEffectTransition('none', 'recorded');
+  if (effect?.mode === 'insert-recorded' || effect?.mode === 'fill-recorded')
+    assertEffectTransition('none', 'recorded');
   const needsEffect = isEffectKind(p.step.kind) && p.skipped !== true;
-  if ((effect !== undefined) !== needsEffect || (effect?.mode === 'insert-recorded' && p.step.kind !== 'transactional')) {
-    throw new TypeError(`advanceRun: ledger effect ${effect?.mode ?? 'none'} does not fit ${p.step.kind} step "${p.step.name}".`);
+  if (
+    (effect !== undefined) !== needsEffect ||
+    (effect?.mode === 'insert-recorded' && p.step.kind !== 'transactional')
+  ) {
+    throw new TypeError(
+      `advanceRun: ledger effect ${effect?.mode ?? 'none'} does not fit ${p.step.kind} step "${p.step.name}".`,
+    );
   }
 }

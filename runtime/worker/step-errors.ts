@@ -125,7 +125,11 @@ export function evaluateStepFunction<T>(fn: () => T, subject: string): T {
 }
 
 function isThenable(value: unknown): boolean {
-  return (typeof value === 'object' || typeof value === 'function') && value !== null && typeof (value as { then?: unknown }).then === 'function';
+  return (
+    (typeof value === 'object' || typeof value === 'function') &&
+    value !== null &&
+    typeof (value as { then?: unknown }).then === 'function'
+  );
 }
 
 /** Runs user code; anything it throws becomes a {@link StepFailure}. */

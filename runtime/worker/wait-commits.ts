@@ -37,7 +37,12 @@ export type WaitSpec =
  * Records, the first time the run reaches the step, what it waits for (ON CONFLICT DO NOTHING:
  * later attempts find the first row) and returns it. One statement.
  */
-export async function openWait(db: Kysely<LedgerflowDatabase>, lease: Lease, stepName: string, spec: WaitSpec): Promise<OpenedWait> {
+export async function openWait(
+  db: Kysely<LedgerflowDatabase>,
+  lease: Lease,
+  stepName: string,
+  spec: WaitSpec,
+): Promise<OpenedWait> {
   const { rows } = await openWaitStatement(lease, stepName, spec).execute(db);
   const row = rows[0];
   return { fenced: row?.fenced === true, until: row?.until ?? null, due: row?.due === true };
@@ -141,19 +146,23 @@ export interface SuspendParams {
  * then due at once. Returns whether it is due now (then it is claimable at once, and workers
  * are notified).
  */
-export async function suspendRun(db: Kysely<LedgerflowDatabase>, p: SuspendParams): Promise<{ fenced: boolean; due: boolean }> {
+export async function suspendRun(
+  db: Kysely<LedgerflowDatabase>,
+  p: SuspendParams,
+): Promise<{ fenced: boolean; due: boolean }> {
   const { rows } = await suspendRunStatement(p).execute(db);
   return { fenced: rows[0]?.fenced === true, due: rows[0]?.due === true };
 }
 
-export function suspendRunStatement(p: SuspendParams): RawBuilder<{ fenced: boolean; due: boolean | null; notified: unknown }> {
+export function suspendRunStatement(
+  p: SuspendParams,
+): RawBuilder<{ fenced: boolean; due: boolean | null; notified: unknown }> {
   assertRunTransition('running', 'waiting');
   assertAttemptTransition('running', 'suspended');
   const { lease } = p;
   const w = p.waitingFor;
   const later = sql`LEAST(COALESCE(${p.until?.toISOString() ?? null}::timestamptz, 'infinity'), COALESCE(deadline_at, 'infinity'))`;
-  const wakeNow =
-    w.kind === 'children' ? sql`(children_open < ${w.wakeBelow} OR children_failed > 0)` : sql`false`;
+  const wakeNow = w.kind === 'children' ? sql`(children_open < ${w.wakeBelow} OR children_failed > 0)` : sql`false`;
   const waitingFor =
     w.kind === 'children'
       ? sql`jsonb_set(${JSON.stringify(w)}::jsonb, '{open}', to_jsonb(children_open))`
@@ -245,15 +254,23 @@ export interface StartChildrenParams {
  * parent's `children_open` grows by exactly the children this statement inserts. A dedupe key
  * that names a run this step did not start is a unique violation (the caller reports it).
  */
-export async function startChildren(db: Kysely<LedgerflowDatabase>, p: StartChildrenParams): Promise<{ fenced: boolean; started: number }> {
+export async function startChildren(
+  db: Kysely<LedgerflowDatabase>,
+  p: StartChildrenParams,
+): Promise<{ fenced: boolean; started: number }> {
   const { rows } = await startChildrenStatement(p).execute(db);
   return { fenced: rows[0]?.fenced === true, started: Number(rows[0]?.started ?? 0) };
 }
 
-export function startChildrenStatement(p: StartChildrenParams): RawBuilder<{ fenced: boolean; started: number | string; notified: unknown }> {
+export function startChildrenStatement(
+  p: StartChildrenParams,
+): RawBuilder<{ fenced: boolean; started: number | string; notified: unknown }> {
   assertRunTransition('running', 'running');
   const { lease } = p;
-  const deadline = p.child.timeoutMs === undefined ? sql`NULL::timestamptz` : sql`statement_timestamp() + ${millis(p.child.timeoutMs)}`;
+  const deadline =
+    p.child.timeoutMs === undefined
+      ? sql`NULL::timestamptz`
+      : sql`statement_timestamp() + ${millis(p.child.timeoutMs)}`;
   const idx = p.children.map((c) => c.index);
   const ids = p.children.map((c) => c.id);
   const keys = p.children.map((c) => c.key);
@@ -297,8 +314,17 @@ export interface ChildrenState {
   readonly started: number;
 }
 
-export async function childrenState(db: Kysely<LedgerflowDatabase>, lease: Lease, stepName: string): Promise<ChildrenState> {
-  const { rows } = await sql<{ fenced: boolean; children_open: number; children_failed: number; last_index: number | null }>`
+export async function childrenState(
+  db: Kysely<LedgerflowDatabase>,
+  lease: Lease,
+  stepName: string,
+): Promise<ChildrenState> {
+  const { rows } = await sql<{
+    fenced: boolean;
+    children_open: number;
+    children_failed: number;
+    last_index: number | null;
+  }>`
     SELECT r.fencing_token = ${lease.fencingToken} AND r.status = 'running' AS fenced, r.children_open, r.children_failed,
            (SELECT c.parent_index FROM ledgerflow.workflow_run c
              WHERE c.parent_run_id = r.id AND c.parent_step = ${stepName}

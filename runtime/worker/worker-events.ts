@@ -67,7 +67,12 @@ export type WorkerEvent =
   | { readonly type: 'run-adopted'; readonly runId: string; readonly fencingToken: number }
   | { readonly type: 'run-completed'; readonly runId: string; readonly workflow: string }
   /** The run failed for good (or passed its deadline) and undoes its recorded effects: positioned at its first compensation. */
-  | { readonly type: 'run-compensating'; readonly runId: string; readonly step: string; readonly reason: 'failure' | 'cancel' }
+  | {
+      readonly type: 'run-compensating';
+      readonly runId: string;
+      readonly step: string;
+      readonly reason: 'failure' | 'cancel';
+    }
   /** The run's last compensation committed: it is `compensated`. */
   | { readonly type: 'run-compensated'; readonly runId: string; readonly workflow: string }
   | { readonly type: 'run-released'; readonly runId: string; readonly step: string }
@@ -78,9 +83,20 @@ export type WorkerEvent =
   | { readonly type: 'run-waiting'; readonly runId: string; readonly step: string; readonly waitingFor: WaitingFor }
   /** The run was still unfinished at its deadline (`timeoutMs`): cancelled, with its children. */
   | { readonly type: 'run-deadline-exceeded'; readonly runId: string; readonly step: string | null }
-  | { readonly type: 'run-rescheduled'; readonly runId: string; readonly step: string; readonly until: Date; readonly reason: string }
+  | {
+      readonly type: 'run-rescheduled';
+      readonly runId: string;
+      readonly step: string;
+      readonly until: Date;
+      readonly reason: string;
+    }
   | { readonly type: 'lease-lost'; readonly runId: string; readonly fencingToken: number; readonly step: string | null }
-  | { readonly type: 'commit-outcome-unknown'; readonly runId: string; readonly step: string; readonly error: SerializedError }
+  | {
+      readonly type: 'commit-outcome-unknown';
+      readonly runId: string;
+      readonly step: string;
+      readonly error: SerializedError;
+    }
   | { readonly type: 'reconcile-pass'; readonly report: ReconcileReport }
   /** A retention pass (`WorkerOptions.retention`) pruned finished runs. */
   | { readonly type: 'prune-pass'; readonly report: PruneReport }
@@ -104,10 +120,26 @@ export type WorkerEvent =
       readonly nextTickAt: Date;
     }
   /** A tick could not start its run (its input threw or is invalid): nothing started; tried again at `retryAt`. */
-  | { readonly type: 'schedule-failed'; readonly schedule: string; readonly tick: string; readonly error: SerializedError; readonly retryAt: Date }
+  | {
+      readonly type: 'schedule-failed';
+      readonly schedule: string;
+      readonly tick: string;
+      readonly error: SerializedError;
+      readonly retryAt: Date;
+    }
   | {
       readonly type: 'error';
-      readonly where: 'start' | 'claim' | 'heartbeat' | 'run' | 'reconcile' | 'schedule' | 'listen' | 'stop' | 'drain' | 'prune';
+      readonly where:
+        | 'start'
+        | 'claim'
+        | 'heartbeat'
+        | 'run'
+        | 'reconcile'
+        | 'schedule'
+        | 'listen'
+        | 'stop'
+        | 'drain'
+        | 'prune';
       readonly runId?: string;
       readonly error: SerializedError;
     };

@@ -230,7 +230,12 @@ class WorkerRuntime implements Worker {
       options.store.db,
       options.groupCommit === false
         ? { maxGroup: 1 }
-        : { claims: { fusedClaim: (freeing) => this.#claims.fusedClaim(freeing), adopt: (runs) => this.#claims.adopt(undefined, runs) } },
+        : {
+            claims: {
+              fusedClaim: (freeing) => this.#claims.fusedClaim(freeing),
+              adopt: (runs) => this.#claims.adopt(undefined, runs),
+            },
+          },
     );
     const heartbeatMs = options.heartbeatMs ?? Math.floor(this.#leaseMs / 3);
     this.#pollIntervalMs = options.pollIntervalMs ?? 1_000;
@@ -240,7 +245,11 @@ class WorkerRuntime implements Worker {
     this.#onEvent = options.onEvent ?? (() => {});
     this.#allowMissingVersions = options.allowMissingVersions === true;
     this.#telemetryOptions = options.telemetry ?? {};
-    checkOptions(workerOptionsSchema, options, (problems) => new TypeError(`Invalid worker options: ${problems.join('; ')}.`));
+    checkOptions(
+      workerOptionsSchema,
+      options,
+      (problems) => new TypeError(`Invalid worker options: ${problems.join('; ')}.`),
+    );
     assertSchedules(this.#schedules);
 
     const emit = (event: WorkerEvent): void => this.#emit(event);
@@ -276,7 +285,11 @@ class WorkerRuntime implements Worker {
     });
     this.#scheduler = new ScheduleTimer({ db, schedules: this.#schedules, intervalMs: scheduleIntervalMs, emit });
     this.#retention = new RetentionTimer({ db, retention: options.retention, emit });
-    offerLocalStarts(this, { store: this.#store, reserve: (name, version) => this.#claims.reserveStart(name, version), waiters: this.#waiters });
+    offerLocalStarts(this, {
+      store: this.#store,
+      reserve: (name, version) => this.#claims.reserveStart(name, version),
+      waiters: this.#waiters,
+    });
   }
 
   get inFlight(): number {
@@ -325,7 +338,11 @@ class WorkerRuntime implements Worker {
     this.#scheduler.start();
     this.#retention.start();
     this.#claims.start();
-    this.#emit({ type: 'worker-started', workerId: this.id, workflows: this.#registry.all.map((w) => `${w.name}@${w.version}`) });
+    this.#emit({
+      type: 'worker-started',
+      workerId: this.id,
+      workflows: this.#registry.all.map((w) => `${w.name}@${w.version}`),
+    });
     if (unserved.length > 0) this.#emit({ type: 'versions-unserved', versions: unserved });
   }
 
@@ -355,7 +372,9 @@ class WorkerRuntime implements Worker {
       const remaining = [...this.#flights.values()];
       for (const flight of remaining) flight.abort.abort(new LeaseLostError(`worker ${this.id} is stopping`));
       try {
-        released = (await releaseLeases(this.#store.db, remaining, `worker ${this.id} stopped before the step finished`)).length;
+        released = (
+          await releaseLeases(this.#store.db, remaining, `worker ${this.id} stopped before the step finished`)
+        ).length;
       } catch (error) {
         this.#emit({ type: 'error', where: 'stop', error: serializeError(error) });
       }
@@ -465,7 +484,9 @@ class WorkerRuntime implements Worker {
       waiters: this.#waiters,
     };
     flight.done = driveRun(driver, run, flight.abort)
-      .catch((error: unknown) => this.#emit({ type: 'error', where: 'run', runId: run.id, error: serializeError(error) }))
+      .catch((error: unknown) =>
+        this.#emit({ type: 'error', where: 'run', runId: run.id, error: serializeError(error) }),
+      )
       .finally(() => {
         this.#flights.delete(key);
         // Before the waits look again: a start's run not inserted by now is its start's to insert.
@@ -509,12 +530,19 @@ const workerOptionsSchema = z
     reconcileIntervalMs: rule(z.number().min(0), 'must be >= 0').optional(),
     scheduleIntervalMs: rule(z.number().min(0), 'must be >= 0').optional(),
     childrenPerCommit: rule(integer().min(1), 'must be an integer >= 1').optional(),
-    workflows: z.array(z.unknown()).refine((workflows) => workflows.length > 0, 'is empty; register at least one workflow'),
+    workflows: z
+      .array(z.unknown())
+      .refine((workflows) => workflows.length > 0, 'is empty; register at least one workflow'),
     retention: retentionOptionsSchema.optional(),
   })
   .superRefine(({ leaseMs = 30_000, heartbeatMs = Math.floor(leaseMs / 3) }, ctx) => {
-    if (typeof leaseMs !== 'number' || typeof heartbeatMs !== 'number' || (heartbeatMs > 0 && heartbeatMs < leaseMs)) return;
-    ctx.addIssue({ code: 'custom', path: ['heartbeatMs'], message: `must be > 0 and < leaseMs (got ${heartbeatMs} with leaseMs ${leaseMs})` });
+    if (typeof leaseMs !== 'number' || typeof heartbeatMs !== 'number' || (heartbeatMs > 0 && heartbeatMs < leaseMs))
+      return;
+    ctx.addIssue({
+      code: 'custom',
+      path: ['heartbeatMs'],
+      message: `must be > 0 and < leaseMs (got ${heartbeatMs} with leaseMs ${leaseMs})`,
+    });
   }, ALWAYS_CHECKED);
 
 /** How long `start()` goes on through sessions the database ends under it. */

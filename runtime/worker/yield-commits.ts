@@ -113,7 +113,9 @@ export function commitYieldStatement(p: YieldParams): RawBuilder<{ fenced: boole
  * no deadlock with the reconciler (intent → run). The run's error keeps why it compensates as
  * `cause`, restored when it wakes.
  */
-function awaitSettlementStatement(p: YieldParams & { readonly to: Extract<YieldParams['to'], { kind: 'await-settlement' }> }): RawBuilder<{ fenced: boolean }> {
+function awaitSettlementStatement(
+  p: YieldParams & { readonly to: Extract<YieldParams['to'], { kind: 'await-settlement' }> },
+): RawBuilder<{ fenced: boolean }> {
   const { lease, step, to } = p;
   assertRunTransition('running', 'needs_reconciliation');
   assertRunTransition('running', 'pending');

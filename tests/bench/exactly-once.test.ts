@@ -8,42 +8,94 @@ const clean = { charges: 10, chargedKeys: 10, requests: 10 };
 
 describe('exactlyOnceProblems', () => {
   it('accepts one row and one charge per three-step workflow, and nothing for one step', () => {
-    expect(exactlyOnceProblems({ workload: 'three-step', workflows: 10, reservations: { rows: 10, runs: 10 }, provider: clean })).toEqual([]);
     expect(
-      exactlyOnceProblems({ workload: 'one-step', workflows: 10, reservations: { rows: 0, runs: 0 }, provider: { charges: 0, chargedKeys: 0, requests: 0 } }),
+      exactlyOnceProblems({
+        workload: 'three-step',
+        workflows: 10,
+        reservations: { rows: 10, runs: 10 },
+        provider: clean,
+      }),
+    ).toEqual([]);
+    expect(
+      exactlyOnceProblems({
+        workload: 'one-step',
+        workflows: 10,
+        reservations: { rows: 0, runs: 0 },
+        provider: { charges: 0, chargedKeys: 0, requests: 0 },
+      }),
     ).toEqual([]);
   });
 
   it('names a second row for one workflow, and a missing one', () => {
-    const twice = exactlyOnceProblems({ workload: 'three-step', workflows: 10, reservations: { rows: 11, runs: 10 }, provider: clean });
-    expect(twice).toEqual(['10 three-step workflows wrote 11 application rows for 10 workflows (expected 10 rows, one per workflow)']);
-    const missing = exactlyOnceProblems({ workload: 'three-step', workflows: 10, reservations: { rows: 9, runs: 9 }, provider: clean });
+    const twice = exactlyOnceProblems({
+      workload: 'three-step',
+      workflows: 10,
+      reservations: { rows: 11, runs: 10 },
+      provider: clean,
+    });
+    expect(twice).toEqual([
+      '10 three-step workflows wrote 11 application rows for 10 workflows (expected 10 rows, one per workflow)',
+    ]);
+    const missing = exactlyOnceProblems({
+      workload: 'three-step',
+      workflows: 10,
+      reservations: { rows: 9, runs: 9 },
+      provider: clean,
+    });
     expect(missing).toHaveLength(1);
   });
 
   it('names a row written by a one-step workflow', () => {
     expect(
-      exactlyOnceProblems({ workload: 'one-step', workflows: 10, reservations: { rows: 1, runs: 1 }, provider: { charges: 0, chargedKeys: 0, requests: 0 } }),
+      exactlyOnceProblems({
+        workload: 'one-step',
+        workflows: 10,
+        reservations: { rows: 1, runs: 1 },
+        provider: { charges: 0, chargedKeys: 0, requests: 0 },
+      }),
     ).toHaveLength(1);
   });
 
   it('names two charges for one workflow, and a key called again even though the provider deduplicated it', () => {
-    const twoKeys = exactlyOnceProblems({ workload: 'three-step', workflows: 10, reservations: { rows: 10, runs: 10 }, provider: { charges: 11, chargedKeys: 11, requests: 11 } });
-    expect(twoKeys).toEqual(['10 three-step workflows made 11 provider charges under 11 keys (expected 10, one per workflow)']);
-    const calledAgain = exactlyOnceProblems({ workload: 'three-step', workflows: 10, reservations: { rows: 10, runs: 10 }, provider: { ...clean, requests: 12 } });
-    expect(calledAgain).toEqual(['the provider was called 12 times for 10 charges: 2 calls repeated a key already charged']);
+    const twoKeys = exactlyOnceProblems({
+      workload: 'three-step',
+      workflows: 10,
+      reservations: { rows: 10, runs: 10 },
+      provider: { charges: 11, chargedKeys: 11, requests: 11 },
+    });
+    expect(twoKeys).toEqual([
+      '10 three-step workflows made 11 provider charges under 11 keys (expected 10, one per workflow)',
+    ]);
+    const calledAgain = exactlyOnceProblems({
+      workload: 'three-step',
+      workflows: 10,
+      reservations: { rows: 10, runs: 10 },
+      provider: { ...clean, requests: 12 },
+    });
+    expect(calledAgain).toEqual([
+      'the provider was called 12 times for 10 charges: 2 calls repeated a key already charged',
+    ]);
   });
 
   it('checks only the rows when the provider was shared with other measurements', () => {
-    expect(exactlyOnceProblems({ workload: 'three-step', workflows: 10, reservations: { rows: 10, runs: 10 } })).toEqual([]);
+    expect(
+      exactlyOnceProblems({ workload: 'three-step', workflows: 10, reservations: { rows: 10, runs: 10 } }),
+    ).toEqual([]);
   });
 });
 
 describe('expectExactlyOnce', () => {
   it('throws naming the engine and every problem', () => {
     expect(() =>
-      expectExactlyOnce('Some engine', { workload: 'three-step', workflows: 2, reservations: { rows: 3, runs: 2 }, provider: { charges: 2, chargedKeys: 2, requests: 3 } }),
-    ).toThrow(/^Some engine failed the exactly-once check: 2 three-step workflows wrote 3 application rows .*; the provider was called 3 times/);
+      expectExactlyOnce('Some engine', {
+        workload: 'three-step',
+        workflows: 2,
+        reservations: { rows: 3, runs: 2 },
+        provider: { charges: 2, chargedKeys: 2, requests: 3 },
+      }),
+    ).toThrow(
+      /^Some engine failed the exactly-once check: 2 three-step workflows wrote 3 application rows .*; the provider was called 3 times/,
+    );
   });
 });
 

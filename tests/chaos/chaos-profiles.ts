@@ -54,4 +54,9 @@ export const SOAK_CHAOS: ChaosProfile = {
  * What a full soak must have done (bench/soak/main.ts checks it): ten times the CI minimums. Its
  * targets are higher because on a loaded machine many tries find every worker restarting.
  */
-export const SOAK_CHAOS_MINIMUMS = { runs: 10_000, kills: 1_000, backendTerminations: 500, serverRestarts: 10 } as const;
+export const SOAK_CHAOS_MINIMUMS = {
+  runs: 10_000,
+  kills: 1_000,
+  backendTerminations: 500,
+  serverRestarts: 10,
+} as const;

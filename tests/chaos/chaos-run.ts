@@ -3,7 +3,12 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
 import { HttpEmailGateway, HttpPaymentGateway, startFakeServer } from '../../examples/fakes/fake-server.js';
-import { FakePaymentProvider, type Charge, type ChargeOptions, type ChargeRequest } from '../../examples/fakes/payment-provider.js';
+import {
+  FakePaymentProvider,
+  type Charge,
+  type ChargeOptions,
+  type ChargeRequest,
+} from '../../examples/fakes/payment-provider.js';
 import { createClient } from '../../runtime/client/client.js';
 import { createWorker } from '../../runtime/worker/worker.js';
 import { pruneRuns } from '../../runtime/retention/prune.js';
@@ -30,7 +35,14 @@ import {
   pickingQueue,
   type ChaosFulfilInput,
 } from './fixtures/chaos-fulfil-workflow.js';
-import { checkFulfilInvariants, checkInvariants, LOCAL_ACKED_LINE, LOCAL_FAILED_LINE, type FulfilReport, type InvariantReport } from './invariants.js';
+import {
+  checkFulfilInvariants,
+  checkInvariants,
+  LOCAL_ACKED_LINE,
+  LOCAL_FAILED_LINE,
+  type FulfilReport,
+  type InvariantReport,
+} from './invariants.js';
 import { chaosRefundInputs, checkCompensationInvariants, type CompensationReport } from './compensation-invariants.js';
 import { chaosRefund } from './fixtures/chaos-refund-workflow.js';
 import { FakeRefundDesk, refundDeskRoutes } from '../support/refund-desk.js';
@@ -89,7 +101,12 @@ export interface ChaosOutcome {
   readonly maxPickingSlots: number;
   readonly fleet: FleetCounters;
   /** Worker SIGKILLs, by whom: `total` is their sum. */
-  readonly kills: { readonly total: number; readonly atRandom: number; readonly atFaultPoint: number; readonly self: number };
+  readonly kills: {
+    readonly total: number;
+    readonly atRandom: number;
+    readonly atFaultPoint: number;
+    readonly self: number;
+  };
   readonly unexpectedExits: readonly string[];
   readonly backendTerminations: number;
   readonly serverRestarts: number;
@@ -116,7 +133,9 @@ const PROVIDER_LATENCY_MS = 60;
 const SLOW_APPLY_SHARE = 0.3;
 const SLOW_APPLY_MS = { min: 400, max: 950 } as const;
 if (!(SLOW_APPLY_MS.min > RECEIPT_CLIENT_TIMEOUT_MS && SLOW_APPLY_MS.max < RECEIPT_PERFORM_TIMEOUT_MS)) {
-  throw new RangeError('chaos: slow applications must outlast the receipt client timeout and stay under its performTimeoutMs');
+  throw new RangeError(
+    'chaos: slow applications must outlast the receipt client timeout and stay under its performTimeoutMs',
+  );
 }
 
 /** The chaos run's payment provider, which can tell the controller when a key's first charge request arrives. */
@@ -144,7 +163,11 @@ class ChargeWatchingProvider extends FakePaymentProvider {
  * commit must be fenced out.
  */
 function faultSpec(seed: number): FaultSpec {
-  const point = (probability: number) => ({ probability, actions: ['throw', 'throw', 'hang', 'kill'] as const, hangMs: LEASE_MS + 1_000 });
+  const point = (probability: number) => ({
+    probability,
+    actions: ['throw', 'throw', 'hang', 'kill'] as const,
+    hangMs: LEASE_MS + 1_000,
+  });
   return {
     seed,
     points: {
@@ -181,7 +204,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
   const email = new FakeEmailProvider({
     latencyMs: PROVIDER_LATENCY_MS,
     applyDelayMs: () =>
-      applyRandom.next() < SLOW_APPLY_SHARE ? applyRandom.int(SLOW_APPLY_MS.min, SLOW_APPLY_MS.max) - PROVIDER_LATENCY_MS : 0,
+      applyRandom.next() < SLOW_APPLY_SHARE
+        ? applyRandom.int(SLOW_APPLY_MS.min, SLOW_APPLY_MS.max) - PROVIDER_LATENCY_MS
+        : 0,
   });
   const refunds = new FakeRefundDesk();
   const fakes = await startFakeServer({ payments, email }, [refundDeskRoutes(refunds)]);
@@ -214,7 +239,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     }
   };
   await admin((c) => c.query('CREATE DATABASE chaos'));
-  const store = createPgStore({ connectionString: storeUrl, applicationName: 'chaos-controller', maxConnections: 4, ...pooler(false) });
+  const store = createPgStore({
+    connectionString: storeUrl,
+    applicationName: 'chaos-controller',
+    maxConnections: 4,
+    ...pooler(false),
+  });
   // Runs the workers started for themselves and reported completed: order id → run id.
   const localAcked = new Map<string, string>();
   let localFailed = 0;
@@ -247,12 +277,15 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     await sql.raw(APP_SCHEMA_SQL).execute(store.db);
     await sql.raw(FULFIL_SCHEMA_SQL).execute(store.db);
     const client = createClient({ store });
-    const fulfilments: ChaosFulfilInput[] = Array.from({ length: Math.max(1, Math.floor(options.runs / 4)) }, (_, i) => ({
-      orderId: `fulfil-${options.seed}-${i}`,
-      lines: random.int(1, 6),
-      express: random.next() < 0.5,
-      napMs: random.int(100, 1_500),
-    }));
+    const fulfilments: ChaosFulfilInput[] = Array.from(
+      { length: Math.max(1, Math.floor(options.runs / 4)) },
+      (_, i) => ({
+        orderId: `fulfil-${options.seed}-${i}`,
+        lines: random.int(1, 6),
+        express: random.next() < 0.5,
+        napMs: random.int(100, 1_500),
+      }),
+    );
     // Each order's shipping event is sent at a random moment — before its run reaches the wait
     // or after — and a third of them twice (same dedupe key: stored once).
     const eventsToSend = fulfilments.flatMap((f) => (random.next() < 0.33 ? [f.orderId, f.orderId] : [f.orderId]));
@@ -273,10 +306,18 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       }
     };
     const sendShipped = (orderId: string): Promise<void> =>
-      retrying(() => client.sendEvent(chaosShipped, orderId, { orderId, carrier: 'chaos-post' }, { dedupeKey: `shipped:${orderId}` })).then(() => {
+      retrying(() =>
+        client.sendEvent(
+          chaosShipped,
+          orderId,
+          { orderId, carrier: 'chaos-post' },
+          { dedupeKey: `shipped:${orderId}` },
+        ),
+      ).then(() => {
         eventsSent += 1;
       });
-    const startFulfil = (input: ChaosFulfilInput): Promise<void> => retrying(() => client.start(chaosFulfil, input, { dedupeKey: input.orderId }));
+    const startFulfil = (input: ChaosFulfilInput): Promise<void> =>
+      retrying(() => client.start(chaosFulfil, input, { dedupeKey: input.orderId }));
     const inputs: ChaosOrderInput[] = Array.from({ length: options.runs }, (_, i) => ({
       orderId: `order-${options.seed}-${i}`,
       customerId: `customer-${i % 17}`,
@@ -300,14 +341,24 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     const refundOrders = chaosRefundInputs(options.seed, Math.max(1, Math.floor(options.runs / 8)));
     const refundRunIds = new Map<string, string>();
     for (const input of refundOrders) {
-      await retrying(async () => refundRunIds.set(input.orderId, (await client.start(chaosRefund, input, { dedupeKey: input.orderId })).runId));
+      await retrying(async () =>
+        refundRunIds.set(input.orderId, (await client.start(chaosRefund, input, { dedupeKey: input.orderId })).runId),
+      );
     }
     // `cancel` orders are cancelled with compensate: half the moment the provider receives their
     // charge (its answer still on the way: the compensation meets an open intent it can settle only
     // by sending the key again), half at a random time in the first seconds of the chaos.
     const cancels: Array<Promise<void>> = [];
     const cancelOrder = (orderId: string): void => {
-      cancels.push(retrying(() => client.cancel(refundRunIds.get(orderId)!, { compensate: true, actor: 'chaos', reason: 'the customer cancelled' })));
+      cancels.push(
+        retrying(() =>
+          client.cancel(refundRunIds.get(orderId)!, {
+            compensate: true,
+            actor: 'chaos',
+            reason: 'the customer cancelled',
+          }),
+        ),
+      );
     };
     for (const input of refundOrders.filter((o) => o.outcome === 'cancel')) {
       if (random.next() < 0.5) payments.onFirstCharge(`charge:${input.orderId}`, () => cancelOrder(input.orderId));
@@ -351,8 +402,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     // the backend terminations and the server crash): runs of chaos-local-order with startAndWait,
     // each insert riding on its run's first commit (client/deferred-start.ts).
     const localStarts = startLocally(storeUrl, pooler(false), fakes.url, localAcked, () => (localFailed += 1));
-    const restartAt = Array.from({ length: options.serverRestarts }, (_, i) =>
-      ((i + 0.3 + random.next() * 0.4) / options.serverRestarts) * options.chaosMs,
+    const restartAt = Array.from(
+      { length: options.serverRestarts },
+      (_, i) => ((i + 0.3 + random.next() * 0.4) / options.serverRestarts) * options.chaosMs,
     );
     const ticks = options.chaosMs / ((options.tickMs.min + options.tickMs.max) / 2);
     const perTick = Math.max(1, Math.ceil(later.length / ticks));
@@ -363,7 +415,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     // hits count: a try that finds no live worker or no backend (all restarting, the server
     // down) is made again at the next tick, at most PACING_TRIES_PER_TICK of each per tick.
     let randomKills = 0;
-    const due = (target: number, elapsed: number): number => Math.ceil((target * Math.min(elapsed, options.chaosMs)) / options.chaosMs);
+    const due = (target: number, elapsed: number): number =>
+      Math.ceil((target * Math.min(elapsed, options.chaosMs)) / options.chaosMs);
     // Past chaosMs the chaos goes on while the kills or terminations are short of their targets
     // (a loaded machine starts workers slowly, and only started workers are killed: beside the
     // fuzzer on two cores a replaced worker can take 20 s to be ready again), for at most four
@@ -371,7 +424,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     const chaosGoesOn = (): boolean => {
       const elapsed = performance.now() - chaosStart;
       if (elapsed < options.chaosMs) return true;
-      return elapsed < 5 * options.chaosMs && (randomKills < options.kills || backendTerminations < options.backendTerminations);
+      return (
+        elapsed < 5 * options.chaosMs &&
+        (randomKills < options.kills || backendTerminations < options.backendTerminations)
+      );
     };
     while (chaosGoesOn()) {
       await sleep(random.int(options.tickMs.min, options.tickMs.max));
@@ -391,7 +447,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       for (let tries = 0; tries < PACING_TRIES_PER_TICK && randomKills < due(options.kills, elapsed); tries++) {
         if (fleet.killRandom()) randomKills += 1;
       }
-      for (let tries = 0; tries < PACING_TRIES_PER_TICK && backendTerminations < due(options.backendTerminations, elapsed); tries++) {
+      for (
+        let tries = 0;
+        tries < PACING_TRIES_PER_TICK && backendTerminations < due(options.backendTerminations, elapsed);
+        tries++
+      ) {
         backendTerminations += await terminateRandomBackend(admin, random.next()).catch(() => 0);
       }
     }
@@ -432,10 +492,17 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     const localViolations = local.violations.filter((v) => !report.violations.includes(v));
     for (const [orderId, runId] of localAcked) {
       const row = localByOrder.get(orderId);
-      if (row === undefined) localViolations.push(`local start ${orderId} returned run ${runId} completed, but no run of it is in the database`);
-      else if (row.id !== runId || row.status !== 'completed') localViolations.push(`local start ${orderId} returned run ${runId} completed; the database has run ${row.id} ${row.status}`);
+      if (row === undefined)
+        localViolations.push(
+          `local start ${orderId} returned run ${runId} completed, but no run of it is in the database`,
+        );
+      else if (row.id !== runId || row.status !== 'completed')
+        localViolations.push(
+          `local start ${orderId} returned run ${runId} completed; the database has run ${row.id} ${row.status}`,
+        );
     }
-    if (localRows.length !== localByOrder.size) localViolations.push(`${localRows.length - localByOrder.size} local order(s) have more than one run`);
+    if (localRows.length !== localByOrder.size)
+      localViolations.push(`${localRows.length - localByOrder.size} local order(s) have more than one run`);
     const fulfil = await checkFulfilInvariants(databaseUrl, fulfilments);
     const compensation = await checkCompensationInvariants(databaseUrl, refundOrders, { payments, refunds });
     const pooledTransactions = bouncer === undefined ? undefined : await transactionsThrough(bouncer, 'chaos');
@@ -519,10 +586,21 @@ function startLocally(
   acked: Map<string, string>,
   failed: () => void,
 ): { stop(): Promise<void> } {
-  const store = createPgStore({ connectionString: databaseUrl, applicationName: `${CHAOS_APPLICATION_PREFIX}controller-local`, maxConnections: 4, ...pooler });
+  const store = createPgStore({
+    connectionString: databaseUrl,
+    applicationName: `${CHAOS_APPLICATION_PREFIX}controller-local`,
+    maxConnections: 4,
+    ...pooler,
+  });
   const worker = createWorker({
     store,
-    workflows: [chaosHandlers({ payments: new HttpPaymentGateway(fakesUrl), email: new HttpEmailGateway(fakesUrl) }, {}, chaosLocalOrder)],
+    workflows: [
+      chaosHandlers(
+        { payments: new HttpPaymentGateway(fakesUrl), email: new HttpEmailGateway(fakesUrl) },
+        {},
+        chaosLocalOrder,
+      ),
+    ],
     workerId: 'chaos-controller-local',
     concurrency: 2,
     leaseMs: LEASE_MS,
@@ -559,7 +637,10 @@ function startLocally(
 }
 
 /** Terminates one backend of a chaos worker; `pick` in [0, 1) chooses which (seeded). */
-async function terminateRandomBackend(admin: <T>(use: (client: pg.Client) => Promise<T>) => Promise<T>, pick: number): Promise<number> {
+async function terminateRandomBackend(
+  admin: <T>(use: (client: pg.Client) => Promise<T>) => Promise<T>,
+  pick: number,
+): Promise<number> {
   return admin(async (client) => {
     const { rows } = await client.query<{ pid: number }>(
       `SELECT pid FROM pg_stat_activity WHERE datname = 'chaos' AND application_name LIKE $1 ORDER BY pid`,

@@ -48,7 +48,9 @@ it(
     const { kills, backendTerminations, serverRestarts } = outcome;
     expect(outcome.report.runs, `${outcome.summary}\n${replay}`).toBeGreaterThanOrEqual(CI_CHAOS_MINIMUMS.runs);
     expect(kills.total, `${outcome.summary}\n${replay}`).toBeGreaterThanOrEqual(CI_CHAOS_MINIMUMS.kills);
-    expect(backendTerminations, `${outcome.summary}\n${replay}`).toBeGreaterThanOrEqual(CI_CHAOS_MINIMUMS.backendTerminations);
+    expect(backendTerminations, `${outcome.summary}\n${replay}`).toBeGreaterThanOrEqual(
+      CI_CHAOS_MINIMUMS.backendTerminations,
+    );
     expect(serverRestarts, replay).toBeGreaterThanOrEqual(CI_CHAOS_MINIMUMS.serverRestarts);
     expect(outcome.fleet.killedByController, replay).toBeGreaterThan(0);
     expect(outcome.fleet.killedByControllerAtFaultPoint + outcome.fleet.killedAtFaultPoint, replay).toBeGreaterThan(0);

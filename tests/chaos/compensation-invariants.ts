@@ -33,7 +33,8 @@ export function chaosRefundInputs(seed: number, count: number): ChaosRefundInput
   const random = seededRandom((seed ^ 0x2ef0_4d17) >>> 0);
   return Array.from({ length: count }, (_, i) => {
     const dice = random.next();
-    const outcome: ChaosRefundOutcome = dice < 0.4 ? 'compensate' : dice < 0.5 ? 'refund-refused' : dice < 0.7 ? 'cancel' : 'complete';
+    const outcome: ChaosRefundOutcome =
+      dice < 0.4 ? 'compensate' : dice < 0.5 ? 'refund-refused' : dice < 0.7 ? 'cancel' : 'complete';
     return { orderId: `refund-${seed}-${i}`, amountCents: 100 * random.int(1, 50), outcome };
   });
 }
@@ -63,8 +64,15 @@ export async function checkCompensationInvariants(
   const violations: string[] = [];
   let duplicates = 0;
   try {
-    const q = async <R extends pg.QueryResultRow>(text: string, params: unknown[] = []): Promise<R[]> => (await client.query<R>(text, params)).rows;
-    const runs = await q<{ id: string; order_id: string; status: string; compensation: string | null; error: { step?: string } | null }>(
+    const q = async <R extends pg.QueryResultRow>(text: string, params: unknown[] = []): Promise<R[]> =>
+      (await client.query<R>(text, params)).rows;
+    const runs = await q<{
+      id: string;
+      order_id: string;
+      status: string;
+      compensation: string | null;
+      error: { step?: string } | null;
+    }>(
       `SELECT id, input->>'orderId' AS order_id, status, compensation, error FROM ledgerflow.workflow_run WHERE workflow_name = $1`,
       [chaosRefund.name],
     );
@@ -80,23 +88,33 @@ export async function checkCompensationInvariants(
         continue;
       }
       const status = STATUS_BY_OUTCOME[order.outcome];
-      if (run.status !== status) violations.push(`${where}: run ${run.id} ended ${run.status}, expected ${status}: ${JSON.stringify(run.error)}`);
+      if (run.status !== status)
+        violations.push(
+          `${where}: run ${run.id} ended ${run.status}, expected ${status}: ${JSON.stringify(run.error)}`,
+        );
       if (order.outcome === 'cancel') {
         // Cancelled, or — had the cancel come after confirm gave up — failed and compensated.
         if (run.compensation !== 'cancel' && !(run.compensation === 'failure' && run.error?.step === 'confirm')) {
-          violations.push(`${where}: run ${run.id} compensation ${run.compensation}, error ${JSON.stringify(run.error)}`);
+          violations.push(
+            `${where}: run ${run.id} compensation ${run.compensation}, error ${JSON.stringify(run.error)}`,
+          );
         }
-      } else if (order.outcome !== 'complete' && (run.compensation !== 'failure' || run.error?.step !== (order.outcome === 'compensate' ? 'confirm' : 'refund'))) {
+      } else if (
+        order.outcome !== 'complete' &&
+        (run.compensation !== 'failure' || run.error?.step !== (order.outcome === 'compensate' ? 'confirm' : 'refund'))
+      ) {
         violations.push(`${where}: run ${run.id} compensation ${run.compensation}, error ${JSON.stringify(run.error)}`);
       }
       const chargeKey = `charge:${order.orderId}`;
       const charges = providers.payments.chargesForKey(chargeKey);
       // A cancel may come before the charge was ever sent: then nothing is charged, nothing refunded.
-      if (order.outcome === 'cancel' ? charges > 1 : charges !== 1) violations.push(`${where}: charged ${charges} times`);
+      if (order.outcome === 'cancel' ? charges > 1 : charges !== 1)
+        violations.push(`${where}: charged ${charges} times`);
       const chargeId = chargeIds.get(chargeKey);
       const refunds = chargeId === undefined ? 0 : (refundsByCharge.get(chargeId) ?? 0);
       const wanted = order.outcome === 'compensate' || order.outcome === 'cancel' ? charges : 0;
-      if (refunds !== wanted) violations.push(`${where}: charge ${chargeId} refunded ${refunds} times, expected ${wanted}`);
+      if (refunds !== wanted)
+        violations.push(`${where}: charge ${chargeId} refunded ${refunds} times, expected ${wanted}`);
       if (run.status === 'compensated' && chargeId !== undefined) compensatedCharges.add(chargeId);
     }
     // Never more refunds than charges, and only charges of compensated runs are refunded.
@@ -105,10 +123,16 @@ export async function checkCompensationInvariants(
         duplicates += n - 1;
         violations.push(`charge ${chargeId} refunded ${n} times`);
       }
-      if (!compensatedCharges.has(chargeId)) violations.push(`charge ${chargeId} refunded, but its run did not end compensated`);
+      if (!compensatedCharges.has(chargeId))
+        violations.push(`charge ${chargeId} refunded, but its run did not end compensated`);
     }
     // The ledger's refunds are the desk's: same keys, same ids; a refused refund is released.
-    const rows = await q<{ run_status: string; idempotency_key: string; status: string; effect: { refundId?: string } | null }>(
+    const rows = await q<{
+      run_status: string;
+      idempotency_key: string;
+      status: string;
+      effect: { refundId?: string } | null;
+    }>(
       `SELECT r.status AS run_status, e.idempotency_key, e.status, e.effect
          FROM ledgerflow.step_effect e JOIN ledgerflow.workflow_run r ON r.id = e.workflow_id
         WHERE r.workflow_name = $1 AND e.step_name = 'refund'`,
@@ -120,12 +144,16 @@ export async function checkCompensationInvariants(
       if (row.status === 'recorded') {
         recordedKeys.add(row.idempotency_key);
         const refundId = deskByKey.get(row.idempotency_key);
-        if (row.effect?.refundId !== refundId) violations.push(`ledger refund ${row.idempotency_key} records ${row.effect?.refundId}, the desk has ${refundId}`);
+        if (row.effect?.refundId !== refundId)
+          violations.push(
+            `ledger refund ${row.idempotency_key} records ${row.effect?.refundId}, the desk has ${refundId}`,
+          );
       } else if (!(row.status === 'released' && row.run_status === 'compensation_failed')) {
         violations.push(`ledger refund ${row.idempotency_key} left ${row.status} (run ${row.run_status})`);
       }
     }
-    for (const key of deskByKey.keys()) if (!recordedKeys.has(key)) violations.push(`desk refunded under ${key}, missing from the ledger`);
+    for (const key of deskByKey.keys())
+      if (!recordedKeys.has(key)) violations.push(`desk refunded under ${key}, missing from the ledger`);
     // A charge intent a compensation settled: it says so in the ledger row's resolution.
     const takenOver = await q<{ n: number }>(
       `SELECT count(*)::int AS n FROM ledgerflow.step_effect e JOIN ledgerflow.workflow_run r ON r.id = e.workflow_id

@@ -36,7 +36,11 @@ const RECONCILER_RESOLUTION = 'found by the reconciler';
 /** How long requests the email provider accepted may take to be applied once the runs are done. */
 const PENDING_APPLICATIONS_TIMEOUT_MS = 15_000;
 
-export async function checkInvariants(url: string, workflowName: string, providers: ChaosProviders): Promise<InvariantReport> {
+export async function checkInvariants(
+  url: string,
+  workflowName: string,
+  providers: ChaosProviders,
+): Promise<InvariantReport> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   const violations: string[] = [];
@@ -98,10 +102,15 @@ export async function checkInvariants(url: string, workflowName: string, provide
     }
 
     // The ledger equals what the providers did.
-    const ledger = await q<{ step_name: string; idempotency_key: string; status: string; effect: Record<string, unknown> }>(
-      `SELECT step_name, idempotency_key, status, effect FROM ledgerflow.step_effect WHERE step_name IN ($1, $2)`,
-      [CHARGE_STEP, RECEIPT_STEP],
-    );
+    const ledger = await q<{
+      step_name: string;
+      idempotency_key: string;
+      status: string;
+      effect: Record<string, unknown>;
+    }>(`SELECT step_name, idempotency_key, status, effect FROM ledgerflow.step_effect WHERE step_name IN ($1, $2)`, [
+      CHARGE_STEP,
+      RECEIPT_STEP,
+    ]);
     compareLedger(
       'payment',
       ledger.filter((r) => r.step_name === CHARGE_STEP),
@@ -118,17 +127,24 @@ export async function checkInvariants(url: string, workflowName: string, provide
     // The outputs the runs checkpointed are the provider's own ids for those keys.
     const chargeIds = new Map(providers.payments.charges().map((c) => [c.idempotencyKey, c.id]));
     const messageIds = new Map(providers.email.messages().map((m) => [m.reference, m.messageId]));
-    const outputs = await q<{ run_id: string; step_name: string; idempotency_key: string; output: Record<string, unknown> }>(
-      `SELECT run_id, step_name, idempotency_key, output FROM ledgerflow.step_result WHERE step_name IN ($1, $2)`,
-      [CHARGE_STEP, RECEIPT_STEP],
-    );
+    const outputs = await q<{
+      run_id: string;
+      step_name: string;
+      idempotency_key: string;
+      output: Record<string, unknown>;
+    }>(`SELECT run_id, step_name, idempotency_key, output FROM ledgerflow.step_result WHERE step_name IN ($1, $2)`, [
+      CHARGE_STEP,
+      RECEIPT_STEP,
+    ]);
     for (const row of outputs) {
       const [field, actual] =
         row.step_name === CHARGE_STEP
           ? ['chargeId', chargeIds.get(row.idempotency_key)]
           : ['messageId', messageIds.get(row.idempotency_key)];
       if (row.output[field] !== actual) {
-        violations.push(`run ${row.run_id} step ${row.step_name} checkpointed ${field} ${String(row.output[field])}, provider has ${String(actual)}`);
+        violations.push(
+          `run ${row.run_id} step ${row.step_name} checkpointed ${field} ${String(row.output[field])}, provider has ${String(actual)}`,
+        );
       }
     }
 
@@ -138,7 +154,8 @@ export async function checkInvariants(url: string, workflowName: string, provide
       `SELECT e.workflow_id, e.step_name, e.status FROM ledgerflow.step_effect e JOIN ledgerflow.workflow_run r ON r.id = e.workflow_id
         WHERE e.status <> 'recorded' AND NOT (e.status = 'released' AND r.status = 'compensation_failed')`,
     );
-    for (const row of open) violations.push(`ledger row ${row.workflow_id}/${row.step_name} left in status ${row.status}`);
+    for (const row of open)
+      violations.push(`ledger row ${row.workflow_id}/${row.step_name} left in status ${row.status}`);
 
     // Every step of every completed run has its result, pointing at the attempt that succeeded.
     const missingResults = await q<{ id: string; missing: number }>(
@@ -181,7 +198,8 @@ export async function checkInvariants(url: string, workflowName: string, provide
     for (const row of attempts) {
       const where = `run ${row.run_id} step ${row.step_name}`;
       const expected = row.numbers.map((_, i) => i + 1);
-      if (row.numbers.join(',') !== expected.join(',')) violations.push(`${where}: attempt numbers ${row.numbers.join(',')} have gaps`);
+      if (row.numbers.join(',') !== expected.join(','))
+        violations.push(`${where}: attempt numbers ${row.numbers.join(',')} have gaps`);
       if (!row.ordered) violations.push(`${where}: attempts did not start in the order of their numbers`);
       if (row.succeeded > 1) violations.push(`${where}: ${row.succeeded} attempts succeeded`);
       if (row.result_attempt === null) continue;
@@ -190,10 +208,14 @@ export async function checkInvariants(url: string, workflowName: string, provide
           violations.push(`${where}: has a result, but no attempt succeeded and the reconciler did not record it`);
         }
       } else if (row.result_attempt > row.succeeded_attempt) {
-        violations.push(`${where}: result names attempt ${row.result_attempt}, after the successful attempt ${row.succeeded_attempt}`);
+        violations.push(
+          `${where}: result names attempt ${row.result_attempt}, after the successful attempt ${row.succeeded_attempt}`,
+        );
       }
       if (row.ledger_attempt !== null && row.ledger_attempt !== row.result_attempt) {
-        violations.push(`${where}: result names attempt ${row.result_attempt}, its ledger row attempt ${row.ledger_attempt}`);
+        violations.push(
+          `${where}: result names attempt ${row.result_attempt}, its ledger row attempt ${row.ledger_attempt}`,
+        );
       }
     }
 
@@ -227,8 +249,12 @@ function compareLedger(
   const applied = new Set(providerKeys);
   const notInLedger = [...applied].filter((k) => !ledgerKeys.has(k));
   const notAtProvider = [...ledgerKeys].filter((k) => !applied.has(k));
-  if (notInLedger.length > 0) violations.push(`${provider} applied ${notInLedger.length} key(s) missing from the ledger, e.g. ${notInLedger[0]}`);
-  if (notAtProvider.length > 0) violations.push(`ledger records ${notAtProvider.length} ${provider} key(s) the provider never applied, e.g. ${notAtProvider[0]}`);
+  if (notInLedger.length > 0)
+    violations.push(`${provider} applied ${notInLedger.length} key(s) missing from the ledger, e.g. ${notInLedger[0]}`);
+  if (notAtProvider.length > 0)
+    violations.push(
+      `ledger records ${notAtProvider.length} ${provider} key(s) the provider never applied, e.g. ${notAtProvider[0]}`,
+    );
 }
 
 /** What the waiting, branching and fanned-out runs must show after the chaos. */
@@ -265,8 +291,15 @@ export async function checkFulfilInvariants(
   const violations: string[] = [];
   let duplicates = 0;
   try {
-    const q = async <R extends pg.QueryResultRow>(text: string, params: unknown[] = []): Promise<R[]> => (await client.query<R>(text, params)).rows;
-    const parents = await q<{ id: string; order_id: string; status: string; output: Record<string, { carrier?: string; status?: string }> | null; error: unknown }>(
+    const q = async <R extends pg.QueryResultRow>(text: string, params: unknown[] = []): Promise<R[]> =>
+      (await client.query<R>(text, params)).rows;
+    const parents = await q<{
+      id: string;
+      order_id: string;
+      status: string;
+      output: Record<string, { carrier?: string; status?: string }> | null;
+      error: unknown;
+    }>(
       `SELECT id, input->>'orderId' AS order_id, status, output, error FROM ledgerflow.workflow_run WHERE workflow_name = 'chaos-fulfil'`,
     );
     const byOrder = new Map(parents.map((p) => [p.order_id, p]));
@@ -276,10 +309,18 @@ export async function checkFulfilInvariants(
         violations.push(`order ${order.orderId}: no chaos-fulfil run`);
         continue;
       }
-      if (run.status !== 'completed') violations.push(`fulfil run ${run.id} ended ${run.status}: ${JSON.stringify(run.error)}`);
-      else if (run.output?.['shipped']?.status !== 'received') violations.push(`fulfil run ${run.id} did not receive its event: ${JSON.stringify(run.output?.['shipped'])}`);
+      if (run.status !== 'completed')
+        violations.push(`fulfil run ${run.id} ended ${run.status}: ${JSON.stringify(run.error)}`);
+      else if (run.output?.['shipped']?.status !== 'received')
+        violations.push(`fulfil run ${run.id} did not receive its event: ${JSON.stringify(run.output?.['shipped'])}`);
     }
-    const children = await q<{ parent_run_id: string; order_id: string; n: number; indexes: number[]; completed: number }>(
+    const children = await q<{
+      parent_run_id: string;
+      order_id: string;
+      n: number;
+      indexes: number[];
+      completed: number;
+    }>(
       `SELECT c.parent_run_id, p.input->>'orderId' AS order_id, count(*)::int AS n,
               array_agg(c.parent_index ORDER BY c.parent_index) AS indexes,
               count(*) FILTER (WHERE c.status = 'completed')::int AS completed
@@ -293,10 +334,13 @@ export async function checkFulfilInvariants(
       childCount += got?.n ?? 0;
       const indexes = Array.from({ length: order.lines }, (_, i) => i);
       if (got === undefined || got.indexes.join(',') !== indexes.join(',')) {
-        violations.push(`order ${order.orderId}: children at indexes ${got?.indexes.join(',') ?? '(none)'}, expected 0..${order.lines - 1}`);
+        violations.push(
+          `order ${order.orderId}: children at indexes ${got?.indexes.join(',') ?? '(none)'}, expected 0..${order.lines - 1}`,
+        );
         if (got !== undefined && got.n > order.lines) duplicates += got.n - order.lines;
       }
-      if (got !== undefined && got.completed !== got.n) violations.push(`order ${order.orderId}: ${got.n - got.completed} pick children not completed`);
+      if (got !== undefined && got.completed !== got.n)
+        violations.push(`order ${order.orderId}: ${got.n - got.completed} pick children not completed`);
     }
     const picks = await q<{ order_id: string; line: number; n: number }>(
       `SELECT order_id, line, count(*)::int AS n FROM chaos_app.pick GROUP BY order_id, line HAVING count(*) <> 1`,
@@ -308,7 +352,9 @@ export async function checkFulfilInvariants(
     const [pickTotal] = await q<{ n: number }>(`SELECT count(*)::int AS n FROM chaos_app.pick`);
     const expectedPicks = expected.reduce((sum, o) => sum + o.lines, 0);
     if (pickTotal?.n !== expectedPicks) violations.push(`${pickTotal?.n ?? 0} pick rows, expected ${expectedPicks}`);
-    const labels = await q<{ order_id: string; n: number }>(`SELECT order_id, count(*)::int AS n FROM chaos_app.label GROUP BY order_id`);
+    const labels = await q<{ order_id: string; n: number }>(
+      `SELECT order_id, count(*)::int AS n FROM chaos_app.label GROUP BY order_id`,
+    );
     const labelsByOrder = new Map(labels.map((l) => [l.order_id, l.n]));
     for (const order of expected) {
       const n = labelsByOrder.get(order.orderId) ?? 0;
@@ -333,12 +379,14 @@ export async function checkFulfilInvariants(
     for (const e of events) eventsByOrder.set(e.correlation_key, (eventsByOrder.get(e.correlation_key) ?? 0) + 1);
     for (const order of expected) {
       const n = eventsByOrder.get(order.orderId) ?? 0;
-      if (n !== 1) violations.push(`order ${order.orderId}: ${n} chaos.shipped events stored (resends must be deduped)`);
+      if (n !== 1)
+        violations.push(`order ${order.orderId}: ${n} chaos.shipped events stored (resends must be deduped)`);
     }
     for (const e of events) {
       const owner = byOrder.get(e.correlation_key);
       if (e.consumed_by_run === null) violations.push(`event for ${e.correlation_key} was never taken (lost)`);
-      else if (owner !== undefined && e.consumed_by_run !== owner.id) violations.push(`event for ${e.correlation_key} taken by run ${e.consumed_by_run}, not ${owner.id}`);
+      else if (owner !== undefined && e.consumed_by_run !== owner.id)
+        violations.push(`event for ${e.correlation_key} taken by run ${e.consumed_by_run}, not ${owner.id}`);
     }
     // Queues: nothing held or waiting once everything finished (every slot came back, kills included).
     const [queues] = await q<{ slots: number; waiters: number; in_flight: number; waiting: number }>(
@@ -356,8 +404,10 @@ export async function checkFulfilInvariants(
         WHERE w.kind = 'sleep' AND w.step_name = 'cooldown'`,
     );
     for (const row of sleeps) {
-      if (row.output_until !== row.until.toISOString()) violations.push(`run ${row.run_id}: slept until ${row.output_until}, recorded ${row.until.toISOString()}`);
-      if (row.woke !== null && row.woke.getTime() < row.until.getTime()) violations.push(`run ${row.run_id} woke at ${row.woke.toISOString()}, before ${row.until.toISOString()}`);
+      if (row.output_until !== row.until.toISOString())
+        violations.push(`run ${row.run_id}: slept until ${row.output_until}, recorded ${row.until.toISOString()}`);
+      if (row.woke !== null && row.woke.getTime() < row.until.getTime())
+        violations.push(`run ${row.run_id} woke at ${row.woke.toISOString()}, before ${row.until.toISOString()}`);
     }
     return {
       runs: parents.length,

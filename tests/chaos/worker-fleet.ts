@@ -99,7 +99,9 @@ export class WorkerFleet {
    * never started would test nothing, and on a loaded machine kills would outpace starts.
    */
   killRandom(): boolean {
-    const live = this.#slots.filter((s) => s.child !== undefined && s.child.exitCode === null && !s.killedByUs && s.ready);
+    const live = this.#slots.filter(
+      (s) => s.child !== undefined && s.child.exitCode === null && !s.killedByUs && s.ready,
+    );
     const slot = this.#options.random.pick(live);
     if (slot === undefined) return false;
     this.#kill(slot);
@@ -113,7 +115,9 @@ export class WorkerFleet {
 
   /** SIGKILLs the live worker named `name` (its CHAOS_WORKER_NAME), if it still runs; it is replaced. */
   killNamed(name: string): boolean {
-    const slot = this.#slots.find((s) => s.child !== undefined && s.child.exitCode === null && !s.killedByUs && workerName(s) === name);
+    const slot = this.#slots.find(
+      (s) => s.child !== undefined && s.child.exitCode === null && !s.killedByUs && workerName(s) === name,
+    );
     if (slot === undefined) return false;
     this.#kill(slot);
     return true;
@@ -124,7 +128,9 @@ export class WorkerFleet {
    * stalls past its lease and comes back as a zombie. `false` when none is ready.
    */
   freezeRandom(ms: number): boolean {
-    const live = this.#slots.filter((s) => s.child !== undefined && s.child.exitCode === null && !s.killedByUs && s.ready);
+    const live = this.#slots.filter(
+      (s) => s.child !== undefined && s.child.exitCode === null && !s.killedByUs && s.ready,
+    );
     const child = this.#options.random.pick(live)?.child;
     if (child === undefined) return false;
     child.kill('SIGSTOP');
@@ -197,7 +203,12 @@ export class WorkerFleet {
         const firing = parseFaultLogLine(line);
         if (firing === undefined) continue;
         this.counters.faultsFired[firing.action] += 1;
-        if (firing.action === 'hang' && slot.child === child && !slot.killedByUs && this.#options.killAtFault?.(firing)) {
+        if (
+          firing.action === 'hang' &&
+          slot.child === child &&
+          !slot.killedByUs &&
+          this.#options.killAtFault?.(firing)
+        ) {
           this.#kill(slot);
           this.counters.killedByController -= 1;
           this.counters.killedByControllerAtFaultPoint += 1;
@@ -214,8 +225,12 @@ export class WorkerFleet {
         this.counters.killedAtFaultPoint += 1;
       } else {
         this.counters.unexpectedExits += 1;
-        this.unexpected.push(`worker w${slot.index}-${spawnIndex} exited (code ${code}, signal ${signal}):\n${slot.stderr}`);
-        this.#options.log(`worker w${slot.index}-${spawnIndex} exited unexpectedly (code ${code}, signal ${signal}):\n${slot.stderr}`);
+        this.unexpected.push(
+          `worker w${slot.index}-${spawnIndex} exited (code ${code}, signal ${signal}):\n${slot.stderr}`,
+        );
+        this.#options.log(
+          `worker w${slot.index}-${spawnIndex} exited unexpectedly (code ${code}, signal ${signal}):\n${slot.stderr}`,
+        );
       }
       if (this.#running) this.#spawn(slot);
     });

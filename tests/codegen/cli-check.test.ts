@@ -10,7 +10,9 @@ import { PAYOUT_WORKFLOW as WORKFLOW, REPO_ROOT, TempProject } from './support/t
 async function codegenProcess(...args: string[]): Promise<CliOutcome> {
   const bin = path.join(REPO_ROOT, 'bin', 'ledgerflow.js');
   try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [bin, 'codegen', ...args], { cwd: REPO_ROOT });
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [bin, 'codegen', ...args], {
+      cwd: REPO_ROOT,
+    });
     return { code: 0, stdout, stderr };
   } catch (error) {
     const failed = error as { code: number; stdout: string; stderr: string };
@@ -20,7 +22,6 @@ async function codegenProcess(...args: string[]): Promise<CliOutcome> {
 
 /** The same command in this process (codegen's own main with captured output): no process start per call. */
 const codegen = (...args: string[]): Promise<CliOutcome> => runCli(['codegen', ...args]);
-
 
 let project: TempProject;
 
@@ -56,10 +57,12 @@ describe('ledgerflow codegen --check', () => {
     project.write('src/payout.workflow.ts', WORKFLOW.replace(/ {4}key: .*\n/, ''));
     const result = await codegen('--root', project.root, '--check');
     expect(result.code).toBe(1);
-    expect(result.stdout).toMatch(/^src\/payout\.workflow\.ts:5:4 - error LF001: external step "transfer" has no key; /m);
+    expect(result.stdout).toMatch(
+      /^src\/payout\.workflow\.ts:5:4 - error LF001: external step "transfer" has no key; /m,
+    );
   });
 
-  it("keeps the 0001_core.sql an earlier ledgerflow wrote: never rewritten, not extra, numbering goes on after it", async () => {
+  it('keeps the 0001_core.sql an earlier ledgerflow wrote: never rewritten, not extra, numbering goes on after it', async () => {
     const legacy = readFileSync(path.join(REPO_ROOT, 'tests/runtime/fixtures/legacy-0001_core.sql'), 'utf8');
     const file = project.write('generated/migrations/0001_core.sql', legacy);
     const generate = await codegen('--root', project.root);
@@ -80,16 +83,25 @@ describe('ledgerflow codegen --check', () => {
   });
 
   it('prints GitHub annotations and JSON', async () => {
-    project.write('src/payout.workflow.ts', WORKFLOW.replace('`transfer:${input.payoutId}`', '`transfer:${Date.now()}`'));
+    project.write(
+      'src/payout.workflow.ts',
+      WORKFLOW.replace('`transfer:${input.payoutId}`', '`transfer:${Date.now()}`'),
+    );
     const github = await codegen('--root', project.root, '--format', 'github');
     expect(github.code).toBe(1);
-    expect(github.stdout).toMatch(/^::error file=src\/payout\.workflow\.ts,line=7,col=37::LF002: key of step "transfer" reads the clock/m);
+    expect(github.stdout).toMatch(
+      /^::error file=src\/payout\.workflow\.ts,line=7,col=37::LF002: key of step "transfer" reads the clock/m,
+    );
     // An external key that reads no input is the same for every run: an error (LF005).
     expect(github.stdout).toMatch(/^::error file=src\/payout\.workflow\.ts,line=7,col=5::LF005: /m);
 
     const json = await codegen('--root', project.root, '--format=json', '--check');
     expect(json.code).toBe(1);
-    const document = JSON.parse(json.stdout) as { diagnostics: { code: string; line: number }[]; errors: number; warnings: number };
+    const document = JSON.parse(json.stdout) as {
+      diagnostics: { code: string; line: number }[];
+      errors: number;
+      warnings: number;
+    };
     expect(document.errors).toBe(2);
     expect(document.warnings).toBe(0);
     expect(document.diagnostics.map((d) => d.code)).toEqual(['LF005', 'LF002']);
@@ -99,7 +111,9 @@ describe('ledgerflow codegen --check', () => {
     // A transactional key is scoped to its run: a constant one is a warning (LF005).
     project.write(
       'src/payout.workflow.ts',
-      WORKFLOW.replace('`transfer:${input.payoutId}`', "'transfer'").replace(".external('transfer'", ".transactional('transfer'").replace('    idempotentByKey: true,\n', ''),
+      WORKFLOW.replace('`transfer:${input.payoutId}`', "'transfer'")
+        .replace(".external('transfer'", ".transactional('transfer'")
+        .replace('    idempotentByKey: true,\n', ''),
     );
     expect((await codegen('--root', project.root)).code).toBe(0);
     const strict = await codegen('--root', project.root, '--check', '--strict');
@@ -114,15 +128,22 @@ describe('ledgerflow codegen --check', () => {
     expect(root.stderr).toBe(`ledgerflow codegen: --root must be an existing directory; "${missing}" is not one.\n`);
     const out = await codegen('--root', project.root, '--out', '..');
     expect(out.code).toBe(2);
-    expect(out.stderr).toBe(`ledgerflow codegen: --out must be a directory inside --root (${project.root}); got "..".\n`);
+    expect(out.stderr).toBe(
+      `ledgerflow codegen: --out must be a directory inside --root (${project.root}); got "..".\n`,
+    );
   });
 
   it('fails on a key of a released version changed without a version bump, before and after regenerating (nothing is written)', async () => {
     expect((await codegen('--root', project.root, '--release', 'payout@1')).code).toBe(0);
-    project.write('src/payout.workflow.ts', WORKFLOW.replace('`transfer:${input.payoutId}`', '`payout:${input.payoutId}`'));
+    project.write(
+      'src/payout.workflow.ts',
+      WORKFLOW.replace('`transfer:${input.payoutId}`', '`payout:${input.payoutId}`'),
+    );
     const generate = await codegen('--root', project.root);
     expect(generate.code).toBe(1);
-    expect(generate.stdout).toMatch(/^src\/payout\.workflow\.ts:7:5 - error LF007: workflow "payout" v1 changed since it was generated: the key of step "transfer" changed\. /m);
+    expect(generate.stdout).toMatch(
+      /^src\/payout\.workflow\.ts:7:5 - error LF007: workflow "payout" v1 changed since it was generated: the key of step "transfer" changed\. /m,
+    );
     expect(generate.stdout).toContain('nothing written');
     expect((await codegen('--root', project.root, '--check')).code).toBe(1);
   });
@@ -150,7 +171,9 @@ describe('ledgerflow codegen --check', () => {
     );
     const malformed = await codegen('--root', project.root, '--retire=payout');
     expect(malformed.code).toBe(2);
-    expect(malformed.stderr).toContain('--retire takes a workflow version as <name>@<version> (e.g. orders@1); got "payout".');
+    expect(malformed.stderr).toContain(
+      '--retire takes a workflow version as <name>@<version> (e.g. orders@1); got "payout".',
+    );
 
     const retired = await codegen('--root', project.root, '--retire', 'payout@1');
     expect(retired.code).toBe(0);
@@ -160,7 +183,9 @@ describe('ledgerflow codegen --check', () => {
     );
     expect(existsSync(v1)).toBe(false);
     expect(existsSync(path.join(project.root, 'generated', 'migrations', '0002_payout_v1.sql'))).toBe(true);
-    expect(JSON.parse(readFileSync(manifest, 'utf8')).workflows.map((w: { version: number }) => w.version)).toEqual([2]);
+    expect(JSON.parse(readFileSync(manifest, 'utf8')).workflows.map((w: { version: number }) => w.version)).toEqual([
+      2,
+    ]);
     expect((await codegen('--root', project.root, '--check')).code).toBe(0);
   });
 
@@ -181,7 +206,9 @@ describe('ledgerflow codegen --check', () => {
     };
     const missing = await json('--check');
     expect(missing.code).toBe(1);
-    expect(missing.document.outOfDate).toEqual(expect.arrayContaining([{ file: 'generated/contracts/payout.v1.ts', status: 'missing' }]));
+    expect(missing.document.outOfDate).toEqual(
+      expect.arrayContaining([{ file: 'generated/contracts/payout.v1.ts', status: 'missing' }]),
+    );
 
     const written = await json('--release', 'payout@1');
     expect(written).toEqual({ code: 0, document: expect.objectContaining({ errors: 0, outOfDate: null }) });
@@ -196,7 +223,10 @@ describe('ledgerflow codegen --check', () => {
   it('--format json lists every suppression in effect, with what it suppressed; the text summary counts them and REVIEW.md lists them', async () => {
     project.write(
       'src/payout.workflow.ts',
-      WORKFLOW.replace(/ {4}key: .*\n/, "    // ledgerflow-ignore LF005: one payout account, deduped by the bank on purpose\n    key: () => 'payout',\n"),
+      WORKFLOW.replace(
+        / {4}key: .*\n/,
+        "    // ledgerflow-ignore LF005: one payout account, deduped by the bank on purpose\n    key: () => 'payout',\n",
+      ),
     );
     const result = await codegen('--root', project.root, '--format', 'json');
     const document = JSON.parse(result.stdout) as { diagnostics: unknown[]; suppressions: unknown[] };
@@ -211,10 +241,14 @@ describe('ledgerflow codegen --check', () => {
         reason: 'one payout account, deduped by the bank on purpose',
         target: 8,
         step: 'workflow "payout" v1, step "transfer"',
-        suppressed: [expect.objectContaining({ code: 'LF005', severity: 'error', file: 'src/payout.workflow.ts', line: 8 })],
+        suppressed: [
+          expect.objectContaining({ code: 'LF005', severity: 'error', file: 'src/payout.workflow.ts', line: 8 }),
+        ],
       },
     ]);
-    expect((await codegen('--root', project.root)).stdout).toContain('0 error(s), 0 warning(s), 1 suppressed (listed in REVIEW.md)');
+    expect((await codegen('--root', project.root)).stdout).toContain(
+      '0 error(s), 0 warning(s), 1 suppressed (listed in REVIEW.md)',
+    );
     expect(readFileSync(path.join(project.root, 'generated', 'REVIEW.md'), 'utf8')).toContain(
       '| `src/payout.workflow.ts:7` | LF005 | workflow "payout" v1, step "transfer" | one payout account, deduped by the bank on purpose |',
     );

@@ -15,10 +15,14 @@ class WatchProcess {
   readonly exited: Promise<number | null>;
 
   constructor(root: string) {
-    this.child = spawn(process.execPath, [path.join(REPO_ROOT, 'bin', 'ledgerflow.js'), 'codegen', '--watch', '--root', root], {
-      cwd: root,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    this.child = spawn(
+      process.execPath,
+      [path.join(REPO_ROOT, 'bin', 'ledgerflow.js'), 'codegen', '--watch', '--root', root],
+      {
+        cwd: root,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     this.child.stdout!.on('data', (chunk: Buffer) => (this.stdout += chunk.toString()));
     this.child.stderr!.on('data', (chunk: Buffer) => (this.stderr += chunk.toString()));
     this.exited = new Promise((resolve) => this.child.on('exit', (code) => resolve(code)));
@@ -26,20 +30,29 @@ class WatchProcess {
 
   /** The reports of the runs so far: each ends with its summary line `ledgerflow codegen: …`. */
   reports(): string[] {
-    return [...this.stdout.matchAll(/(?:(?!ledgerflow codegen: )[^\n]*\n)*ledgerflow codegen: [^\n]*\n/g)].map((m) => m[0]);
+    return [...this.stdout.matchAll(/(?:(?!ledgerflow codegen: )[^\n]*\n)*ledgerflow codegen: [^\n]*\n/g)].map(
+      (m) => m[0],
+    );
   }
 
   /**
    * The first report after the `after` reports seen so far that satisfies `expected`. An editor's
    * save may take two runs (truncate, then write): a report in between is skipped.
    */
-  async report(after: number, expected: (report: string) => boolean, timeoutMs = 15_000): Promise<{ report: string; index: number }> {
+  async report(
+    after: number,
+    expected: (report: string) => boolean,
+    timeoutMs = 15_000,
+  ): Promise<{ report: string; index: number }> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const reports = this.reports();
       const index = reports.findIndex((r, i) => i >= after && expected(r));
       if (index !== -1) return { report: reports[index]!, index: index + 1 };
-      if (Date.now() > deadline) throw new Error(`no matching codegen run within ${timeoutMs} ms; stdout:\n${this.stdout}\nstderr:\n${this.stderr}`);
+      if (Date.now() > deadline)
+        throw new Error(
+          `no matching codegen run within ${timeoutMs} ms; stdout:\n${this.stdout}\nstderr:\n${this.stderr}`,
+        );
       await new Promise((r) => setTimeout(r, 50));
     }
   }
@@ -69,7 +82,9 @@ describe('ledgerflow codegen --watch', () => {
       return report;
     };
     const first = await next(() => true);
-    expect(first).toMatch(/^ledgerflow codegen: 1 workflow version\(s\) in 1 file\(s\), 0 error\(s\), 0 warning\(s\) \(\d+ ms\); wrote \d+ file\(s\) in generated\/\.\n$/);
+    expect(first).toMatch(
+      /^ledgerflow codegen: 1 workflow version\(s\) in 1 file\(s\), 0 error\(s\), 0 warning\(s\) \(\d+ ms\); wrote \d+ file\(s\) in generated\/\.\n$/,
+    );
     const contract = path.join(project.root, 'generated/contracts/payout.v1.ts');
     expect(existsSync(contract)).toBe(true);
     await waitForWatching(watcher);
@@ -105,10 +120,14 @@ describe('ledgerflow codegen --watch', () => {
   }, 60_000);
 
   it('refuses --watch with --check (exit 2)', () => {
-    const result = spawnSync(process.execPath, [path.join(REPO_ROOT, 'bin', 'ledgerflow.js'), 'codegen', '--watch', '--check'], {
-      cwd: project.root,
-      encoding: 'utf8',
-    });
+    const result = spawnSync(
+      process.execPath,
+      [path.join(REPO_ROOT, 'bin', 'ledgerflow.js'), 'codegen', '--watch', '--check'],
+      {
+        cwd: project.root,
+        encoding: 'utf8',
+      },
+    );
     expect(result.status).toBe(2);
     expect(result.stderr).toContain('--watch writes as files change; --check compares once. Use one of them.');
   });

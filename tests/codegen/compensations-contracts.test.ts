@@ -61,7 +61,10 @@ describe('workflows with compensations', () => {
       ['charge', 'refund', 4],
       ['notify', 'sendApology', 3],
     ]);
-    const module = (await import(pathToFileURL(path.join(CASE_INPUT, model!.file)).href)) as Record<string, AnyWorkflow>;
+    const module = (await import(pathToFileURL(path.join(CASE_INPUT, model!.file)).href)) as Record<
+      string,
+      AnyWorkflow
+    >;
     const loaded = module[model!.exportName]!;
     expect(loaded.compensations.map((c) => [c.name, c.position])).toEqual([
       ['sendApology', 3],

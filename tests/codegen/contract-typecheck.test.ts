@@ -115,7 +115,9 @@ afterAll(() => project?.remove());
 
 describe('generated handler contract', () => {
   it('compiles itself and accepts handlers that go through the ledger', () => {
-    const inProject = errors.filter((e) => !e.file.startsWith('..') && !e.file.startsWith('/') && e.file !== 'wrong-handlers.ts');
+    const inProject = errors.filter(
+      (e) => !e.file.startsWith('..') && !e.file.startsWith('/') && e.file !== 'wrong-handlers.ts',
+    );
     expect(inProject).toEqual([]);
   });
 
@@ -133,7 +135,9 @@ describe('generated handler contract', () => {
   it('names what is wrong: a missing reconcile and a plain return instead of ctx.record()', () => {
     const wrong = errors.filter((e) => e.file === 'wrong-handlers.ts');
     expect(wrong.find((e) => e.code === 'TS2741')?.message).toContain("Property 'reconcile' is missing");
-    expect(wrong.find((e) => e.line === WRONG.split('\n').findIndex((l) => l.includes('reserve: async')) + 1)?.message).toContain('Recorded');
+    expect(
+      wrong.find((e) => e.line === WRONG.split('\n').findIndex((l) => l.includes('reserve: async')) + 1)?.message,
+    ).toContain('Recorded');
   });
 });
 

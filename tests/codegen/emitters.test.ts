@@ -13,7 +13,14 @@ import { stableJson } from '../../codegen/emit/stable-json.js';
 import { parseManifest } from '../../codegen/model/manifest.js';
 import { waitedEvents } from '../../codegen/model/waited-events.js';
 import { PART_KINDS, pinnedPartKinds, type PinnedPart } from '../../codegen/model/pinned-parts.js';
-import type { EventReference, KeyModel, QueueReference, StepFunctionModel, StepModel, WorkflowModel } from '../../codegen/model/workflow-model.js';
+import type {
+  EventReference,
+  KeyModel,
+  QueueReference,
+  StepFunctionModel,
+  StepModel,
+  WorkflowModel,
+} from '../../codegen/model/workflow-model.js';
 
 // Emitters take plain data: these models are written by hand, no compiler involved.
 const at = (line: number) => ({ file: 'shop/refund.workflow.ts', line, col: 3 });
@@ -57,10 +64,21 @@ function workflow(name: string, version: number, exportName: string, steps: read
     { kind: 'input', step: null, hash: `${name}-input`, location: at(6) },
     ...steps.flatMap((s): PinnedPart[] => [
       { kind: 'output', step: s.name, hash: `${s.name}-output`, location: s.location },
-      ...(s.key === null ? [] : [{ kind: 'key' as const, step: s.name, hash: `${s.name}-key`, location: s.key.location }]),
+      ...(s.key === null
+        ? []
+        : [{ kind: 'key' as const, step: s.name, hash: `${s.name}-key`, location: s.key.location }]),
     ]),
   ];
-  return { name, version, exportName, file: `shop/${name}.workflow.ts`, location: at(5), versionLocation: at(5), steps, parts };
+  return {
+    name,
+    version,
+    exportName,
+    file: `shop/${name}.workflow.ts`,
+    location: at(5),
+    versionLocation: at(5),
+    steps,
+    parts,
+  };
 }
 
 const refund = workflow('refund', 1, 'refund', [
@@ -87,14 +105,22 @@ describe('contract module', () => {
 
   it('gives each step the handler type of its kind with exactly the earlier steps as prior', () => {
     expect(text).toContain('readonly load: StepHandler<RefundInput, {}, RefundLoadOutput, DB>;');
-    expect(text).toMatch(/readonly reserve: TransactionalHandler<RefundInput, \{ readonly load: RefundLoadOutput \}, RefundReserveOutput, DB>;/);
-    expect(text).toMatch(/readonly refund: IdempotentExternalHandler<\s+RefundInput,\s+\{\s+readonly load: RefundLoadOutput;\s+readonly reserve: RefundReserveOutput;\s+\},\s+RefundRefundOutput\s+>;/);
-    expect(text).toMatch(/readonly notify: ReconcilingExternalHandler<[^>]*readonly refund: RefundRefundOutput;\s+\},\s+RefundNotifyOutput\s+>;/);
+    expect(text).toMatch(
+      /readonly reserve: TransactionalHandler<RefundInput, \{ readonly load: RefundLoadOutput \}, RefundReserveOutput, DB>;/,
+    );
+    expect(text).toMatch(
+      /readonly refund: IdempotentExternalHandler<\s+RefundInput,\s+\{\s+readonly load: RefundLoadOutput;\s+readonly reserve: RefundReserveOutput;\s+\},\s+RefundRefundOutput\s+>;/,
+    );
+    expect(text).toMatch(
+      /readonly notify: ReconcilingExternalHandler<[^>]*readonly refund: RefundRefundOutput;\s+\},\s+RefundNotifyOutput\s+>;/,
+    );
   });
 
   it('exports the definition hash and a binder named after the workflow const', () => {
     expect(text).toContain(`export const refundDefinitionHash = '${shapeHash(refund)}';`);
-    expect(text).toContain('export function refundHandlers<DB = {}>(handlers: RefundHandlers<DB>): WorkflowRegistration<typeof refund> {');
+    expect(text).toContain(
+      'export function refundHandlers<DB = {}>(handlers: RefundHandlers<DB>): WorkflowRegistration<typeof refund> {',
+    );
     expect(text).toContain('return bindHandlers<typeof refund, DB>(refund, handlers, refundDefinitionHash);');
   });
 
@@ -149,7 +175,13 @@ describe('migration plan (append-only)', () => {
 
 describe('manifest', () => {
   it('is stable JSON with the hash, migration and key text per version', () => {
-    const text = emitManifest([refund, invoice], new Map([['refund@1', '0003_refund_v1.sql'], ['invoice@3', '0002_invoice_v3.sql']]));
+    const text = emitManifest(
+      [refund, invoice],
+      new Map([
+        ['refund@1', '0003_refund_v1.sql'],
+        ['invoice@3', '0002_invoice_v3.sql'],
+      ]),
+    );
     const parsed = parseManifest('m.json', text);
     expect(parsed.status).toBe('present');
     if (parsed.status !== 'present') return;
@@ -157,7 +189,12 @@ describe('manifest', () => {
     const entry = parsed.manifest.workflows[1]!;
     expect(entry.definitionHash).toBe(shapeHash(refund));
     expect(entry.migration).toBe('0003_refund_v1.sql');
-    expect(entry.steps.map((s) => s.key)).toEqual([null, '({ input }) => `reserve:${input.orderId}`', '({ input }) => `refund:${input.orderId}`', '({ steps }) => `notify:${steps.reserve.id}`']);
+    expect(entry.steps.map((s) => s.key)).toEqual([
+      null,
+      '({ input }) => `reserve:${input.orderId}`',
+      '({ input }) => `refund:${input.orderId}`',
+      '({ steps }) => `notify:${steps.reserve.id}`',
+    ]);
     expect(text).toBe(stableJson(JSON.parse(text)));
   });
 
@@ -168,7 +205,21 @@ describe('manifest', () => {
     const entry = parsed.manifest.workflows[0]!;
     // Without a queue, the entry reads as it did before queues existed.
     expect(entry.partKinds).toEqual(pinnedPartKinds(false));
-    expect(entry.partKinds).toEqual(['input', 'output', 'key', 'request', 'when', 'for', 'until', 'match', 'items', 'childInput', 'event', 'timeoutMs', 'concurrency']);
+    expect(entry.partKinds).toEqual([
+      'input',
+      'output',
+      'key',
+      'request',
+      'when',
+      'for',
+      'until',
+      'match',
+      'items',
+      'childInput',
+      'event',
+      'timeoutMs',
+      'concurrency',
+    ]);
     expect(entry).not.toHaveProperty('queue');
     expect(entry.steps.filter((s) => 'queue' in s)).toEqual([]);
     expect(entry.parts).toEqual({
@@ -191,14 +242,22 @@ describe('manifest', () => {
   });
 
   it('rejects a manifest it cannot trust, with the reason', () => {
-    expect(parseManifest('m.json', '{')).toMatchObject({ status: 'invalid', error: expect.stringContaining('not valid JSON') });
-    expect(parseManifest('m.json', '{"workflows":[{"name":"x"}]}')).toMatchObject({ status: 'invalid', error: expect.stringContaining('workflows[0]') });
+    expect(parseManifest('m.json', '{')).toMatchObject({
+      status: 'invalid',
+      error: expect.stringContaining('not valid JSON'),
+    });
+    expect(parseManifest('m.json', '{"workflows":[{"name":"x"}]}')).toMatchObject({
+      status: 'invalid',
+      error: expect.stringContaining('workflows[0]'),
+    });
     const entry = { name: 'x', version: 1, definitionHash: 'abc', steps: [] };
     expect(parseManifest('m.json', JSON.stringify({ workflows: [{ ...entry, parts: { input: 1 } }] }))).toMatchObject({
       status: 'invalid',
       error: 'workflows[0] has partKinds or parts of the wrong shape',
     });
-    expect(parseManifest('m.json', JSON.stringify({ workflows: [{ ...entry, partKinds: 'input' }] }))).toMatchObject({ status: 'invalid' });
+    expect(parseManifest('m.json', JSON.stringify({ workflows: [{ ...entry, partKinds: 'input' }] }))).toMatchObject({
+      status: 'invalid',
+    });
   });
 });
 
@@ -241,12 +300,19 @@ describe('emitGenerated', () => {
 
   it('computes import paths for a nested output directory', () => {
     const files = emitGenerated({ workflows: [refund], outDir: 'src/generated', existingMigrations: [] });
-    expect(files.find((f) => f.path === 'contracts/refund.v1.ts')!.content).toContain("from '../../../shop/refund.workflow.js'");
+    expect(files.find((f) => f.path === 'contracts/refund.v1.ts')!.content).toContain(
+      "from '../../../shop/refund.workflow.js'",
+    );
   });
 });
 
 describe('conditions, waits and children', () => {
-  const settledEvent: EventReference = { name: 'payment.settled', exportName: 'paymentSettled', file: 'shop/events.ts', location: at(3) };
+  const settledEvent: EventReference = {
+    name: 'payment.settled',
+    exportName: 'paymentSettled',
+    file: 'shop/events.ts',
+    location: at(3),
+  };
   const fn = (part: StepFunctionModel['part'], text: string): StepFunctionModel => ({ ...key(text), part });
   const fulfil = workflow('fulfil', 1, 'fulfil', [
     step('load', 'step', 0),
@@ -257,11 +323,17 @@ describe('conditions, waits and children', () => {
       functions: [fn('match', '({ input }) => input.orderId')],
       wait: { event: settledEvent, timeoutText: '86_400_000' },
     }),
-    step('approved', 'waitFor', 4, { key: null, wait: { event: { ...settledEvent, name: 'approval.given', exportName: 'approvalGiven' }, timeoutText: null } }),
+    step('approved', 'waitFor', 4, {
+      key: null,
+      wait: { event: { ...settledEvent, name: 'approval.given', exportName: 'approvalGiven' }, timeoutText: null },
+    }),
     step('copy', 'forEach', 5, {
       key: key('({ input, item }) => `copy:${input.orderId}:${item.from}`', { readsItem: true }),
       functions: [fn('items', '({ steps }) => steps.load.batches'), fn('childInput', '({ item }) => item')],
-      fanOut: { workflow: { name: 'copy-batch', version: 2, exportName: 'copyBatch', file: 'shop/copy-batch.workflow.ts' }, concurrencyText: '4' },
+      fanOut: {
+        workflow: { name: 'copy-batch', version: 2, exportName: 'copyBatch', file: 'shop/copy-batch.workflow.ts' },
+        concurrencyText: '4',
+      },
     }),
   ]);
 
@@ -275,7 +347,12 @@ describe('conditions, waits and children', () => {
   });
 
   it('hashes the shape with the condition, the event and the child version, as the runtime does', () => {
-    const plain = workflow('fulfil', 1, 'fulfil', fulfil.steps.map((s) => ({ ...s, conditional: false })));
+    const plain = workflow(
+      'fulfil',
+      1,
+      'fulfil',
+      fulfil.steps.map((s) => ({ ...s, conditional: false })),
+    );
     expect(shapeHash(plain)).not.toBe(shapeHash(fulfil));
     const parsed = parseManifest('m.json', emitManifest([fulfil], new Map()));
     if (parsed.status !== 'present') throw new Error('expected a manifest');
@@ -312,9 +389,13 @@ describe('conditions, waits and children', () => {
   it('reviews conditions, the events waited for and the children started', () => {
     const text = emitReview([fulfil]);
     expect(text).toContain('- `vip` runs only when `({ input }) => input.vip` returns true');
-    expect(text).toContain('- `settled` waits for `payment.settled` (`paymentSettled` in `shop/events.ts`) with correlation key `({ input }) => input.orderId`');
+    expect(text).toContain(
+      '- `settled` waits for `payment.settled` (`paymentSettled` in `shop/events.ts`) with correlation key `({ input }) => input.orderId`',
+    );
     expect(text).toContain('timeout `86_400_000` ms');
-    expect(text).toContain('- `approved` waits for `approval.given` (`approvalGiven` in `shop/events.ts`) as a signal to the run');
+    expect(text).toContain(
+      '- `approved` waits for `approval.given` (`approvalGiven` in `shop/events.ts`) as a signal to the run',
+    );
     expect(text).toContain(
       '- `copy` starts `copy-batch` v2 (`copyBatch`) once per item of `({ steps }) => steps.load.batches`, with key `` ({ input, item }) => `copy:${input.orderId}:${item.from}` `` (reads input field `orderId` and the item); at most `4` unfinished at once',
     );
@@ -330,18 +411,41 @@ describe('queues', () => {
     location: at(2),
     limitsText: '{ partition: { concurrency: 1 } }',
   };
-  const email: QueueReference = { name: 'email', exportName: 'emailQueue', file: 'shop/queues.ts', location: at(3), limitsText: null };
+  const email: QueueReference = {
+    name: 'email',
+    exportName: 'emailQueue',
+    file: 'shop/queues.ts',
+    location: at(3),
+    limitsText: null,
+  };
   const base = workflow('onboard', 1, 'onboard', [
     step('profile', 'step', 0),
     step('welcome', 'external', 1, {
       idempotentByKey: true,
-      queue: { queue: email, partitionKey: key('({ steps }) => steps.profile.domain', { inputFields: [], stepReads: [{ step: 'profile', path: 'domain', at: at(30), via: [] }] }), location: at(31) },
+      queue: {
+        queue: email,
+        partitionKey: key('({ steps }) => steps.profile.domain', {
+          inputFields: [],
+          stepReads: [{ step: 'profile', path: 'domain', at: at(30), via: [] }],
+        }),
+        location: at(31),
+      },
     }),
-    step('audit', 'transactional', 2, { queue: { queue: { ...email, name: 'ledger', exportName: 'ledgerQueue', limitsText: '{\n  concurrency: 4,\n}' }, partitionKey: null, location: at(32) } }),
+    step('audit', 'transactional', 2, {
+      queue: {
+        queue: { ...email, name: 'ledger', exportName: 'ledgerQueue', limitsText: '{\n  concurrency: 4,\n}' },
+        partitionKey: null,
+        location: at(32),
+      },
+    }),
   ]);
   const onboard: WorkflowModel = {
     ...base,
-    queue: { queue: tenantRuns, partitionKey: key('({ input }) => input.tenantId', { inputFields: ['tenantId'] }), location: at(7) },
+    queue: {
+      queue: tenantRuns,
+      partitionKey: key('({ input }) => input.tenantId', { inputFields: ['tenantId'] }),
+      location: at(7),
+    },
     parts: [
       ...base.parts,
       { kind: 'partitionKey', step: null, hash: 'run-partition', location: at(7) },
@@ -366,7 +470,9 @@ describe('queues', () => {
     expect(entry.partKinds).not.toContain('queue');
     expect(entry.queue).toBe('tenant-runs');
     expect(entry.steps.map((s) => s.queue ?? null)).toEqual([null, 'email', 'ledger']);
-    expect(entry.parts).toEqual(expect.objectContaining({ partitionKey: 'run-partition', 'steps.welcome.partitionKey': 'welcome-partition' }));
+    expect(entry.parts).toEqual(
+      expect.objectContaining({ partitionKey: 'run-partition', 'steps.welcome.partitionKey': 'welcome-partition' }),
+    );
     expect(Object.keys(entry.parts ?? {}).filter((id) => id.endsWith('queue'))).toEqual([]);
   });
 
@@ -381,7 +487,9 @@ describe('queues', () => {
       '- Each attempt of `welcome` holds a slot of `email` (`emailQueue` in `shop/queues.ts`) while it runs; no limits declared; ' +
         'partition key `({ steps }) => steps.profile.domain` (reads earlier output `profile.domain`).',
     );
-    expect(text).toContain('- Each attempt of `audit` holds a slot of `ledger` (`ledgerQueue` in `shop/queues.ts`) while it runs; limits `{ concurrency: 4 }`; one partition (no `partitionKey`).');
+    expect(text).toContain(
+      '- Each attempt of `audit` holds a slot of `ledger` (`ledgerQueue` in `shop/queues.ts`) while it runs; limits `{ concurrency: 4 }`; one partition (no `partitionKey`).',
+    );
     expect(emitReview([refund])).not.toContain('### Queues');
   });
 });

@@ -52,7 +52,11 @@ describe('examples', () => {
 
 /** Removes `key: <text>,` starting on `line` (1-based), however many lines the key spans. */
 function withoutKey(source: string, line: number, text: string): string {
-  const lineStart = source.split('\n').slice(0, line - 1).join('\n').length + (line > 1 ? 1 : 0);
+  const lineStart =
+    source
+      .split('\n')
+      .slice(0, line - 1)
+      .join('\n').length + (line > 1 ? 1 : 0);
   const start = source.indexOf('key', lineStart);
   const end = source.indexOf(text, start) + text.length;
   const afterComma = source[end] === ',' ? end + 1 : end;

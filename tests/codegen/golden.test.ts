@@ -38,15 +38,23 @@ describe('codegen golden cases', () => {
     const config = readConfig(name);
     it(`${name}: ${config.description}`, async () => {
       const caseDir = path.join(casesDir, name);
-      const run = await runCodegen({ root: path.join(caseDir, 'input'), ...(config.retire === undefined ? {} : { retire: config.retire }) });
+      const run = await runCodegen({
+        root: path.join(caseDir, 'input'),
+        ...(config.retire === undefined ? {} : { retire: config.retire }),
+      });
       const diagnostics = formatText(run.diagnostics);
       const notes = run.notes.map((note) => `${note}\n`).join('');
       const expectedDir = path.join(caseDir, 'expected');
       const diagnosticsFile = path.join(expectedDir, 'diagnostics.txt');
       const notesFile = path.join(expectedDir, 'notes.txt');
       const generatedDir = path.join(expectedDir, 'generated');
-      const generated: Record<string, string> = Object.fromEntries((run.generated ?? []).map((f) => [f.path, f.content]));
-      expect(Object.keys(generated).filter((file) => /^migrations\/0001_/.test(file)), 'codegen never writes a 0001 migration').toEqual([]);
+      const generated: Record<string, string> = Object.fromEntries(
+        (run.generated ?? []).map((f) => [f.path, f.content]),
+      );
+      expect(
+        Object.keys(generated).filter((file) => /^migrations\/0001_/.test(file)),
+        'codegen never writes a 0001 migration',
+      ).toEqual([]);
 
       if (update) {
         rmSync(expectedDir, { recursive: true, force: true });

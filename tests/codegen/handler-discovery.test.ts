@@ -1,10 +1,15 @@
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { discoverHandlerModules, discoverHandlerModulesSync, generatedModuleOf } from '../../codegen/discovery/discover-handler-modules.js';
+import {
+  discoverHandlerModules,
+  discoverHandlerModulesSync,
+  generatedModuleOf,
+} from '../../codegen/discovery/discover-handler-modules.js';
 import { runCodegen } from '../../codegen/run-codegen.js';
 import { REPO_ROOT, TempProject } from './support/temp-project.js';
 
-const BINDS = (specifier: string) => `import { ordersHandlers } from '${specifier}';\nexport const r = ordersHandlers({} as any);\n`;
+const BINDS = (specifier: string) =>
+  `import { ordersHandlers } from '${specifier}';\nexport const r = ordersHandlers({} as any);\n`;
 
 let project: TempProject;
 
@@ -19,7 +24,10 @@ describe('discoverHandlerModules', () => {
     project.write('src/orders.handlers.ts', BINDS('../generated/contracts/orders.v1.js'));
     project.write('src/via-index.ts', BINDS('../generated/index.js'));
     project.write('src/deep/via-directory.mts', BINDS('../../generated'));
-    project.write('src/no-binder.ts', `import type { OrdersHandlers } from '../generated/contracts/orders.v1.js';\nexport type H = OrdersHandlers;\n`);
+    project.write(
+      'src/no-binder.ts',
+      `import type { OrdersHandlers } from '../generated/contracts/orders.v1.js';\nexport type H = OrdersHandlers;\n`,
+    );
     project.write('src/mentions-only.ts', `// the generated ordersHandlers(...) binds handlers\nexport {};\n`);
     project.write('src/other-contracts.ts', BINDS('../contracts/orders.v1.js'));
     project.write('src/package.ts', BINDS('ledgerflow-generated/contracts/orders.v1.js'));
@@ -32,7 +40,9 @@ describe('discoverHandlerModules', () => {
       'src/orders.handlers.ts',
       'src/via-index.ts',
     ]);
-    expect(discoverHandlerModulesSync({ root: project.root, outDir: 'generated' })).toEqual(await discoverHandlerModules({ root: project.root, outDir: 'generated' }));
+    expect(discoverHandlerModulesSync({ root: project.root, outDir: 'generated' })).toEqual(
+      await discoverHandlerModules({ root: project.root, outDir: 'generated' }),
+    );
   });
 
   it('follows the output directory', async () => {
@@ -52,7 +62,11 @@ describe('generatedModuleOf', () => {
       workflow: 'order-payment',
       version: 12,
     });
-    expect(generatedModuleOf(from, '../generated/contracts/orders.v1', generated)).toEqual({ kind: 'contract', workflow: 'orders', version: 1 });
+    expect(generatedModuleOf(from, '../generated/contracts/orders.v1', generated)).toEqual({
+      kind: 'contract',
+      workflow: 'orders',
+      version: 1,
+    });
   });
 
   it('recognises the index and rejects anything else', () => {
@@ -76,7 +90,11 @@ describe('the repository itself', () => {
     ]);
     const run = await runCodegen({ root: REPO_ROOT });
     // Steps of the built-in kinds (copyBatches, settled, untilRenewal) have no handler to analyse.
-    expect(run.analysis.handlers?.bindings.map((b) => `${b.workflow}@${b.version}: ${b.handlers.map((h) => h.step).join(', ')}`)).toEqual([
+    expect(
+      run.analysis.handlers?.bindings.map(
+        (b) => `${b.workflow}@${b.version}: ${b.handlers.map((h) => h.step).join(', ')}`,
+      ),
+    ).toEqual([
       'data-backfill@1: planBatches, total',
       'backfill-batch@1: copyBatch',
       // One handlers object bound to three versions: the analysis follows the const to its literal;

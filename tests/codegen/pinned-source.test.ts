@@ -20,15 +20,15 @@ function tokens(source: string): string {
 describe('normalizedSource', () => {
   it('ignores comments, whitespace, quotes, trailing commas, optional semicolons, arrow parens and number spelling', () => {
     const same: [string, string][] = [
-      ["z.object({ id: z.string() })", "z.object({\n  // the order\n  id: z.string(), /* required */\n})"],
+      ['z.object({ id: z.string() })', 'z.object({\n  // the order\n  id: z.string(), /* required */\n})'],
       ["z.enum(['a', 'b'])", 'z.enum(["a", "b",])'],
       ["z.object({ 'id': z.string() })", 'z.object({ id: z.string() })'],
       ['z.number().max(1000)', 'z.number().max(1_000.0)'],
       ['z.number().max(1e3)', 'z.number().max(0x3e8)'],
       ['(x) => x.id', 'x => x.id'],
       ['() => { const a = 1; return a; }', '() => {\n  const a = 1\n  return a\n}'],
-      ["z.custom<{ a: string; b: number }>()", 'z.custom<{ a: string, b: number, }>()'],
-      ["({ input }) => `k:${input.id}`", "({ input, }) => `k:${input.id}` // key"],
+      ['z.custom<{ a: string; b: number }>()', 'z.custom<{ a: string, b: number, }>()'],
+      ['({ input }) => `k:${input.id}`', '({ input, }) => `k:${input.id}` // key'],
     ];
     for (const [a, b] of same) expect(tokens(b), `${a} ≡ ${b}`).toBe(tokens(a));
   });
@@ -36,7 +36,7 @@ describe('normalizedSource', () => {
   it('keeps what changes meaning, including what ASI decides and array holes', () => {
     const different: [string, string][] = [
       ['z.string()', 'z.number()'],
-      ["z.string().regex(/^a+$/)", "z.string().regex(/^a*$/)"],
+      ['z.string().regex(/^a+$/)', 'z.string().regex(/^a*$/)'],
       ["'a b'", "'a  b'"],
       ['`a ${b}`', '`a  ${b}`'],
       ['() => { return\nx }', '() => { return x }'],
@@ -62,7 +62,10 @@ describe('PinnedSources', () => {
     const program = new AnalysisProgram(project.root, [main]);
     const statement = program
       .sourceFile(main)!
-      .statements.find((s): s is ts.VariableStatement => ts.isVariableStatement(s) && s.declarationList.declarations[0]!.name.getText() === name)!;
+      .statements.find(
+        (s): s is ts.VariableStatement =>
+          ts.isVariableStatement(s) && s.declarationList.declarations[0]!.name.getText() === name,
+      )!;
     return PinnedSources.of(program).pin(statement.declarationList.declarations[0]!.initializer!, 'the part');
   }
 
@@ -107,17 +110,24 @@ describe('PinnedSources', () => {
   });
 
   it('pins an import from a package by its specifier, not by the package', () => {
-    const files = (from: string) => ({ 'src/main.ts': `import { z } from '${from}';\nexport const part = z.string();\n` });
+    const files = (from: string) => ({
+      'src/main.ts': `import { z } from '${from}';\nexport const part = z.string();\n`,
+    });
     expect(hashOf(files('zod'))).not.toBe(hashOf(files('zod/mini')));
   });
 
   it('says when a part names something it cannot read: a package export, a let, an undeclared name, a missing module', () => {
-    expect(pin({ 'src/main.ts': `import { Order } from '@acme/schemas';\nexport const part = Order;\n` }).problem?.message).toBe(
+    expect(
+      pin({ 'src/main.ts': `import { Order } from '@acme/schemas';\nexport const part = Order;\n` }).problem?.message,
+    ).toBe(
       'the part is `Order`, imported from package "@acme/schemas": codegen pins it by its source text and cannot read a package\'s — ' +
         'declare it in this project (this file or a relative import), so that a change to it is seen.',
     );
     project.remove();
-    expect(pin({ 'src/main.ts': `import { z } from 'zod';\nlet Order = z.string();\nexport const part = Order;\n` }).problem?.message).toBe(
+    expect(
+      pin({ 'src/main.ts': `import { z } from 'zod';\nlet Order = z.string();\nexport const part = Order;\n` }).problem
+        ?.message,
+    ).toBe(
       'the part is `Order`, declared with let: codegen pins it by its declaration, which only a const keeps — declare it with const.',
     );
     project.remove();
@@ -125,7 +135,11 @@ describe('PinnedSources', () => {
       'the part is `Order`, which is declared neither in this file nor in a relative import: codegen pins it by its source text — declare it in one of them.',
     );
     project.remove();
-    expect(pin({ 'src/main.ts': `import { Order } from './missing.js';\nimport { z } from 'zod';\nexport const part = z.array(Order);\n` }).problem?.message).toBe(
+    expect(
+      pin({
+        'src/main.ts': `import { Order } from './missing.js';\nimport { z } from 'zod';\nexport const part = z.array(Order);\n`,
+      }).problem?.message,
+    ).toBe(
       'the part uses `Order`, imported from "./missing.js", which codegen cannot find as a TypeScript module of this project: ' +
         'codegen pins what a run depends on by its source text — import it from a .ts file.',
     );

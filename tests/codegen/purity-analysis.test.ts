@@ -55,19 +55,29 @@ describe('PurityAnalyzer.analyze', () => {
   it('reports a read of a step the context does not make visible', () => {
     const report = analyze('canShip', { data: ['input'], steps: { visible: [] } });
     expect(report.findings).toEqual([
-      expect.objectContaining({ kind: 'invisible-step-read', step: 'charge', path: 'amountCents', text: 'steps.charge.amountCents' }),
+      expect.objectContaining({
+        kind: 'invisible-step-read',
+        step: 'charge',
+        path: 'amountCents',
+        text: 'steps.charge.amountCents',
+      }),
     ]);
   });
 
   it('reads any data property the context description names', () => {
     const report = analyze('matchesOrder', { data: ['input', 'event'], steps: null });
-    expect(report.data).toEqual({ input: { whole: false, paths: ['orderId'] }, event: { whole: false, paths: ['orderId'] } });
+    expect(report.data).toEqual({
+      input: { whole: false, paths: ['orderId'] },
+      event: { whole: false, paths: ['orderId'] },
+    });
     expect(report.findings).toEqual([]);
   });
 
   it('finds the clock in a partition key over the input alone', () => {
     const report = analyze('partitionKey', { data: ['input'], steps: null });
-    expect(report.findings).toEqual([expect.objectContaining({ kind: 'nondeterministic', source: 'clock', text: 'Date.now()' })]);
+    expect(report.findings).toEqual([
+      expect.objectContaining({ kind: 'nondeterministic', source: 'clock', text: 'Date.now()' }),
+    ]);
     expect(report.data['input']!.paths).toEqual(['tenant']);
   });
 
@@ -86,6 +96,13 @@ describe('PurityAnalyzer.analyze', () => {
 
   it('says when a function does not depend on its context', () => {
     const report = analyze('ignoresContext', { data: ['input'], steps: { visible: [] } });
-    expect(report).toEqual({ dependsOnContext: false, data: { input: { whole: false, paths: [] } }, readsAllSteps: false, stepReads: [], calls: [], findings: [] });
+    expect(report).toEqual({
+      dependsOnContext: false,
+      data: { input: { whole: false, paths: [] } },
+      readsAllSteps: false,
+      stepReads: [],
+      calls: [],
+      findings: [],
+    });
   });
 });

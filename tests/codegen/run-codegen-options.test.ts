@@ -32,7 +32,9 @@ describe('runCodegen options', () => {
     const error = await runCodegen({ root: REPO_ROOT, retire: ['Orders@1'] }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(CodegenOptionsError);
     expect(error).toMatchObject({ option: 'retire', value: 'Orders@1', reason: null });
-    expect((error as Error).message).toBe('retire takes a workflow version as <name>@<version> (e.g. orders@1); got "Orders@1".');
+    expect((error as Error).message).toBe(
+      'retire takes a workflow version as <name>@<version> (e.g. orders@1); got "Orders@1".',
+    );
     expect(describeOptionsError(error as CodegenOptionsError, OPTION_FLAGS)).toBe(
       '--retire takes a workflow version as <name>@<version> (e.g. orders@1); got "Orders@1".',
     );

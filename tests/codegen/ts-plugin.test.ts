@@ -101,7 +101,10 @@ beforeAll(() => {
 
 afterAll(() => project.remove());
 
-function createPlugin(config: Record<string, unknown> = {}, files: readonly string[] = [refundFile, cleanFile, otherFile]) {
+function createPlugin(
+  config: Record<string, unknown> = {},
+  files: readonly string[] = [refundFile, cleanFile, otherFile],
+) {
   const host = new EditorHost(project.root, files);
   const languageService = ts.createLanguageService(host);
   const logged: string[] = [];
@@ -124,7 +127,9 @@ const lineColOf = (d: ts.Diagnostic) => {
 describe('the TypeScript language-service plugin', () => {
   it("appends the CLI's diagnostics for a workflow file, with its messages, at its positions", async () => {
     const { plugin, languageService, logged } = createPlugin();
-    const cli = (await runCodegen({ root: project.root })).diagnostics.filter((d) => d.file === 'src/refund.workflow.ts');
+    const cli = (await runCodegen({ root: project.root })).diagnostics.filter(
+      (d) => d.file === 'src/refund.workflow.ts',
+    );
     expect(cli.map((d) => `${d.line}:${d.col} ${d.code}`)).toEqual(['14:27 LF002', '19:4 LF001']);
 
     const diagnostics = plugin.getSemanticDiagnostics(refundFile);
@@ -133,8 +138,15 @@ describe('the TypeScript language-service plugin', () => {
     expect(original.some((d) => d.code === 2322)).toBe(true);
 
     const found = ledgerflowOnly(diagnostics);
-    expect(found.map((d) => ({ at: lineColOf(d), code: d.code, message: d.messageText, category: d.category }))).toEqual(
-      cli.map((d) => ({ at: `${d.line}:${d.col}`, code: Number(d.code.slice(2)), message: d.message, category: ts.DiagnosticCategory.Error })),
+    expect(
+      found.map((d) => ({ at: lineColOf(d), code: d.code, message: d.messageText, category: d.category })),
+    ).toEqual(
+      cli.map((d) => ({
+        at: `${d.line}:${d.col}`,
+        code: Number(d.code.slice(2)),
+        message: d.message,
+        category: ts.DiagnosticCategory.Error,
+      })),
     );
     expect(found.map(textOf)).toEqual(['Date.now()', 'transactional']);
     expect(logged).toEqual([]);
@@ -164,11 +176,16 @@ describe('the TypeScript language-service plugin', () => {
   });
 
   it("reports warnings as warnings and honours the entry's include", () => {
-    const file = project.write('flows/constant.ts', CLEAN.replace('key: ({ input }) => `reserve:${input.orderId}`', "key: () => 'reserve'"));
+    const file = project.write(
+      'flows/constant.ts',
+      CLEAN.replace('key: ({ input }) => `reserve:${input.orderId}`', "key: () => 'reserve'"),
+    );
     try {
       const { plugin, logged } = createPlugin({ include: ['flows/*.ts'] }, [file]);
       const found = ledgerflowOnly(plugin.getSemanticDiagnostics(file));
-      expect(found.map((d) => [lineColOf(d), d.code, d.category, textOf(d)])).toEqual([['7:5', 5, ts.DiagnosticCategory.Warning, "key: () => 'reserve'"]]);
+      expect(found.map((d) => [lineColOf(d), d.code, d.category, textOf(d)])).toEqual([
+        ['7:5', 5, ts.DiagnosticCategory.Warning, "key: () => 'reserve'"],
+      ]);
       expect(logged).toEqual([]);
     } finally {
       rmSync(file);
@@ -180,11 +197,15 @@ describe('the TypeScript language-service plugin', () => {
     expect(plugin.getSemanticDiagnostics(refundFile)).toEqual(languageService.getSemanticDiagnostics(refundFile));
     expect(plugin.getSemanticDiagnostics(refundFile).some((d) => d.code === 2322)).toBe(true);
     expect(logged).toHaveLength(1);
-    expect(logged[0]).toMatch(/^\[ledgerflow\/ts-plugin\] codegen's analysis failed, so only TypeScript's diagnostics are shown: CodegenOptionsError: outDir must be a directory inside root/);
+    expect(logged[0]).toMatch(
+      /^\[ledgerflow\/ts-plugin\] codegen's analysis failed, so only TypeScript's diagnostics are shown: CodegenOptionsError: outDir must be a directory inside root/,
+    );
   });
 
-  it("loads as the tsconfig of docs/tutorial/03-diagnostics.md names it: resolved as tsserver resolves it (node10, no exports) and require()d", () => {
-    const tsconfig = JSON.parse(readFileSync(path.join(REPO_ROOT, 'tests/codegen/fixtures/ts-plugin-tsconfig.json'), 'utf8')) as {
+  it('loads as the tsconfig of docs/tutorial/03-diagnostics.md names it: resolved as tsserver resolves it (node10, no exports) and require()d', () => {
+    const tsconfig = JSON.parse(
+      readFileSync(path.join(REPO_ROOT, 'tests/codegen/fixtures/ts-plugin-tsconfig.json'), 'utf8'),
+    ) as {
       compilerOptions: { plugins: { name: string }[] };
     };
     const entry = tsconfig.compilerOptions.plugins[0]!;

@@ -103,6 +103,9 @@ async function expectRuntimeHashes(root: string, codegen: CodegenRun): Promise<v
     const loaded = module[model.exportName]!;
     const contract = codegen.generated!.find((f) => f.path === `contracts/${model.name}.v${model.version}.ts`)!.content;
     expect(contract, model.name).toContain(`DefinitionHash = '${shapeHash(loaded)}';`);
-    expect(manifest.workflows.find((e) => e.name === model.name && e.version === model.version)?.definitionHash, model.name).toBe(shapeHash(loaded));
+    expect(
+      manifest.workflows.find((e) => e.name === model.name && e.version === model.version)?.definitionHash,
+      model.name,
+    ).toBe(shapeHash(loaded));
   }
 }

@@ -50,7 +50,9 @@ describe('value-preserving wrappers', () => {
   });
 
   it('do not hide a mutable module literal: `<T>[...]` and `{...}!` are LF004 like `[...] as T`; `<const>` freezes like `as const`', () => {
-    const lf004 = run.diagnostics.filter((d) => d.code === 'LF004').map((d) => d.message.match(/^key of step "(\w+)"/)?.[1]);
+    const lf004 = run.diagnostics
+      .filter((d) => d.code === 'LF004')
+      .map((d) => d.message.match(/^key of step "(\w+)"/)?.[1]);
     expect(lf004).toEqual(['asType', 'angleType', 'nonNull']);
   });
 });

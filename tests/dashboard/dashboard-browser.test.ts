@@ -9,7 +9,16 @@ import { serveDashboard, type ServedDashboard } from 'ledgerflow/dashboard';
 import { waitUntil } from '../runtime/fixtures/run-helpers.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
-import { batch, DASHBOARD_WORKFLOWS, dashboardHandlers, flaky, fulfil, ordersV1, ordersV2, receipt } from './fixtures/dashboard-workflows.js';
+import {
+  batch,
+  DASHBOARD_WORKFLOWS,
+  dashboardHandlers,
+  flaky,
+  fulfil,
+  ordersV1,
+  ordersV2,
+  receipt,
+} from './fixtures/dashboard-workflows.js';
 
 /**
  * The dashboard in a real headless browser (Debian's chromium, driven by playwright-core) over
@@ -27,7 +36,10 @@ const CHROMIUM = '/usr/bin/chromium';
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const SHOTS = fileURLToPath(new URL('./screenshots/', import.meta.url));
 const CRASH_WORKER = fileURLToPath(new URL('./fixtures/crash-worker.ts', import.meta.url));
-const KILL_IN_RESERVE = JSON.stringify({ seed: 13, points: { 'inside-transactional-handler': { probability: 1, actions: ['kill'], times: 1 } } });
+const KILL_IN_RESERVE = JSON.stringify({
+  seed: 13,
+  points: { 'inside-transactional-handler': { probability: 1, actions: ['kill'], times: 1 } },
+});
 
 describe('dashboard in a browser [pg]', () => {
   let store: TestStore;
@@ -36,11 +48,19 @@ describe('dashboard in a browser [pg]', () => {
   let served: ServedDashboard;
   let browser: Browser;
   let page: Page;
-  const runs: Record<'failed' | 'crashed' | 'parked' | 'parent' | 'v1', string> = { failed: '', crashed: '', parked: '', parent: '', v1: '' };
+  const runs: Record<'failed' | 'crashed' | 'parked' | 'parent' | 'v1', string> = {
+    failed: '',
+    crashed: '',
+    parked: '',
+    parent: '',
+    v1: '',
+  };
 
   beforeAll(async () => {
     if (!existsSync(CHROMIUM)) {
-      throw new Error(`The dashboard's browser tests need Debian's chromium at ${CHROMIUM}: run \`apt-get install chromium\` (CI's .ci/run installs it).`);
+      throw new Error(
+        `The dashboard's browser tests need Debian's chromium at ${CHROMIUM}: run \`apt-get install chromium\` (CI's .ci/run installs it).`,
+      );
     }
     store = await createPgTestStore();
     await migrateForTest(store, DASHBOARD_WORKFLOWS);
@@ -48,34 +68,58 @@ describe('dashboard in a browser [pg]', () => {
 
     // A worker process dies inside the reserve step of this run (SIGKILL at a fault point).
     runs.crashed = (await client.start(fulfil, { orderId: 'ful-1', quantity: 2 })).runId;
-    const crash = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>((resolve, reject) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', CRASH_WORKER], {
-        cwd: ROOT,
-        env: { ...process.env, DATABASE_URL: store.url!, LEDGERFLOW_FAULTS: KILL_IN_RESERVE },
-        stdio: ['ignore', 'ignore', 'pipe'],
-      });
-      let stderr = '';
-      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-      child.once('error', reject);
-      child.once('exit', (code, signal) => resolve({ code, signal, stderr }));
-    });
+    const crash = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>(
+      (resolve, reject) => {
+        const child = spawn(process.execPath, ['--import', 'tsx', CRASH_WORKER], {
+          cwd: ROOT,
+          env: { ...process.env, DATABASE_URL: store.url!, LEDGERFLOW_FAULTS: KILL_IN_RESERVE },
+          stdio: ['ignore', 'ignore', 'pipe'],
+        });
+        let stderr = '';
+        child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+        child.once('error', reject);
+        child.once('exit', (code, signal) => resolve({ code, signal, stderr }));
+      },
+    );
     expect(crash.signal, crash.stderr).toBe('SIGKILL');
 
-    for (let i = 1; i <= 3; i++) await client.start(ordersV2, { orderId: `ord-${i}`, amountCents: 1_000 * i }, { dedupeKey: `ord-${i}` });
-    runs.v1 = (await client.start(ordersV1, { orderId: 'ord-legacy', amountCents: 500 }, { dedupeKey: 'legacy-1' })).runId;
+    for (let i = 1; i <= 3; i++)
+      await client.start(ordersV2, { orderId: `ord-${i}`, amountCents: 1_000 * i }, { dedupeKey: `ord-${i}` });
+    runs.v1 = (
+      await client.start(ordersV1, { orderId: 'ord-legacy', amountCents: 500 }, { dedupeKey: 'legacy-1' })
+    ).runId;
     runs.failed = (await client.start(flaky, { label: 'nightly-sync' })).runId;
     runs.parked = (await client.start(receipt, { orderId: 'rcpt-1' })).runId;
     runs.parent = (await client.start(batch, { batchId: 'b-1', skus: ['sku-a', 'sku-b', 'sku-c'] })).runId;
-    worker = createWorker({ store, workflows: dashboardHandlers(), leaseMs: 2_000, pollIntervalMs: 20, reconcileIntervalMs: 0 });
+    worker = createWorker({
+      store,
+      workflows: dashboardHandlers(),
+      leaseMs: 2_000,
+      pollIntervalMs: 20,
+      reconcileIntervalMs: 0,
+    });
     await worker.start();
-    const expected = { crashed: 'completed', failed: 'failed', parked: 'needs_reconciliation', parent: 'waiting' } as const;
+    const expected = {
+      crashed: 'completed',
+      failed: 'failed',
+      parked: 'needs_reconciliation',
+      parent: 'waiting',
+    } as const;
     const statuses = async () =>
-      Object.fromEntries(await Promise.all(Object.keys(expected).map(async (k) => [k, (await client.getRun(runs[k as keyof typeof expected])).status])));
-    await waitUntil('the runs to settle', async () => {
-      const now = await statuses();
-      const children = (await client.getRun(runs.parent)).children.filter((c) => c.status === 'waiting').length;
-      return Object.entries(expected).every(([k, v]) => now[k] === v) && children === 3;
-    }, 20_000).catch(async (error: Error) => {
+      Object.fromEntries(
+        await Promise.all(
+          Object.keys(expected).map(async (k) => [k, (await client.getRun(runs[k as keyof typeof expected])).status]),
+        ),
+      );
+    await waitUntil(
+      'the runs to settle',
+      async () => {
+        const now = await statuses();
+        const children = (await client.getRun(runs.parent)).children.filter((c) => c.status === 'waiting').length;
+        return Object.entries(expected).every(([k, v]) => now[k] === v) && children === 3;
+      },
+      20_000,
+    ).catch(async (error: Error) => {
       throw new Error(`${error.message}: ${JSON.stringify(await statuses())}`);
     });
 
@@ -108,7 +152,11 @@ describe('dashboard in a browser [pg]', () => {
     await open('/?limit=4');
     const seen: string[] = [];
     for (;;) {
-      seen.push(...(await page.locator('#runs tbody tr td:first-child a').evaluateAll((links) => links.map((a) => a.getAttribute('title')!))));
+      seen.push(
+        ...(await page
+          .locator('#runs tbody tr td:first-child a')
+          .evaluateAll((links) => links.map((a) => a.getAttribute('title')!))),
+      );
       if ((await page.locator('#next-page').count()) === 0) break;
       await page.click('#next-page');
     }
@@ -138,9 +186,13 @@ describe('dashboard in a browser [pg]', () => {
     await open('/?workflow=dash-fulfil');
     await page.click(`a[href="/runs/${runs.crashed}"]`);
     await page.waitForSelector('#timeline');
-    const bars = await page.locator('#timeline rect.bar').evaluateAll((rects) =>
-      rects.map((r) => `${r.getAttribute('data-step')}#${r.getAttribute('data-attempt')} ${r.getAttribute('data-status')}`),
-    );
+    const bars = await page
+      .locator('#timeline rect.bar')
+      .evaluateAll((rects) =>
+        rects.map(
+          (r) => `${r.getAttribute('data-step')}#${r.getAttribute('data-attempt')} ${r.getAttribute('data-status')}`,
+        ),
+      );
     // The worker died inside reserve; price, a plain step before it, was carried to reserve's
     // transaction, which the crash rolled back. So the database last showed price's attempt
     // running: the crash is recorded there, price runs again, and reserve runs once.
@@ -153,11 +205,15 @@ describe('dashboard in a browser [pg]', () => {
       'giftWrap#1 skipped',
       'ship#1 succeeded',
     ]);
-    expect(await page.locator('#timeline rect[data-status=skipped] title').textContent()).toContain('skipped (its condition was false)');
+    expect(await page.locator('#timeline rect[data-status=skipped] title').textContent()).toContain(
+      'skipped (its condition was false)',
+    );
     expect(await page.locator('#attempts tbody tr:has-text("giftWrap")').textContent()).toContain('skipped');
     expect(await page.locator('dl').textContent()).toContain('done (5 of 5)');
     expect(await page.locator('#timeline rect[data-status=abandoned]').getAttribute('fill')).toBe('url(#crash)');
-    expect(await page.locator('#timeline rect[data-status=failed] title').textContent()).toContain('503 Service Unavailable');
+    expect(await page.locator('#timeline rect[data-status=failed] title').textContent()).toContain(
+      '503 Service Unavailable',
+    );
     const ledger = await page.locator('#ledger tbody tr').allTextContents();
     expect(ledger).toHaveLength(2);
     expect(ledger[0]).toContain('reserve:ful-1');
@@ -216,7 +272,9 @@ describe('dashboard in a browser [pg]', () => {
     expect(await page.locator('#error .error-text').textContent()).toBe('Error: upstream 503 on call 3');
     expect(await page.locator('#error details pre').isVisible()).toBe(false);
     await page.click('#error details summary');
-    expect(await page.locator('#error details pre').textContent()).toMatch(/^step: work\nattempt: 3\n\nError: upstream 503 on call 3\n +at /);
+    expect(await page.locator('#error details pre').textContent()).toMatch(
+      /^step: work\nattempt: 3\n\nError: upstream 503 on call 3\n +at /,
+    );
     await shot('run-error');
     await page.click('text=Retry from the failed step…');
     await page.fill('input[name=reason]', 'upstream is back');

@@ -36,7 +36,12 @@ describeStores('dashboard over HTTP', (getStore) => {
     client = createClient({ store, workflows: DASHBOARD_WORKFLOWS });
     // An intent left open by a call whose outcome is unknown (one attempt, no reconciler).
     parked = (await client.start(receipt, { orderId: 'r-1' })).runId;
-    const worker = createWorker({ store, workflows: dashboardHandlers().filter((r) => r.workflow === receipt), pollIntervalMs: 20, reconcileIntervalMs: 0 });
+    const worker = createWorker({
+      store,
+      workflows: dashboardHandlers().filter((r) => r.workflow === receipt),
+      pollIntervalMs: 20,
+      reconcileIntervalMs: 0,
+    });
     try {
       await worker.drain({ timeoutMs: 20_000 });
     } finally {
@@ -44,7 +49,13 @@ describeStores('dashboard over HTTP', (getStore) => {
     }
     // Not claimed by any worker: they stay pending.
     pending = (await client.start(flaky, { label: 'to-cancel' })).runId;
-    hostile = (await client.start(ordersV2, { orderId: '<script>alert("pwned")</script>', amountCents: 1 }, { dedupeKey: '<img src=x onerror=alert(1)>' })).runId;
+    hostile = (
+      await client.start(
+        ordersV2,
+        { orderId: '<script>alert("pwned")</script>', amountCents: 1 },
+        { dedupeKey: '<img src=x onerror=alert(1)>' },
+      )
+    ).runId;
     for (let i = 0; i < 5; i++) await client.start(flaky, { label: `page-${i}` }, { dedupeKey: `page-${i}` });
   });
 
@@ -86,13 +97,16 @@ describeStores('dashboard over HTTP', (getStore) => {
 
     it('without auth answers only requests addressed to a loopback name (no DNS rebinding)', async () => {
       const app = dashboard();
-      for (const origin of ['http://localhost:4780', 'http://[::1]:4780']) expect((await app.fetch(new Request(`${origin}/`))).status).toBe(200);
+      for (const origin of ['http://localhost:4780', 'http://[::1]:4780'])
+        expect((await app.fetch(new Request(`${origin}/`))).status).toBe(200);
       const rebound = await app.fetch(new Request('http://attacker.example:4780/'));
       expect(rebound.status).toBe(403);
       expect(await rebound.text()).toMatch(/answers only requests addressed to 127\.0\.0\.1, localhost or \[::1\]/);
       // With a token (or a hook) any name is served to whoever proves it.
       const guarded = dashboard({ auth: { token: 'a-token-of-sixteen-chars' } });
-      const bearer = await guarded.fetch(new Request('http://ops.example.com/', { headers: { authorization: 'Bearer a-token-of-sixteen-chars' } }));
+      const bearer = await guarded.fetch(
+        new Request('http://ops.example.com/', { headers: { authorization: 'Bearer a-token-of-sixteen-chars' } }),
+      );
       expect(bearer.status).toBe(200);
     });
 
@@ -116,7 +130,9 @@ describeStores('dashboard over HTTP', (getStore) => {
     });
 
     it('with a hook: the identity it returns is the actor; undefined is 401', async () => {
-      const app = dashboard({ auth: (request) => (request.headers.get('x-user') ? { actor: request.headers.get('x-user')! } : undefined) });
+      const app = dashboard({
+        auth: (request) => (request.headers.get('x-user') ? { actor: request.headers.get('x-user')! } : undefined),
+      });
       expect((await app.fetch(new Request(`${ORIGIN}/`))).status).toBe(401);
       const page = await app.fetch(new Request(`${ORIGIN}/`, { headers: { 'x-user': 'alice@example.com' } }));
       expect(page.status).toBe(200);
@@ -125,7 +141,7 @@ describeStores('dashboard over HTTP', (getStore) => {
   });
 
   describe('actions', () => {
-    it('a POST without the CSRF token, with another session\'s, or from another origin is 403 and changes nothing', async () => {
+    it("a POST without the CSRF token, with another session's, or from another origin is 403 and changes nothing", async () => {
       const app = dashboard();
       const browser = session(app.fetch);
       const csrf = await browser.csrfFrom(`/runs/${pending}/cancel`);
@@ -158,7 +174,9 @@ describeStores('dashboard over HTTP', (getStore) => {
       expect(done.headers.get('location')).toBe(`/runs/${pending}?done=cancelled`);
       expect((await client.getRun(pending)).status).toBe('cancelled');
       const audit = await client.listAudit({ runId: pending });
-      expect(audit.map((a) => [a.action, a.actor, a.reason])).toEqual([['cancel', 'ops-token', 'customer asked to stop']]);
+      expect(audit.map((a) => [a.action, a.actor, a.reason])).toEqual([
+        ['cancel', 'ops-token', 'customer asked to stop'],
+      ]);
       const page = await (await browser.get(done.headers.get('location')!)).text();
       expect(page).toContain('The run was cancelled.');
       expect(page).toContain('customer asked to stop');
@@ -168,10 +186,20 @@ describeStores('dashboard over HTTP', (getStore) => {
       const browser = session(dashboard().fetch);
       const path = `/runs/${parked}/effects/send/resolve`;
       const csrf = await browser.csrfFrom(path);
-      const notJson = await browser.post(path, { outcome: 'found', output: '{messageId: msg_1', reason: 'looked it up', csrf });
+      const notJson = await browser.post(path, {
+        outcome: 'found',
+        output: '{messageId: msg_1',
+        reason: 'looked it up',
+        csrf,
+      });
       expect(notJson.status).toBe(400);
       expect(await notJson.text()).toContain('The output is not valid JSON');
-      const wrong = await browser.post(path, { outcome: 'found', output: '{"messageId": "m-1"}', reason: 'looked it up', csrf });
+      const wrong = await browser.post(path, {
+        outcome: 'found',
+        output: '{"messageId": "m-1"}',
+        reason: 'looked it up',
+        csrf,
+      });
       expect(wrong.status).toBe(400);
       const text = await wrong.text();
       expect(text).toContain('does not match the output schema of step send');
@@ -186,7 +214,9 @@ describeStores('dashboard over HTTP', (getStore) => {
     it('pauses and resumes a queue and a schedule from the queues page, each audited', async () => {
       const store = getStore();
       await registerQueueStatement(queue('dash-email', { concurrency: 2 })).execute(store.db);
-      await registerSchedules(store.db, [schedule('dash-nightly', { cron: '0 2 * * *', workflow: flaky, input: () => ({ label: 'nightly' }) })]);
+      await registerSchedules(store.db, [
+        schedule('dash-nightly', { cron: '0 2 * * *', workflow: flaky, input: () => ({ label: 'nightly' }) }),
+      ]);
       const browser = session(dashboard().fetch);
       const listed = await (await browser.get('/queues')).text();
       expect(listed).toContain('dash-email');
@@ -197,7 +227,10 @@ describeStores('dashboard over HTTP', (getStore) => {
         ['/queues/dash-email/pause', 'unchanged'],
         ['/schedules/dash-nightly/pause', 'paused'],
       ] as const) {
-        const response = await browser.post(path, { reason: 'provider maintenance', csrf: await browser.csrfFrom(path) });
+        const response = await browser.post(path, {
+          reason: 'provider maintenance',
+          csrf: await browser.csrfFrom(path),
+        });
         expect(response.headers.get('location'), path).toBe(`/queues?done=${done}`);
       }
       expect((await client.listQueues()).find((q) => q.name === 'dash-email')?.paused).toBe(true);
@@ -209,7 +242,9 @@ describeStores('dashboard over HTTP', (getStore) => {
       }
       expect((await client.listQueues()).find((q) => q.name === 'dash-email')?.paused).toBe(false);
       expect((await client.listSchedules()).find((q) => q.name === 'dash-nightly')?.paused).toBe(false);
-      const audit = (await client.listAudit({ limit: 10 })).filter((a) => a.target === 'dash-email' || a.target === 'dash-nightly');
+      const audit = (await client.listAudit({ limit: 10 })).filter(
+        (a) => a.target === 'dash-email' || a.target === 'dash-nightly',
+      );
       expect(audit.map((a) => `${a.action} ${a.target} ${a.reason}`)).toEqual([
         'resume-schedule dash-nightly maintenance over',
         'resume-queue dash-email maintenance over',
@@ -217,7 +252,10 @@ describeStores('dashboard over HTTP', (getStore) => {
         'pause-queue dash-email provider maintenance',
       ]);
       expect((await browser.get('/queues/no-such-queue/pause')).status).toBe(200);
-      const missing = await browser.post('/queues/no-such-queue/pause', { reason: 'typo', csrf: await browser.csrfFrom('/queues/no-such-queue/pause') });
+      const missing = await browser.post('/queues/no-such-queue/pause', {
+        reason: 'typo',
+        csrf: await browser.csrfFrom('/queues/no-such-queue/pause'),
+      });
       expect(missing.status).toBe(404);
     });
   });
@@ -273,7 +311,13 @@ describeStores('dashboard over HTTP', (getStore) => {
       const times = ids.map((id) => created.get(id)!);
       expect(times).toEqual([...times].sort((a, b) => b - a));
       const found = await (await app.fetch(new Request(`${ORIGIN}/?key=page-&match=prefix`))).text();
-      expect([...found.matchAll(/<td>(page-\d)<\/td>/g)].map((m) => m[1])).toEqual(['page-0', 'page-1', 'page-2', 'page-3', 'page-4']);
+      expect([...found.matchAll(/<td>(page-\d)<\/td>/g)].map((m) => m[1])).toEqual([
+        'page-0',
+        'page-1',
+        'page-2',
+        'page-3',
+        'page-4',
+      ]);
       const exact = await (await app.fetch(new Request(`${ORIGIN}/?key=page-&match=exact`))).text();
       expect(exact).toContain('No runs match.');
     });
@@ -282,10 +326,15 @@ describeStores('dashboard over HTTP', (getStore) => {
 
 describe('serving the dashboard', () => {
   it('refuses a non-loopback host without a token, from the API and the CLI', async () => {
-    const store = { kind: 'pg', db: undefined, location: 'nowhere' } as unknown as Parameters<typeof serveDashboard>[0]['store'];
+    const store = { kind: 'pg', db: undefined, location: 'nowhere' } as unknown as Parameters<
+      typeof serveDashboard
+    >[0]['store'];
     await expect(serveDashboard({ store, host: '0.0.0.0', port: 0 })).rejects.toThrow(/without an access token/);
     const err: string[] = [];
-    const code = await main(['dashboard', '--host', '0.0.0.0', '--port', '0', '--data-dir', '/nonexistent/never-opened'], { out: () => {}, err: (t) => err.push(t) });
+    const code = await main(
+      ['dashboard', '--host', '0.0.0.0', '--port', '0', '--data-dir', '/nonexistent/never-opened'],
+      { out: () => {}, err: (t) => err.push(t) },
+    );
     expect(code).toBe(2);
     expect(err.join('')).toContain('Refusing to serve the dashboard on 0.0.0.0 without an access token');
   });
@@ -308,7 +357,10 @@ describe('serving the dashboard', () => {
       expect((await fetch(url)).status).toBe(401);
       const login = await fetch(`${url}?token=${TOKEN}`, { redirect: 'manual' });
       expect(login.status).toBe(303);
-      const cookie = login.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
+      const cookie = login.headers
+        .getSetCookie()
+        .map((c) => c.split(';')[0])
+        .join('; ');
       const page = await fetch(url, { headers: { cookie } });
       expect(page.status).toBe(200);
       expect(await page.text()).toContain('signed in as token:');

@@ -1,7 +1,14 @@
 import { CompiledQuery, sql, type RawBuilder } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openIntentsQuery } from '../../runtime/dashboard/open-intents.js';
-import { runPageQuery, STATUS_COUNT_CAP, statusCountsQuery, workflowVersions, type RunCursor, type RunListFilter } from '../../runtime/client/run-list.js';
+import {
+  runPageQuery,
+  STATUS_COUNT_CAP,
+  statusCountsQuery,
+  workflowVersions,
+  type RunCursor,
+  type RunListFilter,
+} from '../../runtime/client/run-list.js';
 import { RUN_STATUSES } from '../../runtime/store/tables.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
@@ -16,7 +23,10 @@ import { planNodes, type PlanNode } from '../support/plan-nodes.js';
  */
 /** Is there a scan of `relation` under `node` with no Limit between them? */
 function unlimitedScanBelow(node: PlanNode, relation: string): boolean {
-  return (node.Plans ?? []).some((child) => child['Node Type'] !== 'Limit' && (child['Relation Name'] === relation || unlimitedScanBelow(child, relation)));
+  return (node.Plans ?? []).some(
+    (child) =>
+      child['Node Type'] !== 'Limit' && (child['Relation Name'] === relation || unlimitedScanBelow(child, relation)),
+  );
 }
 
 const RUNS = 1_000_000;
@@ -46,7 +56,9 @@ describe('dashboard list plans over 1 000 000 runs [pg]', () => {
                                    CASE g % 4 WHEN 1 THEN 2 ELSE 1 END AS version) AS w
         CROSS JOIN LATERAL (SELECT CASE WHEN g % 10000 = 5 THEN 'needs_reconciliation'
                                         WHEN g % 100 < 80 THEN 'completed' WHEN g % 100 < 92 THEN 'failed'
-                                        WHEN g % 100 < 96 THEN 'cancelled' WHEN g % 100 < 98 THEN 'pending' ELSE 'waiting' END AS status) AS s`.execute(store.db);
+                                        WHEN g % 100 < 96 THEN 'cancelled' WHEN g % 100 < 98 THEN 'pending' ELSE 'waiting' END AS status) AS s`.execute(
+      store.db,
+    );
     // The ledger: 200 000 recorded rows and 5 000 open intents (on the first runs by id order).
     await sql`
       INSERT INTO ledgerflow.step_effect
@@ -72,14 +84,26 @@ describe('dashboard list plans over 1 000 000 runs [pg]', () => {
   const entriesRead = (plan: readonly PlanNode[], relation: string): number =>
     plan
       .filter((n) => n['Relation Name'] === relation)
-      .reduce((sum, n) => sum + (n['Actual Rows'] ?? 0) * (n['Actual Loops'] ?? 1) + (n['Rows Removed by Filter'] ?? 0) + (n['Rows Removed by Index Recheck'] ?? 0), 0);
+      .reduce(
+        (sum, n) =>
+          sum +
+          (n['Actual Rows'] ?? 0) * (n['Actual Loops'] ?? 1) +
+          (n['Rows Removed by Filter'] ?? 0) +
+          (n['Rows Removed by Index Recheck'] ?? 0),
+        0,
+      );
 
   const expectIndexRangesOnly = (plan: readonly PlanNode[], relation: string): void => {
     const scans = plan.filter((n) => n['Relation Name'] === relation);
     expect(scans.length, `some scan of ${relation}`).toBeGreaterThan(0);
-    for (const scan of scans) expect(['Index Scan', 'Index Only Scan'], `${relation} read by ${scan['Node Type']}`).toContain(scan['Node Type']);
+    for (const scan of scans)
+      expect(['Index Scan', 'Index Only Scan'], `${relation} read by ${scan['Node Type']}`).toContain(
+        scan['Node Type'],
+      );
     // A sort may order the few rows of limited ranges, never a scan that no Limit stops.
-    const sorts = plan.filter((n) => (n['Node Type'] === 'Sort' || n['Node Type'] === 'Incremental Sort') && unlimitedScanBelow(n, relation));
+    const sorts = plan.filter(
+      (n) => (n['Node Type'] === 'Sort' || n['Node Type'] === 'Incremental Sort') && unlimitedScanBelow(n, relation),
+    );
     expect(sorts, `a sort over every matching row of ${relation}`).toEqual([]);
   };
 
@@ -90,13 +114,26 @@ describe('dashboard list plans over 1 000 000 runs [pg]', () => {
     ['two statuses', { statuses: ['failed', 'cancelled'] }],
     ['a workflow (two versions)', { statuses: [], workflow: 'dash-orders' }],
     ['a workflow, version and status', { statuses: ['failed'], workflow: 'dash-orders', version: 2 }],
-    ['a time range', { statuses: [], createdFrom: new Date(Date.now() - 10 * 86_400_000), createdBefore: new Date(Date.now() - 9 * 86_400_000) }],
-    ['a workflow and a time range', { statuses: ['completed'], workflow: 'dash-flaky', createdFrom: new Date(Date.now() - 5 * 86_400_000) }],
+    [
+      'a time range',
+      {
+        statuses: [],
+        createdFrom: new Date(Date.now() - 10 * 86_400_000),
+        createdBefore: new Date(Date.now() - 9 * 86_400_000),
+      },
+    ],
+    [
+      'a workflow and a time range',
+      { statuses: ['completed'], workflow: 'dash-flaky', createdFrom: new Date(Date.now() - 5 * 86_400_000) },
+    ],
   ];
 
   for (const [what, filter] of listCases) {
     it(`lists a page by ${what}: one index range per status (and version), at most a page from each`, async () => {
-      const versions = filter.workflow !== undefined && filter.version === undefined ? await workflowVersions(store.db, filter.workflow) : [];
+      const versions =
+        filter.workflow !== undefined && filter.version === undefined
+          ? await workflowVersions(store.db, filter.workflow)
+          : [];
       const first = await runPageQuery(filter, undefined, PAGE, versions).execute(store.db);
       expect(first.rows).toHaveLength(PAGE + 1);
       const last = first.rows[PAGE - 1]!;
@@ -104,7 +141,9 @@ describe('dashboard list plans over 1 000 000 runs [pg]', () => {
       for (const c of [undefined, cursor]) {
         const plan = await explain(runPageQuery(filter, c, PAGE, versions));
         expectIndexRangesOnly(plan, 'workflow_run');
-        const ranges = (filter.statuses.length || RUN_STATUSES.length) * (filter.workflow === undefined ? 1 : Math.max(1, versions.length));
+        const ranges =
+          (filter.statuses.length || RUN_STATUSES.length) *
+          (filter.workflow === undefined ? 1 : Math.max(1, versions.length));
         // Each range stops after a page. (Merged by Merge Append, the usual plan, it reads about a
         // page plus a row per range; merged by Append and a top-N sort, at most a page per range.)
         expect(entriesRead(plan, 'workflow_run'), 'index entries read').toBeLessThanOrEqual((PAGE + 1) * ranges);
@@ -126,19 +165,35 @@ describe('dashboard list plans over 1 000 000 runs [pg]', () => {
     for (const cursor of [undefined, { by: 'key', dedupeKey: last.dedupe_key!, id: last.id } as const]) {
       const plan = await explain(runPageQuery(filter, cursor, PAGE));
       expectIndexRangesOnly(plan, 'workflow_run');
-      expect(plan.filter((n) => n['Relation Name'] === 'workflow_run').map((n) => n['Index Name'])).toEqual(['workflow_run_dedupe_prefix_idx']);
+      expect(plan.filter((n) => n['Relation Name'] === 'workflow_run').map((n) => n['Index Name'])).toEqual([
+        'workflow_run_dedupe_prefix_idx',
+      ]);
       expect(entriesRead(plan, 'workflow_run')).toBeLessThanOrEqual(PAGE + 1);
     }
-    const exact = await runPageQuery({ statuses: [], dedupeKey: { value: 'order-500000', match: 'exact' } }, undefined, PAGE).execute(store.db);
+    const exact = await runPageQuery(
+      { statuses: [], dedupeKey: { value: 'order-500000', match: 'exact' } },
+      undefined,
+      PAGE,
+    ).execute(store.db);
     expect(exact.rows.map((r) => r.dedupe_key)).toEqual(['order-500000']);
-    const exactPlan = await explain(runPageQuery({ statuses: [], dedupeKey: { value: 'order-500000', match: 'exact' } }, undefined, PAGE));
+    const exactPlan = await explain(
+      runPageQuery({ statuses: [], dedupeKey: { value: 'order-500000', match: 'exact' } }, undefined, PAGE),
+    );
     expectIndexRangesOnly(exactPlan, 'workflow_run');
     expect(entriesRead(exactPlan, 'workflow_run')).toBeLessThanOrEqual(1);
     // `ledgerflow runs --dedupe-key` (client.listRuns: whole rows) without a workflow reads the same index.
-    const listed = runPageQuery({ statuses: [], dedupeKey: { value: 'order-500000', match: 'exact' } }, undefined, PAGE, [], 'all');
+    const listed = runPageQuery(
+      { statuses: [], dedupeKey: { value: 'order-500000', match: 'exact' } },
+      undefined,
+      PAGE,
+      [],
+      'all',
+    );
     expect((await listed.execute(store.db)).rows.map((r) => r.dedupe_key)).toEqual(['order-500000']);
     const listedPlan = await explain(listed);
-    expect(listedPlan.filter((n) => n['Relation Name'] === 'workflow_run').map((n) => n['Index Name'])).toEqual(['workflow_run_dedupe_prefix_idx']);
+    expect(listedPlan.filter((n) => n['Relation Name'] === 'workflow_run').map((n) => n['Index Name'])).toEqual([
+      'workflow_run_dedupe_prefix_idx',
+    ]);
     expect(entriesRead(listedPlan, 'workflow_run')).toBeLessThanOrEqual(1);
   });
 
@@ -165,11 +220,18 @@ describe('dashboard list plans over 1 000 000 runs [pg]', () => {
     const ages = first.rows.map((r) => r.intent_at.getTime());
     expect(ages).toEqual([...ages].sort((a, b) => a - b));
     const last = first.rows[PAGE - 1]!;
-    const cursor = { intentAt: last.intent_key, runId: last.run_id, stepName: last.step_name, key: last.idempotency_key };
+    const cursor = {
+      intentAt: last.intent_key,
+      runId: last.run_id,
+      stepName: last.step_name,
+      key: last.idempotency_key,
+    };
     for (const c of [undefined, cursor]) {
       const plan = await explain(openIntentsQuery(c, PAGE));
       expectIndexRangesOnly(plan, 'step_effect');
-      expect(plan.filter((n) => n['Relation Name'] === 'step_effect').map((n) => n['Index Name'])).toEqual(['step_effect_open_intent_age_idx']);
+      expect(plan.filter((n) => n['Relation Name'] === 'step_effect').map((n) => n['Index Name'])).toEqual([
+        'step_effect_open_intent_age_idx',
+      ]);
       expect(entriesRead(plan, 'step_effect')).toBeLessThanOrEqual(PAGE + 1);
       // The run of each intent by its primary key: a page of lookups.
       expectIndexRangesOnly(plan, 'workflow_run');

@@ -36,7 +36,11 @@ async function stillPendingAfter(promise: Promise<unknown>, other: pg.Client, ro
 }
 
 /** A wire-protocol client sending exactly the messages a test gives it, e.g. a Parse without a Sync. */
-async function rawClient(): Promise<{ send(...messages: Buffer[]): void; until(type: string): Promise<WireMessage[]>; close(): void }> {
+async function rawClient(): Promise<{
+  send(...messages: Buffer[]): void;
+  until(type: string): Promise<WireMessage[]>;
+  close(): void;
+}> {
   const socket = connect(bridge.port, '127.0.0.1');
   let buffered = Buffer.alloc(0);
   let received: WireMessage[] = [];
@@ -95,7 +99,9 @@ describe('dev server bridge', () => {
       return on.query(i % 4 < 2 ? { name: 'same_name', text, values: [i] } : { text, values: [i] });
     });
     const results = await Promise.all(queries);
-    expect(results.map((r) => r.rows[0])).toEqual(Array.from({ length: 60 }, (_, i) => ({ n: i, who: i % 2 === 0 ? 'a' : 'b' })));
+    expect(results.map((r) => r.rows[0])).toEqual(
+      Array.from({ length: 60 }, (_, i) => ({ n: i, who: i % 2 === 0 ? 'a' : 'b' })),
+    );
   });
 
   it('gives a connection the session from its first message to ReadyForQuery: an unfinished extended query is not interleaved', async () => {
@@ -108,7 +114,11 @@ describe('dev server bridge', () => {
     const fromB = b.query<{ who: string }>('SELECT $1::text AS who', ['b']);
     await new Promise((resolve) => setTimeout(resolve, 100));
     // ...so that a's Bind still finds a's statement.
-    a.send(message('B', Buffer.concat([cstrings('', ''), int16s(0, 0, 0)])), message('E', Buffer.concat([cstrings(''), Buffer.alloc(4)])), syncMessage());
+    a.send(
+      message('B', Buffer.concat([cstrings('', ''), int16s(0, 0, 0)])),
+      message('E', Buffer.concat([cstrings(''), Buffer.alloc(4)])),
+      syncMessage(),
+    );
     const answer = await a.until('Z');
     expect(answer.map((m) => m.type)).toEqual(['2', 'D', 'C', 'Z']);
     expect(answer[1]!.bytes.toString('utf8', 11)).toBe('a');
@@ -141,7 +151,9 @@ describe('dev server bridge', () => {
         .then(() => c.query('INSERT INTO item VALUES (7, $1)', ['killed']))
         .then(() => process.stdout.write('inside\\n'));`;
     const child = spawn(process.execPath, ['-e', script, bridge.url], { stdio: ['ignore', 'pipe', 'inherit'] });
-    await new Promise<void>((resolve) => child.stdout.on('data', (chunk: Buffer) => chunk.toString().includes('inside') && resolve()));
+    await new Promise<void>((resolve) =>
+      child.stdout.on('data', (chunk: Buffer) => chunk.toString().includes('inside') && resolve()),
+    );
     // Waits for the session, which the child's transaction holds until the bridge rolls it back.
     const waiting = b.query<{ n: string }>('SELECT count(*) AS n FROM item');
     child.kill('SIGKILL');
@@ -159,7 +171,10 @@ describe('dev server bridge', () => {
   it('delivers NOTIFY to every subscriber, in process and over the bridge, whoever commits it', async () => {
     const [a, b, c] = [await client(), await client(), await client()];
     const heard: string[] = [];
-    for (const [name, on] of [['a', a], ['b', b]] as const) {
+    for (const [name, on] of [
+      ['a', a],
+      ['b', b],
+    ] as const) {
       on.on('notification', (n) => heard.push(`${name}:${n.channel}:${n.payload}`));
       await on.query('LISTEN "lf_test"');
     }
@@ -168,7 +183,14 @@ describe('dev server bridge', () => {
     await sql`SELECT pg_notify('lf_test', 'from-process')`.execute(store.db);
     await waitUntil('six notifications', () => heard.length >= 6);
     expect(heard.sort()).toEqual(
-      ['a:lf_test:from-c', 'a:lf_test:from-process', 'b:lf_test:from-c', 'b:lf_test:from-process', 'in-process:lf_test:from-c', 'in-process:lf_test:from-process'].sort(),
+      [
+        'a:lf_test:from-c',
+        'a:lf_test:from-process',
+        'b:lf_test:from-c',
+        'b:lf_test:from-process',
+        'in-process:lf_test:from-c',
+        'in-process:lf_test:from-process',
+      ].sort(),
     );
     // One connection's UNLISTEN (and another's going away) silences nobody else.
     await a.query('UNLISTEN "lf_test"');

@@ -1,14 +1,27 @@
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { z } from 'zod';
-import { event, shapeHash, workflow, type WaitForOutput, type WorkflowOutput, type WorkflowResult } from 'ledgerflow/dsl';
+import {
+  event,
+  shapeHash,
+  workflow,
+  type WaitForOutput,
+  type WorkflowOutput,
+  type WorkflowResult,
+} from 'ledgerflow/dsl';
 
 /** Type-level and declaration-time tests of conditions, sleep, waitFor, child and forEach. */
 const paymentSettled = event('payment.settled', z.object({ orderId: z.string(), paid: z.boolean() }));
 
-const copyBatch = workflow('copy-batch', { version: 1, input: z.object({ from: z.number(), to: z.number() }) })
-  .step('copy', { output: z.object({ copied: z.number() }) });
+const copyBatch = workflow('copy-batch', { version: 1, input: z.object({ from: z.number(), to: z.number() }) }).step(
+  'copy',
+  { output: z.object({ copied: z.number() }) },
+);
 
-const parent = workflow('parent', { version: 1, input: z.object({ orderId: z.string(), express: z.boolean() }), timeoutMs: 60_000 })
+const parent = workflow('parent', {
+  version: 1,
+  input: z.object({ orderId: z.string(), express: z.boolean() }),
+  timeoutMs: 60_000,
+})
   .step('plan', { output: z.object({ batches: z.array(z.object({ from: z.number(), to: z.number() })) }) })
   .step('expressOnly', {
     output: z.object({ fee: z.number() }),
@@ -60,15 +73,24 @@ describe('wait, branch and compose types', () => {
     const base = workflow('w', { version: 1, input: z.object({}) });
     // @ts-expect-error sleep needs for or until
     expect(() => base.sleep('s', {})).toThrow(/exactly one of for/);
-    expect(() => base.forEach('f', { items: () => [1], key: ({ item }) => String(item), workflow: copyBatch, input: () => ({ from: 1, to: 2 }), concurrency: 0 })).toThrow(
-      /concurrency/,
-    );
+    expect(() =>
+      base.forEach('f', {
+        items: () => [1],
+        key: ({ item }) => String(item),
+        workflow: copyBatch,
+        input: () => ({ from: 1, to: 2 }),
+        concurrency: 0,
+      }),
+    ).toThrow(/concurrency/);
     expect(() => workflow('w', { version: 1, input: z.object({}), timeoutMs: -1 })).toThrow(/timeoutMs/);
   });
 
   it('keeps the definition hash of plain workflows and changes it for each new part', () => {
     const plain = workflow('h', { version: 1, input: z.object({}) }).step('a', { output: z.object({}) });
-    const conditional = workflow('h', { version: 1, input: z.object({}) }).step('a', { output: z.object({}), when: () => true });
+    const conditional = workflow('h', { version: 1, input: z.object({}) }).step('a', {
+      output: z.object({}),
+      when: () => true,
+    });
     expect(shapeHash(plain)).not.toBe(shapeHash(conditional));
   });
 });

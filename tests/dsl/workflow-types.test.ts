@@ -38,8 +38,16 @@ const payment = workflow('payment', { version: 1, input })
 
 describe('workflow types', () => {
   it('infers input, start input, outputs and step specs end to end', () => {
-    expectTypeOf<WorkflowInput<typeof payment>>().toEqualTypeOf<{ orderId: string; amountCents: number; note: string }>();
-    expectTypeOf<WorkflowStartInput<typeof payment>>().toEqualTypeOf<{ orderId: string; amountCents: number; note?: string | undefined }>();
+    expectTypeOf<WorkflowInput<typeof payment>>().toEqualTypeOf<{
+      orderId: string;
+      amountCents: number;
+      note: string;
+    }>();
+    expectTypeOf<WorkflowStartInput<typeof payment>>().toEqualTypeOf<{
+      orderId: string;
+      amountCents: number;
+      note?: string | undefined;
+    }>();
     expectTypeOf<WorkflowOutput<typeof payment>>().toEqualTypeOf<{
       readonly load: { customerId: string };
       readonly charge: { chargeId: string };
@@ -71,7 +79,10 @@ describe('workflow types', () => {
           // @ts-expect-error -- nor a step declared after it
           key: ({ steps }) => `reserve:${steps.ship.trackingId}`,
         })
-        .external('ship', { output: z.object({ trackingId: z.string() }), key: ({ input }) => `ship:${input.orderId}` });
+        .external('ship', {
+          output: z.object({ trackingId: z.string() }),
+          key: ({ input }) => `ship:${input.orderId}`,
+        });
     expectTypeOf<Parameters<typeof base.external<'charge', z.ZodString>>[1]['key']>().toEqualTypeOf<
       (ctx: KeyContext<z.output<typeof input>, { readonly load: { id: string } }>) => string
     >();

@@ -16,8 +16,24 @@ const BATCH = 25;
 function startWorker(url: string, faults: string): ChildProcess {
   return spawn(
     process.execPath,
-    ['bin/ledgerflow.js', 'worker', '--workflows', 'examples/workflows.ts', '--concurrency', '1', '--poll-ms', '20', '--lease-ms', '1000', '--quiet'],
-    { cwd: repoRoot, env: { ...process.env, DATABASE_URL: url, LEDGERFLOW_FAULTS: faults }, stdio: ['ignore', 'ignore', 'pipe'] },
+    [
+      'bin/ledgerflow.js',
+      'worker',
+      '--workflows',
+      'examples/workflows.ts',
+      '--concurrency',
+      '1',
+      '--poll-ms',
+      '20',
+      '--lease-ms',
+      '1000',
+      '--quiet',
+    ],
+    {
+      cwd: repoRoot,
+      env: { ...process.env, DATABASE_URL: url, LEDGERFLOW_FAULTS: faults },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
   );
 }
 
@@ -54,13 +70,19 @@ describe('data-backfill killed half-way (PostgreSQL, worker child process)', () 
     expect(doneBeforeKill.length).toBeGreaterThan(0);
     expect(doneBeforeKill.length).toBeLessThan(batches);
     // The killed batch's copy rolled back with its transaction: only committed batches are visible.
-    const copiedSoFar = await db.selectFrom('billing.account').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+    const copiedSoFar = await db
+      .selectFrom('billing.account')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .executeTakeFirstOrThrow();
     const progress = await db.selectFrom('billing.backfill_progress').selectAll().executeTakeFirstOrThrow();
     expect(Number(progress.rows_copied)).toBe(Number(copiedSoFar.n));
     expect(progress.batches).toBe(doneBeforeKill.length);
 
     // The job is started again (as after a deploy or a crash of the script that starts it): the same run.
-    expect(await client.start(dataBackfill, job, { dedupeKey: 'backfill:accounts' })).toEqual({ runId, created: false });
+    expect(await client.start(dataBackfill, job, { dedupeKey: 'backfill:accounts' })).toEqual({
+      runId,
+      created: false,
+    });
 
     const worker = startWorker(store.url!, '');
     const run = await client.waitForRun(runId, { timeoutMs: 60_000, pollMs: 100 });
@@ -70,7 +92,10 @@ describe('data-backfill killed half-way (PostgreSQL, worker child process)', () 
     expect(run.status).toBe('completed');
     expect(run.output).toMatchObject({ total: { batches, rowsCopied: ROWS } });
 
-    const copied = await db.selectFrom('billing.account').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+    const copied = await db
+      .selectFrom('billing.account')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .executeTakeFirstOrThrow();
     expect(Number(copied.n)).toBe(ROWS);
     expect(await db.selectFrom('billing.backfill_progress').selectAll().execute()).toEqual([
       { job: 'accounts', rows_copied: ROWS, batches },
@@ -85,7 +110,11 @@ describe('data-backfill killed half-way (PostgreSQL, worker child process)', () 
       expect(details.attempts.map((a) => a.status)).toEqual(['succeeded']);
     }
     // The batch that was killed was taken over: its first attempt is abandoned, a later one succeeded.
-    const attempts = await db.selectFrom('ledgerflow.step_attempt').select(['run_id', 'status']).where('step_name', '=', 'copyBatch').execute();
+    const attempts = await db
+      .selectFrom('ledgerflow.step_attempt')
+      .select(['run_id', 'status'])
+      .where('step_name', '=', 'copyBatch')
+      .execute();
     expect(attempts.filter((a) => a.status === 'abandoned')).toHaveLength(1);
     expect(attempts.filter((a) => a.status === 'succeeded')).toHaveLength(batches);
   }, 120_000);

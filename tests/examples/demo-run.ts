@@ -8,12 +8,16 @@ const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 
 /** Runs `npm start` (the same script) as a child process and parses its `--json` report. */
 export async function runDemo(args: readonly string[], env: Readonly<Record<string, string>>): Promise<DemoReport> {
-  const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'examples/demo/main.ts', '--json', ...args], {
-    cwd: repoRoot,
-    env: { ...process.env, LEDGERFLOW_FAULTS: '', DATABASE_URL: '', ...env },
-    timeout: 170_000,
-    maxBuffer: 10 * 1024 * 1024,
-  });
+  const { stdout } = await promisify(execFile)(
+    process.execPath,
+    ['--import', 'tsx', 'examples/demo/main.ts', '--json', ...args],
+    {
+      cwd: repoRoot,
+      env: { ...process.env, LEDGERFLOW_FAULTS: '', DATABASE_URL: '', ...env },
+      timeout: 170_000,
+      maxBuffer: 10 * 1024 * 1024,
+    },
+  );
   return JSON.parse(stdout) as DemoReport;
 }
 

@@ -38,7 +38,8 @@ describeStores('example workflows', (getStore) => {
     const client = createClient({ store });
     const orders = demoOrders('op', 3);
     const runIds: string[] = [];
-    for (const order of orders) runIds.push((await client.start(orderPayment, order, { dedupeKey: order.orderId })).runId);
+    for (const order of orders)
+      runIds.push((await client.start(orderPayment, order, { dedupeKey: order.orderId })).runId);
     // Starting again is idempotent: no new run, no second charge later.
     expect((await client.start(orderPayment, orders[0]!, { dedupeKey: orders[0]!.orderId })).created).toBe(false);
 
@@ -60,9 +61,26 @@ describeStores('example workflows', (getStore) => {
       expect(email.sentForReference(`receipt:${order.orderId}`)).toBe(1);
     }
     const db = store.db.withTables<AppDatabase>();
-    const paid = await db.selectFrom('shop.payment').selectAll().where('order_id', 'in', orders.map((o) => o.orderId)).execute();
-    expect(paid.map((p) => p.charge_id).sort()).toEqual(payments.charges().map((c) => c.id).sort());
-    const revenue = await db.selectFrom('shop.revenue').selectAll().where('currency', '=', 'eur').executeTakeFirstOrThrow();
+    const paid = await db
+      .selectFrom('shop.payment')
+      .selectAll()
+      .where(
+        'order_id',
+        'in',
+        orders.map((o) => o.orderId),
+      )
+      .execute();
+    expect(paid.map((p) => p.charge_id).sort()).toEqual(
+      payments
+        .charges()
+        .map((c) => c.id)
+        .sort(),
+    );
+    const revenue = await db
+      .selectFrom('shop.revenue')
+      .selectAll()
+      .where('currency', '=', 'eur')
+      .executeTakeFirstOrThrow();
     expect(Number(revenue.total_cents)).toBe(payments.charges().reduce((sum, c) => sum + c.amountCents, 0));
     expect(revenue.payments).toBe(3);
   });
@@ -74,7 +92,10 @@ describeStores('example workflows', (getStore) => {
       reconcile(ctx: { key: string }): Promise<{ status: string; output?: unknown }>;
     };
     await email.send({ to: 'a@example.com', subject: 'Receipt', body: '…', reference: 'receipt:o-7' });
-    expect(await sendReceipt.reconcile({ key: 'receipt:o-7' })).toEqual({ status: 'found', output: { messageId: 'msg_000001' } });
+    expect(await sendReceipt.reconcile({ key: 'receipt:o-7' })).toEqual({
+      status: 'found',
+      output: { messageId: 'msg_000001' },
+    });
     expect(await sendReceipt.reconcile({ key: 'receipt:o-8' })).toEqual({ status: 'not_found' });
   });
 
@@ -99,11 +120,22 @@ describeStores('example workflows', (getStore) => {
 
     const a = await client.getRun(first.runId);
     const b = await client.getRun(other.runId);
-    const accountA = a.steps.find((s) => s.step_name === 'createAccount')?.output as { customerId: string; created: boolean };
-    const accountB = b.steps.find((s) => s.step_name === 'createAccount')?.output as { customerId: string; created: boolean };
+    const accountA = a.steps.find((s) => s.step_name === 'createAccount')?.output as {
+      customerId: string;
+      created: boolean;
+    };
+    const accountB = b.steps.find((s) => s.step_name === 'createAccount')?.output as {
+      customerId: string;
+      created: boolean;
+    };
     expect([accountA.created, accountB.created].sort()).toEqual([false, true]);
     expect(accountB.customerId).toBe(accountA.customerId);
-    const rows = await store.db.withTables<AppDatabase>().selectFrom('shop.customer').selectAll().where('email', '=', 'ada@example.com').execute();
+    const rows = await store.db
+      .withTables<AppDatabase>()
+      .selectFrom('shop.customer')
+      .selectAll()
+      .where('email', '=', 'ada@example.com')
+      .execute();
     expect(rows).toHaveLength(1);
     // Two sign-up runs, two welcomes: the ledger is per run and this email API does not dedupe.
     // Starting with the same dedupe key (as above) is what makes a repeated sign-up one run.
@@ -121,10 +153,16 @@ describeStores('example workflows', (getStore) => {
     const client = createClient({ store });
     const workflows = [dataBackfillRegistration(), backfillBatchRegistration()];
 
-    const { runId } = await client.start(dataBackfill, { job: 'accounts', batchSize: 100 }, { dedupeKey: 'backfill:accounts' });
+    const { runId } = await client.start(
+      dataBackfill,
+      { job: 'accounts', batchSize: 100 },
+      { dedupeKey: 'backfill:accounts' },
+    );
     await drain(store, workflows);
     // Started again (a deploy, a retried script): the same run, nothing new to copy.
-    expect(await client.start(dataBackfill, { job: 'accounts', batchSize: 100 }, { dedupeKey: 'backfill:accounts' })).toEqual({
+    expect(
+      await client.start(dataBackfill, { job: 'accounts', batchSize: 100 }, { dedupeKey: 'backfill:accounts' }),
+    ).toEqual({
       runId,
       created: false,
     });
@@ -133,7 +171,13 @@ describeStores('example workflows', (getStore) => {
     const run = await client.getRun(runId);
     expect(run.status).toBe('completed');
     expect(run.output).toMatchObject({
-      planBatches: { batches: [{ fromId: 0, toId: 100 }, { fromId: 100, toId: 200 }, { fromId: 200, toId: 300 }] },
+      planBatches: {
+        batches: [
+          { fromId: 0, toId: 100 },
+          { fromId: 100, toId: 200 },
+          { fromId: 200, toId: 300 },
+        ],
+      },
       copyBatches: [{ copied: 99 }, { copied: 100 }, { copied: 51 }],
       total: { batches: 3, rowsCopied: 250 },
     });
@@ -153,8 +197,8 @@ describeStores('example workflows', (getStore) => {
       { job: 'accounts', rows_copied: 250, batches: 3 },
     ]);
     // Another batch size for a job that has begun would cut other ranges: refused, not copied twice.
-    await expect(client.start(dataBackfill, { job: 'accounts', batchSize: 50 }, { dedupeKey: 'backfill:accounts' })).rejects.toThrow(
-      DuplicateRunError,
-    );
+    await expect(
+      client.start(dataBackfill, { job: 'accounts', batchSize: 50 }, { dedupeKey: 'backfill:accounts' }),
+    ).rejects.toThrow(DuplicateRunError);
   });
 });

@@ -59,7 +59,10 @@ describe('FakePaymentProvider', () => {
 
   it('refunds what was charged for a reference once per key, and only once per charge', async () => {
     const payments = new FakePaymentProvider();
-    expect(await payments.refund('order-1', { idempotencyKey: 'refund:nothing' })).toMatchObject({ amountCents: 0, chargeIds: [] });
+    expect(await payments.refund('order-1', { idempotencyKey: 'refund:nothing' })).toMatchObject({
+      amountCents: 0,
+      chargeIds: [],
+    });
     const charge = await payments.charge(order1, { idempotencyKey: 'charge:order-1' });
     const first = await payments.refund('order-1', { idempotencyKey: 'refund:order-1' });
     expect(first).toMatchObject({ reference: 'order-1', amountCents: 1200, chargeIds: [charge.id] });
@@ -67,13 +70,17 @@ describe('FakePaymentProvider', () => {
     expect(await payments.refund('order-1', { idempotencyKey: 'refund:order-1' })).toEqual(first);
     // Another key finds nothing left to give back.
     expect(await payments.refund('order-1', { idempotencyKey: 'refund:again' })).toMatchObject({ amountCents: 0 });
-    await expect(payments.refund('order-2', { idempotencyKey: 'refund:order-1' })).rejects.toThrow(IdempotencyConflictError);
+    await expect(payments.refund('order-2', { idempotencyKey: 'refund:order-1' })).rejects.toThrow(
+      IdempotencyConflictError,
+    );
     expect(payments.refundsForReference('order-1').map((r) => r.amountCents)).toEqual([0, 1200, 0]);
   });
 
   it('rejects malformed requests with a message naming the field', async () => {
     const payments = new FakePaymentProvider();
-    await expect(payments.charge({ ...order1, amountCents: -5 })).rejects.toThrow(/amountCents must be a positive integer/);
+    await expect(payments.charge({ ...order1, amountCents: -5 })).rejects.toThrow(
+      /amountCents must be a positive integer/,
+    );
     expect(payments.stats().requests).toBe(0);
   });
 });
@@ -85,7 +92,10 @@ describe('FakeEmailProvider', () => {
     await email.send(message);
     await email.send(message);
     expect(email.sentForReference('receipt:order-1')).toBe(2);
-    expect((await email.findByReference('receipt:order-1')).map((m) => m.messageId)).toEqual(['msg_000001', 'msg_000002']);
+    expect((await email.findByReference('receipt:order-1')).map((m) => m.messageId)).toEqual([
+      'msg_000001',
+      'msg_000002',
+    ]);
     expect(await email.findByReference('receipt:order-2')).toEqual([]);
     expect(email.stats()).toEqual({
       totalSent: 2,
@@ -119,7 +129,10 @@ describe('FakeEmailProvider', () => {
     const controller = new AbortController();
     controller.abort(new Error('gave up before sending'));
     await expect(
-      email.send({ to: 'ada@example.com', subject: 'Receipt', body: 'x', reference: 'r' }, { signal: controller.signal }),
+      email.send(
+        { to: 'ada@example.com', subject: 'Receipt', body: 'x', reference: 'r' },
+        { signal: controller.signal },
+      ),
     ).rejects.toThrow('gave up before sending');
     await email.whenIdle(100);
     expect(email.totalSent()).toBe(0);
@@ -152,9 +165,15 @@ describe('fake server over HTTP', () => {
     expect((await gateway.stats()).totalCharges).toBe(1);
     // Refunds over HTTP: deduped by key like charges; a key reused for another reference is refused.
     const refund = await gateway.refund(order1.reference, { idempotencyKey: 'refund:order-1' });
-    expect(refund).toMatchObject({ reference: order1.reference, amountCents: first.amountCents, chargeIds: [first.id] });
+    expect(refund).toMatchObject({
+      reference: order1.reference,
+      amountCents: first.amountCents,
+      chargeIds: [first.id],
+    });
     expect(await gateway.refund(order1.reference, { idempotencyKey: 'refund:order-1' })).toEqual(refund);
-    await expect(gateway.refund('order-2', { idempotencyKey: 'refund:order-1' })).rejects.toThrow(IdempotencyConflictError);
+    await expect(gateway.refund('order-2', { idempotencyKey: 'refund:order-1' })).rejects.toThrow(
+      IdempotencyConflictError,
+    );
     expect(payments.refundsForReference(order1.reference)).toEqual([refund]);
 
     const mail = new HttpEmailGateway(server.url);

@@ -34,7 +34,10 @@ describeStores('order-payment compensations', (getStore) => {
     const payments: PaymentGateway & RefundGateway = {
       async charge(request, options) {
         const charge = await provider.charge(request, options);
-        await db.insertInto('shop.order_cancellation').values({ order_id: request.reference, reason: 'withdrawn by the customer' }).execute();
+        await db
+          .insertInto('shop.order_cancellation')
+          .values({ order_id: request.reference, reason: 'withdrawn by the customer' })
+          .execute();
         return charge;
       },
       findCharge: (key) => provider.findCharge(key),
@@ -49,18 +52,28 @@ describeStores('order-payment compensations', (getStore) => {
 
     const run = await client.getRun(runId);
     expect(run.status).toBe('compensated');
-    expect(run.error).toMatchObject({ message: expect.stringContaining(`order ${order!.orderId} was cancelled (withdrawn by the customer)`) });
+    expect(run.error).toMatchObject({
+      message: expect.stringContaining(`order ${order!.orderId} was cancelled (withdrawn by the customer)`),
+    });
     const [charge] = provider.charges();
     expect(provider.charges()).toHaveLength(1);
     const refunds = provider.refundsForReference(order!.orderId);
     expect(refunds).toEqual([
-      { id: 're_000001', reference: order!.orderId, amountCents: charge!.amountCents, chargeIds: [charge!.id], idempotencyKey: `refund:${charge!.id}` },
+      {
+        id: 're_000001',
+        reference: order!.orderId,
+        amountCents: charge!.amountCents,
+        chargeIds: [charge!.id],
+        idempotencyKey: `refund:${charge!.id}`,
+      },
     ]);
     expect(run.effects.filter((e) => e.status === 'recorded').map((e) => [e.step_name, e.idempotency_key])).toEqual([
       ['chargeCard', `charge:${order!.orderId}`],
       ['refundCharge', `refund:${charge!.id}`],
     ]);
-    expect(await db.selectFrom('shop.payment').selectAll().where('order_id', '=', order!.orderId).execute()).toEqual([]);
+    expect(await db.selectFrom('shop.payment').selectAll().where('order_id', '=', order!.orderId).execute()).toEqual(
+      [],
+    );
     expect(email.sentForReference(`receipt:${order!.orderId}`)).toBe(0);
 
     // Nothing is left to do: another worker pass refunds nothing more.
@@ -80,7 +93,11 @@ describeStores('order-payment compensations', (getStore) => {
     };
     const client = createClient({ store });
     const [order] = demoOrders('bounced', 1);
-    const revenueBefore = await db.selectFrom('shop.revenue').selectAll().where('currency', '=', order!.currency).executeTakeFirst();
+    const revenueBefore = await db
+      .selectFrom('shop.revenue')
+      .selectAll()
+      .where('currency', '=', order!.currency)
+      .executeTakeFirst();
     const { runId } = await client.start(orderPayment, order!, { dedupeKey: order!.orderId });
 
     await drain(store, orderPaymentRegistrations({ payments, email: refusing }));
@@ -95,9 +112,17 @@ describeStores('order-payment compensations', (getStore) => {
       'refundCharge',
     ]);
     expect(run.steps.find((s) => s.step_name === 'voidPayment')?.output).toEqual({ voided: true });
-    expect(payments.refundsForReference(order!.orderId).map((r) => [r.amountCents, r.chargeIds])).toEqual([[charge!.amountCents, [charge!.id]]]);
-    expect(await db.selectFrom('shop.payment').selectAll().where('order_id', '=', order!.orderId).execute()).toEqual([]);
-    const revenueAfter = await db.selectFrom('shop.revenue').selectAll().where('currency', '=', order!.currency).executeTakeFirst();
+    expect(payments.refundsForReference(order!.orderId).map((r) => [r.amountCents, r.chargeIds])).toEqual([
+      [charge!.amountCents, [charge!.id]],
+    ]);
+    expect(await db.selectFrom('shop.payment').selectAll().where('order_id', '=', order!.orderId).execute()).toEqual(
+      [],
+    );
+    const revenueAfter = await db
+      .selectFrom('shop.revenue')
+      .selectAll()
+      .where('currency', '=', order!.currency)
+      .executeTakeFirst();
     expect([Number(revenueAfter?.total_cents ?? 0), revenueAfter?.payments ?? 0]).toEqual([
       Number(revenueBefore?.total_cents ?? 0),
       revenueBefore?.payments ?? 0,

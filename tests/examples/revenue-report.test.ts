@@ -41,7 +41,11 @@ describeStores('nightly revenue report (examples/revenue-report)', (getStore) =>
     try {
       const [registered] = await client.listSchedules();
       const next = registered!.nextTicks[0]!;
-      const berlin = new Intl.DateTimeFormat('en-GB', { timeZone: 'Europe/Berlin', hour: '2-digit', minute: '2-digit' });
+      const berlin = new Intl.DateTimeFormat('en-GB', {
+        timeZone: 'Europe/Berlin',
+        hour: '2-digit',
+        minute: '2-digit',
+      });
       expect(berlin.format(next)).toBe('02:00');
       // The tick before the next one (croner, in Berlin: 23 to 25 hours earlier), and payments
       // in the 24 hours before it, and one just before those.
@@ -54,11 +58,21 @@ describeStores('nightly revenue report (examples/revenue-report)', (getStore) =>
                   ('p-4', 'o-4', 'ch_4', 5000, 'eur', ${at(-DAY - 60_000)})`.execute(store.db);
 
       // No worker was up for two nights: the latest one is reported, once.
-      await store.db.updateTable('ledgerflow.schedule').set({ next_tick_at: new Date(next.getTime() - 2 * DAY - 3_600_000) }).execute();
-      const runId = await waitUntil('the report of the missed night', async () => (await client.listSchedules())[0]!.lastRunId ?? undefined);
+      await store.db
+        .updateTable('ledgerflow.schedule')
+        .set({ next_tick_at: new Date(next.getTime() - 2 * DAY - 3_600_000) })
+        .execute();
+      const runId = await waitUntil(
+        'the report of the missed night',
+        async () => (await client.listSchedules())[0]!.lastRunId ?? undefined,
+      );
       const run = await client.getRun((await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 })).id);
       expect((await client.listSchedules())[0]!.lastTickAt).toEqual(night);
-      expect(run).toMatchObject({ status: 'completed', dedupe_key: `schedule:nightly-revenue-report:${night.toISOString()}`, input: { until: night.toISOString() } });
+      expect(run).toMatchObject({
+        status: 'completed',
+        dedupe_key: `schedule:nightly-revenue-report:${night.toISOString()}`,
+        input: { until: night.toISOString() },
+      });
       expect(run.output).toEqual({
         sumPayments: {
           from: at(-DAY),

@@ -38,8 +38,15 @@ describeStores('example workflows that wait', (getStore) => {
 
   /** The customer pays on the provider's checkout page; the provider then sends its webhook (or loses it). */
   async function customerPays(orderId: string, amountCents: number): Promise<PaymentWebhookBody> {
-    const charge = await payments.charge({ reference: orderId, amountCents, currency: 'eur', customerId: 'cus_1' }, { idempotencyKey: `checkout:${orderId}` });
-    return { eventId: `evt_${charge.id}`, type: 'charge.succeeded', data: { reference: orderId, chargeId: charge.id, amountCents } };
+    const charge = await payments.charge(
+      { reference: orderId, amountCents, currency: 'eur', customerId: 'cus_1' },
+      { idempotencyKey: `checkout:${orderId}` },
+    );
+    return {
+      eventId: `evt_${charge.id}`,
+      type: 'charge.succeeded',
+      data: { reference: orderId, chargeId: charge.id, amountCents },
+    };
   }
 
   const waiting = (runId: string) =>
@@ -52,23 +59,44 @@ describeStores('example workflows that wait', (getStore) => {
     // Paid, and the webhook delivered, before the shop even started the order's run: the event is kept.
     const early = await customerPays('ow-early', 1500);
     expect(await receivePaymentWebhook(client, early)).toMatchObject({ created: true, woke: 0 });
-    const a = await client.start(orderWebhook, { orderId: 'ow-early', customerId: 'cus_1', currency: 'eur', amountCents: 1500 });
+    const a = await client.start(orderWebhook, {
+      orderId: 'ow-early',
+      customerId: 'cus_1',
+      currency: 'eur',
+      amountCents: 1500,
+    });
 
-    const b = await client.start(orderWebhook, { orderId: 'ow-late', customerId: 'cus_1', currency: 'eur', amountCents: 2500 });
+    const b = await client.start(orderWebhook, {
+      orderId: 'ow-late',
+      customerId: 'cus_1',
+      currency: 'eur',
+      amountCents: 2500,
+    });
     const parked = await waiting(b.runId);
     expect(parked.lease_owner).toBeNull();
-    expect(parked.waiting_for).toMatchObject({ kind: 'event', step: 'settled', event: 'payment.settled', key: 'ow-late' });
+    expect(parked.waiting_for).toMatchObject({
+      kind: 'event',
+      step: 'settled',
+      event: 'payment.settled',
+      key: 'ow-late',
+    });
     const late = await customerPays('ow-late', 2500);
     const delivered = await receivePaymentWebhook(client, late);
     expect(delivered).toMatchObject({ created: true, woke: 1 });
     // The provider retries a webhook it got no 2xx for: stored once, taken once.
     expect(await receivePaymentWebhook(client, late)).toEqual({ eventId: delivered!.eventId, created: false, woke: 0 });
 
-    for (const [runId, body] of [[a.runId, early], [b.runId, late]] as const) {
+    for (const [runId, body] of [
+      [a.runId, early],
+      [b.runId, late],
+    ] as const) {
       const run = await client.getRun((await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 })).id);
       expect(run.status).toBe('completed');
       expect(run.output).toEqual({
-        settled: expect.objectContaining({ status: 'received', payload: { orderId: body.data.reference, chargeId: body.data.chargeId, amountCents: body.data.amountCents } }),
+        settled: expect.objectContaining({
+          status: 'received',
+          payload: { orderId: body.data.reference, chargeId: body.data.chargeId, amountCents: body.data.amountCents },
+        }),
         recordPayment: { paymentId: `pay_${body.data.reference}` },
       });
       expect(run.steps.map((s) => [s.step_name, s.skipped])).toEqual([
@@ -76,7 +104,9 @@ describeStores('example workflows that wait', (getStore) => {
         ['recordPayment', false],
         ['refundPayment', true],
       ]);
-      expect(run.effects.map((e) => [e.idempotency_key, e.status])).toEqual([[`payment:${body.data.reference}`, 'recorded']]);
+      expect(run.effects.map((e) => [e.idempotency_key, e.status])).toEqual([
+        [`payment:${body.data.reference}`, 'recorded'],
+      ]);
       expect(payments.refundsForReference(body.data.reference)).toEqual([]);
     }
     const paid = await getStore()
@@ -93,7 +123,12 @@ describeStores('example workflows that wait', (getStore) => {
   });
 
   it('order-webhook: no webhook within the window → timeout → the late payment is refunded, once', async () => {
-    const { runId } = await client.start(orderWebhook, { orderId: 'ow-lost', customerId: 'cus_1', currency: 'eur', amountCents: 900 });
+    const { runId } = await client.start(orderWebhook, {
+      orderId: 'ow-lost',
+      customerId: 'cus_1',
+      currency: 'eur',
+      amountCents: 900,
+    });
     await waiting(runId);
     // The customer pays, but the provider's webhook never reaches the shop.
     const lost = await customerPays('ow-lost', 900);
@@ -103,7 +138,11 @@ describeStores('example workflows that wait', (getStore) => {
     expect(run.status).toBe('completed');
     const refunds = payments.refundsForReference('ow-lost');
     expect(refunds).toHaveLength(1);
-    expect(refunds[0]).toMatchObject({ amountCents: 900, chargeIds: [lost.data.chargeId], idempotencyKey: 'refund:ow-lost' });
+    expect(refunds[0]).toMatchObject({
+      amountCents: 900,
+      chargeIds: [lost.data.chargeId],
+      idempotencyKey: 'refund:ow-lost',
+    });
     expect(run.output).toEqual({
       settled: { status: 'timeout', timedOutAt: expect.any(String) },
       refundPayment: { refundId: refunds[0]!.id, amountCents: 900 },
@@ -114,7 +153,12 @@ describeStores('example workflows that wait', (getStore) => {
       ['refundPayment', false],
     ]);
     expect(run.effects.map((e) => [e.idempotency_key, e.status])).toEqual([['refund:ow-lost', 'recorded']]);
-    const recorded = await getStore().db.withTables<AppDatabase>().selectFrom('shop.payment').select('id').where('order_id', '=', 'ow-lost').execute();
+    const recorded = await getStore()
+      .db.withTables<AppDatabase>()
+      .selectFrom('shop.payment')
+      .select('id')
+      .where('order_id', '=', 'ow-lost')
+      .execute();
     expect(recorded).toEqual([]);
 
     // The webhook turns up after all: stored, but no run waits for it any more.
@@ -125,7 +169,13 @@ describeStores('example workflows that wait', (getStore) => {
 
   it('subscription-renewal: sleeps until the renewal date holding no lease, then charges the period once', async () => {
     const renewsAt = new Date(Date.now() + 1_500).toISOString();
-    const input = { subscriptionId: 'sub-1', customerId: 'cus_1', currency: 'eur', amountCents: 1900, renewsAt } as const;
+    const input = {
+      subscriptionId: 'sub-1',
+      customerId: 'cus_1',
+      currency: 'eur',
+      amountCents: 1900,
+      renewsAt,
+    } as const;
     const { runId } = await client.start(subscriptionRenewal, input, { dedupeKey: `renewal:sub-1:${renewsAt}` });
 
     const asleep = await waiting(runId);
@@ -134,13 +184,19 @@ describeStores('example workflows that wait', (getStore) => {
     expect(asleep.waits.map((w) => w.until?.toISOString())).toEqual([renewsAt]);
     expect(payments.chargesForReference('sub-1')).toBe(0);
     // Starting the same period again is the same run.
-    expect(await client.start(subscriptionRenewal, input, { dedupeKey: `renewal:sub-1:${renewsAt}` })).toEqual({ runId, created: false });
+    expect(await client.start(subscriptionRenewal, input, { dedupeKey: `renewal:sub-1:${renewsAt}` })).toEqual({
+      runId,
+      created: false,
+    });
 
     const run = await client.getRun((await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 })).id);
     expect(run.status).toBe('completed');
     expect(run.finished_at!.getTime()).toBeGreaterThanOrEqual(Date.parse(renewsAt));
     const [charge] = payments.charges().filter((c) => c.reference === 'sub-1');
-    expect(run.output).toEqual({ untilRenewal: { until: renewsAt }, chargeRenewal: { chargeId: charge!.id, amountCents: 1900 } });
+    expect(run.output).toEqual({
+      untilRenewal: { until: renewsAt },
+      chargeRenewal: { chargeId: charge!.id, amountCents: 1900 },
+    });
     expect(payments.chargesForKey(`renewal:sub-1:${renewsAt}`)).toBe(1);
     expect(payments.chargesForReference('sub-1')).toBe(1);
   });

@@ -1,5 +1,14 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { appendFileSync, chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import {
+  appendFileSync,
+  chownSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
@@ -97,7 +106,10 @@ export function ensurePgAutoFailover(log: (line: string) => void): string {
     throw new Error(`${missing} apt-get could not install it: ${stderr || (error as Error).message}`, { cause: error });
   }
   const installed = find();
-  if (installed === undefined) throw new Error(`${missing} apt-get install ${pkg} ran, but pg_autoctl or the pgautofailover extension is still missing.`);
+  if (installed === undefined)
+    throw new Error(
+      `${missing} apt-get install ${pkg} ran, but pg_autoctl or the pgautofailover extension is still missing.`,
+    );
   return installed;
 }
 
@@ -177,7 +189,13 @@ export async function startAutoFailoverCluster(log: (line: string) => void): Pro
   /** `pg_autoctl …` to completion (asynchronously: the relays it goes through run in this process). */
   const autoctl = (name: string, args: string[]): Promise<void> =>
     new Promise((resolve, reject) => {
-      const child = spawn(pgAutoctl, args, { cwd: base, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true, ...identity });
+      const child = spawn(pgAutoctl, args, {
+        cwd: base,
+        env,
+        stdio: ['ignore', 'pipe', 'pipe'],
+        detached: true,
+        ...identity,
+      });
       let output = '';
       const collect = (chunk: Buffer): void => {
         output += chunk.toString();
@@ -187,14 +205,26 @@ export async function startAutoFailoverCluster(log: (line: string) => void): Pro
       child.stderr?.on('data', collect);
       child.once('error', reject);
       child.once('exit', (code) =>
-        code === 0 ? resolve() : reject(new Error(`pg_autoctl ${args.slice(0, 2).join(' ')} (${name}) exited with ${code}:\n${output.slice(-3_000)}`)),
+        code === 0
+          ? resolve()
+          : reject(
+              new Error(
+                `pg_autoctl ${args.slice(0, 2).join(' ')} (${name}) exited with ${code}:\n${output.slice(-3_000)}`,
+              ),
+            ),
       );
     });
 
   /** `pg_autoctl run` for a data directory, as a process group of its own. */
   const run = (name: string, pgdata: string): ChildProcess => {
     const out = logFile(name);
-    const child = spawn(pgAutoctl, ['run', '--pgdata', pgdata], { cwd: base, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true, ...identity });
+    const child = spawn(pgAutoctl, ['run', '--pgdata', pgdata], {
+      cwd: base,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+      ...identity,
+    });
     child.stdout?.on('data', (chunk: Buffer) => appendFileSync(out, chunk));
     child.stderr?.on('data', (chunk: Buffer) => appendFileSync(out, chunk));
     child.on('error', () => {});
@@ -234,11 +264,14 @@ export async function startAutoFailoverCluster(log: (line: string) => void): Pro
     const keepLogs = process.env['LEDGERFLOW_AUTOFAILOVER_LOGS'];
     if (keepLogs) {
       mkdirSync(keepLogs, { recursive: true });
-      for (const name of ['monitor', 'a', 'b']) if (existsSync(logFile(name))) copyFileSync(logFile(name), join(keepLogs, `${basename(base)}-${name}.log`));
+      for (const name of ['monitor', 'a', 'b'])
+        if (existsSync(logFile(name))) copyFileSync(logFile(name), join(keepLogs, `${basename(base)}-${name}.log`));
     }
     await Promise.all(
       [...services.values()].map((child) =>
-        child.exitCode !== null || child.signalCode !== null ? undefined : new Promise((resolve) => child.once('exit', resolve)),
+        child.exitCode !== null || child.signalCode !== null
+          ? undefined
+          : new Promise((resolve) => child.once('exit', resolve)),
       ),
     );
     // pg_autoctl's postgres runs in the same process group, but be sure no postmaster outlives the test.
@@ -247,7 +280,8 @@ export async function startAutoFailoverCluster(log: (line: string) => void): Pro
       if (!existsSync(pidFile)) continue;
       const pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
       try {
-        if (pid > 0 && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(join(base, dir))) process.kill(pid, 'SIGKILL');
+        if (pid > 0 && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(join(base, dir)))
+          process.kill(pid, 'SIGKILL');
       } catch {
         // Not running.
       }
@@ -279,7 +313,12 @@ export async function startAutoFailoverCluster(log: (line: string) => void): Pro
     for (;;) {
       try {
         last = await states();
-        if (Object.entries(want).every(([name, state]) => last.some(([n, reported, goal]) => n === name && reported === state && goal === state))) return;
+        if (
+          Object.entries(want).every(([name, state]) =>
+            last.some(([n, reported, goal]) => n === name && reported === state && goal === state),
+          )
+        )
+          return;
       } catch {
         // The monitor is starting.
       }
@@ -300,7 +339,10 @@ export async function startAutoFailoverCluster(log: (line: string) => void): Pro
   };
 
   const directQuery = async <R extends pg.QueryResultRow>(name: 'a' | 'b', text: string): Promise<R[]> => {
-    const client = new pg.Client({ connectionString: cluster.directUrl(name, 'postgres'), connectionTimeoutMillis: 1_000 });
+    const client = new pg.Client({
+      connectionString: cluster.directUrl(name, 'postgres'),
+      connectionTimeoutMillis: 1_000,
+    });
     client.on('error', () => {});
     await client.connect();
     try {
@@ -354,7 +396,10 @@ export async function startAutoFailoverCluster(log: (line: string) => void): Pro
                     WHERE application_name ~ '${pattern.replaceAll("'", "''")}') AS sessions`,
         );
         if (row === undefined) return { role: 'down', sessions: [] };
-        return { role: row.recovery ? 'standby' : row.read_only === 'on' ? 'read-only' : 'read-write', sessions: row.sessions ?? [] };
+        return {
+          role: row.recovery ? 'standby' : row.read_only === 'on' ? 'read-only' : 'read-write',
+          sessions: row.sessions ?? [],
+        };
       } catch {
         return { role: 'down', sessions: [] };
       }
@@ -367,8 +412,19 @@ export async function startAutoFailoverCluster(log: (line: string) => void): Pro
     // The monitor.
     const monitorData = join(base, 'monitor');
     await autoctl('monitor', [
-      'create', 'monitor', '--pgdata', monitorData, '--pgport', String(monitorPort), '--hostname', '127.0.0.1',
-      '--auth', 'trust', '--no-ssl', '--pgctl', join(pgBin, 'pg_ctl'),
+      'create',
+      'monitor',
+      '--pgdata',
+      monitorData,
+      '--pgport',
+      String(monitorPort),
+      '--hostname',
+      '127.0.0.1',
+      '--auth',
+      'trust',
+      '--no-ssl',
+      '--pgctl',
+      join(pgBin, 'pg_ctl'),
     ]);
     appendSettings(monitorData, { ...MONITOR_SETTINGS, shared_buffers: '32MB' });
     run('monitor', monitorData);
@@ -377,22 +433,44 @@ export async function startAutoFailoverCluster(log: (line: string) => void): Pro
     for (const [index, name] of (['a', 'b'] as const).entries()) {
       const port = await freePort();
       const listenHost = `127.0.1.${index + 1}`;
-      const inbound = await startReplicationLink(port, { upstreamHost: listenHost, listenHost: `127.0.2.${index + 1}`, listenPort: port });
+      const inbound = await startReplicationLink(port, {
+        upstreamHost: listenHost,
+        listenHost: `127.0.2.${index + 1}`,
+        listenPort: port,
+      });
       const toMonitor = await startReplicationLink(monitorPort, { listenHost: `127.0.3.${index + 1}` });
       links.push(inbound, toMonitor);
       const pgdata = join(base, name);
       nodes.set(name, { name, pgdata, listenHost, host: inbound.host, port, inbound, toMonitor, service: undefined });
       await autoctl(name, [
-        'create', 'postgres', '--pgdata', pgdata, '--pgctl', join(pgBin, 'pg_ctl'), '--pgport', String(port),
-        '--listen', listenHost, '--hostname', inbound.host, '--name', `node_${name}`, '--no-ssl',
-        '--skip-pg-hba', '--monitor', `postgres://autoctl_node@${toMonitor.host}:${toMonitor.port}/${MONITOR_DB}?sslmode=disable`,
+        'create',
+        'postgres',
+        '--pgdata',
+        pgdata,
+        '--pgctl',
+        join(pgBin, 'pg_ctl'),
+        '--pgport',
+        String(port),
+        '--listen',
+        listenHost,
+        '--hostname',
+        inbound.host,
+        '--name',
+        `node_${name}`,
+        '--no-ssl',
+        '--skip-pg-hba',
+        '--monitor',
+        `postgres://autoctl_node@${toMonitor.host}:${toMonitor.port}/${MONITOR_DB}?sslmode=disable`,
       ]);
       if (name === 'a') appendSettings(pgdata, NODE_SETTINGS); // B's copy of A has them.
-      for (const [key, value] of Object.entries(KEEPER_SETTINGS)) await autoctl(name, ['config', 'set', '--pgdata', pgdata, key, value]);
+      for (const [key, value] of Object.entries(KEEPER_SETTINGS))
+        await autoctl(name, ['config', 'set', '--pgdata', pgdata, key, value]);
       node(name).service = run(name, pgdata);
       await waitForStates(name === 'a' ? { node_a: 'single' } : { node_a: 'primary', node_b: 'secondary' }, 90_000);
     }
-    log(`pg_auto_failover: monitor on ${monitorPort}, node_a primary on ${node('a').host}:${node('a').port}, node_b synchronous standby on ${node('b').host}:${node('b').port}, in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    log(
+      `pg_auto_failover: monitor on ${monitorPort}, node_a primary on ${node('a').host}:${node('a').port}, node_b synchronous standby on ${node('b').host}:${node('b').port}, in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+    );
     return cluster;
   } catch (error) {
     await destroy().catch(() => {});
@@ -434,7 +512,8 @@ export async function autoFailoverTarget(options: {
   const watch = async (): Promise<void> => {
     while (watching) {
       const { role, sessions } = await cluster.observe('a', '^(ledgerflow-failover-|failover-controller)');
-      for (const session of sessions) if (!seenSessions.has(session.pid)) seenSessions.set(session.pid, { ...session, role });
+      for (const session of sessions)
+        if (!seenSessions.has(session.pid)) seenSessions.set(session.pid, { ...session, role });
       if (timeline.at(-1)?.role !== role) timeline.push({ at: Date.now(), role });
       const promotedRole = await cluster.role('b');
       if (promotedTimeline.at(-1)?.role !== promotedRole) promotedTimeline.push({ at: Date.now(), role: promotedRole });
@@ -449,7 +528,9 @@ export async function autoFailoverTarget(options: {
       // On a starved machine the monitor could have failed over on its own; then this run would test nothing.
       const before = await cluster.states();
       if (!before.some(([n, reported, goal]) => n === 'node_a' && reported === 'primary' && goal === 'primary')) {
-        throw new Error(`node_a is no longer the primary before the test failed it (the monitor acted on its own): ${JSON.stringify(before)}`);
+        throw new Error(
+          `node_a is no longer the primary before the test failed it (the monitor acted on its own): ${JSON.stringify(before)}`,
+        );
       }
       watching = true;
       watcher = watch();
@@ -463,7 +544,9 @@ export async function autoFailoverTarget(options: {
       const deadline = Date.now() + 120_000;
       while ((await cluster.role('b')) !== 'read-write') {
         if (Date.now() > deadline) {
-          throw new Error(`pg_auto_failover did not promote node_b within 120 s: ${JSON.stringify(await cluster.states().catch(String))}\n${cluster.logTail('monitor')}`);
+          throw new Error(
+            `pg_auto_failover did not promote node_b within 120 s: ${JSON.stringify(await cluster.states().catch(String))}\n${cluster.logTail('monitor')}`,
+          );
         }
         await sleep(50);
       }
@@ -481,8 +564,13 @@ export async function autoFailoverTarget(options: {
       const deadline = Date.now() + 90_000;
       for (;;) {
         final = await cluster.states().catch(() => final);
-        const is = (name: string, state: string): boolean => final.some(([n, reported, goal]) => n === name && reported === state && goal === state);
-        if ((is('node_a', 'secondary') && is('node_b', 'primary') && timeline.at(-1)?.role === 'standby') || Date.now() > deadline) break;
+        const is = (name: string, state: string): boolean =>
+          final.some(([n, reported, goal]) => n === name && reported === state && goal === state);
+        if (
+          (is('node_a', 'secondary') && is('node_b', 'primary') && timeline.at(-1)?.role === 'standby') ||
+          Date.now() > deadline
+        )
+          break;
         await sleep(200);
       }
       const rejoinedAt = Date.now();
@@ -499,8 +587,14 @@ export async function autoFailoverTarget(options: {
         `kill-to-writable=${seconds(writableAt)} old-primary: ${timeline.map((t) => `${t.role}@${seconds(t.at)}`).join(' → ')} ` +
         `(${options.failure === 'kill' ? 'restarted' : 'network back'} at ${seconds(backAt)}, was ${roleAtReturn}; ` +
         `writable-after-return=${(writableAfterReturn / 1000).toFixed(1)}s; ` +
-        `ledgerflow-sessions-left-from-before-the-failure=${describeSessions([...seenSessions.values()].filter((x) => x.startedAt < backAt), false)}; ` +
-        `ledgerflow-connections-opened-after-it-came-back=${describeSessions([...seenSessions.values()].filter((x) => x.startedAt >= backAt), true)}; monitor at ${seconds(rejoinedAt)}: ${final.map(([n, r, g]) => `${n}=${r}/${g}`).join(' ')}) ` +
+        `ledgerflow-sessions-left-from-before-the-failure=${describeSessions(
+          [...seenSessions.values()].filter((x) => x.startedAt < backAt),
+          false,
+        )}; ` +
+        `ledgerflow-connections-opened-after-it-came-back=${describeSessions(
+          [...seenSessions.values()].filter((x) => x.startedAt >= backAt),
+          true,
+        )}; monitor at ${seconds(rejoinedAt)}: ${final.map(([n, r, g]) => `${n}=${r}/${g}`).join(' ')}) ` +
         `new-primary: ${promotedTimeline.map((t) => `${t.role}@${seconds(t.at)}`).join(' → ')}`
       );
     },
@@ -542,7 +636,9 @@ function freePort(): Promise<number> {
     server.on('error', reject);
     server.listen(0, '0.0.0.0', () => {
       const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+      server.close(() =>
+        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
+      );
     });
   });
 }

@@ -57,13 +57,21 @@ function expectNothingLost(outcome: FailoverOutcome): void {
 }
 
 it('pg_auto_failover promotes the synchronous standby when the primary is SIGKILLed: nothing acknowledged is lost, no effect applied twice', async () => {
-  const outcome = await runFailover({ ...common, label: 'ha-kill', setUp: () => autoFailoverTarget({ failure: 'kill', log }) });
+  const outcome = await runFailover({
+    ...common,
+    label: 'ha-kill',
+    setUp: () => autoFailoverTarget({ failure: 'kill', log }),
+  });
   console.log(outcome.summary);
   expectNothingLost(outcome);
 }, 420_000);
 
 it('pg_auto_failover promotes the synchronous standby when the primary is cut off the network: nothing acknowledged is lost, no effect applied twice', async () => {
-  const outcome = await runFailover({ ...common, label: 'ha-cut', setUp: () => autoFailoverTarget({ failure: 'cut', log }) });
+  const outcome = await runFailover({
+    ...common,
+    label: 'ha-cut',
+    setUp: () => autoFailoverTarget({ failure: 'cut', log }),
+  });
   console.log(outcome.summary);
   expectNothingLost(outcome);
 }, 420_000);

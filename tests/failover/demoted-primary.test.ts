@@ -30,7 +30,9 @@ async function waitForReadOnly(server: PostgresServer): Promise<void> {
     const client = new pg.Client({ connectionString: server.url });
     await client.connect();
     try {
-      const { rows } = await client.query<{ default_transaction_read_only: string }>('SHOW default_transaction_read_only');
+      const { rows } = await client.query<{ default_transaction_read_only: string }>(
+        'SHOW default_transaction_read_only',
+      );
       if (rows[0]?.default_transaction_read_only === 'on') return;
     } finally {
       await client.end();
@@ -43,7 +45,10 @@ async function waitForReadOnly(server: PostgresServer): Promise<void> {
 beforeAll(async () => {
   [a, b] = await Promise.all([startPostgres(), startPostgres()]);
   for (const server of [a, b]) await admin(server, 'CREATE TABLE public.demo (port int NOT NULL)');
-  store = createPgStore({ connectionString: `postgres://postgres@127.0.0.1:${a.port},127.0.0.1:${b.port}/postgres`, maxConnections: 2 });
+  store = createPgStore({
+    connectionString: `postgres://postgres@127.0.0.1:${a.port},127.0.0.1:${b.port}/postgres`,
+    maxConnections: 2,
+  });
 });
 afterAll(async () => {
   await store?.close();
@@ -53,7 +58,9 @@ afterAll(async () => {
 it('leaves a primary that turned read-only while up, and writes to the host that accepts them', async () => {
   const write = async (): Promise<number | Error> => {
     try {
-      const { rows } = await sql<{ port: number }>`INSERT INTO public.demo VALUES (inet_server_port()) RETURNING port`.execute(store.db);
+      const { rows } = await sql<{
+        port: number;
+      }>`INSERT INTO public.demo VALUES (inet_server_port()) RETURNING port`.execute(store.db);
       return rows[0]!.port;
     } catch (error) {
       return error as Error;

@@ -5,9 +5,19 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { sql } from 'kysely';
 import pg from 'pg';
-import { FakeEmailProvider, type EmailMessage, type SendOptions, type SentEmail } from '../../examples/fakes/email-provider.js';
+import {
+  FakeEmailProvider,
+  type EmailMessage,
+  type SendOptions,
+  type SentEmail,
+} from '../../examples/fakes/email-provider.js';
 import { startFakeServer } from '../../examples/fakes/fake-server.js';
-import { FakePaymentProvider, type Charge, type ChargeOptions, type ChargeRequest } from '../../examples/fakes/payment-provider.js';
+import {
+  FakePaymentProvider,
+  type Charge,
+  type ChargeOptions,
+  type ChargeRequest,
+} from '../../examples/fakes/payment-provider.js';
 import { createClient, type Client } from '../../runtime/client/client.js';
 import { createPgStore } from '../../runtime/store/pg/pg-store.js';
 import type { Store } from '../../runtime/store/store.js';
@@ -143,9 +153,14 @@ class RecordingEmail extends FakeEmailProvider {
  * from the primary, the primary serves on for `partitionMs` and is SIGKILLed (with every
  * backend), and — once `runFailover` has read the standby — the standby is promoted by `pg_ctl promote`.
  */
-export async function streamingStandby(options: { readonly synchronous: boolean; readonly partitionMs: number }): Promise<FailoverTarget> {
+export async function streamingStandby(options: {
+  readonly synchronous: boolean;
+  readonly partitionMs: number;
+}): Promise<FailoverTarget> {
   const primary = await startPostgres({
-    settings: options.synchronous ? { synchronous_standby_names: STANDBY_NAME, synchronous_commit: 'on' } : { synchronous_commit: 'on' },
+    settings: options.synchronous
+      ? { synchronous_standby_names: STANDBY_NAME, synchronous_commit: 'on' }
+      : { synchronous_commit: 'on' },
   });
   const link = await startReplicationLink(primary.port);
   let standby: PostgresServer | undefined;
@@ -155,7 +170,9 @@ export async function streamingStandby(options: { readonly synchronous: boolean;
     await primary.destroy().catch(() => {});
   };
   try {
-    standby = await startPostgres({ standbyOf: { port: primary.port, connectPort: link.port, applicationName: STANDBY_NAME } });
+    standby = await startPostgres({
+      standbyOf: { port: primary.port, connectPort: link.port, applicationName: STANDBY_NAME },
+    });
     await waitForStandby(primary, options.synchronous ? 'sync' : 'async');
     await query(primary.url, 'CREATE DATABASE failover');
   } catch (error) {
@@ -268,7 +285,10 @@ export async function runFailover(options: FailoverOptions): Promise<FailoverOut
       target.standbyUrl,
       `SELECT NOT (pg_is_in_recovery() OR current_setting('default_transaction_read_only')::bool) AS writable`,
     );
-    if (writable) throw new Error(`${mode}: the standby accepted writes before it was read; what it kept cannot be told from what was redone`);
+    if (writable)
+      throw new Error(
+        `${mode}: the standby accepted writes before it was read; what it kept cannot be told from what was redone`,
+      );
     await target.promote();
     options.log(`${mode}: the standby accepts writes`);
 
@@ -279,7 +299,8 @@ export async function runFailover(options: FailoverOptions): Promise<FailoverOut
     const waitOutcomes = await Promise.all(waits);
     // A worker re-subscribes with a backoff of up to 5 s; give the last one time to come back.
     for (const deadline = Date.now() + 15_000; Date.now() < deadline; await sleep(200)) {
-      if (readAcks(ackDir).filter((a) => a.type === 'listener-restored' && a.at > promoteAt).length >= options.workers) break;
+      if (readAcks(ackDir).filter((a) => a.type === 'listener-restored' && a.at > promoteAt).length >= options.workers)
+        break;
     }
     const aftermath = (await target.aftermath?.()) ?? '';
     await fleet.stop();
@@ -290,13 +311,18 @@ export async function runFailover(options: FailoverOptions): Promise<FailoverOut
     // "before promotion" is "by the old primary".
     const startsBefore = [...acknowledgedStarts.values()].filter((s) => s.at < promoteAt);
     const lostRuns = startsBefore.filter((s) => !snapshot.runs.has(s.runId)).length;
-    const intentsBefore = [...payments.firstRequestAt, ...email.firstRequestAt].filter(([, at]) => at < promoteAt).map(([key]) => key);
+    const intentsBefore = [...payments.firstRequestAt, ...email.firstRequestAt]
+      .filter(([, at]) => at < promoteAt)
+      .map(([key]) => key);
     const lostIntentKeys = intentsBefore.filter((key) => !snapshot.effectKeys.has(key));
     const recordedBefore = stepAcks.filter((a) => a.at < promoteAt && LEDGER_STEPS.has(a.step));
     const lostRecorded = recordedBefore.filter((a) => !snapshot.recorded.has(`${a.runId}/${a.step}`)).length;
     const sentByReference = email.stats().sentByReference;
     const duplicateEmails = Object.values(sentByReference).reduce((sum, n) => sum + Math.max(0, n - 1), 0);
-    const duplicateCharges = Object.values(payments.stats().chargesByKey).reduce((sum, n) => sum + Math.max(0, n - 1), 0);
+    const duplicateCharges = Object.values(payments.stats().chargesByKey).reduce(
+      (sum, n) => sum + Math.max(0, n - 1),
+      0,
+    );
     const secondCallsAfterLostIntent = lostIntentKeys.filter((key) => (sentByReference[key] ?? 0) > 1).length;
     const firstNewAck = stepAcks.filter((a) => a.at > promoteAt).reduce((min, a) => Math.min(min, a.at), Infinity);
 
@@ -370,7 +396,8 @@ async function waitForStandby(primary: PostgresServer, syncState: 'sync' | 'asyn
       `SELECT sync_state FROM pg_stat_replication WHERE application_name = '${STANDBY_NAME}' AND state = 'streaming'`,
     );
     if (rows[0]?.sync_state === syncState) return;
-    if (Date.now() > deadline) throw new Error(`the standby did not stream as ${syncState} within 30 s: ${JSON.stringify(rows)}`);
+    if (Date.now() > deadline)
+      throw new Error(`the standby did not stream as ${syncState} within 30 s: ${JSON.stringify(rows)}`);
     await sleep(100);
   }
 }
@@ -404,7 +431,8 @@ async function readStandby(url: string): Promise<StandbySnapshot> {
     } else if (Date.now() - still >= 3_000) {
       break;
     }
-    if (Date.now() > deadline) throw new Error(`the standby did not replay what it received within 30 s (received/replayed ${last})`);
+    if (Date.now() > deadline)
+      throw new Error(`the standby did not replay what it received within 30 s (received/replayed ${last})`);
     await sleep(50);
   }
   const runs = await query<{ id: string }>(url, 'SELECT id FROM ledgerflow.workflow_run');

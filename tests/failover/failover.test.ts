@@ -23,7 +23,11 @@ const common: Omit<FailoverOptions, 'label' | 'setUp'> = {
 };
 
 it('with a synchronous standby, keeps every acknowledged run, intent and recorded effect, and applies every effect once', async () => {
-  const outcome = await runFailover({ ...common, label: 'sync', setUp: () => streamingStandby({ synchronous: true, partitionMs: PARTITION_MS }) });
+  const outcome = await runFailover({
+    ...common,
+    label: 'sync',
+    setUp: () => streamingStandby({ synchronous: true, partitionMs: PARTITION_MS }),
+  });
   console.log(outcome.summary);
   expect(outcome.report.violations, outcome.summary).toEqual([]);
   expect(outcome.report.duplicates, outcome.summary).toBe(0);
@@ -49,10 +53,15 @@ it('with a synchronous standby, keeps every acknowledged run, intent and recorde
 }, 300_000);
 
 it('with an asynchronous standby, measures what acknowledged work the failover loses', async () => {
-  const outcome = await runFailover({ ...common, label: 'async', setUp: () => streamingStandby({ synchronous: false, partitionMs: PARTITION_MS }) });
+  const outcome = await runFailover({
+    ...common,
+    label: 'async',
+    setUp: () => streamingStandby({ synchronous: false, partitionMs: PARTITION_MS }),
+  });
   console.log(outcome.summary);
   // The duplicate emails are in the summary; what else the lost WAL broke is printed here.
-  for (const violation of outcome.report.violations.filter((v) => !/^email \S+ sent \d+ times$/.test(v))) common.log(`async: ${violation}`);
+  for (const violation of outcome.report.violations.filter((v) => !/^email \S+ sent \d+ times$/.test(v)))
+    common.log(`async: ${violation}`);
   // Measured, not judged: an asynchronous standby may lose whatever the primary acknowledged
   // after the last WAL it sent. The numbers are real only if the kill met acknowledged work.
   expect(outcome.acksBeforeCut, outcome.summary).toBeGreaterThan(0);

@@ -51,7 +51,13 @@ export type StepPlan =
   | { readonly kind: 'sleep'; readonly name: string; readonly when?: number; readonly ms: number }
   | { readonly kind: 'wait'; readonly name: string; readonly when?: number; readonly timeoutMs: number }
   | { readonly kind: 'child'; readonly name: string; readonly when?: number }
-  | { readonly kind: 'forEach'; readonly name: string; readonly when?: number; readonly items: number; readonly concurrency: number };
+  | {
+      readonly kind: 'forEach';
+      readonly name: string;
+      readonly when?: number;
+      readonly items: number;
+      readonly concurrency: number;
+    };
 
 export interface QueuePlan {
   readonly definition: QueueDefinition;
@@ -193,14 +199,18 @@ export function composeWorkflows(seed: number): Composition {
     if (roll < 0.22) {
       steps.push({ kind: 'compute', ...base, queued, shuffled: chance(0.5), failFirst: chance(0.15) });
     } else if (roll < 0.6) {
-      const earlierShuffled = steps.filter((s) => s.kind === 'compute' && s.shuffled && s.when === undefined).map((s) => s.name);
+      const earlierShuffled = steps
+        .filter((s) => s.kind === 'compute' && s.shuffled && s.when === undefined)
+        .map((s) => s.name);
       const keyFrom = earlierShuffled.length > 0 && chance(0.7) ? random.pick(earlierShuffled) : undefined;
       const external = chance(0.6);
       steps.push({
         kind: external ? 'external' : 'transactional',
         ...base,
         queued,
-        mode: external ? (random.pick(['idempotent', 'reconcile', 'reconcile', 'unknown'] as const) ?? 'reconcile') : 'idempotent',
+        mode: external
+          ? (random.pick(['idempotent', 'reconcile', 'reconcile', 'unknown'] as const) ?? 'reconcile')
+          : 'idempotent',
         compensate: chance(0.6),
         ...(keyFrom !== undefined ? { keyFrom } : {}),
         failFirst: chance(0.25),
@@ -214,7 +224,11 @@ export function composeWorkflows(seed: number): Composition {
       steps.push({ kind: 'wait', ...base, timeoutMs: random.int(300, 1_500) });
     } else if (!hasChild) {
       hasChild = true;
-      steps.push(chance(0.5) ? { kind: 'child', ...base } : { kind: 'forEach', ...base, items: random.int(1, 3), concurrency: random.int(1, 2) });
+      steps.push(
+        chance(0.5)
+          ? { kind: 'child', ...base }
+          : { kind: 'forEach', ...base, items: random.int(1, 3), concurrency: random.int(1, 2) },
+      );
     } else {
       steps.push({ kind: 'compute', ...base, queued, shuffled: chance(0.5), failFirst: false });
     }
@@ -275,14 +289,23 @@ function buildRoot(
   }) as unknown as AnyWorkflow;
   for (const plan of steps) {
     const when = plan.when === undefined ? {} : { when: ({ input }: Ctx) => (input.flags & (1 << plan.when!)) !== 0 };
-    const queued = 'queued' in plan && plan.queued && queuePlan !== undefined ? { queue: { queue: queuePlan.definition, ...partitionKey } } : {};
+    const queued =
+      'queued' in plan && plan.queued && queuePlan !== undefined
+        ? { queue: { queue: queuePlan.definition, ...partitionKey } }
+        : {};
     switch (plan.kind) {
       case 'compute':
-        w = loose(w).step(plan.name, { output: plan.shuffled ? ShuffledOutput : PlainOutput, retry: RETRY, ...when, ...queued });
+        w = loose(w).step(plan.name, {
+          output: plan.shuffled ? ShuffledOutput : PlainOutput,
+          retry: RETRY,
+          ...when,
+          ...queued,
+        });
         break;
       case 'transactional':
       case 'external': {
-        const key = ({ input, steps: prior }: Ctx) => effectKey(input.tag, plan.name, plan.keyFrom === undefined ? undefined : prior[plan.keyFrom]);
+        const key = ({ input, steps: prior }: Ctx) =>
+          effectKey(input.tag, plan.name, plan.keyFrom === undefined ? undefined : prior[plan.keyFrom]);
         const undoKey = ({ input }: Ctx) => `${input.tag}/${plan.name}/undo`;
         const compensate = plan.compensate
           ? {
@@ -291,12 +314,16 @@ function buildRoot(
                 key: undoKey,
                 output: UndoOutput,
                 retry: RETRY,
-                ...(plan.kind === 'external' ? { performTimeoutMs: FUZZ_PERFORM_TIMEOUT_MS, idempotentByKey: false } : {}),
+                ...(plan.kind === 'external'
+                  ? { performTimeoutMs: FUZZ_PERFORM_TIMEOUT_MS, idempotentByKey: false }
+                  : {}),
               },
             }
           : {};
         const external =
-          plan.kind === 'external' ? { idempotentByKey: plan.mode === 'idempotent', performTimeoutMs: FUZZ_PERFORM_TIMEOUT_MS } : {};
+          plan.kind === 'external'
+            ? { idempotentByKey: plan.mode === 'idempotent', performTimeoutMs: FUZZ_PERFORM_TIMEOUT_MS }
+            : {};
         w = (plan.kind === 'external' ? loose(w).external : loose(w).transactional).call(w, plan.name, {
           output: EffectOutput,
           key,
@@ -312,7 +339,13 @@ function buildRoot(
         w = loose(w).sleep(plan.name, { for: () => plan.ms, ...when });
         break;
       case 'wait':
-        w = loose(w).waitFor(plan.name, { event: go, match: ({ input }: Ctx) => input.tag, timeoutMs: plan.timeoutMs, retry: RETRY, ...when });
+        w = loose(w).waitFor(plan.name, {
+          event: go,
+          match: ({ input }: Ctx) => input.tag,
+          timeoutMs: plan.timeoutMs,
+          retry: RETRY,
+          ...when,
+        });
         break;
       case 'child':
         w = loose(w).child(plan.name, kid, {
@@ -327,7 +360,10 @@ function buildRoot(
           items: () => Array.from({ length: plan.items }, (_, i) => i),
           key: ({ input, item }: ItemCtx) => `${input.tag}.${plan.name}.${item}`,
           workflow: kid,
-          input: ({ input, item }: ItemCtx) => ({ tag: `${input.tag}.${plan.name}.${item}`, fail: input.failKids && item === 0 }),
+          input: ({ input, item }: ItemCtx) => ({
+            tag: `${input.tag}.${plan.name}.${item}`,
+            fail: input.failKids && item === 0,
+          }),
           concurrency: plan.concurrency,
           retry: RETRY,
           ...when,

@@ -72,7 +72,10 @@ export async function runBatch(options: BatchOptions): Promise<BatchOutcome> {
   let fleet: WorkerFleet | undefined;
   let server: Awaited<ReturnType<typeof startJsonServer>> | undefined;
   try {
-    await migrateForTest(store, compositions.flatMap((c) => [c.kid, c.root]));
+    await migrateForTest(
+      store,
+      compositions.flatMap((c) => [c.kid, c.root]),
+    );
     await sql.raw(FUZZ_APP_SQL).execute(store.db);
     await setPayloadLimits(store.db, { maxOutputBytes: FUZZ_MAX_OUTPUT_BYTES });
     const desk = new FuzzDesk((worker) => {
@@ -109,11 +112,22 @@ export async function runBatch(options: BatchOptions): Promise<BatchOutcome> {
     for (const composition of compositions) {
       const rnd = seededRandom(composition.seed ^ 0xac7);
       for (const run of composition.runs) {
-        const log: RunLog = { composition, tag: run.tag, cancelled: false, cancelledWithCompensate: false, retried: 0, eventSent: false };
+        const log: RunLog = {
+          composition,
+          tag: run.tag,
+          cancelled: false,
+          cancelledWithCompensate: false,
+          retried: 0,
+          eventSent: false,
+        };
         logs.set(run.tag, log);
         const startAt = rnd.int(0, 400);
         at(startAt, async () => {
-          await client.start(composition.root, { tag: run.tag, flags: run.flags, part: run.part, failKids: run.failKids }, { dedupeKey: run.tag });
+          await client.start(
+            composition.root,
+            { tag: run.tag, flags: run.flags, part: run.part, failKids: run.failKids },
+            { dedupeKey: run.tag },
+          );
           counts.runs += 1;
           count(counts.actions, 'start');
         });
@@ -158,20 +172,24 @@ export async function runBatch(options: BatchOptions): Promise<BatchOutcome> {
     }
     // Operator actions and faults over the whole batch.
     const prune = async (): Promise<void> => {
-      for (const facts of await readRunFacts(store.db)) if (FINAL_RUN_STATUSES.includes(facts.status as FinalRunStatus)) snapshots.set(facts.id, facts);
+      for (const facts of await readRunFacts(store.db))
+        if (FINAL_RUN_STATUSES.includes(facts.status as FinalRunStatus)) snapshots.set(facts.id, facts);
       const statuses = FINAL_RUN_STATUSES.filter(() => random.next() < 0.5);
       await pruneRuns(store.db, { olderThanMs: 0, ...(statuses.length > 0 ? { statuses } : {}) });
       count(counts.actions, 'prune');
     };
     for (let i = random.int(0, 2); i > 0; i--) at(random.int(500, options.activeMs), prune);
-    for (let i = random.int(1, 3); i > 0; i--) at(random.int(300, options.activeMs), async () => void (await resolveParked(client, store, desk, counts)));
+    for (let i = random.int(1, 3); i > 0; i--)
+      at(random.int(300, options.activeMs), async () => void (await resolveParked(client, store, desk, counts)));
     for (let i = random.int(1, 3); i > 0; i--) {
       at(random.int(300, options.activeMs), async () => {
         if (fleet!.killRandom()) count(counts.faults, 'sigkill');
       });
     }
     for (let i = random.int(1, 3); i > 0; i--) {
-      at(random.int(200, options.activeMs), async () => count(counts.faults, 'pg-terminate-backend', await terminateBackend(store, random)));
+      at(random.int(200, options.activeMs), async () =>
+        count(counts.faults, 'pg-terminate-backend', await terminateBackend(store, random)),
+      );
     }
     if (random.next() < 0.5) {
       at(random.int(300, options.activeMs), async () => {
@@ -203,19 +221,34 @@ export async function runBatch(options: BatchOptions): Promise<BatchOutcome> {
     }
 
     // Settle: faults stop; queues resume; an operator resolves parked intents, prunes and retries once.
-    for (const c of compositions) if (c.queue !== undefined) await client.resumeQueue(c.queue.definition.name, NOTE).catch(() => false);
-    const settle = (): Promise<void> => waitFinal(store, fleet!, options.workers, options.settleMs, 240_000, () => resolveParked(client, store, desk, counts));
+    for (const c of compositions)
+      if (c.queue !== undefined) await client.resumeQueue(c.queue.definition.name, NOTE).catch(() => false);
+    const settle = (): Promise<void> =>
+      waitFinal(store, fleet!, options.workers, options.settleMs, 240_000, () =>
+        resolveParked(client, store, desk, counts),
+      );
     await settle();
     if (random.next() < 0.7) await prune();
     for (const log of logs.values()) {
-      if (random.next() < 0.5 && (await retryIfStopped(client, store, log.composition, log.tag, log))) count(counts.actions, 'retry');
+      if (random.next() < 0.5 && (await retryIfStopped(client, store, log.composition, log.tag, log)))
+        count(counts.actions, 'retry');
     }
     await settle();
     stopSampling = true;
     await sampling.catch(() => undefined);
 
     await fleet.stop(5_000);
-    violations.push(...(await checkBatch({ db: store.db, desk, compositions, logs, snapshots, concurrency: options.concurrency, counts })));
+    violations.push(
+      ...(await checkBatch({
+        db: store.db,
+        desk,
+        compositions,
+        logs,
+        snapshots,
+        concurrency: options.concurrency,
+        counts,
+      })),
+    );
     return { counts, violations };
   } finally {
     await fleet?.killAll().catch(() => undefined);
@@ -238,10 +271,20 @@ async function runIdOf(store: TestStore, composition: Composition, tag: string):
   return row?.id;
 }
 
-async function retryIfStopped(client: Client, store: TestStore, composition: Composition, tag: string, log: RunLog): Promise<boolean> {
+async function retryIfStopped(
+  client: Client,
+  store: TestStore,
+  composition: Composition,
+  tag: string,
+  log: RunLog,
+): Promise<boolean> {
   const id = await runIdOf(store, composition, tag);
   if (id === undefined) return false;
-  const run = await store.db.selectFrom('ledgerflow.workflow_run').select('status').where('id', '=', id).executeTakeFirst();
+  const run = await store.db
+    .selectFrom('ledgerflow.workflow_run')
+    .select('status')
+    .where('id', '=', id)
+    .executeTakeFirst();
   if (run === undefined || !['failed', 'cancelled', 'compensation_failed'].includes(run.status)) return false;
   try {
     await client.retryRun(id, NOTE);
@@ -264,9 +307,15 @@ async function resolveParked(client: Client, store: TestStore, desk: FuzzDesk, c
   for (const row of rows) {
     const answer = desk.find(row.idempotency_key);
     try {
-      await client.resolveEffect(row.run_id, row.step_name, answer === null ? { notFound: true } : { found: answer }, NOTE);
+      await client.resolveEffect(
+        row.run_id,
+        row.step_name,
+        answer === null ? { notFound: true } : { found: answer },
+        NOTE,
+      );
       resolved += 1;
-      counts.actions[answer === null ? 'resolve-not-found' : 'resolve-found'] = (counts.actions[answer === null ? 'resolve-not-found' : 'resolve-found'] ?? 0) + 1;
+      counts.actions[answer === null ? 'resolve-not-found' : 'resolve-found'] =
+        (counts.actions[answer === null ? 'resolve-not-found' : 'resolve-found'] ?? 0) + 1;
     } catch {
       // Refused (e.g. an oversized answer under max_output_bytes): the run stays parked, and the check says so.
     }
@@ -276,7 +325,9 @@ async function resolveParked(client: Client, store: TestStore, desk: FuzzDesk, c
 
 async function terminateBackend(store: TestStore, random: SeededRandom): Promise<number> {
   const { rows } = await sql<{ pid: number }>`
-    SELECT pid FROM pg_stat_activity WHERE application_name LIKE ${`${CHAOS_APPLICATION_PREFIX}%`} AND datname = current_database() ORDER BY pid`.execute(store.db);
+    SELECT pid FROM pg_stat_activity WHERE application_name LIKE ${`${CHAOS_APPLICATION_PREFIX}%`} AND datname = current_database() ORDER BY pid`.execute(
+    store.db,
+  );
   const target = random.pick(rows);
   if (target === undefined) return 0;
   const { rows: done } = await sql<{ ok: boolean }>`SELECT pg_terminate_backend(${target.pid}) AS ok`.execute(store.db);
@@ -289,7 +340,14 @@ async function terminateBackend(store: TestStore, random: SeededRandom): Promise
  * the fleet was up, or after `capMs`: on a loaded machine workers boot and work slowly, and only a run that stopped
  * moving is waiting forever.
  */
-async function waitFinal(store: TestStore, fleet: WorkerFleet, workers: number, stallMs: number, capMs: number, each: () => Promise<unknown>): Promise<void> {
+async function waitFinal(
+  store: TestStore,
+  fleet: WorkerFleet,
+  workers: number,
+  stallMs: number,
+  capMs: number,
+  each: () => Promise<unknown>,
+): Promise<void> {
   const started = performance.now();
   let signature = '';
   let movedAt = performance.now();

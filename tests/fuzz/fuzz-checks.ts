@@ -1,7 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { sql, type Kysely } from 'kysely';
 import type { LedgerflowDatabase } from '../../runtime/store/tables.js';
-import { FINAL_RUN_STATUSES, RUN_STATUSES, } from '../../runtime/store/tables.js';
+import { FINAL_RUN_STATUSES, RUN_STATUSES } from '../../runtime/store/tables.js';
 import {
   computeOutput,
   effectKey,
@@ -50,8 +50,16 @@ export interface RunFacts {
   readonly standing: unknown;
   readonly parentRunId: string | null;
   readonly output: Readonly<Record<string, unknown>> | null;
-  readonly results: ReadonlyMap<string, { readonly output: unknown; readonly skipped: boolean; readonly bytes: number }>;
-  readonly attempts: ReadonlyArray<{ readonly step: string; readonly attempt: number; readonly status: string; readonly error: unknown }>;
+  readonly results: ReadonlyMap<
+    string,
+    { readonly output: unknown; readonly skipped: boolean; readonly bytes: number }
+  >;
+  readonly attempts: ReadonlyArray<{
+    readonly step: string;
+    readonly attempt: number;
+    readonly status: string;
+    readonly error: unknown;
+  }>;
 }
 
 export async function readRunFacts(db: Kysely<LedgerflowDatabase>): Promise<RunFacts[]> {
@@ -101,9 +109,19 @@ export async function readRunFacts(db: Kysely<LedgerflowDatabase>): Promise<RunF
 }
 
 /** While the batch runs: queue rows of runs that may not hold them, and slots over a limit. */
-export async function sampleQueueRows(db: Kysely<LedgerflowDatabase>, compositions: readonly Composition[]): Promise<Violation[]> {
+export async function sampleQueueRows(
+  db: Kysely<LedgerflowDatabase>,
+  compositions: readonly Composition[],
+): Promise<Violation[]> {
   const violations: Violation[] = [];
-  const { rows } = await sql<{ kind: string; queue: string; partition: string; run_id: string; status: string; compensation: string | null }>`
+  const { rows } = await sql<{
+    kind: string;
+    queue: string;
+    partition: string;
+    run_id: string;
+    status: string;
+    compensation: string | null;
+  }>`
     SELECT 'slot' AS kind, s.queue, s.partition, s.run_id, r.status, r.compensation
       FROM ledgerflow.queue_slot s JOIN ledgerflow.workflow_run r ON r.id = s.run_id
     UNION ALL
@@ -129,13 +147,21 @@ export async function sampleQueueRows(db: Kysely<LedgerflowDatabase>, compositio
     const limits = composition.queue!.definition.limits;
     const total = held.get(queue) ?? 0;
     if (limits.concurrency !== undefined && total > limits.concurrency) {
-      violations.push({ seed: composition.seed, check: 'queue: slots over concurrency', message: `${total} slots of ${queue} held (limit ${limits.concurrency})` });
+      violations.push({
+        seed: composition.seed,
+        check: 'queue: slots over concurrency',
+        message: `${total} slots of ${queue} held (limit ${limits.concurrency})`,
+      });
     }
     for (const [key, n] of held) {
       const [q, partition] = key.split('\u0000');
       if (q !== queue || partition === undefined || limits.partition?.concurrency === undefined) continue;
       if (n > limits.partition.concurrency) {
-        violations.push({ seed: composition.seed, check: 'queue: partition slots over concurrency', message: `${n} slots of ${queue}/${partition} held` });
+        violations.push({
+          seed: composition.seed,
+          check: 'queue: partition slots over concurrency',
+          message: `${n} slots of ${queue}/${partition} held`,
+        });
       }
     }
   }
@@ -164,7 +190,8 @@ export async function checkBatch(input: CheckInput): Promise<Violation[]> {
   const current = await readRunFacts(input.db);
   const facts = new Map<string, RunFacts>([...input.snapshots, ...current.map((f) => [f.id, f] as const)]);
   const byTag = new Map([...facts.values()].map((f) => [f.tag, f]));
-  const compositionOf = (tag: string): Composition | undefined => compositions.find((c) => tag.startsWith(`f${c.seed}r`));
+  const compositionOf = (tag: string): Composition | undefined =>
+    compositions.find((c) => tag.startsWith(`f${c.seed}r`));
   const seedOf = (tag: string): number => compositionOf(tag)?.seed ?? -1;
   const violate = (tag: string, check: string, message: string): void => {
     violations.push({ seed: seedOf(tag), check, message: `${tag}: ${message}` });
@@ -193,9 +220,14 @@ export async function checkBatch(input: CheckInput): Promise<Violation[]> {
     if (run === undefined || !FINAL.includes(run.status) || !hasCompensation(key, compositionOf(run.tag))) continue;
     tick('compensated effects undone exactly once');
     const u = undone.get(key) ?? 0;
-    if (run.status === 'compensated' && u !== n) violate(run.tag, 'compensated run left an effect not undone', `${key}: applied ${n}, undone ${u}`);
+    if (run.status === 'compensated' && u !== n)
+      violate(run.tag, 'compensated run left an effect not undone', `${key}: applied ${n}, undone ${u}`);
     if (run.status !== 'compensated' && run.status !== 'compensation_failed' && u > 0) {
-      violate(run.tag, 'effect undone for a run that did not compensate', `${key}: undone ${u} times, run ${run.status}`);
+      violate(
+        run.tag,
+        'effect undone for a run that did not compensate',
+        `${key}: undone ${u} times, run ${run.status}`,
+      );
     }
   }
 
@@ -205,22 +237,37 @@ export async function checkBatch(input: CheckInput): Promise<Violation[]> {
     if (composition === undefined) continue;
     tick('run row consistent');
     if (!(RUN_STATUSES as readonly string[]).includes(run.status)) violate(run.tag, 'unknown status', run.status);
-    if (FINAL.includes(run.status) !== (run.finishedAt !== null)) violate(run.tag, 'finished_at iff final', `${run.status} with finished_at ${String(run.finishedAt)}`);
+    if (FINAL.includes(run.status) !== (run.finishedAt !== null))
+      violate(run.tag, 'finished_at iff final', `${run.status} with finished_at ${String(run.finishedAt)}`);
     if (run.status === 'cancelled' && run.compensation !== null) {
-      violate(run.tag, 'cancelled run with a compensation', `cancelled with compensation = '${run.compensation}' (a run already compensating is not cancelled)`);
+      violate(
+        run.tag,
+        'cancelled run with a compensation',
+        `cancelled with compensation = '${run.compensation}' (a run already compensating is not cancelled)`,
+      );
     }
     if ((run.status === 'compensated' || run.status === 'compensation_failed') && run.compensation === null) {
       violate(run.tag, 'compensated without compensation', run.status);
     }
-    if ((run.status === 'running') !== (run.leaseOwner !== null)) violate(run.tag, 'lease iff running', `${run.status}, lease ${run.leaseOwner}`);
+    if ((run.status === 'running') !== (run.leaseOwner !== null))
+      violate(run.tag, 'lease iff running', `${run.status}, lease ${run.leaseOwner}`);
     for (const [step, result] of run.results) {
       tick('output within max_output_bytes');
-      if (result.bytes > FUZZ_MAX_OUTPUT_BYTES) violate(run.tag, 'output over max_output_bytes', `step ${step} recorded ${result.bytes} bytes (limit ${FUZZ_MAX_OUTPUT_BYTES})`);
+      if (result.bytes > FUZZ_MAX_OUTPUT_BYTES)
+        violate(
+          run.tag,
+          'output over max_output_bytes',
+          `step ${step} recorded ${result.bytes} bytes (limit ${FUZZ_MAX_OUTPUT_BYTES})`,
+        );
     }
     for (const attempt of run.attempts) {
       const name = (attempt.error as { name?: string } | null)?.name;
       if (name === 'ConflictError') {
-        violate(run.tag, 'conflict on a request the model never changes', `step ${attempt.step} attempt ${attempt.attempt}: ${JSON.stringify(attempt.error)}`);
+        violate(
+          run.tag,
+          'conflict on a request the model never changes',
+          `step ${attempt.step} attempt ${attempt.attempt}: ${JSON.stringify(attempt.error)}`,
+        );
       }
     }
     tick('nothing unfinished after the settle');
@@ -232,7 +279,11 @@ export async function checkBatch(input: CheckInput): Promise<Violation[]> {
       continue;
     }
     if (!FINAL.includes(run.status)) {
-      violate(run.tag, 'unfinished after the settle', `${run.workflow} is ${run.status}${run.compensation ? ` (compensating: ${run.compensation})` : ''}; error ${JSON.stringify(run.error)}; ${JSON.stringify(run.standing)}`);
+      violate(
+        run.tag,
+        'unfinished after the settle',
+        `${run.workflow} is ${run.status}${run.compensation ? ` (compensating: ${run.compensation})` : ''}; error ${JSON.stringify(run.error)}; ${JSON.stringify(run.standing)}`,
+      );
       continue;
     }
     const isRoot = run.workflow === composition.root.name;
@@ -244,7 +295,8 @@ export async function checkBatch(input: CheckInput): Promise<Violation[]> {
     if (why !== undefined) violate(run.tag, 'final status not explained', why);
     if (run.status === 'completed') {
       tick('completed output equals the model');
-      const wrong = isRoot && plan !== undefined ? rootOutputProblem(run, composition, plan) : kidOutputProblem(run, composition);
+      const wrong =
+        isRoot && plan !== undefined ? rootOutputProblem(run, composition, plan) : kidOutputProblem(run, composition);
       if (wrong !== undefined) violate(run.tag, 'completed output differs from the model', wrong);
     }
   }
@@ -267,11 +319,15 @@ function hasCompensation(key: string, composition: Composition | undefined): boo
   if (composition === undefined) return false;
   const step = key.split('/')[1];
   if (step === 'keffect') return composition.kidPlan.effect;
-  return composition.steps.some((s) => s.name === step && (s.kind === 'transactional' || s.kind === 'external') && s.compensate);
+  return composition.steps.some(
+    (s) => s.name === step && (s.kind === 'transactional' || s.kind === 'external') && s.compensate,
+  );
 }
 
 function declaresCompensations(composition: Composition, isRoot: boolean): boolean {
-  return isRoot ? composition.steps.some((s) => (s.kind === 'transactional' || s.kind === 'external') && s.compensate) : composition.kidPlan.effect;
+  return isRoot
+    ? composition.steps.some((s) => (s.kind === 'transactional' || s.kind === 'external') && s.compensate)
+    : composition.kidPlan.effect;
 }
 
 /** Is this parked run stopped at an external step whose provider answers over max_output_bytes? */
@@ -282,7 +338,13 @@ function parkedOnOversizedAnswer(run: RunFacts, composition: Composition): boole
 }
 
 /** Why a final status is not what this run could reach, or undefined when it is explained. */
-function explain(run: RunFacts, composition: Composition, plan: RunPlan | undefined, log: RunLog | undefined, parent: RunFacts | undefined): string | undefined {
+function explain(
+  run: RunFacts,
+  composition: Composition,
+  plan: RunPlan | undefined,
+  log: RunLog | undefined,
+  parent: RunFacts | undefined,
+): string | undefined {
   const isRoot = run.workflow === composition.root.name;
   const compensates = declaresCompensations(composition, isRoot);
   const crashed = run.attempts.some((a) => /crash|lease/i.test(JSON.stringify(a.error ?? '')));
@@ -301,7 +363,11 @@ function explain(run: RunFacts, composition: Composition, plan: RunPlan | undefi
     designedFailure = (run.input as { fail?: boolean }).fail === true;
   }
   const oversizedRan =
-    isRoot && plan !== undefined && composition.steps.some((s) => stepRuns(s, plan.flags) && (s.kind === 'external' || s.kind === 'transactional') && s.oversized);
+    isRoot &&
+    plan !== undefined &&
+    composition.steps.some(
+      (s) => stepRuns(s, plan.flags) && (s.kind === 'external' || s.kind === 'transactional') && s.oversized,
+    );
   const deadline = isRoot && composition.deadlineMs !== undefined;
   const cancelled = log?.cancelled === true || (log?.retried ?? 0) > 0;
   const parentStopped = parent !== undefined && parent.status !== 'completed';
@@ -309,7 +375,8 @@ function explain(run: RunFacts, composition: Composition, plan: RunPlan | undefi
     case 'completed':
       return undefined;
     case 'failed':
-      if (compensates && !crashed) return `failed although its workflow declares compensations (it should have compensated); error ${JSON.stringify(run.error)}`;
+      if (compensates && !crashed)
+        return `failed although its workflow declares compensations (it should have compensated); error ${JSON.stringify(run.error)}`;
       if (designedFailure || crashed || parentStopped) return undefined;
       return `failed with no designed failure: error ${JSON.stringify(run.error)}`;
     case 'cancelled':
@@ -335,22 +402,29 @@ function rootOutputProblem(run: RunFacts, composition: Composition, plan: RunPla
     const result = run.results.get(step.name);
     const ran = stepRuns(step, plan.flags);
     if (!ran) {
-      if (result !== undefined && !result.skipped) return `step ${step.name} should have been skipped (flags ${plan.flags})`;
+      if (result !== undefined && !result.skipped)
+        return `step ${step.name} should have been skipped (flags ${plan.flags})`;
       continue;
     }
     if (result === undefined || result.skipped) return `step ${step.name} has no output`;
     const expected = expectedOutput(step, plan.tag, model);
     if (step.kind === 'sleep') {
-      if (typeof (result.output as { until?: unknown }).until !== 'string') return `sleep ${step.name}: ${JSON.stringify(result.output)}`;
+      if (typeof (result.output as { until?: unknown }).until !== 'string')
+        return `sleep ${step.name}: ${JSON.stringify(result.output)}`;
     } else if (step.kind === 'wait') {
       const out = result.output as { status: string; payload?: unknown };
-      if (out.status === 'received' && !isDeepStrictEqual(out.payload, { note: plan.tag })) return `wait ${step.name} received ${JSON.stringify(out.payload)}`;
-    } else if (!isDeepStrictEqual(result.output, expected) && !isDeepStrictEqual(result.output, expectedOutput(step, plan.tag, model, storedOrder))) {
+      if (out.status === 'received' && !isDeepStrictEqual(out.payload, { note: plan.tag }))
+        return `wait ${step.name} received ${JSON.stringify(out.payload)}`;
+    } else if (
+      !isDeepStrictEqual(result.output, expected) &&
+      !isDeepStrictEqual(result.output, expectedOutput(step, plan.tag, model, storedOrder))
+    ) {
       return `step ${step.name} (${step.kind}) output ${JSON.stringify(result.output)}, the model says ${JSON.stringify(expected)}`;
     }
     model.set(step.name, expected);
     const inRun = run.output?.[step.name];
-    if (!isDeepStrictEqual(inRun, result.output)) return `run output's ${step.name} ${JSON.stringify(inRun)} differs from its step result ${JSON.stringify(result.output)}`;
+    if (!isDeepStrictEqual(inRun, result.output))
+      return `run output's ${step.name} ${JSON.stringify(inRun)} differs from its step result ${JSON.stringify(result.output)}`;
   }
   return undefined;
 }
@@ -371,13 +445,21 @@ function storedOrder(value: unknown): unknown {
  * them. Either is a correct output; a run whose key saw both (a reload between two of its
  * attempts) is a ConflictError, checked on its own.
  */
-function expectedOutput(step: StepPlan, tag: string, earlier: ReadonlyMap<string, unknown>, seen: (v: unknown) => unknown = (v) => v): unknown {
+function expectedOutput(
+  step: StepPlan,
+  tag: string,
+  earlier: ReadonlyMap<string, unknown>,
+  seen: (v: unknown) => unknown = (v) => v,
+): unknown {
   switch (step.kind) {
     case 'compute':
       return computeOutput(tag, step);
     case 'transactional':
     case 'external':
-      return effectOutput(effectKey(tag, step.name, step.keyFrom === undefined ? undefined : seen(earlier.get(step.keyFrom))), step.oversized);
+      return effectOutput(
+        effectKey(tag, step.name, step.keyFrom === undefined ? undefined : seen(earlier.get(step.keyFrom))),
+        step.oversized,
+      );
     case 'child':
       return kidOutput(kidTags(tag, step)[0]!);
     case 'forEach':
@@ -389,10 +471,12 @@ function expectedOutput(step: StepPlan, tag: string, earlier: ReadonlyMap<string
 
 function kidOutputProblem(run: RunFacts, composition: Composition): string | undefined {
   const kdone = run.results.get('kdone')?.output;
-  if (!isDeepStrictEqual(kdone, kidOutput(run.tag))) return `kdone output ${JSON.stringify(kdone)}, the model says ${JSON.stringify(kidOutput(run.tag))}`;
+  if (!isDeepStrictEqual(kdone, kidOutput(run.tag)))
+    return `kdone output ${JSON.stringify(kdone)}, the model says ${JSON.stringify(kidOutput(run.tag))}`;
   if (composition.kidPlan.effect) {
     const expected = effectOutput(`${run.tag}/keffect`, false);
-    if (!isDeepStrictEqual(run.results.get('keffect')?.output, expected)) return `keffect output ${JSON.stringify(run.results.get('keffect')?.output)}`;
+    if (!isDeepStrictEqual(run.results.get('keffect')?.output, expected))
+      return `keffect output ${JSON.stringify(run.results.get('keffect')?.output)}`;
   }
   return undefined;
 }
@@ -402,10 +486,16 @@ function kidOutputProblem(run: RunFacts, composition: Composition): string | und
  * one period, read from every grant the window counted (fuzz_app.grant_log, filled by a trigger on
  * ledgerflow.queue_grant).
  */
-export async function grantViolations(db: Kysely<LedgerflowDatabase>, compositions: readonly Composition[], tick: (check: string) => void): Promise<Violation[]> {
+export async function grantViolations(
+  db: Kysely<LedgerflowDatabase>,
+  compositions: readonly Composition[],
+  tick: (check: string) => void,
+): Promise<Violation[]> {
   const violations: Violation[] = [];
   const { rows } = await sql<{ queue: string; partition: string; at_ms: number }>`
-    SELECT queue, partition, extract(epoch FROM granted_at) * 1000 AS at_ms FROM fuzz_app.grant_log ORDER BY queue, partition, granted_at`.execute(db);
+    SELECT queue, partition, extract(epoch FROM granted_at) * 1000 AS at_ms FROM fuzz_app.grant_log ORDER BY queue, partition, granted_at`.execute(
+    db,
+  );
   const byQueue = groupBy(rows, (r) => `${r.queue}\u0000${r.partition}`);
   for (const composition of compositions) {
     const q = composition.queue;
@@ -434,7 +524,11 @@ export async function grantViolations(db: Kysely<LedgerflowDatabase>, compositio
 }
 
 /** Queue concurrency and rate, and worker concurrency, from the handler spans. */
-function spanViolations(input: CheckInput, facts: ReadonlyMap<string, RunFacts>, tick: (check: string) => void): Violation[] {
+function spanViolations(
+  input: CheckInput,
+  facts: ReadonlyMap<string, RunFacts>,
+  tick: (check: string) => void,
+): Violation[] {
   const violations: Violation[] = [];
   const spans = input.desk.spans.filter((s) => s.worker !== 'client');
   const attemptStatus = (s: HandlerSpan): string | undefined =>
@@ -458,10 +552,13 @@ function spanViolations(input: CheckInput, facts: ReadonlyMap<string, RunFacts>,
   for (const composition of input.compositions) {
     const q = composition.queue;
     if (q === undefined) continue;
-    const queuedSteps = new Set(composition.steps.filter((s) => 'queued' in s && (s.queued || q.wholeRun)).map((s) => s.name));
+    const queuedSteps = new Set(
+      composition.steps.filter((s) => 'queued' in s && (s.queued || q.wholeRun)).map((s) => s.name),
+    );
     if (q.wholeRun) for (const s of composition.steps) queuedSteps.add(s.name);
     const mine = live.filter((s) => s.workflow === composition.root.name && queuedSteps.has(s.step));
-    const partOf = (s: HandlerSpan): string => (q.partitioned ? (composition.runs.find((r) => r.tag === facts.get(s.runId)?.tag)?.part ?? '?') : '');
+    const partOf = (s: HandlerSpan): string =>
+      q.partitioned ? (composition.runs.find((r) => r.tag === facts.get(s.runId)?.tag)?.part ?? '?') : '';
     const limits = q.definition.limits;
     if (limits.concurrency !== undefined) {
       tick('queue concurrency');
@@ -479,7 +576,11 @@ function spanViolations(input: CheckInput, facts: ReadonlyMap<string, RunFacts>,
         tick('partition concurrency');
         const peak = maxOverlap(list, (s) => s.runId);
         if (peak.count > limits.partition.concurrency) {
-          violations.push({ seed: composition.seed, check: 'partition concurrency exceeded', message: `${peak.count} runs of partition ${part} at once: ${peak.at.map(describeSpan).join('; ')}` });
+          violations.push({
+            seed: composition.seed,
+            check: 'partition concurrency exceeded',
+            message: `${peak.count} runs of partition ${part} at once: ${peak.at.map(describeSpan).join('; ')}`,
+          });
         }
       }
     }
@@ -525,7 +626,10 @@ function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, 
 }
 
 /** The most distinct `who` with a span open at one instant, and those spans. */
-function maxOverlap(spans: readonly HandlerSpan[], who: (s: HandlerSpan) => string | number): { count: number; at: HandlerSpan[] } {
+function maxOverlap(
+  spans: readonly HandlerSpan[],
+  who: (s: HandlerSpan) => string | number,
+): { count: number; at: HandlerSpan[] } {
   let best: { count: number; at: HandlerSpan[] } = { count: 0, at: [] };
   for (const s of spans) {
     const open = spans.filter((o) => o.startedAt <= s.startedAt && (o.endedAt ?? Infinity) > s.startedAt);

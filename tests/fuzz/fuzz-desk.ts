@@ -93,13 +93,18 @@ export class FuzzDesk {
 export function fuzzDeskRoutes(desk: FuzzDesk): JsonHandler {
   return async (request) => {
     const body = request.body as Record<string, unknown>;
-    if (request.method === 'POST' && request.path === '/fz/apply') return { status: 200, body: desk.apply(body as unknown as ApplyRequest) };
+    if (request.method === 'POST' && request.path === '/fz/apply')
+      return { status: 200, body: desk.apply(body as unknown as ApplyRequest) };
     if (request.method === 'POST' && request.path === '/fz/undo') {
       return { status: 200, body: desk.undo(String(body['key']), String(body['of'])) };
     }
-    if (request.method === 'GET' && request.path === '/fz/find') return { status: 200, body: { found: desk.find(request.query.get('key') ?? '') } };
+    if (request.method === 'GET' && request.path === '/fz/find')
+      return { status: 200, body: { found: desk.find(request.query.get('key') ?? '') } };
     if (request.method === 'POST' && request.path === '/fz/enter') {
-      return { status: 200, body: { id: desk.enter(body as unknown as Omit<HandlerSpan, 'id' | 'startedAt' | 'endedAt'>) } };
+      return {
+        status: 200,
+        body: { id: desk.enter(body as unknown as Omit<HandlerSpan, 'id' | 'startedAt' | 'endedAt'>) },
+      };
     }
     if (request.method === 'POST' && request.path === '/fz/leave') {
       desk.leave(Number(body['id']), Number(body['startedAt']), Number(body['endedAt']));
@@ -130,10 +135,19 @@ export class HttpFuzzDesk {
   }
 
   /** Runs `body` as one handler span: the desk knows it started before it runs, and that it ended before it returns. */
-  async span<T>(ctx: { readonly runId: string; readonly workflowName: string; readonly stepName: string; readonly attempt: number }, body: () => Promise<T>): Promise<T> {
+  async span<T>(
+    ctx: { readonly runId: string; readonly workflowName: string; readonly stepName: string; readonly attempt: number },
+    body: () => Promise<T>,
+  ): Promise<T> {
     const { id } = await requestJson<{ id: number }>(`${this.baseUrl}/fz/enter`, {
       method: 'POST',
-      body: { worker: this.worker, runId: ctx.runId, workflow: ctx.workflowName, step: ctx.stepName, attempt: ctx.attempt },
+      body: {
+        worker: this.worker,
+        runId: ctx.runId,
+        workflow: ctx.workflowName,
+        step: ctx.stepName,
+        attempt: ctx.attempt,
+      },
     });
     const startedAt = Date.now();
     try {

@@ -1,6 +1,13 @@
 import type { Transaction } from 'kysely';
 import { shapeHash } from 'ledgerflow/dsl';
-import { bindHandlers, found, NonRetryableError, notFound, unknownOutcome, type WorkflowRegistration } from 'ledgerflow/runtime';
+import {
+  bindHandlers,
+  found,
+  NonRetryableError,
+  notFound,
+  unknownOutcome,
+  type WorkflowRegistration,
+} from 'ledgerflow/runtime';
 import { computeOutput, effectOutput, type Composition, type FuzzInput, type KidInput } from './compose.js';
 import type { HttpFuzzDesk } from './fuzz-desk.js';
 
@@ -57,22 +64,30 @@ export function fuzzRegistrations(composition: Composition, desk: HttpFuzzDesk):
       case 'compute':
         handlers[plan.name] = (ctx: Ctx) =>
           desk.span(ctx, async () => {
-            if (plan.failFirst && ctx.attempt === 1) throw new NonRetryableError(`fuzz: ${plan.name} fails for good on its first attempt (designed)`);
+            if (plan.failFirst && ctx.attempt === 1)
+              throw new NonRetryableError(`fuzz: ${plan.name} fails for good on its first attempt (designed)`);
             return computeOutput(ctx.input.tag, plan);
           });
         break;
       case 'transactional':
         handlers[plan.name] = (ctx: TxCtx) =>
           desk.span(ctx, async () => {
-            if (plan.failFirst && ctx.attempt === 1) throw new Error(`fuzz: ${plan.name} fails once (designed, retryable)`);
-            await ctx.tx.insertInto('fuzz_app.applied').values({ run_id: ctx.runId, key: ctx.key, kind: 'do' }).execute();
+            if (plan.failFirst && ctx.attempt === 1)
+              throw new Error(`fuzz: ${plan.name} fails once (designed, retryable)`);
+            await ctx.tx
+              .insertInto('fuzz_app.applied')
+              .values({ run_id: ctx.runId, key: ctx.key, kind: 'do' })
+              .execute();
             return ctx.record(effectOutput(ctx.key, false));
           });
         if (plan.compensate) {
           handlers[`${plan.name}_undo`] = (ctx: TxCtx) =>
             desk.span(ctx, async () => {
               const of = originalKey(ctx.steps, plan.name);
-              await ctx.tx.insertInto('fuzz_app.applied').values({ run_id: ctx.runId, key: of, kind: 'undo' }).execute();
+              await ctx.tx
+                .insertInto('fuzz_app.applied')
+                .values({ run_id: ctx.runId, key: of, kind: 'undo' })
+                .execute();
               return ctx.record({ undone: of });
             });
         }
@@ -81,20 +96,28 @@ export function fuzzRegistrations(composition: Composition, desk: HttpFuzzDesk):
         handlers[plan.name] = {
           perform: (ctx: KeyedCtx) =>
             desk.span(ctx, async () => {
-              if (plan.failFirst && ctx.attempt === 1) throw new Error(`fuzz: ${plan.name} fails once before the provider (designed, retryable)`);
-              return desk.apply({ key: ctx.key, dedupe: plan.mode === 'idempotent', oversized: plan.oversized, killAfter: plan.killAfterApply && ctx.attempt === 1 });
+              if (plan.failFirst && ctx.attempt === 1)
+                throw new Error(`fuzz: ${plan.name} fails once before the provider (designed, retryable)`);
+              return desk.apply({
+                key: ctx.key,
+                dedupe: plan.mode === 'idempotent',
+                oversized: plan.oversized,
+                killAfter: plan.killAfterApply && ctx.attempt === 1,
+              });
             }),
           ...(plan.mode === 'idempotent'
             ? {}
             : {
                 reconcile: async (ctx: KeyedCtx) => {
-                  if (plan.mode === 'unknown') return unknownOutcome('fuzz: this provider cannot be asked (an operator resolves it)');
+                  if (plan.mode === 'unknown')
+                    return unknownOutcome('fuzz: this provider cannot be asked (an operator resolves it)');
                   const answer = await desk.find(ctx.key);
                   return answer === undefined ? notFound() : found(answer);
                 },
               }),
         };
-        if (plan.compensate) handlers[`${plan.name}_undo`] = externalUndo(desk, (ctx) => originalKey(ctx.steps, plan.name), 0);
+        if (plan.compensate)
+          handlers[`${plan.name}_undo`] = externalUndo(desk, (ctx) => originalKey(ctx.steps, plan.name), 0);
         break;
       default:
         break;
@@ -109,7 +132,8 @@ export function fuzzRegistrations(composition: Composition, desk: HttpFuzzDesk):
   };
   if (composition.kidPlan.effect) {
     kidHandlers['keffect'] = {
-      perform: (ctx: KeyedCtx) => desk.span(ctx, () => desk.apply({ key: ctx.key, dedupe: true, oversized: false, killAfter: false })),
+      perform: (ctx: KeyedCtx) =>
+        desk.span(ctx, () => desk.apply({ key: ctx.key, dedupe: true, oversized: false, killAfter: false })),
     };
     // A slow undo: a parent's cancel has time to land while the child compensates.
     kidHandlers['kundo'] = externalUndo(desk, (ctx) => originalKey(ctx.steps, 'keffect'), 150);

@@ -32,7 +32,12 @@ function batches(): number[][] {
   const seeds = Array.from({ length: compositions }, (_, i) => firstSeed + i);
   // The seeds that found defects first, as a batch of their own (tests/fuzz/regression-seeds.ts).
   const regressions = REGRESSION_SEEDS.map((r) => r.seed);
-  return [regressions, ...Array.from({ length: Math.ceil(seeds.length / batchSize) }, (_, i) => seeds.slice(i * batchSize, (i + 1) * batchSize))];
+  return [
+    regressions,
+    ...Array.from({ length: Math.ceil(seeds.length / batchSize) }, (_, i) =>
+      seeds.slice(i * batchSize, (i + 1) * batchSize),
+    ),
+  ];
 }
 
 function add(total: BatchCounts, counts: BatchCounts): void {
@@ -44,11 +49,20 @@ function add(total: BatchCounts, counts: BatchCounts): void {
 }
 
 describe('composition fuzzer', () => {
-  it(`keeps every invariant where features meet (${replaySeed !== undefined ? `seed ${replaySeed}` : `${compositions} compositions from seed ${firstSeed}`})`, { timeout: 3_600_000 }, async () => {
+  it(`keeps every invariant where features meet (${replaySeed !== undefined ? `seed ${replaySeed}` : `${compositions} compositions from seed ${firstSeed}`})`, {
+    timeout: 3_600_000,
+  }, async () => {
     const total: BatchCounts = { compositions: 0, runs: 0, actions: {}, faults: {}, checks: {} };
     const violations: Violation[] = [];
     for (const seeds of batches()) {
-      const outcome = await runBatch({ seeds, workers: 2, concurrency: 2, activeMs: 3_500, settleMs: 10_000, log: (line) => console.log(line) });
+      const outcome = await runBatch({
+        seeds,
+        workers: 2,
+        concurrency: 2,
+        activeMs: 3_500,
+        settleMs: 10_000,
+        log: (line) => console.log(line),
+      });
       add(total, outcome.counts);
       violations.push(...outcome.violations);
       for (const v of outcome.violations) console.log(`[fuzz] seed ${v.seed}: ${v.check}: ${v.message}`);

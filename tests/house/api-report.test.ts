@@ -25,7 +25,14 @@ describe('API reports', () => {
     ]);
     const runtime = readFileSync(path.join(root, 'api/runtime.api.md'), 'utf8');
     expect(runtime).toContain('export function createWorker(');
-    for (const internal of ['tickDedupeKey', 'ON_TIME_MS', 'migrationChecksum', 'describeIssues', 'createDashboard', 'LedgerflowDatabase']) {
+    for (const internal of [
+      'tickDedupeKey',
+      'ON_TIME_MS',
+      'migrationChecksum',
+      'describeIssues',
+      'createDashboard',
+      'LedgerflowDatabase',
+    ]) {
       expect(runtime, internal).not.toMatch(new RegExp(`^export .*\\b${internal}\\b`, 'm'));
     }
   });
@@ -40,7 +47,10 @@ describe('API reports', () => {
       scratch = mkdtempSync(path.join(root, '.tmp', 'api-report-test-'));
       declarations = path.join(scratch, 'declarations');
       emitDeclarations(root, declarations);
-      dashboardDeclaration = path.join(declarations, apiEntryPoints(root).find((entry) => entry.specifier === DASHBOARD)!.declaration);
+      dashboardDeclaration = path.join(
+        declarations,
+        apiEntryPoints(root).find((entry) => entry.specifier === DASHBOARD)!.declaration,
+      );
     }, 120_000);
     afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
@@ -48,10 +58,15 @@ describe('API reports', () => {
       const before = readFileSync(dashboardDeclaration, 'utf8');
       expect(before).toContain('DEFAULT_DASHBOARD_PORT, ');
       try {
-        writeFileSync(dashboardDeclaration, `${before.replace('DEFAULT_DASHBOARD_PORT, ', '')}\nexport declare function mountDashboard(path: string): void;\n`);
+        writeFileSync(
+          dashboardDeclaration,
+          `${before.replace('DEFAULT_DASHBOARD_PORT, ', '')}\nexport declare function mountDashboard(path: string): void;\n`,
+        );
         const { diagnostics } = checkApiReports(root, { declarations, only: [DASHBOARD] });
         expect(diagnostics.map((d) => [d.code, d.file])).toEqual([['API001', 'api/dashboard.api.md']]);
-        expect(diagnostics[0]!.message).toContain('the exports of ledgerflow/dashboard differ from api/dashboard.api.md');
+        expect(diagnostics[0]!.message).toContain(
+          'the exports of ledgerflow/dashboard differ from api/dashboard.api.md',
+        );
         expect(diagnostics[0]!.message).toContain('npm run check:api -- --update');
         const diff = diagnostics[0]!.diff;
         expect(diff).toContain('- export const DEFAULT_DASHBOARD_PORT = 4780;');
@@ -80,7 +95,9 @@ describe('API reports', () => {
       const updated = checkApiReports(root, { declarations, reportFolder: reports, only: [DASHBOARD], update: true });
       expect(updated.diagnostics).toEqual([]);
       expect(updated.updated.map((file) => path.basename(file))).toEqual(['dashboard.api.md', 'admin.api.md']);
-      expect(readFileSync(path.join(reports, 'dashboard.api.md'), 'utf8')).toBe(readFileSync(path.join(root, 'api/dashboard.api.md'), 'utf8'));
+      expect(readFileSync(path.join(reports, 'dashboard.api.md'), 'utf8')).toBe(
+        readFileSync(path.join(root, 'api/dashboard.api.md'), 'utf8'),
+      );
       expect(checkApiReports(root, { declarations, reportFolder: reports, only: [DASHBOARD] }).diagnostics).toEqual([]);
     });
   });

@@ -36,7 +36,11 @@ function hasFileHeader(text: string): boolean {
   const lines = text.split('\n');
   let i = 0;
   const skipImports = (): void => {
-    while (i < lines.length && (lines[i]!.trim() === '' || /^import\b/.test(lines[i]!) || /^\s+[\w{}, ]*,?$|^} from '/.test(lines[i]!))) i++;
+    while (
+      i < lines.length &&
+      (lines[i]!.trim() === '' || /^import\b/.test(lines[i]!) || /^\s+[\w{}, ]*,?$|^} from '/.test(lines[i]!))
+    )
+      i++;
   };
   const commentEnd = (): number | undefined => {
     const line = lines[i]!;
@@ -62,16 +66,22 @@ function hasFileHeader(text: string): boolean {
 
 describe('DESIGN.md against the tree', () => {
   it('"Layers": every file in runtime/worker/ (executors/ too) has a header comment', () => {
-    expect(section('Layers')).toContain('Inside the worker (`runtime/worker/`), each file with a header stating its states');
+    expect(section('Layers')).toContain(
+      'Inside the worker (`runtime/worker/`), each file with a header stating its states',
+    );
     const files = tsFiles('runtime/worker');
     expect(files.length).toBeGreaterThan(30);
     expect(files.filter((file) => !hasFileHeader(readFileSync(path.join(root, file), 'utf8')))).toEqual([]);
   });
 
   it('tells a header from the doc comment of a declaration', () => {
-    expect(hasFileHeader("import { a } from './a.js';\n\n/*\n * What this file is.\n */\n\nexport const b = a;\n")).toBe(true);
+    expect(
+      hasFileHeader("import { a } from './a.js';\n\n/*\n * What this file is.\n */\n\nexport const b = a;\n"),
+    ).toBe(true);
     expect(hasFileHeader("// What this file is.\n// More.\nimport { a } from './a.js';\n")).toBe(true);
-    expect(hasFileHeader("import { a } from './a.js';\n\n/**\n * The b, and how it changes.\n */\nexport class B {}\n")).toBe(true);
+    expect(
+      hasFileHeader("import { a } from './a.js';\n\n/**\n * The b, and how it changes.\n */\nexport class B {}\n"),
+    ).toBe(true);
     expect(hasFileHeader("import { a } from './a.js';\n\n/** The b. */\nexport const b = a;\n")).toBe(false);
     expect(hasFileHeader("import {\n  a,\n  c,\n} from './a.js';\n\nexport const b = a;\n")).toBe(false);
   });
@@ -80,11 +90,26 @@ describe('DESIGN.md against the tree', () => {
     const glossary = section('Glossary');
     // A heading, or its part before a colon ("The start path").
     const headings = new Set([...design.matchAll(/^## (.+)$/gm)].flatMap((m) => [m[1]!, m[1]!.split(':')[0]!]));
-    const pointed = [...glossary.matchAll(/"([^"]+)"/g)].map((m) => m[1]!.replace(/\s+/g, ' ')).filter((name) => /^[A-Z]/.test(name));
+    const pointed = [...glossary.matchAll(/"([^"]+)"/g)]
+      .map((m) => m[1]!.replace(/\s+/g, ' '))
+      .filter((name) => /^[A-Z]/.test(name));
     expect(pointed.length).toBeGreaterThan(20);
     expect(pointed.filter((name) => !headings.has(name))).toEqual([]);
     expect([...glossary.matchAll(/^- \*\*([^*]+)\.\*\*/gm)].map((m) => m[1]!)).toEqual(
-      expect.arrayContaining(['Flight', 'Fused claim', 'Park', 'Horizon', 'Adopt', 'Take-over', 'Carry', 'Intent', 'Reconciler', 'Lease', 'Fencing token', 'Settle']),
+      expect.arrayContaining([
+        'Flight',
+        'Fused claim',
+        'Park',
+        'Horizon',
+        'Adopt',
+        'Take-over',
+        'Carry',
+        'Intent',
+        'Reconciler',
+        'Lease',
+        'Fencing token',
+        'Settle',
+      ]),
     );
   });
 
@@ -98,7 +123,8 @@ describe('DESIGN.md against the tree', () => {
     expect(exhaustive).toContain('codegen/analysis/step-declarations.ts');
     // Named by its path, or by its name under a folder the list names.
     const mentioned = (file: string): boolean =>
-      steps.includes(`\`${file}\``) || (steps.includes(`\`${path.basename(file)}\``) && named.some((p) => p.endsWith('/') && file.startsWith(p)));
+      steps.includes(`\`${file}\``) ||
+      (steps.includes(`\`${path.basename(file)}\``) && named.some((p) => p.endsWith('/') && file.startsWith(p)));
     expect(exhaustive.filter((file) => !mentioned(file))).toEqual([]);
   });
 });

@@ -41,7 +41,11 @@ const MARKER_LINE = new RegExp(`^\\s*(?://+|/\\*+|\\*)\\s*${MARKER}\\b`);
 function headerComment(lines: readonly string[]): readonly string[] {
   let i = 0;
   const skip = (): void => {
-    while (i < lines.length && (lines[i]!.trim() === '' || /^import\b/.test(lines[i]!) || /^\s+[\w{}, ]*,?$|^} from '/.test(lines[i]!))) i++;
+    while (
+      i < lines.length &&
+      (lines[i]!.trim() === '' || /^import\b/.test(lines[i]!) || /^\s+[\w{}, ]*,?$|^} from '/.test(lines[i]!))
+    )
+      i++;
   };
   skip();
   const start = i;
@@ -104,9 +108,17 @@ describe('file size', () => {
 
   it('a longer file passes with a "Long because" line in its first lines or its header comment', () => {
     expect(saysWhyLong(`// What this file is.\n// Long because it is one table.\n\n${filler(MAX_LINES)}`)).toBe(true);
-    expect(saysWhyLong(`/*\n * What this file is.\n * Long because it is one table.\n */\n${filler(MAX_LINES)}`)).toBe(true);
+    expect(saysWhyLong(`/*\n * What this file is.\n * Long because it is one table.\n */\n${filler(MAX_LINES)}`)).toBe(
+      true,
+    );
     const imports = Array.from({ length: 20 }, (_, i) => `import { a${i} } from './a${i}.js';\n`).join('');
-    expect(saysWhyLong(`${imports}\n/*\n * What this file is.\n *\n * Long because it is one table.\n */\n\n${filler(MAX_LINES)}`)).toBe(true);
-    expect(saysWhyLong(`${imports}\n// What this file is. Long because\n// it is one table.\n${filler(MAX_LINES)}`)).toBe(false);
+    expect(
+      saysWhyLong(
+        `${imports}\n/*\n * What this file is.\n *\n * Long because it is one table.\n */\n\n${filler(MAX_LINES)}`,
+      ),
+    ).toBe(true);
+    expect(
+      saysWhyLong(`${imports}\n// What this file is. Long because\n// it is one table.\n${filler(MAX_LINES)}`),
+    ).toBe(false);
   });
 });

@@ -18,7 +18,9 @@ describe('import rules', () => {
     // A check that read nothing would pass too.
     expect(check.files.length).toBeGreaterThan(250);
     expect(check.edges.length).toBeGreaterThan(1_000);
-    expect(check.edges).toContainEqual(expect.objectContaining({ from: 'runtime/client/client.ts', to: 'runtime/worker/worker.ts', typeOnly: true }));
+    expect(check.edges).toContainEqual(
+      expect.objectContaining({ from: 'runtime/client/client.ts', to: 'runtime/worker/worker.ts', typeOnly: true }),
+    );
   });
 
   describe('in a copy of the tree', () => {
@@ -26,7 +28,11 @@ describe('import rules', () => {
     beforeAll(() => {
       copy = mkdtempSync(path.join(tmpdir(), 'ledgerflow-import-rules-'));
       cpSync(path.join(root, 'package.json'), path.join(copy, 'package.json'));
-      for (const dir of SOURCE_ROOTS) cpSync(path.join(root, dir), path.join(copy, dir), { recursive: true, filter: (from) => !from.endsWith('.sql') });
+      for (const dir of SOURCE_ROOTS)
+        cpSync(path.join(root, dir), path.join(copy, dir), {
+          recursive: true,
+          filter: (from) => !from.endsWith('.sql'),
+        });
       // The target of the forbidden import into tests/ below.
       cpSync(path.join(root, 'tests/support/test-stores.ts'), path.join(copy, 'tests/support/test-stores.ts'));
     });
@@ -45,10 +51,18 @@ describe('import rules', () => {
 
     it('report a new cycle, a type-only one too', () => {
       expect(checkWith({ 'runtime/store/millis.ts': (text) => `${text}import '../worker/claim.js';\n` })).toEqual([
-        expect.stringMatching(/^runtime\/store\/millis\.ts:\d+:\d+ - error DEP001: import cycle: runtime\/store\/millis\.ts → runtime\/worker\/claim\.ts → runtime\/store\/millis\.ts\. /),
+        expect.stringMatching(
+          /^runtime\/store\/millis\.ts:\d+:\d+ - error DEP001: import cycle: runtime\/store\/millis\.ts → runtime\/worker\/claim\.ts → runtime\/store\/millis\.ts\. /,
+        ),
       ]);
-      expect(checkWith({ 'runtime/store/leased-run.ts': (text) => `import type { ClaimOptions } from '../worker/claim.js';\n${text}` })).toEqual([
-        expect.stringMatching(/^runtime\/store\/leased-run\.ts:1:\d+ - error DEP001: import cycle: runtime\/store\/leased-run\.ts → runtime\/worker\/claim\.ts → runtime\/store\/leased-run\.ts\. /),
+      expect(
+        checkWith({
+          'runtime/store/leased-run.ts': (text) => `import type { ClaimOptions } from '../worker/claim.js';\n${text}`,
+        }),
+      ).toEqual([
+        expect.stringMatching(
+          /^runtime\/store\/leased-run\.ts:1:\d+ - error DEP001: import cycle: runtime\/store\/leased-run\.ts → runtime\/worker\/claim\.ts → runtime\/store\/leased-run\.ts\. /,
+        ),
       ]);
     });
 
@@ -69,19 +83,33 @@ describe('import rules', () => {
         'runtime/errors.ts:1:8 DEP002',
         'runtime/store/store.ts:1:8 DEP002',
       ]);
-      expect(found[2]).toContain('runtime/client/queues.ts imports runtime/worker/claim.ts, but the client does not import worker internals');
+      expect(found[2]).toContain(
+        'runtime/client/queues.ts imports runtime/worker/claim.ts, but the client does not import worker internals',
+      );
       expect(found[3]).toContain('what both print lives in runtime/presentation/');
     });
 
     it('let a type-only seam carry `import type` alone, and report a seam no import uses', () => {
       const valueImport = checkWith({
-        'runtime/client/client.ts': (text) => text.replace("import type { Worker } from '../worker/worker.js';", "import { type Worker } from '../worker/worker.js';"),
+        'runtime/client/client.ts': (text) =>
+          text.replace(
+            "import type { Worker } from '../worker/worker.js';",
+            "import { type Worker } from '../worker/worker.js';",
+          ),
       });
-      expect(valueImport).toEqual([expect.stringContaining('runtime/client/client.ts imports runtime/worker/worker.ts, but the client does not import worker internals')]);
+      expect(valueImport).toEqual([
+        expect.stringContaining(
+          'runtime/client/client.ts imports runtime/worker/worker.ts, but the client does not import worker internals',
+        ),
+      ]);
       expect(valueImport[0]).toContain('allows `import type` here');
-      const stale = checkWith({ 'runtime/migrate/migrate.ts': (text) => text.replace(/^import \{ releasedDefinitionHash \} from .*$/m, '') });
+      const stale = checkWith({
+        'runtime/migrate/migrate.ts': (text) => text.replace(/^import \{ releasedDefinitionHash \} from .*$/m, ''),
+      });
       expect(stale).toEqual([
-        expect.stringMatching(/^scripts\/dependency-rules\.ts:\d+:1 - error DEP004: the seam runtime\/migrate\/migrate\.ts → codegen\/emit\/workflow-version-sql\.ts matches no import any more/),
+        expect.stringMatching(
+          /^scripts\/dependency-rules\.ts:\d+:1 - error DEP004: the seam runtime\/migrate\/migrate\.ts → codegen\/emit\/workflow-version-sql\.ts matches no import any more/,
+        ),
       ]);
     });
 

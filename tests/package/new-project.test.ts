@@ -71,10 +71,15 @@ afterAll(() => {
 
 describe('a new project, installed and started as docs/install.md says', () => {
   it('init in the package `npm init -y` made sets "type": "module"', () => {
-    const manifest = JSON.parse(readFileSync(join(app, 'package.json'), 'utf8')) as { type: string; dependencies: Record<string, string> };
+    const manifest = JSON.parse(readFileSync(join(app, 'package.json'), 'utf8')) as {
+      type: string;
+      dependencies: Record<string, string>;
+    };
     expect(manifest.type).toBe('module');
     expect(manifest.dependencies['ledgerflow']).toBe(`file:../ledgerflow/${TARBALL}`);
-    expect(initOutput).toContain('edited   package.json: "type": "module" (was "commonjs"; nothing else here relied on CommonJS)');
+    expect(initOutput).toContain(
+      'edited   package.json: "type": "module" (was "commonjs"; nothing else here relied on CommonJS)',
+    );
   });
 
   it('the next steps init prints, run as printed, complete a run', async () => {
@@ -88,13 +93,20 @@ describe('a new project, installed and started as docs/install.md says', () => {
     }
     expect(runId, 'a step started a run').toBeDefined();
 
-    const worker = await runUntil(steps.at(-1)!, { cwd: app, env: appEnv(), until: new RegExp(`run-completed runId=${runId}`), timeoutMs: 120_000 });
+    const worker = await runUntil(steps.at(-1)!, {
+      cwd: app,
+      env: appEnv(),
+      until: new RegExp(`run-completed runId=${runId}`),
+      timeoutMs: 120_000,
+    });
     // Stopped with SIGTERM, as Ctrl-C would; npx itself ends by the signal.
     expect(worker.stdout, worker.stderr).toMatch(new RegExp(`run-completed runId=${runId}`));
 
     // What init says to look at next.
     const runs = await sh('npx ledgerflow runs --json', app);
     expect(runs.code, runs.stderr).toBe(0);
-    expect(JSON.parse(runs.stdout)).toEqual([expect.objectContaining({ id: runId, workflow_name: 'hello', status: 'completed' })]);
+    expect(JSON.parse(runs.stdout)).toEqual([
+      expect.objectContaining({ id: runId, workflow_name: 'hello', status: 'completed' }),
+    ]);
   }, 300_000);
 });

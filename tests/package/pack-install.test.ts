@@ -78,7 +78,11 @@ try {
 // Every entry point's declarations in the program, so each strict tsc checks all of them: each
 // `exports` entry of package.json that has types.
 const TYPED_ENTRIES = Object.entries(
-  (JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { exports: Record<string, string | { types?: string }> }).exports,
+  (
+    JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as {
+      exports: Record<string, string | { types?: string }>;
+    }
+  ).exports,
 )
   .filter(([, target]) => typeof target === 'object' && target.types !== undefined)
   .map(([subpath]) => `ledgerflow${subpath.slice(1)}`);
@@ -98,7 +102,14 @@ const CONFIGS = {
     exactOptionalPropertyTypes: true,
     noUncheckedIndexedAccess: true,
   },
-  bundler: { ...STRICT, target: 'ES2022', lib: ['ES2023'], module: 'preserve', moduleResolution: 'bundler', verbatimModuleSyntax: true },
+  bundler: {
+    ...STRICT,
+    target: 'ES2022',
+    lib: ['ES2023'],
+    module: 'preserve',
+    moduleResolution: 'bundler',
+    verbatimModuleSyntax: true,
+  },
   'node16-es2022': {
     ...STRICT,
     target: 'ES2022',
@@ -112,18 +123,31 @@ const CONFIGS = {
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'ledgerflow-pack-'));
   // `npm pack` builds first (the prepack script), as `npm publish` does.
-  const packed = JSON.parse(await ok('npm', ['pack', '--json', '--silent', '--pack-destination', work], REPO)) as [{ filename: string; files: { path: string }[] }];
+  const packed = JSON.parse(await ok('npm', ['pack', '--json', '--silent', '--pack-destination', work], REPO)) as [
+    { filename: string; files: { path: string }[] },
+  ];
   const shipped = packed[0].files.map((f) => f.path);
   expect(shipped).toContain('dist/runtime/index.js');
   expect(shipped).toContain('dist/runtime/migrate/core/0001_core.sql');
-  expect(shipped.filter((path) => path.endsWith('.ts') && !path.endsWith('.d.ts')), 'no TypeScript sources in the tarball').toEqual([]);
+  expect(
+    shipped.filter((path) => path.endsWith('.ts') && !path.endsWith('.d.ts')),
+    'no TypeScript sources in the tarball',
+  ).toEqual([]);
 
   app = join(work, 'app');
   mkdirSync(app);
   write('package.json', `${JSON.stringify({ name: 'pack-app', private: true, type: 'module' }, null, 2)}\n`);
   await ok(
     'npm',
-    ['install', '--prefer-offline', '--no-audit', '--no-fund', join(work, packed[0].filename), `zod@${ZOD_FLOOR}`, '@types/node@20.19.43'],
+    [
+      'install',
+      '--prefer-offline',
+      '--no-audit',
+      '--no-fund',
+      join(work, packed[0].filename),
+      `zod@${ZOD_FLOOR}`,
+      '@types/node@20.19.43',
+    ],
     app,
   );
   write('src/greet.workflow.ts', WORKFLOW);
@@ -138,7 +162,8 @@ afterAll(() => {
 
 describe('the packed package, installed in an application', () => {
   it('installs without tsx or TypeScript, and its CLI runs codegen and migrate on plain node', async () => {
-    for (const absent of ['tsx', 'typescript']) expect(existsSync(join(app, 'node_modules', absent)), absent).toBe(false);
+    for (const absent of ['tsx', 'typescript'])
+      expect(existsSync(join(app, 'node_modules', absent)), absent).toBe(false);
     expect(JSON.parse(readFileSync(join(app, 'node_modules/zod/package.json'), 'utf8')).version).toBe(ZOD_FLOOR);
 
     const codegen = await ok('npx', ['--no-install', 'ledgerflow', 'codegen'], app);
@@ -150,20 +175,26 @@ describe('the packed package, installed in an application', () => {
     expect(migrate).toMatch(/applied {2}0002_greet_v1\.sql/);
   });
 
-  it.each(Object.entries(CONFIGS))('compiles strictly under %s and runs a workflow to completion with node', async (config, options) => {
-    write(`tsconfig.${config}.json`, JSON.stringify({ compilerOptions: { ...options, outDir: `out-${config}` }, include: ['src', 'generated'] }));
-    const tsc = await run(process.execPath, [TSC, '-p', `tsconfig.${config}.json`], app);
-    expect(tsc.stdout + tsc.stderr, `tsc under ${config}`).toBe('');
-    expect(tsc.code).toBe(0);
+  it.each(Object.entries(CONFIGS))(
+    'compiles strictly under %s and runs a workflow to completion with node',
+    async (config, options) => {
+      write(
+        `tsconfig.${config}.json`,
+        JSON.stringify({ compilerOptions: { ...options, outDir: `out-${config}` }, include: ['src', 'generated'] }),
+      );
+      const tsc = await run(process.execPath, [TSC, '-p', `tsconfig.${config}.json`], app);
+      expect(tsc.stdout + tsc.stderr, `tsc under ${config}`).toBe('');
+      expect(tsc.code).toBe(0);
 
-    const name = `ada-${config}`;
-    const printed = await ok(process.execPath, [`out-${config}/src/main.js`, name], app);
-    expect(JSON.parse(printed.trim().split('\n').at(-1)!)).toEqual({
-      status: 'completed',
-      output: { compose: { message: `Hello, ${name}!` }, record: { message: `Hello, ${name}!` } },
-      effects: [{ step: 'record', key: `greet:${name}`, status: 'recorded' }],
-    });
-  });
+      const name = `ada-${config}`;
+      const printed = await ok(process.execPath, [`out-${config}/src/main.js`, name], app);
+      expect(JSON.parse(printed.trim().split('\n').at(-1)!)).toEqual({
+        status: 'completed',
+        output: { compose: { message: `Hello, ${name}!` }, record: { message: `Hello, ${name}!` } },
+        effects: [{ step: 'record', key: `greet:${name}`, status: 'recorded' }],
+      });
+    },
+  );
 
   it('loads every entry point on plain node', async () => {
     const script = `for (const entry of ${JSON.stringify(TYPED_ENTRIES)}) console.log(entry, Object.keys(await import(entry)).length > 0);`;
@@ -179,7 +210,11 @@ describe('the packed package, installed in an application', () => {
   });
 
   it('the tsserver plugin loads from the installed package with require()', async () => {
-    const loaded = await ok(process.execPath, ['-e', "process.stdout.write(typeof require('ledgerflow/ts-plugin'))"], app);
+    const loaded = await ok(
+      process.execPath,
+      ['-e', "process.stdout.write(typeof require('ledgerflow/ts-plugin'))"],
+      app,
+    );
     expect(loaded).toBe('function');
   });
 

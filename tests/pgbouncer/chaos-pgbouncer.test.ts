@@ -28,32 +28,32 @@ const PGBOUNCER_CHAOS: ChaosProfile = {
 
 const seed = Number(process.env['LEDGERFLOW_CHAOS_SEED'] ?? randomInt(1, 1_000_000));
 
-it(
-  `keeps every effect exactly once behind PgBouncer (transaction pooling) through kills, backend terminations and a server crash (seed ${seed})`,
-  async () => {
-    const outcome = await runChaos({ ...PGBOUNCER_CHAOS, seed, log: (line) => process.stderr.write(`[chaos/pgbouncer] ${line}\n`) });
-    console.log(outcome.summary);
-    const replay = `${outcome.summary}\nreplay with LEDGERFLOW_CHAOS_SEED=${seed}`;
-    expect(outcome.report.violations, replay).toEqual([]);
-    expect(outcome.fulfil.violations, replay).toEqual([]);
-    expect(outcome.compensation.violations, replay).toEqual([]);
-    expect(outcome.report.duplicates, replay).toBe(0);
-    expect(outcome.fulfil.duplicates, replay).toBe(0);
-    expect(outcome.compensation.duplicates, replay).toBe(0);
-    expect(outcome.compensation.refunds, replay).toBe(outcome.compensation.chargedAndCompensated);
-    expect(outcome.report.runs, replay).toBe(PGBOUNCER_CHAOS.runs);
-    expect(outcome.report.completed, replay).toBe(PGBOUNCER_CHAOS.runs);
-    expect(outcome.fulfil.completed, replay).toBe(outcome.fulfil.runs);
-    expect(outcome.fulfil.consumed, replay).toBe(outcome.fulfil.runs);
-    expect(outcome.maxPickingSlots, replay).toBeLessThanOrEqual(2);
-    expect(outcome.unexpectedExits, replay).toEqual([]);
-    // It did what it claims: runs finished under the chaos (the starts acknowledged completed were
-    // made and driven while it went on), kills, terminations, the crash, all through PgBouncer.
-    expect(outcome.localAcked, replay).toBeGreaterThan(0);
-    expect(outcome.kills.total, replay).toBeGreaterThan(0);
-    expect(outcome.backendTerminations, replay).toBeGreaterThan(0);
-    expect(outcome.serverRestarts, replay).toBe(1);
-    expect(outcome.pooledTransactions, replay).toBeGreaterThan(PGBOUNCER_CHAOS.runs * 5);
-  },
-  600_000,
-);
+it(`keeps every effect exactly once behind PgBouncer (transaction pooling) through kills, backend terminations and a server crash (seed ${seed})`, async () => {
+  const outcome = await runChaos({
+    ...PGBOUNCER_CHAOS,
+    seed,
+    log: (line) => process.stderr.write(`[chaos/pgbouncer] ${line}\n`),
+  });
+  console.log(outcome.summary);
+  const replay = `${outcome.summary}\nreplay with LEDGERFLOW_CHAOS_SEED=${seed}`;
+  expect(outcome.report.violations, replay).toEqual([]);
+  expect(outcome.fulfil.violations, replay).toEqual([]);
+  expect(outcome.compensation.violations, replay).toEqual([]);
+  expect(outcome.report.duplicates, replay).toBe(0);
+  expect(outcome.fulfil.duplicates, replay).toBe(0);
+  expect(outcome.compensation.duplicates, replay).toBe(0);
+  expect(outcome.compensation.refunds, replay).toBe(outcome.compensation.chargedAndCompensated);
+  expect(outcome.report.runs, replay).toBe(PGBOUNCER_CHAOS.runs);
+  expect(outcome.report.completed, replay).toBe(PGBOUNCER_CHAOS.runs);
+  expect(outcome.fulfil.completed, replay).toBe(outcome.fulfil.runs);
+  expect(outcome.fulfil.consumed, replay).toBe(outcome.fulfil.runs);
+  expect(outcome.maxPickingSlots, replay).toBeLessThanOrEqual(2);
+  expect(outcome.unexpectedExits, replay).toEqual([]);
+  // It did what it claims: runs finished under the chaos (the starts acknowledged completed were
+  // made and driven while it went on), kills, terminations, the crash, all through PgBouncer.
+  expect(outcome.localAcked, replay).toBeGreaterThan(0);
+  expect(outcome.kills.total, replay).toBeGreaterThan(0);
+  expect(outcome.backendTerminations, replay).toBeGreaterThan(0);
+  expect(outcome.serverRestarts, replay).toBe(1);
+  expect(outcome.pooledTransactions, replay).toBeGreaterThan(PGBOUNCER_CHAOS.runs * 5);
+}, 600_000);

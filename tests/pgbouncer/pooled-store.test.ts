@@ -57,7 +57,13 @@ async function reserveLoad(store: Store, runs: number, tag: string): Promise<{ s
   for (let i = 0; i < runs; i++) ids.push((await client.start(reserve, { orderId: `${tag}-${i}`, quantity: 1 })).runId);
   await worker.start();
   try {
-    const settled = await Promise.all(ids.map((id) => client.waitForRun(id, { timeoutMs: 10_000 }).catch((error: Error) => ({ status: `not settled: ${error.message}` }))));
+    const settled = await Promise.all(
+      ids.map((id) =>
+        client
+          .waitForRun(id, { timeoutMs: 10_000 })
+          .catch((error: Error) => ({ status: `not settled: ${error.message}` })),
+      ),
+    );
     return { statuses: settled.map((run) => run.status), errors };
   } finally {
     await worker.stop({ timeoutMs: 5_000 });
@@ -68,7 +74,12 @@ describe('behind PgBouncer in transaction pooling mode', () => {
   let base: TestStore;
   const extra: Store[] = [];
   const pooledStore = (options: Partial<PgStoreOptions> = {}): Store => {
-    const store = createPgStore({ connectionString: throughPgBouncer(databaseOf(base)), maxConnections: 10, pooler: { mode: 'transaction' }, ...options });
+    const store = createPgStore({
+      connectionString: throughPgBouncer(databaseOf(base)),
+      maxConnections: 10,
+      pooler: { mode: 'transaction' },
+      ...options,
+    });
     extra.push(store);
     return store;
   };
@@ -86,8 +97,12 @@ describe('behind PgBouncer in transaction pooling mode', () => {
     expect(base.location).toMatch(/through a transaction pooler$/);
     await Promise.all(Array.from({ length: 10 }, () => sql`SELECT pg_sleep(0.05)`.execute(base.db)));
     const database = databaseOf(base);
-    const clients = (await adminConsole<{ database: string }>('SHOW CLIENTS')).filter((row) => row.database === database);
-    const servers = (await adminConsole<{ database: string }>('SHOW SERVERS')).filter((row) => row.database === database);
+    const clients = (await adminConsole<{ database: string }>('SHOW CLIENTS')).filter(
+      (row) => row.database === database,
+    );
+    const servers = (await adminConsole<{ database: string }>('SHOW SERVERS')).filter(
+      (row) => row.database === database,
+    );
     expect(clients.length).toBeGreaterThan(4);
     expect(servers.length).toBeLessThanOrEqual(4);
   });
@@ -101,7 +116,9 @@ describe('behind PgBouncer in transaction pooling mode', () => {
 
   it('would not, with named prepared statements: each server connection knows only the statements parsed on it', async () => {
     const { statuses, errors } = await reserveLoad(pooledStore({ preparedStatements: true }), 40, 'prepared');
-    const lost = errors.filter((error) => /prepared statement "lf_[0-9a-f]+" (already exists|does not exist)/.test(error));
+    const lost = errors.filter((error) =>
+      /prepared statement "lf_[0-9a-f]+" (already exists|does not exist)/.test(error),
+    );
     expect(lost.length, `errors: ${errors.join('\n')}`).toBeGreaterThan(0);
     // Every run still ends (the failed statements are retried as attempts), but not cleanly.
     expect(statuses.length).toBe(40);
@@ -111,7 +128,9 @@ describe('behind PgBouncer in transaction pooling mode', () => {
     it('does not LISTEN, says why, and its worker and waits poll: runs complete and waitForRun returns', async () => {
       const store = pooledStore();
       expect(store.listenUnavailable).toMatch(/no pooler\.listenUrl/);
-      await expect(store.listen('ledgerflow_runs', () => {})).rejects.toThrow(/cannot LISTEN on "ledgerflow_runs": .*poll instead/);
+      await expect(store.listen('ledgerflow_runs', () => {})).rejects.toThrow(
+        /cannot LISTEN on "ledgerflow_runs": .*poll instead/,
+      );
       const events: WorkerEvent[] = [];
       const worker = createWorker({
         store,
@@ -126,13 +145,17 @@ describe('behind PgBouncer in transaction pooling mode', () => {
       await worker.start();
       try {
         const client = createClient({ store });
-        const runs = await Promise.all(Array.from({ length: 5 }, (_, n) => client.startAndWait(twoSteps, { n }, { wait: { timeoutMs: 20_000 } })));
+        const runs = await Promise.all(
+          Array.from({ length: 5 }, (_, n) => client.startAndWait(twoSteps, { n }, { wait: { timeoutMs: 20_000 } })),
+        );
         expect(runs.map((run) => run.status)).toEqual(Array(5).fill('completed'));
       } finally {
         await worker.stop();
       }
       expect(events.filter((event) => event.type === 'error')).toEqual([]);
-      expect(events.filter((event) => event.type === 'listener-lost' || event.type === 'listener-restored')).toEqual([]);
+      expect(events.filter((event) => event.type === 'listener-lost' || event.type === 'listener-restored')).toEqual(
+        [],
+      );
     });
   });
 

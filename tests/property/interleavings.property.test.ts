@@ -135,7 +135,10 @@ async function apply(step: Op, prefix: string, seed: number): Promise<void> {
       let fired!: () => void;
       const firing = new Promise<void>((resolve) => (fired = resolve));
       const unsubscribe = onFaultFired((f) => f.point === step.point && fired());
-      configureFaults({ seed, points: { [step.point]: { probability: 1, actions: ['hang'], hangMs: 30_000, times: 1 } } });
+      configureFaults({
+        seed,
+        points: { [step.point]: { probability: 1, actions: ['hang'], hangMs: 30_000, times: 1 } },
+      });
       const w = newWorker();
       try {
         await w.worker.start();
@@ -201,9 +204,16 @@ async function normalisedLedger(prefix: string): Promise<unknown> {
       order: strip(row.order_id),
       status: row.status,
       price: results['price'],
-      reservation: results['reserve']?.['reservationId'] === row.app_rows[0] ? 'the application row' : results['reserve'],
-      charge: results['charge']?.['chargeId'] === chargeIds.get(chargeKey) ? 'the provider charge for its key' : results['charge'],
-      receipt: results['receipt']?.['messageId'] === messageIds.get(receiptKey) ? 'the provider message for its key' : results['receipt'],
+      reservation:
+        results['reserve']?.['reservationId'] === row.app_rows[0] ? 'the application row' : results['reserve'],
+      charge:
+        results['charge']?.['chargeId'] === chargeIds.get(chargeKey)
+          ? 'the provider charge for its key'
+          : results['charge'],
+      receipt:
+        results['receipt']?.['messageId'] === messageIds.get(receiptKey)
+          ? 'the provider message for its key'
+          : results['receipt'],
       effects: (row.effects ?? []).map((e) => ({ ...e, key: strip(e.key) })),
       applicationRows: row.app_rows.length,
       chargesForKey: payments.chargesForKey(chargeKey),
@@ -216,7 +226,12 @@ async function normalisedLedger(prefix: string): Promise<unknown> {
 async function startRuns(prefix: string): Promise<void> {
   const client = createClient({ store });
   for (const [i, quantity] of [2, 3].entries()) {
-    await client.start(chaosOrder, { orderId: `${prefix}-${i}`, customerId: `c-${i}`, email: `p${i}@example.com`, quantity });
+    await client.start(chaosOrder, {
+      orderId: `${prefix}-${i}`,
+      customerId: `c-${i}`,
+      email: `p${i}@example.com`,
+      quantity,
+    });
   }
 }
 
@@ -250,14 +265,18 @@ it('any interleaving of deliveries, crashes, kills and reconciles ends in the cr
 
   let example = 0;
   await fc.assert(
-    fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 4 }), fc.integer({ min: 1, max: 1_000_000 }), async (ops, seed) => {
-      const prefix = `ex${++example}`;
-      await startRuns(prefix);
-      for (const step of ops) await apply(step, prefix, seed);
-      tally.stepsBeforeRestart += await committedSteps(prefix);
-      await restartAndFinish(prefix);
-      expect(await normalisedLedger(prefix)).toEqual(expected);
-    }),
+    fc.asyncProperty(
+      fc.array(op, { minLength: 1, maxLength: 4 }),
+      fc.integer({ min: 1, max: 1_000_000 }),
+      async (ops, seed) => {
+        const prefix = `ex${++example}`;
+        await startRuns(prefix);
+        for (const step of ops) await apply(step, prefix, seed);
+        tally.stepsBeforeRestart += await committedSteps(prefix);
+        await restartAndFinish(prefix);
+        expect(await normalisedLedger(prefix)).toEqual(expected);
+      },
+    ),
     { numRuns: 15, endOnFailure: true },
   );
   console.log(`interleavings: ${JSON.stringify(tally)}`);

@@ -20,7 +20,12 @@ const leaf = fc.oneof(
   fc.constant(() => 1),
 );
 const value = fc.letrec((tie) => ({
-  node: fc.oneof({ depthSize: 'small' }, leaf, fc.array(tie('node'), { maxLength: 5 }), fc.dictionary(text, tie('node'), { maxKeys: 5 })),
+  node: fc.oneof(
+    { depthSize: 'small' },
+    leaf,
+    fc.array(tie('node'), { maxLength: 5 }),
+    fc.dictionary(text, tie('node'), { maxKeys: 5 }),
+  ),
 })).node;
 
 describe('jsonByteLength', () => {
@@ -67,7 +72,11 @@ describe('fitErrorRecord', () => {
           expect((fitted as typeof error & { truncated: unknown }).truncated).toEqual({ bytes: size, limit });
           expect(fitted.attempt).toBe(error.attempt);
           // Cut strings keep their beginning.
-          expect(error.message.startsWith(fitted.message.replace(/… \[\d+ more characters cut, over the error record limit\]$/, ''))).toBe(true);
+          expect(
+            error.message.startsWith(
+              fitted.message.replace(/… \[\d+ more characters cut, over the error record limit\]$/, ''),
+            ),
+          ).toBe(true);
         }
       }),
       { numRuns: 300 },

@@ -37,10 +37,13 @@ const validOrder = fc.record(
     orderId: text(40).filter((s) => s.length >= 1),
     amountCents: fc.integer({ min: 1, max: 10_000_000 }),
     currency: fc.constantFrom('eur', 'usd', 'gbp'),
-    items: fc.array(fc.record({ sku: text(20).filter((s) => s.length >= 1), quantity: fc.integer({ min: 1, max: 99 }) }), {
-      minLength: 1,
-      maxLength: 4,
-    }),
+    items: fc.array(
+      fc.record({ sku: text(20).filter((s) => s.length >= 1), quantity: fc.integer({ min: 1, max: 99 }) }),
+      {
+        minLength: 1,
+        maxLength: 4,
+      },
+    ),
     note: text(80),
     giftWrap: fc.boolean(),
     ratio: fc.double({ min: 0, max: 1, noNaN: true }),
@@ -50,7 +53,11 @@ const validOrder = fc.record(
 
 /** Valid orders with one field replaced by something else: often invalid, sometimes not. */
 const nearlyValidOrder = fc
-  .tuple(validOrder, fc.constantFrom('orderId', 'amountCents', 'currency', 'items', 'note', 'giftWrap', 'ratio', 'extra'), fc.anything())
+  .tuple(
+    validOrder,
+    fc.constantFrom('orderId', 'amountCents', 'currency', 'items', 'note', 'giftWrap', 'ratio', 'extra'),
+    fc.anything(),
+  )
   .map(([valid, field, value]) => ({ ...valid, [field]: value }));
 
 const anyInput = fc.oneof(validOrder, nearlyValidOrder, fc.anything(), fc.object());
@@ -63,7 +70,10 @@ describeStores('start: arbitrary inputs', (getStore) => {
   });
   const counts = async () => {
     const db = getStore().db;
-    const [runs] = await db.selectFrom('ledgerflow.workflow_run').select((eb) => eb.fn.countAll<number>().as('n')).execute();
+    const [runs] = await db
+      .selectFrom('ledgerflow.workflow_run')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .execute();
     return Number(runs!.n);
   };
 
@@ -80,7 +90,10 @@ describeStores('start: arbitrary inputs', (getStore) => {
           outcome = { error };
         }
         if (parsed.success && storable) {
-          expect(outcome, `a valid input was refused: ${'error' in outcome ? String(outcome.error) : ''}`).toHaveProperty('runId');
+          expect(
+            outcome,
+            `a valid input was refused: ${'error' in outcome ? String(outcome.error) : ''}`,
+          ).toHaveProperty('runId');
           const runId = (outcome as { runId: string }).runId;
           const row = await getStore()
             .db.selectFrom('ledgerflow.workflow_run')

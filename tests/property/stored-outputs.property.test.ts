@@ -4,7 +4,15 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
 import { shapeHash, workflow, type AnyWorkflow } from 'ledgerflow/dsl';
-import { bindHandlers, createClient, createWorker, found, notFound, type WorkflowHandlers, type WorkflowRegistration } from 'ledgerflow/runtime';
+import {
+  bindHandlers,
+  createClient,
+  createWorker,
+  found,
+  notFound,
+  type WorkflowHandlers,
+  type WorkflowRegistration,
+} from 'ledgerflow/runtime';
 import { configureFaults, FAULT_POINTS, onFaultFired, type FaultPointName } from 'ledgerflow/testing';
 import { crashableStore } from '../../runtime/testing/crashable-store.js';
 import type { WorkerEvent } from '../../runtime/worker/worker-events.js';
@@ -29,7 +37,10 @@ const line = workflow('stored-shape-line', { version: 1, input: z.object({ line:
   output: z.object({ line: z.string(), cents: z.number() }),
 });
 
-const order = workflow('stored-shape-order', { version: 1, input: z.object({ orderId: z.string(), amount: z.number() }) })
+const order = workflow('stored-shape-order', {
+  version: 1,
+  input: z.object({ orderId: z.string(), amount: z.number() }),
+})
   .step('quote', { output: z.object({ zeta: z.string(), amount: z.number(), id: z.string() }) })
   .external('charge', {
     output: z.object({ chargeId: z.string(), at: z.string() }),
@@ -42,7 +53,10 @@ const order = workflow('stored-shape-order', { version: 1, input: z.object({ ord
     key: ({ steps }) => `note:${Object.values(steps.charge).join(':')}`,
   })
   // Runs only when the quote's first key is `id`: true of the stored form, false of the schema's order.
-  .step('receipt', { output: z.object({ sent: z.boolean() }), when: ({ steps }) => Object.keys(steps.quote)[0] === 'id' })
+  .step('receipt', {
+    output: z.object({ sent: z.boolean() }),
+    when: ({ steps }) => Object.keys(steps.quote)[0] === 'id',
+  })
   .forEach('lines', {
     items: ({ steps }) => Object.entries(steps.quote).map(([name, value]) => `${name}=${String(value)}`),
     key: ({ input, item, index }) => `${input.orderId}/${index}/${item}`,
@@ -81,19 +95,29 @@ const registrations: WorkflowRegistration[] = [
 ];
 
 /** Fault points the order's steps reach: each is a step boundary of some kind. */
-const REACHED: readonly FaultPointName[] = FAULT_POINTS.filter((p) => p !== 'after-queue-slot' && p !== 'before-wait-commit' && p !== 'before-start-insert');
+const REACHED: readonly FaultPointName[] = FAULT_POINTS.filter(
+  (p) => p !== 'after-queue-slot' && p !== 'before-wait-commit' && p !== 'before-start-insert',
+);
 
 describeStores('step outputs keep one form across reloads', (getStore, kind) => {
   beforeAll(() => migrateForTest(getStore(), WORKFLOWS));
   afterAll(() => configureFaults(undefined));
 
   async function settled(runId: string): Promise<boolean> {
-    const { rows } = await sql<{ status: string }>`SELECT status FROM ledgerflow.workflow_run WHERE id = ${runId}`.execute(getStore().db);
-    return ['completed', 'failed', 'cancelled', 'compensated', 'compensation_failed', 'needs_reconciliation'].includes(rows[0]!.status);
+    const { rows } = await sql<{
+      status: string;
+    }>`SELECT status FROM ledgerflow.workflow_run WHERE id = ${runId}`.execute(getStore().db);
+    return ['completed', 'failed', 'cancelled', 'compensated', 'compensation_failed', 'needs_reconciliation'].includes(
+      rows[0]!.status,
+    );
   }
 
   /** Runs a worker until the run settles, or until the fault point fires and the worker "dies" there. */
-  async function drive(runId: string, events: WorkerEvent[], crash?: { point: FaultPointName; probability: number; seed: number }): Promise<boolean> {
+  async function drive(
+    runId: string,
+    events: WorkerEvent[],
+    crash?: { point: FaultPointName; probability: number; seed: number },
+  ): Promise<boolean> {
     const crashable = crashableStore(getStore());
     let crashed = false;
     const unsubscribe = onFaultFired((firing) => {
@@ -102,7 +126,10 @@ describeStores('step outputs keep one form across reloads', (getStore, kind) => 
       crashable.crash(`crash at ${firing.point}`);
     });
     if (crash !== undefined) {
-      configureFaults({ seed: crash.seed, points: { [crash.point]: { probability: crash.probability, actions: ['throw'], times: 1 } } });
+      configureFaults({
+        seed: crash.seed,
+        points: { [crash.point]: { probability: crash.probability, actions: ['throw'], times: 1 } },
+      });
     }
     const worker = createWorker({
       store: crashable.store,
@@ -117,7 +144,8 @@ describeStores('step outputs keep one form across reloads', (getStore, kind) => 
     try {
       await worker.start();
       const deadline = performance.now() + SETTLE_MS;
-      while (!crashed && performance.now() < deadline && !(await settled(runId))) await new Promise((r) => setTimeout(r, 15));
+      while (!crashed && performance.now() < deadline && !(await settled(runId)))
+        await new Promise((r) => setTimeout(r, 15));
     } finally {
       unsubscribe();
       configureFaults(undefined);
@@ -148,7 +176,9 @@ describeStores('step outputs keep one form across reloads', (getStore, kind) => 
   let reference: unknown;
   let runs = 0;
 
-  async function runOrder(crashes: ReadonlyArray<{ point: FaultPointName; probability: number; seed: number }>): Promise<void> {
+  async function runOrder(
+    crashes: ReadonlyArray<{ point: FaultPointName; probability: number; seed: number }>,
+  ): Promise<void> {
     runs += 1;
     const orderId = `${kind}-${runs}`;
     const client = createClient({ store: getStore(), workflows: registrations });
@@ -185,7 +215,11 @@ describeStores('step outputs keep one form across reloads', (getStore, kind) => 
   });
 
   it('one to three crashes at random step boundaries: same ledger, outputs and children as without them', async () => {
-    const crash = fc.record({ point: fc.constantFrom(...REACHED), probability: fc.constantFrom(0.3, 0.6, 1), seed: fc.integer({ min: 1, max: 1_000_000 }) });
+    const crash = fc.record({
+      point: fc.constantFrom(...REACHED),
+      probability: fc.constantFrom(0.3, 0.6, 1),
+      seed: fc.integer({ min: 1, max: 1_000_000 }),
+    });
     await fc.assert(
       fc.asyncProperty(fc.array(crash, { minLength: 1, maxLength: 3 }), (crashes) => runOrder(crashes)),
       { numRuns: 8, endOnFailure: true },

@@ -10,7 +10,15 @@ import { DIAGNOSTIC_CODES } from '../../codegen/model/diagnostic.js';
 import { waitUntil } from '../runtime/fixtures/run-helpers.js';
 import { runCli } from '../support/run-cli.js';
 import { createPGliteTestStore, createPgTestStore, type TestStore } from '../support/test-stores.js';
-import { directiveAt, docFiles, fileRegion, headingAnchors, markdownLinks, readmeBlocks, type ReadmeBlock } from './readme-blocks.js';
+import {
+  directiveAt,
+  docFiles,
+  fileRegion,
+  headingAnchors,
+  markdownLinks,
+  readmeBlocks,
+  type ReadmeBlock,
+} from './readme-blocks.js';
 
 /**
  * Every code block of the user documentation — README.md and every docs/**\/*.md — must be real.
@@ -98,25 +106,37 @@ describe('the code blocks of README.md and docs/', () => {
     expect(blocks.length).toBeGreaterThan(20);
   });
 
-  it.each(withDirective('include').map((b) => [at(b), b] as const))('%s equals the file it includes', (where, block) => {
-    const [path, region] = block.directive!.argument.split('#') as [string, string | undefined];
-    const text = readFileSync(join(root, path), 'utf8');
-    expect(block.content, `${where}: copy ${path}${region ? ` region ${region}` : ''} into ${block.file} again`).toBe(
-      fileRegion(text, region, where),
-    );
-  });
+  it.each(withDirective('include').map((b) => [at(b), b] as const))(
+    '%s equals the file it includes',
+    (where, block) => {
+      const [path, region] = block.directive!.argument.split('#') as [string, string | undefined];
+      const text = readFileSync(join(root, path), 'utf8');
+      expect(block.content, `${where}: copy ${path}${region ? ` region ${region}` : ''} into ${block.file} again`).toBe(
+        fileRegion(text, region, where),
+      );
+    },
+  );
 
-  it.each(withDirective('excerpt').map((b) => [at(b), b] as const))('%s appears verbatim in its file', (where, block) => {
-    const path = block.directive!.argument;
-    expect(readFileSync(join(root, path), 'utf8').includes(block.content), `${where}: the excerpt is no longer in ${path}`).toBe(true);
-  });
+  it.each(withDirective('excerpt').map((b) => [at(b), b] as const))(
+    '%s appears verbatim in its file',
+    (where, block) => {
+      const path = block.directive!.argument;
+      expect(
+        readFileSync(join(root, path), 'utf8').includes(block.content),
+        `${where}: the excerpt is no longer in ${path}`,
+      ).toBe(true);
+    },
+  );
 
   it('the tutorial files pass codegen and type-check against the generated contract', async () => {
     const dir = scratchDir('tutorial');
     const files = withDirective('file').map((b) => ({ path: b.directive!.argument, content: b.content }));
     expect(files.map((f) => f.path)).toContain('src/refund.workflow.ts');
     writeFiles(dir, files);
-    writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ extends: '../../tsconfig.json', include: ['**/*.ts'], exclude: [] }));
+    writeFileSync(
+      join(dir, 'tsconfig.json'),
+      JSON.stringify({ extends: '../../tsconfig.json', include: ['**/*.ts'], exclude: [] }),
+    );
 
     const codegen = await runCli(['codegen', '--root', dir]);
     expect(codegen.code, codegen.stdout + codegen.stderr).toBe(0);
@@ -133,14 +153,17 @@ describe('the code blocks of README.md and docs/', () => {
     // The same check must be able to fail: a wrong handler is refused by the generated contract.
     const handlers = files.find((f) => f.path === 'src/refund.handlers.ts')!;
     writeFiles(dir, [
-      { path: 'src/refund.handlers.ts', content: handlers.content.replace('return ctx.record({ refundId', 'return ({ refundId') },
+      {
+        path: 'src/refund.handlers.ts',
+        content: handlers.content.replace('return ctx.record({ refundId', 'return ({ refundId'),
+      },
     ]);
     const broken = await run(tsc, ['-p', join(dir, 'tsconfig.json'), '--noEmit'], { cwd: root }).then(
       () => '',
       (error: { stdout?: string }) => error.stdout ?? String(error),
     );
     expect(broken).toMatch(/src\/refund\.handlers\.ts\(\d+,\d+\): error TS/);
-  // codegen and tsc over the whole tutorial project: 35–50 s on a shared 2-core machine, past 60 s beside other test forks.
+    // codegen and tsc over the whole tutorial project: 35–50 s on a shared 2-core machine, past 60 s beside other test forks.
   }, 120_000);
 
   it('the diagnostics shown are what codegen prints for the broken workflow shown', async () => {
@@ -153,7 +176,9 @@ describe('the code blocks of README.md and docs/', () => {
     const result = await runCli(['codegen', '--root', dir]);
     expect(result.code).toBe(1);
     const timing = (text: string) => text.trim().replace(/\(\d+ ms\)/g, '(… ms)');
-    expect(timing(outputs[0]!.content), `${at(outputs[0]!)}: paste codegen's current output`).toBe(timing(result.stdout));
+    expect(timing(outputs[0]!.content), `${at(outputs[0]!)}: paste codegen's current output`).toBe(
+      timing(result.stdout),
+    );
   }, 30_000);
 
   it('the CLI reference is what the CLI prints', async () => {
@@ -191,7 +216,9 @@ describe('the code blocks of README.md and docs/', () => {
         const stdout = await helpOf(command);
         // Per command, the shared global options and exit codes are documented once, above.
         const expected = command === '' || command === 'codegen' ? stdout : stdout.split('\nGlobal options:')[0]!;
-        expect(block.content.trim(), `${at(block)}: paste \`ledgerflow ${command} --help\` again`).toBe(expected.trim());
+        expect(block.content.trim(), `${at(block)}: paste \`ledgerflow ${command} --help\` again`).toBe(
+          expected.trim(),
+        );
       }),
     );
   }, 60_000);
@@ -200,18 +227,28 @@ describe('the code blocks of README.md and docs/', () => {
     const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
     const yaml = withDirective('include').filter((b) => b.lang === 'yaml');
     const lines = [
-      ...blocks.filter((b) => b.lang === 'sh' && b.directive === undefined).flatMap((b) => b.content.split('\n').map((l) => [at(b), l] as const)),
-      ...yaml.flatMap((b) => b.content.split('\n').flatMap((l) => (/^\s*- run: /.test(l) ? [[at(b), l.replace(/^\s*- run: /, '')] as const] : []))),
+      ...blocks
+        .filter((b) => b.lang === 'sh' && b.directive === undefined)
+        .flatMap((b) => b.content.split('\n').map((l) => [at(b), l] as const)),
+      ...yaml.flatMap((b) =>
+        b.content
+          .split('\n')
+          .flatMap((l) => (/^\s*- run: /.test(l) ? [[at(b), l.replace(/^\s*- run: /, '')] as const] : [])),
+      ),
     ];
     const problems: string[] = [];
     for (const [where, line] of lines) {
-      for (const command of line.split('&&').map((c) => c.trim()).filter((c) => c !== '' && !c.startsWith('#'))) {
+      for (const command of line
+        .split('&&')
+        .map((c) => c.trim())
+        .filter((c) => c !== '' && !c.startsWith('#'))) {
         const words = command.match(/'[^']*'|"[^"]*"|\S+/g) ?? [];
         if (words[0] === 'export' && /^[A-Z_]+=/.test(words[1] ?? '')) continue;
         if (words[0] === 'npm') {
           const script = words[1] === 'run' ? words[2] : words[1];
           if (['install', 'ci'].includes(words[1] ?? '')) continue;
-          if (script === undefined || !(script in pkg.scripts)) problems.push(`${where}: npm script "${script}" does not exist`);
+          if (script === undefined || !(script in pkg.scripts))
+            problems.push(`${where}: npm script "${script}" does not exist`);
           continue;
         }
         if (words[0] === 'npx' && words[1] === 'ledgerflow') {
@@ -221,7 +258,8 @@ describe('the code blocks of README.md and docs/', () => {
             continue;
           }
           for (const option of words.slice(3).filter((w) => w.startsWith('-'))) {
-            if (!new RegExp(`(^|\\s)${option}[\\s,]`, 'm').test(help)) problems.push(`${where}: ledgerflow ${words[2]} has no option ${option}`);
+            if (!new RegExp(`(^|\\s)${option}[\\s,]`, 'm').test(help))
+              problems.push(`${where}: ledgerflow ${words[2]} has no option ${option}`);
           }
           continue;
         }
@@ -238,7 +276,10 @@ describe('the code blocks of README.md and docs/', () => {
       const start = lines.findIndex((_, i) => directiveAt(lines, i)?.kind === 'diagnostic-codes');
       return start === -1 ? [] : [{ doc, lines, start }];
     });
-    expect(tables.map((t) => t.doc.path), 'one <!-- diagnostic-codes --> table').toEqual(['docs/reference/diagnostics.md']);
+    expect(
+      tables.map((t) => t.doc.path),
+      'one <!-- diagnostic-codes --> table',
+    ).toEqual(['docs/reference/diagnostics.md']);
     const { lines, start } = tables[0]!;
     const rows = lines
       .slice(start + 1)
@@ -265,8 +306,11 @@ describe('the code blocks of README.md and docs/', () => {
           continue;
         }
         if (anchor === undefined) continue;
-        const anchors = anchorsOf.get(resolved) ?? (resolved.endsWith('.md') ? headingAnchors(readFileSync(join(root, resolved), 'utf8')) : undefined);
-        if (anchors !== undefined && !anchors.has(anchor)) broken.push(`${doc.path}:${line}: ${target} (no heading #${anchor} in ${resolved})`);
+        const anchors =
+          anchorsOf.get(resolved) ??
+          (resolved.endsWith('.md') ? headingAnchors(readFileSync(join(root, resolved), 'utf8')) : undefined);
+        if (anchors !== undefined && !anchors.has(anchor))
+          broken.push(`${doc.path}:${line}: ${target} (no heading #${anchor} in ${resolved})`);
       }
     }
     expect(count).toBeGreaterThan(100);
@@ -275,14 +319,26 @@ describe('the code blocks of README.md and docs/', () => {
 
   it('docs/README.md links every page of docs/', () => {
     const index = docs.find((doc) => doc.path === 'docs/README.md')!;
-    const linked = new Set(markdownLinks(index.text).map(({ target }) => posix.normalize(posix.join('docs', target.split('#')[0]!))));
-    expect(docs.map((doc) => doc.path).filter((path) => path.startsWith('docs/') && path !== 'docs/README.md' && !linked.has(path))).toEqual([]);
+    const linked = new Set(
+      markdownLinks(index.text).map(({ target }) => posix.normalize(posix.join('docs', target.split('#')[0]!))),
+    );
+    expect(
+      docs
+        .map((doc) => doc.path)
+        .filter((path) => path.startsWith('docs/') && path !== 'docs/README.md' && !linked.has(path)),
+    ).toEqual([]);
   });
 
-  it('the README stays short, and no page tells the project\'s history', () => {
+  it("the README stays short, and no page tells the project's history", () => {
     expect(docs.find((doc) => doc.path === 'README.md')!.text.split('\n').length).toBeLessThanOrEqual(300);
     const history = docs.flatMap((doc) =>
-      doc.text.split('\n').flatMap((line, i) => (/\bissues? #?\d+|\blast round\b|\bbefore (it|this) was fixed\b/i.test(line) ? [`${doc.path}:${i + 1}: ${line.trim()}`] : [])),
+      doc.text
+        .split('\n')
+        .flatMap((line, i) =>
+          /\bissues? #?\d+|\blast round\b|\bbefore (it|this) was fixed\b/i.test(line)
+            ? [`${doc.path}:${i + 1}: ${line.trim()}`]
+            : [],
+        ),
     );
     expect(history, 'say what is true, not when it became true').toEqual([]);
   });
@@ -300,10 +356,16 @@ describe('the tutorial, run as written', () => {
     'migrate, start and the worker of tutorial chapter 5 complete a refund on %s, with one Stripe call',
     async (where) => {
       const dir = scratchDir(where === 'PostgreSQL' ? 'run-pg' : 'run-pglite');
-      writeFiles(dir, withDirective('file').map((b) => ({ path: b.directive!.argument, content: b.content })));
+      writeFiles(
+        dir,
+        withDirective('file').map((b) => ({ path: b.directive!.argument, content: b.content })),
+      );
       // The order and the charge a refund starts from (test data, not part of the tutorial).
       writeFiles(dir, [
-        { path: 'db/migrations/0002_test_data.sql', content: "INSERT INTO shop.\"order\" (id) VALUES ('o-1');\nINSERT INTO shop.payment VALUES ('o-1', 'ch_1');" },
+        {
+          path: 'db/migrations/0002_test_data.sql',
+          content: "INSERT INTO shop.\"order\" (id) VALUES ('o-1');\nINSERT INTO shop.payment VALUES ('o-1', 'ch_1');",
+        },
       ]);
       const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: '' };
       if (where === 'PostgreSQL') {
@@ -320,19 +382,31 @@ describe('the tutorial, run as written', () => {
 
       await step(['codegen']);
       await step(['migrate', '--dir', 'generated/migrations', '--dir', 'db/migrations']);
-      const started = await step(['start', 'refund', '--input', '{"orderId":"o-1","amountCents":1200}', '--dedupe-key', 'refund:o-1', '--json']);
+      const started = await step([
+        'start',
+        'refund',
+        '--input',
+        '{"orderId":"o-1","amountCents":1200}',
+        '--dedupe-key',
+        'refund:o-1',
+        '--json',
+      ]);
       const { runId } = JSON.parse(started.stdout) as { runId: string };
 
       const stripeLog = join(dir, 'stripe-calls.jsonl');
-      const worker = spawn(process.execPath, [join(root, 'bin/ledgerflow.js'), 'worker', '--workflows', 'src/workflows.ts', '--poll-ms', '100'], {
-        cwd: dir,
-        env: {
-          ...env,
-          STRIPE_STUB_LOG: stripeLog,
-          NODE_OPTIONS: `${env['NODE_OPTIONS'] ?? ''} --import ${pathToFileURL(join(root, 'tests/readme/fixtures/stripe-stub.mjs')).href}`,
+      const worker = spawn(
+        process.execPath,
+        [join(root, 'bin/ledgerflow.js'), 'worker', '--workflows', 'src/workflows.ts', '--poll-ms', '100'],
+        {
+          cwd: dir,
+          env: {
+            ...env,
+            STRIPE_STUB_LOG: stripeLog,
+            NODE_OPTIONS: `${env['NODE_OPTIONS'] ?? ''} --import ${pathToFileURL(join(root, 'tests/readme/fixtures/stripe-stub.mjs')).href}`,
+          },
+          stdio: ['ignore', 'pipe', 'pipe'],
         },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
+      );
       let output = '';
       worker.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
       worker.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -340,7 +414,8 @@ describe('the tutorial, run as written', () => {
       try {
         const deadline = Date.now() + 45_000;
         while (!output.includes(`run-completed runId=${runId}`)) {
-          if (Date.now() > deadline || worker.exitCode !== null) throw new Error(`the worker did not complete ${runId}:\n${output}`);
+          if (Date.now() > deadline || worker.exitCode !== null)
+            throw new Error(`the worker did not complete ${runId}:\n${output}`);
           await new Promise((resolve) => setTimeout(resolve, 100));
         }
       } finally {
@@ -351,9 +426,18 @@ describe('the tutorial, run as written', () => {
       const shown = await step(['run', runId, '--json']);
       const details = JSON.parse(shown.stdout) as { status: string; output: unknown };
       expect(details.status).toBe('completed');
-      expect(details.output).toEqual({ findCharge: { chargeId: 'ch_1' }, refundCharge: { refundId: 're_test_1' }, markRefunded: { refundId: 're_test_1' } });
-      const calls = readFileSync(stripeLog, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { key: string; body: string });
-      expect(calls).toEqual([{ url: 'https://api.stripe.com/v1/refunds', key: 'refund:o-1', body: 'charge=ch_1&amount=1200' }]);
+      expect(details.output).toEqual({
+        findCharge: { chargeId: 'ch_1' },
+        refundCharge: { refundId: 're_test_1' },
+        markRefunded: { refundId: 're_test_1' },
+      });
+      const calls = readFileSync(stripeLog, 'utf8')
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as { key: string; body: string });
+      expect(calls).toEqual([
+        { url: 'https://api.stripe.com/v1/refunds', key: 'refund:o-1', body: 'charge=ch_1&amount=1200' },
+      ]);
     },
     // Six CLI processes, each loading the CLI and (on PGlite) opening and migrating the embedded
     // database: 20–40 s on a quiet 2-core machine, past 60 s beside two other test forks.
@@ -362,11 +446,15 @@ describe('the tutorial, run as written', () => {
 
   it('the workflows of tutorial chapter 7 wait, branch and compose as written (embedded PGlite, in process)', async () => {
     const dir = scratchDir('waits');
-    writeFiles(dir, withDirective('file').map((b) => ({ path: b.directive!.argument, content: b.content })));
+    writeFiles(
+      dir,
+      withDirective('file').map((b) => ({ path: b.directive!.argument, content: b.content })),
+    );
     writeFiles(dir, [
       {
         path: 'db/migrations/0002_test_data.sql',
-        content: "INSERT INTO shop.\"order\" (id) VALUES ('o-1'), ('o-2'), ('o-3'), ('o-4'), ('o-5');\nINSERT INTO shop.payment VALUES ('o-1', 'ch_1'), ('o-3', 'ch_3'), ('o-4', 'ch_4');",
+        content:
+          "INSERT INTO shop.\"order\" (id) VALUES ('o-1'), ('o-2'), ('o-3'), ('o-4'), ('o-5');\nINSERT INTO shop.payment VALUES ('o-1', 'ch_1'), ('o-3', 'ch_3'), ('o-4', 'ch_4');",
       },
     ]);
     const codegen = await runCli(['codegen', '--root', dir]);
@@ -375,11 +463,13 @@ describe('the tutorial, run as written', () => {
     try {
       await migrate(store, { sources: [join(dir, 'generated/migrations'), join(dir, 'db/migrations')] });
       const load = async <T>(path: string): Promise<T> => (await import(join(dir, path))) as T;
-      const { refundRegistration } = await load<{ refundRegistration(payments: TutorialPayments): WorkflowRegistration }>('src/refund.handlers.ts');
+      const { refundRegistration } = await load<{
+        refundRegistration(payments: TutorialPayments): WorkflowRegistration;
+      }>('src/refund.handlers.ts');
       const { waitingWorkflows } = await load<{ waitingWorkflows: WorkflowRegistration[] }>('src/waiting-workflows.ts');
-      const { onPaymentSettled } = await load<{ onPaymentSettled(store: Store, n: { id: string; orderId: string; chargeId: string }): Promise<void> }>(
-        'src/payment-webhook.ts',
-      );
+      const { onPaymentSettled } = await load<{
+        onPaymentSettled(store: Store, n: { id: string; orderId: string; chargeId: string }): Promise<void>;
+      }>('src/payment-webhook.ts');
       const desk = await load<{
         askForApproval(store: Store, orderId: string, amountCents: number): Promise<string>;
         approve(store: Store, runId: string, approvedBy: string): Promise<void>;
@@ -398,10 +488,16 @@ describe('the tutorial, run as written', () => {
           return { id: `re_${chargeId}` };
         },
       };
-      const worker = createWorker({ store, workflows: [refundRegistration(payments), ...waitingWorkflows], pollIntervalMs: 20, reconcileIntervalMs: 0 });
+      const worker = createWorker({
+        store,
+        workflows: [refundRegistration(payments), ...waitingWorkflows],
+        pollIntervalMs: 20,
+        reconcileIntervalMs: 0,
+      });
       await worker.start();
       const client = createClient({ store });
-      const settled = async (runId: string) => client.getRun((await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 })).id);
+      const settled = async (runId: string) =>
+        client.getRun((await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 })).id);
       const waiting = (runId: string) =>
         waitUntil(`run ${runId} to wait`, async () => {
           const run = await client.getRun(runId);
@@ -412,16 +508,31 @@ describe('the tutorial, run as written', () => {
         await onPaymentSettled(store, { id: 'evt_1', orderId: 'o-2', chargeId: 'ch_2' });
         await onPaymentSettled(store, { id: 'evt_1', orderId: 'o-2', chargeId: 'ch_2' });
         const paid = await settled((await client.start(checkout, { orderId: 'o-2' })).runId);
-        expect(paid.output).toEqual({ settled: expect.objectContaining({ status: 'received' }), recordPayment: { chargeId: 'ch_2' } });
-        expect(paid.steps.map((s) => [s.step_name, s.skipped])).toEqual([['settled', false], ['recordPayment', false], ['cancelOrder', true]]);
+        expect(paid.output).toEqual({
+          settled: expect.objectContaining({ status: 'received' }),
+          recordPayment: { chargeId: 'ch_2' },
+        });
+        expect(paid.steps.map((s) => [s.step_name, s.skipped])).toEqual([
+          ['settled', false],
+          ['recordPayment', false],
+          ['cancelOrder', true],
+        ]);
 
         // A signal approves; the refund runs as a child.
         const approval = await desk.askForApproval(store, 'o-1', 1200);
-        expect((await waiting(approval)).waiting_for).toMatchObject({ kind: 'event', step: 'approval', event: 'refund.approved', key: approval });
+        expect((await waiting(approval)).waiting_for).toMatchObject({
+          kind: 'event',
+          step: 'approval',
+          event: 'refund.approved',
+          key: approval,
+        });
         await desk.approve(store, approval, 'ops@example.com');
         expect(await settled(approval)).toMatchObject({
           status: 'completed',
-          output: { approval: { status: 'received', payload: { approvedBy: 'ops@example.com' } }, refund: { refundId: 're_ch_1' } },
+          output: {
+            approval: { status: 'received', payload: { approvedBy: 'ops@example.com' } },
+            refund: { refundId: 're_ch_1' },
+          },
           children: [expect.objectContaining({ workflowName: 'refund', step: 'refund', status: 'completed' })],
         });
 
@@ -432,21 +543,42 @@ describe('the tutorial, run as written', () => {
         expect(await desk.withdraw(store, withdrawn)).toBe(false);
         expect((await client.getRun(withdrawn)).status).toBe('cancelled');
         const overdue = await client.start(refundApproval, { orderId: 'o-5', amountCents: 300 }, { timeoutMs: 300 });
-        expect(await settled(overdue.runId)).toMatchObject({ status: 'cancelled', error: { name: 'DeadlineExceeded' } });
+        expect(await settled(overdue.runId)).toMatchObject({
+          status: 'cancelled',
+          error: { name: 'DeadlineExceeded' },
+        });
 
         // A sleep until a time, then a child.
         const refundAt = new Date(Date.now() + 1_000).toISOString();
         const scheduled = await client.start(scheduledRefund, { orderId: 'o-2', amountCents: 500, refundAt });
-        expect((await waiting(scheduled.runId)).waiting_for).toEqual({ kind: 'sleep', step: 'untilDue', until: refundAt });
-        expect(await settled(scheduled.runId)).toMatchObject({ status: 'completed', output: { untilDue: { until: refundAt }, refund: { refundId: 're_ch_2' } } });
+        expect((await waiting(scheduled.runId)).waiting_for).toEqual({
+          kind: 'sleep',
+          step: 'untilDue',
+          until: refundAt,
+        });
+        expect(await settled(scheduled.runId)).toMatchObject({
+          status: 'completed',
+          output: { untilDue: { until: refundAt }, refund: { refundId: 're_ch_2' } },
+        });
 
         // A fan-out, its outputs in item order.
-        const orders = [{ orderId: 'o-3', amountCents: 100 }, { orderId: 'o-4', amountCents: 200 }];
+        const orders = [
+          { orderId: 'o-3', amountCents: 100 },
+          { orderId: 'o-4', amountCents: 200 },
+        ];
         const recall = await settled((await client.start(refundRecall, { recall: 'recall-7', orders })).runId);
         expect(recall.output).toEqual({ refunds: [{ refundId: 're_ch_3' }, { refundId: 're_ch_4' }] });
-        expect(recall.children.map((c) => [c.index, c.status])).toEqual([[0, 'completed'], [1, 'completed']]);
+        expect(recall.children.map((c) => [c.index, c.status])).toEqual([
+          [0, 'completed'],
+          [1, 'completed'],
+        ]);
 
-        expect(stripeCalls.sort()).toEqual(['refund:o-1 ch_1 1200', 'refund:o-2 ch_2 500', 'refund:o-3 ch_3 100', 'refund:o-4 ch_4 200']);
+        expect(stripeCalls.sort()).toEqual([
+          'refund:o-1 ch_1 1200',
+          'refund:o-2 ch_2 500',
+          'refund:o-3 ch_3 100',
+          'refund:o-4 ch_4 200',
+        ]);
       } finally {
         await worker.stop();
       }
@@ -457,7 +589,10 @@ describe('the tutorial, run as written', () => {
 
   it('the debounced starts and the dedupe policy of tutorial chapter 5 do what the text says (embedded PGlite, in process)', async () => {
     const dir = scratchDir('debounce');
-    writeFiles(dir, withDirective('file').map((b) => ({ path: b.directive!.argument, content: b.content })));
+    writeFiles(
+      dir,
+      withDirective('file').map((b) => ({ path: b.directive!.argument, content: b.content })),
+    );
     const codegen = await runCli(['codegen', '--root', dir]);
     expect(codegen.code, codegen.stdout + codegen.stderr).toBe(0);
     const store = await createPGliteTestStore();
@@ -473,7 +608,11 @@ describe('the tutorial, run as written', () => {
       expect(await correctRefund(store, 'o-1', 1000)).toBe(runId);
       expect(await correctRefund(store, 'o-1', 900)).toBe(runId);
       const run = await client.getRun(runId);
-      expect(run).toMatchObject({ status: 'pending', input: { orderId: 'o-1', amountCents: 900 }, debounce_key: 'refund:o-1' });
+      expect(run).toMatchObject({
+        status: 'pending',
+        input: { orderId: 'o-1', amountCents: 900 },
+        debounce_key: 'refund:o-1',
+      });
       expect(run.run_after.getTime() - run.updated_at.getTime()).toBe(60_000);
       // A retry with another amount gets the first request's run back.
       const once = await requestRefundOnce(store, 'o-2', 500);
@@ -485,11 +624,15 @@ describe('the tutorial, run as written', () => {
   }, 60_000);
   it('the nightly schedule of tutorial chapter 8 registers as written and starts one run for the latest night no worker ran (embedded PGlite, in process)', async () => {
     const dir = scratchDir('schedules');
-    writeFiles(dir, withDirective('file').map((b) => ({ path: b.directive!.argument, content: b.content })));
+    writeFiles(
+      dir,
+      withDirective('file').map((b) => ({ path: b.directive!.argument, content: b.content })),
+    );
     writeFiles(dir, [
       {
         path: 'db/migrations/0002_test_data.sql',
-        content: "INSERT INTO shop.\"order\" (id) VALUES ('o-1'), ('o-2');\nINSERT INTO shop.refund VALUES ('o-1', 're_1', 1200), ('o-2', 're_2', 300);",
+        content:
+          "INSERT INTO shop.\"order\" (id) VALUES ('o-1'), ('o-2');\nINSERT INTO shop.refund VALUES ('o-1', 're_1', 1200), ('o-2', 're_2', 300);",
       },
     ]);
     const codegen = await runCli(['codegen', '--root', dir]);
@@ -497,20 +640,46 @@ describe('the tutorial, run as written', () => {
     const store = await createPGliteTestStore();
     try {
       await migrate(store, { sources: [join(dir, 'generated/migrations'), join(dir, 'db/migrations')] });
-      const nightly = (await import(join(dir, 'src/nightly.ts'))) as { workflows: WorkflowRegistration[]; schedules: AnySchedule[] };
-      const worker = createWorker({ store, ...nightly, scheduleIntervalMs: 50, pollIntervalMs: 20, reconcileIntervalMs: 0 });
+      const nightly = (await import(join(dir, 'src/nightly.ts'))) as {
+        workflows: WorkflowRegistration[];
+        schedules: AnySchedule[];
+      };
+      const worker = createWorker({
+        store,
+        ...nightly,
+        scheduleIntervalMs: 50,
+        pollIntervalMs: 20,
+        reconcileIntervalMs: 0,
+      });
       await worker.start();
       const client = createClient({ store });
       try {
         const [registered] = await client.listSchedules();
-        expect(registered).toMatchObject({ name: 'nightly-refund-report', cron: '0 2 * * *', timezone: 'Europe/Berlin', catchUp: 'latest', paused: false, lastRunId: null });
+        expect(registered).toMatchObject({
+          name: 'nightly-refund-report',
+          cron: '0 2 * * *',
+          timezone: 'Europe/Berlin',
+          catchUp: 'latest',
+          paused: false,
+          lastRunId: null,
+        });
         const next = registered!.nextTicks[0]!;
-        const berlin = new Intl.DateTimeFormat('en-GB', { timeZone: 'Europe/Berlin', hour: '2-digit', minute: '2-digit' });
+        const berlin = new Intl.DateTimeFormat('en-GB', {
+          timeZone: 'Europe/Berlin',
+          hour: '2-digit',
+          minute: '2-digit',
+        });
         expect(berlin.format(next)).toBe('02:00');
 
         // No worker ran for three nights: 'latest' starts the last of them, once.
-        await store.db.updateTable('ledgerflow.schedule').set({ next_tick_at: new Date(next.getTime() - 3 * 24 * 3_600_000) }).execute();
-        const runId = await waitUntil('the run of the latest missed night', async () => (await client.listSchedules())[0]!.lastRunId ?? undefined);
+        await store.db
+          .updateTable('ledgerflow.schedule')
+          .set({ next_tick_at: new Date(next.getTime() - 3 * 24 * 3_600_000) })
+          .execute();
+        const runId = await waitUntil(
+          'the run of the latest missed night',
+          async () => (await client.listSchedules())[0]!.lastRunId ?? undefined,
+        );
         const run = await client.getRun((await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 })).id);
         const [after] = await client.listSchedules();
         const night = after!.lastTickAt!;
@@ -528,7 +697,10 @@ describe('the tutorial, run as written', () => {
 
         expect(await client.pauseSchedule('nightly-refund-report')).toBe(true);
         expect(await client.resumeSchedule('nightly-refund-report')).toBe(true);
-        expect((await client.listSchedules())[0]).toMatchObject({ paused: false, nextTicks: [next, expect.any(Date), expect.any(Date)] });
+        expect((await client.listSchedules())[0]).toMatchObject({
+          paused: false,
+          nextTicks: [next, expect.any(Date), expect.any(Date)],
+        });
       } finally {
         await worker.stop();
       }
@@ -538,14 +710,20 @@ describe('the tutorial, run as written', () => {
   }, 60_000);
   it('the queues of tutorial chapter 9 hold as written: two runs per merchant, the urgent refund next in line (embedded PGlite, in process)', async () => {
     const dir = scratchDir('queues');
-    writeFiles(dir, withDirective('file').map((b) => ({ path: b.directive!.argument, content: b.content })));
+    writeFiles(
+      dir,
+      withDirective('file').map((b) => ({ path: b.directive!.argument, content: b.content })),
+    );
     const request = (orderId: string, amountCents: number) => ({ orderId, chargeId: `ch_${orderId}`, amountCents });
     const big = Array.from({ length: 8 }, (_, i) => request(`big-${i}`, 100 + i));
     const small = [request('small-0', 50), request('small-1', 60)];
     const urgent = request('big-urgent', 999);
     const orders = [...big, ...small, urgent];
     writeFiles(dir, [
-      { path: 'db/migrations/0002_test_data.sql', content: `INSERT INTO shop."order" (id) VALUES ${orders.map((o) => `('${o.orderId}')`).join(', ')};` },
+      {
+        path: 'db/migrations/0002_test_data.sql',
+        content: `INSERT INTO shop."order" (id) VALUES ${orders.map((o) => `('${o.orderId}')`).join(', ')};`,
+      },
     ]);
     const codegen = await runCli(['codegen', '--root', dir]);
     expect(codegen.code, codegen.stdout + codegen.stderr).toBe(0);
@@ -553,9 +731,9 @@ describe('the tutorial, run as written', () => {
     try {
       await migrate(store, { sources: [join(dir, 'generated/migrations'), join(dir, 'db/migrations')] });
       const load = async <T>(path: string): Promise<T> => (await import(join(dir, path))) as T;
-      const { merchantRefundRegistration } = await load<{ merchantRefundRegistration(payments: TutorialPayments): WorkflowRegistration }>(
-        'src/merchant-refund.handlers.ts',
-      );
+      const { merchantRefundRegistration } = await load<{
+        merchantRefundRegistration(payments: TutorialPayments): WorkflowRegistration;
+      }>('src/merchant-refund.handlers.ts');
       type Request = (typeof orders)[number];
       const requests = await load<{
         uploadRefunds(store: Store, merchantId: string, requests: readonly Request[]): Promise<void>;
@@ -585,7 +763,13 @@ describe('the tutorial, run as written', () => {
       await requests.uploadRefunds(store, 'm-big', big);
       await requests.uploadRefunds(store, 'm-small', small);
       const urgentRun = await requests.refundNow(store, 'm-big', urgent);
-      const worker = createWorker({ store, workflows: [merchantRefundRegistration(payments)], concurrency: 16, pollIntervalMs: 20, reconcileIntervalMs: 0 });
+      const worker = createWorker({
+        store,
+        workflows: [merchantRefundRegistration(payments)],
+        concurrency: 16,
+        pollIntervalMs: 20,
+        reconcileIntervalMs: 0,
+      });
       await worker.start();
       const client = createClient({ store });
       try {
@@ -594,15 +778,26 @@ describe('the tutorial, run as written', () => {
           const listed = await client.listQueues({ queue: 'merchant-refunds', partitions: true });
           return listed[0]?.inFlight === 4 && listed[0].waiting === 7 ? listed : undefined;
         });
-        expect(merchants).toMatchObject({ limits: { concurrency: 10, partition: { concurrency: 2 } }, partitionsWaiting: 1 });
+        expect(merchants).toMatchObject({
+          limits: { concurrency: 10, partition: { concurrency: 2 } },
+          partitionsWaiting: 1,
+        });
         expect(merchants!.partitions).toEqual([
           expect.objectContaining({ partition: 'm-big', inFlight: 2, waiting: 7, topPriority: 10 }),
           expect.objectContaining({ partition: 'm-small', inFlight: 2, waiting: 0 }),
         ]);
         const urgentWaits = await client.getRun(urgentRun);
-        expect(urgentWaits).toMatchObject({ status: 'waiting', lease_owner: null, waiting_for: { kind: 'queue', queue: 'merchant-refunds', partition: 'm-big' } });
+        expect(urgentWaits).toMatchObject({
+          status: 'waiting',
+          lease_owner: null,
+          waiting_for: { kind: 'queue', queue: 'merchant-refunds', partition: 'm-big' },
+        });
         const [stripe] = await client.listQueues({ queue: 'stripe-api' });
-        expect(stripe).toMatchObject({ limits: { rateLimit: { limit: 100, periodMs: 1_000 } }, inFlight: 4, waiting: 0 });
+        expect(stripe).toMatchObject({
+          limits: { rateLimit: { limit: 100, periodMs: 1_000 } },
+          inFlight: 4,
+          waiting: 0,
+        });
 
         open();
         await worker.drain({ timeoutMs: 30_000 });
@@ -610,7 +805,9 @@ describe('the tutorial, run as written', () => {
         expect(calls.filter((c) => merchantOf(c) === 'm-big').indexOf(urgent.chargeId)).toBe(2);
         expect([...calls].sort()).toEqual(orders.map((o) => o.chargeId).sort());
         expect(Object.fromEntries(most)).toEqual({ 'm-big': 2, 'm-small': 2 });
-        expect((await client.listRuns({ workflow: 'merchant-refund', status: 'completed', limit: 100 })).length).toBe(orders.length);
+        expect((await client.listRuns({ workflow: 'merchant-refund', status: 'completed', limit: 100 })).length).toBe(
+          orders.length,
+        );
         for (const queue of await client.listQueues()) expect(queue).toMatchObject({ inFlight: 0, waiting: 0 });
       } finally {
         await worker.stop();
@@ -621,7 +818,10 @@ describe('the tutorial, run as written', () => {
   }, 60_000);
   it('the test file of docs/testing.md passes under vitest, as a user runs it (crash, take-over, time jump)', async () => {
     const dir = scratchDir('testing-kit');
-    writeFiles(dir, withDirective('file').map((b) => ({ path: b.directive!.argument, content: b.content })));
+    writeFiles(
+      dir,
+      withDirective('file').map((b) => ({ path: b.directive!.argument, content: b.content })),
+    );
     const codegen = await runCli(['codegen', '--root', dir]);
     expect(codegen.code, codegen.stdout + codegen.stderr).toBe(0);
     // The scratch project's ledgerflow is the repository, which runs from its sources (package.json exports).
@@ -634,9 +834,15 @@ describe('the tutorial, run as written', () => {
     const vitest = join(root, 'node_modules/vitest/vitest.mjs');
     const { FORCE_COLOR: _color, ...inherited } = process.env;
     const env = { ...inherited, NO_COLOR: '1' };
-    const result = await run(process.execPath, [vitest, 'run', '--root', dir, '--reporter', 'verbose'], { cwd: dir, env }).then(
+    const result = await run(process.execPath, [vitest, 'run', '--root', dir, '--reporter', 'verbose'], {
+      cwd: dir,
+      env,
+    }).then(
       ({ stdout }) => ({ code: 0, stdout }),
-      (error: { code?: number; stdout?: string; stderr?: string }) => ({ code: error.code ?? 1, stdout: `${error.stdout ?? ''}${error.stderr ?? ''}` }),
+      (error: { code?: number; stdout?: string; stderr?: string }) => ({
+        code: error.code ?? 1,
+        stdout: `${error.stdout ?? ''}${error.stderr ?? ''}`,
+      }),
     );
     expect(result.code, result.stdout).toBe(0);
     expect(result.stdout).toMatch(/refunds once when the worker dies after Stripe answered/);
@@ -646,5 +852,9 @@ describe('the tutorial, run as written', () => {
 
 /** The tutorial's PaymentsApi (src/refund.handlers.ts). */
 interface TutorialPayments {
-  refund(chargeId: string, amountCents: number, options: { idempotencyKey: string; signal: AbortSignal }): Promise<{ id: string }>;
+  refund(
+    chargeId: string,
+    amountCents: number,
+    options: { idempotencyKey: string; signal: AbortSignal },
+  ): Promise<{ id: string }>;
 }

@@ -44,7 +44,11 @@ describeStores('worker: a step function that returns a Promise', (getStore) => {
       pollIntervalMs: 20,
       reconcileIntervalMs: 0,
       workflows: [
-        bindHandlers(asyncKey, { charge: { perform: async () => ({ chargeId: `ch_${++performed}` }) } }, shapeHash(asyncKey)),
+        bindHandlers(
+          asyncKey,
+          { charge: { perform: async () => ({ chargeId: `ch_${++performed}` }) } },
+          shapeHash(asyncKey),
+        ),
         bindHandlers(asyncCondition, { greet: () => ({ text: 'hello' }) }, shapeHash(asyncCondition)),
       ],
     });
@@ -71,7 +75,10 @@ describeStores('worker: a step function that returns a Promise', (getStore) => {
     await drain();
     const { run, attempts } = await runState(getStore(), runId);
     expect(run.status).toBe('failed');
-    expect(run.error).toMatchObject({ name: 'NonRetryableError', message: expect.stringContaining('The condition (when) of step "greet" returned a Promise') });
+    expect(run.error).toMatchObject({
+      name: 'NonRetryableError',
+      message: expect.stringContaining('The condition (when) of step "greet" returned a Promise'),
+    });
     expect(attempts.map((a) => a.status)).toEqual(['failed']);
   });
 });

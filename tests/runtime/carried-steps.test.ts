@@ -40,7 +40,11 @@ describe('carried plain steps: commits [pg]', () => {
   });
 
   it('settles a run of three plain steps with ONE commit after its claim, attempt history as if each step had committed', async () => {
-    const registration = bindHandlers(threePlain, { a: () => ({ n: 1 }), b: ({ steps }) => ({ n: steps.a.n + 1 }), c: ({ steps }) => ({ n: steps.b.n + 1 }) }, shapeHash(threePlain));
+    const registration = bindHandlers(
+      threePlain,
+      { a: () => ({ n: 1 }), b: ({ steps }) => ({ n: steps.a.n + 1 }), c: ({ steps }) => ({ n: steps.b.n + 1 }) },
+      shapeHash(threePlain),
+    );
     const runId = await startTestRun(base, threePlain, { orderId: 'three-1' });
     let completed!: () => void;
     const done = new Promise<void>((resolve) => (completed = resolve));
@@ -62,16 +66,17 @@ describe('carried plain steps: commits [pg]', () => {
 
     const claimedAt = events.findIndex((e) => e.type === 'run-claimed');
     const completedAt = events.findIndex((e) => e.type === 'run-completed');
-    const afterClaim = logged.filter((q) => q.afterEvents > claimedAt && q.afterEvents <= completedAt).map((q) => q.sql);
+    const afterClaim = logged
+      .filter((q) => q.afterEvents > claimedAt && q.afterEvents <= completedAt)
+      .map((q) => q.sql);
     expect(commitsIn(afterClaim)).toBe(1);
     expect(afterClaim).toHaveLength(1);
     // The steps' events come once the commit that carried them is durable, in step order.
-    expect(events.slice(claimedAt + 1, completedAt + 1).map((e) => (e.type === 'step-succeeded' ? `${e.type} ${e.step}` : e.type))).toEqual([
-      'step-succeeded a',
-      'step-succeeded b',
-      'step-succeeded c',
-      'run-completed',
-    ]);
+    expect(
+      events
+        .slice(claimedAt + 1, completedAt + 1)
+        .map((e) => (e.type === 'step-succeeded' ? `${e.type} ${e.step}` : e.type)),
+    ).toEqual(['step-succeeded a', 'step-succeeded b', 'step-succeeded c', 'run-completed']);
 
     const { run, results, attempts } = await runState(base, runId);
     expect(run.status).toBe('completed');
@@ -170,7 +175,9 @@ describe('carried plain steps: a crash and a failure mid-prefix', () => {
     ]);
     expect(effects.map((e) => [e.step_name, e.status])).toEqual([['t', 'recorded']]);
     // The crash is recorded on the attempt the database showed running: the first of the prefix.
-    expect(attempts.map((a) => [a.step_name, a.attempt, a.status, (a.error as { name?: string } | null)?.name ?? null])).toEqual([
+    expect(
+      attempts.map((a) => [a.step_name, a.attempt, a.status, (a.error as { name?: string } | null)?.name ?? null]),
+    ).toEqual([
       ['a', 1, 'abandoned', 'LeaseExpired'],
       ['a', 2, 'succeeded', null],
       ['b', 1, 'succeeded', null],
@@ -235,7 +242,11 @@ describe('carried plain steps before a transactional step [pg]', () => {
     await base.close();
   });
 
-  const drive = async (workflows: Parameters<typeof createWorker>[0]['workflows'], runId: string, until: WorkerEvent['type']) => {
+  const drive = async (
+    workflows: Parameters<typeof createWorker>[0]['workflows'],
+    runId: string,
+    until: WorkerEvent['type'],
+  ) => {
     let done!: () => void;
     const ended = new Promise<void>((resolve) => (done = resolve));
     const worker = createWorker({
@@ -308,7 +319,9 @@ describe('carried plain steps before a transactional step [pg]', () => {
     expect(results.map((r) => [r.step_name, r.output])).toEqual([['a', { n: 1 }]]);
     expect(effects).toEqual([]);
     expect(writes).not.toContain(runId);
-    const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM wt_carry_app WHERE run_id = ${runId}::uuid`.execute(base.db);
+    const { rows } = await sql<{
+      n: number;
+    }>`SELECT count(*)::int AS n FROM wt_carry_app WHERE run_id = ${runId}::uuid`.execute(base.db);
     expect(rows[0]!.n).toBe(0);
   });
 });

@@ -55,12 +55,15 @@ describe('claim plans from 1 000 to 1 000 000 unfinished runs [pg]', () => {
       try {
         const compiled = await build(db);
         const { rows } = await db.executeQuery<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
-          CompiledQuery.raw(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON, TIMING OFF) ${compiled.sql}`, [...compiled.parameters]),
+          CompiledQuery.raw(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON, TIMING OFF) ${compiled.sql}`, [
+            ...compiled.parameters,
+          ]),
         );
         const root = rows[0]!['QUERY PLAN'][0].Plan;
         const plan = planNodes(root);
         const runScans = plan.filter((n) => n['Relation Name'] === 'workflow_run' && n['Node Type'] !== 'ModifyTable');
-        const read = (n: PlanNode): number => (n['Actual Rows'] ?? 0) * (n['Actual Loops'] ?? 1) + (n['Rows Removed by Filter'] ?? 0);
+        const read = (n: PlanNode): number =>
+          (n['Actual Rows'] ?? 0) * (n['Actual Loops'] ?? 1) + (n['Rows Removed by Filter'] ?? 0);
         const buffers = (n: PlanNode): number => (n['Shared Hit Blocks'] ?? 0) + (n['Shared Read Blocks'] ?? 0);
         const runsRead: Record<string, number> = {};
         for (const n of runScans) {
@@ -69,7 +72,9 @@ describe('claim plans from 1 000 to 1 000 000 unfinished runs [pg]', () => {
         }
         const candidateScans = runScans.filter((n) => CANDIDATE_INDEXES.includes(n['Index Name'] ?? ''));
         // The claim's UPDATE (a fused plan also has the completing run's, of one row).
-        const updates = plan.filter((n) => n['Node Type'] === 'ModifyTable' && n['Relation Name'] === 'workflow_run' && n.Operation === 'Update');
+        const updates = plan.filter(
+          (n) => n['Node Type'] === 'ModifyTable' && n['Relation Name'] === 'workflow_run' && n.Operation === 'Update',
+        );
         return {
           runsRead,
           candidatesRead: candidateScans.reduce((sum, n) => sum + read(n), 0),
@@ -91,14 +96,23 @@ describe('claim plans from 1 000 to 1 000 000 unfinished runs [pg]', () => {
       const [held] = await claimRuns(db, registry, { ...options, limit: 1 });
       if (held === undefined) throw new Error('nothing to claim for the fused-claim plan');
       return advanceRunStatement({
-        lease: { runId: held.id, fencingToken: held.fencingToken, workerId: options.workerId, leaseMs: options.leaseMs },
+        lease: {
+          runId: held.id,
+          fencingToken: held.fencingToken,
+          workerId: options.workerId,
+          leaseMs: options.leaseMs,
+        },
         workflowName: poison.name,
         workflowVersion: poison.version,
         step: poison.steps[0]!,
         attempt: held.attempt!,
         resultAttempt: held.attempt!,
         output: { survivedBy: 'scale' },
-        continuation: { kind: 'complete', runOutput: { explode: { survivedBy: 'scale' } }, claimNext: { registry, options } },
+        continuation: {
+          kind: 'complete',
+          runOutput: { explode: { survivedBy: 'scale' } },
+          claimNext: { registry, options },
+        },
       }).compile(db);
     });
 
@@ -106,7 +120,9 @@ describe('claim plans from 1 000 to 1 000 000 unfinished runs [pg]', () => {
   const expectCandidatesByIndex = (m: Measured) => {
     const runScans = m.plan.filter((n) => n['Relation Name'] === 'workflow_run');
     expect(runScans.map((n) => n['Node Type'])).not.toContain('Bitmap Heap Scan');
-    const sortsOverRuns = m.plan.filter((n) => n['Node Type'] === 'Sort' && planNodes(n).some((c) => c['Relation Name'] === 'workflow_run'));
+    const sortsOverRuns = m.plan.filter(
+      (n) => n['Node Type'] === 'Sort' && planNodes(n).some((c) => c['Relation Name'] === 'workflow_run'),
+    );
     expect(sortsOverRuns).toEqual([]);
     expect(m.claimed).toBe(LIMIT);
     // Due runs of the other workflow are read past (2 of theirs to 3 of ours): about 16 × 5/3.
@@ -124,7 +140,9 @@ describe('claim plans from 1 000 to 1 000 000 unfinished runs [pg]', () => {
   });
 
   it('over 1 000 000, they read as many runs and about as many buffers as over 1 000, and no table scan', async () => {
-    expect(await fillScaleBacklog(store.db, { from: 1_000, to: 1_000_000, registered: poison, other: twoSteps })).toBe(999_000);
+    expect(await fillScaleBacklog(store.db, { from: 1_000, to: 1_000_000, registered: poison, other: twoSteps })).toBe(
+      999_000,
+    );
     const { rows } = await sql<{ n: number }>`
       SELECT count(*)::int AS n FROM ledgerflow.workflow_run
        WHERE status IN ('pending', 'waiting') AND run_after > statement_timestamp()`.execute(store.db);
@@ -140,7 +158,10 @@ describe('claim plans from 1 000 to 1 000 000 unfinished runs [pg]', () => {
       expectCandidatesByIndex(large);
       // Over a small table PostgreSQL may join the 16 candidates to workflow_run by hashing a Seq
       // Scan of it (cheaper than 16 lookups by its estimate); over a large one, never.
-      expect(large.plan.filter((n) => n['Relation Name'] === 'workflow_run').map((n) => n['Node Type']), report).not.toContain('Seq Scan');
+      expect(
+        large.plan.filter((n) => n['Relation Name'] === 'workflow_run').map((n) => n['Node Type']),
+        report,
+      ).not.toContain('Seq Scan');
       const allRead = Object.values(large.runsRead).reduce((a, b) => a + b, 0);
       expect(allRead, report).toBeLessThanOrEqual(5 * LIMIT);
       // The same mix of due runs is read past: the counts match within a few.

@@ -40,7 +40,9 @@ let devExit: Promise<number | null>;
 
 /** A second CLI process in the project, as a user types it in another terminal. */
 function cli(...args: string[]): Promise<CliOutcome> {
-  return outcomeOf(spawn(process.execPath, [BIN, ...args], { cwd: project.root, env: ENV, stdio: ['ignore', 'pipe', 'pipe'] }));
+  return outcomeOf(
+    spawn(process.execPath, [BIN, ...args], { cwd: project.root, env: ENV, stdio: ['ignore', 'pipe', 'pipe'] }),
+  );
 }
 
 /** Waits until the dev server has printed `pattern` `times` times. */
@@ -48,7 +50,8 @@ async function devPrinted(pattern: RegExp, times = 1, timeoutMs = 90_000): Promi
   const global = new RegExp(pattern.source, 'g');
   const deadline = Date.now() + timeoutMs;
   while ((devOutput.match(global)?.length ?? 0) < times) {
-    if (Date.now() > deadline) throw new Error(`ledgerflow dev did not print ${pattern} ${times} time(s); it printed:\n${devOutput}`);
+    if (Date.now() > deadline)
+      throw new Error(`ledgerflow dev did not print ${pattern} ${times} time(s); it printed:\n${devOutput}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
@@ -77,13 +80,20 @@ const devServers: ChildProcess[] = [];
 afterAll(async () => {
   // SIGTERM: a dev server stops its worker and codegen too (a test filtered out may have left one).
   for (const server of devServers) if (server.exitCode === null && server.signalCode === null) server.kill('SIGTERM');
-  await Promise.all(devServers.map((server) => (server.exitCode === null && server.signalCode === null ? new Promise((r) => server.on('exit', r)) : undefined)));
+  await Promise.all(
+    devServers.map((server) =>
+      server.exitCode === null && server.signalCode === null ? new Promise((r) => server.on('exit', r)) : undefined,
+    ),
+  );
   project.remove();
 });
 
 describe('ledgerflow dev', () => {
   it('serves the embedded database to a second CLI process, which starts a run that completes, without DATABASE_URL', async () => {
-    const record = JSON.parse(readFileSync(path.join(project.root, '.ledgerflow/dev.json'), 'utf8')) as { url: string; pid: number };
+    const record = JSON.parse(readFileSync(path.join(project.root, '.ledgerflow/dev.json'), 'utf8')) as {
+      url: string;
+      pid: number;
+    };
     expect(record.pid).toBe(dev.pid);
     expect(record.url).toMatch(/^postgres:\/\/postgres@127\.0\.0\.1:\d+\/postgres$/);
 
@@ -136,7 +146,11 @@ describe('ledgerflow dev', () => {
 describe('a dev server killed with SIGKILL', () => {
   it('takes its worker and codegen with it; its dev.json is then ignored and removed', async () => {
     devOutput = '';
-    dev = spawn(process.execPath, [BIN, 'dev', '--workflows', 'src/workflows.ts', '--port', '0'], { cwd: project.root, env: ENV, stdio: ['ignore', 'pipe', 'pipe'] });
+    dev = spawn(process.execPath, [BIN, 'dev', '--workflows', 'src/workflows.ts', '--port', '0'], {
+      cwd: project.root,
+      env: ENV,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     devServers.push(dev);
     dev.stdout!.on('data', (chunk: Buffer) => (devOutput += chunk.toString()));
     dev.stderr!.on('data', (chunk: Buffer) => (devOutput += chunk.toString()));
@@ -144,7 +158,11 @@ describe('a dev server killed with SIGKILL', () => {
     const children = readFileSync(`/proc/${dev.pid}/task/${dev.pid}/children`, 'utf8').trim().split(/\s+/).map(Number);
     expect(children).toHaveLength(2);
     dev.kill('SIGKILL');
-    await waitUntil('the worker and codegen to stop', () => children.every((pid) => !existsSync(`/proc/${pid}`)), 60_000);
+    await waitUntil(
+      'the worker and codegen to stop',
+      () => children.every((pid) => !existsSync(`/proc/${pid}`)),
+      60_000,
+    );
 
     const runs = await cli('runs');
     expect(runs.code, runs.stderr).toBe(0);
@@ -160,8 +178,20 @@ describe('.ledgerflow/dev.json', () => {
       const dataDir = path.join(scratch.root, '.ledgerflow/db');
       mkdirSync(dataDir, { recursive: true });
       const file = path.join(scratch.root, '.ledgerflow/dev.json');
-      const gone = await outcomeOf(spawn(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { stdio: ['ignore', 'pipe', 'pipe'] }));
-      writeFileSync(file, JSON.stringify({ url: 'postgres://postgres@127.0.0.1:1/postgres', pid: Number(gone.stdout), dataDir, dashboardUrl: '' }));
+      const gone = await outcomeOf(
+        spawn(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], {
+          stdio: ['ignore', 'pipe', 'pipe'],
+        }),
+      );
+      writeFileSync(
+        file,
+        JSON.stringify({
+          url: 'postgres://postgres@127.0.0.1:1/postgres',
+          pid: Number(gone.stdout),
+          dataDir,
+          dashboardUrl: '',
+        }),
+      );
       const outcome = await runCli(['runs', '--data-dir', dataDir]);
       expect(outcome.stderr).toContain(`Using PGlite (embedded, fsync off) at ${dataDir}`);
       expect(existsSync(file)).toBe(false);

@@ -38,7 +38,13 @@ let project: string;
  * command on two cores) and letting SIGTERM reach the worker rather than npx.
  */
 function sh(line: string, { viaNpx = false } = {}): Promise<Outcome> {
-  return outcomeOf(spawn('sh', ['-c', viaNpx ? line : withoutNpx(line)], { cwd: project, env: { ...process.env, DATABASE_URL: '' }, stdio: ['ignore', 'pipe', 'pipe'] }));
+  return outcomeOf(
+    spawn('sh', ['-c', viaNpx ? line : withoutNpx(line)], {
+      cwd: project,
+      env: { ...process.env, DATABASE_URL: '' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  );
 }
 
 /** A long-running command line as a user types it, stopped with SIGTERM once its stdout matches `until`. */
@@ -60,7 +66,8 @@ function snapshot(): Record<string, string> {
   const files: Record<string, string> = {};
   for (const entry of readdirSync(project, { recursive: true, withFileTypes: true })) {
     const file = join(entry.parentPath, entry.name).slice(project.length + 1);
-    if (entry.isFile() && !/^(node_modules|\.ledgerflow)\//.test(file)) files[file] = readFileSync(join(project, file), 'utf8');
+    if (entry.isFile() && !/^(node_modules|\.ledgerflow)\//.test(file))
+      files[file] = readFileSync(join(project, file), 'utf8');
   }
   return files;
 }
@@ -80,7 +87,10 @@ beforeAll(() => {
     `${JSON.stringify({ name: 'shop', private: true, type: 'module', dependencies: { ledgerflow: '0.1.0', zod: '^4.0.0', tsx: '^4.0.0' } }, null, 2)}\n`,
   );
   writeFileSync(join(project, 'tsconfig.json'), USER_TSCONFIG);
-  writeFileSync(join(project, 'tsconfig.base.json'), JSON.stringify({ compilerOptions: { target: 'ES2022', module: 'NodeNext' } }));
+  writeFileSync(
+    join(project, 'tsconfig.base.json'),
+    JSON.stringify({ compilerOptions: { target: 'ES2022', module: 'NodeNext' } }),
+  );
   mkdirSync(join(project, '.github/workflows'), { recursive: true });
   writeFileSync(join(project, '.github/workflows/ledgerflow.yml'), USER_CI);
   link(REPO, 'node_modules/ledgerflow');
@@ -116,7 +126,12 @@ describe('ledgerflow init', () => {
       "from '../../generated/contracts/hello.v1.js'",
     );
     expect(readFileSync(join(project, 'src/worker.ts'), 'utf8')).toContain("from './workflows/index.js'");
-    steps.push(...result.stdout.split('\n').filter((line) => line.startsWith('  npx ')).map((line) => line.trim()));
+    steps.push(
+      ...result.stdout
+        .split('\n')
+        .filter((line) => line.startsWith('  npx '))
+        .map((line) => line.trim()),
+    );
     expect(steps).toEqual([
       'npx ledgerflow codegen',
       'npx ledgerflow migrate --dir generated/migrations --dir db/migrations',
@@ -174,7 +189,9 @@ describe('ledgerflow init', () => {
 
     // node_modules/ledgerflow is the repository: its types are its sources (the package's own
     // dist/ is covered by tests/package/pack-install.test.ts).
-    const typecheck = await sh(`${join(DEPENDENCIES, '.bin/tsc')} -p tsconfig.json --customConditions ledgerflow-source`);
+    const typecheck = await sh(
+      `${join(DEPENDENCIES, '.bin/tsc')} -p tsconfig.json --customConditions ledgerflow-source`,
+    );
     expect(typecheck.stdout + typecheck.stderr).toBe('');
     expect(typecheck.code).toBe(0);
 
@@ -195,7 +212,9 @@ describe('ledgerflow init', () => {
     expect(result.stdout).toContain('created  lib/flows/hello.workflow.ts\n');
     expect(result.stdout).toContain('created  lib/worker.ts\n');
     expect(readFileSync(join(other, 'lib/worker.ts'), 'utf8')).toContain("from './flows/index.js'");
-    expect(readFileSync(join(other, 'lib/flows/hello.handlers.ts'), 'utf8')).toContain("from '../../generated/contracts/hello.v1.js'");
+    expect(readFileSync(join(other, 'lib/flows/hello.handlers.ts'), 'utf8')).toContain(
+      "from '../../generated/contracts/hello.v1.js'",
+    );
     expect(result.stdout).toMatch(/"module": "NodeNext",\s+now "commonjs"/);
     expect(result.stdout).toMatch(/"target": "ES2022",\s+now not set/);
     expect(result.stdout).not.toContain('skipLibCheck');
@@ -204,7 +223,9 @@ describe('ledgerflow init', () => {
       'package.json is left as it is: its "type" is not set (CommonJS), and node loads lib/legacy.js as CommonJS under it.\n',
     );
     // Setting the type is the first step; ledgerflow comes from a tarball, not the registry.
-    expect(result.stdout).toContain('  npm pkg set type=module\n  npm install <path to the ledgerflow .tgz> zod tsx\n  npx ledgerflow codegen\n');
+    expect(result.stdout).toContain(
+      '  npm pkg set type=module\n  npm install <path to the ledgerflow .tgz> zod tsx\n  npx ledgerflow codegen\n',
+    );
     expect(result.stdout).toContain('  npx ledgerflow worker --workflows lib/flows/index.ts\n');
     expect(readFileSync(join(other, 'package.json'), 'utf8')).toBe(manifest);
     expect(readFileSync(join(other, 'tsconfig.json'), 'utf8')).toBe(tsconfig);
@@ -229,13 +250,19 @@ describe('ledgerflow init', () => {
     writeFileSync(join(fresh, 'package.json'), before);
     const result = await sh('cd from-npm-init && ../node_modules/.bin/ledgerflow init');
     expect(result.code, result.stderr).toBe(0);
-    expect(result.stdout).toContain('edited   package.json: "type": "module" (was "commonjs"; nothing else here relied on CommonJS)\n');
-    expect(readFileSync(join(fresh, 'package.json'), 'utf8')).toBe(before.replace('"type": "commonjs"', '"type": "module"'));
+    expect(result.stdout).toContain(
+      'edited   package.json: "type": "module" (was "commonjs"; nothing else here relied on CommonJS)\n',
+    );
+    expect(readFileSync(join(fresh, 'package.json'), 'utf8')).toBe(
+      before.replace('"type": "commonjs"', '"type": "module"'),
+    );
     expect(result.stdout).not.toContain('npm pkg set');
 
     // Run again, init's own files (unchanged) are no reason to keep CommonJS either: nothing left to do.
     const again = await sh('cd from-npm-init && ../node_modules/.bin/ledgerflow init --json');
-    expect(JSON.parse(again.stdout)).toMatchObject({ packageJson: { type: 'module', edited: false, commonJsFiles: [] } });
+    expect(JSON.parse(again.stdout)).toMatchObject({
+      packageJson: { type: 'module', edited: false, commonJsFiles: [] },
+    });
   });
 
   it('writes a tsconfig.json where there is none', async () => {
@@ -246,7 +273,13 @@ describe('ledgerflow init', () => {
     expect(result.code, result.stderr).toBe(0);
     expect((JSON.parse(result.stdout) as { created: string[] }).created).toContain('tsconfig.json');
     expect(JSON.parse(readFileSync(join(fresh, 'tsconfig.json'), 'utf8'))).toMatchObject({
-      compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', strict: true, types: ['node'] },
+      compilerOptions: {
+        module: 'NodeNext',
+        moduleResolution: 'NodeNext',
+        target: 'ES2022',
+        strict: true,
+        types: ['node'],
+      },
     });
   });
 
@@ -271,7 +304,15 @@ describe('checkTsconfig', () => {
 
   it('accepts NodeNext, and ESNext with bundler resolution', () => {
     expect(checkTsconfig(suitable)).toEqual([]);
-    expect(checkTsconfig({ ...suitable, module: 'esnext', moduleResolution: 'bundler', target: 'esnext', lib: ['es2023', 'dom'] })).toEqual([]);
+    expect(
+      checkTsconfig({
+        ...suitable,
+        module: 'esnext',
+        moduleResolution: 'bundler',
+        target: 'esnext',
+        lib: ['es2023', 'dom'],
+      }),
+    ).toEqual([]);
   });
 
   it('names each setting to change, with what it is now', () => {
@@ -309,24 +350,44 @@ describe('preparePackageJson', () => {
   }
 
   it('changes only the top-level "type", in the file\'s own layout, past a nested "type"', () => {
-    const manifest = '{\r\n\t"name": "x",\r\n\t"repository": { "type": "git", "url": "u" },\r\n\t"type": "commonjs"\r\n}\r\n';
-    const dir = packageWith(manifest, { 'lib/tool.cjs': 'module.exports = 1;\n', '.git/hooks/x.js': '', 'node_modules/a/index.js': '' });
+    const manifest =
+      '{\r\n\t"name": "x",\r\n\t"repository": { "type": "git", "url": "u" },\r\n\t"type": "commonjs"\r\n}\r\n';
+    const dir = packageWith(manifest, {
+      'lib/tool.cjs': 'module.exports = 1;\n',
+      '.git/hooks/x.js': '',
+      'node_modules/a/index.js': '',
+    });
     expect(preparePackageJson(dir, new Map())).toMatchObject({ edited: true, isModule: true, typeWas: 'commonjs' });
-    expect(readFileSync(join(dir, 'package.json'), 'utf8')).toBe(manifest.replace('"type": "commonjs"', '"type": "module"'));
+    expect(readFileSync(join(dir, 'package.json'), 'utf8')).toBe(
+      manifest.replace('"type": "commonjs"', '"type": "module"'),
+    );
   });
 
   it('adds the key last when there is none', () => {
     const dir = packageWith('{\n    "name": "x",\n    "private": true\n}\n');
     expect(preparePackageJson(dir, new Map()).edited).toBe(true);
-    expect(readFileSync(join(dir, 'package.json'), 'utf8')).toBe('{\n    "name": "x",\n    "private": true,\n    "type": "module"\n}\n');
+    expect(readFileSync(join(dir, 'package.json'), 'utf8')).toBe(
+      '{\n    "name": "x",\n    "private": true,\n    "type": "module"\n}\n',
+    );
   });
 
-  it('leaves it when a file of the project may rely on CommonJS (a dot file too), naming the first three; init\'s own files do not count', () => {
+  it("leaves it when a file of the project may rely on CommonJS (a dot file too), naming the first three; init's own files do not count", () => {
     const manifest = '{ "name": "x" }\n';
     const own = 'export const workflows = [];\n';
-    const dir = packageWith(manifest, { '.eslintrc.js': '', 'src/a.ts': '', 'src/b.tsx': '', 'src/c.jsx': '', 'src/workflows/index.ts': own });
+    const dir = packageWith(manifest, {
+      '.eslintrc.js': '',
+      'src/a.ts': '',
+      'src/b.tsx': '',
+      'src/c.jsx': '',
+      'src/workflows/index.ts': own,
+    });
     const report = preparePackageJson(dir, new Map([['src/workflows/index.ts', own]]));
-    expect(report).toMatchObject({ edited: false, isModule: false, commonJsFiles: ['.eslintrc.js', 'src/a.ts', 'src/b.tsx'], moreCommonJsFiles: true });
+    expect(report).toMatchObject({
+      edited: false,
+      isModule: false,
+      commonJsFiles: ['.eslintrc.js', 'src/a.ts', 'src/b.tsx'],
+      moreCommonJsFiles: true,
+    });
     expect(readFileSync(join(dir, 'package.json'), 'utf8')).toBe(manifest);
   });
 });

@@ -35,7 +35,11 @@ describe('ledgerflow limits (PostgreSQL)', () => {
       ),
     );
     const json = await run(['limits', '--json', ...db]);
-    expect(JSON.parse(json.stdout)).toEqual({ ...DEFAULT_PAYLOAD_LIMITS, updatedAt: expect.any(String), maxJsonDepth: 1_000 });
+    expect(JSON.parse(json.stdout)).toEqual({
+      ...DEFAULT_PAYLOAD_LIMITS,
+      updatedAt: expect.any(String),
+      maxJsonDepth: 1_000,
+    });
   });
 
   it('sets the limits given and keeps the others; refuses nonsense, saying what to do, and changes nothing', async () => {
@@ -49,7 +53,9 @@ describe('ledgerflow limits (PostgreSQL)', () => {
 
       expect(await run(['limits', 'set', ...db])).toMatchObject({
         code: 2,
-        stderr: expect.stringContaining('limits set needs at least one of --max-input-bytes, --max-output-bytes, --max-event-payload-bytes, --max-error-bytes.'),
+        stderr: expect.stringContaining(
+          'limits set needs at least one of --max-input-bytes, --max-output-bytes, --max-event-payload-bytes, --max-error-bytes.',
+        ),
       });
       expect(await run(['limits', '--max-input-bytes', '100', ...db])).toMatchObject({
         code: 2,
@@ -61,7 +67,9 @@ describe('ledgerflow limits (PostgreSQL)', () => {
       });
       const tooSmall = await run(['limits', 'set', '--max-error-bytes', '10', ...db]);
       expect(tooSmall.code).toBe(1);
-      expect(tooSmall.stderr).toContain('maxErrorBytes: must be a whole number of bytes from 1024 to 16777216 (got 10)');
+      expect(tooSmall.stderr).toContain(
+        'maxErrorBytes: must be a whole number of bytes from 1024 to 16777216 (got 10)',
+      );
       expect(tooSmall.stderr).toContain('Nothing was changed.');
       expect((await readPayloadLimits(store.db)).maxErrorBytes).toBe(4_096);
     } finally {

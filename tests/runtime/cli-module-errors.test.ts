@@ -38,9 +38,15 @@ function link(target: string, at: string): void {
 
 beforeAll(() => {
   project = mkdtempSync(join(tmpdir(), 'ledgerflow-module-errors-'));
-  const manifest = { name: 'legacy', version: '1.0.0', main: 'index.js', type: 'commonjs', dependencies: { ledgerflow: '0.1.0', zod: '^4.0.0', tsx: '^4.0.0' } };
+  const manifest = {
+    name: 'legacy',
+    version: '1.0.0',
+    main: 'index.js',
+    type: 'commonjs',
+    dependencies: { ledgerflow: '0.1.0', zod: '^4.0.0', tsx: '^4.0.0' },
+  };
   writeFileSync(join(project, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
-  writeFileSync(join(project, 'index.js'), "module.exports = { legacy: true };\n");
+  writeFileSync(join(project, 'index.js'), 'module.exports = { legacy: true };\n');
   link(REPO, 'node_modules/ledgerflow');
   link('../ledgerflow/bin/ledgerflow.js', 'node_modules/.bin/ledgerflow');
   link(join(REPO, 'node_modules/zod'), 'node_modules/zod');
@@ -74,7 +80,10 @@ describe('loading a --workflows module', () => {
   it('with a syntax error: one line naming file:line:column and the message, exit 2', async () => {
     const file = join(project, 'src/workflows/hello.workflow.ts');
     const source = readFileSync(file, 'utf8');
-    const broken = source.replace("input: z.object({ name: z.string().min(1) }),", 'input: z.object({ name: z.string().min(1) ),');
+    const broken = source.replace(
+      'input: z.object({ name: z.string().min(1) }),',
+      'input: z.object({ name: z.string().min(1) ),',
+    );
     expect(broken).not.toBe(source);
     writeFileSync(file, broken);
     try {

@@ -40,7 +40,9 @@ describe('ledgerflow CLI on a multi-host database URL', () => {
   it('refuses a malformed host list with a usage error saying what to fix', async () => {
     const outcome = await run(['runs', '--database-url', 'postgres://db1:5432,,db2:5432/app']);
     expect(outcome.code).toBe(2);
-    expect(outcome.stderr).toContain('Host 2 of 3 in the database URL has no host name; write host:port (hosts separated by commas)');
+    expect(outcome.stderr).toContain(
+      'Host 2 of 3 in the database URL has no host name; write host:port (hosts separated by commas)',
+    );
     const attrs = await run(['runs', '--database-url', 'postgres://db1,db2/app?target_session_attrs=standby']);
     expect(attrs.code).toBe(2);
     expect(attrs.stderr).toContain('target_session_attrs=standby is not supported');
@@ -49,7 +51,9 @@ describe('ledgerflow CLI on a multi-host database URL', () => {
   it('reports that no host accepts writes, naming each, without a stack trace', async () => {
     const outcome = await run(['runs', '--database-url', 'postgres://nobody@127.0.0.1:1,127.0.0.1:2/none']);
     expect(outcome.code).toBe(1);
-    expect(outcome.stderr).toMatch(/^ledgerflow runs: cannot use the database: No host accepts writes .*127\.0\.0\.1:1 did not answer.*127\.0\.0\.1:2 did not answer.*Check --database-url/);
+    expect(outcome.stderr).toMatch(
+      /^ledgerflow runs: cannot use the database: No host accepts writes .*127\.0\.0\.1:1 did not answer.*127\.0\.0\.1:2 did not answer.*Check --database-url/,
+    );
     expect(outcome.stderr).not.toMatch(STACK_LINE);
   });
 });

@@ -58,7 +58,10 @@ const byName = (queues: readonly QueueSummary[], name: string): QueueSummary => 
  */
 async function lineUp(client: Client): Promise<void> {
   await client.start(fair, { id: 'solo', customer: 'solo' });
-  await waitUntil('solo holding the slot of wt-q-fair', async () => byName(await client.listQueues(), 'wt-q-fair').inFlight === 1);
+  await waitUntil(
+    'solo holding the slot of wt-q-fair',
+    async () => byName(await client.listQueues(), 'wt-q-fair').inFlight === 1,
+  );
   await client.start(fair, { id: 'a-0', customer: 'a' });
   await client.start(fair, { id: 'a-1', customer: 'a' });
   await client.start(fair, { id: 'b-0', customer: 'b' });
@@ -73,13 +76,16 @@ async function lineUp(client: Client): Promise<void> {
   // Those in line are `waiting`, with no lease.
   const waiting = await client.listRuns({ status: 'waiting' });
   expect(waiting).toHaveLength(5);
-  for (const r of waiting) expect(r).toMatchObject({ lease_owner: null, lease_expires_at: null, waiting_for: { kind: 'queue' } });
+  for (const r of waiting)
+    expect(r).toMatchObject({ lease_owner: null, lease_expires_at: null, waiting_for: { kind: 'queue' } });
 }
 
 async function oldestEnqueued(store: Store, queue: string, partition?: string): Promise<Date> {
   const { rows } = await sql<{ oldest: Date }>`
     SELECT min(enqueued_at) AS oldest FROM ledgerflow.queue_waiter
-     WHERE queue = ${queue} AND (${partition ?? null}::text IS NULL OR partition = ${partition ?? null})`.execute(store.db);
+     WHERE queue = ${queue} AND (${partition ?? null}::text IS NULL OR partition = ${partition ?? null})`.execute(
+    store.db,
+  );
   return rows[0]!.oldest;
 }
 
@@ -116,9 +122,23 @@ describeStores('client.listQueues', (getStore) => {
       registeredAt: expect.any(Date),
       paused: false,
     });
-    expect(byName(queues, 'wt-q-two-at-once')).toMatchObject({ limits: { concurrency: 2 }, inFlight: 2, waiting: 1, partitionsWaiting: 1 });
-    expect(byName(queues, 'wt-q-per-customer')).toMatchObject({ limits: { partition: { concurrency: 1 } }, inFlight: 0, waiting: 0, oldestWaitingSince: null });
-    expect(byName(queues, 'wt-q-rate')).toMatchObject({ limits: { rateLimit: { limit: 5, periodMs: 500 } }, inFlight: 0, waiting: 0 });
+    expect(byName(queues, 'wt-q-two-at-once')).toMatchObject({
+      limits: { concurrency: 2 },
+      inFlight: 2,
+      waiting: 1,
+      partitionsWaiting: 1,
+    });
+    expect(byName(queues, 'wt-q-per-customer')).toMatchObject({
+      limits: { partition: { concurrency: 1 } },
+      inFlight: 0,
+      waiting: 0,
+      oldestWaitingSince: null,
+    });
+    expect(byName(queues, 'wt-q-rate')).toMatchObject({
+      limits: { rateLimit: { limit: 5, periodMs: 500 } },
+      inFlight: 0,
+      waiting: 0,
+    });
     expect(queues[0]!.partitions).toBeUndefined();
   });
 
@@ -126,9 +146,30 @@ describeStores('client.listQueues', (getStore) => {
     const [f] = await client.listQueues({ queue: 'wt-q-fair', partitions: true });
     expect(f!.partitions).toEqual([
       // b's highest priority in line is 5: it is served before a, though neither was ever served.
-      { partition: 'b', inFlight: 0, waiting: 2, topPriority: 5, oldestWaitingSince: await oldestEnqueued(getStore(), 'wt-q-fair', 'b'), lastGrantedAt: null },
-      { partition: 'a', inFlight: 0, waiting: 2, topPriority: 0, oldestWaitingSince: await oldestEnqueued(getStore(), 'wt-q-fair', 'a'), lastGrantedAt: null },
-      { partition: 'solo', inFlight: 1, waiting: 0, topPriority: null, oldestWaitingSince: null, lastGrantedAt: expect.any(Date) },
+      {
+        partition: 'b',
+        inFlight: 0,
+        waiting: 2,
+        topPriority: 5,
+        oldestWaitingSince: await oldestEnqueued(getStore(), 'wt-q-fair', 'b'),
+        lastGrantedAt: null,
+      },
+      {
+        partition: 'a',
+        inFlight: 0,
+        waiting: 2,
+        topPriority: 0,
+        oldestWaitingSince: await oldestEnqueued(getStore(), 'wt-q-fair', 'a'),
+        lastGrantedAt: null,
+      },
+      {
+        partition: 'solo',
+        inFlight: 1,
+        waiting: 0,
+        topPriority: null,
+        oldestWaitingSince: null,
+        lastGrantedAt: expect.any(Date),
+      },
     ]);
     expect(f!.morePartitions).toBe(false);
     const [cut] = await client.listQueues({ queue: 'wt-q-fair', partitions: true, partitionLimit: 2 });
@@ -137,7 +178,14 @@ describeStores('client.listQueues', (getStore) => {
     // Without a partition key, every use is in partition `*`.
     const [l] = await client.listQueues({ queue: 'wt-q-two-at-once', partitions: true });
     expect(l!.partitions).toEqual([
-      { partition: '*', inFlight: 2, waiting: 1, topPriority: 0, oldestWaitingSince: await oldestEnqueued(getStore(), 'wt-q-two-at-once'), lastGrantedAt: expect.any(Date) },
+      {
+        partition: '*',
+        inFlight: 2,
+        waiting: 1,
+        topPriority: 0,
+        oldestWaitingSince: await oldestEnqueued(getStore(), 'wt-q-two-at-once'),
+        lastGrantedAt: expect.any(Date),
+      },
     ]);
   });
 
@@ -145,14 +193,23 @@ describeStores('client.listQueues', (getStore) => {
     await expect(client.listQueues({ queue: 'nope' })).rejects.toThrow(
       'No queue "nope" is registered in this database. Queues are registered by the workers that serve workflows using them; `ledgerflow queues` lists those that are.',
     );
-    await expect(client.listQueues({ partitions: true, partitionLimit: 0 })).rejects.toThrow('partitionLimit must be an integer from 1 to 1000 (got 0).');
+    await expect(client.listQueues({ partitions: true, partitionLimit: 0 })).rejects.toThrow(
+      'partitionLimit must be an integer from 1 to 1000 (got 0).',
+    );
   });
 
   it('shows every slot given back once the runs finish', async () => {
     held.release();
     await held.worker.drain({ timeoutMs: 30_000 });
     for (const q of await client.listQueues({ partitions: true })) {
-      expect(q).toMatchObject({ inFlight: 0, waiting: 0, partitionsWaiting: 0, oldestWaitingSince: null, partitions: [], morePartitions: false });
+      expect(q).toMatchObject({
+        inFlight: 0,
+        waiting: 0,
+        partitionsWaiting: 0,
+        oldestWaitingSince: null,
+        partitions: [],
+        morePartitions: false,
+      });
     }
   });
 });
@@ -191,7 +248,9 @@ describe('ledgerflow queues (PostgreSQL)', () => {
     expect(table.code).toBe(0);
     const lines = table.stdout.trimEnd().split('\n');
     expect(lines).toHaveLength(5);
-    expect(lines[0]).toMatch(/^QUEUE\s+LIMITS\s+IN FLIGHT\s+WAITING\s+PARTITIONS WAITING\s+OLDEST WAITING\s+RATE-LIMITED UNTIL\s+PAUSED$/);
+    expect(lines[0]).toMatch(
+      /^QUEUE\s+LIMITS\s+IN FLIGHT\s+WAITING\s+PARTITIONS WAITING\s+OLDEST WAITING\s+RATE-LIMITED UNTIL\s+PAUSED$/,
+    );
     expect(lines[1]).toMatch(new RegExp(`^wt-q-fair\\s+1 at once\\s+1\\s+4\\s+2\\s+${TIME}\\s+-\\s+no$`));
     expect(lines[2]).toMatch(/^wt-q-per-customer\s+per partition: 1 at once\s+0\s+0\s+0\s+-\s+-\s+no$/);
     expect(lines[3]).toMatch(/^wt-q-rate\s+5 per 500ms\s+0\s+0\s+0\s+-\s+-\s+no$/);
@@ -228,11 +287,19 @@ describe('ledgerflow queues (PostgreSQL)', () => {
     expect(cut.code).toBe(0);
     expect(cut.stdout).toMatch(/\nwt-q-fair\s+b\s+0\s+2\s+5\s/);
     expect(cut.stdout).toMatch(/\nwt-q-two-at-once\s+\*\s+2\s+1\s+0\s/);
-    expect(cut.stdout).toContain('wt-q-fair: more partitions hold slots or have runs waiting than the 1 listed; --limit <n> lists more.\n');
+    expect(cut.stdout).toContain(
+      'wt-q-fair: more partitions hold slots or have runs waiting than the 1 listed; --limit <n> lists more.\n',
+    );
     expect(cut.stdout).not.toContain('wt-q-two-at-once: more partitions');
 
-    const cutJson = JSON.parse((await run(['queues', '--queue', 'wt-q-fair', '--partitions', '--limit', '1', '--json', ...db])).stdout) as QueueSummary[];
-    expect(cutJson[0]).toMatchObject({ name: 'wt-q-fair', partitions: [{ partition: 'b', waiting: 2, topPriority: 5 }], morePartitions: true });
+    const cutJson = JSON.parse(
+      (await run(['queues', '--queue', 'wt-q-fair', '--partitions', '--limit', '1', '--json', ...db])).stdout,
+    ) as QueueSummary[];
+    expect(cutJson[0]).toMatchObject({
+      name: 'wt-q-fair',
+      partitions: [{ partition: 'b', waiting: 2, topPriority: 5 }],
+      morePartitions: true,
+    });
 
     held.release();
     await held.worker.drain({ timeoutMs: 30_000 });
@@ -250,7 +317,9 @@ describe('ledgerflow queues (PostgreSQL)', () => {
     const limit = await run(['queues', '--limit', '5', ...db]);
     expect(limit.code).toBe(2);
     expect(limit.stderr).toContain('--limit is the number of partitions listed per queue; add --partitions.');
-    expect((await run(['queues', '--partitions', '--limit', '0', ...db])).stderr).toContain('--limit must be an integer >= 1 (got "0").');
+    expect((await run(['queues', '--partitions', '--limit', '0', ...db])).stderr).toContain(
+      '--limit must be an integer >= 1 (got "0").',
+    );
   });
 });
 
@@ -290,7 +359,9 @@ describe('listing queues over a deep, wide backlog [pg]', () => {
       await sql`SELECT pg_stat_force_next_flush()`.execute(store.db);
       const { rows } = await sql<{ seq_scan: number; idx_tup_read: number }>`
         SELECT t.seq_scan::int, (SELECT coalesce(sum(i.idx_tup_read), 0)::int FROM pg_stat_user_indexes i WHERE i.relid = t.relid) AS idx_tup_read
-          FROM pg_stat_user_tables t WHERE t.schemaname = 'ledgerflow' AND t.relname = 'queue_waiter'`.execute(store.db);
+          FROM pg_stat_user_tables t WHERE t.schemaname = 'ledgerflow' AND t.relname = 'queue_waiter'`.execute(
+        store.db,
+      );
       return rows[0]!;
     };
     const before = await stats();
@@ -300,12 +371,22 @@ describe('listing queues over a deep, wide backlog [pg]', () => {
     // Three descents per partition (priority 1, priority 0, none below), each reading a tuple or none.
     expect(after.idx_tup_read - before.idx_tup_read, 'queue_waiter index tuples read').toBeLessThan(3 * 1_020);
 
-    const { rows } = await sql<{ oldest: Date }>`SELECT min(enqueued_at) AS oldest FROM ledgerflow.queue_waiter`.execute(store.db);
-    expect(queue).toMatchObject({ name: 'wt-q-fair', waiting: 100_000, partitionsWaiting: 1_000, oldestWaitingSince: rows[0]!.oldest, morePartitions: true });
+    const { rows } = await sql<{
+      oldest: Date;
+    }>`SELECT min(enqueued_at) AS oldest FROM ledgerflow.queue_waiter`.execute(store.db);
+    expect(queue).toMatchObject({
+      name: 'wt-q-fair',
+      waiting: 100_000,
+      partitionsWaiting: 1_000,
+      oldestWaitingSince: rows[0]!.oldest,
+      morePartitions: true,
+    });
     expect(queue!.partitions).toHaveLength(20);
     // The oldest of a partition is its oldest run of any priority, not the oldest of its highest priority.
     const { rows: first } = await sql<{ oldest: Date }>`
-      SELECT min(enqueued_at) AS oldest FROM ledgerflow.queue_waiter WHERE partition = ${queue!.partitions![0]!.partition}`.execute(store.db);
+      SELECT min(enqueued_at) AS oldest FROM ledgerflow.queue_waiter WHERE partition = ${queue!.partitions![0]!.partition}`.execute(
+      store.db,
+    );
     expect(queue!.partitions![0]).toMatchObject({ waiting: 100, topPriority: 1, oldestWaitingSince: first[0]!.oldest });
   });
 });

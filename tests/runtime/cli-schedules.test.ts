@@ -29,41 +29,69 @@ describe('ledgerflow worker and schedules (PostgreSQL)', () => {
   it('lists nothing before a worker registered a schedule', async () => {
     expect(await run(['schedules', ...db])).toEqual({
       code: 0,
-      stdout: 'No schedules are registered. Workers register the schedules they are given (a `schedules` export next to `workflows`).\n',
+      stdout:
+        'No schedules are registered. Workers register the schedules they are given (a `schedules` export next to `workflows`).\n',
       stderr: '',
     });
   });
 
   it('a worker registers and ticks the exported schedules; schedules lists, pauses and resumes them', async () => {
-    const worker = spawn(process.execPath, ['bin/ledgerflow.js', 'worker', '--workflows', MODULE, '--schedule-ms', '100', '--poll-ms', '50', ...db], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const worker = spawn(
+      process.execPath,
+      ['bin/ledgerflow.js', 'worker', '--workflows', MODULE, '--schedule-ms', '100', '--poll-ms', '50', ...db],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let output = '';
     worker.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
     worker.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
     const exited = new Promise<number | null>((resolve) => worker.once('exit', (code) => resolve(code)));
     try {
-      await waitUntil('two ticks', () => (output.match(/schedule-ticked schedule=cli-every-second/g) ?? []).length >= 2, 30_000);
+      await waitUntil(
+        'two ticks',
+        () => (output.match(/schedule-ticked schedule=cli-every-second/g) ?? []).length >= 2,
+        30_000,
+      );
       expect(output).toMatch(/running wt-scheduled v1 and schedules cli-every-second, cli-nightly on /);
 
       const paused = await run(['schedules', 'pause', 'cli-every-second', ...db]);
       expect(paused).toEqual({
         code: 0,
-        stdout: 'Paused schedule cli-every-second: it starts no run until `ledgerflow schedules resume cli-every-second`.\n',
+        stdout:
+          'Paused schedule cli-every-second: it starts no run until `ledgerflow schedules resume cli-every-second`.\n',
         stderr: '',
       });
-      expect((await run(['schedules', 'pause', 'cli-every-second', ...db])).stdout).toBe('Schedule cli-every-second was already paused.\n');
+      expect((await run(['schedules', 'pause', 'cli-every-second', ...db])).stdout).toBe(
+        'Schedule cli-every-second was already paused.\n',
+      );
       const count = (await run(['schedules', '--json', ...db])).stdout;
-      const [every] = (JSON.parse(count) as Array<{ name: string; lastRunId: string; lastTickAt: string; nextTicks: string[]; paused: boolean }>);
+      const [every] = JSON.parse(count) as Array<{
+        name: string;
+        lastRunId: string;
+        lastTickAt: string;
+        nextTicks: string[];
+        paused: boolean;
+      }>;
       expect(every).toMatchObject({ name: 'cli-every-second', paused: true });
       expect(every!.nextTicks).toHaveLength(3);
 
       const table = await run(['schedules', '--ticks', '1', ...db]);
       expect(table.code).toBe(0);
       const lines = table.stdout.trimEnd().split('\n');
-      expect(lines[0]).toMatch(/^SCHEDULE\s+CRON\s+TIMEZONE\s+WORKFLOW\s+CATCH-UP\s+PAUSED\s+NEXT TICKS\s+LAST TICK\s+LAST RUN$/);
-      expect(lines[1]).toMatch(new RegExp(`^cli-every-second\\s+\\* \\* \\* \\* \\* \\*\\s+UTC\\s+wt-scheduled v1\\s+skip\\s+yes\\s+${TIME}\\s+${TIME}\\s+${every!.lastRunId} (pending|running|completed)$`));
-      expect(lines[2]).toMatch(new RegExp(`^cli-nightly\\s+0 2 \\* \\* \\*\\s+Europe/Berlin\\s+wt-scheduled v1\\s+latest\\s+no\\s+${TIME}\\s+-\\s+-$`));
+      expect(lines[0]).toMatch(
+        /^SCHEDULE\s+CRON\s+TIMEZONE\s+WORKFLOW\s+CATCH-UP\s+PAUSED\s+NEXT TICKS\s+LAST TICK\s+LAST RUN$/,
+      );
+      expect(lines[1]).toMatch(
+        new RegExp(
+          `^cli-every-second\\s+\\* \\* \\* \\* \\* \\*\\s+UTC\\s+wt-scheduled v1\\s+skip\\s+yes\\s+${TIME}\\s+${TIME}\\s+${every!.lastRunId} (pending|running|completed)$`,
+        ),
+      );
+      expect(lines[2]).toMatch(
+        new RegExp(
+          `^cli-nightly\\s+0 2 \\* \\* \\*\\s+Europe/Berlin\\s+wt-scheduled v1\\s+latest\\s+no\\s+${TIME}\\s+-\\s+-$`,
+        ),
+      );
 
       // Paused: no tick starts a run any more (the worker keeps running).
       const ticked = (output.match(/schedule-ticked schedule=cli-every-second/g) ?? []).length;
@@ -72,7 +100,11 @@ describe('ledgerflow worker and schedules (PostgreSQL)', () => {
 
       const resumed = await run(['schedules', 'resume', 'cli-every-second', ...db]);
       expect(resumed.stdout).toMatch(new RegExp(`^Resumed schedule cli-every-second; its next tick is ${TIME}\\.\\n$`));
-      await waitUntil('a tick after the resume', () => (output.match(/schedule-ticked schedule=cli-every-second/g) ?? []).length > ticked, 30_000);
+      await waitUntil(
+        'a tick after the resume',
+        () => (output.match(/schedule-ticked schedule=cli-every-second/g) ?? []).length > ticked,
+        30_000,
+      );
     } finally {
       worker.kill('SIGTERM');
     }
@@ -88,9 +120,15 @@ describe('ledgerflow worker and schedules (PostgreSQL)', () => {
     });
     const action = await run(['schedules', 'delete', 'cli-nightly', ...db]);
     expect(action.code).toBe(2);
-    expect(action.stderr).toContain('Unknown action "delete". Use `ledgerflow schedules`, `schedules pause <name>` or `schedules resume <name>`.');
-    expect((await run(['schedules', 'resume', ...db])).stderr).toContain('resume needs the schedule\'s name: ledgerflow schedules resume <name>.');
-    expect((await run(['schedules', 'pause', 'a', 'b', ...db])).stderr).toContain('expects nothing, or pause <name> / resume <name> only (extra: b).');
+    expect(action.stderr).toContain(
+      'Unknown action "delete". Use `ledgerflow schedules`, `schedules pause <name>` or `schedules resume <name>`.',
+    );
+    expect((await run(['schedules', 'resume', ...db])).stderr).toContain(
+      "resume needs the schedule's name: ledgerflow schedules resume <name>.",
+    );
+    expect((await run(['schedules', 'pause', 'a', 'b', ...db])).stderr).toContain(
+      'expects nothing, or pause <name> / resume <name> only (extra: b).',
+    );
   });
 
   it('says to migrate when the database has no schedule table (exit 1, no stack)', async () => {

@@ -40,7 +40,8 @@ const COMMANDS: ReadonlyArray<readonly [name: string, args: readonly string[]]> 
 ];
 
 /** The migrate advice without the table name, which depends on the command's first query. */
-const MIGRATE_FIRST = /^ledgerflow [a-z-]+: This database has no ledgerflow(\.schedule)? tables?\b.*[Rr]un `ledgerflow migrate` first\.\n$/;
+const MIGRATE_FIRST =
+  /^ledgerflow [a-z-]+: This database has no ledgerflow(\.schedule)? tables?\b.*[Rr]un `ledgerflow migrate` first\.\n$/;
 
 function expectMigrateAdvice(outcome: { code: number; stdout: string; stderr: string }, command: string): void {
   // The PGlite store says where it is first; that line is not part of the error.
@@ -70,8 +71,17 @@ describe('every command on a database that was never migrated says to run migrat
     });
 
     it('maps only what is missing in the ledgerflow schema: a missing table of the application stays its own error', async () => {
-      const errorOf = (query: string) => sql.raw(query).execute(store.db).then(() => undefined, (error: unknown) => error);
-      expect(missingLedgerflowObject(await errorOf('SELECT 1 FROM ledgerflow.workflow_run'))).toBe('ledgerflow.workflow_run');
+      const errorOf = (query: string) =>
+        sql
+          .raw(query)
+          .execute(store.db)
+          .then(
+            () => undefined,
+            (error: unknown) => error,
+          );
+      expect(missingLedgerflowObject(await errorOf('SELECT 1 FROM ledgerflow.workflow_run'))).toBe(
+        'ledgerflow.workflow_run',
+      );
       expect(missingLedgerflowObject(await errorOf('SELECT ledgerflow.claim_runs(1)'))).toBe('ledgerflow');
       expect(missingLedgerflowObject(await errorOf('SELECT 1 FROM shop.refund'))).toBeUndefined();
       expect(missingLedgerflowObject(await errorOf('SELECT 1 FROM ledgerflow_app.refund'))).toBeUndefined();

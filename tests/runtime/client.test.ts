@@ -47,7 +47,9 @@ const otherChanged = workflow('ct-other', { version: 1, input: z.object({ orderI
   .step('noop', { output: z.object({}) })
   .step('extra', { output: z.object({}) });
 
-const notMigrated = workflow('ct-not-migrated', { version: 1, input: z.object({}) }).step('noop', { output: z.object({}) });
+const notMigrated = workflow('ct-not-migrated', { version: 1, input: z.object({}) }).step('noop', {
+  output: z.object({}),
+});
 
 const validOrder = (orderId: string) => ({ orderId, amountCents: 1200, items: [{ sku: 'A', qty: 1 }] });
 
@@ -155,7 +157,9 @@ describeStores('client', (getStore, kind) => {
       const runId = randomUUID();
       await client.start(order, validOrder('o-4'), { runId, dedupeKey: 'order:o-4' });
 
-      const otherInput = await rejection(client.start(order, { ...validOrder('o-4'), amountCents: 999 }, { dedupeKey: 'order:o-4' }));
+      const otherInput = await rejection(
+        client.start(order, { ...validOrder('o-4'), amountCents: 999 }, { dedupeKey: 'order:o-4' }),
+      );
       expect(otherInput).toBeInstanceOf(DuplicateRunError);
       expect(otherInput.message).toBe(
         `Run ${runId} of workflow "ct-order" with dedupe key "order:o-4" was started with a different input. ` +
@@ -166,30 +170,50 @@ describeStores('client', (getStore, kind) => {
       expect(otherWorkflow).toBeInstanceOf(DuplicateRunError);
       expect(otherWorkflow.message).toContain(`Run id ${runId} already belongs to a run of workflow "ct-order"`);
 
-      const otherId = await rejection(client.start(order, validOrder('o-4'), { runId: randomUUID(), dedupeKey: 'order:o-4' }));
+      const otherId = await rejection(
+        client.start(order, validOrder('o-4'), { runId: randomUUID(), dedupeKey: 'order:o-4' }),
+      );
       expect(otherId.message).toContain(`Dedupe key "order:o-4" of workflow "ct-order" already names run ${runId}`);
 
       const withoutKey = await rejection(client.start(order, validOrder('o-4'), { runId }));
       expect(withoutKey.message).toContain(`Run ${runId} already exists with dedupe key "order:o-4"`);
-      expect((await client.listRuns({ workflow: 'ct-order' })).filter((r) => r.input && (r.input as { orderId: string }).orderId === 'o-4')).toHaveLength(1);
+      expect(
+        (await client.listRuns({ workflow: 'ct-order' })).filter(
+          (r) => r.input && (r.input as { orderId: string }).orderId === 'o-4',
+        ),
+      ).toHaveLength(1);
     });
 
     it("returns the existing run whatever its input with onDifferentInput: 'return-existing', and still refuses another workflow", async () => {
       const runId = randomUUID();
       await client.start(order, validOrder('o-5'), { runId, dedupeKey: 'order:o-5' });
       const returnExisting = { onDifferentInput: 'return-existing' } as const;
-      const byKey = await client.start(order, { ...validOrder('o-5'), amountCents: 999 }, { dedupeKey: 'order:o-5', ...returnExisting });
+      const byKey = await client.start(
+        order,
+        { ...validOrder('o-5'), amountCents: 999 },
+        { dedupeKey: 'order:o-5', ...returnExisting },
+      );
       expect(byKey).toEqual({ runId, created: false });
       expect((await client.getRun(runId)).input).toMatchObject({ amountCents: 1200 });
       const keyless = randomUUID();
       await client.start(order, validOrder('o-6'), { runId: keyless });
-      const byId = await client.start(order, { ...validOrder('o-6'), amountCents: 998 }, { runId: keyless, ...returnExisting });
+      const byId = await client.start(
+        order,
+        { ...validOrder('o-6'), amountCents: 998 },
+        { runId: keyless, ...returnExisting },
+      );
       expect(byId).toEqual({ runId: keyless, created: false });
       // Only the input may differ: another workflow, or a key and an id naming two runs, are still refused.
-      expect(await rejection(client.start(other, { orderId: 'o-5' }, { runId, ...returnExisting }))).toBeInstanceOf(DuplicateRunError);
-      const otherId = await rejection(client.start(order, validOrder('o-5'), { runId: randomUUID(), dedupeKey: 'order:o-5', ...returnExisting }));
+      expect(await rejection(client.start(other, { orderId: 'o-5' }, { runId, ...returnExisting }))).toBeInstanceOf(
+        DuplicateRunError,
+      );
+      const otherId = await rejection(
+        client.start(order, validOrder('o-5'), { runId: randomUUID(), dedupeKey: 'order:o-5', ...returnExisting }),
+      );
       expect(otherId.message).toContain(`Dedupe key "order:o-5" of workflow "ct-order" already names run ${runId}`);
-      const bad = await rejection(client.start(order, validOrder('o-5'), { dedupeKey: 'order:o-5', onDifferentInput: 'ignore' as 'refuse' }));
+      const bad = await rejection(
+        client.start(order, validOrder('o-5'), { dedupeKey: 'order:o-5', onDifferentInput: 'ignore' as 'refuse' }),
+      );
       expect(bad).toBeInstanceOf(ValidationError);
       expect(bad.message).toBe("onDifferentInput must be 'refuse' or 'return-existing' (got ignore).");
     });
@@ -223,10 +247,16 @@ describeStores('client', (getStore, kind) => {
       const store = getStore();
       const runId = await store.db.transaction().execute(async (trx) => {
         await sql`INSERT INTO public.app_order (id) VALUES ('tx-commit')`.execute(trx);
-        const started = await client.startInTransaction(trx, order, validOrder('tx-commit'), { dedupeKey: 'tx-commit' });
+        const started = await client.startInTransaction(trx, order, validOrder('tx-commit'), {
+          dedupeKey: 'tx-commit',
+        });
         if (kind === 'pg') {
           // Invisible to everyone else until the caller commits.
-          const outside = await store.db.selectFrom('ledgerflow.workflow_run').select('id').where('id', '=', started.runId).execute();
+          const outside = await store.db
+            .selectFrom('ledgerflow.workflow_run')
+            .select('id')
+            .where('id', '=', started.runId)
+            .execute();
           expect(outside).toEqual([]);
         }
         return started.runId;
@@ -265,14 +295,47 @@ describeStores('client', (getStore, kind) => {
         await trx
           .insertInto('ledgerflow.step_attempt')
           .values([
-            { run_id: runId, step_name: 'price', attempt: 1, status: 'failed', fencing_token: 1, worker_id: 'w1', error: { message: 'boom' }, finished_at: new Date() },
-            { run_id: runId, step_name: 'price', attempt: 2, status: 'succeeded', fencing_token: 1, worker_id: 'w1', finished_at: new Date() },
-            { run_id: runId, step_name: 'charge', attempt: 1, status: 'succeeded', fencing_token: 1, worker_id: 'w1', finished_at: new Date() },
+            {
+              run_id: runId,
+              step_name: 'price',
+              attempt: 1,
+              status: 'failed',
+              fencing_token: 1,
+              worker_id: 'w1',
+              error: { message: 'boom' },
+              finished_at: new Date(),
+            },
+            {
+              run_id: runId,
+              step_name: 'price',
+              attempt: 2,
+              status: 'succeeded',
+              fencing_token: 1,
+              worker_id: 'w1',
+              finished_at: new Date(),
+            },
+            {
+              run_id: runId,
+              step_name: 'charge',
+              attempt: 1,
+              status: 'succeeded',
+              fencing_token: 1,
+              worker_id: 'w1',
+              finished_at: new Date(),
+            },
           ])
           .execute();
         await trx
           .insertInto('ledgerflow.step_result')
-          .values({ run_id: runId, workflow_name: 'ct-order', workflow_version: 1, step_name: 'price', kind: 'step', output: { totalCents: 1200 }, attempt: 2 })
+          .values({
+            run_id: runId,
+            workflow_name: 'ct-order',
+            workflow_version: 1,
+            step_name: 'price',
+            kind: 'step',
+            output: { totalCents: 1200 },
+            attempt: 2,
+          })
           .execute();
         await trx
           .insertInto('ledgerflow.step_effect')
@@ -332,7 +395,18 @@ describeStores('client', (getStore, kind) => {
       const { runId } = await client.start(order, validOrder('o-intent'));
       await store.db
         .insertInto('ledgerflow.step_effect')
-        .values({ workflow_id: runId, step_name: 'charge', idempotency_key: 'charge:o-intent', effect: {}, status: 'intent', kind: 'external', request_hash: 'h', attempt: 1, fencing_token: 1, reconcile_after: new Date() })
+        .values({
+          workflow_id: runId,
+          step_name: 'charge',
+          idempotency_key: 'charge:o-intent',
+          effect: {},
+          status: 'intent',
+          kind: 'external',
+          request_hash: 'h',
+          attempt: 1,
+          fencing_token: 1,
+          reconcile_after: new Date(),
+        })
         .execute();
       const pending = await client.listEffects({ pending: true });
       expect(pending.map((e) => e.idempotency_key)).toContain('charge:o-intent');
@@ -346,7 +420,9 @@ describeStores('client', (getStore, kind) => {
       const times = pending.map((r) => r.created_at.getTime());
       expect([...times].sort((a, b) => b - a)).toEqual(times);
       const error = await rejection(client.listRuns({ status: 'done' as never }));
-      expect(error.message).toBe('Unknown run status "done". Use one of: pending, running, waiting, completed, failed, cancelled, needs_reconciliation, compensated, compensation_failed.');
+      expect(error.message).toBe(
+        'Unknown run status "done". Use one of: pending, running, waiting, completed, failed, cancelled, needs_reconciliation, compensated, compensation_failed.',
+      );
     });
 
     it('reports unknown and malformed run ids clearly', async () => {
@@ -362,7 +438,12 @@ describeStores('client', (getStore, kind) => {
   describe('waitForRun and cancel', () => {
     it('waits until a worker completes the run and returns it with its records', async () => {
       const { runId } = await client.start(twoSteps, { n: 4 });
-      const worker = createWorker({ store: getStore(), workflows: [twoStepsHandlers()], pollIntervalMs: 20, reconcileIntervalMs: 0 });
+      const worker = createWorker({
+        store: getStore(),
+        workflows: [twoStepsHandlers()],
+        pollIntervalMs: 20,
+        reconcileIntervalMs: 0,
+      });
       await worker.start();
       try {
         const run = await client.getRun((await client.waitForRun(runId, { timeoutMs: 30_000, pollMs: 20 })).id);
@@ -397,7 +478,12 @@ describeStores('client', (getStore, kind) => {
       const { runId } = await client.start(other, { orderId: 'cancel-running' });
       await store.db
         .updateTable('ledgerflow.workflow_run')
-        .set({ status: 'running', lease_owner: 'w1', lease_expires_at: sql<Date>`now() + interval '1 minute'`, fencing_token: 7 })
+        .set({
+          status: 'running',
+          lease_owner: 'w1',
+          lease_expires_at: sql<Date>`now() + interval '1 minute'`,
+          fencing_token: 7,
+        })
         .where('id', '=', runId)
         .execute();
       await store.db

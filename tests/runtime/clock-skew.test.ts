@@ -19,7 +19,12 @@ import { ALL_TEST_WORKFLOWS, gated, receipt } from './fixtures/test-workflows.js
  */
 const SIX_HOURS = 6 * 3_600_000;
 const LEASE_MS = 1_000;
-const FAST: Partial<WorkerOptions> = { pollIntervalMs: 20, leaseMs: LEASE_MS, heartbeatMs: 200, reconcileIntervalMs: 0 };
+const FAST: Partial<WorkerOptions> = {
+  pollIntervalMs: 20,
+  leaseMs: LEASE_MS,
+  heartbeatMs: 200,
+  reconcileIntervalMs: 0,
+};
 
 function skewClock(offsetMs: number): void {
   vi.useFakeTimers({ toFake: ['Date'], shouldAdvanceTime: true });
@@ -62,38 +67,41 @@ describe('clock skew: leases and reconciliation follow the database clock [pg]',
   it.each([
     ['six hours ahead', SIX_HOURS],
     ['six hours behind', -SIX_HOURS],
-  ])('a worker whose clock is %s holds its lease for leaseMs of database time, renewed by database time', async (_label, offset) => {
-    skewClock(offset);
-    const held = gate();
-    const runId = await startTestRun(store, gated, { label: 'skewed-lease' });
-    const w = worker({ workflows: [gatedHandlers('skewed', [held])], workerId: 'skewed-worker' });
-    await w.start();
-    await held.entered;
+  ])(
+    'a worker whose clock is %s holds its lease for leaseMs of database time, renewed by database time',
+    async (_label, offset) => {
+      skewClock(offset);
+      const held = gate();
+      const runId = await startTestRun(store, gated, { label: 'skewed-lease' });
+      const w = worker({ workflows: [gatedHandlers('skewed', [held])], workerId: 'skewed-worker' });
+      await w.start();
+      await held.entered;
 
-    const first = await lease(runId);
-    expect(first.owner).toBe('skewed-worker');
-    expect(first.remaining_ms).toBeGreaterThan(0);
-    expect(first.remaining_ms).toBeLessThanOrEqual(LEASE_MS);
+      const first = await lease(runId);
+      expect(first.owner).toBe('skewed-worker');
+      expect(first.remaining_ms).toBeGreaterThan(0);
+      expect(first.remaining_ms).toBeLessThanOrEqual(LEASE_MS);
 
-    // Outlive the first lease by a wide margin: only renewals in database time keep it alive.
-    const until = (await dbNow()) + 3 * LEASE_MS;
-    await waitUntil('three lease periods of database time', async () => (await dbNow()) >= until, 20_000);
-    const later = await lease(runId);
-    expect(later.owner).toBe('skewed-worker');
-    expect(later.token).toBe(first.token);
-    expect(later.remaining_ms).toBeGreaterThan(0);
-    expect(later.remaining_ms).toBeLessThanOrEqual(LEASE_MS);
+      // Outlive the first lease by a wide margin: only renewals in database time keep it alive.
+      const until = (await dbNow()) + 3 * LEASE_MS;
+      await waitUntil('three lease periods of database time', async () => (await dbNow()) >= until, 20_000);
+      const later = await lease(runId);
+      expect(later.owner).toBe('skewed-worker');
+      expect(later.token).toBe(first.token);
+      expect(later.remaining_ms).toBeGreaterThan(0);
+      expect(later.remaining_ms).toBeLessThanOrEqual(LEASE_MS);
 
-    held.open();
-    await w.drain();
-    const { run, attempts } = await runState(store, runId);
-    expect(run.status).toBe('completed');
-    expect(run.fencing_token).toBe(first.token);
-    expect(attempts.map((a) => [a.step_name, a.attempt, a.status])).toEqual([
-      ['wait', 1, 'succeeded'],
-      ['after', 1, 'succeeded'],
-    ]);
-  });
+      held.open();
+      await w.drain();
+      const { run, attempts } = await runState(store, runId);
+      expect(run.status).toBe('completed');
+      expect(run.fencing_token).toBe(first.token);
+      expect(attempts.map((a) => [a.step_name, a.attempt, a.status])).toEqual([
+        ['wait', 1, 'succeeded'],
+        ['after', 1, 'succeeded'],
+      ]);
+    },
+  );
 
   it('a worker whose clock runs ahead leaves a lease that is live in database time alone', async () => {
     // Another worker holds this run for an hour of database time.
@@ -164,7 +172,10 @@ describe('clock skew: leases and reconciliation follow the database clock [pg]',
     const control = receiptControl();
     const registration = receiptHandlers(email, control);
     // A worker that stops right after its intent commit: the state a crash there leaves.
-    configureFaults({ seed: 7, points: { 'after-intent-commit': { probability: 1, actions: ['hang'], hangMs: 2_000, times: 1 } } });
+    configureFaults({
+      seed: 7,
+      points: { 'after-intent-commit': { probability: 1, actions: ['hang'], hangMs: 2_000, times: 1 } },
+    });
     const runId = await startTestRun(store, receipt, { orderId: 'skew-1', email: 'a@example.com' });
     const log = eventLog();
     const crashing = worker({ workflows: [registration], onEvent: log.onEvent });

@@ -3,7 +3,14 @@ import { sql } from 'kysely';
 import { z } from 'zod';
 import { afterEach, beforeAll, expect, it } from 'vitest';
 import { workflow, type AnyWorkflow } from 'ledgerflow/dsl';
-import { bindHandlers, createClient, createWorker, NonRetryableError, type Worker, type WorkerOptions } from 'ledgerflow/runtime';
+import {
+  bindHandlers,
+  createClient,
+  createWorker,
+  NonRetryableError,
+  type Worker,
+  type WorkerOptions,
+} from 'ledgerflow/runtime';
 import { shapeHash } from '../../dsl/workflow-shape.js';
 import { coreMigrations } from '../../runtime/migrate/core-migrations.js';
 import { loadMigrations } from '../../runtime/migrate/migration-source.js';
@@ -33,12 +40,22 @@ const order = workflow('cc-order', { version: 1, input: Order })
     output: Id,
     key: ({ input }) => `charge:${input.orderId}`,
     idempotentByKey: true,
-    compensate: { name: 'refund', key: ({ input }) => `refund:${input.orderId}`, output: Id, idempotentByKey: true, retry: { maxAttempts: 3, initialDelayMs: 20 } },
+    compensate: {
+      name: 'refund',
+      key: ({ input }) => `refund:${input.orderId}`,
+      output: Id,
+      idempotentByKey: true,
+      retry: { maxAttempts: 3, initialDelayMs: 20 },
+    },
   })
   .step('confirm', { output: z.object({}), retry: { maxAttempts: 1 } });
 
 const Orders = z.object({ ref: z.string(), orders: z.array(Order) });
-const fanOut = { items: ({ input }: { input: z.infer<typeof Orders> }) => input.orders, workflow: order, retry: { maxAttempts: 1 } } as const;
+const fanOut = {
+  items: ({ input }: { input: z.infer<typeof Orders> }) => input.orders,
+  workflow: order,
+  retry: { maxAttempts: 1 },
+} as const;
 
 /** A parent of orders with no compensation of its own: it fails or is cancelled. */
 const parent = workflow('cc-parent', { version: 1, input: Orders })
@@ -50,7 +67,11 @@ const compensatingParent = workflow('cc-comp-parent', { version: 1, input: Order
   .transactional('reserve', {
     output: z.object({ reserved: z.string() }),
     key: ({ input }) => `reserve:${input.ref}`,
-    compensate: { name: 'unreserve', key: ({ input }) => `unreserve:${input.ref}`, output: z.object({ released: z.string() }) },
+    compensate: {
+      name: 'unreserve',
+      key: ({ input }) => `unreserve:${input.ref}`,
+      output: z.object({ released: z.string() }),
+    },
   })
   .forEach('orders', { ...fanOut, key: ({ item }) => `ccc:${item.orderId}`, input: ({ item }) => item })
   .step('done', { output: z.object({}) });
@@ -123,7 +144,9 @@ const compensatingParentHandlers = () =>
     compensatingParent,
     {
       reserve: async (ctx) => ctx.record({ reserved: ctx.input.ref }),
-      unreserve: async (ctx) => (apply(`unreserve:${ctx.input.ref}`), ctx.record({ released: ctx.steps.reserve.reserved })),
+      unreserve: async (ctx) => (
+        apply(`unreserve:${ctx.input.ref}`), ctx.record({ released: ctx.steps.reserve.reserved })
+      ),
       done: () => ({}),
     },
     shapeHash(compensatingParent),
@@ -135,7 +158,11 @@ describeStores('a compensating child outlives its parent', (getStore) => {
   const workers: Worker[] = [];
   const client = () => createClient({ store: getStore() });
   const startWorker = async (): Promise<void> => {
-    const w = createWorker({ store: getStore(), ...FAST, workflows: [orderHandlers(), parentHandlers(), compensatingParentHandlers()] });
+    const w = createWorker({
+      store: getStore(),
+      ...FAST,
+      workflows: [orderHandlers(), parentHandlers(), compensatingParentHandlers()],
+    });
     workers.push(w);
     await w.start();
   };
@@ -162,8 +189,17 @@ describeStores('a compensating child outlives its parent', (getStore) => {
     refund.release();
     await settled(childId, 'compensated');
     const { run, effects } = await runState(getStore(), childId);
-    expect(run).toMatchObject({ status: 'compensated', compensation: 'failure', error: { message: `order ${orderId} cannot be confirmed` } });
-    expect(effects.filter((e) => e.status === 'recorded').map((e) => e.step_name).sort()).toEqual(['charge', 'refund']);
+    expect(run).toMatchObject({
+      status: 'compensated',
+      compensation: 'failure',
+      error: { message: `order ${orderId} cannot be confirmed` },
+    });
+    expect(
+      effects
+        .filter((e) => e.status === 'recorded')
+        .map((e) => e.step_name)
+        .sort(),
+    ).toEqual(['charge', 'refund']);
     expect(applied.get(`charge:${orderId}`)).toBe(1);
     expect(applied.get(`refund:${orderId}`)).toBe(1);
   };
@@ -210,7 +246,11 @@ describeStores('a compensating child outlives its parent', (getStore) => {
 
   it('a parent past its deadline leaves a compensating child to finish', async () => {
     const refund = hold('refund:c-1');
-    const { runId } = await client().start(parent, { ref: 'c', orders: [{ orderId: 'c-1', failAt: 'confirm' }] }, { timeoutMs: 3_600_000 });
+    const { runId } = await client().start(
+      parent,
+      { ref: 'c', orders: [{ orderId: 'c-1', failAt: 'confirm' }] },
+      { timeoutMs: 3_600_000 },
+    );
     await startWorker();
     await refund.reached;
 
@@ -224,7 +264,10 @@ describeStores('a compensating child outlives its parent', (getStore) => {
 
   it('a parent cancelled with compensate ends compensated and leaves a compensating child to finish', async () => {
     const refund = hold('refund:d-1');
-    const { runId } = await client().start(compensatingParent, { ref: 'd', orders: [{ orderId: 'd-1', failAt: 'confirm' }] });
+    const { runId } = await client().start(compensatingParent, {
+      ref: 'd',
+      orders: [{ orderId: 'd-1', failAt: 'confirm' }],
+    });
     await startWorker();
     await refund.reached;
 
@@ -240,7 +283,9 @@ describeStores('a compensating child outlives its parent', (getStore) => {
     await startWorker();
     await refund.reached;
 
-    await sql`UPDATE ledgerflow.workflow_run SET deadline_at = statement_timestamp() WHERE id = ${runId}`.execute(getStore().db);
+    await sql`UPDATE ledgerflow.workflow_run SET deadline_at = statement_timestamp() WHERE id = ${runId}`.execute(
+      getStore().db,
+    );
     // The refund fails once: its next attempt is claimed past the deadline, and runs all the same.
     refund.release(new Error('the refund desk timed out'));
     await settled(runId, 'compensated');
@@ -281,7 +326,10 @@ async function migrateBefore0017(store: TestStore, workflows: readonly AnyWorkfl
   for (const migration of [...before, ...own]) {
     await store.db.transaction().execute(async (trx) => {
       await sql.raw(migration.sql).execute(trx);
-      await trx.insertInto('ledgerflow.schema_migration').values({ name: migration.name, checksum: migration.checksum }).execute();
+      await trx
+        .insertInto('ledgerflow.schema_migration')
+        .values({ name: migration.name, checksum: migration.checksum })
+        .execute();
     });
   }
 }
@@ -298,13 +346,19 @@ describeStores('core 0017: upgrading a database the old cascade reached', (getSt
     const cancelledBy = { name: 'Cancelled', message: `its parent run ${parentId} cancelled` };
     await sql`INSERT INTO ledgerflow.workflow_run (id, workflow_name, workflow_version, input, status, finished_at, error)
               VALUES (${parentId}, ${parent.name}, ${parent.version}, '{"ref":"u","orders":[{"orderId":"u-1","failAt":"confirm"}]}'::jsonb,
-                      'cancelled', now(), '{"name":"Cancelled","message":"the run was cancelled"}'::jsonb)`.execute(store.db);
+                      'cancelled', now(), '{"name":"Cancelled","message":"the run was cancelled"}'::jsonb)`.execute(
+      store.db,
+    );
     await sql`INSERT INTO ledgerflow.workflow_run (id, workflow_name, workflow_version, input, status, finished_at, error, compensation,
                                                    current_step, fencing_token, parent_run_id, parent_step, parent_index, dedupe_key)
               VALUES (${childId}, ${order.name}, ${order.version}, '{"orderId":"u-1","failAt":"confirm"}'::jsonb, 'cancelled', now(),
-                      ${JSON.stringify(cancelledBy)}::jsonb, 'failure', ${order.steps.length}, 4, ${parentId}, 'orders', 0, 'cc:u-1')`.execute(store.db);
+                      ${JSON.stringify(cancelledBy)}::jsonb, 'failure', ${order.steps.length}, 4, ${parentId}, 'orders', 0, 'cc:u-1')`.execute(
+      store.db,
+    );
     await sql`INSERT INTO ledgerflow.step_effect (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token, recorded_at)
-              VALUES (${childId}, 'charge', 'charge:u-1', '{"id":"fx:charge:u-1"}'::jsonb, 'recorded', 'external', 'h', 1, 1, now())`.execute(store.db);
+              VALUES (${childId}, 'charge', 'charge:u-1', '{"id":"fx:charge:u-1"}'::jsonb, 'recorded', 'external', 'h', 1, 1, now())`.execute(
+      store.db,
+    );
     await sql`INSERT INTO ledgerflow.step_result (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, idempotency_key, effect_status)
               VALUES (${childId}, ${order.name}, ${order.version}, 'check', 'step', '{}'::jsonb, 1, NULL, NULL),
                      (${childId}, ${order.name}, ${order.version}, 'charge', 'external', '{"id":"fx:charge:u-1"}'::jsonb, 1, 'charge:u-1', 'recorded')`.execute(
@@ -325,7 +379,9 @@ describeStores('core 0017: upgrading a database the old cascade reached', (getSt
     expect((await runState(store, parentId)).run.status).toBe('cancelled');
 
     const client = createClient({ store });
-    expect(await client.retryRun(childId, { actor: 'ops', reason: 'finish the refund' })).toMatchObject({ fromStep: 'refund' });
+    expect(await client.retryRun(childId, { actor: 'ops', reason: 'finish the refund' })).toMatchObject({
+      fromStep: 'refund',
+    });
     const w = createWorker({ store, ...FAST, workflows: [orderHandlers(), parentHandlers()] });
     try {
       await w.drain({ timeoutMs: 30_000 });

@@ -52,17 +52,33 @@ describe('compensation crash window: worker process SIGKILLed inside the refund 
 
   it.each([
     ['after-intent-commit', 0, 'killed before the refund request: the next worker finds nothing at lookup and refunds'],
-    ['after-perform', 1, 'killed after the desk applied the refund: the next worker finds it by key, refunds nothing more'],
+    [
+      'after-perform',
+      1,
+      'killed after the desk applied the refund: the next worker finds it by key, refunds nothing more',
+    ],
     ['before-result-commit', 1, 'killed before the result commit: the same'],
   ] as const)('%s — %s', async (point: FaultPointName, refundsAtCrash, _how) => {
     const orderId = `comp-crash-${point}`;
     const runId = await startTestRun(store, chargeThenRefund, { orderId, amountCents: 700 });
-    const env = { DATABASE_URL: store.url!, FAKES_URL: server.url, CRASH_WORKFLOW: 'refund', LEASE_MS: String(LEASE_MS), CONCURRENCY: '1' };
-    const spec: FaultSpec = { seed: seedFiringSecond(), points: { [point]: { probability: PROBABILITY, actions: ['kill'], times: 1 } } };
+    const env = {
+      DATABASE_URL: store.url!,
+      FAKES_URL: server.url,
+      CRASH_WORKFLOW: 'refund',
+      LEASE_MS: String(LEASE_MS),
+      CONCURRENCY: '1',
+    };
+    const spec: FaultSpec = {
+      seed: seedFiringSecond(),
+      points: { [point]: { probability: PROBABILITY, actions: ['kill'], times: 1 } },
+    };
 
     const crashed = await runCrashWorker({ ...env, [FAULTS_ENV]: JSON.stringify(spec) });
     expect(crashed.signal, `worker exited ${crashed.code}\n${crashed.stderr}`).toBe('SIGKILL');
-    const firing = crashed.stderr.split('\n').map(parseFaultLogLine).find((f) => f !== undefined);
+    const firing = crashed.stderr
+      .split('\n')
+      .map(parseFaultLogLine)
+      .find((f) => f !== undefined);
     expect(firing).toEqual({ point, action: 'kill', seed: spec.seed, firing: 1 });
 
     // The kill came inside the compensation: charge recorded, the refund's intent open, the run
@@ -71,7 +87,10 @@ describe('compensation crash window: worker process SIGKILLed inside the refund 
     const chargeId = payments.charges().find((c) => c.idempotencyKey === chargeKey)!.id;
     const atCrash = await runState(store, runId);
     expect(atCrash.run).toMatchObject({ status: 'running', compensation: 'failure' });
-    expect(atCrash.effects.map((e) => `${e.step_name}:${e.status}`).sort()).toEqual(['charge:recorded', 'refund:intent']);
+    expect(atCrash.effects.map((e) => `${e.step_name}:${e.status}`).sort()).toEqual([
+      'charge:recorded',
+      'refund:intent',
+    ]);
     expect(desk.refundsByCharge().get(chargeId) ?? 0).toBe(refundsAtCrash);
 
     const restarted = await runCrashWorker(env);
@@ -84,7 +103,13 @@ describe('compensation crash window: worker process SIGKILLed inside the refund 
     expect(desk.refundsByCharge().get(chargeId)).toBe(1);
     const refund = desk.refunds().find((r) => r.chargeId === chargeId)!;
     const refundRow = effects.find((e) => e.step_name === 'refund')!;
-    expect(refundRow).toMatchObject({ status: 'recorded', idempotency_key: `refund:${chargeId}`, effect: { refundId: refund.refundId } });
-    expect(refundRow.resolution).toMatch(refundsAtCrash === 1 ? /^found by reconcile/ : /^not_found by reconcile.*performing again with the same key/);
+    expect(refundRow).toMatchObject({
+      status: 'recorded',
+      idempotency_key: `refund:${chargeId}`,
+      effect: { refundId: refund.refundId },
+    });
+    expect(refundRow.resolution).toMatch(
+      refundsAtCrash === 1 ? /^found by reconcile/ : /^not_found by reconcile.*performing again with the same key/,
+    );
   });
 });

@@ -50,7 +50,9 @@ describe('compensating runs in the CLI and the dashboard [pg]', () => {
     await drain();
     // A run a cancel with compensate put back to pending at its compensation, no worker yet.
     compensating = (await client.start(chargeThenRefund, { orderId: 'v-2', amountCents: 100 })).runId;
-    await sql`UPDATE ledgerflow.workflow_run SET compensation = 'cancel', current_step = 2 WHERE id = ${compensating}`.execute(store.db);
+    await sql`UPDATE ledgerflow.workflow_run SET compensation = 'cancel', current_step = 2 WHERE id = ${compensating}`.execute(
+      store.db,
+    );
   });
   afterAll(() => store?.close());
 
@@ -64,15 +66,21 @@ describe('compensating runs in the CLI and the dashboard [pg]', () => {
     expect(parked.stdout).not.toContain(compensating);
     const one = await runCli(['run', compensating, ...db]);
     expect(one.stdout).toMatch(/status +pending, compensating \(cancel\)\n/);
-    expect(one.stdout).toMatch(/compensation +in progress: the run was cancelled, so its recorded effects are being undone\n/);
+    expect(one.stdout).toMatch(
+      /compensation +in progress: the run was cancelled, so its recorded effects are being undone\n/,
+    );
     expect(one.stdout).toMatch(/current step +undoing charge: refund\n/);
   });
 
   it('the dashboard labels it, counts compensation_failed runs and offers to retry the failed compensation', async () => {
     const app = createDashboard({ store, workflows: [chargeThenRefund] });
     const list = await (await app.fetch(new Request(`${ORIGIN}/`))).text();
-    expect(list).toContain('<span class="st st-compensating" title="undoing its recorded effects">compensating (cancel)</span>');
-    expect(list).toMatch(/st-compensation_failed">compensation_failed<\/span> <span data-count="compensation_failed">1</);
+    expect(list).toContain(
+      '<span class="st st-compensating" title="undoing its recorded effects">compensating (cancel)</span>',
+    );
+    expect(list).toMatch(
+      /st-compensation_failed">compensation_failed<\/span> <span data-count="compensation_failed">1</,
+    );
     const failedPage = await (await app.fetch(new Request(`${ORIGIN}/runs/${failedRun}`))).text();
     expect(failedPage).toContain('Retry the failed compensation…');
     expect(failedPage).not.toContain('Cancel run…');
@@ -91,7 +99,12 @@ describe('compensating runs in the CLI and the dashboard [pg]', () => {
       stderr: '',
     });
     const json = await runCli(['cancel', compensating, '--json', ...db]);
-    expect(JSON.parse(json.stdout)).toEqual({ runId: compensating, cancelled: false, status: 'pending', compensation: 'cancel' });
+    expect(JSON.parse(json.stdout)).toEqual({
+      runId: compensating,
+      cancelled: false,
+      status: 'pending',
+      compensation: 'cancel',
+    });
 
     const app = createDashboard({ store, workflows: [chargeThenRefund] });
     const browser = session(app.fetch);
@@ -100,7 +113,9 @@ describe('compensating runs in the CLI and the dashboard [pg]', () => {
     const csrf = await browser.csrfFrom(`/runs/${compensating}/cancel`);
     const done = await browser.post(`/runs/${compensating}/cancel`, { reason: 'stop it', csrf });
     expect(done.headers.get('location')).toBe(`/runs/${compensating}?done=compensating`);
-    expect(await (await browser.get(done.headers.get('location')!)).text()).toContain('The run is compensating: it is not cancelled');
+    expect(await (await browser.get(done.headers.get('location')!)).text()).toContain(
+      'The run is compensating: it is not cancelled',
+    );
     expect(await client.getRun(compensating)).toMatchObject({ status: 'pending', compensation: 'cancel' });
     expect(await client.listAudit({ runId: compensating })).toEqual([]);
   });
@@ -109,7 +124,9 @@ describe('compensating runs in the CLI and the dashboard [pg]', () => {
     deskOpen = true;
     const retried = await runCli(['retry', failedRun, '--reason', 'refund desk reopened', '--actor', 'ops', ...db]);
     expect(retried).toMatchObject({ code: 0, stderr: '' });
-    expect(retried.stdout).toBe(`Retried run ${failedRun} (was compensation_failed) from step "refund": pending, due now.\n`);
+    expect(retried.stdout).toBe(
+      `Retried run ${failedRun} (was compensation_failed) from step "refund": pending, due now.\n`,
+    );
     await drain();
     expect(await client.getRun(failedRun)).toMatchObject({ status: 'compensated', compensation: 'failure' });
     const chargeId = payments.charges().find((c) => c.idempotencyKey === 'charge:v-1')!.id;

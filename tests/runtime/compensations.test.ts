@@ -64,7 +64,11 @@ const fourEffects = workflow('comp-four', { version: 1, input: Input })
   .transactional('reserve', {
     output: z.object({ reserved: z.string() }),
     key: ({ input }) => `reserve:${input.orderId}`,
-    compensate: { name: 'unreserve', key: ({ input }) => `unreserve:${input.orderId}`, output: z.object({ released: z.string() }) },
+    compensate: {
+      name: 'unreserve',
+      key: ({ input }) => `unreserve:${input.orderId}`,
+      output: z.object({ released: z.string() }),
+    },
   })
   .external('charge', {
     output: Id,
@@ -94,9 +98,18 @@ const withFailingChild = workflow('comp-child', { version: 1, input: Input })
   .transactional('reserve', {
     output: z.object({ reserved: z.string() }),
     key: ({ input }) => `reserve:${input.orderId}`,
-    compensate: { name: 'unreserve', key: ({ input }) => `unreserve:${input.orderId}`, output: z.object({ released: z.string() }), retry: { maxAttempts: 1 } },
+    compensate: {
+      name: 'unreserve',
+      key: ({ input }) => `unreserve:${input.orderId}`,
+      output: z.object({ released: z.string() }),
+      retry: { maxAttempts: 1 },
+    },
   })
-  .child('doubled', doubler, { key: ({ input }) => `comp-child:${input.orderId}`, input: () => ({ n: 1, fail: true }), retry: { maxAttempts: 1 } });
+  .child('doubled', doubler, {
+    key: ({ input }) => `comp-child:${input.orderId}`,
+    input: () => ({ n: 1, fail: true }),
+    retry: { maxAttempts: 1 },
+  });
 /** Whether comp-child's `unreserve` refuses (a compensation that fails for good). */
 let unreserveRefused = false;
 
@@ -120,13 +133,20 @@ const parkedRefund = workflow('comp-parked-refund', { version: 1, input: Input }
     output: Id,
     key: ({ input }) => `charge:${input.orderId}`,
     idempotentByKey: true,
-    compensate: { name: 'refund', key: ({ input }) => `refund:${input.orderId}`, output: Id, retry: { maxAttempts: 1 } },
+    compensate: {
+      name: 'refund',
+      key: ({ input }) => `refund:${input.orderId}`,
+      output: Id,
+      retry: { maxAttempts: 1 },
+    },
   })
   .step('confirm', { output: z.object({}), retry: { maxAttempts: 1 } });
 
 const log: string[] = [];
 let provider = new Provider();
-const perform = (prefix: string) => ({ perform: ({ key }: { key: string }) => (log.push(`${prefix}`), provider.call(key)) });
+const perform = (prefix: string) => ({
+  perform: ({ key }: { key: string }) => (log.push(`${prefix}`), provider.call(key)),
+});
 /** Keys the provider's lookup cannot tell about (`unknownOutcome`). */
 let mute = new Set<string>();
 const lookup = async ({ key }: { key: string }) => {
@@ -186,7 +206,17 @@ const LATER = (): Date => new Date(Date.now() + 3_600_000);
 describeStores('compensations', (getStore) => {
   const workers: Worker[] = [];
   const drain = async (timeoutMs?: number): Promise<void> => {
-    const w = createWorker({ store: getStore(), ...FAST, workflows: [fourHandlers(), chargeWaitHandlers(waitV1), chargeWaitHandlers(waitV2), parkedRefundHandlers(), ...childHandlers()] });
+    const w = createWorker({
+      store: getStore(),
+      ...FAST,
+      workflows: [
+        fourHandlers(),
+        chargeWaitHandlers(waitV1),
+        chargeWaitHandlers(waitV2),
+        parkedRefundHandlers(),
+        ...childHandlers(),
+      ],
+    });
     workers.push(w);
     await w.drain(timeoutMs === undefined ? {} : { timeoutMs });
   };
@@ -194,7 +224,11 @@ describeStores('compensations', (getStore) => {
   const results = async (runId: string) =>
     (await runState(getStore(), runId)).results.map((r) => `${r.step_name}${r.skipped ? ' (skipped)' : ''}`);
 
-  beforeAll(() => migrateForTest(getStore(), [fourEffects, waitV1, waitV2, withFailingChild, doubler, parkedRefund]).then(() => undefined));
+  beforeAll(() =>
+    migrateForTest(getStore(), [fourEffects, waitV1, waitV2, withFailingChild, doubler, parkedRefund]).then(
+      () => undefined,
+    ),
+  );
   afterEach(async () => {
     log.length = 0;
     provider = new Provider();
@@ -214,10 +248,17 @@ describeStores('compensations', (getStore) => {
     expect(run.error).toMatchObject({ step: 'ship', message: 'provider declined ship:o-1' });
     expect(log).toEqual(['reserve', 'charge', 'ship', 'refund', 'unreserve']);
     expect(provider.count('charge:')).toBe(1);
-    expect(provider.requests.filter((k) => k.startsWith('refund:'))).toEqual([`refund:${provider.applied.get('charge:o-1')}`]);
+    expect(provider.requests.filter((k) => k.startsWith('refund:'))).toEqual([
+      `refund:${provider.applied.get('charge:o-1')}`,
+    ]);
     expect(provider.count('unship:')).toBe(0);
     expect(await results(runId)).toEqual(['reserve', 'charge', 'unship (skipped)', 'refund', 'unreserve']);
-    expect(effects.filter((e) => e.status === 'recorded').map((e) => e.step_name).sort()).toEqual(['charge', 'refund', 'reserve', 'unreserve']);
+    expect(
+      effects
+        .filter((e) => e.status === 'recorded')
+        .map((e) => e.step_name)
+        .sort(),
+    ).toEqual(['charge', 'refund', 'reserve', 'unreserve']);
   });
 
   it('waitForRun returns a run once it is compensated, not while it compensates', async () => {
@@ -242,7 +283,9 @@ describeStores('compensations', (getStore) => {
     expect(run.error).toMatchObject({ step: 'refund', message: 'provider refused refund:fx_1' });
     expect(attempts.filter((a) => a.step_name === 'refund').map((a) => a.status)).toEqual(['failed', 'failed']);
     expect(log).toEqual(['reserve', 'charge', 'ship', 'refund', 'refund']);
-    expect(await client().listRuns({ status: 'compensation_failed' })).toEqual([expect.objectContaining({ id: runId })]);
+    expect(await client().listRuns({ status: 'compensation_failed' })).toEqual([
+      expect.objectContaining({ id: runId }),
+    ]);
   });
 
   it('an operator retry of a compensation_failed run resumes at the failed compensation, then the rest, audited', async () => {
@@ -256,8 +299,17 @@ describeStores('compensations', (getStore) => {
     await Promise.all(workers.splice(0).map((w) => w.stop()));
     provider.refuse.delete('refund:fx_1');
     const note = { actor: 'ops', reason: 'refund desk back up' };
-    expect(await client().retryRun(runId, note)).toEqual({ runId, fromStep: 'refund', previousStatus: 'compensation_failed' });
-    expect(await client().getRun(runId)).toMatchObject({ status: 'pending', compensation: 'failure', error: null, finished_at: null });
+    expect(await client().retryRun(runId, note)).toEqual({
+      runId,
+      fromStep: 'refund',
+      previousStatus: 'compensation_failed',
+    });
+    expect(await client().getRun(runId)).toMatchObject({
+      status: 'pending',
+      compensation: 'failure',
+      error: null,
+      finished_at: null,
+    });
     await drain();
 
     const { run } = await runState(getStore(), runId);
@@ -266,22 +318,34 @@ describeStores('compensations', (getStore) => {
     expect(provider.count('refund:')).toBe(1);
     expect(await results(runId)).toEqual(['reserve', 'charge', 'unship (skipped)', 'refund', 'unreserve']);
     expect(await client().listAudit({ runId })).toEqual([
-      expect.objectContaining({ action: 'retry', actor: 'ops', target: 'refund', detail: expect.objectContaining({ previousStatus: 'compensation_failed', fromStep: 'refund' }) }),
+      expect.objectContaining({
+        action: 'retry',
+        actor: 'ops',
+        target: 'refund',
+        detail: expect.objectContaining({ previousStatus: 'compensation_failed', fromStep: 'refund' }),
+      }),
     ]);
     // A compensated run is over: no retry.
-    await expect(client().retryRun(runId, note)).rejects.toThrow(/is compensated: only a failed, cancelled or compensation_failed run can be retried/);
+    await expect(client().retryRun(runId, note)).rejects.toThrow(
+      /is compensated: only a failed, cancelled or compensation_failed run can be retried/,
+    );
   });
 
   it('a compensation_failed run with a failed child is retried all the same: its compensation reads no children', async () => {
     unreserveRefused = true;
     const runId = await startTestRun(getStore(), withFailingChild, { orderId: 'k-1' });
     await drain();
-    expect((await runState(getStore(), runId)).run).toMatchObject({ status: 'compensation_failed', compensation: 'failure' });
+    expect((await runState(getStore(), runId)).run).toMatchObject({
+      status: 'compensation_failed',
+      compensation: 'failure',
+    });
     expect((await client().listRuns({ parentRunId: runId })).map((c) => c.status)).toEqual(['failed']);
 
     await Promise.all(workers.splice(0).map((w) => w.stop()));
     unreserveRefused = false;
-    expect(await client().retryRun(runId, { actor: 'ops', reason: 'stock service fixed' })).toMatchObject({ fromStep: 'unreserve' });
+    expect(await client().retryRun(runId, { actor: 'ops', reason: 'stock service fixed' })).toMatchObject({
+      fromStep: 'unreserve',
+    });
     await drain();
     expect((await runState(getStore(), runId)).run.status).toBe('compensated');
     expect(log).toEqual(['unreserve']);
@@ -313,7 +377,12 @@ describeStores('compensations', (getStore) => {
     expect(await client().cancel(runId, { compensate: true })).toBe(true);
 
     const note = { actor: 'ops', reason: 'no charge at the provider' };
-    const resolved = await createClient({ store: getStore(), workflows: [fourEffects] }).resolveEffect(runId, 'charge', { notFound: true }, note);
+    const resolved = await createClient({ store: getStore(), workflows: [fourEffects] }).resolveEffect(
+      runId,
+      'charge',
+      { notFound: true },
+      note,
+    );
     expect(resolved).toMatchObject({ status: 'released', runStatus: 'pending' });
     expect((await runState(getStore(), runId)).run).toMatchObject({ status: 'pending', compensation: 'cancel' });
     await drain();
@@ -330,10 +399,15 @@ describeStores('compensations', (getStore) => {
       mute.add(`charge:${orderId}`);
       const runId = await startTestRun(getStore(), fourEffects, { orderId });
       await drain();
-      expect((await runState(getStore(), runId)).run).toMatchObject({ status: 'needs_reconciliation', error: expect.objectContaining({ step: 'charge' }) });
+      expect((await runState(getStore(), runId)).run).toMatchObject({
+        status: 'needs_reconciliation',
+        error: expect.objectContaining({ step: 'charge' }),
+      });
       // The reconciler asks; the provider cannot tell.
       const asked = await runReconcilePass({ store: getStore(), workflows: [fourHandlers()], now: LATER() });
-      expect(asked.items.filter((i) => i.runId === runId)).toEqual([expect.objectContaining({ step: 'charge', outcome: 'parked' })]);
+      expect(asked.items.filter((i) => i.runId === runId)).toEqual([
+        expect.objectContaining({ step: 'charge', outcome: 'parked' }),
+      ]);
       await Promise.all(workers.splice(0).map((w) => w.stop()));
       expect(await client().cancel(runId, { compensate: true })).toBe(true);
       // (Rescheduled instead of parked, the run would stay due again and again: the drain would time out.)
@@ -343,7 +417,13 @@ describeStores('compensations', (getStore) => {
       expect(run).toMatchObject({
         status: 'needs_reconciliation',
         compensation: 'cancel',
-        error: expect.objectContaining({ name: 'NeedsReconciliation', step: 'charge', key: `charge:${orderId}`, awaitedBy: 'refund', cause: expect.objectContaining({ name: 'Cancelled' }) }),
+        error: expect.objectContaining({
+          name: 'NeedsReconciliation',
+          step: 'charge',
+          key: `charge:${orderId}`,
+          awaitedBy: 'refund',
+          cause: expect.objectContaining({ name: 'Cancelled' }),
+        }),
       });
       expect((run.error as { message: string }).message).toMatch(new RegExp(`ledgerflow resolve ${runId} charge`));
       // No worker left to take the run the moment it wakes: the test looks at it first.
@@ -354,36 +434,61 @@ describeStores('compensations', (getStore) => {
     it('parks the run; the reconciler still cannot tell: it stays parked; once it finds the charge, the run wakes and refunds it once', async () => {
       const runId = await cancelledWithUnsettledCharge('o-11');
       const still = await runReconcilePass({ store: getStore(), workflows: [fourHandlers()], now: LATER() });
-      expect(still.items.filter((i) => i.runId === runId)).toEqual([expect.objectContaining({ step: 'charge', outcome: 'deferred' })]);
+      expect(still.items.filter((i) => i.runId === runId)).toEqual([
+        expect.objectContaining({ step: 'charge', outcome: 'deferred' }),
+      ]);
       await drain();
       expect((await runState(getStore(), runId)).run.status).toBe('needs_reconciliation');
       await Promise.all(workers.splice(0).map((w) => w.stop()));
 
       mute.delete('charge:o-11');
       const settled = await runReconcilePass({ store: getStore(), workflows: [fourHandlers()], now: LATER() });
-      expect(settled.items.filter((i) => i.runId === runId)).toEqual([expect.objectContaining({ step: 'charge', outcome: 'recorded' })]);
-      expect((await runState(getStore(), runId)).run).toMatchObject({ status: 'pending', compensation: 'cancel', error: expect.objectContaining({ name: 'Cancelled' }) });
+      expect(settled.items.filter((i) => i.runId === runId)).toEqual([
+        expect.objectContaining({ step: 'charge', outcome: 'recorded' }),
+      ]);
+      expect((await runState(getStore(), runId)).run).toMatchObject({
+        status: 'pending',
+        compensation: 'cancel',
+        error: expect.objectContaining({ name: 'Cancelled' }),
+      });
       await drain();
 
       const { run } = await runState(getStore(), runId);
-      expect(run).toMatchObject({ status: 'compensated', compensation: 'cancel', error: expect.objectContaining({ name: 'Cancelled' }) });
+      expect(run).toMatchObject({
+        status: 'compensated',
+        compensation: 'cancel',
+        error: expect.objectContaining({ name: 'Cancelled' }),
+      });
       expect(provider.count('charge:')).toBe(1);
-      expect(provider.requests.filter((k) => k.startsWith('refund:'))).toEqual([`refund:${provider.applied.get('charge:o-11')}`]);
+      expect(provider.requests.filter((k) => k.startsWith('refund:'))).toEqual([
+        `refund:${provider.applied.get('charge:o-11')}`,
+      ]);
       // The charge is recorded in the ledger only (the run does not go back to it): no step result.
       expect(await results(runId)).toEqual(['reserve', 'unship (skipped)', 'refund', 'unreserve']);
-      expect((await runState(getStore(), runId)).effects.find((e) => e.step_name === 'charge')).toMatchObject({ status: 'recorded' });
+      expect((await runState(getStore(), runId)).effects.find((e) => e.step_name === 'charge')).toMatchObject({
+        status: 'recorded',
+      });
     });
 
     it("an operator's resolve wakes it: not found, the charge is not refunded", async () => {
       const runId = await cancelledWithUnsettledCharge('o-12');
       // The charge's answer was lost after it applied; the operator says otherwise, and is believed.
       const operator = createClient({ store: getStore(), workflows: [fourEffects] });
-      const resolved = await operator.resolveEffect(runId, 'charge', { notFound: true }, { actor: 'ops', reason: 'no charge in the provider dashboard' });
+      const resolved = await operator.resolveEffect(
+        runId,
+        'charge',
+        { notFound: true },
+        { actor: 'ops', reason: 'no charge in the provider dashboard' },
+      );
       expect(resolved).toMatchObject({ status: 'released', runStatus: 'pending' });
       await drain();
 
       const { run } = await runState(getStore(), runId);
-      expect(run).toMatchObject({ status: 'compensated', compensation: 'cancel', error: expect.objectContaining({ name: 'Cancelled' }) });
+      expect(run).toMatchObject({
+        status: 'compensated',
+        compensation: 'cancel',
+        error: expect.objectContaining({ name: 'Cancelled' }),
+      });
       expect(provider.count('refund:')).toBe(0);
       expect(await results(runId)).toEqual(['reserve', 'unship (skipped)', 'refund (skipped)', 'unreserve']);
     });
@@ -420,7 +525,9 @@ describeStores('compensations', (getStore) => {
     expect(await results(runId)).toEqual(['reserve', 'charge', 'unship', 'refund', 'unreserve']);
     const ship = effects.find((e) => e.step_name === 'ship')!;
     expect(ship).toMatchObject({ status: 'recorded', effect: { id: provider.applied.get('ship:o-8') } });
-    expect(ship.resolution).toMatch(/^recorded by compensation "unship" \(attempt 1\), which sent key "ship:o-8" again/);
+    expect(ship.resolution).toMatch(
+      /^recorded by compensation "unship" \(attempt 1\), which sent key "ship:o-8" again/,
+    );
   });
 
   it('… and when its call never reached the provider, the take-over applies it and the compensation undoes it: never an effect left standing', async () => {
@@ -445,7 +552,10 @@ describeStores('compensations', (getStore) => {
     expect(provider.count('ship:')).toBe(0);
     expect(provider.requests.filter((k) => k.startsWith('unship:'))).toEqual([]);
     expect(await results(runId)).toEqual(['reserve', 'charge', 'unship (skipped)', 'refund', 'unreserve']);
-    expect(effects.find((e) => e.step_name === 'ship')).toMatchObject({ status: 'released', resolution: expect.stringMatching(/^released: the provider refused key "ship:o-10" when compensation "unship"/) });
+    expect(effects.find((e) => e.step_name === 'ship')).toMatchObject({
+      status: 'released',
+      resolution: expect.stringMatching(/^released: the provider refused key "ship:o-10" when compensation "unship"/),
+    });
   });
 
   it('cancel with compensate while such a step has an open intent: the reconciler leaves it open, the compensation takes it over and refunds the charge it finds', async () => {
@@ -456,13 +566,23 @@ describeStores('compensations', (getStore) => {
     await w.start();
     await waitUntil('the charge failed with its intent open', async () => {
       const { attempts, effects } = await runState(getStore(), runId);
-      return attempts.some((a) => a.step_name === 'charge' && a.status === 'failed') && effects.some((e) => e.step_name === 'charge' && e.status === 'intent');
+      return (
+        attempts.some((a) => a.step_name === 'charge' && a.status === 'failed') &&
+        effects.some((e) => e.step_name === 'charge' && e.status === 'intent')
+      );
     });
     await w.stop();
     expect(await client().cancel(runId, { compensate: true })).toBe(true);
 
     const pass = await runReconcilePass({ store: getStore(), workflows: [chargeWaitHandlers(waitV1)], now: LATER() });
-    expect(pass.items).toEqual([expect.objectContaining({ runId, step: 'charge', outcome: 'deferred', detail: expect.stringMatching(/^left open for compensation "refund"/) })]);
+    expect(pass.items).toEqual([
+      expect.objectContaining({
+        runId,
+        step: 'charge',
+        outcome: 'deferred',
+        detail: expect.stringMatching(/^left open for compensation "refund"/),
+      }),
+    ]);
     expect((await runState(getStore(), runId)).effects.find((e) => e.step_name === 'charge')!.status).toBe('intent');
 
     await drain();
@@ -477,7 +597,10 @@ describeStores('compensations', (getStore) => {
     const runId = await startTestRun(getStore(), parkedRefund, { orderId: 'p-1' });
     await drain();
     await runReconcilePass({ store: getStore(), workflows: [parkedRefundHandlers()], now: LATER() });
-    expect((await runState(getStore(), runId)).run).toMatchObject({ status: 'needs_reconciliation', compensation: 'failure' });
+    expect((await runState(getStore(), runId)).run).toMatchObject({
+      status: 'needs_reconciliation',
+      compensation: 'failure',
+    });
 
     const operator = createClient({ store: getStore(), workflows: [parkedRefund] });
     const note = { actor: 'ops', reason: 'refund seen at the desk' };
@@ -485,12 +608,19 @@ describeStores('compensations', (getStore) => {
     await expect(operator.resolveEffect(runId, 'nope', { notFound: true }, note)).rejects.toThrow(
       'has no step "nope"; its steps: charge, confirm; its compensations: refund. Nothing was done.',
     );
-    expect(await operator.resolveEffect(runId, 'refund', { found: { id: refundId } }, note)).toMatchObject({ status: 'recorded', runStatus: 'compensated' });
+    expect(await operator.resolveEffect(runId, 'refund', { found: { id: refundId } }, note)).toMatchObject({
+      status: 'recorded',
+      runStatus: 'compensated',
+    });
 
     const { run, effects } = await runState(getStore(), runId);
     expect(run).toMatchObject({ status: 'compensated', compensation: 'failure' });
     expect(run.finished_at).not.toBeNull();
-    expect(effects.find((e) => e.step_name === 'refund')).toMatchObject({ status: 'recorded', effect: { id: refundId }, resolution: 'operator:found' });
+    expect(effects.find((e) => e.step_name === 'refund')).toMatchObject({
+      status: 'recorded',
+      effect: { id: refundId },
+      resolution: 'operator:found',
+    });
     expect(provider.count('refund:')).toBe(1);
     expect(await results(runId)).toEqual(['charge', 'refund']);
   });
@@ -499,7 +629,12 @@ describeStores('compensations', (getStore) => {
     const compensated = await startTestRun(getStore(), waitV1, { orderId: 'c-1' });
     const plain = await startTestRun(getStore(), waitV1, { orderId: 'c-2' });
     await drain();
-    await waitUntil('both waiting', async () => (await client().getRun(plain)).status === 'waiting' && (await client().getRun(compensated)).status === 'waiting');
+    await waitUntil(
+      'both waiting',
+      async () =>
+        (await client().getRun(plain)).status === 'waiting' &&
+        (await client().getRun(compensated)).status === 'waiting',
+    );
 
     expect(await client().cancel(compensated, { compensate: true })).toBe(true);
     expect((await client().getRun(compensated)).compensation).toBe('cancel');
@@ -528,12 +663,20 @@ describeStores('compensations', (getStore) => {
     // A failure commit that turns the run to its compensations.
     provider.decline.add('ship:n-1');
     const failing = await client().start(fourEffects, { orderId: 'n-1' });
-    await waitUntil('the failed run compensated', async () => (await client().getRun(failing.runId)).status === 'compensated', 20_000);
+    await waitUntil(
+      'the failed run compensated',
+      async () => (await client().getRun(failing.runId)).status === 'compensated',
+      20_000,
+    );
     // A cancel with compensate, from a client.
     const waiting = await client().start(waitV1, { orderId: 'n-2' });
     await waitUntil('the run waiting', async () => (await client().getRun(waiting.runId)).status === 'waiting', 20_000);
     expect(await client().cancel(waiting.runId, { compensate: true })).toBe(true);
-    await waitUntil('the cancelled run compensated', async () => (await client().getRun(waiting.runId)).status === 'compensated', 20_000);
+    await waitUntil(
+      'the cancelled run compensated',
+      async () => (await client().getRun(waiting.runId)).status === 'compensated',
+      20_000,
+    );
     expect(provider.count('refund:')).toBe(2);
   });
 

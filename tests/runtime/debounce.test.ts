@@ -78,7 +78,11 @@ async function rejection(promise: Promise<unknown>): Promise<Error> {
 
 /** Waits until the key's newest run is due on database time (its window is over). */
 async function windowOver(store: Store, key: string): Promise<void> {
-  await waitUntil(`the debounce window of ${key} to end`, async () => (await runsOf(store, key)).at(-1)?.due === true, 5_000);
+  await waitUntil(
+    `the debounce window of ${key} to end`,
+    async () => (await runsOf(store, key)).at(-1)?.due === true,
+    5_000,
+  );
 }
 
 describeStores('start with debounce', (getStore) => {
@@ -97,17 +101,23 @@ describeStores('start with debounce', (getStore) => {
       expect((error as ValidationError).issues).toEqual([
         'debounce.key: must be 1 to 1000 characters long (got 0)',
         'debounce.windowMs: must be a number of milliseconds > 0 (got 0)',
-        'debounce.keep: must be \'first\' or \'last\' (got "both")',
+        "debounce.keep: must be 'first' or 'last' (got \"both\")",
       ]);
       expect(error.message).toMatch(/^Invalid debounce options:\n {2}- debounce\.key: /);
       expect(error.message).toMatch(/\nNothing was written\.$/);
 
-      const maxWait = await rejection(client.start(digest, note('c-0', 'x'), { debounce: { key: 'k', windowMs: 1_000, keep: 'first', maxWaitMs: 5_000 } }));
+      const maxWait = await rejection(
+        client.start(digest, note('c-0', 'x'), {
+          debounce: { key: 'k', windowMs: 1_000, keep: 'first', maxWaitMs: 5_000 },
+        }),
+      );
       expect((maxWait as ValidationError).issues).toEqual([
         "debounce.maxWaitMs: only for keep 'last' (with keep 'first' the window never moves); remove it",
       ]);
       const shortMaxWait = await rejection(client.start(digest, note('c-0', 'x'), last('k', 1_000, 500)));
-      expect((shortMaxWait as ValidationError).issues).toEqual(['debounce.maxWaitMs: must be at least windowMs (1000); got 500']);
+      expect((shortMaxWait as ValidationError).issues).toEqual([
+        'debounce.maxWaitMs: must be at least windowMs (1000); got 500',
+      ]);
       expect(await runsOf(getStore(), 'k')).toEqual([]);
     });
 
@@ -116,7 +126,9 @@ describeStores('start with debounce', (getStore) => {
       expect((withDedupe as ValidationError).issues).toEqual([
         'debounce with dedupeKey: a dedupe key names one run forever, a debounce key one run per window; pass one of them',
       ]);
-      const withRunId = await rejection(client.start(digest, note('c-0', 'x'), { ...first('k'), runId: '0b6c3f9e-4a4d-4e39-9f55-2a1d0c8e7b21' }));
+      const withRunId = await rejection(
+        client.start(digest, note('c-0', 'x'), { ...first('k'), runId: '0b6c3f9e-4a4d-4e39-9f55-2a1d0c8e7b21' }),
+      );
       expect((withRunId as ValidationError).issues).toEqual([
         'debounce with runId: a debounced start may join a run that already has its id; drop runId and use the returned runId',
       ]);
@@ -172,7 +184,13 @@ describeStores('start with debounce', (getStore) => {
       const again = await client.start(digest, note('c-5', 'two'), last('last:c-5'));
       expect(again).toEqual({ runId: opened.runId, created: false });
       const [after] = await runsOf(getStore(), 'last:c-5');
-      expect(after).toMatchObject({ id: opened.runId, status: 'pending', input: note('c-5', 'two'), debounce_open: true, after_update_ms: 60_000 });
+      expect(after).toMatchObject({
+        id: opened.runId,
+        status: 'pending',
+        input: note('c-5', 'two'),
+        debounce_open: true,
+        after_update_ms: 60_000,
+      });
       // Trailing: the window now ends 60 s after the second start, later than it did.
       expect(after!.window_ms).toBeGreaterThan(before!.window_ms);
     });
@@ -181,20 +199,35 @@ describeStores('start with debounce', (getStore) => {
       await client.start(digest, note('c-6', 'one'), last('fixed:c-6', 60_000, 60_000));
       await new Promise((resolve) => setTimeout(resolve, 20));
       await client.start(digest, note('c-6', 'two'), last('fixed:c-6', 60_000, 60_000));
-      expect(await runsOf(getStore(), 'fixed:c-6')).toEqual([expect.objectContaining({ input: note('c-6', 'two'), window_ms: 60_000 })]);
+      expect(await runsOf(getStore(), 'fixed:c-6')).toEqual([
+        expect.objectContaining({ input: note('c-6', 'two'), window_ms: 60_000 }),
+      ]);
 
       await client.start(digest, note('c-7', 'one'), last('bounded:c-7', 60_000, 60_010));
       await new Promise((resolve) => setTimeout(resolve, 50));
       await client.start(digest, note('c-7', 'two'), last('bounded:c-7', 60_000, 60_010));
-      expect(await runsOf(getStore(), 'bounded:c-7')).toEqual([expect.objectContaining({ input: note('c-7', 'two'), window_ms: 60_010 })]);
+      expect(await runsOf(getStore(), 'bounded:c-7')).toEqual([
+        expect.objectContaining({ input: note('c-7', 'two'), window_ms: 60_010 }),
+      ]);
     });
 
     it('takes the version, deadline and priority of the start that wins too; the deadline counts from the end of the window', async () => {
-      const opened = await client.start(digest, note('c-8', 'one'), { ...last('deploy:c-8'), timeoutMs: 5_000, priority: 3 });
-      expect((await runsOf(getStore(), 'deploy:c-8'))[0]).toMatchObject({ workflow_version: 1, deadline_after_due_ms: 5_000 });
+      const opened = await client.start(digest, note('c-8', 'one'), {
+        ...last('deploy:c-8'),
+        timeoutMs: 5_000,
+        priority: 3,
+      });
+      expect((await runsOf(getStore(), 'deploy:c-8'))[0]).toMatchObject({
+        workflow_version: 1,
+        deadline_after_due_ms: 5_000,
+      });
       const again = await client.start(digestV2, note('c-8', 'two'), { ...last('deploy:c-8'), priority: 7 });
       expect(again).toEqual({ runId: opened.runId, created: false });
-      expect((await runsOf(getStore(), 'deploy:c-8'))[0]).toMatchObject({ workflow_version: 2, input: note('c-8', 'two'), deadline_after_due_ms: null });
+      expect((await runsOf(getStore(), 'deploy:c-8'))[0]).toMatchObject({
+        workflow_version: 2,
+        input: note('c-8', 'two'),
+        deadline_after_due_ms: null,
+      });
       const run = await client.getRun(opened.runId);
       expect(run.priority).toBe(7);
     });
@@ -203,7 +236,9 @@ describeStores('start with debounce', (getStore) => {
       const opened = await client.start(digest, note('c-9', 'one'), first('mixed:c-9'));
       await client.start(digest, note('c-9', 'two'), last('mixed:c-9'));
       await client.start(digest, note('c-9', 'three'), first('mixed:c-9'));
-      expect(await runsOf(getStore(), 'mixed:c-9')).toEqual([expect.objectContaining({ id: opened.runId, input: note('c-9', 'two') })]);
+      expect(await runsOf(getStore(), 'mixed:c-9')).toEqual([
+        expect.objectContaining({ id: opened.runId, input: note('c-9', 'two') }),
+      ]);
     });
   });
 
@@ -216,15 +251,30 @@ describeStores('start with debounce', (getStore) => {
       const joined = await client.start(digest, note('c-10', 'three'), last('over:c-10', 150));
       expect(joined).toEqual({ runId: next.runId, created: false });
       expect(await runsOf(getStore(), 'over:c-10')).toEqual([
-        expect.objectContaining({ id: opened.runId, status: 'pending', input: note('c-10', 'one'), debounce_open: false, due: true }),
-        expect.objectContaining({ id: next.runId, status: 'pending', input: note('c-10', 'three'), debounce_open: true }),
+        expect.objectContaining({
+          id: opened.runId,
+          status: 'pending',
+          input: note('c-10', 'one'),
+          debounce_open: false,
+          due: true,
+        }),
+        expect.objectContaining({
+          id: next.runId,
+          status: 'pending',
+          input: note('c-10', 'three'),
+          debounce_open: true,
+        }),
       ]);
     });
 
     it('once a worker claimed the run, the next start creates a new run and the claimed run is not changed', async () => {
       const opened = await client.start(digest, note('c-11', 'one'), last('claimed:c-11', 150));
       await windowOver(getStore(), 'claimed:c-11');
-      const claimed = await claimRuns(getStore().db, registry, { workerId: 'debounce-test', leaseMs: 30_000, limit: 100 });
+      const claimed = await claimRuns(getStore().db, registry, {
+        workerId: 'debounce-test',
+        leaseMs: 30_000,
+        limit: 100,
+      });
       expect(claimed.map((r) => r.id)).toContain(opened.runId);
       const next = await client.start(digest, note('c-11', 'two'), last('claimed:c-11', 150));
       expect(next.created).toBe(true);
@@ -283,8 +333,12 @@ describeStores('start with debounce', (getStore) => {
       })
       .catch((error: Error) => expect(error.message).toBe('rollback'));
     expect(await runsOf(store, 'tx:c-15')).toEqual([]);
-    const opened = await store.db.transaction().execute((trx) => client.startInTransaction(trx, digest, note('c-15', 'one'), last('tx:c-15')));
-    const joined = await store.db.transaction().execute((trx) => client.startInTransaction(trx, digest, note('c-15', 'two'), last('tx:c-15')));
+    const opened = await store.db
+      .transaction()
+      .execute((trx) => client.startInTransaction(trx, digest, note('c-15', 'one'), last('tx:c-15')));
+    const joined = await store.db
+      .transaction()
+      .execute((trx) => client.startInTransaction(trx, digest, note('c-15', 'two'), last('tx:c-15')));
     expect(opened.created).toBe(true);
     expect(joined).toEqual({ runId: opened.runId, created: false });
     expect((await runsOf(store, 'tx:c-15')).map((r) => r.input.note)).toEqual(['two']);
@@ -321,10 +375,15 @@ describe('start with debounce on PostgreSQL, several connections [pg]', () => {
         const results = await Promise.all(
           pools.flatMap((pool, p) => {
             const c = createClient({ store: pool });
-            return Array.from({ length: 6 }, (_, i) => c.start(digest, note('race', `${p}.${i}`), { debounce: { key, windowMs: 60_000, keep } }));
+            return Array.from({ length: 6 }, (_, i) =>
+              c.start(digest, note('race', `${p}.${i}`), { debounce: { key, windowMs: 60_000, keep } }),
+            );
           }),
         );
-        expect(results.filter((r) => r.created), keep).toHaveLength(1);
+        expect(
+          results.filter((r) => r.created),
+          keep,
+        ).toHaveLength(1);
         expect(new Set(results.map((r) => r.runId)).size, keep).toBe(1);
         expect(await runsOf(store, key), keep).toHaveLength(1);
       }
@@ -423,43 +482,132 @@ describe('ledgerflow start --debounce-* [pg]', () => {
     const debounce = ['--debounce-key', 'greet:ann', '--debounce-ms', '60000', '--debounce-keep', 'last'];
     const opened = await run(['start', 'cli-greet', '--input', '{"name":"ann"}', ...debounce, ...db]);
     expect(opened.stderr).toBe('');
-    const runId = new RegExp(`^Started run ([0-9a-f-]{36}) \\(cli-greet v1\\), due at ${TIME} when its debounce window ends\\.\\n$`).exec(opened.stdout)?.[1];
+    const runId = new RegExp(
+      `^Started run ([0-9a-f-]{36}) \\(cli-greet v1\\), due at ${TIME} when its debounce window ends\\.\\n$`,
+    ).exec(opened.stdout)?.[1];
     expect(runId, opened.stdout).toBeDefined();
 
     const joined = await run(['start', 'cli-greet', '--input', '{"name":"ann","slowMs":5}', ...debounce, ...db]);
     expect(joined.stdout).toMatch(
-      new RegExp(`^Joined the open debounce window of key "greet:ann": run ${runId}, due at ${TIME}; its input is now this one\\.\\n$`),
+      new RegExp(
+        `^Joined the open debounce window of key "greet:ann": run ${runId}, due at ${TIME}; its input is now this one\\.\\n$`,
+      ),
     );
-    const json = await run(['start', 'cli-greet', '--input', '{"name":"ann"}', ...debounce.slice(0, 4), '--debounce-keep', 'first', '--json', ...db]);
-    expect(JSON.parse(json.stdout)).toMatchObject({ runId, created: false, status: 'pending', debounceKey: 'greet:ann', runAfter: expect.any(String) });
+    const json = await run([
+      'start',
+      'cli-greet',
+      '--input',
+      '{"name":"ann"}',
+      ...debounce.slice(0, 4),
+      '--debounce-keep',
+      'first',
+      '--json',
+      ...db,
+    ]);
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      runId,
+      created: false,
+      status: 'pending',
+      debounceKey: 'greet:ann',
+      runAfter: expect.any(String),
+    });
     expect((await run(['run', runId!, '--database-url', store.url!])).stdout).toMatch(/^debounce key +greet:ann$/m);
   });
 
   it('refuses incomplete debounce options (exit 2) and debounce with --dedupe-key (exit 1), writing nothing', async () => {
-    const noWindow = await run(['start', 'cli-greet', '--input', '{"name":"bob"}', '--debounce-key', 'greet:bob', ...db]);
-    expect(noWindow).toMatchObject({ code: 2, stderr: expect.stringContaining('--debounce-key needs --debounce-ms <ms> and --debounce-keep last|first.') });
+    const noWindow = await run([
+      'start',
+      'cli-greet',
+      '--input',
+      '{"name":"bob"}',
+      '--debounce-key',
+      'greet:bob',
+      ...db,
+    ]);
+    expect(noWindow).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining('--debounce-key needs --debounce-ms <ms> and --debounce-keep last|first.'),
+    });
     const noKey = await run(['start', 'cli-greet', '--input', '{"name":"bob"}', '--debounce-ms', '100', ...db]);
     expect(noKey).toMatchObject({ code: 2, stderr: expect.stringContaining('need --debounce-key <key>') });
-    const badKeep = await run(['start', 'cli-greet', '--input', '{"name":"bob"}', '--debounce-key', 'k', '--debounce-ms', '100', '--debounce-keep', 'both', ...db]);
-    expect(badKeep).toMatchObject({ code: 2, stderr: expect.stringContaining('--debounce-keep must be one of last, first (got "both").') });
+    const badKeep = await run([
+      'start',
+      'cli-greet',
+      '--input',
+      '{"name":"bob"}',
+      '--debounce-key',
+      'k',
+      '--debounce-ms',
+      '100',
+      '--debounce-keep',
+      'both',
+      ...db,
+    ]);
+    expect(badKeep).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining('--debounce-keep must be one of last, first (got "both").'),
+    });
     const withDedupe = await run([
-      'start', 'cli-greet', '--input', '{"name":"bob"}', '--debounce-key', 'k', '--debounce-ms', '100', '--debounce-keep', 'last', '--dedupe-key', 'k', ...db,
+      'start',
+      'cli-greet',
+      '--input',
+      '{"name":"bob"}',
+      '--debounce-key',
+      'k',
+      '--debounce-ms',
+      '100',
+      '--debounce-keep',
+      'last',
+      '--dedupe-key',
+      'k',
+      ...db,
     ]);
     expect(withDedupe.code).toBe(1);
     expect(withDedupe.stderr).toContain('debounce with dedupeKey: a dedupe key names one run forever');
-    const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM ledgerflow.workflow_run WHERE input->>'name' = 'bob'`.execute(store.db);
+    const { rows } = await sql<{
+      n: number;
+    }>`SELECT count(*)::int AS n FROM ledgerflow.workflow_run WHERE input->>'name' = 'bob'`.execute(store.db);
     expect(rows[0]!.n).toBe(0);
   });
 
   it('--on-different-input return-existing returns the run a dedupe key names whatever its input', async () => {
-    const opened = await run(['start', 'cli-greet', '--input', '{"name":"cy"}', '--dedupe-key', 'greet:cy', '--json', ...db]);
+    const opened = await run([
+      'start',
+      'cli-greet',
+      '--input',
+      '{"name":"cy"}',
+      '--dedupe-key',
+      'greet:cy',
+      '--json',
+      ...db,
+    ]);
     const { runId } = JSON.parse(opened.stdout) as { runId: string };
     const refused = await run(['start', 'cli-greet', '--input', '{"name":"cyd"}', '--dedupe-key', 'greet:cy', ...db]);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain("pass onDifferentInput: 'return-existing'");
-    const returned = await run(['start', 'cli-greet', '--input', '{"name":"cyd"}', '--dedupe-key', 'greet:cy', '--on-different-input', 'return-existing', ...db]);
+    const returned = await run([
+      'start',
+      'cli-greet',
+      '--input',
+      '{"name":"cyd"}',
+      '--dedupe-key',
+      'greet:cy',
+      '--on-different-input',
+      'return-existing',
+      ...db,
+    ]);
     expect(returned).toMatchObject({ code: 0, stdout: `Run ${runId} already exists (pending); not started again.\n` });
-    const bad = await run(['start', 'cli-greet', '--input', '{"name":"cy"}', '--dedupe-key', 'greet:cy', '--on-different-input', 'ignore', ...db]);
+    const bad = await run([
+      'start',
+      'cli-greet',
+      '--input',
+      '{"name":"cy"}',
+      '--dedupe-key',
+      'greet:cy',
+      '--on-different-input',
+      'ignore',
+      ...db,
+    ]);
     expect(bad.code).toBe(2);
   });
 });

@@ -21,7 +21,9 @@ function harness() {
       ({
         execute: (on: { name: string }) => {
           sent.push(`${on.name} ${msAgo >= 0 ? 'back-dated' : 'ahead?'}`);
-          return new Promise((resolve, reject) => gates.push({ where: on.name, release: (ok) => (ok ? resolve({ rows: [] }) : reject(new Error('lost'))) }));
+          return new Promise((resolve, reject) =>
+            gates.push({ where: on.name, release: (ok) => (ok ? resolve({ rows: [] }) : reject(new Error('lost'))) }),
+          );
         },
       }) as unknown as RawBuilder<LeasedRunRow>,
     async () => {

@@ -1,7 +1,14 @@
 import { shapeHash, workflow } from 'ledgerflow/dsl';
 import { afterEach, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
-import { bindHandlers, createClient, createWorker, type Store, type Worker, type WorkerOptions } from 'ledgerflow/runtime';
+import {
+  bindHandlers,
+  createClient,
+  createWorker,
+  type Store,
+  type Worker,
+  type WorkerOptions,
+} from 'ledgerflow/runtime';
 import { configureFaults } from 'ledgerflow/testing';
 import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
 import { commitsIn } from '../support/counting-store.js';
@@ -26,7 +33,11 @@ const NO_POLL = { timeoutMs: 30_000, pollMs: 600_000, recheckMs: 600_000 } as co
 const steps = (name: string, timeoutMs?: number) =>
   workflow(name, { version: 1, input, ...(timeoutMs === undefined ? {} : { timeoutMs }) })
     .step('load', { output: z.object({ units: z.number().int() }), retry: fast })
-    .transactional('reserve', { output: z.object({ rowId: z.number() }), key: ({ input }) => `reserve:${input.orderId}`, retry: fast })
+    .transactional('reserve', {
+      output: z.object({ rowId: z.number() }),
+      key: ({ input }) => `reserve:${input.orderId}`,
+      retry: fast,
+    })
     .external('charge', {
       output: z.object({ chargeId: z.string() }),
       key: ({ input }) => `charge:${input.orderId}`,
@@ -43,7 +54,12 @@ const plain = workflow('wt-deferred-plain', { version: 1, input })
 /** A plain step before an `external` one: the carry is written before the intent, with the insert. */
 const plainThenCharge = workflow('wt-deferred-charge', { version: 1, input })
   .step('load', { output: z.object({ units: z.number().int() }) })
-  .external('charge', { output: z.object({ chargeId: z.string() }), key: ({ input }) => `charge:${input.orderId}`, idempotentByKey: true, retry: fast });
+  .external('charge', {
+    output: z.object({ chargeId: z.string() }),
+    key: ({ input }) => `charge:${input.orderId}`,
+    idempotentByKey: true,
+    retry: fast,
+  });
 /** The same with a 300 ms deadline. */
 const late = steps('wt-deferred-late', 300);
 
@@ -71,12 +87,16 @@ function handlers(wf: typeof deferred, payments: FakePaymentProvider, behaviour:
           .values({ run_id: runId, order_id: input.orderId, quantity: 2, written_by: `attempt ${attempt}` })
           .returning('id')
           .executeTakeFirstOrThrow();
-        if (behaviour.failFirstReserve === true && attempt === 1) throw new Error('the first reserve fails after its write');
+        if (behaviour.failFirstReserve === true && attempt === 1)
+          throw new Error('the first reserve fails after its write');
         return record({ rowId: row.id });
       },
       charge: {
         perform: async ({ key, input }) => {
-          const charged = await payments.charge({ reference: input.orderId, amountCents: 200, currency: 'eur', customerId: 'c' }, { idempotencyKey: key });
+          const charged = await payments.charge(
+            { reference: input.orderId, amountCents: 200, currency: 'eur', customerId: 'c' },
+            { idempotencyKey: key },
+          );
           return { chargeId: charged.id };
         },
       },
@@ -92,7 +112,14 @@ const isRunInsert = (s: string): boolean => /INSERT INTO ledgerflow\.workflow_ru
 describeStores('a start whose insert rides on the run’s first commit', (getStore) => {
   const workers: Worker[] = [];
   const worker = (store: Store, options: Omit<WorkerOptions, 'store'>): Worker => {
-    const w = createWorker({ store, pollIntervalMs: 600_000, reconcileIntervalMs: 0, scheduleIntervalMs: 0, leaseMs: 60_000, ...options });
+    const w = createWorker({
+      store,
+      pollIntervalMs: 600_000,
+      reconcileIntervalMs: 0,
+      scheduleIntervalMs: 0,
+      leaseMs: 60_000,
+      ...options,
+    });
     workers.push(w);
     return w;
   };
@@ -136,12 +163,19 @@ describeStores('a start whose insert rides on the run’s first commit', (getSto
       expect(state.run.lease_owner).toBeNull();
       expect(state.run.notify_settled).toBe(false);
       const attempts = state.attempts.map((a) => `${a.step_name}#${a.attempt} ${a.status} token ${a.fencing_token}`);
-      expect(attempts).toEqual(['load#1 succeeded token 1', 'reserve#1 succeeded token 1', 'charge#1 succeeded token 1']);
+      expect(attempts).toEqual([
+        'load#1 succeeded token 1',
+        'reserve#1 succeeded token 1',
+        'charge#1 succeeded token 1',
+      ]);
       const times = state.attempts.flatMap((a) => [a.started_at.getTime(), a.finished_at!.getTime()]);
       expect([...times].sort((a, b) => a - b)).toEqual(times);
       // Both estimated on database time from the worker's measure, by two statements; the carry keeps them in order.
       expect(state.run.created_at.getTime()).toBeLessThanOrEqual(times[0]!);
-      expect(state.effects.map((e) => `${e.step_name} ${e.status}`).sort()).toEqual(['charge recorded', 'reserve recorded']);
+      expect(state.effects.map((e) => `${e.step_name} ${e.status}`).sort()).toEqual([
+        'charge recorded',
+        'reserve recorded',
+      ]);
       expect(await appRows(getStore(), id)).toHaveLength(1);
     }
     expect(payments.chargesForKey('charge:d-1')).toBe(1);
@@ -152,14 +186,27 @@ describeStores('a start whose insert rides on the run’s first commit', (getSto
     const payments = new FakePaymentProvider();
     const w = worker(store, {
       workflows: [
-        bindHandlers(plain, { load: async () => ({ units: 2 }), audit: async () => ({ ok: true }), total: async ({ steps }) => ({ cents: steps.load.units * 100 }) }, shapeHash(plain)),
+        bindHandlers(
+          plain,
+          {
+            load: async () => ({ units: 2 }),
+            audit: async () => ({ ok: true }),
+            total: async ({ steps }) => ({ cents: steps.load.units * 100 }),
+          },
+          shapeHash(plain),
+        ),
         bindHandlers(
           plainThenCharge,
           {
             load: async () => ({ units: 2 }),
             charge: {
               perform: async ({ key, input }) => ({
-                chargeId: (await payments.charge({ reference: input.orderId, amountCents: 200, currency: 'eur', customerId: 'c' }, { idempotencyKey: key })).id,
+                chargeId: (
+                  await payments.charge(
+                    { reference: input.orderId, amountCents: 200, currency: 'eur', customerId: 'c' },
+                    { idempotencyKey: key },
+                  )
+                ).id,
               }),
             },
           },
@@ -202,15 +249,25 @@ describeStores('a start whose insert rides on the run’s first commit', (getSto
     expect(two.filter(isRunInsert)).toHaveLength(1);
     expect(commitsIn(two)).toBe(3);
     expect(payments.chargesForKey('charge:p-2')).toBe(1);
-    expect((await runState(getStore(), charged.id)).effects.map((e) => `${e.step_name} ${e.status}`)).toEqual(['charge recorded']);
+    expect((await runState(getStore(), charged.id)).effects.map((e) => `${e.step_name} ${e.status}`)).toEqual([
+      'charge recorded',
+    ]);
   });
 
   it('a transactional step that fails first: the run is inserted alone, the failure recorded on it, and the retry completes it with one write', async () => {
     const store = getStore();
     // Polling: the retry is due by time, after its backoff.
-    const w = worker(store, { workflows: [handlers(deferred, new FakePaymentProvider(), { failFirstReserve: true })], concurrency: 1, pollIntervalMs: 50 });
+    const w = worker(store, {
+      workflows: [handlers(deferred, new FakePaymentProvider(), { failFirstReserve: true })],
+      concurrency: 1,
+      pollIntervalMs: 50,
+    });
     await w.start();
-    const run = await createClient({ store, worker: w }).startAndWait(deferred, { orderId: 'd-fail' }, { wait: NO_POLL });
+    const run = await createClient({ store, worker: w }).startAndWait(
+      deferred,
+      { orderId: 'd-fail' },
+      { wait: NO_POLL },
+    );
     expect(run.status).toBe('completed');
     const state = await runState(store, run.id);
     expect(state.attempts.map((a) => `${a.step_name}#${a.attempt} ${a.status}`)).toEqual([
@@ -227,18 +284,33 @@ describeStores('a start whose insert rides on the run’s first commit', (getSto
     let open!: () => void;
     const gate = new Promise<void>((resolve) => (open = resolve));
     const log = eventLog();
-    const w = worker(store, { workflows: [handlers(deferred, new FakePaymentProvider(), { gate })], concurrency: 1, leaseMs: 3_000, onEvent: log.onEvent });
+    const w = worker(store, {
+      workflows: [handlers(deferred, new FakePaymentProvider(), { gate })],
+      concurrency: 1,
+      leaseMs: 3_000,
+      onEvent: log.onEvent,
+    });
     await w.start();
     const client = createClient({ store, worker: w });
     const waiting = client.startAndWait(deferred, { orderId: 'd-slow' }, { wait: NO_POLL });
     const runId = await waitUntil('the run inserted by the lease keeper', async () => {
-      const rows = await store.db.selectFrom('ledgerflow.workflow_run').select(['id', 'status', 'current_step']).where('input', '@>', JSON.stringify({ orderId: 'd-slow' }) as never).execute();
+      const rows = await store.db
+        .selectFrom('ledgerflow.workflow_run')
+        .select(['id', 'status', 'current_step'])
+        .where('input', '@>', JSON.stringify({ orderId: 'd-slow' }) as never)
+        .execute();
       return rows[0];
     });
     expect(runId).toMatchObject({ status: 'running', current_step: 0 });
     // Still held by this flight (not given back): the renewals go on through the step.
     await new Promise((resolve) => setTimeout(resolve, 1_500));
-    expect(await store.db.selectFrom('ledgerflow.workflow_run').select(['status', 'fencing_token']).where('id', '=', runId.id).executeTakeFirst()).toEqual({
+    expect(
+      await store.db
+        .selectFrom('ledgerflow.workflow_run')
+        .select(['status', 'fencing_token'])
+        .where('id', '=', runId.id)
+        .executeTakeFirst(),
+    ).toEqual({
       status: 'running',
       fencing_token: 1,
     });
@@ -246,16 +318,26 @@ describeStores('a start whose insert rides on the run’s first commit', (getSto
     const run = await waiting;
     expect(run).toMatchObject({ id: runId.id, status: 'completed' });
     const state = await runState(store, run.id);
-    expect(state.attempts.map((a) => `${a.step_name}#${a.attempt} ${a.status}`)).toEqual(['load#1 succeeded', 'reserve#1 succeeded', 'charge#1 succeeded']);
+    expect(state.attempts.map((a) => `${a.step_name}#${a.attempt} ${a.status}`)).toEqual([
+      'load#1 succeeded',
+      'reserve#1 succeeded',
+      'charge#1 succeeded',
+    ]);
     // One flight drove it throughout: never given back, never lost.
-    expect(log.events.filter((e) => e.type === 'run-claimed' || e.type === 'lease-lost').map((e) => e.type)).toEqual(['run-claimed']);
+    expect(log.events.filter((e) => e.type === 'run-claimed' || e.type === 'lease-lost').map((e) => e.type)).toEqual([
+      'run-claimed',
+    ]);
     expect(log.errors()).toEqual([]);
   });
 
   it('a deadline counts from the start: a first step that outlasts it has the run cancelled at its first commit, nothing written', async () => {
     const store = getStore();
     const log = eventLog();
-    const w = worker(store, { workflows: [handlers(late, new FakePaymentProvider(), { loadMs: 500 })], concurrency: 1, onEvent: log.onEvent });
+    const w = worker(store, {
+      workflows: [handlers(late, new FakePaymentProvider(), { loadMs: 500 })],
+      concurrency: 1,
+      onEvent: log.onEvent,
+    });
     await w.start();
     const run = await createClient({ store, worker: w }).startAndWait(late, { orderId: 'd-late' }, { wait: NO_POLL });
     expect(run.status).toBe('cancelled');
@@ -271,14 +353,27 @@ describeStores('a start whose insert rides on the run’s first commit', (getSto
     const log = eventLog();
     // Both of the worker's inserts fail: the one in the transaction, then the one alone that would record the failure.
     configureFaults({ seed: 3, points: { 'before-start-insert': { probability: 1, actions: ['throw'], times: 2 } } });
-    const w = worker(store, { workflows: [handlers(deferred, payments)], concurrency: 1, pollIntervalMs: 50, onEvent: log.onEvent });
+    const w = worker(store, {
+      workflows: [handlers(deferred, payments)],
+      concurrency: 1,
+      pollIntervalMs: 50,
+      onEvent: log.onEvent,
+    });
     await w.start();
-    const run = await createClient({ store, worker: w }).startAndWait(deferred, { orderId: 'd-given-up' }, { wait: { ...NO_POLL, pollMs: 50, recheckMs: 100 } });
+    const run = await createClient({ store, worker: w }).startAndWait(
+      deferred,
+      { orderId: 'd-given-up' },
+      { wait: { ...NO_POLL, pollMs: 50, recheckMs: 100 } },
+    );
     expect(run.status).toBe('completed');
     expect(log.errors().map((e) => (e.type === 'error' ? e.where : e.type))).toContain('run');
     const state = await runState(store, run.id);
     // Inserted by the start (pending, then claimed): its first claim opened the attempts.
-    expect(state.attempts.map((a) => `${a.step_name}#${a.attempt} ${a.status}`)).toEqual(['load#1 succeeded', 'reserve#1 succeeded', 'charge#1 succeeded']);
+    expect(state.attempts.map((a) => `${a.step_name}#${a.attempt} ${a.status}`)).toEqual([
+      'load#1 succeeded',
+      'reserve#1 succeeded',
+      'charge#1 succeeded',
+    ]);
     expect(await appRows(store, run.id)).toHaveLength(1);
     expect(payments.chargesForKey('charge:d-given-up')).toBe(1);
   });

@@ -94,13 +94,17 @@ describeStores('a worker refuses a definition that drifted from the registered o
     expect((refusal as Error).message).toContain('workflow "drift-first" v1: changed since it was registered');
     // The database itself refuses to change it, whoever asks.
     await expect(
-      sql`UPDATE ledgerflow.workflow_fingerprint SET fingerprint = 'x' WHERE workflow_name = 'drift-first'`.execute(store.db),
+      sql`UPDATE ledgerflow.workflow_fingerprint SET fingerprint = 'x' WHERE workflow_name = 'drift-first'`.execute(
+        store.db,
+      ),
     ).rejects.toThrow(/cannot change: the version is released or has runs/);
   });
 
   it('a draft version re-registers a changed definition while it has no runs, and refuses once it has one', async () => {
     const store = getStore();
-    await sql`UPDATE ledgerflow.workflow_version SET draft_migration = '1000_drift-draft_v1.sql' WHERE workflow_name = 'drift-draft'`.execute(store.db);
+    await sql`UPDATE ledgerflow.workflow_version SET draft_migration = '1000_drift-draft_v1.sql' WHERE workflow_name = 'drift-draft'`.execute(
+      store.db,
+    );
     const first = worker(original('drift-draft'));
     await first.start();
     await first.stop();

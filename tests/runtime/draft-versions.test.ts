@@ -35,7 +35,9 @@ describeStores('draft workflow versions: free to change until they run or are re
 
   it('a new version is a draft: marked in the manifest, its migration and REVIEW.md', async () => {
     expect((await codegen()).code).toBe(0);
-    const manifest = JSON.parse(read('ledgerflow.manifest.json')) as { workflows: { draft?: boolean; migration: string }[] };
+    const manifest = JSON.parse(read('ledgerflow.manifest.json')) as {
+      workflows: { draft?: boolean; migration: string }[];
+    };
     expect(manifest.workflows[0]).toMatchObject({ draft: true, migration: '0002_payout_v1.sql' });
     expect(read('migrations/0002_payout_v1.sql')).toContain("VALUES ('payout', 1, ");
     expect(read('migrations/0002_payout_v1.sql')).toContain("'0002_payout_v1.sql');");
@@ -66,7 +68,9 @@ describeStores('draft workflow versions: free to change until they run or are re
       (error: unknown) => error,
     );
     expect(refusal).toBeInstanceOf(MigrationError);
-    expect((refusal as Error).message).toContain('draft workflow "payout" v1 changed, but it has runs in this database');
+    expect((refusal as Error).message).toContain(
+      'draft workflow "payout" v1 changed, but it has runs in this database',
+    );
     expect((refusal as Error).message).toContain('declare the change as a new version');
     project.write('src/payout.workflow.ts', changedKey);
     expect((await codegen()).code).toBe(0);
@@ -75,7 +79,9 @@ describeStores('draft workflow versions: free to change until they run or are re
   it('--release makes it final: the manifest and migration lose the draft form, and from then on a change is LF007', async () => {
     const released = await codegen('--release', 'payout@1');
     expect(released.code).toBe(0);
-    expect(released.stderr).toContain('released workflow "payout" v1: from now on a change to it needs a new version (LF007)');
+    expect(released.stderr).toContain(
+      'released workflow "payout" v1: from now on a change to it needs a new version (LF007)',
+    );
     expect(read('ledgerflow.manifest.json')).not.toContain('"draft"');
     expect(read('migrations/0002_payout_v1.sql')).not.toContain('draft_migration');
     expect(read('REVIEW.md')).toContain('Status: released');
@@ -88,7 +94,11 @@ describeStores('draft workflow versions: free to change until they run or are re
     project.write('src/payout.workflow.ts', changedOnceReleased);
     const refused = await codegen('--check');
     expect(refused.code).toBe(1);
-    expect(refused.stdout).toContain('error LF007: workflow "payout" v1 changed since it was generated: the key of step "transfer" changed');
-    expect((await codegen('--release', 'nope@1')).stderr).toContain('--release nope@1: workflow "nope" v1 is not declared');
+    expect(refused.stdout).toContain(
+      'error LF007: workflow "payout" v1 changed since it was generated: the key of step "transfer" changed',
+    );
+    expect((await codegen('--release', 'nope@1')).stderr).toContain(
+      '--release nope@1: workflow "nope" v1 is not declared',
+    );
   });
 });

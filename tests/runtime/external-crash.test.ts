@@ -28,7 +28,10 @@ describe('external step crash window: worker process SIGKILLed after perform [pg
     await store.close();
   });
 
-  const killAfterPerform: FaultSpec = { seed: 20_261_129, points: { 'after-perform': { probability: 1, actions: ['kill'], times: 1 } } };
+  const killAfterPerform: FaultSpec = {
+    seed: 20_261_129,
+    points: { 'after-perform': { probability: 1, actions: ['kill'], times: 1 } },
+  };
 
   it.each([
     ['charge', 'a provider that dedupes by key: the restarted worker performs again with the same key'],
@@ -43,12 +46,21 @@ describe('external step crash window: worker process SIGKILLed after perform [pg
       ),
     );
     // Concurrency 1 in the crashing process: exactly one run is between perform and its result commit.
-    const env = { DATABASE_URL: store.url!, FAKES_URL: server.url, CRASH_WORKFLOW: which, LEASE_MS: String(LEASE_MS), CONCURRENCY: '1' };
+    const env = {
+      DATABASE_URL: store.url!,
+      FAKES_URL: server.url,
+      CRASH_WORKFLOW: which,
+      LEASE_MS: String(LEASE_MS),
+      CONCURRENCY: '1',
+    };
     const applied = (orderId: string): number =>
       which === 'charge' ? payments.chargesForKey(`charge:${orderId}`) : email.sentForReference(`receipt:${orderId}`);
 
     const crashed = await runWorkerProcess({ ...env, [FAULTS_ENV]: JSON.stringify(killAfterPerform) });
-    const firing = crashed.stderr.split('\n').map(parseFaultLogLine).find((f) => f !== undefined);
+    const firing = crashed.stderr
+      .split('\n')
+      .map(parseFaultLogLine)
+      .find((f) => f !== undefined);
     expect(crashed.signal, `worker exited ${crashed.code}\n${crashed.stderr}`).toBe('SIGKILL');
     expect(firing).toEqual({ point: 'after-perform', action: 'kill', seed: killAfterPerform.seed, firing: 1 });
 

@@ -22,7 +22,13 @@ describeStores('fan-out interrupted between batches', (getStore) => {
     // 20 items, at most 3 per commit (and 3 unfinished at once): the first 2 attempts each die after a batch.
     configureFaults({ seed: 11, points: { 'after-child-batch': { probability: 1, actions: ['throw'], times: 2 } } });
     const { runId } = await client.start(fanOut, { id: 'crash-1', count: 20, failAt: -1 });
-    const worker = createWorker({ store: getStore(), workflows: waitHandlers(), pollIntervalMs: 20, reconcileIntervalMs: 0, childrenPerCommit: 3 });
+    const worker = createWorker({
+      store: getStore(),
+      workflows: waitHandlers(),
+      pollIntervalMs: 20,
+      reconcileIntervalMs: 0,
+      childrenPerCommit: 3,
+    });
     try {
       await worker.drain({ timeoutMs: 60_000 });
     } finally {
@@ -36,6 +42,8 @@ describeStores('fan-out interrupted between batches', (getStore) => {
       SELECT parent_index, count(*)::int AS n FROM ledgerflow.workflow_run
        WHERE parent_run_id = ${runId} GROUP BY parent_index ORDER BY parent_index`.execute(getStore().db);
     expect(rows).toEqual(Array.from({ length: 20 }, (_, i) => ({ parent_index: i, n: 1 })));
-    expect((run.output as { double: Array<{ value: number }> }).double.map((r) => r.value)).toEqual(Array.from({ length: 20 }, (_, i) => 2 * (i + 1)));
+    expect((run.output as { double: Array<{ value: number }> }).double.map((r) => r.value)).toEqual(
+      Array.from({ length: 20 }, (_, i) => 2 * (i + 1)),
+    );
   });
 });

@@ -33,7 +33,7 @@ describe('FlightAbort', () => {
     expect(heard).toEqual([]);
   });
 
-  it("gives handlers a real AbortSignal, made on first read: aborted with it, or already aborted with its reason", () => {
+  it('gives handlers a real AbortSignal, made on first read: aborted with it, or already aborted with its reason', () => {
     const before = new FlightAbort();
     const signal = before.signal;
     expect(signal).toBeInstanceOf(AbortSignal);

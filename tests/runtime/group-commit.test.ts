@@ -51,21 +51,36 @@ describeStores('group commit', (getStore) => {
     const step = grouped.steps[0]!;
     const i = (run.input as { i: number }).i;
     return {
-      lease: { runId: run.id, fencingToken: options.fencingToken ?? run.fencingToken, workerId: WORKER, leaseMs: 30_000 },
+      lease: {
+        runId: run.id,
+        fencingToken: options.fencingToken ?? run.fencingToken,
+        workerId: WORKER,
+        leaseMs: 30_000,
+      },
       workflowName: grouped.name,
       workflowVersion: grouped.version,
       step,
       attempt: run.attempt!,
       resultAttempt: run.attempt!,
       output: { debited: i * 10 },
-      effect: options.effect ?? { key: `debit:${i}`, mode: 'insert-recorded', attempt: run.attempt!, requestHash: `hash-${i}` },
+      effect: options.effect ?? {
+        key: `debit:${i}`,
+        mode: 'insert-recorded',
+        attempt: run.attempt!,
+        requestHash: `hash-${i}`,
+      },
       continuation: { kind: 'hold', nextStep: 'notify' },
     };
   }
 
   async function expectAdvanced(run: LeasedRun): Promise<void> {
     const { run: row, attempts, effects, results } = await runState(getStore(), run.id);
-    expect(row).toMatchObject({ status: 'running', current_step: 1, lease_owner: WORKER, fencing_token: run.fencingToken });
+    expect(row).toMatchObject({
+      status: 'running',
+      current_step: 1,
+      lease_owner: WORKER,
+      fencing_token: run.fencingToken,
+    });
     expect(attempts.map((a) => [a.step_name, a.attempt, a.status])).toEqual([
       ['debit', 1, 'succeeded'],
       ['notify', 1, 'running'],
@@ -84,7 +99,11 @@ describeStores('group commit', (getStore) => {
 
   it('commits every fenced run of a group and reports the lease lost only for the run whose token is stale', async () => {
     const [a, zombie, c] = await claimed(3);
-    const results = await advanceRuns(getStore().db, [debitCommit(a!), debitCommit(zombie!, { fencingToken: zombie!.fencingToken - 1 }), debitCommit(c!)]);
+    const results = await advanceRuns(getStore().db, [
+      debitCommit(a!),
+      debitCommit(zombie!, { fencingToken: zombie!.fencingToken - 1 }),
+      debitCommit(c!),
+    ]);
     expect(results).toEqual([
       { fenced: true, nextAttempt: 1, claimed: undefined, effectExists: false, overdue: false },
       { fenced: false, nextAttempt: null, claimed: undefined, effectExists: false, overdue: false },
@@ -163,8 +182,15 @@ describeStores('group commit', (getStore) => {
         adopt: (taken) => adopted.push(taken),
       },
     });
-    const complete = (run: LeasedRun): AdvanceParams => ({ ...debitCommit(run), continuation: { kind: 'complete', runOutput: { done: true } } });
-    const results = await Promise.all([queue.advance(debitCommit(runs[0]!)), queue.advance(complete(runs[1]!)), queue.advance(complete(runs[2]!))]);
+    const complete = (run: LeasedRun): AdvanceParams => ({
+      ...debitCommit(run),
+      continuation: { kind: 'complete', runOutput: { done: true } },
+    });
+    const results = await Promise.all([
+      queue.advance(debitCommit(runs[0]!)),
+      queue.advance(complete(runs[1]!)),
+      queue.advance(complete(runs[2]!)),
+    ]);
     // The lone first commit asks for nothing; the group of two completions claims for both slots.
     expect(asked).toEqual([2]);
     expect(adopted.map((taken) => taken?.map((r) => r.id).sort())).toEqual([[...waiting].sort()]);
@@ -173,8 +199,14 @@ describeStores('group commit', (getStore) => {
       [true, undefined],
       [true, undefined],
     ]);
-    for (const run of runs.slice(1)) expect((await runState(store, run.id)).run).toMatchObject({ status: 'completed', output: { done: true } });
-    for (const id of waiting) expect((await runState(store, id)).run).toMatchObject({ status: 'running', lease_owner: WORKER, fencing_token: 1 });
+    for (const run of runs.slice(1))
+      expect((await runState(store, run.id)).run).toMatchObject({ status: 'completed', output: { done: true } });
+    for (const id of waiting)
+      expect((await runState(store, id)).run).toMatchObject({
+        status: 'running',
+        lease_owner: WORKER,
+        fencing_token: 1,
+      });
   });
 
   it('never puts two commits of one run, or two fused claims, in one statement', async () => {
@@ -185,7 +217,9 @@ describeStores('group commit', (getStore) => {
       continuation: { kind: 'complete', runOutput: {}, claimNext },
     });
     expect(() => advanceRunsStatement([debitCommit(a!), debitCommit(a!)])).toThrow(/two commits in one group/);
-    expect(() => advanceRunsStatement([complete(a!), complete(b!)])).toThrow(/at most one commit of a group may carry a fused claim/);
+    expect(() => advanceRunsStatement([complete(a!), complete(b!)])).toThrow(
+      /at most one commit of a group may carry a fused claim/,
+    );
     await expectUntouched(a!);
     await expectUntouched(b!);
   });
@@ -201,7 +235,15 @@ describeStores('group commit', (getStore) => {
       const ids: string[] = [];
       for (let i = first; i < first + 24; i++) ids.push(await startTestRun(store, grouped, { i }));
       const log = eventLog();
-      const worker = createWorker({ store: spied, workflows: [registration], concurrency: 8, workerId: WORKER, reconcileIntervalMs: 0, groupCommit, onEvent: log.onEvent });
+      const worker = createWorker({
+        store: spied,
+        workflows: [registration],
+        concurrency: 8,
+        workerId: WORKER,
+        reconcileIntervalMs: 0,
+        groupCommit,
+        onEvent: log.onEvent,
+      });
       await worker.drain();
       await worker.stop();
       expect(log.errors()).toEqual([]);
@@ -211,8 +253,21 @@ describeStores('group commit', (getStore) => {
         rows.push({
           run: [run.status, run.current_step, run.output, run.fencing_token, run.lease_owner],
           attempts: attempts.map((x) => [x.step_name, x.attempt, x.status, x.fencing_token, x.worker_id]),
-          effects: effects.map((x) => [x.step_name, x.idempotency_key.replace(/\d+$/, ''), x.status, x.kind, x.attempt, x.fencing_token]),
-          results: results.map((x) => [x.step_name, x.kind, x.attempt, x.effect_status, x.idempotency_key?.replace(/\d+$/, '') ?? null]),
+          effects: effects.map((x) => [
+            x.step_name,
+            x.idempotency_key.replace(/\d+$/, ''),
+            x.status,
+            x.kind,
+            x.attempt,
+            x.fencing_token,
+          ]),
+          results: results.map((x) => [
+            x.step_name,
+            x.kind,
+            x.attempt,
+            x.effect_status,
+            x.idempotency_key?.replace(/\d+$/, '') ?? null,
+          ]),
         });
       }
       return { rows, groups: groups.n };
@@ -222,9 +277,12 @@ describeStores('group commit', (getStore) => {
     expect(alone.groups).toBe(0);
     expect(together.groups).toBeGreaterThan(0);
     // Outputs depend on the input; everything else is the same run for run.
-    const normalize = (rows: unknown[]) => rows.map((r) => JSON.parse(JSON.stringify(r).replace(/"(debited)":\d+/g, '"$1":0')) as unknown);
+    const normalize = (rows: unknown[]) =>
+      rows.map((r) => JSON.parse(JSON.stringify(r).replace(/"(debited)":\d+/g, '"$1":0')) as unknown);
     expect(normalize(together.rows)).toEqual(normalize(alone.rows));
-    expect(together.rows[0]).toMatchObject({ run: ['completed', 2, { debit: { debited: 20_000 }, notify: { sent: true } }, 1, null] });
+    expect(together.rows[0]).toMatchObject({
+      run: ['completed', 2, { debit: { debited: 20_000 }, notify: { sent: true } }, 1, null],
+    });
   });
 });
 
@@ -233,7 +291,8 @@ function countGroups(counter: { n: number }): KyselyPlugin {
   // The statement may be wrapped (prepared() puts its mark in front): look into nested raw nodes.
   const isGroup = (node: OperationNode): boolean =>
     node.kind === 'RawNode' &&
-    ((node as RawNode).sqlFragments.some((fragment) => fragment.includes('jsonb_to_recordset')) || (node as RawNode).parameters.some(isGroup));
+    ((node as RawNode).sqlFragments.some((fragment) => fragment.includes('jsonb_to_recordset')) ||
+      (node as RawNode).parameters.some(isGroup));
   return {
     transformQuery({ node }) {
       if (isGroup(node)) counter.n += 1;
@@ -247,6 +306,8 @@ describe('CommitQueue options', () => {
   it('refuses a group size or an in-flight limit below 1, saying which', () => {
     const db = undefined as never;
     expect(() => new CommitQueue(db, { maxGroup: 0 })).toThrow('CommitQueue: maxGroup must be an integer >= 1 (got 0)');
-    expect(() => new CommitQueue(db, { maxInFlight: 1.5 })).toThrow('CommitQueue: maxInFlight must be an integer >= 1 (got 1.5)');
+    expect(() => new CommitQueue(db, { maxInFlight: 1.5 })).toThrow(
+      'CommitQueue: maxInFlight must be an integer >= 1 (got 1.5)',
+    );
   });
 });

@@ -20,7 +20,7 @@ const slow = workflow('wt-late-signal', { version: 1, input: z.object({ id: z.st
 describeStores('ctx.signal read late', (getStore) => {
   beforeAll(() => migrateForTest(getStore(), [slow]).then(() => undefined));
 
-  it('is aborted with the time limit\'s error when first read after the step\'s time ran out', async () => {
+  it("is aborted with the time limit's error when first read after the step's time ran out", async () => {
     const store = getStore();
     const seen: { early?: boolean; aborted?: boolean; reason?: unknown } = {};
     let done!: () => void;
@@ -44,7 +44,10 @@ describeStores('ctx.signal read late', (getStore) => {
     await handlerDone;
     await worker.stop();
     expect(seen.aborted).toBe(true);
-    expect(seen.reason).toMatchObject({ name: 'HandlerTimeoutError', message: expect.stringContaining('did not finish within 150 ms') });
+    expect(seen.reason).toMatchObject({
+      name: 'HandlerTimeoutError',
+      message: expect.stringContaining('did not finish within 150 ms'),
+    });
     expect((await runState(store, runId)).run.status).toBe('failed');
   });
 

@@ -1,7 +1,15 @@
 import { afterEach, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
 import { shapeHash, workflow } from 'ledgerflow/dsl';
-import { bindHandlers, createWorker, found, notFound, type Worker, type WorkerOptions, type WorkflowRegistration } from 'ledgerflow/runtime';
+import {
+  bindHandlers,
+  createWorker,
+  found,
+  notFound,
+  type Worker,
+  type WorkerOptions,
+  type WorkflowRegistration,
+} from 'ledgerflow/runtime';
 import { configureFaults } from 'ledgerflow/testing';
 import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
 import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
@@ -95,7 +103,13 @@ function handlers(
 describeStores('an external step whose intent the previous commit wrote', (getStore) => {
   const workers: Worker[] = [];
   const worker = (options: Omit<WorkerOptions, 'store'>): Worker => {
-    const w = createWorker({ store: getStore(), pollIntervalMs: 20, leaseMs: LEASE_MS, reconcileIntervalMs: 0, ...options });
+    const w = createWorker({
+      store: getStore(),
+      pollIntervalMs: 20,
+      leaseMs: LEASE_MS,
+      reconcileIntervalMs: 0,
+      ...options,
+    });
     workers.push(w);
     return w;
   };
@@ -110,7 +124,10 @@ describeStores('an external step whose intent the previous commit wrote', (getSt
     const payments = new FakePaymentProvider();
     const email = new FakeEmailProvider();
     // The worker "dies" between the intent and perform: it hangs there and is stopped abruptly.
-    configureFaults({ seed: 5, points: { 'after-intent-commit': { probability: 1, actions: ['hang'], hangMs: 1_500, times: 1 } } });
+    configureFaults({
+      seed: 5,
+      points: { 'after-intent-commit': { probability: 1, actions: ['hang'], hangMs: 1_500, times: 1 } },
+    });
     const runId = await startTestRun(store, ahead, { orderId: 'ia-crash', email: 'a@example.com' });
     const log = eventLog();
     const first = worker({ workflows: [handlers(ahead, payments, email)], onEvent: log.onEvent });
@@ -146,7 +163,11 @@ describeStores('an external step whose intent the previous commit wrote', (getSt
     await worker({ workflows: [handlers(ahead, payments, email)] }).drain();
     const { run, effects } = await runState(store, runId);
     expect(run.status).toBe('completed');
-    expect(effects.map((e) => `${e.step_name}:${e.status}`).sort()).toEqual(['charge:recorded', 'receipt:recorded', 'reserve:recorded']);
+    expect(effects.map((e) => `${e.step_name}:${e.status}`).sort()).toEqual([
+      'charge:recorded',
+      'receipt:recorded',
+      'reserve:recorded',
+    ]);
     expect(payments.chargesForKey('charge:ia-crash')).toBe(1);
     expect(email.sentForReference('receipt:ia-crash')).toBe(1);
   }, 20_000);
@@ -161,7 +182,10 @@ describeStores('an external step whose intent the previous commit wrote', (getSt
 
     const { run, attempts, effects } = await runState(store, runId);
     expect(run.status).toBe('completed');
-    expect(attempts.filter((a) => a.step_name === 'charge').map((a) => `${a.attempt}:${a.status}`)).toEqual(['1:failed', '2:succeeded']);
+    expect(attempts.filter((a) => a.step_name === 'charge').map((a) => `${a.attempt}:${a.status}`)).toEqual([
+      '1:failed',
+      '2:succeeded',
+    ]);
     // The re-take matches the request hash: the one the commit before wrote is the step's own.
     expect(effects.find((e) => e.step_name === 'charge')).toMatchObject({
       status: 'recorded',
@@ -180,7 +204,10 @@ describeStores('an external step whose intent the previous commit wrote', (getSt
     const runId = await startTestRun(store, ahead, { orderId: 'ia-receipt', email: 'a@example.com' });
     const log = eventLog();
     // The worker "dies" after sending the receipt, before its answer is recorded.
-    const first = worker({ workflows: [handlers(ahead, payments, email, { receiptStallMs: 400 })], onEvent: log.onEvent });
+    const first = worker({
+      workflows: [handlers(ahead, payments, email, { receiptStallMs: 400 })],
+      onEvent: log.onEvent,
+    });
     await first.start();
     await log.waitFor('step-succeeded', (e) => e.runId === runId && e.step === 'charge');
     while (email.sentForReference('receipt:ia-receipt') === 0) await new Promise((resolve) => setTimeout(resolve, 10));
@@ -197,7 +224,11 @@ describeStores('an external step whose intent the previous commit wrote', (getSt
     await worker({ workflows: [handlers(ahead, payments, email)] }).drain();
     const { run, effects } = await runState(store, runId);
     expect(run.status).toBe('completed');
-    expect(effects.find((e) => e.step_name === 'receipt')).toMatchObject({ status: 'recorded', attempt: 1, resolution: 'found by reconcile in attempt 2' });
+    expect(effects.find((e) => e.step_name === 'receipt')).toMatchObject({
+      status: 'recorded',
+      attempt: 1,
+      resolution: 'found by reconcile in attempt 2',
+    });
     expect(email.sentForReference('receipt:ia-receipt')).toBe(1);
   }, 20_000);
 

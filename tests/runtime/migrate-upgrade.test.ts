@@ -31,7 +31,10 @@ async function migrateAsPreviousRelease(store: Store, migrations: readonly Migra
   for (const migration of migrations) {
     await store.db.transaction().execute(async (trx) => {
       await sql.raw(migration.sql).execute(trx);
-      await trx.insertInto('ledgerflow.schema_migration').values({ name: migration.name, checksum: migration.checksum }).execute();
+      await trx
+        .insertInto('ledgerflow.schema_migration')
+        .values({ name: migration.name, checksum: migration.checksum })
+        .execute();
     });
   }
 }
@@ -72,7 +75,9 @@ describeStores('migrate: upgrading a database of the previous release', (getStor
     for (const n of [1, 2, 3]) {
       const id = randomUUID();
       await sql`INSERT INTO ledgerflow.workflow_run (id, workflow_name, workflow_version, input)
-                VALUES (${id}, ${twoSteps.name}, ${twoSteps.version}, ${JSON.stringify({ n })}::jsonb)`.execute(store.db);
+                VALUES (${id}, ${twoSteps.name}, ${twoSteps.version}, ${JSON.stringify({ n })}::jsonb)`.execute(
+        store.db,
+      );
       runIds.push(id);
     }
     for (const [i, id] of runIds.entries()) {
@@ -80,12 +85,16 @@ describeStores('migrate: upgrading a database of the previous release', (getStor
       await sql`INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, finished_at)
                 VALUES (${id}, 'double', 1, 'succeeded', 1, 'old-worker', now())`.execute(store.db);
       await sql`INSERT INTO ledgerflow.step_result (run_id, workflow_name, workflow_version, step_name, kind, output, attempt)
-                VALUES (${id}, ${twoSteps.name}, ${twoSteps.version}, 'double', 'step', ${JSON.stringify({ value: n * 2 })}::jsonb, 1)`.execute(store.db);
+                VALUES (${id}, ${twoSteps.name}, ${twoSteps.version}, 'double', 'step', ${JSON.stringify({ value: n * 2 })}::jsonb, 1)`.execute(
+        store.db,
+      );
       if (n === 1) {
         await sql`INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, finished_at)
                   VALUES (${id}, 'describe', 1, 'succeeded', 1, 'old-worker', now())`.execute(store.db);
         await sql`INSERT INTO ledgerflow.step_result (run_id, workflow_name, workflow_version, step_name, kind, output, attempt)
-                  VALUES (${id}, ${twoSteps.name}, ${twoSteps.version}, 'describe', 'step', '{"text":"value is 2"}'::jsonb, 1)`.execute(store.db);
+                  VALUES (${id}, ${twoSteps.name}, ${twoSteps.version}, 'describe', 'step', '{"text":"value is 2"}'::jsonb, 1)`.execute(
+          store.db,
+        );
         await sql`UPDATE ledgerflow.workflow_run SET status = 'completed', current_step = 2, fencing_token = 1, finished_at = now(),
                          output = '{"double":{"value":2},"describe":{"text":"value is 2"}}'::jsonb
                    WHERE id = ${id}`.execute(store.db);
@@ -130,7 +139,10 @@ describeStores('migrate: upgrading a database of the previous release', (getStor
       workflows: [
         bindHandlers(
           twoSteps,
-          { double: ({ input }) => ({ value: input.n * 2 }), describe: ({ steps }) => ({ text: `value is ${steps.double.value}` }) },
+          {
+            double: ({ input }) => ({ value: input.n * 2 }),
+            describe: ({ steps }) => ({ text: `value is ${steps.double.value}` }),
+          },
           shapeHash(twoSteps),
         ),
       ],
@@ -150,6 +162,8 @@ describeStores('migrate: upgrading a database of the previous release', (getStor
       { text: 'value is 6' },
     ]);
     // The two runs really were interrupted inside their second step.
-    expect(after.filter((r) => r.attempts.some((a) => a.step_name === 'describe' && a.status === 'abandoned'))).toHaveLength(2);
+    expect(
+      after.filter((r) => r.attempts.some((a) => a.step_name === 'describe' && a.status === 'abandoned')),
+    ).toHaveLength(2);
   });
 });

@@ -47,7 +47,10 @@ describeStores('migrate', (getStore) => {
     const files: MigrationFile[] = [
       // Given out of order on purpose: 10 sorts after 9 numerically, not by string.
       { name: '0010_order_b.sql', sql: 'INSERT INTO public.order_log VALUES (2);' },
-      { name: '0009_order_a.sql', sql: 'CREATE TABLE public.order_log (n int);\nINSERT INTO public.order_log VALUES (1);' },
+      {
+        name: '0009_order_a.sql',
+        sql: 'CREATE TABLE public.order_log (n int);\nINSERT INTO public.order_log VALUES (1);',
+      },
     ];
     const first = await migrate(store, { sources: [files] });
     expect(first).toEqual({
@@ -93,7 +96,9 @@ describeStores('migrate', (getStore) => {
 
   it('treats CRLF line endings as the same file', async () => {
     const store = getStore();
-    await migrate(store, { sources: [[{ name: '0030_crlf.sql', sql: 'CREATE TABLE public.crlf_t (a int);\nSELECT 1;' }]] });
+    await migrate(store, {
+      sources: [[{ name: '0030_crlf.sql', sql: 'CREATE TABLE public.crlf_t (a int);\nSELECT 1;' }]],
+    });
     const again = await migrate(store, {
       sources: [[{ name: '0030_crlf.sql', sql: 'CREATE TABLE public.crlf_t (a int);\r\nSELECT 1;' }]],
     });
@@ -164,7 +169,9 @@ describeStores('migrate', (getStore) => {
     const result = await migrate(store);
     expect(result.skipped).toEqual(expect.arrayContaining(CORE_NAMES));
     expect(result.superseded).toEqual([]);
-    const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM ledgerflow.workflow_version`.execute(store.db);
+    const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM ledgerflow.workflow_version`.execute(
+      store.db,
+    );
     expect(rows[0]?.n).toBeGreaterThan(0);
   });
 });
@@ -179,7 +186,9 @@ describe('core migrations in the package', () => {
   it('are numbered files under runtime/migrate/core, named core/NNNN_name.sql, 0001 first', () => {
     const core = coreMigrations();
     expect(core[0]).toMatchObject({ name: 'core/0001_core.sql', file: '0001_core.sql', number: 1 });
-    expect(core.every((m) => m.origin === join(CORE_MIGRATIONS_DIR, m.file) && /^core\/\d{4}_/.test(m.name))).toBe(true);
+    expect(core.every((m) => m.origin === join(CORE_MIGRATIONS_DIR, m.file) && /^core\/\d{4}_/.test(m.name))).toBe(
+      true,
+    );
     expect(core.map((m) => m.number)).toEqual([...core.map((m) => m.number)].sort((a, b) => a - b));
     expect(new Set(core.map((m) => m.number)).size, 'two core migrations share a number').toBe(core.length);
   });
@@ -211,7 +220,9 @@ describeStores('migrate: ledgerflow core migrations', (getStore) => {
     // In commit order (each file commits on its own, so its applied_at is its transaction's start):
     // all of the core before the first of the sources. (The three calls' onApplied callbacks may
     // interleave: a call hears of its commit after another call has taken the lock for the next file.)
-    const { rows: committed } = await sql<{ name: string }>`SELECT name FROM ledgerflow.schema_migration ORDER BY applied_at, name`.execute(store.db);
+    const { rows: committed } = await sql<{
+      name: string;
+    }>`SELECT name FROM ledgerflow.schema_migration ORDER BY applied_at, name`.execute(store.db);
     expect(committed.map((r) => r.name)).toEqual([...CORE_NAMES, workflow[0]!.name]);
     expect([...progress].sort()).toEqual([...CORE_NAMES, workflow[0]!.name].sort());
     expect(await recorded(store)).toEqual([
@@ -221,7 +232,14 @@ describeStores('migrate: ledgerflow core migrations', (getStore) => {
     expect(await schemaDrift(store)).toEqual([]);
 
     const again = await migrate(store, { sources: [workflow] });
-    expect(again).toEqual({ applied: [], skipped: [...CORE_NAMES, workflow[0]!.name], adopted: [], superseded: [], unknown: [], replaced: [] });
+    expect(again).toEqual({
+      applied: [],
+      skipped: [...CORE_NAMES, workflow[0]!.name],
+      adopted: [],
+      superseded: [],
+      unknown: [],
+      replaced: [],
+    });
   });
 
   it("recognises the previous release's 0001_core.sql in a source: recorded, never run, never unknown", async () => {
@@ -233,13 +251,27 @@ describeStores('migrate: ledgerflow core migrations', (getStore) => {
       for (const m of workflow) writeFileSync(join(dir, m.name), m.sql);
       // Run on top of the core it would fail (its CREATE TABLEs exist): success shows it was not run.
       const first = await migrate(store, { sources: [dir] });
-      expect(first).toEqual({ applied: [...CORE_NAMES, workflow[0]!.name], skipped: [], adopted: [], superseded: ['0001_core.sql'], unknown: [], replaced: [] });
+      expect(first).toEqual({
+        applied: [...CORE_NAMES, workflow[0]!.name],
+        skipped: [],
+        adopted: [],
+        superseded: ['0001_core.sql'],
+        unknown: [],
+        replaced: [],
+      });
       expect((await recorded(store)).find((r) => r.name === '0001_core.sql')).toEqual({
         name: '0001_core.sql',
         checksum: migrationChecksum(legacyCore().sql),
       });
       const second = await migrate(store, { sources: [dir] });
-      expect(second).toEqual({ applied: [], skipped: [...CORE_NAMES, workflow[0]!.name], adopted: [], superseded: ['0001_core.sql'], unknown: [], replaced: [] });
+      expect(second).toEqual({
+        applied: [],
+        skipped: [...CORE_NAMES, workflow[0]!.name],
+        adopted: [],
+        superseded: ['0001_core.sql'],
+        unknown: [],
+        replaced: [],
+      });
       // Deleting the old file is fine too: its row is known, not reported as unknown.
       rmSync(join(dir, '0001_core.sql'));
       expect((await migrate(store, { sources: [dir] })).unknown).toEqual([]);
@@ -267,7 +299,9 @@ describeStores('migrate: ledgerflow core migrations', (getStore) => {
       const later = { name: '0070_after_core_change.sql', sql: 'CREATE TABLE public.after_core_change (a int);' };
       const error = await rejection(migrate(store, { sources: [[later]] }));
       expect(error).toBeInstanceOf(MigrationError);
-      expect(error.message).toContain(`${name} (ledgerflow's core migration ${join(CORE_MIGRATIONS_DIR, '0001_core.sql')}): applied with checksum 0ld, the file now has ${checksum}`);
+      expect(error.message).toContain(
+        `${name} (ledgerflow's core migration ${join(CORE_MIGRATIONS_DIR, '0001_core.sql')}): applied with checksum 0ld, the file now has ${checksum}`,
+      );
       expect(error.message).toContain('a bug in ledgerflow');
       expect(error.message).not.toContain('git checkout');
       expect(error.message).toMatch(/Nothing was applied\.$/);
@@ -333,7 +367,8 @@ describe('migrate from several processes at once [pg]', () => {
         expect([...result.applied, ...result.skipped].sort()).toEqual(all);
         // Whatever a process applied of the core, it applied before any of the sources'.
         const firstOfSources = result.applied.findIndex((name) => !name.startsWith('core/'));
-        if (firstOfSources >= 0) expect(result.applied.slice(firstOfSources).filter((name) => name.startsWith('core/'))).toEqual([]);
+        if (firstOfSources >= 0)
+          expect(result.applied.slice(firstOfSources).filter((name) => name.startsWith('core/'))).toEqual([]);
       }
     } finally {
       await Promise.all(pools.map((pool) => pool.close()));

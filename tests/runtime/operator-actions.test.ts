@@ -45,7 +45,13 @@ describeStores('operator actions', (getStore) => {
     await Promise.all(workers.splice(0).map((w) => w.stop({ timeoutMs: 200 })));
   });
   const worker = (provider: OperatorProvider): Worker => {
-    const w = createWorker({ store: getStore(), workflows: operatorHandlers(provider), pollIntervalMs: 20, leaseMs: 5_000, reconcileIntervalMs: 0 });
+    const w = createWorker({
+      store: getStore(),
+      workflows: operatorHandlers(provider),
+      pollIntervalMs: 20,
+      leaseMs: 5_000,
+      reconcileIntervalMs: 0,
+    });
     workers.push(w);
     return w;
   };
@@ -68,14 +74,25 @@ describeStores('operator actions', (getStore) => {
     const retried = await client.retryRun(runId, NOTE);
     expect(retried).toEqual({ runId, fromStep: 'ship', previousStatus: 'failed' });
     const pending = await runState(getStore(), runId);
-    expect(pending.run).toMatchObject({ status: 'pending', finished_at: null, error: null, budget_step: 'ship', budget_base: 2 });
+    expect(pending.run).toMatchObject({
+      status: 'pending',
+      finished_at: null,
+      error: null,
+      budget_step: 'ship',
+      budget_base: 2,
+    });
     expect(pending.run.fencing_token).toBe(failed.run.fencing_token + 1);
 
     // One more failure (the third in history, the first of the new budget of two), then success.
     await drain(provider);
     const { run, attempts, effects } = await runState(getStore(), runId);
     expect(run.status).toBe('completed');
-    expect(attempts.filter((a) => a.step_name === 'ship').map((a) => `${a.attempt}:${a.status}`)).toEqual(['1:failed', '2:failed', '3:failed', '4:succeeded']);
+    expect(attempts.filter((a) => a.step_name === 'ship').map((a) => `${a.attempt}:${a.status}`)).toEqual([
+      '1:failed',
+      '2:failed',
+      '3:failed',
+      '4:succeeded',
+    ]);
     expect(provider.performed).toEqual(['op-charge:retry-1']);
     expect(effects).toEqual([expect.objectContaining({ status: 'recorded', attempt: 1 })]);
 
@@ -89,12 +106,16 @@ describeStores('operator actions', (getStore) => {
     const { runId } = await client.start(pay, { id: 'retry-refused' });
     const before = await auditCount();
     await expect(client.retryRun(runId, NOTE)).rejects.toThrow(ConflictError);
-    await expect(client.retryRun(runId, NOTE)).rejects.toThrow(/is pending: only a failed, cancelled or compensation_failed run can be retried/);
+    await expect(client.retryRun(runId, NOTE)).rejects.toThrow(
+      /is pending: only a failed, cancelled or compensation_failed run can be retried/,
+    );
     await drain(operatorProvider());
     await expect(client.retryRun(runId, NOTE)).rejects.toThrow(/is completed/);
     await expect(client.retryRun('00000000-0000-4000-8000-00000000beef', NOTE)).rejects.toThrow(RunNotFoundError);
     await expect(client.retryRun(runId, { actor: '', reason: 'x' })).rejects.toThrow(ValidationError);
-    await expect(client.retryRun(runId, { actor: 'ana', reason: 'x'.repeat(2_001) })).rejects.toThrow(/reason: at most 2000 characters/);
+    await expect(client.retryRun(runId, { actor: 'ana', reason: 'x'.repeat(2_001) })).rejects.toThrow(
+      /reason: at most 2000 characters/,
+    );
     expect((await runState(getStore(), runId)).run.status).toBe('completed');
     expect(await auditCount()).toBe(before);
   });
@@ -119,7 +140,9 @@ describeStores('operator actions', (getStore) => {
     const [child] = await client.listRuns({ parentRunId: runId });
     expect(child).toMatchObject({ status: 'failed', dedupe_key: 'op-pack:parent-1' });
 
-    await expect(client.retryRun(runId, NOTE)).rejects.toThrow(new RegExp(`children that did not complete: ${child!.id} \\(failed\\)`));
+    await expect(client.retryRun(runId, NOTE)).rejects.toThrow(
+      new RegExp(`children that did not complete: ${child!.id} \\(failed\\)`),
+    );
     provider.packBroken = false;
     await client.retryRun(child!.id, NOTE);
     await drain(provider);
@@ -128,10 +151,17 @@ describeStores('operator actions', (getStore) => {
     expect((await runState(getStore(), runId)).run).toMatchObject({ status: 'failed', children_failed: 1 });
 
     await client.retryRun(runId, NOTE);
-    expect((await runState(getStore(), runId)).run).toMatchObject({ status: 'pending', children_open: 0, children_failed: 0 });
+    expect((await runState(getStore(), runId)).run).toMatchObject({
+      status: 'pending',
+      children_open: 0,
+      children_failed: 0,
+    });
     await drain(provider);
     const { run } = await runState(getStore(), runId);
-    expect(run).toMatchObject({ status: 'completed', output: { packed: { packed: 'parent-1' }, report: { packed: 'parent-1' } } });
+    expect(run).toMatchObject({
+      status: 'completed',
+      output: { packed: { packed: 'parent-1' }, report: { packed: 'parent-1' } },
+    });
   });
 
   it('refuses to retry a parent whose child compensated: the child cannot be retried, and the step would fail on it again', async () => {
@@ -141,10 +171,14 @@ describeStores('operator actions', (getStore) => {
     await drain(provider);
     const [child] = await client.listRuns({ parentRunId: runId });
     // As if the child had compensated its effects after failing (what a child with compensations does).
-    await sql`UPDATE ledgerflow.workflow_run SET status = 'compensated', compensation = 'failure' WHERE id = ${child!.id}`.execute(getStore().db);
+    await sql`UPDATE ledgerflow.workflow_run SET status = 'compensated', compensation = 'failure' WHERE id = ${child!.id}`.execute(
+      getStore().db,
+    );
     const before = await auditCount();
     await expect(client.retryRun(runId, NOTE)).rejects.toThrow(
-      new RegExp(`children that did not complete: ${child!.id} \\(compensated\\).*a compensated child has undone its effects and cannot be retried`),
+      new RegExp(
+        `children that did not complete: ${child!.id} \\(compensated\\).*a compensated child has undone its effects and cannot be retried`,
+      ),
     );
     expect((await runState(getStore(), runId)).run.status).toBe('failed');
     expect(await auditCount()).toBe(before);
@@ -167,23 +201,44 @@ describeStores('operator actions', (getStore) => {
   it('resolves a parked intent as found: the output is checked, recorded, and the run completes without calling perform again', async () => {
     const { runId, provider } = await parkedRun('found-1');
     const before = await auditCount();
-    await expect(client.resolveEffect(runId, 'charge', { found: { chargeId: 42 } }, NOTE)).rejects.toThrow(ValidationError);
-    await expect(client.resolveEffect(runId, 'charge', { found: { chargeId: 42 } }, NOTE)).rejects.toThrow(/chargeId: Invalid input: expected string/);
-    await expect(client.resolveEffect(runId, 'refund', { notFound: true }, NOTE)).rejects.toThrow(/has no step "refund"/);
-    await expect(createClient({ store: getStore() }).resolveEffect(runId, 'charge', { notFound: true }, NOTE)).rejects.toThrow(UnknownWorkflowError);
+    await expect(client.resolveEffect(runId, 'charge', { found: { chargeId: 42 } }, NOTE)).rejects.toThrow(
+      ValidationError,
+    );
+    await expect(client.resolveEffect(runId, 'charge', { found: { chargeId: 42 } }, NOTE)).rejects.toThrow(
+      /chargeId: Invalid input: expected string/,
+    );
+    await expect(client.resolveEffect(runId, 'refund', { notFound: true }, NOTE)).rejects.toThrow(
+      /has no step "refund"/,
+    );
+    await expect(
+      createClient({ store: getStore() }).resolveEffect(runId, 'charge', { notFound: true }, NOTE),
+    ).rejects.toThrow(UnknownWorkflowError);
     const untouched = await runState(getStore(), runId);
     expect(untouched.run.status).toBe('needs_reconciliation');
     expect(untouched.effects[0]).toMatchObject({ status: 'intent', resolution: null });
     expect(await auditCount()).toBe(before);
 
     const resolved = await client.resolveEffect(runId, 'charge', { found: { chargeId: 'ch_by_hand' } }, NOTE);
-    expect(resolved).toEqual({ runId, stepName: 'charge', idempotencyKey: 'op-charge:found-1', status: 'recorded', runStatus: 'pending' });
+    expect(resolved).toEqual({
+      runId,
+      stepName: 'charge',
+      idempotencyKey: 'op-charge:found-1',
+      status: 'recorded',
+      runStatus: 'pending',
+    });
     await drain(provider);
     const { run, effects, results } = await runState(getStore(), runId);
     expect(run.status).toBe('completed');
     expect(run.output).toEqual({ charge: { chargeId: 'ch_by_hand' }, ship: { shipped: true } });
-    expect(effects[0]).toMatchObject({ status: 'recorded', resolution: 'operator:found', effect: { chargeId: 'ch_by_hand' } });
-    expect(results.find((r) => r.step_name === 'charge')).toMatchObject({ attempt: 1, output: { chargeId: 'ch_by_hand' } });
+    expect(effects[0]).toMatchObject({
+      status: 'recorded',
+      resolution: 'operator:found',
+      effect: { chargeId: 'ch_by_hand' },
+    });
+    expect(results.find((r) => r.step_name === 'charge')).toMatchObject({
+      attempt: 1,
+      output: { chargeId: 'ch_by_hand' },
+    });
     expect(provider.performed).toEqual([]);
 
     await expect(client.resolveEffect(runId, 'charge', { notFound: true }, NOTE)).rejects.toThrow(
@@ -191,7 +246,11 @@ describeStores('operator actions', (getStore) => {
     );
     const [row] = await client.listAudit({ runId });
     expect(row).toMatchObject({ action: 'resolve-found', target: 'op-charge:found-1', actor: 'ana' });
-    expect(row!.detail).toMatchObject({ previousStatus: 'needs_reconciliation', runStatus: 'pending', output: { chargeId: 'ch_by_hand' } });
+    expect(row!.detail).toMatchObject({
+      previousStatus: 'needs_reconciliation',
+      runStatus: 'pending',
+      output: { chargeId: 'ch_by_hand' },
+    });
     expect(await auditCount()).toBe(before + 1);
   });
 
@@ -209,7 +268,12 @@ describeStores('operator actions', (getStore) => {
     await w.stop();
     expect(waiting.run.run_after.getTime()).toBeGreaterThan(Date.now() + 1_000);
 
-    const resolved = await client.resolveEffect(runId, 'charge', { notFound: true }, { actor: 'cy', reason: 'not in the PSP dashboard' });
+    const resolved = await client.resolveEffect(
+      runId,
+      'charge',
+      { notFound: true },
+      { actor: 'cy', reason: 'not in the PSP dashboard' },
+    );
     expect(resolved).toMatchObject({ status: 'released', runStatus: 'pending' });
     const released = await runState(getStore(), runId);
     expect(released.effects[0]).toMatchObject({ status: 'released', resolution: 'operator:not-found' });
@@ -220,20 +284,25 @@ describeStores('operator actions', (getStore) => {
     const { run, effects } = await runState(getStore(), runId);
     expect(run.status).toBe('completed');
     expect(provider.performed).toEqual(['op-charge:not-found-1', 'op-charge:not-found-1']);
-    expect(effects).toEqual([expect.objectContaining({ idempotency_key: 'op-charge:not-found-1', status: 'recorded', attempt: 2 })]);
+    expect(effects).toEqual([
+      expect.objectContaining({ idempotency_key: 'op-charge:not-found-1', status: 'recorded', attempt: 2 }),
+    ]);
     expect((await client.listAudit({ runId })).map((a) => `${a.actor}:${a.action}`)).toEqual(['cy:resolve-not-found']);
   });
 
   it('not found on a run parked after its attempts were exhausted fails it, as the reconciler would; a retry then performs the same key', async () => {
     const { runId, provider } = await parkedRun('exhausted-1');
-    expect(await client.resolveEffect(runId, 'charge', { notFound: true }, NOTE)).toMatchObject({ status: 'released', runStatus: 'failed' });
+    expect(await client.resolveEffect(runId, 'charge', { notFound: true }, NOTE)).toMatchObject({
+      status: 'released',
+      runStatus: 'failed',
+    });
     await client.retryRun(runId, NOTE);
     await drain(provider);
     expect((await runState(getStore(), runId)).run.status).toBe('completed');
     expect(provider.performed).toEqual(['op-charge:exhausted-1']);
   });
 
-  it('settles a cancelled run\'s intent in the ledger only; its retry reuses the recorded effect', async () => {
+  it("settles a cancelled run's intent in the ledger only; its retry reuses the recorded effect", async () => {
     const { runId, provider } = await parkedRun('cancelled-found');
     await client.cancel(runId);
     const resolved = await client.resolveEffect(runId, 'charge', { found: { chargeId: 'ch_seen' } }, NOTE);
@@ -242,16 +311,23 @@ describeStores('operator actions', (getStore) => {
     await client.retryRun(runId, NOTE);
     await drain(provider);
     const { run } = await runState(getStore(), runId);
-    expect(run).toMatchObject({ status: 'completed', output: { charge: { chargeId: 'ch_seen' }, ship: { shipped: true } } });
+    expect(run).toMatchObject({
+      status: 'completed',
+      output: { charge: { chargeId: 'ch_seen' }, ship: { shipped: true } },
+    });
     expect(provider.performed).toEqual([]);
   });
 
   it('refuses to resolve the intent of a run a worker holds under a live lease, and writes nothing', async () => {
     const { runId } = await parkedRun('leased-1');
     await sql`UPDATE ledgerflow.workflow_run SET status = 'running', lease_owner = 'worker-x',
-                     lease_expires_at = statement_timestamp() + interval '1 hour' WHERE id = ${runId}`.execute(getStore().db);
+                     lease_expires_at = statement_timestamp() + interval '1 hour' WHERE id = ${runId}`.execute(
+      getStore().db,
+    );
     const before = await auditCount();
-    await expect(client.resolveEffect(runId, 'charge', { found: { chargeId: 'ch_x' } }, NOTE)).rejects.toThrow(/live lease/);
+    await expect(client.resolveEffect(runId, 'charge', { found: { chargeId: 'ch_x' } }, NOTE)).rejects.toThrow(
+      /live lease/,
+    );
     expect((await runState(getStore(), runId)).effects[0]!.status).toBe('intent');
     expect(await auditCount()).toBe(before);
     await client.cancel(runId);
@@ -294,14 +370,22 @@ describeStores('operator actions', (getStore) => {
     await expect(client.pauseSchedule('op-nightly', { actor: 'ana', reason: '' })).rejects.toThrow(ValidationError);
     expect((await client.listSchedules()).find((x) => x.name === 'op-nightly')?.paused).toBe(false);
     expect(await auditCount()).toBe(before + 1);
-    expect((await client.listAudit({ limit: 1 }))[0]).toMatchObject({ action: 'pause-schedule', target: 'op-nightly', run_id: null, reason: 'month-end freeze' });
+    expect((await client.listAudit({ limit: 1 }))[0]).toMatchObject({
+      action: 'pause-schedule',
+      target: 'op-nightly',
+      run_id: null,
+      reason: 'month-end freeze',
+    });
   });
 
   it('lists runs by dedupe key, with or without the workflow', async () => {
     const { runId } = await client.start(pay, { id: 'dk-1' }, { dedupeKey: 'order-dk-1' });
     await client.start(payOnce, { id: 'dk-2' }, { dedupeKey: 'order-dk-1' });
     expect((await client.listRuns({ dedupeKey: 'order-dk-1', workflow: 'op-pay' })).map((r) => r.id)).toEqual([runId]);
-    expect((await client.listRuns({ dedupeKey: 'order-dk-1' })).map((r) => r.workflow_name).sort()).toEqual(['op-pay', 'op-pay-once']);
+    expect((await client.listRuns({ dedupeKey: 'order-dk-1' })).map((r) => r.workflow_name).sort()).toEqual([
+      'op-pay',
+      'op-pay-once',
+    ]);
     expect(await client.listRuns({ dedupeKey: 'no-such-key' })).toEqual([]);
     await Promise.all((await client.listRuns({ dedupeKey: 'order-dk-1' })).map((r) => client.cancel(r.id)));
   });

@@ -40,7 +40,9 @@ const noRetry = { maxAttempts: 3, initialDelayMs: 10, maxDelayMs: 20, backoffFac
 const blob = workflow('lim-blob', { version: 1, input: z.object({ blob: z.string() }) }).step('measure', {
   output: z.object({ length: z.number() }),
 });
-const tree = workflow('lim-tree', { version: 1, input: z.object({ tree: z.unknown() }) }).step('noop', { output: z.object({}) });
+const tree = workflow('lim-tree', { version: 1, input: z.object({ tree: z.unknown() }) }).step('noop', {
+  output: z.object({}),
+});
 const bigOutput = workflow('lim-big-output', { version: 1, input: z.object({ bytes: z.number() }) }).step('make', {
   output: z.object({ blob: z.string() }),
   retry: noRetry,
@@ -92,7 +94,14 @@ function nested(depth: number): unknown {
 /** The rows a start or a send writes (the worker, meanwhile, writes attempts of earlier runs). */
 async function rowCounts(store: TestStore): Promise<{ runs: number; events: number }> {
   const count = async (table: 'ledgerflow.workflow_run' | 'ledgerflow.event') =>
-    Number((await store.db.selectFrom(table).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
+    Number(
+      (
+        await store.db
+          .selectFrom(table)
+          .select((eb) => eb.fn.countAll<number>().as('n'))
+          .executeTakeFirstOrThrow()
+      ).n,
+    );
   return { runs: await count('ledgerflow.workflow_run'), events: await count('ledgerflow.event') };
 }
 
@@ -149,7 +158,9 @@ describeStores('payload limits', (getStore) => {
     const before = await rowCounts(getStore());
     const error = await client.sendEvent(note, 'k-1', { text: 'z'.repeat(2_000_000) }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(PayloadTooLargeError);
-    expect((error as Error).message).toContain('The event payload of event "lim.note" is 2000011 bytes of JSON; the limit is 1048576');
+    expect((error as Error).message).toContain(
+      'The event payload of event "lim.note" is 2000011 bytes of JSON; the limit is 1048576',
+    );
     expect((error as Error).message).toContain('ledgerflow limits set --max-event-payload-bytes <bytes>');
     expect(await rowCounts(getStore())).toEqual(before);
     const sent = await client.sendEvent(note, 'k-1', { text: 'fits' });
@@ -211,12 +222,20 @@ describeStores('payload limits', (getStore) => {
       expect(parked.effects.map((e) => e.status)).toEqual(['intent']);
 
       // The reconciler asks again and gets the same answer: parked as the worker left it, nothing recorded.
-      const report = await runReconcilePass({ store, workflows: handlers(), now: new Date(Date.now() + 3_600_000), leaseMs: 5_000 });
+      const report = await runReconcilePass({
+        store,
+        workflows: handlers(),
+        now: new Date(Date.now() + 3_600_000),
+        leaseMs: 5_000,
+      });
       expect(report).toMatchObject({ examined: 1, recorded: 0, parked: 1 });
       expect(report.items[0]!.detail).toContain('is 1100011 bytes of JSON; the limit is 1048576');
       const after = await runState(store, runId);
       expect(after.run.status).toBe('needs_reconciliation');
-      expect(after.run.error).toMatchObject({ name: 'NeedsReconciliation', message: expect.stringContaining('the limit is 1048576') });
+      expect(after.run.error).toMatchObject({
+        name: 'NeedsReconciliation',
+        message: expect.stringContaining('the limit is 1048576'),
+      });
       expect(after.effects.map((e) => e.status)).toEqual(['intent']);
       expect(after.results).toEqual([]);
 
@@ -230,7 +249,9 @@ describeStores('payload limits', (getStore) => {
       );
       expect((await client.listAudit({ runId })).length).toBe(audits);
       expect((await runState(store, runId)).effects.map((e) => e.status)).toEqual(['intent']);
-      await expect(client.resolveEffect(runId, 'fetch', { found: { blob: 42 } }, NOTE)).rejects.toThrow(ValidationError);
+      await expect(client.resolveEffect(runId, 'fetch', { found: { blob: 42 } }, NOTE)).rejects.toThrow(
+        ValidationError,
+      );
 
       await client.resolveEffect(runId, 'fetch', { found: { blob: 'sent' } }, NOTE);
       const done = await client.getRun((await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 })).id);
@@ -247,13 +268,21 @@ describeStores('payload limits', (getStore) => {
     let runId: string;
     try {
       runId = (await client.start(bigFound, { id: 'f-2' })).runId;
-      await waitUntil('the run parks', async () => (await runState(store, runId)).run.status === 'needs_reconciliation');
+      await waitUntil(
+        'the run parks',
+        async () => (await runState(store, runId)).run.status === 'needs_reconciliation',
+      );
     } finally {
       configureFaults(undefined);
     }
     expect(await client.cancel(runId)).toBe(true);
     lookup.answer = 'oversize';
-    const report = await runReconcilePass({ store, workflows: handlers(), now: new Date(Date.now() + 3_600_000), leaseMs: 5_000 });
+    const report = await runReconcilePass({
+      store,
+      workflows: handlers(),
+      now: new Date(Date.now() + 3_600_000),
+      leaseMs: 5_000,
+    });
     expect(report).toMatchObject({ examined: 1, recorded: 0, deferred: 1 });
     expect(report.items[0]!.detail).toContain('the limit is 1048576');
     const state = await runState(store, runId);
@@ -286,12 +315,17 @@ describeStores('payload limits', (getStore) => {
     try {
       await setPayloadLimits(store.db, { maxInputBytes: 256, maxEventPayloadBytes: 128 });
       const fresh = createClient({ store, workflows: WORKFLOWS });
-      await expect(fresh.start(blob, { blob: 'b'.repeat(300) })).rejects.toThrow(/is 311 bytes of JSON; the limit is 256 \(ledgerflow limits set --max-input-bytes/);
+      await expect(fresh.start(blob, { blob: 'b'.repeat(300) })).rejects.toThrow(
+        /is 311 bytes of JSON; the limit is 256 \(ledgerflow limits set --max-input-bytes/,
+      );
       await expect(fresh.sendEvent(note, 'k-2', { text: 't'.repeat(200) })).rejects.toThrow(PayloadTooLargeError);
       const { runId } = await fresh.start(blob, { blob: 'b'.repeat(200) });
       expect((await fresh.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 })).status).toBe('completed');
     } finally {
-      await setPayloadLimits(store.db, { maxInputBytes: DEFAULT_PAYLOAD_LIMITS.maxInputBytes, maxEventPayloadBytes: DEFAULT_PAYLOAD_LIMITS.maxEventPayloadBytes });
+      await setPayloadLimits(store.db, {
+        maxInputBytes: DEFAULT_PAYLOAD_LIMITS.maxInputBytes,
+        maxEventPayloadBytes: DEFAULT_PAYLOAD_LIMITS.maxEventPayloadBytes,
+      });
     }
   });
 

@@ -19,14 +19,22 @@ describe('a PostgreSQL store on a multi-host URL', () => {
   let database: string;
   const stores: Store[] = [];
   const open = (query = '', maxConnections = 2): Store => {
-    const store = createPgStore({ connectionString: `postgres://postgres@127.0.0.1:1,${url.host}/${database}${query}`, maxConnections });
+    const store = createPgStore({
+      connectionString: `postgres://postgres@127.0.0.1:1,${url.host}/${database}${query}`,
+      maxConnections,
+    });
     stores.push(store);
     return store;
   };
   const setReadOnly = async (on: boolean): Promise<void> => {
-    await sql.raw(`ALTER DATABASE ${database} ${on ? 'SET default_transaction_read_only = on' : 'RESET default_transaction_read_only'}`).execute(base.db);
+    await sql
+      .raw(
+        `ALTER DATABASE ${database} ${on ? 'SET default_transaction_read_only = on' : 'RESET default_transaction_read_only'}`,
+      )
+      .execute(base.db);
   };
-  const pid = async (store: Store): Promise<number> => (await sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`.execute(store.db)).rows[0]!.pid;
+  const pid = async (store: Store): Promise<number> =>
+    (await sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`.execute(store.db)).rows[0]!.pid;
 
   beforeAll(async () => {
     base = await createPgTestStore();
@@ -62,12 +70,17 @@ describe('a PostgreSQL store on a multi-host URL', () => {
       const store = open();
       const error = await sql`SELECT 1`.execute(store.db).catch((e: unknown) => e as Error);
       expect(error).toMatchObject({ name: 'NoWritableHostError', code: 'ENOWRITABLEHOST' });
-      expect((error as Error).message).toMatch(/127\.0\.0\.1:1 did not answer .*; 127\.0\.0\.1:\d+ is read-only \(default_transaction_read_only is on\)/);
+      expect((error as Error).message).toMatch(
+        /127\.0\.0\.1:1 did not answer .*; 127\.0\.0\.1:\d+ is read-only \(default_transaction_read_only is on\)/,
+      );
       // The worker treats it as the database being unreachable: it waits and retries.
       expect(isConnectionError(error)).toBe(true);
       // target_session_attrs=any takes the first host that answers, read-only or not.
       const any = open('?target_session_attrs=any');
-      expect((await sql<{ transaction_read_only: string }>`SHOW transaction_read_only`.execute(any.db)).rows[0]!.transaction_read_only).toBe('on');
+      expect(
+        (await sql<{ transaction_read_only: string }>`SHOW transaction_read_only`.execute(any.db)).rows[0]!
+          .transaction_read_only,
+      ).toBe('on');
     } finally {
       await setReadOnly(false);
     }
@@ -83,7 +96,9 @@ describe('a PostgreSQL store on a multi-host URL', () => {
     try {
       await sql`SET default_transaction_read_only = on`.execute(store.db);
       // The host is forgotten with it: the next connection probes every host, and none accepts writes.
-      expect(await sql`SELECT 1`.execute(store.db).catch((e: unknown) => e)).toMatchObject({ name: 'NoWritableHostError' });
+      expect(await sql`SELECT 1`.execute(store.db).catch((e: unknown) => e)).toMatchObject({
+        name: 'NoWritableHostError',
+      });
     } finally {
       await setReadOnly(false);
     }
@@ -104,9 +119,13 @@ describe('a PostgreSQL store on a multi-host URL', () => {
     await setReadOnly(true);
     try {
       // The new connection goes to the remembered host, finds it read-only and forgets it …
-      expect(await sql`SELECT 1`.execute(store.db).catch((e: unknown) => e)).toMatchObject({ name: 'ReadOnlyHostError' });
+      expect(await sql`SELECT 1`.execute(store.db).catch((e: unknown) => e)).toMatchObject({
+        name: 'ReadOnlyHostError',
+      });
       // … so the next one probes every host.
-      expect(await sql`SELECT 1`.execute(store.db).catch((e: unknown) => e)).toMatchObject({ name: 'NoWritableHostError' });
+      expect(await sql`SELECT 1`.execute(store.db).catch((e: unknown) => e)).toMatchObject({
+        name: 'NoWritableHostError',
+      });
     } finally {
       await setReadOnly(false);
     }
@@ -139,13 +158,21 @@ describe('a PostgreSQL store on a multi-host URL', () => {
   it('gives up on a host that accepts TCP and then says nothing after connect_timeout, with a connection error', async () => {
     const silent = await startSilentHost();
     try {
-      const store = createPgStore({ connectionString: `postgres://postgres@127.0.0.1:${silent.port}/${database}?connect_timeout=2`, maxConnections: 1 });
+      const store = createPgStore({
+        connectionString: `postgres://postgres@127.0.0.1:${silent.port}/${database}?connect_timeout=2`,
+        maxConnections: 1,
+      });
       stores.push(store);
       const started = Date.now();
-      const error = await sql`SELECT 1`.execute(store.db).then(() => undefined, (e: unknown) => e);
+      const error = await sql`SELECT 1`.execute(store.db).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(error).toBeInstanceOf(ConnectTimeoutError);
       expect(isConnectionError(error)).toBe(true);
-      expect((error as Error).message).toBe(`connecting to 127.0.0.1:${silent.port} took longer than 2000 ms (connect_timeout); the host is treated as unreachable`);
+      expect((error as Error).message).toBe(
+        `connecting to 127.0.0.1:${silent.port} took longer than 2000 ms (connect_timeout); the host is treated as unreachable`,
+      );
       // Gave up at the limit, not at the operating system's TCP timeout (minutes).
       expect(Date.now() - started).toBeLessThan(15_000);
     } finally {
@@ -192,7 +219,9 @@ describe('a PostgreSQL store on a multi-host URL', () => {
  * closed port. `forwarded()` lists the relay's own ports towards the server (what the server sees
  * as the client port), to tell which connections went through it.
  */
-async function startSilentHost(upstreamPort?: number): Promise<{ port: number; freeze(): void; forwarded(): number[]; close(): Promise<void> }> {
+async function startSilentHost(
+  upstreamPort?: number,
+): Promise<{ port: number; freeze(): void; forwarded(): number[]; close(): Promise<void> }> {
   const sockets = new Set<Socket>();
   const forwarded: number[] = [];
   let frozen = upstreamPort === undefined;

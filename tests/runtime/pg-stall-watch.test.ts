@@ -33,7 +33,8 @@ describe('statements on a connection whose host went silent [pg]', () => {
     relays.push(r);
     return r;
   };
-  const pid = async (store: Store): Promise<number> => (await sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`.execute(store.db)).rows[0]!.pid;
+  const pid = async (store: Store): Promise<number> =>
+    (await sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`.execute(store.db)).rows[0]!.pid;
   const settled = (promise: Promise<unknown>): Promise<{ error?: unknown; ms: number }> => {
     const started = Date.now();
     return promise.then(
@@ -118,7 +119,10 @@ describe('statements on a connection whose host went silent [pg]', () => {
   it('gives up connecting to a silent host after openStore({ connectTimeoutMs })', async () => {
     const r = await relay();
     r.stall({ newConnections: 'held' });
-    const store = await openStore({ databaseUrl: `postgres://postgres@127.0.0.1:${r.port}${server.pathname}`, connectTimeoutMs: 1_000 });
+    const store = await openStore({
+      databaseUrl: `postgres://postgres@127.0.0.1:${r.port}${server.pathname}`,
+      connectTimeoutMs: 1_000,
+    });
     stores.push(store);
     const { error, ms } = await settled(within(15_000, pid(store)));
     expect(isConnectionError(error)).toBe(true);
@@ -135,7 +139,10 @@ describe('statements on a connection whose host went silent [pg]', () => {
 
 /** `promise`, or a plain (not connection) error after `ms`: an old watch that never ends the statement fails the test, not its timeout. */
 function within<T>(ms: number, promise: Promise<T>): Promise<T> {
-  return Promise.race([promise, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`still waiting after ${ms} ms`)), ms).unref())]);
+  return Promise.race([
+    promise,
+    new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`still waiting after ${ms} ms`)), ms).unref()),
+  ]);
 }
 
 interface Relay {

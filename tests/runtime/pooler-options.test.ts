@@ -11,13 +11,15 @@ const url = 'postgres://app@127.0.0.1:1/shop';
 
 describe('pooler option', () => {
   it('refuses a mode other than transaction, a listenUrl that is not a postgres URL, and unknown keys, saying what to write', () => {
-    expect(() => createPgStore({ connectionString: url, pooler: { mode: 'session' as 'transaction' } })).toThrow("pooler.mode must be 'transaction' (got session).");
-    expect(() => createPgStore({ connectionString: url, pooler: { mode: 'transaction', listenUrl: 'db1:5432' } })).toThrow(
-      'pooler.listenUrl must be a postgres:// URL (got db1:5432).',
+    expect(() => createPgStore({ connectionString: url, pooler: { mode: 'session' as 'transaction' } })).toThrow(
+      "pooler.mode must be 'transaction' (got session).",
     );
-    expect(() => createPgStore({ connectionString: url, pooler: { mode: 'transaction', listen: true } as never })).toThrow(
-      "pooler must be { mode: 'transaction', listenUrl?: string }",
-    );
+    expect(() =>
+      createPgStore({ connectionString: url, pooler: { mode: 'transaction', listenUrl: 'db1:5432' } }),
+    ).toThrow('pooler.listenUrl must be a postgres:// URL (got db1:5432).');
+    expect(() =>
+      createPgStore({ connectionString: url, pooler: { mode: 'transaction', listen: true } as never }),
+    ).toThrow("pooler must be { mode: 'transaction', listenUrl?: string }");
   });
 
   it('without a listenUrl: the store says it cannot listen, and listen() rejects saying why', async () => {
@@ -27,7 +29,9 @@ describe('pooler option', () => {
       expect(store.listenUnavailable).toBe(
         'the store reaches PostgreSQL through a transaction pooler and was given no pooler.listenUrl to LISTEN on: workers and waits poll instead',
       );
-      await expect(store.listen('ledgerflow_runs', () => {})).rejects.toThrow(`cannot LISTEN on "ledgerflow_runs": ${store.listenUnavailable}`);
+      await expect(store.listen('ledgerflow_runs', () => {})).rejects.toThrow(
+        `cannot LISTEN on "ledgerflow_runs": ${store.listenUnavailable}`,
+      );
     } finally {
       await store.close();
     }
@@ -46,11 +50,17 @@ describe('pooler option', () => {
   it('LEDGERFLOW_POOLER and LEDGERFLOW_LISTEN_URL give openStore its pooler, and a wrong one is refused', () => {
     expect(poolerFromEnvironment({})).toBeUndefined();
     expect(poolerFromEnvironment({ LEDGERFLOW_POOLER: 'transaction' })).toEqual({ mode: 'transaction' });
-    expect(poolerFromEnvironment({ LEDGERFLOW_POOLER: 'transaction', LEDGERFLOW_LISTEN_URL: 'postgres://app@db:5432/shop' })).toEqual({
+    expect(
+      poolerFromEnvironment({ LEDGERFLOW_POOLER: 'transaction', LEDGERFLOW_LISTEN_URL: 'postgres://app@db:5432/shop' }),
+    ).toEqual({
       mode: 'transaction',
       listenUrl: 'postgres://app@db:5432/shop',
     });
-    expect(() => poolerFromEnvironment({ LEDGERFLOW_POOLER: 'session' })).toThrow(`LEDGERFLOW_POOLER must be 'transaction' (got "session")`);
-    expect(() => poolerFromEnvironment({ LEDGERFLOW_LISTEN_URL: 'postgres://app@db:5432/shop' })).toThrow('LEDGERFLOW_LISTEN_URL is set without LEDGERFLOW_POOLER');
+    expect(() => poolerFromEnvironment({ LEDGERFLOW_POOLER: 'session' })).toThrow(
+      `LEDGERFLOW_POOLER must be 'transaction' (got "session")`,
+    );
+    expect(() => poolerFromEnvironment({ LEDGERFLOW_LISTEN_URL: 'postgres://app@db:5432/shop' })).toThrow(
+      'LEDGERFLOW_LISTEN_URL is set without LEDGERFLOW_POOLER',
+    );
   });
 });

@@ -7,7 +7,9 @@ import { defineConnect } from '../../runtime/store/pg/writable-host.js';
 
 describe('parsePostgresUrl', () => {
   it('reads a host list in order, each with its port or the default, and defaults to read-write', () => {
-    const target = parsePostgresUrl('postgres://app:s%40cret@db1:5433,db2,[::1]:6000/orders?sslmode=disable&application_name=x');
+    const target = parsePostgresUrl(
+      'postgres://app:s%40cret@db1:5433,db2,[::1]:6000/orders?sslmode=disable&application_name=x',
+    );
     expect(target.hosts).toEqual([
       { host: 'db1', port: 5433 },
       { host: 'db2', port: 5432 },
@@ -18,7 +20,9 @@ describe('parsePostgresUrl', () => {
   });
 
   it('makes a single-host URL per host with everything else kept, and target_session_attrs removed', () => {
-    const target = parsePostgresUrl('postgresql://app:s%40cret@db1:5433,[::1]:6000/orders?target_session_attrs=any&sslmode=disable');
+    const target = parsePostgresUrl(
+      'postgresql://app:s%40cret@db1:5433,[::1]:6000/orders?target_session_attrs=any&sslmode=disable',
+    );
     expect(target.targetSessionAttrs).toBe('any');
     expect(target.urlFor(target.hosts[0]!)).toBe('postgresql://app:s%40cret@db1:5433/orders?sslmode=disable');
     expect(target.urlFor(target.hosts[1]!)).toBe('postgresql://app:s%40cret@[::1]:6000/orders?sslmode=disable');
@@ -36,9 +40,11 @@ describe('parsePostgresUrl', () => {
     expect(target.urlFor(target.hosts[0]!)).toBe('postgres://db1:6432/app');
   });
 
-  it('keeps one host at libpq\'s default (any) unless read-write is asked for', () => {
+  it("keeps one host at libpq's default (any) unless read-write is asked for", () => {
     expect(parsePostgresUrl('postgres://u@db:5432/app').targetSessionAttrs).toBe('any');
-    expect(parsePostgresUrl('postgres://u@db:5432/app?target_session_attrs=read-write').targetSessionAttrs).toBe('read-write');
+    expect(parsePostgresUrl('postgres://u@db:5432/app?target_session_attrs=read-write').targetSessionAttrs).toBe(
+      'read-write',
+    );
   });
 
   it.each([
@@ -82,7 +88,9 @@ describe('connect timeout of a PostgreSQL store', () => {
   it('reads connect_timeout as libpq does: seconds, at least 2, 0 for no limit; options win; 10 s by default', () => {
     expect(connectTimeoutOf({ connectionString: base })).toBe(DEFAULT_CONNECT_TIMEOUT_MS);
     expect(connectTimeoutOf({ connectionString: `${base}?connect_timeout=5` })).toBe(5_000);
-    expect(connectTimeoutOf({ connectionString: `${base}?target_session_attrs=read-write&connect_timeout=1` })).toBe(2_000);
+    expect(connectTimeoutOf({ connectionString: `${base}?target_session_attrs=read-write&connect_timeout=1` })).toBe(
+      2_000,
+    );
     expect(connectTimeoutOf({ connectionString: `${base}?connect_timeout=0` })).toBe(0);
     expect(connectTimeoutOf({ connectionString: `${base}?connect_timeout=5`, connectTimeoutMs: 750 })).toBe(750);
   });
@@ -90,7 +98,9 @@ describe('connect timeout of a PostgreSQL store', () => {
     expect(() => connectTimeoutOf({ connectionString: `${base}?connect_timeout=1.5` })).toThrow(
       'connect_timeout=1.5 in the database URL must be a whole number of seconds >= 0 (0: no limit).',
     );
-    expect(() => connectTimeoutOf({ connectionString: base, connectTimeoutMs: -1 })).toThrow('connectTimeoutMs must be a whole number of milliseconds >= 0 (got -1).');
+    expect(() => connectTimeoutOf({ connectionString: base, connectTimeoutMs: -1 })).toThrow(
+      'connectTimeoutMs must be a whole number of milliseconds >= 0 (got -1).',
+    );
   });
 });
 
@@ -98,18 +108,20 @@ describe('a client whose connect picks its host first (defineConnect)', () => {
   it('keeps an error listener on the client until the pool has had its callback, so an error in between cannot crash the process', async () => {
     class Fake extends EventEmitter {}
     let threw: unknown;
-    defineConnect(Fake as unknown as typeof pg.Client, (client) =>
-      new Promise((resolve) => {
-        resolve(client);
-        // A server error parsed in the same packet as ReadyForQuery: before the caller's callback.
-        queueMicrotask(() => {
-          try {
-            client.emit('error', new Error('terminating connection due to administrator command'));
-          } catch (error) {
-            threw = error;
-          }
-        });
-      }),
+    defineConnect(
+      Fake as unknown as typeof pg.Client,
+      (client) =>
+        new Promise((resolve) => {
+          resolve(client);
+          // A server error parsed in the same packet as ReadyForQuery: before the caller's callback.
+          queueMicrotask(() => {
+            try {
+              client.emit('error', new Error('terminating connection due to administrator command'));
+            } catch (error) {
+              threw = error;
+            }
+          });
+        }),
     );
     const client = new Fake() as unknown as pg.Client;
     const connected = await new Promise<pg.Client | undefined>((resolve, reject) =>

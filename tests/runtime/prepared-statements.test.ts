@@ -52,7 +52,10 @@ describe('named statements on the pg store', () => {
 
   /** The statements the one connection of a one-connection store has prepared. */
   async function preparedOn(store: Store): Promise<Array<{ name: string; statement: string }>> {
-    const { rows } = await sql<{ name: string; statement: string }>`SELECT name, statement FROM pg_prepared_statements ORDER BY name`.execute(store.db);
+    const { rows } = await sql<{
+      name: string;
+      statement: string;
+    }>`SELECT name, statement FROM pg_prepared_statements ORDER BY name`.execute(store.db);
     return rows;
   }
 
@@ -75,7 +78,12 @@ describe('named statements on the pg store', () => {
 
   it('prepares nothing behind a transaction pooler (pooler), unless preparedStatements: true says it keeps them', async () => {
     const pooled = createPgStore({ connectionString: test.url!, maxConnections: 1, pooler: { mode: 'transaction' } });
-    const told = createPgStore({ connectionString: test.url!, maxConnections: 1, pooler: { mode: 'transaction' }, preparedStatements: true });
+    const told = createPgStore({
+      connectionString: test.url!,
+      maxConnections: 1,
+      pooler: { mode: 'transaction' },
+      preparedStatements: true,
+    });
     try {
       await preparedLookup(pooled.db as Kysely<unknown>, 1);
       expect(await preparedOn(pooled)).toEqual([]);

@@ -71,10 +71,16 @@ describe('prune 100 000 runs [pg]', () => {
     await sql`CREATE TABLE must_stay AS
                 SELECT id FROM ledgerflow.workflow_run r
                  WHERE NOT (r.status IN ('completed', 'failed', 'cancelled') AND r.finished_at < statement_timestamp() - interval '30 days')
-                    OR EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = r.id AND e.status = 'intent')`.execute(store.db);
+                    OR EXISTS (SELECT 1 FROM ledgerflow.step_effect e WHERE e.workflow_id = r.id AND e.status = 'intent')`.execute(
+      store.db,
+    );
 
     const batches: PruneBatch[] = [];
-    const report = await pruneRuns(store.db, { olderThanMs: 30 * DAY, batchSize: 1_000, onBatch: (b) => batches.push(b) });
+    const report = await pruneRuns(store.db, {
+      olderThanMs: 30 * DAY,
+      batchSize: 1_000,
+      onBatch: (b) => batches.push(b),
+    });
     const slowest = Math.max(...batches.map((b) => b.ms));
     console.log(
       `prune: ${report.runsPruned} of ${RUNS} runs pruned (${report.effectsArchived} effects archived) in ${report.batches} batches, ` +

@@ -34,7 +34,11 @@ async function drainOnce(store: Store): Promise<void> {
 }
 
 /** Moves events' sending and taking `days` into the past. */
-async function age(db: Kysely<LedgerflowDatabase>, keys: readonly string[], days: { readonly sent: number; readonly consumed: number }): Promise<void> {
+async function age(
+  db: Kysely<LedgerflowDatabase>,
+  keys: readonly string[],
+  days: { readonly sent: number; readonly consumed: number },
+): Promise<void> {
   await sql`UPDATE ledgerflow.event
                SET created_at = created_at - ${days.sent * DAY}::double precision * interval '1 millisecond',
                    consumed_at = consumed_at - ${days.consumed * DAY}::double precision * interval '1 millisecond'
@@ -80,18 +84,41 @@ describeStores('prune events', (getStore) => {
       batchSize: 1,
       onBatch: (b) => batches.push(`${b.table}:${b.runs}`),
     });
-    expect(report).toMatchObject({ dryRun: false, runsPruned: 0, eventsPruned: 2, eventsArchived: 1, eventArchiveDeleted: 0 });
+    expect(report).toMatchObject({
+      dryRun: false,
+      runsPruned: 0,
+      eventsPruned: 2,
+      eventsArchived: 1,
+      eventArchiveDeleted: 0,
+    });
     expect(batches).toEqual(['events:1', 'events:1']);
     expect(await eventKeys(db, 'a-')).toEqual(['a-2', 'a-4']);
 
     // The runs that took them keep what they took.
-    const took = async (runId: string) => (await client.getRun(runId)).steps.find((s) => s.step_name === 'settled')?.output;
-    expect(await took(taker1.runId)).toMatchObject({ status: 'received', payload: settled('a-1'), eventId: sent1.eventId });
+    const took = async (runId: string) =>
+      (await client.getRun(runId)).steps.find((s) => s.step_name === 'settled')?.output;
+    expect(await took(taker1.runId)).toMatchObject({
+      status: 'received',
+      payload: settled('a-1'),
+      eventId: sent1.eventId,
+    });
     expect(await took(taker3.runId)).toMatchObject({ status: 'received', payload: settled('a-3') });
-    const { rows: tombstones } = await sql<{ name: string; dedupe_key: string; id: string; correlation_key: string; consumed_by_run: string }>`
+    const { rows: tombstones } = await sql<{
+      name: string;
+      dedupe_key: string;
+      id: string;
+      correlation_key: string;
+      consumed_by_run: string;
+    }>`
       SELECT name, dedupe_key, id, correlation_key, consumed_by_run FROM ledgerflow.event_archive`.execute(db);
     expect(tombstones).toEqual([
-      { name: paymentSettled.name, dedupe_key: 'psp-a-1', id: sent1.eventId, correlation_key: 'a-1', consumed_by_run: taker1.runId },
+      {
+        name: paymentSettled.name,
+        dedupe_key: 'psp-a-1',
+        id: sent1.eventId,
+        correlation_key: 'a-1',
+        consumed_by_run: taker1.runId,
+      },
     ]);
 
     // The webhook delivered again: nothing stored, nobody woken, the first event named.
@@ -103,8 +130,12 @@ describeStores('prune events', (getStore) => {
     });
     expect(await eventKeys(db, 'a-1')).toEqual([]);
     // Another event under that key is refused as for a live one.
-    await expect(client.sendEvent(paymentSettled, 'a-1', settled('a-1', false), { dedupeKey: 'psp-a-1' })).rejects.toThrow(DuplicateEventError);
-    await expect(client.sendEvent(paymentSettled, 'a-9', settled('a-1'), { dedupeKey: 'psp-a-1' })).rejects.toThrow(DuplicateEventError);
+    await expect(
+      client.sendEvent(paymentSettled, 'a-1', settled('a-1', false), { dedupeKey: 'psp-a-1' }),
+    ).rejects.toThrow(DuplicateEventError);
+    await expect(client.sendEvent(paymentSettled, 'a-9', settled('a-1'), { dedupeKey: 'psp-a-1' })).rejects.toThrow(
+      DuplicateEventError,
+    );
     await client.cancel(waiter.runId);
   });
 
@@ -121,7 +152,9 @@ describeStores('prune events', (getStore) => {
     const report = await pruneRuns(db, { olderThanMs: LONG_AGO, unconsumedEventsOlderThanMs: 7 * DAY });
     expect(report).toMatchObject({ eventsPruned: before.eventsPruned + 1, eventsArchived: before.eventsArchived + 1 });
     expect(await eventKeys(db, 'u-')).toEqual(['u-2']);
-    expect((await client.sendEvent(paymentSettled, 'u-1', settled('u-1'), { dedupeKey: 'psp-u-1' })).created).toBe(false);
+    expect((await client.sendEvent(paymentSettled, 'u-1', settled('u-1'), { dedupeKey: 'psp-u-1' })).created).toBe(
+      false,
+    );
   });
 
   it('deletes event tombstones with archiveOlderThanMs, by when the event was sent; then the same send is stored again', async () => {
@@ -129,7 +162,9 @@ describeStores('prune events', (getStore) => {
     const first = await client.sendEvent(paymentSettled, 't-1', settled('t-1'), { dedupeKey: 'psp-t-1' });
     await age(db, ['t-1'], { sent: 50, consumed: 0 });
     await pruneRuns(db, { olderThanMs: LONG_AGO, unconsumedEventsOlderThanMs: 7 * DAY });
-    expect((await client.sendEvent(paymentSettled, 't-1', settled('t-1'), { dedupeKey: 'psp-t-1' })).created).toBe(false);
+    expect((await client.sendEvent(paymentSettled, 't-1', settled('t-1'), { dedupeKey: 'psp-t-1' })).created).toBe(
+      false,
+    );
 
     const kept = await pruneRuns(db, { olderThanMs: LONG_AGO, archiveOlderThanMs: 60 * DAY, dryRun: true });
     expect(kept.eventArchiveDeleted).toBe(0);
@@ -147,7 +182,9 @@ describeStores('prune events', (getStore) => {
     await client.sendEvent(paymentSettled, 'i-1', settled('i-1'), { dedupeKey: 'psp-i-1' });
     await age(db, ['i-1'], { sent: 10, consumed: 0 });
     await pruneRuns(db, { olderThanMs: LONG_AGO, unconsumedEventsOlderThanMs: 7 * DAY });
-    const error = await sql`UPDATE ledgerflow.event_archive SET correlation_key = 'other' WHERE dedupe_key = 'psp-i-1'`.execute(db).catch((e: unknown) => e);
+    const error = await sql`UPDATE ledgerflow.event_archive SET correlation_key = 'other' WHERE dedupe_key = 'psp-i-1'`
+      .execute(db)
+      .catch((e: unknown) => e);
     expect(sqlStateOf(error)).toBe(SQLSTATE.RECORD_IMMUTABLE);
     expect(String((error as Error).message)).toContain('the event archive is append-only');
   });
@@ -155,10 +192,18 @@ describeStores('prune events', (getStore) => {
   it('refuses bad event retention options before deleting anything', async () => {
     const { db } = getStore();
     await expect(pruneRuns(db, { olderThanMs: LONG_AGO, eventsOlderThanMs: -1 })).rejects.toThrow(ValidationError);
-    await expect(pruneRuns(db, { olderThanMs: DAY, unconsumedEventsOlderThanMs: 40 * DAY, archiveOlderThanMs: 30 * DAY })).rejects.toThrow(
-      'archiveOlderThanMs: must be at least unconsumedEventsOlderThanMs',
-    );
-    const usage = await runCli(['prune', '--completed-older-than', '30d', '--events-older-than', '60d', '--archive-older-than', '40d']);
+    await expect(
+      pruneRuns(db, { olderThanMs: DAY, unconsumedEventsOlderThanMs: 40 * DAY, archiveOlderThanMs: 30 * DAY }),
+    ).rejects.toThrow('archiveOlderThanMs: must be at least unconsumedEventsOlderThanMs');
+    const usage = await runCli([
+      'prune',
+      '--completed-older-than',
+      '30d',
+      '--events-older-than',
+      '60d',
+      '--archive-older-than',
+      '40d',
+    ]);
     expect(usage.code).toBe(2);
     expect(usage.stderr).toContain('--archive-older-than (40d) must be at least --events-older-than (60d)');
   });
@@ -189,7 +234,10 @@ describe('prune events against concurrent sends and takes [pg]', () => {
     let draining: Promise<void> | undefined;
     try {
       // The prune holds (and has deleted, uncommitted) the older event when the run looks for one.
-      const { sql: text, parameters } = pruneEventsBatchStatement({ consumed: false, olderThanMs: 7 * DAY }, 10).compile(store.db);
+      const { sql: text, parameters } = pruneEventsBatchStatement(
+        { consumed: false, olderThanMs: 7 * DAY },
+        10,
+      ).compile(store.db);
       expect((await other.query<{ events: number }>(text, [...parameters])).rows[0]!.events).toBe(1);
       draining = drainOnce(store);
       await new Promise((resolve) => setTimeout(resolve, 500));
@@ -199,7 +247,10 @@ describe('prune events against concurrent sends and takes [pg]', () => {
     await draining;
     const details = await client.getRun(run.runId);
     expect(details.status).toBe('completed');
-    expect(details.steps.find((s) => s.step_name === 'settled')?.output).toMatchObject({ status: 'received', eventId: fresh.eventId });
+    expect(details.steps.find((s) => s.step_name === 'settled')?.output).toMatchObject({
+      status: 'received',
+      eventId: fresh.eventId,
+    });
   });
 
   it('a send racing the prune of its event waits for it and returns the tombstone, never a second event', async () => {
@@ -212,12 +263,17 @@ describe('prune events against concurrent sends and takes [pg]', () => {
     await other.query('BEGIN');
     let resent: Promise<unknown> | undefined;
     try {
-      const { sql: text, parameters } = pruneEventsBatchStatement({ consumed: true, olderThanMs: 7 * DAY }, 10).compile(store.db);
+      const { sql: text, parameters } = pruneEventsBatchStatement({ consumed: true, olderThanMs: 7 * DAY }, 10).compile(
+        store.db,
+      );
       const { rows } = await other.query<{ events: number }>(text, [...parameters]);
       expect(rows[0]!.events).toBe(1);
       // The prune holds the event (deleted, tombstone written, not committed yet) while the same webhook arrives again.
       resent = client.sendEvent(paymentSettled, 'r-1', settled('r-1'), { dedupeKey: 'psp-r-1' });
-      const early = await Promise.race([resent.then(() => 'answered'), new Promise((resolve) => setTimeout(() => resolve('waiting'), 300))]);
+      const early = await Promise.race([
+        resent.then(() => 'answered'),
+        new Promise((resolve) => setTimeout(() => resolve('waiting'), 300)),
+      ]);
       expect(early).toBe('waiting');
     } finally {
       await other.query('COMMIT');
@@ -233,10 +289,25 @@ describe('prune events against concurrent sends and takes [pg]', () => {
     await drainOnce(store);
     await age(store.db, ['c-1', 'c-2'], { sent: 10, consumed: 10 });
     const url = ['--database-url', store.url!];
-    const dry = await runCli(['prune', '--completed-older-than', '30d', '--unconsumed-events-older-than', '7d', '--dry-run', ...url]);
+    const dry = await runCli([
+      'prune',
+      '--completed-older-than',
+      '30d',
+      '--unconsumed-events-older-than',
+      '7d',
+      '--dry-run',
+      ...url,
+    ]);
     expect(dry).toMatchObject({ code: 0, stderr: '' });
     expect(dry.stdout).toContain('1 event(s) would be pruned (0 kept as tombstones)');
-    const pruned = await runCli(['prune', '--completed-older-than', '30d', '--unconsumed-events-older-than', '7d', ...url]);
+    const pruned = await runCli([
+      'prune',
+      '--completed-older-than',
+      '30d',
+      '--unconsumed-events-older-than',
+      '7d',
+      ...url,
+    ]);
     expect(pruned.stdout).toContain('1 event(s) pruned (0 kept as tombstones)');
     expect(await eventKeys(store.db, 'c-')).toEqual(['c-1']);
 

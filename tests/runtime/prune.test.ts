@@ -5,7 +5,13 @@ import { shapeHash } from '../../dsl/workflow-shape.js';
 import { workflow, type AnyWorkflow } from '../../dsl/workflow.js';
 import { createClient, type Client } from '../../runtime/client/client.js';
 import { bindHandlers } from '../../runtime/contracts/registration.js';
-import { ConflictError, DuplicateRunError, NonRetryableError, RunPrunedError, ValidationError } from '../../runtime/errors.js';
+import {
+  ConflictError,
+  DuplicateRunError,
+  NonRetryableError,
+  RunPrunedError,
+  ValidationError,
+} from '../../runtime/errors.js';
 import { retryRunStatement } from '../../runtime/client/operator/retry.js';
 import { notFound } from '../../runtime/contracts/handler-types.js';
 import { pruneBatchStatement } from '../../runtime/retention/run-prune-statements.js';
@@ -120,19 +126,26 @@ async function seed(store: Store, s: Seed): Promise<string> {
 }
 
 async function liveIds(store: Store, ids: readonly string[]): Promise<string[]> {
-  const { rows } = await sql<{ id: string }>`SELECT id FROM ledgerflow.workflow_run WHERE id = ANY(${[...ids]}::uuid[]) ORDER BY id`.execute(store.db);
+  const { rows } = await sql<{
+    id: string;
+  }>`SELECT id FROM ledgerflow.workflow_run WHERE id = ANY(${[...ids]}::uuid[]) ORDER BY id`.execute(store.db);
   return rows.map((r) => r.id);
 }
 
 async function count(store: Store, table: string, where = sql`true`): Promise<number> {
-  const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM ${sql.table(table)} WHERE ${where}`.execute(store.db);
+  const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM ${sql.table(table)} WHERE ${where}`.execute(
+    store.db,
+  );
   return rows[0]!.n;
 }
 
 const NOTE = { actor: 'ana', reason: 'provider fixed (INC-24)' } as const;
 
 /** The wait fixtures' handlers, with a doubler that refuses its `fail` items only while `flaky.broken`. */
-function flakyChildren(): { flaky: { broken: boolean }; registrations: Parameters<typeof createWorker>[0]['workflows'] } {
+function flakyChildren(): {
+  flaky: { broken: boolean };
+  registrations: Parameters<typeof createWorker>[0]['workflows'];
+} {
   const flaky = { broken: true };
   const child = bindHandlers(
     doubler,
@@ -148,7 +161,12 @@ function flakyChildren(): { flaky: { broken: boolean }; registrations: Parameter
 }
 
 /** A fan-out over [1, 2] whose second child failed, so the parent failed: ids by parent_index. */
-async function failedFanOut(store: Store, client: Client, id: string, registrations: Parameters<typeof createWorker>[0]['workflows']) {
+async function failedFanOut(
+  store: Store,
+  client: Client,
+  id: string,
+  registrations: Parameters<typeof createWorker>[0]['workflows'],
+) {
   const { runId } = await client.start(fanOut, { id, count: 2, failAt: 2 });
   await drain(store, registrations);
   const children = (await client.listRuns({ parentRunId: runId })).sort((a, b) => a.parent_index! - b.parent_index!);
@@ -192,11 +210,24 @@ describeStores('prune', (getStore, kind) => {
     const parentOfUnfinished = await seed(store, { status: 'completed', finishedDaysAgo: 40 });
     const unfinishedChild = await seed(store, { status: 'pending', parent: parentOfUnfinished });
     const parentOfStuck = await seed(store, { status: 'failed', finishedDaysAgo: 40 });
-    const stuckChild = await seed(store, { status: 'failed', finishedDaysAgo: 40, parent: parentOfStuck, openIntent: true });
+    const stuckChild = await seed(store, {
+      status: 'failed',
+      finishedDaysAgo: 40,
+      parent: parentOfStuck,
+      openIntent: true,
+    });
     // An old finished child of a parent that is still running: the parent will read its output.
     const runningParent = await seed(store, { status: 'running' });
     const finishedChild = await seed(store, { status: 'completed', finishedDaysAgo: 40, parent: runningParent });
-    const mustStay = [...Object.values(stays), parentOfUnfinished, unfinishedChild, parentOfStuck, stuckChild, runningParent, finishedChild];
+    const mustStay = [
+      ...Object.values(stays),
+      parentOfUnfinished,
+      unfinishedChild,
+      parentOfStuck,
+      stuckChild,
+      runningParent,
+      finishedChild,
+    ];
     // Pruned too: an old cancelled run without an intent.
     const oldCancelled = await seed(store, { status: 'cancelled', finishedDaysAgo: 31 });
 
@@ -204,7 +235,13 @@ describeStores('prune', (getStore, kind) => {
     const report = await pruneRuns(store.db, { olderThanMs: 30 * DAY, batchSize: 2, onBatch: (b) => batches.push(b) });
 
     const pruned = [...old, oldCancelled];
-    expect(report).toMatchObject({ dryRun: false, runsPruned: pruned.length, effectsArchived: 2, archiveDeleted: 0, stopped: false });
+    expect(report).toMatchObject({
+      dryRun: false,
+      runsPruned: pruned.length,
+      effectsArchived: 2,
+      archiveDeleted: 0,
+      stopped: false,
+    });
     expect(batches.every((x) => x.table === 'runs' && x.runs >= 1 && x.runs <= 2)).toBe(true);
     expect(report.batches).toBe(batches.length);
     expect(await liveIds(store, pruned)).toEqual([]);
@@ -215,13 +252,31 @@ describeStores('prune', (getStore, kind) => {
     expect(await count(store, 'ledgerflow.step_result', gone)).toBe(0);
     expect(await count(store, 'ledgerflow.step_effect', sql`workflow_id = ANY(${pruned}::uuid[])`)).toBe(0);
     // The archive holds their identity …
-    const archived = await store.db.selectFrom('ledgerflow.run_archive').selectAll().where('id', 'in', pruned).execute();
+    const archived = await store.db
+      .selectFrom('ledgerflow.run_archive')
+      .selectAll()
+      .where('id', 'in', pruned)
+      .execute();
     expect(archived).toHaveLength(pruned.length);
     const archivedA = archived.find((r) => r.id === a.runId)!;
-    expect(archivedA).toMatchObject({ workflow_name: 'pr-order', workflow_version: 1, dedupe_key: 'keep-1', status: 'completed' });
-    expect(archived.filter((r) => r.parent_run_id === tree.runId).map((r) => r.id).sort()).toEqual([...children].sort());
+    expect(archivedA).toMatchObject({
+      workflow_name: 'pr-order',
+      workflow_version: 1,
+      dedupe_key: 'keep-1',
+      status: 'completed',
+    });
+    expect(
+      archived
+        .filter((r) => r.parent_run_id === tree.runId)
+        .map((r) => r.id)
+        .sort(),
+    ).toEqual([...children].sort());
     // … and their recorded effects: step, key, effect, request hash.
-    const effects = await store.db.selectFrom('ledgerflow.effect_archive').selectAll().orderBy('idempotency_key').execute();
+    const effects = await store.db
+      .selectFrom('ledgerflow.effect_archive')
+      .selectAll()
+      .orderBy('idempotency_key')
+      .execute();
     expect(effects.map((e) => [e.run_id, e.step_name, e.idempotency_key, e.kind, e.effect])).toEqual([
       [a.runId, 'charge', 'charge:keep-1', 'external', { chargeId: 'ch_keep-1' }],
       [b.runId, 'charge', 'charge:keep-2', 'external', { chargeId: 'ch_keep-2' }],
@@ -246,23 +301,42 @@ describeStores('prune', (getStore, kind) => {
     const before = await count(store, 'ledgerflow.workflow_run');
 
     const again = await client.start(order, { orderId: 'o-42', cents: 4200 }, { dedupeKey: 'order-42' });
-    expect(again).toMatchObject({ runId: byKey.runId, created: false, pruned: { id: byKey.runId, status: 'completed', dedupeKey: 'order-42' } });
+    expect(again).toMatchObject({
+      runId: byKey.runId,
+      created: false,
+      pruned: { id: byKey.runId, status: 'completed', dedupeKey: 'order-42' },
+    });
     const sameId = await client.start(order, { orderId: 'o-43', cents: 4300 }, { runId: ownId.toUpperCase() });
     expect(sameId).toMatchObject({ runId: ownId, created: false, pruned: { status: 'completed' } });
     // Inside a caller's transaction too, and the transaction goes on.
     const inTx = await store.db.transaction().execute(async (trx) => {
-      const started = await client.startInTransaction(trx, order, { orderId: 'o-42', cents: 4200 }, { dedupeKey: 'order-42' });
+      const started = await client.startInTransaction(
+        trx,
+        order,
+        { orderId: 'o-42', cents: 4200 },
+        { dedupeKey: 'order-42' },
+      );
       await sql`SELECT 1`.execute(trx);
       return started;
     });
     expect(inTx).toMatchObject({ runId: byKey.runId, created: false });
     // The rules of a live run hold: another input is refused, unless the caller asks for the run anyway.
-    await expect(client.start(order, { orderId: 'o-42', cents: 1 }, { dedupeKey: 'order-42' })).rejects.toThrow(DuplicateRunError);
-    await expect(client.start(order, { orderId: 'o-42', cents: 1 }, { dedupeKey: 'order-42', onDifferentInput: 'return-existing' })).resolves.toMatchObject({
+    await expect(client.start(order, { orderId: 'o-42', cents: 1 }, { dedupeKey: 'order-42' })).rejects.toThrow(
+      DuplicateRunError,
+    );
+    await expect(
+      client.start(
+        order,
+        { orderId: 'o-42', cents: 1 },
+        { dedupeKey: 'order-42', onDifferentInput: 'return-existing' },
+      ),
+    ).resolves.toMatchObject({
       runId: byKey.runId,
       created: false,
     });
-    await expect(client.start(fanOut, { id: 'x', count: 1, failAt: -1 }, { runId: ownId })).rejects.toThrow(/belongs to a run of workflow "pr-order" \(pruned/);
+    await expect(client.start(fanOut, { id: 'x', count: 1, failAt: -1 }, { runId: ownId })).rejects.toThrow(
+      /belongs to a run of workflow "pr-order" \(pruned/,
+    );
 
     expect(await count(store, 'ledgerflow.workflow_run')).toBe(before);
     await drain(store, [registration]);
@@ -271,20 +345,26 @@ describeStores('prune', (getStore, kind) => {
     // What the client says about a pruned run.
     const error = await client.getRun(byKey.runId).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(RunPrunedError);
-    expect((error as RunPrunedError).run).toMatchObject({ id: byKey.runId, workflowName: 'pr-order', status: 'completed' });
+    expect((error as RunPrunedError).run).toMatchObject({
+      id: byKey.runId,
+      workflowName: 'pr-order',
+      status: 'completed',
+    });
     expect((error as Error).message).toMatch(/completed at .* and was pruned at/);
     await expect(client.waitForRun(byKey.runId, { timeoutMs: 100 })).rejects.toThrow(RunPrunedError);
     await expect(client.cancel(byKey.runId)).resolves.toBe(false);
   });
 
-  it('keeps the children a failed parent reads again on retry: the retried parent completes with every child\'s result', async () => {
+  it("keeps the children a failed parent reads again on retry: the retried parent completes with every child's result", async () => {
     const store = getStore();
     const { flaky, registrations } = flakyChildren();
     const tree = await failedFanOut(store, client, 'pr-retry-1', registrations);
     await age(store, [tree.parent, tree.done, tree.failed], 40);
 
     // `--statuses completed` keeps failed runs, so the failed parent stays retryable: its completed child stays with it.
-    expect((await pruneRuns(store.db, { olderThanMs: 30 * DAY, statuses: ['completed'], dryRun: true })).runsPruned).toBe(0);
+    expect(
+      (await pruneRuns(store.db, { olderThanMs: 30 * DAY, statuses: ['completed'], dryRun: true })).runsPruned,
+    ).toBe(0);
     expect((await pruneRuns(store.db, { olderThanMs: 30 * DAY, statuses: ['completed'] })).runsPruned).toBe(0);
     expect(await liveIds(store, [tree.done])).toEqual([tree.done]);
 
@@ -294,7 +374,10 @@ describeStores('prune', (getStore, kind) => {
     await client.retryRun(tree.parent, NOTE);
     await drain(store, registrations);
     const parent = await client.getRun(tree.parent);
-    expect(parent).toMatchObject({ status: 'completed', output: { double: [{ value: 2 }, { value: 4 }], sum: { total: 6 } } });
+    expect(parent).toMatchObject({
+      status: 'completed',
+      output: { double: [{ value: 2 }, { value: 4 }], sum: { total: 6 } },
+    });
 
     // Completed, the parent is retried no more: the whole tree goes, children first.
     await age(store, [tree.parent, tree.failed], 40);
@@ -310,7 +393,12 @@ describeStores('prune', (getStore, kind) => {
     await age(store, [tree.done], 41);
     // Every status: the parent may go too, so its children go first — and the pass stops after one batch.
     const stop = new AbortController();
-    const report = await pruneRuns(store.db, { olderThanMs: 30 * DAY, batchSize: 1, signal: stop.signal, onBatch: () => stop.abort() });
+    const report = await pruneRuns(store.db, {
+      olderThanMs: 30 * DAY,
+      batchSize: 1,
+      signal: stop.signal,
+      onBatch: () => stop.abort(),
+    });
     expect(report).toMatchObject({ runsPruned: 1, stopped: true });
     expect(await liveIds(store, [tree.parent, tree.done, tree.failed])).toEqual([tree.parent, tree.failed].sort());
 
@@ -338,7 +426,12 @@ describeStores('prune', (getStore, kind) => {
     await age(store, [tree.parent, tree.done], 40);
     await age(store, [tree.failed], 41);
     const stop = new AbortController();
-    await pruneRuns(store.db, { olderThanMs: 30 * DAY, batchSize: 1, signal: stop.signal, onBatch: () => stop.abort() });
+    await pruneRuns(store.db, {
+      olderThanMs: 30 * DAY,
+      batchSize: 1,
+      signal: stop.signal,
+      onBatch: () => stop.abort(),
+    });
     expect(await liveIds(store, [tree.parent, tree.done, tree.failed])).toEqual([tree.parent, tree.done].sort());
     await expect(client.retryRun(tree.parent, NOTE)).rejects.toThrow(`its children were pruned (${tree.failed})`);
 
@@ -369,13 +462,17 @@ describeStores('prune', (getStore, kind) => {
                 FROM generate_series(1, 450) AS i`.execute(store.db);
     const sizes: number[][] = [[], []];
     const reports = await Promise.all(
-      [0, 1].map((pass) => pruneRuns(store.db, { olderThanMs: 50 * DAY, batchSize: 100, onBatch: (b) => sizes[pass]!.push(b.runs) })),
+      [0, 1].map((pass) =>
+        pruneRuns(store.db, { olderThanMs: 50 * DAY, batchSize: 100, onBatch: (b) => sizes[pass]!.push(b.runs) }),
+      ),
     );
     const all = sizes.flat();
     expect(Math.max(...all)).toBeLessThanOrEqual(100);
     expect(reports[0]!.runsPruned + reports[1]!.runsPruned).toBe(450);
     expect(all.reduce((s, n) => s + n, 0)).toBe(450);
-    expect(await count(store, 'ledgerflow.workflow_run', sql`finished_at < statement_timestamp() - interval '50 days'`)).toBe(0);
+    expect(
+      await count(store, 'ledgerflow.workflow_run', sql`finished_at < statement_timestamp() - interval '50 days'`),
+    ).toBe(0);
     if (kind === 'pg') {
       // Two connections: both passes did work, none waited for the other's rows.
       expect(reports.every((r) => r.runsPruned > 0)).toBe(true);
@@ -393,7 +490,12 @@ describeStores('prune', (getStore, kind) => {
     expect(await count(store, 'ledgerflow.workflow_run')).toBe(before);
 
     const controller = new AbortController();
-    const stopped = await pruneRuns(store.db, { olderThanMs: 60 * DAY, batchSize: 1, signal: controller.signal, onBatch: () => controller.abort() });
+    const stopped = await pruneRuns(store.db, {
+      olderThanMs: 60 * DAY,
+      batchSize: 1,
+      signal: controller.signal,
+      onBatch: () => controller.abort(),
+    });
     expect(stopped).toMatchObject({ runsPruned: 1, batches: 1, stopped: true });
     const rest = await pruneRuns(store.db, { olderThanMs: 60 * DAY, batchSize: 1 });
     expect(rest.runsPruned).toBe(3);
@@ -401,7 +503,13 @@ describeStores('prune', (getStore, kind) => {
 
   it('deletes tombstones older than archiveOlderThanMs, after which the key starts a new run', async () => {
     const store = getStore();
-    const old = await seed(store, { status: 'completed', finishedDaysAgo: 400, dedupeKey: 'ancient', workflow: 'pr-order', input: { orderId: 'seeded', cents: 1 } });
+    const old = await seed(store, {
+      status: 'completed',
+      finishedDaysAgo: 400,
+      dedupeKey: 'ancient',
+      workflow: 'pr-order',
+      input: { orderId: 'seeded', cents: 1 },
+    });
     await pruneRuns(store.db, { olderThanMs: 30 * DAY });
     expect(await count(store, 'ledgerflow.run_archive', sql`id = ${old}`)).toBe(1);
     const dry = await pruneRuns(store.db, { olderThanMs: 30 * DAY, archiveOlderThanMs: 365 * DAY, dryRun: true });
@@ -409,7 +517,9 @@ describeStores('prune', (getStore, kind) => {
     expect(await count(store, 'ledgerflow.run_archive', sql`id = ${old}`)).toBe(1);
     const report = await pruneRuns(store.db, { olderThanMs: 30 * DAY, archiveOlderThanMs: 365 * DAY });
     expect(report.archiveDeleted).toBeGreaterThanOrEqual(1);
-    expect(await count(store, 'ledgerflow.run_archive', sql`finished_at < statement_timestamp() - interval '365 days'`)).toBe(0);
+    expect(
+      await count(store, 'ledgerflow.run_archive', sql`finished_at < statement_timestamp() - interval '365 days'`),
+    ).toBe(0);
     const started = await client.start(order, { orderId: 'seeded', cents: 1 }, { dedupeKey: 'ancient' });
     expect(started.created).toBe(true);
   });
@@ -421,8 +531,12 @@ describeStores('prune', (getStore, kind) => {
         () => [],
         (e: unknown) => (e instanceof ValidationError ? e.issues : [String(e)]),
       );
-    expect(await problems({ olderThanMs: -1 })).toEqual(['olderThanMs: must be a number of milliseconds >= 0 (got -1)']);
-    expect(await problems({ olderThanMs: DAY, batchSize: 0 })).toEqual(['batchSize: must be an integer from 1 to 10000 (got 0)']);
+    expect(await problems({ olderThanMs: -1 })).toEqual([
+      'olderThanMs: must be a number of milliseconds >= 0 (got -1)',
+    ]);
+    expect(await problems({ olderThanMs: DAY, batchSize: 0 })).toEqual([
+      'batchSize: must be an integer from 1 to 10000 (got 0)',
+    ]);
     expect(await problems({ olderThanMs: DAY, statuses: ['running' as 'failed'] })).toEqual([
       'statuses: "running" is not a final status; only completed, failed, cancelled, compensated, compensation_failed runs are ever pruned',
     ]);
@@ -440,9 +554,13 @@ describeStores('prune', (getStore, kind) => {
     expect(() => createWorker({ store, workflows: [registration], retention: { completedOlderThanMs: -1 } })).toThrow(
       /retention.completedOlderThanMs must be a number of milliseconds >= 0 \(got -1\)/,
     );
-    expect(() => createWorker({ store, workflows: [registration], retention: { completedOlderThanMs: DAY, eventsOlderThanMs: Number.NaN } })).toThrow(
-      /retention.eventsOlderThanMs must be a number of milliseconds >= 0 \(got NaN\)/,
-    );
+    expect(() =>
+      createWorker({
+        store,
+        workflows: [registration],
+        retention: { completedOlderThanMs: DAY, eventsOlderThanMs: Number.NaN },
+      }),
+    ).toThrow(/retention.eventsOlderThanMs must be a number of milliseconds >= 0 \(got NaN\)/);
     const worker = createWorker({
       store,
       workflows: [registration],
@@ -454,7 +572,8 @@ describeStores('prune', (getStore, kind) => {
     await worker.start();
     try {
       const deadline = Date.now() + 10_000;
-      while (!events.some((e) => e.type === 'prune-pass') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+      while (!events.some((e) => e.type === 'prune-pass') && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 25));
     } finally {
       await worker.stop();
     }
@@ -469,17 +588,24 @@ describeStores('prune', (getStore, kind) => {
     const run = runCli;
     const bad = await run(['prune', '--completed-older-than', '30 days']);
     expect(bad).toMatchObject({ code: 2, stdout: '' });
-    expect(bad.stderr).toContain('--completed-older-than must be a whole number with a unit: d, h, m, s or ms, like 30d, 12h or 90m (got "30 days")');
+    expect(bad.stderr).toContain(
+      '--completed-older-than must be a whole number with a unit: d, h, m, s or ms, like 30d, 12h or 90m (got "30 days")',
+    );
     expect((await run(['prune'])).stderr).toContain('--completed-older-than <duration> is required');
     expect((await run(['prune', '--completed-older-than', '30d', '--archive-older-than', '12h'])).stderr).toContain(
       '--archive-older-than (12h) must be at least --completed-older-than (30d)',
     );
     if (kind !== 'pg') return; // The CLI opens its own connection: PostgreSQL by URL (the PGlite store here lives in memory).
-    const ids = [await seed(store, { status: 'cancelled', finishedDaysAgo: 500 }), await seed(store, { status: 'failed', finishedDaysAgo: 500 })];
+    const ids = [
+      await seed(store, { status: 'cancelled', finishedDaysAgo: 500 }),
+      await seed(store, { status: 'failed', finishedDaysAgo: 500 }),
+    ];
     const url = ['--database-url', store.url!];
     const dry = await run(['prune', '--completed-older-than', '400d', '--dry-run', ...url]);
     expect(dry).toMatchObject({ code: 0, stderr: '' });
-    expect(dry.stdout).toMatch(/^2 run\(s\) would be pruned, 0 recorded effect\(s\) to archive — 1 batch\(es\), \d+ ms\.\n$/);
+    expect(dry.stdout).toMatch(
+      /^2 run\(s\) would be pruned, 0 recorded effect\(s\) to archive — 1 batch\(es\), \d+ ms\.\n$/,
+    );
     expect(await liveIds(store, ids)).toEqual([...ids].sort());
     const done = await run(['prune', '--completed-older-than', '400d', '--batch-size', '1', '--json', ...url]);
     expect(done.code).toBe(0);
@@ -490,9 +616,18 @@ describeStores('prune', (getStore, kind) => {
   it('prunes compensated and compensation_failed runs like other finished runs; one with an open intent, or still compensating, stays', async () => {
     const store = getStore();
     const compensated = await seed(store, { status: 'compensated', compensation: 'failure', finishedDaysAgo: 400 });
-    const compensationFailed = await seed(store, { status: 'compensation_failed', compensation: 'cancel', finishedDaysAgo: 400 });
+    const compensationFailed = await seed(store, {
+      status: 'compensation_failed',
+      compensation: 'cancel',
+      finishedDaysAgo: 400,
+    });
     const stays = [
-      await seed(store, { status: 'compensation_failed', compensation: 'failure', finishedDaysAgo: 400, openIntent: true }),
+      await seed(store, {
+        status: 'compensation_failed',
+        compensation: 'failure',
+        finishedDaysAgo: 400,
+        openIntent: true,
+      }),
       await seed(store, { status: 'compensated', compensation: 'failure', finishedDaysAgo: 300 }),
       await seed(store, { status: 'pending', compensation: 'failure' }),
       await seed(store, { status: 'running', compensation: 'cancel' }),
@@ -501,7 +636,11 @@ describeStores('prune', (getStore, kind) => {
     expect(report.runsPruned).toBe(2);
     expect(await liveIds(store, [compensated, compensationFailed])).toEqual([]);
     expect(await liveIds(store, stays)).toEqual([...stays].sort());
-    const archived = await store.db.selectFrom('ledgerflow.run_archive').select(['id', 'status']).where('id', 'in', [compensated, compensationFailed]).execute();
+    const archived = await store.db
+      .selectFrom('ledgerflow.run_archive')
+      .select(['id', 'status'])
+      .where('id', 'in', [compensated, compensationFailed])
+      .execute();
     expect(new Map(archived.map((r) => [r.id, r.status]))).toEqual(
       new Map([
         [compensated, 'compensated'],
@@ -509,23 +648,41 @@ describeStores('prune', (getStore, kind) => {
       ]),
     );
     // `statuses` narrows to one of them.
-    const narrowed = await seed(store, { status: 'compensation_failed', compensation: 'failure', finishedDaysAgo: 400 });
+    const narrowed = await seed(store, {
+      status: 'compensation_failed',
+      compensation: 'failure',
+      finishedDaysAgo: 400,
+    });
     const other = await seed(store, { status: 'compensated', compensation: 'failure', finishedDaysAgo: 400 });
-    expect((await pruneRuns(store.db, { olderThanMs: 350 * DAY, statuses: ['compensation_failed'] })).runsPruned).toBe(1);
+    expect((await pruneRuns(store.db, { olderThanMs: 350 * DAY, statuses: ['compensation_failed'] })).runsPruned).toBe(
+      1,
+    );
     expect(await liveIds(store, [narrowed, other])).toEqual([other]);
   });
 
   if (kind === 'pg') {
     it('a start racing a prune of its run waits for it and returns the archived run', async () => {
       const store = getStore();
-      const id = await seed(store, { status: 'completed', finishedDaysAgo: 90, dedupeKey: 'race-1', workflow: 'pr-order', input: { orderId: 'race', cents: 5 } });
+      const id = await seed(store, {
+        status: 'completed',
+        finishedDaysAgo: 90,
+        dedupeKey: 'race-1',
+        workflow: 'pr-order',
+        input: { orderId: 'race', cents: 5 },
+      });
       let start: Promise<unknown> | undefined;
       let settled = false;
       await store.db.transaction().execute(async (trx) => {
         // The batch has locked and deleted the run, not committed yet.
-        const batch = await pruneBatchStatement({ olderThanMs: 80 * DAY, batchSize: 1_000, statuses: ['completed'] }).execute(trx);
+        const batch = await pruneBatchStatement({
+          olderThanMs: 80 * DAY,
+          batchSize: 1_000,
+          statuses: ['completed'],
+        }).execute(trx);
         expect(batch.rows[0]!.runs).toBeGreaterThanOrEqual(1);
-        start = client.start(order, { orderId: 'race', cents: 5 }, { dedupeKey: 'race-1' }).finally(() => (settled = true));
+        start = client
+          .start(order, { orderId: 'race', cents: 5 }, { dedupeKey: 'race-1' })
+          .finally(() => (settled = true));
         await new Promise((resolve) => setTimeout(resolve, 300));
         expect(settled).toBe(false);
       });

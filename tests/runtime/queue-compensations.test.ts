@@ -2,7 +2,14 @@ import { sql } from 'kysely';
 import { z } from 'zod';
 import { afterEach, beforeAll, expect, it } from 'vitest';
 import { event, queue, workflow } from 'ledgerflow/dsl';
-import { bindHandlers, createClient, createWorker, NonRetryableError, unknownOutcome, type Worker } from 'ledgerflow/runtime';
+import {
+  bindHandlers,
+  createClient,
+  createWorker,
+  NonRetryableError,
+  unknownOutcome,
+  type Worker,
+} from 'ledgerflow/runtime';
 import { shapeHash } from '../../dsl/workflow-shape.js';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
@@ -27,7 +34,12 @@ const holder = workflow('wt-qc-holder', { version: 1, input: Input, queue: { que
     output: Id,
     key: ({ input }) => `charge:${input.orderId}`,
     idempotentByKey: true,
-    compensate: { name: 'refund', key: ({ input }) => `refund:${input.orderId}`, output: Id, retry: { maxAttempts: 1 } },
+    compensate: {
+      name: 'refund',
+      key: ({ input }) => `refund:${input.orderId}`,
+      output: Id,
+      retry: { maxAttempts: 1 },
+    },
   })
   .waitFor('go', { event: go });
 
@@ -37,7 +49,12 @@ const parking = workflow('wt-qc-parking', { version: 1, input: Input, queue: { q
     output: Id,
     key: ({ input }) => `charge:${input.orderId}`,
     idempotentByKey: true,
-    compensate: { name: 'refund', key: ({ input }) => `refund:${input.orderId}`, output: Id, retry: { maxAttempts: 1 } },
+    compensate: {
+      name: 'refund',
+      key: ({ input }) => `refund:${input.orderId}`,
+      output: Id,
+      retry: { maxAttempts: 1 },
+    },
   })
   .step('confirm', { output: z.object({}), retry: { maxAttempts: 1 } });
 
@@ -77,7 +94,14 @@ const handlers = () => [
 describeStores('queues meet compensations', (getStore) => {
   const workers: Worker[] = [];
   const drain = async (): Promise<void> => {
-    const w = createWorker({ store: getStore(), workflows: handlers(), concurrency: 1, pollIntervalMs: 20, leaseMs: 5_000, reconcileIntervalMs: 0 });
+    const w = createWorker({
+      store: getStore(),
+      workflows: handlers(),
+      concurrency: 1,
+      pollIntervalMs: 20,
+      leaseMs: 5_000,
+      reconcileIntervalMs: 0,
+    });
     workers.push(w);
     await w.drain({ timeoutMs: 30_000 });
   };
@@ -86,12 +110,19 @@ describeStores('queues meet compensations', (getStore) => {
   const held = async (runId: string) => {
     const { rows } = await sql<{ slots: number; waiters: number }>`
       SELECT (SELECT count(*)::int FROM ledgerflow.queue_slot WHERE run_id = ${runId}) AS slots,
-             (SELECT count(*)::int FROM ledgerflow.queue_waiter WHERE run_id = ${runId}) AS waiters`.execute(getStore().db);
+             (SELECT count(*)::int FROM ledgerflow.queue_waiter WHERE run_id = ${runId}) AS waiters`.execute(
+      getStore().db,
+    );
     return rows[0]!;
   };
-  const waitsFor = async (runId: string) => ((await client().getRun(runId)).waiting_for as { kind?: string } | null)?.kind;
+  const waitsFor = async (runId: string) =>
+    ((await client().getRun(runId)).waiting_for as { kind?: string } | null)?.kind;
   const holders = async () =>
-    (await sql<{ run_id: string }>`SELECT run_id FROM ledgerflow.queue_slot WHERE queue = ${line.name}`.execute(getStore().db)).rows.map((r) => r.run_id);
+    (
+      await sql<{ run_id: string }>`SELECT run_id FROM ledgerflow.queue_slot WHERE queue = ${line.name}`.execute(
+        getStore().db,
+      )
+    ).rows.map((r) => r.run_id);
   const counters = async () =>
     (
       await sql<{ in_flight: number; waiting: number }>`
@@ -104,7 +135,9 @@ describeStores('queues meet compensations', (getStore) => {
     await Promise.all(workers.splice(0).map((w) => w.stop({ timeoutMs: 200 })));
     // Each test starts with an empty line, whatever the last one left.
     const { rows } = await sql<{ id: string }>`
-      SELECT id FROM ledgerflow.workflow_run WHERE workflow_name = ${holder.name} AND finished_at IS NULL AND compensation IS NULL`.execute(getStore().db);
+      SELECT id FROM ledgerflow.workflow_run WHERE workflow_name = ${holder.name} AND finished_at IS NULL AND compensation IS NULL`.execute(
+      getStore().db,
+    );
     for (const { id } of rows) await client().cancel(id);
   });
 
@@ -154,7 +187,14 @@ describeStores('queues meet compensations', (getStore) => {
   });
 
   it('a deadline that starts compensation gives the slot back to the next in line, even when the compensation parks', async () => {
-    const w = createWorker({ store: getStore(), workflows: handlers(), concurrency: 1, pollIntervalMs: 20, leaseMs: 5_000, reconcileIntervalMs: 0 });
+    const w = createWorker({
+      store: getStore(),
+      workflows: handlers(),
+      concurrency: 1,
+      pollIntervalMs: 20,
+      leaseMs: 5_000,
+      reconcileIntervalMs: 0,
+    });
     workers.push(w);
     await w.start();
     // A holds the slot waiting for `go`, with a deadline; B waits in line behind it.
@@ -165,7 +205,11 @@ describeStores('queues meet compensations', (getStore) => {
     expect(await holders()).toEqual([a]);
 
     // A's deadline passes while it waits: the worker turns it to its compensations, whose refund parks.
-    await waitUntil('A parked at its refund', async () => (await client().getRun(a)).status === 'needs_reconciliation', 20_000);
+    await waitUntil(
+      'A parked at its refund',
+      async () => (await client().getRun(a)).status === 'needs_reconciliation',
+      20_000,
+    );
     expect(await client().getRun(a)).toMatchObject({ compensation: 'failure' });
     expect(await held(a)).toEqual({ slots: 0, waiters: 0 });
     await waitUntil('B waiting for go', async () => (await waitsFor(b)) === 'event');

@@ -30,17 +30,27 @@ describe('a queued step that takes no lock shared by the queue [pg]', () => {
     const holder = new pg.Client({ connectionString: store.url });
     await holder.connect();
     // One flight at a time: the queue (two slots) is never full, so nobody joins its line.
-    const worker = createWorker({ store, workflows: queueHandlers(queueProbe()), concurrency: 1, pollIntervalMs: 20, reconcileIntervalMs: 0 });
+    const worker = createWorker({
+      store,
+      workflows: queueHandlers(queueProbe()),
+      concurrency: 1,
+      pollIntervalMs: 20,
+      reconcileIntervalMs: 0,
+    });
     const ids: string[] = [];
     try {
       // Started first: a worker registers its queues and grants what they allow (the exclusive path).
       await worker.start();
       await holder.query('BEGIN');
-      await holder.query(`SELECT 1 FROM ledgerflow.queue_partition WHERE queue = $1 AND partition = '' FOR UPDATE`, [concurrencyQueue.name]);
+      await holder.query(`SELECT 1 FROM ledgerflow.queue_partition WHERE queue = $1 AND partition = '' FOR UPDATE`, [
+        concurrencyQueue.name,
+      ]);
       for (let i = 0; i < 6; i++) ids.push((await client.start(limited, { id: `fast-${i}`, ms: 1 })).runId);
       await waitUntil('the six runs to complete beside the held counter row', async () => {
         const { rows } = await sql<{ n: number }>`
-          SELECT count(*)::int AS n FROM ledgerflow.workflow_run WHERE id = ANY(${ids}::uuid[]) AND status = 'completed'`.execute(store.db);
+          SELECT count(*)::int AS n FROM ledgerflow.workflow_run WHERE id = ANY(${ids}::uuid[]) AND status = 'completed'`.execute(
+          store.db,
+        );
         return rows[0]!.n === 6;
       });
       await holder.query('COMMIT');
@@ -50,7 +60,9 @@ describe('a queued step that takes no lock shared by the queue [pg]', () => {
     }
     const { rows } = await sql<{ in_flight: number; slots: number }>`
       SELECT (SELECT in_flight FROM ledgerflow.queue_partition WHERE queue = ${concurrencyQueue.name} AND partition = '') AS in_flight,
-             (SELECT count(*)::int FROM ledgerflow.queue_slot WHERE queue = ${concurrencyQueue.name}) AS slots`.execute(store.db);
+             (SELECT count(*)::int FROM ledgerflow.queue_slot WHERE queue = ${concurrencyQueue.name}) AS slots`.execute(
+      store.db,
+    );
     expect(rows).toEqual([{ in_flight: 0, slots: 0 }]);
   });
 
@@ -66,23 +78,37 @@ describe('a queued step that takes no lock shared by the queue [pg]', () => {
     let lineSeen: Promise<void> | undefined;
     const seeLine = async (): Promise<void> => {
       await waitUntil('a run in line', async () => {
-        const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM ledgerflow.queue_waiter WHERE queue = ${concurrencyQueue.name}`.execute(store.db);
+        const { rows } = await sql<{
+          n: number;
+        }>`SELECT count(*)::int AS n FROM ledgerflow.queue_waiter WHERE queue = ${concurrencyQueue.name}`.execute(
+          store.db,
+        );
         return rows[0]!.n === 1;
       });
       const { rows } = await sql<{ in_flight: number }>`
-        SELECT in_flight FROM ledgerflow.queue_partition WHERE queue = ${concurrencyQueue.name} AND partition = ''`.execute(store.db);
+        SELECT in_flight FROM ledgerflow.queue_partition WHERE queue = ${concurrencyQueue.name} AND partition = ''`.execute(
+        store.db,
+      );
       probe.finished.push({ key: `in_flight=${rows[0]!.in_flight}`, id: '', at: 0 });
     };
     probe.hold = async () => {
       if (++holding > 2) return;
       await (lineSeen ??= seeLine());
     };
-    const worker = createWorker({ store, workflows: queueHandlers(probe), concurrency: 3, pollIntervalMs: 20, reconcileIntervalMs: 0 });
+    const worker = createWorker({
+      store,
+      workflows: queueHandlers(probe),
+      concurrency: 3,
+      pollIntervalMs: 20,
+      reconcileIntervalMs: 0,
+    });
     try {
       await worker.start();
       await waitUntil('the three runs to complete', async () => {
         const { rows } = await sql<{ n: number }>`
-          SELECT count(*)::int AS n FROM ledgerflow.workflow_run WHERE id = ANY(${ids}::uuid[]) AND status = 'completed'`.execute(store.db);
+          SELECT count(*)::int AS n FROM ledgerflow.workflow_run WHERE id = ANY(${ids}::uuid[]) AND status = 'completed'`.execute(
+          store.db,
+        );
         return rows[0]!.n === 3;
       });
     } finally {
@@ -93,7 +119,9 @@ describe('a queued step that takes no lock shared by the queue [pg]', () => {
     expect(probe.maxActive.get('limited')).toBe(2);
     const { rows } = await sql<{ in_flight: number; slots: number }>`
       SELECT (SELECT in_flight FROM ledgerflow.queue_partition WHERE queue = ${concurrencyQueue.name} AND partition = '') AS in_flight,
-             (SELECT count(*)::int FROM ledgerflow.queue_slot WHERE queue = ${concurrencyQueue.name}) AS slots`.execute(store.db);
+             (SELECT count(*)::int FROM ledgerflow.queue_slot WHERE queue = ${concurrencyQueue.name}) AS slots`.execute(
+      store.db,
+    );
     expect(rows).toEqual([{ in_flight: 0, slots: 0 }]);
   });
 });

@@ -6,7 +6,15 @@ import { createClient, createWorker } from 'ledgerflow/runtime';
 import { FAULTS_ENV, type FaultSpec } from 'ledgerflow/testing';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
-import { fair, fairQueue, limited, QUEUE_WORKFLOWS, queueHandlers, queueProbe, rated } from './fixtures/queue-workflows.js';
+import {
+  fair,
+  fairQueue,
+  limited,
+  QUEUE_WORKFLOWS,
+  queueHandlers,
+  queueProbe,
+  rated,
+} from './fixtures/queue-workflows.js';
 import { registerQueueStatement } from '../../runtime/worker/queue-slots.js';
 import { waitUntil } from './fixtures/run-helpers.js';
 
@@ -14,7 +22,9 @@ const WORKER_ENTRY = fileURLToPath(new URL('./fixtures/queue-worker.ts', import.
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const LEASE_MS = 1_000;
 
-function runWorkerProcess(env: Record<string, string>): Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }> {
+function runWorkerProcess(
+  env: Record<string, string>,
+): Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['--import', 'tsx', WORKER_ENTRY], {
       cwd: ROOT,
@@ -47,20 +57,25 @@ describe('queue limits across worker processes, one of them killed holding a slo
   }, 60_000);
   afterAll(() => store.close());
 
-  it('never lets more than the limit run at once, and gives a killed worker\'s slot back', async () => {
+  it("never lets more than the limit run at once, and gives a killed worker's slot back", async () => {
     const client = createClient({ store });
     for (let i = 0; i < 500; i++) await client.start(limited, { id: `fleet-${i}`, ms: 5 });
     let maxSlots = 0;
     let sampling = true;
     const sampler = (async () => {
       while (sampling) {
-        const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM ledgerflow.queue_slot WHERE queue = 'wt-q-two-at-once'`.execute(store.db);
+        const { rows } = await sql<{
+          n: number;
+        }>`SELECT count(*)::int AS n FROM ledgerflow.queue_slot WHERE queue = 'wt-q-two-at-once'`.execute(store.db);
         maxSlots = Math.max(maxSlots, rows[0]!.n);
         await new Promise((resolve) => setTimeout(resolve, 5));
       }
     })();
     const env = { DATABASE_URL: store.url!, LEASE_MS: String(LEASE_MS), CONCURRENCY: '4' };
-    const kill: FaultSpec = { seed: 12, points: { 'after-queue-slot': { probability: 0.2, actions: ['kill'], times: 1 } } };
+    const kill: FaultSpec = {
+      seed: 12,
+      points: { 'after-queue-slot': { probability: 0.2, actions: ['kill'], times: 1 } },
+    };
     const exits = await Promise.all([
       runWorkerProcess({ ...env, [FAULTS_ENV]: JSON.stringify(kill) }),
       runWorkerProcess(env),
@@ -72,7 +87,9 @@ describe('queue limits across worker processes, one of them killed holding a slo
     for (const exit of exits.slice(1)) expect(exit.code, exit.stderr).toBe(0);
 
     const { rows: statuses } = await sql<{ status: string; n: number }>`
-      SELECT status, count(*)::int AS n FROM ledgerflow.workflow_run WHERE workflow_name = ${limited.name} GROUP BY status`.execute(store.db);
+      SELECT status, count(*)::int AS n FROM ledgerflow.workflow_run WHERE workflow_name = ${limited.name} GROUP BY status`.execute(
+      store.db,
+    );
     expect(statuses).toEqual([{ status: 'completed', n: 500 }]);
     // The overlap of the handlers' own intervals, on the database clock — among the attempts that
     // held their lease to the end. A worker stalled past its lease (a loaded machine) loses its run
@@ -89,8 +106,11 @@ describe('queue limits across worker processes, one of them killed holding a slo
                          WHERE o.started_at <= i.started_at AND o.ended_at > i.started_at) AS n
                   FROM live i) x) AS n,
              (SELECT count(*)::int FROM live) AS live,
-             (SELECT count(*)::int FROM qprobe.interval) - (SELECT count(*)::int FROM live) AS zombies`.execute(store.db);
-    if (overlap[0]!.zombies > 0) console.log(`queue fleet: ${overlap[0]!.zombies} handler interval(s) of attempts that lost their lease`);
+             (SELECT count(*)::int FROM qprobe.interval) - (SELECT count(*)::int FROM live) AS zombies`.execute(
+      store.db,
+    );
+    if (overlap[0]!.zombies > 0)
+      console.log(`queue fleet: ${overlap[0]!.zombies} handler interval(s) of attempts that lost their lease`);
     expect(overlap[0]!.live).toBe(500);
     expect(overlap[0]!.n).toBeLessThanOrEqual(2);
     expect(maxSlots).toBeLessThanOrEqual(2);
@@ -102,7 +122,9 @@ describe('queue limits across worker processes, one of them killed holding a slo
     expect(abandoned[0]!.n).toBeGreaterThanOrEqual(1);
     const { rows: left } = await sql<{ slots: number; in_flight: number }>`
       SELECT (SELECT count(*)::int FROM ledgerflow.queue_slot) AS slots,
-             (SELECT in_flight FROM ledgerflow.queue_partition WHERE queue = 'wt-q-two-at-once' AND partition = '') AS in_flight`.execute(store.db);
+             (SELECT in_flight FROM ledgerflow.queue_partition WHERE queue = 'wt-q-two-at-once' AND partition = '') AS in_flight`.execute(
+      store.db,
+    );
     expect(left).toEqual([{ slots: 0, in_flight: 0 }]);
   }, 180_000);
 
@@ -137,20 +159,33 @@ describe('queue limits across worker processes, one of them killed holding a slo
       SELECT gen_random_uuid(), ${fair.name}, ${fair.version}, jsonb_build_object('id', 'big-' || g, 'customer', 'big', 'ms', 1),
              'waiting', 0, 'infinity', jsonb_build_object('kind', 'queue', 'step', 'work', 'queue', ${fairQueue.name}::text, 'partition', 'big', 'until', null)
         FROM generate_series(1, 10000) AS g`.execute(store.db);
-    await sql`INSERT INTO ledgerflow.queue_partition (queue, partition, waiting, top_priority) VALUES (${fairQueue.name}, 'big', 10000, 0)`.execute(store.db);
+    await sql`INSERT INTO ledgerflow.queue_partition (queue, partition, waiting, top_priority) VALUES (${fairQueue.name}, 'big', 10000, 0)`.execute(
+      store.db,
+    );
     await sql`
       INSERT INTO ledgerflow.queue_waiter (queue, partition, run_id, step_name, priority, enqueued_at)
-      SELECT ${fairQueue.name}, 'big', id, 'work', 0, created_at FROM ledgerflow.workflow_run WHERE workflow_name = ${fair.name}`.execute(store.db);
+      SELECT ${fairQueue.name}, 'big', id, 'work', 0, created_at FROM ledgerflow.workflow_run WHERE workflow_name = ${fair.name}`.execute(
+      store.db,
+    );
     const small: string[] = [];
-    for (let i = 0; i < 10; i++) small.push((await client.start(fair, { id: `small-${i}`, customer: 'small', ms: 1 })).runId);
-    const worker = createWorker({ store, workflows: queueHandlers(queueProbe()), concurrency: 16, pollIntervalMs: 20, reconcileIntervalMs: 0 });
+    for (let i = 0; i < 10; i++)
+      small.push((await client.start(fair, { id: `small-${i}`, customer: 'small', ms: 1 })).runId);
+    const worker = createWorker({
+      store,
+      workflows: queueHandlers(queueProbe()),
+      concurrency: 16,
+      pollIntervalMs: 20,
+      reconcileIntervalMs: 0,
+    });
     await worker.start();
     try {
       await waitUntil(
         'the small tenant to finish',
         async () => {
           const { rows } = await sql<{ n: number }>`
-            SELECT count(*)::int AS n FROM ledgerflow.workflow_run WHERE id = ANY(${small}::uuid[]) AND status = 'completed'`.execute(store.db);
+            SELECT count(*)::int AS n FROM ledgerflow.workflow_run WHERE id = ANY(${small}::uuid[]) AND status = 'completed'`.execute(
+            store.db,
+          );
           return rows[0]!.n === 10;
         },
         60_000,
@@ -159,7 +194,9 @@ describe('queue limits across worker processes, one of them killed holding a slo
       await worker.stop();
     }
     const { rows } = await sql<{ done: number }>`
-      SELECT count(*)::int AS done FROM ledgerflow.workflow_run WHERE workflow_name = ${fair.name} AND input->>'customer' = 'big' AND status = 'completed'`.execute(store.db);
+      SELECT count(*)::int AS done FROM ledgerflow.workflow_run WHERE workflow_name = ${fair.name} AND input->>'customer' = 'big' AND status = 'completed'`.execute(
+      store.db,
+    );
     // One slot, round-robin between the two tenants: the big one got about as many turns.
     expect(rows[0]!.done).toBeLessThan(40);
     expect(rows[0]!.done).toBeGreaterThan(0);

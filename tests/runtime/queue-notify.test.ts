@@ -31,7 +31,7 @@ describe('queue grants on the runs channel [pg]', () => {
   }, 120_000);
   afterAll(() => store.close());
 
-  it('sends nothing for a slot granted in the asker\'s own ask, and announces a run woken from the line', async () => {
+  it("sends nothing for a slot granted in the asker's own ask, and announces a run woken from the line", async () => {
     const listener = new pg.Client({ connectionString: store.url });
     await listener.connect();
     const heard: string[] = [];
@@ -48,7 +48,9 @@ describe('queue grants on the runs channel [pg]', () => {
     };
     try {
       const ask = (runId: string) =>
-        acquireSlotStatement(concurrencyQueue.name, QUEUE_NO_PARTITION, { runId, fencingToken: 1 }, 'work').execute(store.db);
+        acquireSlotStatement(concurrencyQueue.name, QUEUE_NO_PARTITION, { runId, fencingToken: 1 }, 'work').execute(
+          store.db,
+        );
       // Two slots, both granted at once to the runs that ask.
       expect((await ask(ASKER)).rows).toEqual([{ retry_at: null }]);
       expect((await ask(HOLDER)).rows).toEqual([{ retry_at: null }]);

@@ -40,19 +40,28 @@ describe('queue grant cost over a deep, wide backlog [pg]', () => {
       await sql`SELECT pg_stat_force_next_flush()`.execute(store.db);
       const { rows } = await sql<{ relname: string; seq_scan: number; idx_tup_fetch: number }>`
         SELECT relname, seq_scan::int, coalesce(idx_tup_fetch, 0)::int AS idx_tup_fetch FROM pg_stat_user_tables
-         WHERE schemaname = 'ledgerflow' AND relname IN ('queue_waiter', 'queue_partition') ORDER BY relname`.execute(store.db);
+         WHERE schemaname = 'ledgerflow' AND relname IN ('queue_waiter', 'queue_partition') ORDER BY relname`.execute(
+        store.db,
+      );
       return Object.fromEntries(rows.map((r) => [r.relname, r]));
     };
     const before = await stats();
-    const { rows } = await sql<{ granted: number }>`SELECT ledgerflow.queue_grant('wt-q-fair') AS granted`.execute(store.db);
+    const { rows } = await sql<{ granted: number }>`SELECT ledgerflow.queue_grant('wt-q-fair') AS granted`.execute(
+      store.db,
+    );
     const after = await stats();
     expect(rows[0]!.granted).toBe(1);
     for (const table of ['queue_waiter', 'queue_partition']) {
       expect(after[table]!.seq_scan - before[table]!.seq_scan, `${table} seq scans`).toBe(0);
-      expect(after[table]!.idx_tup_fetch - before[table]!.idx_tup_fetch, `${table} index tuples fetched`).toBeLessThan(20);
+      expect(after[table]!.idx_tup_fetch - before[table]!.idx_tup_fetch, `${table} index tuples fetched`).toBeLessThan(
+        20,
+      );
     }
     // The tenant whose turn it was is the one served longest ago (never: NULLS FIRST), its oldest waiter.
-    const { rows: slot } = await sql<{ partition: string; run_id: string }>`SELECT partition, run_id FROM ledgerflow.queue_slot`.execute(store.db);
+    const { rows: slot } = await sql<{
+      partition: string;
+      run_id: string;
+    }>`SELECT partition, run_id FROM ledgerflow.queue_slot`.execute(store.db);
     expect(slot).toHaveLength(1);
   });
 });

@@ -29,11 +29,15 @@ describe('queue rate windows on the database clock [pg]', () => {
       SELECT id::uuid, ${rated.name}, ${rated.version}, '{}'::jsonb, 'waiting', 'infinity',
              jsonb_build_object('kind', 'queue', 'step', 'call', 'queue', ${queue.name}::text, 'partition', ${QUEUE_NO_PARTITION}::text, 'until', null)
         FROM unnest(ARRAY[${W1}, ${W2}]) AS id`.execute(store.db);
-    await sql`INSERT INTO ledgerflow.queue_partition (queue, partition, waiting, top_priority) VALUES (${queue.name}, ${QUEUE_NO_PARTITION}, 2, 0)`.execute(store.db);
+    await sql`INSERT INTO ledgerflow.queue_partition (queue, partition, waiting, top_priority) VALUES (${queue.name}, ${QUEUE_NO_PARTITION}, 2, 0)`.execute(
+      store.db,
+    );
     await sql`
       INSERT INTO ledgerflow.queue_waiter (queue, partition, run_id, step_name, priority, enqueued_at)
       VALUES (${queue.name}, ${QUEUE_NO_PARTITION}, ${W1}, 'call', 0, statement_timestamp() - interval '2 seconds'),
-             (${queue.name}, ${QUEUE_NO_PARTITION}, ${W2}, 'call', 0, statement_timestamp() - interval '1 second')`.execute(store.db);
+             (${queue.name}, ${QUEUE_NO_PARTITION}, ${W2}, 'call', 0, statement_timestamp() - interval '1 second')`.execute(
+      store.db,
+    );
   }, 120_000);
   afterAll(() => store.close());
 
@@ -44,7 +48,9 @@ describe('queue rate windows on the database clock [pg]', () => {
     await granter.connect();
     try {
       await holder.query('BEGIN');
-      await holder.query(`SELECT 1 FROM ledgerflow.queue_partition WHERE queue = $1 AND partition = '' FOR UPDATE`, [queue.name]);
+      await holder.query(`SELECT 1 FROM ledgerflow.queue_partition WHERE queue = $1 AND partition = '' FOR UPDATE`, [
+        queue.name,
+      ]);
       const granterPid = (await granter.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
       const first = granter.query<{ granted: number }>('SELECT ledgerflow.queue_grant($1) AS granted', [queue.name]);
       // The grant's statement has begun and waits for the lock.
@@ -74,7 +80,9 @@ describe('queue rate windows on the database clock [pg]', () => {
       const { rows: gaps } = await sql<{ close: number }>`
         SELECT count(*)::int AS close FROM ledgerflow.queue_grant a JOIN ledgerflow.queue_grant b
             ON a.queue = b.queue AND a.partition = b.partition AND a.ctid <> b.ctid
-         WHERE a.queue = ${queue.name} AND b.granted_at >= a.granted_at AND b.granted_at < a.granted_at + interval '1 second'`.execute(store.db);
+         WHERE a.queue = ${queue.name} AND b.granted_at >= a.granted_at AND b.granted_at < a.granted_at + interval '1 second'`.execute(
+        store.db,
+      );
       expect(gaps).toEqual([{ close: 0 }]);
     } finally {
       await holder.end();

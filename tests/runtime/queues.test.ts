@@ -5,7 +5,16 @@ import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { acquireSlotStatement } from '../../runtime/worker/queue-slots.js';
 import { QUEUE_NO_PARTITION } from '../../runtime/store/queue-partition.js';
-import { concurrencyQueue, fair, limited, perCustomer, QUEUE_WORKFLOWS, queueHandlers, queueProbe, rated } from './fixtures/queue-workflows.js';
+import {
+  concurrencyQueue,
+  fair,
+  limited,
+  perCustomer,
+  QUEUE_WORKFLOWS,
+  queueHandlers,
+  queueProbe,
+  rated,
+} from './fixtures/queue-workflows.js';
 
 /**
  * Conformance suite of queues on PostgreSQL and PGlite: a global concurrency limit, one run per
@@ -20,7 +29,13 @@ describeStores('queues', (getStore) => {
   });
 
   const drain = async (probe = queueProbe(), concurrency = 8) => {
-    const worker = createWorker({ store: getStore(), workflows: queueHandlers(probe), concurrency, pollIntervalMs: 20, reconcileIntervalMs: 0 });
+    const worker = createWorker({
+      store: getStore(),
+      workflows: queueHandlers(probe),
+      concurrency,
+      pollIntervalMs: 20,
+      reconcileIntervalMs: 0,
+    });
     try {
       await worker.drain({ timeoutMs: 60_000 });
     } finally {
@@ -36,7 +51,9 @@ describeStores('queues', (getStore) => {
     expect(probe.maxActive.get('limited')).toBe(2);
     expect(probe.finished.filter((f) => f.key === 'limited')).toHaveLength(12);
     const { rows } = await sql<{ in_flight: number; waiting: number }>`
-      SELECT in_flight, waiting FROM ledgerflow.queue_partition WHERE queue = 'wt-q-two-at-once' AND partition = ''`.execute(getStore().db);
+      SELECT in_flight, waiting FROM ledgerflow.queue_partition WHERE queue = 'wt-q-two-at-once' AND partition = ''`.execute(
+      getStore().db,
+    );
     expect(rows).toEqual([{ in_flight: 0, waiting: 0 }]);
     expect((await sql`SELECT 1 FROM ledgerflow.queue_slot`.execute(getStore().db)).rows).toEqual([]);
   });
@@ -55,14 +72,26 @@ describeStores('queues', (getStore) => {
 
   it('runs started already claimed by the worker of their process keep the limits: the step queue and the workflow queue per partition', async () => {
     const probe = queueProbe();
-    const worker = createWorker({ store: getStore(), workflows: queueHandlers(probe), concurrency: 8, pollIntervalMs: 20, reconcileIntervalMs: 0 });
+    const worker = createWorker({
+      store: getStore(),
+      workflows: queueHandlers(probe),
+      concurrency: 8,
+      pollIntervalMs: 20,
+      reconcileIntervalMs: 0,
+    });
     await worker.start();
     try {
       const local = createClient({ store: getStore(), worker });
       const runs = await Promise.all([
-        ...Array.from({ length: 8 }, (_, i) => local.startAndWait(limited, { id: `local-lim-${i}`, ms: 30 }, { wait: { timeoutMs: 30_000 } })),
+        ...Array.from({ length: 8 }, (_, i) =>
+          local.startAndWait(limited, { id: `local-lim-${i}`, ms: 30 }, { wait: { timeoutMs: 30_000 } }),
+        ),
         ...Array.from({ length: 6 }, (_, i) =>
-          local.startAndWait(perCustomer, { id: `local-pc-${i}`, customer: `local-${i % 2}`, ms: 20 }, { wait: { timeoutMs: 30_000 } }),
+          local.startAndWait(
+            perCustomer,
+            { id: `local-pc-${i}`, customer: `local-${i % 2}`, ms: 20 },
+            { wait: { timeoutMs: 30_000 } },
+          ),
         ),
       ]);
       expect(runs.map((r) => r.status)).toEqual(Array(14).fill('completed'));
@@ -73,7 +102,9 @@ describeStores('queues', (getStore) => {
     expect(probe.maxActive.get('customer:local-0')).toBe(1);
     expect(probe.maxActive.get('customer:local-1')).toBe(1);
     const { rows } = await sql<{ in_flight: number; waiting: number }>`
-      SELECT in_flight, waiting FROM ledgerflow.queue_partition WHERE queue = 'wt-q-two-at-once' AND partition = ''`.execute(getStore().db);
+      SELECT in_flight, waiting FROM ledgerflow.queue_partition WHERE queue = 'wt-q-two-at-once' AND partition = ''`.execute(
+      getStore().db,
+    );
     expect(rows).toEqual([{ in_flight: 0, waiting: 0 }]);
   });
 
@@ -83,15 +114,18 @@ describeStores('queues', (getStore) => {
     const grants = [...probe.granted].sort((a, b) => a - b);
     expect(grants).toHaveLength(20);
     // A sliding window of 5 per 500 ms, on database time: no 500 ms holds a sixth grant, so 20 take at least 1.5 s.
-    for (const first of grants) expect(grants.filter((t) => t >= first && t < first + 500).length).toBeLessThanOrEqual(5);
+    for (const first of grants)
+      expect(grants.filter((t) => t >= first && t < first + 500).length).toBeLessThanOrEqual(5);
     expect(grants.at(-1)! - grants[0]!).toBeGreaterThanOrEqual(1_500);
   });
 
   it('grants higher priorities first within a partition', async () => {
     // Queue them all before any worker runs: they are claimed in start order and park in line.
     const ids: string[] = [];
-    for (let i = 0; i < 6; i++) ids.push((await client.start(fair, { id: `prio-low-${i}`, customer: 'prio', ms: 40 })).runId);
-    for (let i = 0; i < 3; i++) ids.push((await client.start(fair, { id: `prio-high-${i}`, customer: 'prio', ms: 40 }, { priority: 10 })).runId);
+    for (let i = 0; i < 6; i++)
+      ids.push((await client.start(fair, { id: `prio-low-${i}`, customer: 'prio', ms: 40 })).runId);
+    for (let i = 0; i < 3; i++)
+      ids.push((await client.start(fair, { id: `prio-high-${i}`, customer: 'prio', ms: 40 }, { priority: 10 })).runId);
     const probe = queueProbe();
     // One run takes the single slot; it keeps it until the other eight wait in line (a claim may
     // take them in more than one batch on a busy machine), so the order below is the line's.
@@ -99,7 +133,9 @@ describeStores('queues', (getStore) => {
     probe.hold = async () => {
       if (held) return;
       held = true;
-      const waiting = sql<{ n: number }>`SELECT count(*)::int AS n FROM ledgerflow.queue_waiter WHERE queue = 'wt-q-fair' AND partition = 'prio'`;
+      const waiting = sql<{
+        n: number;
+      }>`SELECT count(*)::int AS n FROM ledgerflow.queue_waiter WHERE queue = 'wt-q-fair' AND partition = 'prio'`;
       for (let tries = 0; (await waiting.execute(getStore().db)).rows[0]!.n < 8; tries += 1) {
         if (tries > 1_500) throw new Error('the other eight runs never all waited in line');
         await new Promise((resolve) => setTimeout(resolve, 20));
@@ -109,7 +145,9 @@ describeStores('queues', (getStore) => {
     const order = probe.started.filter((s) => s.key === 'fair:prio').map((s) => s.id);
     expect(order).toHaveLength(9);
     // Whoever got the slot first, the three high-priority runs come next, before every other low one.
-    expect(Math.max(...['prio-high-0', 'prio-high-1', 'prio-high-2'].map((id) => order.indexOf(id)))).toBeLessThanOrEqual(3);
+    expect(
+      Math.max(...['prio-high-0', 'prio-high-1', 'prio-high-2'].map((id) => order.indexOf(id))),
+    ).toBeLessThanOrEqual(3);
   });
 
   it('serves a tenant with a few runs while another has a deep backlog (round-robin)', async () => {
@@ -125,8 +163,13 @@ describeStores('queues', (getStore) => {
 
   it('refuses a slot to a worker whose lease is gone, and writes nothing for it', async () => {
     const { runId } = await client.start(limited, { id: 'fenced-ask' });
-    await sql`UPDATE ledgerflow.workflow_run SET status = 'running', fencing_token = 5, lease_owner = 'test', lease_expires_at = statement_timestamp() + interval '1 minute' WHERE id = ${runId}`.execute(getStore().db);
-    const ask = (token: number) => acquireSlotStatement(concurrencyQueue.name, QUEUE_NO_PARTITION, { runId, fencingToken: token }, 'work').execute(getStore().db);
+    await sql`UPDATE ledgerflow.workflow_run SET status = 'running', fencing_token = 5, lease_owner = 'test', lease_expires_at = statement_timestamp() + interval '1 minute' WHERE id = ${runId}`.execute(
+      getStore().db,
+    );
+    const ask = (token: number) =>
+      acquireSlotStatement(concurrencyQueue.name, QUEUE_NO_PARTITION, { runId, fencingToken: token }, 'work').execute(
+        getStore().db,
+      );
     // A zombie (token 4, taken over since): no answer, no slot, no place in line.
     expect((await ask(4)).rows).toEqual([]);
     const held = sql<{ n: number }>`
@@ -135,7 +178,9 @@ describeStores('queues', (getStore) => {
     // The holder of the lease gets the slot.
     expect((await ask(5)).rows).toEqual([{ retry_at: null }]);
     expect(Number((await held.execute(getStore().db)).rows[0]!.n)).toBe(1);
-    await sql`UPDATE ledgerflow.workflow_run SET status = 'cancelled', lease_owner = NULL, lease_expires_at = NULL, finished_at = statement_timestamp() WHERE id = ${runId}`.execute(getStore().db);
+    await sql`UPDATE ledgerflow.workflow_run SET status = 'cancelled', lease_owner = NULL, lease_expires_at = NULL, finished_at = statement_timestamp() WHERE id = ${runId}`.execute(
+      getStore().db,
+    );
     expect(Number((await held.execute(getStore().db)).rows[0]!.n)).toBe(0);
   });
 });

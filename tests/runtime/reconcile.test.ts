@@ -8,7 +8,7 @@ import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { eventLog, startTestRun, runState } from './fixtures/run-helpers.js';
 import { chargeHandlers, receiptControl, receiptHandlers } from './fixtures/test-handlers.js';
-import { ALL_TEST_WORKFLOWS, charge, receipt, receiptOnce, } from './fixtures/test-workflows.js';
+import { ALL_TEST_WORKFLOWS, charge, receipt, receiptOnce } from './fixtures/test-workflows.js';
 
 const FAST: Partial<WorkerOptions> = { pollIntervalMs: 20, leaseMs: 5_000, reconcileIntervalMs: 0 };
 /** Far enough ahead that every intent is due (lease + perform timeout have passed). */
@@ -46,7 +46,12 @@ describeStores('external intents: reconciliation in the worker and in the reconc
     expect(attempts.map((a) => `${a.attempt}:${a.status}`)).toEqual(['1:failed', '2:succeeded']);
     expect(attempts[0]!.error).toMatchObject({ name: 'InjectedFaultError' });
     expect(effects).toEqual([
-      expect.objectContaining({ status: 'recorded', attempt: 1, resolution: 'found by reconcile in attempt 2', effect: { messageId: email.messages()[0]!.messageId } }),
+      expect.objectContaining({
+        status: 'recorded',
+        attempt: 1,
+        resolution: 'found by reconcile in attempt 2',
+        effect: { messageId: email.messages()[0]!.messageId },
+      }),
     ]);
     expect(results[0]).toMatchObject({ attempt: 1 });
   });
@@ -64,7 +69,9 @@ describeStores('external intents: reconciliation in the worker and in the reconc
     expect(email.sentForReference('receipt:rc-not-sent')).toBe(1);
     expect(control.reconcileCalls).toBe(0);
     expect(attempts.map((a) => `${a.attempt}:${a.status}`)).toEqual(['1:failed', '2:succeeded']);
-    expect(effects).toEqual([expect.objectContaining({ status: 'recorded', attempt: 2, idempotency_key: 'receipt:rc-not-sent' })]);
+    expect(effects).toEqual([
+      expect.objectContaining({ status: 'recorded', attempt: 2, idempotency_key: 'receipt:rc-not-sent' }),
+    ]);
     expect(effects[0]!.resolution).toContain('attempt 1 failed before calling perform');
   });
 
@@ -94,9 +101,20 @@ describeStores('external intents: reconciliation in the worker and in the reconc
     expect(log.events.some((e) => e.type === 'run-parked')).toBe(true);
 
     control.reconcile = 'lookup';
-    const report = await runReconcilePass({ store, workflows: [receiptHandlers(email, control)], now: LATER(), leaseMs: 5_000 });
+    const report = await runReconcilePass({
+      store,
+      workflows: [receiptHandlers(email, control)],
+      now: LATER(),
+      leaseMs: 5_000,
+    });
     expect(report).toMatchObject({ examined: 1, recorded: 1, released: 0, parked: 0, skipped: 0 });
-    expect(report.items[0]).toMatchObject({ runId, step: 'receipt', key: 'receipt:rc-unknown', intentAttempt: 1, outcome: 'recorded' });
+    expect(report.items[0]).toMatchObject({
+      runId,
+      step: 'receipt',
+      key: 'receipt:rc-unknown',
+      intentAttempt: 1,
+      outcome: 'recorded',
+    });
 
     const { run, effects } = await runState(store, runId);
     expect(run.status).toBe('completed');
@@ -109,7 +127,10 @@ describeStores('external intents: reconciliation in the worker and in the reconc
     const store = getStore();
     const email = new FakeEmailProvider();
     // The worker "dies" between the intent commit and perform: stopped abruptly while hung there.
-    configureFaults({ seed: 5, points: { 'after-intent-commit': { probability: 1, actions: ['hang'], hangMs: 1_000, times: 1 } } });
+    configureFaults({
+      seed: 5,
+      points: { 'after-intent-commit': { probability: 1, actions: ['hang'], hangMs: 1_000, times: 1 } },
+    });
     const runId = await startTestRun(store, receipt, { orderId: 'rc-pass-release', email: 'a@example.com' });
     const log = eventLog();
     const first = worker({ workflows: [receiptHandlers(email)], onEvent: log.onEvent });
@@ -129,7 +150,9 @@ describeStores('external intents: reconciliation in the worker and in the reconc
     expect(report).toMatchObject({ examined: 1, released: 1 });
     const released = await runState(store, runId);
     expect(released.run).toMatchObject({ status: 'pending', lease_owner: null });
-    expect(released.effects).toEqual([expect.objectContaining({ status: 'released', resolution: expect.stringContaining('not found') })]);
+    expect(released.effects).toEqual([
+      expect.objectContaining({ status: 'released', resolution: expect.stringContaining('not found') }),
+    ]);
 
     await worker({ workflows: [registration] }).drain();
     const { run, effects } = await runState(store, runId);
@@ -147,7 +170,10 @@ describeStores('external intents: reconciliation in the worker and in the reconc
     const sentRun = await startTestRun(store, receiptOnce, { orderId: 'rc-exhausted-sent', email: 'a@example.com' });
     await worker({ workflows: [registration] }).drain();
     throwOnceAt('after-intent-commit');
-    const unsentRun = await startTestRun(store, receiptOnce, { orderId: 'rc-exhausted-unsent', email: 'a@example.com' });
+    const unsentRun = await startTestRun(store, receiptOnce, {
+      orderId: 'rc-exhausted-unsent',
+      email: 'a@example.com',
+    });
     await worker({ workflows: [registration] }).drain();
 
     const sent = await runState(store, sentRun);
@@ -174,29 +200,41 @@ describeStores('external intents: reconciliation in the worker and in the reconc
     const control = receiptControl();
     // The first worker "dies" after perform: its step hangs there and it is stopped abruptly
     // (stop waits ~1 s for the hung step; the lease is long enough that the intent is not due yet).
-    configureFaults({ seed: 3, points: { 'after-perform': { probability: 1, actions: ['hang'], hangMs: 2_000, times: 1 } } });
+    configureFaults({
+      seed: 3,
+      points: { 'after-perform': { probability: 1, actions: ['hang'], hangMs: 2_000, times: 1 } },
+    });
     const runId = await startTestRun(store, receipt, { orderId: 'rc-crashed', email: 'a@example.com' });
     const firstLog = eventLog();
-    const first = worker({ workflows: [receiptHandlers(email, control)], leaseMs: 2_000, heartbeatMs: 500, onEvent: firstLog.onEvent });
+    const first = worker({
+      workflows: [receiptHandlers(email, control)],
+      leaseMs: 2_000,
+      heartbeatMs: 500,
+      onEvent: firstLog.onEvent,
+    });
     await first.start();
     await new Promise<void>((resolve) => {
-      const check = (): void => (email.sentForReference('receipt:rc-crashed') === 1 ? resolve() : void setTimeout(check, 10));
+      const check = (): void =>
+        email.sentForReference('receipt:rc-crashed') === 1 ? resolve() : void setTimeout(check, 10);
       check();
     });
     await first.stop({ timeoutMs: 10 });
 
     const log = eventLog();
-    await worker({ workflows: [receiptHandlers(email, control)], leaseMs: 2_000, heartbeatMs: 500, onEvent: log.onEvent }).drain();
+    await worker({
+      workflows: [receiptHandlers(email, control)],
+      leaseMs: 2_000,
+      heartbeatMs: 500,
+      onEvent: log.onEvent,
+    }).drain();
 
     const rescheduled = log.events.find((e) => e.type === 'run-rescheduled');
     expect(rescheduled).toMatchObject({ runId, step: 'receipt' });
     const { run, attempts, effects } = await runState(store, runId);
     expect(run.status).toBe('completed');
-    expect(attempts.map((a) => `${a.attempt}:${a.status}:${(a.error as { name?: string } | null)?.name ?? ''}`)).toEqual([
-      '1:abandoned:WorkerStopped',
-      '2:abandoned:AwaitingIntent',
-      '3:succeeded:',
-    ]);
+    expect(
+      attempts.map((a) => `${a.attempt}:${a.status}:${(a.error as { name?: string } | null)?.name ?? ''}`),
+    ).toEqual(['1:abandoned:WorkerStopped', '2:abandoned:AwaitingIntent', '3:succeeded:']);
     // The wait is measured on the database clock from the intent, never on the worker's.
     const intentAt = effects[0]!.intent_at.getTime();
     expect(attempts[1]!.next_eligible_at!.getTime() - intentAt).toBe(2_000 + 500);
@@ -212,11 +250,20 @@ describeStores('external intents: reconciliation in the worker and in the reconc
     control.perform = 'slow-once';
     const runId = await startTestRun(store, receipt, { orderId: 'rc-timeout', email: 'a@example.com' });
     const log = eventLog();
-    await worker({ workflows: [receiptHandlers(email, control)], leaseMs: 1_000, heartbeatMs: 300, onEvent: log.onEvent }).drain();
+    await worker({
+      workflows: [receiptHandlers(email, control)],
+      leaseMs: 1_000,
+      heartbeatMs: 300,
+      onEvent: log.onEvent,
+    }).drain();
 
     const { run, attempts, effects } = await runState(store, runId);
     expect(run.status).toBe('completed');
-    expect(attempts[0]).toMatchObject({ attempt: 1, status: 'failed', error: expect.objectContaining({ name: 'PerformTimeoutError' }) });
+    expect(attempts[0]).toMatchObject({
+      attempt: 1,
+      status: 'failed',
+      error: expect.objectContaining({ name: 'PerformTimeoutError' }),
+    });
     // Not after the 20 ms retry backoff: at the horizon, intent time + lease + perform timeout.
     expect(attempts[0]!.next_eligible_at!.getTime()).toBe(effects[0]!.intent_at.getTime() + 1_000 + 500);
     const reconciledBy = attempts.at(-1)!;
@@ -267,7 +314,9 @@ describeStores('external intents: reconciliation in the worker and in the reconc
     expect(run.status).toBe('failed');
     expect(run.error).toMatchObject({ name: 'NotAppliedError', message: 'mailbox does not exist' });
     expect(attempts.map((a) => a.status)).toEqual(['failed']);
-    expect(effects).toEqual([expect.objectContaining({ status: 'released', resolution: expect.stringContaining('NotAppliedError') })]);
+    expect(effects).toEqual([
+      expect.objectContaining({ status: 'released', resolution: expect.stringContaining('NotAppliedError') }),
+    ]);
     expect(control.reconcileCalls).toBe(0);
     expect(email.totalSent()).toBe(0);
   });
@@ -297,9 +346,17 @@ describeStores('external intents: reconciliation in the worker and in the reconc
 
     const { run, effects, attempts } = await runState(store, runId);
     expect(run.status).toBe('failed');
-    expect(run.error).toMatchObject({ name: 'ProviderUnavailableError', message: expect.stringContaining('payment provider unavailable') });
+    expect(run.error).toMatchObject({
+      name: 'ProviderUnavailableError',
+      message: expect.stringContaining('payment provider unavailable'),
+    });
     expect(attempts.map((a) => a.status)).toEqual(['failed', 'failed', 'failed', 'failed']);
-    expect(effects).toEqual([expect.objectContaining({ status: 'released', resolution: expect.stringContaining('the provider dedupes by key') })]);
+    expect(effects).toEqual([
+      expect.objectContaining({
+        status: 'released',
+        resolution: expect.stringContaining('the provider dedupes by key'),
+      }),
+    ]);
     expect(payments.totalCharges()).toBe(0);
   });
 });

@@ -37,7 +37,12 @@ const FAST: Partial<WorkerOptions> = { pollIntervalMs: 20, leaseMs: 5_000, recon
 const _LATER = (): Date => new Date(Date.now() + 3_600_000);
 
 /** Plants an open intent on a run at step 0 of a receipt workflow, due since an hour. */
-async function plantIntent(store: Store, runId: string, key: string, status: 'pending' | 'cancelled' | 'needs_reconciliation'): Promise<void> {
+async function plantIntent(
+  store: Store,
+  runId: string,
+  key: string,
+  status: 'pending' | 'cancelled' | 'needs_reconciliation',
+): Promise<void> {
   await sql`
     INSERT INTO ledgerflow.step_effect
            (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token, intent_at, reconcile_after)
@@ -45,10 +50,14 @@ async function plantIntent(store: Store, runId: string, key: string, status: 'pe
     store.db,
   );
   if (status === 'cancelled') {
-    await sql`UPDATE ledgerflow.workflow_run SET status = 'cancelled', finished_at = now() WHERE id = ${runId}`.execute(store.db);
+    await sql`UPDATE ledgerflow.workflow_run SET status = 'cancelled', finished_at = now() WHERE id = ${runId}`.execute(
+      store.db,
+    );
   } else if (status === 'needs_reconciliation') {
     await sql`UPDATE ledgerflow.workflow_run SET status = 'needs_reconciliation',
-                     error = '{"name":"NeedsReconciliation","message":"planted","exhausted":false}'::jsonb WHERE id = ${runId}`.execute(store.db);
+                     error = '{"name":"NeedsReconciliation","message":"planted","exhausted":false}'::jsonb WHERE id = ${runId}`.execute(
+      store.db,
+    );
   }
 }
 
@@ -64,7 +73,9 @@ describeStores('review defects: reconciler, heartbeat, horizon, pause', (getStor
     configureFaults(undefined);
     await Promise.all(workers.splice(0).map((w) => w.stop({ timeoutMs: 200 })));
     // Keep later tests' workers and passes to their own runs.
-    await sql`UPDATE ledgerflow.step_effect SET status = 'released', reconcile_after = NULL WHERE status = 'intent'`.execute(getStore().db);
+    await sql`UPDATE ledgerflow.step_effect SET status = 'released', reconcile_after = NULL WHERE status = 'intent'`.execute(
+      getStore().db,
+    );
     await sql`UPDATE ledgerflow.workflow_run SET status = 'cancelled', lease_owner = NULL, lease_expires_at = NULL, finished_at = now()
                WHERE status IN ('pending', 'running', 'needs_reconciliation')`.execute(getStore().db);
   });
@@ -79,7 +90,9 @@ describeStores('review defects: reconciler, heartbeat, horizon, pause', (getStor
     const current = { runId, fencingToken: run!.fencingToken };
     const { lost } = await renewLeases(store.db, [stale, current], 5_000);
     expect(lost).toEqual([stale]);
-    await sql`UPDATE ledgerflow.workflow_run SET status = 'cancelled', lease_owner = NULL, lease_expires_at = NULL, finished_at = now() WHERE id = ${runId}`.execute(store.db);
+    await sql`UPDATE ledgerflow.workflow_run SET status = 'cancelled', lease_owner = NULL, lease_expires_at = NULL, finished_at = now() WHERE id = ${runId}`.execute(
+      store.db,
+    );
   });
 
   it('4: intents of cancelled runs no longer starve a parked run: the pass pages through every due intent and settles cancelled ones too', async () => {
@@ -95,18 +108,28 @@ describeStores('review defects: reconciler, heartbeat, horizon, pause', (getStor
     await email.send({ to: 'a@example.com', subject: 'Receipt', body: 'x', reference: 'receipt:starve-0' });
     const parked = await startTestRun(store, receiptSlow, { orderId: 'starve-parked', email: 'a@example.com' });
     await plantIntent(store, parked, 'receipt:starve-parked', 'needs_reconciliation');
-    await sql`UPDATE ledgerflow.step_effect SET reconcile_after = now() - interval '1 minute' WHERE workflow_id = ${parked}`.execute(store.db);
+    await sql`UPDATE ledgerflow.step_effect SET reconcile_after = now() - interval '1 minute' WHERE workflow_id = ${parked}`.execute(
+      store.db,
+    );
     await email.send({ to: 'a@example.com', subject: 'Receipt', body: 'x', reference: 'receipt:starve-parked' });
 
-    const report = await runReconcilePass({ store, workflows: [receiptHandlers(email, receiptControl(), receiptSlow)], limit: 100 });
+    const report = await runReconcilePass({
+      store,
+      workflows: [receiptHandlers(email, receiptControl(), receiptSlow)],
+      limit: 100,
+    });
     expect(report).toMatchObject({ examined: 106, recorded: 2, released: 104, errors: 0 });
     expect((await runState(store, parked)).run.status).toBe('completed');
     const first = await runState(store, cancelled[0]!);
     expect(first.run.status).toBe('cancelled');
-    expect(first.effects).toEqual([expect.objectContaining({ status: 'recorded', resolution: expect.stringContaining('the run is cancelled') })]);
+    expect(first.effects).toEqual([
+      expect.objectContaining({ status: 'recorded', resolution: expect.stringContaining('the run is cancelled') }),
+    ]);
     const last = await runState(store, cancelled.at(-1)!);
     expect(last.effects).toEqual([expect.objectContaining({ status: 'released', reconcile_after: null })]);
-    const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM ledgerflow.step_effect WHERE status = 'intent'`.execute(store.db);
+    const { rows } = await sql<{
+      n: number;
+    }>`SELECT count(*)::int AS n FROM ledgerflow.step_effect WHERE status = 'intent'`.execute(store.db);
     expect(rows[0]!.n).toBe(0);
   });
 
@@ -117,7 +140,9 @@ describeStores('review defects: reconciler, heartbeat, horizon, pause', (getStor
     const good = await startTestRun(store, receipt, { orderId: 'iso-good', email: 'a@example.com' });
     await plantIntent(store, bad, 'receipt:iso-bad', 'needs_reconciliation');
     await plantIntent(store, good, 'receipt:iso-good', 'needs_reconciliation');
-    await sql`UPDATE ledgerflow.step_effect SET reconcile_after = now() - interval '2 hours' WHERE workflow_id = ${bad}`.execute(store.db);
+    await sql`UPDATE ledgerflow.step_effect SET reconcile_after = now() - interval '2 hours' WHERE workflow_id = ${bad}`.execute(
+      store.db,
+    );
     await email.send({ to: 'a@example.com', subject: 'Receipt', body: 'x', reference: 'receipt:iso-good' });
     // A reconcile whose found output the database refuses (U+0000 in jsonb).
     const registration = bindHandlers(
@@ -126,13 +151,18 @@ describeStores('review defects: reconciler, heartbeat, horizon, pause', (getStor
         receipt: {
           perform: async () => ({ messageId: 'never' }),
           reconcile: async ({ key }) =>
-            key === 'receipt:iso-bad' ? found({ messageId: 'bad\u0000id' }) : found({ messageId: (await email.findByReference(key))[0]!.messageId }),
+            key === 'receipt:iso-bad'
+              ? found({ messageId: 'bad\u0000id' })
+              : found({ messageId: (await email.findByReference(key))[0]!.messageId }),
         },
       },
       shapeHash(receipt),
     );
     const report = await runReconcilePass({ store, workflows: [registration] });
-    expect(report.items.map((i) => `${i.key}:${i.outcome}`)).toEqual(['receipt:iso-bad:error', 'receipt:iso-good:recorded']);
+    expect(report.items.map((i) => `${i.key}:${i.outcome}`)).toEqual([
+      'receipt:iso-bad:error',
+      'receipt:iso-good:recorded',
+    ]);
     expect((await runState(store, good)).run.status).toBe('completed');
     expect((await runState(store, bad)).run).toMatchObject({ status: 'needs_reconciliation', lease_owner: null });
   });
@@ -146,7 +176,10 @@ describeStores('review defects: reconciler, heartbeat, horizon, pause', (getStor
     await plantIntent(store, runId, 'receipt:backoff', 'needs_reconciliation');
     const registration = receiptHandlers(email, control);
     // Two passes at once (two workers' reconcilers), then another one: one lookup in all.
-    const passes = await Promise.all([runReconcilePass({ store, workflows: [registration] }), runReconcilePass({ store, workflows: [registration] })]);
+    const passes = await Promise.all([
+      runReconcilePass({ store, workflows: [registration] }),
+      runReconcilePass({ store, workflows: [registration] }),
+    ]);
     const again = await runReconcilePass({ store, workflows: [registration] });
     expect(control.reconcileCalls).toBe(1);
     expect(passes.map((p) => p.examined).sort()).toEqual([0, 1]);
@@ -163,7 +196,10 @@ describeStores('review defects: reconciler, heartbeat, horizon, pause', (getStor
     await plantIntent(store, runId, 'receipt:nf-backoff', 'pending');
     await sql`INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, finished_at)
               VALUES (${runId}, 'receipt', 1, 'failed', 0, 'w', now())`.execute(store.db);
-    const report = await runReconcilePass({ store, workflows: [receiptHandlers(email, receiptControl(), receiptSlow)] });
+    const report = await runReconcilePass({
+      store,
+      workflows: [receiptHandlers(email, receiptControl(), receiptSlow)],
+    });
     expect(report).toMatchObject({ released: 1 });
     const { run } = await runState(store, runId);
     // receiptSlow retries after 60 s (no jitter).
@@ -175,7 +211,10 @@ describeStores('review defects: reconciler, heartbeat, horizon, pause', (getStor
     const store = getStore();
     const email = new FakeEmailProvider();
     const control = receiptControl();
-    configureFaults({ seed: 9, points: { 'after-intent-commit': { probability: 1, actions: ['hang'], hangMs: 1_000, times: 1 } } });
+    configureFaults({
+      seed: 9,
+      points: { 'after-intent-commit': { probability: 1, actions: ['hang'], hangMs: 1_000, times: 1 } },
+    });
     const runId = await startTestRun(store, receipt, { orderId: 'horizon', email: 'a@example.com' });
     const log = eventLog();
     const w = worker({ workflows: [receiptHandlers(email, control)], leaseMs: 5_000, onEvent: log.onEvent });
@@ -195,10 +234,15 @@ describeStores('review defects: reconciler, heartbeat, horizon, pause', (getStor
     const store = getStore();
     const email = new FakeEmailProvider();
     // The pause is longer than the lease: by then another worker may own the run and reconcile.
-    configureFaults({ seed: 13, points: { 'after-intent-commit': { probability: 1, actions: ['hang'], hangMs: 900, times: 1 } } });
+    configureFaults({
+      seed: 13,
+      points: { 'after-intent-commit': { probability: 1, actions: ['hang'], hangMs: 900, times: 1 } },
+    });
     const runId = await startTestRun(store, receipt, { orderId: 'paused', email: 'a@example.com' });
     const log = eventLog();
-    await worker({ workflows: [receiptHandlers(email)], leaseMs: 600, heartbeatMs: 200, onEvent: log.onEvent }).drain({ timeoutMs: 20_000 });
+    await worker({ workflows: [receiptHandlers(email)], leaseMs: 600, heartbeatMs: 200, onEvent: log.onEvent }).drain({
+      timeoutMs: 20_000,
+    });
     expect(log.events.some((e) => e.type === 'lease-lost' && e.runId === runId)).toBe(true);
     expect(email.sentForReference('receipt:paused')).toBe(1);
     const { run, effects } = await runState(store, runId);
@@ -232,7 +276,9 @@ describeStores('review defects: reconciler, heartbeat, horizon, pause', (getStor
     await log.waitFor('step-failed', (e) => e.runId === runId);
     expect(reasons).toHaveLength(1);
     expect(reasons[0]).toMatchObject({ name: 'PerformTimeoutError' });
-    await sql`UPDATE ledgerflow.workflow_run SET status = 'cancelled', lease_owner = NULL, lease_expires_at = NULL, finished_at = now() WHERE id = ${runId}`.execute(store.db);
+    await sql`UPDATE ledgerflow.workflow_run SET status = 'cancelled', lease_owner = NULL, lease_expires_at = NULL, finished_at = now() WHERE id = ${runId}`.execute(
+      store.db,
+    );
   });
 });
 
@@ -308,13 +354,25 @@ describe('review defect 7: a completion commit whose answer is lost after it com
     const ids: string[] = [];
     for (let i = 0; i < 6; i += 1) ids.push(await startTestRun(base, poison, { label: `orphan-${i}` }));
     const log = eventLog();
-    const w = createWorker({ store, workflows: [poisonHandlers('adopter')], concurrency: 2, pollIntervalMs: 60_000, leaseMs: 60_000, reconcileIntervalMs: 0, onEvent: log.onEvent });
+    const w = createWorker({
+      store,
+      workflows: [poisonHandlers('adopter')],
+      concurrency: 2,
+      pollIntervalMs: 60_000,
+      leaseMs: 60_000,
+      reconcileIntervalMs: 0,
+      onEvent: log.onEvent,
+    });
     await w.start();
     // With a 60 s lease and a 60 s poll, only adoption finishes these within the wait.
-    await waitUntil('every run to complete', async () => {
-      const states = await Promise.all(ids.map((id) => runState(base, id)));
-      return states.every((s) => s.run.status === 'completed') || undefined;
-    }, 20_000);
+    await waitUntil(
+      'every run to complete',
+      async () => {
+        const states = await Promise.all(ids.map((id) => runState(base, id)));
+        return states.every((s) => s.run.status === 'completed') || undefined;
+      },
+      20_000,
+    );
     await w.stop();
     expect(armed).toBe(false);
     expect(log.events.some((e) => e.type === 'commit-outcome-unknown')).toBe(true);

@@ -1,7 +1,14 @@
 import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { event, shapeHash, workflow, type AnyWorkflow } from 'ledgerflow/dsl';
-import { bindHandlers, createClient, createWorker, NonRetryableError, type Client, type WorkflowRegistration } from 'ledgerflow/runtime';
+import {
+  bindHandlers,
+  createClient,
+  createWorker,
+  NonRetryableError,
+  type Client,
+  type WorkflowRegistration,
+} from 'ledgerflow/runtime';
 import { createDashboard } from 'ledgerflow/dashboard';
 import { ORIGIN, session } from '../dashboard/support/browserless-session.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
@@ -60,7 +67,10 @@ const REGISTRATIONS: WorkflowRegistration[] = [
       price: ok,
       giftWrap: ok,
       confirm: ({ input }) => {
-        if (input.fail) throw new NonRetryableError('the warehouse refused the order:\n  sku-1 is out of stock\n  sku-2 is discontinued');
+        if (input.fail)
+          throw new NonRetryableError(
+            'the warehouse refused the order:\n  sku-1 is out of stock\n  sku-2 is discontinued',
+          );
         return { ok: true };
       },
       notify: ok,
@@ -104,8 +114,12 @@ describe('run labels in the CLI and the dashboard [pg]', () => {
 
   it('a step skipped by its condition: "skipped" in the attempts and the timeline, not a green succeeded bar', async () => {
     const html = await page(`/runs/${runs.completed}`);
-    expect(html).toMatch(/<rect class="bar" data-step="giftWrap" data-attempt="1" data-status="skipped"[^>]*fill="#c4cad1"/);
-    expect(html).toMatch(/<tr><td>giftWrap<\/td><td class="num">1<\/td><td><span class="st st-skipped"[^>]*>skipped<\/span>/);
+    expect(html).toMatch(
+      /<rect class="bar" data-step="giftWrap" data-attempt="1" data-status="skipped"[^>]*fill="#c4cad1"/,
+    );
+    expect(html).toMatch(
+      /<tr><td>giftWrap<\/td><td class="num">1<\/td><td><span class="st st-skipped"[^>]*>skipped<\/span>/,
+    );
     const cli = await runCli(['run', runs.completed, ...db]);
     expect(cli.stdout).toMatch(/\ngiftWrap +1 +skipped \(its condition was false\) /);
   });
@@ -130,13 +144,17 @@ describe('run labels in the CLI and the dashboard [pg]', () => {
     expect(cli.stdout).toMatch(/\ncompensation +undone: a step failed for good, so its recorded effects were undone\n/);
     expect(cli.stdout).not.toMatch(/\ncompensation +failure\n/);
     const html = await page(`/runs/${runs.compensated}`);
-    expect(html).toContain('<dt>compensation</dt><dd>undone: a step failed for good, so its recorded effects were undone</dd>');
+    expect(html).toContain(
+      '<dt>compensation</dt><dd>undone: a step failed for good, so its recorded effects were undone</dd>',
+    );
   });
 
   it('the error box shows the message in words, its stack behind a click', async () => {
     const html = await page(`/runs/${runs.compensated}`);
     const box = html.slice(html.indexOf('<div id="error">'), html.indexOf('<h2>Operator actions'));
-    expect(box).toContain('<p class="error-text">NonRetryableError: the warehouse refused the order:\n  sku-1 is out of stock\n  sku-2 is discontinued</p>');
+    expect(box).toContain(
+      '<p class="error-text">NonRetryableError: the warehouse refused the order:\n  sku-1 is out of stock\n  sku-2 is discontinued</p>',
+    );
     expect(box).toMatch(/<details><summary>Details<\/summary><pre>[\s\S]*at [\s\S]*<\/pre><\/details>/);
     expect(box).not.toContain('\\n');
   });
@@ -150,7 +168,9 @@ describe('run labels in the CLI and the dashboard [pg]', () => {
     });
     await drain();
     expect(await client.getRun(runs.held)).toMatchObject({ status: 'compensated', compensation: 'cancel' });
-    expect((await runCli(['run', runs.held, ...db])).stdout).toMatch(/\ncompensation +undone: the run was cancelled, so its recorded effects were undone\n/);
+    expect((await runCli(['run', runs.held, ...db])).stdout).toMatch(
+      /\ncompensation +undone: the run was cancelled, so its recorded effects were undone\n/,
+    );
   });
 
   it('the dashboard says the same after its cancel', async () => {

@@ -40,7 +40,9 @@ async function seed(store: TestStore): Promise<void> {
       FROM generate_series(1, 24) AS g
       CROSS JOIN LATERAL (SELECT CASE g % 3 WHEN 0 THEN 'dash-orders' WHEN 1 THEN 'dash-flaky' ELSE 'dash-receipt' END AS name,
                                  CASE WHEN g % 3 = 0 AND g % 2 = 0 THEN 2 ELSE 1 END AS version) AS w
-      CROSS JOIN LATERAL (SELECT (ARRAY['pending', 'waiting', 'completed', 'failed', 'cancelled'])[1 + g % 5] AS status) AS s`.execute(store.db);
+      CROSS JOIN LATERAL (SELECT (ARRAY['pending', 'waiting', 'completed', 'failed', 'cancelled'])[1 + g % 5] AS status) AS s`.execute(
+    store.db,
+  );
 }
 
 /** The order the list promises, worked out here from the rows themselves. */
@@ -146,11 +148,16 @@ describe('`ledgerflow runs` and the dashboard runs page show the same list [pg]'
       [['--dedupe-key', 'key-1'], 'key=key-1'],
     ] as const) {
       const out: string[] = [];
-      const code = await main(['runs', '--json', '--limit', '100', ...args, '--database-url', store.url!], { out: (t) => out.push(t), err: () => {} });
+      const code = await main(['runs', '--json', '--limit', '100', ...args, '--database-url', store.url!], {
+        out: (t) => out.push(t),
+        err: () => {},
+      });
       expect(code).toBe(0);
       const cli = (JSON.parse(out.join('')) as WorkflowRunRow[]).map((r) => r.id);
       expect(cli.length, args.join(' ')).toBeGreaterThan(0);
-      const response = await createDashboard({ store, workflows: DASHBOARD_WORKFLOWS }).fetch(new Request(`${ORIGIN}/?limit=100&${query}`));
+      const response = await createDashboard({ store, workflows: DASHBOARD_WORKFLOWS }).fetch(
+        new Request(`${ORIGIN}/?limit=100&${query}`),
+      );
       expect(response.status).toBe(200);
       const page = [...(await response.text()).matchAll(/<a href="\/runs\/([0-9a-f-]{36})" title=/g)].map((m) => m[1]);
       expect(page, args.join(' ')).toEqual(cli);
@@ -159,7 +166,8 @@ describe('`ledgerflow runs` and the dashboard runs page show the same list [pg]'
 });
 
 function matches(run: WorkflowRunRow, filter: RunFilter): boolean {
-  const statuses = filter.status === undefined ? [] : typeof filter.status === 'string' ? [filter.status] : filter.status;
+  const statuses =
+    filter.status === undefined ? [] : typeof filter.status === 'string' ? [filter.status] : filter.status;
   return (
     (statuses.length === 0 || statuses.includes(run.status)) &&
     (filter.workflow === undefined || run.workflow_name === filter.workflow) &&

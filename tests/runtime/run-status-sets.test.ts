@@ -26,7 +26,15 @@ describe('the run-status sets agree with the run machine', () => {
   it('lists every status of the machine once in RUN_STATUSES, and each set only those', () => {
     expect(sorted(RUN_STATUSES)).toEqual(sorted(Object.keys(RUN_TRANSITIONS).filter((s) => s !== 'none')));
     expect(new Set(RUN_STATUSES).size).toBe(RUN_STATUSES.length);
-    const sets = { FINAL_RUN_STATUSES, CANCELLABLE_RUN_STATUSES, RETRYABLE_RUN_STATUSES, ENDED_UNCOMPLETED_RUN_STATUSES, SETTLED_RUN_STATUSES, DUE_RUN_STATUSES, RECONCILER_CLAIMABLE_RUN_STATUSES };
+    const sets = {
+      FINAL_RUN_STATUSES,
+      CANCELLABLE_RUN_STATUSES,
+      RETRYABLE_RUN_STATUSES,
+      ENDED_UNCOMPLETED_RUN_STATUSES,
+      SETTLED_RUN_STATUSES,
+      DUE_RUN_STATUSES,
+      RECONCILER_CLAIMABLE_RUN_STATUSES,
+    };
     for (const [name, set] of Object.entries(sets)) {
       expect(set.length, name).toBeGreaterThan(0);
       expect(new Set(set).size, `${name} lists a status twice`).toBe(set.length);
@@ -58,7 +66,10 @@ describe('the run-status sets agree with the run machine', () => {
       for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
         for (const to of from(next)) if (!seen.has(to)) queue.push(seen.add(to) && to);
       }
-      expect([...seen].some((s) => runStatusIn(FINAL_RUN_STATUSES, s)), start).toBe(true);
+      expect(
+        [...seen].some((s) => runStatusIn(FINAL_RUN_STATUSES, s)),
+        start,
+      ).toBe(true);
     }
   });
 
@@ -81,8 +92,12 @@ describe('the run-status sets agree with the run machine', () => {
 describe('sqlStatusList and runStatusIn', () => {
   const dummyDb = compileOnly();
   it('renders a set as the literal SQL list of the statements (and their snapshots)', () => {
-    expect(sql`status IN (${sqlStatusList(DUE_RUN_STATUSES)})`.compile(dummyDb).sql).toBe("status IN ('pending', 'waiting')");
-    expect(sql`${sqlStatusList(ENDED_UNCOMPLETED_RUN_STATUSES)}`.compile(dummyDb).sql).toBe("'cancelled', 'failed', 'compensated', 'compensation_failed'");
+    expect(sql`status IN (${sqlStatusList(DUE_RUN_STATUSES)})`.compile(dummyDb).sql).toBe(
+      "status IN ('pending', 'waiting')",
+    );
+    expect(sql`${sqlStatusList(ENDED_UNCOMPLETED_RUN_STATUSES)}`.compile(dummyDb).sql).toBe(
+      "'cancelled', 'failed', 'compensated', 'compensation_failed'",
+    );
     expect(sql`${sqlStatusList(FINAL_RUN_STATUSES)}`.compile(dummyDb).parameters).toEqual([]);
   });
 
@@ -108,18 +123,33 @@ describeStores('the run-status sets agree with the migrated database', (getStore
   }
   async function checksOf(table: string): Promise<string[]> {
     const { rows } = await sql<{ def: string }>`SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint
-                                                 WHERE conrelid = ${table}::regclass AND contype = 'c'`.execute(getStore().db);
+                                                 WHERE conrelid = ${table}::regclass AND contype = 'c'`.execute(
+      getStore().db,
+    );
     return rows.map((r) => r.def);
   }
   const constraint = (table: string, name: string) =>
-    one(sql<{ def: string }>`SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conrelid = ${table}::regclass AND conname = ${name}`);
-  const index = (name: string) => one(sql<{ def: string }>`SELECT pg_get_indexdef(${`ledgerflow.${name}`}::regclass) AS def`);
+    one(
+      sql<{
+        def: string;
+      }>`SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conrelid = ${table}::regclass AND conname = ${name}`,
+    );
+  const index = (name: string) =>
+    one(sql<{ def: string }>`SELECT pg_get_indexdef(${`ledgerflow.${name}`}::regclass) AS def`);
   const trigger = (name: string) =>
-    one(sql<{ def: string }>`SELECT pg_get_triggerdef(oid) AS def FROM pg_trigger WHERE tgrelid = 'ledgerflow.workflow_run'::regclass AND tgname = ${name}`);
+    one(
+      sql<{
+        def: string;
+      }>`SELECT pg_get_triggerdef(oid) AS def FROM pg_trigger WHERE tgrelid = 'ledgerflow.workflow_run'::regclass AND tgname = ${name}`,
+    );
 
   it('RUN_STATUSES is the status check; FINAL_RUN_STATUSES the finished_at check, the finished index and the tombstone check', async () => {
-    expect(statusesIn(await constraint('ledgerflow.workflow_run', 'workflow_run_status_check'))).toEqual([...RUN_STATUSES]);
-    expect(statusesIn(await constraint('ledgerflow.workflow_run', 'workflow_run_finished_check'))).toEqual([...FINAL_RUN_STATUSES]);
+    expect(statusesIn(await constraint('ledgerflow.workflow_run', 'workflow_run_status_check'))).toEqual([
+      ...RUN_STATUSES,
+    ]);
+    expect(statusesIn(await constraint('ledgerflow.workflow_run', 'workflow_run_finished_check'))).toEqual([
+      ...FINAL_RUN_STATUSES,
+    ]);
     expect(statusesIn(await index('workflow_run_finished_idx'))).toEqual([...FINAL_RUN_STATUSES]);
     const archive = (await checksOf('ledgerflow.run_archive')).filter((d) => d.includes('status'));
     expect(archive.map((d) => sorted(statusesIn(d)))).toEqual([sorted(FINAL_RUN_STATUSES)]);
@@ -129,7 +159,9 @@ describeStores('the run-status sets agree with the migrated database', (getStore
     expect(statusesIn(await index('workflow_run_due_idx'))).toEqual([...DUE_RUN_STATUSES]);
     expect(sorted(statusesIn(await trigger('workflow_run_settled_notify')))).toEqual(sorted(SETTLED_RUN_STATUSES));
     expect(sorted(statusesIn(await trigger('workflow_run_settled')))).toEqual(sorted(FINAL_RUN_STATUSES));
-    const source = await one(sql<{ def: string }>`SELECT prosrc AS def FROM pg_proc WHERE oid = 'ledgerflow.run_settled'::regproc`);
+    const source = await one(
+      sql<{ def: string }>`SELECT prosrc AS def FROM pg_proc WHERE oid = 'ledgerflow.run_settled'::regproc`,
+    );
     const failedChild = /IF NEW\.status IN \(([^)]*)\) THEN/.exec(source);
     expect(failedChild, 'run_settled counts failed children with IF NEW.status IN (…)').not.toBeNull();
     expect(sorted(statusesIn(failedChild![1]!))).toEqual(sorted(ENDED_UNCOMPLETED_RUN_STATUSES));

@@ -97,7 +97,11 @@ describe('schedule ticks across three worker processes and restarts [pg]', () =>
       await moreTicks(6, 'six ticks after the fleet restarted');
 
       // A graceful stop of workers that have started (one slow to start is not yet listening for SIGTERM).
-      await waitUntil('every worker of the fleet started', async () => fleet.every((w) => w.events.some((e) => e.type === 'worker-started')), 30_000);
+      await waitUntil(
+        'every worker of the fleet started',
+        async () => fleet.every((w) => w.events.some((e) => e.type === 'worker-started')),
+        30_000,
+      );
       for (const w of fleet) w.child.kill('SIGTERM');
       const exits = await Promise.all(fleet.map((w) => w.exited));
       for (const exit of exits) expect(exit.code, exit.stderr).toBe(0);
@@ -112,7 +116,9 @@ describe('schedule ticks across three worker processes and restarts [pg]', () =>
 
     // Every tick was reported by one worker at most (a SIGKILLed one may have died between its
     // commit and its event), and every reported tick has its run.
-    const reported = all.flatMap((w) => w.events.flatMap((e) => (e.type === 'schedule-ticked' ? e.ticks.map((tick) => `${tick} ${w.name}`) : [])));
+    const reported = all.flatMap((w) =>
+      w.events.flatMap((e) => (e.type === 'schedule-ticked' ? e.ticks.map((tick) => `${tick} ${w.name}`) : [])),
+    );
     const reportedTicks = reported.map((r) => r.split(' ')[0]!);
     expect(new Set(reportedTicks).size, reported.sort().join('\n')).toBe(reportedTicks.length);
     expect(started).toEqual(expect.arrayContaining(reportedTicks));
@@ -120,7 +126,12 @@ describe('schedule ticks across three worker processes and restarts [pg]', () =>
     expect(all.flatMap((w) => w.events.filter((e) => e.type === 'error' || e.type === 'schedule-failed'))).toEqual([]);
 
     // The runs themselves are ordinary: a worker without schedules finishes what is left.
-    const finisher = createWorker({ store, workflows: [scheduledHandlers()], pollIntervalMs: 20, reconcileIntervalMs: 0 });
+    const finisher = createWorker({
+      store,
+      workflows: [scheduledHandlers()],
+      pollIntervalMs: 20,
+      reconcileIntervalMs: 0,
+    });
     await finisher.drain({ timeoutMs: 60_000 });
     await finisher.stop();
     const statuses = await store.db

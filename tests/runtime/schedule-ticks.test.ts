@@ -32,15 +32,24 @@ describe('schedule ticks in a named time zone (Europe/Berlin)', () => {
 
   it('an hourly schedule fires every real hour across both changes: 23 ticks on the short day, 25 on the long one', () => {
     const hourly = parseCron('0 * * * *', 'Europe/Berlin');
-    const day = (start: string, end: string) => upcomingTicks(hourly, at(start), 30).filter((t) => t.getTime() < at(end).getTime());
+    const day = (start: string, end: string) =>
+      upcomingTicks(hourly, at(start), 30).filter((t) => t.getTime() < at(end).getTime());
     // Local days: 2025-03-30 00:00 CET = 03-29T23:00Z to 03-31 00:00 CEST = 03-30T22:00Z.
     const short = day('2025-03-29T23:00:00Z', '2025-03-30T22:00:00Z');
     expect(short).toHaveLength(23);
-    expect(iso(short.slice(0, 3))).toEqual(['2025-03-29T23:00:00.000Z', '2025-03-30T00:00:00.000Z', '2025-03-30T01:00:00.000Z']);
+    expect(iso(short.slice(0, 3))).toEqual([
+      '2025-03-29T23:00:00.000Z',
+      '2025-03-30T00:00:00.000Z',
+      '2025-03-30T01:00:00.000Z',
+    ]);
     // 2025-10-26 00:00 CEST = 10-25T22:00Z to 10-27 00:00 CET = 10-26T23:00Z; 02:00 happens twice.
     const long = day('2025-10-25T22:00:00Z', '2025-10-26T23:00:00Z');
     expect(long).toHaveLength(25);
-    expect(iso(long.slice(3, 6))).toEqual(['2025-10-26T01:00:00.000Z', '2025-10-26T02:00:00.000Z', '2025-10-26T03:00:00.000Z']);
+    expect(iso(long.slice(3, 6))).toEqual([
+      '2025-10-26T01:00:00.000Z',
+      '2025-10-26T02:00:00.000Z',
+      '2025-10-26T03:00:00.000Z',
+    ]);
   });
 
   it('due ticks across the spring-forward gap: the 03:00 tick is due once, with its own instant', () => {
@@ -56,8 +65,12 @@ describe('schedule ticks in a named time zone (Europe/Berlin)', () => {
   it('the same cron in UTC and in Berlin are an hour apart in winter, two in summer', () => {
     const utc = parseCron('0 9 * * *', 'UTC');
     const berlin = parseCron('0 9 * * *', 'Europe/Berlin');
-    expect(tickAfter(utc, at('2025-01-15T00:00:00Z'))!.getTime() - tickAfter(berlin, at('2025-01-15T00:00:00Z'))!.getTime()).toBe(3_600_000);
-    expect(tickAfter(utc, at('2025-07-15T00:00:00Z'))!.getTime() - tickAfter(berlin, at('2025-07-15T00:00:00Z'))!.getTime()).toBe(7_200_000);
+    expect(
+      tickAfter(utc, at('2025-01-15T00:00:00Z'))!.getTime() - tickAfter(berlin, at('2025-01-15T00:00:00Z'))!.getTime(),
+    ).toBe(3_600_000);
+    expect(
+      tickAfter(utc, at('2025-07-15T00:00:00Z'))!.getTime() - tickAfter(berlin, at('2025-07-15T00:00:00Z'))!.getTime(),
+    ).toBe(7_200_000);
   });
 });
 
@@ -70,8 +83,14 @@ describe('due ticks and the catch-up policies', () => {
 
   it('a tick is on time up to a minute late', () => {
     expect(ON_TIME_MS).toBe(60_000);
-    expect(dueTicks(hourly, at('2025-01-01T12:00:00Z'), at('2025-01-01T12:01:00Z'), 'skip').start).toEqual([at('2025-01-01T12:00:00Z')]);
-    expect(dueTicks(hourly, at('2025-01-01T12:00:00Z'), at('2025-01-01T12:01:00.001Z'), 'skip')).toEqual({ start: [], skipped: true, next });
+    expect(dueTicks(hourly, at('2025-01-01T12:00:00Z'), at('2025-01-01T12:01:00Z'), 'skip').start).toEqual([
+      at('2025-01-01T12:00:00Z'),
+    ]);
+    expect(dueTicks(hourly, at('2025-01-01T12:00:00Z'), at('2025-01-01T12:01:00.001Z'), 'skip')).toEqual({
+      start: [],
+      skipped: true,
+      next,
+    });
   });
 
   it('nothing is due before the next tick', () => {
@@ -85,11 +104,19 @@ describe('due ticks and the catch-up policies', () => {
   it("'latest' starts the most recent missed tick when no tick is on time, else the on-time one", () => {
     expect(dueTicks(hourly, from, now, 'latest')).toEqual({ start: [at('2025-01-01T12:00:00Z')], skipped: true, next });
     const late = at('2025-01-01T12:30:00Z');
-    expect(dueTicks(hourly, from, late, 'latest')).toEqual({ start: [at('2025-01-01T12:00:00Z')], skipped: true, next });
-    expect(dueTicks(hourly, at('2025-01-01T12:00:00Z'), late, 'latest')).toEqual({ start: [at('2025-01-01T12:00:00Z')], skipped: false, next });
+    expect(dueTicks(hourly, from, late, 'latest')).toEqual({
+      start: [at('2025-01-01T12:00:00Z')],
+      skipped: true,
+      next,
+    });
+    expect(dueTicks(hourly, at('2025-01-01T12:00:00Z'), late, 'latest')).toEqual({
+      start: [at('2025-01-01T12:00:00Z')],
+      skipped: false,
+      next,
+    });
   });
 
-  it("{ all: { max } } starts every missed tick up to max, oldest first, then the on-time one", () => {
+  it('{ all: { max } } starts every missed tick up to max, oldest first, then the on-time one', () => {
     expect(iso(dueTicks(hourly, from, now, { all: { max: 10 } }).start)).toEqual([
       '2025-01-01T09:00:00.000Z',
       '2025-01-01T10:00:00.000Z',

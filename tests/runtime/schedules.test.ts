@@ -2,7 +2,14 @@ import { sql } from 'kysely';
 import { beforeAll, expect, it } from 'vitest';
 import { schedule, workflow, type AnySchedule } from 'ledgerflow/dsl';
 import { z } from 'zod';
-import { createClient, createWorker, MigrationError, ScheduleNotFoundError, type Client, type Store } from 'ledgerflow/runtime';
+import {
+  createClient,
+  createWorker,
+  MigrationError,
+  ScheduleNotFoundError,
+  type Client,
+  type Store,
+} from 'ledgerflow/runtime';
 import { runSchedulePass } from 'ledgerflow/operator';
 import { registerSchedules } from '../../runtime/schedules/register-schedules.js';
 import { describeStores } from '../support/describe-stores.js';
@@ -26,14 +33,22 @@ async function setNextTick(store: Store, name: string, at: Date): Promise<void> 
 }
 
 /** Runs started for a schedule, by tick (from the dedupe key), oldest first. */
-async function runsOf(store: Store, name: string): Promise<Array<{ tick: string; id: string; input: unknown; status: string }>> {
+async function runsOf(
+  store: Store,
+  name: string,
+): Promise<Array<{ tick: string; id: string; input: unknown; status: string }>> {
   const rows = await store.db
     .selectFrom('ledgerflow.workflow_run')
     .select(['id', 'dedupe_key', 'input', 'status'])
     .where('dedupe_key', 'like', `schedule:${name}:%`)
     .orderBy('dedupe_key')
     .execute();
-  return rows.map((r) => ({ tick: r.dedupe_key!.slice(`schedule:${name}:`.length), id: r.id, input: r.input, status: r.status }));
+  return rows.map((r) => ({
+    tick: r.dedupe_key!.slice(`schedule:${name}:`.length),
+    id: r.id,
+    input: r.input,
+    status: r.status,
+  }));
 }
 
 /**
@@ -50,7 +65,8 @@ async function halfHourAgo(store: Store): Promise<{ cron: string; latest: Date }
 }
 
 /** Seconds as ISO strings, from `first` on, `count` of them. */
-const seconds = (first: string, count: number) => Array.from({ length: count }, (_, i) => new Date(Date.parse(first) + i * 1_000).toISOString());
+const seconds = (first: string, count: number) =>
+  Array.from({ length: count }, (_, i) => new Date(Date.parse(first) + i * 1_000).toISOString());
 
 /**
  * Schedules on PostgreSQL and PGlite: registration, ticks that start one run each (dedupe key
@@ -59,7 +75,8 @@ const seconds = (first: string, count: number) => Array.from({ length: count }, 
  */
 describeStores('schedules', (getStore) => {
   let client: Client;
-  const pass = (schedules: readonly AnySchedule[]) => runSchedulePass({ db: getStore().db, schedules, migrated: new Set() });
+  const pass = (schedules: readonly AnySchedule[]) =>
+    runSchedulePass({ db: getStore().db, schedules, migrated: new Set() });
 
   beforeAll(async () => {
     await migrateForTest(getStore(), SCHEDULE_WORKFLOWS);
@@ -72,14 +89,23 @@ describeStores('schedules', (getStore) => {
     const before = await dbNow(store);
     await registerSchedules(store.db, [daily]);
     const first = await scheduleRow(store, 'reg-daily');
-    expect(first).toMatchObject({ cron: '0 3 * * *', timezone: 'Europe/Berlin', workflow_name: 'wt-scheduled', workflow_version: 1, catch_up: 'skip', paused: false });
+    expect(first).toMatchObject({
+      cron: '0 3 * * *',
+      timezone: 'Europe/Berlin',
+      workflow_name: 'wt-scheduled',
+      workflow_version: 1,
+      catch_up: 'skip',
+      paused: false,
+    });
     expect(first.next_tick_at.getTime()).toBeGreaterThan(before.getTime());
     expect(first.next_tick_at.getTime() - before.getTime()).toBeLessThanOrEqual(24 * HOUR + HOUR);
 
     const moved = new Date(first.next_tick_at.getTime() - 24 * HOUR);
     await setNextTick(store, 'reg-daily', moved);
     expect(await client.pauseSchedule('reg-daily')).toBe(true);
-    await registerSchedules(store.db, [scheduleOf('reg-daily', '0 3 * * *', { timezone: 'Europe/Berlin', catchUp: 'latest' })]);
+    await registerSchedules(store.db, [
+      scheduleOf('reg-daily', '0 3 * * *', { timezone: 'Europe/Berlin', catchUp: 'latest' }),
+    ]);
     const again = await scheduleRow(store, 'reg-daily');
     expect(again).toMatchObject({ paused: true, catch_up: 'latest', next_tick_at: moved });
     expect(again.definition_hash).not.toBe(first.definition_hash);
@@ -91,17 +117,25 @@ describeStores('schedules', (getStore) => {
   });
 
   it('refuses to start a worker whose schedule starts a workflow that is not migrated', async () => {
-    const unmigrated = workflow('wt-never-migrated', { version: 1, input: z.object({}) }).step('noop', { output: z.object({}) });
+    const unmigrated = workflow('wt-never-migrated', { version: 1, input: z.object({}) }).step('noop', {
+      output: z.object({}),
+    });
     const worker = createWorker({
       store: getStore(),
       workflows: [scheduledHandlers()],
       schedules: [schedule('orphan', { cron: '0 * * * *', workflow: unmigrated, input: () => ({}) })],
     });
     await expect(worker.start()).rejects.toThrow(MigrationError);
-    await expect(worker.start()).rejects.toThrow(/schedule "orphan" starts workflow "wt-never-migrated" v1, which is not migrated/);
-    expect(() => createWorker({ store: getStore(), workflows: [scheduledHandlers()], schedules: [scheduleOf('twice', '0 * * * *'), scheduleOf('twice', '0 * * * *')] })).toThrow(
-      /Schedule "twice" is given twice/,
+    await expect(worker.start()).rejects.toThrow(
+      /schedule "orphan" starts workflow "wt-never-migrated" v1, which is not migrated/,
     );
+    expect(() =>
+      createWorker({
+        store: getStore(),
+        workflows: [scheduledHandlers()],
+        schedules: [scheduleOf('twice', '0 * * * *'), scheduleOf('twice', '0 * * * *')],
+      }),
+    ).toThrow(/Schedule "twice" is given twice/);
   });
 
   it('catch-up: skip starts no missed tick, latest the most recent one, all up to its max — each once, however many passes', async () => {
@@ -121,7 +155,8 @@ describeStores('schedules', (getStore) => {
 
     const report = await pass(schedules);
     expect(report.failed).toEqual([]);
-    const hours = (n: number) => Array.from({ length: n }, (_, i) => new Date(latest.getTime() - (n - 1 - i) * HOUR).toISOString());
+    const hours = (n: number) =>
+      Array.from({ length: n }, (_, i) => new Date(latest.getTime() - (n - 1 - i) * HOUR).toISOString());
     expect((await runsOf(store, 'cu-skip')).map((r) => r.tick)).toEqual([]);
     expect((await runsOf(store, 'cu-latest')).map((r) => r.tick)).toEqual(hours(1));
     expect((await runsOf(store, 'cu-all-2')).map((r) => r.tick)).toEqual(hours(2));
@@ -139,7 +174,11 @@ describeStores('schedules', (getStore) => {
       const row = await scheduleRow(store, name);
       expect(row.next_tick_at).toEqual(new Date(latest.getTime() + HOUR));
     }
-    expect(await scheduleRow(store, 'cu-all-10')).toMatchObject({ last_tick_at: latest, last_error: null, failures: 0 });
+    expect(await scheduleRow(store, 'cu-all-10')).toMatchObject({
+      last_tick_at: latest,
+      last_error: null,
+      failures: 0,
+    });
 
     expect(await pass(schedules)).toEqual({ ticked: [], failed: [] });
     expect(await runsOf(store, 'cu-all-10')).toHaveLength(4);
@@ -162,7 +201,9 @@ describeStores('schedules', (getStore) => {
 
     const reports = await Promise.all([pass([adopt, race]), pass([adopt, race]), pass([race, adopt])]);
     const adopted = await runsOf(store, 'adopt');
-    expect(adopted.map((r) => r.tick)).toEqual([from, new Date(from.getTime() + HOUR), latest].map((d) => d.toISOString()));
+    expect(adopted.map((r) => r.tick)).toEqual(
+      [from, new Date(from.getTime() + HOUR), latest].map((d) => d.toISOString()),
+    );
     expect(adopted[0]!.id).toBe(existing.runId);
     expect(await runsOf(store, 'race')).toHaveLength(5);
     // Each schedule was ticked by exactly one of the three passes.
@@ -182,7 +223,12 @@ describeStores('schedules', (getStore) => {
         throw new Error('no config for this tick');
       },
     });
-    const invalid = schedule('invalid', { cron, workflow: scheduled, catchUp: 'latest', input: ({ scheduledAt }) => ({ scheduledAt, label: 7 }) as never });
+    const invalid = schedule('invalid', {
+      cron,
+      workflow: scheduled,
+      catchUp: 'latest',
+      input: ({ scheduledAt }) => ({ scheduledAt, label: 7 }) as never,
+    });
     await registerSchedules(store.db, [throwing, invalid]);
     await setNextTick(store, 'broken', latest);
     await setNextTick(store, 'invalid', latest);
@@ -194,9 +240,16 @@ describeStores('schedules', (getStore) => {
       ['broken', latest.toISOString(), 'ScheduleInputError'],
       ['invalid', latest.toISOString(), 'ValidationError'],
     ]);
-    expect(report.failed.find((f) => f.schedule === 'broken')!.error.message).toBe(`The input function of schedule "broken" threw for the tick ${latest.toISOString()}: no config for this tick`);
+    expect(report.failed.find((f) => f.schedule === 'broken')!.error.message).toBe(
+      `The input function of schedule "broken" threw for the tick ${latest.toISOString()}: no config for this tick`,
+    );
     const row = await scheduleRow(store, 'broken');
-    expect(row).toMatchObject({ next_tick_at: latest, failures: 1, last_tick_at: null, last_error: expect.objectContaining({ name: 'ScheduleInputError' }) });
+    expect(row).toMatchObject({
+      next_tick_at: latest,
+      failures: 1,
+      last_tick_at: null,
+      last_error: expect.objectContaining({ name: 'ScheduleInputError' }),
+    });
     const backoff = row.retry_at!.getTime() - before.getTime();
     expect(backoff).toBeGreaterThanOrEqual(4_900);
     expect(backoff).toBeLessThan(60_000);
@@ -206,9 +259,18 @@ describeStores('schedules', (getStore) => {
 
     const fixed = scheduleOf('broken', cron, { catchUp: 'latest' });
     await registerSchedules(store.db, [fixed]);
-    expect(await scheduleRow(store, 'broken')).toMatchObject({ failures: 0, last_error: null, retry_at: null, next_tick_at: latest });
-    expect((await pass([fixed])).ticked.map((t) => t.ticks.map((d) => d.toISOString()))).toEqual([[latest.toISOString()]]);
-    expect((await runsOf(store, 'broken')).map((r) => r.input)).toEqual([{ scheduledAt: latest.toISOString(), label: 'broken' }]);
+    expect(await scheduleRow(store, 'broken')).toMatchObject({
+      failures: 0,
+      last_error: null,
+      retry_at: null,
+      next_tick_at: latest,
+    });
+    expect((await pass([fixed])).ticked.map((t) => t.ticks.map((d) => d.toISOString()))).toEqual([
+      [latest.toISOString()],
+    ]);
+    expect((await runsOf(store, 'broken')).map((r) => r.input)).toEqual([
+      { scheduledAt: latest.toISOString(), label: 'broken' },
+    ]);
   });
 
   it('only code with the registered definition ticks a schedule (an old deploy leaves a changed one alone)', async () => {
@@ -242,7 +304,9 @@ describeStores('schedules', (getStore) => {
     expect(await runsOf(store, 'pausable')).toEqual([]);
 
     await expect(client.pauseSchedule('no-such')).rejects.toThrow(ScheduleNotFoundError);
-    await expect(client.resumeSchedule('no-such')).rejects.toThrow(/No schedule "no-such" is registered in this database/);
+    await expect(client.resumeSchedule('no-such')).rejects.toThrow(
+      /No schedule "no-such" is registered in this database/,
+    );
   });
 
   it('lists schedules with their next ticks, last tick and the last run with its status', async () => {
@@ -274,7 +338,14 @@ describeStores('schedules', (getStore) => {
     const store = getStore();
     const everySecond = scheduleOf('every-second', '* * * * * *');
     const log = eventLog();
-    const options = { store, workflows: [scheduledHandlers()], schedules: [everySecond], scheduleIntervalMs: 100, pollIntervalMs: 20, reconcileIntervalMs: 0 };
+    const options = {
+      store,
+      workflows: [scheduledHandlers()],
+      schedules: [everySecond],
+      scheduleIntervalMs: 100,
+      pollIntervalMs: 20,
+      reconcileIntervalMs: 0,
+    };
     const first = createWorker({ ...options, onEvent: log.onEvent });
     await first.start();
     await waitUntil('three ticks', async () => (await runsOf(store, 'every-second')).length >= 3);
@@ -286,7 +357,12 @@ describeStores('schedules', (getStore) => {
     const before = (await runsOf(store, 'every-second')).length;
     await waitUntil('three more ticks', async () => (await runsOf(store, 'every-second')).length >= before + 3);
     await second.stop();
-    const finisher = createWorker({ store, workflows: [scheduledHandlers()], pollIntervalMs: 20, reconcileIntervalMs: 0 });
+    const finisher = createWorker({
+      store,
+      workflows: [scheduledHandlers()],
+      pollIntervalMs: 20,
+      reconcileIntervalMs: 0,
+    });
     await finisher.drain();
     await finisher.stop();
 

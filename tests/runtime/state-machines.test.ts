@@ -35,7 +35,13 @@ type Machine = 'run' | 'effect' | 'attempt';
  * are writes that keep the status (a lease extended, an intent's next lookup moved).
  */
 const WRITES: Readonly<Record<string, readonly string[]>> = {
-  'claim.sql': ['run pending->running', 'run waiting->running', 'run running->running', 'attempt running->abandoned', 'attempt none->running'],
+  'claim.sql': [
+    'run pending->running',
+    'run waiting->running',
+    'run running->running',
+    'attempt running->abandoned',
+    'attempt none->running',
+  ],
   // Three runs' result commits in one statement: a transactional step (hold), a recorded intent
   // (released: the worker is stopping), and a last step whose completion carries the fused claim.
   'advance-group.sql': [
@@ -61,28 +67,68 @@ const WRITES: Readonly<Record<string, readonly string[]>> = {
   'load-leased-run.sql': [],
   'advance-hold.sql': ['run running->running', 'attempt running->succeeded', 'attempt none->running'],
   // …and the next (external) step's intent (step-commits.ts NextIntent).
-  'advance-hold-next-intent.sql': ['run running->running', 'attempt running->succeeded', 'attempt none->running', 'effect none->intent'],
+  'advance-hold-next-intent.sql': [
+    'run running->running',
+    'attempt running->succeeded',
+    'attempt none->running',
+    'effect none->intent',
+  ],
   'advance-release.sql': ['run running->pending', 'attempt running->succeeded'],
   // Carried plain steps (carried-prefix.ts): the first attempt closed, the others inserted finished.
-  'carry-flush.sql': ['run running->running', 'attempt running->succeeded', 'attempt none->succeeded', 'attempt none->running'],
+  'carry-flush.sql': [
+    'run running->running',
+    'attempt running->succeeded',
+    'attempt none->succeeded',
+    'attempt none->running',
+  ],
   'advance-carried-complete.sql': ['run running->completed', 'attempt running->succeeded', 'attempt none->succeeded'],
   'advance-complete.sql': ['run running->completed', 'attempt running->succeeded'],
   'advance-effect-reference.sql': ['run running->running', 'attempt running->succeeded', 'attempt none->running'],
-  'advance-effect-insert-recorded.sql': ['run running->running', 'attempt running->succeeded', 'attempt none->running', 'effect none->recorded'],
+  'advance-effect-insert-recorded.sql': [
+    'run running->running',
+    'attempt running->succeeded',
+    'attempt none->running',
+    'effect none->recorded',
+  ],
   // The row this transaction inserted (openTransactionalEffect) gets its output: none -> recorded at commit.
-  'advance-effect-fill-recorded.sql': ['run running->running', 'attempt running->succeeded', 'attempt none->running', 'effect none->recorded'],
-  'advance-effect-record-intent.sql': ['run running->running', 'attempt running->succeeded', 'attempt none->running', 'effect intent->recorded'],
+  'advance-effect-fill-recorded.sql': [
+    'run running->running',
+    'attempt running->succeeded',
+    'attempt none->running',
+    'effect none->recorded',
+  ],
+  'advance-effect-record-intent.sql': [
+    'run running->running',
+    'attempt running->succeeded',
+    'attempt none->running',
+    'effect intent->recorded',
+  ],
   'advance-effect-record-intent-by-reconciler.sql': ['run running->pending', 'effect intent->recorded'],
   'open-intent.sql': ['run running->running', 'effect none->intent', 'effect released->intent'],
-  'open-intent-idempotent-by-key.sql': ['run running->running', 'effect none->intent', 'effect released->intent', 'effect intent->intent'],
+  'open-intent-idempotent-by-key.sql': [
+    'run running->running',
+    'effect none->intent',
+    'effect released->intent',
+    'effect intent->intent',
+  ],
   'retake-intent.sql': ['run running->running', 'effect intent->intent'],
   'open-transactional-effect.sql': ['effect none->recorded'],
-  'open-transactional-effect-after-carry.sql': ['run running->running', 'attempt running->succeeded', 'attempt none->succeeded', 'attempt none->running', 'effect none->recorded'],
+  'open-transactional-effect-after-carry.sql': [
+    'run running->running',
+    'attempt running->succeeded',
+    'attempt none->succeeded',
+    'attempt none->running',
+    'effect none->recorded',
+  ],
   'read-effects.sql': [],
   'commit-yield-park.sql': ['run running->needs_reconciliation', 'attempt running->abandoned', 'effect intent->intent'],
   'commit-yield-reschedule.sql': ['run running->pending', 'attempt running->abandoned'],
   // Parked on the compensated step's open intent, or pending now when it was settled meanwhile.
-  'commit-yield-await-settlement.sql': ['run running->needs_reconciliation', 'run running->pending', 'attempt running->abandoned'],
+  'commit-yield-await-settlement.sql': [
+    'run running->needs_reconciliation',
+    'run running->pending',
+    'attempt running->abandoned',
+  ],
   'wake-awaiting-compensation.sql': ['run needs_reconciliation->pending'],
   'failure-lock-run.sql': [],
   'failure-settle-own-intent.sql': ['effect intent->released'],
@@ -131,7 +177,12 @@ const WRITES: Readonly<Record<string, readonly string[]>> = {
   'park-run.sql': ['run running->needs_reconciliation'],
   'return-run.sql': ['run running->needs_reconciliation'],
   // The run_settled trigger then closes the run's running attempt and cancels its children (core 0003).
-  'cancel-run.sql': ['run pending->cancelled', 'run running->cancelled', 'run waiting->cancelled', 'run needs_reconciliation->cancelled'],
+  'cancel-run.sql': [
+    'run pending->cancelled',
+    'run running->cancelled',
+    'run waiting->cancelled',
+    'run needs_reconciliation->cancelled',
+  ],
   'open-wait-sleep.sql': [],
   'open-wait-event.sql': [],
   'lock-event-key.sql': [],
@@ -187,7 +238,8 @@ const VARIANTS: readonly StatementCase[] = [
   {
     file: 'failure-settle-own-intent-due-now.sql',
     title: 'perform returned, then the attempt failed: its intent is due for reconciliation at once',
-    build: () => settleOwnIntentStatement(lease, charge, 2, new StepFailure(new Error('invalid output'), 'after-perform')),
+    build: () =>
+      settleOwnIntentStatement(lease, charge, 2, new StepFailure(new Error('invalid output'), 'after-perform')),
   },
   {
     file: 'failure-settle-own-intent-left-open.sql',
@@ -197,7 +249,11 @@ const VARIANTS: readonly StatementCase[] = [
 ];
 const CASES = [...STATEMENT_CASES, ...VARIANTS];
 
-const TABLE_MACHINE: Readonly<Record<string, Machine>> = { workflow_run: 'run', step_effect: 'effect', step_attempt: 'attempt' };
+const TABLE_MACHINE: Readonly<Record<string, Machine>> = {
+  workflow_run: 'run',
+  step_effect: 'effect',
+  step_attempt: 'attempt',
+};
 const STATUSES: Readonly<Record<Machine, readonly string[]>> = {
   run: RUN_STATUSES,
   effect: Object.keys(EFFECT_TRANSITIONS).filter((s) => s !== 'none'),
@@ -222,7 +278,8 @@ function writtenStatuses(compiled: CompiledQuery): Set<string> {
     const segment = text.slice(write.index, writes[i + 1]?.index ?? text.length);
     const body = segment.split(/\bRETURNING\b|\bON CONFLICT\b/i)[0]!;
     if (/^INSERT/i.test(write[1]!)) {
-      for (const [, literal] of body.matchAll(/'(\w+)'/g)) if (STATUSES[machine].includes(literal!)) written.add(`${machine} ${literal}`);
+      for (const [, literal] of body.matchAll(/'(\w+)'/g))
+        if (STATUSES[machine].includes(literal!)) written.add(`${machine} ${literal}`);
       return;
     }
     const set = /\bSET\b([\s\S]*?)(\bWHERE\b|\bFROM\b|$)/i.exec(body);
@@ -247,7 +304,9 @@ function writtenStatuses(compiled: CompiledQuery): Set<string> {
           : /^CASE\s+WHEN\s+(?!\$)/i.test(expr)
             ? // Decided by the database from what it reads (e.g. the version's compensations): every branch may be written.
               [...expr.matchAll(/(?:THEN|ELSE)\s+'(\w+)'/gi)].map((m) => m[1]!)
-            : [...expr.matchAll(/WHEN\s+\$(\d+)::boolean\s+THEN\s+'(\w+)'/gi)].filter((m) => param(m[1]!) === true).map((m) => m[2]!);
+            : [...expr.matchAll(/WHEN\s+\$(\d+)::boolean\s+THEN\s+'(\w+)'/gi)]
+                .filter((m) => param(m[1]!) === true)
+                .map((m) => m[2]!);
     for (const target of targets) written.add(`${machine} ${target}`);
   });
   return written;
@@ -289,13 +348,17 @@ describe('state machines: every statement checks the transitions it makes', () =
       // Each status the SQL sets or inserts is the target of an asserted transition of its machine …
       for (const w of written) {
         const [machine, to] = w.split(' ') as [Machine, string];
-        expect(asserted.filter((a) => a.startsWith(`${machine} `) && a.endsWith(`->${to}`)), `${c.file} writes ${w}`).not.toEqual([]);
+        expect(
+          asserted.filter((a) => a.startsWith(`${machine} `) && a.endsWith(`->${to}`)),
+          `${c.file} writes ${w}`,
+        ).not.toEqual([]);
       }
       // … and each asserted status change is one the SQL makes.
       for (const a of asserted) {
         const [machine, change] = a.split(' ') as [Machine, string];
         const [from, to] = change.split('->');
-        if (from !== to) expect(written.has(`${machine} ${to}`), `${c.file} asserts ${a} but writes no ${machine} ${to}`).toBe(true);
+        if (from !== to)
+          expect(written.has(`${machine} ${to}`), `${c.file} asserts ${a} but writes no ${machine} ${to}`).toBe(true);
       }
     });
   }
@@ -307,7 +370,7 @@ describe('state machines: every statement checks the transitions it makes', () =
 });
 
 describe('state machine tables', () => {
-  it('are the runtime\'s, the reconciler\'s and the client\'s transitions', () => {
+  it("are the runtime's, the reconciler's and the client's transitions", () => {
     expect(allTransitions()).toEqual(
       [
         'run none->running',
@@ -355,15 +418,25 @@ describe('state machine tables', () => {
         (to) => [`run ${from}->${to}`, () => assertRunTransition(from, to)] as const,
       ),
     ),
-    ...(['intent', 'recorded', 'released'] as const).map((to) => [`effect recorded->${to}`, () => assertEffectTransition('recorded', to)] as const),
+    ...(['intent', 'recorded', 'released'] as const).map(
+      (to) => [`effect recorded->${to}`, () => assertEffectTransition('recorded', to)] as const,
+    ),
     ...(['succeeded', 'failed', 'abandoned'] as const).flatMap((from) =>
-      (['running', 'succeeded', 'failed', 'abandoned'] as const).map((to) => [`attempt ${from}->${to}`, () => assertAttemptTransition(from, to)] as const),
+      (['running', 'succeeded', 'failed', 'abandoned'] as const).map(
+        (to) => [`attempt ${from}->${to}`, () => assertAttemptTransition(from, to)] as const,
+      ),
     ),
     ['run cancelled->running (a cancelled run is never claimed)', () => assertRunTransition('cancelled', 'running')],
     ['run pending->completed (only a running run completes)', () => assertRunTransition('pending', 'completed')],
-    ['run needs_reconciliation->running except by a claim: compensated->pending (final)', () => assertRunTransition('compensated', 'pending')],
+    [
+      'run needs_reconciliation->running except by a claim: compensated->pending (final)',
+      () => assertRunTransition('compensated', 'pending'),
+    ],
     ['effect none->released', () => assertEffectTransition('none', 'released')],
-    ['effect released->recorded (a released key is re-taken as an intent first)', () => assertEffectTransition('released', 'recorded')],
+    [
+      'effect released->recorded (a released key is re-taken as an intent first)',
+      () => assertEffectTransition('released', 'recorded'),
+    ],
   ];
   it.each(finals)('refuses %s', (_, attempt) => {
     expect(attempt).toThrow(IllegalTransitionError);

@@ -4,7 +4,16 @@ import { flattened, shapeOf, type Shape } from '../../runtime/store/statement-sh
 import { advanceRunsStatement, advanceRunStatement } from '../../runtime/worker/step-commits.js';
 import type { AdvanceParams } from '../../runtime/worker/result-commit.js';
 import { insertRunStatement } from '../../runtime/client/insert-run.js';
-import { claimOptions, compileOnly, debit, lease, notify, registry, result, STATEMENT_CASES } from './fixtures/sql-statements.js';
+import {
+  claimOptions,
+  compileOnly,
+  debit,
+  lease,
+  notify,
+  registry,
+  result,
+  STATEMENT_CASES,
+} from './fixtures/sql-statements.js';
 
 /*
  * Statements compiled once per shape (runtime/store/statement-shapes.ts) must compile to exactly
@@ -23,7 +32,10 @@ const nested = (id: string, names: readonly string[], limit: number) => {
 describe('statement shapes', () => {
   it('a flattened statement compiles to the same text and parameters, alone and inside another', () => {
     const original = nested('00000000-0000-4000-8000-000000000001', ['a', 'b'], 3);
-    expect(compile(flattened(original))).toMatchObject({ sql: compile(original).sql, parameters: compile(original).parameters });
+    expect(compile(flattened(original))).toMatchObject({
+      sql: compile(original).sql,
+      parameters: compile(original).parameters,
+    });
     const around = (part: RawBuilder<unknown>) => sql`SELECT ${7} AS before, (${part}) AS x, ${'after'} AS after`;
     const a = compile(around(original));
     const b = compile(around(flattened(original)));
@@ -72,7 +84,11 @@ describe("the single-run commit's shapes", () => {
    * Two commits of one shape with every value different: wherever the first's parameters hold
    * one of its values, the second's (a reused shape) hold the same value of the second.
    */
-  const expectFilledLike = (a: AdvanceParams, b: AdvanceParams, valuesOf: (p: AdvanceParams) => Record<string, unknown>) => {
+  const expectFilledLike = (
+    a: AdvanceParams,
+    b: AdvanceParams,
+    valuesOf: (p: AdvanceParams) => Record<string, unknown>,
+  ) => {
     const first = compile(advanceRunStatement(a));
     const second = compile(advanceRunStatement(b));
     expect(second.sql).toBe(first.sql);
@@ -103,14 +119,21 @@ describe("the single-run commit's shapes", () => {
       attempt: p.attempt,
       ...(c.kind === 'hold' ? { next: c.nextStep } : {}),
       ...(c.kind === 'complete' ? { runOutput: JSON.stringify(c.runOutput) } : {}),
-      ...(e !== undefined ? { key: e.key, effectAttempt: e.attempt, ...(e.requestHash !== undefined ? { hash: e.requestHash } : {}) } : {}),
+      ...(e !== undefined
+        ? { key: e.key, effectAttempt: e.attempt, ...(e.requestHash !== undefined ? { hash: e.requestHash } : {}) }
+        : {}),
     };
   };
 
   it('a held transactional step whose ledger row is inserted: every value in its place', () => {
     const commit = (n: number): AdvanceParams => ({
       ...result,
-      lease: { runId: `00000000-0000-4000-8000-00000000010${n}`, fencingToken: 40 + n, workerId: `worker-${n}`, leaseMs: 1_000 * n },
+      lease: {
+        runId: `00000000-0000-4000-8000-00000000010${n}`,
+        fencingToken: 40 + n,
+        workerId: `worker-${n}`,
+        leaseMs: 1_000 * n,
+      },
       workflowName: `wf-${n}`,
       workflowVersion: 10 + n,
       step: { ...debit, name: `debit-${n}`, position: 20 + n },
@@ -126,12 +149,21 @@ describe("the single-run commit's shapes", () => {
   it('a completion with a fused claim: its values, and the claim the same', () => {
     const commit = (n: number): AdvanceParams => ({
       ...result,
-      lease: { runId: `00000000-0000-4000-8000-00000000020${n}`, fencingToken: 70 + n, workerId: 'worker-a', leaseMs: 30_000 },
+      lease: {
+        runId: `00000000-0000-4000-8000-00000000020${n}`,
+        fencingToken: 70 + n,
+        workerId: 'worker-a',
+        leaseMs: 30_000,
+      },
       step: { ...notify, name: `notify-${n}` },
       attempt: 80 + n,
       resultAttempt: 90 + n,
       output: { m: n },
-      continuation: { kind: 'complete', runOutput: { all: n }, claimNext: { registry, options: { ...claimOptions, limit: 2 } } },
+      continuation: {
+        kind: 'complete',
+        runOutput: { all: n },
+        claimNext: { registry, options: { ...claimOptions, limit: 2 } },
+      },
     });
     expectFilledLike(commit(1), commit(2), (p) => ({ ...values(p), step: p.step.name }));
   });
@@ -140,24 +172,61 @@ describe("the single-run commit's shapes", () => {
     const insert = (n: number) =>
       compile(
         insertRunStatement(
-          { id: `00000000-0000-4000-8000-00000000030${n}`, workflow_name: `wf-${n}`, workflow_version: n, input: `{"n":${n}}`, dedupe_key: `key-${n}`, priority: 5 + n },
+          {
+            id: `00000000-0000-4000-8000-00000000030${n}`,
+            workflow_name: `wf-${n}`,
+            workflow_version: n,
+            input: `{"n":${n}}`,
+            dedupe_key: `key-${n}`,
+            priority: 5 + n,
+          },
           { guarded: true, notify: false },
         ),
       );
     const [first, second] = [insert(1), insert(2)];
     expect(second.sql).toBe(first.sql);
     // Every column's value in its place, and the guard's id, workflow and dedupe key.
-    expect(second.parameters).toEqual(['00000000-0000-4000-8000-000000000302', 'wf-2', 2, '{"n":2}', 'key-2', 7, '00000000-0000-4000-8000-000000000302', 'wf-2', 'key-2']);
+    expect(second.parameters).toEqual([
+      '00000000-0000-4000-8000-000000000302',
+      'wf-2',
+      2,
+      '{"n":2}',
+      'key-2',
+      7,
+      '00000000-0000-4000-8000-000000000302',
+      'wf-2',
+      'key-2',
+    ]);
     const claimed = (n: number) =>
       compile(
         insertRunStatement(
-          { id: `00000000-0000-4000-8000-00000000040${n}`, workflow_name: `wf-${n}`, workflow_version: n, input: `{"n":${n}}`, dedupe_key: null },
-          { guarded: false, notify: false, claimedBy: { workerId: `worker-${n}`, leaseMs: 1_000 * n, step: `first-${n}` } },
+          {
+            id: `00000000-0000-4000-8000-00000000040${n}`,
+            workflow_name: `wf-${n}`,
+            workflow_version: n,
+            input: `{"n":${n}}`,
+            dedupe_key: null,
+          },
+          {
+            guarded: false,
+            notify: false,
+            claimedBy: { workerId: `worker-${n}`, leaseMs: 1_000 * n, step: `first-${n}` },
+          },
         ),
       );
     const [a, b] = [claimed(1), claimed(2)];
     expect(b.sql).toBe(a.sql);
-    expect(b.parameters).toEqual(['00000000-0000-4000-8000-000000000402', 'wf-2', 2, '{"n":2}', null, 'worker-2', 2_000, 'first-2', 'worker-2']);
+    expect(b.parameters).toEqual([
+      '00000000-0000-4000-8000-000000000402',
+      'wf-2',
+      2,
+      '{"n":2}',
+      null,
+      'worker-2',
+      2_000,
+      'first-2',
+      'worker-2',
+    ]);
   });
 });
 
@@ -168,7 +237,11 @@ function groupParams(): AdvanceParams[] {
       ...result,
       lease: { ...lease, runId: '00000000-0000-4000-8000-000000000009', fencingToken: 4 },
       step: notify,
-      continuation: { kind: 'complete', runOutput: { notify: { ok: false } }, claimNext: { registry, options: { ...claimOptions, limit: 3 } } },
+      continuation: {
+        kind: 'complete',
+        runOutput: { notify: { ok: false } },
+        claimNext: { registry, options: { ...claimOptions, limit: 3 } },
+      },
     },
     {
       ...result,

@@ -12,7 +12,10 @@ import type { AppDatabase } from './fixtures/test-workflows.js';
  * `ctx.db` of a `step` handler: the run's own database, read-only — on PostgreSQL and on the
  * embedded PGlite alike (where a handler's own pool could not connect at all).
  */
-const lookup = workflow('wt-read-only', { version: 1, input: z.object({ orderId: z.string(), write: z.boolean() }) }).step('count', {
+const lookup = workflow('wt-read-only', {
+  version: 1,
+  input: z.object({ orderId: z.string(), write: z.boolean() }),
+}).step('count', {
   output: z.object({ reservations: z.number().int(), viaSql: z.number().int() }),
   retry: { maxAttempts: 3, initialDelayMs: 10, maxDelayMs: 10, jitter: 0 },
 });
@@ -26,10 +29,18 @@ describeStores('step handlers read through the read-only ctx.db', (getStore) => 
         calls += 1;
         if (input.write) {
           // The contract type has no insertInto; a raw statement gets past the type, not the database.
-          await sql`INSERT INTO wt_app.reservation (run_id, order_id, quantity) VALUES (gen_random_uuid(), ${input.orderId}, 1)`.execute(db);
+          await sql`INSERT INTO wt_app.reservation (run_id, order_id, quantity) VALUES (gen_random_uuid(), ${input.orderId}, 1)`.execute(
+            db,
+          );
         }
-        const rows = await db.selectFrom('wt_app.reservation').select('id').where('order_id', '=', input.orderId).execute();
-        const { rows: counted } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM wt_app.reservation WHERE order_id = ${input.orderId}`.execute(db);
+        const rows = await db
+          .selectFrom('wt_app.reservation')
+          .select('id')
+          .where('order_id', '=', input.orderId)
+          .execute();
+        const { rows: counted } = await sql<{
+          n: number;
+        }>`SELECT count(*)::int AS n FROM wt_app.reservation WHERE order_id = ${input.orderId}`.execute(db);
         return { reservations: rows.length, viaSql: counted[0]!.n };
       },
     },
@@ -43,7 +54,9 @@ describeStores('step handlers read through the read-only ctx.db', (getStore) => 
 
   it('reads the application tables, with the query builder and with raw SQL', async () => {
     const store = getStore();
-    await sql`INSERT INTO wt_app.reservation (run_id, order_id, quantity) VALUES (gen_random_uuid(), 'ro-1', 2), (gen_random_uuid(), 'ro-1', 3)`.execute(store.db);
+    await sql`INSERT INTO wt_app.reservation (run_id, order_id, quantity) VALUES (gen_random_uuid(), 'ro-1', 2), (gen_random_uuid(), 'ro-1', 3)`.execute(
+      store.db,
+    );
     const runId = await startTestRun(store, lookup, { orderId: 'ro-1', write: false });
     const worker = createWorker({ store, workflows: [registration], pollIntervalMs: 20, reconcileIntervalMs: 0 });
     await worker.drain();
@@ -62,10 +75,15 @@ describeStores('step handlers read through the read-only ctx.db', (getStore) => 
     await worker.stop();
     const { run, attempts } = await runState(store, runId);
     expect(run.status).toBe('failed');
-    expect(run.error).toMatchObject({ name: 'ReadOnlyStepError', message: expect.stringContaining('Write in a transactional step, through ctx.tx') });
+    expect(run.error).toMatchObject({
+      name: 'ReadOnlyStepError',
+      message: expect.stringContaining('Write in a transactional step, through ctx.tx'),
+    });
     expect(attempts).toHaveLength(1);
     expect(calls).toBe(1);
-    const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM wt_app.reservation WHERE order_id = 'ro-write'`.execute(store.db);
+    const { rows } = await sql<{
+      n: number;
+    }>`SELECT count(*)::int AS n FROM wt_app.reservation WHERE order_id = 'ro-write'`.execute(store.db);
     expect(rows[0]!.n).toBe(0);
     expect(await appRows(store, runId)).toEqual([]);
   });

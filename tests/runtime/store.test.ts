@@ -17,8 +17,14 @@ describeStores('store drivers agree', (getStore) => {
 
   it('parse int8 as number, jsonb as JSON and timestamptz as Date, with and without parameters', async () => {
     const db = getStore().db;
-    await sql`INSERT INTO public.driver_t VALUES (${9_007_199_254_740_991}, ${JSON.stringify([1, { a: 'b' }])}, now())`.execute(db);
-    const withParams = await sql<{ id: number; doc: unknown; at: Date }>`SELECT * FROM public.driver_t WHERE id = ${9_007_199_254_740_991}`.execute(db);
+    await sql`INSERT INTO public.driver_t VALUES (${9_007_199_254_740_991}, ${JSON.stringify([1, { a: 'b' }])}, now())`.execute(
+      db,
+    );
+    const withParams = await sql<{
+      id: number;
+      doc: unknown;
+      at: Date;
+    }>`SELECT * FROM public.driver_t WHERE id = ${9_007_199_254_740_991}`.execute(db);
     const without = await sql<{ id: number; doc: unknown; at: Date }>`SELECT * FROM public.driver_t`.execute(db);
     for (const row of [withParams.rows[0]!, without.rows[0]!]) {
       expect(row.id).toBe(9_007_199_254_740_991);
@@ -35,7 +41,8 @@ describeStores('store drivers agree', (getStore) => {
 
   it('run several statements in one parameterless query (the simple protocol migrations use), returning no rows', async () => {
     const db = getStore().db;
-    const { rows } = await sql`CREATE TABLE public.multi_t (n int); INSERT INTO public.multi_t VALUES (1), (2); SELECT 1`.execute(db);
+    const { rows } =
+      await sql`CREATE TABLE public.multi_t (n int); INSERT INTO public.multi_t VALUES (1), (2); SELECT 1`.execute(db);
     expect(rows).toEqual([]);
     const count = await sql<{ n: number }>`SELECT count(*)::int AS n FROM public.multi_t`.execute(db);
     expect(count.rows).toEqual([{ n: 2 }]);
@@ -88,7 +95,9 @@ describe('PGlite data directory lock', () => {
       writeFileSync(`${dataDir}.lock`, `${gone}\n`);
       const second = await createPGliteStore({ dataDir });
       try {
-        const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM ledgerflow.schema_migration`.execute(second.db);
+        const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM ledgerflow.schema_migration`.execute(
+          second.db,
+        );
         expect(rows[0]!.n).toBeGreaterThan(0);
       } finally {
         await second.close();

@@ -5,7 +5,12 @@ import { context, propagation, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { MetricReader, MeterProvider, type DataPoint, type Histogram } from '@opentelemetry/sdk-metrics';
-import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+  type ReadableSpan,
+} from '@opentelemetry/sdk-trace-base';
 import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -28,7 +33,13 @@ import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
 import { eventLog, runState, setupAppSchema } from './fixtures/run-helpers.js';
-import { flakyHandlers, mixedHandlers, receiptControl, receiptHandlers, twoStepsHandlers } from './fixtures/test-handlers.js';
+import {
+  flakyHandlers,
+  mixedHandlers,
+  receiptControl,
+  receiptHandlers,
+  twoStepsHandlers,
+} from './fixtures/test-handlers.js';
 import { ALL_TEST_WORKFLOWS, flaky, mixed, receipt, twoSteps } from './fixtures/test-workflows.js';
 import { fanOut, WAIT_WORKFLOWS, waitHandlers, withChild } from './fixtures/wait-workflows.js';
 
@@ -142,7 +153,13 @@ describeStores('OpenTelemetry: spans, trace context and metrics of a worker', (g
 
     const steps = spansOf(runId, 'ledgerflow.step ');
     expect(
-      steps.map((s) => [s.name, s.attributes[ATTR.stepKind], s.attributes[ATTR.attempt], s.attributes[ATTR.stepOutcome], s.attributes[ATTR.idempotencyKey]]),
+      steps.map((s) => [
+        s.name,
+        s.attributes[ATTR.stepKind],
+        s.attributes[ATTR.attempt],
+        s.attributes[ATTR.stepOutcome],
+        s.attributes[ATTR.idempotencyKey],
+      ]),
     ).toEqual([
       ['ledgerflow.step price', 'step', 1, 'succeeded', undefined],
       ['ledgerflow.step reserve', 'transactional', 1, 'succeeded', 'reserve:otel-mixed'],
@@ -162,8 +179,16 @@ describeStores('OpenTelemetry: spans, trace context and metrics of a worker', (g
     expect(performs[0]!.parentSpanContext?.spanId).toBe(steps[2]!.spanContext().spanId);
     expect(performs[1]!.parentSpanContext?.spanId).toBe(steps[3]!.spanContext().spanId);
 
-    expect(await countBy(METRIC.stepAttempts, { [ATTR.workflow]: 'wt-mixed' }, ATTR.step)).toEqual({ price: 1, reserve: 1, charge: 1, receipt: 1 });
-    const durations = await points(METRIC.stepDuration, { [ATTR.workflow]: 'wt-mixed', [ATTR.stepOutcome]: 'succeeded' });
+    expect(await countBy(METRIC.stepAttempts, { [ATTR.workflow]: 'wt-mixed' }, ATTR.step)).toEqual({
+      price: 1,
+      reserve: 1,
+      charge: 1,
+      receipt: 1,
+    });
+    const durations = await points(METRIC.stepDuration, {
+      [ATTR.workflow]: 'wt-mixed',
+      [ATTR.stepOutcome]: 'succeeded',
+    });
     expect(durations.map((p) => (p.value as Histogram).count)).toEqual([1, 1, 1, 1]);
     expect(durations.every((p) => (p.value as Histogram).sum! > 0)).toBe(true);
   });
@@ -180,13 +205,18 @@ describeStores('OpenTelemetry: spans, trace context and metrics of a worker', (g
     ]);
     expect(steps[0]!.status.message).toBe('transient failure on call 1');
     expect(steps[0]!.attributes[ATTR.failurePhase]).toBe('other');
-    expect(steps[0]!.events.map((e) => [e.name, e.attributes?.['exception.message']])).toEqual([['exception', 'transient failure on call 1']]);
+    expect(steps[0]!.events.map((e) => [e.name, e.attributes?.['exception.message']])).toEqual([
+      ['exception', 'transient failure on call 1'],
+    ]);
     const runs = spansOf(runId, 'ledgerflow.run ');
     expect(runs.map((s) => [s.attributes[ATTR.fencingToken], s.attributes[ATTR.runOutcome]])).toEqual([
       [1, 'retry'],
       [2, 'completed'],
     ]);
-    expect(await countBy(METRIC.stepAttempts, { [ATTR.workflow]: 'wt-flaky' }, ATTR.stepOutcome)).toEqual({ retry: 1, succeeded: 1 });
+    expect(await countBy(METRIC.stepAttempts, { [ATTR.workflow]: 'wt-flaky' }, ATTR.stepOutcome)).toEqual({
+      retry: 1,
+      succeeded: 1,
+    });
   });
 
   it('a claim that takes over a crashed attempt says so on the run span and counts the crash', async () => {
@@ -201,11 +231,20 @@ describeStores('OpenTelemetry: spans, trace context and metrics of a worker', (g
     const log = eventLog();
     await worker({ workflows: [twoStepsHandlers()], onEvent: log.onEvent }).drain();
 
-    expect(log.events.find((e) => e.type === 'run-claimed' && e.runId === runId)).toMatchObject({ tookOver: true, attempt: 2 });
+    expect(log.events.find((e) => e.type === 'run-claimed' && e.runId === runId)).toMatchObject({
+      tookOver: true,
+      attempt: 2,
+    });
     const [run] = spansOf(runId, 'ledgerflow.run ');
-    expect(run!.attributes).toMatchObject({ [ATTR.tookOver]: true, [ATTR.fencingToken]: 2, [ATTR.runOutcome]: 'completed' });
+    expect(run!.attributes).toMatchObject({
+      [ATTR.tookOver]: true,
+      [ATTR.fencingToken]: 2,
+      [ATTR.runOutcome]: 'completed',
+    });
     expect(spansOf(runId, 'ledgerflow.step double').map((s) => s.attributes[ATTR.attempt])).toEqual([2]);
-    expect(await countBy(METRIC.crashes, { [ATTR.workflow]: 'wt-two-steps' }, ATTR.crashKind)).toEqual({ abandoned: 1 });
+    expect(await countBy(METRIC.crashes, { [ATTR.workflow]: 'wt-two-steps' }, ATTR.crashKind)).toEqual({
+      abandoned: 1,
+    });
   });
 
   it("the next attempt's reconcile is a child of its step span; an error after perform is recorded with its phase", async () => {
@@ -216,7 +255,9 @@ describeStores('OpenTelemetry: spans, trace context and metrics of a worker', (g
     await worker({ workflows: [receiptHandlers(email)] }).drain();
 
     const steps = spansOf(runId, 'ledgerflow.step receipt');
-    expect(steps.map((s) => [s.attributes[ATTR.attempt], s.attributes[ATTR.stepOutcome], s.attributes[ATTR.failurePhase]])).toEqual([
+    expect(
+      steps.map((s) => [s.attributes[ATTR.attempt], s.attributes[ATTR.stepOutcome], s.attributes[ATTR.failurePhase]]),
+    ).toEqual([
       [1, 'retry', 'after-perform'],
       [2, 'succeeded', undefined],
     ]);
@@ -231,7 +272,13 @@ describeStores('OpenTelemetry: spans, trace context and metrics of a worker', (g
       [ATTR.reconcileOutcome]: 'found',
     });
     expect(email.sentForReference('receipt:otel-rc')).toBe(1);
-    expect(await countBy(METRIC.reconciliations, { [ATTR.workflow]: 'wt-receipt', [ATTR.reconcileBy]: 'attempt' }, ATTR.reconcileOutcome)).toEqual({
+    expect(
+      await countBy(
+        METRIC.reconciliations,
+        { [ATTR.workflow]: 'wt-receipt', [ATTR.reconcileBy]: 'attempt' },
+        ATTR.reconcileOutcome,
+      ),
+    ).toEqual({
       found: 1,
     });
   });
@@ -252,7 +299,9 @@ describeStores('OpenTelemetry: spans, trace context and metrics of a worker', (g
     await w.drain();
     expect((await runState(store, runId)).run.status).toBe('needs_reconciliation');
 
-    const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM ledgerflow.step_effect WHERE status = 'intent'`.execute(store.db);
+    const { rows } = await sql<{
+      n: number;
+    }>`SELECT count(*)::int AS n FROM ledgerflow.step_effect WHERE status = 'intent'`.execute(store.db);
     expect(rows[0]!.n).toBeGreaterThanOrEqual(1);
     expect((await points(METRIC.openIntents, {})).map((p) => p.value)).toEqual([rows[0]!.n]);
     const [age] = await points(METRIC.oldestIntentAge, {});
@@ -269,11 +318,19 @@ describeStores('OpenTelemetry: spans, trace context and metrics of a worker', (g
       telemetry: { tracerProvider, meterProvider },
     });
     expect(report).toMatchObject({ recorded: 1 });
-    const passLookups = spansOf(runId, 'ledgerflow.reconcile ').filter((s) => s.attributes[ATTR.reconcileBy] === 'pass');
+    const passLookups = spansOf(runId, 'ledgerflow.reconcile ').filter(
+      (s) => s.attributes[ATTR.reconcileBy] === 'pass',
+    );
     expect(passLookups.map((s) => s.attributes[ATTR.reconcileOutcome])).toEqual(['found']);
     expect(passLookups[0]!.spanContext().traceId).toBe(request.traceId);
     expect(passLookups[0]!.parentSpanContext?.spanId).toBe(request.spanId);
-    expect(await countBy(METRIC.reconciliations, { [ATTR.workflow]: 'wt-receipt', [ATTR.reconcileBy]: 'pass' }, ATTR.reconcileOutcome)).toEqual({
+    expect(
+      await countBy(
+        METRIC.reconciliations,
+        { [ATTR.workflow]: 'wt-receipt', [ATTR.reconcileBy]: 'pass' },
+        ATTR.reconcileOutcome,
+      ),
+    ).toEqual({
       found: 1,
     });
   });
@@ -291,7 +348,9 @@ describeStores('OpenTelemetry: spans, trace context and metrics of a worker', (g
     expect(withoutSdk.enabled).toBe(true);
     const unobserveNoop = withoutSdk.observeDatabase(counting);
     const ownReader = new TestReader();
-    const stop = (await loadTelemetry({ meterProvider: new MeterProvider({ readers: [ownReader] }) })).observeDatabase(counting);
+    const stop = (await loadTelemetry({ meterProvider: new MeterProvider({ readers: [ownReader] }) })).observeDatabase(
+      counting,
+    );
     try {
       await Promise.all([ownReader.collect(), ownReader.collect()]);
       await ownReader.collect();
@@ -307,7 +366,9 @@ describeStores('OpenTelemetry: spans, trace context and metrics of a worker', (g
   it("children continue the trace: each child's run span is a child of the forEach attempt that started it", async () => {
     const store = getStore();
     const client = createClient({ store });
-    const { runId, request } = await startInRequest('POST /fan-out', () => client.start(fanOut, { id: 'otel', count: 2, failAt: -1 }));
+    const { runId, request } = await startInRequest('POST /fan-out', () =>
+      client.start(fanOut, { id: 'otel', count: 2, failAt: -1 }),
+    );
     const traced = worker({ workflows: waitHandlers() });
     await traced.drain();
     await traced.stop();
@@ -324,7 +385,9 @@ describeStores('OpenTelemetry: spans, trace context and metrics of a worker', (g
     }
 
     // Untraced, a child inherits the context its parent was started with.
-    const untraced = await startInRequest('POST /child', () => client.start(withChild, { id: 'otel-off', n: 2, fail: false }));
+    const untraced = await startInRequest('POST /child', () =>
+      client.start(withChild, { id: 'otel-off', n: 2, fail: false }),
+    );
     await worker({ workflows: waitHandlers(), telemetry: { enabled: false } }).drain();
     const parent = (await runState(store, untraced.runId)).run;
     const [child] = await client.listRuns({ parentRunId: untraced.runId });
@@ -339,7 +402,9 @@ describeStores('OpenTelemetry: spans, trace context and metrics of a worker', (g
     const { runId, request } = await startInRequest('POST /batch', () =>
       store.db.transaction().execute((trx) => client.startInTransaction(trx, twoSteps, { n: 1 })),
     );
-    expect((await runState(store, runId)).run.trace_context).toEqual({ traceparent: `00-${request.traceId}-${request.spanId}-01` });
+    expect((await runState(store, runId)).run.trace_context).toEqual({
+      traceparent: `00-${request.traceId}-${request.spanId}-01`,
+    });
     const untraced = await client.start(twoSteps, { n: 2 });
     expect((await runState(store, untraced.runId)).run.trace_context).toBeNull();
     await Promise.all([client.cancel(runId), client.cancel(untraced.runId)]);
@@ -396,7 +461,10 @@ describe('a worker with the API installed but no SDK registered', () => {
 
 describe('without @opentelemetry/api', () => {
   it('the loader falls back to no telemetry when the import fails', async () => {
-    const missing = () => Promise.reject(Object.assign(new Error("Cannot find package '@opentelemetry/api'"), { code: 'ERR_MODULE_NOT_FOUND' }));
+    const missing = () =>
+      Promise.reject(
+        Object.assign(new Error("Cannot find package '@opentelemetry/api'"), { code: 'ERR_MODULE_NOT_FOUND' }),
+      );
     expect(await loadOtelApi(missing)).toBeUndefined();
     expect(await loadTelemetry({}, missing)).toBe(NO_TELEMETRY);
     expect(await loadTelemetry({}, () => Promise.resolve({ something: 'else' }))).toBe(NO_TELEMETRY);

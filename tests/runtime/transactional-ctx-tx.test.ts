@@ -17,11 +17,14 @@ import type { AppDatabase } from './fixtures/test-workflows.js';
  * first read from a kept context after the handler ended.
  */
 const mode = z.enum(['keep-tx', 'keep-context', 'keep-tx-then-throw', 'nested', 'parallel', 'record-only']);
-const txWorkflow = workflow('wt-ctx-tx', { version: 1, input: z.object({ orderId: z.string(), mode }) }).transactional('write', {
-  output: z.object({ written: z.number().int() }),
-  key: ({ input }) => `ctx-tx:${input.orderId}`,
-  retry: { maxAttempts: 1, initialDelayMs: 10, maxDelayMs: 10, jitter: 0 },
-});
+const txWorkflow = workflow('wt-ctx-tx', { version: 1, input: z.object({ orderId: z.string(), mode }) }).transactional(
+  'write',
+  {
+    output: z.object({ written: z.number().int() }),
+    key: ({ input }) => `ctx-tx:${input.orderId}`,
+    retry: { maxAttempts: 1, initialDelayMs: 10, maxDelayMs: 10, jitter: 0 },
+  },
+);
 
 type Tx = Transaction<AppDatabase>;
 
@@ -32,7 +35,8 @@ describeStores('ctx.tx of a transactional step', (getStore) => {
     {
       write: async (ctx) => {
         const { orderId } = ctx.input;
-        const insert = (tx: Tx) => tx.insertInto('wt_app.reservation').values({ run_id: ctx.runId, order_id: orderId, quantity: 1 }).execute();
+        const insert = (tx: Tx) =>
+          tx.insertInto('wt_app.reservation').values({ run_id: ctx.runId, order_id: orderId, quantity: 1 }).execute();
         switch (ctx.input.mode) {
           case 'keep-tx':
             kept.set(orderId, { tx: ctx.tx });
@@ -81,9 +85,10 @@ describeStores('ctx.tx of a transactional step', (getStore) => {
     return runId;
   }
 
-  const late = (tx: Tx, runId: string) => tx.insertInto('wt_app.reservation').values({ run_id: runId, order_id: 'late', quantity: 1 }).execute();
+  const late = (tx: Tx, runId: string) =>
+    tx.insertInto('wt_app.reservation').values({ run_id: runId, order_id: 'late', quantity: 1 }).execute();
 
-  it('a handle kept after the handler returned is refused; only the handler\'s write committed', async () => {
+  it("a handle kept after the handler returned is refused; only the handler's write committed", async () => {
     const store = getStore();
     const runId = await run(store, 'keep-tx', 'keep-tx');
     expect((await runState(store, runId)).run.status).toBe('completed');
@@ -97,7 +102,9 @@ describeStores('ctx.tx of a transactional step', (getStore) => {
     const { run: settled, effects } = await runState(store, runId);
     expect(settled.status).toBe('completed');
     expect(effects).toMatchObject([{ status: 'recorded' }]);
-    await expect(late(kept.get('keep-context')!.context!.tx, runId)).rejects.toThrow('Transaction is already committed');
+    await expect(late(kept.get('keep-context')!.context!.tx, runId)).rejects.toThrow(
+      'Transaction is already committed',
+    );
     expect(await appRows(store, runId)).toEqual([]);
   });
 
@@ -105,19 +112,23 @@ describeStores('ctx.tx of a transactional step', (getStore) => {
     const store = getStore();
     const runId = await run(store, 'keep-tx-then-throw', 'keep-tx-then-throw');
     expect((await runState(store, runId)).run.status).toBe('failed');
-    await expect(late(kept.get('keep-tx-then-throw')!.tx!, runId)).rejects.toThrow('Transaction is already rolled back');
+    await expect(late(kept.get('keep-tx-then-throw')!.tx!, runId)).rejects.toThrow(
+      'Transaction is already rolled back',
+    );
     expect(await appRows(store, runId)).toEqual([]);
   });
 
   it('refuses a nested transaction and still commits the step', async () => {
     const store = getStore();
     const runId = await run(store, 'nested', 'nested');
-    expect(kept.get('nested')!.nestedError).toMatchObject({ message: 'calling the transaction method for a Transaction is not supported' });
+    expect(kept.get('nested')!.nestedError).toMatchObject({
+      message: 'calling the transaction method for a Transaction is not supported',
+    });
     expect((await runState(store, runId)).run.status).toBe('completed');
     expect(await appRows(store, runId)).toHaveLength(1);
   });
 
-  it('statements sent together run one after another, all inside the step\'s transaction', async () => {
+  it("statements sent together run one after another, all inside the step's transaction", async () => {
     const store = getStore();
     const runId = await run(store, 'parallel', 'parallel');
     expect((await runState(store, runId)).run.output).toEqual({ write: { written: 3 } });
@@ -130,7 +141,9 @@ describeStores('ctx.tx of a transactional step', (getStore) => {
     const { run: settled, effects } = await runState(store, runId);
     expect(settled.output).toEqual({ write: { written: 0 } });
     expect(effects).toMatchObject([{ status: 'recorded', effect: { written: 0 } }]);
-    const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM wt_app.reservation WHERE run_id = ${runId}`.execute(store.db);
+    const { rows } = await sql<{
+      n: number;
+    }>`SELECT count(*)::int AS n FROM wt_app.reservation WHERE run_id = ${runId}`.execute(store.db);
     expect(rows[0]!.n).toBe(0);
   });
 });

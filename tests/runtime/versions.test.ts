@@ -65,10 +65,19 @@ describeStores('upgrading a workflow: v1 and v2 side by side', (getStore) => {
     expect((refusal as Error).message).toContain('it has no handlers for quote v1 (1 unfinished: 1 pending)');
     expect((refusal as Error).message).toContain('--allow-missing-versions');
 
-    const both = createWorker({ store, workflows: [v1Registration, v2Registration], pollIntervalMs: 20, reconcileIntervalMs: 0 });
+    const both = createWorker({
+      store,
+      workflows: [v1Registration, v2Registration],
+      pollIntervalMs: 20,
+      reconcileIntervalMs: 0,
+    });
     await both.drain();
     await both.stop();
-    expect((await runState(store, old)).run).toMatchObject({ status: 'completed', workflow_version: 1, output: { quote: { cents: 1200 }, confirm: { text: 'confirmed 1200' } } });
+    expect((await runState(store, old)).run).toMatchObject({
+      status: 'completed',
+      workflow_version: 1,
+      output: { quote: { cents: 1200 }, confirm: { text: 'confirmed 1200' } },
+    });
     expect((await runState(store, fresh)).run).toMatchObject({ status: 'completed', workflow_version: 2 });
     expect((await runState(store, fresh)).run.output).toMatchObject({ notify: { sent: true } });
   });
@@ -77,16 +86,27 @@ describeStores('upgrading a workflow: v1 and v2 side by side', (getStore) => {
     const store = getStore();
     await startTestRun(store, v1, { orderId: 'up-3' });
     const events: WorkerEvent[] = [];
-    const w = createWorker({ store, workflows: [v2Registration], allowMissingVersions: true, pollIntervalMs: 20, reconcileIntervalMs: 0, onEvent: (e) => events.push(e) });
+    const w = createWorker({
+      store,
+      workflows: [v2Registration],
+      allowMissingVersions: true,
+      pollIntervalMs: 20,
+      reconcileIntervalMs: 0,
+      onEvent: (e) => events.push(e),
+    });
     await w.start();
     await w.stop();
-    expect(events).toContainEqual(expect.objectContaining({ type: 'versions-unserved', versions: ['quote v1 (1 unfinished: 1 pending)'] }));
+    expect(events).toContainEqual(
+      expect.objectContaining({ type: 'versions-unserved', versions: ['quote v1 (1 unfinished: 1 pending)'] }),
+    );
   });
 
   it('`ledgerflow versions` lists each version with its unfinished runs', async () => {
     const store = getStore();
     const versions = await createClient({ store }).listVersions();
-    expect(versions.filter((v) => v.workflowName === 'quote').map((v) => [v.version, v.unfinished, v.completed])).toEqual([
+    expect(
+      versions.filter((v) => v.workflowName === 'quote').map((v) => [v.version, v.unfinished, v.completed]),
+    ).toEqual([
       [1, 1, 1],
       [2, 0, 1],
     ]);
@@ -95,7 +115,9 @@ describeStores('upgrading a workflow: v1 and v2 side by side', (getStore) => {
     const io: CliIo = { out: (t) => void out.push(t), err: (t) => void out.push(t) };
     expect(await main(['versions', '--database-url', store.url], io)).toBe(0);
     const lines = out.join('').split('\n');
-    expect(lines[0]).toMatch(/^WORKFLOW +VERSION +UNFINISHED +PENDING +RUNNING +WAITING +PARKED +COMPLETED +FAILED +CANCELLED +MIGRATED$/);
+    expect(lines[0]).toMatch(
+      /^WORKFLOW +VERSION +UNFINISHED +PENDING +RUNNING +WAITING +PARKED +COMPLETED +FAILED +CANCELLED +MIGRATED$/,
+    );
     expect(lines.find((l) => l.startsWith('quote ') && / 1 +1 +1 +0 +0 +0 +1 +0 +0 /.test(l))).toBeDefined();
   });
 });

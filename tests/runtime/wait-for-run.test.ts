@@ -66,7 +66,11 @@ describeStores('waitForRun: woken by the settling commit', (getStore) => {
   };
 
   const isMarked = async (runId: string): Promise<boolean> => {
-    const row = await getStore().db.selectFrom('ledgerflow.workflow_run').select('notify_settled').where('id', '=', runId).executeTakeFirstOrThrow();
+    const row = await getStore()
+      .db.selectFrom('ledgerflow.workflow_run')
+      .select('notify_settled')
+      .where('id', '=', runId)
+      .executeTakeFirstOrThrow();
     return row.notify_settled;
   };
 
@@ -107,7 +111,9 @@ describeStores('waitForRun: woken by the settling commit', (getStore) => {
 
   it('wakes the waiter of a run that fails', async () => {
     await startWorker();
-    const run = await woken(client.startAndWait(flaky, { failTimes: 1, error: 'non-retryable' }, { wait: NOTIFIED_ONLY }));
+    const run = await woken(
+      client.startAndWait(flaky, { failTimes: 1, error: 'non-retryable' }, { wait: NOTIFIED_ONLY }),
+    );
     expect(run.status).toBe('failed');
     expect(run.error).toMatchObject({ message: 'refused on call 1' });
   });
@@ -136,7 +142,11 @@ describeStores('waitForRun: woken by the settling commit', (getStore) => {
     await waitUntil(
       'the unwatched runs completed',
       async () => {
-        const rows = await store.db.selectFrom('ledgerflow.workflow_run').select('status').where('id', 'in', unwatched).execute();
+        const rows = await store.db
+          .selectFrom('ledgerflow.workflow_run')
+          .select('status')
+          .where('id', 'in', unwatched)
+          .execute();
         return rows.every((r) => r.status === 'completed');
       },
       10_000,
@@ -151,15 +161,21 @@ describeStores('waitForRun: woken by the settling commit', (getStore) => {
   it('times out as before on a run nobody works on, which goes on', async () => {
     const { runId } = await client.start(twoSteps, { n: 9 });
     const startedAt = Date.now();
-    const error = await client.waitForRun(runId, { timeoutMs: 100, pollMs: 600_000, recheckMs: 600_000 }).catch((e: unknown) => e);
+    const error = await client
+      .waitForRun(runId, { timeoutMs: 100, pollMs: 600_000, recheckMs: 600_000 })
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(WaitTimeoutError);
-    expect((error as Error).message).toBe(`Run ${runId} is still pending after 100 ms; it goes on, wait again or inspect it.`);
+    expect((error as Error).message).toBe(
+      `Run ${runId} is still pending after 100 ms; it goes on, wait again or inspect it.`,
+    );
     expect(Date.now() - startedAt).toBeGreaterThanOrEqual(95);
     expect((await client.getRun(runId)).status).toBe('pending');
   });
 
   it('refuses bad wait options before anything is written', async () => {
-    await expect(client.waitForRun(randomUUID(), { pollMs: 0 })).rejects.toThrow('pollMs must be a number of milliseconds from 1 to 2147483647 (got 0).');
+    await expect(client.waitForRun(randomUUID(), { pollMs: 0 })).rejects.toThrow(
+      'pollMs must be a number of milliseconds from 1 to 2147483647 (got 0).',
+    );
     await expect(client.startAndWait(twoSteps, { n: 1 }, { wait: { timeoutMs: -1 } })).rejects.toThrow(
       'timeoutMs must be a number of milliseconds from 0 to 2147483647 (got -1).',
     );
@@ -216,13 +232,25 @@ describe('waitForRun: the listening connection lost [pg]', () => {
     try {
       const { runId } = await client.start(twoSteps, { n: 3 });
       const waiting = client.waitForRun(runId, { timeoutMs: 30_000, pollMs: 50, recheckMs: 600_000 });
-      await waitUntil('the wait marked the run', async () => {
-        const { rows } = await admin.query<{ notify_settled: boolean }>('SELECT notify_settled FROM ledgerflow.workflow_run WHERE id = $1', [runId]);
-        return rows[0]?.notify_settled === true;
-      }, 5_000);
+      await waitUntil(
+        'the wait marked the run',
+        async () => {
+          const { rows } = await admin.query<{ notify_settled: boolean }>(
+            'SELECT notify_settled FROM ledgerflow.workflow_run WHERE id = $1',
+            [runId],
+          );
+          return rows[0]?.notify_settled === true;
+        },
+        5_000,
+      );
       await cut.down(admin);
       // Completed while the waiter can reach nothing: no notification reaches it, its reads fail.
-      const worker = createWorker({ store, workflows: [twoStepsHandlers()], pollIntervalMs: 20, reconcileIntervalMs: 0 });
+      const worker = createWorker({
+        store,
+        workflows: [twoStepsHandlers()],
+        pollIntervalMs: 20,
+        reconcileIntervalMs: 0,
+      });
       await worker.drain();
       await worker.stop();
       await new Promise((resolve) => setTimeout(resolve, 300));
@@ -242,9 +270,16 @@ describe('waitForRun: the listening connection lost [pg]', () => {
       const { runId } = await client.start(twoSteps, { n: 4 });
       const waiting = client.waitForRun(runId, { timeoutMs: 1_000, pollMs: 50 });
       await cut.down(admin);
-      const error = await waiting.then(() => undefined, (e: unknown) => e);
+      const error = await waiting.then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(error).toBeInstanceOf(WaitTimeoutError);
-      expect((error as Error).message).toMatch(new RegExp(`^Run ${runId}: the database did not answer before the wait's 1000 ms ran out \\(connection cut by the test\\)`));
+      expect((error as Error).message).toMatch(
+        new RegExp(
+          `^Run ${runId}: the database did not answer before the wait's 1000 ms ran out \\(connection cut by the test\\)`,
+        ),
+      );
       expect((error as Error).cause).toBeInstanceOf(Error);
     } finally {
       cut.up();
@@ -254,7 +289,12 @@ describe('waitForRun: the listening connection lost [pg]', () => {
 });
 
 /** A pg store the test can cut off: its sessions are ended and every connect and query fails until `up()`. */
-function cuttableStore(url: string): { store: Store; down(admin: pg.Client): Promise<void>; up(): void; refused(): number } {
+function cuttableStore(url: string): {
+  store: Store;
+  down(admin: pg.Client): Promise<void>;
+  up(): void;
+  refused(): number;
+} {
   let isDown = false;
   let refused = 0;
   const applicationName = `lf-cut-${randomUUID().slice(0, 8)}`;
@@ -278,12 +318,19 @@ function cuttableStore(url: string): { store: Store; down(admin: pg.Client): Pro
   CuttableClient.prototype.query = function (this: pg.Client, ...args: unknown[]) {
     return isDown ? Promise.reject(cutError()) : query.apply(this, args);
   } as typeof pg.Client.prototype.query;
-  const store = createPgStore({ connectionString: url, applicationName, clientClass: CuttableClient, maxConnections: 4 });
+  const store = createPgStore({
+    connectionString: url,
+    applicationName,
+    clientClass: CuttableClient,
+    maxConnections: 4,
+  });
   return {
     store,
     async down(admin) {
       isDown = true;
-      await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [applicationName]);
+      await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [
+        applicationName,
+      ]);
     },
     up: () => void (isDown = false),
     refused: () => refused,

@@ -2,7 +2,15 @@ import { randomUUID } from 'node:crypto';
 import { shapeHash, workflow } from 'ledgerflow/dsl';
 import { afterEach, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
-import { bindHandlers, createClient, createWorker, NonRetryableError, type SettledRun, type Store, type Worker } from 'ledgerflow/runtime';
+import {
+  bindHandlers,
+  createClient,
+  createWorker,
+  NonRetryableError,
+  type SettledRun,
+  type Store,
+  type Worker,
+} from 'ledgerflow/runtime';
 import { RUN_SETTLED_CHANNEL } from '../../runtime/store/channels.js';
 import { describeStores } from '../support/describe-stores.js';
 import { recordingStore } from '../support/recording-store.js';
@@ -21,7 +29,13 @@ const WORKER_QUIET = { pollIntervalMs: 600_000, reconcileIntervalMs: 0, schedule
 
 /** Outputs whose keys are not in jsonb's order (shorter first, then bytewise), nested, with -0 and a Date. */
 const shaped = workflow('wt-lw-shaped', { version: 1, input: z.object({ n: z.number() }) })
-  .step('zeta', { output: z.object({ zulu: z.number(), b: z.object({ yy: z.array(z.number()), x: z.string() }), minusZero: z.number() }) })
+  .step('zeta', {
+    output: z.object({
+      zulu: z.number(),
+      b: z.object({ yy: z.array(z.number()), x: z.string() }),
+      minusZero: z.number(),
+    }),
+  })
   .step('a', { output: z.object({ when: z.string(), longer: z.boolean(), s: z.null() }) });
 
 const failing = workflow('wt-lw-failing', { version: 1, input: z.object({ why: z.string() }) }).step('refuse', {
@@ -87,12 +101,21 @@ describeStores('a wait answered by the worker of its process', (getStore) => {
   });
 
   const isMarked = async (runId: string): Promise<boolean> => {
-    const row = await getStore().db.selectFrom('ledgerflow.workflow_run').select('notify_settled').where('id', '=', runId).executeTakeFirst();
+    const row = await getStore()
+      .db.selectFrom('ledgerflow.workflow_run')
+      .select('notify_settled')
+      .where('id', '=', runId)
+      .executeTakeFirst();
     return row?.notify_settled === true;
   };
 
   const localClient = async (store: Store, gate?: Promise<void>) => {
-    const worker = createWorker({ store, workflows: [shapedHandlers(gate), failingHandlers()], concurrency: 2, ...WORKER_QUIET });
+    const worker = createWorker({
+      store,
+      workflows: [shapedHandlers(gate), failingHandlers()],
+      concurrency: 2,
+      ...WORKER_QUIET,
+    });
     workers.push(worker);
     await worker.start();
     return createClient({ store, worker });
@@ -112,7 +135,12 @@ describeStores('a wait answered by the worker of its process', (getStore) => {
     // One transaction: the start's insert (the run already claimed for this worker), then the run's
     // one step commit (its two plain steps: the first is carried to the completion) — and not one
     // statement more: no status read, no read of the run's records.
-    expect(during.map((s) => (isStartInsert(s) ? 'insert' : isStepCommit(s) ? 'step commit' : s))).toEqual(['BEGIN', 'insert', 'step commit', 'COMMIT']);
+    expect(during.map((s) => (isStartInsert(s) ? 'insert' : isStepCommit(s) ? 'step commit' : s))).toEqual([
+      'BEGIN',
+      'insert',
+      'step commit',
+      'COMMIT',
+    ]);
   });
 
   it('start, then waitForRun of a run its flight drives: the wait marks nothing and reads nothing', async () => {
@@ -159,7 +187,10 @@ describeStores('a wait answered by the worker of its process', (getStore) => {
       workflow_name: 'wt-lw-shaped',
       workflow_version: 1,
       status: 'completed',
-      output: { a: { s: null, when: '1970-01-01T00:00:00.000Z', longer: true }, zeta: { b: { x: 'é\u{1F600}', yy: [3, 1, 2] }, zulu: 7, minusZero: 0 } },
+      output: {
+        a: { s: null, when: '1970-01-01T00:00:00.000Z', longer: true },
+        zeta: { b: { x: 'é\u{1F600}', yy: [3, 1, 2] }, zulu: 7, minusZero: 0 },
+      },
       error: null,
     });
 
@@ -195,7 +226,15 @@ describeStores('a wait answered by the worker of its process', (getStore) => {
     const client = await localClient(store, new Promise<void>((resolve) => (release = resolve)));
     const runId = randomUUID();
     const waiting = client.startAndWait(shaped, { n: 13 }, { runId, wait: NO_POLL });
-    await waitUntil('the run started', async () => (await store.db.selectFrom('ledgerflow.workflow_run').select('id').where('id', '=', runId).executeTakeFirst()) !== undefined);
+    await waitUntil(
+      'the run started',
+      async () =>
+        (await store.db
+          .selectFrom('ledgerflow.workflow_run')
+          .select('id')
+          .where('id', '=', runId)
+          .executeTakeFirst()) !== undefined,
+    );
     expect(await createClient({ store }).cancel(runId)).toBe(true);
     release();
     expect(await waiting).toMatchObject({ id: runId, status: 'cancelled', output: null, error: null });
@@ -203,7 +242,14 @@ describeStores('a wait answered by the worker of its process', (getStore) => {
 
   it('a run its flight leaves unsettled (a retry after a backoff) is answered once it settles', async () => {
     const store = getStore();
-    const worker = createWorker({ store, workflows: [retriedHandlers()], concurrency: 2, pollIntervalMs: 20, reconcileIntervalMs: 0, scheduleIntervalMs: 0 });
+    const worker = createWorker({
+      store,
+      workflows: [retriedHandlers()],
+      concurrency: 2,
+      pollIntervalMs: 20,
+      reconcileIntervalMs: 0,
+      scheduleIntervalMs: 0,
+    });
     workers.push(worker);
     await worker.start();
     const client = createClient({ store, worker });
@@ -222,7 +268,15 @@ describeStores('a wait answered by the worker of its process', (getStore) => {
       // Started and waited for here (its step held), and waited for by the other client too.
       const runId = randomUUID();
       const here = client.startAndWait(shaped, { n: 3 }, { runId, wait: NO_POLL });
-      await waitUntil('the run started', async () => (await store.db.selectFrom('ledgerflow.workflow_run').select('id').where('id', '=', runId).executeTakeFirst()) !== undefined);
+      await waitUntil(
+        'the run started',
+        async () =>
+          (await store.db
+            .selectFrom('ledgerflow.workflow_run')
+            .select('id')
+            .where('id', '=', runId)
+            .executeTakeFirst()) !== undefined,
+      );
       const there = elsewhere.waitForRun(runId, NO_POLL);
       // The local start inserted it unmarked; the other wait marks it itself, so its settle notifies.
       await waitUntil('the other client marked the run', () => isMarked(runId), 5_000);

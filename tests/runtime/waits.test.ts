@@ -1,6 +1,15 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { sql } from 'kysely';
-import { ConflictError, createClient, createWorker, DuplicateEventError, RunNotFoundError, ValidationError, type Client, type Worker } from 'ledgerflow/runtime';
+import {
+  ConflictError,
+  createClient,
+  createWorker,
+  DuplicateEventError,
+  RunNotFoundError,
+  ValidationError,
+  type Client,
+  type Worker,
+} from 'ledgerflow/runtime';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { waitUntil } from './fixtures/run-helpers.js';
@@ -30,7 +39,13 @@ describeStores('waits, conditions and children', (getStore) => {
   beforeAll(async () => {
     await migrateForTest(getStore(), WAIT_WORKFLOWS);
     client = createClient({ store: getStore(), workflows: WAIT_WORKFLOWS });
-    worker = createWorker({ store: getStore(), workflows: waitHandlers(), pollIntervalMs: 25, reconcileIntervalMs: 0, concurrency: 8 });
+    worker = createWorker({
+      store: getStore(),
+      workflows: waitHandlers(),
+      pollIntervalMs: 25,
+      reconcileIntervalMs: 0,
+      concurrency: 8,
+    });
     await worker.start();
   });
   afterAll(async () => {
@@ -76,25 +91,47 @@ describeStores('waits, conditions and children', (getStore) => {
     const early = await client.start(awaitPayment, { orderId: 'early-1', timeoutMs: 60_000 });
     const late = await client.start(awaitPayment, { orderId: 'late-1', timeoutMs: 60_000 });
     await waitUntil('the late run to wait', async () => (await client.getRun(late.runId)).status === 'waiting');
-    const sent = await client.sendEvent(paymentSettled, 'late-1', { orderId: 'late-1', paid: false }, { dedupeKey: 'psp-1' });
-    expect(sent).toMatchObject({ created: true, woke: 1 });
-    const again = await client.sendEvent(paymentSettled, 'late-1', { orderId: 'late-1', paid: false }, { dedupeKey: 'psp-1' });
-    expect(again).toEqual({ eventId: sent.eventId, created: false, woke: 0 });
-    await expect(client.sendEvent(paymentSettled, 'late-1', { orderId: 'late-1', paid: true }, { dedupeKey: 'psp-1' })).rejects.toThrow(
-      DuplicateEventError,
+    const sent = await client.sendEvent(
+      paymentSettled,
+      'late-1',
+      { orderId: 'late-1', paid: false },
+      { dedupeKey: 'psp-1' },
     );
+    expect(sent).toMatchObject({ created: true, woke: 1 });
+    const again = await client.sendEvent(
+      paymentSettled,
+      'late-1',
+      { orderId: 'late-1', paid: false },
+      { dedupeKey: 'psp-1' },
+    );
+    expect(again).toEqual({ eventId: sent.eventId, created: false, woke: 0 });
+    await expect(
+      client.sendEvent(paymentSettled, 'late-1', { orderId: 'late-1', paid: true }, { dedupeKey: 'psp-1' }),
+    ).rejects.toThrow(DuplicateEventError);
     const a = await client.getRun((await client.waitForRun(early.runId, { timeoutMs: 20_000, pollMs: 20 })).id);
     const b = await client.getRun((await client.waitForRun(late.runId, { timeoutMs: 20_000, pollMs: 20 })).id);
     expect(a.output).toMatchObject({ outcome: { status: 'paid=true' } });
-    expect(b.output).toMatchObject({ outcome: { status: 'paid=false' }, settled: { status: 'received', eventId: sent.eventId } });
+    expect(b.output).toMatchObject({
+      outcome: { status: 'paid=false' },
+      settled: { status: 'received', eventId: sent.eventId },
+    });
     const { rows } = await sql<{ consumed_by_run: string; n: number }>`
       SELECT consumed_by_run, count(*)::int AS n FROM ledgerflow.event
-       WHERE name = 'wt.payment.settled' AND correlation_key IN ('early-1', 'late-1') GROUP BY consumed_by_run`.execute(getStore().db);
-    expect(rows.map((r) => [r.consumed_by_run, r.n]).sort()).toEqual([[early.runId, 1], [late.runId, 1]].sort());
+       WHERE name = 'wt.payment.settled' AND correlation_key IN ('early-1', 'late-1') GROUP BY consumed_by_run`.execute(
+      getStore().db,
+    );
+    expect(rows.map((r) => [r.consumed_by_run, r.n]).sort()).toEqual(
+      [
+        [early.runId, 1],
+        [late.runId, 1],
+      ].sort(),
+    );
   });
 
   it('validates the payload before writing anything', async () => {
-    await expect(client.sendEvent(paymentSettled, 'bad-1', { orderId: 'bad-1', paid: 'yes' } as never)).rejects.toThrow(ValidationError);
+    await expect(client.sendEvent(paymentSettled, 'bad-1', { orderId: 'bad-1', paid: 'yes' } as never)).rejects.toThrow(
+      ValidationError,
+    );
     const { rows } = await sql`SELECT 1 FROM ledgerflow.event WHERE correlation_key = 'bad-1'`.execute(getStore().db);
     expect(rows).toEqual([]);
   });
@@ -109,15 +146,19 @@ describeStores('waits, conditions and children', (getStore) => {
   it('sends a signal to a run it knows, inside the caller transaction too', async () => {
     const { runId } = await client.start(awaitApproval, {});
     await waitUntil('the run to wait', async () => (await client.getRun(runId)).status === 'waiting');
-    await expect(client.signal('00000000-0000-4000-8000-00000000dead', approval, { by: 'x' })).rejects.toThrow(RunNotFoundError);
+    await expect(client.signal('00000000-0000-4000-8000-00000000dead', approval, { by: 'x' })).rejects.toThrow(
+      RunNotFoundError,
+    );
     await client.signal(runId, approval, { by: 'ops' });
     const run = await client.getRun((await client.waitForRun(runId, { timeoutMs: 20_000, pollMs: 20 })).id);
     expect(run.output).toMatchObject({ done: { by: 'ops' } });
 
     const other = await client.start(awaitPayment, { orderId: 'tx-1', timeoutMs: 60_000 });
-    await getStore().db.transaction().execute(async (trx) => {
-      await client.sendEventInTransaction(trx, paymentSettled, 'tx-1', { orderId: 'tx-1', paid: true });
-    });
+    await getStore()
+      .db.transaction()
+      .execute(async (trx) => {
+        await client.sendEventInTransaction(trx, paymentSettled, 'tx-1', { orderId: 'tx-1', paid: true });
+      });
     expect((await client.waitForRun(other.runId, { timeoutMs: 20_000, pollMs: 20 })).status).toBe('completed');
   });
 
@@ -128,7 +169,9 @@ describeStores('waits, conditions and children', (getStore) => {
     const b = await client.getRun((await client.waitForRun(bad.runId, { timeoutMs: 20_000, pollMs: 20 })).id);
     expect(a.status).toBe('completed');
     expect(a.output).toMatchObject({ doubled: { value: 42 }, report: { value: 42 } });
-    expect(a.children).toEqual([expect.objectContaining({ workflowName: 'wt-w-doubler', step: 'doubled', index: 0, status: 'completed' })]);
+    expect(a.children).toEqual([
+      expect.objectContaining({ workflowName: 'wt-w-doubler', step: 'doubled', index: 0, status: 'completed' }),
+    ]);
     expect(b.status).toBe('failed');
     expect(b.error).toMatchObject({ name: 'ChildFailedError' });
   });
@@ -146,7 +189,9 @@ describeStores('waits, conditions and children', (getStore) => {
     const run = await client.getRun((await client.waitForRun(runId, { timeoutMs: 30_000, pollMs: 20 })).id);
     clearInterval(watcher);
     expect(run.status).toBe('completed');
-    expect((run.output as { double: Array<{ value: number }> }).double.map((r) => r.value)).toEqual([2, 4, 6, 8, 10, 12, 14, 16, 18, 20]);
+    expect((run.output as { double: Array<{ value: number }> }).double.map((r) => r.value)).toEqual([
+      2, 4, 6, 8, 10, 12, 14, 16, 18, 20,
+    ]);
     expect(run.output).toMatchObject({ sum: { total: 110 } });
     expect(run.children.map((c) => c.index)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
     expect(maxOpen).toBeLessThanOrEqual(3);

@@ -45,7 +45,9 @@ describe('claim plan over a deep backlog [pg]', () => {
 
   /** EXPLAIN ANALYZE of the claim exactly as the worker sends it, rolled back. */
   const explainClaim = async (): Promise<PlanNode[]> => {
-    const compiled = claimStatement(registry, { workerId: 'plan-test', leaseMs: 30_000, limit: LIMIT }).compile(store.db);
+    const compiled = claimStatement(registry, { workerId: 'plan-test', leaseMs: 30_000, limit: LIMIT }).compile(
+      store.db,
+    );
     return store.db.connection().execute(async (db) => {
       await sql`BEGIN`.execute(db);
       try {
@@ -68,7 +70,9 @@ describe('claim plan over a deep backlog [pg]', () => {
     expect(runScans.map((n) => n['Node Type'])).not.toContain('Seq Scan');
     expect(runScans.map((n) => n['Node Type'])).not.toContain('Bitmap Heap Scan');
     // A Sort anywhere above a workflow_run scan would mean reading every due run first.
-    const sortsOverRuns = plan.filter((n) => n['Node Type'] === 'Sort' && planNodes(n).some((c) => c['Relation Name'] === 'workflow_run'));
+    const sortsOverRuns = plan.filter(
+      (n) => n['Node Type'] === 'Sort' && planNodes(n).some((c) => c['Relation Name'] === 'workflow_run'),
+    );
     expect(sortsOverRuns).toEqual([]);
   });
 
@@ -84,7 +88,9 @@ describe('claim plan over a deep backlog [pg]', () => {
   });
 
   it('with no lease expired, takes due runs from the due index (pending and waiting runs), skipping other workflows as it goes', async () => {
-    await sql`UPDATE ledgerflow.workflow_run SET lease_expires_at = now() + interval '1 hour' WHERE status = 'running'`.execute(store.db);
+    await sql`UPDATE ledgerflow.workflow_run SET lease_expires_at = now() + interval '1 hour' WHERE status = 'running'`.execute(
+      store.db,
+    );
     const plan = await explainClaim();
     const pending = plan.filter((n) => n['Index Name'] === 'workflow_run_due_idx');
     // Every second due run belongs to the other workflow: about 2 × limit rows, not 50 000.
@@ -94,7 +100,9 @@ describe('claim plan over a deep backlog [pg]', () => {
   });
 
   it('with nothing due, reads no sleeping run: the due index scan stops at the first future run_after', async () => {
-    await sql`UPDATE ledgerflow.workflow_run SET run_after = now() + interval '1 hour' WHERE status = 'pending'`.execute(store.db);
+    await sql`UPDATE ledgerflow.workflow_run SET run_after = now() + interval '1 hour' WHERE status = 'pending'`.execute(
+      store.db,
+    );
     const plan = await explainClaim();
     const due = plan.filter((n) => n['Index Name'] === 'workflow_run_due_idx');
     expect(due.length).toBeGreaterThan(0);

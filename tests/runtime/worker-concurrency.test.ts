@@ -10,7 +10,7 @@ import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
-import { appRows, eventLog, startTestRun, runState, setupAppSchema, } from './fixtures/run-helpers.js';
+import { appRows, eventLog, startTestRun, runState, setupAppSchema } from './fixtures/run-helpers.js';
 import {
   flakyHandlers,
   gate,
@@ -22,13 +22,25 @@ import {
   slowStepHandlers,
   slowWriteHandlers,
 } from './fixtures/test-handlers.js';
-import { ALL_TEST_WORKFLOWS, flaky, gated, gatedWrite, mixed, nulError, slowStep, slowWrite } from './fixtures/test-workflows.js';
+import {
+  ALL_TEST_WORKFLOWS,
+  flaky,
+  gated,
+  gatedWrite,
+  mixed,
+  nulError,
+  slowStep,
+  slowWrite,
+} from './fixtures/test-workflows.js';
 
 const FAST: Partial<WorkerOptions> = { pollIntervalMs: 20, leaseMs: 5_000, reconcileIntervalMs: 0 };
 
 /** Stalls every lease renewal in this process, as a paused (GC, SIGSTOP) worker would. */
 const stallHeartbeats = (): void =>
-  configureFaults({ seed: 1, points: { 'before-lease-renewal': { probability: 1, actions: ['hang'], hangMs: 1_500 } } });
+  configureFaults({
+    seed: 1,
+    points: { 'before-lease-renewal': { probability: 1, actions: ['hang'], hangMs: 1_500 } },
+  });
 
 const _leaseExpired = (store: TestStore, runId: string) => async (): Promise<boolean> => {
   const { rows } = await sql<{ expired: boolean }>`
@@ -58,18 +70,30 @@ describeStores('worker: concurrency, zombies, clocks and shutdown', (getStore) =
     const payments = new FakePaymentProvider();
     const email = new FakeEmailProvider();
     const ids = await Promise.all(
-      Array.from({ length: 10 }, (_, i) => startTestRun(store, mixed, { orderId: `race-${i}`, quantity: 1 + i, email: `r${i}@example.com` })),
+      Array.from({ length: 10 }, (_, i) =>
+        startTestRun(store, mixed, { orderId: `race-${i}`, quantity: 1 + i, email: `r${i}@example.com` }),
+      ),
     );
     const logs = [eventLog(), eventLog(), eventLog()];
     const racers = logs.map((log, i) =>
-      worker({ workflows: [mixedHandlers(payments, email, `w${i}`)], concurrency: 3, workerId: `racer-${i}`, onEvent: log.onEvent }),
+      worker({
+        workflows: [mixedHandlers(payments, email, `w${i}`)],
+        concurrency: 3,
+        workerId: `racer-${i}`,
+        onEvent: log.onEvent,
+      }),
     );
     await Promise.all(racers.map((w) => w.drain()));
 
     for (const id of ids) {
       const { run, attempts, results, effects } = await runState(store, id);
       expect(run.status).toBe('completed');
-      expect(attempts.filter((a) => a.status === 'succeeded').map((a) => a.step_name).sort()).toEqual(['charge', 'price', 'receipt', 'reserve']);
+      expect(
+        attempts
+          .filter((a) => a.status === 'succeeded')
+          .map((a) => a.step_name)
+          .sort(),
+      ).toEqual(['charge', 'price', 'receipt', 'reserve']);
       expect(results).toHaveLength(4);
       expect(effects.every((e) => e.status === 'recorded')).toBe(true);
       expect(await appRows(store, id)).toHaveLength(1);
@@ -92,7 +116,13 @@ describeStores('worker: concurrency, zombies, clocks and shutdown', (getStore) =
     const zombieLog = eventLog();
     const calls = { n: 0 };
     // The first call ignores its signal and sleeps past the lease (the heartbeat is stalled too).
-    const zombie = worker({ workflows: [gatedHandlers('zombie', [held], calls)], concurrency: 1, leaseMs: 300, heartbeatMs: 100, onEvent: zombieLog.onEvent });
+    const zombie = worker({
+      workflows: [gatedHandlers('zombie', [held], calls)],
+      concurrency: 1,
+      leaseMs: 300,
+      heartbeatMs: 100,
+      onEvent: zombieLog.onEvent,
+    });
     const runId = await startTestRun(store, gated, { label: 'zombie' });
     await zombie.start();
     await held.entered;
@@ -107,10 +137,16 @@ describeStores('worker: concurrency, zombies, clocks and shutdown', (getStore) =
     expect(run.status).toBe('completed');
     expect(calls.n).toBe(2);
     expect(results.map((r) => r.step_name)).toEqual(['wait', 'after']);
-    expect(attempts.map((a) => `${a.step_name}:${a.attempt}:${a.status}`)).toEqual(['wait:1:abandoned', 'wait:2:succeeded', 'after:1:succeeded']);
+    expect(attempts.map((a) => `${a.step_name}:${a.attempt}:${a.status}`)).toEqual([
+      'wait:1:abandoned',
+      'wait:2:succeeded',
+      'after:1:succeeded',
+    ]);
     expect(attempts[0]!.error).toMatchObject({ name: 'LeaseExpired' });
     expect(attempts[1]!.fencing_token).toBe(attempts[0]!.fencing_token + 1);
-    expect(zombieLog.events.filter((e) => e.type === 'step-succeeded' && e.attempt === 1 && e.step === 'wait')).toEqual([]);
+    expect(zombieLog.events.filter((e) => e.type === 'step-succeeded' && e.attempt === 1 && e.step === 'wait')).toEqual(
+      [],
+    );
   });
 
   it('a step handler past its timeoutMs fails as retryable (HandlerTimeoutError); the retry completes the run', async () => {
@@ -120,10 +156,9 @@ describeStores('worker: concurrency, zombies, clocks and shutdown', (getStore) =
     await worker({ workflows: [slowStepHandlers(calls)] }).drain();
     const { run, attempts } = await runState(store, runId);
     expect(run.status).toBe('completed');
-    expect(attempts.map((a) => `${a.attempt}:${a.status}:${(a.error as { name?: string } | null)?.name ?? ''}`)).toEqual([
-      '1:failed:HandlerTimeoutError',
-      '2:succeeded:',
-    ]);
+    expect(
+      attempts.map((a) => `${a.attempt}:${a.status}:${(a.error as { name?: string } | null)?.name ?? ''}`),
+    ).toEqual(['1:failed:HandlerTimeoutError', '2:succeeded:']);
     expect(calls.n).toBe(2);
   });
 
@@ -170,7 +205,9 @@ describeStores('worker: concurrency, zombies, clocks and shutdown', (getStore) =
 
     const afterStop = await runState(store, runId);
     expect(afterStop.run).toMatchObject({ status: 'pending', lease_owner: null, current_step: 0 });
-    expect(afterStop.attempts.map((a) => [a.status, (a.error as { name?: string } | null)?.name])).toEqual([['abandoned', 'WorkerStopped']]);
+    expect(afterStop.attempts.map((a) => [a.status, (a.error as { name?: string } | null)?.name])).toEqual([
+      ['abandoned', 'WorkerStopped'],
+    ]);
     held.open();
 
     await worker({ workflows: [gatedHandlers('second')] }).drain();
@@ -196,29 +233,34 @@ describe('worker: clock skew [pg]', () => {
   it.each([
     ['ten years ahead', '2037-06-01T00:00:00Z'],
     ['ten years behind', '2016-06-01T00:00:00Z'],
-  ])('a worker whose clock is %s behaves identically: retries and times follow the database', async (_label, skewedNow) => {
-    vi.useFakeTimers({ toFake: ['Date'], shouldAdvanceTime: true });
-    vi.setSystemTime(new Date(skewedNow));
-    const runId = await startTestRun(store, flaky, { failTimes: 2, error: 'plain' });
-    const w = createWorker({ store, ...FAST, workflows: [flakyHandlers(new Map())] });
-    try {
-      await w.drain();
-    } finally {
-      await w.stop();
-      vi.useRealTimers();
-    }
+  ])(
+    'a worker whose clock is %s behaves identically: retries and times follow the database',
+    async (_label, skewedNow) => {
+      vi.useFakeTimers({ toFake: ['Date'], shouldAdvanceTime: true });
+      vi.setSystemTime(new Date(skewedNow));
+      const runId = await startTestRun(store, flaky, { failTimes: 2, error: 'plain' });
+      const w = createWorker({ store, ...FAST, workflows: [flakyHandlers(new Map())] });
+      try {
+        await w.drain();
+      } finally {
+        await w.stop();
+        vi.useRealTimers();
+      }
 
-    const { run, attempts } = await runState(store, runId);
-    const { rows } = await sql<{ now: Date }>`SELECT now() AS now`.execute(store.db);
-    const dbNow = rows[0]!.now.getTime();
-    expect(run.status).toBe('completed');
-    expect(attempts.map((a) => a.status)).toEqual(['failed', 'failed', 'succeeded']);
-    expect(attempts.slice(0, 2).map((a) => a.next_eligible_at!.getTime() - a.finished_at!.getTime())).toEqual([20, 40]);
-    for (const attempt of attempts) {
-      expect(Math.abs(attempt.started_at.getTime() - dbNow)).toBeLessThan(60_000);
-      expect(Math.abs(attempt.finished_at!.getTime() - dbNow)).toBeLessThan(60_000);
-    }
-  });
+      const { run, attempts } = await runState(store, runId);
+      const { rows } = await sql<{ now: Date }>`SELECT now() AS now`.execute(store.db);
+      const dbNow = rows[0]!.now.getTime();
+      expect(run.status).toBe('completed');
+      expect(attempts.map((a) => a.status)).toEqual(['failed', 'failed', 'succeeded']);
+      expect(attempts.slice(0, 2).map((a) => a.next_eligible_at!.getTime() - a.finished_at!.getTime())).toEqual([
+        20, 40,
+      ]);
+      for (const attempt of attempts) {
+        expect(Math.abs(attempt.started_at.getTime() - dbNow)).toBeLessThan(60_000);
+        expect(Math.abs(attempt.finished_at!.getTime() - dbNow)).toBeLessThan(60_000);
+      }
+    },
+  );
 });
 
 describe('worker: start-up checks', () => {
@@ -229,7 +271,9 @@ describe('worker: start-up checks', () => {
   beforeAll(async () => {
     store = await createPgTestStore();
     await migrateForTest(store, [drifted]);
-    await sql`UPDATE ledgerflow.workflow_version SET definition_hash = 'feedfacefeedface' WHERE workflow_name = 'wt-drifted'`.execute(store.db);
+    await sql`UPDATE ledgerflow.workflow_version SET definition_hash = 'feedfacefeedface' WHERE workflow_name = 'wt-drifted'`.execute(
+      store.db,
+    );
   });
   afterAll(() => store.close());
 
@@ -241,7 +285,9 @@ describe('worker: start-up checks', () => {
 
   it('refuses a workflow whose migrated definition differs from the code', async () => {
     const w = createWorker({ store, workflows: [register(drifted)] });
-    await expect(w.start()).rejects.toThrow(/migrated as feedfacefeedface but the code is [0-9a-f]{16} \(run `ledgerflow codegen` then `ledgerflow migrate`/);
+    await expect(w.start()).rejects.toThrow(
+      /migrated as feedfacefeedface but the code is [0-9a-f]{16} \(run `ledgerflow codegen` then `ledgerflow migrate`/,
+    );
   });
 
   it('rejects nonsense options with what to fix', () => {
@@ -284,7 +330,9 @@ describe('worker: transactional zombie [pg]', () => {
       const zombie = createWorker({
         store,
         ...FAST,
-        workflows: [stuck === 'in its handler' ? gatedWriteHandlers('zombie', held) : lockWaitWriteHandlers('zombie', held)],
+        workflows: [
+          stuck === 'in its handler' ? gatedWriteHandlers('zombie', held) : lockWaitWriteHandlers('zombie', held),
+        ],
         concurrency: 1,
         leaseMs: 3_000,
         heartbeatMs: 100,
@@ -301,7 +349,13 @@ describe('worker: transactional zombie [pg]', () => {
       // heartbeat still renews an expired lease nobody has taken (by its token), so on a loaded
       // machine it can win the race against one expiry: expire it until the successor holds it.
       const successorLog = eventLog();
-      const successor = createWorker({ store, ...FAST, workflows: [gatedWriteHandlers('successor')], leaseMs: 30_000, onEvent: successorLog.onEvent });
+      const successor = createWorker({
+        store,
+        ...FAST,
+        workflows: [gatedWriteHandlers('successor')],
+        leaseMs: 30_000,
+        onEvent: successorLog.onEvent,
+      });
       const started = performance.now();
       await successor.start();
       const takenOver = successorLog.waitFor('run-claimed', (e) => e.runId === runId);
@@ -321,12 +375,16 @@ describe('worker: transactional zombie [pg]', () => {
       const rows = await appRows(store, runId);
       expect(run.status).toBe('completed');
       expect(rows.map((r) => r.written_by)).toEqual(['successor']);
-      expect(effects).toEqual([expect.objectContaining({ status: 'recorded', attempt: 2, effect: { rowId: rows[0]!.id, by: 'successor' } })]);
+      expect(effects).toEqual([
+        expect.objectContaining({ status: 'recorded', attempt: 2, effect: { rowId: rows[0]!.id, by: 'successor' } }),
+      ]);
       expect(attempts.map((a) => `${a.attempt}:${a.status}`)).toEqual(['1:abandoned', '2:succeeded']);
       // Bounded by the zombie noticing (a heartbeat), not by the zombie's handler, which never returned.
       expect(waited).toBeLessThan(10_000);
       const sessions = await sql<{ n: number }>`
-        SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'`.execute(store.db);
+        SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'`.execute(
+        store.db,
+      );
       expect(sessions.rows[0]!.n).toBe(0);
     });
   }
@@ -338,16 +396,34 @@ describe('worker: transactional zombie [pg]', () => {
     // Lease 1 s, renewed every 300 ms while the handler runs 1.5 s; a rival polls every 20 ms for
     // expired leases. The next step takes 400 ms: if the commit had set the lease from the
     // transaction's start, it would already be in the past, and the rival would take the run.
-    const owner = createWorker({ store, ...FAST, workflows: [slowWriteHandlers('owner')], leaseMs: 1_000, heartbeatMs: 300, concurrency: 1, onEvent: log.onEvent });
+    const owner = createWorker({
+      store,
+      ...FAST,
+      workflows: [slowWriteHandlers('owner')],
+      leaseMs: 1_000,
+      heartbeatMs: 300,
+      concurrency: 1,
+      onEvent: log.onEvent,
+    });
     await owner.start();
     await log.waitFor('run-claimed', (e) => e.runId === runId);
-    const rival = createWorker({ store, ...FAST, workflows: [slowWriteHandlers('rival')], leaseMs: 1_000, heartbeatMs: 300, onEvent: rivalLog.onEvent });
+    const rival = createWorker({
+      store,
+      ...FAST,
+      workflows: [slowWriteHandlers('rival')],
+      leaseMs: 1_000,
+      heartbeatMs: 300,
+      onEvent: rivalLog.onEvent,
+    });
     await rival.start();
     await log.waitFor('run-completed', (e) => e.runId === runId);
     await Promise.all([owner.stop(), rival.stop()]);
 
     const { attempts, results } = await runState(store, runId);
-    expect(attempts.map((a) => `${a.step_name}:${a.attempt}:${a.status}`)).toEqual(['write:1:succeeded', 'after:1:succeeded']);
+    expect(attempts.map((a) => `${a.step_name}:${a.attempt}:${a.status}`)).toEqual([
+      'write:1:succeeded',
+      'after:1:succeeded',
+    ]);
     expect(results.map((r) => r.output)).toEqual([{ by: 'owner' }, { by: 'owner' }]);
     expect(rivalLog.events.filter((e) => e.type === 'run-claimed')).toEqual([]);
     expect(log.events.filter((e) => e.type === 'lease-lost')).toEqual([]);
@@ -357,15 +433,21 @@ describe('worker: transactional zombie [pg]', () => {
   it('a transactional handler past its timeoutMs is rolled back and retried; only the retry writes', async () => {
     const log = eventLog();
     const runId = await startTestRun(store, slowWrite, { orderId: 'tx-timeout', sleepMs: 2_000 });
-    const w = createWorker({ store, ...FAST, workflows: [slowWriteHandlers('w', { sleepOnce: true })], onEvent: log.onEvent });
+    const w = createWorker({
+      store,
+      ...FAST,
+      workflows: [slowWriteHandlers('w', { sleepOnce: true })],
+      onEvent: log.onEvent,
+    });
     await w.drain();
     await w.stop();
     const { run, attempts } = await runState(store, runId);
     expect(run.status).toBe('completed');
-    expect(attempts.filter((a) => a.step_name === 'write').map((a) => `${a.attempt}:${a.status}:${(a.error as { name?: string } | null)?.name ?? ''}`)).toEqual([
-      '1:failed:HandlerTimeoutError',
-      '2:succeeded:',
-    ]);
+    expect(
+      attempts
+        .filter((a) => a.step_name === 'write')
+        .map((a) => `${a.attempt}:${a.status}:${(a.error as { name?: string } | null)?.name ?? ''}`),
+    ).toEqual(['1:failed:HandlerTimeoutError', '2:succeeded:']);
     expect(await appRows(store, runId)).toHaveLength(1);
   });
 
@@ -394,15 +476,27 @@ describe('worker: transactional zombie [pg]', () => {
           .then(() => resolve());
       });
     });
-    const w = createWorker({ store, ...FAST, workflows: [slowWriteHandlers('w')], leaseMs: 1_000, heartbeatMs: 200, onEvent: log.onEvent });
+    const w = createWorker({
+      store,
+      ...FAST,
+      workflows: [slowWriteHandlers('w')],
+      leaseMs: 1_000,
+      heartbeatMs: 200,
+      onEvent: log.onEvent,
+    });
     await w.start();
     await extended;
     await log.waitFor('run-completed', (e) => e.runId === runId);
     await w.stop();
     const { run, attempts, effects } = await runState(store, runId);
     expect(run.status).toBe('completed');
-    expect(attempts.filter((a) => a.step_name === 'write').map((a) => `${a.attempt}:${a.status}`)).toEqual(['1:abandoned', '2:succeeded']);
-    expect(effects.filter((e) => e.step_name === 'write').map((e) => [e.attempt, e.effect])).toEqual([[2, { by: 'w' }]]);
+    expect(attempts.filter((a) => a.step_name === 'write').map((a) => `${a.attempt}:${a.status}`)).toEqual([
+      '1:abandoned',
+      '2:succeeded',
+    ]);
+    expect(effects.filter((e) => e.step_name === 'write').map((e) => [e.attempt, e.effect])).toEqual([
+      [2, { by: 'w' }],
+    ]);
     expect(await appRows(store, runId)).toHaveLength(1);
   });
 });
@@ -420,10 +514,19 @@ describe('worker: database connections killed under it [pg]', () => {
     const payments = new FakePaymentProvider({ latencyMs: 5 });
     const email = new FakeEmailProvider({ latencyMs: 5 });
     const ids = await Promise.all(
-      Array.from({ length: 12 }, (_, i) => startTestRun(store, mixed, { orderId: `kill-${i}`, quantity: 1, email: `k${i}@example.com` })),
+      Array.from({ length: 12 }, (_, i) =>
+        startTestRun(store, mixed, { orderId: `kill-${i}`, quantity: 1, email: `k${i}@example.com` }),
+      ),
     );
     const log = eventLog();
-    const w = createWorker({ store, ...FAST, workflows: [mixedHandlers(payments, email)], concurrency: 4, leaseMs: 2_000, onEvent: log.onEvent });
+    const w = createWorker({
+      store,
+      ...FAST,
+      workflows: [mixedHandlers(payments, email)],
+      concurrency: 4,
+      leaseMs: 2_000,
+      onEvent: log.onEvent,
+    });
     const database = new URL(store.url!).pathname.slice(1);
     const killer = await createPgTestKiller(store, database);
     const drained = w.drain({ timeoutMs: 45_000 });
@@ -454,7 +557,10 @@ describe('worker: database connections killed under it [pg]', () => {
  * Terminates the worker's backends in `database` from a connection of its own (so the killer is
  * never handed one of the connections it just killed); returns how many.
  */
-async function createPgTestKiller(store: TestStore, database: string): Promise<{ kill(): Promise<number>; close(): Promise<void> }> {
+async function createPgTestKiller(
+  store: TestStore,
+  database: string,
+): Promise<{ kill(): Promise<number>; close(): Promise<void> }> {
   const client = new pg.Client({ connectionString: store.url! });
   await client.connect();
   return {

@@ -19,16 +19,23 @@ import type { AppDatabase } from './fixtures/test-workflows.js';
 const costed = workflow('wt-cost', { version: 1, input: z.object({ orderId: z.string() }) })
   .step('compute', { output: z.object({ amountCents: z.number() }) })
   .transactional('write', { output: z.object({ rowId: z.number() }), key: ({ input }) => `write:${input.orderId}` })
-  .external('call', { output: z.object({ chargeId: z.string() }), key: ({ input }) => `call:${input.orderId}`, idempotentByKey: true })
+  .external('call', {
+    output: z.object({ chargeId: z.string() }),
+    key: ({ input }) => `call:${input.orderId}`,
+    idempotentByKey: true,
+  })
   .step('finish', { output: z.object({ done: z.boolean() }) })
   // Its handler sends nothing through ctx.tx: the transaction is never opened.
   .transactional('note', { output: z.object({ noted: z.boolean() }), key: ({ input }) => `note:${input.orderId}` });
 
 /** A transactional step whose handler only records: its ledger row may already exist. */
-const recordsOnly = workflow('wt-cost-reuse', { version: 1, input: z.object({ orderId: z.string() }) }).transactional('note', {
-  output: z.object({ noted: z.number() }),
-  key: ({ input }) => `note:${input.orderId}`,
-});
+const recordsOnly = workflow('wt-cost-reuse', { version: 1, input: z.object({ orderId: z.string() }) }).transactional(
+  'note',
+  {
+    output: z.object({ noted: z.number() }),
+    key: ({ input }) => `note:${input.orderId}`,
+  },
+);
 
 interface Logged {
   readonly sql: string;
@@ -107,7 +114,8 @@ describe('worker: commits and round trips per step [pg]', () => {
     // commit, first: its window holds the carrying step's statements, and the carrying step's is empty.
     const claimedAt = events.findIndex((e) => e.type === 'run-claimed');
     const stepEnds = events.flatMap((e, i) => (e.type === 'step-succeeded' ? [{ step: e.step, index: i }] : []));
-    const window = (from: number, to: number): string[] => logged.filter((q) => q.afterEvents > from && q.afterEvents <= to).map((q) => q.sql);
+    const window = (from: number, to: number): string[] =>
+      logged.filter((q) => q.afterEvents > from && q.afterEvents <= to).map((q) => q.sql);
     const claim = logged.filter((q) => q.afterEvents === claimedAt && /candidate AS/.test(q.sql)).map((q) => q.sql);
     const costs = stepEnds.map(({ step, index }, i) => {
       const statements = window(i === 0 ? claimedAt : stepEnds[i - 1]!.index, index);
@@ -118,7 +126,9 @@ describe('worker: commits and round trips per step [pg]', () => {
       '| what | round trips | commits |',
       '|---|---|---|',
       `| claim (once per run, opens the first attempt) | ${claim.length} | ${commitsIn(claim)} |`,
-      ...costs.map((c) => `| ${c.step} (${costed.steps.find((s) => s.name === c.step)!.kind}) | ${c.roundTrips} | ${c.commits} |`),
+      ...costs.map(
+        (c) => `| ${c.step} (${costed.steps.find((s) => s.name === c.step)!.kind}) | ${c.roundTrips} | ${c.commits} |`,
+      ),
     ].join('\n');
     console.log(`Per-step cost on PostgreSQL (driver-counted):\n${table}`);
 
@@ -136,7 +146,9 @@ describe('worker: commits and round trips per step [pg]', () => {
       { step: 'finish', roundTrips: 1, commits: 1 },
       { step: 'note', roundTrips: 0, commits: 0 },
     ]);
-    const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM wt_app.reservation WHERE run_id = ${runId}`.execute(base.db);
+    const { rows } = await sql<{
+      n: number;
+    }>`SELECT count(*)::int AS n FROM wt_app.reservation WHERE run_id = ${runId}`.execute(base.db);
     expect(rows[0]!.n).toBe(1);
   });
 
@@ -157,9 +169,18 @@ describe('worker: commits and round trips per step [pg]', () => {
     const hash = requestHash({ input: { orderId: 'reuse-1' }, steps: {} });
     await sql`
       INSERT INTO ledgerflow.step_effect (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token, recorded_at)
-      VALUES (${runId}, 'note', 'note:reuse-1', '{"noted": 777}'::jsonb, 'recorded', 'transactional', ${hash}, 1, 0, now())`.execute(base.db);
+      VALUES (${runId}, 'note', 'note:reuse-1', '{"noted": 777}'::jsonb, 'recorded', 'transactional', ${hash}, 1, 0, now())`.execute(
+      base.db,
+    );
     const seen: WorkerEvent[] = [];
-    const worker = createWorker({ store: base, workflows: [registration], concurrency: 1, pollIntervalMs: 50, reconcileIntervalMs: 0, onEvent: (e) => seen.push(e) });
+    const worker = createWorker({
+      store: base,
+      workflows: [registration],
+      concurrency: 1,
+      pollIntervalMs: 50,
+      reconcileIntervalMs: 0,
+      onEvent: (e) => seen.push(e),
+    });
     await worker.drain();
     await worker.stop();
 

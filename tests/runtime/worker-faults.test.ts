@@ -75,16 +75,25 @@ describe('fault points', () => {
 
   it('reject a bad spec with what to fix', () => {
     expect(() =>
-      configureFaults({ seed: 1.5, points: { 'after-nothing': { probability: 2, actions: ['explode'] } } } as unknown as FaultSpec),
+      configureFaults({
+        seed: 1.5,
+        points: { 'after-nothing': { probability: 2, actions: ['explode'] } },
+      } as unknown as FaultSpec),
     ).toThrow(/seed must be an integer \(got 1.5\); unknown fault point "after-nothing" \(known: after-claim, /);
-    expect(() => configureFaults({ seed: 1, points: { 'after-claim': { probability: 2, actions: ['explode' as 'throw'] } } })).toThrow(
+    expect(() =>
+      configureFaults({ seed: 1, points: { 'after-claim': { probability: 2, actions: ['explode' as 'throw'] } } }),
+    ).toThrow(
       'Invalid fault spec: after-claim.probability must be in [0, 1]; after-claim.actions: unknown action "explode" (use throw, hang or kill).',
     );
-    expect(() => configureFaultsFromEnv({ LEDGERFLOW_FAULTS: '{nope' })).toThrow(/^LEDGERFLOW_FAULTS is not valid JSON/);
+    expect(() => configureFaultsFromEnv({ LEDGERFLOW_FAULTS: '{nope' })).toThrow(
+      /^LEDGERFLOW_FAULTS is not valid JSON/,
+    );
   });
 
   it('read LEDGERFLOW_FAULTS', async () => {
-    configureFaultsFromEnv({ LEDGERFLOW_FAULTS: JSON.stringify({ seed: 9, points: { 'after-claim': { probability: 1, actions: ['throw'] } } }) });
+    configureFaultsFromEnv({
+      LEDGERFLOW_FAULTS: JSON.stringify({ seed: 9, points: { 'after-claim': { probability: 1, actions: ['throw'] } } }),
+    });
     await expect(faultPoint('after-claim')).rejects.toThrow('(seed 9, firing #1)');
   });
 });

@@ -49,7 +49,8 @@ describeStores('fused claim in a completion commit', (getStore) => {
 
     const zombie = await complete(held!.fencingToken - 1);
     expect(zombie).toEqual({ fenced: false, nextAttempt: null, claimed: [], overdue: false });
-    for (const id of [second, third]) expect((await runState(store, id!)).run).toMatchObject({ status: 'pending', fencing_token: 0 });
+    for (const id of [second, third])
+      expect((await runState(store, id!)).run).toMatchObject({ status: 'pending', fencing_token: 0 });
 
     const done = await complete(held!.fencingToken);
     expect(done.fenced).toBe(true);
@@ -81,12 +82,17 @@ describe('fused claims in a draining worker [pg]', () => {
       max: 4,
       types: {
         getTypeParser: ((oid: number, format?: string) =>
-          oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+          oid === INT8_OID
+            ? parseInt8
+            : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
       },
     });
     // The database is dropped WITH (FORCE) at the end: an idle client it ends must not crash the test process.
     pool.on('error', () => {});
-    const db = new Kysely<LedgerflowDatabase>({ dialect: new PostgresDialect({ pool }), log: (event) => void statements.push(event.query.sql) });
+    const db = new Kysely<LedgerflowDatabase>({
+      dialect: new PostgresDialect({ pool }),
+      log: (event) => void statements.push(event.query.sql),
+    });
     // No NOTIFY and a poll of a minute: only the start-up claim and fused claims can take runs.
     store = { kind: 'pg', db, location: 'logging pool', listen: async () => async () => {}, close: () => db.destroy() };
   });

@@ -21,8 +21,22 @@ describe('ledgerflow worker --log-format json', () => {
   it('writes each event as a JSON line with time, level, event, message and the span attribute names', async () => {
     const child = spawn(
       process.execPath,
-      ['bin/ledgerflow.js', 'worker', '--workflows', 'tests/runtime/cli-fixtures/workflows.ts', '--log-format', 'json', '--poll-ms', '50',
-        '--reconcile-ms', '0', '--worker-id', 'json-log-worker', '--database-url', store.url!],
+      [
+        'bin/ledgerflow.js',
+        'worker',
+        '--workflows',
+        'tests/runtime/cli-fixtures/workflows.ts',
+        '--log-format',
+        'json',
+        '--poll-ms',
+        '50',
+        '--reconcile-ms',
+        '0',
+        '--worker-id',
+        'json-log-worker',
+        '--database-url',
+        store.url!,
+      ],
       { env: { ...process.env, DATABASE_URL: '' }, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let stdout = '';
@@ -47,7 +61,12 @@ describe('ledgerflow worker --log-format json', () => {
         expect(record['message']).toEqual(expect.any(String));
       }
       const ofRun = records.filter((r) => r[ATTR.runId] === runId);
-      expect(ofRun.map((r) => r['event'])).toEqual(['run-claimed', 'step-succeeded', 'step-succeeded', 'run-completed']);
+      expect(ofRun.map((r) => r['event'])).toEqual([
+        'run-claimed',
+        'step-succeeded',
+        'step-succeeded',
+        'run-completed',
+      ]);
       expect(ofRun[0]).toMatchObject({
         level: 'info',
         [ATTR.workflow]: 'cli-greet',
@@ -65,7 +84,11 @@ describe('ledgerflow worker --log-format json', () => {
         reused: false,
       });
       expect(records[0]).toMatchObject({ event: 'worker-started', [ATTR.workerId]: 'json-log-worker' });
-      expect(records.at(-1)).toMatchObject({ event: 'worker-stopped', [ATTR.workerId]: 'json-log-worker', released: 0 });
+      expect(records.at(-1)).toMatchObject({
+        event: 'worker-stopped',
+        [ATTR.workerId]: 'json-log-worker',
+        released: 0,
+      });
     } finally {
       if (child.exitCode === null) child.kill('SIGKILL');
     }
@@ -73,7 +96,10 @@ describe('ledgerflow worker --log-format json', () => {
 
   it('refuses another format with a usage error (exit 2)', async () => {
     let stderr = '';
-    const code = await main(['worker', '--workflows', 'x.ts', '--log-format', 'xml'], { out: () => {}, err: (text) => void (stderr += text) });
+    const code = await main(['worker', '--workflows', 'x.ts', '--log-format', 'xml'], {
+      out: () => {},
+      err: (text) => void (stderr += text),
+    });
     expect(code).toBe(2);
     expect(stderr).toContain('--log-format must be text or json (got "xml").');
   });

@@ -69,7 +69,12 @@ describe('worker: LISTEN connection lost [pg]', () => {
   it('notices the terminated backend, subscribes again, and a run started afterwards wakes the idle worker', async () => {
     const { store: watched, payloads } = observed();
     const log = eventLog();
-    const w = createWorker({ store: watched, workflows: [poisonHandlers('listener')], ...NO_POLL, onEvent: log.onEvent });
+    const w = createWorker({
+      store: watched,
+      workflows: [poisonHandlers('listener')],
+      ...NO_POLL,
+      onEvent: log.onEvent,
+    });
     workers.push(w);
     await w.start();
     const first = await waitUntil('the LISTEN backend', listenerPid);

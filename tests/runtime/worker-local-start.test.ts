@@ -86,7 +86,11 @@ function gated(): { registration: ReturnType<typeof poisonHandlers>; open: () =>
   let open!: () => void;
   const gate = new Promise<void>((resolve) => (open = resolve));
   return {
-    registration: bindHandlers(poison, { explode: async () => (await gate, { survivedBy: 'gated' }) }, shapeHash(poison)),
+    registration: bindHandlers(
+      poison,
+      { explode: async () => (await gate, { survivedBy: 'gated' }) },
+      shapeHash(poison),
+    ),
     open,
   };
 }
@@ -103,7 +107,13 @@ describeStores('starts claimed for the worker of their process', (getStore) => {
   it('inserts the run already claimed, in one statement, without a NOTIFY; the worker drives it at once', async () => {
     const { store, statements, notifications } = observed(getStore());
     const log = eventLog();
-    const worker = createWorker({ store, workflows: [poisonHandlers('local')], concurrency: 2, ...NO_POLL, onEvent: log.onEvent });
+    const worker = createWorker({
+      store,
+      workflows: [poisonHandlers('local')],
+      concurrency: 2,
+      ...NO_POLL,
+      onEvent: log.onEvent,
+    });
     workers.push(worker);
     await worker.start();
     const client = createClient({ store, worker });
@@ -172,14 +182,22 @@ describeStores('starts claimed for the worker of their process', (getStore) => {
   it('a start whose claimed insert fails before it is sent leaves no run and gives its slot back', async () => {
     const { store, statements, failNextStartClaim } = observed(getStore());
     const log = eventLog();
-    const worker = createWorker({ store, workflows: [poisonHandlers('local')], concurrency: 1, ...NO_POLL, onEvent: log.onEvent });
+    const worker = createWorker({
+      store,
+      workflows: [poisonHandlers('local')],
+      concurrency: 1,
+      ...NO_POLL,
+      onEvent: log.onEvent,
+    });
     workers.push(worker);
     await worker.start();
     const client = createClient({ store, worker });
     const runId = '00000000-0000-4000-8000-0000000000f1';
     failNextStartClaim('before');
     await expect(client.start(poison, { label: 'failing' }, { runId })).rejects.toThrow(/start claim failed/);
-    const { rows } = await sql<{ n: number }>`SELECT count(*)::int AS n FROM ledgerflow.workflow_run WHERE id = ${runId}`.execute(getStore().db);
+    const { rows } = await sql<{
+      n: number;
+    }>`SELECT count(*)::int AS n FROM ledgerflow.workflow_run WHERE id = ${runId}`.execute(getStore().db);
     expect(rows[0]?.n).toBe(0);
 
     const before = statements.length;
@@ -192,7 +210,13 @@ describeStores('starts claimed for the worker of their process', (getStore) => {
   it('a start whose claimed insert committed but whose answer was lost: the start throws, the worker adopts the run and drives it', async () => {
     const { store, failNextStartClaim } = observed(getStore());
     const log = eventLog();
-    const worker = createWorker({ store, workflows: [poisonHandlers('local')], concurrency: 1, ...NO_POLL, onEvent: log.onEvent });
+    const worker = createWorker({
+      store,
+      workflows: [poisonHandlers('local')],
+      concurrency: 1,
+      ...NO_POLL,
+      onEvent: log.onEvent,
+    });
     workers.push(worker);
     await worker.start();
     const client = createClient({ store, worker });
@@ -212,7 +236,14 @@ describeStores('starts claimed for the worker of their process', (getStore) => {
     const db = getStore().db;
     const registry = buildRegistry([poisonHandlers('rows')]);
     const lease = { workerId: 'worker-rows', leaseMs: 45_000 };
-    const columns = (id: string) => ({ id, workflow_name: poison.name, workflow_version: poison.version, input: '{"label":"rows"}', dedupe_key: null, priority: 3 });
+    const columns = (id: string) => ({
+      id,
+      workflow_name: poison.name,
+      workflow_version: poison.version,
+      input: '{"label":"rows"}',
+      dedupe_key: null,
+      priority: 3,
+    });
     const [viaClaim, viaStart] = ['00000000-0000-4000-8000-0000000000a1', '00000000-0000-4000-8000-0000000000a2'];
     // Both inside one transaction that is rolled back: the claim takes only the run just inserted.
     const compared = await db
@@ -221,11 +252,35 @@ describeStores('starts claimed for the worker of their process', (getStore) => {
         await sql`UPDATE ledgerflow.workflow_run SET run_after = 'infinity' WHERE status = 'pending'`.execute(trx);
         await insertRunStatement(columns(viaClaim), { guarded: false, notify: false }).execute(trx);
         const claimed = await claimRuns(trx, registry, { ...lease, limit: 1 });
-        const started = (await insertRunStatement(columns(viaStart), { guarded: false, notify: false, claimedBy: { ...lease, step: poison.steps[0]!.name } }).execute(trx)).rows.map(toLeasedRun);
+        const started = (
+          await insertRunStatement(columns(viaStart), {
+            guarded: false,
+            notify: false,
+            claimedBy: { ...lease, step: poison.steps[0]!.name },
+          }).execute(trx)
+        ).rows.map(toLeasedRun);
         const rows = async (id: string) => ({
-          run: (await sql<{ r: Record<string, unknown> }>`SELECT to_jsonb(r) - 'id' - 'created_at' - 'updated_at' - 'run_after' - 'lease_expires_at' AS r FROM ledgerflow.workflow_run r WHERE id = ${id}`.execute(trx)).rows[0]?.r,
-          leaseMs: (await sql<{ ms: number }>`SELECT round(extract(epoch FROM lease_expires_at - updated_at) * 1000)::int AS ms FROM ledgerflow.workflow_run WHERE id = ${id}`.execute(trx)).rows[0]?.ms,
-          attempts: (await sql<{ a: Record<string, unknown> }>`SELECT to_jsonb(a) - 'run_id' - 'started_at' AS a FROM ledgerflow.step_attempt a WHERE run_id = ${id}`.execute(trx)).rows.map((r) => r.a),
+          run: (
+            await sql<{
+              r: Record<string, unknown>;
+            }>`SELECT to_jsonb(r) - 'id' - 'created_at' - 'updated_at' - 'run_after' - 'lease_expires_at' AS r FROM ledgerflow.workflow_run r WHERE id = ${id}`.execute(
+              trx,
+            )
+          ).rows[0]?.r,
+          leaseMs: (
+            await sql<{
+              ms: number;
+            }>`SELECT round(extract(epoch FROM lease_expires_at - updated_at) * 1000)::int AS ms FROM ledgerflow.workflow_run WHERE id = ${id}`.execute(
+              trx,
+            )
+          ).rows[0]?.ms,
+          attempts: (
+            await sql<{
+              a: Record<string, unknown>;
+            }>`SELECT to_jsonb(a) - 'run_id' - 'started_at' AS a FROM ledgerflow.step_attempt a WHERE run_id = ${id}`.execute(
+              trx,
+            )
+          ).rows.map((r) => r.a),
         });
         const result = { claimed, started, a: await rows(viaClaim), b: await rows(viaStart) };
         throw Object.assign(new Error('rolled back'), { result });
@@ -237,7 +292,11 @@ describeStores('starts claimed for the worker of their process', (getStore) => {
     expect(compared.claimed.map((r) => r.id)).toEqual([viaClaim]);
     expect(compared.started.map(({ id, ...rest }) => rest)).toEqual(compared.claimed.map(({ id, ...rest }) => rest));
     expect(compared.b).toEqual(compared.a);
-    expect(compared.a).toMatchObject({ run: { status: 'running', lease_owner: 'worker-rows', fencing_token: 1 }, leaseMs: 45_000, attempts: [{ attempt: 1, status: 'running' }] });
+    expect(compared.a).toMatchObject({
+      run: { status: 'running', lease_owner: 'worker-rows', fencing_token: 1 },
+      leaseMs: 45_000,
+      attempts: [{ attempt: 1, status: 'running' }],
+    });
   });
 
   it('a start with a deadline and a dedupe key, claimed locally: the deadline is set, the key finds the run again', async () => {
@@ -247,27 +306,43 @@ describeStores('starts claimed for the worker of their process', (getStore) => {
     await worker.start();
     const client = createClient({ store, worker });
     const before = statements.length;
-    const run = await client.startAndWait(poison, { label: 'with-deadline' }, { dedupeKey: 'local-deadline-1', timeoutMs: 60_000, wait: { timeoutMs: 10_000 } });
+    const run = await client.startAndWait(
+      poison,
+      { label: 'with-deadline' },
+      { dedupeKey: 'local-deadline-1', timeoutMs: 60_000, wait: { timeoutMs: 10_000 } },
+    );
     expect(run.status).toBe('completed');
     expect(statements.slice(before).filter(isStartClaim)).toHaveLength(1);
     const { rows } = await sql<{ seconds: number }>`
-      SELECT round(extract(epoch FROM deadline_at - created_at))::int AS seconds FROM ledgerflow.workflow_run WHERE id = ${run.id}`.execute(getStore().db);
+      SELECT round(extract(epoch FROM deadline_at - created_at))::int AS seconds FROM ledgerflow.workflow_run WHERE id = ${run.id}`.execute(
+      getStore().db,
+    );
     expect(rows[0]?.seconds).toBe(60);
     // The claimed insert is guarded and conflict-free like the plain one: the key names the same run.
-    expect(await client.start(poison, { label: 'with-deadline' }, { dedupeKey: 'local-deadline-1', timeoutMs: 60_000 })).toEqual({ runId: run.id, created: false });
+    expect(
+      await client.start(poison, { label: 'with-deadline' }, { dedupeKey: 'local-deadline-1', timeoutMs: 60_000 }),
+    ).toEqual({ runId: run.id, created: false });
   });
 
   it('refuses a worker created over another store', () => {
     const store = getStore();
     const worker = createWorker({ store: { ...store }, workflows: [poisonHandlers('x')] });
-    expect(() => createClient({ store, worker })).toThrow(/the worker was created over another store; pass the same store/);
+    expect(() => createClient({ store, worker })).toThrow(
+      /the worker was created over another store; pass the same store/,
+    );
   });
 
   it('runs started while three workers idle are all picked up promptly, one claim per idle worker and notification', async () => {
     const fleet = [observed(getStore()), observed(getStore()), observed(getStore())];
     const log = eventLog();
     for (const [i, { store }] of fleet.entries()) {
-      const worker = createWorker({ store, workflows: [poisonHandlers(`w${i}`)], concurrency: 4, ...NO_POLL, onEvent: log.onEvent });
+      const worker = createWorker({
+        store,
+        workflows: [poisonHandlers(`w${i}`)],
+        concurrency: 4,
+        ...NO_POLL,
+        onEvent: log.onEvent,
+      });
       workers.push(worker);
       await worker.start();
     }

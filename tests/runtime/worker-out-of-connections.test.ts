@@ -23,13 +23,19 @@ const ROLE = 'ooc_worker';
 const RUNS = 24;
 
 const booking = workflow('ooc-booking', { version: 1, input: z.object({ n: z.number().int() }) })
-  .step('prepare', { output: z.object({ n: z.number() }), retry: { maxAttempts: 3, initialDelayMs: 20, maxDelayMs: 100, backoffFactor: 2, jitter: 0 } })
+  .step('prepare', {
+    output: z.object({ n: z.number() }),
+    retry: { maxAttempts: 3, initialDelayMs: 20, maxDelayMs: 100, backoffFactor: 2, jitter: 0 },
+  })
   .transactional('book', {
     output: z.object({ bookingId: z.number() }),
     key: ({ input }) => `book:${input.n}`,
     retry: { maxAttempts: 3, initialDelayMs: 20, maxDelayMs: 100, backoffFactor: 2, jitter: 0 },
   })
-  .step('confirm', { output: z.object({ ok: z.boolean() }), retry: { maxAttempts: 3, initialDelayMs: 20, maxDelayMs: 100, backoffFactor: 2, jitter: 0 } });
+  .step('confirm', {
+    output: z.object({ ok: z.boolean() }),
+    retry: { maxAttempts: 3, initialDelayMs: 20, maxDelayMs: 100, backoffFactor: 2, jitter: 0 },
+  });
 
 interface AppDatabase {
   'ooc_app.booking': { id: Generated<number>; run_id: string; n: number };
@@ -43,7 +49,11 @@ const handlers: WorkflowHandlers<typeof booking, AppDatabase> = {
     return { n: input.n };
   },
   book: async (ctx) => {
-    const row = await ctx.tx.insertInto('ooc_app.booking').values({ run_id: ctx.runId, n: ctx.input.n }).returning('id').executeTakeFirstOrThrow();
+    const row = await ctx.tx
+      .insertInto('ooc_app.booking')
+      .values({ run_id: ctx.runId, n: ctx.input.n })
+      .returning('id')
+      .executeTakeFirstOrThrow();
     return ctx.record({ bookingId: Number(row.id) });
   },
   confirm: async () => {
@@ -102,7 +112,9 @@ describe('a worker when the database is out of connections [pg]', () => {
     const url = asWorker.toString();
     const setup = createPgStore({ connectionString: url, maxConnections: 1 });
     await migrateForTest(setup, [booking]);
-    await sql`CREATE SCHEMA ooc_app; CREATE TABLE ooc_app.booking (id serial PRIMARY KEY, run_id uuid NOT NULL, n int NOT NULL)`.execute(setup.db);
+    await sql`CREATE SCHEMA ooc_app; CREATE TABLE ooc_app.booking (id serial PRIMARY KEY, run_id uuid NOT NULL, n int NOT NULL)`.execute(
+      setup.db,
+    );
     const client = createClient({ store: setup });
     for (let n = 0; n < RUNS; n++) await client.start(booking, { n });
     await setup.close();
@@ -138,7 +150,8 @@ describe('a worker when the database is out of connections [pg]', () => {
       outageEnded = performance.now();
       await admin.query(`ALTER ROLE ${ROLE} CONNECTION LIMIT -1`);
       const deadline = performance.now() + 60_000;
-      while (events.filter((e) => e.event.type === 'run-completed').length < RUNS && performance.now() < deadline) await pause(50);
+      while (events.filter((e) => e.event.type === 'run-completed').length < RUNS && performance.now() < deadline)
+        await pause(50);
     } finally {
       await admin.query(`ALTER ROLE ${ROLE} CONNECTION LIMIT -1`);
       await worker.stop({ timeoutMs: 5_000 }).catch(() => {});
@@ -165,7 +178,9 @@ describe('a worker when the database is out of connections [pg]', () => {
         bookings: bookings.rows[0]!,
         recorded: await one(`SELECT count(*)::int AS n FROM ledgerflow.step_effect WHERE status = 'recorded'`),
         abandoned: await one(`SELECT count(*)::int AS n FROM ledgerflow.step_attempt WHERE status = 'abandoned'`),
-        blamed: await one(`SELECT count(*)::int AS n FROM ledgerflow.step_attempt WHERE status = 'failed' AND error::text ~ 'too many connections'`),
+        blamed: await one(
+          `SELECT count(*)::int AS n FROM ledgerflow.step_attempt WHERE status = 'failed' AND error::text ~ 'too many connections'`,
+        ),
       };
     } finally {
       await check.end();

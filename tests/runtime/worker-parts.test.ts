@@ -19,7 +19,9 @@ describe('exponentialBackoffMs', () => {
       expect(exponentialBackoffMs(failures, { firstMs: 100, maxMs: 5_000 })).toBe(Math.min(5_000, 50 * 2 ** failures));
     }
     for (let failedAttempts = 0; failedAttempts <= 40; failedAttempts += 1) {
-      expect(exponentialBackoffMs(failedAttempts + 1, { firstMs: 100, maxMs: 5_000 })).toBe(Math.min(5_000, 100 * 2 ** failedAttempts));
+      expect(exponentialBackoffMs(failedAttempts + 1, { firstMs: 100, maxMs: 5_000 })).toBe(
+        Math.min(5_000, 100 * 2 ** failedAttempts),
+      );
     }
     let delay = 100;
     for (let attempt = 1; attempt <= 40; attempt += 1) {
@@ -177,7 +179,12 @@ describe('RunsSubscription', () => {
     expect(store.subs).toHaveLength(1);
 
     const other = fakeListen();
-    const quiet = new RunsSubscription({ store: { listen: other.listen }, isWanted: () => wanted, hint: () => {}, emit: (e) => events.push(e) });
+    const quiet = new RunsSubscription({
+      store: { listen: other.listen },
+      isWanted: () => wanted,
+      hint: () => {},
+      emit: (e) => events.push(e),
+    });
     await quiet.subscribe();
     wanted = false;
     other.lose(0);

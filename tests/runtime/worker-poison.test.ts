@@ -9,7 +9,13 @@ import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
 import { eventLog, runState, startTestRun } from './fixtures/run-helpers.js';
-import { externalPoisonHandlers, poison, POISON_WORKFLOWS, poisonExternal, poisonHandlers } from './fixtures/poison-workflows.js';
+import {
+  externalPoisonHandlers,
+  poison,
+  POISON_WORKFLOWS,
+  poisonExternal,
+  poisonHandlers,
+} from './fixtures/poison-workflows.js';
 
 /**
  * Poison steps: a step whose worker dies under it (OOM, segfault, SIGKILL) leaves an attempt
@@ -80,21 +86,28 @@ describe('poison step: a handler that SIGKILLs its worker process every time [pg
       if (exit.signal !== 'SIGKILL') break;
     }
     const last = exits.at(-1)!;
-    expect(exits.map((e) => e.signal ?? e.code), last.stderr).toEqual(['SIGKILL', 'SIGKILL', 'SIGKILL', 'SIGKILL', 'SIGKILL', 0]);
+    expect(
+      exits.map((e) => e.signal ?? e.code),
+      last.stderr,
+    ).toEqual(['SIGKILL', 'SIGKILL', 'SIGKILL', 'SIGKILL', 'SIGKILL', 0]);
 
     const { run, attempts, results } = await runState(store, runId);
     expect(run.status).toBe('failed');
     expect(run.error).toMatchObject({ name: 'StepCrashedWorker', step: 'explode', crashes: 5 });
     expect((run.error as { message: string }).message).toContain('step "explode" crashed its worker 5 times');
     expect(results).toEqual([]);
-    expect(attempts.map((a) => [a.step_name, a.attempt, a.status, (a.error as { name?: string } | null)?.name])).toEqual(
-      [1, 2, 3, 4, 5].map((n) => ['explode', n, 'abandoned', 'LeaseExpired']),
-    );
+    expect(
+      attempts.map((a) => [a.step_name, a.attempt, a.status, (a.error as { name?: string } | null)?.name]),
+    ).toEqual([1, 2, 3, 4, 5].map((n) => ['explode', n, 'abandoned', 'LeaseExpired']));
     // Each attempt belongs to its own claim (a new fencing token), and they started in order.
-    expect(attempts.map((a) => a.fencing_token)).toEqual([...attempts.map((a) => a.fencing_token)].sort((a, b) => a - b));
+    expect(attempts.map((a) => a.fencing_token)).toEqual(
+      [...attempts.map((a) => a.fencing_token)].sort((a, b) => a - b),
+    );
     expect(new Set(attempts.map((a) => a.worker_id)).size).toBe(5);
 
-    const crashed = exits.flatMap((e) => e.events).filter((e): e is Extract<WorkerEvent, { type: 'step-crashed' }> => e.type === 'step-crashed');
+    const crashed = exits
+      .flatMap((e) => e.events)
+      .filter((e): e is Extract<WorkerEvent, { type: 'step-crashed' }> => e.type === 'step-crashed');
     // The first crash is retried at once (its lease wait was the pause); crashes 2-4 back off; the 5th ends it.
     expect(crashed.map((e) => [e.crashes, e.outcome.kind])).toEqual([
       [2, 'retry'],
@@ -139,7 +152,13 @@ describeStores('poison step: crashes planted in the history', (getStore) => {
     const runId = await startTestRun(store, poison, { label: 'second-crash' });
     await plantCrashes(runId, 'explode', 1);
     const log = eventLog();
-    const w = createWorker({ store, workflows: [poisonHandlers('survivor')], pollIntervalMs: 20, reconcileIntervalMs: 0, onEvent: log.onEvent });
+    const w = createWorker({
+      store,
+      workflows: [poisonHandlers('survivor')],
+      pollIntervalMs: 20,
+      reconcileIntervalMs: 0,
+      onEvent: log.onEvent,
+    });
     workers.push(w);
     await w.drain({ timeoutMs: 10_000 });
 
@@ -164,17 +183,30 @@ describeStores('poison step: crashes planted in the history', (getStore) => {
     const open = await plantCrashes(runId, 'send', 4);
     await sql`
       INSERT INTO ledgerflow.step_effect (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token, reconcile_after)
-      VALUES (${runId}, 'send', 'send:parked', '{}'::jsonb, 'intent', 'external', 'h', ${open}, ${open}, now())`.execute(store.db);
+      VALUES (${runId}, 'send', 'send:parked', '{}'::jsonb, 'intent', 'external', 'h', ${open}, ${open}, now())`.execute(
+      store.db,
+    );
     const calls = { perform: 0, reconcile: 0 };
     const log = eventLog();
-    const w = createWorker({ store, workflows: [externalPoisonHandlers(calls)], pollIntervalMs: 20, reconcileIntervalMs: 0, onEvent: log.onEvent });
+    const w = createWorker({
+      store,
+      workflows: [externalPoisonHandlers(calls)],
+      pollIntervalMs: 20,
+      reconcileIntervalMs: 0,
+      onEvent: log.onEvent,
+    });
     workers.push(w);
     await w.drain({ timeoutMs: 10_000 });
 
     expect(await log.waitFor('step-crashed')).toMatchObject({ runId, crashes: 5, outcome: { kind: 'parked' } });
     const { run, attempts, effects } = await runState(store, runId);
     expect(run.status).toBe('needs_reconciliation');
-    expect(run.error).toMatchObject({ name: 'NeedsReconciliation', exhausted: true, key: 'send:parked', lastError: { name: 'StepCrashedWorker', crashes: 5 } });
+    expect(run.error).toMatchObject({
+      name: 'NeedsReconciliation',
+      exhausted: true,
+      key: 'send:parked',
+      lastError: { name: 'StepCrashedWorker', crashes: 5 },
+    });
     expect((run.error as { message: string }).message).toContain('crash limit reached (5/5)');
     expect(attempts.map((a) => [a.attempt, a.status])).toEqual([1, 2, 3, 4, 5].map((n) => [n, 'abandoned']));
     expect(effects.map((e) => e.status)).toEqual(['intent']);

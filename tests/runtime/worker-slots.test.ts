@@ -2,7 +2,14 @@ import { sql, type KyselyPlugin } from 'kysely';
 import pg from 'pg';
 import { shapeHash } from 'ledgerflow/dsl';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { bindHandlers, createClient, createWorker, type Store, type Worker, type WorkerOptions } from 'ledgerflow/runtime';
+import {
+  bindHandlers,
+  createClient,
+  createWorker,
+  type Store,
+  type Worker,
+  type WorkerOptions,
+} from 'ledgerflow/runtime';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { storeWithClient } from '../support/store-with-client.js';
@@ -19,10 +26,16 @@ import { poison } from './fixtures/poison-workflows.js';
  * nobody until that LISTEN returned, and a local start, a fused claim or an orphan adoption
  * took its slot.
  */
-const WINDOW: Partial<WorkerOptions> = { pollIntervalMs: 600_000, reconcileIntervalMs: 0, leaseMs: 3_000, heartbeatMs: 100 };
+const WINDOW: Partial<WorkerOptions> = {
+  pollIntervalMs: 600_000,
+  reconcileIntervalMs: 0,
+  leaseMs: 3_000,
+  heartbeatMs: 100,
+};
 
 const isLoopClaim = (s: string): boolean => /\bclaimed AS\b/.test(s) && /\bexpired AS\b/.test(s);
-const isStartClaim = (s: string): boolean => /\bclaimed AS\b/.test(s) && !/\bexpired AS\b/.test(s) && /r\.id = \$\d+::uuid/.test(s);
+const isStartClaim = (s: string): boolean =>
+  /\bclaimed AS\b/.test(s) && !/\bexpired AS\b/.test(s) && /r\.id = \$\d+::uuid/.test(s);
 
 /**
  * The store with faults: `failNextLoopClaim()` and `failNextStartClaim()` make the next such
@@ -138,7 +151,13 @@ describeStores('one slot accounting for every run a worker claims', (getStore) =
     const f = faulty(getStore());
     const h = heldHandlers();
     const log = eventLog();
-    const worker = createWorker({ store: f.store, workflows: [h.registration], concurrency, ...WINDOW, onEvent: log.onEvent });
+    const worker = createWorker({
+      store: f.store,
+      workflows: [h.registration],
+      concurrency,
+      ...WINDOW,
+      onEvent: log.onEvent,
+    });
     workers.push(worker);
     cleanups.push(() => {
       f.releaseListen();
@@ -176,7 +195,8 @@ describeStores('one slot accounting for every run a worker claims', (getStore) =
     const { held, leaseAtClaim } = await openWindow(1);
     await waitUntil(
       'a renewal of the held run while the LISTEN waits',
-      async () => new Date((await runState(getStore(), held)).run.lease_expires_at!).getTime() > new Date(leaseAtClaim).getTime(),
+      async () =>
+        new Date((await runState(getStore(), held)).run.lease_expires_at!).getTime() > new Date(leaseAtClaim).getTime(),
       2_000,
     );
   });
@@ -215,7 +235,7 @@ describeStores('one slot accounting for every run a worker claims', (getStore) =
     expect(h.counts.max).toBe(1);
   });
 
-  it("a fused claim in that window claims only for the slot its run frees: concurrency 2 runs two handlers at a time", async () => {
+  it('a fused claim in that window claims only for the slot its run frees: concurrency 2 runs two handlers at a time', async () => {
     const { f, h, log, held, earlier } = await openWindow(2, ['first']);
     const plain = createClient({ store: getStore() });
     const later: string[] = [];
@@ -252,13 +272,24 @@ describe('the slots of a fused claim whose answer is lost [pg]', () => {
         const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string } | undefined)?.text;
         const run = (): unknown => (pg.Client.prototype.query as (...a: unknown[]) => unknown).apply(this, args);
         if (typeof text === 'string' && !loseFusedAnswer && isLoopClaim(text)) loopClaimsSinceLoss += 1;
-        if (typeof text === 'string' && !loseFusedAnswer && /^\s*SELECT id, fencing_token FROM ledgerflow\.workflow_run WHERE status = 'running' AND lease_owner/.test(text)) {
+        if (
+          typeof text === 'string' &&
+          !loseFusedAnswer &&
+          /^\s*SELECT id, fencing_token FROM ledgerflow\.workflow_run WHERE status = 'running' AND lease_owner/.test(
+            text,
+          )
+        ) {
           return waitUntil('a loop claim', () => loopClaimsSinceLoss > 0, 300)
             .catch(() => undefined)
             .then(run) as never;
         }
         const result = run();
-        if (loseFusedAnswer && typeof text === 'string' && text.includes('fused_claimed AS') && result instanceof Promise) {
+        if (
+          loseFusedAnswer &&
+          typeof text === 'string' &&
+          text.includes('fused_claimed AS') &&
+          result instanceof Promise
+        ) {
           loseFusedAnswer = false;
           return result.then(() => {
             throw new Error('Connection terminated unexpectedly');

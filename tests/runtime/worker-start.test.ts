@@ -31,7 +31,8 @@ function failing(base: Store, n: number, error: () => Error): { store: Store; fa
   return { store: { ...base, db: base.db.withPlugin(plugin) }, failed: () => failed };
 }
 
-const terminated = (): Error => Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' });
+const terminated = (): Error =>
+  Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' });
 const refused = (): Error => Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' });
 
 describeStores('worker start', (getStore) => {
@@ -40,16 +41,26 @@ describeStores('worker start', (getStore) => {
   afterEach(async () => {
     await Promise.all(workers.splice(0).map((w) => w.stop({ timeoutMs: 200 })));
   });
-  const handlers = () => bindHandlers(doubler, { double: async ({ input }) => ({ value: input.n * 2 }) }, shapeHash(doubler));
+  const handlers = () =>
+    bindHandlers(doubler, { double: async ({ input }) => ({ value: input.n * 2 }) }, shapeHash(doubler));
 
   it('goes on through sessions the database ends while it starts: reported, tried again, then it runs', async () => {
     const f = failing(getStore(), 2, terminated);
     const log = eventLog();
-    const worker = createWorker({ store: f.store, workflows: [handlers()], pollIntervalMs: 20, reconcileIntervalMs: 0, onEvent: log.onEvent });
+    const worker = createWorker({
+      store: f.store,
+      workflows: [handlers()],
+      pollIntervalMs: 20,
+      reconcileIntervalMs: 0,
+      onEvent: log.onEvent,
+    });
     workers.push(worker);
     await worker.start();
     expect(f.failed()).toBe(2);
-    expect(log.events.filter((e) => e.type === 'error').map((e) => (e as { where: string }).where)).toEqual(['start', 'start']);
+    expect(log.events.filter((e) => e.type === 'error').map((e) => (e as { where: string }).where)).toEqual([
+      'start',
+      'start',
+    ]);
     expect(log.events.some((e) => e.type === 'worker-started')).toBe(true);
 
     const { runId } = await createClient({ store: getStore() }).start(doubler, { n: 21 });

@@ -18,7 +18,16 @@ import {
   reserveHandlers,
   twoStepsHandlers,
 } from './fixtures/test-handlers.js';
-import { ALL_TEST_WORKFLOWS, charge, flaky, invalidOutput, mixed, receipt, reserve, twoSteps } from './fixtures/test-workflows.js';
+import {
+  ALL_TEST_WORKFLOWS,
+  charge,
+  flaky,
+  invalidOutput,
+  mixed,
+  receipt,
+  reserve,
+  twoSteps,
+} from './fixtures/test-workflows.js';
 
 const FAST: Partial<WorkerOptions> = { pollIntervalMs: 20, leaseMs: 5_000, reconcileIntervalMs: 0 };
 
@@ -78,7 +87,11 @@ describeStores('worker: step kinds end to end', (getStore) => {
       attempt: 1,
     });
     expect(effects[0]!.request_hash).toMatch(/^[0-9a-f]{64}$/);
-    expect(results[0]).toMatchObject({ idempotency_key: 'reserve:o-tx-1', effect_status: 'recorded', output: { reservationId: rows[0]!.id } });
+    expect(results[0]).toMatchObject({
+      idempotency_key: 'reserve:o-tx-1',
+      effect_status: 'recorded',
+      output: { reservationId: rows[0]!.id },
+    });
   });
 
   it('runs an external step through intent, perform and result commit (provider that dedupes)', async () => {
@@ -92,7 +105,12 @@ describeStores('worker: step kinds end to end', (getStore) => {
     expect(payments.chargesForKey('charge:o-ext-1')).toBe(1);
     const [charged] = payments.charges();
     expect(effects).toEqual([
-      expect.objectContaining({ idempotency_key: 'charge:o-ext-1', status: 'recorded', kind: 'external', effect: { chargeId: charged!.id } }),
+      expect.objectContaining({
+        idempotency_key: 'charge:o-ext-1',
+        status: 'recorded',
+        kind: 'external',
+        effect: { chargeId: charged!.id },
+      }),
     ]);
     expect(attempts.map((a) => a.status)).toEqual(['succeeded']);
   });
@@ -184,7 +202,11 @@ describeStores('worker: fault points inside a step', (getStore) => {
     await worker({ workflows: [twoStepsHandlers()] }).drain();
     const { run, attempts } = await runState(store, runId);
     expect(run.status).toBe('completed');
-    expect(attempts.map((a) => `${a.step_name}:${a.attempt}:${a.status}`)).toEqual(['double:1:failed', 'double:2:succeeded', 'describe:1:succeeded']);
+    expect(attempts.map((a) => `${a.step_name}:${a.attempt}:${a.status}`)).toEqual([
+      'double:1:failed',
+      'double:2:succeeded',
+      'describe:1:succeeded',
+    ]);
   });
 });
 
@@ -194,7 +216,13 @@ describeStores('worker: waking on NOTIFY', (getStore) => {
   it('an idle worker is woken by the NOTIFY of start(), long before its next poll', async () => {
     const store = getStore();
     const log = eventLog();
-    const w = createWorker({ store, workflows: [twoStepsHandlers()], pollIntervalMs: 600_000, reconcileIntervalMs: 0, onEvent: log.onEvent });
+    const w = createWorker({
+      store,
+      workflows: [twoStepsHandlers()],
+      pollIntervalMs: 600_000,
+      reconcileIntervalMs: 0,
+      onEvent: log.onEvent,
+    });
     await w.start();
     try {
       // Let the start-up claim find nothing, so the worker is asleep until woken.
@@ -234,7 +262,12 @@ describeStores('worker: retries, exhaustion and invalid output', (getStore) => {
       [2, 'failed'],
       [3, 'succeeded'],
     ]);
-    expect(attempts[0]!.error).toMatchObject({ name: 'Error', message: 'transient failure on call 1', step: 'work', attempt: 1 });
+    expect(attempts[0]!.error).toMatchObject({
+      name: 'Error',
+      message: 'transient failure on call 1',
+      step: 'work',
+      attempt: 1,
+    });
     expect(typeof (attempts[0]!.error as { stack?: unknown }).stack).toBe('string');
     // Policy: 20 ms then 40 ms, no jitter; both instants come from the database's now().
     const delays = attempts.slice(0, 2).map((a) => a.next_eligible_at!.getTime() - a.finished_at!.getTime());
@@ -254,7 +287,9 @@ describeStores('worker: retries, exhaustion and invalid output', (getStore) => {
     expect(run.error).toMatchObject({ name: 'NonRetryableError', message: 'refused on call 1' });
     expect(attempts.map((a) => a.status)).toEqual(['failed']);
     expect(attempts[0]!.next_eligible_at).toBeNull();
-    expect(events.events.find((e) => e.type === 'step-failed')).toMatchObject({ outcome: { kind: 'failed', failures: 1 } });
+    expect(events.events.find((e) => e.type === 'step-failed')).toMatchObject({
+      outcome: { kind: 'failed', failures: 1 },
+    });
   });
 
   it('fails at once on an error class the step declares non-retryable', async () => {
@@ -318,18 +353,33 @@ describeStores('worker: ledger conflicts', (getStore) => {
   const plantEffect = async (
     store: TestStore,
     runId: string,
-    row: { step: string; key: string; status: 'recorded' | 'intent'; kind: 'transactional' | 'external'; hash: string; effect?: object },
+    row: {
+      step: string;
+      key: string;
+      status: 'recorded' | 'intent';
+      kind: 'transactional' | 'external';
+      hash: string;
+      effect?: object;
+    },
   ): Promise<void> => {
     await sql`
       INSERT INTO ledgerflow.step_effect (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token, recorded_at, reconcile_after)
       VALUES (${runId}, ${row.step}, ${row.key}, ${JSON.stringify(row.effect ?? { planted: true })}::jsonb, ${row.status}, ${row.kind}, ${row.hash}, 1, 0,
-              ${row.status === 'recorded' ? sql`now()` : sql`NULL`}, ${row.status === 'intent' ? sql`now()` : sql`NULL`})`.execute(store.db);
+              ${row.status === 'recorded' ? sql`now()` : sql`NULL`}, ${row.status === 'intent' ? sql`now()` : sql`NULL`})`.execute(
+      store.db,
+    );
   };
 
   it('fails with ConflictError when the step already has a ledger row under a different key; nothing is overwritten', async () => {
     const store = getStore();
     const runId = await startTestRun(store, reserve, { orderId: 'o-conflict-1', quantity: 1 });
-    await plantEffect(store, runId, { step: 'reserve', key: 'reserve:OLD-KEY', status: 'recorded', kind: 'transactional', hash: 'h' });
+    await plantEffect(store, runId, {
+      step: 'reserve',
+      key: 'reserve:OLD-KEY',
+      status: 'recorded',
+      kind: 'transactional',
+      hash: 'h',
+    });
     await worker({ workflows: [reserveHandlers()] }).drain();
 
     const { run, effects, attempts } = await runState(store, runId);
@@ -337,14 +387,22 @@ describeStores('worker: ledger conflicts', (getStore) => {
     expect(run.error).toMatchObject({ name: 'ConflictError', code: 'conflict' });
     expect((run.error as { message: string }).message).toContain('"reserve:OLD-KEY"');
     expect(attempts).toHaveLength(1);
-    expect(effects).toEqual([expect.objectContaining({ idempotency_key: 'reserve:OLD-KEY', effect: { planted: true }, request_hash: 'h' })]);
+    expect(effects).toEqual([
+      expect.objectContaining({ idempotency_key: 'reserve:OLD-KEY', effect: { planted: true }, request_hash: 'h' }),
+    ]);
     expect(await appRows(store, runId)).toEqual([]);
   });
 
   it('fails with ConflictError when the key matches but the request hash differs; nothing is overwritten', async () => {
     const store = getStore();
     const runId = await startTestRun(store, reserve, { orderId: 'o-conflict-2', quantity: 1 });
-    await plantEffect(store, runId, { step: 'reserve', key: 'reserve:o-conflict-2', status: 'recorded', kind: 'transactional', hash: 'other' });
+    await plantEffect(store, runId, {
+      step: 'reserve',
+      key: 'reserve:o-conflict-2',
+      status: 'recorded',
+      kind: 'transactional',
+      hash: 'other',
+    });
     await worker({ workflows: [reserveHandlers()] }).drain();
 
     const { run, effects } = await runState(store, runId);
@@ -359,7 +417,13 @@ describeStores('worker: ledger conflicts', (getStore) => {
     const store = getStore();
     const payments = new FakePaymentProvider();
     const runId = await startTestRun(store, charge, { orderId: 'o-conflict-3', amountCents: 500 });
-    await plantEffect(store, runId, { step: 'charge', key: 'charge:o-conflict-3', status: 'intent', kind: 'external', hash: 'other' });
+    await plantEffect(store, runId, {
+      step: 'charge',
+      key: 'charge:o-conflict-3',
+      status: 'intent',
+      kind: 'external',
+      hash: 'other',
+    });
     await worker({ workflows: [chargeHandlers(payments)] }).drain();
 
     const { run, effects } = await runState(store, runId);
@@ -373,7 +437,14 @@ describeStores('worker: ledger conflicts', (getStore) => {
     const store = getStore();
     const runId = await startTestRun(store, reserve, { orderId: 'o-reuse', quantity: 2 });
     // The hash the worker computes for request { quantity: 2 }.
-    await plantEffect(store, runId, { step: 'reserve', key: 'reserve:o-reuse', status: 'recorded', kind: 'transactional', hash: requestHash({ quantity: 2 }), effect: { reservationId: 777 } });
+    await plantEffect(store, runId, {
+      step: 'reserve',
+      key: 'reserve:o-reuse',
+      status: 'recorded',
+      kind: 'transactional',
+      hash: requestHash({ quantity: 2 }),
+      effect: { reservationId: 777 },
+    });
     const events = eventLog();
     await worker({ workflows: [reserveHandlers()], onEvent: events.onEvent }).drain();
 

@@ -5,15 +5,31 @@ import { changedParts, describeFingerprintPart, fingerprintOf } from '../../runt
 
 /** The fingerprint a worker registers: per part, so that a difference names the step and the part. */
 const settled = (payload: z.ZodType) => event('payment.settled', payload);
-const declare = (options: { input?: z.ZodType; output?: z.ZodType; payload?: z.ZodType; extraStep?: boolean; idempotent?: boolean } = {}) => {
+const declare = (
+  options: {
+    input?: z.ZodType;
+    output?: z.ZodType;
+    payload?: z.ZodType;
+    extraStep?: boolean;
+    idempotent?: boolean;
+  } = {},
+) => {
   const base = workflow('fp', { version: 1, input: options.input ?? z.object({ orderId: z.string() }) })
     .external('charge', {
       output: options.output ?? z.object({ chargeId: z.string() }),
       key: ({ input }) => `charge:${String((input as { orderId: string }).orderId)}`,
       idempotentByKey: options.idempotent ?? true,
-      compensate: { name: 'refund', output: z.object({ refundId: z.string() }), key: ({ input }) => `refund:${String((input as { orderId: string }).orderId)}`, idempotentByKey: true },
+      compensate: {
+        name: 'refund',
+        output: z.object({ refundId: z.string() }),
+        key: ({ input }) => `refund:${String((input as { orderId: string }).orderId)}`,
+        idempotentByKey: true,
+      },
     })
-    .waitFor('settled', { event: settled(options.payload ?? z.object({ paid: z.boolean() })), match: ({ input }) => String((input as { orderId: string }).orderId) });
+    .waitFor('settled', {
+      event: settled(options.payload ?? z.object({ paid: z.boolean() })),
+      match: ({ input }) => String((input as { orderId: string }).orderId),
+    });
   return options.extraStep === true ? base.step('audit', { output: z.object({ ok: z.boolean() }) }) : base;
 };
 const diff = (a: ReturnType<typeof declare>, b: ReturnType<typeof declare>) => {
@@ -31,7 +47,9 @@ describe('fingerprintOf', () => {
   });
 
   it('names each changed part: input, an output, an event payload, a shape, an added step', () => {
-    expect(diff(declare(), declare({ input: z.object({ orderId: z.string(), currency: z.string() }) }))).toEqual(['the input schema']);
+    expect(diff(declare(), declare({ input: z.object({ orderId: z.string(), currency: z.string() }) }))).toEqual([
+      'the input schema',
+    ]);
     expect(diff(declare(), declare({ output: z.object({ chargeId: z.string(), receiptUrl: z.string() }) }))).toEqual([
       'the output schema of step "charge"',
     ]);

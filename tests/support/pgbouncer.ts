@@ -55,7 +55,9 @@ export function findPgBouncer(): string {
   try {
     // policy-rc.d-less machines would start the packaged service; RUNLEVEL=1 keeps invoke-rc.d from it.
     const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive', RUNLEVEL: '1' };
-    process.stderr.write('pgbouncer not found: installing Debian\'s pgbouncer package (apt-get install -y pgbouncer)…\n');
+    process.stderr.write(
+      "pgbouncer not found: installing Debian's pgbouncer package (apt-get install -y pgbouncer)…\n",
+    );
     try {
       execFileSync('apt-get', ['install', '-y', '--no-install-recommends', 'pgbouncer'], { stdio: 'pipe', env });
     } catch {
@@ -65,10 +67,14 @@ export function findPgBouncer(): string {
     }
   } catch (error) {
     const output = (error as { stderr?: Buffer }).stderr?.toString().trim();
-    throw new Error(`No pgbouncer binary found, and apt-get install pgbouncer failed${output ? `:\n${output}` : ''}\n${INSTALL_HINT}`, { cause: error });
+    throw new Error(
+      `No pgbouncer binary found, and apt-get install pgbouncer failed${output ? `:\n${output}` : ''}\n${INSTALL_HINT}`,
+      { cause: error },
+    );
   }
   const installed = locate();
-  if (installed === undefined) throw new Error(`apt-get installed pgbouncer, but no binary is at ${DEBIAN_BIN} or on the PATH. ${INSTALL_HINT}`);
+  if (installed === undefined)
+    throw new Error(`apt-get installed pgbouncer, but no binary is at ${DEBIAN_BIN} or on the PATH. ${INSTALL_HINT}`);
   return installed;
 }
 
@@ -207,7 +213,9 @@ function freePort(): Promise<number> {
     server.on('error', reject);
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+      server.close(() =>
+        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
+      );
     });
   });
 }

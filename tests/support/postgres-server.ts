@@ -90,7 +90,21 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
     // initdb's pg_hba.conf lets local replication connections in (trust), so the copy needs no setup.
     execFileSync(
       join(bin, 'pg_basebackup'),
-      ['-D', dataDir, '-h', '127.0.0.1', '-p', String(standbyOf.port), '-U', 'postgres', '-X', 'stream', '-c', 'fast', '--no-sync'],
+      [
+        '-D',
+        dataDir,
+        '-h',
+        '127.0.0.1',
+        '-p',
+        String(standbyOf.port),
+        '-U',
+        'postgres',
+        '-X',
+        'stream',
+        '-c',
+        'fast',
+        '--no-sync',
+      ],
       { stdio: 'pipe', cwd: dataDir, ...identity },
     );
     writeFileSync(join(dataDir, 'standby.signal'), '');
@@ -120,7 +134,11 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
   const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
 
   const start = async (): Promise<void> => {
-    const proc = spawn(join(bin, 'postgres'), ['-D', dataDir], { stdio: ['ignore', 'ignore', 'pipe'], cwd: dataDir, ...identity });
+    const proc = spawn(join(bin, 'postgres'), ['-D', dataDir], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      cwd: dataDir,
+      ...identity,
+    });
     let log = '';
     proc.stderr?.on('data', (chunk: Buffer) => {
       log = (log + chunk.toString()).slice(-4000);
@@ -135,7 +153,8 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
         await client.end();
         return;
       } catch (error) {
-        if (Date.now() > deadline) throw new Error(`PostgreSQL did not accept connections within 30 s:\n${log}`, { cause: error });
+        if (Date.now() > deadline)
+          throw new Error(`PostgreSQL did not accept connections within 30 s:\n${log}`, { cause: error });
         await new Promise((r) => setTimeout(r, 100));
       }
     }
@@ -184,7 +203,11 @@ export async function startPostgres(options: StartPostgresOptions = {}): Promise
       child = undefined;
     },
     async promote() {
-      execFileSync(join(bin, 'pg_ctl'), ['promote', '-w', '-t', '60', '-D', dataDir], { stdio: 'pipe', cwd: dataDir, ...identity });
+      execFileSync(join(bin, 'pg_ctl'), ['promote', '-w', '-t', '60', '-D', dataDir], {
+        stdio: 'pipe',
+        cwd: dataDir,
+        ...identity,
+      });
     },
   };
 }
@@ -213,7 +236,9 @@ function freePort(): Promise<number> {
     server.on('error', reject);
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+      server.close(() =>
+        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
+      );
     });
   });
 }

@@ -18,10 +18,19 @@ export class FakeRefundDesk {
 
   /** Applies a refund (always a new one, whatever the key). */
   refund(request: { readonly key: string; readonly chargeId: string }): Refund {
-    if (typeof request.key !== 'string' || request.key === '' || typeof request.chargeId !== 'string' || request.chargeId === '') {
+    if (
+      typeof request.key !== 'string' ||
+      request.key === '' ||
+      typeof request.chargeId !== 'string' ||
+      request.chargeId === ''
+    ) {
       throw new TypeError('Invalid refund request: key and chargeId must be non-empty strings.');
     }
-    const refund: Refund = { refundId: `rf_${String(this.#refunds.length + 1).padStart(6, '0')}`, key: request.key, chargeId: request.chargeId };
+    const refund: Refund = {
+      refundId: `rf_${String(this.#refunds.length + 1).padStart(6, '0')}`,
+      key: request.key,
+      chargeId: request.chargeId,
+    };
     this.#refunds.push(refund);
     return refund;
   }
@@ -67,7 +76,9 @@ export class HttpRefundDesk {
   }
 
   async find(key: string): Promise<Refund | undefined> {
-    const { refund } = await requestJson<{ refund: Refund | null }>(`${this.baseUrl}/refunds?key=${encodeURIComponent(key)}`);
+    const { refund } = await requestJson<{ refund: Refund | null }>(
+      `${this.baseUrl}/refunds?key=${encodeURIComponent(key)}`,
+    );
     return refund ?? undefined;
   }
 }

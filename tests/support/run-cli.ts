@@ -42,10 +42,20 @@ export function outcomeOf(child: ChildProcessByStdio<null, Readable, Readable>):
  */
 export function runUntil(
   line: string,
-  options: { readonly cwd: string; readonly env: NodeJS.ProcessEnv; readonly until: RegExp; readonly timeoutMs?: number },
+  options: {
+    readonly cwd: string;
+    readonly env: NodeJS.ProcessEnv;
+    readonly until: RegExp;
+    readonly timeoutMs?: number;
+  },
 ): Promise<CliOutcome> {
   return new Promise((resolve, reject) => {
-    const child = spawn('sh', ['-c', `exec ${line}`], { cwd: options.cwd, env: options.env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = spawn('sh', ['-c', `exec ${line}`], {
+      cwd: options.cwd,
+      env: options.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
     let stdout = '';
     let stderr = '';
     let signalled = false;

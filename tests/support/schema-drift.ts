@@ -25,7 +25,9 @@ export function declaredTables(): Map<string, { readonly interfaceName: string; 
     const interfaceName = property.getTypeNodeOrThrow().getText();
     const declaration: InterfaceDeclaration | undefined = file.getInterface(interfaceName);
     if (declaration === undefined) {
-      throw new Error(`${TABLES_DISPLAY}: LedgerflowDatabase['${table}'] is ${interfaceName}, not an interface declared in that file`);
+      throw new Error(
+        `${TABLES_DISPLAY}: LedgerflowDatabase['${table}'] is ${interfaceName}, not an interface declared in that file`,
+      );
     }
     const columns: Columns = new Map();
     for (const column of declaration.getProperties()) {
@@ -77,7 +79,9 @@ export async function schemaDrift(store: Store): Promise<string[]> {
     for (const [column, nullable] of columns) {
       const declaredNullable = types.columns.get(column);
       if (declaredNullable === undefined) {
-        problems.push(`${table}.${column}: column in the database but not in ${types.interfaceName} in ${TABLES_DISPLAY}`);
+        problems.push(
+          `${table}.${column}: column in the database but not in ${types.interfaceName} in ${TABLES_DISPLAY}`,
+        );
       } else if (declaredNullable !== nullable) {
         problems.push(
           nullable
@@ -94,7 +98,8 @@ export async function schemaDrift(store: Store): Promise<string[]> {
       continue;
     }
     for (const column of types.columns.keys()) {
-      if (!columns.has(column)) problems.push(`${table}.${column}: in ${types.interfaceName} in ${TABLES_DISPLAY} but not in the database`);
+      if (!columns.has(column))
+        problems.push(`${table}.${column}: in ${types.interfaceName} in ${TABLES_DISPLAY} but not in the database`);
     }
   }
   return problems;

@@ -30,7 +30,8 @@ export interface PgTestStoreOptions {
  */
 function pgBouncerListen(): 'direct' | 'poll' {
   const mode = process.env['LEDGERFLOW_TEST_PGBOUNCER_LISTEN'] || 'direct';
-  if (mode !== 'direct' && mode !== 'poll') throw new Error(`LEDGERFLOW_TEST_PGBOUNCER_LISTEN must be direct or poll (got ${mode}).`);
+  if (mode !== 'direct' && mode !== 'poll')
+    throw new Error(`LEDGERFLOW_TEST_PGBOUNCER_LISTEN must be direct or poll (got ${mode}).`);
   return mode;
 }
 
@@ -147,4 +148,3 @@ export async function createPGliteTestStore(options: { readonly dataDir?: string
   const store = await createCoreMigratedPGlite(options);
   return { ...store, url: undefined };
 }
-

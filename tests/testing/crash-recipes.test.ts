@@ -1,6 +1,13 @@
 import { z } from 'zod';
 import { event, shapeHash, workflow, type AnyWorkflow } from 'ledgerflow/dsl';
-import { bindHandlers, found, notFound, unknownOutcome, type WorkflowHandlers, type WorkflowRegistration } from 'ledgerflow/runtime';
+import {
+  bindHandlers,
+  found,
+  notFound,
+  unknownOutcome,
+  type WorkflowHandlers,
+  type WorkflowRegistration,
+} from 'ledgerflow/runtime';
 import { createTestEnvironment, type FaultPointName, type TestEnvironment } from 'ledgerflow/testing';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 
@@ -128,7 +135,10 @@ const registrations: WorkflowRegistration[] = [
     },
   }),
   // #endregion reconcile
-  bind(refundByKey, { charge: chargeByKey, refund: { perform: async ({ key }) => ({ refundId: dedupingRefunds.apply(key) }) } }),
+  bind(refundByKey, {
+    charge: chargeByKey,
+    refund: { perform: async ({ key }) => ({ refundId: dedupingRefunds.apply(key) }) },
+  }),
   bind(refundLookedUp, {
     charge: chargeByKey,
     refund: {
@@ -177,46 +187,64 @@ async function crashAfterTheCallAndRecover(runId: string, point: FaultPointName 
 const afterTheCall: FaultPointName[] = ['after-perform', 'before-result-commit'];
 
 describe('the crash recipe, for each flavour of external step', () => {
-  it.each(afterTheCall)('idempotentByKey, crash at %s: the call is sent again with its key; the provider applies it once', async (point) => {
-    // #region deduped
-    const { runId } = await env.client.start(dedupedCharge, { orderId: 'o-1' });
-    await crashAfterTheCallAndRecover(runId, point);
-    expect(await env.client.getRun(runId)).toMatchObject({ status: 'completed', output: { charge: { chargeId: 'ch_1' } } });
-    expect(deduping.calls).toBe(2); // two calls, one charge: the provider deduped the second
-    expect([...deduping.applied.keys()]).toEqual(['charge:o-1']);
-    await env.assertLedger(runId, { recorded: { charge: ['charge:o-1'] } });
-    // #endregion deduped
-  });
+  it.each(afterTheCall)(
+    'idempotentByKey, crash at %s: the call is sent again with its key; the provider applies it once',
+    async (point) => {
+      // #region deduped
+      const { runId } = await env.client.start(dedupedCharge, { orderId: 'o-1' });
+      await crashAfterTheCallAndRecover(runId, point);
+      expect(await env.client.getRun(runId)).toMatchObject({
+        status: 'completed',
+        output: { charge: { chargeId: 'ch_1' } },
+      });
+      expect(deduping.calls).toBe(2); // two calls, one charge: the provider deduped the second
+      expect([...deduping.applied.keys()]).toEqual(['charge:o-1']);
+      await env.assertLedger(runId, { recorded: { charge: ['charge:o-1'] } });
+      // #endregion deduped
+    },
+  );
 
   it.each(afterTheCall)('idempotentByKey with reconcile, crash at %s: the same recovery, one charge', async (point) => {
     const { runId } = await env.client.start(dedupedLookupCharge, { orderId: 'o-2' });
     await crashAfterTheCallAndRecover(runId, point);
-    expect(await env.client.getRun(runId)).toMatchObject({ status: 'completed', output: { charge: { chargeId: 'ch_1' } } });
+    expect(await env.client.getRun(runId)).toMatchObject({
+      status: 'completed',
+      output: { charge: { chargeId: 'ch_1' } },
+    });
     expect([...deduping.applied]).toEqual([['charge:o-2', 'ch_1']]);
     await env.assertLedger(runId, { recorded: { charge: ['charge:o-2'] } });
   });
 
-  it.each(afterTheCall)('reconcile, crash at %s: the key is looked up past the horizon and the one charge recorded, never sent again', async (point) => {
-    // #region looked-up
-    const { runId } = await env.client.start(lookedUpCharge, { orderId: 'o-3' });
-    await crashAfterTheCallAndRecover(runId, point);
-    expect(await env.client.getRun(runId)).toMatchObject({ status: 'completed', output: { charge: { chargeId: 'ch_1' } } });
-    expect(lookup.applied).toEqual([{ reference: 'charge:o-3', id: 'ch_1' }]); // called once, found by reconcile
-    await env.assertLedger(runId, { recorded: { charge: ['charge:o-3'] } });
-    // #endregion looked-up
-  });
+  it.each(afterTheCall)(
+    'reconcile, crash at %s: the key is looked up past the horizon and the one charge recorded, never sent again',
+    async (point) => {
+      // #region looked-up
+      const { runId } = await env.client.start(lookedUpCharge, { orderId: 'o-3' });
+      await crashAfterTheCallAndRecover(runId, point);
+      expect(await env.client.getRun(runId)).toMatchObject({
+        status: 'completed',
+        output: { charge: { chargeId: 'ch_1' } },
+      });
+      expect(lookup.applied).toEqual([{ reference: 'charge:o-3', id: 'ch_1' }]); // called once, found by reconcile
+      await env.assertLedger(runId, { recorded: { charge: ['charge:o-3'] } });
+      // #endregion looked-up
+    },
+  );
 
-  it.each([refundByKey, refundLookedUp])('a compensation ($name): the crashed refund is settled the same way, one refund', async (refundFlow) => {
-    // #region compensation
-    const { runId } = await env.client.start(refundFlow, { orderId: 'o-4' });
-    await env.runUntilIdle(); // charged; waits for the shipment
-    await env.client.cancel(runId); // the customer withdrew: the charge is refunded
-    await crashAfterTheCallAndRecover(runId);
-    expect(await env.client.getRun(runId)).toMatchObject({ status: 'compensated' });
-    expect(refundsApplied()).toEqual(['refund:ch_1']); // one refund, whichever desk it went to
-    await env.assertLedger(runId, { recorded: { charge: ['charge:o-4'], refund: ['refund:ch_1'] } });
-    // #endregion compensation
-  });
+  it.each([refundByKey, refundLookedUp])(
+    'a compensation ($name): the crashed refund is settled the same way, one refund',
+    async (refundFlow) => {
+      // #region compensation
+      const { runId } = await env.client.start(refundFlow, { orderId: 'o-4' });
+      await env.runUntilIdle(); // charged; waits for the shipment
+      await env.client.cancel(runId); // the customer withdrew: the charge is refunded
+      await crashAfterTheCallAndRecover(runId);
+      expect(await env.client.getRun(runId)).toMatchObject({ status: 'compensated' });
+      expect(refundsApplied()).toEqual(['refund:ch_1']); // one refund, whichever desk it went to
+      await env.assertLedger(runId, { recorded: { charge: ['charge:o-4'], refund: ['refund:ch_1'] } });
+      // #endregion compensation
+    },
+  );
 });
 
 describe('when the lease alone is not enough', () => {
@@ -250,7 +278,12 @@ describe('when the lease alone is not enough', () => {
     await crashAfterTheCallAndRecover(runId);
     expect(await env.client.getRun(runId)).toMatchObject({ status: 'needs_reconciliation' });
     // A person looked the charge up at the provider and found it:
-    await env.client.resolveEffect(runId, 'charge', { found: { chargeId: 'ch_1' } }, { actor: 'test', reason: 'seen at the provider' });
+    await env.client.resolveEffect(
+      runId,
+      'charge',
+      { found: { chargeId: 'ch_1' } },
+      { actor: 'test', reason: 'seen at the provider' },
+    );
     await env.runUntilIdle();
     expect(await env.client.getRun(runId)).toMatchObject({ status: 'completed' });
     expect(lookup.applied).toHaveLength(1);
@@ -267,7 +300,10 @@ describe('when the lease alone is not enough', () => {
     answerLost = false;
     await env.advancePastHorizons();
     await env.runUntilIdle();
-    expect(await env.client.getRun(runId)).toMatchObject({ status: 'completed', output: { charge: { chargeId: 'ch_1' } } });
+    expect(await env.client.getRun(runId)).toMatchObject({
+      status: 'completed',
+      output: { charge: { chargeId: 'ch_1' } },
+    });
     expect(lookup.applied).toHaveLength(1);
     // #endregion answer-lost
   });

@@ -26,14 +26,24 @@ export const awaitSettled = workflow('kit-await', { version: 1, input: z.object(
   .step('outcome', { output: z.object({ status: z.string() }) });
 
 /** Waits forever for an event, under a one-hour workflow deadline. */
-export const deadlined = workflow('kit-deadlined', { version: 1, input: z.object({ orderId: z.string() }), timeoutMs: HOUR })
+export const deadlined = workflow('kit-deadlined', {
+  version: 1,
+  input: z.object({ orderId: z.string() }),
+  timeoutMs: HOUR,
+})
   .waitFor('settled', { event: settled, match: ({ input }) => input.orderId })
   .step('outcome', { output: z.object({ status: z.string() }) });
 
 /** Charges through a provider that does not dedupe (a crash after the call is settled by `reconcile`), then notes it in app.note. */
-export const charge = workflow('kit-charge', { version: 1, input: z.object({ orderId: z.string(), cents: z.number() }) })
+export const charge = workflow('kit-charge', {
+  version: 1,
+  input: z.object({ orderId: z.string(), cents: z.number() }),
+})
   .external('charge', { output: z.object({ chargeId: z.string() }), key: ({ input }) => `charge:${input.orderId}` })
-  .transactional('note', { output: z.object({ chargeId: z.string() }), key: ({ steps }) => `note:${steps.charge.chargeId}` });
+  .transactional('note', {
+    output: z.object({ chargeId: z.string() }),
+    key: ({ steps }) => `note:${steps.charge.chargeId}`,
+  });
 
 export const KIT_WORKFLOWS: readonly AnyWorkflow[] = [flaky, napper, awaitSettled, deadlined, charge];
 
@@ -55,7 +65,10 @@ function bind<W extends AnyWorkflow>(w: W, handlers: WorkflowHandlers<W>): Workf
   return bindHandlers(w, handlers, shapeHash(w));
 }
 
-export function kitRegistrations(provider: () => FakeProvider, flakyFailures: { remaining: number }): WorkflowRegistration[] {
+export function kitRegistrations(
+  provider: () => FakeProvider,
+  flakyFailures: { remaining: number },
+): WorkflowRegistration[] {
   return [
     bind(flaky, {
       call: ({ attempt }) => {

@@ -27,12 +27,18 @@ function row(runId: string, step: string, key: string, status: StepEffectRow['st
 describe('expectEachKeyOnce', () => {
   it('passes when each (step, key) appears once, released rows aside', () => {
     expect(() =>
-      expectEachKeyOnce([row('r1', 'charge', 'k1', 'recorded'), row('r2', 'charge', 'k2', 'recorded'), row('r3', 'charge', 'k1', 'released')]),
+      expectEachKeyOnce([
+        row('r1', 'charge', 'k1', 'recorded'),
+        row('r2', 'charge', 'k2', 'recorded'),
+        row('r3', 'charge', 'k1', 'released'),
+      ]),
     ).not.toThrow();
   });
 
   it('names the key and the runs that recorded it twice', () => {
-    expect(() => expectEachKeyOnce([row('r1', 'charge', 'k1', 'recorded'), row('r2', 'charge', 'k1', 'intent')])).toThrow(
+    expect(() =>
+      expectEachKeyOnce([row('r1', 'charge', 'k1', 'recorded'), row('r2', 'charge', 'k1', 'intent')]),
+    ).toThrow(
       'Expected each idempotency key once in the ledger, but 1 key(s) appear more than once:\n' +
         '  step "charge" key "k1": run r1 (recorded), run r2 (intent)',
     );

@@ -18,7 +18,9 @@ const call = workflow('kit-rated', { version: 1, input: z.object({ id: z.string(
 
 let env: TestEnvironment;
 beforeAll(async () => {
-  env = await createTestEnvironment({ workflows: [bindHandlers(call, { call: () => ({ ok: true }) }, shapeHash(call))] });
+  env = await createTestEnvironment({
+    workflows: [bindHandlers(call, { call: () => ({ ok: true }) }, shapeHash(call))],
+  });
 }, 60_000);
 afterAll(() => env?.close());
 
@@ -26,7 +28,8 @@ it('grants the next slot of a rate-limited queue when the clock has moved by the
   const first = await env.client.start(call, { id: 'r-1' });
   const second = await env.client.start(call, { id: 'r-2' });
   await env.runUntilIdle();
-  const statuses = async () => [(await env.client.getRun(first.runId)).status, (await env.client.getRun(second.runId)).status].sort();
+  const statuses = async () =>
+    [(await env.client.getRun(first.runId)).status, (await env.client.getRun(second.runId)).status].sort();
   expect(await statuses()).toEqual(['completed', 'waiting']);
 
   await env.advanceTime(HOUR - 60_000);

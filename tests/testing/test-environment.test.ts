@@ -1,7 +1,16 @@
 import { sql } from 'kysely';
 import { createTestEnvironment, type TestEnvironment } from 'ledgerflow/testing';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { awaitSettled, charge, deadlined, FakeProvider, flaky, kitRegistrations, napper, settled } from './kit-workflows.js';
+import {
+  awaitSettled,
+  charge,
+  deadlined,
+  FakeProvider,
+  flaky,
+  kitRegistrations,
+  napper,
+  settled,
+} from './kit-workflows.js';
 
 /**
  * The testing kit on itself: one embedded environment for the file, reset between tests. Each
@@ -42,7 +51,11 @@ describe('runUntilIdle', () => {
   it('drives runs to the end and reports the runs it touched', async () => {
     const { runId } = await env.client.start(charge, { orderId: 'o-1', cents: 500 });
     const report = await env.runUntilIdle();
-    expect(report).toMatchObject({ runs: [{ id: runId, workflow: 'kit-charge@1', status: 'completed' }], crashedAt: undefined, heldByCrashedWorker: [] });
+    expect(report).toMatchObject({
+      runs: [{ id: runId, workflow: 'kit-charge@1', status: 'completed' }],
+      crashedAt: undefined,
+      heldByCrashedWorker: [],
+    });
     expect(report.events.some((e) => e.type === 'step-succeeded' && e.step === 'charge')).toBe(true);
     await env.assertLedger(runId, { recorded: { charge: ['charge:o-1'], note: ['note:ch_1'] } });
   });
@@ -89,7 +102,7 @@ describe('advanceTime', () => {
     expect(await env.client.getRun(runId)).toMatchObject({ status: 'completed', output: { after: { woke: true } } });
   });
 
-  it("times a waitFor out after its hour, and an event before it is taken instead", async () => {
+  it('times a waitFor out after its hour, and an event before it is taken instead', async () => {
     const late = await env.client.start(awaitSettled, { orderId: 'late' });
     const onTime = await env.client.start(awaitSettled, { orderId: 'on-time' });
     await env.runUntilIdle();
@@ -101,11 +114,17 @@ describe('advanceTime', () => {
       await env.advanceTime(HOUR / 2);
       await env.runUntilIdle();
     });
-    expect(await env.client.getRun(late.runId)).toMatchObject({ status: 'completed', output: { outcome: { status: 'timeout' } } });
-    expect(await env.client.getRun(onTime.runId)).toMatchObject({ status: 'completed', output: { outcome: { status: 'received' } } });
+    expect(await env.client.getRun(late.runId)).toMatchObject({
+      status: 'completed',
+      output: { outcome: { status: 'timeout' } },
+    });
+    expect(await env.client.getRun(onTime.runId)).toMatchObject({
+      status: 'completed',
+      output: { outcome: { status: 'received' } },
+    });
   });
 
-  it("cancels a run at its workflow deadline", async () => {
+  it('cancels a run at its workflow deadline', async () => {
     const { runId } = await env.client.start(deadlined, { orderId: 'd-1' });
     await env.runUntilIdle();
     await timed('workflow timeout of 1 hour', async () => {
@@ -136,7 +155,9 @@ describe('crashAt', () => {
     // Nothing after the crash reached the database: the run is held, its intent open.
     expect(await env.client.getRun(runId)).toMatchObject({ status: 'running' });
     expect((await env.ledger(runId)).map((r) => r.status)).toEqual(['intent']);
-    await expect(env.assertLedger(runId)).rejects.toThrow(/expected 0 open intent\(s\), found 1: step "charge" key "charge:o-2"/);
+    await expect(env.assertLedger(runId)).rejects.toThrow(
+      /expected 0 open intent\(s\), found 1: step "charge" key "charge:o-2"/,
+    );
 
     // Within the lease nobody may take the run.
     expect((await env.runUntilIdle()).runs).toEqual([]);
@@ -147,14 +168,18 @@ describe('crashAt', () => {
     await env.advanceTime(HOUR);
     const resumed = await env.runUntilIdle();
     expect(resumed.crashedAt).toBeUndefined();
-    expect(await env.client.getRun(runId)).toMatchObject({ status: 'completed', output: { charge: { chargeId: 'ch_1' } } });
+    expect(await env.client.getRun(runId)).toMatchObject({
+      status: 'completed',
+      output: { charge: { chargeId: 'ch_1' } },
+    });
     expect(provider.calls).toBe(1);
     await env.assertLedger(runId, { recorded: { charge: ['charge:o-2'], note: ['note:ch_1'] } });
     await env.expectEachKeyOnce();
   });
 
   it('a crash inside a transactional step writes nothing of it; the next worker commits it once', async () => {
-    const notes = async () => (await sql<{ id: string }>`SELECT id FROM app.note ORDER BY id`.execute(env.store.db)).rows.map((r) => r.id);
+    const notes = async () =>
+      (await sql<{ id: string }>`SELECT id FROM app.note ORDER BY id`.execute(env.store.db)).rows.map((r) => r.id);
     const { runId } = await env.client.start(charge, { orderId: 'o-3', cents: 900 });
     env.crashAt('inside-transactional-handler'); // the handler's INSERT is sent, its transaction not committed
     expect((await env.runUntilIdle()).crashedAt).toBe('inside-transactional-handler');

@@ -28,7 +28,9 @@ const reserve = app.registerTransaction(async (workflowId: string, i: number) =>
   return { reservationId: Number(rows[0]!.id) };
 }, 'reserve');
 
-const oneStep = DBOS.registerWorkflow(async (i: number) => DBOS.runStep(async () => ({ i }), { name: 'compute' }), { name: 'bench-one-step' });
+const oneStep = DBOS.registerWorkflow(async (i: number) => DBOS.runStep(async () => ({ i }), { name: 'compute' }), {
+  name: 'bench-one-step',
+});
 
 const threeStep = DBOS.registerWorkflow(
   async (i: number) => {

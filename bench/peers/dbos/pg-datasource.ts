@@ -52,7 +52,10 @@ class PgTransactionHandler implements DataSourceTransactionHandler {
 
   async deleteCheckpoints(workflowID: string, startStep: number, beforeCommit?: () => Promise<void>): Promise<void> {
     await this.#inTransaction(async (client) => {
-      await client.query(`DELETE FROM ${SCHEMA}.transaction_completion WHERE workflow_id = $1 AND function_num >= $2`, [workflowID, startStep]);
+      await client.query(`DELETE FROM ${SCHEMA}.transaction_completion WHERE workflow_id = $1 AND function_num >= $2`, [
+        workflowID,
+        startStep,
+      ]);
       await beforeCommit?.();
     });
   }
@@ -65,7 +68,8 @@ class PgTransactionHandler implements DataSourceTransactionHandler {
   ): Promise<Return> {
     const workflowID = DBOS.workflowID;
     const stepID = DBOS.stepID;
-    if (workflowID !== undefined && stepID === undefined) throw new Error('DBOS.stepID is undefined inside a workflow.');
+    if (workflowID !== undefined && stepID === undefined)
+      throw new Error('DBOS.stepID is undefined inside a workflow.');
     const checkpoint = workflowID === undefined ? undefined : { workflowID, stepID: stepID! };
     for (let retryWaitMs = 1; ; retryWaitMs = Math.min(retryWaitMs * 1.5, 2000)) {
       const recorded = checkpoint && (await this.#recorded(checkpoint.workflowID, checkpoint.stepID));
@@ -85,7 +89,8 @@ class PgTransactionHandler implements DataSourceTransactionHandler {
           return result;
         });
       } catch (error) {
-        if (checkpoint && error instanceof DBOSStepAlreadyRecordedError) return this.#replayConflict<Return>(checkpoint.workflowID, checkpoint.stepID);
+        if (checkpoint && error instanceof DBOSStepAlreadyRecordedError)
+          return this.#replayConflict<Return>(checkpoint.workflowID, checkpoint.stepID);
         if (error instanceof DBOSWorkflowConflictError) throw error;
         if (isPGRetriableTransactionError(error)) {
           await new Promise((resolve) => setTimeout(resolve, retryWaitMs));
@@ -109,7 +114,10 @@ class PgTransactionHandler implements DataSourceTransactionHandler {
     return this.#pool;
   }
 
-  async #recorded(workflowID: string, stepID: number): Promise<{ output: string | null; error: string | null } | undefined> {
+  async #recorded(
+    workflowID: string,
+    stepID: number,
+  ): Promise<{ output: string | null; error: string | null } | undefined> {
     const { rows } = await this.#db.query<{ output: string | null; error: string | null }>(
       `SELECT output, error FROM ${SCHEMA}.transaction_completion WHERE workflow_id = $1 AND function_num = $2`,
       [workflowID, stepID],
@@ -119,7 +127,10 @@ class PgTransactionHandler implements DataSourceTransactionHandler {
 
   async #replayConflict<Return>(workflowID: string, stepID: number): Promise<Return> {
     const recorded = await this.#recorded(workflowID, stepID);
-    if (!recorded) throw new DBOSError(`Step ${stepID} of workflow ${workflowID} conflicted with a concurrent execution, but no recorded outcome was found`);
+    if (!recorded)
+      throw new DBOSError(
+        `Step ${stepID} of workflow ${workflowID} conflicted with a concurrent execution, but no recorded outcome was found`,
+      );
     return replayRecordedStep<Return>(recorded);
   }
 
@@ -148,7 +159,10 @@ export class PgDataSource {
     registerDataSource(new PgTransactionHandler(name, config));
   }
 
-  registerTransaction<Args extends unknown[], Return>(func: (...args: Args) => Promise<Return>, name: string): (...args: Args) => Promise<Return> {
+  registerTransaction<Args extends unknown[], Return>(
+    func: (...args: Args) => Promise<Return>,
+    name: string,
+  ): (...args: Args) => Promise<Return> {
     return registerTransaction(this.name, func, { name });
   }
 

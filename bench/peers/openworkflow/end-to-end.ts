@@ -39,8 +39,10 @@ if (job.mode === 'prepare') {
   const app = new pg.Pool({ connectionString: job.appDatabaseUrl, max: job.clients + 2 });
   app.on('error', () => {});
   const ow = new OpenWorkflow({ backend });
-  const oneStep = ow.defineWorkflow({ name: 'bench-one-step' }, async ({ input, step }: { input: { i: number }; step: StepRun }) =>
-    step.run({ name: 'compute' }, async () => ({ i: input.i })),
+  const oneStep = ow.defineWorkflow(
+    { name: 'bench-one-step' },
+    async ({ input, step }: { input: { i: number }; step: StepRun }) =>
+      step.run({ name: 'compute' }, async () => ({ i: input.i })),
   );
   const threeStep = ow.defineWorkflow(
     { name: 'bench-three-step' },
@@ -87,8 +89,10 @@ async function waitForRun(backend: BackendPostgres, workflowRunId: string): Prom
     const run = await backend.getWorkflowRun({ workflowRunId });
     if (!run) throw new Error(`OpenWorkflow run ${workflowRunId} no longer exists`);
     if (run.status === 'completed' || run.status === 'succeeded') return;
-    if (run.status === 'failed' || run.status === 'canceled') throw new Error(`OpenWorkflow run ${workflowRunId} ended ${run.status}: ${JSON.stringify(run.error)}`);
-    if (Date.now() > deadline) throw new Error(`OpenWorkflow run ${workflowRunId} not finished after 60 s (status ${run.status})`);
+    if (run.status === 'failed' || run.status === 'canceled')
+      throw new Error(`OpenWorkflow run ${workflowRunId} ended ${run.status}: ${JSON.stringify(run.error)}`);
+    if (Date.now() > deadline)
+      throw new Error(`OpenWorkflow run ${workflowRunId} not finished after 60 s (status ${run.status})`);
     await new Promise((resolve) => setTimeout(resolve, RESULT_POLL_MS));
   }
 }

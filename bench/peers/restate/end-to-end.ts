@@ -39,7 +39,9 @@ const threeStep = restate.workflow({
     run: async (ctx: restate.WorkflowContext, input: { i: number }) => {
       const workflowId = ctx.key;
       const { amountCents } = await ctx.run('load', async () => ({ amountCents: 100 + input.i }));
-      const { reservationId } = await ctx.run('reserve', () => reserveOnce((text, values) => app.query(text, [...values]), workflowId, input.i));
+      const { reservationId } = await ctx.run('reserve', () =>
+        reserveOnce((text, values) => app.query(text, [...values]), workflowId, input.i),
+      );
       const { chargeId } = await ctx.run('charge', async () => {
         const charge = await payments.charge(
           { reference: `bench-${input.i}`, amountCents, currency: 'eur', customerId: 'bench' },
@@ -85,5 +87,6 @@ async function register(adminUrl: string, uri: string): Promise<void> {
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ uri }),
   });
-  if (!response.ok) throw new Error(`Restate refused the deployment ${uri}: ${response.status} ${await response.text()}`);
+  if (!response.ok)
+    throw new Error(`Restate refused the deployment ${uri}: ${response.status} ${await response.text()}`);
 }

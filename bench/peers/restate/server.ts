@@ -70,7 +70,9 @@ function restateBinary(): string {
   try {
     return require.resolve(`@restatedev/restate-server-${platform()}-${arch()}/bin/restate-server`);
   } catch {
-    throw new Error(`No Restate server binary for ${platform()}-${arch()} in bench/peers/restate/node_modules: run npm ci --prefix bench/peers/restate.`);
+    throw new Error(
+      `No Restate server binary for ${platform()}-${arch()} in bench/peers/restate/node_modules: run npm ci --prefix bench/peers/restate.`,
+    );
   }
 }
 
@@ -78,10 +80,15 @@ async function waitHealthy(child: ChildProcess, urls: readonly string[], output:
   const deadline = Date.now() + 60_000;
   for (const url of urls) {
     for (;;) {
-      if (child.exitCode !== null) throw new Error(`restate-server exited with ${child.exitCode} before it was healthy:\n${output.join('')}`);
-      const ok = await fetch(url).then((r) => r.ok, () => false);
+      if (child.exitCode !== null)
+        throw new Error(`restate-server exited with ${child.exitCode} before it was healthy:\n${output.join('')}`);
+      const ok = await fetch(url).then(
+        (r) => r.ok,
+        () => false,
+      );
       if (ok) break;
-      if (Date.now() > deadline) throw new Error(`restate-server not healthy at ${url} after 60 s:\n${output.join('')}`);
+      if (Date.now() > deadline)
+        throw new Error(`restate-server not healthy at ${url} after 60 s:\n${output.join('')}`);
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }
@@ -106,7 +113,9 @@ function freePort(): Promise<number> {
     probe.once('error', reject);
     probe.listen(0, '127.0.0.1', () => {
       const address = probe.address();
-      probe.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+      probe.close(() =>
+        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
+      );
     });
   });
 }

@@ -70,7 +70,9 @@ function binderCalls(
     const module = generatedModuleOf(sourceFile.fileName, specifier, generatedDir);
     if (module === null) continue;
     const offered =
-      module.kind === 'index' ? workflows : workflows.filter((w) => w.name === module.workflow && w.version === module.version);
+      module.kind === 'index'
+        ? workflows
+        : workflows.filter((w) => w.name === module.workflow && w.version === module.version);
     const bindings = clause.namedBindings;
     if (bindings === undefined) continue;
     if (ts.isNamespaceImport(bindings)) {
@@ -177,7 +179,11 @@ function handlerFunction(
 }
 
 /** The function an expression is, or names: inline, a function or const in this file, or one a relative module exports. */
-function functionOf(program: AnalysisProgram, expression: ts.Expression | null, seen: Set<ts.Node>): FunctionLike | null {
+function functionOf(
+  program: AnalysisProgram,
+  expression: ts.Expression | null,
+  seen: Set<ts.Node>,
+): FunctionLike | null {
   if (expression === null) return null;
   const node = skipWrappers(expression);
   if (isFunctionLike(node)) return node;
@@ -185,14 +191,22 @@ function functionOf(program: AnalysisProgram, expression: ts.Expression | null, 
   const declaration = declarationOf(program, node, seen);
   if (declaration === null) return null;
   if (ts.isFunctionDeclaration(declaration)) return declaration.body === undefined ? null : declaration;
-  if (ts.isVariableDeclaration(declaration) && declaration.initializer !== undefined && variableKeyword(declaration) === 'const') {
+  if (
+    ts.isVariableDeclaration(declaration) &&
+    declaration.initializer !== undefined &&
+    variableKeyword(declaration) === 'const'
+  ) {
     return functionOf(program, declaration.initializer, seen);
   }
   return null;
 }
 
 /** The object literal an expression is, or a `const` (here or exported by a relative module) holds. */
-function objectLiteralOf(program: AnalysisProgram, expression: ts.Expression, seen: Set<ts.Node>): ts.ObjectLiteralExpression | null {
+function objectLiteralOf(
+  program: AnalysisProgram,
+  expression: ts.Expression,
+  seen: Set<ts.Node>,
+): ts.ObjectLiteralExpression | null {
   const node = skipWrappers(expression);
   if (ts.isObjectLiteralExpression(node)) return node;
   if (!ts.isIdentifier(node)) return null;
@@ -215,5 +229,10 @@ function declarationOf(program: AnalysisProgram, identifier: ts.Identifier, seen
   seen.add(declaration);
   const binding = importBindingOf(declaration);
   if (binding === null) return declaration;
-  return resolveImportedDeclaration(program, identifier.getSourceFile().fileName, binding.specifier, binding.importedName);
+  return resolveImportedDeclaration(
+    program,
+    identifier.getSourceFile().fileName,
+    binding.specifier,
+    binding.importedName,
+  );
 }

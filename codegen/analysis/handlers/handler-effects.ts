@@ -198,7 +198,13 @@ export class HandlerEffectAnalyzer {
     if (WRITE_BUILDERS.has(member)) {
       this.#write(frame, call, 'statement', origin, `${compactText(receiver)}.${member}(${argumentText(first)})`);
     } else if (TRANSACTION_METHODS.has(member) && origin?.kind !== 'tx' && opensTransaction(call)) {
-      this.#write(frame, call, 'transaction', origin, `${compactText(receiver)}.${member}(${first === undefined ? '' : '…'})`);
+      this.#write(
+        frame,
+        call,
+        'transaction',
+        origin,
+        `${compactText(receiver)}.${member}(${first === undefined ? '' : '…'})`,
+      );
     } else if (member === 'execute' && kyselyRawSqlText(this.#program, receiver) !== null) {
       if (isWriteSql(kyselyRawSqlText(this.#program, receiver) as string)) {
         const executor = first === undefined ? UNKNOWN : this.#originOf(first, frame);
@@ -208,7 +214,12 @@ export class HandlerEffectAnalyzer {
       this.#write(frame, call, 'statement', origin, `${compactText(receiver)}.${member}(${argumentText(first)})`);
     }
 
-    if (member === 'fetch' && ts.isIdentifier(receiver) && receiver.text === 'globalThis' && this.#program.declarationOf(receiver) === undefined) {
+    if (
+      member === 'fetch' &&
+      ts.isIdentifier(receiver) &&
+      receiver.text === 'globalThis' &&
+      this.#program.declarationOf(receiver) === undefined
+    ) {
       frame.draft.fetches.push(this.#site(call, 'globalThis.fetch()'));
     }
     if (origin?.kind !== 'outside') return;
@@ -226,7 +237,8 @@ export class HandlerEffectAnalyzer {
 
   /** SQL text that writes, written out (`'INSERT …'`, `{ text: 'UPDATE …' }`) or as a tagged template of a client's own tag. */
   #writesSqlText(argument: ts.Expression): boolean {
-    const text = sqlTextOf(this.#program, argument) ?? kyselyRawSqlText(this.#program, argument) ?? taggedTemplateText(argument);
+    const text =
+      sqlTextOf(this.#program, argument) ?? kyselyRawSqlText(this.#program, argument) ?? taggedTemplateText(argument);
     return text !== null && isWriteSql(text);
   }
 
@@ -239,7 +251,11 @@ export class HandlerEffectAnalyzer {
     // A function declared inside the analysed one is walked as part of it.
     if (isWithin(declaration, frame.scope)) return;
     const binding = importBindingOf(declaration);
-    if (binding !== null && FETCH_MODULES.has(binding.specifier) && (binding.importedName === 'default' || binding.importedName === 'fetch')) {
+    if (
+      binding !== null &&
+      FETCH_MODULES.has(binding.specifier) &&
+      (binding.importedName === 'default' || binding.importedName === 'fetch')
+    ) {
       frame.draft.fetches.push(this.#site(call, `${callee.text}()`));
       return;
     }
@@ -273,7 +289,6 @@ export class HandlerEffectAnalyzer {
     return { at: location, origin: location, text, via: [] };
   }
 
-
   // ---- helpers --------------------------------------------------------------------------------
 
   /** The function a called name refers to: a function or const arrow in this file or exported by a relative module. */
@@ -283,7 +298,12 @@ export class HandlerEffectAnalyzer {
     if (ts.isVariableDeclaration(declaration)) return constFunction(declaration);
     const binding = importBindingOf(declaration);
     if (binding === null) return null;
-    const target = resolveImportedDeclaration(this.#program, declaration.getSourceFile().fileName, binding.specifier, binding.importedName);
+    const target = resolveImportedDeclaration(
+      this.#program,
+      declaration.getSourceFile().fileName,
+      binding.specifier,
+      binding.importedName,
+    );
     return target === null ? null : this.#helperOf(target, depth + 1);
   }
 
@@ -293,11 +313,22 @@ export class HandlerEffectAnalyzer {
     const declaration = this.#program.declarationOf(receiver);
     const binding = declaration === undefined ? null : importBindingOf(declaration);
     if (binding === null || binding.importedName !== '*' || !binding.specifier.startsWith('.')) return null;
-    const target = resolveImportedDeclaration(this.#program, receiver.getSourceFile().fileName, binding.specifier, member);
+    const target = resolveImportedDeclaration(
+      this.#program,
+      receiver.getSourceFile().fileName,
+      binding.specifier,
+      member,
+    );
     return target === null ? null : this.#helperOf(target, 1);
   }
 
-  #followHelper(frame: Frame, call: ts.CallExpression, name: string, helper: FunctionLike, args: readonly ts.Expression[]): void {
+  #followHelper(
+    frame: Frame,
+    call: ts.CallExpression,
+    name: string,
+    helper: FunctionLike,
+    args: readonly ts.Expression[],
+  ): void {
     if (helper.body === undefined) return;
     const bindings = new Map<ts.ParameterDeclaration, Origin>();
     helper.parameters.forEach((parameter, index) => {
@@ -329,11 +360,16 @@ export class HandlerEffectAnalyzer {
         byBindings.set(signature, inner);
       }
     }
-    const hop: ViaHop = { kind: 'helper', name: `${name}()`, declaredAt: this.#program.location(declarationNameNode(helper)) };
+    const hop: ViaHop = {
+      kind: 'helper',
+      name: `${name}()`,
+      declaredAt: this.#program.location(declarationNameNode(helper)),
+    };
     const at = this.#program.location(call);
     const draft = frame.draft;
     for (const write of inner.writes) draft.writes.push({ ...write, at, via: [hop, ...write.via] });
-    for (const clientCall of inner.clientCalls) draft.clientCalls.push({ ...clientCall, at, via: [hop, ...clientCall.via] });
+    for (const clientCall of inner.clientCalls)
+      draft.clientCalls.push({ ...clientCall, at, via: [hop, ...clientCall.via] });
     for (const fetch of inner.fetches) draft.fetches.push({ ...fetch, at, via: [hop, ...fetch.via] });
     for (const client of inner.databaseClients) draft.databaseClients.add(client);
     draft.readsKey ||= inner.readsKey;
@@ -365,28 +401,48 @@ export class HandlerEffectAnalyzer {
         const receiver = this.#originOf(callee.expression, frame, depth + 1);
         if (receiver === null) return null;
         if (givenContext && receiver.kind === 'outside') return UNKNOWN;
-        return receiver.kind === 'outside' ? { ...receiver, derived: true } : receiver.kind === 'tx' ? receiver : UNKNOWN;
+        return receiver.kind === 'outside'
+          ? { ...receiver, derived: true }
+          : receiver.kind === 'tx'
+            ? receiver
+            : UNKNOWN;
       }
       if (ts.isIdentifier(callee)) {
         const declaration = this.#program.declarationOf(callee);
         if (declaration === undefined) return null;
         if (givenContext || isWithin(declaration, frame.scope)) return UNKNOWN;
-        return { kind: 'outside', client: `${this.#identity(declaration, new Set())}()`, text: `${callee.text}()`, derived: true };
+        return {
+          kind: 'outside',
+          client: `${this.#identity(declaration, new Set())}()`,
+          text: `${callee.text}()`,
+          derived: true,
+        };
       }
       return UNKNOWN;
     }
     if (ts.isNewExpression(node)) {
-      const givenContext = (node.arguments ?? []).some((argument) => isContextual(this.#originOf(argument, frame, depth + 1)));
+      const givenContext = (node.arguments ?? []).some((argument) =>
+        isContextual(this.#originOf(argument, frame, depth + 1)),
+      );
       if (givenContext) return UNKNOWN;
       const location = this.#program.location(node);
-      return { kind: 'outside', client: `new@${location.file}:${location.line}:${location.col}`, text: cut(shortText(node)), derived: true };
+      return {
+        kind: 'outside',
+        client: `new@${location.file}:${location.line}:${location.col}`,
+        text: cut(shortText(node)),
+        derived: true,
+      };
     }
     if (ts.isConditionalExpression(node)) {
-      return sameOrigin(this.#originOf(node.whenTrue, frame, depth + 1), this.#originOf(node.whenFalse, frame, depth + 1));
+      return sameOrigin(
+        this.#originOf(node.whenTrue, frame, depth + 1),
+        this.#originOf(node.whenFalse, frame, depth + 1),
+      );
     }
     if (
       ts.isBinaryExpression(node) &&
-      (node.operatorToken.kind === ts.SyntaxKind.QuestionQuestionToken || node.operatorToken.kind === ts.SyntaxKind.BarBarToken)
+      (node.operatorToken.kind === ts.SyntaxKind.QuestionQuestionToken ||
+        node.operatorToken.kind === ts.SyntaxKind.BarBarToken)
     ) {
       return sameOrigin(this.#originOf(node.left, frame, depth + 1), this.#originOf(node.right, frame, depth + 1));
     }
@@ -504,13 +560,17 @@ function childOrigin(parent: Origin, member: string | null): Origin {
 /** A `let` or `var` variable, or an element destructured into one. */
 function isReassignable(declaration: ts.Declaration): boolean {
   let node: ts.Node = declaration;
-  while (ts.isBindingElement(node) || ts.isObjectBindingPattern(node) || ts.isArrayBindingPattern(node)) node = node.parent;
+  while (ts.isBindingElement(node) || ts.isObjectBindingPattern(node) || ts.isArrayBindingPattern(node))
+    node = node.parent;
   return ts.isVariableDeclaration(node) && variableKeyword(node) !== 'const';
 }
 
 /** Whether a value carries (part of) the handler's context. */
 function isContextual(origin: Origin | null): boolean {
-  return origin !== null && (origin.kind === 'ctx' || origin.kind === 'tx' || origin.kind === 'key' || origin.kind === 'ctx-part');
+  return (
+    origin !== null &&
+    (origin.kind === 'ctx' || origin.kind === 'tx' || origin.kind === 'key' || origin.kind === 'ctx-part')
+  );
 }
 
 function sameOrigin(a: Origin | null, b: Origin | null): Origin | null {
@@ -539,7 +599,11 @@ function isAwaited(call: ts.CallExpression): boolean {
   const { outer, parent } = outermostWrapper(call);
   if (ts.isAwaitExpression(parent) || ts.isReturnStatement(parent)) return true;
   if (ts.isArrowFunction(parent) && parent.body === outer) return true;
-  if (ts.isPropertyAccessExpression(parent) && parent.expression === outer && ['then', 'catch', 'finally'].includes(parent.name.text)) {
+  if (
+    ts.isPropertyAccessExpression(parent) &&
+    parent.expression === outer &&
+    ['then', 'catch', 'finally'].includes(parent.name.text)
+  ) {
     return true;
   }
   if (ts.isArrayLiteralExpression(parent) && ts.isCallExpression(parent.parent)) {
@@ -560,7 +624,12 @@ function argumentText(argument: ts.Expression | undefined): string {
 
 /** An expression's text on one line, a chain's line breaks dropped (`db\n  .withSchema('s')` is `db.withSchema('s')`), cut short. */
 function compactText(node: ts.Node): string {
-  return cut(node.getText().replace(/\s*\n\s*(?=\??\.)/g, '').replace(/\s+/g, ' '));
+  return cut(
+    node
+      .getText()
+      .replace(/\s*\n\s*(?=\??\.)/g, '')
+      .replace(/\s+/g, ' '),
+  );
 }
 
 function cut(text: string): string {

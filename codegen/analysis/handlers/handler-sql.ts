@@ -8,7 +8,13 @@ import { importBindingOf } from '../module-exports.js';
 import { propertyName, skipWrappers } from '../syntax.js';
 
 /** Kysely methods that start a write statement. */
-export const WRITE_BUILDERS: ReadonlySet<string> = new Set(['insertInto', 'updateTable', 'deleteFrom', 'mergeInto', 'replaceInto']);
+export const WRITE_BUILDERS: ReadonlySet<string> = new Set([
+  'insertInto',
+  'updateTable',
+  'deleteFrom',
+  'mergeInto',
+  'replaceInto',
+]);
 
 /** Methods that open a transaction of their own (Kysely's `transaction()`/`startTransaction()`, knex and drizzle's `transaction(cb)`). */
 export const TRANSACTION_METHODS: ReadonlySet<string> = new Set(['transaction', 'startTransaction']);

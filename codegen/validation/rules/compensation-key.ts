@@ -17,7 +17,13 @@ export const compensationKey: Rule = ({ analysis }) => {
     const hashes = new Map(workflow.parts.map((part) => [partId(part), part.hash]));
     for (const step of workflow.steps) {
       const compensation = step.compensation;
-      if (compensation === undefined || compensation.key === null || step.key === null || (step.kind !== 'transactional' && step.kind !== 'external')) continue;
+      if (
+        compensation === undefined ||
+        compensation.key === null ||
+        step.key === null ||
+        (step.kind !== 'transactional' && step.kind !== 'external')
+      )
+        continue;
       const stepKey = hashes.get(partId({ kind: 'key', step: step.name }));
       const undoKey = hashes.get(partId({ kind: 'key', step: compensation.name }));
       const stepValue = step.key.value;
@@ -45,8 +51,10 @@ export const compensationKey: Rule = ({ analysis }) => {
 
 /** What goes wrong when an undo shares its step's key. */
 const SHARED_KEY: Readonly<Record<'transactional' | 'external', string>> = {
-  external: "a provider that dedupes by key would take the undo for a replay of the call and return the first call's result instead of undoing it",
-  transactional: 'the write and its undo would share one idempotency key, so nothing keyed by it (a unique index, an audit row) could tell them apart',
+  external:
+    "a provider that dedupes by key would take the undo for a replay of the call and return the first call's result instead of undoing it",
+  transactional:
+    'the write and its undo would share one idempotency key, so nothing keyed by it (a unique index, an audit row) could tell them apart',
 };
 
 function normalized(text: string): string {

@@ -7,18 +7,23 @@ import { checkedFunctions, wordingOf, type CheckedPart } from '../step-functions
 
 const FROM_IDENTIFIERS =
   'build the key from business identifiers in the input (e.g. input.orderId), or create the value in an earlier step and read it from steps';
-const FROM_INPUT = 'derive it from the input (e.g. input.orderId), or create the value in an earlier step and read it from steps';
-const FROM_EARLIER_STEP = 'keys are synchronous and pure: load what you need in an earlier step and read its output from steps';
-const SYNC_FROM_EARLIER_STEP = 'it must be synchronous and pure: load what you need in an earlier step and read its output from steps';
+const FROM_INPUT =
+  'derive it from the input (e.g. input.orderId), or create the value in an earlier step and read it from steps';
+const FROM_EARLIER_STEP =
+  'keys are synchronous and pure: load what you need in an earlier step and read its output from steps';
+const SYNC_FROM_EARLIER_STEP =
+  'it must be synchronous and pure: load what you need in an earlier step and read its output from steps';
 const LOCALE =
   "use the UTC methods (getUTCFullYear(), toISOString()), or pass an explicit locale and timeZone (toLocaleString('en-US', { timeZone: 'UTC' }), new Intl.DateTimeFormat('en-US', { timeZone: 'UTC' }))";
 const CLOCK = "pass the time in the workflow input or take it from an earlier step's output";
 /** For a workflow's partition key, which sees the input alone. */
-const RUN_FROM_INPUT = 'derive it from the input (e.g. input.customerId): it is computed for the whole run, which has no earlier steps';
+const RUN_FROM_INPUT =
+  'derive it from the input (e.g. input.customerId): it is computed for the whole run, which has no earlier steps';
 const RUN_SYNC_FROM_INPUT = 'it must be synchronous and pure: put what it needs in the workflow input';
 
 /** For a schedule's input, which sees its tick alone. */
-const TICK_FROM_SCHEDULED_AT = "derive it from scheduledAt (e.g. scheduledAt.slice(0, 10)); a value the run needs fresh, create in the workflow's first step";
+const TICK_FROM_SCHEDULED_AT =
+  "derive it from scheduledAt (e.g. scheduledAt.slice(0, 10)); a value the run needs fresh, create in the workflow's first step";
 const TICK_SYNC = "it must be synchronous and pure: load what the run needs in the workflow's first step";
 
 /**
@@ -27,25 +32,51 @@ const TICK_SYNC = "it must be synchronous and pure: load what the run needs in t
  */
 const SOURCES: Record<
   NondeterministicSource,
-  { readonly what: string; readonly keyFix: string; readonly fix: string; readonly runFix: string; readonly tickFix: string }
+  {
+    readonly what: string;
+    readonly keyFix: string;
+    readonly fix: string;
+    readonly runFix: string;
+    readonly tickFix: string;
+  }
 > = {
   clock: {
     what: 'reads the clock',
     keyFix: CLOCK,
     fix: CLOCK,
     runFix: 'pass the time in the workflow input',
-    tickFix: 'build the input from scheduledAt, the instant of the tick it is for, which is the same on every worker and retry',
+    tickFix:
+      'build the input from scheduledAt, the instant of the tick it is for, which is the same on every worker and retry',
   },
-  random: { what: 'uses randomness', keyFix: FROM_IDENTIFIERS, fix: FROM_INPUT, runFix: RUN_FROM_INPUT, tickFix: TICK_FROM_SCHEDULED_AT },
-  uuid: { what: 'generates a random UUID', keyFix: FROM_IDENTIFIERS, fix: FROM_INPUT, runFix: RUN_FROM_INPUT, tickFix: TICK_FROM_SCHEDULED_AT },
+  random: {
+    what: 'uses randomness',
+    keyFix: FROM_IDENTIFIERS,
+    fix: FROM_INPUT,
+    runFix: RUN_FROM_INPUT,
+    tickFix: TICK_FROM_SCHEDULED_AT,
+  },
+  uuid: {
+    what: 'generates a random UUID',
+    keyFix: FROM_IDENTIFIERS,
+    fix: FROM_INPUT,
+    runFix: RUN_FROM_INPUT,
+    tickFix: TICK_FROM_SCHEDULED_AT,
+  },
   env: {
     what: 'reads the process environment',
     keyFix: 'put the value in the workflow input; read configuration in handlers, not in keys',
     fix: 'put the value in the workflow input; read configuration in handlers, not in the functions a step declares',
-    runFix: 'put the value in the workflow input; read configuration in handlers, not in the functions a workflow declares',
+    runFix:
+      'put the value in the workflow input; read configuration in handlers, not in the functions a workflow declares',
     tickFix: "write the value in the schedule's declaration, or read configuration in the workflow's handlers",
   },
-  await: { what: 'awaits', keyFix: FROM_EARLIER_STEP, fix: SYNC_FROM_EARLIER_STEP, runFix: RUN_SYNC_FROM_INPUT, tickFix: TICK_SYNC },
+  await: {
+    what: 'awaits',
+    keyFix: FROM_EARLIER_STEP,
+    fix: SYNC_FROM_EARLIER_STEP,
+    runFix: RUN_SYNC_FROM_INPUT,
+    tickFix: TICK_SYNC,
+  },
   async: {
     what: 'is declared async',
     keyFix: `remove async: ${FROM_EARLIER_STEP}`,
@@ -53,7 +84,13 @@ const SOURCES: Record<
     runFix: `remove async: ${RUN_SYNC_FROM_INPUT}`,
     tickFix: `remove async: ${TICK_SYNC}`,
   },
-  io: { what: 'does I/O', keyFix: FROM_EARLIER_STEP, fix: SYNC_FROM_EARLIER_STEP, runFix: RUN_SYNC_FROM_INPUT, tickFix: TICK_SYNC },
+  io: {
+    what: 'does I/O',
+    keyFix: FROM_EARLIER_STEP,
+    fix: SYNC_FROM_EARLIER_STEP,
+    runFix: RUN_SYNC_FROM_INPUT,
+    tickFix: TICK_SYNC,
+  },
   locale: {
     what: "depends on the process's locale or time zone, which differ between workers",
     keyFix: LOCALE,
@@ -95,7 +132,10 @@ export const nondeterministicKey: Rule = (input) => {
       if (finding.kind === 'nondeterministic' && finding.source === 'async') {
         // Reported on the property that declares the function, where a function declared elsewhere is named.
         const at = checked.fn.location;
-        const declared = finding.origin.line === at.line && finding.origin.file === at.file ? '' : ` (at ${describeLocation(finding.origin, at)})`;
+        const declared =
+          finding.origin.line === at.line && finding.origin.file === at.file
+            ? ''
+            : ` (at ${describeLocation(finding.origin, at)})`;
         diagnostics.push({
           code: 'LF002',
           severity: 'error',

@@ -4,7 +4,9 @@ import type { Rule } from '../rule.js';
 import { checkedFunctions, wordingOf } from '../step-functions.js';
 
 /** What the text of each kind of value is, what that does to a key, and what to write instead (given the value's text). */
-const BECOMES: Readonly<Record<UnstableText, { readonly what: string; readonly text: string; readonly fix: (text: string) => string }>> = {
+const BECOMES: Readonly<
+  Record<UnstableText, { readonly what: string; readonly text: string; readonly fix: (text: string) => string }>
+> = {
   object: {
     what: 'an object',
     text: 'becomes "[object Object]" — the same text for every run, whatever the object holds, so runs that should differ share one value',

@@ -14,7 +14,9 @@ export const performIgnoresKey: Rule = (input) => {
     const workflow = analysis.workflows.find((w) => w.name === binding.workflow && w.version === binding.version);
     for (const handler of binding.handlers) {
       if (handler.kind !== 'external' || handler.effects.readsKey) continue;
-      const idempotentByKey = (workflow === undefined ? [] : stepsAndCompensations(workflow)).find((s) => s.name === handler.step)?.idempotentByKey ?? false;
+      const idempotentByKey =
+        (workflow === undefined ? [] : stepsAndCompensations(workflow)).find((s) => s.name === handler.step)
+          ?.idempotentByKey ?? false;
       const fix = idempotentByKey
         ? 'send it to the provider as its idempotency key (e.g. the Idempotency-Key header), so a retry after a crash returns the first effect instead of making a second'
         : 'store it with the effect at the provider (e.g. as its reference or metadata), so reconcile can find the effect by key after a crash';

@@ -18,7 +18,10 @@ export const stepOrder: Rule = (input) => {
     const visible = visibleSteps(workflow, step);
     const earlier = visible.map((s) => s.name);
     const horizon = visible.at(-1)?.position ?? -1;
-    const earlierText = earlier.length === 0 ? `it has no earlier steps, so derive ${it} from the input` : `earlier steps are: ${earlier.join(', ')}`;
+    const earlierText =
+      earlier.length === 0
+        ? `it has no earlier steps, so derive ${it} from the input`
+        : `earlier steps are: ${earlier.join(', ')}`;
     const evaluated = it === 'it' ? 'it is evaluated' : `${it} is computed`;
     for (const finding of fn.findings) {
       const via = describeHops(finding.at, finding.via);

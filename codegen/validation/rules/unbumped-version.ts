@@ -65,7 +65,9 @@ export const unbumpedVersion: Rule = ({ analysis, committedManifest }) => {
     if (changes.length === 0) continue;
     // Point at the first change that has a place of its own (the changed declaration), else at `version`.
     const at = changes.find((c) => c.at !== null)?.at ?? workflow.versionLocation;
-    const listed = changes.map((c) => (c.at === null || c.at === at ? c.text : `${c.text} (${describeLocation(c.at, at)})`));
+    const listed = changes.map((c) =>
+      c.at === null || c.at === at ? c.text : `${c.text} (${describeLocation(c.at, at)})`,
+    );
     const highest = Math.max(
       workflow.version,
       ...entries.filter((e) => e.name === workflow.name).map((e) => e.version),
@@ -95,10 +97,16 @@ export const unbumpedVersion: Rule = ({ analysis, committedManifest }) => {
 export function unpinnedPartNotes(workflows: readonly WorkflowModel[], committedManifest: CommittedManifest): string[] {
   if (committedManifest.status !== 'present') return [];
   const versionsByMissing = new Map<string, string[]>();
-  for (const workflow of [...workflows].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : a.version - b.version))) {
-    const committed = committedManifest.manifest.workflows.find((e) => e.name === workflow.name && e.version === workflow.version);
+  for (const workflow of [...workflows].sort((a, b) =>
+    a.name < b.name ? -1 : a.name > b.name ? 1 : a.version - b.version,
+  )) {
+    const committed = committedManifest.manifest.workflows.find(
+      (e) => e.name === workflow.name && e.version === workflow.version,
+    );
     if (committed === undefined) continue;
-    const unpinned = PART_KINDS.filter((kind) => !(committed.partKinds ?? []).includes(kind) && !SHAPE_BOUND_PART_KINDS.includes(kind));
+    const unpinned = PART_KINDS.filter(
+      (kind) => !(committed.partKinds ?? []).includes(kind) && !SHAPE_BOUND_PART_KINDS.includes(kind),
+    );
     if (unpinned.length === 0) continue;
     const key = describePartKinds(unpinned);
     versionsByMissing.set(key, [...(versionsByMissing.get(key) ?? []), `"${workflow.name}" v${workflow.version}`]);
@@ -155,14 +163,23 @@ function partChanges(committed: ManifestWorkflow, workflow: WorkflowModel): Chan
     // A condition added or removed changes the shape, which says so (shapeChanges); so does a queue
     // use, and with it its partition key.
     if (part.kind === 'when' && (old === undefined || current === undefined)) continue;
-    if ((QUEUE_PARTS as readonly string[]).includes(part.kind) && queueUseAddedOrRemoved(committed, workflow, part.step)) continue;
+    if (
+      (QUEUE_PARTS as readonly string[]).includes(part.kind) &&
+      queueUseAddedOrRemoved(committed, workflow, part.step)
+    )
+      continue;
     const what = describePart(part, workflow.steps.find((s) => s.compensation?.name === part.step)?.name);
     if (declared === undefined) {
-      changes.push({ text: `${what} was removed`, at: stepsAndCompensations(workflow).find((s) => s.name === part.step)?.location ?? null });
+      changes.push({
+        text: `${what} was removed`,
+        at: stepsAndCompensations(workflow).find((s) => s.name === part.step)?.location ?? null,
+      });
     } else if (old === undefined) {
       changes.push({ text: `${what} was added`, at: declared.location });
     } else {
-      changes.push(helperChange(committed, workflow, declared, what) ?? { text: `${what} changed`, at: declared.location });
+      changes.push(
+        helperChange(committed, workflow, declared, what) ?? { text: `${what} changed`, at: declared.location },
+      );
     }
   }
   return changes;
@@ -175,11 +192,18 @@ function partChanges(committed: ManifestWorkflow, workflow: WorkflowModel): Chan
  * one of them — the message names them all, the diagnostic points at the first in another file
  * (or the first). Null when this cannot be told (not a key, its text changed, nothing used).
  */
-function helperChange(committed: ManifestWorkflow, workflow: WorkflowModel, part: PinnedPart, what: string): Change | null {
+function helperChange(
+  committed: ManifestWorkflow,
+  workflow: WorkflowModel,
+  part: PinnedPart,
+  what: string,
+): Change | null {
   if (part.kind !== 'key' || part.step === null || part.uses === undefined || part.uses.length === 0) return null;
   const name = part.step;
   const step = stepsAndCompensations(workflow).find((s) => s.name === name);
-  const recorded = committed.steps.find((s) => s.name === name)?.key ?? committed.steps.find((s) => s.compensation?.name === name)?.compensation?.key;
+  const recorded =
+    committed.steps.find((s) => s.name === name)?.key ??
+    committed.steps.find((s) => s.compensation?.name === name)?.compensation?.key;
   if (step?.key == null || typeof recorded !== 'string' || squeezed(recorded) !== squeezed(step.key.text)) return null;
   const at = part.uses.find((use) => use.file !== part.location.file) ?? part.uses[0]!;
   const places = part.uses.map((use) => describeLocation(use, at));
@@ -212,7 +236,8 @@ function shapeChanges(committed: ManifestWorkflow, workflow: WorkflowModel): Cha
   const after = workflow.steps;
   const changes: Change[] = [];
   const runQueue = queueChange(committed.queue, workflow.queue?.queue.name);
-  if (runQueue !== null) changes.push({ text: `the workflow's runs ${runQueue}`, at: workflow.queue?.location ?? null });
+  if (runQueue !== null)
+    changes.push({ text: `the workflow's runs ${runQueue}`, at: workflow.queue?.location ?? null });
   for (const old of before) {
     const now = after.find((s) => s.name === old.name);
     if (now === undefined) {
@@ -225,35 +250,56 @@ function shapeChanges(committed: ManifestWorkflow, workflow: WorkflowModel): Cha
       add(`idempotentByKey of step "${old.name}" changed (${old.idempotentByKey} → ${now.idempotentByKey})`);
     }
     if (now.conditional !== (old.conditional === true)) {
-      add(now.conditional ? `step "${old.name}" got a condition (when)` : `the condition (when) of step "${old.name}" was removed`);
+      add(
+        now.conditional
+          ? `step "${old.name}" got a condition (when)`
+          : `the condition (when) of step "${old.name}" was removed`,
+      );
     }
     const event = now.wait?.event.name;
-    if (now.kind === old.kind && event !== old.event) add(`step "${old.name}" waits for another event (${old.event} → ${event})`, now.wait?.event.location ?? now.location);
+    if (now.kind === old.kind && event !== old.event)
+      add(
+        `step "${old.name}" waits for another event (${old.event} → ${event})`,
+        now.wait?.event.location ?? now.location,
+      );
     const child = now.fanOut === undefined ? undefined : `${now.fanOut.workflow.name}@${now.fanOut.workflow.version}`;
-    if (now.kind === old.kind && child !== old.child) add(`step "${old.name}" starts another child workflow (${old.child} → ${child})`);
+    if (now.kind === old.kind && child !== old.child)
+      add(`step "${old.name}" starts another child workflow (${old.child} → ${child})`);
     const stepQueue = queueChange(old.queue, now.queue?.queue.name);
     if (stepQueue !== null) add(`the attempts of step "${old.name}" ${stepQueue}`, now.queue?.location ?? now.location);
     const undo = compensationChange(old.compensation, now.compensation);
     if (undo !== null) add(`step "${old.name}" ${undo}`, now.compensation?.location ?? now.location);
   }
   if ((committed.compensateOnCancel === true) !== (workflow.compensateOnCancel === true)) {
-    changes.push({ text: `compensateOnCancel changed (${committed.compensateOnCancel === true} → ${workflow.compensateOnCancel === true})`, at: null });
+    changes.push({
+      text: `compensateOnCancel changed (${committed.compensateOnCancel === true} → ${workflow.compensateOnCancel === true})`,
+      at: null,
+    });
   }
   for (const now of after) {
-    if (!before.some((s) => s.name === now.name)) changes.push({ text: `${now.kind} step "${now.name}" was added`, at: now.location });
+    if (!before.some((s) => s.name === now.name))
+      changes.push({ text: `${now.kind} step "${now.name}" was added`, at: now.location });
   }
   const order = (steps: readonly { name: string }[]): string => steps.map((s) => s.name).join(',');
   const common = new Set(after.map((s) => s.name));
   const oldOrder = order(before.filter((s) => common.has(s.name)));
   const newOrder = order(after.filter((s) => before.some((o) => o.name === s.name)));
   if (oldOrder !== newOrder) {
-    changes.push({ text: `the steps were reordered (${before.map((s) => s.name).join(' → ')} is now ${after.map((s) => s.name).join(' → ')})`, at: null });
+    changes.push({
+      text: `the steps were reordered (${before.map((s) => s.name).join(' → ')} is now ${after.map((s) => s.name).join(' → ')})`,
+      at: null,
+    });
   }
-  return changes.length > 0 ? changes : [{ text: 'the shape of its steps changed (its definition hash differs)', at: null }];
+  return changes.length > 0
+    ? changes
+    : [{ text: 'the shape of its steps changed (its definition hash differs)', at: null }];
 }
 
 /** `got a compensation ("refund")`, `lost …`, `is compensated by another (a → b)`, idempotentByKey; null when unchanged. */
-function compensationChange(before: ManifestCompensation | undefined, after: CompensationModel | undefined): string | null {
+function compensationChange(
+  before: ManifestCompensation | undefined,
+  after: CompensationModel | undefined,
+): string | null {
   if (before === undefined && after === undefined) return null;
   if (before === undefined) return `got a compensation ("${after!.name}")`;
   if (after === undefined) return `no longer has its compensation ("${before.name}")`;

@@ -16,7 +16,9 @@ export const undeclaredVersion: Rule = ({ analysis, committedManifest }) => {
     const { name, version } = entry;
     if (analysis.workflows.some((w) => w.name === name && w.version === version)) return;
     const unreadable = analysis.malformed.some(
-      (m) => m.workflow === undefined || (m.workflow.name === name && (m.workflow.version === null || m.workflow.version === version)),
+      (m) =>
+        m.workflow === undefined ||
+        (m.workflow.name === name && (m.workflow.version === null || m.workflow.version === version)),
     );
     if (unreadable) return;
     const keepIn = path.posix.join(path.posix.dirname(entry.source ?? ''), `${name}.v${version}.workflow.ts`);

@@ -9,7 +9,7 @@ export const auditCommand = defineCommand({
   usage: '[--run <run-id>] [--limit <n>] [options]',
   description:
     'Lists the audit trail of operator actions, newest first: when, who, what, on which run, effect key, queue\n' +
-    'or schedule, why, and what the action found and did. Each row was written by the action\'s own\n' +
+    "or schedule, why, and what the action found and did. Each row was written by the action's own\n" +
     'transaction; refused actions and actions that changed nothing have none.',
   options: {
     run: { type: 'string' },

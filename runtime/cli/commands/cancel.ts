@@ -27,7 +27,8 @@ export const cancelCommand = defineCommand({
     const run = await client.getRun(runId);
     const { status } = run;
     const compensating = compensatingReason(run) !== undefined;
-    if (json) io.out(toJsonDocument({ runId, cancelled, status, ...(compensating ? { compensation: run.compensation } : {}) }));
+    if (json)
+      io.out(toJsonDocument({ runId, cancelled, status, ...(compensating ? { compensation: run.compensation } : {}) }));
     else if (cancelled && compensating) {
       // The cancel started the compensation (`compensate`, or the workflow's compensateOnCancel): not cancelled yet, nor ever.
       io.out(

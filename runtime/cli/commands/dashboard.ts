@@ -1,5 +1,10 @@
 import { existsSync } from 'node:fs';
-import { assertServable, DEFAULT_DASHBOARD_HOST, DEFAULT_DASHBOARD_PORT, serveDashboard } from '../../dashboard/serve-dashboard.js';
+import {
+  assertServable,
+  DEFAULT_DASHBOARD_HOST,
+  DEFAULT_DASHBOARD_PORT,
+  serveDashboard,
+} from '../../dashboard/serve-dashboard.js';
 import { defineCommand, integerOption, UsageError } from '../command.js';
 import { toJsonDocument } from '../../presentation/format-values.js';
 import { DEFAULT_WORKFLOWS_MODULE, loadWorkflowsModule } from '../load-workflows.js';
@@ -45,11 +50,21 @@ export const dashboardCommand = defineCommand({
     }
     const module = values.workflows ?? (existsSync(DEFAULT_WORKFLOWS_MODULE) ? DEFAULT_WORKFLOWS_MODULE : undefined);
     const workflows = module === undefined ? [] : await loadWorkflowsModule(module);
-    const served = await serveDashboard({ store: await openStore(), workflows, port, host, ...(token !== undefined ? { token } : {}) });
-    if (json) io.out(toJsonDocument({ url: served.url, host: served.host, port: served.port, workflows: workflows.length }));
+    const served = await serveDashboard({
+      store: await openStore(),
+      workflows,
+      port,
+      host,
+      ...(token !== undefined ? { token } : {}),
+    });
+    if (json)
+      io.out(toJsonDocument({ url: served.url, host: served.host, port: served.port, workflows: workflows.length }));
     else {
       const login = token === undefined ? '' : ' (open it once with ?token=<token>)';
-      const found = module === undefined ? ` No workflows loaded: resolving an intent as found is refused (--workflows <module>).` : '';
+      const found =
+        module === undefined
+          ? ` No workflows loaded: resolving an intent as found is refused (--workflows <module>).`
+          : '';
       io.err(`Dashboard at ${served.url}${login}. Stop with Ctrl-C or SIGTERM.${found}\n`);
     }
     let stop: (signal: NodeJS.Signals) => void = () => {};

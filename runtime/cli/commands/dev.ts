@@ -38,25 +38,36 @@ export const devCommand = defineCommand({
   positionals: { min: 0, max: 0, names: '' },
   async run({ values, json, io }) {
     if (values.workflows === undefined) {
-      throw new UsageError('--workflows <module> is required: the module `ledgerflow worker` would load, exporting `workflows` with handlers.');
+      throw new UsageError(
+        '--workflows <module> is required: the module `ledgerflow worker` would load, exporting `workflows` with handlers.',
+      );
     }
     if (values['database-url'] !== undefined) {
-      throw new UsageError('ledgerflow dev serves the embedded PGlite; with PostgreSQL, run `ledgerflow worker` and `ledgerflow dashboard` instead.');
+      throw new UsageError(
+        'ledgerflow dev serves the embedded PGlite; with PostgreSQL, run `ledgerflow worker` and `ledgerflow dashboard` instead.',
+      );
     }
     const databasePort = integerOption('db-port', values['db-port'], 0) ?? 0;
     const dashboardPort = integerOption('port', values.port, 0) ?? DEFAULT_DASHBOARD_PORT;
-    for (const [name, port] of [['db-port', databasePort], ['port', dashboardPort]] as const) {
+    for (const [name, port] of [
+      ['db-port', databasePort],
+      ['port', dashboardPort],
+    ] as const) {
       if (port > 65_535) throw new UsageError(`--${name} must be at most 65535 (got ${port}).`);
     }
     const concurrency = integerOption('concurrency', values.concurrency);
     const dataDir = values['data-dir'] ?? DEFAULT_DATA_DIR;
     const running = findDevServer(dataDir);
     if (running !== undefined) {
-      throw new UsageError(`A dev server already serves ${dataDir}: pid ${running.pid} at ${running.url} (${devServerFile(dataDir)}). Stop it first.`);
+      throw new UsageError(
+        `A dev server already serves ${dataDir}: pid ${running.pid} at ${running.url} (${devServerFile(dataDir)}). Stop it first.`,
+      );
     }
     if (!existsSync(values.workflows)) throw new UsageError(`--workflows ${values.workflows}: no such file.`);
     if (process.env['DATABASE_URL']) {
-      io.err('Note: DATABASE_URL is set; ledgerflow dev serves the embedded PGlite, and other commands use DATABASE_URL while it is set.\n');
+      io.err(
+        'Note: DATABASE_URL is set; ledgerflow dev serves the embedded PGlite, and other commands use DATABASE_URL while it is set.\n',
+      );
     }
     // The dashboard's found-output check reads definitions only; loaded once, as `ledgerflow dashboard` does.
     let dashboardWorkflows: WorkflowEntry[] = [];
@@ -79,7 +90,8 @@ export const devCommand = defineCommand({
         workerArgs: concurrency === undefined ? [] : ['--concurrency', String(concurrency)],
         log: (stream, line) => (stream === 'out' && !json ? io.out(`${line}\n`) : io.err(`${line}\n`)),
       });
-      if (json) io.out(toJsonDocument({ url: server.url, dashboardUrl: server.dashboardUrl, file: devServerFile(dataDir) }));
+      if (json)
+        io.out(toJsonDocument({ url: server.url, dashboardUrl: server.dashboardUrl, file: devServerFile(dataDir) }));
       io.err(
         `ledgerflow dev: PGlite at ${dataDir} served at ${server.url} (recorded in ${devServerFile(dataDir)}); ` +
           `dashboard at ${server.dashboardUrl}. Other ledgerflow commands here use it. Stop with Ctrl-C or SIGTERM.\n`,

@@ -40,9 +40,7 @@ export const effectsCommand = defineCommand({
       io.out(pending ? 'No open intents.\n' : 'No effects.\n');
       return 0;
     }
-    io.out(
-      formatTable(effects, [{ header: 'RUN', value: (e) => e.workflow_id }, ...EFFECT_COLUMNS]),
-    );
+    io.out(formatTable(effects, [{ header: 'RUN', value: (e) => e.workflow_id }, ...EFFECT_COLUMNS]));
     return exitCode;
   },
 });

@@ -38,7 +38,7 @@ export const initCommand = defineCommand({
     'codegen --check gate), and tsconfig.json if there is none. A file that exists is never overwritten (there\n' +
     'is no --force): it is listed as skipped. An existing tsconfig.json is checked, not edited: init prints the\n' +
     'settings ledgerflow needs that it lacks. package.json gets "type": "module" (ledgerflow and these files are\n' +
-    'ES modules) when no .js, .jsx, .ts or .tsx file of the project but init\'s could rely on CommonJS; otherwise\n' +
+    "ES modules) when no .js, .jsx, .ts or .tsx file of the project but init's could rely on CommonJS; otherwise\n" +
     'init names those files and setting the type is the first next step. Then it prints the commands to run next.',
   options: { dir: { type: 'string' } },
   optionsHelp: `  --dir <directory>      where the workflow files go, inside the project (default: ${DEFAULT_WORKFLOWS_DIR})`,
@@ -46,14 +46,19 @@ export const initCommand = defineCommand({
   async run({ values, json, io }) {
     const root = process.cwd();
     if (!existsSync(path.join(root, 'package.json'))) {
-      throw new UsageError(`No package.json in ${root}. Run init at the root of your project (\`npm init -y\` creates one).`);
+      throw new UsageError(
+        `No package.json in ${root}. Run init at the root of your project (\`npm init -y\` creates one).`,
+      );
     }
     const dir = projectDirectory(root, values.dir ?? DEFAULT_WORKFLOWS_DIR);
     const workerFile = path.posix.join(path.posix.dirname(dir) === '.' ? dir : path.posix.dirname(dir), 'worker.ts');
     const workflowsModule = `${dir}/index.ts`;
     const planned: PlannedFile[] = [
       { path: `${dir}/hello.workflow.ts`, content: helloWorkflowTemplate() },
-      { path: `${dir}/hello.handlers.ts`, content: helloHandlersTemplate(importSpecifier(dir, `${GENERATED_DIR}/contracts/hello.v1.js`)) },
+      {
+        path: `${dir}/hello.handlers.ts`,
+        content: helloHandlersTemplate(importSpecifier(dir, `${GENERATED_DIR}/contracts/hello.v1.js`)),
+      },
       { path: workflowsModule, content: workflowsIndexTemplate() },
       { path: workerFile, content: workerTemplate(importSpecifier(path.posix.dirname(workerFile), `${dir}/index.js`)) },
       { path: `${MIGRATIONS_DIR}/${HELLO_MIGRATION_NAME}`, content: helloMigrationTemplate() },
@@ -107,7 +112,9 @@ export const initCommand = defineCommand({
         toJsonDocument({
           created,
           skipped,
-          tsconfig: tsconfigExisted ? { checked: 'tsconfig.json', error: tsconfigError ?? null, set: tsconfigFixes } : { created: 'tsconfig.json' },
+          tsconfig: tsconfigExisted
+            ? { checked: 'tsconfig.json', error: tsconfigError ?? null, set: tsconfigFixes }
+            : { created: 'tsconfig.json' },
           packageJson: {
             type: packageJson.isModule ? 'module' : (packageJson.typeWas ?? null),
             typeWas: packageJson.typeWas ?? null,
@@ -121,9 +128,14 @@ export const initCommand = defineCommand({
     }
     for (const file of created) io.out(`created  ${file}\n`);
     for (const file of skipped) io.out(`skipped  ${file} (exists; left as it is)\n`);
-    if (packageJson.edited) io.out(`edited   package.json: "type": "module" (was ${typeShown(packageJson)}; nothing else here relied on CommonJS)\n`);
+    if (packageJson.edited)
+      io.out(
+        `edited   package.json: "type": "module" (was ${typeShown(packageJson)}; nothing else here relied on CommonJS)\n`,
+      );
     if (tsconfigError !== undefined) {
-      io.out(`\ntsconfig.json could not be read (${tsconfigError}); left as it is. ledgerflow needs these compilerOptions:\n`);
+      io.out(
+        `\ntsconfig.json could not be read (${tsconfigError}); left as it is. ledgerflow needs these compilerOptions:\n`,
+      );
       io.out(`${tsconfigTemplate()}`);
     } else if (tsconfigFixes.length > 0) {
       io.out('\ntsconfig.json is left as it is (init never edits an existing file). Set these compilerOptions:\n');

@@ -23,7 +23,8 @@ const WHAT: Readonly<Record<keyof PayloadLimits, string>> = {
 export const limitsCommand = defineCommand({
   name: 'limits',
   summary: 'show or set the size limits of run inputs, step outputs, event payloads and error records',
-  usage: '[options]\n       ledgerflow limits set [--max-input-bytes <n>] [--max-output-bytes <n>] [--max-event-payload-bytes <n>] [--max-error-bytes <n>] [options]',
+  usage:
+    '[options]\n       ledgerflow limits set [--max-input-bytes <n>] [--max-output-bytes <n>] [--max-event-payload-bytes <n>] [--max-error-bytes <n>] [options]',
   description:
     'Shows the largest JSON (UTF-8 bytes) ledgerflow writes for a run input, a step output, an event payload and\n' +
     'an error record. The limits are stored in the database, so every client and worker of it applies the same;\n' +
@@ -52,7 +53,9 @@ export const limitsCommand = defineCommand({
       if (value !== undefined) change[name] = value;
     }
     if (action !== undefined && action !== 'set') {
-      throw new UsageError(`Unknown action "${action}". Use \`ledgerflow limits\` to show them or \`ledgerflow limits set --max-input-bytes <n> …\`.`);
+      throw new UsageError(
+        `Unknown action "${action}". Use \`ledgerflow limits\` to show them or \`ledgerflow limits set --max-input-bytes <n> …\`.`,
+      );
     }
     if (action === undefined && Object.keys(change).length > 0) {
       throw new UsageError('The --max-…-bytes options go with `ledgerflow limits set`.');
@@ -73,7 +76,8 @@ export const limitsCommand = defineCommand({
         { header: 'OPTION', value: (name) => LIMIT_OPTIONS[name] },
       ]),
     );
-    if (action === 'set') io.out(`Changed: every client and worker of this database applies these within ${LIMITS_CACHE_MS / 1000} s.\n`);
+    if (action === 'set')
+      io.out(`Changed: every client and worker of this database applies these within ${LIMITS_CACHE_MS / 1000} s.\n`);
     else io.out(`Last changed ${formatTime(limits.updatedAt)}.\n`);
     return 0;
   },

@@ -56,8 +56,14 @@ export const pruneCommand = defineCommand({
       );
     }
     const eventsOlderThanMs = durationOption('events-older-than', values['events-older-than']);
-    const unconsumedEventsOlderThanMs = durationOption('unconsumed-events-older-than', values['unconsumed-events-older-than']);
-    for (const [flag, ms] of [['events-older-than', eventsOlderThanMs], ['unconsumed-events-older-than', unconsumedEventsOlderThanMs]] as const) {
+    const unconsumedEventsOlderThanMs = durationOption(
+      'unconsumed-events-older-than',
+      values['unconsumed-events-older-than'],
+    );
+    for (const [flag, ms] of [
+      ['events-older-than', eventsOlderThanMs],
+      ['unconsumed-events-older-than', unconsumedEventsOlderThanMs],
+    ] as const) {
       if (archiveOlderThanMs !== undefined && ms !== undefined && archiveOlderThanMs < ms) {
         throw new UsageError(
           `--archive-older-than (${values['archive-older-than']}) must be at least --${flag} (${values[flag]}): ` +
@@ -80,11 +86,16 @@ export const pruneCommand = defineCommand({
       const verb = report.dryRun ? 'would be pruned' : 'pruned';
       io.out(
         `${report.runsPruned} run(s) ${verb}, ${report.effectsArchived} recorded effect(s) ${report.dryRun ? 'to archive' : 'archived'}` +
-          (archiveOlderThanMs !== undefined ? `, ${report.archiveDeleted} archived run(s) ${report.dryRun ? 'to delete' : 'deleted'}` : '') +
+          (archiveOlderThanMs !== undefined
+            ? `, ${report.archiveDeleted} archived run(s) ${report.dryRun ? 'to delete' : 'deleted'}`
+            : '') +
           (eventsOlderThanMs !== undefined || unconsumedEventsOlderThanMs !== undefined
             ? `, ${report.eventsPruned} event(s) ${verb} (${report.eventsArchived} kept as tombstones)`
             : '') +
-          (archiveOlderThanMs !== undefined && (eventsOlderThanMs !== undefined || unconsumedEventsOlderThanMs !== undefined || report.eventArchiveDeleted > 0)
+          (archiveOlderThanMs !== undefined &&
+          (eventsOlderThanMs !== undefined ||
+            unconsumedEventsOlderThanMs !== undefined ||
+            report.eventArchiveDeleted > 0)
             ? `, ${report.eventArchiveDeleted} event tombstone(s) ${report.dryRun ? 'to delete' : 'deleted'}`
             : '') +
           ` — ${report.batches} batch(es), ${report.ms} ms.\n`,

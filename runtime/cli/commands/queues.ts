@@ -11,7 +11,8 @@ const ACTIONS = ['pause', 'resume'] as const;
 export const queuesCommand = defineCommand({
   name: 'queues',
   summary: 'list queues: limits, slots in flight, runs waiting (--partitions); pause or resume one',
-  usage: '[--queue <name>] [--partitions [--limit <n>]] [options]\n       ledgerflow queues pause|resume <name> --reason <text> [--actor <name>] [options]',
+  usage:
+    '[--queue <name>] [--partitions [--limit <n>]] [options]\n       ledgerflow queues pause|resume <name> --reason <text> [--actor <name>] [options]',
   description:
     'Lists the queues workers registered: their limits (at once, per period, per partition), the slots held now\n' +
     'across all workers, the runs waiting for a slot and since when the oldest waits, and, when a rate limit\n' +
@@ -39,9 +40,12 @@ export const queuesCommand = defineCommand({
     const [action, name] = positionals;
     if (action !== undefined) {
       if (!(ACTIONS as readonly string[]).includes(action)) {
-        throw new UsageError(`Unknown action "${action}". Use \`ledgerflow queues\`, \`queues pause <name>\` or \`queues resume <name>\`.`);
+        throw new UsageError(
+          `Unknown action "${action}". Use \`ledgerflow queues\`, \`queues pause <name>\` or \`queues resume <name>\`.`,
+        );
       }
-      if (name === undefined) throw new UsageError(`${action} needs the queue's name: ledgerflow queues ${action} <name> --reason <text>.`);
+      if (name === undefined)
+        throw new UsageError(`${action} needs the queue's name: ledgerflow queues ${action} <name> --reason <text>.`);
       const note = noteOption(values, true, `a queue ${action}`)!;
       const client = createClient({ store: await openStore() });
       const paused = action === 'pause';
@@ -59,7 +63,8 @@ export const queuesCommand = defineCommand({
     if (partitionLimit !== undefined && values.partitions !== true) {
       throw new UsageError('--limit is the number of partitions listed per queue; add --partitions.');
     }
-    if (partitionLimit !== undefined && partitionLimit > 1_000) throw new UsageError(`--limit must be at most 1000 (got ${partitionLimit}).`);
+    if (partitionLimit !== undefined && partitionLimit > 1_000)
+      throw new UsageError(`--limit must be at most 1000 (got ${partitionLimit}).`);
     const queues = await createClient({ store: await openStore() }).listQueues({
       ...(values.queue !== undefined ? { queue: values.queue } : {}),
       partitions: values.partitions === true,
@@ -106,6 +111,9 @@ function formatPartitions(queues: readonly QueueSummary[]): string {
         ]);
   const more = queues
     .filter((q) => q.morePartitions === true)
-    .map((q) => `${q.name}: more partitions hold slots or have runs waiting than the ${q.partitions?.length ?? 0} listed; --limit <n> lists more.\n`);
+    .map(
+      (q) =>
+        `${q.name}: more partitions hold slots or have runs waiting than the ${q.partitions?.length ?? 0} listed; --limit <n> lists more.\n`,
+    );
   return table + more.join('');
 }

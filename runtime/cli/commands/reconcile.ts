@@ -26,7 +26,7 @@ export const reconcileCommand = defineCommand({
   positionals: { min: 0, max: 0, names: '' },
   async run({ values, json, io, openStore }) {
     if (values.workflows === undefined) {
-      throw new UsageError('--workflows <module> is required: the reconciler calls the steps\' reconcile() handlers.');
+      throw new UsageError("--workflows <module> is required: the reconciler calls the steps' reconcile() handlers.");
     }
     const leaseMs = integerOption('lease-ms', values['lease-ms']);
     const limit = integerOption('limit', values.limit);

@@ -21,7 +21,10 @@ export const retryCommand = defineCommand({
     const note = noteOption(values, true, 'a retry')!;
     const retried = await createClient({ store: await openStore() }).retryRun(positionals[0]!, note);
     if (json) io.out(toJsonDocument(retried));
-    else io.out(`Retried run ${retried.runId} (was ${retried.previousStatus}) from step "${retried.fromStep}": pending, due now.\n`);
+    else
+      io.out(
+        `Retried run ${retried.runId} (was ${retried.previousStatus}) from step "${retried.fromStep}": pending, due now.\n`,
+      );
     return 0;
   },
 });

@@ -45,7 +45,12 @@ export function formatRunDetails(run: RunDetails, defs: StepDefsByVersion): stri
       ['waiting for', formatWaitingFor(run, { step: true })],
       ['dedupe key', run.dedupe_key ?? '-'],
       ...(run.debounce_key === null ? [] : [['debounce key', run.debounce_key] as const]),
-      ['parent', run.parent_run_id === null ? '-' : `${run.parent_run_id}, step ${run.parent_step ?? '?'}, item ${run.parent_index ?? 0}`],
+      [
+        'parent',
+        run.parent_run_id === null
+          ? '-'
+          : `${run.parent_run_id}, step ${run.parent_step ?? '?'}, item ${run.parent_index ?? 0}`,
+      ],
       ['current step', runStepLabel(run, defs)],
       ['input', formatJson(run.input)],
       ['output', formatJson(run.output)],
@@ -60,20 +65,31 @@ export function formatRunDetails(run: RunDetails, defs: StepDefsByVersion): stri
     ]),
   ];
   sections.push(
-    formatSection('Steps', run.steps, [
-      { header: 'STEP', value: (s) => s.step_name },
-      { header: 'KIND', value: (s) => s.kind },
-      { header: 'ATTEMPT', value: (s) => String(s.attempt), align: 'right' },
-      { header: 'KEY', value: (s) => s.idempotency_key ?? '-' },
-      { header: 'COMMITTED', value: (s) => formatTime(s.created_at) },
-      { header: 'OUTPUT', value: (s) => (s.skipped ? '(skipped: its condition was false)' : formatJson(s.output, 60)) },
-    ], 'none completed'),
+    formatSection(
+      'Steps',
+      run.steps,
+      [
+        { header: 'STEP', value: (s) => s.step_name },
+        { header: 'KIND', value: (s) => s.kind },
+        { header: 'ATTEMPT', value: (s) => String(s.attempt), align: 'right' },
+        { header: 'KEY', value: (s) => s.idempotency_key ?? '-' },
+        { header: 'COMMITTED', value: (s) => formatTime(s.created_at) },
+        {
+          header: 'OUTPUT',
+          value: (s) => (s.skipped ? '(skipped: its condition was false)' : formatJson(s.output, 60)),
+        },
+      ],
+      'none completed',
+    ),
   );
   sections.push(
     formatSection('Attempts', run.attempts, [
       { header: 'STEP', value: (a) => a.step_name },
       { header: '#', value: (a) => String(a.attempt), align: 'right' },
-      { header: 'STATUS', value: (a) => (shownAttemptStatus(a, skipped) === 'skipped' ? 'skipped (its condition was false)' : a.status) },
+      {
+        header: 'STATUS',
+        value: (a) => (shownAttemptStatus(a, skipped) === 'skipped' ? 'skipped (its condition was false)' : a.status),
+      },
       { header: 'TOKEN', value: (a) => String(a.fencing_token), align: 'right' },
       { header: 'WORKER', value: (a) => a.worker_id },
       { header: 'STARTED', value: (a) => formatTime(a.started_at) },
@@ -82,15 +98,16 @@ export function formatRunDetails(run: RunDetails, defs: StepDefsByVersion): stri
       { header: 'ERROR', value: (a) => formatStoredError(a.error, 60) },
     ]),
   );
-  sections.push(
-    formatSection('Effects', run.effects, EFFECT_COLUMNS),
-  );
+  sections.push(formatSection('Effects', run.effects, EFFECT_COLUMNS));
   sections.push(
     formatSection('Waits', run.waits, [
       { header: 'STEP', value: (w) => w.step_name },
       { header: 'KIND', value: (w) => (w.kind === 'event' && w.correlation_key === signal ? 'signal' : w.kind) },
       { header: 'EVENT', value: (w) => w.event_name ?? '-' },
-      { header: 'KEY', value: (w) => (w.correlation_key === null || w.correlation_key === signal ? '-' : w.correlation_key) },
+      {
+        header: 'KEY',
+        value: (w) => (w.correlation_key === null || w.correlation_key === signal ? '-' : w.correlation_key),
+      },
       { header: 'UNTIL', value: (w) => formatTime(w.until) },
       { header: 'SINCE', value: (w) => formatTime(w.created_at) },
       { header: 'RESOLVED', value: (w) => formatTime(w.resolved_at) },

@@ -30,16 +30,21 @@ ${NOTE_OPTIONS_HELP}`,
     const [action, name] = positionals;
     if (action !== undefined) {
       if (!(ACTIONS as readonly string[]).includes(action)) {
-        throw new UsageError(`Unknown action "${action}". Use \`ledgerflow schedules\`, \`schedules pause <name>\` or \`schedules resume <name>\`.`);
+        throw new UsageError(
+          `Unknown action "${action}". Use \`ledgerflow schedules\`, \`schedules pause <name>\` or \`schedules resume <name>\`.`,
+        );
       }
-      if (name === undefined) throw new UsageError(`${action} needs the schedule's name: ledgerflow schedules ${action} <name>.`);
+      if (name === undefined)
+        throw new UsageError(`${action} needs the schedule's name: ledgerflow schedules ${action} <name>.`);
       const note = noteOption(values, false, `a schedule ${action}`);
       const client = createClient({ store: await openStore() });
-      const changed = action === 'pause' ? await client.pauseSchedule(name, note) : await client.resumeSchedule(name, note);
+      const changed =
+        action === 'pause' ? await client.pauseSchedule(name, note) : await client.resumeSchedule(name, note);
       const paused = action === 'pause';
       if (json) io.out(toJsonDocument({ schedule: name, paused, changed }));
       else if (!changed) io.out(`Schedule ${name} was already ${paused ? 'paused' : 'running'}.\n`);
-      else if (paused) io.out(`Paused schedule ${name}: it starts no run until \`ledgerflow schedules resume ${name}\`.\n`);
+      else if (paused)
+        io.out(`Paused schedule ${name}: it starts no run until \`ledgerflow schedules resume ${name}\`.\n`);
       else {
         const [resumed] = (await client.listSchedules({ ticks: 1 })).filter((s) => s.name === name);
         io.out(`Resumed schedule ${name}; its next tick is ${formatTime(resumed?.nextTicks[0])}.\n`);
@@ -50,13 +55,17 @@ ${NOTE_OPTIONS_HELP}`,
       throw new UsageError('--reason and --actor go with `schedules pause <name>` or `schedules resume <name>`.');
     }
     const ticks = integerOption('ticks', values.ticks, 0);
-    const schedules = await createClient({ store: await openStore() }).listSchedules(ticks !== undefined ? { ticks } : {});
+    const schedules = await createClient({ store: await openStore() }).listSchedules(
+      ticks !== undefined ? { ticks } : {},
+    );
     if (json) {
       io.out(toJsonDocument(schedules));
       return 0;
     }
     if (schedules.length === 0) {
-      io.out('No schedules are registered. Workers register the schedules they are given (a `schedules` export next to `workflows`).\n');
+      io.out(
+        'No schedules are registered. Workers register the schedules they are given (a `schedules` export next to `workflows`).\n',
+      );
       return 0;
     }
     io.out(
@@ -67,13 +76,18 @@ ${NOTE_OPTIONS_HELP}`,
         { header: 'WORKFLOW', value: (s) => `${s.workflowName} v${s.workflowVersion}` },
         { header: 'CATCH-UP', value: (s) => formatCatchUp(s.catchUp) },
         { header: 'PAUSED', value: (s) => (s.paused ? 'yes' : 'no') },
-        { header: 'NEXT TICKS', value: (s) => (s.nextTicks.length === 0 ? '-' : s.nextTicks.map(formatTime).join(', ')) },
+        {
+          header: 'NEXT TICKS',
+          value: (s) => (s.nextTicks.length === 0 ? '-' : s.nextTicks.map(formatTime).join(', ')),
+        },
         { header: 'LAST TICK', value: (s) => formatTime(s.lastTickAt) },
         { header: 'LAST RUN', value: formatLastRun },
       ]),
     );
     for (const s of schedules.filter((x) => x.lastError !== null)) {
-      io.out(`${s.name}: ${s.failures} tick attempt(s) failed, next at ${formatTime(s.retryAt)}: ${formatStoredError(s.lastError, 300)}\n`);
+      io.out(
+        `${s.name}: ${s.failures} tick attempt(s) failed, next at ${formatTime(s.retryAt)}: ${formatStoredError(s.lastError, 300)}\n`,
+      );
     }
     return 0;
   },

@@ -25,7 +25,8 @@ export const sendEventCommand = defineCommand({
   positionals: { min: 2, max: 2, names: 'an event name and a correlation key' },
   async run({ values, positionals, json, io, openStore }) {
     const [eventName, key] = positionals as [string, string];
-    if (values.payload === undefined) throw new UsageError("--payload <json> is required (use --payload '{}' for an event without a payload).");
+    if (values.payload === undefined)
+      throw new UsageError("--payload <json> is required (use --payload '{}' for an event without a payload).");
     const payload = parseJsonOption('payload', values.payload);
     const client = createClient({ store: await openStore(), workflows: await loadWorkflowsOption(values.workflows) });
     const dedupeKey = values['dedupe-key'];
@@ -37,7 +38,9 @@ export const sendEventCommand = defineCommand({
     } else if (sent.woke > 0) {
       io.out(`Sent event ${eventName} with key ${key} (${sent.eventId}); woke ${sent.woke} waiting run(s).\n`);
     } else {
-      io.out(`Sent event ${eventName} with key ${key} (${sent.eventId}). No run waits for it yet: it is kept until a step waiting for it takes it.\n`);
+      io.out(
+        `Sent event ${eventName} with key ${key} (${sent.eventId}). No run waits for it yet: it is kept until a step waiting for it takes it.\n`,
+      );
     }
     return 0;
   },

@@ -25,13 +25,16 @@ export const signalCommand = defineCommand({
   positionals: { min: 2, max: 2, names: 'a run id and an event name' },
   async run({ values, positionals, json, io, openStore }) {
     const [runId, eventName] = positionals as [string, string];
-    if (values.payload === undefined) throw new UsageError("--payload <json> is required (use --payload '{}' for an event without a payload).");
+    if (values.payload === undefined)
+      throw new UsageError("--payload <json> is required (use --payload '{}' for an event without a payload).");
     const payload = parseJsonOption('payload', values.payload);
     const client = createClient({ store: await openStore(), workflows: await loadWorkflowsOption(values.workflows) });
     const dedupeKey = values['dedupe-key'];
     const sent = await client.signal(runId, eventName, payload, dedupeKey !== undefined ? { dedupeKey } : {});
     if (json) {
-      io.out(toJsonDocument({ eventId: sent.eventId, created: sent.created, woke: sent.woke, event: eventName, runId }));
+      io.out(
+        toJsonDocument({ eventId: sent.eventId, created: sent.created, woke: sent.woke, event: eventName, runId }),
+      );
     } else if (!sent.created) {
       io.out(`Signal ${sent.eventId} was already sent with dedupe key "${dedupeKey}"; nothing new was stored.\n`);
     } else if (sent.woke > 0) {

@@ -1,6 +1,12 @@
 import { createClient } from '../../client/client.js';
 import type { DebounceOptions } from '../../client/debounce.js';
-import { defineCommand, integerOption, UsageError, type OptionValues, type ParseArgsOptionsConfig } from '../command.js';
+import {
+  defineCommand,
+  integerOption,
+  UsageError,
+  type OptionValues,
+  type ParseArgsOptionsConfig,
+} from '../command.js';
 import { formatTime, toJsonDocument } from '../../presentation/format-values.js';
 import { parseJsonOption } from '../json-option.js';
 import { DEFAULT_WORKFLOWS_MODULE, loadWorkflowsOption } from '../load-workflows.js';
@@ -62,12 +68,16 @@ export const startCommand = defineCommand({
   --timeout <ms>         how long --wait waits (default 60000); the run is not affected`,
   positionals: { min: 1, max: 1, names: 'one workflow name' },
   async run({ values, positionals, json, io, openStore }) {
-    if (values.input === undefined) throw new UsageError("--input <json> is required (use --input '{}' for a workflow without input).");
+    if (values.input === undefined)
+      throw new UsageError("--input <json> is required (use --input '{}' for a workflow without input).");
     const input = parseJsonOption('input', values.input);
     const deadlineMs = integerOption('deadline', values.deadline);
     const priority = priorityOption(values.priority);
     const timeoutMs = integerOption('timeout', values.timeout) ?? 60_000;
-    const onDifferentInput = choiceOption('on-different-input', values['on-different-input'], ['refuse', 'return-existing']);
+    const onDifferentInput = choiceOption('on-different-input', values['on-different-input'], [
+      'refuse',
+      'return-existing',
+    ]);
     const debounce = debounceOptions(values);
     const store = await openStore();
     const client = createClient({ store, workflows: await loadWorkflowsOption(values.workflows) });
@@ -94,7 +104,8 @@ export const startCommand = defineCommand({
           }),
         );
       } else if (created) {
-        const deadline = run.deadline_at === null ? '' : `; cancelled if still unfinished at ${formatTime(run.deadline_at)}`;
+        const deadline =
+          run.deadline_at === null ? '' : `; cancelled if still unfinished at ${formatTime(run.deadline_at)}`;
         const due = debounce === undefined ? '' : `, due at ${formatTime(run.run_after)} when its debounce window ends`;
         io.out(`Started run ${runId} (${run.workflow_name} v${run.workflow_version})${due}${deadline}.\n`);
       } else if (debounce !== undefined) {
@@ -118,7 +129,8 @@ export const startCommand = defineCommand({
 /** A string option limited to `choices`, or `undefined` when absent. */
 function choiceOption<C extends string>(name: string, value: string | undefined, choices: readonly C[]): C | undefined {
   if (value === undefined) return undefined;
-  if (!(choices as readonly string[]).includes(value)) throw new UsageError(`--${name} must be one of ${choices.join(', ')} (got "${value}").`);
+  if (!(choices as readonly string[]).includes(value))
+    throw new UsageError(`--${name} must be one of ${choices.join(', ')} (got "${value}").`);
   return value as C;
 }
 

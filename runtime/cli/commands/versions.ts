@@ -28,7 +28,10 @@ export const versionsCommand = defineCommand({
               .map((entry) => ('workflow' in entry ? `${entry.workflow.name}@${entry.workflow.version}` : '')),
           );
     const versions = await createClient({ store: await openStore() }).listVersions();
-    const rows = versions.map((v) => ({ ...v, ...(served !== undefined ? { handlers: served.has(`${v.workflowName}@${v.version}`) } : {}) }));
+    const rows = versions.map((v) => ({
+      ...v,
+      ...(served !== undefined ? { handlers: served.has(`${v.workflowName}@${v.version}`) } : {}),
+    }));
     const stranded = rows.filter((v) => v.handlers === false && v.unfinished > 0);
     if (json) {
       io.out(toJsonDocument(rows));
@@ -47,12 +50,16 @@ export const versionsCommand = defineCommand({
           { header: 'COMPLETED', value: (v) => String(v.completed), align: 'right' },
           { header: 'FAILED', value: (v) => String(v.failed), align: 'right' },
           { header: 'CANCELLED', value: (v) => String(v.cancelled), align: 'right' },
-          ...(served !== undefined ? [{ header: 'HANDLERS', value: (v: (typeof rows)[number]) => (v.handlers ? 'yes' : 'no') }] : []),
+          ...(served !== undefined
+            ? [{ header: 'HANDLERS', value: (v: (typeof rows)[number]) => (v.handlers ? 'yes' : 'no') }]
+            : []),
           { header: 'MIGRATED', value: (v) => formatTime(v.migratedAt) },
         ]),
       );
       for (const v of stranded) {
-        io.out(`${v.workflowName} v${v.version} has ${v.unfinished} unfinished run(s) and no handlers in ${values.workflows}.\n`);
+        io.out(
+          `${v.workflowName} v${v.version} has ${v.unfinished} unfinished run(s) and no handlers in ${values.workflows}.\n`,
+        );
       }
     }
     return stranded.length > 0 ? 1 : 0;

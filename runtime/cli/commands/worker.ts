@@ -71,7 +71,9 @@ export const workerCommand = defineCommand({
   positionals: { min: 0, max: 0, names: '' },
   async run({ values, json, io, openStore }) {
     if (values.workflows === undefined) {
-      throw new UsageError('--workflows <module> is required: a module exporting `workflows`, the registrations with handlers.');
+      throw new UsageError(
+        '--workflows <module> is required: a module exporting `workflows`, the registrations with handlers.',
+      );
     }
     const logFormat = values['log-format'] ?? 'text';
     if (logFormat !== 'text' && logFormat !== 'json') {
@@ -85,7 +87,9 @@ export const workerCommand = defineCommand({
     const pruneOlderThanMs = durationOption('prune-older-than', values['prune-older-than']);
     const pruneEventsOlderThanMs = durationOption('prune-events-older-than', values['prune-events-older-than']);
     if (pruneEventsOlderThanMs !== undefined && pruneOlderThanMs === undefined) {
-      throw new UsageError('--prune-events-older-than needs --prune-older-than (the worker prunes runs and events in one pass).');
+      throw new UsageError(
+        '--prune-events-older-than needs --prune-older-than (the worker prunes runs and events in one pass).',
+      );
     }
     const workflows = requireRegistrations(await loadWorkflowsModule(values.workflows), values.workflows);
     const schedules = await loadSchedulesExport(values.workflows);
@@ -93,13 +97,19 @@ export const workerCommand = defineCommand({
       const served = workflows.map((r) => ({ name: r.workflow.name, version: r.workflow.version }));
       const problems = await contractDrift(process.cwd(), served);
       if (problems !== null && problems.length > 0) {
-        throw new MigrationError(`Cannot start the worker: what it serves differs from the generated contract.\n${problems.join('\n')}`);
+        throw new MigrationError(
+          `Cannot start the worker: what it serves differs from the generated contract.\n${problems.join('\n')}`,
+        );
       }
     }
     const store = await openStore();
     const quiet = values.quiet === true;
     const line = (event: WorkerEvent): string =>
-      logFormat === 'json' ? formatEventJson(event) : json ? JSON.stringify({ at: new Date().toISOString(), ...event }) : formatEvent(event);
+      logFormat === 'json'
+        ? formatEventJson(event)
+        : json
+          ? JSON.stringify({ at: new Date().toISOString(), ...event })
+          : formatEvent(event);
 
     const worker = createWorker({
       store,

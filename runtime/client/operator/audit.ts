@@ -10,7 +10,11 @@ export interface AuditFilter {
 }
 
 /** {@link Client.listAudit}: newest first. */
-export async function listAudit(db: Kysely<LedgerflowDatabase>, filter: AuditFilter, limit: number): Promise<OperatorActionRow[]> {
+export async function listAudit(
+  db: Kysely<LedgerflowDatabase>,
+  filter: AuditFilter,
+  limit: number,
+): Promise<OperatorActionRow[]> {
   let query = db.selectFrom('ledgerflow.operator_action').selectAll();
   if (filter.runId !== undefined) {
     assertRunId(filter.runId);

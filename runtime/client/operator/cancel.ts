@@ -25,8 +25,13 @@ export interface CancelOptions extends Partial<OperatorNote> {
 }
 
 /** The cancel itself: one that compensates if it is to, else the plain one. */
-async function cancelStatements(db: Kysely<LedgerflowDatabase>, runId: string, compensate: boolean | undefined): Promise<boolean> {
-  if (compensate !== false && (await compensatingCancelStatement(runId, compensate).execute(db)).rows.length > 0) return true;
+async function cancelStatements(
+  db: Kysely<LedgerflowDatabase>,
+  runId: string,
+  compensate: boolean | undefined,
+): Promise<boolean> {
+  if (compensate !== false && (await compensatingCancelStatement(runId, compensate).execute(db)).rows.length > 0)
+    return true;
   return (await cancelRunStatement(db, runId).executeTakeFirst()) !== undefined;
 }
 
@@ -37,13 +42,22 @@ async function cancelLiveRun(db: Kysely<LedgerflowDatabase>, runId: string, opti
   assertRunId(runId);
   const note = options?.actor === undefined && options?.reason === undefined ? undefined : (options as OperatorNote);
   const checked = checkNote(note, false);
-  checkOptions(cancelOptionsSchema, options ?? {}, (problems) => new ValidationError(`cancel: ${problems[0]}.`, ['compensate: not a boolean']), {
-    show: JSON.stringify,
-  });
+  checkOptions(
+    cancelOptionsSchema,
+    options ?? {},
+    (problems) => new ValidationError(`cancel: ${problems[0]}.`, ['compensate: not a boolean']),
+    {
+      show: JSON.stringify,
+    },
+  );
   const compensate = options?.compensate;
   if (checked === undefined) {
     if (await cancelStatements(db, runId, compensate)) return true;
-    const exists = await db.selectFrom('ledgerflow.workflow_run').select('id').where('id', '=', runId).executeTakeFirst();
+    const exists = await db
+      .selectFrom('ledgerflow.workflow_run')
+      .select('id')
+      .where('id', '=', runId)
+      .executeTakeFirst();
     if (exists === undefined) throw await missingRunError(db, runId);
     return false;
   }
@@ -61,7 +75,11 @@ async function cancelLiveRun(db: Kysely<LedgerflowDatabase>, runId: string, opti
 }
 
 /** Cancel of a run that is gone: a pruned run was final (nothing to cancel, `false`); otherwise not found. */
-export async function cancelRun(db: Kysely<LedgerflowDatabase>, runId: string, options?: CancelOptions): Promise<boolean> {
+export async function cancelRun(
+  db: Kysely<LedgerflowDatabase>,
+  runId: string,
+  options?: CancelOptions,
+): Promise<boolean> {
   try {
     return await cancelLiveRun(db, runId, options);
   } catch (error) {

@@ -3,7 +3,13 @@ import { z } from 'zod';
 import { checkOptions, rule } from '../../../dsl/option-checks.js';
 import { ValidationError } from '../../errors.js';
 import { missingRunError } from '../../retention/missing-run-error.js';
-import type { CompensationReason, Json, LedgerflowDatabase, OperatorActionKind, RunStatus } from '../../store/tables.js';
+import type {
+  CompensationReason,
+  Json,
+  LedgerflowDatabase,
+  OperatorActionKind,
+  RunStatus,
+} from '../../store/tables.js';
 
 /*
  * Operator actions: what a person does to a run, an effect, a queue or a schedule when the
@@ -34,7 +40,9 @@ const MAX_REASON_LENGTH = 2_000;
 function noteText(max: number) {
   return rule(z.string(), 'must be a non-empty string')
     .refine((text) => text.trim() !== '', { error: 'must be a non-empty string (got a blank one)', abort: true })
-    .refine((text) => text.length <= max, { error: (issue) => `at most ${max} characters (got ${(issue.input as string).length})` });
+    .refine((text) => text.length <= max, {
+      error: (issue) => `at most ${max} characters (got ${(issue.input as string).length})`,
+    });
 }
 
 const operatorNoteSchema = z.object({ actor: noteText(MAX_ACTOR_LENGTH), reason: noteText(MAX_REASON_LENGTH) });
@@ -43,14 +51,19 @@ const operatorNoteSchema = z.object({ actor: noteText(MAX_ACTOR_LENGTH), reason:
 export function checkNote(note: OperatorNote | undefined, required: boolean): OperatorNote | undefined {
   if (note === undefined) {
     if (!required) return undefined;
-    throw new ValidationError('This action needs a note: { actor, reason } — who does it and why (kept in the audit trail).', [
-      'note: required',
-    ]);
+    throw new ValidationError(
+      'This action needs a note: { actor, reason } — who does it and why (kept in the audit trail).',
+      ['note: required'],
+    );
   }
   checkOptions(
     operatorNoteSchema,
     note,
-    (issues) => new ValidationError(`Invalid operator note:\n${issues.map((i) => `  - ${i}`).join('\n')}\nNothing was done.`, issues),
+    (issues) =>
+      new ValidationError(
+        `Invalid operator note:\n${issues.map((i) => `  - ${i}`).join('\n')}\nNothing was done.`,
+        issues,
+      ),
     { separator: ': ', show: JSON.stringify },
   );
   return note;
@@ -71,7 +84,11 @@ export function auditStatement(note: OperatorNote, entry: AuditEntry): RawBuilde
 }
 
 /** Writes the audit row of an action in its transaction, when it has a note. */
-export async function audit(trx: Kysely<LedgerflowDatabase>, note: OperatorNote | undefined, entry: AuditEntry): Promise<void> {
+export async function audit(
+  trx: Kysely<LedgerflowDatabase>,
+  note: OperatorNote | undefined,
+  entry: AuditEntry,
+): Promise<void> {
   if (note !== undefined) await auditStatement(note, entry).execute(trx);
 }
 

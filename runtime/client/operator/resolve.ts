@@ -82,10 +82,18 @@ export async function resolveEffect(
         .where('workflow_id', '=', runId)
         .where('step_name', '=', stepName)
         .execute();
-      const has = rows.length === 0 ? 'no ledger row' : rows.map((r) => `key "${r.idempotency_key}" ${r.status}`).join(', ');
-      throw new ConflictError(`Step "${stepName}" of run ${runId} has no open intent to resolve (${has}). Nothing was done.`);
+      const has =
+        rows.length === 0 ? 'no ledger row' : rows.map((r) => `key "${r.idempotency_key}" ${r.status}`).join(', ');
+      throw new ConflictError(
+        `Step "${stepName}" of run ${runId} has no open intent to resolve (${has}). Nothing was done.`,
+      );
     }
-    const intent: IntentRef = { run_id: runId, step_name: stepName, idempotency_key: effect.idempotency_key, attempt: effect.attempt };
+    const intent: IntentRef = {
+      run_id: runId,
+      step_name: stepName,
+      idempotency_key: effect.idempotency_key,
+      attempt: effect.attempt,
+    };
     const status = output === undefined ? 'released' : 'recorded';
     const resolutionText = output === undefined ? 'operator:not-found' : 'operator:found';
     const runStatus = await settle(trx, run, step, intent, output, resolutionText);
@@ -93,7 +101,13 @@ export async function resolveEffect(
       action: output === undefined ? 'resolve-not-found' : 'resolve-found',
       runId,
       target: effect.idempotency_key,
-      detail: { step: stepName, intentAttempt: effect.attempt, previousStatus: run.status, runStatus, ...(output !== undefined ? { output } : {}) },
+      detail: {
+        step: stepName,
+        intentAttempt: effect.attempt,
+        previousStatus: run.status,
+        runStatus,
+        ...(output !== undefined ? { output } : {}),
+      },
     });
     return { runId, stepName, idempotencyKey: effect.idempotency_key, status, runStatus };
   });
@@ -116,12 +130,24 @@ async function settle(
   const where = `run ${run.id}`;
   // A run that is over, or compensating (it does not go back to the step: core 0013), settles in
   // the ledger only — as the reconciler does.
-  if (runStatusIn(ENDED_UNCOMPLETED_RUN_STATUSES, run.status) || (run.compensation !== null && step.compensates === undefined)) {
-    const settled = await settleFinishedRunIntent(trx, intent, output === undefined ? { resolution } : { output, resolution });
-    if (!settled) throw new ConflictError(`The intent of step "${step.name}" of ${where} changed meanwhile. Nothing was done.`);
+  if (
+    runStatusIn(ENDED_UNCOMPLETED_RUN_STATUSES, run.status) ||
+    (run.compensation !== null && step.compensates === undefined)
+  ) {
+    const settled = await settleFinishedRunIntent(
+      trx,
+      intent,
+      output === undefined ? { resolution } : { output, resolution },
+    );
+    if (!settled)
+      throw new ConflictError(`The intent of step "${step.name}" of ${where} changed meanwhile. Nothing was done.`);
     // A compensation parked until this intent was settled is pending now (woken by the settle).
     if (run.status !== 'needs_reconciliation') return run.status;
-    const woken = await trx.selectFrom('ledgerflow.workflow_run').select('status').where('id', '=', run.id).executeTakeFirstOrThrow();
+    const woken = await trx
+      .selectFrom('ledgerflow.workflow_run')
+      .select('status')
+      .where('id', '=', run.id)
+      .executeTakeFirstOrThrow();
     return woken.status;
   }
   if (run.leased) {
@@ -131,13 +157,18 @@ async function settle(
     );
   }
   if (run.status === 'waiting' || run.status === 'completed') {
-    throw new ConflictError(`${where} is ${run.status}; an intent is resolved while its run is pending, parked or over. Nothing was done.`);
+    throw new ConflictError(
+      `${where} is ${run.status}; an intent is resolved while its run is pending, parked or over. Nothing was done.`,
+    );
   }
   if (run.current_step !== step.position) {
-    throw new ConflictError(`${where} is at step ${run.current_step}, not at "${step.name}" (step ${step.position}). Nothing was done.`);
+    throw new ConflictError(
+      `${where} is at step ${run.current_step}, not at "${step.name}" (step ${step.position}). Nothing was done.`,
+    );
   }
   const claim = await claimForReconcile(trx, run.id, step, `operator:${randomUUID()}`, OPERATOR_LEASE_MS);
-  if (claim === undefined) throw new ConflictError(`${where} could not be taken over (it changed meanwhile). Nothing was done.`);
+  if (claim === undefined)
+    throw new ConflictError(`${where} could not be taken over (it changed meanwhile). Nothing was done.`);
   if (output !== undefined) {
     const workflow = { name: run.workflow_name, version: run.workflow_version };
     const advanced = await advanceRun(trx, {
@@ -150,15 +181,24 @@ async function settle(
       output,
       effect: { key: intent.idempotency_key, mode: 'record-intent', attempt: intent.attempt, resolution },
       continuation: step.last
-        ? { kind: 'complete', runOutput: { ...claim.outputs, [step.name]: output }, ...(step.compensates !== undefined ? { compensated: true as const } : {}) }
+        ? {
+            kind: 'complete',
+            runOutput: { ...claim.outputs, [step.name]: output },
+            ...(step.compensates !== undefined ? { compensated: true as const } : {}),
+          }
         : { kind: 'release' },
     });
     if (!advanced.fenced) throw new ConflictError(`Lost ${where} while recording the effect. Nothing was done.`);
   } else {
     const released = await releaseIntent(trx, claim, intent, afterRelease(claim, 0), resolution);
-    if (!released) throw new ConflictError(`The intent of step "${step.name}" of ${where} changed meanwhile. Nothing was done.`);
+    if (!released)
+      throw new ConflictError(`The intent of step "${step.name}" of ${where} changed meanwhile. Nothing was done.`);
   }
-  const after = await trx.selectFrom('ledgerflow.workflow_run').select('status').where('id', '=', run.id).executeTakeFirstOrThrow();
+  const after = await trx
+    .selectFrom('ledgerflow.workflow_run')
+    .select('status')
+    .where('id', '=', run.id)
+    .executeTakeFirstOrThrow();
   // Due now: wake idle workers at commit, as a start does.
   if (after.status === 'pending') await sql`SELECT pg_notify(${RUNS_CHANNEL}, ${run.id})`.execute(trx);
   return after.status;
@@ -169,9 +209,10 @@ function checkResolution(resolution: EffectResolution): { readonly value: unknow
   const hasFound = r !== null && typeof r === 'object' && 'found' in r;
   const notFound = r !== null && typeof r === 'object' && r.notFound === true;
   if (hasFound === notFound) {
-    throw new ValidationError('The resolution must be either { found: <output> } or { notFound: true }. Nothing was done.', [
-      'resolution: exactly one of found, notFound',
-    ]);
+    throw new ValidationError(
+      'The resolution must be either { found: <output> } or { notFound: true }. Nothing was done.',
+      ['resolution: exactly one of found, notFound'],
+    );
   }
   return hasFound ? { value: r!.found } : undefined;
 }
@@ -192,16 +233,21 @@ function findStep(workflows: ReadonlyMap<string, AnyWorkflow>, run: LockedRun, s
     );
   }
   // A compensation's own intent (a refund whose outcome is unknown) is resolved like a step's.
-  const step = workflow.steps.find((s) => s.name === stepName) ?? workflow.compensations.find((s) => s.name === stepName);
+  const step =
+    workflow.steps.find((s) => s.name === stepName) ?? workflow.compensations.find((s) => s.name === stepName);
   if (step === undefined) {
-    const compensations = workflow.compensations.length > 0 ? `; its compensations: ${workflow.compensations.map((s) => s.name).join(', ')}` : '';
+    const compensations =
+      workflow.compensations.length > 0
+        ? `; its compensations: ${workflow.compensations.map((s) => s.name).join(', ')}`
+        : '';
     throw new ValidationError(
       `Workflow ${workflow.name} v${workflow.version} has no step "${stepName}"; its steps: ${workflow.steps.map((s) => s.name).join(', ')}${compensations}. Nothing was done.`,
       [`step: unknown ${stepName}`],
     );
   }
   // The last of its phase: recording the last step completes the run, the last compensation compensates it.
-  const end = step.compensates === undefined ? workflow.steps.length : workflow.steps.length + workflow.compensations.length;
+  const end =
+    step.compensates === undefined ? workflow.steps.length : workflow.steps.length + workflow.compensations.length;
   return { ...step, last: step.position === end - 1 };
 }
 
@@ -224,8 +270,9 @@ function parseOutput(run: LockedRun, step: StepDefinition, value: unknown, limit
     case 'too-large':
       throw checked.error;
     case 'unstorable':
-      throw new ValidationError(`The output for step "${step.name}" cannot be recorded: ${checked.reason}. Nothing was done.`, [
-        `(output): ${checked.reason}`,
-      ]);
+      throw new ValidationError(
+        `The output for step "${step.name}" cannot be recorded: ${checked.reason}. Nothing was done.`,
+        [`(output): ${checked.reason}`],
+      );
   }
 }

@@ -1,7 +1,14 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { ConflictError } from '../../errors.js';
 import { RUNS_CHANNEL } from '../../store/channels.js';
-import { assertRunTransition, CHILDREN_READ_ON_RETRY, ENDED_UNCOMPLETED_RUN_STATUSES, RETRYABLE_RUN_STATUSES, runStatusIn, sqlStatusList } from '../../store/state-machines.js';
+import {
+  assertRunTransition,
+  CHILDREN_READ_ON_RETRY,
+  ENDED_UNCOMPLETED_RUN_STATUSES,
+  RETRYABLE_RUN_STATUSES,
+  runStatusIn,
+  sqlStatusList,
+} from '../../store/state-machines.js';
 import { FINAL_RUN_STATUSES, type LedgerflowDatabase, type RunStatus } from '../../store/tables.js';
 import { assertRunId } from '../validate-input.js';
 import { audit, checkNote, lockRun, type OperatorNote } from './operator-action.js';
@@ -62,13 +69,21 @@ export async function retryRun(db: Kysely<LedgerflowDatabase>, runId: string, no
   return db.transaction().execute(async (trx) => {
     const run = await lockRun(trx, runId);
     if (!isRetryable(run.status)) {
-      throw new ConflictError(`Run ${runId} is ${run.status}: only a failed, cancelled or compensation_failed run can be retried. Nothing was done.`);
+      throw new ConflictError(
+        `Run ${runId} is ${run.status}: only a failed, cancelled or compensation_failed run can be retried. Nothing was done.`,
+      );
     }
     if (run.step_name === null) {
-      throw new ConflictError(`Run ${runId} stopped after its last step (step ${run.current_step}): there is no step to retry. Nothing was done.`);
+      throw new ConflictError(
+        `Run ${runId} stopped after its last step (step ${run.current_step}): there is no step to retry. Nothing was done.`,
+      );
     }
     if (run.parent_run_id !== null) {
-      const parent = await trx.selectFrom('ledgerflow.workflow_run').select('status').where('id', '=', run.parent_run_id).executeTakeFirst();
+      const parent = await trx
+        .selectFrom('ledgerflow.workflow_run')
+        .select('status')
+        .where('id', '=', run.parent_run_id)
+        .executeTakeFirst();
       if (parent !== undefined && !runStatusIn(FINAL_RUN_STATUSES, parent.status)) {
         throw new ConflictError(
           `Run ${runId} is a child of run ${run.parent_run_id}, which is still ${parent.status} and will fail or be cancelled ` +
@@ -80,7 +95,12 @@ export async function retryRun(db: Kysely<LedgerflowDatabase>, runId: string, no
     // Prune keeps them while this run stays; a pass stopped between a child and this run (or one
     // before that rule) leaves them archived (core 0019 indexes them by parent).
     if (CHILDREN_READ_ON_RETRY.includes(run.status)) {
-      const pruned = await trx.selectFrom('ledgerflow.run_archive').select('id').where('parent_run_id', '=', runId).limit(6).execute();
+      const pruned = await trx
+        .selectFrom('ledgerflow.run_archive')
+        .select('id')
+        .where('parent_run_id', '=', runId)
+        .limit(6)
+        .execute();
       if (pruned.length > 0) {
         const listed = pruned.slice(0, 5).map((c) => c.id);
         throw new ConflictError(
@@ -108,18 +128,25 @@ export async function retryRun(db: Kysely<LedgerflowDatabase>, runId: string, no
       throw new ConflictError(
         `Run ${runId} has children that did not complete: ${listed.join(', ')}${stopped.length > 5 ? ', …' : ''}. ` +
           'Its step would find them again and fail: retry them first (`ledgerflow retry <child-id>`), then this run' +
-          (compensated ? '; a compensated child has undone its effects and cannot be retried, so this run cannot go on from that step' : '') +
+          (compensated
+            ? '; a compensated child has undone its effects and cannot be retried, so this run cannot go on from that step'
+            : '') +
           '. Nothing was done.',
       );
     }
     const { rows } = await retryRunStatement(runId, run.step_name).execute(trx);
-    if (rows.length !== 1) throw new ConflictError(`Run ${runId} changed while it was being retried. Nothing was done.`);
+    if (rows.length !== 1)
+      throw new ConflictError(`Run ${runId} changed while it was being retried. Nothing was done.`);
     const previousStatus: RetriedRun['previousStatus'] = run.status;
     await audit(trx, checked, {
       action: 'retry',
       runId,
       target: run.step_name,
-      detail: { previousStatus, fromStep: run.step_name, deadlineDropped: run.deadline_at !== null && rows[0]!.deadline_at === null },
+      detail: {
+        previousStatus,
+        fromStep: run.step_name,
+        deadlineDropped: run.deadline_at !== null && rows[0]!.deadline_at === null,
+      },
     });
     return { runId, fromStep: run.step_name, previousStatus };
   });

@@ -13,7 +13,6 @@ import { databaseNow, type NoticeCode } from './read-routes.js';
 
 type DashboardContextOf = Context<DashboardEnv>;
 
-
 /** Shortest reason accepted: the audit trail must say something. */
 const MIN_REASON = 3;
 
@@ -30,7 +29,8 @@ class FormError extends Error {
  */
 export function actionRoutes(app: Hono<DashboardEnv>, shared: DashboardContext): void {
   const { store, operations } = shared;
-  const runUrl = (c: DashboardContextOf, runId: string, done: NoticeCode): string => `${c.get('page').base}/runs/${runId}?done=${done}`;
+  const runUrl = (c: DashboardContextOf, runId: string, done: NoticeCode): string =>
+    `${c.get('page').base}/runs/${runId}?done=${done}`;
 
   /** Shows `form`, and on POST runs `act` with the note; `act` returns where to go next. */
   const confirmed = (
@@ -38,13 +38,20 @@ export function actionRoutes(app: Hono<DashboardEnv>, shared: DashboardContext):
     form: (c: DashboardContextOf) => Promise<Omit<ConfirmForm, 'action' | 'error' | 'reason'>>,
     act: (c: DashboardContextOf, note: OperatorNote, body: Record<string, string>) => Promise<string>,
   ): void => {
-    app.get(path, async (c) => render(c, confirmView(c.get('page'), { ...(await form(c)), action: new URL(c.req.url).pathname })));
+    app.get(path, async (c) =>
+      render(c, confirmView(c.get('page'), { ...(await form(c)), action: new URL(c.req.url).pathname })),
+    );
     app.post(path, async (c) => {
       const body = stringFields(await c.req.parseBody());
       const reason = (body['reason'] ?? '').trim();
       const again = async (error: string, status: 400 | 404 | 409 | 500) =>
-        render(c, confirmView(c.get('page'), { ...(await form(c)), action: new URL(c.req.url).pathname, error, reason }), status);
-      if (reason.length < MIN_REASON) return again(`A reason of at least ${MIN_REASON} characters is required: it goes to the audit trail.`, 400);
+        render(
+          c,
+          confirmView(c.get('page'), { ...(await form(c)), action: new URL(c.req.url).pathname, error, reason }),
+          status,
+        );
+      if (reason.length < MIN_REASON)
+        return again(`A reason of at least ${MIN_REASON} characters is required: it goes to the audit trail.`, 400);
       try {
         return c.redirect(await act(c, { actor: c.get('page').actor, reason }, body), 303);
       } catch (error) {
@@ -96,8 +103,8 @@ cancelled: it goes on undoing its recorded effects until it is compensated or co
           run.status === 'compensation_failed' ? 'compensation' : 'step'
         } that failed
 ${failed === undefined ? '' : html`(<b>${failed.step_name}</b>, attempt ${failed.attempt}: ${formatStoredError(failed.error, 300)})`}${
-          run.status === 'compensation_failed' ? ', then the compensations after it' : ''
-        }; the steps it completed
+  run.status === 'compensation_failed' ? ', then the compensations after it' : ''
+}; the steps it completed
 keep their checkpointed outputs and their ledger rows, so no effect is repeated.</p>`,
         submit: 'Retry from the failed step',
         back: `${c.get('page').base}/runs/${run.id}`,
@@ -191,7 +198,12 @@ ${horizonText(intent.reconcile_after, now)}) has an unknown outcome. Look it up 
  * accepts — checked here against the workflow version of the run, so the page can say what is
  * wrong before anything is written.
  */
-async function parseResolution(shared: DashboardContext, runId: string, step: string, body: Record<string, string>): Promise<EffectResolution> {
+async function parseResolution(
+  shared: DashboardContext,
+  runId: string,
+  step: string,
+  body: Record<string, string>,
+): Promise<EffectResolution> {
   const outcome = body['outcome'];
   if (outcome === 'not-found') return { notFound: true };
   if (outcome !== 'found') throw new FormError('Choose "found" or "not found".');
@@ -217,10 +229,15 @@ async function parseResolution(shared: DashboardContext, runId: string, step: st
     );
   }
   const definition = workflow.steps.find((s) => s.name === step);
-  if (definition === undefined) throw new FormError(`${run.workflow_name} v${run.workflow_version} has no step "${step}".`);
+  if (definition === undefined)
+    throw new FormError(`${run.workflow_name} v${run.workflow_version} has no step "${step}".`);
   const parsed = definition.output.safeParse(value);
   if (!parsed.success) {
-    throw new FormError(`The output does not match the output schema of step ${step}:\n${describeIssues(parsed.error.issues).map((i) => `  - ${i}`).join('\n')}`);
+    throw new FormError(
+      `The output does not match the output schema of step ${step}:\n${describeIssues(parsed.error.issues)
+        .map((i) => `  - ${i}`)
+        .join('\n')}`,
+    );
   }
   return { found: parsed.data };
 }
@@ -239,4 +256,3 @@ function param(c: DashboardContextOf, name: string): string {
 function stringFields(body: Record<string, unknown>): Record<string, string> {
   return Object.fromEntries(Object.entries(body).filter((e): e is [string, string] => typeof e[1] === 'string'));
 }
-

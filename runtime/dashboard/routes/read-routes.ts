@@ -18,10 +18,12 @@ export const NOTICES = {
   'cancel-compensating':
     'The run is compensating, not cancelled: its recorded effects are being undone. It ends compensated, or compensation_failed if an undo fails.',
   'already-final': 'The run had already finished: nothing was cancelled.',
-  compensating: 'The run is compensating: it is not cancelled, it goes on undoing its effects until it is compensated or compensation_failed.',
+  compensating:
+    'The run is compensating: it is not cancelled, it goes on undoing its effects until it is compensated or compensation_failed.',
   retried: 'The run was put back to pending from its failed step: a worker will pick it up.',
   'resolved-found': 'The intent was recorded as found with the output you entered; the run goes on.',
-  'resolved-not-found': 'The intent was released as not found: the step will call the provider again with the same key.',
+  'resolved-not-found':
+    'The intent was released as not found: the step will call the provider again with the same key.',
   paused: 'Paused.',
   resumed: 'Resumed.',
   unchanged: 'It was already in that state: nothing changed.',
@@ -40,10 +42,18 @@ export function readRoutes(app: Hono<DashboardEnv>, shared: DashboardContext): v
     const params = parseRunListParams(new URL(c.req.url).searchParams);
     const [{ page, counts }, names] = await Promise.all([
       loadRunPage(store.db, params.filter, params.cursor, params.limit),
-      store.db.selectFrom('ledgerflow.workflow_version').select('workflow_name').distinct().orderBy('workflow_name').execute(),
+      store.db
+        .selectFrom('ledgerflow.workflow_version')
+        .select('workflow_name')
+        .distinct()
+        .orderBy('workflow_name')
+        .execute(),
     ]);
     const defs = await loadStepDefs(store.db, page.rows);
-    return render(c, runsView(c.get('page'), { params, page, counts, defs, workflows: names.map((n) => n.workflow_name) }));
+    return render(
+      c,
+      runsView(c.get('page'), { params, page, counts, defs, workflows: names.map((n) => n.workflow_name) }),
+    );
   });
 
   app.get('/runs/:id', async (c) => {
@@ -55,7 +65,10 @@ export function readRoutes(app: Hono<DashboardEnv>, shared: DashboardContext): v
     ]);
     const defs = await loadStepDefs(store.db, [run]);
     const done = notice(c.req.query('done'));
-    return render(c, runView(c.get('page'), { run, audit, now, defs, ...(done !== undefined ? { notice: done } : {}) }));
+    return render(
+      c,
+      runView(c.get('page'), { run, audit, now, defs, ...(done !== undefined ? { notice: done } : {}) }),
+    );
   });
 
   app.get('/intents', async (c) => {

@@ -8,7 +8,7 @@ export function auditTable(context: PageContext, entries: readonly OperatorActio
   return html`<table class="audit"><thead><tr><th>At (UTC)</th><th>Actor</th><th>Action</th><th>Target</th><th>Reason</th><th>Detail</th></tr></thead><tbody>
 ${entries.map(
   (e) => html`<tr><td>${formatTime(e.at)}</td><td>${e.actor}</td><td>${e.action}</td>
-<td>${e.run_id !== null ? html`<a href="${context.base}/runs/${e.run_id}"><code>${shortId(e.run_id)}</code></a>${e.target === null ? '' : html` <code>${e.target}</code>`}` : e.target ?? ''}</td>
+<td>${e.run_id !== null ? html`<a href="${context.base}/runs/${e.run_id}"><code>${shortId(e.run_id)}</code></a>${e.target === null ? '' : html` <code>${e.target}</code>`}` : (e.target ?? '')}</td>
 <td>${e.reason}</td><td><code>${e.detail === null || e.detail === undefined ? '' : JSON.stringify(e.detail)}</code></td></tr>`,
 )}</tbody></table>`;
 }

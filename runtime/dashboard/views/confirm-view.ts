@@ -43,5 +43,10 @@ ${form.fields}
 
 /** A page for a request the dashboard refuses (400, 403, 404) or could not serve. */
 export function messageView(context: PageContext, title: string, message: string): Html {
-  return page(context, undefined, title, html`<h1>${title}</h1><div class="error" id="message">${message}</div><p><a href="${context.home}">Runs</a></p>`);
+  return page(
+    context,
+    undefined,
+    title,
+    html`<h1>${title}</h1><div class="error" id="message">${message}</div><p><a href="${context.home}">Runs</a></p>`,
+  );
 }

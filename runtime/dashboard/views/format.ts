@@ -16,11 +16,14 @@ export function jsonBlock(value: unknown): Html {
  */
 export function errorBlock(value: unknown): Html {
   if (value === null || value === undefined) return html`<span class="muted">-</span>`;
-  if (typeof value !== 'object' || Array.isArray(value) || !('message' in value) || typeof value.message !== 'string') return jsonBlock(value);
+  if (typeof value !== 'object' || Array.isArray(value) || !('message' in value) || typeof value.message !== 'string')
+    return jsonBlock(value);
   const { name: _name, message: _message, stack, issues, ...rest } = value as Record<string, unknown>;
   const fields = [
     ...Object.entries(rest).map(([field, v]) => `${field}: ${typeof v === 'string' ? v : JSON.stringify(v)}`),
-    ...(Array.isArray(issues) && issues.length > 0 ? [`issues:\n${issues.map((i) => `  - ${String(i)}`).join('\n')}`] : []),
+    ...(Array.isArray(issues) && issues.length > 0
+      ? [`issues:\n${issues.map((i) => `  - ${String(i)}`).join('\n')}`]
+      : []),
   ];
   const details = [...(fields.length > 0 ? [fields.join('\n')] : []), ...(typeof stack === 'string' ? [stack] : [])];
   return html`<p class="error-text">${formatStoredError(value)}</p>${

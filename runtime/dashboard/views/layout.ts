@@ -55,7 +55,8 @@ export function page(context: PageContext, section: Section | undefined, title: 
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>${title} · ledgerflow</title><style>${STYLE_MARKUP}</style></head>
 <body><header><strong>ledgerflow</strong>${SECTIONS.map(
-    ([id, label, path]) => html`<a href="${path === '' ? home : `${base}${path}`}" class="${id === section ? 'on' : ''}">${label}</a>`,
+    ([id, label, path]) =>
+      html`<a href="${path === '' ? home : `${base}${path}`}" class="${id === section ? 'on' : ''}">${label}</a>`,
   )}<span class="who">signed in as ${context.actor}</span></header>
 <main>${body}</main></body></html>`;
 }
@@ -66,7 +67,10 @@ export function statusBadge(status: string): Html {
 }
 
 /** A run's status label, with a second one while it compensates: `running` `compensating (failure)` (core 0013). */
-export function runStatusBadge(run: { readonly status: RunStatus; readonly compensation: CompensationReason | null }): Html {
+export function runStatusBadge(run: {
+  readonly status: RunStatus;
+  readonly compensation: CompensationReason | null;
+}): Html {
   const reason = compensatingReason(run);
   return reason === undefined
     ? statusBadge(run.status)

@@ -1,4 +1,9 @@
-import { compensationText, shownAttemptStatus, skippedSteps, type ShownAttemptStatus } from '../../client/run-status-label.js';
+import {
+  compensationText,
+  shownAttemptStatus,
+  skippedSteps,
+  type ShownAttemptStatus,
+} from '../../client/run-status-label.js';
 import { runStepLabel, type StepDefsByVersion } from '../../client/run-step-label.js';
 import { signalKey } from '../../client/send-event.js';
 import { MAX_LISTED_CHILDREN, type RunDetails } from '../../client/run-details.js';
@@ -54,46 +59,65 @@ ${compensation === undefined ? '' : html`<dt>compensation</dt><dd>${compensation
 <h2>Timeline</h2>
 ${timeline(run.attempts, now, skipped)}
 <h2>Effect ledger</h2>
-${run.effects.length === 0
-  ? html`<p class="muted">No ledger rows: no transactional or external step has run.</p>`
-  : html`<table id="ledger"><thead><tr><th>Step</th><th>Key</th><th>Kind</th><th>Status</th><th>Request hash</th><th>Attempt</th><th>Resolution</th><th>Intent at</th><th>Recorded at</th><th>Horizon</th><th></th></tr></thead><tbody>
+${
+  run.effects.length === 0
+    ? html`<p class="muted">No ledger rows: no transactional or external step has run.</p>`
+    : html`<table id="ledger"><thead><tr><th>Step</th><th>Key</th><th>Kind</th><th>Status</th><th>Request hash</th><th>Attempt</th><th>Resolution</th><th>Intent at</th><th>Recorded at</th><th>Horizon</th><th></th></tr></thead><tbody>
 ${run.effects.map(
-  (e) => html`<tr><td>${e.step_name}</td><td><code>${e.idempotency_key}</code></td><td>${e.kind}</td><td>${statusBadge(e.status)}</td>
+  (
+    e,
+  ) => html`<tr><td>${e.step_name}</td><td><code>${e.idempotency_key}</code></td><td>${e.kind}</td><td>${statusBadge(e.status)}</td>
 <td title="${e.request_hash}"><code>${e.request_hash.slice(0, 12)}</code></td><td class="num">${e.attempt}</td><td>${e.resolution ?? '-'}</td>
 <td>${formatTime(e.intent_at)}</td><td>${formatTime(e.recorded_at)}</td><td>${e.status === 'intent' ? horizonText(e.reconcile_after, now) : '-'}</td>
 <td>${e.status === 'intent' ? html`<a href="${base}/runs/${run.id}/effects/${encodeURIComponent(e.step_name)}/resolve">Resolve…</a>` : ''}</td></tr>`,
-)}</tbody></table>`}
+)}</tbody></table>`
+}
 <h2>Attempts</h2>
-${run.attempts.length === 0
-  ? html`<p class="muted">No attempts yet.</p>`
-  : html`<table id="attempts"><thead><tr><th>Step</th><th>#</th><th>Status</th><th>Worker</th><th>Started</th><th>Finished</th><th>Next eligible</th><th>Error</th></tr></thead><tbody>
+${
+  run.attempts.length === 0
+    ? html`<p class="muted">No attempts yet.</p>`
+    : html`<table id="attempts"><thead><tr><th>Step</th><th>#</th><th>Status</th><th>Worker</th><th>Started</th><th>Finished</th><th>Next eligible</th><th>Error</th></tr></thead><tbody>
 ${run.attempts.map(
-  (a) => html`<tr><td>${a.step_name}</td><td class="num">${a.attempt}</td><td>${attemptBadge(shownAttemptStatus(a, skipped))}</td><td>${a.worker_id}</td>
+  (
+    a,
+  ) => html`<tr><td>${a.step_name}</td><td class="num">${a.attempt}</td><td>${attemptBadge(shownAttemptStatus(a, skipped))}</td><td>${a.worker_id}</td>
 <td>${formatTime(a.started_at)}</td><td>${formatTime(a.finished_at)}</td><td>${formatTime(a.next_eligible_at)}</td><td>${formatStoredError(a.error)}</td></tr>`,
-)}</tbody></table>`}
+)}</tbody></table>`
+}
 <h2>Step results</h2>
-${run.steps.length === 0
-  ? html`<p class="muted">No step completed yet.</p>`
-  : html`<table id="steps"><thead><tr><th>Step</th><th>Kind</th><th>Attempt</th><th>Key</th><th>Committed</th><th>Output</th></tr></thead><tbody>
+${
+  run.steps.length === 0
+    ? html`<p class="muted">No step completed yet.</p>`
+    : html`<table id="steps"><thead><tr><th>Step</th><th>Kind</th><th>Attempt</th><th>Key</th><th>Committed</th><th>Output</th></tr></thead><tbody>
 ${run.steps.map(
-  (s) => html`<tr><td>${s.step_name}</td><td>${s.kind}</td><td class="num">${s.attempt}</td><td>${s.idempotency_key ?? '-'}</td><td>${formatTime(s.created_at)}</td>
+  (
+    s,
+  ) => html`<tr><td>${s.step_name}</td><td>${s.kind}</td><td class="num">${s.attempt}</td><td>${s.idempotency_key ?? '-'}</td><td>${formatTime(s.created_at)}</td>
 <td>${s.skipped ? html`<span class="muted">skipped: its condition was false</span>` : jsonBlock(s.output)}</td></tr>`,
-)}</tbody></table>`}
+)}</tbody></table>`
+}
 <h2>Waits</h2>
-${run.waits.length === 0
-  ? html`<p class="muted">None.</p>`
-  : html`<table id="waits"><thead><tr><th>Step</th><th>Kind</th><th>Event</th><th>Key</th><th>Until</th><th>Since</th><th>Resolved</th></tr></thead><tbody>
+${
+  run.waits.length === 0
+    ? html`<p class="muted">None.</p>`
+    : html`<table id="waits"><thead><tr><th>Step</th><th>Kind</th><th>Event</th><th>Key</th><th>Until</th><th>Since</th><th>Resolved</th></tr></thead><tbody>
 ${run.waits.map(
-  (w) => html`<tr><td>${w.step_name}</td><td>${w.kind === 'event' && w.correlation_key === signal ? 'signal' : w.kind}</td><td>${w.event_name ?? '-'}</td>
+  (
+    w,
+  ) => html`<tr><td>${w.step_name}</td><td>${w.kind === 'event' && w.correlation_key === signal ? 'signal' : w.kind}</td><td>${w.event_name ?? '-'}</td>
 <td>${w.correlation_key === null || w.correlation_key === signal ? '-' : w.correlation_key}</td><td>${formatTime(w.until)}</td><td>${formatTime(w.created_at)}</td><td>${formatTime(w.resolved_at)}</td></tr>`,
-)}</tbody></table>`}
+)}</tbody></table>`
+}
 <h2>Children</h2>
-${run.children.length === 0
-  ? html`<p class="muted">None.</p>`
-  : html`<table id="children"><thead><tr><th>Step</th><th>Item</th><th>Workflow</th><th>Status</th><th>Run</th></tr></thead><tbody>
+${
+  run.children.length === 0
+    ? html`<p class="muted">None.</p>`
+    : html`<table id="children"><thead><tr><th>Step</th><th>Item</th><th>Workflow</th><th>Status</th><th>Run</th></tr></thead><tbody>
 ${run.children.map(
-  (c) => html`<tr><td>${c.step}</td><td class="num">${c.index}</td><td>${c.workflowName}</td><td>${statusBadge(c.status)}</td><td><a href="${base}/runs/${c.id}"><code>${shortId(c.id)}</code></a></td></tr>`,
-)}</tbody></table>${run.children.length >= MAX_LISTED_CHILDREN ? html`<p class="muted">Only the first ${MAX_LISTED_CHILDREN} are listed; <code>ledgerflow runs --parent ${run.id}</code> lists them all.</p>` : ''}`}
+  (c) =>
+    html`<tr><td>${c.step}</td><td class="num">${c.index}</td><td>${c.workflowName}</td><td>${statusBadge(c.status)}</td><td><a href="${base}/runs/${c.id}"><code>${shortId(c.id)}</code></a></td></tr>`,
+)}</tbody></table>${run.children.length >= MAX_LISTED_CHILDREN ? html`<p class="muted">Only the first ${MAX_LISTED_CHILDREN} are listed; <code>ledgerflow runs --parent ${run.id}</code> lists them all.</p>` : ''}`
+}
 <h2>Input</h2>${jsonBlock(run.input)}
 <h2>Output</h2>${jsonBlock(run.output)}
 <h2>Error</h2><div id="error">${errorBlock(run.error)}</div>
@@ -115,7 +139,9 @@ const ATTEMPT_FILL: Readonly<Record<ShownAttemptStatus, string>> = {
 
 /** An attempt's status label; a skipped step's says why. */
 function attemptBadge(status: ShownAttemptStatus): Html {
-  return status === 'skipped' ? html`<span class="st st-skipped" title="its condition was false: it did not run">skipped</span>` : statusBadge(status);
+  return status === 'skipped'
+    ? html`<span class="st st-skipped" title="its condition was false: it did not run">skipped</span>`
+    : statusBadge(status);
 }
 
 /**

@@ -46,7 +46,8 @@ export function runsView(context: PageContext, data: RunsViewData): Html {
   const body = html`<h1>Runs</h1>
 <form class="filters" method="get" action="${home}">
   <label>Status<select name="status"><option value="">any</option>${RUN_STATUSES.map(
-    (s) => html`<option value="${s}" ${filter.statuses.length === 1 && filter.statuses[0] === s ? 'selected' : ''}>${s}</option>`,
+    (s) =>
+      html`<option value="${s}" ${filter.statuses.length === 1 && filter.statuses[0] === s ? 'selected' : ''}>${s}</option>`,
   )}</select></label>
   <label>Workflow<input name="workflow" list="workflow-names" value="${filter.workflow ?? ''}" size="18"></label>
   <datalist id="workflow-names">${data.workflows.map((w) => html`<option value="${w}">`)}</datalist>
@@ -58,20 +59,25 @@ export function runsView(context: PageContext, data: RunsViewData): Html {
   <button type="submit">Filter</button> <a href="${home}">clear</a>
 </form>
 <p class="counts" title="Counted per status up to ${STATUS_COUNT_CAP.toLocaleString('en')} from the index, for the workflow, version and time filters">${RUN_STATUSES.map(
-    (s) => html`<a href="${query({ status: [s], after: undefined })}">${statusBadge(s)} <span data-count="${s}">${count(s)}</span></a>`,
+    (s) =>
+      html`<a href="${query({ status: [s], after: undefined })}">${statusBadge(s)} <span data-count="${s}">${count(s)}</span></a>`,
   )}</p>
-${data.page.rows.length === 0
-  ? html`<p class="muted">No runs match.</p>`
-  : html`<table id="runs"><thead><tr><th>Run</th><th>Workflow</th><th>Status</th><th>Dedupe key</th><th>Step</th><th>Created (UTC)</th><th>Finished</th><th>Error</th></tr></thead><tbody>
+${
+  data.page.rows.length === 0
+    ? html`<p class="muted">No runs match.</p>`
+    : html`<table id="runs"><thead><tr><th>Run</th><th>Workflow</th><th>Status</th><th>Dedupe key</th><th>Step</th><th>Created (UTC)</th><th>Finished</th><th>Error</th></tr></thead><tbody>
 ${data.page.rows.map(
   (r) => html`<tr>
 <td><a href="${base}/runs/${r.id}" title="${r.id}"><code>${shortId(r.id)}</code></a>${r.parent_run_id === null ? '' : html` <span class="muted" title="child of ${r.parent_run_id}">child</span>`}</td>
 <td>${r.workflow_name} <span class="muted">v${r.workflow_version}</span></td><td>${runStatusBadge(r)}</td>
 <td>${r.dedupe_key ?? ''}</td><td>${runStepLabel(r, data.defs)}</td><td>${formatTime(r.created_at)}</td><td>${formatTime(r.finished_at)}</td>
 <td>${r.error === null ? '' : formatStoredError(r.error, 80)}</td></tr>`,
-)}</tbody></table>`}
+)}</tbody></table>`
+}
 <p class="pager">${data.params.cursor !== undefined ? html`<a href="${query({ after: undefined })}">« first page</a> ` : ''}${
-    data.page.next !== undefined ? html`<a id="next-page" href="${query({ after: encodeRunCursor(data.page.next) })}">next page »</a>` : ''
+    data.page.next !== undefined
+      ? html`<a id="next-page" href="${query({ after: encodeRunCursor(data.page.next) })}">next page »</a>`
+      : ''
   } <span class="muted">${filter.dedupeKey !== undefined ? 'in key order' : 'newest first'}, ${limit} per page</span></p>`;
   return page(context, 'runs', 'Runs', body);
 }

@@ -103,7 +103,9 @@ export function connectTimeoutOf(options: Pick<PgStoreOptions, 'connectionString
   if (match === null) return DEFAULT_CONNECT_TIMEOUT_MS;
   const seconds = Number(decodeURIComponent(match[1]!));
   if (!(Number.isInteger(seconds) && seconds >= 0)) {
-    throw new TypeError(`connect_timeout=${match[1]} in the database URL must be a whole number of seconds >= 0 (0: no limit).`);
+    throw new TypeError(
+      `connect_timeout=${match[1]} in the database URL must be a whole number of seconds >= 0 (0: no limit).`,
+    );
   }
   // libpq: a value of 1 means 2 seconds (anything under 2 is raised to 2); 0 waits indefinitely.
   return seconds === 0 ? 0 : Math.max(seconds, 2) * 1_000;
@@ -122,7 +124,10 @@ export class ConnectTimeoutError extends Error {
  */
 function timedClient(Base: typeof pg.Client, timeoutMs: number): typeof pg.Client {
   if (timeoutMs === 0) return Base;
-  const baseConnect = Base.prototype.connect as unknown as (this: pg.Client, callback?: (error: Error | null) => void) => Promise<void> | undefined;
+  const baseConnect = Base.prototype.connect as unknown as (
+    this: pg.Client,
+    callback?: (error: Error | null) => void,
+  ) => Promise<void> | undefined;
   class TimedClient extends Base {
     constructor(config?: string | pg.ClientConfig) {
       const given = typeof config === 'string' ? { connectionString: config } : (config ?? {});
@@ -132,11 +137,17 @@ function timedClient(Base: typeof pg.Client, timeoutMs: number): typeof pg.Clien
   const explained = (client: pg.Client, error: Error): Error => {
     if (!/timeout expired|connection timeout/i.test(error.message)) return error;
     const { host, port } = client as unknown as { host: string; port: number };
-    return new ConnectTimeoutError(`connecting to ${host}:${port} took longer than ${timeoutMs} ms (connect_timeout); the host is treated as unreachable`, { cause: error });
+    return new ConnectTimeoutError(
+      `connecting to ${host}:${port} took longer than ${timeoutMs} ms (connect_timeout); the host is treated as unreachable`,
+      { cause: error },
+    );
   };
   // node-postgres's own calling styles, unchanged: with a callback (pg.Pool), it is called in the
   // tick that completed the connection, so the pool's error listener is on before the next message.
-  TimedClient.prototype.connect = function connectInTime(this: pg.Client, callback?: (error: Error | null, client?: pg.Client) => void) {
+  TimedClient.prototype.connect = function connectInTime(
+    this: pg.Client,
+    callback?: (error: Error | null, client?: pg.Client) => void,
+  ) {
     if (callback !== undefined) {
       baseConnect.call(this, (error) => (error ? callback(explained(this, error)) : callback(null, this)));
       return undefined;
@@ -162,8 +173,18 @@ const types = {
 function preparingClient(Base: typeof pg.Client): typeof pg.Client {
   const preparedStatementName = statementNamer();
   class PreparingClient extends Base {}
-  const query = Base.prototype.query as (this: pg.Client, config: unknown, values?: unknown, callback?: unknown) => unknown;
-  PreparingClient.prototype.query = function preparedQuery(this: pg.Client, config: unknown, values?: unknown, callback?: unknown) {
+  const query = Base.prototype.query as (
+    this: pg.Client,
+    config: unknown,
+    values?: unknown,
+    callback?: unknown,
+  ) => unknown;
+  PreparingClient.prototype.query = function preparedQuery(
+    this: pg.Client,
+    config: unknown,
+    values?: unknown,
+    callback?: unknown,
+  ) {
     if (typeof config === 'string' && Array.isArray(values)) {
       const name = preparedStatementName(config);
       if (name !== undefined) return query.call(this, { name, text: config, values }, undefined, callback);
@@ -193,7 +214,12 @@ export function createPgStore(options: PgStoreOptions): Store {
       ? BaseClient
       : failoverClient(
           BaseClient,
-          new WritableHostLocator({ target, Client: BaseClient, clientConfig: { application_name: applicationName, types }, connectTimeoutMs }),
+          new WritableHostLocator({
+            target,
+            Client: BaseClient,
+            clientConfig: { application_name: applicationName, types },
+            connectTimeoutMs,
+          }),
           target.targetSessionAttrs,
         );
   const prepares = options.preparedStatements ?? options.pooler === undefined;
@@ -221,20 +247,25 @@ export function createPgStore(options: PgStoreOptions): Store {
   // transaction emits 'error' with no listener, so every client gets its own. The next query
   // on it fails with a connection error, and the pool discards it on release.
   pool.on('error', () => {});
-  const watch = stallWatch(options, (host) =>
-    new BaseClient({
-      connectionString: target === undefined ? options.connectionString : target.urlFor(host),
-      application_name: applicationName,
-      types,
-      connectionTimeoutMillis: connectTimeoutMs === 0 ? PROBE_CONNECT_TIMEOUT_MS : Math.min(connectTimeoutMs, PROBE_CONNECT_TIMEOUT_MS),
-    }),
+  const watch = stallWatch(
+    options,
+    (host) =>
+      new BaseClient({
+        connectionString: target === undefined ? options.connectionString : target.urlFor(host),
+        application_name: applicationName,
+        types,
+        connectionTimeoutMillis:
+          connectTimeoutMs === 0 ? PROBE_CONNECT_TIMEOUT_MS : Math.min(connectTimeoutMs, PROBE_CONNECT_TIMEOUT_MS),
+      }),
   );
   pool.on('connect', (client) => {
     client.on('error', () => {});
     watch?.add(client);
   });
   pool.on('remove', (client) => watch?.remove(client));
-  const db = new Kysely<LedgerflowDatabase>({ dialect: new PostgresDialect({ pool: target === undefined ? pool : droppingReadOnly(pool) }) });
+  const db = new Kysely<LedgerflowDatabase>({
+    dialect: new PostgresDialect({ pool: target === undefined ? pool : droppingReadOnly(pool) }),
+  });
   const location = `PostgreSQL at ${target === undefined ? hostAndDatabase(options.connectionString) : `${target.description} (${target.targetSessionAttrs})`}`;
 
   return {
@@ -244,7 +275,11 @@ export function createPgStore(options: PgStoreOptions): Store {
     ...(listenUnavailable !== undefined ? { listenUnavailable } : {}),
     async listen(channel, onNotify, onLost, listenOptions = {}) {
       if (listenVia === undefined) throw new Error(`cannot LISTEN on "${channel}": ${listenUnavailable}`);
-      const client = new listenVia.Client({ connectionString: listenVia.connectionString, application_name: applicationName, types });
+      const client = new listenVia.Client({
+        connectionString: listenVia.connectionString,
+        application_name: applicationName,
+        types,
+      });
       // A dedicated connection: losing it (pg_terminate_backend, server restart, network) ends
       // the subscription silently unless reported — 'error' and/or 'end' fire, once reported.
       let state: 'subscribing' | 'subscribed' | 'lost' | 'closed' = 'subscribing';
@@ -258,7 +293,8 @@ export function createPgStore(options: PgStoreOptions): Store {
       client.on('end', () => lose(new Error(`the connection listening on "${channel}" ended`)));
       try {
         await client.connect();
-        if (listenOptions.keepProcessAlive === false) (client.connection.stream as Partial<Pick<Socket, 'unref'>>).unref?.();
+        if (listenOptions.keepProcessAlive === false)
+          (client.connection.stream as Partial<Pick<Socket, 'unref'>>).unref?.();
         client.on('notification', (message) => {
           if (message.channel === channel) onNotify(message.payload ?? '');
         });
@@ -297,15 +333,26 @@ function directClient(
 ): { readonly Client: typeof pg.Client; readonly connectionString: string } {
   if (!isMultiHostUrl(url)) return { Client: BaseClient, connectionString: url };
   const target = parsePostgresUrl(url);
-  const locator = new WritableHostLocator({ target, Client: BaseClient, clientConfig: { application_name: applicationName, types }, connectTimeoutMs });
-  return { Client: failoverClient(BaseClient, locator, target.targetSessionAttrs), connectionString: target.urlFor(target.hosts[0]!) };
+  const locator = new WritableHostLocator({
+    target,
+    Client: BaseClient,
+    clientConfig: { application_name: applicationName, types },
+    connectTimeoutMs,
+  });
+  return {
+    Client: failoverClient(BaseClient, locator, target.targetSessionAttrs),
+    connectionString: target.urlFor(target.hosts[0]!),
+  };
 }
 
 /** How long a probe of a stalled statement's host waits to connect, at most. */
 const PROBE_CONNECT_TIMEOUT_MS = 5_000;
 
 /** The store's {@link StallWatch}, probing with clients made by `probeClient`; undefined when turned off. */
-function stallWatch(options: Pick<PgStoreOptions, 'stalledStatementCheckMs'>, probeClient: (host: WatchedHost) => pg.Client): StallWatch | undefined {
+function stallWatch(
+  options: Pick<PgStoreOptions, 'stalledStatementCheckMs'>,
+  probeClient: (host: WatchedHost) => pg.Client,
+): StallWatch | undefined {
   const checkAfterMs = options.stalledStatementCheckMs ?? DEFAULT_STALLED_STATEMENT_CHECK_MS;
   if (checkAfterMs === 0) return undefined;
   return new StallWatch({
@@ -334,7 +381,8 @@ function stallWatch(options: Pick<PgStoreOptions, 'stalledStatementCheckMs'>, pr
         );
         // Behind a pooler or proxy (PgBouncer, RDS Proxy) the pid a connection was given at startup
         // is the proxy's, not a backend's: only an unreachable host can be told apart there.
-        if (rows[0]!.me !== (client as unknown as { processID: number | null }).processID) return { alive: new Set(pids), idle: new Set() };
+        if (rows[0]!.me !== (client as unknown as { processID: number | null }).processID)
+          return { alive: new Set(pids), idle: new Set() };
         return { alive: new Set(rows[0]!.alive), idle: new Set(rows[0]!.idle) };
       } finally {
         await client.end().catch(() => {});
@@ -360,7 +408,7 @@ function droppingReadOnly(pool: pg.Pool): PostgresPool {
       const release = client.release;
       client.release = (error?: Error | boolean) =>
         // Kysely passes `false` for a healthy connection.
-        release(error || (mustDrop(client) ? new Error('the connection\'s host no longer accepts writes') : undefined));
+        release(error || (mustDrop(client) ? new Error("the connection's host no longer accepts writes") : undefined));
       return client;
     },
     end: () => pool.end(),

@@ -97,18 +97,23 @@ export function parsePostgresUrl(url: string): PostgresTarget {
 function parseHost(entry: string, index: number, count: number, defaultPort: number): PostgresHost {
   const which = count === 1 ? 'The database URL' : `Host ${index + 1} of ${count} in the database URL`;
   if (entry === '') {
-    throw new PostgresUrlError(`${which} has no host name; write host:port (hosts separated by commas), e.g. ${EXAMPLE}.`);
+    throw new PostgresUrlError(
+      `${which} has no host name; write host:port (hosts separated by commas), e.g. ${EXAMPLE}.`,
+    );
   }
   const bracketed = /^\[([0-9a-fA-F:.]+)\](?::(.*))?$/.exec(entry);
   if (bracketed !== null) {
     const [, host = '', port] = bracketed;
     return { host, port: port === undefined ? defaultPort : parsePort(port, `the port of ${entry}`) };
   }
-  if (entry.startsWith('[')) throw new PostgresUrlError(`${which}: "${entry}" is not a bracketed IPv6 address like [::1]:5432.`);
+  if (entry.startsWith('['))
+    throw new PostgresUrlError(`${which}: "${entry}" is not a bracketed IPv6 address like [::1]:5432.`);
   const colon = entry.indexOf(':');
   if (colon < 0) return { host: decodeURIComponent(entry), port: defaultPort };
   if (entry.indexOf(':', colon + 1) >= 0) {
-    throw new PostgresUrlError(`${which}: "${entry}" has more than one ":"; write an IPv6 address in brackets, like [::1]:5432.`);
+    throw new PostgresUrlError(
+      `${which}: "${entry}" has more than one ":"; write an IPv6 address in brackets, like [::1]:5432.`,
+    );
   }
   const host = entry.slice(0, colon);
   if (host === '') throw new PostgresUrlError(`${which}: "${entry}" has a port but no host name.`);

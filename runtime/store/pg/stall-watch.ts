@@ -33,7 +33,11 @@ export interface StallWatchOptions {
    * least `idleForMs` (by the host's clock), over a fresh connection; `'unreachable'` when no
    * connection could be made (the host is down or silent).
    */
-  readonly probe: (host: WatchedHost, pids: readonly number[], idleForMs: number) => Promise<ProbeAnswer | 'unreachable'>;
+  readonly probe: (
+    host: WatchedHost,
+    pids: readonly number[],
+    idleForMs: number,
+  ) => Promise<ProbeAnswer | 'unreachable'>;
   /** Told about each connection it ended (for tests and logs). */
   readonly onEnded?: (host: WatchedHost, pid: number) => void;
 }
@@ -152,7 +156,9 @@ export class StallWatch {
       this.#seen.delete(client);
       this.#options.onEnded?.(host, pid);
       internals.connection.stream.destroy(
-        new Error(`connection to ${host.host}:${host.port} ended by ledgerflow: its statement ran ${this.#options.checkAfterMs} ms and ${why}`),
+        new Error(
+          `connection to ${host.host}:${host.port} ended by ledgerflow: its statement ran ${this.#options.checkAfterMs} ms and ${why}`,
+        ),
       );
     }
   }

@@ -31,7 +31,9 @@ export class NoWritableHostError extends Error {
   /** An errno-style code: callers that treat `E…` codes as "the database is unreachable" do so here too. */
   readonly code = 'ENOWRITABLEHOST';
   constructor(readonly attempts: ReadonlyArray<{ readonly host: string; readonly reason: string }>) {
-    super(`No host accepts writes (target_session_attrs=read-write): ${attempts.map((a) => `${a.host} ${a.reason}`).join('; ')}`);
+    super(
+      `No host accepts writes (target_session_attrs=read-write): ${attempts.map((a) => `${a.host} ${a.reason}`).join('; ')}`,
+    );
   }
 }
 
@@ -81,7 +83,11 @@ export class WritableHostLocator {
     for (const host of target.hosts) {
       const limit = this.#options.connectTimeoutMs;
       const probeTimeoutMs = limit === undefined || limit === 0 ? PROBE_TIMEOUT_MS : Math.min(limit, PROBE_TIMEOUT_MS);
-      const client = new Client({ ...clientConfig, connectionString: target.urlFor(host), connectionTimeoutMillis: probeTimeoutMs });
+      const client = new Client({
+        ...clientConfig,
+        connectionString: target.urlFor(host),
+        connectionTimeoutMillis: probeTimeoutMs,
+      });
       client.on('error', () => {});
       try {
         await client.connect();
@@ -92,7 +98,10 @@ export class WritableHostLocator {
         }
         attempts.push({ host: `${host.host}:${host.port}`, reason: `is read-only (${readOnly})` });
       } catch (error) {
-        attempts.push({ host: `${host.host}:${host.port}`, reason: `did not answer (${error instanceof Error ? error.message || String((error as { code?: unknown }).code) : String(error)})` });
+        attempts.push({
+          host: `${host.host}:${host.port}`,
+          reason: `did not answer (${error instanceof Error ? error.message || String((error as { code?: unknown }).code) : String(error)})`,
+        });
       } finally {
         await client.end().catch(() => {});
       }
@@ -127,7 +136,11 @@ type ConnectCallback = (error: Error | null, client?: pg.Client) => void;
  * host) one that is read-only; once connected, a change to read-only reported by the server, or
  * a write refused with 25006, marks the connection for {@link mustDrop}.
  */
-export function failoverClient(Base: typeof pg.Client, locator: WritableHostLocator, attrs: PostgresTarget['targetSessionAttrs']): typeof pg.Client {
+export function failoverClient(
+  Base: typeof pg.Client,
+  locator: WritableHostLocator,
+  attrs: PostgresTarget['targetSessionAttrs'],
+): typeof pg.Client {
   const baseConnect = Base.prototype.connect as (this: pg.Client) => Promise<pg.Client>;
   class FailoverClient extends Base {}
   defineConnect(FailoverClient, (client) => connectWritable(client, baseConnect, locator, attrs));
@@ -174,7 +187,11 @@ async function connectWritable(
   attrs: PostgresTarget['targetSessionAttrs'],
 ): Promise<pg.Client> {
   const host = await locator.writable();
-  const settable = client as unknown as { host: string; port: number; connectionParameters: { host: string; port: number } };
+  const settable = client as unknown as {
+    host: string;
+    port: number;
+    connectionParameters: { host: string; port: number };
+  };
   settable.host = settable.connectionParameters.host = host.host;
   settable.port = settable.connectionParameters.port = host.port;
   const reported = new Map<string, string>();
@@ -188,7 +205,10 @@ async function connectWritable(
     // errs, and a LISTEN connection ends its subscription (which is then opened elsewhere).
     if (established) {
       locator.forget(host);
-      client.emit('error', new ReadOnlyHostError(`${host.host}:${host.port} turned read-only (${message.parameterName} = on)`));
+      client.emit(
+        'error',
+        new ReadOnlyHostError(`${host.host}:${host.port} turned read-only (${message.parameterName} = on)`),
+      );
     }
   });
   connection.on('errorMessage', (message: { code?: string }) => {
@@ -209,7 +229,9 @@ async function connectWritable(
   }
   locator.forget(host);
   await client.end().catch(() => {});
-  throw new ReadOnlyHostError(`${host.host}:${host.port} is read-only (${readOnly}); the next connection looks for the writable host`);
+  throw new ReadOnlyHostError(
+    `${host.host}:${host.port} is read-only (${readOnly}); the next connection looks for the writable host`,
+  );
 }
 
 function readOnlyReported(reported: ReadonlyMap<string, string>): string | undefined {
@@ -219,5 +241,8 @@ function readOnlyReported(reported: ReadonlyMap<string, string>): string | undef
 }
 
 function isReadOnlyReport(message: { parameterName: string; parameterValue: string }): boolean {
-  return (message.parameterName === 'in_hot_standby' || message.parameterName === 'default_transaction_read_only') && message.parameterValue === 'on';
+  return (
+    (message.parameterName === 'in_hot_standby' || message.parameterName === 'default_transaction_read_only') &&
+    message.parameterValue === 'on'
+  );
 }

@@ -37,7 +37,9 @@ export class NotificationHub {
     let entry = this.#channels.get(channel);
     if (entry === undefined) {
       const quoted = `"${channel.replaceAll('"', '""')}"`;
-      const listening = this.betweenTransactions(() => this.pglite.listen(quoted, (payload) => this.dispatch(channel, payload)));
+      const listening = this.betweenTransactions(() =>
+        this.pglite.listen(quoted, (payload) => this.dispatch(channel, payload)),
+      );
       const created: Channel = { listeners: new Set([listener]), listening: listening.catch(() => undefined) };
       entry = created;
       this.#channels.set(channel, created);
@@ -59,7 +61,10 @@ export class NotificationHub {
       // wait for a transaction it may be about to abort; closing the store drains the queue.
       const unlisten = subscribed.unlisten;
       if (unlisten !== undefined) this.betweenTransactions(() => unlisten()).catch(() => {});
-      else void subscribed.listening.then((pending) => pending && this.betweenTransactions(() => pending())).catch(() => {});
+      else
+        void subscribed.listening
+          .then((pending) => pending && this.betweenTransactions(() => pending()))
+          .catch(() => {});
     };
   }
 

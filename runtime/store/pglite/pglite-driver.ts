@@ -89,7 +89,8 @@ class PGliteConnection implements DatabaseConnection {
     if (compiledQuery.parameters.length === 0) {
       const results = await this.pglite.exec(compiledQuery.sql);
       const result = results.length === 1 ? results[0] : undefined;
-      if (result?.command === 'COMMIT' || result?.command === 'ROLLBACK') return { rows: [{ command: result.command } as R] };
+      if (result?.command === 'COMMIT' || result?.command === 'ROLLBACK')
+        return { rows: [{ command: result.command } as R] };
       return {
         rows: (result?.rows ?? []) as R[],
         ...(result?.affectedRows !== undefined ? { numAffectedRows: BigInt(result.affectedRows) } : {}),

@@ -87,7 +87,8 @@ export async function createPGliteStore(options: PGliteStoreOptions = {}): Promi
             () =>
               new Promise<void>((release) =>
                 resolve({
-                  exec: (message, onData) => pglite.runExclusive(() => pglite.execProtocolRawStream(message, { onRawData: onData })),
+                  exec: (message, onData) =>
+                    pglite.runExclusive(() => pglite.execProtocolRawStream(message, { onRawData: onData })),
                   release: () => release(),
                 }),
               ),

@@ -13,8 +13,23 @@ import { SQLSTATE, sqlStateOf } from '../../store/sqlstate.js';
 import type { WaitingFor } from '../../store/tables.js';
 import { leaseLost } from '../lease.js';
 import { evaluateStepFunction, StepFailure } from '../step-errors.js';
-import { childrenState, childResults, firstFailedChild, prunedChildren, startChildren, suspendRun, type ChildToStart } from '../wait-commits.js';
-import { commitKnowingOutcome, commitOutput, keyContext, validateOutput, type StepExecution, type StepExecutor } from './step-execution.js';
+import {
+  childrenState,
+  childResults,
+  firstFailedChild,
+  prunedChildren,
+  startChildren,
+  suspendRun,
+  type ChildToStart,
+} from '../wait-commits.js';
+import {
+  commitKnowingOutcome,
+  commitOutput,
+  keyContext,
+  validateOutput,
+  type StepExecution,
+  type StepExecutor,
+} from './step-execution.js';
 
 /** Children started per commit unless `WorkerOptions.childrenPerCommit` says otherwise; each such commit also renews the parent's lease. */
 export const DEFAULT_CHILDREN_PER_COMMIT = 500;
@@ -53,13 +68,17 @@ export const executeChildren: StepExecutor = async (s) => {
   const fanOut = s.step.fanOut!;
   const child = fanOut.workflow;
   const lastStep = child.steps.at(-1)?.name;
-  if (lastStep === undefined) throw new StepFailure(new NonRetryableError(`Child workflow "${child.name}" v${child.version} has no steps.`));
+  if (lastStep === undefined)
+    throw new StepFailure(new NonRetryableError(`Child workflow "${child.name}" v${child.version} has no steps.`));
   for (;;) {
     const state = await commitKnowingOutcome(s, () => childrenState(s.db, s.lease, s.step.name), { retry: true });
     if (!state.fenced) throw leaseLost(s.lease, 'the children step');
     if (state.failed > 0) {
       const failed = await firstFailedChild(s.db, s.run.id, s.step.name);
-      const why = failed?.error !== null && typeof failed?.error === 'object' && !Array.isArray(failed.error) ? ` (${String(failed.error['message'] ?? '')})` : '';
+      const why =
+        failed?.error !== null && typeof failed?.error === 'object' && !Array.isArray(failed.error)
+          ? ` (${String(failed.error['message'] ?? '')})`
+          : '';
       throw new StepFailure(
         new ChildFailedError(
           failed === undefined
@@ -69,7 +88,10 @@ export const executeChildren: StepExecutor = async (s) => {
       );
     }
     const done = state.started - state.open;
-    const allowed = Math.min(children.length, fanOut.concurrency === Infinity ? children.length : done + fanOut.concurrency);
+    const allowed = Math.min(
+      children.length,
+      fanOut.concurrency === Infinity ? children.length : done + fanOut.concurrency,
+    );
     if (state.started < allowed) {
       const batch = children.slice(state.started, Math.min(allowed, state.started + s.childrenPerCommit));
       const started = await commitKnowingOutcome(s, () => startBatch(s, batch), { retry: true });
@@ -105,7 +127,10 @@ export const executeChildren: StepExecutor = async (s) => {
   }
 };
 
-async function startBatch(s: StepExecution, batch: readonly ChildToStart[]): Promise<{ fenced: boolean; started: number }> {
+async function startBatch(
+  s: StepExecution,
+  batch: readonly ChildToStart[],
+): Promise<{ fenced: boolean; started: number }> {
   const child = s.step.fanOut!.workflow;
   try {
     return await startChildren(s.db, {
@@ -126,7 +151,12 @@ async function startBatch(s: StepExecution, batch: readonly ChildToStart[]): Pro
     }
     if (sqlStateOf(error) === SQLSTATE.UNIQUE_VIOLATION) {
       // The key may name this step's own child, started by an earlier attempt and pruned since.
-      const pruned = await prunedChildren(s.db, s.run.id, child.name, batch.map((c) => c.key));
+      const pruned = await prunedChildren(
+        s.db,
+        s.run.id,
+        child.name,
+        batch.map((c) => c.key),
+      );
       if (pruned.length > 0) {
         const index = batch.find((c) => c.key === pruned[0]!.key)!.index;
         throw new StepFailure(new ChildPrunedError(prunedMessage(s, `child ${index} (run ${pruned[0]!.id})`)));
@@ -154,9 +184,14 @@ function prunedMessage(s: StepExecution, which: string): string {
 async function plannedChildren(s: StepExecution): Promise<ChildToStart[]> {
   const fanOut = s.step.fanOut!;
   const context = keyContext(s);
-  const items = fanOut.items === undefined ? [null] : evaluateStepFunction(() => fanOut.items!(context), `The items of step "${s.step.name}"`);
+  const items =
+    fanOut.items === undefined
+      ? [null]
+      : evaluateStepFunction(() => fanOut.items!(context), `The items of step "${s.step.name}"`);
   if (!Array.isArray(items)) {
-    throw new StepFailure(new NonRetryableError(`The items of step "${s.step.name}" must be an array (got ${typeof items}).`));
+    throw new StepFailure(
+      new NonRetryableError(`The items of step "${s.step.name}" must be an array (got ${typeof items}).`),
+    );
   }
   const seen = new Map<string, number>();
   const planned: ChildToStart[] = [];
@@ -173,11 +208,16 @@ async function plannedChildren(s: StepExecution): Promise<ChildToStart[]> {
     const twin = seen.get(key);
     if (twin !== undefined) {
       throw new StepFailure(
-        new NonRetryableError(`Items ${twin} and ${index} of step "${s.step.name}" have the same key "${key}": each item's key must be unique (derive it from the item).`),
+        new NonRetryableError(
+          `Items ${twin} and ${index} of step "${s.step.name}" have the same key "${key}": each item's key must be unique (derive it from the item).`,
+        ),
       );
     }
     seen.set(key, index);
-    const input = evaluateStepFunction(() => fanOut.input(itemContext), `The input of step "${s.step.name}" (item ${index})`);
+    const input = evaluateStepFunction(
+      () => fanOut.input(itemContext),
+      `The input of step "${s.step.name}" (item ${index})`,
+    );
     let json: string;
     try {
       json = parseStartInput(fanOut.workflow, input, s.limits);
@@ -185,7 +225,9 @@ async function plannedChildren(s: StepExecution): Promise<ChildToStart[]> {
       if (error instanceof PayloadTooLargeError) throw new StepFailure(error);
       if (!(error instanceof ValidationError)) throw error;
       throw new StepFailure(
-        new NonRetryableError(`The input of step "${s.step.name}" for item ${index} does not fit workflow "${fanOut.workflow.name}": ${error.message}`),
+        new NonRetryableError(
+          `The input of step "${s.step.name}" for item ${index} does not fit workflow "${fanOut.workflow.name}": ${error.message}`,
+        ),
       );
     }
     planned.push({ index, id: randomUUID(), key, input: json });

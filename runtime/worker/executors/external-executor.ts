@@ -8,7 +8,14 @@
 import type { PerformContext, ReconcileContext, ReconcileOutcome } from '../../contracts/handler-types.js';
 import { faultPoint } from '../../faults/fault-points.js';
 import type { Json } from '../../store/tables.js';
-import { matchExisting, openIntent, retakeIntent, type EffectClaim, type EffectRow, type OpenedIntent } from '../ledger.js';
+import {
+  matchExisting,
+  openIntent,
+  retakeIntent,
+  type EffectClaim,
+  type EffectRow,
+  type OpenedIntent,
+} from '../ledger.js';
 import { commitYield } from '../yield-commits.js';
 import { leaseLost } from '../lease.js';
 import { resultCommit, type ResultEffect } from '../result-commit.js';
@@ -89,9 +96,19 @@ export const executeExternal: StepExecutor = async (s) => {
   return reconcileIntent(s, handler, claim, row);
 };
 
-async function reconcileIntent(s: StepExecution, handler: ExternalHandler, claim: EffectClaim, row: EffectRow): Promise<StepOutcome> {
+async function reconcileIntent(
+  s: StepExecution,
+  handler: ExternalHandler,
+  claim: EffectClaim,
+  row: EffectRow,
+): Promise<StepOutcome> {
   if (typeof handler.reconcile !== 'function') {
-    return park(s, claim, row, `intent for key "${claim.key}" (attempt ${row.attempt}) has an unknown outcome and the step has no reconcile`);
+    return park(
+      s,
+      claim,
+      row,
+      `intent for key "${claim.key}" (attempt ${row.attempt}) has an unknown outcome and the step has no reconcile`,
+    );
   }
   const reconcile = handler.reconcile.bind(handler);
   const outcome = await userCode(() =>
@@ -122,7 +139,9 @@ async function reconcileIntent(s: StepExecution, handler: ExternalHandler, claim
       return park(s, claim, row, `reconcile could not tell whether key "${claim.key}" was applied: ${outcome.reason}`);
     default:
       throw new StepFailure(
-        new TypeError(`reconcile of step "${s.step.name}" must return found(output), notFound() or unknownOutcome(reason).`),
+        new TypeError(
+          `reconcile of step "${s.step.name}" must return found(output), notFound() or unknownOutcome(reason).`,
+        ),
       );
   }
 }
@@ -134,7 +153,12 @@ async function reconcileIntent(s: StepExecution, handler: ExternalHandler, claim
  * leaves the intent to the reconciler instead. This local check right before the call is the
  * fence for the call itself: a database read would only move the question to after the read.
  */
-async function performAndRecord(s: StepExecution, handler: ExternalHandler, claim: EffectClaim, committingAt: number): Promise<StepOutcome> {
+async function performAndRecord(
+  s: StepExecution,
+  handler: ExternalHandler,
+  claim: EffectClaim,
+  committingAt: number,
+): Promise<StepOutcome> {
   const value = await performWithinLease(s, handler, claim.key, committingAt);
   let output: Json;
   try {
@@ -153,7 +177,13 @@ async function performAndRecord(s: StepExecution, handler: ExternalHandler, clai
  * (see {@link performAndRecord}) and bounded by its `performTimeoutMs`. `by` names who calls it
  * when that is not the step's own attempt (a compensation taking its intent over).
  */
-export async function performWithinLease(s: StepExecution, handler: ExternalHandler, key: string, committingAt: number, by?: string): Promise<unknown> {
+export async function performWithinLease(
+  s: StepExecution,
+  handler: ExternalHandler,
+  key: string,
+  committingAt: number,
+  by?: string,
+): Promise<unknown> {
   await userCode(() => faultPoint('after-intent-commit'), 'before-perform');
   if (s.signal.aborted || performance.now() - committingAt >= s.lease.leaseMs) {
     const what = by === undefined ? 'perform' : `perform of step "${s.step.name}" by ${by}`;
@@ -175,11 +205,25 @@ export async function performWithinLease(s: StepExecution, handler: ExternalHand
 }
 
 /** Step 3: the result commit. */
-async function recordResult(s: StepExecution, _claim: EffectClaim, output: Json, effect: ResultEffect, reused = false): Promise<StepOutcome> {
+async function recordResult(
+  s: StepExecution,
+  _claim: EffectClaim,
+  output: Json,
+  effect: ResultEffect,
+  reused = false,
+): Promise<StepOutcome> {
   const commit = resultCommit(s, output, effect);
   const result = await commitKnowingOutcome(s, () => s.commits.advance(commit), { retry: true });
   if (!result.fenced) throw leaseLost(s.lease, 'the result commit');
-  return { kind: 'advanced', output, continuation: commit.continuation.kind, nextAttempt: result.nextAttempt, reused, claimed: result.claimed, overdue: result.overdue };
+  return {
+    kind: 'advanced',
+    output,
+    continuation: commit.continuation.kind,
+    nextAttempt: result.nextAttempt,
+    reused,
+    claimed: result.claimed,
+    overdue: result.overdue,
+  };
 }
 
 /** The intent's outcome stays unknown after this attempt asked (or could not ask): park, and back the next lookup off. */
@@ -189,8 +233,12 @@ async function park(s: StepExecution, claim: EffectClaim, row: EffectRow, reason
 }
 
 async function yieldRun(s: StepExecution, to: Parameters<typeof commitYield>[1]['to']): Promise<void> {
-  const fenced = await commitKnowingOutcome(s, () => commitYield(s.db, { lease: s.lease, step: s.step, attempt: s.attempt, to }), {
-    retry: true,
-  });
+  const fenced = await commitKnowingOutcome(
+    s,
+    () => commitYield(s.db, { lease: s.lease, step: s.step, attempt: s.attempt, to }),
+    {
+      retry: true,
+    },
+  );
   if (!fenced) throw leaseLost(s.lease, 'the reschedule/park commit');
 }

@@ -42,6 +42,7 @@ export function readOnlyDatabase(db: Kysely<LedgerflowDatabase>, stepName: strin
     });
   return statementHandle(execute, {
     name: `ctx.db of step "${stepName}"`,
-    transactions: 'ctx.db of a step cannot open a transaction: it is read-only. Write in a transactional step, through ctx.tx.',
+    transactions:
+      'ctx.db of a step cannot open a transaction: it is read-only. Write in a transactional step, through ctx.tx.',
   });
 }

@@ -2,7 +2,14 @@ import { faultPoint } from '../../faults/fault-points.js';
 import { leaseLost } from '../lease.js';
 import { evaluateStepFunction, StepFailure } from '../step-errors.js';
 import { openWait, suspendRun, type WaitSpec } from '../wait-commits.js';
-import { commitKnowingOutcome, commitOutput, keyContext, validateOutput, type StepExecution, type StepExecutor } from './step-execution.js';
+import {
+  commitKnowingOutcome,
+  commitOutput,
+  keyContext,
+  validateOutput,
+  type StepExecution,
+  type StepExecutor,
+} from './step-execution.js';
 
 /**
  * `sleep`: the first time the run reaches the step its wake-up time is written (`step_wait`,
@@ -22,7 +29,14 @@ export const executeSleep: StepExecutor = async (s) => {
   }
   const suspended = await commitKnowingOutcome(
     s,
-    () => suspendRun(s.db, { lease: s.lease, stepName: s.step.name, attempt: s.attempt, waitingFor: { kind: 'sleep', step: s.step.name, until }, until: wait.until }),
+    () =>
+      suspendRun(s.db, {
+        lease: s.lease,
+        stepName: s.step.name,
+        attempt: s.attempt,
+        waitingFor: { kind: 'sleep', step: s.step.name, until },
+        until: wait.until,
+      }),
     { retry: true },
   );
   if (!suspended.fenced) throw leaseLost(s.lease, 'the sleep');
@@ -36,7 +50,11 @@ async function sleepSpec(s: StepExecution): Promise<WaitSpec> {
   if ('for' in sleep) {
     const ms = evaluateStepFunction(() => sleep.for(context), `The "for" of sleep step "${s.step.name}"`);
     if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
-      throw new StepFailure(new TypeError(`The "for" of sleep step "${s.step.name}" must return a number of milliseconds >= 0 (got ${String(ms)}).`));
+      throw new StepFailure(
+        new TypeError(
+          `The "for" of sleep step "${s.step.name}" must return a number of milliseconds >= 0 (got ${String(ms)}).`,
+        ),
+      );
     }
     return { kind: 'sleep', until: { afterMs: ms } };
   }
@@ -44,7 +62,9 @@ async function sleepSpec(s: StepExecution): Promise<WaitSpec> {
   const at = value instanceof Date ? value : typeof value === 'string' ? new Date(value) : undefined;
   if (at === undefined || Number.isNaN(at.getTime())) {
     throw new StepFailure(
-      new TypeError(`The "until" of sleep step "${s.step.name}" must return a Date or an ISO 8601 string (got ${JSON.stringify(value)}).`),
+      new TypeError(
+        `The "until" of sleep step "${s.step.name}" must return a Date or an ISO 8601 string (got ${JSON.stringify(value)}).`,
+      ),
     );
   }
   return { kind: 'sleep', until: { at } };

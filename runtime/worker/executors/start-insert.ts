@@ -33,7 +33,10 @@ export async function insertStart(s: StartOf): Promise<void> {
  * connection hides leaves the start pending: the commit's own check (commitKnowingOutcome)
  * finds what became of it, and an insert that follows finds this run's row if it committed.
  */
-export async function withStart<T>(s: StartOf, commit: (trx: Kysely<LedgerflowDatabase> | undefined) => Promise<T>): Promise<T> {
+export async function withStart<T>(
+  s: StartOf,
+  commit: (trx: Kysely<LedgerflowDatabase> | undefined) => Promise<T>,
+): Promise<T> {
   const pending = s.run.pendingStart;
   if (pending === undefined || pending.inserted || !(await pending.takeForTransaction())) return commit(undefined);
   let committed = false;

@@ -29,7 +29,10 @@ export type StatementRunner = <R>(compiled: CompiledQuery) => Promise<QueryResul
  * `transaction()` either does nothing (the owner's transaction is already the one: `ctx.tx`)
  * or is refused with `transactions` as the message (`ctx.db`).
  */
-export function statementHandle(run: StatementRunner, options: { readonly name: string; readonly transactions: 'owner' | string }): Kysely<unknown> {
+export function statementHandle(
+  run: StatementRunner,
+  options: { readonly name: string; readonly transactions: 'owner' | string },
+): Kysely<unknown> {
   return new Kysely<unknown>({ dialect: new StatementDialect(run, options) });
 }
 

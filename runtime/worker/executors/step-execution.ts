@@ -22,7 +22,14 @@ import { attemptCommitState } from '../commit-outcome.js';
 import { resultCommit, type Continuation } from '../result-commit.js';
 import { leaseLost, type Lease } from '../lease.js';
 import { LeaseLostError } from '../../errors.js';
-import { evaluateStepFunction, isResourceRefusal, ResyncNeeded, StepFailure, userCode, type FailurePhase } from '../step-errors.js';
+import {
+  evaluateStepFunction,
+  isResourceRefusal,
+  ResyncNeeded,
+  StepFailure,
+  userCode,
+  type FailurePhase,
+} from '../step-errors.js';
 import { isConnectionError } from '../../store/connection-errors.js';
 import type { EffectClaim } from '../ledger.js';
 import type { StepTrace } from '../../telemetry/telemetry.js';
@@ -127,7 +134,9 @@ export function handlerContext<Extra extends object = object>(
   };
   // Descriptors, not values: an extra's getter (ctx.tx, ctx.db) stays lazy too. (One key at a
   // time: Object.getOwnPropertyDescriptors costs more than the few keys an executor adds.)
-  if (extra !== undefined) for (const key of Object.keys(extra)) Object.defineProperty(context, key, Object.getOwnPropertyDescriptor(extra, key)!);
+  if (extra !== undefined)
+    for (const key of Object.keys(extra))
+      Object.defineProperty(context, key, Object.getOwnPropertyDescriptor(extra, key)!);
   return context as StepContext<unknown, Readonly<Record<string, Json>>> & Extra;
 }
 
@@ -153,13 +162,18 @@ export function validateOutput(s: Pick<StepExecution, 'step' | 'run' | 'limits'>
     case 'schema': {
       const issues = checked.issues.map((issue) => `${issue.path.map(String).join('.') || '(root)'}: ${issue.message}`);
       throw new StepFailure(
-        new ValidationError(`Step "${s.step.name}" of workflow "${s.run.workflowName}" returned invalid output: ${issues.join('; ')}`, issues),
+        new ValidationError(
+          `Step "${s.step.name}" of workflow "${s.run.workflowName}" returned invalid output: ${issues.join('; ')}`,
+          issues,
+        ),
       );
     }
     case 'too-large':
       throw new StepFailure(checked.error);
     case 'unstorable':
-      throw new StepFailure(new NonRetryableError(`Step "${s.step.name}" returned output that cannot be stored as JSON: ${checked.reason}`));
+      throw new StepFailure(
+        new NonRetryableError(`Step "${s.step.name}" returned output that cannot be stored as JSON: ${checked.reason}`),
+      );
   }
 }
 
@@ -220,7 +234,11 @@ export async function bounded<T>(
  * if the commit must go with other statements), else through the worker's commit queue (grouped
  * with other runs' commits). `output` comes from {@link validateOutput}.
  */
-export async function commitOutput(s: StepExecution, output: Json, db?: Kysely<LedgerflowDatabase>): Promise<StepOutcome> {
+export async function commitOutput(
+  s: StepExecution,
+  output: Json,
+  db?: Kysely<LedgerflowDatabase>,
+): Promise<StepOutcome> {
   const commit = resultCommit(s, output);
   const result = await (db === undefined ? s.commits.advance(commit) : advanceRun(db, commit));
   if (!result.fenced) throw leaseLost(s.lease, 'the step result');
@@ -250,7 +268,11 @@ export function stepWanted(s: Pick<StepExecution, 'step' | 'run'>): boolean {
   const context = keyContext(s);
   const wanted = evaluateStepFunction(() => when(context), `The condition (when) of step "${s.step.name}"`);
   if (typeof wanted !== 'boolean') {
-    throw new StepFailure(new TypeError(`The condition (when) of step "${s.step.name}" must return a boolean (got ${JSON.stringify(wanted)}).`));
+    throw new StepFailure(
+      new TypeError(
+        `The condition (when) of step "${s.step.name}" must return a boolean (got ${JSON.stringify(wanted)}).`,
+      ),
+    );
   }
   return wanted;
 }
@@ -261,7 +283,11 @@ export function stepWanted(s: Pick<StepExecution, 'step' | 'run'>): boolean {
  */
 export async function commitSkipped(s: StepExecution): Promise<StepOutcome> {
   const commit = { ...resultCommit({ ...s, continuation: () => s.continuation(undefined) }, null), skipped: true };
-  const result = await commitKnowingOutcome(s, () => withStart(s, (trx) => (trx === undefined ? s.commits.advance(commit) : advanceRun(trx, commit))), { retry: true });
+  const result = await commitKnowingOutcome(
+    s,
+    () => withStart(s, (trx) => (trx === undefined ? s.commits.advance(commit) : advanceRun(trx, commit))),
+    { retry: true },
+  );
   if (!result.fenced) throw leaseLost(s.lease, 'the skipped step');
   return {
     kind: 'advanced',
@@ -275,7 +301,10 @@ export async function commitSkipped(s: StepExecution): Promise<StepOutcome> {
 }
 
 /** The key context of the current step: the run's input and the outputs of the steps before it. */
-export function keyContext(s: Pick<StepExecution, 'run'>): { readonly input: Json; readonly steps: Readonly<Record<string, Json>> } {
+export function keyContext(s: Pick<StepExecution, 'run'>): {
+  readonly input: Json;
+  readonly steps: Readonly<Record<string, Json>>;
+} {
   return { input: s.run.input, steps: s.run.outputs };
 }
 
@@ -297,7 +326,11 @@ export async function effectClaim(s: StepExecution): Promise<EffectClaim> {
 function stepKey(step: StepDefinition, context: ReturnType<typeof keyContext>): string {
   const key = evaluateStepFunction(() => step.key!(context), `The key function of step "${step.name}"`);
   if (typeof key !== 'string' || key === '') {
-    throw new StepFailure(new TypeError(`The key function of step "${step.name}" must return a non-empty string (got ${JSON.stringify(key)}).`));
+    throw new StepFailure(
+      new TypeError(
+        `The key function of step "${step.name}" must return a non-empty string (got ${JSON.stringify(key)}).`,
+      ),
+    );
   }
   return key;
 }
@@ -352,7 +385,8 @@ export async function commitKnowingOutcome<T>(
       if (isResourceRefusal(error)) {
         refusedSince ??= performance.now();
         await sleep(exponentialBackoffMs(refusals, RESYNC_BACKOFF));
-        if (!options.retry) throw new ResyncNeeded('the database refused the commit for want of resources', { cause: error });
+        if (!options.retry)
+          throw new ResyncNeeded('the database refused the commit for want of resources', { cause: error });
         if (performance.now() - refusedSince <= s.lease.leaseMs) continue;
         throw error;
       }

@@ -3,7 +3,15 @@ import { faultPoint } from '../../faults/fault-points.js';
 import { HandlerTimeoutError } from '../step-errors.js';
 import { readOnlyDatabase } from './read-only-db.js';
 import type { Json } from '../../store/tables.js';
-import { bounded, commitKnowingOutcome, commitOutput, handlerContext, validateOutput, type StepExecution, type StepExecutor } from './step-execution.js';
+import {
+  bounded,
+  commitKnowingOutcome,
+  commitOutput,
+  handlerContext,
+  validateOutput,
+  type StepExecution,
+  type StepExecutor,
+} from './step-execution.js';
 
 /**
  * `step`: run the handler (reading through the read-only `ctx.db` if it likes), validate its output, then ONE commit (one statement): the result,

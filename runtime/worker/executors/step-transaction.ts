@@ -1,7 +1,12 @@
 import { sql, type CompiledQuery, type Kysely, type QueryResult, type Transaction } from 'kysely';
 import type { LedgerflowDatabase } from '../../store/tables.js';
 import { faultPoint } from '../../faults/fault-points.js';
-import { openTransactionalEffect, openTransactionalEffectAfterCarry, type EffectClaim, type OpenedTransactionalEffect } from '../ledger.js';
+import {
+  openTransactionalEffect,
+  openTransactionalEffectAfterCarry,
+  type EffectClaim,
+  type OpenedTransactionalEffect,
+} from '../ledger.js';
 import { CarriedPastDeadline, type Carry } from '../carried-prefix.js';
 import { advanceRun } from '../step-commits.js';
 import { leaseLost } from '../lease.js';
@@ -104,7 +109,8 @@ export class StepTransaction {
    */
   async commit(params: AdvanceParams): Promise<AdvanceResult> {
     const conn = this.#conn;
-    if (this.#state !== 'open' || conn === undefined) throw new Error(`internal: commit of a ${this.#state} step transaction`);
+    if (this.#state !== 'open' || conn === undefined)
+      throw new Error(`internal: commit of a ${this.#state} step transaction`);
     this.#state = 'committing';
     try {
       const { carry: _written, ...withoutCarry } = params;
@@ -215,7 +221,9 @@ export class StepTransaction {
     this.#statementsInFlight += 1;
     try {
       await sql
-        .raw(`BEGIN; SET LOCAL lock_timeout = '${leaseMs}ms'; SET LOCAL idle_in_transaction_session_timeout = '${idleMs}ms'`)
+        .raw(
+          `BEGIN; SET LOCAL lock_timeout = '${leaseMs}ms'; SET LOCAL idle_in_transaction_session_timeout = '${idleMs}ms'`,
+        )
         .execute(held.conn);
       await faultPoint('opening-step-transaction');
       if (this.#state !== 'opening') throw this.#endedWhileOpening();
@@ -237,7 +245,8 @@ export class StepTransaction {
           attempt: this.s.attempt,
         };
         const withCarry = await openTransactionalEffectAfterCarry(held.conn, flush, this.claim);
-        if (!withCarry.fenced) throw leaseLost(this.s.lease, 'the transactional step (with the steps carried before it)');
+        if (!withCarry.fenced)
+          throw leaseLost(this.s.lease, 'the transactional step (with the steps carried before it)');
         // The deadline passed while the carried steps ran: no effect starts after it is seen.
         if (withCarry.overdue) throw new CarriedPastDeadline(this.s.run.id, this.s.step.name);
         this.#carried = carry;
@@ -249,7 +258,9 @@ export class StepTransaction {
       if (!opened.fenced) throw leaseLost(this.s.lease, 'the transactional step');
       if (!opened.inserted) {
         this.effectExists = true;
-        throw new Error(`Step "${this.s.step.name}" of run ${this.s.run.id} already has a ledger row; its recorded output is reused.`);
+        throw new Error(
+          `Step "${this.s.step.name}" of run ${this.s.run.id} already has a ledger row; its recorded output is reused.`,
+        );
       }
       if (this.#state !== 'opening') throw this.#endedWhileOpening();
       this.#state = 'open';
@@ -274,7 +285,9 @@ export class StepTransaction {
 }
 
 /** Takes one connection from the store and keeps it until `release()` is called. */
-function holdConnection(db: Kysely<LedgerflowDatabase>): Promise<{ conn: Kysely<LedgerflowDatabase>; release: () => void }> {
+function holdConnection(
+  db: Kysely<LedgerflowDatabase>,
+): Promise<{ conn: Kysely<LedgerflowDatabase>; release: () => void }> {
   return new Promise((resolve, reject) => {
     let release!: () => void;
     const released = new Promise<void>((done) => (release = done));

@@ -8,7 +8,7 @@ import { Recorded } from '../../contracts/recorded.js';
 import { ConflictError } from '../../errors.js';
 import type { TransactionalHandler } from '../../contracts/handler-types.js';
 import { faultPoint } from '../../faults/fault-points.js';
-import type { Json, } from '../../store/tables.js';
+import type { Json } from '../../store/tables.js';
 import { matchExisting, readEffects, type EffectClaim } from '../ledger.js';
 import { leaseLost } from '../lease.js';
 import { resultCommit } from '../result-commit.js';
@@ -57,7 +57,10 @@ export const executeTransactional: StepExecutor = async (s) => {
     output = await bounded(
       s,
       s.step.timeoutMs,
-      () => new HandlerTimeoutError(`transactional step "${s.step.name}" did not finish within ${s.step.timeoutMs} ms (timeoutMs); its transaction was rolled back`),
+      () =>
+        new HandlerTimeoutError(
+          `transactional step "${s.step.name}" did not finish within ${s.step.timeoutMs} ms (timeoutMs); its transaction was rolled back`,
+        ),
       'other',
       (signal) => callHandler(s, claim, handler, tx, signal),
     );
@@ -81,13 +84,30 @@ export const executeTransactional: StepExecutor = async (s) => {
   );
   // Without a transaction, a start not inserted yet commits alone first (its transaction would have carried it).
   if (!tx.began) await insertStart(s);
-  const result = await commitKnowingOutcome(s, () => (tx.began ? tx.commit(commit) : s.commits.advance(commit)), { retry: false });
+  const result = await commitKnowingOutcome(s, () => (tx.began ? tx.commit(commit) : s.commits.advance(commit)), {
+    retry: false,
+  });
   if (result.effectExists === true) return reuseRecorded(s, claim);
-  if (!result.fenced) throw leaseLost(s.lease, tx.began ? 'the transactional step (handler writes included)' : 'the transactional step');
-  return { kind: 'advanced', output, continuation: commit.continuation.kind, nextAttempt: result.nextAttempt, reused: false, claimed: result.claimed, overdue: result.overdue };
+  if (!result.fenced)
+    throw leaseLost(s.lease, tx.began ? 'the transactional step (handler writes included)' : 'the transactional step');
+  return {
+    kind: 'advanced',
+    output,
+    continuation: commit.continuation.kind,
+    nextAttempt: result.nextAttempt,
+    reused: false,
+    claimed: result.claimed,
+    overdue: result.overdue,
+  };
 };
 
-async function callHandler(s: StepExecution, claim: EffectClaim, handler: Handler, tx: StepTransaction, signal: HandlerSignal): Promise<Json> {
+async function callHandler(
+  s: StepExecution,
+  claim: EffectClaim,
+  handler: Handler,
+  tx: StepTransaction,
+  signal: HandlerSignal,
+): Promise<Json> {
   // ctx.tx is a Kysely `Transaction` over the step's transaction, as the contract says, built
   // only if the handler reads it; once the handler has returned or thrown it refuses statements.
   let recorded: unknown;
@@ -108,7 +128,9 @@ async function callHandler(s: StepExecution, claim: EffectClaim, handler: Handle
   tx.handlerEnded('committed');
   if (!(recorded instanceof Recorded)) {
     throw new StepFailure(
-      new TypeError(`The handler of transactional step "${s.step.name}" must return ctx.record(output), the value it recorded.`),
+      new TypeError(
+        `The handler of transactional step "${s.step.name}" must return ctx.record(output), the value it recorded.`,
+      ),
     );
   }
   await faultPoint('inside-transactional-handler');
@@ -125,7 +147,9 @@ async function reuseRecorded(s: StepExecution, claim: EffectClaim): Promise<Step
   const row = await userCode(() => matchExisting(rows, s.step, claim, s.run.id));
   if (row.status !== 'recorded') {
     throw new StepFailure(
-      new ConflictError(`Step "${s.step.name}" of run ${s.run.id} has a ${row.status} ${row.kind} ledger row under key "${claim.key}"; a transactional step expects none or a recorded one.`),
+      new ConflictError(
+        `Step "${s.step.name}" of run ${s.run.id} has a ${row.status} ${row.kind} ledger row under key "${claim.key}"; a transactional step expects none or a recorded one.`,
+      ),
     );
   }
   const output = row.effect;
@@ -133,5 +157,13 @@ async function reuseRecorded(s: StepExecution, claim: EffectClaim): Promise<Step
   await insertStart(s);
   const result = await commitKnowingOutcome(s, () => s.commits.advance(commit), { retry: true });
   if (!result.fenced) throw leaseLost(s.lease, 'the transactional step (reusing its ledger row)');
-  return { kind: 'advanced', output, continuation: commit.continuation.kind, nextAttempt: result.nextAttempt, reused: true, claimed: result.claimed, overdue: result.overdue };
+  return {
+    kind: 'advanced',
+    output,
+    continuation: commit.continuation.kind,
+    nextAttempt: result.nextAttempt,
+    reused: true,
+    claimed: result.claimed,
+    overdue: result.overdue,
+  };
 }

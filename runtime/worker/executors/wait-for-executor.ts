@@ -5,7 +5,14 @@ import { leaseLost } from '../lease.js';
 import { evaluateStepFunction, StepFailure } from '../step-errors.js';
 import { openWait, resolveWaitStatement, suspendRun, takeEvent } from '../wait-commits.js';
 import { lockEventKeyStatement } from '../../store/event-key-lock.js';
-import { commitKnowingOutcome, commitOutput, keyContext, validateOutput, type StepExecution, type StepExecutor } from './step-execution.js';
+import {
+  commitKnowingOutcome,
+  commitOutput,
+  keyContext,
+  validateOutput,
+  type StepExecution,
+  type StepExecutor,
+} from './step-execution.js';
 
 /**
  * `waitFor`: one transaction, serialized with every sender of this event name and key
@@ -23,7 +30,12 @@ export const executeWaitFor: StepExecutor = async (s) => {
     () =>
       s.db.transaction().execute(async (trx) => {
         await lockEventKeyStatement(wait.event.name, key).execute(trx);
-        const opened = await openWait(trx, s.lease, s.step.name, { kind: 'event', event: wait.event.name, key, timeoutMs: wait.timeoutMs });
+        const opened = await openWait(trx, s.lease, s.step.name, {
+          kind: 'event',
+          event: wait.event.name,
+          key,
+          timeoutMs: wait.timeoutMs,
+        });
         if (!opened.fenced) throw leaseLost(s.lease, 'the wait');
         const taken = await takeEvent(trx, s.lease, s.step.name, wait.event.name, key);
         await faultPoint('before-wait-commit');
@@ -32,7 +44,12 @@ export const executeWaitFor: StepExecutor = async (s) => {
           const output = validateOutput(
             s,
             taken !== undefined
-              ? { status: 'received', payload: taken.payload, eventId: taken.id, receivedAt: taken.createdAt.toISOString() }
+              ? {
+                  status: 'received',
+                  payload: taken.payload,
+                  eventId: taken.id,
+                  receivedAt: taken.createdAt.toISOString(),
+                }
               : { status: 'timeout', timedOutAt: opened.until!.toISOString() },
           );
           return commitOutput(s, output, trx);
@@ -44,7 +61,13 @@ export const executeWaitFor: StepExecutor = async (s) => {
           key,
           until: opened.until?.toISOString() ?? null,
         };
-        const suspended = await suspendRun(trx, { lease: s.lease, stepName: s.step.name, attempt: s.attempt, waitingFor, until: opened.until });
+        const suspended = await suspendRun(trx, {
+          lease: s.lease,
+          stepName: s.step.name,
+          attempt: s.attempt,
+          waitingFor,
+          until: opened.until,
+        });
         if (!suspended.fenced) throw leaseLost(s.lease, 'the wait');
         return { kind: 'suspended' as const, waitingFor, due: suspended.due };
       }),
@@ -60,7 +83,9 @@ async function correlationKey(s: StepExecution): Promise<string> {
   const key = evaluateStepFunction(() => match(context), `The match function of step "${s.step.name}"`);
   if (typeof key !== 'string' || key === '' || key.length > MAX_CORRELATION_KEY_LENGTH) {
     throw new StepFailure(
-      new TypeError(`The match function of step "${s.step.name}" must return a non-empty string of at most ${MAX_CORRELATION_KEY_LENGTH} characters (got ${JSON.stringify(key)}).`),
+      new TypeError(
+        `The match function of step "${s.step.name}" must return a non-empty string of at most ${MAX_CORRELATION_KEY_LENGTH} characters (got ${JSON.stringify(key)}).`,
+      ),
     );
   }
   return key;

@@ -21,7 +21,12 @@ export interface CompiledContracts {
  * generated code, `handlers.ts` (must compile) and `wrong-handlers.ts` (each line marked
  * `// expect-error TSnnnn` must fail with that code; see {@link expectMarkedTypeErrors}).
  */
-export async function compileAgainstContracts(caseInput: string, prefix: string, handlers: string, wrong: string): Promise<CompiledContracts> {
+export async function compileAgainstContracts(
+  caseInput: string,
+  prefix: string,
+  handlers: string,
+  wrong: string,
+): Promise<CompiledContracts> {
   const run = await runCodegen({ root: caseInput });
   const project = new TempProject(prefix);
   cpSync(path.join(caseInput, 'shop'), path.join(project.root, 'shop'), { recursive: true });
@@ -31,7 +36,9 @@ export async function compileAgainstContracts(caseInput: string, prefix: string,
   project.write('wrong-handlers.ts', wrong);
   project.writeTsconfig(['shop', 'handlers.ts', 'wrong-handlers.ts']);
   const tsc = path.join(REPO_ROOT, 'node_modules', '.bin', 'tsc');
-  const output = await promisify(execFile)(tsc, ['-p', 'tsconfig.json', '--pretty', 'false'], { cwd: project.root }).then(
+  const output = await promisify(execFile)(tsc, ['-p', 'tsconfig.json', '--pretty', 'false'], {
+    cwd: project.root,
+  }).then(
     (result) => result.stdout,
     (error: { stdout?: string }) => error.stdout ?? '',
   );
@@ -46,6 +53,13 @@ export function expectMarkedTypeErrors(output: string, wrong: string): void {
     const match = /\/\/ expect-error (TS\d+)/.exec(text);
     return match ? [`${index + 1}:${match[1]}`] : [];
   });
-  const actual = [...new Set(errors.map((line) => /^wrong-handlers\.ts\((\d+),\d+\): error (TS\d+)/.exec(line)).filter((m) => m !== null).map((m) => `${m[1]}:${m[2]}`))];
+  const actual = [
+    ...new Set(
+      errors
+        .map((line) => /^wrong-handlers\.ts\((\d+),\d+\): error (TS\d+)/.exec(line))
+        .filter((m) => m !== null)
+        .map((m) => `${m[1]}:${m[2]}`),
+    ),
+  ];
   expect(actual).toEqual(expected);
 }

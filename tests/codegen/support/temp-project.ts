@@ -30,7 +30,11 @@ export class TempProject {
     mkdirSync(path.join(this.root, 'node_modules'));
     symlinkSync(REPO_ROOT, path.join(this.root, 'node_modules', 'ledgerflow'), 'dir');
     for (const dependency of ['zod', '@types']) {
-      symlinkSync(path.join(REPO_ROOT, 'node_modules', dependency), path.join(this.root, 'node_modules', dependency), 'dir');
+      symlinkSync(
+        path.join(REPO_ROOT, 'node_modules', dependency),
+        path.join(this.root, 'node_modules', dependency),
+        'dir',
+      );
     }
     this.write('package.json', JSON.stringify({ name: 'temp-project', private: true, type: 'module' }, null, 2));
   }

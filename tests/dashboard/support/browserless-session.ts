@@ -5,7 +5,11 @@
 export interface Session {
   get(path: string, headers?: Record<string, string>): Promise<Response>;
   /** POSTs form fields with this session's cookies and the given Origin (default: the dashboard's own). */
-  post(path: string, fields: Record<string, string>, options?: { readonly origin?: string | null; readonly headers?: Record<string, string> }): Promise<Response>;
+  post(
+    path: string,
+    fields: Record<string, string>,
+    options?: { readonly origin?: string | null; readonly headers?: Record<string, string> },
+  ): Promise<Response>;
   /** The CSRF token in the form of the page at `path`. */
   csrfFrom(path: string): Promise<string>;
   readonly cookies: Map<string, string>;
@@ -18,7 +22,11 @@ export function session(fetch: (request: Request) => Response | Promise<Response
   const send = async (path: string, init: RequestInit & { headers: Record<string, string> }): Promise<Response> => {
     const cookie = [...cookies].map(([k, v]) => `${k}=${v}`).join('; ');
     const response = await fetch(
-      new Request(`${ORIGIN}${path}`, { ...init, redirect: 'manual', headers: { host: new URL(ORIGIN).host, ...(cookie ? { cookie } : {}), ...init.headers } }),
+      new Request(`${ORIGIN}${path}`, {
+        ...init,
+        redirect: 'manual',
+        headers: { host: new URL(ORIGIN).host, ...(cookie ? { cookie } : {}), ...init.headers },
+      }),
     );
     for (const line of response.headers.getSetCookie()) {
       const [pair] = line.split(';');
@@ -35,7 +43,11 @@ export function session(fetch: (request: Request) => Response | Promise<Response
       return send(path, {
         method: 'POST',
         body: new URLSearchParams(fields).toString(),
-        headers: { 'content-type': 'application/x-www-form-urlencoded', ...(origin === null ? {} : { origin }), ...options.headers },
+        headers: {
+          'content-type': 'application/x-www-form-urlencoded',
+          ...(origin === null ? {} : { origin }),
+          ...options.headers,
+        },
       });
     },
     async csrfFrom(path) {

@@ -61,7 +61,9 @@ export function createSeverablePgStore(options: {
       const admin = new pg.Client({ connectionString: options.adminUrl });
       await admin.connect();
       try {
-        await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [options.applicationName]);
+        await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [
+          options.applicationName,
+        ]);
       } finally {
         await admin.end();
       }

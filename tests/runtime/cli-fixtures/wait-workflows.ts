@@ -11,7 +11,10 @@ import { bindHandlers, type WorkflowHandlers, type WorkflowRegistration } from '
 export const paymentSettled = event('cli.payment.settled', z.object({ orderId: z.string(), paid: z.boolean() }));
 export const approval = event('cli.approval', z.object({ by: z.string().min(1) }));
 
-export const awaitPayment = workflow('cli-await-payment', { version: 1, input: z.object({ orderId: z.string(), express: z.boolean() }) })
+export const awaitPayment = workflow('cli-await-payment', {
+  version: 1,
+  input: z.object({ orderId: z.string(), express: z.boolean() }),
+})
   .step('expedite', { output: z.object({ lane: z.string() }), when: ({ input }) => input.express })
   .waitFor('settled', { event: paymentSettled, match: ({ input }) => input.orderId, timeoutMs: 3_600_000 })
   .step('outcome', { output: z.object({ status: z.string() }) });
@@ -24,7 +27,10 @@ export const awaitApproval = workflow('cli-await-approval', { version: 1, input:
   .waitFor('approved', { event: approval })
   .step('done', { output: z.object({ by: z.string() }) });
 
-export const approvals = workflow('cli-approvals', { version: 1, input: z.object({ id: z.string(), approvers: z.array(z.string()) }) })
+export const approvals = workflow('cli-approvals', {
+  version: 1,
+  input: z.object({ id: z.string(), approvers: z.array(z.string()) }),
+})
   .forEach('approvals', {
     items: ({ input }) => input.approvers,
     key: ({ input, item }) => `cli-approvals:${input.id}:${item}`,
@@ -38,10 +44,14 @@ export const CLI_WAIT_WORKFLOWS: readonly AnyWorkflow[] = [awaitPayment, napper,
 export const workflows = [
   bind(awaitPayment, {
     expedite: () => ({ lane: 'express' }),
-    outcome: ({ steps }) => ({ status: steps.settled.status === 'received' ? `paid=${String(steps.settled.payload.paid)}` : 'timeout' }),
+    outcome: ({ steps }) => ({
+      status: steps.settled.status === 'received' ? `paid=${String(steps.settled.payload.paid)}` : 'timeout',
+    }),
   }),
   bind(napper, { after: () => ({ ok: true }) }),
-  bind(awaitApproval, { done: ({ steps }) => ({ by: steps.approved.status === 'received' ? steps.approved.payload.by : '(nobody)' }) }),
+  bind(awaitApproval, {
+    done: ({ steps }) => ({ by: steps.approved.status === 'received' ? steps.approved.payload.by : '(nobody)' }),
+  }),
   bind(approvals, { summary: ({ steps }) => ({ approvedBy: steps.approvals.map((a) => a.by) }) }),
 ];
 
