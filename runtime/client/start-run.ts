@@ -19,6 +19,14 @@ import type { PayloadLimitsCache } from '../limits/limits-cache.js';
 import { assertRunId, inputJson as buildInputJson, MAX_DEDUPE_KEY_LENGTH, parseInputSchema } from './validate-input.js';
 import { insertRunStatement, type StartedRunColumns } from './insert-run.js';
 
+/*
+ * A start: the options checked, the input validated and hashed, the version's migration checked,
+ * then one insert — plain, debounced, deduplicated, or claimed for the worker of this process (or
+ * handed to it uninserted, deferred-start.ts) — and the existing run when the start names one.
+ * Long because every start takes this one path in order, and each branch of it is a few lines that
+ * read the same checked options; the insert's SQL is in insert-run.ts.
+ */
+
 export interface StartOptions {
   /** Your own id for the run (a UUID); starting again with it returns the same run. */
   readonly runId?: string;

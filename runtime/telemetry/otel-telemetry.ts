@@ -34,6 +34,8 @@ import {
  * (`loadTelemetry`, `loadWorkerTelemetry`): a run's span and its steps' spans, ended from the
  * worker events of their flight, and the metrics. The span tree and why it ends where it does:
  * telemetry.ts.
+ * Long because the spans and the metrics are kept by one object over the worker's events (each
+ * event may end a span and count a metric); the names, the attributes and the gauges are apart.
  */
 
 /**

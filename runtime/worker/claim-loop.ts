@@ -1,6 +1,8 @@
 /**
  * Fills the worker's free slots with due runs: a loop that claims, and claims fused into the
  * completion commits of the runs it drives.
+ * Long because the loop's modes, its wake-ups and its fused claims change one state (`#backlog`,
+ * the free slots, the held claim), and splitting them would pass that state between files.
  *
  * Modes (`#backlog`):
  *

@@ -16,6 +16,8 @@ import type { AdvanceParams, AdvanceRow, Continuation, FusedClaim, ResultEffect 
  * ({@link CommitShape}): where every row is alike (one run), each write is written for that case
  * alone; where they may differ (a group), a write tests each row's column (`i.target`,
  * `i.effect_mode`). A column, a write or a target added here reaches both statements.
+ * Long because it is that one definition, on purpose (issue 28, item 4): columns, shapes and
+ * writes in one place, so that a new column is one edit.
  */
 
 const lit = (value: string): RawBuilder<unknown> => sql.lit(value);

@@ -11,6 +11,14 @@ import { StallWatch, type WatchedHost } from './stall-watch.js';
 import { failoverClient, mustDrop, WritableHostLocator } from './writable-host.js';
 import { sqlStateOf } from '../sqlstate.js';
 
+/*
+ * The PostgreSQL store: its options (checked), the pool and its connections' limits, the
+ * multi-host writable-host routing, the stalled-statement watch, LISTEN, and a pooler's settings.
+ * Long because the pool's options, its client class and its hooks are one configuration: each
+ * part reads the options the others set, and the parts with logic of their own are already
+ * apart (postgres-url.ts, writable-host.ts, stall-watch.ts, statement-names.ts).
+ */
+
 export interface PgStoreOptions {
   readonly connectionString: string;
   /** Pool size; a worker needs about one connection per concurrent run plus one to listen. */

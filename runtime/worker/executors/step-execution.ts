@@ -5,6 +5,8 @@
  * a commit whose outcome is unknown and read the run again (`commitKnowingOutcome`). An attempt
  * ends in one of the run machine's transitions (store/state-machines.ts) through step-commits.ts;
  * this file holds no state across attempts.
+ * Long because these are what every executor imports; the parts with state of their own are
+ * apart (start-insert.ts, step-transaction.ts, ledger.ts).
  */
 import type { Kysely } from 'kysely';
 import type { StepDefinition } from '../../../dsl/workflow.js';
