@@ -7,7 +7,7 @@
  * resyncs, the run's queue slot and its deadline are its local state — and the functions below it
  * are its branches (deadline, crash, flush, intent ahead, recovery), used nowhere else.
  */
-import { insertStart, withStart } from './executors/start-insert.js';
+import { insertStart } from './executors/start-insert.js';
 import { exponentialBackoffMs, sleep } from '../backoff.js';
 import type { PayloadLimitsCache } from '../limits/limits-cache.js';
 import type { Kysely } from 'kysely';
@@ -283,6 +283,7 @@ async function driveSteps(
             carryOn(undefined);
             continue;
           }
+          await insertStart(execution);
           result = await commitSkipped(execution);
         } else if (step.kind === 'step' && !asksForSlot(workflow, step, runSlotHeld)) {
           const output = await trace.within(runStepHandler, execution);
@@ -290,11 +291,8 @@ async function driveSteps(
             carryOn(output);
             continue;
           }
-          result = await commitKnowingOutcome(
-            execution,
-            () => withStart(execution, (trx) => commitOutput(execution, output, trx)),
-            { retry: true },
-          );
+          await insertStart(execution);
+          result = await commitKnowingOutcome(execution, () => commitOutput(execution, output), { retry: true });
         } else {
           // A transactional step writes the carry in its own transaction; anything else commits it first.
           if (step.kind !== 'transactional' || asksForSlot(workflow, step, runSlotHeld)) {
@@ -468,24 +466,20 @@ async function settleCrash(
  * commit that reports it before a step). Nothing to do without a carry.
  */
 async function flushBefore(ctx: DriverContext, s: StepExecution): Promise<'flushed' | 'overdue'> {
+  await insertStart(s);
   const carry = s.carry;
-  if (carry === undefined || carry.written) {
-    await insertStart(s);
-    return 'flushed';
-  }
+  if (carry === undefined || carry.written) return 'flushed';
   const flushed = await commitKnowingOutcome(
     s,
     () =>
-      withStart(s, (trx) =>
-        flushCarry(trx ?? ctx.db, {
-          lease: s.lease,
-          workflowName: s.run.workflowName,
-          workflowVersion: s.run.workflowVersion,
-          carry,
-          step: s.step,
-          attempt: s.attempt,
-        }),
-      ),
+      flushCarry(ctx.db, {
+        lease: s.lease,
+        workflowName: s.run.workflowName,
+        workflowVersion: s.run.workflowVersion,
+        carry,
+        step: s.step,
+        attempt: s.attempt,
+      }),
     { retry: true },
   );
   if (!flushed.fenced) throw leaseLost(s.lease, 'the carried steps');

@@ -23,6 +23,18 @@ export interface RestateServer {
 const here = dirname(fileURLToPath(import.meta.url));
 
 export async function startRestateServer(): Promise<RestateServer> {
+  // A free port found here may be taken (an outgoing connection's ephemeral port) before the
+  // server binds it: start again on new ports when that is why it exited.
+  for (let tries = 1; ; tries++) {
+    try {
+      return await startOnFreePorts();
+    } catch (error) {
+      if (tries >= 3 || !String(error).includes('Address in use')) throw error;
+    }
+  }
+}
+
+async function startOnFreePorts(): Promise<RestateServer> {
   const binary = restateBinary();
   const dataDir = mkdtempSync(join(tmpdir(), 'ledgerflow-peers-restate-'));
   const [ingress, admin, fabric] = [await freePort(), await freePort(), await freePort()];

@@ -37,7 +37,6 @@ import type { EffectClaim } from '../ledger.js';
 import type { StepTrace } from '../../telemetry/telemetry.js';
 import type { CommitQueue } from '../commit-queue.js';
 import { openAttemptOf, type Carry } from '../carried-prefix.js';
-import { withStart } from './start-insert.js';
 import type { AbortLike, FlightAbort } from '../flight.js';
 
 /** Everything one attempt of one step needs; built by the run driver. */
@@ -285,11 +284,7 @@ export function stepWanted(s: Pick<StepExecution, 'step' | 'run'>): boolean {
  */
 export async function commitSkipped(s: StepExecution): Promise<StepOutcome> {
   const commit = { ...resultCommit({ ...s, continuation: () => s.continuation(undefined) }, null), skipped: true };
-  const result = await commitKnowingOutcome(
-    s,
-    () => withStart(s, (trx) => (trx === undefined ? s.commits.advance(commit) : advanceRun(trx, commit))),
-    { retry: true },
-  );
+  const result = await commitKnowingOutcome(s, () => s.commits.advance(commit), { retry: true });
   if (!result.fenced) throw leaseLost(s.lease, 'the skipped step');
   return {
     kind: 'advanced',
