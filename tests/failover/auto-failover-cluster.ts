@@ -1,21 +1,11 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import {
-  appendFileSync,
-  chownSync,
-  copyFileSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  rmSync,
-} from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { appendFileSync, copyFileSync, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import pg from 'pg';
 import { findPostgresBin } from '../support/postgres-server.js';
 import type { FailoverTarget } from './failover-run.js';
 import { startReplicationLink, type ReplicationLink } from './replication-link.js';
+import { freePort, ownedTempDir, serverIdentity } from '../support/server-user.js';
 
 /**
  * A primary and a synchronous standby under pg_auto_failover (Debian's
@@ -164,16 +154,8 @@ export async function startAutoFailoverCluster(log: (line: string) => void): Pro
   const started = Date.now();
   const pgAutoctl = ensurePgAutoFailover(log);
   const pgBin = findPostgresBin();
-  const runAs = process.env['PG_RUN_AS'] ?? (process.getuid?.() === 0 ? 'postgres' : undefined);
-  const identity =
-    runAs === undefined
-      ? {}
-      : {
-          uid: Number(execFileSync('id', ['-u', runAs]).toString().trim()),
-          gid: Number(execFileSync('id', ['-g', runAs]).toString().trim()),
-        };
-  const base = mkdtempSync(join(tmpdir(), 'ledgerflow-autofailover-'));
-  if (identity.uid !== undefined) chownSync(base, identity.uid, identity.gid);
+  const identity = serverIdentity();
+  const base = ownedTempDir('ledgerflow-autofailover-', identity);
   const env = {
     PATH: `${pgBin}:/usr/bin:/bin`,
     HOME: base,
@@ -629,19 +611,6 @@ function tail(file: string, lines: number): string {
 }
 
 /** A port free on every address (PostgreSQL and a relay each take it, on two loopback addresses). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '0.0.0.0', () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
-      );
-    });
-  });
-}
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));

@@ -1,6 +1,7 @@
 import { randomInt } from 'node:crypto';
 import { expect, it } from 'vitest';
 import { autoFailoverTarget } from './auto-failover-cluster.js';
+import { expectNothingLost as expectAllKept } from './expect-nothing-lost.js';
 import { runFailover, type FailoverOptions, type FailoverOutcome } from './failover-run.js';
 
 /**
@@ -30,26 +31,7 @@ const common: Omit<FailoverOptions, 'label' | 'setUp'> = {
 };
 
 function expectNothingLost(outcome: FailoverOutcome): void {
-  expect(outcome.report.violations, outcome.summary).toEqual([]);
-  expect(outcome.report.duplicates, outcome.summary).toBe(0);
-  expect(outcome.report.runs, outcome.summary).toBe(common.runs);
-  expect(outcome.report.completed, outcome.summary).toBe(common.runs);
-  expect(outcome.lostRuns, outcome.summary).toBe(0);
-  expect(outcome.lostIntents, outcome.summary).toBe(0);
-  expect(outcome.lostRecorded, outcome.summary).toBe(0);
-  expect(outcome.duplicateEmails, outcome.summary).toBe(0);
-  expect(outcome.duplicateCharges, outcome.summary).toBe(0);
-  // Workers and client followed the failover in place, LISTEN included.
-  expect(outcome.unexpectedExits, outcome.summary).toEqual([]);
-  expect(outcome.workerRestarts, outcome.summary).toBe(0);
-  expect(outcome.listenersRestored, outcome.summary).toBeGreaterThanOrEqual(common.workers);
-  expect(outcome.waits, outcome.summary).toEqual(outcome.waits.map(() => 'completed'));
-  expect(outcome.waits.length, outcome.summary).toBeGreaterThan(0);
-  // It proves something only if the failover met acknowledged work.
-  expect(outcome.acksBeforeCut, outcome.summary).toBeGreaterThan(0);
-  expect(outcome.startsAcked, outcome.summary).toBeGreaterThan(0);
-  expect(outcome.recordedAcked, outcome.summary).toBeGreaterThan(0);
-  expect(outcome.intentsAcked, outcome.summary).toBeGreaterThan(0);
+  expectAllKept(outcome, common);
   // The old primary came back as the new primary's synchronous standby. (How long it stayed
   // writable on the way, and whether ledgerflow connected to it, is reported, not judged: that
   // is the manager's behaviour.)

@@ -1,5 +1,6 @@
 import { randomInt } from 'node:crypto';
 import { expect, it } from 'vitest';
+import { expectNothingLost } from './expect-nothing-lost.js';
 import { runFailover, streamingStandby, type FailoverOptions } from './failover-run.js';
 
 /**
@@ -29,27 +30,7 @@ it('with a synchronous standby, keeps every acknowledged run, intent and recorde
     setUp: () => streamingStandby({ synchronous: true, partitionMs: PARTITION_MS }),
   });
   console.log(outcome.summary);
-  expect(outcome.report.violations, outcome.summary).toEqual([]);
-  expect(outcome.report.duplicates, outcome.summary).toBe(0);
-  expect(outcome.report.runs, outcome.summary).toBe(common.runs);
-  expect(outcome.report.completed, outcome.summary).toBe(common.runs);
-  expect(outcome.lostRuns, outcome.summary).toBe(0);
-  expect(outcome.lostIntents, outcome.summary).toBe(0);
-  expect(outcome.lostRecorded, outcome.summary).toBe(0);
-  expect(outcome.duplicateEmails, outcome.summary).toBe(0);
-  expect(outcome.duplicateCharges, outcome.summary).toBe(0);
-  // Workers followed the failover in place, LISTEN included.
-  expect(outcome.unexpectedExits, outcome.summary).toEqual([]);
-  expect(outcome.workerRestarts, outcome.summary).toBe(0);
-  expect(outcome.listenersRestored, outcome.summary).toBeGreaterThanOrEqual(common.workers);
-  // Clients waiting for runs through the failover got them, completed.
-  expect(outcome.waits, outcome.summary).toEqual(outcome.waits.map(() => 'completed'));
-  expect(outcome.waits.length, outcome.summary).toBeGreaterThan(0);
-  // It proves something only if the failover met acknowledged work.
-  expect(outcome.acksBeforeCut, outcome.summary).toBeGreaterThan(0);
-  expect(outcome.startsAcked, outcome.summary).toBeGreaterThan(0);
-  expect(outcome.recordedAcked, outcome.summary).toBeGreaterThan(0);
-  expect(outcome.intentsAcked, outcome.summary).toBeGreaterThan(0);
+  expectNothingLost(outcome, common);
 }, 300_000);
 
 it('with an asynchronous standby, measures what acknowledged work the failover loses', async () => {

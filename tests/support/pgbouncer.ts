@@ -1,9 +1,8 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { chownSync, existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
+import { freePort, ownedTempDir, serverIdentity } from './server-user.js';
 
 /**
  * A throwaway PgBouncer in transaction pooling mode in front of a test PostgreSQL server
@@ -99,16 +98,8 @@ export function pgBouncerVersion(bin: string = findPgBouncer()): string {
  */
 export async function startPgBouncer(options: StartPgBouncerOptions): Promise<PgBouncer> {
   const bin = findPgBouncer();
-  const runAs = process.env['PG_RUN_AS'] ?? (process.getuid?.() === 0 ? 'postgres' : undefined);
-  const identity =
-    runAs === undefined
-      ? {}
-      : {
-          uid: Number(execFileSync('id', ['-u', runAs]).toString().trim()),
-          gid: Number(execFileSync('id', ['-g', runAs]).toString().trim()),
-        };
-  const dir = mkdtempSync(join(tmpdir(), 'ledgerflow-pgbouncer-'));
-  if (identity.uid !== undefined) chownSync(dir, identity.uid, identity.gid);
+  const identity = serverIdentity();
+  const dir = ownedTempDir('ledgerflow-pgbouncer-', identity);
   const port = await freePort();
   const config = join(dir, 'pgbouncer.ini');
   const server = new URL(options.server);
@@ -156,7 +147,7 @@ export async function startPgBouncer(options: StartPgBouncerOptions): Promise<Pg
     ].join('\n'),
   );
   if (identity.uid !== undefined) {
-    for (const file of ['pgbouncer.ini', 'userlist.txt']) chownSync(join(dir, file), identity.uid, identity.gid);
+    for (const file of ['pgbouncer.ini', 'userlist.txt']) chownSync(join(dir, file), identity.uid, identity.gid!);
   }
 
   const child: ChildProcess = spawn(bin, [config], { stdio: ['ignore', 'ignore', 'pipe'], cwd: dir, ...identity });
@@ -204,18 +195,4 @@ export async function startPgBouncer(options: StartPgBouncerOptions): Promise<Pg
     }
   }
   return { port, urlFor, stop };
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
-      );
-    });
-  });
 }

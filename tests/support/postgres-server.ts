@@ -1,9 +1,8 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, chownSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
+import { freePort, ownedTempDir, serverIdentity } from './server-user.js';
 
 /**
  * A throwaway PostgreSQL server for tests, chaos runs and benchmarks, started from the
@@ -66,18 +65,10 @@ export function findPostgresBin(): string {
 
 export async function startPostgres(options: StartPostgresOptions = {}): Promise<PostgresServer> {
   const bin = findPostgresBin();
-  const runAs = process.env['PG_RUN_AS'] ?? (process.getuid?.() === 0 ? 'postgres' : undefined);
-  const dataDir = mkdtempSync(join(tmpdir(), 'ledgerflow-pg-'));
   // Spawning with the user's uid/gid (rather than through runuser) keeps the postmaster our
   // direct child, so stop signals reach it.
-  const identity =
-    runAs === undefined
-      ? {}
-      : {
-          uid: Number(execFileSync('id', ['-u', runAs]).toString().trim()),
-          gid: Number(execFileSync('id', ['-g', runAs]).toString().trim()),
-        };
-  if (identity.uid !== undefined) chownSync(dataDir, identity.uid, identity.gid);
+  const identity = serverIdentity();
+  const dataDir = ownedTempDir('ledgerflow-pg-', identity);
 
   const standbyOf = options.standbyOf;
   if (standbyOf === undefined) {
@@ -227,18 +218,4 @@ function childrenOf(pid: number): number[] {
       }
     })
     .map(Number);
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
-      );
-    });
-  });
 }
