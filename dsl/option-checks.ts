@@ -31,9 +31,12 @@ export function rule<T extends z.ZodType>(schema: T, words: string): T {
 /**
  * The params of a cross-option refinement (`superRefine(fn, ALWAYS_CHECKED)`): it runs even when
  * an option already has a problem of its own (zod skips it then), so that every problem is told
- * at once. It must check the types of what it reads itself.
+ * at once. It must check the types of what it reads itself. Typed by its shape, not as zod's
+ * `$ZodSuperRefineParams`: that name is not in every zod of the peer range (>=4.0.0), and this
+ * declaration ships in the package's types. A zod whose refinements take no params ignores it:
+ * every problem is still refused, fewer are told at once.
  */
-export const ALWAYS_CHECKED: z.core.$ZodSuperRefineParams = { when: () => true };
+export const ALWAYS_CHECKED: { readonly when: () => boolean } = { when: () => true };
 
 /**
  * A whole number, as `Number.isInteger` says. Not `z.number().int()`: that one ends the parse

@@ -96,7 +96,8 @@ const limitsChangeSchema = z
     Object.fromEntries(
       Object.entries(PAYLOAD_LIMIT_RANGES).map(([name, { min, max }]) => [
         name,
-        rule(integer().min(min).max(max), `must be a whole number of bytes from ${min} to ${max}`).exactOptional(),
+        // optional(), not exactOptional() (zod 4.3+; the peer range starts at 4.0.0): undefined counts as left out.
+        rule(integer().min(min).max(max), `must be a whole number of bytes from ${min} to ${max}`).optional(),
       ]),
     ),
   )
