@@ -74,6 +74,20 @@ export function shapeOf<T, V extends readonly unknown[]>(
   return fromShape(cache.shape, values);
 }
 
+/**
+ * {@link shapeOf} for values by name: `build` gets a record of slots with `values`' names. Every
+ * call for one `cache` must give the same names in the same order (a record built by one function).
+ */
+export function shapeOfRecord<T, V extends object>(
+  cache: ShapeSlot,
+  values: V,
+  build: (slots: V) => RawBuilder<T>,
+): RawBuilder<T> {
+  return shapeOf(cache, Object.values(values) as unknown[], (...slots) =>
+    build(Object.fromEntries(Object.keys(values).map((name, i) => [name, slots[i]])) as V),
+  );
+}
+
 /** Where {@link shapeOf} keeps one shape of a statement. */
 export interface ShapeSlot {
   shape?: Shape;

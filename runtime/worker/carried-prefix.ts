@@ -3,6 +3,7 @@ import type { StepDefinition } from '../../dsl/workflow.js';
 import { prepared } from '../store/prepared.js';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
 import { millis } from '../store/millis.js';
+import { shapeOfRecord, type ShapeSlot } from '../store/statement-shapes.js';
 import type { Lease } from './lease.js';
 import { assertAttemptTransition, assertRunTransition } from '../store/state-machines.js';
 
@@ -110,17 +111,31 @@ export function carriedAgos(carry: Carry, now: number): number[] {
 }
 
 /**
- * The CTEs that write a carry, to follow a fenced `UPDATE … RETURNING id` named `fenced` that
- * moved the run from the first carried step's position: results, the first attempt closed, the
- * other attempts inserted finished. Each is conditioned on `fenced`, so a zombie writes nothing.
- * `now` is `performance.now()` as the statement is built.
+ * What a carry's writes send, every value a parameter: computed once per statement, its clock
+ * readings all from one `now` (`performance.now()` as the statement is built). A record of values
+ * only, so that a statement that writes a carry is built once per shape (statement-shapes.ts).
  */
-export function carryCtes(
+export interface CarryValues {
+  /** The carried steps ({@link CarriedRow}[]) as JSON. */
+  readonly carriedRows: string;
+  readonly workflowName: string;
+  readonly workflowVersion: number;
+  readonly runId: string;
+  readonly firstStep: string;
+  readonly firstAttempt: number;
+  readonly fencingToken: number;
+  readonly workerId: string;
+  /** Milliseconds before the statement the first carried attempt started, and the step that carries them. */
+  readonly firstStartAgo: number;
+  readonly carryingStartAgo: number;
+}
+
+export function carryValues(
   lease: Lease,
   workflow: { readonly name: string; readonly version: number },
   carry: Carry,
   now: number,
-): RawBuilder<unknown> {
+): CarryValues {
   assertAttemptTransition('running', 'succeeded');
   assertAttemptTransition('none', 'succeeded');
   const agos = carriedAgos(carry, now);
@@ -136,16 +151,36 @@ export function carryCtes(
     rank: carry.steps.length - i,
   }));
   const first = carry.steps[0];
+  return {
+    carriedRows: JSON.stringify(rows),
+    workflowName: workflow.name,
+    workflowVersion: workflow.version,
+    runId: lease.runId,
+    firstStep: first.step.name,
+    firstAttempt: first.attempt,
+    fencingToken: lease.fencingToken,
+    workerId: lease.workerId,
+    firstStartAgo: agos[0]!,
+    carryingStartAgo: agos.at(-1)!,
+  };
+}
+
+/**
+ * The CTEs that write a carry, to follow a fenced `UPDATE … RETURNING id` named `fenced` that
+ * moved the run from the first carried step's position: results, the first attempt closed, the
+ * other attempts inserted finished. Each is conditioned on `fenced`, so a zombie writes nothing.
+ */
+export function carryCtes(v: CarryValues): RawBuilder<unknown> {
   return sql`,
     carried AS (
-      SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS c(
+      SELECT * FROM jsonb_to_recordset(${v.carriedRows}::jsonb) AS c(
         step_name text, kind text, output text, skipped boolean, attempt int, started_ago double precision,
         finished_ago double precision, first boolean, rank int)
     ),
     carried_result AS (
       -- Dated when each step ended, and before the carrying step's result (now(): its transaction's start).
       INSERT INTO ledgerflow.step_result (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, skipped, created_at)
-      SELECT f.id, ${workflow.name}, ${workflow.version}, c.step_name, c.kind, c.output::jsonb, c.attempt, c.skipped,
+      SELECT f.id, ${v.workflowName}, ${v.workflowVersion}, c.step_name, c.kind, c.output::jsonb, c.attempt, c.skipped,
              LEAST(statement_timestamp() - c.finished_ago * interval '1 millisecond', now()) - c.rank * interval '2 microseconds'
         FROM fenced f, carried c
       RETURNING 1
@@ -155,13 +190,13 @@ export function carryCtes(
          SET status = 'succeeded', finished_at = statement_timestamp() - (SELECT c.finished_ago FROM carried c WHERE c.first) * interval '1 millisecond',
              -- Opened by an earlier statement, on its own clock reading: never after the start this statement's measures put it at.
              started_at = LEAST(started_at, statement_timestamp() - (SELECT c.started_ago FROM carried c WHERE c.first) * interval '1 millisecond')
-       WHERE run_id = ${lease.runId} AND step_name = ${first.step.name} AND attempt = ${first.attempt} AND status = 'running'
+       WHERE run_id = ${v.runId} AND step_name = ${v.firstStep} AND attempt = ${v.firstAttempt} AND status = 'running'
          AND EXISTS (SELECT 1 FROM fenced)
       RETURNING 1
     ),
     carried_attempt AS (
       INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at, finished_at)
-      SELECT f.id, c.step_name, c.attempt, 'succeeded', ${lease.fencingToken}, ${lease.workerId},
+      SELECT f.id, c.step_name, c.attempt, 'succeeded', ${v.fencingToken}, ${v.workerId},
              statement_timestamp() - c.started_ago * interval '1 millisecond',
              statement_timestamp() - c.finished_ago * interval '1 millisecond'
         FROM fenced f, carried c
@@ -191,15 +226,15 @@ export class CarriedPastDeadline extends Error {
  * transit (see `carried_first`), and the run's history must still read in order. A deadline
  * moves with the creation it counts from.
  */
-export function carriedRunCreation(carry: Carry, now: number): RawBuilder<unknown> {
-  const firstStart = sql`statement_timestamp() - ${carriedAgos(carry, now)[0]!}::double precision * interval '1 millisecond'`;
+export function carriedRunCreation(v: CarryValues): RawBuilder<unknown> {
+  const firstStart = sql`statement_timestamp() - ${v.firstStartAgo}::double precision * interval '1 millisecond'`;
   // The deadline counts from the creation (start-run.ts): it moves with it. SET reads the old row.
   return sql`created_at = LEAST(created_at, ${firstStart}), deadline_at = deadline_at - GREATEST(created_at - (${firstStart}), interval '0')`;
 }
 
 /** The attempt of the step that carries: `started_at` on database time, from the worker's measure. */
-export function carryingAttemptStart(carry: Carry, now: number): RawBuilder<unknown> {
-  return sql`statement_timestamp() - ${carriedAgos(carry, now).at(-1)!}::double precision * interval '1 millisecond'`;
+export function carryingAttemptStart(v: CarryValues): RawBuilder<unknown> {
+  return sql`statement_timestamp() - ${v.carryingStartAgo}::double precision * interval '1 millisecond'`;
 }
 
 export interface FlushParams {
@@ -231,14 +266,40 @@ export async function flushCarry(db: Kysely<LedgerflowDatabase>, p: FlushParams)
   return { fenced: row?.fenced === true, overdue: row?.overdue === true };
 }
 
-/** The statement of {@link flushCarry}. */
+/** What a flush sends: its carry's values, and the step it moves the run to. */
+export interface FlushValues extends CarryValues {
+  readonly fromPosition: number;
+  readonly toPosition: number;
+  readonly leaseMs: number;
+  readonly stepName: string;
+  readonly stepAttempt: number;
+}
+
+export function flushValues(p: FlushParams, now: number): FlushValues {
+  assertRunTransition('running', 'running');
+  assertAttemptTransition('none', 'running');
+  return {
+    ...carryValues(p.lease, { name: p.workflowName, version: p.workflowVersion }, p.carry, now),
+    fromPosition: p.carry.steps[0].step.position,
+    toPosition: p.step.position,
+    leaseMs: p.lease.leaseMs,
+    stepName: p.step.name,
+    stepAttempt: p.attempt,
+  };
+}
+
+const FLUSH_SHAPE: ShapeSlot = {};
+
+/** The statement of {@link flushCarry}: built once, then only its values filled in. */
 export function flushCarryStatement(
   p: FlushParams,
   now: number,
 ): RawBuilder<{ fenced: boolean; overdue: boolean | null }> {
-  return prepared(sql<{ fenced: boolean; overdue: boolean | null }>`
-    WITH ${flushCtes(p, now)}
-    SELECT EXISTS (SELECT 1 FROM fenced) AS fenced, (SELECT overdue FROM fenced) AS overdue`);
+  return shapeOfRecord(FLUSH_SHAPE, flushValues(p, now), (v) =>
+    prepared(sql<{ fenced: boolean; overdue: boolean | null }>`
+    WITH ${flushCtes(v)}
+    SELECT EXISTS (SELECT 1 FROM fenced) AS fenced, (SELECT overdue FROM fenced) AS overdue`),
+  );
 }
 
 /**
@@ -246,22 +307,19 @@ export function flushCarryStatement(
  * `id`, `overdue`), the carry's writes, and `step`'s attempt opened. A transactional step's
  * transaction opens its ledger row in the same statement (ledger.ts).
  */
-export function flushCtes(p: FlushParams, now: number): RawBuilder<unknown> {
-  assertRunTransition('running', 'running');
-  assertAttemptTransition('none', 'running');
-  const { lease, carry, step } = p;
+export function flushCtes(v: FlushValues): RawBuilder<unknown> {
   return sql`
     fenced AS (
       UPDATE ledgerflow.workflow_run
-         SET current_step = ${step.position}, error = NULL, updated_at = statement_timestamp(), ${carriedRunCreation(carry, now)},
-             lease_expires_at = statement_timestamp() + ${millis(lease.leaseMs)}
-       WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
-         AND current_step = ${carry.steps[0].step.position}
+         SET current_step = ${v.toPosition}, error = NULL, updated_at = statement_timestamp(), ${carriedRunCreation(v)},
+             lease_expires_at = statement_timestamp() + ${millis(v.leaseMs)}
+       WHERE id = ${v.runId} AND fencing_token = ${v.fencingToken} AND status = 'running'
+         AND current_step = ${v.fromPosition}
       RETURNING id, deadline_at <= statement_timestamp() AS overdue
-    ) ${carryCtes(lease, { name: p.workflowName, version: p.workflowVersion }, carry, now)},
+    ) ${carryCtes(v)},
     opened AS (
       INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at)
-      SELECT f.id, ${step.name}, ${p.attempt}, 'running', ${lease.fencingToken}, ${lease.workerId}, ${carryingAttemptStart(carry, now)}
+      SELECT f.id, ${v.stepName}, ${v.stepAttempt}, 'running', ${v.fencingToken}, ${v.workerId}, ${carryingAttemptStart(v)}
         FROM fenced f
       RETURNING 1
     )`;

@@ -4,7 +4,8 @@ import { ConflictError } from '../errors.js';
 import { prepared } from '../store/prepared.js';
 import type { EffectStatus, Json, LedgerflowDatabase } from '../store/tables.js';
 import { millis } from '../store/millis.js';
-import { flushCtes, type FlushParams } from './carried-prefix.js';
+import { flushCtes, flushValues, type FlushParams } from './carried-prefix.js';
+import { shapeOfRecord, type ShapeSlot } from '../store/statement-shapes.js';
 import type { Lease } from './lease.js';
 import { assertEffectTransition, assertRunTransition } from '../store/state-machines.js';
 
@@ -94,21 +95,26 @@ export async function openTransactionalEffect(
   return { fenced: row.fenced, inserted: row.inserted, existing: row.existing ?? [], pid: row.pid };
 }
 
-/** The statement of {@link openTransactionalEffect}. */
+const OPEN_TRANSACTIONAL_SHAPE: ShapeSlot = {};
+
+/** The statement of {@link openTransactionalEffect}: built once, then only its values filled in. */
 export function openTransactionalEffectStatement(
   lease: Lease,
   step: StepDefinition,
   claim: EffectClaim,
 ): RawBuilder<{ fenced: boolean; inserted: boolean; existing: EffectRow[] | null; pid: number }> {
-  return prepared(sql<{ fenced: boolean; inserted: boolean; existing: EffectRow[] | null; pid: number }>`
+  assertEffectTransition('none', 'recorded');
+  return shapeOfRecord(OPEN_TRANSACTIONAL_SHAPE, transactionalEffectValues(lease, step, claim), (v) =>
+    prepared(sql<{ fenced: boolean; inserted: boolean; existing: EffectRow[] | null; pid: number }>`
     WITH fence AS (
       SELECT id FROM ledgerflow.workflow_run
-       WHERE id = ${lease.runId} AND fencing_token = ${lease.fencingToken} AND status = 'running'
-    ), ${transactionalEffectCtes('fence', lease, step, claim)}
+       WHERE id = ${v.runId} AND fencing_token = ${v.fencingToken} AND status = 'running'
+    ), ${transactionalEffectCtes('fence', v)}
     SELECT EXISTS (SELECT 1 FROM fence) AS fenced,
            EXISTS (SELECT 1 FROM inserted) AS inserted,
            (SELECT json_agg(e) FROM existing e) AS existing,
-           pg_backend_pid() AS pid`);
+           pg_backend_pid() AS pid`),
+  );
 }
 
 /**
@@ -134,7 +140,9 @@ export async function openTransactionalEffectAfterCarry(
   };
 }
 
-/** The statement of {@link openTransactionalEffectAfterCarry}. */
+const OPEN_TRANSACTIONAL_AFTER_CARRY_SHAPE: ShapeSlot = {};
+
+/** The statement of {@link openTransactionalEffectAfterCarry}: built once, then only its values filled in. */
 export function openTransactionalEffectAfterCarryStatement(
   flush: FlushParams,
   claim: EffectClaim,
@@ -146,19 +154,45 @@ export function openTransactionalEffectAfterCarryStatement(
   existing: EffectRow[] | null;
   pid: number;
 }> {
-  return prepared(sql<{
-    fenced: boolean;
-    overdue: boolean | null;
-    inserted: boolean;
-    existing: EffectRow[] | null;
-    pid: number;
-  }>`
-    WITH ${flushCtes(flush, now)}, ${transactionalEffectCtes('fenced', flush.lease, flush.step, claim)}
+  assertEffectTransition('none', 'recorded');
+  // The same run, token and step in both records: one value each.
+  const values = { ...flushValues(flush, now), ...transactionalEffectValues(flush.lease, flush.step, claim) };
+  return shapeOfRecord(OPEN_TRANSACTIONAL_AFTER_CARRY_SHAPE, values, (v) =>
+    prepared(sql<{
+      fenced: boolean;
+      overdue: boolean | null;
+      inserted: boolean;
+      existing: EffectRow[] | null;
+      pid: number;
+    }>`
+    WITH ${flushCtes(v)}, ${transactionalEffectCtes('fenced', v)}
     SELECT EXISTS (SELECT 1 FROM fenced) AS fenced,
            (SELECT overdue FROM fenced) AS overdue,
            EXISTS (SELECT 1 FROM inserted) AS inserted,
            (SELECT json_agg(e) FROM existing e) AS existing,
-           pg_backend_pid() AS pid`);
+           pg_backend_pid() AS pid`),
+  );
+}
+
+/** What a transactional step's ledger row is written from: every value a parameter. */
+interface TransactionalEffectValues {
+  readonly runId: string;
+  readonly fencingToken: number;
+  readonly stepName: string;
+  readonly key: string;
+  readonly requestHash: string;
+  readonly effectAttempt: number;
+}
+
+function transactionalEffectValues(lease: Lease, step: StepDefinition, claim: EffectClaim): TransactionalEffectValues {
+  return {
+    runId: lease.runId,
+    fencingToken: lease.fencingToken,
+    stepName: step.name,
+    key: claim.key,
+    requestHash: claim.requestHash,
+    effectAttempt: claim.attempt,
+  };
 }
 
 /**
@@ -166,23 +200,17 @@ export function openTransactionalEffectAfterCarryStatement(
  * transaction's final statement) unless the step already has one (`existing`), for the run the
  * CTE `fence` yields: `existing` and `inserted`.
  */
-function transactionalEffectCtes(
-  fence: 'fence' | 'fenced',
-  lease: Lease,
-  step: StepDefinition,
-  claim: EffectClaim,
-): RawBuilder<unknown> {
-  assertEffectTransition('none', 'recorded');
+function transactionalEffectCtes(fence: 'fence' | 'fenced', v: TransactionalEffectValues): RawBuilder<unknown> {
   return sql`
     existing AS (
       SELECT idempotency_key, status, kind, request_hash, effect, attempt, fencing_token, intent_at
-        FROM ledgerflow.step_effect WHERE workflow_id = ${lease.runId} AND step_name = ${step.name}
+        FROM ledgerflow.step_effect WHERE workflow_id = ${v.runId} AND step_name = ${v.stepName}
     ),
     inserted AS (
       INSERT INTO ledgerflow.step_effect
              (workflow_id, step_name, idempotency_key, effect, status, kind, request_hash, attempt, fencing_token, recorded_at)
-      SELECT id, ${step.name}, ${claim.key}, 'null'::jsonb, 'recorded', 'transactional', ${claim.requestHash},
-             ${claim.attempt}, ${lease.fencingToken}, statement_timestamp()
+      SELECT id, ${v.stepName}, ${v.key}, 'null'::jsonb, 'recorded', 'transactional', ${v.requestHash},
+             ${v.effectAttempt}, ${v.fencingToken}, statement_timestamp()
         FROM ${sql.raw(fence)}
        WHERE NOT EXISTS (SELECT 1 FROM existing)
       ON CONFLICT DO NOTHING

@@ -15,10 +15,12 @@ import {
   groupFused,
   listed,
   oneRunFused,
-  rowOf,
+  rowJson,
+  valuesOf,
   targetOf,
 } from './commit-statement.js';
 import type { AdvanceParams, AdvanceResult, AdvanceRow, FusedClaim } from './result-commit.js';
+import { carryValues, type CarryValues } from './carried-prefix.js';
 
 /*
  * A step's result commit: `advanceRun` for one run, `advanceRuns` for a group (commit-queue.ts),
@@ -73,21 +75,25 @@ export function advanceRunStatement(p: AdvanceParams, now: number = performance.
   const columns = columnsOf(shape);
   const oneRow = (values: readonly unknown[]) =>
     sql`SELECT ${listed(columns.map((c, i) => sql`${values[i]}::${sql.raw(COLUMNS[c][0])} AS ${sql.raw(c)}`))}`;
-  const row = rowOf(p, 0, columns);
-  const values = columns.map((c) => row[c]);
-  // A commit that carries earlier steps dates them from `now`: built in full.
-  if (p.carry !== undefined) {
-    const carried = {
-      lease: p.lease,
-      workflow: { name: p.workflowName, version: p.workflowVersion },
-      carry: p.carry,
-      now,
-    };
-    return commitStatement(shape, oneRow(values), oneRunFused(claimNext, 0), carried);
-  }
-  // Otherwise built and compiled once per shape; then only the values are filled in (store/statement-shapes.ts).
-  return shapeOf(commitShapeSlot('one', shape, claimNext), [...values, 0], (...slots) =>
-    commitStatement(shape, oneRow(slots.slice(0, -1)), oneRunFused(claimNext, slots.at(-1))),
+  // A commit that carries earlier steps sends them and their times (from `now`) as values too.
+  const carry =
+    p.carry === undefined
+      ? undefined
+      : carryValues(p.lease, { name: p.workflowName, version: p.workflowVersion }, p.carry, now);
+  const values = valuesOf(p, 0, columns);
+  const n = values.length;
+  values.push(0);
+  if (carry !== undefined) values.push(...Object.values(carry));
+  // Built and compiled once per shape; then only the values are filled in (store/statement-shapes.ts).
+  return shapeOf(commitShapeSlot('one', shape, claimNext), values, (...slots) =>
+    commitStatement(
+      shape,
+      oneRow(slots.slice(0, n)),
+      oneRunFused(claimNext, slots[n]),
+      carry === undefined
+        ? undefined
+        : (Object.fromEntries(Object.keys(carry).map((name, i) => [name, slots[n + 1 + i]])) as unknown as CarryValues),
+    ),
   );
 }
 
@@ -146,14 +152,14 @@ export function advanceRunsStatement(ps: readonly AdvanceParams[]): RawBuilder<A
       claimNext = c.claimNext;
       fusedOrd = ord;
     }
-    return rowOf(p, ord, columns);
+    return rowJson(p, ord, columns);
   });
   if (claimNext !== undefined) assertFusedClaim();
   // Built and compiled once per shape (with or without this worker's fused claim); then only the
   // rows (one jsonb parameter) and the fused row's ord are filled in (store/statement-shapes.ts).
   return shapeOf(
     commitShapeSlot('group', GROUP_SHAPE, claimNext),
-    [JSON.stringify(rows), fusedOrd ?? null] as const,
+    [`[${rows.join(',')}]`, fusedOrd ?? null] as const,
     (json, ord) =>
       commitStatement(
         GROUP_SHAPE,
