@@ -3,7 +3,7 @@ import { prepareBenchDatabase } from './bench-database.js';
 import { openBenchServer } from './environment.js';
 
 /**
- * Worker CPU per step of W1 drains, this checkout against a baseline checkout, in ONE process on
+ * Worker CPU per step of W1 (or W2) drains, this checkout against a baseline checkout, in ONE process on
  * one server: both trees' runtimes are loaded side by side and drained in turn (ABBA, BAAB, …),
  * so that a shared machine's load falls on both alike. Prints each drain, then the medians and
  * the ratios new / base. Not part of `npm test` or `npm run bench`.
@@ -16,6 +16,7 @@ import { openBenchServer } from './environment.js';
  *   LEDGERFLOW_AB_ROUNDS  rounds of four drains per concurrency (default 3)
  *   LEDGERFLOW_AB_WARM    runs of each tree's warm-up drain (default 2000: V8 has compiled the hot path after it)
  *   LEDGERFLOW_AB_C       comma-separated concurrencies (default 4,16)
+ *   LEDGERFLOW_AB_WORKLOAD W1 (default: one transactional step) or W2 (step, transactional, external)
  *   DATABASE_URL          use this server instead of starting one
  */
 const BASE = process.env['LEDGERFLOW_AB_BASE'];
@@ -39,6 +40,10 @@ const runs = Number(process.env['LEDGERFLOW_AB_RUNS'] ?? 2000);
 const rounds = Number(process.env['LEDGERFLOW_AB_ROUNDS'] ?? 3);
 const warm = Number(process.env['LEDGERFLOW_AB_WARM'] ?? 2000);
 const cs = (process.env['LEDGERFLOW_AB_C'] ?? '4,16').split(',').map(Number);
+const workload = process.env['LEDGERFLOW_AB_WORKLOAD'] ?? 'W1';
+if (workload !== 'W1' && workload !== 'W2')
+  throw new Error(`LEDGERFLOW_AB_WORKLOAD must be W1 or W2 (got "${workload}").`);
+const stepsPerRun = workload === 'W1' ? 1 : 3;
 type Tree = 'base' | 'new';
 const ORDERS: readonly (readonly Tree[])[] = [
   ['base', 'new', 'new', 'base'],
@@ -53,7 +58,7 @@ async function once(tree: Tree, c: number, n: number, record: boolean): Promise<
   const workerStore = t.store.createPgStore({ connectionString: url, maxConnections: c + 2 });
   try {
     const m = await t.drain.measureDrain({
-      workflow: t.wf.oneStep,
+      workflow: workload === 'W1' ? t.wf.oneStep : t.wf.threeStep,
       registrations: t.wf.benchRegistrations(new t.fake.FakePaymentProvider()),
       runs: n,
       concurrency: c,
@@ -63,9 +68,10 @@ async function once(tree: Tree, c: number, n: number, record: boolean): Promise<
     if (m.failedSteps > 0 || m.errors.length > 0) throw new Error(`${tree}: ${m.errors.join('; ')}`);
     if (record) {
       const k = `${tree} c=${c}`;
-      (results[k] ??= { cpu: [], sps: [] }).cpu.push(m.cpuMs / n);
-      results[k].sps.push(n / m.seconds);
-      console.log(`${k}: ${(m.cpuMs / n).toFixed(3)} ms/step, ${(n / m.seconds).toFixed(0)} steps/s`);
+      const steps = n * stepsPerRun;
+      (results[k] ??= { cpu: [], sps: [] }).cpu.push(m.cpuMs / steps);
+      results[k].sps.push(steps / m.seconds);
+      console.log(`${k}: ${(m.cpuMs / steps).toFixed(3)} ms/step, ${(steps / m.seconds).toFixed(0)} steps/s`);
     }
   } finally {
     await enqueueStore.close();

@@ -62,7 +62,7 @@ export interface OptionStyle {
   readonly name?: string;
   /** Between an option's name and what it says: `' '` (the default) or `': '`. */
   readonly separator?: string;
-  /** How a given value is shown after "got"; default `String`. */
+  /** How a given value is shown after "got"; default: as `String` does, objects as JSON. */
   readonly show?: (value: unknown) => string;
 }
 
@@ -75,7 +75,7 @@ export interface OptionStyle {
 function problemsOf(schema: z.ZodType, value: unknown, style: OptionStyle = {}): OptionProblem[] {
   const result = schema.safeParse(value, { reportInput: true });
   if (result.success) return [];
-  const show = style.show ?? String;
+  const show = style.show ?? shown;
   const byRule = new Map<string, number>();
   const problems: Array<(OptionProblem & { readonly at: number }) | undefined> = [];
   const nameOf = (path: readonly PropertyKey[]): string => {
@@ -98,13 +98,26 @@ function problemsOf(schema: z.ZodType, value: unknown, style: OptionStyle = {}):
     if (byRule.has(name)) continue;
     const given = ruled === undefined || ruled.depth === issue.path.length ? issue.input : valueAt(value, path);
     byRule.set(name, problems.length);
-    problems.push({ name, says: `${ruled?.words ?? issue.message} (got ${show(given)})`, given, at });
+    // An object with a key its schema does not know says which.
+    const unknown = issue.code === 'unrecognized_keys' ? `; unknown: ${issue.keys.join(', ')}` : '';
+    problems.push({ name, says: `${ruled?.words ?? issue.message} (got ${show(given)}${unknown})`, given, at });
   }
   // A refinement's problems come after every option's; each is told where its option is declared.
   return problems
     .filter((p) => p !== undefined)
     .sort((a, b) => a.at - b.at)
     .map(({ name, says, given }) => ({ name, says, given }));
+}
+
+/** A given value as a problem shows it: an object as JSON (not `[object Object]`), a function by kind. */
+function shown(value: unknown): string {
+  if (typeof value === 'function') return 'a function';
+  if (typeof value !== 'object' || value === null) return String(value);
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
 }
 
 /** {@link problemsOf} as lines: `name must be … (got …)`, with the style's separator. */

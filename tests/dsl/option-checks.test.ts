@@ -67,6 +67,17 @@ describe('optionProblems', () => {
     ]);
   });
 
+  it('shows an object given as JSON and a function by kind, and names the keys a strict object does not know', () => {
+    const options = z.object({
+      retry: rule(z.strictObject({ max: integer() }), 'must be { max: n }'),
+      key: rule(z.string(), 'must be a string'),
+    });
+    expect(optionProblems(options, { retry: { max: 1, maxx: 2 }, key: () => 'k' })).toEqual([
+      'retry must be { max: n } (got {"max":1,"maxx":2}; unknown: maxx)',
+      'key must be a string (got a function)',
+    ]);
+  });
+
   it("falls back to zod's message, with what was given, for an option without a rule", () => {
     expect(optionProblems(z.object({ n: z.number() }), { n: 'x' })).toEqual([
       'n Invalid input: expected number, received string (got x)',

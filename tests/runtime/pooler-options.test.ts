@@ -19,7 +19,12 @@ describe('pooler option', () => {
     ).toThrow('pooler.listenUrl must be a postgres:// URL (got db1:5432).');
     expect(() =>
       createPgStore({ connectionString: url, pooler: { mode: 'transaction', listen: true } as never }),
-    ).toThrow("pooler must be { mode: 'transaction', listenUrl?: string }");
+    ).toThrow(
+      `pooler must be { mode: 'transaction', listenUrl?: string } (got {"mode":"transaction","listen":true}; unknown: listen).`,
+    );
+    expect(() => createPgStore({ connectionString: url, pooler: 'transaction' as never })).toThrow(
+      "pooler must be { mode: 'transaction', listenUrl?: string } (got transaction).",
+    );
   });
 
   it('without a listenUrl: the store says it cannot listen, and listen() rejects saying why', async () => {
