@@ -6,7 +6,7 @@ import { shapeHash } from '../../dsl/workflow-shape.js';
 import type { AnyWorkflow } from '../../dsl/workflow.js';
 import { DuplicateRunError, MigrationError, notMigratedError, UnknownWorkflowError } from '../errors.js';
 import { inputHash } from '../store/input-hash.js';
-import { toPrunedRun, type PrunedRun } from '../retention/pruned-run.js';
+import { PRUNED_RUN_COLUMNS, toPrunedRun, type PrunedRun } from '../retention/pruned-run.js';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
 import { toLeasedRun, type LeasedRun, type LeasedRunRow } from '../store/leased-run.js';
 import { millis } from '../store/millis.js';
@@ -327,14 +327,7 @@ async function findExisting(
           await db
             .selectFrom('ledgerflow.run_archive')
             .select([
-              'id',
-              'workflow_name',
-              'workflow_version',
-              'dedupe_key',
-              'status',
-              'created_at',
-              'finished_at',
-              'pruned_at',
+              ...PRUNED_RUN_COLUMNS,
               sql<boolean>`input_hash = ${inputHash(sql`${inputJson}::jsonb`)}`.as('same_input'),
             ])
             .where((eb) =>

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import { RunNotFoundError, RunPrunedError } from '../errors.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
-import { toPrunedRun, type PrunedRun } from './pruned-run.js';
+import { PRUNED_RUN_COLUMNS, toPrunedRun, type PrunedRun } from './pruned-run.js';
 
 /*
  * Tells a pruned run from one that never existed, by reading the archive. Kept apart from
@@ -13,16 +13,7 @@ import { toPrunedRun, type PrunedRun } from './pruned-run.js';
 export async function findPrunedRun(db: Kysely<LedgerflowDatabase>, runId: string): Promise<PrunedRun | undefined> {
   const row = await db
     .selectFrom('ledgerflow.run_archive')
-    .select([
-      'id',
-      'workflow_name',
-      'workflow_version',
-      'dedupe_key',
-      'status',
-      'created_at',
-      'finished_at',
-      'pruned_at',
-    ])
+    .select(PRUNED_RUN_COLUMNS)
     .where('id', '=', runId)
     .executeTakeFirst();
   return row === undefined ? undefined : toPrunedRun(row);

@@ -18,6 +18,18 @@ export interface PrunedRun {
   readonly prunedAt: Date;
 }
 
+/** The archive's columns {@link toPrunedRun} reads: every read of a pruned run selects these. */
+export const PRUNED_RUN_COLUMNS = [
+  'id',
+  'workflow_name',
+  'workflow_version',
+  'dedupe_key',
+  'status',
+  'created_at',
+  'finished_at',
+  'pruned_at',
+] as const;
+
 export function toPrunedRun(row: {
   readonly id: string;
   readonly workflow_name: string;
