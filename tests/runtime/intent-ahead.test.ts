@@ -27,6 +27,11 @@ import { eventLog, runState, startTestRun } from './fixtures/run-helpers.js';
 const input = z.object({ orderId: z.string(), email: z.string() });
 const fast = { maxAttempts: 4, initialDelayMs: 10, maxDelayMs: 50 } as const;
 const LEASE_MS = 5_000;
+/** charge's perform timeout: longer than the late tests' slow charge. */
+const CHARGE_TIMEOUT_MS = 3_000;
+/** The late workflow's deadline, and how long its slow step takes: the step outlives the deadline by half. */
+const LATE_DEADLINE_MS = 1_000;
+const SLOW_STEP_MS = 1_500;
 
 const steps = (name: string, timeoutMs?: number) =>
   workflow(name, { version: 1, input, ...(timeoutMs === undefined ? {} : { timeoutMs }) })
@@ -41,7 +46,7 @@ const steps = (name: string, timeoutMs?: number) =>
       key: ({ input }) => `charge:${input.orderId}`,
       request: ({ steps }) => ({ amountCents: steps.reserve.units * 100 }),
       idempotentByKey: true,
-      performTimeoutMs: 1_000,
+      performTimeoutMs: CHARGE_TIMEOUT_MS,
       retry: fast,
     })
     // After an external step: the intent rides on charge's result commit.
@@ -53,8 +58,11 @@ const steps = (name: string, timeoutMs?: number) =>
     });
 
 const ahead = steps('wt-intent-ahead');
-/** The same with a 300 ms deadline that the reserve step outlives when asked to. */
-const late = steps('wt-intent-ahead-late', 300);
+/**
+ * The same with a deadline that a slow step outlives. The deadline counts from the run's creation,
+ * so the worker is started first: under load, claiming must not eat the time before the slow step.
+ */
+const late = steps('wt-intent-ahead-late', LATE_DEADLINE_MS);
 
 /** `reserveMs`, `chargeMs`: how long reserve and charge take; `receiptStallMs`: how long receipt's perform stalls after sending. */
 function handlers(
@@ -156,7 +164,7 @@ describeStores('an external step whose intent the previous commit wrote', (getSt
     // One statement wrote both: they share its statement_timestamp().
     expect(intent.intent_at.getTime()).toBe(attempt.started_at.getTime());
     // The writer's horizon: intent time + lease + perform timeout.
-    expect(intent.reconcile_after!.getTime() - intent.intent_at.getTime()).toBe(LEASE_MS + 1_000);
+    expect(intent.reconcile_after!.getTime() - intent.intent_at.getTime()).toBe(LEASE_MS + CHARGE_TIMEOUT_MS);
     expect(payments.chargesForKey('charge:ia-crash')).toBe(0);
 
     // The provider dedupes by key: the next worker takes the intent over and performs with the same key.
@@ -236,10 +244,13 @@ describeStores('an external step whose intent the previous commit wrote', (getSt
     const store = getStore();
     const payments = new FakePaymentProvider();
     const email = new FakeEmailProvider();
-    const runId = await startTestRun(store, late, { orderId: 'ia-late', email: 'a@example.com' });
     const log = eventLog();
-    const w = worker({ workflows: [handlers(late, payments, email, { reserveMs: 500 })], onEvent: log.onEvent });
+    const w = worker({
+      workflows: [handlers(late, payments, email, { reserveMs: SLOW_STEP_MS })],
+      onEvent: log.onEvent,
+    });
     await w.start();
+    const runId = await startTestRun(store, late, { orderId: 'ia-late', email: 'a@example.com' });
     await log.waitFor('run-deadline-exceeded', (e) => e.runId === runId);
 
     const { run, effects, results } = await runState(store, runId);
@@ -253,10 +264,13 @@ describeStores('an external step whose intent the previous commit wrote', (getSt
     const store = getStore();
     const payments = new FakePaymentProvider();
     const email = new FakeEmailProvider();
-    const runId = await startTestRun(store, late, { orderId: 'ia-late-charge', email: 'a@example.com' });
     const log = eventLog();
-    const w = worker({ workflows: [handlers(late, payments, email, { chargeMs: 500 })], onEvent: log.onEvent });
+    const w = worker({
+      workflows: [handlers(late, payments, email, { chargeMs: SLOW_STEP_MS })],
+      onEvent: log.onEvent,
+    });
     await w.start();
+    const runId = await startTestRun(store, late, { orderId: 'ia-late-charge', email: 'a@example.com' });
     await log.waitFor('run-deadline-exceeded', (e) => e.runId === runId);
 
     const { run, effects, results } = await runState(store, runId);
