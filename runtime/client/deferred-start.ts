@@ -20,6 +20,13 @@ import type { Json, LedgerflowDatabase } from '../store/tables.js';
  * this run's own, from an earlier insert whose outcome was unknown.
  */
 
+/**
+ * The fencing token of a deferred start's run: its worker drives it under this token from the
+ * hand-over, and its insert writes it. Not issued by `ledgerflow.next_fencing_token` (core 0023):
+ * the run's id is random, so no token for it can exist on any timeline before the insert.
+ */
+export const DEFERRED_START_FENCING_TOKEN = 1;
+
 /** What the wait of the start that made it needs: the insert's fate, and the insert to make itself if the worker gave it up. */
 export interface DeferredInsert {
   /** `inserted` once the worker's insert committed; `given-up` when its flight ended before one did. */
@@ -149,7 +156,7 @@ export function deferredRun(
     // As a claim reads it back from jsonb (key order included): a key or request hash computed now equals one after a reload.
     input: toStoredJson(JSON.parse(run.inputJson)) ?? null,
     currentStep: 0,
-    fencingToken: 1,
+    fencingToken: DEFERRED_START_FENCING_TOKEN,
     attempt: 1,
     priorFailures: 0,
     crashes: 0,

@@ -5,6 +5,7 @@ import type { LeasedRunRow } from '../store/leased-run.js';
 import { millis } from '../store/millis.js';
 import { assertAttemptTransition, assertRunTransition } from '../store/state-machines.js';
 import { RUNS_CHANNEL } from '../store/channels.js';
+import { DEFERRED_START_FENCING_TOKEN } from './deferred-start.js';
 
 /*
  * A start's one statement (start-run.ts decides what it writes): the run inserted `pending` — or,
@@ -62,7 +63,8 @@ interface InsertRunOptions {
  * checked inside the same statement, after waiting for a prune that holds the live run.
  *
  * `claimedBy` (a start for a worker of this process with a slot free): the run is inserted
- * already claimed — `running`, leased to that worker, fencing token 1 — and the same statement
+ * already claimed — `running`, leased to that worker, its first fencing token (1 on a server that
+ * never failed over; a deferred start's is always 1, see deferred-start.ts) — and the same statement
  * opens attempt 1 of its first step, returning it as the claim does (a `LeasedRunRow`): what the
  * claim statement would have done to a run it found pending, due and registered, which a run
  * this start creates is (the reservation checked that the worker serves its version). A run
@@ -146,10 +148,14 @@ function buildInsertRun(
   const startedAt = deferred
     ? sql`statement_timestamp() - ${millis(claimedBy.startedMsAgo)}`
     : sql`statement_timestamp()`;
+  // A token issued like any other (above the timeline's floor, core 0023) — but a deferred
+  // insert's is the one its worker has driven the run under since the hand-over; its id is random,
+  // so no lost timeline can have handed out a token for this run.
+  const token = deferred ? sql.lit(DEFERRED_START_FENCING_TOKEN) : sql`ledgerflow.next_fencing_token(0)`;
   return sql<LeasedRunRow>`
     WITH inserted AS (
       INSERT INTO ledgerflow.workflow_run (${sql.join(names.map((name) => sql.ref(name)))}, status, lease_owner, lease_expires_at, fencing_token, updated_at${sql.raw(deferred ? ', created_at' : '')})
-      SELECT ${sql.join(values)}, 'running', ${claimedBy.workerId}::text, statement_timestamp() + ${millis(claimedBy.leaseMs)}, 1, statement_timestamp()${deferred ? sql`, ${startedAt}` : sql``}
+      SELECT ${sql.join(values)}, 'running', ${claimedBy.workerId}::text, statement_timestamp() + ${millis(claimedBy.leaseMs)}, ${token}, statement_timestamp()${deferred ? sql`, ${startedAt}` : sql``}
       ${guard}
       ON CONFLICT DO NOTHING
       RETURNING id, workflow_name, workflow_version, input, current_step, fencing_token, deadline_at, trace_context

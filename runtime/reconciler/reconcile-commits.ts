@@ -188,7 +188,7 @@ export interface ReconcileClaim {
 
 /**
  * Takes a run whose intent is due for reconciliation the way a worker claims one — lock
- * without waiting, `fencing_token + 1`, any `running` attempt of a dead owner abandoned — so
+ * without waiting, the next fencing token, any `running` attempt of a dead owner abandoned — so
  * that a zombie still holding the old token can commit nothing while the provider is asked.
  * Only runs that nobody holds: pending, parked, or running under an expired lease.
  */
@@ -241,7 +241,7 @@ export function claimForReconcileStatement(
     claimed AS (
       UPDATE ledgerflow.workflow_run r
          SET status = 'running', lease_owner = ${reconcilerId}, lease_expires_at = statement_timestamp() + ${millis(leaseMs)},
-             fencing_token = r.fencing_token + 1, updated_at = statement_timestamp()
+             fencing_token = ledgerflow.next_fencing_token(r.fencing_token), updated_at = statement_timestamp()
         FROM target t
        WHERE r.id = t.id
       RETURNING r.fencing_token

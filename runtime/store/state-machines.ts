@@ -12,7 +12,9 @@ import type { AttemptStatus, EffectStatus, FinalRunStatus, RunStatus } from './t
  * live here, beside the statuses they move between (tables.ts), because the worker, the
  * reconciler and the client all write those statuses.
  *
- * Run (workflow_run.status):
+ * Run (workflow_run.status). `fencing_token + 1` below is `ledgerflow.next_fencing_token`: one more,
+ * and never below the floor of the server's WAL timeline (core 0023); a claimed insert's first
+ * token is that function's too (1 on timeline 1), a deferred start's always 1.
  *   (a run is created `pending` by the client's start; client/start-run.ts)
  *   (none)   --a start for a worker of its own process with a slot free: inserted already claimed,
  *            leased to that worker, its first attempt opened (client/insert-run.ts, `claimedBy`)-->  running  (fencing_token 1)

@@ -14,7 +14,7 @@ import {
 } from '../store/state-machines.js';
 
 /*
- * The one claim statement: due runs taken for this worker, `fencing_token + 1`, a lease of
+ * The one claim statement: due runs taken for this worker, the next fencing token, a lease of
  * `leaseMs`, and the current step's attempt opened — standalone (the claim loop, `claimRuns`) or
  * as CTEs fused into a completion commit (`FUSED_CLAIM`, commit-statement.ts). The run transitions it
  * writes: `pending -> running` and `waiting -> running` once `run_after` is due, and standalone
@@ -134,7 +134,7 @@ export function claimParts(
              waiting_for = NULL,
              lease_owner = ${options.workerId},
              lease_expires_at = ${at} + ${millis(options.leaseMs)},
-             fencing_token = r.fencing_token + 1,
+             fencing_token = ledgerflow.next_fencing_token(r.fencing_token),
              updated_at = ${at}
         FROM ${name('candidate')} c
        WHERE r.id = c.id
@@ -226,9 +226,11 @@ export function claimStatement(registry: WorkflowRegistry, options: ClaimOptions
  * `FOR NO KEY UPDATE SKIP LOCKED` lets concurrent workers take disjoint runs without waiting
  * (NO KEY: the key-share lock that an in-flight transactional step's ledger insert holds on the
  * run through its foreign key must not hide the run, or a stalled zombie could never be
- * overtaken); each claimed run gets `fencing_token + 1`, so whatever the previous owner still
- * tries to commit is refused. In the same commit the previous owner's `running` attempt is
- * closed as `abandoned` (`LeaseExpired`: it crashed, as far as anyone can tell) and the current
+ * overtaken); each claimed run gets the next fencing token (`ledgerflow.next_fencing_token`: one
+ * more, never below the floor of the server's WAL timeline, so not one a promotion lost either,
+ * core 0023), so whatever the previous owner still tries to commit is refused. In the same commit
+ * the previous owner's `running` attempt is closed as `abandoned` (`LeaseExpired`: it crashed, as
+ * far as anyone can tell) and the current
  * step's next attempt (max + 1: gap-free) is opened — unless the step had already crashed
  * before: then no attempt is opened and the worker backs off or gives up (poison step).
  * Times are the database's (`statement_timestamp()`).

@@ -123,6 +123,12 @@ export interface FailoverOutcome {
   readonly failoverSeconds: number;
   /** Runs still unfinished when the settle timeout ran out. */
   readonly unsettled: number;
+  /**
+   * Attempts written after the promotion under a token below the new timeline's floor (core 0023)
+   * other than the one the promoted standby held for the run: tokens the old primary may have
+   * handed out already, to a worker whose claim the failover lost. Must be 0.
+   */
+  readonly tokensBelowFloor: number;
   /** What the target said became of the old primary ('' when it says nothing). */
   readonly aftermath: string;
   readonly report: InvariantReport;
@@ -296,6 +302,7 @@ export async function runFailover(options: FailoverOptions): Promise<FailoverOut
     clearInterval(feeder);
     for (const input of pending.splice(0)) await startRun(input);
     const unsettled = await waitUntilSettled(store, options.settleTimeoutMs);
+    const tokensBelowFloor = await countTokensBelowFloor(target.standbyUrl, snapshot);
     const waitOutcomes = await Promise.all(waits);
     // A worker re-subscribes with a backoff of up to 5 s; give the last one time to come back.
     for (const deadline = Date.now() + 15_000; Date.now() < deadline; await sleep(200)) {
@@ -350,6 +357,7 @@ export async function runFailover(options: FailoverOptions): Promise<FailoverOut
       listenersRestored: acks.filter((a) => a.type === 'listener-restored' && a.at > promoteAt).length,
       failoverSeconds: (firstNewAck - killAt) / 1000,
       unsettled,
+      tokensBelowFloor,
       aftermath,
       report,
     };
@@ -364,6 +372,7 @@ export async function runFailover(options: FailoverOptions): Promise<FailoverOut
       `acks-while-standby-cut-off=${outcome.acksDuringPartition} (latest ${outcome.latestAckWhileCutMs} ms after the cut) ` +
       `waits-across-failover-completed=${outcome.waitsCompleted}/${waitOutcomes.length} ` +
       `partition=${killAt - cutAt}ms kill-to-first-commit=${outcome.failoverSeconds.toFixed(1)}s ` +
+      `tokens-below-floor=${tokensBelowFloor} ` +
       `worker-restarts=${outcome.workerRestarts} listeners-restored=${outcome.listenersRestored}/${options.workers} ` +
       `violations=${report.violations.length}${aftermath === '' ? '' : ` ${aftermath}`} in ${((performance.now() - started) / 1000).toFixed(0)} s`;
     return { ...outcome, summary };
@@ -408,6 +417,10 @@ interface StandbySnapshot {
   readonly effectKeys: ReadonlySet<string>;
   /** `runId/step` of recorded ledger rows. */
   readonly recorded: ReadonlySet<string>;
+  /** Each run's fencing token, as text. */
+  readonly tokens: ReadonlyMap<string, string>;
+  /** `runId/step/attempt` of the attempts. */
+  readonly attempts: ReadonlySet<string>;
 }
 
 /** The standby's data once replay has caught up with everything received (the primary is gone). */
@@ -435,7 +448,14 @@ async function readStandby(url: string): Promise<StandbySnapshot> {
       throw new Error(`the standby did not replay what it received within 30 s (received/replayed ${last})`);
     await sleep(50);
   }
-  const runs = await query<{ id: string }>(url, 'SELECT id FROM ledgerflow.workflow_run');
+  const runs = await query<{ id: string; fencing_token: string }>(
+    url,
+    'SELECT id, fencing_token FROM ledgerflow.workflow_run',
+  );
+  const attempts = await query<{ key: string }>(
+    url,
+    `SELECT run_id || '/' || step_name || '/' || attempt AS key FROM ledgerflow.step_attempt`,
+  );
   const effects = await query<{ workflow_id: string; step_name: string; idempotency_key: string; status: string }>(
     url,
     'SELECT workflow_id, step_name, idempotency_key, status FROM ledgerflow.step_effect',
@@ -444,7 +464,26 @@ async function readStandby(url: string): Promise<StandbySnapshot> {
     runs: new Set(runs.map((r) => r.id)),
     effectKeys: new Set(effects.map((e) => e.idempotency_key)),
     recorded: new Set(effects.filter((e) => e.status === 'recorded').map((e) => `${e.workflow_id}/${e.step_name}`)),
+    tokens: new Map(runs.map((r) => [r.id, r.fencing_token])),
+    attempts: new Set(attempts.map((a) => a.key)),
   };
+}
+
+/**
+ * Attempts the promoted server has that its standby did not, under a token below the first one
+ * its timeline issues, and not the token the standby held for the run (the lease of a worker
+ * whose claim survived): tokens issued after the promotion that the old primary may have issued
+ * too. Every claim opens an attempt under the token it issues, and every commit closes or opens
+ * one under the lease's. The floor is the test's own arithmetic, not core 0023's function.
+ */
+async function countTokensBelowFloor(url: string, snapshot: StandbySnapshot): Promise<number> {
+  const rows = await query<{ key: string; run_id: string; fencing_token: string }>(
+    url,
+    `SELECT run_id || '/' || step_name || '/' || attempt AS key, run_id, fencing_token
+       FROM ledgerflow.step_attempt
+      WHERE fencing_token < (ledgerflow.wal_timeline() - 1) * 4294967296`,
+  );
+  return rows.filter((r) => !snapshot.attempts.has(r.key) && snapshot.tokens.get(r.run_id) !== r.fencing_token).length;
 }
 
 /**

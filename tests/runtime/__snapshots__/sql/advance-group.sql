@@ -90,7 +90,7 @@
              waiting_for = NULL,
              lease_owner = $6,
              lease_expires_at = statement_timestamp() + ($7::double precision * interval '1 millisecond'),
-             fencing_token = r.fencing_token + 1,
+             fencing_token = ledgerflow.next_fencing_token(r.fencing_token),
              updated_at = statement_timestamp()
         FROM fused_candidate c
        WHERE r.id = c.id

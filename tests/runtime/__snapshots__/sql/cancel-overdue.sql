@@ -5,7 +5,7 @@
 
     WITH fenced AS (
       UPDATE ledgerflow.workflow_run
-         SET status = 'cancelled', lease_owner = NULL, lease_expires_at = NULL, fencing_token = fencing_token + 1,
+         SET status = 'cancelled', lease_owner = NULL, lease_expires_at = NULL, fencing_token = ledgerflow.next_fencing_token(fencing_token),
              finished_at = statement_timestamp(), updated_at = statement_timestamp(),
              error = jsonb_build_object('name', 'DeadlineExceeded',
                                         'message', 'the run was still unfinished at its deadline (' || deadline_at || ')')

@@ -22,7 +22,7 @@
       UPDATE ledgerflow.workflow_run r
          SET status = 'pending', compensation = 'cancel', current_step = t.compensate_from,
              run_after = statement_timestamp(), updated_at = statement_timestamp(),
-             lease_owner = NULL, lease_expires_at = NULL, waiting_for = NULL, fencing_token = r.fencing_token + 1,
+             lease_owner = NULL, lease_expires_at = NULL, waiting_for = NULL, fencing_token = ledgerflow.next_fencing_token(r.fencing_token),
              error = jsonb_build_object('name', 'Cancelled', 'message', 'the run was cancelled; compensating its recorded effects')
         FROM target t
        WHERE r.id = t.id AND t.compensate_from IS NOT NULL

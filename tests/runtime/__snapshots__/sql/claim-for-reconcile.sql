@@ -19,7 +19,7 @@
     claimed AS (
       UPDATE ledgerflow.workflow_run r
          SET status = 'running', lease_owner = $3, lease_expires_at = statement_timestamp() + ($4::double precision * interval '1 millisecond'),
-             fencing_token = r.fencing_token + 1, updated_at = statement_timestamp()
+             fencing_token = ledgerflow.next_fencing_token(r.fencing_token), updated_at = statement_timestamp()
         FROM target t
        WHERE r.id = t.id
       RETURNING r.fencing_token

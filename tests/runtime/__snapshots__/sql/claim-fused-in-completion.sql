@@ -80,7 +80,7 @@
              waiting_for = NULL,
              lease_owner = $27,
              lease_expires_at = statement_timestamp() + ($28::double precision * interval '1 millisecond'),
-             fencing_token = r.fencing_token + 1,
+             fencing_token = ledgerflow.next_fencing_token(r.fencing_token),
              updated_at = statement_timestamp()
         FROM fused_candidate c
        WHERE r.id = c.id

@@ -42,7 +42,7 @@
              waiting_for = NULL,
              lease_owner = $8,
              lease_expires_at = statement_timestamp() + ($9::double precision * interval '1 millisecond'),
-             fencing_token = r.fencing_token + 1,
+             fencing_token = ledgerflow.next_fencing_token(r.fencing_token),
              updated_at = statement_timestamp()
         FROM candidate c
        WHERE r.id = c.id

@@ -9,7 +9,7 @@
       UPDATE ledgerflow.workflow_run r
          SET status = 'pending', run_after = statement_timestamp(), updated_at = statement_timestamp(),
              finished_at = NULL, error = NULL, output = NULL, waiting_for = NULL, lease_owner = NULL, lease_expires_at = NULL,
-             fencing_token = r.fencing_token + 1,
+             fencing_token = ledgerflow.next_fencing_token(r.fencing_token),
              deadline_at = CASE WHEN r.deadline_at <= statement_timestamp() THEN NULL ELSE r.deadline_at END,
              budget_step = $1,
              budget_base = (SELECT COALESCE(max(a.attempt), 0) FROM ledgerflow.step_attempt a

@@ -16,7 +16,7 @@
 /* ledgerflow:prepared */ 
     WITH inserted AS (
       INSERT INTO ledgerflow.workflow_run ("id", "workflow_name", "workflow_version", "input", "dedupe_key", status, lease_owner, lease_expires_at, fencing_token, updated_at)
-      SELECT $1::uuid, $2::text, $3::integer, $4::jsonb, $5::text, 'running', $6::text, statement_timestamp() + ($7::double precision * interval '1 millisecond'), 1, statement_timestamp()
+      SELECT $1::uuid, $2::text, $3::integer, $4::jsonb, $5::text, 'running', $6::text, statement_timestamp() + ($7::double precision * interval '1 millisecond'), ledgerflow.next_fencing_token(0), statement_timestamp()
       WHERE ledgerflow.pruned_run($8::uuid, $9::text, $10::text) IS NULL
       ON CONFLICT DO NOTHING
       RETURNING id, workflow_name, workflow_version, input, current_step, fencing_token, deadline_at, trace_context
