@@ -135,7 +135,7 @@ it('refuses the commit of a worker whose claim the promotion lost, and completes
   const gateA = gate();
   const eventsA: WorkerEvent[] = [];
   const workerA = startWorker(storeA, 'A', gateA, eventsA, 120_000);
-  workerA.start();
+  await workerA.start();
   await gateA.entered;
   const [claimedA] = await query<{ fencing_token: string; lease_owner: string }>(
     primary.urlFor('fencing'),
@@ -165,7 +165,7 @@ it('refuses the commit of a worker whose claim the promotion lost, and completes
   cleanups.push(() => storeB.close());
   const gateB = gate();
   const eventsB: WorkerEvent[] = [];
-  startWorker(storeB, 'B', gateB, eventsB, 30_000).start();
+  await startWorker(storeB, 'B', gateB, eventsB, 30_000).start();
   await gateB.entered;
   const claimedB = eventsB.find((e) => e.type === 'run-claimed' && e.runId === runId);
   const tokenB = claimedB?.type === 'run-claimed' ? claimedB.fencingToken : Number.NaN;
