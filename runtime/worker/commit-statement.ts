@@ -311,12 +311,26 @@ function runSet(shape: CommitShape): RawBuilder<unknown> {
 }
 
 /**
- * The text of both statements: `input` the rows (a SELECT of one row's parameters, or a
- * `jsonb_to_recordset`), `shape` what they may be. Every value is a column of `input`.
+ * A commit's rows: one run's parameters (`one`), or a group's `jsonb_to_recordset`. One run's
+ * `input` is NOT MATERIALIZED: PostgreSQL then pulls the parameters up into every write that
+ * reads them, so the run, its attempt and its ledger row are found by their keys (`id = $2`)
+ * in a generic plan too. Materialized, `input` was a one-row CTE scan the planner joined by its
+ * estimates: the plan a connection keeps once its statement turns generic (after five runs)
+ * seq-scanned `step_effect` for the step's ledger row, estimated when the tables were small
+ * (tests/runtime/commit-generic-plan.test.ts).
+ */
+export interface CommitInput {
+  readonly source: 'one' | 'group';
+  readonly rows: RawBuilder<unknown>;
+}
+
+/**
+ * The text of both statements: `input` the rows, `shape` what they may be. Every value is a
+ * column of `input`.
  */
 export function commitStatement(
   shape: CommitShape,
-  input: RawBuilder<unknown>,
+  input: CommitInput,
   fused: Fused | undefined,
   carried?: CarryValues,
 ): RawBuilder<AdvanceRow> {
@@ -413,8 +427,8 @@ export function commitStatement(
       : sql`${insertedBy} AND ${hasEffect}`
     : sql`false`;
   return prepared(sql<AdvanceRow>`
-    WITH input AS (
-      ${input}
+    WITH input AS ${input.source === 'one' ? sql`NOT MATERIALIZED ` : sql``}(
+      ${input.rows}
     ),
     fenced AS (
       UPDATE ledgerflow.workflow_run r

@@ -88,7 +88,7 @@ export function advanceRunStatement(p: AdvanceParams, now: number = performance.
   return shapeOf(commitShapeSlot('one', shape, claimNext), values, (...slots) =>
     commitStatement(
       shape,
-      oneRow(slots.slice(0, n)),
+      { source: 'one', rows: oneRow(slots.slice(0, n)) },
       oneRunFused(claimNext, slots[n]),
       carry === undefined
         ? undefined
@@ -163,8 +163,11 @@ export function advanceRunsStatement(ps: readonly AdvanceParams[]): RawBuilder<A
     (json, ord) =>
       commitStatement(
         GROUP_SHAPE,
-        sql`SELECT * FROM jsonb_to_recordset(${json}::jsonb) AS i(
+        {
+          source: 'group',
+          rows: sql`SELECT * FROM jsonb_to_recordset(${json}::jsonb) AS i(
         ${listed(columns.map((c) => sql.raw(`${c} ${COLUMNS[c][0]}`)))})`,
+        },
         groupFused(claimNext, ord),
       ),
   );

@@ -33,7 +33,7 @@
 -- $31 = 0
 
 /* ledgerflow:prepared */ 
-    WITH input AS (
+    WITH input AS NOT MATERIALIZED (
       SELECT $1::int AS ord, $2::uuid AS run_id, $3::bigint AS fencing_token, $4::text AS worker_id, $5::double precision AS lease_ms,
         $6::int AS from_position, $7::int AS to_position, $8::text AS workflow_name, $9::int AS workflow_version, $10::text AS step_name,
         $11::text AS step_kind, $12::text AS output, $13::boolean AS skipped, $14::int AS attempt, $15::int AS result_attempt,
