@@ -146,9 +146,9 @@ function render(r: {
     '',
     '## Worker processes draining one backlog',
     '',
-    "Steps/s / W0 is steps per second over the floor's commits per second: above 1 where group commit puts several runs' steps in one commit. CPU is over the drain (from the release to the last completion seen, polled every 100 ms), in cores (CPU seconds per wall second): the PostgreSQL server's (postmaster, backends, background processes, from /proc/<pid>/stat), the worker processes' together, and the whole machine's busy share (/proc/stat; the bench's own polling and anything else running are in it).",
+    "Steps/s / W0 is steps per second over the floor's commits per second: above 1 where group commit puts several runs' steps in one commit. CPU is over the drain (from the release to the last completion seen, polled every 100 ms), in cores (CPU seconds per wall second): the PostgreSQL server's (postmaster, backends, background processes, from /proc/<pid>/stat), the worker processes' together, everything else that ran on the machine meanwhile (the bench's own polling, and any other work sharing the cores), and the whole machine's busy share of its cores (/proc/stat).",
     '',
-    '| workload | processes × concurrency | steps/s | workflows/s | × 1 process | steps/s / W0 | commits / workflow | server cores | workers cores | machine busy | server share of busy |',
+    '| workload | processes × concurrency | steps/s | workflows/s | × 1 process | steps/s / W0 | commits / workflow | server cores | workers cores | other cores | machine busy |',
     '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...r.fleets.map((f) => {
       const one = r.fleets.find(
@@ -162,7 +162,7 @@ function render(r: {
         `${one === undefined ? '—' : fmt(f.workflowsPerSecond / one.workflowsPerSecond, 2)} | ${fmt(f.stepsPerSecond / best.commitsPerSecond, 2)} | ${fmt(f.commitsPerWorkflow, 2)} | ` +
         (c === undefined || busy === undefined
           ? '— | — | — | — |'
-          : `${fmt(c.serverSeconds / c.wallSeconds, 2)} | ${fmt(c.workersSeconds / c.wallSeconds, 2)} | ${fmt(busy * 100)} % | ${fmt((c.serverSeconds / c.machine.busySeconds) * 100)} % |`)
+          : `${fmt(c.serverSeconds / c.wallSeconds, 2)} | ${fmt(c.workersSeconds / c.wallSeconds, 2)} | ${fmt((c.machine.busySeconds - c.serverSeconds - c.workersSeconds) / c.wallSeconds, 2)} | ${fmt(busy * 100)} % |`)
       );
     }),
     '',
