@@ -3,7 +3,7 @@
  * for the bench workflows on DATABASE_URL. Prints `ready` on stdout once it has started;
  * SIGTERM stops it gracefully.
  *
- * Env: DATABASE_URL, SCALE_WORKER_NAME, SCALE_CONCURRENCY.
+ * Env: DATABASE_URL, SCALE_WORKER_NAME, SCALE_CONCURRENCY (empty: the worker's default concurrency).
  */
 import { createWorker } from '../../runtime/index.js';
 import { createPgStore } from '../../runtime/store/pg/pg-store.js';
@@ -17,17 +17,19 @@ function required(name: string): string {
 }
 
 const name = required('SCALE_WORKER_NAME');
-const concurrency = Number(required('SCALE_CONCURRENCY'));
+const given = process.env['SCALE_CONCURRENCY'];
+/** Undefined: the worker's default, whose pool is then the store's default size. */
+const concurrency = given === undefined || given === '' ? undefined : Number(given);
 const store = createPgStore({
   connectionString: required('DATABASE_URL'),
   applicationName: `ledgerflow-bench-${name}`,
-  maxConnections: concurrency + 2,
+  ...(concurrency === undefined ? {} : { maxConnections: concurrency + 2 }),
 });
 const worker = createWorker({
   store,
   workflows: benchRegistrations(new FakePaymentProvider()),
   workerId: `bench-${name}`,
-  concurrency,
+  ...(concurrency === undefined ? {} : { concurrency }),
   leaseMs: 30_000,
   pollIntervalMs: 100,
   reconcileIntervalMs: 0,
