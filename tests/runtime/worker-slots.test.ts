@@ -42,6 +42,9 @@ const isStartClaim = (s: string): boolean =>
  * statement fail before it runs (as on a broken connection); every LISTEN after the first waits
  * until `releaseListen()`.
  */
+/** How long a wait of these tests may take before it fails saying what it waited for (not a timing assertion). */
+const WAIT_MS = 20_000;
+
 function faulty(base: Store) {
   let failLoopClaim = false;
   let failStartClaim = false;
@@ -173,7 +176,7 @@ describeStores('one slot accounting for every run a worker claims', (getStore) =
     }
     f.failNextLoopClaim();
     const { runId: held } = await plain.start(poison, { label: 'held' });
-    await log.waitFor('error', (e) => e.where === 'claim');
+    await log.waitFor('error', (e) => e.where === 'claim', WAIT_MS);
     await waitUntil('the re-subscribe after the failed claim', () => f.state.relistening);
     const run = (await runState(getStore(), held)).run;
     expect(run).toMatchObject({ status: 'running', lease_owner: worker.id });
@@ -228,8 +231,8 @@ describeStores('one slot accounting for every run a worker claims', (getStore) =
     await waitUntil('the LISTEN back', () => f.state.relistened);
     await new Promise((resolve) => setTimeout(resolve, 50));
     h.openAll();
-    await log.waitFor('run-completed', (e) => e.runId === held);
-    if (start !== undefined) await log.waitFor('run-completed', (e) => e.runId === start);
+    await log.waitFor('run-completed', (e) => e.runId === held, WAIT_MS);
+    if (start !== undefined) await log.waitFor('run-completed', (e) => e.runId === start, WAIT_MS);
     expect(h.calls.get(held)).toBe(1);
     expect(launches(log).every((n) => n === 1)).toBe(true);
     expect(h.counts.max).toBe(1);
