@@ -43,10 +43,13 @@ describe('clock skew: leases and reconciliation follow the database clock [pg]',
     const { rows } = await sql<{ now: Date }>`SELECT now() AS now`.execute(store.db);
     return rows[0]!.now.getTime();
   };
+  // Remaining from clock_timestamp(), read after the statement's snapshot: now() is the reading
+  // transaction's start, which can precede a renewal this statement still sees (the renewal
+  // committing between the read's Parse and Execute), and read 0.2 ms over the lease.
   const lease = async (runId: string) => {
     const { rows } = await sql<{ owner: string | null; token: number; remaining_ms: number | null }>`
       SELECT lease_owner AS owner, fencing_token AS token,
-             (extract(epoch FROM lease_expires_at - now()) * 1000)::float8 AS remaining_ms
+             (extract(epoch FROM lease_expires_at - clock_timestamp()) * 1000)::float8 AS remaining_ms
         FROM ledgerflow.workflow_run WHERE id = ${runId}`.execute(store.db);
     return rows[0]!;
   };
