@@ -1,6 +1,6 @@
 import type { Kysely, RawBuilder } from 'kysely';
 import { faultPoint } from '../faults/fault-points.js';
-import type { LeasedRun, LeasedRunRow, PendingStart } from '../store/leased-run.js';
+import type { LeasedRun, PendingStart, StartCompletion } from '../store/leased-run.js';
 import { toStoredJson } from '../store/stored-json.js';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
 
@@ -50,7 +50,8 @@ export class DeferredStart implements PendingStart, DeferredInsert {
   readonly #handedOverAt = performance.now();
 
   constructor(
-    private readonly claimedInsert: (msAgo: number) => RawBuilder<LeasedRunRow>,
+    /** The claimed insert, or with `completion` the completed one (insert-run.ts). */
+    private readonly claimedInsert: (msAgo: number, completion?: StartCompletion) => RawBuilder<{ id: string }>,
     private readonly unclaimedInsert: () => Promise<void>,
   ) {
     this.outcome = new Promise((resolve) => (this.#resolve = resolve));
@@ -78,6 +79,22 @@ export class DeferredStart implements PendingStart, DeferredInsert {
     } finally {
       this.#end(committed);
     }
+  }
+
+  async insertCompleted(
+    db: Kysely<LedgerflowDatabase>,
+    completion: StartCompletion,
+  ): Promise<'completed' | 'inserted-before' | 'not-written'> {
+    if (!(await this.takeForTransaction())) return 'inserted-before';
+    let committed = false;
+    try {
+      await faultPoint('before-start-insert');
+      const { rows } = await this.#statement(completion).execute(db);
+      committed = rows.length > 0;
+    } finally {
+      this.transactionEnded(committed);
+    }
+    return committed ? 'completed' : 'not-written';
   }
 
   async takeForTransaction(): Promise<boolean> {
@@ -115,8 +132,8 @@ export class DeferredStart implements PendingStart, DeferredInsert {
   }
 
   /** The claimed insert, back-dated to the hand-over; an existing row (this run's own) inserts nothing. */
-  #statement(): RawBuilder<LeasedRunRow> {
-    return this.claimedInsert(Math.max(0, performance.now() - this.#handedOverAt));
+  #statement(completion?: StartCompletion): RawBuilder<{ id: string }> {
+    return this.claimedInsert(Math.max(0, performance.now() - this.#handedOverAt), completion);
   }
 
   #assertPending(what: string): void {

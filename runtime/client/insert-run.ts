@@ -1,7 +1,8 @@
 import { sql, type RawBuilder } from 'kysely';
 import { prepared } from '../store/prepared.js';
 import { shapeOf, Shapes } from '../store/statement-shapes.js';
-import type { LeasedRunRow } from '../store/leased-run.js';
+import type { LeasedRunRow, StartCompletion } from '../store/leased-run.js';
+import { carriedResultCtes } from '../store/carried-rows.js';
 import { millis } from '../store/millis.js';
 import { assertAttemptTransition, assertRunTransition } from '../store/state-machines.js';
 import { RUNS_CHANNEL } from '../store/channels.js';
@@ -47,6 +48,11 @@ export interface ClaimedBy {
    * as if the row had been inserted then (a deadline likewise counts from then: see `columns`).
    */
   readonly startedMsAgo?: number;
+  /**
+   * A deferred insert that is also the run's completion (`PendingStart.insertCompleted`): the run
+   * is inserted `completed`, with its steps' attempts and results, instead of claimed.
+   */
+  readonly completion?: StartCompletion;
 }
 
 interface InsertRunOptions {
@@ -85,18 +91,22 @@ export function insertRunStatement(
   // with values of its own (a deadline, a debounce window): those are built in full.
   if (names.some((name) => isRawBuilder(columns[name]))) return prepared(buildInsertRun(columns, names, options));
   const ago = claimedBy?.startedMsAgo;
+  const completion = claimedBy?.completion;
   const values = [
     ...names.map((name) => columns[name]),
     ...(claimedBy ? [claimedBy.workerId, claimedBy.leaseMs, claimedBy.step] : []),
     ...(ago !== undefined ? [ago] : []),
+    ...(completion !== undefined ? completionValues(completion) : []),
   ];
+  const completionShape = completion === undefined ? 'none' : completion.carried === undefined ? 'alone' : 'carried';
   return shapeOf(
     insertRunShapes.for(
-      `${names.join(',')}|${options.guarded}|${options.notify}|${claimedBy !== undefined}|${ago !== undefined}`,
+      `${names.join(',')}|${options.guarded}|${options.notify}|${claimedBy !== undefined}|${ago !== undefined}|${completionShape}`,
     ),
     values,
-    (...slots) =>
-      prepared(
+    (...slots) => {
+      const at = names.length + 3 + (ago !== undefined ? 1 : 0);
+      return prepared(
         buildInsertRun(Object.fromEntries(names.map((name, i) => [name, slots[i]])) as StartedRunColumns, names, {
           ...options,
           ...(claimedBy
@@ -106,12 +116,40 @@ export function insertRunStatement(
                   leaseMs: slots[names.length + 1],
                   step: slots[names.length + 2],
                   ...(ago !== undefined ? { startedMsAgo: slots[names.length + 3] } : {}),
+                  ...(completion !== undefined ? { completion: completionOf(slots.slice(at), completion) } : {}),
                 } as ClaimedBy,
               }
             : {}),
         }),
-      ),
+      );
+    },
   );
+}
+
+/** A completion's values in the order {@link completionOf} reads them back as slots. */
+function completionValues(c: StartCompletion): unknown[] {
+  return [
+    c.stepName,
+    c.stepKind,
+    c.attempt,
+    c.output,
+    c.runOutput,
+    c.toPosition,
+    ...(c.carried !== undefined ? [c.carried.rows, c.carried.stepStartAgo] : []),
+  ];
+}
+
+function completionOf(slots: readonly unknown[], shape: StartCompletion): StartCompletion {
+  const [stepName, stepKind, attempt, output, runOutput, toPosition, rows, stepStartAgo] = slots;
+  return {
+    stepName,
+    stepKind,
+    attempt,
+    output,
+    runOutput,
+    toPosition,
+    ...(shape.carried !== undefined ? { carried: { rows, stepStartAgo } } : {}),
+  } as StartCompletion;
 }
 
 const insertRunShapes = new Shapes();
@@ -141,6 +179,7 @@ function buildInsertRun(
     )
     SELECT inserted.id, ${notify} AS notified FROM inserted`;
   }
+  if (claimedBy.completion !== undefined) return completedInsert(names, values, guard, claimedBy, claimedBy.completion);
   assertRunTransition('none', 'running');
   assertAttemptTransition('none', 'running');
   // A deferred insert back-dates the run's creation and its first attempt to when the start handed it over.
@@ -172,6 +211,64 @@ function buildInsertRun(
            NULL::jsonb AS outputs
       FROM inserted i
       JOIN opened o ON o.run_id = i.id`;
+}
+
+/**
+ * A deferred start whose first commit completes the run (`PendingStart.insertCompleted`): the run
+ * inserted `completed` — never `running` in the database, `(none) -> completed` — with what the
+ * claimed insert and then the completion commit would have written: the carried steps' results and
+ * attempts, the completing step's result and its attempt `succeeded`, every attempt under the
+ * deferred start's token, dated by the worker's measures on the statement's clock. No trigger has
+ * work to do: the run has no parent, no children, no queue slot (a step that asks for one is
+ * never carried nor completes a run uninserted) and is watched here (`notify_settled` unset).
+ */
+function completedInsert(
+  names: readonly (keyof typeof RUN_COLUMN_TYPES)[],
+  values: readonly RawBuilder<unknown>[],
+  guard: RawBuilder<unknown>,
+  claimedBy: ClaimedBy,
+  c: StartCompletion,
+): RawBuilder<{ id: string }> {
+  assertRunTransition('none', 'completed');
+  assertAttemptTransition('none', 'succeeded');
+  const handedOver = sql`statement_timestamp() - ${millis(claimedBy.startedMsAgo ?? 0)}`;
+  // Without a carry the step started at the hand-over, as the claimed insert dates its attempt.
+  const stepStarted =
+    c.carried === undefined ? handedOver : sql`statement_timestamp() - ${millis(c.carried.stepStartAgo)}`;
+  const carried =
+    c.carried === undefined
+      ? sql``
+      : sql`,
+    ${carriedResultCtes(c.carried.rows, sql`f.workflow_name`, sql`f.workflow_version`, 'inserted')},
+    carried_attempt AS (
+      INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at, finished_at)
+      SELECT f.id, c.step_name, c.attempt, 'succeeded', f.fencing_token, ${claimedBy.workerId}::text,
+             statement_timestamp() - c.started_ago * interval '1 millisecond',
+             statement_timestamp() - c.finished_ago * interval '1 millisecond'
+        FROM inserted f, carried c
+      RETURNING 1
+    )`;
+  return sql<{ id: string }>`
+    WITH inserted AS (
+      INSERT INTO ledgerflow.workflow_run (${sql.join(names.map((name) => sql.ref(name)))}, status, current_step, fencing_token, output, updated_at, finished_at, created_at)
+      SELECT ${sql.join(values)}, 'completed', ${c.toPosition}::int, ${sql.lit(DEFERRED_START_FENCING_TOKEN)}, ${c.runOutput}::jsonb, statement_timestamp(), statement_timestamp(), ${handedOver}
+      ${guard}
+      ON CONFLICT DO NOTHING
+      RETURNING id, workflow_name, workflow_version, fencing_token
+    )${carried},
+    result AS (
+      INSERT INTO ledgerflow.step_result (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, skipped)
+      SELECT i.id, i.workflow_name, i.workflow_version, ${c.stepName}::text, ${c.stepKind}::text, ${c.output}::jsonb, ${c.attempt}::int, false
+        FROM inserted i
+      RETURNING 1
+    ),
+    finished AS (
+      INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at, finished_at)
+      SELECT i.id, ${c.stepName}::text, ${c.attempt}::int, 'succeeded', i.fencing_token, ${claimedBy.workerId}::text, ${stepStarted}, statement_timestamp()
+        FROM inserted i
+      RETURNING 1
+    )
+    SELECT i.id FROM inserted i`;
 }
 
 function isRawBuilder(value: unknown): value is RawBuilder<unknown> {

@@ -204,7 +204,7 @@ export async function startRun(
     if (watched !== undefined && options.runId === undefined && dedupeKey === undefined) {
       // Nothing can name this run but this start: its insert rides on the run's first commit (deferred-start.ts).
       deferred = new DeferredStart(
-        (msAgo) =>
+        (msAgo, completion) =>
           insertRunStatement(
             {
               ...columns(undefined, false),
@@ -213,7 +213,11 @@ export async function startRun(
                 ? { deadline_at: sql<Date>`statement_timestamp() - ${millis(msAgo)} + ${millis(timeoutMs)}` }
                 : {}),
             },
-            { guarded: false, notify: false, claimedBy: { ...claimedBy, startedMsAgo: msAgo } },
+            {
+              guarded: false,
+              notify: false,
+              claimedBy: { ...claimedBy, startedMsAgo: msAgo, ...(completion !== undefined ? { completion } : {}) },
+            },
           ),
         async () => {
           await statement(true).execute(db);

@@ -97,6 +97,7 @@ export function toLeasedRun(row: LeasedRunRow): LeasedRun {
  *   pending ──takeForTransaction()──▶ in a transaction ──transactionEnded(true)──▶ inserted
  *                                  in a transaction ──transactionEnded(false)──▶ pending
  *   pending ──insertAlone(db) committed──▶ inserted      (failed: pending)
+ *   pending ──insertCompleted(db, …) committed──▶ inserted (completed; failed: pending)
  *   pending ──flightEnded()──▶ given up (the start inserts it itself, unclaimed)
  *
  * One insert at a time: `insertAlone` waits for a transaction that carries the insert to end, and
@@ -117,10 +118,44 @@ export interface PendingStart {
    * After `true`: `insertWithin` in that transaction, and `transactionEnded` however it ends.
    */
   takeForTransaction(): Promise<boolean>;
+  /**
+   * The run's first commit is its completion (plain steps only): ONE statement inserts the run
+   * already completed, with its attempts and results — one round trip, one durable commit for the
+   * whole workflow. `inserted-before`: the row exists (an insert alone made it): the caller
+   * commits as for any inserted run. `not-written`: the statement found the row — an earlier
+   * insert of this run whose outcome was unknown — and wrote nothing.
+   */
+  insertCompleted(
+    db: Kysely<LedgerflowDatabase>,
+    completion: StartCompletion,
+  ): Promise<'completed' | 'inserted-before' | 'not-written'>;
   /** Sends the insert taken by `takeForTransaction` as a statement of `trx`. */
   insertWithin(trx: Kysely<LedgerflowDatabase>): Promise<void>;
   /** That transaction committed (`true`) or was rolled back or its outcome is unknown (`false`). */
   transactionEnded(committed: boolean): void;
   /** The flight driving the run is over: a run not inserted by then is given back to its start. */
   flightEnded(): void;
+}
+
+/**
+ * What a {@link PendingStart.insertCompleted} writes besides the start's own columns: the step
+ * that completes the run and the plain steps carried before it (worker/carried-prefix.ts), every
+ * value ready to send. Times are worker measures in milliseconds before the statement.
+ */
+export interface StartCompletion {
+  readonly stepName: string;
+  readonly stepKind: string;
+  readonly attempt: number;
+  /** The step's output, JSON text. */
+  readonly output: string;
+  /** The run's output (every step's, stored form), JSON text. */
+  readonly runOutput: string;
+  /** The run's position after its last step. */
+  readonly toPosition: number;
+  /**
+   * The carried steps' rows as the carry's writes send them (`CarriedRow[]` as JSON) and how long
+   * before the statement the completing step's attempt started; without a carry the attempt is
+   * dated from the hand-over, as a claimed insert dates it.
+   */
+  readonly carried?: { readonly rows: string; readonly stepStartAgo: number };
 }

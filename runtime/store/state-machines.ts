@@ -18,6 +18,8 @@ import type { AttemptStatus, EffectStatus, FinalRunStatus, RunStatus } from './t
  *   (a run is created `pending` by the client's start; client/start-run.ts)
  *   (none)   --a start for a worker of its own process with a slot free: inserted already claimed,
  *            leased to that worker, its first attempt opened (client/insert-run.ts, `claimedBy`)-->  running  (fencing_token 1)
+ *   (none)   --a deferred start whose first commit is its completion (plain steps only): inserted with
+ *            its attempts and results (client/insert-run.ts, `completion`)-->  completed  (fencing_token 1)
  *   pending  --a debounced start joins its open window (keep 'last': input and due time replaced),
  *            or finds the window over before any claim (debounce_open = false; client/debounce.ts)-->  pending
  *   pending  --claim (worker; fused into a completion; reconciler)-->  running  (fencing_token + 1)
@@ -101,7 +103,7 @@ import type { AttemptStatus, EffectStatus, FinalRunStatus, RunStatus } from './t
 
 /** Run transitions: from each status, the statuses a write may move it to. */
 export const RUN_TRANSITIONS: Readonly<Record<RunStatus | 'none', readonly RunStatus[]>> = {
-  none: ['running'],
+  none: ['running', 'completed'],
   pending: ['running', 'pending', 'cancelled'],
   running: [
     'running',

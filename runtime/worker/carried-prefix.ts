@@ -4,6 +4,7 @@ import { prepared } from '../store/prepared.js';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
 import { millis } from '../store/millis.js';
 import { shapeOfRecord, type ShapeSlot } from '../store/statement-shapes.js';
+import { carriedResultCtes } from '../store/carried-rows.js';
 import type { Lease } from './lease.js';
 import { assertAttemptTransition, assertRunTransition } from '../store/state-machines.js';
 
@@ -79,7 +80,7 @@ export function openAttemptOf(
 }
 
 /** One carried step as the statement reads it (`jsonb_to_recordset`). */
-interface CarriedRow {
+export interface CarriedRow {
   readonly step_name: string;
   readonly kind: string;
   /** JSON text; NULL when skipped. */
@@ -172,19 +173,7 @@ export function carryValues(
  */
 export function carryCtes(v: CarryValues): RawBuilder<unknown> {
   return sql`,
-    carried AS (
-      SELECT * FROM jsonb_to_recordset(${v.carriedRows}::jsonb) AS c(
-        step_name text, kind text, output text, skipped boolean, attempt int, started_ago double precision,
-        finished_ago double precision, first boolean, rank int)
-    ),
-    carried_result AS (
-      -- Dated when each step ended, and before the carrying step's result (now(): its transaction's start).
-      INSERT INTO ledgerflow.step_result (run_id, workflow_name, workflow_version, step_name, kind, output, attempt, skipped, created_at)
-      SELECT f.id, ${v.workflowName}, ${v.workflowVersion}, c.step_name, c.kind, c.output::jsonb, c.attempt, c.skipped,
-             LEAST(statement_timestamp() - c.finished_ago * interval '1 millisecond', now()) - c.rank * interval '2 microseconds'
-        FROM fenced f, carried c
-      RETURNING 1
-    ),
+    ${carriedResultCtes(v.carriedRows, v.workflowName, v.workflowVersion, 'fenced')},
     carried_first AS (
       UPDATE ledgerflow.step_attempt
          SET status = 'succeeded', finished_at = statement_timestamp() - (SELECT c.finished_ago FROM carried c WHERE c.first) * interval '1 millisecond',

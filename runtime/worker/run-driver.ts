@@ -7,7 +7,7 @@
  * resyncs, the run's queue slot and its deadline are its local state — and the functions below it
  * are its branches (deadline, crash, flush, intent ahead, recovery), used nowhere else.
  */
-import { insertStart } from './executors/start-insert.js';
+import { commitPlainResult, insertStart } from './executors/start-insert.js';
 import { exponentialBackoffMs, sleep } from '../backoff.js';
 import type { PayloadLimitsCache } from '../limits/limits-cache.js';
 import type { Kysely } from 'kysely';
@@ -23,7 +23,6 @@ import { STEP_EXECUTORS } from './executors/executors.js';
 import {
   claimAhead,
   commitKnowingOutcome,
-  commitOutput,
   commitSkipped,
   lostLease,
   stepWanted,
@@ -291,8 +290,7 @@ async function driveSteps(
             carryOn(output);
             continue;
           }
-          await insertStart(execution);
-          result = await commitKnowingOutcome(execution, () => commitOutput(execution, output), { retry: true });
+          result = await commitKnowingOutcome(execution, () => commitPlainResult(execution, output), { retry: true });
         } else {
           // A transactional step writes the carry in its own transaction; anything else commits it first.
           if (step.kind !== 'transactional' || asksForSlot(workflow, step, runSlotHeld)) {

@@ -51,6 +51,11 @@ const plain = workflow('wt-deferred-plain', { version: 1, input })
   .step('load', { output: z.object({ units: z.number().int() }) })
   .step('audit', { output: z.object({ ok: z.boolean() }), when: ({ input }) => input.orderId.startsWith('audit') })
   .step('total', { output: z.object({ cents: z.number().int() }) });
+/** One plain step and a deadline (a start column built per start): the run's one commit is its completion. */
+const single = workflow('wt-deferred-single', { version: 1, input, timeoutMs: 60_000 }).step('load', {
+  output: z.object({ units: z.number().int() }),
+  retry: fast,
+});
 /** A plain step before an `external` one: the carry is written before the intent, with the insert. */
 const plainThenCharge = workflow('wt-deferred-charge', { version: 1, input })
   .step('load', { output: z.object({ units: z.number().int() }) })
@@ -107,6 +112,20 @@ function handlers(wf: typeof deferred, payments: FakePaymentProvider, behaviour:
 
 const recorded = recordingStore;
 
+/** A run's rows without what differs between two runs of the same workflow and input: ids, times, workers. */
+function shapeOf(state: Awaited<ReturnType<typeof runState>>) {
+  const strip = (row: object) =>
+    Object.fromEntries(
+      Object.entries(row).filter(([k]) => !/^(id|run_id|worker_id|lease_owner)$|_at$|_after$/.test(k)),
+    );
+  return {
+    run: strip(state.run),
+    attempts: state.attempts.map(strip),
+    results: state.results.map(strip),
+    effects: state.effects.map(strip),
+  };
+}
+
 const isRunInsert = (s: string): boolean => /INSERT INTO ledgerflow\.workflow_run/.test(s);
 
 describeStores('a start whose insert rides on the run’s first commit', (getStore) => {
@@ -124,7 +143,7 @@ describeStores('a start whose insert rides on the run’s first commit', (getSto
     return w;
   };
   beforeAll(async () => {
-    await migrateForTest(getStore(), [deferred, late, plain, plainThenCharge]);
+    await migrateForTest(getStore(), [deferred, late, plain, plainThenCharge, single]);
     await setupAppSchema(getStore());
   });
   afterEach(async () => {
@@ -181,7 +200,7 @@ describeStores('a start whose insert rides on the run’s first commit', (getSto
     expect(payments.chargesForKey('charge:d-1')).toBe(1);
   });
 
-  it('plain steps only (one skipped): the insert alone, then one commit for all three steps, rows in order; before an external step the insert goes alone before the carry', async () => {
+  it('plain steps only (one skipped): ONE commit inserts the run completed, rows in order and as an inserted-first run has them; before an external step the insert goes alone before the carry', async () => {
     const { store, statements } = recorded(getStore());
     const payments = new FakePaymentProvider();
     const w = worker(store, {
@@ -225,9 +244,9 @@ describeStores('a start whose insert rides on the run’s first commit', (getSto
     expect(run.status).toBe('completed');
     expect(run.output).toEqual({ load: { units: 2 }, total: { cents: 200 } });
     const one = statements.splice(0);
-    // Not one transaction: BEGIN, insert, commit, COMMIT cost more than the commit saved (DESIGN.md).
-    expect(commitsIn(one)).toBe(2);
-    expect(isRunInsert(one[0]!)).toBe(true);
+    // One statement, no transaction of its own: the run inserted completed (insert-run.ts, `completion`).
+    expect(commitsIn(one)).toBe(1);
+    expect(one.filter(isRunInsert)).toHaveLength(1);
     expect(one.some((t) => /^BEGIN\b/.test(t))).toBe(false);
     const state = await runState(getStore(), run.id);
     expect(state.run.status).toBe('completed');
@@ -239,6 +258,11 @@ describeStores('a start whose insert rides on the run’s first commit', (getSto
     const times = state.attempts.flatMap((a) => [a.started_at.getTime(), a.finished_at!.getTime()]);
     expect([...times].sort((a, b) => a - b)).toEqual(times);
     expect(state.run.created_at.getTime()).toBeLessThanOrEqual(times[0]!);
+    expect(state.run.finished_at!.getTime()).toBeGreaterThanOrEqual(times.at(-1)!);
+    // The same rows as a run inserted first (a start that names its run is never deferred).
+    const named = await client.startAndWait(plain, { orderId: 'p-1' }, { runId: crypto.randomUUID(), wait: NO_POLL });
+    statements.length = 0;
+    expect(shapeOf(await runState(getStore(), run.id))).toEqual(shapeOf(await runState(getStore(), named.id)));
 
     // load → charge: the insert alone, then load's result before the charge's intent.
     const charged = await client.startAndWait(plainThenCharge, { orderId: 'p-2' }, { wait: NO_POLL });
@@ -251,6 +275,70 @@ describeStores('a start whose insert rides on the run’s first commit', (getSto
     expect((await runState(getStore(), charged.id)).effects.map((e) => `${e.step_name} ${e.status}`)).toEqual([
       'charge recorded',
     ]);
+  });
+
+  it('one plain step: one statement and one commit for the whole workflow, the deadline from the start; a failed first insert is recorded and retried like any failure', async () => {
+    const { store, statements } = recorded(getStore());
+    const log = eventLog();
+    let calls = 0;
+    const w = worker(store, {
+      workflows: [
+        bindHandlers(
+          single,
+          {
+            load: async () => {
+              calls += 1;
+              return { units: 3 };
+            },
+          },
+          shapeHash(single),
+        ),
+      ],
+      concurrency: 1,
+      // The failed attempt's retry is due later: a claim takes it.
+      pollIntervalMs: 50,
+      onEvent: log.onEvent,
+    });
+    await w.start();
+    const client = createClient({ store, worker: w });
+    await client.startAndWait(single, { orderId: 'warm-up' }, { wait: NO_POLL });
+
+    statements.length = 0;
+    const run = await client.startAndWait(single, { orderId: 's-1' }, { wait: NO_POLL });
+    expect(run).toMatchObject({ status: 'completed', output: { load: { units: 3 } } });
+    const one = statements.splice(0);
+    expect(commitsIn(one)).toBe(1);
+    expect(one).toHaveLength(1);
+    expect(isRunInsert(one[0]!)).toBe(true);
+    const state = await runState(getStore(), run.id);
+    expect(state.run.deadline_at!.getTime() - state.run.created_at.getTime()).toBe(60_000);
+    expect(state.run.fencing_token).toBe(1);
+    const [attempt] = state.attempts;
+    expect(state.run.created_at.getTime()).toBeLessThanOrEqual(attempt!.started_at.getTime());
+    expect(attempt!.started_at.getTime()).toBeLessThanOrEqual(attempt!.finished_at!.getTime());
+    expect(attempt!.finished_at!.getTime()).toBeLessThanOrEqual(state.run.finished_at!.getTime());
+    expect(state.results.map((r) => `${r.step_name}#${r.attempt} ${JSON.stringify(r.output)}`)).toEqual([
+      'load#1 {"units":3}',
+    ]);
+    const named = await client.startAndWait(single, { orderId: 's-1' }, { runId: crypto.randomUUID(), wait: NO_POLL });
+    expect(shapeOf(await runState(getStore(), run.id))).toEqual(shapeOf(await runState(getStore(), named.id)));
+
+    // The completed insert fails: nothing written; the run is inserted alone to record the failure, and its retry completes it.
+    configureFaults({ seed: 5, points: { 'before-start-insert': { probability: 1, actions: ['throw'], times: 1 } } });
+    calls = 0;
+    const failed = await client.startAndWait(
+      single,
+      { orderId: 's-2' },
+      { wait: { ...NO_POLL, pollMs: 50, recheckMs: 100 } },
+    );
+    expect(failed.status).toBe('completed');
+    expect(calls).toBe(2);
+    const after = await runState(getStore(), failed.id);
+    expect(after.attempts.map((a) => `${a.step_name}#${a.attempt} ${a.status}`)).toEqual([
+      'load#1 failed',
+      'load#2 succeeded',
+    ]);
+    expect(after.results.map((r) => `${r.step_name}#${r.attempt}`)).toEqual(['load#2']);
   });
 
   it('a transactional step that fails first: the run is inserted alone, the failure recorded on it, and the retry completes it with one write', async () => {

@@ -64,6 +64,8 @@ const WRITES: Readonly<Record<string, readonly string[]>> = {
   ],
   'start-run-claimed.sql': ['run none->running', 'attempt none->running'],
   'start-run-deferred.sql': ['run none->running', 'attempt none->running'],
+  'start-run-deferred-completed.sql': ['run none->completed', 'attempt none->succeeded'],
+  'start-run-deferred-completed-carried.sql': ['run none->completed', 'attempt none->succeeded'],
   'load-leased-run.sql': [],
   'advance-hold.sql': ['run running->running', 'attempt running->succeeded', 'attempt none->running'],
   // …and the next (external) step's intent (step-commits.ts NextIntent).
@@ -374,6 +376,7 @@ describe('state machine tables', () => {
     expect(allTransitions()).toEqual(
       [
         'run none->running',
+        'run none->completed',
         'run pending->running',
         'run pending->pending',
         'run pending->cancelled',

@@ -78,6 +78,9 @@ function observed(base: Store): {
 const isLoopClaim = (s: string): boolean => /\bclaimed AS\b/.test(s) && /\bexpired AS\b/.test(s);
 /** A start's insert of a run already leased to the worker of its process (`claimedBy`). */
 const isStartClaim = (s: string): boolean => /INSERT INTO ledgerflow\.workflow_run \([^)]*lease_owner/.test(s);
+/** A `startAndWait`'s insert of a run whose only step is plain: the run inserted already completed (insert-run.ts). */
+const isCompletedInsert = (s: string): boolean =>
+  /INSERT INTO ledgerflow\.workflow_run \([^)]*status[^)]*\)\s*SELECT[^;]*'completed'/.test(s);
 
 type LeasedRunLike = { readonly id: string } & Record<string, unknown>;
 
@@ -104,7 +107,7 @@ describeStores('starts claimed for the worker of their process', (getStore) => {
                WHERE status NOT IN ('completed', 'failed', 'cancelled')`.execute(getStore().db);
   });
 
-  it('inserts the run already claimed, in one statement, without a NOTIFY; the worker drives it at once', async () => {
+  it('inserts the run already claimed, in one statement, without a NOTIFY; the worker drives it at once (startAndWait: inserted completed)', async () => {
     const { store, statements, notifications } = observed(getStore());
     const log = eventLog();
     const worker = createWorker({
@@ -130,7 +133,9 @@ describeStores('starts claimed for the worker of their process', (getStore) => {
       expect(attempts.map((a) => [a.attempt, a.status, a.worker_id])).toEqual([[1, 'succeeded', worker.id]]);
     }
     const during = statements.slice(before);
-    expect(during.filter(isStartClaim)).toHaveLength(2);
+    // `start` inserts the run claimed; `startAndWait` hands it over uninserted and its one plain step's completion inserts it.
+    expect(during.filter(isStartClaim)).toHaveLength(1);
+    expect(during.filter(isCompletedInsert)).toHaveLength(1);
     expect(during.filter(isLoopClaim)).toEqual([]);
     expect(notifications).toEqual([]);
     expect(log.errors()).toEqual([]);

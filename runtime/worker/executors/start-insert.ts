@@ -1,10 +1,15 @@
 import type { Kysely } from 'kysely';
-import type { LeasedRun } from '../../store/leased-run.js';
-import type { LedgerflowDatabase } from '../../store/tables.js';
+import type { LeasedRun, StartCompletion } from '../../store/leased-run.js';
+import type { Json, LedgerflowDatabase } from '../../store/tables.js';
+import { carryValues } from '../carried-prefix.js';
+import { leaseLost } from '../lease.js';
+import { resultCommit, type AdvanceParams } from '../result-commit.js';
+import { commitResult, type StepExecution, type StepOutcome } from './step-execution.js';
 
 /*
  * A run's insert, when its start handed it over uninserted (client/deferred-start.ts): alone, just
- * before the run's first commit, unless that commit is a transactional step's (step-transaction.ts).
+ * before the run's first commit, unless that commit is a transactional step's (step-transaction.ts)
+ * or the run's completion (then the insert IS the completion: {@link commitPlainResult}).
  */
 
 /** What inserting a pending start needs of a step's execution. */
@@ -23,4 +28,46 @@ interface StartOf {
 export async function insertStart(s: StartOf): Promise<void> {
   const pending = s.run.pendingStart;
   if (pending !== undefined && !pending.inserted) await pending.insertAlone(s.db);
+}
+
+/**
+ * A plain step's result commit. When the run has no row yet and this step completes it (the
+ * steps before it, if any, carried), the run is inserted already completed: ONE statement and one
+ * durable commit for the whole workflow, start included (`PendingStart.insertCompleted`), instead
+ * of the insert alone and then the completion. Otherwise the insert, if still to make, goes alone
+ * first and the step commits as usual (through the commit queue).
+ */
+export async function commitPlainResult(s: StepExecution, output: Json): Promise<StepOutcome> {
+  const commit = resultCommit(s, output);
+  const pending = s.run.pendingStart;
+  if (pending !== undefined && !pending.inserted && commit.continuation.kind === 'complete') {
+    const written = await pending.insertCompleted(s.db, startCompletion(s, commit, performance.now()));
+    if (written === 'not-written') throw leaseLost(s.lease, 'the completed insert');
+    if (written === 'completed') {
+      if (s.carry !== undefined) s.carry.written = true;
+      return { kind: 'advanced', output, continuation: 'complete', nextAttempt: null, claimed: undefined };
+    }
+  }
+  await insertStart(s);
+  return commitResult(s, commit, output);
+}
+
+function startCompletion(s: StepExecution, commit: AdvanceParams, now: number): StartCompletion {
+  if (commit.continuation.kind !== 'complete') throw new Error('internal: a start completion of a run that goes on');
+  const carry = commit.carry;
+  const carried =
+    carry === undefined
+      ? undefined
+      : carryValues(s.lease, { name: s.run.workflowName, version: s.run.workflowVersion }, carry, now);
+  return {
+    stepName: s.step.name,
+    stepKind: s.step.kind,
+    attempt: s.attempt,
+    output: JSON.stringify(commit.output),
+    runOutput: JSON.stringify(commit.continuation.runOutput),
+    toPosition: s.step.position + 1,
+    ...(carried !== undefined
+      ? { carried: { rows: carried.carriedRows, stepStartAgo: carried.carryingStartAgo } }
+      : {}),
+  };
 }

@@ -21,7 +21,7 @@ import type { RegisteredWorkflow } from '../registry.js';
 import { requestHash } from '../request-hash.js';
 import { advanceRun } from '../step-commits.js';
 import { attemptCommitState } from '../commit-outcome.js';
-import { resultCommit, type Continuation } from '../result-commit.js';
+import { resultCommit, type AdvanceParams, type Continuation } from '../result-commit.js';
 import { leaseLost, type Lease } from '../lease.js';
 import { LeaseLostError } from '../../errors.js';
 import {
@@ -240,7 +240,16 @@ export async function commitOutput(
   output: Json,
   db?: Kysely<LedgerflowDatabase>,
 ): Promise<StepOutcome> {
-  const commit = resultCommit(s, output);
+  return commitResult(s, resultCommit(s, output), output, db);
+}
+
+/** {@link commitOutput} of a result commit already built (its continuation asked for). */
+export async function commitResult(
+  s: StepExecution,
+  commit: AdvanceParams,
+  output: Json,
+  db?: Kysely<LedgerflowDatabase>,
+): Promise<StepOutcome> {
   const result = await (db === undefined ? s.commits.advance(commit) : advanceRun(db, commit));
   if (!result.fenced) throw leaseLost(s.lease, 'the step result');
   return {
