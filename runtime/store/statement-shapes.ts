@@ -83,9 +83,15 @@ export function shapeOfRecord<T, V extends object>(
   values: V,
   build: (slots: V) => RawBuilder<T>,
 ): RawBuilder<T> {
-  return shapeOf(cache, Object.values(values) as unknown[], (...slots) =>
-    build(Object.fromEntries(Object.keys(values).map((name, i) => [name, slots[i]])) as V),
-  );
+  return shapeOf(cache, Object.values(values) as unknown[], (...slots) => build(recordOfSlots(values, slots)));
+}
+
+/**
+ * The record `values` with each value replaced by its slot, in `values`' key order (as
+ * `Object.values` lists them): what a shape's build sees of a record of values it sends.
+ */
+export function recordOfSlots<V extends object>(values: V, slots: readonly unknown[]): V {
+  return Object.fromEntries(Object.keys(values).map((name, i) => [name, slots[i]])) as V;
 }
 
 /** Where {@link shapeOf} keeps one shape of a statement. */

@@ -1,6 +1,6 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { isEffectKind } from '../../dsl/step-kind.js';
-import { shapeOf } from '../store/statement-shapes.js';
+import { recordOfSlots, shapeOf } from '../store/statement-shapes.js';
 import type { LedgerflowDatabase } from '../store/tables.js';
 import { toLeasedRun } from '../store/leased-run.js';
 import { assertAttemptTransition, assertEffectTransition, assertRunTransition } from '../store/state-machines.js';
@@ -20,7 +20,7 @@ import {
   targetOf,
 } from './commit-statement.js';
 import type { AdvanceParams, AdvanceResult, AdvanceRow, FusedClaim } from './result-commit.js';
-import { carryValues, type CarryValues } from './carried-prefix.js';
+import { carryValues } from './carried-prefix.js';
 
 /*
  * A step's result commit: `advanceRun` for one run, `advanceRuns` for a group (commit-queue.ts),
@@ -90,9 +90,7 @@ export function advanceRunStatement(p: AdvanceParams, now: number = performance.
       shape,
       { source: 'one', rows: oneRow(slots.slice(0, n)) },
       oneRunFused(claimNext, slots[n]),
-      carry === undefined
-        ? undefined
-        : (Object.fromEntries(Object.keys(carry).map((name, i) => [name, slots[n + 1 + i]])) as unknown as CarryValues),
+      carry === undefined ? undefined : recordOfSlots(carry, slots.slice(n + 1)),
     ),
   );
 }
