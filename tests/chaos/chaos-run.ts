@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { sql } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import pg from 'pg';
 import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
 import { HttpEmailGateway, HttpPaymentGateway, startFakeServer } from '../../examples/fakes/fake-server.js';
@@ -10,6 +10,7 @@ import {
   type ChargeRequest,
 } from '../../examples/fakes/payment-provider.js';
 import { createClient } from '../../runtime/client/client.js';
+import type { LedgerflowDatabase } from '../../runtime/store/tables.js';
 import { createWorker } from '../../runtime/worker/worker.js';
 import { pruneRuns } from '../../runtime/retention/prune.js';
 import type { FaultSpec } from '../../runtime/faults/fault-points.js';
@@ -21,8 +22,12 @@ import {
   APP_SCHEMA_SQL,
   chaosHandlers,
   chaosLocalOrder,
+  chaosLocalPlain,
   chaosOrder,
+  chaosPlainHandlers,
+  chaosPlainOutput,
   RECEIPT_CLIENT_TIMEOUT_MS,
+  startLocalRun,
   RECEIPT_PERFORM_TIMEOUT_MS,
   type ChaosOrderInput,
 } from './fixtures/chaos-workflow.js';
@@ -273,7 +278,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
   let backendTerminations = 0;
   let serverRestarts = 0;
   try {
-    await migrateForTest(store, [chaosOrder, chaosLocalOrder, chaosPick, chaosFulfil, chaosRefund]);
+    await migrateForTest(store, [chaosOrder, chaosLocalOrder, chaosLocalPlain, chaosPick, chaosFulfil, chaosRefund]);
     await sql.raw(APP_SCHEMA_SQL).execute(store.db);
     await sql.raw(FULFIL_SCHEMA_SQL).execute(store.db);
     const client = createClient({ store });
@@ -486,7 +491,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     const localRows = await store.db
       .selectFrom('ledgerflow.workflow_run')
       .select(['id', 'status', sql<string>`input->>'orderId'`.as('order_id')])
-      .where('workflow_name', '=', chaosLocalOrder.name)
+      .where('workflow_name', 'in', [chaosLocalOrder.name, chaosLocalPlain.name])
       .execute();
     const localByOrder = new Map(localRows.map((row) => [row.order_id, row]));
     const localViolations = local.violations.filter((v) => !report.violations.includes(v));
@@ -503,6 +508,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     }
     if (localRows.length !== localByOrder.size)
       localViolations.push(`${localRows.length - localByOrder.size} local order(s) have more than one run`);
+    localViolations.push(...(await plainRunViolations(store.db)));
     const fulfil = await checkFulfilInvariants(databaseUrl, fulfilments);
     const compensation = await checkCompensationInvariants(databaseUrl, refundOrders, { payments, refunds });
     const pooledTransactions = bouncer === undefined ? undefined : await transactionsThrough(bouncer, 'chaos');
@@ -574,7 +580,38 @@ async function transactionsThrough(bouncer: PgBouncer, database: string): Promis
 }
 
 /**
- * Starts `chaos-local-order` runs one at a time, with `startAndWait` through a client created with
+ * Every `chaos-local-plain` run in the database (each inserted completed by its start's one
+ * statement, or inserted by its start after a worker gave it back and completed by a claim):
+ * completed, with the output its input gives, one result per step and a succeeded attempt each.
+ */
+async function plainRunViolations(db: Kysely<LedgerflowDatabase>): Promise<string[]> {
+  const { rows } = await sql<{ id: string; status: string; quantity: number; output: unknown; steps: string[] | null }>`
+    SELECT r.id, r.status, (r.input->>'quantity')::int AS quantity, r.output,
+           (SELECT array_agg(s.step_name ORDER BY s.created_at) FROM ledgerflow.step_result s WHERE s.run_id = r.id) AS steps
+      FROM ledgerflow.workflow_run r
+     WHERE r.workflow_name = ${chaosLocalPlain.name}`.execute(db);
+  const violations: string[] = [];
+  for (const run of rows) {
+    if (run.status !== 'completed') violations.push(`local plain run ${run.id} is ${run.status}, not completed`);
+    else if (JSON.stringify(run.output) !== JSON.stringify(chaosPlainOutput(run.quantity)))
+      violations.push(`local plain run ${run.id} completed with ${JSON.stringify(run.output)}`);
+    if (JSON.stringify(run.steps) !== JSON.stringify(['price', 'total']))
+      violations.push(`local plain run ${run.id} has results ${JSON.stringify(run.steps)}, not price then total`);
+  }
+  const { rows: unsucceeded } = await sql<{ id: string; step_name: string }>`
+    SELECT r.id, steps.step_name FROM ledgerflow.workflow_run r
+     CROSS JOIN (VALUES ('price'), ('total')) AS steps(step_name)
+     WHERE r.workflow_name = ${chaosLocalPlain.name} AND r.status = 'completed'
+       AND NOT EXISTS (SELECT 1 FROM ledgerflow.step_attempt a
+                        WHERE a.run_id = r.id AND a.step_name = steps.step_name AND a.status = 'succeeded')`.execute(
+    db,
+  );
+  for (const row of unsucceeded) violations.push(`local plain run ${row.id}: no succeeded attempt of ${row.step_name}`);
+  return violations;
+}
+
+/**
+ * Starts `chaos-local-order` and `chaos-local-plain` runs one at a time, with `startAndWait` through a client created with
  * a worker of its own (a pool of its own, named like the chaos workers' so that its backends are
  * terminated too), until `stop()`; each run it returned completed is put in `acked`, and each
  * start that threw (the server restarting, its backend terminated: not acknowledged) counted.
@@ -600,6 +637,7 @@ function startLocally(
         {},
         chaosLocalOrder,
       ),
+      chaosPlainHandlers(),
     ],
     workerId: 'chaos-controller-local',
     concurrency: 2,
@@ -614,11 +652,7 @@ function startLocally(
     for (let i = 0; !stopping; i++) {
       const orderId = `local-controller-${i}`;
       try {
-        const run = await client.startAndWait(
-          chaosLocalOrder,
-          { orderId, customerId: 'local', email: 'local@example.com', quantity: 1 + (i % 3) },
-          { wait: { timeoutMs: 30_000 } },
-        );
+        const run = await startLocalRun(client, orderId, i, 30_000);
         if (run.status === 'completed') acked.set(orderId, run.id);
       } catch {
         failed();

@@ -12,17 +12,22 @@ import type { LedgerflowDatabase } from '../../runtime/store/tables.js';
  */
 function harness() {
   const sent: string[] = [];
-  const gates: Array<{ where: string; release: (ok: boolean) => void }> = [];
+  const gates: Array<{ where: string; release: (ok: boolean, rows?: readonly unknown[]) => void }> = [];
   const db = { name: 'db' } as unknown as Kysely<LedgerflowDatabase>;
   const trx = { name: 'trx' } as unknown as Kysely<LedgerflowDatabase>;
   let unclaimed = 0;
   const start = new DeferredStart(
-    (msAgo) =>
+    (msAgo, completion) =>
       ({
         execute: (on: { name: string }) => {
-          sent.push(`${on.name} ${msAgo >= 0 ? 'back-dated' : 'ahead?'}`);
+          sent.push(
+            `${on.name} ${msAgo >= 0 ? 'back-dated' : 'ahead?'}${completion ? ` completed by ${completion.stepName}` : ''}`,
+          );
           return new Promise((resolve, reject) =>
-            gates.push({ where: on.name, release: (ok) => (ok ? resolve({ rows: [] }) : reject(new Error('lost'))) }),
+            gates.push({
+              where: on.name,
+              release: (ok, rows = []) => (ok ? resolve({ rows }) : reject(new Error('lost'))),
+            }),
           );
         },
       }) as unknown as RawBuilder<LeasedRunRow>,
@@ -96,6 +101,65 @@ describe('a deferred start', () => {
     h.gates[0]!.release(true);
     await keeper;
     expect(await taking).toBe(false);
+    expect(h.sent).toEqual(['db back-dated']);
+  });
+
+  it('inserted completed: one statement; inserted once it wrote the run, pending when it found the row or failed; an insert alone meanwhile waits', async () => {
+    const completion = {
+      stepName: 'total',
+      stepKind: 'step',
+      attempt: 1,
+      output: '{}',
+      runOutput: '{}',
+      toPosition: 2,
+    };
+    const h = harness();
+    const completing = h.start.insertCompleted(h.db, completion);
+    await tick();
+    expect(h.start.inTransaction).toBe(true);
+    const alone = h.start.insertAlone(h.db);
+    await tick();
+    expect(h.sent).toEqual(['db back-dated completed by total']);
+    h.gates[0]!.release(true, [{ id: 'run' }]);
+    expect(await completing).toBe('completed');
+    await alone;
+    expect(h.sent).toHaveLength(1);
+    expect(h.start.inserted).toBe(true);
+    expect(await h.start.outcome).toBe('inserted');
+
+    // The row was there (an earlier insert whose outcome was unknown): nothing written, still pending.
+    const found = harness();
+    const finding = found.start.insertCompleted(found.db, completion);
+    await tick();
+    found.gates[0]!.release(true, []);
+    expect(await finding).toBe('not-written');
+    expect(found.start.inserted).toBe(false);
+
+    // It failed: pending, and the error goes to the caller.
+    const failing = harness();
+    const failed = failing.start.insertCompleted(failing.db, completion);
+    await tick();
+    failing.gates[0]!.release(false);
+    await expect(failed).rejects.toThrow('lost');
+    expect(failing.start.inserted).toBe(false);
+    expect(failing.start.inTransaction).toBe(false);
+  });
+
+  it('a completion that finds the run inserted by the lease keeper meanwhile sends nothing: the caller commits as usual', async () => {
+    const h = harness();
+    const keeper = h.start.insertAlone(h.db);
+    await tick();
+    const completing = h.start.insertCompleted(h.db, {
+      stepName: 'load',
+      stepKind: 'step',
+      attempt: 1,
+      output: '{}',
+      runOutput: '{}',
+      toPosition: 1,
+    });
+    h.gates[0]!.release(true);
+    await keeper;
+    expect(await completing).toBe('inserted-before');
     expect(h.sent).toEqual(['db back-dated']);
   });
 

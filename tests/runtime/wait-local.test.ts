@@ -135,9 +135,7 @@ describeStores('a wait answered by the worker of its process', (getStore) => {
     // One statement: the start's insert is the run's completion (its two plain steps: the first
     // carried; client/insert-run.ts `completion`) — and not one statement more: no BEGIN or
     // COMMIT, no status read, no read of the run's records.
-    expect(during.map((s) => (isStartInsert(s) ? 'insert' : isStepCommit(s) ? 'step commit' : s))).toEqual([
-      'insert',
-    ]);
+    expect(during.map((s) => (isStartInsert(s) ? 'insert' : isStepCommit(s) ? 'step commit' : s))).toEqual(['insert']);
   });
 
   it('start, then waitForRun of a run its flight drives: the wait marks nothing and reads nothing', async () => {
