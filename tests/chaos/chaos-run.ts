@@ -508,7 +508,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
     }
     if (localRows.length !== localByOrder.size)
       localViolations.push(`${localRows.length - localByOrder.size} local order(s) have more than one run`);
-    localViolations.push(...(await plainRunViolations(store.db)));
+    const plain = await checkPlainRuns(store.db);
+    localViolations.push(...plain.violations);
     const fulfil = await checkFulfilInvariants(databaseUrl, fulfilments);
     const compensation = await checkCompensationInvariants(databaseUrl, refundOrders, { payments, refunds });
     const pooledTransactions = bouncer === undefined ? undefined : await transactionsThrough(bouncer, 'chaos');
@@ -533,7 +534,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       `max-picking-slots=${maxPickingSlots}/${PICKING_CONCURRENCY} ` +
       `refund-runs=${compensation.runs} compensated=${compensation.compensated} compensation-failed=${compensation.compensationFailed} refunds=${compensation.refunds} ` +
       `cancelled=${compensation.cancelled} charges-taken-over=${compensation.takenOver} ` +
-      `local-runs=${localRows.length} local-acked=${localAcked.size} local-failed=${localFailed} ` +
+      `local-runs=${localRows.length} (plain ${plain.runs}) local-acked=${localAcked.size} local-failed=${localFailed} ` +
       `events-sent=${eventsSent} events-stored=${fulfil.events} events-taken=${fulfil.consumed} events-pruned=${fulfil.pruned} ` +
       `unexpected-exits=${c.unexpectedExits} duplicates found=${report.duplicates + fulfil.duplicates + compensation.duplicates} ` +
       `violations=${report.violations.length + fulfil.violations.length + compensation.violations.length} ` +
@@ -584,7 +585,9 @@ async function transactionsThrough(bouncer: PgBouncer, database: string): Promis
  * statement, or inserted by its start after a worker gave it back and completed by a claim):
  * completed, with the output its input gives, one result per step and a succeeded attempt each.
  */
-async function plainRunViolations(db: Kysely<LedgerflowDatabase>): Promise<string[]> {
+async function checkPlainRuns(
+  db: Kysely<LedgerflowDatabase>,
+): Promise<{ readonly runs: number; readonly violations: string[] }> {
   const { rows } = await sql<{ id: string; status: string; quantity: number; output: unknown; steps: string[] | null }>`
     SELECT r.id, r.status, (r.input->>'quantity')::int AS quantity, r.output,
            (SELECT array_agg(s.step_name ORDER BY s.created_at) FROM ledgerflow.step_result s WHERE s.run_id = r.id) AS steps
@@ -607,7 +610,7 @@ async function plainRunViolations(db: Kysely<LedgerflowDatabase>): Promise<strin
     db,
   );
   for (const row of unsucceeded) violations.push(`local plain run ${row.id}: no succeeded attempt of ${row.step_name}`);
-  return violations;
+  return { runs: rows.length, violations };
 }
 
 /**
