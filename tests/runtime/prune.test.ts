@@ -474,8 +474,25 @@ describeStores('prune', (getStore, kind) => {
       await count(store, 'ledgerflow.workflow_run', sql`finished_at < statement_timestamp() - interval '50 days'`),
     ).toBe(0);
     if (kind === 'pg') {
-      // Two connections: both passes did work, none waited for the other's rows.
-      expect(reports.every((r) => r.runsPruned > 0)).toBe(true);
+      // Neither blocks: a pass skips the runs another session holds (SKIP LOCKED) and prunes the
+      // rest. (Whether both passes above found work is up to the scheduler: one may finish first.)
+      const ids = await sql<{ id: string }>`
+        INSERT INTO ledgerflow.workflow_run (id, workflow_name, workflow_version, status, input, finished_at)
+        SELECT gen_random_uuid(), 'pr-seed', 1, 'completed', '{}'::jsonb, statement_timestamp() - interval '60 days'
+          FROM generate_series(1, 10)
+        RETURNING id`.execute(store.db);
+      const held = ids.rows.slice(0, 4).map((r) => r.id);
+      const whileHeld = await store.db.transaction().execute(async (trx) => {
+        await sql`SELECT id FROM ledgerflow.workflow_run WHERE id = ANY(${held}::uuid[]) FOR UPDATE`.execute(trx);
+        return Promise.race([
+          pruneRuns(store.db, { olderThanMs: 50 * DAY, batchSize: 3 }),
+          new Promise<never>((_, reject) =>
+            setTimeout(() => reject(new Error('a prune pass waited for runs another session holds')), 10_000),
+          ),
+        ]);
+      });
+      expect(whileHeld.runsPruned).toBe(6);
+      expect((await pruneRuns(store.db, { olderThanMs: 50 * DAY })).runsPruned).toBe(4);
     }
   });
 
