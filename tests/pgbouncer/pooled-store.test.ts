@@ -115,13 +115,26 @@ describe('behind PgBouncer in transaction pooling mode', () => {
   });
 
   it('would not, with named prepared statements: each server connection knows only the statements parsed on it', async () => {
-    const { statuses, errors } = await reserveLoad(pooledStore({ preparedStatements: true }), 40, 'prepared');
-    const lost = errors.filter((error) =>
-      /prepared statement "lf_[0-9a-f]+" (already exists|does not exist)/.test(error),
-    );
-    expect(lost.length, `errors: ${errors.join('\n')}`).toBeGreaterThan(0);
-    // Every run still ends (the failed statements are retried as attempts), but not cleanly.
-    expect(statuses.length).toBe(40);
+    // Whether a statement meets a server connection that never parsed it depends on how PgBouncer
+    // hands them out under this load: seen 0 times in one load of 40 runs on a loaded machine, so
+    // up to three loads, each with runs of its own; one that hits shows the failure.
+    const rounds: string[][] = [];
+    for (let round = 0; round < 3; round++) {
+      const { statuses, errors } = await reserveLoad(
+        pooledStore({ preparedStatements: true }),
+        40,
+        `prepared-${round}`,
+      );
+      // Every run still ends (the failed statements are retried as attempts), but not cleanly.
+      expect(statuses.length).toBe(40);
+      rounds.push(errors);
+      if (errors.some((error) => /prepared statement "lf_[0-9a-f]+" (already exists|does not exist)/.test(error)))
+        break;
+    }
+    const lost = rounds
+      .flat()
+      .filter((error) => /prepared statement "lf_[0-9a-f]+" (already exists|does not exist)/.test(error));
+    expect(lost.length, `errors: ${rounds.flat().join('\n')}`).toBeGreaterThan(0);
   });
 
   describe('with no URL to listen on', () => {

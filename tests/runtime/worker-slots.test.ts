@@ -51,7 +51,10 @@ function faulty(base: Store) {
   let listens = 0;
   let releaseListen!: () => void;
   const listenHeld = new Promise<void>((resolve) => (releaseListen = resolve));
-  const state = { relistening: false, relistened: false };
+  const state = { relistening: false, relistened: false, loopClaimsDone: 0 };
+  // Loop claims compiled and not yet answered: one compiled before a fault was armed may still
+  // run after it (waiting for a connection — behind PgBouncer, for a server connection).
+  const loopClaimsInFlight = new Set<unknown>();
   const plugin: KyselyPlugin = {
     transformQuery: ({ node, queryId }) => {
       const text = base.db.getExecutor().compileQuery(node, queryId).sql;
@@ -59,13 +62,17 @@ function faulty(base: Store) {
         failLoopClaim = false;
         throw new Error('Connection terminated unexpectedly (test: loop claim)');
       }
+      if (isLoopClaim(text)) loopClaimsInFlight.add(queryId);
       if (failStartClaim && isStartClaim(text)) {
         failStartClaim = false;
         throw new Error('Connection terminated unexpectedly (test: start claim)');
       }
       return node;
     },
-    transformResult: async ({ result }) => result,
+    transformResult: async ({ result, queryId }) => {
+      if (loopClaimsInFlight.delete(queryId)) state.loopClaimsDone += 1;
+      return result;
+    },
   };
   const store: Store = {
     ...base,
@@ -83,6 +90,8 @@ function faulty(base: Store) {
   return {
     store,
     state,
+    /** No loop claim is on its way, and the worker's start-up claim has answered. */
+    claimsSettled: () => state.loopClaimsDone > 0 && loopClaimsInFlight.size === 0,
     failNextLoopClaim: () => (failLoopClaim = true),
     failNextStartClaim: () => (failStartClaim = true),
     releaseListen: () => releaseListen(),
@@ -174,6 +183,8 @@ describeStores('one slot accounting for every run a worker claims', (getStore) =
       earlier.push(runId);
       await waitUntil(`${label} running`, () => h.calls.has(runId));
     }
+    // The fault must meet the claim that finds `held`, not one already on its way.
+    await waitUntil('no loop claim on its way', () => f.claimsSettled(), WAIT_MS);
     f.failNextLoopClaim();
     const { runId: held } = await plain.start(poison, { label: 'held' });
     await log.waitFor('error', (e) => e.where === 'claim', WAIT_MS);
