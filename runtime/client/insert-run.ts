@@ -1,8 +1,8 @@
 import { sql, type RawBuilder } from 'kysely';
 import { prepared } from '../store/prepared.js';
-import { shapeOf, Shapes } from '../store/statement-shapes.js';
+import { recordOfSlots, shapeOf, Shapes } from '../store/statement-shapes.js';
 import type { LeasedRunRow, StartCompletion } from '../store/leased-run.js';
-import { carriedResultCtes } from '../store/carried-rows.js';
+import { carriedAttemptsCte, carriedResultCtes } from '../store/carried-rows.js';
 import { millis } from '../store/millis.js';
 import { assertAttemptTransition, assertRunTransition } from '../store/state-machines.js';
 import { RUNS_CHANNEL } from '../store/channels.js';
@@ -91,14 +91,15 @@ export function insertRunStatement(
   // with values of its own (a deadline, a debounce window): those are built in full.
   if (names.some((name) => isRawBuilder(columns[name]))) return prepared(buildInsertRun(columns, names, options));
   const ago = claimedBy?.startedMsAgo;
-  const completion = claimedBy?.completion;
+  const completion = claimedBy?.completion === undefined ? undefined : completionRecord(claimedBy.completion);
   const values = [
     ...names.map((name) => columns[name]),
     ...(claimedBy ? [claimedBy.workerId, claimedBy.leaseMs, claimedBy.step] : []),
     ...(ago !== undefined ? [ago] : []),
-    ...(completion !== undefined ? completionValues(completion) : []),
+    ...(completion !== undefined ? Object.values(completion) : []),
   ];
-  const completionShape = completion === undefined ? 'none' : completion.carried === undefined ? 'alone' : 'carried';
+  const completionShape =
+    completion === undefined ? 'none' : completion.carriedRows === undefined ? 'alone' : 'carried';
   return shapeOf(
     insertRunShapes.for(
       `${names.join(',')}|${options.guarded}|${options.notify}|${claimedBy !== undefined}|${ago !== undefined}|${completionShape}`,
@@ -116,7 +117,9 @@ export function insertRunStatement(
                   leaseMs: slots[names.length + 1],
                   step: slots[names.length + 2],
                   ...(ago !== undefined ? { startedMsAgo: slots[names.length + 3] } : {}),
-                  ...(completion !== undefined ? { completion: completionOf(slots.slice(at), completion) } : {}),
+                  ...(completion !== undefined
+                    ? { completion: completionOf(recordOfSlots(completion, slots.slice(at))) }
+                    : {}),
                 } as ClaimedBy,
               }
             : {}),
@@ -126,30 +129,28 @@ export function insertRunStatement(
   );
 }
 
-/** A completion's values in the order {@link completionOf} reads them back as slots. */
-function completionValues(c: StartCompletion): unknown[] {
-  return [
-    c.stepName,
-    c.stepKind,
-    c.attempt,
-    c.output,
-    c.runOutput,
-    c.toPosition,
-    ...(c.carried !== undefined ? [c.carried.rows, c.carried.stepStartAgo] : []),
-  ];
+/**
+ * A completion as the flat record of values its statement sends (a carry's two only when it has
+ * one), always in this key order: the order its cached shape's slots were made in.
+ */
+function completionRecord(c: StartCompletion) {
+  return {
+    stepName: c.stepName,
+    stepKind: c.stepKind,
+    attempt: c.attempt,
+    output: c.output,
+    runOutput: c.runOutput,
+    toPosition: c.toPosition,
+    ...(c.carried !== undefined ? { carriedRows: c.carried.rows, stepStartAgo: c.carried.stepStartAgo } : {}),
+  };
 }
 
-function completionOf(slots: readonly unknown[], shape: StartCompletion): StartCompletion {
-  const [stepName, stepKind, attempt, output, runOutput, toPosition, rows, stepStartAgo] = slots;
-  return {
-    stepName,
-    stepKind,
-    attempt,
-    output,
-    runOutput,
-    toPosition,
-    ...(shape.carried !== undefined ? { carried: { rows, stepStartAgo } } : {}),
-  } as StartCompletion;
+/** {@link completionRecord} read back (as slots, when a shape is built). */
+function completionOf(r: ReturnType<typeof completionRecord>): StartCompletion {
+  const { carriedRows, stepStartAgo, ...step } = r;
+  return carriedRows === undefined || stepStartAgo === undefined
+    ? step
+    : { ...step, carried: { rows: carriedRows, stepStartAgo } };
 }
 
 const insertRunShapes = new Shapes();
@@ -240,14 +241,7 @@ function completedInsert(
       ? sql``
       : sql`,
     ${carriedResultCtes(c.carried.rows, sql`f.workflow_name`, sql`f.workflow_version`, 'inserted')},
-    carried_attempt AS (
-      INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at, finished_at)
-      SELECT f.id, c.step_name, c.attempt, 'succeeded', f.fencing_token, ${claimedBy.workerId}::text,
-             statement_timestamp() - c.started_ago * interval '1 millisecond',
-             statement_timestamp() - c.finished_ago * interval '1 millisecond'
-        FROM inserted f, carried c
-      RETURNING 1
-    )`;
+    ${carriedAttemptsCte('inserted', sql`f.fencing_token`, sql`${claimedBy.workerId}::text`, false)}`;
   return sql<{ id: string }>`
     WITH inserted AS (
       INSERT INTO ledgerflow.workflow_run (${sql.join(names.map((name) => sql.ref(name)))}, status, current_step, fencing_token, output, updated_at, finished_at, created_at)

@@ -33,3 +33,30 @@ export function carriedResultCtes(
       RETURNING 1
     )`;
 }
+
+/**
+ * `carried_attempt`: the carried steps' attempts, inserted `succeeded` under `token` for `workerId`
+ * and dated by the worker's measures, for the run of CTE `runs` (only if it has its row). With
+ * `firstOpened`, the first carried step's attempt is left out: an earlier statement opened it, on
+ * a run the worker holds, and the carrying statement closes it itself.
+ */
+export function carriedAttemptsCte(
+  runs: 'fenced' | 'inserted',
+  token: unknown,
+  workerId: unknown,
+  firstOpened: boolean,
+): RawBuilder<unknown> {
+  return sql`carried_attempt AS (
+      INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at, finished_at)
+      SELECT f.id, c.step_name, c.attempt, 'succeeded', ${token}, ${workerId},
+             statement_timestamp() - c.started_ago * interval '1 millisecond',
+             statement_timestamp() - c.finished_ago * interval '1 millisecond'
+        FROM ${sql.raw(runs)} f, carried c${
+          firstOpened
+            ? sql`
+       WHERE NOT c.first`
+            : sql``
+        }
+      RETURNING 1
+    )`;
+}

@@ -4,7 +4,7 @@ import { prepared } from '../store/prepared.js';
 import type { Json, LedgerflowDatabase } from '../store/tables.js';
 import { millis } from '../store/millis.js';
 import { shapeOfRecord, type ShapeSlot } from '../store/statement-shapes.js';
-import { carriedResultCtes } from '../store/carried-rows.js';
+import { carriedAttemptsCte, carriedResultCtes } from '../store/carried-rows.js';
 import type { Lease } from './lease.js';
 import { assertAttemptTransition, assertRunTransition } from '../store/state-machines.js';
 
@@ -183,15 +183,7 @@ export function carryCtes(v: CarryValues): RawBuilder<unknown> {
          AND EXISTS (SELECT 1 FROM fenced)
       RETURNING 1
     ),
-    carried_attempt AS (
-      INSERT INTO ledgerflow.step_attempt (run_id, step_name, attempt, status, fencing_token, worker_id, started_at, finished_at)
-      SELECT f.id, c.step_name, c.attempt, 'succeeded', ${v.fencingToken}, ${v.workerId},
-             statement_timestamp() - c.started_ago * interval '1 millisecond',
-             statement_timestamp() - c.finished_ago * interval '1 millisecond'
-        FROM fenced f, carried c
-       WHERE NOT c.first
-      RETURNING 1
-    )`;
+    ${carriedAttemptsCte('fenced', v.fencingToken, v.workerId, true)}`;
 }
 
 /**

@@ -40,8 +40,10 @@ export async function insertStart(s: StartOf): Promise<void> {
 export async function commitPlainResult(s: StepExecution, output: Json): Promise<StepOutcome> {
   const commit = resultCommit(s, output);
   const pending = s.run.pendingStart;
-  if (pending !== undefined && !pending.inserted && commit.continuation.kind === 'complete') {
-    const written = await pending.insertCompleted(s.db, startCompletion(s, commit, performance.now()));
+  const continuation = commit.continuation;
+  if (pending !== undefined && !pending.inserted && continuation.kind === 'complete') {
+    const completion = startCompletion(s, commit, continuation.runOutput, performance.now());
+    const written = await pending.insertCompleted(s.db, completion);
     if (written === 'not-written') throw leaseLost(s.lease, 'the completed insert');
     if (written === 'completed') {
       if (s.carry !== undefined) s.carry.written = true;
@@ -52,8 +54,7 @@ export async function commitPlainResult(s: StepExecution, output: Json): Promise
   return commitResult(s, commit, output);
 }
 
-function startCompletion(s: StepExecution, commit: AdvanceParams, now: number): StartCompletion {
-  if (commit.continuation.kind !== 'complete') throw new Error('internal: a start completion of a run that goes on');
+function startCompletion(s: StepExecution, commit: AdvanceParams, runOutput: Json, now: number): StartCompletion {
   const carry = commit.carry;
   const carried =
     carry === undefined
@@ -64,7 +65,7 @@ function startCompletion(s: StepExecution, commit: AdvanceParams, now: number): 
     stepKind: s.step.kind,
     attempt: s.attempt,
     output: JSON.stringify(commit.output),
-    runOutput: JSON.stringify(commit.continuation.runOutput),
+    runOutput: JSON.stringify(runOutput),
     toPosition: s.step.position + 1,
     ...(carried !== undefined
       ? { carried: { rows: carried.carriedRows, stepStartAgo: carried.carryingStartAgo } }
