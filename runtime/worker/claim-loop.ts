@@ -38,7 +38,12 @@
  * that frees up wakes the loop for nothing else: the last claim came back short, and every run
  * made due since (a start, a child, an event, a queue grant) came with a NOTIFY — runs due by
  * time (a retry's backoff, a timeout) are the poll's. A hint that arrives while a claim is in
- * flight makes the loop claim again afterwards (the claim may have read before the run's commit).
+ * flight — the loop's or a fused one — is held until that claim is answered (the claim may have
+ * read before the run's commit) and then counts as if it arrived then: it wakes the loop if a slot
+ * is free, else it is remembered. (A fused claim's completion commit can itself make a run due — a
+ * queue slot it gives back is granted to a run in line — and on the embedded database that
+ * commit's NOTIFY is heard before its claim is answered; woken then, the loop would find the claim
+ * in flight and sleep again, and the run would wait for the poll.)
  *
  * Start reservations (`reserveStart()`): a start in this process (`createClient({ worker })`)
  * takes a free slot, inserts its run already leased to this worker — one statement, one commit:
@@ -116,6 +121,8 @@ export class ClaimLoop {
   readonly #unreserved = new Set<() => void>();
   /** A NOTIFY arrived while no slot was free: the next slot that frees up claims. */
   #hintMissed = false;
+  /** A NOTIFY arrived while a claim was in flight: heard again once that claim is answered. */
+  #hintDuringClaim = false;
   /** Releases of runs a fused claim took while the worker was already stopping. */
   readonly #releasing = new Set<Promise<void>>();
   #loop: Promise<void> | undefined;
@@ -184,6 +191,8 @@ export class ClaimLoop {
   adopt(flight: Flight | undefined, runs: readonly LeasedRun[] | undefined): void {
     this.#claiming = false;
     if (runs === undefined) {
+      // The loop claims once the adoption is over: that claim hears any hint held meanwhile.
+      this.#hintDuringClaim = false;
       // The commit failed — or its outcome is unknown (the connection broke after it committed),
       // and then its claim took runs nobody here drives: ask the database which runs are ours,
       // then claim for whatever slots the claim held and no orphan took.
@@ -193,14 +202,22 @@ export class ClaimLoop {
     if (flight !== undefined) flight.refilled = true;
     this.#backlog = runs.length === this.#claimLimit;
     this.#take(runs);
+    this.#claimAnswered();
   }
 
   /** A NOTIFY arrived (or the subscription is back after an outage): claim now if a slot is free. */
   hint(): void {
-    // A claim in flight does not count: it may have read before the run's commit, so the loop
-    // claims again once it is answered.
-    if (this.#free() + (this.#claiming ? this.#claimLimit : 0) > 0) this.wake();
+    // A claim in flight may have read before the run's commit: heard again once it is answered.
+    if (this.#claiming) this.#hintDuringClaim = true;
+    else if (this.#free() > 0) this.wake();
     else this.#hintMissed = true;
+  }
+
+  /** A claim was answered (its runs taken): a hint that arrived meanwhile is heard now. */
+  #claimAnswered(): void {
+    if (!this.#hintDuringClaim) return;
+    this.#hintDuringClaim = false;
+    this.hint();
   }
 
   /**
@@ -275,8 +292,9 @@ export class ClaimLoop {
    * batch, one commit fewer); the loop's poll bounds how long the slot can wait for one.
    */
   flightEnded(flight: Flight): void {
-    if (flight.refilled) return;
-    if (this.#backlog ? this.#ctx.flights.size === 0 : this.#hintMissed) this.wake();
+    // A missed hint first: a refilled flight's claim may have come back short of it.
+    if (this.#hintMissed) this.wake();
+    else if (!flight.refilled && this.#backlog && this.#ctx.flights.size === 0) this.wake();
   }
 
   /** A reserved slot was given back unused: claim if a NOTIFY was missed meanwhile. */
@@ -328,10 +346,13 @@ export class ClaimLoop {
           this.#backlog = claimed.length === free;
           // In the same turn as the answer: the runs hold their slots (and are renewed) from here on.
           this.#take(claimed);
+          this.#claimAnswered();
           if (ctx.subscription.stale) await ctx.subscription.subscribe();
           if (claimed.length === free) continue;
         } catch (error) {
           failures += 1;
+          // The loop claims again after its back-off: that claim hears any hint held meanwhile.
+          this.#hintDuringClaim = false;
           ctx.subscription.markStale();
           ctx.emit({ type: 'error', where: 'claim', error: serializeError(error) });
           await this.#sleep(exponentialBackoffMs(failures, CLAIM_FAILURE_BACKOFF));

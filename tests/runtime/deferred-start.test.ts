@@ -1,4 +1,4 @@
-import { shapeHash, workflow } from 'ledgerflow/dsl';
+import { queue, shapeHash, workflow } from 'ledgerflow/dsl';
 import { afterEach, beforeAll, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
@@ -65,6 +65,14 @@ const plainThenCharge = workflow('wt-deferred-charge', { version: 1, input })
     idempotentByKey: true,
     retry: fast,
   });
+/** Two plain steps behind a workflow-level queue of one slot: a start that waits in line is not a plain completion. */
+const inLine = workflow('wt-deferred-in-line', {
+  version: 1,
+  input,
+  queue: { queue: queue('wt-deferred-line', { concurrency: 1 }) },
+})
+  .step('load', { output: z.object({ units: z.number().int() }) })
+  .step('total', { output: z.object({ cents: z.number().int() }) });
 /** The same with a 300 ms deadline. */
 const late = steps('wt-deferred-late', 300);
 
@@ -145,7 +153,7 @@ describeStores('a start whose insert rides on the run’s first commit', (getSto
     return w;
   };
   beforeAll(async () => {
-    await migrateForTest(getStore(), [deferred, late, plain, plainThenCharge, single]);
+    await migrateForTest(getStore(), [deferred, late, plain, plainThenCharge, single, inLine]);
     await setupAppSchema(getStore());
   });
   afterEach(async () => {
@@ -465,5 +473,60 @@ describeStores('a start whose insert rides on the run’s first commit', (getSto
     ]);
     expect(await appRows(store, run.id)).toHaveLength(1);
     expect(payments.chargesForKey('charge:d-given-up')).toBe(1);
+  });
+  it('plain steps behind a queue of one slot, three starts at once: each waits its turn, is woken when the slot frees, and leaves no slot or waiter behind', async () => {
+    const store = getStore();
+    let inside = 0;
+    let most = 0;
+    const w = worker(store, {
+      workflows: [
+        bindHandlers(
+          inLine,
+          {
+            load: async () => {
+              inside += 1;
+              most = Math.max(most, inside);
+              await new Promise((resolve) => setTimeout(resolve, 30));
+              inside -= 1;
+              return { units: 2 };
+            },
+            total: async () => ({ cents: 200 }),
+          },
+          shapeHash(inLine),
+        ),
+      ],
+      concurrency: 2,
+    });
+    await w.start();
+    const client = createClient({ store, worker: w });
+    // No poll and no recheck within the wait: only the slot's release may wake a run in line.
+    const runs = await Promise.all(
+      ['q-1', 'q-2', 'q-3'].map((orderId) =>
+        client.startAndWait(inLine, { orderId }, { wait: { ...NO_POLL, timeoutMs: 15_000 } }),
+      ),
+    );
+    expect(runs.map((r) => r.status)).toEqual(['completed', 'completed', 'completed']);
+    expect(runs.map((r) => r.output)).toEqual(Array(3).fill({ load: { units: 2 }, total: { cents: 200 } }));
+    expect(most).toBe(1);
+    const left = await store.db
+      .selectFrom('ledgerflow.queue_slot')
+      .select('run_id')
+      .where(
+        'run_id',
+        'in',
+        runs.map((r) => r.id),
+      )
+      .execute();
+    expect(left).toEqual([]);
+    const waiting = await store.db
+      .selectFrom('ledgerflow.queue_waiter')
+      .select('run_id')
+      .where(
+        'run_id',
+        'in',
+        runs.map((r) => r.id),
+      )
+      .execute();
+    expect(waiting).toEqual([]);
   });
 });
