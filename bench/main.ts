@@ -59,8 +59,9 @@ import { measureScale } from './workloads/scale.js';
  *   LEDGERFLOW_BENCH_TELEMETRY_ROUNDS  rounds of the telemetry overhead measurement (default 2)
  *   LEDGERFLOW_BENCH_ONLY=telemetry    only the telemetry overhead measurement, logged, no files written
  *   LEDGERFLOW_BENCH_ONLY=fanout       only the fan-out measurement, logged, no files written
- *   LEDGERFLOW_BENCH_ONLY=latency      only W3 (after a W1 c=16 drain for its peak rate), logged, no files written
- *   LEDGERFLOW_BENCH_W3_RATE      with =latency: arrivals per second instead of half the W1 c=16 peak
+ *   LEDGERFLOW_BENCH_ONLY=latency      only W3 (after its path's closed-loop peak: 16 clients starting one-step runs
+ *                                      without the worker), logged, no files written
+ *   LEDGERFLOW_BENCH_W3_RATE      with =latency: arrivals per second instead of half that peak
  *   LEDGERFLOW_BENCH_ONLY=e2e          only the end-to-end workloads, their table printed, no files written
  *   LEDGERFLOW_BENCH_ONLY=wait         only the wait's cost: one step, closed loop with startAndWait vs the worker's
  *                                      run-completed event, c = 1, 4, 16, rounds alternated in one run, table printed
@@ -147,21 +148,9 @@ async function main(): Promise<void> {
       return;
     }
     if (only === 'latency') {
-      const peak = (
-        await durableDrain(server, {
-          workflow: oneStep,
-          runs: n,
-          stepsPerRun: 1,
-          concurrency: 16,
-          registrations,
-          notes,
-          label: 'W1',
-        })
-      ).row;
-      log(`W1 c=16: ${peak.stepsPerSecond.toFixed(0)} steps/s`);
       const rate =
         process.env['LEDGERFLOW_BENCH_W3_RATE'] === undefined
-          ? peak.stepsPerSecond / 2
+          ? (await w3PathPeak(server, registrations)) / 2
           : positiveInt('LEDGERFLOW_BENCH_W3_RATE', 1);
       await measureW3(server, rate, w3Seconds, registrations);
       return;
@@ -254,13 +243,12 @@ async function main(): Promise<void> {
       });
     }
 
-    // W3 arrives at half the end-to-end peak of one-step runs (starts included): half the drain
-    // peak would ask for more starts and steps per second than the machine does, and measure a
-    // queue that only grows.
-    const oneStepPeak = Math.max(
-      ...endToEndRows.filter((r) => r.workload.startsWith('one step')).map((r) => r.workflowsPerSecond),
-    );
-    const latency = await measureW3(server, oneStepPeak / 2, w3Seconds, registrations);
+    // W3 arrives at half the closed-loop peak of its own path (starts included): one-step runs
+    // started by a client without the worker, 16 at a time. Half the drain peak would ask for more
+    // starts than the machine does, and so would half the end-to-end rows above, whose starts run
+    // the workflow in the starting process in one commit: either measures a queue that only grows.
+    const w3Peak = await w3PathPeak(server, registrations);
+    const latency = { ...(await measureW3(server, w3Peak / 2, w3Seconds, registrations)), peakPerSecond: w3Peak };
 
     const pglite: ThroughputRow[] = [];
     const pgliteRuns = Math.min(n, 1000);
@@ -366,7 +354,21 @@ async function main(): Promise<void> {
   }
 }
 
-/** W3 at `arrivalsPerSecond` (half the end-to-end one-step peak in the full bench), logged. */
+/** The closed-loop peak (workflows/s) of W3's path: 16 clients start one-step runs without the worker and wait. */
+async function w3PathPeak(server: BenchServer, registrations: ReturnType<typeof benchRegistrations>): Promise<number> {
+  const row = await ledgerflowEndToEnd(server, {
+    workload: END_TO_END_WORKLOADS.find((w) => w.id === 'one-step')!,
+    clients: 16,
+    runs: positiveInt('LEDGERFLOW_BENCH_E2E_N', 500),
+    warmUp: 20,
+    registrations,
+    completion: 'remoteStartAndWait',
+  });
+  log(`end-to-end one-step c=16, started without the worker: ${row.workflowsPerSecond.toFixed(0)} workflows/s`);
+  return row.workflowsPerSecond;
+}
+
+/** W3 at `arrivalsPerSecond` (half the closed-loop peak of its path in the full bench), logged. */
 async function measureW3(
   server: BenchServer,
   arrivalsPerSecond: number,

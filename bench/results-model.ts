@@ -82,6 +82,8 @@ export interface LatencyPercentiles {
 /** Start to first step (the top-level percentiles) and, when measured, start to result. */
 export interface LatencyResult extends LatencyPercentiles {
   readonly arrivalsPerSecond: number;
+  /** The closed-loop peak the arrival rate is half of (16 clients starting without the worker), when measured. */
+  readonly peakPerSecond?: number;
   readonly runs: number;
   readonly seconds: number;
   readonly concurrency: number;

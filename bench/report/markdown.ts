@@ -101,7 +101,7 @@ export function renderMarkdown(results: BenchResults, chartFile: string): string
     lines.push(
       '## W3: start-to-first-step latency (open loop)',
       '',
-      `Arrivals at a fixed ${l.arrivalsPerSecond.toFixed(0)} runs/s (half of the end-to-end one-step peak, starts included) for ${l.seconds.toFixed(1)} s, ` +
+      `Arrivals at a fixed ${l.arrivalsPerSecond.toFixed(0)} runs/s ${l.peakPerSecond === undefined ? '' : `(half of ${l.peakPerSecond.toFixed(0)} runs/s, the closed-loop peak of this path: 16 clients whose \`startAndWait\` inserts the run for a worker they do not embed) `}for ${l.seconds.toFixed(1)} s, ` +
         `worker concurrency ${l.concurrency}; latency from the scheduled arrival to the first step's commit.`,
       '',
       '| runs | p50 ms | p90 ms | p99 ms | max ms |',
