@@ -2,6 +2,9 @@ import { fileURLToPath } from 'node:url';
 import { sql } from 'kysely';
 import { startJsonServer } from '../../examples/fakes/json-http.js';
 import { createClient, type Client } from '../../runtime/client/client.js';
+import { WaitTimeoutError } from '../../runtime/errors.js';
+import { createPgStore } from '../../runtime/store/pg/pg-store.js';
+import { createWorker, type Worker } from '../../runtime/worker/worker.js';
 import { setPayloadLimits } from '../../runtime/limits/payload-limits.js';
 import { pruneRuns } from '../../runtime/retention/prune.js';
 import { FINAL_RUN_STATUSES, type FinalRunStatus } from '../../runtime/store/tables.js';
@@ -18,6 +21,10 @@ import { checkBatch, readRunFacts, sampleQueueRows, type RunFacts, type Violatio
  * One batch of the composition fuzzer: several compositions (each its own workflows, queue and
  * runs) on one fresh PostgreSQL database with one fleet of worker child processes, driven for a
  * few seconds by random operator actions and faults, settled without faults, then checked.
+ * About a third of the runs are started the way an API server that embeds its worker starts
+ * them: `startAndWait` through a client created with a worker in the driver's process (a start
+ * it may hand to that worker uninserted, its insert riding on the run's first commit), the rest
+ * by `client.start` with the tag as dedupe key; the fleet and the driver's worker serve both.
  * Everything random is drawn from the batch seed and the compositions' own seeds, so a batch
  * replays from its first seed (the timing of processes is not replayed: a seed that found a
  * violation finds it again often, not always).
@@ -54,6 +61,8 @@ const NOTE = { actor: 'fuzzer', reason: 'composition fuzzer action' } as const;
 export interface RunLog {
   readonly composition: Composition;
   readonly tag: string;
+  /** Started by `startAndWait` through the driver's worker; what it answered, once it did. */
+  local?: { runId?: string; status?: string };
   cancelled: boolean;
   cancelledWithCompensate: boolean;
   retried: number;
@@ -70,6 +79,8 @@ export async function runBatch(options: BatchOptions): Promise<BatchOutcome> {
 
   const store = await createPgTestStore({ maxConnections: 6 });
   let fleet: WorkerFleet | undefined;
+  let localWorker: Worker | undefined;
+  let closeLocal = async (): Promise<void> => {};
   let server: Awaited<ReturnType<typeof startJsonServer>> | undefined;
   try {
     await migrateForTest(
@@ -100,6 +111,30 @@ export async function runBatch(options: BatchOptions): Promise<BatchOutcome> {
     // The client only starts, cancels and reads: handlers bound to a desk nobody calls.
     const idle = new HttpFuzzDesk(deskUrl, 'client');
     const client = createClient({ store, workflows: compositions.flatMap((c) => fuzzRegistrations(c, idle)) });
+    // A worker in this process and a client that knows it: the starts an embedding API server makes.
+    const localWaits: Promise<void>[] = [];
+    const localStore = createPgStore({
+      connectionString: store.url!,
+      applicationName: `${CHAOS_APPLICATION_PREFIX}driver`,
+      maxConnections: options.concurrency + 3,
+    });
+    localWorker = createWorker({
+      store: localStore,
+      workflows: compositions.flatMap((c) => fuzzRegistrations(c, new HttpFuzzDesk(deskUrl, 'driver'))),
+      childrenPerCommit: 2,
+      workerId: 'fuzz-driver',
+      concurrency: options.concurrency,
+      leaseMs: FUZZ_LEASE_MS,
+      pollIntervalMs: 100,
+      reconcileIntervalMs: 300,
+    });
+    closeLocal = async () => {
+      await localWorker?.stop({ timeoutMs: 5_000 }).catch(() => undefined);
+      await Promise.all(localWaits);
+      await localStore.close().catch(() => undefined);
+    };
+    await localWorker.start();
+    const localClient = createClient({ store: localStore, worker: localWorker });
 
     const logs = new Map<string, RunLog>();
     const violations: Violation[] = [];
@@ -122,7 +157,32 @@ export async function runBatch(options: BatchOptions): Promise<BatchOutcome> {
         };
         logs.set(run.tag, log);
         const startAt = rnd.int(0, 400);
+        // Its own stream, so that the draws above and below stay those every seed always had.
+        const local = seededRandom(composition.seed ^ 0x10ca1 ^ composition.runs.indexOf(run)).next() < 0.35;
+        if (local) log.local = {};
         at(startAt, async () => {
+          if (local) {
+            // Not awaited: the timeline goes on while the run is waited for, as other requests do.
+            localWaits.push(
+              localClient
+                .startAndWait(
+                  composition.root,
+                  { tag: run.tag, flags: run.flags, part: run.part, failKids: run.failKids },
+                  { wait: { timeoutMs: 20_000 } },
+                )
+                .then(
+                  (answer) => void (log.local = { runId: answer.id, status: answer.status }),
+                  (error: unknown) => {
+                    const runId = /Run ([0-9a-f-]{36})/.exec((error as Error).message)?.[1];
+                    if (error instanceof WaitTimeoutError && runId !== undefined) log.local = { runId };
+                    else options.log(`local start of ${run.tag} failed: ${(error as Error).message}`);
+                  },
+                ),
+            );
+            counts.runs += 1;
+            count(counts.actions, 'start-and-wait-local');
+            return;
+          }
           await client.start(
             composition.root,
             { tag: run.tag, flags: run.flags, part: run.part, failKids: run.failKids },
@@ -238,6 +298,7 @@ export async function runBatch(options: BatchOptions): Promise<BatchOutcome> {
     await sampling.catch(() => undefined);
 
     await fleet.stop(5_000);
+    await closeLocal();
     violations.push(
       ...(await checkBatch({
         db: store.db,
@@ -251,6 +312,7 @@ export async function runBatch(options: BatchOptions): Promise<BatchOutcome> {
     );
     return { counts, violations };
   } finally {
+    await closeLocal();
     await fleet?.killAll().catch(() => undefined);
     await server?.close().catch(() => undefined);
     await store.close();
@@ -266,7 +328,7 @@ async function runIdOf(store: TestStore, composition: Composition, tag: string):
     .selectFrom('ledgerflow.workflow_run')
     .select('id')
     .where('workflow_name', '=', composition.root.name)
-    .where('dedupe_key', '=', tag)
+    .where(sql<string>`input->>'tag'`, '=', tag)
     .executeTakeFirst();
   return row?.id;
 }

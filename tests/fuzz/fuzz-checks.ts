@@ -231,6 +231,31 @@ export async function checkBatch(input: CheckInput): Promise<Violation[]> {
     }
   }
 
+  // Starts through the driver's worker (startAndWait): the run answered is one the database has,
+  // of that start's tag, and a final status answered is the run's (unless an operator acted on it since).
+  for (const log of input.logs.values()) {
+    const answer = log.local;
+    if (answer?.runId === undefined) continue;
+    tick('local start answered with its run');
+    const run = facts.get(answer.runId);
+    if (run === undefined || run.tag !== log.tag) {
+      violate(log.tag, 'local start answered a run that is not its own', `startAndWait answered run ${answer.runId}`);
+      continue;
+    }
+    if (
+      answer.status !== undefined &&
+      FINAL.includes(answer.status) &&
+      log.retried === 0 &&
+      !log.cancelled &&
+      run.status !== answer.status
+    )
+      violate(
+        log.tag,
+        'local start answered a status the run does not have',
+        `answered ${answer.status}, the run is ${run.status}`,
+      );
+  }
+
   // Runs: row consistency, explained statuses, outputs, sizes, nothing unfinished.
   for (const run of facts.values()) {
     const composition = compositionOf(run.tag);
