@@ -49,6 +49,15 @@ export interface LeasedRun {
   readonly traceContext: Json | null;
   /** Set on a run a start of this process has not inserted yet: its insert rides on the run's first commit. */
   readonly pendingStart?: PendingStart;
+  /**
+   * The queue slots the claim took for the current step's attempt {@link LeasedRun.attempt} ('' the
+   * run's own, else the step's name), on the fast path (worker/claim.ts): not asked for again.
+   */
+  readonly slotsTaken?: {
+    readonly position: number;
+    readonly attempt: number | null;
+    readonly slots: readonly string[];
+  };
 }
 
 /** The row the claim statement returns per run (also the shape of a fused claim's JSON array). */
@@ -67,6 +76,8 @@ export interface LeasedRunRow {
   overdue: boolean;
   took_over: boolean;
   trace_context: Json | null;
+  /** Only from a claim whose registry has a queue it takes slots of (worker/claim.ts); NULL: none taken. */
+  slots_taken?: string[] | null;
 }
 
 export function toLeasedRun(row: LeasedRunRow): LeasedRun {
@@ -85,6 +96,9 @@ export function toLeasedRun(row: LeasedRunRow): LeasedRun {
     overdue: row.overdue === true,
     tookOver: row.took_over === true,
     traceContext: row.trace_context ?? null,
+    ...(row.slots_taken
+      ? { slotsTaken: { position: row.current_step, attempt: row.attempt, slots: row.slots_taken } }
+      : {}),
   };
 }
 

@@ -6,6 +6,7 @@ import { LEASE_EXPIRED, toLeasedRun, type LeasedRun, type LeasedRunRow } from '.
 import { millis } from '../store/millis.js';
 import { ofServedVersion, type WorkflowRegistry } from './registry.js';
 import { countsTowardBudget } from './retry.js';
+import type { QueueUseDefinition } from '../../dsl/workflow.js';
 import {
   assertAttemptTransition,
   assertRunTransition,
@@ -127,6 +128,24 @@ export function claimParts(
       RETURNING a.run_id
     )`
     : sql``;
+  const uses = fastSlotUses(registry);
+  // A slot of a queue limited by concurrency alone, taken for the current step of each run claimed
+  // from the due index (not a take-over: closing the crashed attempt gives its step's slot back at
+  // the statement's end); what was taken is listed per run (`slots_taken`), the rest asked as before.
+  const slotTaken =
+    uses.length === 0
+      ? sql``
+      : sql`,
+    ${name('slot_taken')} AS MATERIALIZED (
+      SELECT c.id AS run_id, u.step
+        FROM ${name('claimed')} c
+        JOIN unnest(${uses.map((u) => u.workflow)}::text[], ${uses.map((u) => u.version)}::int[],
+                    ${uses.map((u) => u.position)}::int[], ${uses.map((u) => u.queue)}::text[],
+                    ${uses.map((u) => u.step)}::text[]) AS u(workflow_name, version, position, queue, step)
+          ON u.workflow_name = c.workflow_name AND u.version = c.workflow_version AND u.position = c.current_step
+       WHERE CASE WHEN ${placement.takeovers ? sql`EXISTS (SELECT 1 FROM ${name('expired')} x WHERE x.id = c.id)` : sql`false`} THEN false
+                  ELSE ledgerflow.queue_take_fast(u.queue, '*', c.id, u.step) END
+    )`;
   const ctes = sql`${candidates},
     ${name('claimed')} AS (
       UPDATE ledgerflow.workflow_run r
@@ -159,7 +178,7 @@ export function claimParts(
         FROM ${name('history')} h
        WHERE ${placement.takeovers ? sql`h.crashes = 0 OR NOT EXISTS (SELECT 1 FROM ${name('abandoned')} x WHERE x.run_id = h.run_id)` : sql`true`}
       RETURNING run_id, attempt
-    )`;
+    )${slotTaken}`;
   const crashedNow = placement.takeovers ? sql`x.run_id IS NOT NULL` : sql`false`;
   const select = sql`
     SELECT c.id, c.workflow_name, c.workflow_version, c.input, c.current_step, c.fencing_token, c.overdue,
@@ -171,12 +190,64 @@ export function claimParts(
            CASE WHEN c.current_step > 0 THEN
              (SELECT jsonb_object_agg(res.step_name, res.output) FROM ledgerflow.step_result res
                WHERE res.run_id = c.id AND NOT res.skipped)
-           END AS outputs
+           END AS outputs${
+             uses.length === 0
+               ? sql``
+               : sql`,
+           (SELECT array_agg(t.step) FROM ${name('slot_taken')} t WHERE t.run_id = c.id) AS slots_taken`
+           }
       FROM ${name('claimed')} c
       LEFT JOIN ${name('history')} h ON h.run_id = c.id
       ${placement.takeovers ? sql`LEFT JOIN ${name('abandoned')} x ON x.run_id = c.id` : sql``}
       LEFT JOIN ${name('opened')} o ON o.run_id = c.id`;
   return { ctes, select };
+}
+
+/** A queue slot the claim takes for a run at `position` of `workflow@version` (see {@link fastSlotUses}). */
+interface FastSlotUse {
+  readonly workflow: string;
+  readonly version: number;
+  readonly position: number;
+  readonly queue: string;
+  /** '' for the workflow's own queue (the whole run's slot), else the step's name. */
+  readonly step: string;
+}
+
+/**
+ * The slots a claimed run's current step would ask for first on the fast path (core 0022), which
+ * the claim takes instead (core 0024): at a step of the workflow's own (never a compensation,
+ * which holds no slot), with no condition (a skipped step asks for nothing), that asks for exactly
+ * one slot — of a queue declared with a concurrency limit alone, used without a partition key.
+ * A step that needs both the run's slot and its own asks for them in order, as before: taking the
+ * second without the first would hold it while waiting in line for the first.
+ */
+function fastSlotUses(registry: WorkflowRegistry): FastSlotUse[] {
+  const fast = (use: QueueUseDefinition | undefined): use is QueueUseDefinition =>
+    use !== undefined &&
+    use.partitionKey === undefined &&
+    use.queue.limits.rateLimit === undefined &&
+    use.queue.limits.partition === undefined;
+  const uses: FastSlotUse[] = [];
+  for (const workflow of registry.all) {
+    const runQueue = workflow.registration.workflow.queue;
+    for (const step of workflow.steps.slice(0, workflow.stepCount)) {
+      if (step.when !== undefined) continue;
+      const asked = [
+        ...(runQueue === undefined ? [] : [{ use: runQueue, step: '' }]),
+        ...(step.queue === undefined ? [] : [{ use: step.queue, step: step.name }]),
+      ];
+      const [only] = asked;
+      if (asked.length !== 1 || only === undefined || !fast(only.use)) continue;
+      uses.push({
+        workflow: workflow.name,
+        version: workflow.version,
+        position: step.position,
+        queue: only.use.queue.name,
+        step: only.step,
+      });
+    }
+  }
+  return uses;
 }
 
 /** A claim fused into a step's completion commit: pending runs only, and only if that commit is fenced in. */

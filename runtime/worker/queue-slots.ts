@@ -88,9 +88,17 @@ export async function awaitQueueSlots(s: StepExecution, runSlotHeld: boolean): P
   const workflowQueue = s.workflow.registration.workflow.queue;
   if (workflowQueue !== undefined && !runSlotHeld) needed.push({ use: workflowQueue, step: '' });
   if (s.step.queue !== undefined) needed.push({ use: s.step.queue, step: s.step.name });
+  const taken = s.run.slotsTaken;
+  const takenByClaim = (step: string): boolean =>
+    taken !== undefined &&
+    taken.position === s.run.currentStep &&
+    taken.attempt === s.attempt &&
+    taken.slots.includes(step);
   for (const slot of needed) {
     const partition = await partitionOf(s, slot.use);
     const fast = fastPathApplies(slot.use, partition);
+    // The claim took it for this attempt (claim.ts): held already.
+    if (fast && takenByClaim(slot.step)) continue;
     const granted = await commitKnowingOutcome(
       s,
       async () => {

@@ -42,6 +42,13 @@ const WRITES: Readonly<Record<string, readonly string[]>> = {
     'attempt running->abandoned',
     'attempt none->running',
   ],
+  'claim-taking-queue-slots.sql': [
+    'run pending->running',
+    'run waiting->running',
+    'run running->running',
+    'attempt running->abandoned',
+    'attempt none->running',
+  ],
   // Three runs' result commits in one statement: a transactional step (hold), a recorded intent
   // (released: the worker is stopping), and a last step whose completion carries the fused claim.
   'advance-group.sql': [
