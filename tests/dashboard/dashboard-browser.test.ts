@@ -158,27 +158,29 @@ describe('dashboard in a browser [pg]', () => {
           .evaluateAll((links) => links.map((a) => a.getAttribute('title')!))),
       );
       if ((await page.locator('#next-page').count()) === 0) break;
-      await page.click('#next-page');
+      const before = page.url();
+      await Promise.all([page.waitForURL((url) => url.toString() !== before), page.click('#next-page')]);
     }
     expect(seen).toHaveLength(11);
     expect(new Set(seen).size).toBe(11);
 
+    // Each filter submits the form: the rows are read once the filtered page has loaded.
     await page.selectOption('select[name=status]', 'failed');
-    await page.click('form.filters button[type=submit]');
+    await Promise.all([page.waitForURL(/status=failed/), page.click('form.filters button[type=submit]')]);
     await expect(page.locator('#runs tbody tr').count()).resolves.toBe(1);
     expect(await page.locator('#runs tbody').textContent()).toContain('dash-flaky');
 
     await page.goto(new URL('/', served.url).toString());
     await page.fill('input[name=workflow]', 'dash-orders');
     await page.fill('input[name=version]', '1');
-    await page.click('form.filters button[type=submit]');
+    await Promise.all([page.waitForURL(/version=1/), page.click('form.filters button[type=submit]')]);
     await expect(page.locator('#runs tbody tr').count()).resolves.toBe(1);
     expect(await page.locator('#runs tbody').textContent()).toContain('legacy-1');
 
     await page.goto(new URL('/', served.url).toString());
     await page.fill('input[name=key]', 'ord-');
     await page.selectOption('select[name=match]', 'prefix');
-    await page.click('form.filters button[type=submit]');
+    await Promise.all([page.waitForURL(/match=prefix/), page.click('form.filters button[type=submit]')]);
     expect(await page.locator('#runs tbody tr td:nth-child(4)').allTextContents()).toEqual(['ord-1', 'ord-2', 'ord-3']);
   });
 
