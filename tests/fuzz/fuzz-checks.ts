@@ -233,13 +233,21 @@ export async function checkBatch(input: CheckInput): Promise<Violation[]> {
 
   // Starts through the driver's worker (startAndWait): the run answered is one the database has,
   // of that start's tag, and a final status answered is the run's (unless an operator acted on it since).
+  const { rows: prunedRows } = await sql<{ id: string; tag: string | null; status: string }>`
+    SELECT id, tag, status FROM fuzz_app.pruned_run`.execute(input.db);
+  const pruned = new Map(prunedRows.map((r) => [r.id, { tag: r.tag ?? '', status: r.status }]));
   for (const log of input.logs.values()) {
     const answer = log.local;
     if (answer?.runId === undefined) continue;
     tick('local start answered with its run');
-    const run = facts.get(answer.runId);
+    const run = facts.get(answer.runId) ?? pruned.get(answer.runId);
+    if (!facts.has(answer.runId) && run !== undefined) tick('local start answered with its run (pruned unseen)');
     if (run === undefined || run.tag !== log.tag) {
-      violate(log.tag, 'local start answered a run that is not its own', `startAndWait answered run ${answer.runId}`);
+      violate(
+        log.tag,
+        'local start answered a run that is not its own',
+        `startAndWait answered run ${answer.runId} (${answer.status ?? 'still going at its timeout'}); the database ${run === undefined ? 'never had it, nor did a prune delete it' : `has it for ${run.tag}`}`,
+      );
       continue;
     }
     if (

@@ -30,6 +30,16 @@ BEGIN
 END
 $$;
 CREATE TRIGGER fuzz_log_grant AFTER INSERT ON ledgerflow.queue_grant FOR EACH ROW EXECUTE FUNCTION fuzz_app.log_grant();
+-- Every run a prune deleted, as it was: a run that became final between the driver's snapshot of
+-- final runs and the prune's delete is known by this alone.
+CREATE TABLE IF NOT EXISTS fuzz_app.pruned_run (id uuid NOT NULL, tag text, status text NOT NULL);
+CREATE OR REPLACE FUNCTION fuzz_app.log_pruned() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO fuzz_app.pruned_run (id, tag, status) VALUES (OLD.id, OLD.input->>'tag', OLD.status);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER fuzz_log_pruned AFTER DELETE ON ledgerflow.workflow_run FOR EACH ROW EXECUTE FUNCTION fuzz_app.log_pruned();
 `;
 
 interface AppDatabase {
