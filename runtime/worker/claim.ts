@@ -6,7 +6,7 @@ import { LEASE_EXPIRED, toLeasedRun, type LeasedRun, type LeasedRunRow } from '.
 import { millis } from '../store/millis.js';
 import { ofServedVersion, type WorkflowRegistry } from './registry.js';
 import { countsTowardBudget } from './retry.js';
-import type { QueueUseDefinition } from '../../dsl/workflow.js';
+import { onFastPath, slotsAsked } from '../store/queue-partition.js';
 import {
   assertAttemptTransition,
   assertRunTransition,
@@ -222,22 +222,14 @@ interface FastSlotUse {
  * second without the first would hold it while waiting in line for the first.
  */
 function fastSlotUses(registry: WorkflowRegistry): FastSlotUse[] {
-  const fast = (use: QueueUseDefinition | undefined): use is QueueUseDefinition =>
-    use !== undefined &&
-    use.partitionKey === undefined &&
-    use.queue.limits.rateLimit === undefined &&
-    use.queue.limits.partition === undefined;
   const uses: FastSlotUse[] = [];
   for (const workflow of registry.all) {
-    const runQueue = workflow.registration.workflow.queue;
     for (const step of workflow.steps.slice(0, workflow.stepCount)) {
       if (step.when !== undefined) continue;
-      const asked = [
-        ...(runQueue === undefined ? [] : [{ use: runQueue, step: '' }]),
-        ...(step.queue === undefined ? [] : [{ use: step.queue, step: step.name }]),
-      ];
+      // At the run's first step in a flight: the run's slot is not held yet.
+      const asked = slotsAsked(workflow.registration.workflow.queue, step, false);
       const [only] = asked;
-      if (asked.length !== 1 || only === undefined || !fast(only.use)) continue;
+      if (asked.length !== 1 || only === undefined || !onFastPath(only.use)) continue;
       uses.push({
         workflow: workflow.name,
         version: workflow.version,

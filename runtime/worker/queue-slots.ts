@@ -3,7 +3,7 @@ import type { QueueDefinition } from '../../dsl/queue.js';
 import type { QueueUseDefinition } from '../../dsl/workflow.js';
 import { faultPoint } from '../faults/fault-points.js';
 import { prepared } from '../store/prepared.js';
-import { QUEUE_NO_PARTITION } from '../store/queue-partition.js';
+import { onFastPath, QUEUE_NO_PARTITION, slotsAsked } from '../store/queue-partition.js';
 import type { LedgerflowDatabase, WaitingFor } from '../store/tables.js';
 import type { StepExecution, StepOutcome } from './executors/step-execution.js';
 import { commitKnowingOutcome, keyContext } from './executors/step-execution.js';
@@ -66,12 +66,6 @@ export function registerQueueStatement(queue: QueueDefinition): RawBuilder<unkno
     INSERT INTO ledgerflow.queue_partition (queue, partition) SELECT name, '' FROM q ON CONFLICT DO NOTHING`;
 }
 
-interface NeededSlot {
-  readonly use: QueueUseDefinition;
-  /** '' for the whole run's slot. */
-  readonly step: string;
-}
-
 /**
  * Before a step runs: the slots it needs — its workflow's queue (held by the run from its first
  * step until it finishes; `runSlotHeld` when this flight already holds it, which it keeps until
@@ -84,10 +78,7 @@ interface NeededSlot {
  * from falling between them (a grant wakes only runs that are already `waiting`).
  */
 export async function awaitQueueSlots(s: StepExecution, runSlotHeld: boolean): Promise<StepOutcome | undefined> {
-  const needed: NeededSlot[] = [];
-  const workflowQueue = s.workflow.registration.workflow.queue;
-  if (workflowQueue !== undefined && !runSlotHeld) needed.push({ use: workflowQueue, step: '' });
-  if (s.step.queue !== undefined) needed.push({ use: s.step.queue, step: s.step.name });
+  const needed = slotsAsked(s.workflow.registration.workflow.queue, s.step, runSlotHeld);
   const taken = s.run.slotsTaken;
   const takenByClaim = (step: string): boolean =>
     taken !== undefined &&
@@ -96,7 +87,7 @@ export async function awaitQueueSlots(s: StepExecution, runSlotHeld: boolean): P
     taken.slots.includes(step);
   for (const slot of needed) {
     const partition = await partitionOf(s, slot.use);
-    const fast = fastPathApplies(slot.use, partition);
+    const fast = onFastPath(slot.use);
     // The claim took it for this attempt (claim.ts): held already.
     if (fast && takenByClaim(slot.step)) continue;
     const granted = await commitKnowingOutcome(
@@ -148,16 +139,6 @@ export async function awaitQueueSlots(s: StepExecution, runSlotHeld: boolean): P
   }
   if (needed.length > 0) await faultPoint('after-queue-slot');
   return undefined;
-}
-
-/**
- * Whether a use may take its slot on the fast path (core 0022): a queue limited by concurrency
- * alone, asked without a partition key. Rate windows and partition turns are kept under the
- * queue's exclusive lock, so those uses always ask the slow way.
- */
-function fastPathApplies(use: QueueUseDefinition, partition: string): boolean {
-  const limits = use.queue.limits;
-  return partition === QUEUE_NO_PARTITION && limits.rateLimit === undefined && limits.partition === undefined;
 }
 
 /**
