@@ -1,4 +1,16 @@
-import { createQueryId, PostgresQueryCompiler, sql, type RawBuilder } from 'kysely';
+import {
+  type AliasedRawBuilder,
+  type CompiledQuery,
+  createQueryId,
+  type Expression,
+  PostgresQueryCompiler,
+  type QueryExecutorProvider,
+  type QueryResult,
+  RawNode,
+  sql,
+  type KyselyPlugin,
+  type RawBuilder,
+} from 'kysely';
 
 /**
  * Statements whose text is fixed per shape, compiled once. Kysely compiles a `sql` template by
@@ -7,7 +19,8 @@ import { createQueryId, PostgresQueryCompiler, sql, type RawBuilder } from 'kyse
  * step's main-thread CPU. Here a statement is built and walked once per shape, then kept as its
  * text pieces and parameters: compiling it again appends the pieces and numbers the parameters,
  * and the text and parameters are exactly what the full builder gives (tests/runtime/sql-snapshots
- * compiles both ways).
+ * compiles both ways). Executed on its own, a shaped statement skips even that: its text is kept
+ * whole, numbered once ({@link ShapedStatement}).
  */
 
 /** Stands for a parameter given per execution ({@link shapeOf}). */
@@ -25,10 +38,18 @@ class MarkingCompiler extends PostgresQueryCompiler {
   }
 }
 
-/** A statement's text pieces around its parameters, and what goes in each: a per-execution slot or a constant. */
+/**
+ * A statement's text pieces around its parameters, and what goes in each: a per-execution slot or
+ * a constant. `text` is the statement alone, its parameters numbered `$1…$n` as Kysely's compiler
+ * numbers them: the same string object every execution, so that the `pg` store's statement
+ * naming compares it by identity (statement-names.ts) and the server parses it once per connection.
+ */
 interface Shape {
   readonly pieces: readonly string[];
   readonly take: ReadonlyArray<Slot | { readonly value: unknown }>;
+  readonly text: string;
+  readonly node: RawNode;
+  readonly queryId: ReturnType<typeof createQueryId>;
 }
 
 function compileShape(statement: RawBuilder<unknown>): Shape {
@@ -39,13 +60,89 @@ function compileShape(statement: RawBuilder<unknown>): Shape {
       `statement-shapes: ${compiled.parameters.length} parameters but ${pieces.length - 1} placeholders (a text that contains the marker?)`,
     );
   }
-  return { pieces, take: compiled.parameters.map((p) => (p instanceof Slot ? p : { value: p })) };
+  const text = pieces.reduce((all, piece, i) => `${all}$${i}${piece}`);
+  return {
+    pieces,
+    take: compiled.parameters.map((p) => (p instanceof Slot ? p : { value: p })),
+    text,
+    node: RawNode.createWithSql(text),
+    queryId: createQueryId(),
+  };
+}
+
+/**
+ * A statement of a known shape with its parameters: a `RawBuilder` (it embeds in a `sql`
+ * template like any), whose tree is only built when something asks for it. Executed or compiled
+ * on an executor without plugins (the runtime's Kyselys have none), it is the shape's text and
+ * these parameters as they are, without walking a tree; with plugins, exactly the built
+ * statement's execution.
+ */
+class ShapedStatement<T> implements RawBuilder<T> {
+  readonly #shape: Shape;
+  readonly #parameters: readonly unknown[];
+  #built: RawBuilder<T> | undefined;
+
+  constructor(shape: Shape, parameters: readonly unknown[]) {
+    this.#shape = shape;
+    this.#parameters = parameters;
+  }
+
+  /** The statement as Kysely builds it: the tag's fragments are the pieces, a placeholder per parameter. */
+  #raw(): RawBuilder<T> {
+    this.#built ??= sql<T>(this.#shape.pieces as unknown as TemplateStringsArray, ...this.#parameters);
+    return this.#built;
+  }
+
+  get expressionType(): T | undefined {
+    return undefined;
+  }
+
+  get isRawBuilder(): true {
+    return true;
+  }
+
+  as<A extends string>(alias: A | Expression<unknown>): AliasedRawBuilder<T, A> {
+    return this.#raw().as(alias as A);
+  }
+
+  $castTo<C>(): RawBuilder<C> {
+    return this.#raw().$castTo<C>();
+  }
+
+  $notNull(): RawBuilder<Exclude<T, null>> {
+    return this.#raw().$notNull();
+  }
+
+  withPlugin(plugin: KyselyPlugin): RawBuilder<T> {
+    return this.#raw().withPlugin(plugin);
+  }
+
+  toOperationNode(): RawNode {
+    return this.#raw().toOperationNode();
+  }
+
+  compile(executorProvider: QueryExecutorProvider): CompiledQuery<T> {
+    if (executorProvider.getExecutor().plugins.length > 0) return this.#raw().compile(executorProvider);
+    const { text, node, queryId } = this.#shape;
+    return { sql: text, parameters: this.#parameters, query: node, queryId };
+  }
+
+  execute(executorProvider: QueryExecutorProvider): Promise<QueryResult<T>> {
+    const executor = executorProvider.getExecutor();
+    if (executor.plugins.length > 0) return this.#raw().execute(executorProvider);
+    const { text, node, queryId } = this.#shape;
+    return executor.executeQuery<T>({ sql: text, parameters: this.#parameters, query: node, queryId });
+  }
 }
 
 function fromShape<T>(shape: Shape, values: readonly unknown[]): RawBuilder<T> {
-  const parameters = shape.take.map((t) => (t instanceof Slot ? values[t.index] : t.value));
-  // The tag's fragments are the pieces: compiling appends each and a placeholder per parameter.
-  return sql<T>(shape.pieces as unknown as TemplateStringsArray, ...parameters);
+  const take = shape.take;
+  const parameters = new Array<unknown>(take.length);
+  for (let i = 0; i < take.length; i += 1) {
+    const t = take[i]!;
+    parameters[i] = t instanceof Slot ? values[t.index] : t.value;
+  }
+  return new ShapedStatement<T>(shape, parameters);
 }
 
 /**

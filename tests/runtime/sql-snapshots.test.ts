@@ -1,3 +1,4 @@
+import { createQueryId } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { compileCase, compileOnly, renderStatement, STATEMENT_CASES } from './fixtures/sql-statements.js';
 
@@ -21,6 +22,12 @@ describe('SQL snapshots', () => {
       const compiled = compileCase(c, db);
       // Deterministic: building and compiling again gives the same text and parameters.
       expect(renderStatement(c, compileCase(c, db))).toBe(renderStatement(c, compiled));
+      // A statement built once per shape executes its kept text: the same as compiling its tree.
+      const statement = c.build(db);
+      if ('isRawBuilder' in statement) {
+        const walked = db.getExecutor().compileQuery(statement.toOperationNode(), createQueryId());
+        expect(renderStatement(c, walked)).toBe(renderStatement(c, compiled));
+      }
       await expect(renderStatement(c, compiled)).toMatchFileSnapshot(`__snapshots__/sql/${c.file}`);
     });
   }
