@@ -63,6 +63,29 @@ describe('statement shapes', () => {
     expect(builds).toBe(1);
   });
 
+  it('executes its kept text on a Kysely without plugins, and its tree through one with plugins', () => {
+    const cache: { shape?: Shape } = {};
+    const statement = (id: string) => shapeOf(cache, [id] as const, (idSlot) => nested(idSlot, ['a'], 1));
+    const seen: string[] = [];
+    const watching = db.withPlugin({
+      transformQuery: ({ node }) => {
+        seen.push(node.kind);
+        return node;
+      },
+      transformResult: async ({ result }) => result,
+    });
+    const id = '00000000-0000-4000-8000-000000000003';
+    const plain = statement(id).compile(db);
+    const through = statement(id).compile(watching);
+    expect(seen).toEqual(['RawNode']);
+    expect(through.sql).toBe(plain.sql);
+    expect(through.parameters).toEqual(plain.parameters);
+    // Embedded, it is its tree: the text around it numbers its parameters in their place.
+    const around = compile(sql`SELECT ${5} AS n, (${statement(id)}) AS x`);
+    expect(around.sql).toBe(compile(sql`SELECT ${5} AS n, (${nested(id, ['a'], 1)}) AS x`).sql);
+    expect(around.parameters).toEqual([5, ...plain.parameters]);
+  });
+
   it("the group commit's shape, reused for another group, carries that group's rows and fused row", () => {
     const group = STATEMENT_CASES.find((c) => c.file === 'advance-group.sql')!;
     const first = compile(group.build(db) as RawBuilder<unknown>);
