@@ -10,7 +10,15 @@
  * order their properties were built in. `undefined` properties are dropped, as JSON does.
  */
 export function stableJson(value: unknown): string {
-  return plainJson(value) ?? JSON.stringify(sortKeys(value)) ?? 'null';
+  return plainJson(value) ?? sortedJson(value);
+}
+
+/**
+ * The definition of {@link stableJson}'s text: every object's keys sorted into a new object, then
+ * `JSON.stringify`. Any value; what {@link plainJson} does not write comes here.
+ */
+export function sortedJson(value: unknown): string {
+  return JSON.stringify(sortKeys(value)) ?? 'null';
 }
 
 /** {@link plainJson}'s answer for a value it does not write: the general path writes it. */

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { expect, it } from 'vitest';
 import { requestHash } from '../../runtime/worker/request-hash.js';
-import { stableJson } from '../../runtime/store/stable-json.js';
+import { sortedJson, stableJson } from '../../runtime/store/stable-json.js';
 
 // The ledger compares stored request hashes with new ones: however it is computed, the digest
 // stays sha256 of the key-sorted JSON, in hex.
@@ -17,22 +17,7 @@ it('requestHash is the hex sha256 of the key-sorted JSON, undefined properties l
 
 // The ledger keeps hashes across releases: the direct writer of plain values must give exactly the
 // text of the definition (sort every object's keys into a new object, then JSON.stringify).
-function definition(value: unknown): string {
-  const sortKeys = (v: unknown): unknown => {
-    if (Array.isArray(v)) return v.map(sortKeys);
-    if (v !== null && typeof v === 'object' && !(v instanceof Date)) {
-      const source = v as Record<string, unknown>;
-      return Object.fromEntries(
-        Object.keys(source)
-          .sort()
-          .filter((key) => source[key] !== undefined)
-          .map((key) => [key, sortKeys(source[key])]),
-      );
-    }
-    return v;
-  };
-  return JSON.stringify(sortKeys(value)) ?? 'null';
-}
+const definition = sortedJson;
 
 it('stableJson gives the definition’s text for any value (array-index keys, dates, holes, undefined, NaN)', () => {
   fc.assert(
