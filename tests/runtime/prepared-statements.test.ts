@@ -1,4 +1,5 @@
 import { DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler, sql } from 'kysely';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prepared, PREPARED_MARK } from '../../runtime/store/prepared.js';
 import { openStore } from '../../runtime/store/open-store.js';
@@ -71,6 +72,29 @@ describe('named statements on the pg store', () => {
       expect(statements).toHaveLength(1);
       expect(statements[0]!.name).toMatch(/^lf_[0-9a-f]{24}$/);
       expect(statements[0]!.statement.startsWith(PREPARED_MARK)).toBe(true);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('answers a marked statement with what a client class answers itself (its own promise, no callback)', async () => {
+    // A clientClass may refuse a query by returning a rejected promise without calling the
+    // query back (tests/property's severed client does): the statement must reject, not hang.
+    let refusing = false;
+    class Refusing extends pg.Client {}
+    const original = pg.Client.prototype.query as (...args: unknown[]) => unknown;
+    Refusing.prototype.query = function query(this: pg.Client, ...args: unknown[]) {
+      if (refusing) return Promise.reject(new Error('refused by the client class'));
+      return original.apply(this, args);
+    } as typeof original as typeof pg.Client.prototype.query;
+    const store = createPgStore({ connectionString: test.url!, maxConnections: 1, clientClass: Refusing });
+    try {
+      const db = store.db as Kysely<unknown>;
+      expect((await preparedLookup(db, 1)).rows).toEqual([]);
+      refusing = true;
+      await expect(preparedLookup(db, 1)).rejects.toThrow('refused by the client class');
+      refusing = false;
+      expect((await preparedLookup(db, 1)).rows).toEqual([]);
     } finally {
       await store.close();
     }

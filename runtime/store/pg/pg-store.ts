@@ -206,6 +206,8 @@ function preparingClient(Base: typeof pg.Client): typeof pg.Client {
  * `client.query({ name, text, values })` as node-postgres answers it, without its copy of the
  * config object (a property-descriptor clone per statement, a few per cent of a step's CPU): the
  * `Query` is made from the text, named, and submitted with the promise `client.query` would make.
+ * A client class (`clientClass`) may answer the submitted query itself, with a promise of its own
+ * and without calling the query back (a test's severed client does): that answer is the answer.
  */
 function namedQuery(
   client: pg.Client,
@@ -225,7 +227,9 @@ function namedQuery(
       Error.captureStackTrace(error); // as client.query does: the stack leads to the caller, not the socket read
       reject(error);
     };
-    query.call(client, named);
+    const answer = query.call(client, named);
+    if (answer !== named && typeof (answer as PromiseLike<unknown> | undefined)?.then === 'function')
+      (answer as PromiseLike<pg.QueryResult>).then(resolve, reject);
   });
 }
 
