@@ -193,44 +193,15 @@ function preparingClient(Base: typeof pg.Client): typeof pg.Client {
     values?: unknown,
     callback?: unknown,
   ) {
-    if (typeof config === 'string' && Array.isArray(values) && callback === undefined) {
+    if (typeof config === 'string' && Array.isArray(values)) {
       const name = preparedStatementName(config);
-      if (name !== undefined) return namedQuery(this, query, name, config, values);
+      // A config object, not a named pg.Query: a clientClass wrapping query() sees the text and
+      // answers with a promise, as for every other statement (tests' fault clients, the bench's counters).
+      if (name !== undefined) return query.call(this, { name, text: config, values }, undefined, callback);
     }
     return query.call(this, config, values, callback);
   } as typeof Base.prototype.query;
   return PreparingClient;
-}
-
-/**
- * `client.query({ name, text, values })` as node-postgres answers it, without its copy of the
- * config object (a property-descriptor clone per statement, a few per cent of a step's CPU): the
- * `Query` is made from the text, named, and submitted with the promise `client.query` would make.
- * A client class (`clientClass`) may answer the submitted query itself, with a promise of its own
- * and without calling the query back (a test's severed client does): that answer is the answer.
- */
-function namedQuery(
-  client: pg.Client,
-  query: (this: pg.Client, config: unknown) => unknown,
-  name: string,
-  text: string,
-  values: unknown[],
-): Promise<pg.QueryResult> {
-  const named = new pg.Query(text, values) as pg.Query & {
-    name?: string;
-    callback?: (error: Error | null, result: pg.QueryResult) => void;
-  };
-  named.name = name;
-  return new Promise((resolve, reject) => {
-    named.callback = (error, result) => {
-      if (error === null || error === undefined) return resolve(result);
-      Error.captureStackTrace(error); // as client.query does: the stack leads to the caller, not the socket read
-      reject(error);
-    };
-    const answer = query.call(client, named);
-    if (answer !== named && typeof (answer as PromiseLike<unknown> | undefined)?.then === 'function')
-      (answer as PromiseLike<pg.QueryResult>).then(resolve, reject);
-  });
 }
 
 /**
