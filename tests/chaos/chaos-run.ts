@@ -262,8 +262,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosOutcome> {
       if (marker === LOCAL_ACKED_LINE && orderId !== undefined && runId !== undefined) localAcked.set(orderId, runId);
       if (marker === LOCAL_FAILED_LINE) localFailed += 1;
     },
-    // A worker parked at a fault point is, half of the time, killed right there.
-    killAtFault: () => random.next() < 0.5,
+    // A worker parked at a fault point is killed right there: the first time always (the run
+    // must show a kill at a fault point, and a run has only a handful of hangs), then half of the time.
+    killAtFault: () =>
+      fleet.counters.killedByControllerAtFaultPoint + fleet.counters.killedAtFaultPoint === 0 || random.next() < 0.5,
     env: (spawnIndex) => ({
       ...poolerEnv(spawnIndex),
       DATABASE_URL: storeUrl,
