@@ -127,11 +127,9 @@ class ShapedStatement<T> implements RawBuilder<T> {
     return { sql: text, parameters: this.#parameters, query: node, queryId };
   }
 
+  /** As Kysely's own `execute`: the executor runs what {@link compile} gives for it. */
   execute(executorProvider: QueryExecutorProvider): Promise<QueryResult<T>> {
-    const executor = executorProvider.getExecutor();
-    if (executor.plugins.length > 0) return this.#raw().execute(executorProvider);
-    const { text, node, queryId } = this.#shape;
-    return executor.executeQuery<T>({ sql: text, parameters: this.#parameters, query: node, queryId });
+    return executorProvider.getExecutor().executeQuery<T>(this.compile(executorProvider));
   }
 }
 
