@@ -12,11 +12,9 @@ import { migrateForTest } from '../tests/support/migrate-for-test.js';
 import { describeWatchBench, runCodegenBench, runCodegenWatchBench } from './codegen-bench.js';
 import { prepareBenchDatabase as prepareDatabase } from './bench-database.js';
 import { describeEnvironment, openBenchServer, type BenchServer } from './environment.js';
-import { createInstrumentedPgStore, type DriverCounts } from './instrumented-pg-store.js';
 import { renderChartPng, renderChartSvg, type ChartSeries } from './report/chart.js';
 import { renderMarkdown } from './report/markdown.js';
 import type { BenchResults, EndToEndRow, StepCostRow, ThroughputRow } from './results-model.js';
-import { readServerCounters, type ServerCounters } from './server-stats.js';
 import {
   BENCH_APP_SQL,
   BENCH_WORKFLOWS,
@@ -27,9 +25,10 @@ import {
   threeStep,
 } from './workloads/bench-workflows.js';
 import { measureDrain } from './workloads/drain.js';
+import { durableDrain } from './workloads/durable-drain.js';
+import { measureThroughputRounds } from './throughput-rounds.js';
 import { END_TO_END_WORKLOADS, ledgerflowEndToEnd } from './workloads/end-to-end.js';
 import { endToEndTable } from './report/end-to-end.js';
-import { measureFloor } from './workloads/w0-floor.js';
 import { measureLatency } from './workloads/w3-latency.js';
 import {
   measureFanOut,
@@ -52,6 +51,7 @@ import { measureScale } from './workloads/scale.js';
  * table and a chart in bench/results/. Never part of `npm test`.
  *
  *   LEDGERFLOW_BENCH_N            steps per throughput measurement (default 2000)
+ *   LEDGERFLOW_BENCH_ROUNDS       rounds of the W0/W1/W2 throughput table, median reported (default 3)
  *   LEDGERFLOW_BENCH_W3_SECONDS   length of the open-loop latency run (default 5)
  *   LEDGERFLOW_BENCH_CODEGEN=0    skip the codegen benchmark
  *   LEDGERFLOW_BENCH_SLEEPING     sleeping runs for the claim-cost measurement (default 100000)
@@ -156,27 +156,14 @@ async function main(): Promise<void> {
       return;
     }
 
-    const floor: ThroughputRow[] = [];
-    const floorAsTransaction: ThroughputRow[] = [];
-    for (const concurrency of CONCURRENCIES) {
-      for (const form of ['statement', 'transaction'] as const) {
-        const { url } = await prepareDatabase(server, `bench_w0_${form}_c${concurrency}`);
-        const result = await measureFloor(url, concurrency, n, form);
-        (form === 'statement' ? floor : floorAsTransaction).push({
-          workload: form === 'statement' ? 'W0 floor (one statement)' : 'W0 as BEGIN + 4 statements + COMMIT',
-          concurrency,
-          steps: result.commits,
-          seconds: result.seconds,
-          stepsPerSecond: result.commitsPerSecond,
-          commitsPerStep: 1,
-          roundTripsPerStep: form === 'statement' ? 1 : 6,
-          workerCpuMsPerStep: result.cpuMs / result.commits,
-        });
-        log(`W0 ${form} c=${concurrency}: ${result.commitsPerSecond.toFixed(0)} commits/s`);
-      }
-    }
-
-    const durable: ThroughputRow[] = [];
+    const { floor, floorAsTransaction, durable } = await measureThroughputRounds(server, {
+      n,
+      rounds: positiveInt('LEDGERFLOW_BENCH_ROUNDS', 3),
+      concurrencies: CONCURRENCIES,
+      registrations,
+      notes,
+      log,
+    });
     const drain = async (
       label: string,
       workflow: AnyWorkflow,
@@ -190,12 +177,6 @@ async function main(): Promise<void> {
       );
       return m;
     };
-    for (const concurrency of CONCURRENCIES) {
-      durable.push((await drain('W1 one-step drain', oneStep, n, 1, concurrency)).row);
-    }
-    for (const concurrency of CONCURRENCIES) {
-      durable.push((await drain('W2 three-step drain', threeStep, Math.ceil(n / 3), 3, concurrency)).row);
-    }
 
     const workerCpuRows = await workerCpu(server, registrations, n);
 
@@ -390,79 +371,6 @@ async function measureW3(
       `start→result (startAndWait) p50 ${r.p50Ms.toFixed(1)} ms, p99 ${r.p99Ms.toFixed(1)} ms`,
   );
   return latency;
-}
-
-interface DurableDrain {
-  readonly row: ThroughputRow;
-  readonly counts: DriverCounts;
-  readonly server: ServerCounters;
-}
-
-async function durableDrain(
-  server: BenchServer,
-  o: {
-    readonly label: string;
-    readonly workflow: AnyWorkflow;
-    readonly runs: number;
-    readonly stepsPerRun: number;
-    readonly concurrency: number;
-    readonly registrations: ReturnType<typeof benchRegistrations>;
-    readonly notes: string[];
-  },
-): Promise<DurableDrain> {
-  const database = `bench_${o.workflow.name.replaceAll('-', '_')}_c${o.concurrency}`;
-  const { url } = await prepareDatabase(server, database);
-  const enqueueStore = createPgStore({ connectionString: url, maxConnections: 16 });
-  const workerStore = createInstrumentedPgStore({
-    connectionString: url,
-    maxConnections: o.concurrency + 2,
-    applicationName: 'ledgerflow-bench-worker',
-  });
-  let before: ServerCounters = { commits: 0, rollbacks: 0 };
-  try {
-    const m = await measureDrain({
-      workflow: o.workflow,
-      registrations: o.registrations,
-      runs: o.runs,
-      concurrency: o.concurrency,
-      enqueueStore,
-      workerStore,
-      beforeDrain: async () => {
-        await enqueueStore.close();
-        before = await readServerCounters(server.adminUrl, database);
-        workerStore.reset();
-      },
-    });
-    await workerStore.close();
-    const after = await readServerCounters(server.adminUrl, database);
-    const steps = o.runs * o.stepsPerRun;
-    const delta = { commits: after.commits - before.commits, rollbacks: after.rollbacks - before.rollbacks };
-    if (m.failedSteps > 0 || m.errors.length > 0) {
-      o.notes.push(
-        `${o.label} at concurrency ${o.concurrency}: ${m.failedSteps} failed step attempt(s); ${m.errors.join('; ')}`,
-      );
-    }
-    return {
-      row: {
-        workload: o.label,
-        concurrency: o.concurrency,
-        steps,
-        workflows: o.runs,
-        seconds: m.seconds,
-        stepsPerSecond: steps / m.seconds,
-        workflowsPerSecond: o.runs / m.seconds,
-        commitsPerStep: delta.commits / steps,
-        roundTripsPerStep: workerStore.counts.roundTrips / steps,
-        workerCpuMsPerStep: m.cpuMs / steps,
-        rollbacks: delta.rollbacks,
-      },
-      counts: { ...workerStore.counts },
-      server: delta,
-    };
-  } finally {
-    await workerStore.close().catch(() => {});
-    await enqueueStore.close().catch(() => {});
-  }
 }
 
 /** Worker CPU per step of W1 and W2 at every concurrency, on the plain store (bench/workloads/worker-cpu.ts). */

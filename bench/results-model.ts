@@ -22,8 +22,15 @@ export interface ThroughputRow {
   readonly roundTripsPerStep?: number;
   /** CPU the worker's process spent per step (ms): with two cores shared with the server, a ceiling of its own. */
   readonly workerCpuMsPerStep?: number;
-  /** Rollbacks seen by the server while the workload ran (fencing losers, conflicts, errors). */
+  /** Rollbacks seen by the server while the workload ran (fencing losers, conflicts, errors); summed over rounds. */
   readonly rollbacks?: number;
+  /** Rounds this row is the median of (bench/throughput-rounds.ts); the other columns are the median round's. */
+  readonly rounds?: number;
+  /**
+   * steps/s over the one-statement W0's commits/s measured in the same round at the same concurrency:
+   * the median over rounds, and the lowest and highest.
+   */
+  readonly ratioToFloor?: { readonly median: number; readonly min: number; readonly max: number };
 }
 
 /**

@@ -38,7 +38,8 @@ export function renderMarkdown(results: BenchResults, chartFile: string): string
     'W0 is the floor: the writes of one fenced step commit (transition checked against the fencing token, attempt, ' +
       'recorded ledger row, result) as one transaction and nothing else — sent as one statement (one round trip), ' +
       'and for comparison as four statements between BEGIN and COMMIT. Ratios compare steps/s with the one-statement ' +
-      'W0 commits/s at the same concurrency.',
+      'W0 commits/s at the same concurrency.' +
+      roundsSentence(results.durable),
     '',
     throughputTable([...results.floor, ...results.floorAsTransaction, ...results.durable], results.floor),
     '',
@@ -212,7 +213,11 @@ function throughputTable(rows: readonly ThroughputRow[], floor: readonly Through
   ];
   const body = rows.map((r) => {
     const base = floor.find((f) => f.concurrency === r.concurrency);
-    const ratio = base && !r.workload.startsWith('W0') ? (r.stepsPerSecond / base.stepsPerSecond).toFixed(2) : '';
+    const ratio = r.ratioToFloor
+      ? `${r.ratioToFloor.median.toFixed(2)} (${r.ratioToFloor.min.toFixed(2)}–${r.ratioToFloor.max.toFixed(2)})`
+      : base && !r.workload.startsWith('W0')
+        ? (r.stepsPerSecond / base.stepsPerSecond).toFixed(2)
+        : '';
     return (
       `| ${r.workload} | ${r.concurrency} | ${r.steps} | ${r.seconds.toFixed(2)} | ${r.stepsPerSecond.toFixed(0)} | ` +
       `${opt(r.workflowsPerSecond, 0)} | ${ratio} | ${opt(r.commitsPerStep, 2)} | ${opt(r.roundTripsPerStep, 2)} | ` +
@@ -220,6 +225,17 @@ function throughputTable(rows: readonly ThroughputRow[], floor: readonly Through
     );
   });
   return [...header, ...body].join('\n');
+}
+
+function roundsSentence(rows: readonly ThroughputRow[]): string {
+  const rounds = rows.find((r) => r.rounds !== undefined)?.rounds;
+  if (rounds === undefined) return '';
+  return (
+    ` Measured in ${rounds} rounds after a warm-up drain of each workload: in each round, at each concurrency, ` +
+    'the four measurements ran back to back (order rotated between rounds), and each W1/W2 ratio is taken against ' +
+    'the W0 of its own round. A ratio is the median over rounds, with the lowest and highest in brackets; the other ' +
+    "columns are the median round's (by steps/s), rollbacks summed over the rounds (bench/throughput-rounds.ts)."
+  );
 }
 
 function opt(value: number | undefined, digits: number): string {
@@ -232,7 +248,7 @@ function targetLines(results: BenchResults): string[] {
   const floorTop = results.floor.find((r) => r.concurrency === top);
   const w1Top = results.durable.find((r) => r.workload.startsWith('W1') && r.concurrency === top);
   if (floorTop && w1Top) {
-    const ratio = w1Top.stepsPerSecond / floorTop.stepsPerSecond;
+    const ratio = w1Top.ratioToFloor?.median ?? w1Top.stepsPerSecond / floorTop.stepsPerSecond;
     out.push(`W1 ≥ 0.8 × W0 at concurrency ${top}: ${ratio.toFixed(2)} × — ${ratio >= 0.8 ? 'met' : 'NOT met'}`);
   } else {
     out.push(`W1 ≥ 0.8 × W0 at concurrency ${top}: not measured`);
