@@ -105,11 +105,11 @@ export class DeferredStart implements PendingStart, DeferredInsert {
     return true;
   }
 
-  async insertWithin(trx: Kysely<LedgerflowDatabase>): Promise<void> {
+  async insertWithin(): Promise<RawBuilder<{ id: string }>> {
     if (this.#state !== 'in-transaction') throw new Error(`internal: insertWithin of a ${this.#state} deferred start`);
     // Ended by transactionEnded, whatever this does.
     await faultPoint('before-start-insert');
-    await this.#statement().execute(trx);
+    return this.#statement();
   }
 
   transactionEnded(committed: boolean): void {

@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import type { Kysely, RawBuilder } from 'kysely';
 import type { Json, LedgerflowDatabase } from './tables.js';
 
 /*
@@ -129,7 +129,7 @@ export interface PendingStart {
   /**
    * Takes the insert for a transaction about to open — before it takes a connection, so that
    * nobody waits on an insert alone while holding one — `false` when the row exists already.
-   * After `true`: `insertWithin` in that transaction, and `transactionEnded` however it ends.
+   * After `true`: `insertWithin` for that transaction to send, and `transactionEnded` however it ends.
    */
   takeForTransaction(): Promise<boolean>;
   /**
@@ -143,8 +143,8 @@ export interface PendingStart {
     db: Kysely<LedgerflowDatabase>,
     completion: StartCompletion,
   ): Promise<'completed' | 'inserted-before' | 'not-written'>;
-  /** Sends the insert taken by `takeForTransaction` as a statement of `trx`. */
-  insertWithin(trx: Kysely<LedgerflowDatabase>): Promise<void>;
+  /** The insert taken by `takeForTransaction`, for that transaction to send (possibly pipelined with its next statements). */
+  insertWithin(): Promise<RawBuilder<{ id: string }>>;
   /** That transaction committed (`true`) or was rolled back or its outcome is unknown (`false`). */
   transactionEnded(committed: boolean): void;
   /** The flight driving the run is over: a run not inserted by then is given back to its start. */

@@ -23,6 +23,12 @@ export interface OpenStoreOptions {
    */
   readonly preparedStatements?: boolean;
   /**
+   * PostgreSQL only: connections in pipeline mode, so that a transactional step sends BEGIN with
+   * its ledger row and its commit with COMMIT, one round trip each (default `true`, always `false`
+   * with `pooler`). Set `false` for a proxy that answers statements one at a time.
+   */
+  readonly pipeline?: boolean;
+  /**
    * PostgreSQL only: the database URL goes through a pooler in transaction mode (PgBouncer
    * `pool_mode = transaction`): no named prepared statements (unless `preparedStatements: true`),
    * and LISTEN over `listenUrl`, a URL that bypasses that pooler — without one, workers and waits
@@ -57,6 +63,7 @@ export async function openStore(options: OpenStoreOptions = {}): Promise<Store> 
       ...(pooler !== undefined ? { pooler } : {}),
       ...(options.maxConnections !== undefined ? { maxConnections: options.maxConnections } : {}),
       ...(options.preparedStatements !== undefined ? { preparedStatements: options.preparedStatements } : {}),
+      ...(options.pipeline !== undefined ? { pipeline: options.pipeline } : {}),
       ...(options.connectTimeoutMs !== undefined ? { connectTimeoutMs: options.connectTimeoutMs } : {}),
       ...(options.stalledStatementCheckMs !== undefined
         ? { stalledStatementCheckMs: options.stalledStatementCheckMs }

@@ -36,6 +36,13 @@ export interface Store {
    * ended when its lease is lost. Absent on PGlite, whose one connection cannot block on another.
    */
   readonly terminateBackend?: (pid: number) => Promise<void>;
+  /**
+   * Every connection of `db` is a node-postgres client in pipeline mode: statements sent on one
+   * connection without waiting for the previous answer go out together and are answered in order
+   * (a transactional step's transaction sends its opening statements, and its commit with COMMIT,
+   * that way). Absent on PGlite and behind a transaction pooler.
+   */
+  readonly pipelines?: true;
   close(): Promise<void>;
 }
 

@@ -328,6 +328,22 @@ export interface CommitInput {
  * The text of both statements: `input` the rows, `shape` what they may be. Every value is a
  * column of `input`.
  */
+/**
+ * What a transactional step's commit (`fill-recorded`, inside the step's transaction, never in a
+ * group) fails with when it is not fenced, instead of answering `fenced = false`: its transaction
+ * is then aborted, and the COMMIT sent after it — pipelined behind it, without waiting for its
+ * answer (worker/executors/step-transaction.ts) — rolls back. Otherwise a COMMIT already on its way
+ * would make the handler's writes and the ledger row it opened (`recorded`, no effect yet) durable
+ * without the run moving on. A cast of this text to int raises, naming it; the CASE reads the
+ * statement's own `fenced` rows, so the planner cannot fold the cast away or raise it early.
+ */
+export const UNFENCED_STEP_COMMIT = 'ledgerflow: the step commit found its run moved on (fencing token or status)';
+
+/** Whether `error` is the failure of a transactional step's commit that was not fenced ({@link UNFENCED_STEP_COMMIT}). */
+export function isUnfencedStepCommit(error: unknown): boolean {
+  return error instanceof Error && error.message.includes(UNFENCED_STEP_COMMIT);
+}
+
 export function commitStatement(
   shape: CommitShape,
   input: CommitInput,
@@ -353,7 +369,7 @@ export function commitStatement(
       RETURNING 1
     )`);
   }
-  // An intent of this step recorded, or the row this transaction inserted (openTransactionalEffect) filled in.
+  // An intent of this step recorded, or the row this transaction inserted (openingStatement) filled in.
   for (const [mode, name, from] of [
     ['record-intent', 'recorded_intent', 'intent'],
     ['fill-recorded', 'filled_effect', 'recorded'],
@@ -467,6 +483,11 @@ export function commitStatement(
              shape.nextIntent
                ? sql`,
            EXISTS (SELECT 1 FROM next_intent ni WHERE ni.workflow_id = i.run_id) AS intent_opened`
+               : sql``
+           }${
+             shape.effects.includes('fill-recorded')
+               ? sql`,
+           (CASE WHEN f.ord IS NOT NULL THEN '0' ELSE ${sql.lit(UNFENCED_STEP_COMMIT)} END)::int AS unfenced`
                : sql``
            }
       FROM input i

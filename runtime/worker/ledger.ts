@@ -71,9 +71,20 @@ export function matchExisting(
 
 export interface OpenedTransactionalEffect {
   readonly fenced: boolean;
+  /** The run's deadline passed while carried steps ran (database time); false without carried steps. */
+  readonly overdue: boolean;
   readonly inserted: boolean;
   readonly existing: readonly EffectRow[];
   /** The session's backend pid: how a stuck statement of this transaction can be ended from outside. */
+  readonly pid: number;
+}
+
+/** What the statement opening a transactional step's ledger row answers (with or without carried steps). */
+export interface OpeningRow {
+  readonly fenced: boolean;
+  readonly overdue?: boolean | null;
+  readonly inserted: boolean;
+  readonly existing: EffectRow[] | null;
   readonly pid: number;
 }
 
@@ -82,30 +93,43 @@ export interface OpenedTransactionalEffect {
  * run: the final, fenced UPDATE is what decides, so a zombie can be overtaken while its handler
  * runs and its writes then roll back) and inserts the ledger row as `recorded`. Its `effect` is
  * filled by the same transaction's final statement. A concurrent transaction inserting the same
- * key makes this statement wait for it; if it committed, `inserted` is false.
+ * key makes this statement wait for it; if it committed, `inserted` is false. With `flush`, the
+ * plain steps carried before this one are written by the same statement, fenced the same way
+ * ({@link openTransactionalEffectAfterCarryStatement}). The caller sends it (possibly pipelined
+ * behind BEGIN) and reads its row with {@link toOpenedTransactionalEffect}.
  */
-export async function openTransactionalEffect(
-  trx: Kysely<LedgerflowDatabase>,
+export function openingStatement(
   lease: Lease,
   step: StepDefinition,
   claim: EffectClaim,
-): Promise<OpenedTransactionalEffect> {
-  const { rows } = await openTransactionalEffectStatement(lease, step, claim).execute(trx);
-  const row = rows[0]!;
-  return { fenced: row.fenced, inserted: row.inserted, existing: row.existing ?? [], pid: row.pid };
+  flush: FlushParams | undefined,
+): RawBuilder<OpeningRow> {
+  return flush === undefined
+    ? openTransactionalEffectStatement(lease, step, claim)
+    : openTransactionalEffectAfterCarryStatement(flush, claim, performance.now());
+}
+
+export function toOpenedTransactionalEffect(row: OpeningRow): OpenedTransactionalEffect {
+  return {
+    fenced: row.fenced,
+    overdue: row.overdue === true,
+    inserted: row.inserted,
+    existing: row.existing ?? [],
+    pid: row.pid,
+  };
 }
 
 const OPEN_TRANSACTIONAL_SHAPE: ShapeSlot = {};
 
-/** The statement of {@link openTransactionalEffect}: built once, then only its values filled in. */
+/** The statement {@link openingStatement} sends without carried steps: built once, then only its values filled in. */
 export function openTransactionalEffectStatement(
   lease: Lease,
   step: StepDefinition,
   claim: EffectClaim,
-): RawBuilder<{ fenced: boolean; inserted: boolean; existing: EffectRow[] | null; pid: number }> {
+): RawBuilder<OpeningRow> {
   assertEffectTransition('none', 'recorded');
   return shapeOfRecord(OPEN_TRANSACTIONAL_SHAPE, transactionalEffectValues(lease, step, claim), (v) =>
-    prepared(sql<{ fenced: boolean; inserted: boolean; existing: EffectRow[] | null; pid: number }>`
+    prepared(sql<OpeningRow>`
     WITH fence AS (
       SELECT id FROM ledgerflow.workflow_run
        WHERE id = ${v.runId} AND fencing_token = ${v.fencingToken} AND status = 'running'
@@ -117,54 +141,25 @@ export function openTransactionalEffectStatement(
   );
 }
 
-/**
- * {@link openTransactionalEffect} when plain steps were carried to this one: ONE statement writes
- * the carry (moving the run to this step, opening its attempt: `flushCarry`'s CTEs, whose fenced
- * UPDATE is the fence) and inserts the ledger row — one round trip fewer than the two in turn.
- * `overdue`: the run's deadline passed while the carried steps ran (nothing of this transaction
- * may commit then: the caller rolls it back).
- */
-export async function openTransactionalEffectAfterCarry(
-  trx: Kysely<LedgerflowDatabase>,
-  flush: FlushParams,
-  claim: EffectClaim,
-): Promise<OpenedTransactionalEffect & { readonly overdue: boolean }> {
-  const { rows } = await openTransactionalEffectAfterCarryStatement(flush, claim, performance.now()).execute(trx);
-  const row = rows[0]!;
-  return {
-    fenced: row.fenced,
-    overdue: row.overdue === true,
-    inserted: row.inserted,
-    existing: row.existing ?? [],
-    pid: row.pid,
-  };
-}
-
 const OPEN_TRANSACTIONAL_AFTER_CARRY_SHAPE: ShapeSlot = {};
 
-/** The statement of {@link openTransactionalEffectAfterCarry}: built once, then only its values filled in. */
+/**
+ * {@link openTransactionalEffectStatement} when plain steps were carried to this one: ONE statement
+ * writes the carry (moving the run to this step, opening its attempt: `flushCarry`'s CTEs, whose
+ * fenced UPDATE is the fence) and inserts the ledger row — one round trip fewer than the two in
+ * turn. `overdue`: the run's deadline passed while the carried steps ran (nothing of this
+ * transaction may commit then: the caller rolls it back). Built once, then only its values filled in.
+ */
 export function openTransactionalEffectAfterCarryStatement(
   flush: FlushParams,
   claim: EffectClaim,
   now: number,
-): RawBuilder<{
-  fenced: boolean;
-  overdue: boolean | null;
-  inserted: boolean;
-  existing: EffectRow[] | null;
-  pid: number;
-}> {
+): RawBuilder<OpeningRow> {
   assertEffectTransition('none', 'recorded');
   // The same run, token and step in both records: one value each.
   const values = { ...flushValues(flush, now), ...transactionalEffectValues(flush.lease, flush.step, claim) };
   return shapeOfRecord(OPEN_TRANSACTIONAL_AFTER_CARRY_SHAPE, values, (v) =>
-    prepared(sql<{
-      fenced: boolean;
-      overdue: boolean | null;
-      inserted: boolean;
-      existing: EffectRow[] | null;
-      pid: number;
-    }>`
+    prepared(sql<OpeningRow>`
     WITH ${flushCtes(v)}, ${transactionalEffectCtes('fenced', v)}
     SELECT EXISTS (SELECT 1 FROM fenced) AS fenced,
            (SELECT overdue FROM fenced) AS overdue,

@@ -59,6 +59,8 @@ export interface DriverContext {
   readonly db: Kysely<LedgerflowDatabase>;
   /** Ends a stuck session (PostgreSQL); see `Store.terminateBackend`. */
   readonly terminateBackend: ((pid: number) => Promise<void>) | undefined;
+  /** The store's connections pipeline (`Store.pipelines`). */
+  readonly pipelines: boolean;
   readonly registry: WorkflowRegistry;
   readonly workerId: string;
   readonly leaseMs: number;
@@ -231,6 +233,7 @@ async function driveSteps(
       onUnknownOutcome: (error) =>
         ctx.emit({ type: 'commit-outcome-unknown', runId: current.id, step: step.name, error: serializeError(error) }),
       ...(ctx.terminateBackend !== undefined ? { terminateBackend: ctx.terminateBackend } : {}),
+      pipelines: ctx.pipelines,
       carry,
       intentOpened: earlier,
     };

@@ -42,6 +42,12 @@ import { carryValues } from './carried-prefix.js';
  */
 export async function advanceRun(db: Kysely<LedgerflowDatabase>, p: AdvanceParams): Promise<AdvanceResult> {
   const { rows } = await advanceRunStatement(p).execute(db);
+  return advanceResultOf(p, rows[0]);
+}
+
+/** What {@link advanceRun} returns, from the row its statement answered (for a caller that sent the statement itself). */
+export function advanceResultOf(p: AdvanceParams, row: AdvanceRow | undefined): AdvanceResult {
+  const rows = row === undefined ? [] : [row];
   const result = toAdvanceResult(p, rows[0]);
   // Inside a step's transaction this is only final at its COMMIT: that commit carries nothing (see StepTransaction).
   if (result.fenced && p.carry !== undefined) p.carry.written = true;
@@ -187,7 +193,7 @@ function checkAdvance(p: AdvanceParams): void {
   if (p.continuation.kind === 'hold' && p.continuation.intent !== undefined) assertEffectTransition('none', 'intent');
   const effect = p.effect;
   if (effect?.mode === 'record-intent') assertEffectTransition('intent', 'recorded');
-  // fill-recorded completes the row this same transaction inserted (openTransactionalEffect):
+  // fill-recorded completes the row this same transaction inserted (openingStatement):
   // seen from outside, the commit takes the step's ledger row from none to recorded.
   if (effect?.mode === 'insert-recorded' || effect?.mode === 'fill-recorded')
     assertEffectTransition('none', 'recorded');

@@ -470,6 +470,7 @@ class WorkerRuntime implements Worker {
     const driver: DriverContext = {
       db: this.#store.db,
       terminateBackend: this.#store.terminateBackend,
+      pipelines: this.#store.pipelines === true,
       registry: this.#registry,
       workerId: this.id,
       leaseMs: this.#leaseMs,

@@ -60,7 +60,7 @@ describe('a deferred start', () => {
     expect(await h.start.takeForTransaction()).toBe(true);
     // Taken before the transaction has a connection: an insert alone waits, holding none.
     expect(h.start.inTransaction).toBe(true);
-    const within = h.start.insertWithin(h.trx);
+    const within = (await h.start.insertWithin()).execute(h.trx);
     await tick();
     h.gates[0]!.release(true);
     await within;

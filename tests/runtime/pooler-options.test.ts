@@ -42,6 +42,26 @@ describe('pooler option', () => {
     }
   });
 
+  it('pipelines by default, never behind a pooler, and not when told not to; refuses pipeline: true with a pooler', async () => {
+    const stores = [
+      createPgStore({ connectionString: url }),
+      createPgStore({ connectionString: url, pipeline: false }),
+      createPgStore({ connectionString: url, pooler: { mode: 'transaction' } }),
+      createPgStore({ connectionString: url, pooler: { mode: 'transaction' }, pipeline: false }),
+    ];
+    try {
+      expect(stores.map((s) => s.pipelines === true)).toEqual([true, false, false, false]);
+    } finally {
+      await Promise.all(stores.map((s) => s.close()));
+    }
+    expect(() => createPgStore({ connectionString: url, pooler: { mode: 'transaction' }, pipeline: true })).toThrow(
+      'pipeline cannot be true with a pooler: leave it unset (a pooled store does not pipeline).',
+    );
+    expect(() => createPgStore({ connectionString: url, pipeline: 'yes' as never })).toThrow(
+      'pipeline must be true or false (got yes).',
+    );
+  });
+
   it('without the option, nothing changes: the store listens and says nothing of a pooler', async () => {
     const store = createPgStore({ connectionString: url });
     try {

@@ -99,7 +99,7 @@ const WRITES: Readonly<Record<string, readonly string[]>> = {
     'attempt none->running',
     'effect none->recorded',
   ],
-  // The row this transaction inserted (openTransactionalEffect) gets its output: none -> recorded at commit.
+  // The row this transaction inserted (openingStatement) gets its output: none -> recorded at commit.
   'advance-effect-fill-recorded.sql': [
     'run running->running',
     'attempt running->succeeded',

@@ -36,6 +36,14 @@ export interface PgStoreOptions {
    */
   readonly preparedStatements?: boolean;
   /**
+   * Connections in node-postgres's pipeline mode (`Store.pipelines`): a transactional step's
+   * transaction sends BEGIN with its ledger row, and its commit with COMMIT, each pair in one
+   * round trip (DESIGN.md "Pipelined on PostgreSQL"). Default `true`; always `false` with
+   * {@link PgStoreOptions.pooler} (refused as `true` there: what a pooler forwards of a pipeline
+   * is its own). `false` for a proxy in front of PostgreSQL that answers statements one at a time.
+   */
+  readonly pipeline?: boolean;
+  /**
    * `connectionString` reaches PostgreSQL through a connection pooler in transaction mode
    * (PgBouncer `pool_mode = transaction`): see {@link PoolerOptions}.
    */
@@ -89,17 +97,22 @@ export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 const wholeMilliseconds = rule(integer().min(0), 'must be a whole number of milliseconds >= 0');
 
 /** What {@link PgStoreOptions} allow, of what is checked before a connection is made. */
-const pgStoreOptionsSchema = z.object({
-  connectTimeoutMs: wholeMilliseconds.optional(),
-  stalledStatementCheckMs: wholeMilliseconds.optional(),
-  pooler: rule(
-    z.strictObject({
-      mode: rule(z.literal('transaction'), "must be 'transaction'"),
-      listenUrl: rule(z.string().regex(/^postgres(ql)?:\/\//), 'must be a postgres:// URL').optional(),
-    }),
-    "must be { mode: 'transaction', listenUrl?: string }",
-  ).optional(),
-});
+const pgStoreOptionsSchema = z
+  .object({
+    pipeline: rule(z.boolean(), 'must be true or false').optional(),
+    connectTimeoutMs: wholeMilliseconds.optional(),
+    stalledStatementCheckMs: wholeMilliseconds.optional(),
+    pooler: rule(
+      z.strictObject({
+        mode: rule(z.literal('transaction'), "must be 'transaction'"),
+        listenUrl: rule(z.string().regex(/^postgres(ql)?:\/\//), 'must be a postgres:// URL').optional(),
+      }),
+      "must be { mode: 'transaction', listenUrl?: string }",
+    ).optional(),
+  })
+  .refine((o) => !(o.pipeline === true && o.pooler !== undefined), {
+    message: 'pipeline cannot be true with a pooler: leave it unset (a pooled store does not pipeline)',
+  });
 
 const firstProblem = (problems: readonly string[]): TypeError => new TypeError(`${problems[0]}.`);
 
@@ -245,8 +258,10 @@ export function createPgStore(options: PgStoreOptions): Store {
     listenVia === undefined
       ? 'the store reaches PostgreSQL through a transaction pooler and was given no pooler.listenUrl to LISTEN on: workers and waits poll instead'
       : undefined;
+  const pipelines = options.pipeline ?? options.pooler === undefined;
   const pool = new pg.Pool({
     connectionString,
+    ...(pipelines ? { pipeline: true } : {}),
     max: options.maxConnections ?? 10,
     application_name: applicationName,
     types,
@@ -321,6 +336,7 @@ export function createPgStore(options: PgStoreOptions): Store {
         await client.end().catch(() => {});
       };
     },
+    ...(pipelines ? { pipelines: true as const } : {}),
     async terminateBackend(pid) {
       await sql`SELECT pg_terminate_backend(${pid})`.execute(db);
     },

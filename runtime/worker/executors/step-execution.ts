@@ -79,6 +79,8 @@ export interface StepExecution {
    * its time is up. Absent where sessions cannot block each other (PGlite: one connection).
    */
   readonly terminateBackend?: (pid: number) => Promise<void>;
+  /** The store's connections pipeline (`Store.pipelines`): a transactional step sends its statements together where it can. */
+  readonly pipelines?: boolean;
 }
 
 /** An intent the previous step's commit wrote for this attempt (see {@link StepExecution.intentOpened}). */

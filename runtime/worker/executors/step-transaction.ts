@@ -1,16 +1,19 @@
-import { sql, type CompiledQuery, type Kysely, type QueryResult, type Transaction } from 'kysely';
+import { sql, type CompiledQuery, type Kysely, type QueryResult, type RawBuilder, type Transaction } from 'kysely';
 import type { LedgerflowDatabase } from '../../store/tables.js';
+import type { PendingStart } from '../../store/leased-run.js';
 import { faultPoint } from '../../faults/fault-points.js';
 import {
-  openTransactionalEffect,
-  openTransactionalEffectAfterCarry,
+  openingStatement,
+  toOpenedTransactionalEffect,
   type EffectClaim,
   type OpenedTransactionalEffect,
+  type OpeningRow,
 } from '../ledger.js';
-import { CarriedPastDeadline, type Carry } from '../carried-prefix.js';
-import { advanceRun } from '../step-commits.js';
+import { CarriedPastDeadline, type Carry, type FlushParams } from '../carried-prefix.js';
+import { advanceResultOf, advanceRunStatement } from '../step-commits.js';
+import { isUnfencedStepCommit } from '../commit-statement.js';
 import { leaseLost } from '../lease.js';
-import type { AdvanceParams, AdvanceResult } from '../result-commit.js';
+import type { AdvanceParams, AdvanceResult, AdvanceRow } from '../result-commit.js';
 import type { StepExecution } from './step-execution.js';
 import { transactionHandle, type TransactionHandle } from './statement-dialect.js';
 
@@ -114,12 +117,22 @@ export class StepTransaction {
     this.#state = 'committing';
     try {
       const { carry: _written, ...withoutCarry } = params;
-      const result = await advanceRun(conn, withoutCarry);
-      await sql`${sql.raw(result.fenced ? 'COMMIT' : 'ROLLBACK')}`.execute(conn);
-      this.#committed = result.fenced;
+      // The commit fails when it is not fenced (UNFENCED_STEP_COMMIT): the transaction is then
+      // aborted, and COMMIT, sent right behind it, rolls it back.
+      const [advanced, ended] = await this.#send(conn, [advanceRunStatement(withoutCarry), sql`COMMIT`]);
+      if (advanced!.status === 'rejected') {
+        if (!isUnfencedStepCommit(advanced!.reason)) throw advanced!.reason;
+        this.#state = 'closed';
+        this.#finish();
+        return advanceResultOf(withoutCarry, undefined);
+      }
+      if (ended!.status === 'rejected') throw ended!.reason;
+      const result = advanceResultOf(withoutCarry, advanced!.value.rows[0] as AdvanceRow | undefined);
+      if (!result.fenced) throw new Error('internal: a transactional step commit answered unfenced instead of failing');
+      this.#committed = true;
       this.#state = 'closed';
       this.#finish();
-      if (result.fenced && this.#carried !== undefined) this.#carried.written = true;
+      if (this.#carried !== undefined) this.#carried.written = true;
       return result;
     } catch (error) {
       this.#state = 'open';
@@ -216,45 +229,17 @@ export class StepTransaction {
     }
     this.#conn = held.conn;
     this.#release = held.release;
-    const leaseMs = Math.ceil(this.s.lease.leaseMs);
-    const idleMs = Math.ceil(this.s.step.timeoutMs + this.s.lease.leaseMs);
     this.#statementsInFlight += 1;
     try {
-      await sql
-        .raw(
-          `BEGIN; SET LOCAL lock_timeout = '${leaseMs}ms'; SET LOCAL idle_in_transaction_session_timeout = '${idleMs}ms'`,
-        )
-        .execute(held.conn);
-      await faultPoint('opening-step-transaction');
-      if (this.#state !== 'opening') throw this.#endedWhileOpening();
-      if (this.#insertsStart) {
-        await pending!.insertWithin(held.conn);
-        if (this.#state !== 'opening') throw this.#endedWhileOpening();
-      }
-      const carry = this.s.carry;
-      let opened: OpenedTransactionalEffect;
-      if (carry !== undefined && !carry.written) {
-        // The plain steps before this one commit with its effect: written by the same statement
-        // that opens its ledger row, first in this transaction.
-        const flush = {
-          lease: this.s.lease,
-          workflowName: this.s.run.workflowName,
-          workflowVersion: this.s.run.workflowVersion,
-          carry,
-          step: this.s.step,
-          attempt: this.s.attempt,
-        };
-        const withCarry = await openTransactionalEffectAfterCarry(held.conn, flush, this.claim);
-        if (!withCarry.fenced)
-          throw leaseLost(this.s.lease, 'the transactional step (with the steps carried before it)');
-        // The deadline passed while the carried steps ran: no effect starts after it is seen.
-        if (withCarry.overdue) throw new CarriedPastDeadline(this.s.run.id, this.s.step.name);
-        this.#carried = carry;
-        opened = withCarry;
-      } else {
-        opened = await openTransactionalEffect(held.conn, this.s.lease, this.s.step, this.claim);
-      }
+      const carry = this.s.carry !== undefined && !this.s.carry.written ? this.s.carry : undefined;
+      const opened = await this.#sendOpening(held.conn, this.#insertsStart ? pending : undefined, carry);
       this.#pid = opened.pid;
+      if (carry !== undefined) {
+        if (!opened.fenced) throw leaseLost(this.s.lease, 'the transactional step (with the steps carried before it)');
+        // The deadline passed while the carried steps ran: no effect starts after it is seen.
+        if (opened.overdue) throw new CarriedPastDeadline(this.s.run.id, this.s.step.name);
+        this.#carried = carry;
+      }
       if (!opened.fenced) throw leaseLost(this.s.lease, 'the transactional step');
       if (!opened.inserted) {
         this.effectExists = true;
@@ -277,6 +262,83 @@ export class StepTransaction {
     } finally {
       this.#statementsInFlight -= 1;
     }
+  }
+
+  /**
+   * BEGIN (with the transaction's timeouts), the start's insert when this transaction carries it,
+   * and the statement that opens the step's ledger row (writing the carried steps first, when
+   * there are any). On a pipelining store they go out together, answered in order: one round trip
+   * instead of three. Nothing they write can commit before the step's own COMMIT, so sending the
+   * insert and the ledger row before BEGIN's answer is back changes nothing of what commits.
+   */
+  async #sendOpening(
+    conn: Kysely<LedgerflowDatabase>,
+    start: PendingStart | undefined,
+    carry: Carry | undefined,
+  ): Promise<OpenedTransactionalEffect> {
+    const leaseMs = Math.ceil(this.s.lease.leaseMs);
+    const idleMs = Math.ceil(this.s.step.timeoutMs + this.s.lease.leaseMs);
+    const begin = sql.raw(
+      `BEGIN; SET LOCAL lock_timeout = '${leaseMs}ms'; SET LOCAL idle_in_transaction_session_timeout = '${idleMs}ms'`,
+    );
+    const flush: FlushParams | undefined =
+      carry === undefined
+        ? undefined
+        : {
+            lease: this.s.lease,
+            workflowName: this.s.run.workflowName,
+            workflowVersion: this.s.run.workflowVersion,
+            carry,
+            step: this.s.step,
+            attempt: this.s.attempt,
+          };
+    const opening = () => openingStatement(this.s.lease, this.s.step, this.claim, flush);
+    if (this.s.pipelines !== true) {
+      await begin.execute(conn);
+      await faultPoint('opening-step-transaction');
+      if (this.#state !== 'opening') throw this.#endedWhileOpening();
+      if (start !== undefined) {
+        await (await start.insertWithin()).execute(conn);
+        if (this.#state !== 'opening') throw this.#endedWhileOpening();
+      }
+      return toOpenedTransactionalEffect((await opening().execute(conn)).rows[0]!);
+    }
+    await faultPoint('opening-step-transaction');
+    const insert = start === undefined ? undefined : await start.insertWithin();
+    if (this.#state !== 'opening') throw this.#endedWhileOpening();
+    const answers = await this.#send(conn, [begin, ...(insert === undefined ? [] : [insert]), opening()]);
+    // The first failure in order is the cause; the ones after it only saw an aborted transaction.
+    for (const answer of answers) if (answer.status === 'rejected') throw answer.reason;
+    const last = answers.at(-1) as PromiseFulfilledResult<QueryResult<OpeningRow>>;
+    return toOpenedTransactionalEffect(last.value.rows[0]!);
+  }
+
+  /**
+   * Sends `statements` on the transaction's connection and settles each: together (pipelined)
+   * on a pipelining store, otherwise one after the other — every one sent even after one failed,
+   * as the pipeline sends them (in an aborted transaction each later statement fails, and COMMIT
+   * rolls back).
+   */
+  async #send(
+    conn: Kysely<LedgerflowDatabase>,
+    statements: readonly RawBuilder<unknown>[],
+  ): Promise<PromiseSettledResult<QueryResult<unknown>>[]> {
+    const compiled = statements.map((s) => s.compile(conn));
+    if (this.s.pipelines === true) {
+      return conn
+        .getExecutor()
+        .provideConnection((connection) => Promise.allSettled(compiled.map((c) => connection.executeQuery(c))));
+    }
+    const answers: PromiseSettledResult<QueryResult<unknown>>[] = [];
+    for (const c of compiled) {
+      answers.push(
+        await conn.executeQuery(c).then(
+          (value) => ({ status: 'fulfilled', value }) as const,
+          (reason: unknown) => ({ status: 'rejected', reason }) as const,
+        ),
+      );
+    }
+    return answers;
   }
 
   #endedWhileOpening(): Error {

@@ -74,7 +74,8 @@
     )
     SELECT i.ord, f.ord IS NOT NULL AS fenced, n.attempt AS next_attempt, f.overdue,
            false AS effect_exists,
-           NULL::jsonb AS claimed
+           NULL::jsonb AS claimed,
+           (CASE WHEN f.ord IS NOT NULL THEN '0' ELSE 'ledgerflow: the step commit found its run moved on (fencing token or status)' END)::int AS unfenced
       FROM input i
       LEFT JOIN fenced f ON f.ord = i.ord
       LEFT JOIN next n ON n.run_id = i.run_id;
