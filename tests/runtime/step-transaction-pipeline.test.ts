@@ -3,7 +3,7 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { shapeHash, workflow } from 'ledgerflow/dsl';
-import { bindHandlers, createWorker, type Store, type Worker } from 'ledgerflow/runtime';
+import { bindHandlers, createWorker, type Store, type Worker, type WorkerEvent } from 'ledgerflow/runtime';
 import { createPgStore } from '../../runtime/store/pg/pg-store.js';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
@@ -50,6 +50,20 @@ function handlers() {
   );
 }
 
+/** A worker of `fencedOut` whose lease runs out in half a second: attempt 1's run is taken over soon after it is fenced out. */
+function fencedOutWorker(store: Store, onEvent: (event: WorkerEvent) => void): Worker {
+  return createWorker({
+    store,
+    workflows: [handlers()],
+    leaseMs: 500,
+    heartbeatMs: 100,
+    pollIntervalMs: 50,
+    reconcileIntervalMs: 0,
+    scheduleIntervalMs: 0,
+    onEvent,
+  });
+}
+
 describeStores('a transactional step whose commit is not fenced', (getStore) => {
   const workers: Worker[] = [];
   beforeAll(async () => {
@@ -63,16 +77,7 @@ describeStores('a transactional step whose commit is not fenced', (getStore) => 
   it('commits nothing of its transaction — row, ledger row, token — and the retry after the lease writes once', async () => {
     const store = getStore();
     const log = eventLog();
-    const w = createWorker({
-      store,
-      workflows: [handlers()],
-      leaseMs: 500,
-      heartbeatMs: 100,
-      pollIntervalMs: 50,
-      reconcileIntervalMs: 0,
-      scheduleIntervalMs: 0,
-      onEvent: log.onEvent,
-    });
+    const w = fencedOutWorker(store, log.onEvent);
     workers.push(w);
     const runId = await startTestRun(store, fencedOut, { orderId: 'fence-1' });
     await w.start();
@@ -121,16 +126,7 @@ describe('a transactional step’s statements on a pipelining store [pg]', () =>
   it('sends BEGIN and the ledger row together, and the advance and COMMIT together', async () => {
     expect(store.pipelines).toBe(true);
     const log = eventLog();
-    const w = createWorker({
-      store,
-      workflows: [handlers()],
-      leaseMs: 500,
-      heartbeatMs: 100,
-      pollIntervalMs: 50,
-      reconcileIntervalMs: 0,
-      scheduleIntervalMs: 0,
-      onEvent: log.onEvent,
-    });
+    const w = fencedOutWorker(store, log.onEvent);
     await w.start();
     // Attempt 1 is fenced out (see handlers), attempt 2 commits: both transactions pipelined.
     const runId = await startTestRun(store, fencedOut, { orderId: 'watch-1' });
