@@ -26,6 +26,7 @@ import { describeStores } from '../support/describe-stores.js';
 import { runCli } from '../support/run-cli.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { doubler, fanOut, WAIT_WORKFLOWS, waitHandlers } from './fixtures/wait-workflows.js';
+import { waitUntil } from './fixtures/run-helpers.js';
 
 const DAY = 86_400_000;
 const fast = { initialDelayMs: 20, maxDelayMs: 200, backoffFactor: 2, jitter: 0 } as const;
@@ -141,17 +142,35 @@ async function count(store: Store, table: string, where = sql`true`): Promise<nu
 
 const NOTE = { actor: 'ana', reason: 'provider fixed (INC-24)' } as const;
 
-/** The wait fixtures' handlers, with a doubler that refuses its `fail` items only while `flaky.broken`. */
-function flakyChildren(): {
+/**
+ * The wait fixtures' handlers, with a doubler that refuses its `fail` items only while `flaky.broken`
+ * — once every sibling of its run has finished: the parent's failure would otherwise cancel a
+ * sibling still running (the two children run at once, and which commits first is a race).
+ */
+function flakyChildren(store: Store): {
   flaky: { broken: boolean };
   registrations: Parameters<typeof createWorker>[0]['workflows'];
 } {
   const flaky = { broken: true };
+  const siblingsUnfinished = async (runId: string): Promise<number> => {
+    const { rows } = await sql<{ n: number }>`
+      SELECT count(*)::int AS n
+        FROM ledgerflow.workflow_run me
+        JOIN ledgerflow.workflow_run s ON s.parent_run_id = me.parent_run_id AND s.id <> me.id
+       WHERE me.id = ${runId} AND s.status <> ALL(${[...FINAL_RUN_STATUSES]}::text[])`.execute(store.db);
+    return rows[0]!.n;
+  };
   const child = bindHandlers(
     doubler,
     {
-      double: ({ input }) => {
-        if (input.fail && flaky.broken) throw new NonRetryableError(`refusing ${input.n}`);
+      double: async ({ input, runId }) => {
+        if (input.fail && flaky.broken) {
+          await waitUntil(
+            'the failing child’s siblings to finish',
+            async () => (await siblingsUnfinished(runId)) === 0,
+          );
+          throw new NonRetryableError(`refusing ${input.n}`);
+        }
         return { value: input.n * 2 };
       },
     },
@@ -357,7 +376,7 @@ describeStores('prune', (getStore, kind) => {
 
   it("keeps the children a failed parent reads again on retry: the retried parent completes with every child's result", async () => {
     const store = getStore();
-    const { flaky, registrations } = flakyChildren();
+    const { flaky, registrations } = flakyChildren(store);
     const tree = await failedFanOut(store, client, 'pr-retry-1', registrations);
     await age(store, [tree.parent, tree.done, tree.failed], 40);
 
@@ -387,7 +406,7 @@ describeStores('prune', (getStore, kind) => {
 
   it('a failed parent whose children were pruned is not retried; a retry that gets through anyway fails loudly, never completing with fewer results', async () => {
     const store = getStore();
-    const { flaky, registrations } = flakyChildren();
+    const { flaky, registrations } = flakyChildren(store);
     const tree = await failedFanOut(store, client, 'pr-retry-2', registrations);
     await age(store, [tree.parent, tree.failed], 40);
     await age(store, [tree.done], 41);
@@ -421,7 +440,7 @@ describeStores('prune', (getStore, kind) => {
 
   it('a retried parent whose last child was pruned fails naming it, rather than starting it again', async () => {
     const store = getStore();
-    const { registrations } = flakyChildren();
+    const { registrations } = flakyChildren(store);
     const tree = await failedFanOut(store, client, 'pr-retry-3', registrations);
     await age(store, [tree.parent, tree.done], 40);
     await age(store, [tree.failed], 41);
