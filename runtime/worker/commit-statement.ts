@@ -325,10 +325,6 @@ export interface CommitInput {
 }
 
 /**
- * The text of both statements: `input` the rows, `shape` what they may be. Every value is a
- * column of `input`.
- */
-/**
  * What a transactional step's commit (`fill-recorded`, inside the step's transaction, never in a
  * group) fails with when it is not fenced, instead of answering `fenced = false`: its transaction
  * is then aborted, and the COMMIT sent after it — pipelined behind it, without waiting for its
@@ -344,6 +340,10 @@ export function isUnfencedStepCommit(error: unknown): boolean {
   return error instanceof Error && error.message.includes(UNFENCED_STEP_COMMIT);
 }
 
+/**
+ * The text of both statements: `input` the rows, `shape` what they may be. Every value is a
+ * column of `input`.
+ */
 export function commitStatement(
   shape: CommitShape,
   input: CommitInput,

@@ -47,12 +47,11 @@ export async function advanceRun(db: Kysely<LedgerflowDatabase>, p: AdvanceParam
 
 /** What {@link advanceRun} returns, from the row its statement answered (for a caller that sent the statement itself). */
 export function advanceResultOf(p: AdvanceParams, row: AdvanceRow | undefined): AdvanceResult {
-  const rows = row === undefined ? [] : [row];
-  const result = toAdvanceResult(p, rows[0]);
+  const result = toAdvanceResult(p, row);
   // Inside a step's transaction this is only final at its COMMIT: that commit carries nothing (see StepTransaction).
   if (result.fenced && p.carry !== undefined) p.carry.written = true;
   if (p.continuation.kind === 'hold' && p.continuation.intent !== undefined) {
-    p.continuation.intent.opened = result.fenced && rows[0]?.intent_opened === true;
+    p.continuation.intent.opened = result.fenced && row?.intent_opened === true;
   }
   return result;
 }
