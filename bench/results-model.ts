@@ -6,6 +6,13 @@ import type { TelemetryOverhead } from './workloads/telemetry.js';
 import type { FanOutResult, SleepingClaimCost } from './workloads/waits.js';
 import type { WorkerCpuRow } from './workloads/worker-cpu.js';
 
+/** A ratio measured in several rounds: the median over rounds, and the lowest and highest. */
+export interface RatioRange {
+  readonly median: number;
+  readonly min: number;
+  readonly max: number;
+}
+
 /** One throughput measurement at one concurrency. */
 export interface ThroughputRow {
   readonly workload: string;
@@ -30,7 +37,7 @@ export interface ThroughputRow {
    * steps/s over the one-statement W0's commits/s measured in the same round at the same concurrency:
    * the median over rounds, and the lowest and highest.
    */
-  readonly ratioToFloor?: { readonly median: number; readonly min: number; readonly max: number };
+  readonly ratioToFloor?: RatioRange;
 }
 
 /**
@@ -57,6 +64,13 @@ export interface EndToEndRow {
   /** Commits of one start-up and shutdown with no run in between (the engine's fixed cost, not in the per-workflow figure). */
   readonly lifecycleCommits: number;
   readonly rollbacks: number;
+  /** Rounds this row is the median of (bench/peers/rounds.ts); the other columns are the median round's. */
+  readonly rounds?: number;
+  /**
+   * ledgerflow's rows in bench:peers: its workflows/s over each peer's, taken within each round
+   * (the engines measured back to back), by peer name.
+   */
+  readonly ratioTo?: Readonly<Record<string, RatioRange>>;
 }
 
 /**

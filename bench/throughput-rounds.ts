@@ -1,6 +1,7 @@
 import type { AnyWorkflow } from '../dsl/index.js';
 import { prepareBenchDatabase } from './bench-database.js';
 import type { BenchServer } from './environment.js';
+import { medianBy, ratioRange, rotated } from './rounds.js';
 import type { ThroughputRow } from './results-model.js';
 import { type benchRegistrations, oneStep, threeStep } from './workloads/bench-workflows.js';
 import { durableDrain } from './workloads/durable-drain.js';
@@ -51,7 +52,7 @@ export async function measureThroughputRounds(
   const measured: RoundMeasurements[] = [];
   for (let round = 0; round < o.rounds; round++) {
     for (const concurrency of o.concurrencies) {
-      const order = [...MEASUREMENTS.slice(round % 4), ...MEASUREMENTS.slice(0, round % 4)];
+      const order = rotated(MEASUREMENTS, round);
       const rows: Partial<Record<Measurement, ThroughputRow>> = {};
       for (const m of order) {
         const row =
@@ -102,9 +103,7 @@ export function summariseRounds(
         ...medianBy(rows, (r) => r.stepsPerSecond),
         rounds: rows.length,
         ...(rollbacks === undefined ? {} : { rollbacks }),
-        ...(ratios.length > 0
-          ? { ratioToFloor: { median: medianBy(ratios, (x) => x), min: Math.min(...ratios), max: Math.max(...ratios) } }
-          : {}),
+        ...(ratios.length > 0 ? { ratioToFloor: ratioRange(ratios) } : {}),
       };
     });
   return {
@@ -140,9 +139,4 @@ async function floorRow(server: BenchServer, m: Measurement, concurrency: number
     roundTripsPerStep: form === 'statement' ? 1 : 6,
     workerCpuMsPerStep: result.cpuMs / result.commits,
   };
-}
-
-/** The middle item by `value` (the lower middle of an even count: a value that was measured). */
-function medianBy<T>(items: readonly T[], value: (item: T) => number): T {
-  return [...items].sort((a, b) => value(a) - value(b))[Math.floor((items.length - 1) / 2)]!;
 }

@@ -23,6 +23,8 @@ import {
 } from '../workloads/end-to-end.js';
 import { KEYED_APP_SQL, readResult, type PeerJob, type PeerResult } from './peer-job.js';
 import { PEERS, type PeerDescription, type PeerId } from './peers.js';
+import { summarisePeerCell } from './rounds.js';
+import { rotated } from '../rounds.js';
 import { startRestateServer } from './restate/server.js';
 
 /**
@@ -37,6 +39,7 @@ import { startRestateServer } from './restate/server.js';
  *
  *   LEDGERFLOW_PEERS_N        timed workflows per measurement (default 400)
  *   LEDGERFLOW_PEERS_WARMUP   untimed workflows before each (default 20)
+ *   LEDGERFLOW_PEERS_ROUNDS   rounds per cell, every engine once in each, order rotated (default 3)
  *   LEDGERFLOW_PEERS_ONLY     comma-separated peers to measure (dbos,restate,openworkflow; default all)
  *   LEDGERFLOW_PEERS_CLIENTS  comma-separated client counts (default 1,4,16)
  *   DATABASE_URL              use this server instead of starting one
@@ -55,6 +58,7 @@ interface Measurement {
 async function main(): Promise<void> {
   const runs = positiveInt('LEDGERFLOW_PEERS_N', 400);
   const warmUp = positiveInt('LEDGERFLOW_PEERS_WARMUP', 20);
+  const rounds = positiveInt('LEDGERFLOW_PEERS_ROUNDS', 3);
   const clientCounts = list('LEDGERFLOW_PEERS_CLIENTS', ['1', '4', '16']).map((c) =>
     positiveIntValue('LEDGERFLOW_PEERS_CLIENTS', c),
   );
@@ -78,21 +82,21 @@ async function main(): Promise<void> {
       `server: ${environment.serverVersion}, fsync=${environment.fsync}, synchronous_commit=${environment.synchronousCommit}`,
     );
     const rows: EndToEndRow[] = [];
+    const engines: Engine[] = [
+      { name: 'ledgerflow', measure: ledgerflowMeasure(server) },
+      ...peers.map((peer) => ({ name: peer.name, measure: (m: Measurement) => MEASURE[peer.id](server, peer, m) })),
+    ];
     for (const workload of END_TO_END_WORKLOADS) {
       for (const clients of clientCounts) {
         const m = { workload, clients, runs, warmUp };
-        const payments = new FakePaymentProvider();
-        const ours = await ledgerflowEndToEnd(server, { ...m, registrations: benchRegistrations(payments), payments });
-        rows.push(ours);
-        const line = [`${workload.id} c=${clients}: ledgerflow ${ours.workflowsPerSecond.toFixed(0)} workflows/s`];
-        for (const peer of peers) {
-          const theirs = await MEASURE[peer.id](server, peer, m);
-          rows.push(theirs);
-          line.push(
-            `${peer.name} ${theirs.workflowsPerSecond.toFixed(0)} (${(ours.workflowsPerSecond / theirs.workflowsPerSecond).toFixed(2)} ×)`,
-          );
+        const measured: EndToEndRow[][] = [];
+        for (let round = 0; round < rounds; round++) {
+          const row: EndToEndRow[] = [];
+          for (const engine of rotated(engines, round)) row.push(await engine.measure(m));
+          measured.push(engines.map((e) => row.find((r) => r.engine === e.name)!));
+          log(`${workload.id} c=${clients} round ${round + 1}/${rounds}: ${roundLine(measured.at(-1)!)}`);
         }
-        log(line.join(', '));
+        rows.push(...summarisePeerCell(measured));
       }
     }
     const results: PeersResults = {
@@ -100,7 +104,12 @@ async function main(): Promise<void> {
       peers: peers.map((peer) => ({ ...peer, versions: installedVersions(peer) })),
       totalSeconds: (performance.now() - started) / 1000,
       loadAverage: [loadAtStart, loadavg()[0] ?? 0] as const,
-      sizes: `Each measurement times ${runs} workflows after ${warmUp} untimed ones (LEDGERFLOW_PEERS_N, LEDGERFLOW_PEERS_WARMUP); the clients, the engines and the server share this machine.`,
+      sizes:
+        `Each measurement times ${runs} workflows after ${warmUp} untimed ones (LEDGERFLOW_PEERS_N, LEDGERFLOW_PEERS_WARMUP). ` +
+        `Every cell was measured in ${rounds} round${rounds === 1 ? '' : 's'} (LEDGERFLOW_PEERS_ROUNDS): in each, every engine once, back to back, ` +
+        'the order rotated from round to round; a ratio is taken within each round (a slow minute of the machine falls on ' +
+        "neighbours) and shown as the median with the lowest and highest; an engine's other figures are those of its median " +
+        'round by workflows/s. The clients, the engines and the server share this machine.',
       rows,
     };
     process.stdout.write(
@@ -116,6 +125,32 @@ async function main(): Promise<void> {
 }
 
 type Measure = (server: BenchServer, peer: PeerDescription, m: Measurement) => Promise<EndToEndRow>;
+
+/** An engine of the comparison and how one cell is measured on it. */
+interface Engine {
+  readonly name: string;
+  readonly measure: (m: Measurement) => Promise<EndToEndRow>;
+}
+
+/** ledgerflow in this process, with a fresh provider whose charges the exactly-once check reads. */
+function ledgerflowMeasure(server: BenchServer): Engine['measure'] {
+  return (m) => {
+    const payments = new FakePaymentProvider();
+    return ledgerflowEndToEnd(server, { ...m, registrations: benchRegistrations(payments), payments });
+  };
+}
+
+/** A round's workflows/s, and ledgerflow's ratio to each peer in it. */
+function roundLine(row: readonly EndToEndRow[]): string {
+  const ours = row.find((r) => r.engine === 'ledgerflow')!;
+  return row
+    .map((r) =>
+      r === ours
+        ? `ledgerflow ${r.workflowsPerSecond.toFixed(0)}`
+        : `${r.engine} ${r.workflowsPerSecond.toFixed(0)} (${(ours.workflowsPerSecond / r.workflowsPerSecond).toFixed(2)} ×)`,
+    )
+    .join(', ');
+}
 
 const MEASURE: Record<PeerId, Measure> = {
   /** A fresh application and system database, prepared by one child and measured by the next. */

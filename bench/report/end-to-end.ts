@@ -1,3 +1,4 @@
+import { formatRatioRange } from '../rounds.js';
 import type { EndToEndRow } from '../results-model.js';
 
 export const END_TO_END_DESCRIPTION =
@@ -25,7 +26,8 @@ export function endToEndTable(rows: readonly EndToEndRow[]): string {
 
 /**
  * ledgerflow next to each peer, matched by workload and clients: workflows/s and the ratio
- * ledgerflow / peer (above 1: ledgerflow is faster), from the same run.
+ * ledgerflow / peer (above 1: ledgerflow is faster), from the same run — measured in rounds, the
+ * median of the per-round ratios with their range.
  */
 export function peersTable(rows: readonly EndToEndRow[], peers: readonly string[]): string {
   const ours = rows.filter((r) => r.engine === 'ledgerflow');
@@ -35,9 +37,9 @@ export function peersTable(rows: readonly EndToEndRow[], peers: readonly string[
     ...ours.map((r) => {
       const cells = peers.map((peer) => {
         const theirs = rows.find((p) => p.engine === peer && p.workload === r.workload && p.clients === r.clients);
-        return theirs
-          ? `${theirs.workflowsPerSecond.toFixed(0)} | ${(r.workflowsPerSecond / theirs.workflowsPerSecond).toFixed(2)}`
-          : '— | —';
+        const ratio = r.ratioTo?.[peer];
+        if (!theirs) return '— | —';
+        return `${theirs.workflowsPerSecond.toFixed(0)} | ${ratio ? formatRatioRange(ratio) : (r.workflowsPerSecond / theirs.workflowsPerSecond).toFixed(2)}`;
       });
       return `| ${r.workload} | ${r.clients} | ${r.workflowsPerSecond.toFixed(0)} | ${cells.join(' | ')} |`;
     }),

@@ -1,5 +1,6 @@
 import type { BenchEnvironment } from '../environment.js';
 import type { BenchResults, ThroughputRow } from '../results-model.js';
+import { formatRatioRange } from '../rounds.js';
 import { END_TO_END_DESCRIPTION, endToEndTable } from './end-to-end.js';
 import { workerCpuTable } from '../workloads/worker-cpu.js';
 
@@ -214,7 +215,7 @@ function throughputTable(rows: readonly ThroughputRow[], floor: readonly Through
   const body = rows.map((r) => {
     const base = floor.find((f) => f.concurrency === r.concurrency);
     const ratio = r.ratioToFloor
-      ? `${r.ratioToFloor.median.toFixed(2)} (${r.ratioToFloor.min.toFixed(2)}–${r.ratioToFloor.max.toFixed(2)})`
+      ? formatRatioRange(r.ratioToFloor)
       : base && !r.workload.startsWith('W0')
         ? (r.stepsPerSecond / base.stepsPerSecond).toFixed(2)
         : '';
