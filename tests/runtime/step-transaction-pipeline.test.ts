@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import pg from 'pg';
+import type { Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { shapeHash, workflow } from 'ledgerflow/dsl';
@@ -96,14 +97,39 @@ describeStores('a transactional step whose commit is not fenced', (getStore) => 
 describe('a transactional step’s statements on a pipelining store [pg]', () => {
   let base: TestStore;
   let store: Store;
-  const sent: { text: string; unanswered: number }[] = [];
+  const sent: { text: string; unanswered: number; client: WatchingClient; at: number }[] = [];
+  /** Every socket write of a watched connection, in order with the statements (`at` counts both). */
+  const writes: { client: WatchingClient; at: number }[] = [];
+  let events = 0;
 
-  /** Records every statement with how many statements of its connection were still unanswered when it was sent. */
+  /**
+   * Records every statement with how many statements of its connection were still unanswered
+   * when it was sent, and how many times the connection had written to its socket by then.
+   */
   class WatchingClient extends pg.Client {
     #unanswered = 0;
+    constructor(config?: string | pg.ClientConfig) {
+      super(config);
+      const socket = (this as unknown as { connection: { stream: Socket } }).connection.stream;
+      const [write, writev] = [socket._write, socket._writev];
+      const count = () => writes.push({ client: this, at: events++ });
+      socket._write = function countedWrite(this: Socket, ...args: Parameters<Socket['_write']>) {
+        count();
+        write.apply(this, args);
+      };
+      socket._writev = function countedWritev(this: Socket, ...args: Parameters<NonNullable<Socket['_writev']>>) {
+        count();
+        writev!.apply(this, args);
+      };
+    }
     override query(...args: unknown[]): never {
       const config = args[0] as string | { text: string };
-      sent.push({ text: typeof config === 'string' ? config : config.text, unanswered: this.#unanswered });
+      sent.push({
+        text: typeof config === 'string' ? config : config.text,
+        unanswered: this.#unanswered,
+        client: this,
+        at: events++,
+      });
       this.#unanswered += 1;
       const answer = (super.query as (...a: unknown[]) => Promise<unknown>).apply(this, args);
       const settle = () => (this.#unanswered -= 1);
@@ -123,7 +149,7 @@ describe('a transactional step’s statements on a pipelining store [pg]', () =>
     await base.close();
   });
 
-  it('sends BEGIN and the ledger row together, and the advance and COMMIT together', async () => {
+  it('sends BEGIN and the ledger row together, and the advance and COMMIT together, each pair in one socket write', async () => {
     expect(store.pipelines).toBe(true);
     const log = eventLog();
     const w = fencedOutWorker(store, log.onEvent);
@@ -139,6 +165,7 @@ describe('a transactional step’s statements on a pipelining store [pg]', () =>
       // The opening statement went out behind BEGIN, before BEGIN was answered.
       expect(sent[begin + 1]!.text).toMatch(/INSERT INTO ledgerflow\.step_effect/);
       expect(sent[begin + 1]!.unanswered).toBeGreaterThanOrEqual(1);
+      expectOneWrite(begin, begin + 1);
     }
     const commits = sent.flatMap((s, i) => (s.text === 'COMMIT' ? [i] : []));
     // Both attempts sent COMMIT right behind their advance (the first one's rolled back).
@@ -146,7 +173,22 @@ describe('a transactional step’s statements on a pipelining store [pg]', () =>
     for (const commit of commits) {
       expect(sent[commit - 1]!.text).toMatch(/AS unfenced/);
       expect(sent[commit]!.unanswered).toBeGreaterThanOrEqual(1);
+      expectOneWrite(commit - 1, commit);
     }
     expect((await appRows(base, runId)).map((r) => r.written_by)).toEqual(['attempt 2']);
   });
+
+  /**
+   * Statements `first..last` of `sent` (one connection's burst) left in one socket write: the
+   * connection wrote nothing while they were handed to it, and once after, before its next statement.
+   */
+  function expectOneWrite(first: number, last: number): void {
+    const burst = sent.slice(first, last + 1);
+    const client = burst[0]!.client;
+    expect(burst.every((s) => s.client === client)).toBe(true);
+    const next = sent.slice(last + 1).find((s) => s.client === client)?.at ?? Number.POSITIVE_INFINITY;
+    const mine = writes.filter((w) => w.client === client);
+    expect(mine.filter((w) => w.at > burst[0]!.at && w.at < burst.at(-1)!.at)).toHaveLength(0);
+    expect(mine.filter((w) => w.at > burst.at(-1)!.at && w.at < next)).toHaveLength(1);
+  }
 });

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { checkOptions, integer, rule } from '../../../dsl/option-checks.js';
 import { INT8_OID, parseInt8, type Store } from '../store.js';
 import type { LedgerflowDatabase } from '../tables.js';
+import { corkingClient } from './corking-client.js';
 import { isMultiHostUrl, parsePostgresUrl } from './postgres-url.js';
 import { statementNamer } from './statement-names.js';
 import { StallWatch, type WatchedHost } from './stall-watch.js';
@@ -246,7 +247,10 @@ export function createPgStore(options: PgStoreOptions): Store {
           target.targetSessionAttrs,
         );
   const prepares = options.preparedStatements ?? options.pooler === undefined;
-  const Client = prepares ? preparingClient(ConnectingClient) : ConnectingClient;
+  const pipelines = options.pipeline ?? options.pooler === undefined;
+  const Statements = prepares ? preparingClient(ConnectingClient) : ConnectingClient;
+  // A pipelining connection writes what is sent together in one write (corking-client.ts).
+  const Client = pipelines ? corkingClient(Statements) : Statements;
   // LISTEN needs a session of its own: behind a transaction pooler, over `pooler.listenUrl` or not at all.
   const listenVia: { readonly Client: typeof pg.Client; readonly connectionString: string } | undefined =
     options.pooler === undefined
@@ -258,7 +262,6 @@ export function createPgStore(options: PgStoreOptions): Store {
     listenVia === undefined
       ? 'the store reaches PostgreSQL through a transaction pooler and was given no pooler.listenUrl to LISTEN on: workers and waits poll instead'
       : undefined;
-  const pipelines = options.pipeline ?? options.pooler === undefined;
   const pool = new pg.Pool({
     connectionString,
     ...(pipelines ? { pipeline: true } : {}),
