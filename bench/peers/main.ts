@@ -5,22 +5,16 @@ import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
-import { countReservations } from '../bench-database.js';
+import { countReservations, prepareBenchDatabase } from '../bench-database.js';
 import { describeEnvironment, openBenchServer, type BenchServer } from '../environment.js';
 import { expectExactlyOnce, type ProviderCounts } from '../exactly-once.js';
 import { renderChartPng, renderChartSvg, type ChartSeries } from '../report/chart.js';
 import { peersTable } from '../report/end-to-end.js';
 import { renderPeersMarkdown, type PeersResults } from '../report/peers.js';
 import type { EndToEndRow } from '../results-model.js';
-import { readServerCounters, readWalSyncs } from '../server-stats.js';
-import { BENCH_APP_SQL, benchRegistrations } from '../workloads/bench-workflows.js';
-import {
-  END_TO_END_WORKLOADS,
-  endToEndRow,
-  ledgerflowEndToEnd,
-  type EndToEndWorkload,
-} from '../workloads/end-to-end.js';
+import { readServerCounters, readWalSyncs, settleServer } from '../server-stats.js';
+import { BENCH_APP_SQL } from '../workloads/bench-workflows.js';
+import { END_TO_END_WORKLOADS, endToEndRow, type EndToEndWorkload } from '../workloads/end-to-end.js';
 import { KEYED_APP_SQL, readResult, type PeerJob, type PeerResult } from './peer-job.js';
 import { PEERS, type PeerDescription, type PeerId } from './peers.js';
 import { summarisePeerCell } from './rounds.js';
@@ -35,10 +29,13 @@ import { startRestateServer } from './restate/server.js';
  * exactly-once check (bench/exactly-once.ts). Writes bench/results/peers-latest.md (and a dated
  * copy) with a chart. Never part of `npm test`. Each peer runs in child processes
  * (bench/peers/<peer>/end-to-end.ts) whose modules come from bench/peers/<peer>/node_modules,
- * installed there with `npm ci` when missing, so the root package never depends on a peer.
+ * installed there with `npm ci` when missing, so the root package never depends on a peer;
+ * ledgerflow too runs each measurement in a fresh child (bench/peers/ledgerflow-child.ts). Each
+ * cell is measured in rounds, the server settled (a CHECKPOINT, autovacuum done) before every
+ * measurement; see bench/peers/rounds.ts.
  *
  *   LEDGERFLOW_PEERS_N        timed workflows per measurement (default 400)
- *   LEDGERFLOW_PEERS_WARMUP   untimed workflows before each (default 20)
+ *   LEDGERFLOW_PEERS_WARMUP   untimed workflows before each (default 200: V8 has compiled the hot path)
  *   LEDGERFLOW_PEERS_ROUNDS   rounds per cell, every engine once in each, order rotated (default 3)
  *   LEDGERFLOW_PEERS_ONLY     comma-separated peers to measure (dbos,restate,openworkflow; default all)
  *   LEDGERFLOW_PEERS_CLIENTS  comma-separated client counts (default 1,4,16)
@@ -57,7 +54,7 @@ interface Measurement {
 
 async function main(): Promise<void> {
   const runs = positiveInt('LEDGERFLOW_PEERS_N', 400);
-  const warmUp = positiveInt('LEDGERFLOW_PEERS_WARMUP', 20);
+  const warmUp = positiveInt('LEDGERFLOW_PEERS_WARMUP', 200);
   const rounds = positiveInt('LEDGERFLOW_PEERS_ROUNDS', 3);
   const clientCounts = list('LEDGERFLOW_PEERS_CLIENTS', ['1', '4', '16']).map((c) =>
     positiveIntValue('LEDGERFLOW_PEERS_CLIENTS', c),
@@ -92,7 +89,11 @@ async function main(): Promise<void> {
         const measured: EndToEndRow[][] = [];
         for (let round = 0; round < rounds; round++) {
           const row: EndToEndRow[] = [];
-          for (const engine of rotated(engines, round)) row.push(await engine.measure(m));
+          for (const engine of rotated(engines, round)) {
+            const waited = await settleServer(server.adminUrl);
+            if (waited > 1000) log(`waited ${(waited / 1000).toFixed(1)} s for autovacuum before ${engine.name}`);
+            row.push(await engine.measure(m));
+          }
           measured.push(engines.map((e) => row.find((r) => r.engine === e.name)!));
           log(`${workload.id} c=${clients} round ${round + 1}/${rounds}: ${roundLine(measured.at(-1)!)}`);
         }
@@ -132,11 +133,33 @@ interface Engine {
   readonly measure: (m: Measurement) => Promise<EndToEndRow>;
 }
 
-/** ledgerflow in this process, with a fresh provider whose charges the exactly-once check reads. */
+/**
+ * ledgerflow in a child process of its own (bench/peers/ledgerflow-child.ts), fresh for each
+ * measurement as each peer's is, on a database prepared here (migrated, with the application table).
+ */
 function ledgerflowMeasure(server: BenchServer): Engine['measure'] {
-  return (m) => {
-    const payments = new FakePaymentProvider();
-    return ledgerflowEndToEnd(server, { ...m, registrations: benchRegistrations(payments), payments });
+  return async (m) => {
+    const database = `bench_e2e_${suffix(m)}`;
+    const { url } = await prepareBenchDatabase(server, database);
+    const child = { name: 'ledgerflow', script: join(here, 'ledgerflow-child.ts') };
+    const result = await runJob(child, {
+      workload: m.workload.id,
+      appDatabaseUrl: url,
+      database,
+      statsUrl: server.adminUrl,
+      ...sizes(m),
+    });
+    await checkEffects(child.name, m, url, result.provider);
+    const counted = result.counted;
+    if (!counted) throw new Error('the ledgerflow child wrote no counts');
+    return endToEndRow(
+      'ledgerflow',
+      m.workload.label,
+      m.clients,
+      m.workload.stepsPerRun,
+      counted.measurement,
+      counted.lifecycle,
+    );
   };
 }
 
@@ -162,14 +185,14 @@ const MEASURE: Record<PeerId, Measure> = {
     const appDatabaseUrl = await appDatabase(server, `bench_restate_${suffix(m)}`, `${BENCH_APP_SQL}${KEYED_APP_SQL}`);
     const restate = await startRestateServer();
     try {
-      const result = await runJob(peer, {
+      const result = await runJob(peerScript(peer), {
         workload: m.workload.id,
         appDatabaseUrl,
         ingressUrl: restate.ingressUrl,
         adminUrl: restate.adminUrl,
         ...sizes(m),
       });
-      await checkEffects(peer, m, appDatabaseUrl, result.provider);
+      await checkEffects(peer.name, m, appDatabaseUrl, result.provider);
       const notCounted = { commits: Number.NaN, rollbacks: 0, walSyncs: Number.NaN };
       return endToEndRow(
         peer.name,
@@ -212,13 +235,13 @@ async function measureOnPostgres(
     };
   };
   const job = { workload: m.workload.id, appDatabaseUrl, systemDatabaseUrl, ...sizes(m) };
-  await runJob(peer, { ...job, mode: 'prepare' });
+  await runJob(peerScript(peer), { ...job, mode: 'prepare' });
   const idle = await counters();
-  await runJob(peer, { ...job, mode: 'prepare' });
+  await runJob(peerScript(peer), { ...job, mode: 'prepare' });
   const before = await counters();
-  const result = await runJob(peer, job);
+  const result = await runJob(peerScript(peer), job);
   const after = await counters();
-  await checkEffects(peer, m, appDatabaseUrl, result.provider);
+  await checkEffects(peer.name, m, appDatabaseUrl, result.provider);
   return endToEndRow(
     peer.name,
     m.workload.label,
@@ -236,14 +259,14 @@ async function measureOnPostgres(
   );
 }
 
-/** Fails the run unless the peer wrote one row and made one charge per workflow (bench/exactly-once.ts). */
+/** Fails the run unless the engine wrote one row and made one charge per workflow (bench/exactly-once.ts). */
 async function checkEffects(
-  peer: PeerDescription,
+  engine: string,
   m: Measurement,
   appDatabaseUrl: string,
   provider: ProviderCounts,
 ): Promise<void> {
-  expectExactlyOnce(peer.name, {
+  expectExactlyOnce(engine, {
     workload: m.workload.id,
     workflows: m.runs + m.warmUp,
     reservations: await countReservations(appDatabaseUrl),
@@ -267,18 +290,29 @@ function sizes(m: Measurement): Pick<PeerJob, 'clients' | 'runs' | 'warmUp'> {
   return { clients: m.clients, runs: m.runs, warmUp: m.warmUp };
 }
 
-/** Runs bench/peers/<peer>/end-to-end.ts on one job (measure unless told otherwise) and returns what it wrote. */
+/** A script run in a child process by {@link runJob}. */
+interface ChildScript {
+  readonly name: string;
+  readonly script: string;
+  readonly env?: Readonly<Record<string, string>> | undefined;
+}
+
+function peerScript(peer: PeerDescription): ChildScript {
+  return { name: peer.name, script: join(here, peer.folder, 'end-to-end.ts'), env: peer.env };
+}
+
+/** Runs a child script (bench/peers/<peer>/end-to-end.ts, bench/peers/ledgerflow-child.ts) on one job (measure unless told otherwise) and returns what it wrote. */
 async function runJob(
-  peer: PeerDescription,
+  engine: ChildScript,
   job: Omit<PeerJob, 'mode' | 'resultFile'> & { mode?: PeerJob['mode'] },
 ): Promise<PeerResult> {
   const scratch = mkdtempSync(join(tmpdir(), 'ledgerflow-peers-'));
   const full: PeerJob = { mode: 'measure', ...job, resultFile: join(scratch, 'result.json') };
   try {
     await new Promise<void>((resolve, reject) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', join(here, peer.folder, 'end-to-end.ts')], {
+      const child = spawn(process.execPath, ['--conditions=ledgerflow-source', '--import', 'tsx', engine.script], {
         cwd: root,
-        env: { ...process.env, ...peer.env, LEDGERFLOW_PEERS_JOB: JSON.stringify(full) },
+        env: { ...process.env, ...engine.env, LEDGERFLOW_PEERS_JOB: JSON.stringify(full) },
         stdio: ['ignore', 'inherit', 'inherit'],
       });
       // A workflow that fails forever is retried forever by some engines: give up, loudly.
@@ -290,7 +324,7 @@ async function runJob(
         else
           reject(
             new Error(
-              `${peer.name} child (${full.mode} ${full.workload} c=${full.clients}) exited with ${signal ?? code}${signal === 'SIGKILL' ? ` (killed after ${CHILD_TIMEOUT_MS / 1000} s)` : ''}`,
+              `${engine.name} child (${full.mode} ${full.workload} c=${full.clients}) exited with ${signal ?? code}${signal === 'SIGKILL' ? ` (killed after ${CHILD_TIMEOUT_MS / 1000} s)` : ''}`,
             ),
           );
       });

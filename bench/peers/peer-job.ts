@@ -1,6 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import type { ProviderCounts } from '../exactly-once.js';
+import type { EndToEndMeasurement } from '../workloads/end-to-end.js';
 
 /**
  * What bench/peers/main.ts hands a peer's child process (bench/peers/<peer>/end-to-end.ts), as
@@ -23,6 +24,9 @@ export interface PeerJob {
   /** Restate: its ingress and admin API (the server started by bench/peers/restate/server.ts). */
   readonly ingressUrl?: string;
   readonly adminUrl?: string;
+  /** ledgerflow (bench/peers/ledgerflow-child.ts): its database's name, and a superuser URL to read its counters with. */
+  readonly database?: string;
+  readonly statsUrl?: string;
   readonly clients: number;
   readonly runs: number;
   readonly warmUp: number;
@@ -34,6 +38,8 @@ export interface PeerResult {
   readonly seconds: number;
   /** What the in-process provider saw over the whole measurement, warm-up included. */
   readonly provider: ProviderCounts;
+  /** ledgerflow's own counts (bench/workloads/end-to-end.ts): the measurement, and a start-up and shutdown with no run. */
+  readonly counted?: { readonly measurement: EndToEndMeasurement; readonly lifecycle: EndToEndMeasurement };
 }
 
 /** The job of this child process; throws when it was not started by bench/peers/main.ts. */
@@ -47,7 +53,10 @@ export function readJob(): PeerJob {
 }
 
 /** Option `name` of a job, which the peer cannot run without. */
-export function required(job: PeerJob, name: 'systemDatabaseUrl' | 'ingressUrl' | 'adminUrl'): string {
+export function required(
+  job: PeerJob,
+  name: 'systemDatabaseUrl' | 'ingressUrl' | 'adminUrl' | 'database' | 'statsUrl',
+): string {
   const value = job[name];
   if (!value) throw new Error(`LEDGERFLOW_PEERS_JOB has no ${name}: bench/peers/main.ts gives it to this peer.`);
   return value;

@@ -58,7 +58,8 @@ export function renderPeersMarkdown(results: PeersResults, chartFile: string): s
     '',
     '## How each engine is driven, and the application write',
     '',
-    '**ledgerflow**: `createClient({ store, worker })` in the process that runs the worker (concurrency c); a client calls ' +
+    '**ledgerflow**: in a child process of its own, fresh for each measurement as each peer is (bench/peers/ledgerflow-child.ts), ' +
+      '`createClient({ store, worker })` in the process that runs the worker (concurrency c); a client calls ' +
       "`client.startAndWait`. The row is written by a `transactional` step in the transaction that commits the step's result: " +
       'the write and the checkpoint are one commit.',
     '',
