@@ -1,5 +1,6 @@
 import type { Duplex } from 'node:stream';
 import type pg from 'pg';
+import { overrideQuery } from './client-query.js';
 
 /**
  * `Base` whose statements sent in one synchronous stretch leave in one socket write. On a
@@ -17,31 +18,22 @@ import type pg from 'pg';
  * (the connection not yet ready) is written when it is submitted, uncorked, as before.
  */
 export function corkingClient(Base: typeof pg.Client): typeof pg.Client {
-  class CorkingClient extends Base {}
-  const query = Base.prototype.query as (
-    this: pg.Client,
-    config: unknown,
-    values?: unknown,
-    callback?: unknown,
-  ) => unknown;
   const corked = new WeakSet<Duplex>();
   const uncork = (stream: Duplex) => {
     corked.delete(stream);
     stream.uncork();
   };
-  CorkingClient.prototype.query = function corkedQuery(
-    this: pg.Client,
-    config: unknown,
-    values?: unknown,
-    callback?: unknown,
-  ) {
-    const stream = (this as unknown as { connection?: { stream?: Duplex } }).connection?.stream;
-    if (stream !== undefined && !corked.has(stream) && stream.writable) {
-      corked.add(stream);
-      stream.cork();
-      queueMicrotask(() => uncork(stream));
-    }
-    return query.call(this, config, values, callback);
-  } as typeof Base.prototype.query;
-  return CorkingClient;
+  return overrideQuery(
+    Base,
+    (query) =>
+      function corkedQuery(config, values, callback) {
+        const stream = (this as unknown as { connection?: { stream?: Duplex } }).connection?.stream;
+        if (stream !== undefined && !corked.has(stream) && stream.writable) {
+          corked.add(stream);
+          stream.cork();
+          queueMicrotask(() => uncork(stream));
+        }
+        return query.call(this, config, values, callback);
+      },
+  );
 }

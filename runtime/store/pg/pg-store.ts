@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { checkOptions, integer, rule } from '../../../dsl/option-checks.js';
 import { INT8_OID, parseInt8, type Store } from '../store.js';
 import type { LedgerflowDatabase } from '../tables.js';
+import { overrideQuery } from './client-query.js';
 import { corkingClient } from './corking-client.js';
 import { isMultiHostUrl, parsePostgresUrl } from './postgres-url.js';
 import { statementNamer } from './statement-names.js';
@@ -194,28 +195,19 @@ const types = {
  */
 function preparingClient(Base: typeof pg.Client): typeof pg.Client {
   const preparedStatementName = statementNamer();
-  class PreparingClient extends Base {}
-  const query = Base.prototype.query as (
-    this: pg.Client,
-    config: unknown,
-    values?: unknown,
-    callback?: unknown,
-  ) => unknown;
-  PreparingClient.prototype.query = function preparedQuery(
-    this: pg.Client,
-    config: unknown,
-    values?: unknown,
-    callback?: unknown,
-  ) {
-    if (typeof config === 'string' && Array.isArray(values)) {
-      const name = preparedStatementName(config);
-      // A config object, not a named pg.Query: a clientClass wrapping query() sees the text and
-      // answers with a promise, as for every other statement (tests' fault clients, the bench's counters).
-      if (name !== undefined) return query.call(this, { name, text: config, values }, undefined, callback);
-    }
-    return query.call(this, config, values, callback);
-  } as typeof Base.prototype.query;
-  return PreparingClient;
+  return overrideQuery(
+    Base,
+    (query) =>
+      function preparedQuery(config, values, callback) {
+        if (typeof config === 'string' && Array.isArray(values)) {
+          const name = preparedStatementName(config);
+          // A config object, not a named pg.Query: a clientClass wrapping query() sees the text and
+          // answers with a promise, as for every other statement (tests' fault clients, the bench's counters).
+          if (name !== undefined) return query.call(this, { name, text: config, values }, undefined, callback);
+        }
+        return query.call(this, config, values, callback);
+      },
+  );
 }
 
 /**
