@@ -7,6 +7,7 @@ import { bindHandlers, createWorker, MigrationError, type Worker, type WorkerOpt
 import { configureFaults, onFaultFired } from 'ledgerflow/testing';
 import { FakeEmailProvider } from '../../examples/fakes/email-provider.js';
 import { FakePaymentProvider } from '../../examples/fakes/payment-provider.js';
+import { createPgStore } from '../../runtime/store/pg/pg-store.js';
 import { describeStores } from '../support/describe-stores.js';
 import { migrateForTest } from '../support/migrate-for-test.js';
 import { createPgTestStore, type TestStore } from '../support/test-stores.js';
@@ -451,54 +452,69 @@ describe('worker: transactional zombie [pg]', () => {
     expect(await appRows(store, runId)).toHaveLength(1);
   });
 
-  it('a transactional step abandoned while its transaction is still opening commits nothing of it, ledger row included', async () => {
-    // The failover test's finding, made deterministic. The handler's first statement opens the
-    // step's transaction: BEGIN, then the ledger row. Between the two, the worker stops hearing
-    // from the database (its renewals hang) and its watchdog gives the lease up, while the
-    // database still holds it (a renewal that landed but whose answer was lost). Abandoning the
-    // step must not let the opening go on after its ROLLBACK: a ledger row inserted then commits
-    // on its own, passes the fence, and says "recorded" for a write that never happened.
-    const log = eventLog();
-    const runId = await startTestRun(store, slowWrite, { orderId: 'tx-abandoned-opening', sleepMs: 0 });
-    configureFaults({
-      seed: 7,
-      points: {
-        'opening-step-transaction': { probability: 1, actions: ['hang'], hangMs: 2_000, times: 1 },
-        'before-lease-renewal': { probability: 1, actions: ['hang'], hangMs: 2_500, times: 1 },
-      },
-    });
-    const extended = new Promise<void>((resolve) => {
-      const off = onFaultFired((firing) => {
-        if (firing.point !== 'opening-step-transaction') return;
-        off();
-        void sql`UPDATE ledgerflow.workflow_run SET lease_expires_at = now() + interval '4 seconds' WHERE id = ${runId}`
-          .execute(store.db)
-          .then(() => resolve());
+  // The failover test's finding, made deterministic. The handler's first statement opens the
+  // step's transaction: BEGIN, then the ledger row. Between the two, the worker stops hearing
+  // from the database (its renewals hang) and its watchdog gives the lease up, while the
+  // database still holds it (a renewal that landed but whose answer was lost). Abandoning the
+  // step must not let the opening go on after its ROLLBACK: a ledger row inserted then commits
+  // on its own, passes the fence, and says "recorded" for a write that never happened. A
+  // pipelining store sends BEGIN with the ledger row, after the fault point; a store that sends
+  // one statement at a time (PGlite, a pooler, `pipeline: false`) has BEGIN on the server while
+  // the opening hangs: both ways are run.
+  it.each([
+    ['pipelining', true],
+    ['sending one statement at a time (BEGIN already sent when it hangs)', false],
+  ] as const)(
+    'a transactional step abandoned while its transaction is still opening commits nothing of it, ledger row included — %s',
+    async (_, pipeline) => {
+      const workerStore = createPgStore({ connectionString: store.url!, pipeline, maxConnections: 6 });
+      expect(workerStore.pipelines === true).toBe(pipeline);
+      const log = eventLog();
+      const runId = await startTestRun(store, slowWrite, {
+        orderId: `tx-abandoned-opening-${pipeline}`,
+        sleepMs: 0,
       });
-    });
-    const w = createWorker({
-      store,
-      ...FAST,
-      workflows: [slowWriteHandlers('w')],
-      leaseMs: 1_000,
-      heartbeatMs: 200,
-      onEvent: log.onEvent,
-    });
-    await w.start();
-    await extended;
-    await log.waitFor('run-completed', (e) => e.runId === runId);
-    await w.stop();
-    const { run, attempts, effects } = await runState(store, runId);
-    expect(run.status).toBe('completed');
-    expect(attempts.filter((a) => a.step_name === 'write').map((a) => `${a.attempt}:${a.status}`)).toEqual([
-      '1:abandoned',
-      '2:succeeded',
-    ]);
-    expect(effects.filter((e) => e.step_name === 'write').map((e) => [e.attempt, e.effect])).toEqual([
-      [2, { by: 'w' }],
-    ]);
-    expect(await appRows(store, runId)).toHaveLength(1);
-  });
+      configureFaults({
+        seed: 7,
+        points: {
+          'opening-step-transaction': { probability: 1, actions: ['hang'], hangMs: 2_000, times: 1 },
+          'before-lease-renewal': { probability: 1, actions: ['hang'], hangMs: 2_500, times: 1 },
+        },
+      });
+      const extended = new Promise<void>((resolve) => {
+        const off = onFaultFired((firing) => {
+          if (firing.point !== 'opening-step-transaction') return;
+          off();
+          void sql`UPDATE ledgerflow.workflow_run SET lease_expires_at = now() + interval '4 seconds' WHERE id = ${runId}`
+            .execute(store.db)
+            .then(() => resolve());
+        });
+      });
+      const w = createWorker({
+        store: workerStore,
+        ...FAST,
+        workflows: [slowWriteHandlers('w')],
+        leaseMs: 1_000,
+        heartbeatMs: 200,
+        onEvent: log.onEvent,
+      });
+      await w.start();
+      await extended;
+      await log.waitFor('run-completed', (e) => e.runId === runId);
+      await w.stop();
+      await workerStore.close();
+      const { run, attempts, effects } = await runState(store, runId);
+      expect(run.status).toBe('completed');
+      expect(attempts.filter((a) => a.step_name === 'write').map((a) => `${a.attempt}:${a.status}`)).toEqual([
+        '1:abandoned',
+        '2:succeeded',
+      ]);
+      expect(effects.filter((e) => e.step_name === 'write').map((e) => [e.attempt, e.effect])).toEqual([
+        [2, { by: 'w' }],
+      ]);
+      expect(await appRows(store, runId)).toHaveLength(1);
+    },
+  );
 });
 
 describe('worker: database connections killed under it [pg]', () => {
