@@ -235,11 +235,12 @@ async function measureOnPostgres(
     };
   };
   const job = { workload: m.workload.id, appDatabaseUrl, systemDatabaseUrl, ...sizes(m) };
-  await runJob(peerScript(peer), { ...job, mode: 'prepare' });
+  const script = peerScript(peer);
+  await runJob(script, { ...job, mode: 'prepare' });
   const idle = await counters();
-  await runJob(peerScript(peer), { ...job, mode: 'prepare' });
+  await runJob(script, { ...job, mode: 'prepare' });
   const before = await counters();
-  const result = await runJob(peerScript(peer), job);
+  const result = await runJob(script, job);
   const after = await counters();
   await checkEffects(peer.name, m, appDatabaseUrl, result.provider);
   return endToEndRow(

@@ -37,8 +37,8 @@ export function peersTable(rows: readonly EndToEndRow[], peers: readonly string[
     ...ours.map((r) => {
       const cells = peers.map((peer) => {
         const theirs = rows.find((p) => p.engine === peer && p.workload === r.workload && p.clients === r.clients);
-        const ratio = r.ratioTo?.[peer];
         if (!theirs) return '— | —';
+        const ratio = r.ratioTo?.[peer];
         return `${theirs.workflowsPerSecond.toFixed(0)} | ${ratio ? formatRatioRange(ratio) : (r.workflowsPerSecond / theirs.workflowsPerSecond).toFixed(2)}`;
       });
       return `| ${r.workload} | ${r.clients} | ${r.workflowsPerSecond.toFixed(0)} | ${cells.join(' | ')} |`;
